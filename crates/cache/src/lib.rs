@@ -1,0 +1,1 @@
+//! Object heads, lookup, waiting lists, expiry and bans.

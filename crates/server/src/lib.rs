@@ -1,0 +1,1 @@
+//! The daemon: sessions, request and fetch state machines, backends, management CLI.

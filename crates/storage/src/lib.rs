@@ -1,0 +1,1 @@
+//! Storage backends (stevedores): where object bodies live.

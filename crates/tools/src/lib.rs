@@ -1,0 +1,1 @@
+//! The operator tools: log, ncsa, top, stat, adm.

@@ -1,0 +1,1 @@
+//! VCL: lexer, parser, type checker and compiler to an executable program.

@@ -1,0 +1,1 @@
+//! Native VCL modules (vmods): std, directors, and friends.

@@ -1,0 +1,1 @@
+//! The shared-memory transaction log (VSL) and counters (VSC).

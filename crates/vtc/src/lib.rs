@@ -1,0 +1,1 @@
+//! The varnishtest-compatible test runner.
