@@ -1,1 +1,6 @@
 //! The daemon: sessions, request and fetch state machines, backends, management CLI.
+//!
+//! `lacquerd` is a thin command-line layer over this crate.
+
+pub mod listen;
+pub mod params;
