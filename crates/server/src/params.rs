@@ -606,6 +606,43 @@ impl ParamSet {
     }
 }
 
+/// The parameter reference (`lacquerd -x parameter`), generated from [`PARAMS`].
+pub fn reference_markdown() -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from("# Lacquer runtime parameters\n\n");
+    for p in PARAMS {
+        let _ = writeln!(out, "## {}\n", p.name);
+        if !p.unit.is_empty() {
+            let _ = writeln!(out, "* Units: {}", p.unit);
+        }
+        let _ = writeln!(out, "* Default: {}", p.default);
+        let bounds = match p.kind {
+            Kind::Duration { min, max } | Kind::Float { min, max } => {
+                (min.map(|m| m.to_string()), max.map(|m| m.to_string()))
+            }
+            Kind::Bytes { min, max } => (min.map(format_bytes), max.map(format_bytes)),
+            Kind::Uint { min, max } => (min.map(|m| m.to_string()), max.map(|m| m.to_string())),
+            _ => (None, None),
+        };
+        if let Some(m) = bounds.0 {
+            let _ = writeln!(out, "* Minimum: {m}");
+        }
+        if let Some(m) = bounds.1 {
+            let _ = writeln!(out, "* Maximum: {m}");
+        }
+        if let Kind::Bits { names } = p.kind
+            && !names.is_empty()
+        {
+            let _ = writeln!(out, "* Bits: {}", names.join(", "));
+        }
+        if !p.effective {
+            let _ = writeln!(out, "* Accepted for compatibility; no effect in Lacquer.");
+        }
+        let _ = writeln!(out, "\n{}\n", p.doc);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -662,6 +699,14 @@ mod tests {
         s.set("vsl_mask", "+Debug,-Hash").unwrap();
         assert!(!s.bit("vsl_mask", "Debug"));
         assert!(s.bit("vsl_mask", "Hash"));
+    }
+
+    #[test]
+    fn reference_lists_every_parameter() {
+        let doc = reference_markdown();
+        for p in PARAMS {
+            assert!(doc.contains(&format!("## {}\n", p.name)), "{}", p.name);
+        }
     }
 
     #[test]
