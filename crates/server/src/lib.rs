@@ -2,5 +2,6 @@
 //!
 //! `lacquerd` is a thin command-line layer over this crate.
 
+pub mod cli;
 pub mod listen;
 pub mod params;
