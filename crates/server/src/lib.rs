@@ -2,6 +2,7 @@
 //!
 //! `lacquerd` is a thin command-line layer over this crate.
 
+pub mod backend;
 pub mod cli;
 pub mod listen;
 pub mod params;

@@ -1,0 +1,4 @@
+//! Backends: connection pools and health probes.
+
+pub mod pool;
+pub mod probe;

@@ -1,0 +1,393 @@
+//! Backend health probes, with varnishd's window/threshold semantics.
+//!
+//! Every `.interval` a probe connects, sends its request, and reads the
+//! response until the backend closes or `.timeout` expires. A poll is good
+//! when the status line's code equals `.expected_response`. The last
+//! `.window` results are kept as bits; the backend is healthy while at least
+//! `.threshold` of them are good. `.initial` good results are assumed at
+//! start so that a backend is usable before its first polls complete.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::pool::{Address, Stream};
+
+/// A resolved probe declaration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProbeSpec {
+    /// The complete request bytes sent on each poll.
+    pub request: Vec<u8>,
+    pub expected_response: u16,
+    pub timeout: Duration,
+    pub interval: Duration,
+    pub window: u32,
+    pub threshold: u32,
+    pub initial: u32,
+}
+
+impl ProbeSpec {
+    /// Builds the spec from VCL fields; `request` lines (if given) replace
+    /// the generated `GET url` request. Missing fields take varnishd's
+    /// defaults (url `/`, 200, timeout 2s, interval 5s, window 8,
+    /// threshold 3, initial threshold-1).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        url: Option<&str>,
+        request_lines: Option<&[String]>,
+        host: &str,
+        expected_response: Option<u16>,
+        timeout: Option<f64>,
+        interval: Option<f64>,
+        window: Option<u32>,
+        threshold: Option<u32>,
+        initial: Option<u32>,
+    ) -> Self {
+        let request = match request_lines {
+            Some(lines) => {
+                let mut r = String::new();
+                for l in lines {
+                    r.push_str(l);
+                    r.push_str("\r\n");
+                }
+                r.push_str("\r\n");
+                r.into_bytes()
+            }
+            None => format!(
+                "GET {} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n",
+                url.unwrap_or("/")
+            )
+            .into_bytes(),
+        };
+        let window = window.unwrap_or(8).clamp(1, 64);
+        let threshold = threshold.unwrap_or(3).min(window);
+        ProbeSpec {
+            request,
+            expected_response: expected_response.unwrap_or(200),
+            timeout: Duration::from_secs_f64(timeout.unwrap_or(2.0).max(0.0)),
+            interval: Duration::from_secs_f64(interval.unwrap_or(5.0).max(0.001)),
+            window,
+            threshold,
+            initial: initial.unwrap_or(threshold.saturating_sub(1)).min(window),
+        }
+    }
+}
+
+/// The outcome of one poll, with the flags varnishlog shows.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PollResult {
+    pub connected_v4: bool,
+    pub connected_v6: bool,
+    pub connected_unix: bool,
+    pub sent: bool,
+    pub received: bool,
+    pub good: bool,
+    /// Seconds from connect to the end of the response.
+    pub elapsed: f64,
+    /// The status line, when one was read.
+    pub status_line: String,
+}
+
+/// Polls once.
+pub async fn poll(addr: &Address, spec: &ProbeSpec) -> PollResult {
+    let start = Instant::now();
+    let mut r = PollResult::default();
+    let fut = async {
+        let mut stream = match addr {
+            Address::Tcp(a) => match tokio::net::TcpStream::connect(a).await {
+                Ok(s) => {
+                    r.connected_v4 = a.is_ipv4();
+                    r.connected_v6 = a.is_ipv6();
+                    Stream::Tcp(s)
+                }
+                Err(_) => return,
+            },
+            Address::Unix(p) => match tokio::net::UnixStream::connect(p).await {
+                Ok(s) => {
+                    r.connected_unix = true;
+                    Stream::Unix(s)
+                }
+                Err(_) => return,
+            },
+        };
+        if stream.write_all(&spec.request).await.is_err() {
+            return;
+        }
+        r.sent = true;
+        let mut buf = Vec::with_capacity(1024);
+        let mut chunk = [0u8; 4096];
+        loop {
+            match stream.read(&mut chunk).await {
+                Ok(0) => break,
+                Ok(n) => {
+                    // Only the status line matters; keep reading (and
+                    // discarding) until the backend closes.
+                    if buf.len() < 1024 {
+                        buf.extend_from_slice(&chunk[..n.min(1024 - buf.len())]);
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        if buf.is_empty() {
+            return;
+        }
+        r.received = true;
+        let line_end = buf
+            .iter()
+            .position(|b| *b == b'\r' || *b == b'\n')
+            .unwrap_or(buf.len());
+        r.status_line = String::from_utf8_lossy(&buf[..line_end]).into_owned();
+        r.good = parse_status(&r.status_line) == Some(spec.expected_response);
+    };
+    let timed_out = tokio::time::timeout(spec.timeout, fut).await.is_err();
+    if timed_out {
+        r.good = false;
+    }
+    r.elapsed = start.elapsed().as_secs_f64();
+    r
+}
+
+fn parse_status(line: &str) -> Option<u16> {
+    let rest = line.strip_prefix("HTTP/1.")?;
+    let mut parts = rest.splitn(3, ' ');
+    let _minor = parts.next()?;
+    let code = parts.next()?;
+    if code.len() != 3 {
+        return None;
+    }
+    code.parse().ok()
+}
+
+/// An administrative override of the probed health (`backend.set_health`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admin {
+    Auto = 0,
+    Healthy = 1,
+    Sick = 2,
+}
+
+/// The health of one backend.
+#[derive(Debug)]
+pub struct Health {
+    admin: AtomicU8,
+    probed_healthy: AtomicBool,
+    state: Mutex<Window>,
+}
+
+#[derive(Debug, Clone)]
+struct Window {
+    bits: u64,
+    avg: f64,
+    polls: u32,
+}
+
+/// What a poll did to the health, for the `Backend_health` log record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    /// `Went healthy`, `Back healthy`, `Still healthy`, `Went sick`, `Still sick`.
+    pub verdict: &'static str,
+    pub good: u32,
+    pub avg: f64,
+}
+
+impl Health {
+    /// Health of a backend without a probe: healthy unless set otherwise.
+    pub fn unprobed() -> Self {
+        Health {
+            admin: AtomicU8::new(Admin::Auto as u8),
+            probed_healthy: AtomicBool::new(true),
+            state: Mutex::new(Window {
+                bits: 0,
+                avg: 0.0,
+                polls: 0,
+            }),
+        }
+    }
+
+    /// Health of a probed backend before its first poll.
+    pub fn probed(spec: &ProbeSpec) -> Self {
+        let bits = if spec.initial == 0 {
+            0
+        } else {
+            u64::MAX >> (64 - spec.initial)
+        };
+        Health {
+            admin: AtomicU8::new(Admin::Auto as u8),
+            probed_healthy: AtomicBool::new(spec.initial >= spec.threshold),
+            state: Mutex::new(Window {
+                bits,
+                avg: 0.0,
+                polls: 0,
+            }),
+        }
+    }
+
+    /// Whether requests may use the backend now.
+    pub fn healthy(&self) -> bool {
+        match self.admin() {
+            Admin::Healthy => true,
+            Admin::Sick => false,
+            Admin::Auto => self.probed_healthy.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The probed health, ignoring any override.
+    pub fn probed_healthy(&self) -> bool {
+        self.probed_healthy.load(Ordering::Relaxed)
+    }
+
+    pub fn admin(&self) -> Admin {
+        match self.admin.load(Ordering::Relaxed) {
+            1 => Admin::Healthy,
+            2 => Admin::Sick,
+            _ => Admin::Auto,
+        }
+    }
+
+    pub fn set_admin(&self, a: Admin) {
+        self.admin.store(a as u8, Ordering::Relaxed);
+    }
+
+    /// Good polls in the window and the window size, as `backend.list`
+    /// shows them (`3/8`).
+    pub fn window_counts(&self, spec: &ProbeSpec) -> (u32, u32) {
+        let w = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        ((w.bits & mask(spec.window)).count_ones(), spec.window)
+    }
+
+    /// Records a poll; returns the transition to log.
+    pub fn record(&self, spec: &ProbeSpec, r: &PollResult) -> Transition {
+        let mut w = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        w.bits = (w.bits << 1) | u64::from(r.good);
+        if r.good {
+            // Running average over up to four polls, as varnishd reports it.
+            w.polls = (w.polls + 1).min(4);
+            w.avg += (r.elapsed - w.avg) / f64::from(w.polls);
+        }
+        let good = (w.bits & mask(spec.window)).count_ones();
+        let now_healthy = good >= spec.threshold;
+        let was = self.probed_healthy.swap(now_healthy, Ordering::Relaxed);
+        let verdict = match (was, now_healthy) {
+            (false, true) => "Back healthy",
+            (true, true) => "Still healthy",
+            (true, false) => "Went sick",
+            (false, false) => "Still sick",
+        };
+        Transition {
+            verdict,
+            good,
+            avg: w.avg,
+        }
+    }
+}
+
+fn mask(window: u32) -> u64 {
+    if window >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << window) - 1
+    }
+}
+
+/// The flag string of a `Backend_health` record, e.g. `4---X-RH`.
+pub fn flags(r: &PollResult) -> String {
+    let f = |on: bool, c: char| if on { c } else { '-' };
+    let mut s = String::with_capacity(8);
+    s.push(f(r.connected_v4, '4'));
+    s.push(f(r.connected_v6, '6'));
+    s.push(f(r.connected_unix, 'U'));
+    s.push(f(
+        !r.sent && (r.connected_v4 || r.connected_v6 || r.connected_unix),
+        'x',
+    ));
+    s.push(f(r.sent, 'X'));
+    s.push(f(r.sent && !r.received, 'r'));
+    s.push(f(r.received, 'R'));
+    s.push(f(r.good, 'H'));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    fn spec() -> ProbeSpec {
+        ProbeSpec::new(
+            Some("/health"),
+            None,
+            "example",
+            None,
+            Some(1.0),
+            Some(0.1),
+            Some(4),
+            Some(3),
+            None,
+        )
+    }
+
+    async fn server(reply: &'static [u8]) -> Address {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let mut b = [0u8; 1024];
+                let _ = s.read(&mut b).await;
+                let _ = s.write_all(reply).await;
+            }
+        });
+        Address::Tcp(addr)
+    }
+
+    #[test]
+    fn defaults_and_request() {
+        let s = spec();
+        assert_eq!(s.initial, 2);
+        assert_eq!(
+            s.request,
+            b"GET /health HTTP/1.1\r\nHost: example\r\nConnection: close\r\n\r\n"
+        );
+        let lines = vec!["GET / HTTP/1.1".to_string(), "Host: x".to_string()];
+        let s = ProbeSpec::new(None, Some(&lines), "h", None, None, None, None, None, None);
+        assert_eq!(s.request, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!((s.window, s.threshold, s.initial), (8, 3, 2));
+    }
+
+    #[tokio::test]
+    async fn good_and_bad_polls() {
+        let s = spec();
+        let good = poll(&server(b"HTTP/1.1 200 OK\r\n\r\n").await, &s).await;
+        assert!(good.good, "{good:?}");
+        assert_eq!(flags(&good), "4---X-RH");
+        assert_eq!(good.status_line, "HTTP/1.1 200 OK");
+        let bad = poll(&server(b"HTTP/1.1 500 Oops\r\n\r\n").await, &s).await;
+        assert!(!bad.good);
+        assert_eq!(flags(&bad), "4---X-R-");
+        let junk = poll(&server(b"garbage\r\n").await, &s).await;
+        assert!(!junk.good);
+    }
+
+    #[test]
+    fn window_threshold() {
+        let s = spec();
+        let h = Health::probed(&s);
+        assert!(!h.healthy(), "initial 2 < threshold 3");
+        let good = PollResult {
+            good: true,
+            ..Default::default()
+        };
+        let bad = PollResult::default();
+        assert_eq!(h.record(&s, &good).verdict, "Back healthy");
+        assert!(h.healthy());
+        assert_eq!(h.record(&s, &bad).verdict, "Still healthy");
+        assert_eq!(h.record(&s, &bad).verdict, "Went sick");
+        assert_eq!(h.window_counts(&s), (2, 4));
+        h.set_admin(Admin::Healthy);
+        assert!(h.healthy());
+        h.set_admin(Admin::Auto);
+        assert!(!h.healthy());
+    }
+}
