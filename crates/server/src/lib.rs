@@ -6,3 +6,4 @@ pub mod backend;
 pub mod cli;
 pub mod listen;
 pub mod params;
+pub mod rfc2616;
