@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod cli;
+pub mod gzip;
 pub mod listen;
 pub mod params;
 pub mod rfc2616;
