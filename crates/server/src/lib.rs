@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod cli;
+pub mod cond;
 pub mod gzip;
 pub mod listen;
 pub mod params;

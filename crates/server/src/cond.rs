@@ -1,0 +1,280 @@
+//! Client conditional and partial requests, decided as varnishd does at
+//! delivery time.
+//!
+//! A 200 response becomes a 304 when `If-None-Match` matches its `ETag`
+//! (weak comparison), or when there is no `If-None-Match` and
+//! `If-Modified-Since` is not older than its `Last-Modified`. A single
+//! `bytes=` range of a 200 response becomes a 206; a range varnishd cannot
+//! satisfy or parse becomes a 416 with `Content-Range: bytes */LEN`.
+
+use crate::rfc2616::parse_http_date;
+
+/// Whether a 200 response may be answered with 304 Not Modified.
+///
+/// `t_req` is when the request arrived: an `If-Modified-Since` in the
+/// future is ignored.
+pub fn not_modified(
+    if_none_match: Option<&[u8]>,
+    if_modified_since: Option<&[u8]>,
+    etag: Option<&[u8]>,
+    last_modified: Option<&[u8]>,
+    t_req: f64,
+) -> bool {
+    if let Some(inm) = if_none_match {
+        return etag.is_some_and(|e| etag_list_matches(inm, e));
+    }
+    if let Some(ims) = if_modified_since {
+        let Some(ims) = parse_http_date(ims) else {
+            return false;
+        };
+        if ims > t_req {
+            return false;
+        }
+        return last_modified
+            .and_then(parse_http_date)
+            .is_some_and(|lm| lm <= ims);
+    }
+    false
+}
+
+fn strip_weak(e: &[u8]) -> &[u8] {
+    let e = trim(e);
+    e.strip_prefix(b"W/").unwrap_or(e)
+}
+
+fn trim(b: &[u8]) -> &[u8] {
+    let s = b
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(b.len());
+    let e = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(s, |e| e + 1);
+    &b[s..e]
+}
+
+/// Weak comparison of an `If-None-Match` list (or `*`) with an `ETag`.
+pub fn etag_list_matches(list: &[u8], etag: &[u8]) -> bool {
+    if trim(list) == b"*" {
+        return true;
+    }
+    let etag = strip_weak(etag);
+    list.split(|b| *b == b',').any(|e| strip_weak(e) == etag)
+}
+
+/// The outcome of applying a `Range` header to a response body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RangeOutcome {
+    /// Deliver the whole body with 200.
+    Full,
+    /// Deliver bytes `start..=end` with 206 and
+    /// `Content-Range: bytes start-end/len` (`len` `*` when unknown).
+    Partial { start: u64, end: u64 },
+    /// Deliver 416 (`reason` goes to the debug log).
+    Unsatisfiable { reason: &'static str },
+}
+
+/// Applies `range` to a body of `len` bytes (`None` while the length is
+/// not known yet, e.g. a streaming object without Content-Length).
+pub fn apply_range(range: &[u8], len: Option<u64>) -> RangeOutcome {
+    use RangeOutcome::*;
+    let Some(r) = range
+        .get(..6)
+        .filter(|p| p.eq_ignore_ascii_case(b"bytes="))
+        .map(|_| &range[6..])
+    else {
+        return Unsatisfiable {
+            reason: "Not Bytes",
+        };
+    };
+    let (low, rest) = digits(r);
+    let Some(rest) = rest.strip_prefix(b"-") else {
+        return Unsatisfiable {
+            reason: "Missing hyphen",
+        };
+    };
+    let (high, rest) = digits(rest);
+    if !rest.is_empty() {
+        return Unsatisfiable {
+            reason: "Trailing stuff",
+        };
+    }
+    let (low, high) = match (low, high) {
+        (Err(()), _) | (_, Err(())) => {
+            return Unsatisfiable {
+                reason: "Number too big",
+            };
+        }
+        (Ok(l), Ok(h)) => (l, h),
+    };
+    let (start, end) = match (low, high, len) {
+        (None, None, _) => {
+            return Unsatisfiable {
+                reason: "Neither high nor low",
+            };
+        }
+        (None, Some(_), None) => return Full,
+        (None, Some(0), Some(_)) => {
+            return Unsatisfiable {
+                reason: "No low, high is zero",
+            };
+        }
+        (None, Some(h), Some(len)) => {
+            let h = h.min(len);
+            (len - h, len.saturating_sub(1))
+        }
+        (Some(l), h, Some(len)) => {
+            let end = match h {
+                Some(h) if h < len => h,
+                _ => len.saturating_sub(1),
+            };
+            (l, end)
+        }
+        (Some(_), None, None) => return Full,
+        (Some(l), Some(h), None) => (l, h),
+    };
+    if end < start {
+        return Unsatisfiable {
+            reason: "high smaller than low",
+        };
+    }
+    if let Some(len) = len
+        && start >= len
+    {
+        return Unsatisfiable {
+            reason: "low range beyond object",
+        };
+    }
+    Partial { start, end }
+}
+
+type Num = Result<Option<u64>, ()>;
+
+fn digits(s: &[u8]) -> (Num, &[u8]) {
+    let n = s.iter().take_while(|b| b.is_ascii_digit()).count();
+    if n == 0 {
+        return (Ok(None), s);
+    }
+    let mut v: u64 = 0;
+    for d in &s[..n] {
+        match v
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(u64::from(d - b'0')))
+        {
+            Some(x) if x <= i64::MAX as u64 => v = x,
+            _ => return (Err(()), &s[n..]),
+        }
+    }
+    (Ok(Some(v)), &s[n..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RangeOutcome::*;
+    use super::*;
+    use crate::rfc2616::format_http_date;
+
+    #[test]
+    fn etags() {
+        assert!(not_modified(
+            Some(b"\"a\""),
+            None,
+            Some(b"\"a\""),
+            None,
+            0.0
+        ));
+        assert!(not_modified(
+            Some(b"W/\"a\""),
+            None,
+            Some(b"\"a\""),
+            None,
+            0.0
+        ));
+        assert!(not_modified(
+            Some(b"\"x\", \"a\""),
+            None,
+            Some(b"W/\"a\""),
+            None,
+            0.0
+        ));
+        assert!(not_modified(Some(b"*"), None, Some(b"\"q\""), None, 0.0));
+        assert!(!not_modified(
+            Some(b"\"b\""),
+            None,
+            Some(b"\"a\""),
+            None,
+            0.0
+        ));
+        assert!(!not_modified(Some(b"*"), None, None, None, 0.0));
+        // If-None-Match takes precedence over If-Modified-Since.
+        let lm = format_http_date(1000.0);
+        assert!(!not_modified(
+            Some(b"\"b\""),
+            Some(lm.as_bytes()),
+            Some(b"\"a\""),
+            Some(lm.as_bytes()),
+            2000.0
+        ));
+    }
+
+    #[test]
+    fn modified_since() {
+        let lm = format_http_date(1000.0);
+        let later = format_http_date(1500.0);
+        let earlier = format_http_date(500.0);
+        let ims = |v: &String, lm: &String| {
+            not_modified(None, Some(v.as_bytes()), None, Some(lm.as_bytes()), 2000.0)
+        };
+        assert!(ims(&lm, &lm));
+        assert!(ims(&later, &lm));
+        assert!(!ims(&earlier, &lm));
+        // A date in the future (after the request) is ignored.
+        assert!(!not_modified(
+            None,
+            Some(format_http_date(3000.0).as_bytes()),
+            None,
+            Some(lm.as_bytes()),
+            2000.0
+        ));
+        assert!(!not_modified(
+            None,
+            Some(b"junk"),
+            None,
+            Some(lm.as_bytes()),
+            2000.0
+        ));
+        assert!(!not_modified(None, Some(lm.as_bytes()), None, None, 2000.0));
+    }
+
+    #[test]
+    fn ranges() {
+        let r = |s: &str, len| apply_range(s.as_bytes(), len);
+        assert_eq!(r("bytes=0-9", Some(100)), Partial { start: 0, end: 9 });
+        assert_eq!(r("bytes=90-", Some(100)), Partial { start: 90, end: 99 });
+        assert_eq!(r("bytes=-10", Some(100)), Partial { start: 90, end: 99 });
+        assert_eq!(r("bytes=-1000", Some(100)), Partial { start: 0, end: 99 });
+        assert_eq!(
+            r("bytes=50-1000", Some(100)),
+            Partial { start: 50, end: 99 }
+        );
+        assert_eq!(r("BYTES=1-1", Some(3)), Partial { start: 1, end: 1 });
+        assert!(matches!(r("bytes=100-", Some(100)), Unsatisfiable { .. }));
+        assert!(matches!(r("bytes=5-2", Some(100)), Unsatisfiable { .. }));
+        assert!(matches!(r("bytes=-0", Some(100)), Unsatisfiable { .. }));
+        assert!(matches!(r("bytes=-", Some(100)), Unsatisfiable { .. }));
+        assert!(matches!(
+            r("bytes=0-1,3-4", Some(100)),
+            Unsatisfiable { .. }
+        ));
+        assert!(matches!(r("items=0-1", Some(100)), Unsatisfiable { .. }));
+        assert!(matches!(
+            r("bytes=99999999999999999999-", Some(100)),
+            Unsatisfiable { .. }
+        ));
+        // Unknown length (still streaming).
+        assert_eq!(r("bytes=-10", None), Full);
+        assert_eq!(r("bytes=10-", None), Full);
+        assert_eq!(r("bytes=10-20", None), Partial { start: 10, end: 20 });
+    }
+}
