@@ -9,3 +9,4 @@ pub mod gzip;
 pub mod listen;
 pub mod params;
 pub mod rfc2616;
+pub mod vxid;
