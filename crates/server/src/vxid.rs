@@ -2,8 +2,9 @@
 //!
 //! One counter serves all three kinds, as in varnishd with its default
 //! cache size of one, so that ids in logs and `X-Varnish` headers follow
-//! the order in which transactions begin (a session 1000, its first
-//! request 1001, that request's fetch 1002, …). Ids wrap below 2^30, the
+//! the order in which transactions begin (a session 1, its first request
+//! 2, that request's fetch 3, …; varnishtest moves the start to 1000 with
+//! `debug.xid`). Ids wrap below 2^30, the
 //! range the log format reserves for them, and never take the value 0.
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -19,7 +20,7 @@ pub struct VxidAlloc {
 impl Default for VxidAlloc {
     fn default() -> Self {
         VxidAlloc {
-            next: AtomicU32::new(1000),
+            next: AtomicU32::new(1),
         }
     }
 }
@@ -53,8 +54,8 @@ mod tests {
     #[test]
     fn sequence_and_wrap() {
         let a = VxidAlloc::default();
-        assert_eq!(a.next(), 1000);
-        assert_eq!(a.next(), 1001);
+        assert_eq!(a.next(), 1);
+        assert_eq!(a.next(), 2);
         a.set(LIMIT - 1);
         assert_eq!(a.next(), LIMIT - 1);
         assert_eq!(a.next(), 1, "0 is skipped after the wrap");
