@@ -1,0 +1,203 @@
+//! Reading message bodies off a socket as segments, whatever their framing
+//! (Content-Length, chunked, until close), with a timeout on every read.
+//!
+//! The receive buffer is shared with the head parser: bytes that arrived
+//! with the head are used first, and bytes past the body's end (a pipelined
+//! request) are left in the buffer for the next message.
+
+use std::io;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use lacquer_http::{BodyKind, ChunkedDecoder, ChunkedLimits};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// Why a body could not be read to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyIoError {
+    #[error("timeout")]
+    Timeout,
+    #[error("EOF before the end of the body")]
+    Eof,
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("{0}")]
+    Framing(String),
+}
+
+/// Reads one body as segments.
+#[derive(Debug)]
+pub struct BodyStream {
+    kind: BodyKind,
+    remaining: u64,
+    chunked: Option<ChunkedDecoder>,
+    done: bool,
+    pub bytes_read: u64,
+}
+
+const READ_SIZE: usize = 64 * 1024;
+
+impl BodyStream {
+    /// A reader for a body framed as `kind`; `response` selects the error
+    /// status chunked errors carry (503 for backends, 400 for clients).
+    pub fn new(kind: BodyKind, response: bool) -> Self {
+        let chunked = matches!(kind, BodyKind::Chunked).then(|| {
+            if response {
+                ChunkedDecoder::for_response(ChunkedLimits::default())
+            } else {
+                ChunkedDecoder::new(ChunkedLimits::default())
+            }
+        });
+        BodyStream {
+            kind,
+            remaining: match kind {
+                BodyKind::Length(n) => n,
+                _ => 0,
+            },
+            chunked,
+            done: matches!(kind, BodyKind::None),
+            bytes_read: 0,
+        }
+    }
+
+    /// True once the whole body was read.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// The next segment, `None` at the end of the body.
+    pub async fn next<R: AsyncRead + Unpin>(
+        &mut self,
+        r: &mut R,
+        buf: &mut BytesMut,
+        timeout: Duration,
+    ) -> Result<Option<Bytes>, BodyIoError> {
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            if !buf.is_empty() {
+                match self.kind {
+                    BodyKind::None => unreachable!("done is set for empty bodies"),
+                    BodyKind::Length(_) => {
+                        let n = (buf.len() as u64).min(self.remaining) as usize;
+                        self.remaining -= n as u64;
+                        self.done = self.remaining == 0;
+                        self.bytes_read += n as u64;
+                        return Ok(Some(buf.split_to(n).freeze()));
+                    }
+                    BodyKind::Eof => {
+                        let seg = buf.split().freeze();
+                        self.bytes_read += seg.len() as u64;
+                        return Ok(Some(seg));
+                    }
+                    BodyKind::Chunked => {
+                        let dec = self.chunked.as_mut().expect("chunked decoder present");
+                        let mut out = Vec::new();
+                        let (used, done) = dec
+                            .decode_to(&buf[..], &mut out)
+                            .map_err(|e| BodyIoError::Framing(e.message().to_string()))?;
+                        let _ = buf.split_to(used);
+                        self.done = done;
+                        if !out.is_empty() {
+                            self.bytes_read += out.len() as u64;
+                            return Ok(Some(Bytes::from(out)));
+                        }
+                        if done {
+                            return Ok(None);
+                        }
+                    }
+                }
+            }
+            if self.done {
+                return Ok(None);
+            }
+            buf.reserve(READ_SIZE);
+            let n = match tokio::time::timeout(timeout, r.read_buf(buf)).await {
+                Err(_) => return Err(BodyIoError::Timeout),
+                Ok(r) => r?,
+            };
+            if n == 0 {
+                if matches!(self.kind, BodyKind::Eof) {
+                    self.done = true;
+                    return Ok(None);
+                }
+                return Err(BodyIoError::Eof);
+            }
+        }
+    }
+
+    /// Reads the rest of the body into one buffer, refusing more than `max`
+    /// bytes.
+    pub async fn collect<R: AsyncRead + Unpin>(
+        &mut self,
+        r: &mut R,
+        buf: &mut BytesMut,
+        timeout: Duration,
+        max: u64,
+    ) -> Result<Bytes, BodyIoError> {
+        let mut out = BytesMut::new();
+        while let Some(seg) = self.next(r, buf, timeout).await? {
+            if (out.len() + seg.len()) as u64 > max {
+                return Err(BodyIoError::Framing(format!(
+                    "body larger than {max} bytes"
+                )));
+            }
+            out.extend_from_slice(&seg);
+        }
+        Ok(out.freeze())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn read_all(kind: BodyKind, wire: &[u8]) -> (Vec<u8>, BytesMut) {
+        let mut r = wire;
+        let mut buf = BytesMut::new();
+        let mut s = BodyStream::new(kind, true);
+        let mut out = Vec::new();
+        while let Some(seg) = s
+            .next(&mut r, &mut buf, Duration::from_secs(1))
+            .await
+            .unwrap()
+        {
+            out.extend_from_slice(&seg);
+        }
+        (out, buf)
+    }
+
+    #[tokio::test]
+    async fn framings() {
+        let (b, rest) = read_all(BodyKind::Length(5), b"helloNEXT").await;
+        assert_eq!(b, b"hello");
+        // The reader may have buffered the next message's bytes.
+        assert!(b"NEXT".starts_with(&rest[..]));
+        let (b, _) = read_all(BodyKind::Chunked, b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n").await;
+        assert_eq!(b, b"abcde");
+        let (b, _) = read_all(BodyKind::Eof, b"until close").await;
+        assert_eq!(b, b"until close");
+        let (b, _) = read_all(BodyKind::None, b"ignored").await;
+        assert!(b.is_empty());
+    }
+
+    #[tokio::test]
+    async fn short_and_bad_bodies() {
+        let mut r: &[u8] = b"abc";
+        let mut buf = BytesMut::new();
+        let mut s = BodyStream::new(BodyKind::Length(10), true);
+        let t = Duration::from_secs(1);
+        assert!(s.next(&mut r, &mut buf, t).await.unwrap().is_some());
+        assert!(matches!(s.next(&mut r, &mut buf, t).await, Err(BodyIoError::Eof)));
+        let mut r: &[u8] = b"zz\r\n";
+        let mut s = BodyStream::new(BodyKind::Chunked, true);
+        assert!(matches!(
+            s.next(&mut r, &mut BytesMut::new(), t).await,
+            Err(BodyIoError::Framing(_))
+        ));
+        let mut r: &[u8] = b"0123456789";
+        let mut s = BodyStream::new(BodyKind::Length(10), true);
+        assert!(s.collect(&mut r, &mut BytesMut::new(), t, 5).await.is_err());
+    }
+}

@@ -1,0 +1,767 @@
+//! The backend fetch state machine: from a prepared `bereq` to an object in
+//! the cache (or a private one for pass), as varnishd's `cache_fetch.c`.
+//!
+//! ```text
+//! vcl_backend_fetch ──fetch──▶ connect, send, read head ──▶ vcl_backend_response
+//!       │ error                     │ failure                   │ deliver: unbusy, stream body
+//!       ▼                           ▼                           │ retry ──▶ (again, ≤ max_retries)
+//! vcl_backend_error ◀───────────────┘                           │ error ──▶ vcl_backend_error
+//!       │ deliver: synthetic object      retry ──▶ (again)      │ abandon/fail ──▶ failed
+//! ```
+//!
+//! A fetch runs in its own task: a client that goes away never stops it,
+//! and every client waiting on the object reads the one stored copy as it
+//! arrives. The client that started it learns the outcome through a oneshot
+//! channel as soon as the object's headers exist (or, without
+//! `beresp.do_stream`, when its body is complete).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use lacquer_cache::{BusyObj, NewBody, NewObject, ObjKind, ObjMeta, ObjRef};
+use lacquer_http::{BodyKind, Limits, parse_response_buf};
+use lacquer_vcl::exec::{Action, Scratch};
+use lacquer_vcl::subs::BuiltinSub;
+use lacquer_vsl::Tag;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::oneshot;
+
+use crate::backend::pool::ConnectError;
+use crate::bodyio::{BodyIoError, BodyStream};
+use crate::gzip::{Gunzip, Gzip, is_gzip_encoding};
+use crate::msg::RespMsg;
+use crate::rfc2616::{self, Defaults, RespInfo};
+use crate::task::BoTask;
+use crate::vcls::BackendRt;
+
+/// What the fetch is for.
+pub enum FetchMode {
+    /// A cache miss: fill `busy`; `stale` (within keep) allows revalidation.
+    Miss {
+        busy: BusyObj,
+        stale: Option<ObjRef>,
+    },
+    /// A hit-for-miss: fill `busy`, nobody waits on it.
+    HitMiss { busy: BusyObj },
+    /// A grace hit's background refresh.
+    Background { busy: BusyObj, stale: ObjRef },
+    /// A pass: the object is private to the requesting client.
+    Pass,
+}
+
+/// What the requesting client gets.
+#[derive(Debug)]
+pub enum FetchOutcome {
+    /// Deliver this object (possibly still streaming).
+    Object(ObjRef),
+    /// The fetch failed without an object: the client answers 503.
+    Failed,
+}
+
+/// A fetch ready to run.
+pub struct FetchJob {
+    pub bo: BoTask,
+    pub mode: FetchMode,
+    /// The client request body, for a pass.
+    pub req_body: Option<Bytes>,
+    pub notify: Option<oneshot::Sender<FetchOutcome>>,
+}
+
+enum Step {
+    /// Run vcl_backend_error with this status/reason (reason None: default).
+    Error(u16, Option<Bytes>),
+    Fail,
+}
+
+/// The connection, head and body framing of a backend response.
+struct Fetched {
+    conn: crate::backend::pool::Conn,
+    backend: Arc<BackendRt>,
+    rbuf: BytesMut,
+    body: BodyKind,
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(if s.is_finite() && s > 0.0 { s } else { 0.0 })
+}
+
+/// Runs a fetch to completion.
+pub async fn run(mut job: FetchJob) {
+    let max_retries = job.bo.sh.params().uint("max_retries") as u32;
+    let mut scratch = Scratch::default();
+    job.bo.vsl.log(
+        Tag::Begin,
+        format_args!(
+            "bereq {} {}",
+            job.bo.sess.vxid,
+            match job.mode {
+                FetchMode::Background { .. } => "bgfetch",
+                FetchMode::Pass => "pass",
+                _ => "fetch",
+            }
+        ),
+    );
+    job.bo.vsl.log(
+        Tag::Timestamp,
+        format_args!("Start: {:.6} 0.000000 0.000000", job.bo.t_bereq),
+    );
+    loop {
+        let step = attempt(&mut job, &mut scratch).await;
+        let (status, reason) = match step {
+            Ok(()) => break,
+            Err(Step::Fail) => {
+                fail(&mut job);
+                break;
+            }
+            Err(Step::Error(s, r)) => (s, r),
+        };
+        match backend_error(&mut job, &mut scratch, status, reason) {
+            ErrorNext::Done => break,
+            ErrorNext::Retry if job.bo.retries < max_retries => {
+                job.bo.retries += 1;
+                continue;
+            }
+            ErrorNext::Retry => {
+                job.bo
+                    .vsl
+                    .log_str(Tag::VCL_Error, "Too many retries, delivering 503");
+                fail(&mut job);
+                break;
+            }
+            ErrorNext::Fail => {
+                fail(&mut job);
+                break;
+            }
+        }
+    }
+    job.bo.vsl.log_str(Tag::End, "");
+    job.bo.vsl.flush();
+}
+
+fn fail(job: &mut FetchJob) {
+    job.bo.sh.counters.fetch_failed.inc();
+    if let Some(n) = job.notify.take() {
+        let _ = n.send(FetchOutcome::Failed);
+    }
+    match std::mem::replace(&mut job.mode, FetchMode::Pass) {
+        FetchMode::Miss { busy, .. }
+        | FetchMode::HitMiss { busy }
+        | FetchMode::Background { busy, .. } => busy.fail(),
+        FetchMode::Pass => {}
+    }
+}
+
+/// One pass through vcl_backend_fetch, the backend and vcl_backend_response,
+/// repeated on `retry`.
+async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> {
+    let max_retries = job.bo.sh.params().uint("max_retries") as u32;
+    loop {
+        let vcl = job.bo.vcl.clone();
+        job.bo.now = rfc2616::now();
+        match vcl.run(BuiltinSub::BackendFetch, &mut job.bo, scratch) {
+            Action::Fetch => {}
+            Action::Error { status, reason } => return Err(Step::Error(status, reason)),
+            Action::Abandon | Action::Fail => return Err(Step::Fail),
+            other => {
+                job.bo
+                    .vsl
+                    .log(Tag::VCL_Error, format_args!("illegal return {other:?}"));
+                return Err(Step::Fail);
+            }
+        }
+        let fetched = match send_and_receive(job).await {
+            Ok(f) => f,
+            Err(msg) => {
+                job.bo.vsl.log_str(Tag::FetchError, &msg);
+                return Err(Step::Error(503, None));
+            }
+        };
+        job.bo.now = rfc2616::now();
+        job.bo.t_beresp = job.bo.now;
+        compute_ttl(&mut job.bo);
+        match vcl.run(BuiltinSub::BackendResponse, &mut job.bo, scratch) {
+            Action::Deliver => {
+                return deliver(job, fetched, None).await;
+            }
+            Action::Pass { ttl } => {
+                return deliver(job, fetched, Some(ttl.unwrap_or(job.bo.ttl))).await;
+            }
+            Action::Retry => {
+                drop(fetched);
+                if job.bo.retries >= max_retries {
+                    job.bo
+                        .vsl
+                        .log_str(Tag::VCL_Error, "Too many retries, failing");
+                    return Err(Step::Fail);
+                }
+                job.bo.retries += 1;
+                job.bo.sh.counters.backend_retry.inc();
+                continue;
+            }
+            Action::Error { status, reason } => return Err(Step::Error(status, reason)),
+            Action::Abandon | Action::Fail => return Err(Step::Fail),
+            other => {
+                job.bo
+                    .vsl
+                    .log(Tag::VCL_Error, format_args!("illegal return {other:?}"));
+                return Err(Step::Fail);
+            }
+        }
+    }
+}
+
+/// Connects, sends bereq (and body), and reads the response head.
+async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
+    let bo = &mut job.bo;
+    let Some(be) = bo.backend.clone() else {
+        bo.sh.counters.backend_fail.inc();
+        return Err("No backend".to_string());
+    };
+    let backend = bo
+        .vcl
+        .resolve_backend(&be, bo)
+        .ok_or_else(|| format!("Director {} returned no backend", be.name))?;
+    if !backend.healthy() {
+        bo.sh.counters.backend_unhealthy.inc();
+        return Err(format!("backend {}: unhealthy", backend.name));
+    }
+    let params = bo.sh.params();
+    let connect_timeout = bo
+        .connect_timeout
+        .or(backend.connect_timeout)
+        .unwrap_or_else(|| params.duration("connect_timeout"));
+    let first_byte = bo
+        .first_byte_timeout
+        .or(backend.first_byte_timeout)
+        .unwrap_or_else(|| params.duration("first_byte_timeout"));
+    let idle = params.duration("backend_idle_timeout");
+    let limits = Limits {
+        require_host: false,
+        ..Limits::from_varnish_params(
+            params.bytes("http_resp_hdr_len") as usize,
+            params.bytes("http_resp_size") as usize,
+            params.uint("http_max_hdr") as usize,
+        )
+    };
+    drop(params);
+    bo.beresp_backend = Some(be.clone());
+    bo.beresp_backend_ip = backend.tcp_addr();
+    // Host header from the backend definition when the request has none.
+    if !bo.bereq.headers.contains("host")
+        && let Some(h) = &backend.host_header
+    {
+        bo.bereq.headers.append("Host", h.clone());
+    }
+    let mut head = Vec::with_capacity(1024);
+    bo.bereq.write_head(&mut head);
+    let body = if bo.has_body {
+        job.req_body.clone()
+    } else {
+        None
+    };
+    // A reused connection the backend closed meanwhile is retried once
+    // with a fresh one, as varnishd does.
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let mut conn = match backend
+            .pool
+            .get(secs(connect_timeout), secs(idle))
+            .await
+        {
+            Ok(c) => c,
+            Err(ConnectError::Busy(_)) => {
+                bo.sh.counters.backend_busy.inc();
+                return Err(format!("backend {}: busy", backend.name));
+            }
+            Err(e) => {
+                bo.sh.counters.backend_fail.inc();
+                return Err(format!("backend {}: {e}", backend.name));
+            }
+        };
+        if conn.reused {
+            bo.sh.counters.backend_reuse.inc();
+            bo.vsl.log(
+                Tag::BackendReuse,
+                format_args!("{} {}", conn.local_port(), backend.vcl_name),
+            );
+        } else {
+            bo.sh.counters.backend_conn.inc();
+            bo.vsl.log(
+                Tag::BackendOpen,
+                format_args!(
+                    "{} {} {} {}",
+                    conn.local_port(),
+                    backend.vcl_name,
+                    backend.pool.address(),
+                    conn.local_addr_string()
+                ),
+            );
+        }
+        bo.vsl.log(
+            Tag::Timestamp,
+            format_args!(
+                "Bereq: {:.6} {:.6} {:.6}",
+                rfc2616::now(),
+                rfc2616::now() - bo.t_bereq,
+                0.0
+            ),
+        );
+        let sent = async {
+            conn.stream.write_all(&head).await?;
+            if let Some(b) = &body {
+                conn.stream.write_all(b).await?;
+            }
+            conn.stream.flush().await
+        }
+        .await;
+        if let Err(e) = sent {
+            if conn.reused && tries == 1 {
+                continue;
+            }
+            bo.sh.counters.backend_fail.inc();
+            return Err(format!("backend write error: {e}"));
+        }
+        let mut rbuf = BytesMut::with_capacity(8192);
+        let deadline = tokio::time::Instant::now() + secs(first_byte);
+        let head = loop {
+            match parse_response_buf(&mut rbuf, &limits) {
+                Ok(Some(h)) => break Some(h),
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(format!("http format error: {}", e.message()));
+                }
+            }
+            rbuf.reserve(8192);
+            let read = tokio::time::timeout_at(
+                deadline,
+                tokio::io::AsyncReadExt::read_buf(&mut conn.stream, &mut rbuf),
+            )
+            .await;
+            match read {
+                Err(_) => {
+                    return Err("first byte timeout".to_string());
+                }
+                Ok(Ok(0)) | Ok(Err(_)) if conn.reused && tries == 1 && rbuf.is_empty() => {
+                    break_retry(bo);
+                    break None;
+                }
+                Ok(Ok(0)) => return Err("http first read error: EOF".to_string()),
+                Ok(Err(e)) => return Err(format!("http first read error: {e}")),
+                Ok(Ok(_)) => {}
+            }
+        };
+        let Some(head) = head else {
+            continue;
+        };
+        let is_head = &bo.bereq.method[..] == b"HEAD";
+        let body = head
+            .body_kind(is_head)
+            .map_err(|e| format!("http format error: {}", e.message()))?;
+        bo.beresp = RespMsg::from(head);
+        bo.sh.counters.backend_req.inc();
+        log_resp(bo, Tag::BerespProtocol);
+        return Ok(Fetched {
+            conn,
+            backend,
+            rbuf,
+            body,
+        });
+    }
+}
+
+fn break_retry(bo: &mut BoTask) {
+    bo.vsl
+        .log_str(Tag::Debug, "reused backend connection closed; retrying");
+}
+
+/// Logs a response's start line and headers under the given family of tags
+/// (`BerespProtocol` … or `ObjProtocol` …).
+fn log_resp(bo: &mut BoTask, first: Tag) {
+    let (proto, status, reason, header) = match first {
+        Tag::ObjProtocol => (
+            Tag::ObjProtocol,
+            Tag::ObjStatus,
+            Tag::ObjReason,
+            Tag::ObjHeader,
+        ),
+        _ => (
+            Tag::BerespProtocol,
+            Tag::BerespStatus,
+            Tag::BerespReason,
+            Tag::BerespHeader,
+        ),
+    };
+    bo.vsl.log_bytes(proto, &bo.beresp.proto);
+    bo.vsl
+        .log(status, format_args!("{}", bo.beresp.status));
+    bo.vsl.log_bytes(reason, &bo.beresp.reason);
+    for (k, v) in bo.beresp.headers.iter() {
+        bo.vsl.log_header(header, k, v);
+    }
+}
+
+fn compute_ttl(bo: &mut BoTask) {
+    let params = bo.sh.params();
+    let d = Defaults {
+        ttl: params.duration("default_ttl"),
+        grace: params.duration("default_grace"),
+        keep: params.duration("default_keep"),
+        clock_skew: params.uint("clock_skew") as f64,
+    };
+    drop(params);
+    let h = &bo.beresp.headers;
+    let info = RespInfo {
+        status: bo.beresp.status,
+        cache_control: h.get("cache-control"),
+        age: h.get("age"),
+        expires: h.get("expires"),
+        date: h.get("date"),
+    };
+    let f = rfc2616::freshness(&info, bo.now, &d);
+    bo.vsl.log_str(Tag::TTL, &f.log_line(bo.now));
+    bo.t_origin = f.t_origin;
+    bo.ttl = f.ttl;
+    bo.grace = f.grace;
+    bo.keep = f.keep;
+    if !bo.beresp.headers.contains("date") {
+        bo.beresp
+            .headers
+            .append("Date", rfc2616::format_http_date(bo.now));
+    }
+}
+
+/// The store an object goes to.
+fn pick_store(bo: &BoTask, private: bool) -> lacquer_cache::StoreRef {
+    let cache = &bo.sh.cache;
+    if let Some(name) = &bo.storage
+        && let Some(s) = cache.store(name)
+    {
+        return s;
+    }
+    let shortlived = bo.sh.params().duration("shortlived");
+    if private || bo.uncacheable || bo.ttl + bo.grace + bo.keep < shortlived {
+        return cache.transient();
+    }
+    cache
+        .stores()
+        .iter()
+        .find(|s| s.name() != "Transient")
+        .cloned()
+        .unwrap_or_else(|| cache.transient())
+}
+
+/// Headers stored in an object: beresp without hop-by-hop fields.
+fn object_headers(beresp: &RespMsg) -> Vec<(Bytes, Bytes)> {
+    let mut out = lacquer_http::Headers::new();
+    beresp
+        .headers
+        .copy_filtered(lacquer_http::FILTER_INSERT, &mut out);
+    out.iter()
+        .map(|(k, v)| (Bytes::copy_from_slice(k), Bytes::copy_from_slice(v)))
+        .collect()
+}
+
+/// Turns the response into an object and streams its body.
+async fn deliver(
+    job: &mut FetchJob,
+    mut f: Fetched,
+    hfp_ttl: Option<f64>,
+) -> Result<(), Step> {
+    let bo = &mut job.bo;
+    // 304 revalidation of a stale object: merge headers, reuse its body.
+    let stale = match &job.mode {
+        FetchMode::Miss { stale, .. } => stale.clone(),
+        FetchMode::Background { stale, .. } => Some(stale.clone()),
+        _ => None,
+    };
+    let mut reuse_body = None;
+    if bo.beresp.status == 304
+        && let Some(stale) = &stale
+    {
+        let data = stale.data();
+        let mut merged = lacquer_http::Headers::new();
+        for (k, v) in &data.headers {
+            if !bo.beresp.headers.contains(&k[..]) {
+                merged.append(k.clone(), v.clone());
+            }
+        }
+        for (k, v) in bo.beresp.headers.iter() {
+            merged.append(Bytes::copy_from_slice(k), Bytes::copy_from_slice(v));
+        }
+        bo.beresp.headers = merged;
+        bo.beresp.status = data.status;
+        bo.beresp.reason = data.reason.clone();
+        bo.was_304 = true;
+        reuse_body = Some(data.body.clone());
+        bo.sh.counters.fetch_304.inc();
+    }
+    // Body filters chosen by VCL.
+    let backend_gzip = bo
+        .beresp
+        .headers
+        .get("content-encoding")
+        .is_some_and(is_gzip_encoding);
+    let mut gunzip = None;
+    let mut gzip = None;
+    let mut stored_gzip = backend_gzip;
+    if reuse_body.is_none() {
+        if bo.do_gunzip && backend_gzip {
+            gunzip = Some(Gunzip::new());
+            bo.beresp.headers.remove("content-encoding");
+            bo.beresp.headers.remove("content-length");
+            stored_gzip = false;
+        } else if bo.do_gzip && !backend_gzip && f.body != BodyKind::None {
+            gzip = Some(Gzip::new(bo.sh.params().uint("gzip_level") as u32));
+            bo.beresp.headers.set("Content-Encoding", "gzip");
+            bo.beresp.headers.remove("content-length");
+            stored_gzip = true;
+        } else if backend_gzip && stored_gzip {
+            // Validate gzip from the backend while storing it.
+            gunzip = None;
+        }
+    }
+    if stored_gzip
+        && bo.sh.params().flag("http_gzip_support")
+        && !bo.beresp.headers.has_token("vary", "accept-encoding")
+    {
+        add_vary_ae(&mut bo.beresp.headers);
+    }
+    let kind = match hfp_ttl {
+        Some(_) => ObjKind::HitForPass,
+        None if bo.uncacheable => ObjKind::HitForMiss,
+        None => ObjKind::Normal,
+    };
+    if let Some(t) = hfp_ttl {
+        bo.ttl = t + (bo.now - bo.t_origin);
+    }
+    log_resp(bo, Tag::ObjProtocol);
+    let private = matches!(job.mode, FetchMode::Pass);
+    let store = pick_store(bo, private);
+    bo.vsl.log(
+        Tag::Storage,
+        format_args!("malloc {}", store.name()),
+    );
+    let new = NewObject {
+        meta: ObjMeta {
+            vxid: bo.vxid,
+            t_origin: bo.t_origin,
+            ttl: bo.ttl,
+            grace: bo.grace,
+            keep: bo.keep,
+            kind,
+        },
+        status: bo.beresp.status,
+        reason: bo.beresp.reason.clone(),
+        headers: object_headers(&bo.beresp),
+        gzip: stored_gzip,
+        body: match (&reuse_body, f.body) {
+            (Some(b), _) => NewBody::Complete(b.clone()),
+            (None, BodyKind::None) => NewBody::Empty,
+            (None, _) => NewBody::Streamed,
+        },
+    };
+    let vary_spec = bo.beresp.headers.get("vary").map(<[u8]>::to_vec);
+    let inserted = match std::mem::replace(&mut job.mode, FetchMode::Pass) {
+        FetchMode::Pass => bo.sh.cache.insert_private(new, &store),
+        FetchMode::Miss { busy, .. }
+        | FetchMode::HitMiss { busy }
+        | FetchMode::Background { busy, .. } => {
+            if let Some(v) = &vary_spec
+                && let Some(spec) =
+                    lacquer_cache::VarySpec::capture([&v[..]], &crate::req::HeaderView(&bo.bereq0))
+            {
+                busy.set_vary(spec);
+            }
+            busy.unbusy(new, &store)
+        }
+    };
+    let unbusied = match inserted {
+        Ok(u) => u,
+        Err(e) => {
+            bo.vsl.log(Tag::FetchError, format_args!("{e}"));
+            return Err(Step::Error(503, None));
+        }
+    };
+    let obj = unbusied.obj.clone();
+    let stream_early = bo.do_stream;
+    if stream_early && let Some(n) = job.notify.take() {
+        let _ = n.send(FetchOutcome::Object(obj.clone()));
+    }
+    if let Some(mut writer) = unbusied.body {
+        let bbt = bo
+            .between_bytes_timeout
+            .or(f.backend.between_bytes_timeout)
+            .unwrap_or_else(|| bo.sh.params().duration("between_bytes_timeout"));
+        let mut stream = BodyStream::new(f.body, true);
+        let mut out = Vec::new();
+        let result: Result<(), String> = async {
+            loop {
+                let seg = match stream
+                    .next(&mut f.conn.stream, &mut f.rbuf, secs(bbt))
+                    .await
+                {
+                    Ok(Some(s)) => s,
+                    Ok(None) => break,
+                    Err(BodyIoError::Timeout) => return Err("backend read timeout".into()),
+                    Err(e) => return Err(format!("backend body error: {e}")),
+                };
+                let seg = if let Some(g) = gunzip.as_mut() {
+                    out.clear();
+                    g.feed(&seg, &mut out).map_err(|e| e.to_string())?;
+                    Bytes::copy_from_slice(&out)
+                } else if let Some(z) = gzip.as_mut() {
+                    out.clear();
+                    z.feed(&seg, &mut out);
+                    Bytes::copy_from_slice(&out)
+                } else {
+                    seg
+                };
+                writer.push(seg).map_err(|e| e.to_string())?;
+            }
+            if let Some(g) = &gunzip {
+                g.finish().map_err(|e| e.to_string())?;
+            }
+            if let Some(z) = gzip.take() {
+                out.clear();
+                z.finish(&mut out);
+                writer
+                    .push(Bytes::copy_from_slice(&out))
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }
+        .await;
+        match result {
+            Ok(()) => {
+                bo.vsl.log(
+                    Tag::Fetch_Body,
+                    format_args!("{} stream", body_kind_name(f.body)),
+                );
+                bo.vsl.log(Tag::Length, format_args!("{}", writer.len()));
+                writer.finish();
+                if f.body != BodyKind::Eof && lacquer_http::persistence(
+                    &bo.beresp.headers,
+                    lacquer_http::Version::Http11,
+                )
+                .keep_alive()
+                {
+                    f.backend.pool.recycle(f.conn);
+                } else {
+                    bo.vsl.log_str(Tag::BackendClose, &f.backend.vcl_name);
+                }
+            }
+            Err(msg) => {
+                bo.vsl.log_str(Tag::FetchError, &msg);
+                bo.sh.counters.fetch_failed.inc();
+                writer.fail();
+            }
+        }
+    } else {
+        f.backend.pool.recycle(f.conn);
+    }
+    bo.vsl.log(
+        Tag::BereqAcct,
+        format_args!("0 0 0 0 0 {}", obj.body().len_so_far()),
+    );
+    if let Some(n) = job.notify.take() {
+        let _ = n.send(FetchOutcome::Object(obj));
+    }
+    Ok(())
+}
+
+fn add_vary_ae(h: &mut lacquer_http::Headers) {
+    match h.get("vary").map(<[u8]>::to_vec) {
+        Some(v) if !v.is_empty() => {
+            let mut nv = v;
+            nv.extend_from_slice(b", Accept-Encoding");
+            h.set("Vary", nv);
+        }
+        _ => h.set("Vary", "Accept-Encoding"),
+    }
+}
+
+fn body_kind_name(k: BodyKind) -> &'static str {
+    match k {
+        BodyKind::None => "none",
+        BodyKind::Length(_) => "length",
+        BodyKind::Chunked => "chunked",
+        BodyKind::Eof => "eof",
+    }
+}
+
+enum ErrorNext {
+    Done,
+    Retry,
+    Fail,
+}
+
+/// vcl_backend_error and the synthetic object it makes.
+fn backend_error(
+    job: &mut FetchJob,
+    scratch: &mut Scratch,
+    status: u16,
+    reason: Option<Bytes>,
+) -> ErrorNext {
+    let bo = &mut job.bo;
+    bo.now = rfc2616::now();
+    bo.beresp = RespMsg::new(status);
+    if let Some(r) = reason {
+        bo.beresp.reason = r;
+    }
+    bo.beresp
+        .headers
+        .append("Date", rfc2616::format_http_date(bo.now));
+    bo.beresp.headers.append("Server", "Varnish");
+    bo.synth_body.clear();
+    bo.t_origin = bo.now;
+    bo.ttl = 0.0;
+    bo.grace = 0.0;
+    bo.keep = 0.0;
+    bo.uncacheable = true;
+    let vcl = bo.vcl.clone();
+    match vcl.run(BuiltinSub::BackendError, bo, scratch) {
+        Action::Deliver => {}
+        Action::Retry => return ErrorNext::Retry,
+        _ => return ErrorNext::Fail,
+    }
+    let body = Bytes::from(std::mem::take(&mut bo.synth_body));
+    bo.beresp.headers.remove("content-length");
+    let kind = if bo.ttl > 0.0 && !bo.uncacheable {
+        ObjKind::Normal
+    } else {
+        ObjKind::HitForMiss
+    };
+    let store = bo.sh.cache.transient();
+    let new = NewObject {
+        meta: ObjMeta {
+            vxid: bo.vxid,
+            t_origin: bo.t_origin,
+            ttl: bo.ttl,
+            grace: bo.grace,
+            keep: bo.keep,
+            kind,
+        },
+        status: bo.beresp.status,
+        reason: bo.beresp.reason.clone(),
+        headers: object_headers(&bo.beresp),
+        gzip: false,
+        body: NewBody::Complete(lacquer_storage::Body::from_segments(vec![body])),
+    };
+    let inserted = match std::mem::replace(&mut job.mode, FetchMode::Pass) {
+        FetchMode::Pass => bo.sh.cache.insert_private(new, &store),
+        FetchMode::Miss { busy, .. }
+        | FetchMode::HitMiss { busy }
+        | FetchMode::Background { busy, .. } => busy.unbusy(new, &store),
+    };
+    match inserted {
+        Ok(u) => {
+            if let Some(n) = job.notify.take() {
+                let _ = n.send(FetchOutcome::Object(u.obj));
+            }
+            ErrorNext::Done
+        }
+        Err(_) => ErrorNext::Fail,
+    }
+}

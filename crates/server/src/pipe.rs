@@ -1,0 +1,119 @@
+//! Pipe mode: after `vcl_pipe`, the client connection is tied to a fresh
+//! backend connection and bytes are copied both ways until either side
+//! closes or nothing moves for `pipe_timeout`.
+//!
+//! The backend request carries `Connection: close` (VCL may change it in
+//! `vcl_pipe`) so that the backend does not keep the connection for
+//! requests that were never meant for it. The connection is never pooled.
+
+use std::time::Duration;
+
+use lacquer_vcl::exec::{Action, Scratch};
+use lacquer_vcl::subs::BuiltinSub;
+use lacquer_vsl::Tag;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::msg::ReqMsg;
+use crate::req::{After, ClientConn, new_bo};
+use crate::task::ReqTask;
+
+/// Runs a pipe; the client connection always closes afterwards.
+pub async fn pipe<S>(t: &mut ReqTask, conn: &mut ClientConn<S>, scratch: &mut Scratch) -> After
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let vxid = t.sh.vxid.next();
+    t.vsl.log(Tag::Link, format_args!("bereq {vxid} pipe"));
+    let mut headers = t.req.headers.clone();
+    headers.set("X-Varnish", vxid.to_string());
+    headers.set("Connection", "close");
+    let bereq = ReqMsg {
+        method: t.req.method.clone(),
+        url: t.req.url.clone(),
+        proto: t.req.proto.clone(),
+        headers,
+    };
+    let mut bo = new_bo(t, true, bereq, vxid);
+    bo.vsl.log(Tag::Begin, format_args!("bereq {} pipe", t.vxid));
+    let vcl = t.vcl.clone();
+    let action = vcl.run(BuiltinSub::Pipe, &mut bo, scratch);
+    let result = match action {
+        Action::Pipe => run_pipe(&mut bo, conn).await,
+        Action::Synth { .. } | Action::Fail | _ => Err("vcl_pipe did not return pipe".into()),
+    };
+    if let Err(e) = result {
+        bo.vsl.log_str(Tag::FetchError, &e);
+    }
+    bo.vsl.log_str(Tag::End, "");
+    bo.vsl.flush();
+    After::Close
+}
+
+async fn run_pipe<S>(
+    bo: &mut crate::task::BoTask,
+    conn: &mut ClientConn<S>,
+) -> Result<(), String>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let be = bo.backend.clone().ok_or("No backend")?;
+    let backend = bo
+        .vcl
+        .resolve_backend(&be, bo)
+        .ok_or_else(|| format!("Director {} returned no backend", be.name))?;
+    if !backend.healthy() {
+        return Err(format!("backend {}: unhealthy", backend.name));
+    }
+    let params = bo.sh.params();
+    let connect = backend
+        .connect_timeout
+        .unwrap_or_else(|| params.duration("connect_timeout"));
+    let idle = Duration::from_secs_f64(params.duration("pipe_timeout").max(0.001));
+    drop(params);
+    let mut be_conn = backend
+        .pool
+        .get(
+            Duration::from_secs_f64(connect.max(0.001)),
+            Duration::ZERO,
+        )
+        .await
+        .map_err(|e| format!("backend {}: {e}", backend.name))?;
+    let mut head = Vec::new();
+    bo.bereq.write_head(&mut head);
+    head.extend_from_slice(&conn.rbuf.split());
+    be_conn
+        .stream
+        .write_all(&head)
+        .await
+        .map_err(|e| format!("pipe write: {e}"))?;
+    let (mut cr, mut cw) = tokio::io::split(&mut conn.stream);
+    let (mut br, mut bw) = tokio::io::split(&mut be_conn.stream);
+    let mut cbuf = vec![0u8; 16 * 1024];
+    let mut bbuf = vec![0u8; 16 * 1024];
+    let (mut c_open, mut b_open) = (true, true);
+    let (mut to_backend, mut to_client) = (head.len() as u64, 0u64);
+    while c_open && b_open {
+        tokio::select! {
+            r = tokio::time::timeout(idle, cr.read(&mut cbuf)), if c_open => match r {
+                Ok(Ok(0)) | Ok(Err(_)) | Err(_) => { c_open = false; let _ = bw.shutdown().await; }
+                Ok(Ok(n)) => {
+                    to_backend += n as u64;
+                    if bw.write_all(&cbuf[..n]).await.is_err() { b_open = false; }
+                }
+            },
+            r = tokio::time::timeout(idle, br.read(&mut bbuf)), if b_open => match r {
+                Ok(Ok(0)) | Ok(Err(_)) | Err(_) => { b_open = false; }
+                Ok(Ok(n)) => {
+                    to_client += n as u64;
+                    if cw.write_all(&bbuf[..n]).await.is_err() { c_open = false; }
+                }
+            },
+        }
+    }
+    let _ = cw.flush().await;
+    bo.vsl.log(
+        Tag::PipeAcct,
+        format_args!("0 0 {to_backend} {to_client}"),
+    );
+    Ok(())
+}

@@ -1,0 +1,877 @@
+//! The client request state machine, as varnishd's `cache_req_fsm.c`.
+//!
+//! ```text
+//!            ┌──────────── restart (≤ max_restarts) ◀───────────────┐
+//!            ▼                                                      │
+//!        vcl_recv ──hash──▶ vcl_hash ──▶ lookup ──hit──▶ vcl_hit ──deliver──▶ vcl_deliver ──▶ transmit
+//!         │ │ │ │                          │ │ busy: wait, lookup again    │
+//!         │ │ │ │                          │ └─miss/hit-for-miss─▶ vcl_miss ──fetch──▶ fetch task
+//!         │ │ │ │                          └─hit-for-pass──┐
+//!         │ │ │ └─pass─────────────────────▶ vcl_pass ◀────┘──fetch──▶ fetch task (private)
+//!         │ │ └─pipe──▶ vcl_pipe ──▶ tunnel
+//!         │ └─purge──▶ purge ──▶ vcl_purge
+//!         └─synth──▶ vcl_synth ──▶ transmit
+//! ```
+//!
+//! Every state keeps Varnish's log records and counters so that varnishlog
+//! users see the transactions they expect.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use lacquer_cache::{HeaderLookup, Lookup, LookupRequest, ObjRef};
+use lacquer_http::{BodyKind, Headers};
+use lacquer_vcl::exec::{Action, Scratch};
+use lacquer_vcl::subs::BuiltinSub;
+use lacquer_vsl::Tag;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::oneshot;
+
+use crate::bodyio::BodyStream;
+use crate::cond::{RangeOutcome, apply_range, not_modified};
+use crate::fetch::{FetchJob, FetchMode, FetchOutcome};
+use crate::gzip::Gunzip;
+use crate::msg::{ReqMsg, RespMsg};
+use crate::rfc2616;
+use crate::task::{BoTask, ReqTask};
+
+/// `Via` header value Lacquer adds to responses.
+pub const VIA: &str = "1.1 varnish (Lacquer/0.1)";
+
+/// Request headers seen through the cache's lookup interface.
+pub struct HeaderView<'a>(pub &'a Headers);
+
+impl HeaderLookup for HeaderView<'_> {
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.0.get(name)
+    }
+}
+
+/// The client connection a request arrived on.
+pub struct ClientConn<S> {
+    pub stream: S,
+    pub rbuf: BytesMut,
+}
+
+/// The request body as far as it has been handled.
+#[derive(Debug)]
+pub enum ReqBody {
+    None,
+    /// Not read yet.
+    Pending(BodyKind),
+    /// Read completely.
+    Read(Bytes),
+}
+
+/// How a request ended for its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum After {
+    KeepAlive,
+    Close,
+}
+
+enum State {
+    Recv,
+    Hash,
+    Lookup,
+    Miss { busy: lacquer_cache::BusyObj, stale: Option<ObjRef>, hitmiss: bool },
+    Hit(ObjRef, Option<lacquer_cache::BusyObj>),
+    Pass,
+    Pipe,
+    Purge,
+    Synth { status: u16, reason: Option<Bytes> },
+    Deliver { obj: ObjRef, hit: bool, pass: bool },
+    Restart,
+}
+
+const MAX_REQ_BODY: u64 = 1 << 30;
+
+/// Handles one request on a client connection.
+pub async fn handle<S>(
+    t: &mut ReqTask,
+    conn: &mut ClientConn<S>,
+    body: &mut ReqBody,
+) -> After
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let sh = t.sh.clone();
+    let mut scratch = Scratch::default();
+    let max_restarts = sh.params().uint("max_restarts") as u32;
+    sh.counters.client_req.inc();
+    // X-Forwarded-For gets the client address appended, once.
+    let ip = t.sess.client.ip().to_string();
+    match t.req.headers.get("x-forwarded-for").map(<[u8]>::to_vec) {
+        Some(mut v) => {
+            t.req.headers.collect("x-forwarded-for");
+            v = t.req.headers.get("x-forwarded-for").map(<[u8]>::to_vec).unwrap_or(v);
+            v.extend_from_slice(b", ");
+            v.extend_from_slice(ip.as_bytes());
+            t.req.headers.set("X-Forwarded-For", v);
+        }
+        None => t.req.headers.append("X-Forwarded-For", ip),
+    }
+    t.req_orig = t.req.clone();
+    let mut state = State::Recv;
+    let mut vcl_switched = false;
+    loop {
+        t.now = rfc2616::now();
+        state = match state {
+            State::Recv => {
+                t.hash = None;
+                t.digest = None;
+                let vcl = t.vcl.clone();
+                let action = vcl.run(BuiltinSub::Recv, t, &mut scratch);
+                let ae_rules = sh.params().flag("http_gzip_support");
+                match action {
+                    Action::Hash | Action::Lookup => {
+                        if ae_rules {
+                            normalise_ae(&mut t.req.headers);
+                        }
+                        State::Hash
+                    }
+                    Action::Pass { .. } => State::Pass,
+                    Action::Pipe => State::Pipe,
+                    Action::Purge => {
+                        if ae_rules {
+                            normalise_ae(&mut t.req.headers);
+                        }
+                        t.purging = true;
+                        State::Hash
+                    }
+                    Action::Synth { status, reason } => State::Synth { status, reason },
+                    Action::Restart => State::Restart,
+                    Action::Vcl(label) if t.restarts == 0 && !vcl_switched => {
+                        match sh.vcl_by_label(&label) {
+                            Some(v) => {
+                                vcl_switched = true;
+                                t.vsl.log(Tag::VCL_use, format_args!("{} via {}", v.name, label));
+                                t.vcl = v;
+                                t.req = t.req_orig.clone();
+                                State::Recv
+                            }
+                            None => State::Synth {
+                                status: 503,
+                                reason: Some(Bytes::from_static(b"VCL failed")),
+                            },
+                        }
+                    }
+                    _ => State::Synth {
+                        status: 503,
+                        reason: Some(Bytes::from_static(b"VCL failed")),
+                    },
+                }
+            }
+            State::Hash => {
+                t.hash = Some(lacquer_cache::HashBuilder::new());
+                let vcl = t.vcl.clone();
+                let action = vcl.run(BuiltinSub::Hash, t, &mut scratch);
+                let h = t.hash.take().unwrap_or_default();
+                t.digest = Some(h.finish());
+                match action {
+                    Action::Lookup if t.purging => State::Purge,
+                    Action::Lookup => State::Lookup,
+                    _ => fail_synth(),
+                }
+            }
+            State::Lookup => lookup(t).await,
+            State::Purge => {
+                t.purging = false;
+                let digest = t.digest.expect("digest computed in vcl_hash");
+                let n = sh.cache.purge(&digest, t.now, 0.0, 0.0, 0.0);
+                sh.counters.n_purges.inc();
+                sh.counters.n_obj_purged.add(n as u64);
+                let vcl = t.vcl.clone();
+                match vcl.run(BuiltinSub::Purge, t, &mut scratch) {
+                    Action::Synth { status, reason } => State::Synth { status, reason },
+                    Action::Restart => State::Restart,
+                    _ => fail_synth(),
+                }
+            }
+            State::Hit(obj, bgfetch) => {
+                t.obj = Some(obj.clone());
+                let vcl = t.vcl.clone();
+                let action = vcl.run(BuiltinSub::Hit, t, &mut scratch);
+                match action {
+                    Action::Deliver => {
+                        if let Some(busy) = bgfetch {
+                            start_bgfetch(t, busy, obj.clone());
+                        }
+                        if obj.t_origin() + obj.ttl() <= t.now {
+                            sh.counters.cache_hit_grace.inc();
+                        }
+                        sh.counters.cache_hit.inc();
+                        t.vsl.log(
+                            Tag::Hit,
+                            format_args!(
+                                "{} {:.6} {:.6} {:.6}",
+                                obj.vxid(),
+                                obj.t_origin() + obj.ttl() - t.now,
+                                obj.grace(),
+                                obj.keep()
+                            ),
+                        );
+                        State::Deliver {
+                            obj,
+                            hit: true,
+                            pass: false,
+                        }
+                    }
+                    Action::Pass { .. } => {
+                        t.obj = None;
+                        State::Pass
+                    }
+                    Action::Synth { status, reason } => {
+                        t.obj = None;
+                        State::Synth { status, reason }
+                    }
+                    Action::Restart => {
+                        t.obj = None;
+                        State::Restart
+                    }
+                    _ => {
+                        t.obj = None;
+                        fail_synth()
+                    }
+                }
+            }
+            State::Miss {
+                busy,
+                stale,
+                hitmiss,
+            } => {
+                let vcl = t.vcl.clone();
+                match vcl.run(BuiltinSub::Miss, t, &mut scratch) {
+                    Action::Fetch => {
+                        if !hitmiss {
+                            sh.counters.cache_miss.inc();
+                        }
+                        let mode = if hitmiss {
+                            FetchMode::HitMiss { busy }
+                        } else {
+                            FetchMode::Miss { busy, stale }
+                        };
+                        match fetch(t, conn, body, mode, false).await {
+                            Some(obj) => State::Deliver {
+                                obj,
+                                hit: false,
+                                pass: false,
+                            },
+                            None => State::Synth {
+                                status: 503,
+                                reason: Some(Bytes::from_static(b"Backend fetch failed")),
+                            },
+                        }
+                    }
+                    Action::Pass { .. } => State::Pass,
+                    Action::Synth { status, reason } => State::Synth { status, reason },
+                    Action::Restart => State::Restart,
+                    _ => fail_synth(),
+                }
+            }
+            State::Pass => {
+                let vcl = t.vcl.clone();
+                match vcl.run(BuiltinSub::Pass, t, &mut scratch) {
+                    Action::Fetch => {
+                        sh.counters.s_pass.inc();
+                        match fetch(t, conn, body, FetchMode::Pass, true).await {
+                            Some(obj) => State::Deliver {
+                                obj,
+                                hit: false,
+                                pass: true,
+                            },
+                            None => State::Synth {
+                                status: 503,
+                                reason: Some(Bytes::from_static(b"Backend fetch failed")),
+                            },
+                        }
+                    }
+                    Action::Synth { status, reason } => State::Synth { status, reason },
+                    Action::Restart => State::Restart,
+                    _ => fail_synth(),
+                }
+            }
+            State::Pipe => {
+                sh.counters.s_pipe.inc();
+                return crate::pipe::pipe(t, conn, &mut scratch).await;
+            }
+            State::Deliver { obj, hit, pass } => {
+                match deliver(t, conn, obj, hit, pass, &mut scratch, body).await {
+                    Delivered::Done(after) => return after,
+                    Delivered::Restart => State::Restart,
+                    Delivered::Synth(status, reason) => State::Synth { status, reason },
+                }
+            }
+            State::Synth { status, reason } => {
+                match synth(t, conn, status, reason, &mut scratch, body).await {
+                    Delivered::Done(after) => return after,
+                    Delivered::Restart => State::Restart,
+                    Delivered::Synth(..) => unreachable!("vcl_synth cannot return synth"),
+                }
+            }
+            State::Restart => {
+                t.obj = None;
+                if t.restarts >= max_restarts {
+                    t.vsl.log_str(Tag::VCL_Error, "Too many restarts");
+                    State::Synth {
+                        status: 503,
+                        reason: None,
+                    }
+                } else {
+                    t.restarts += 1;
+                    sh.counters.restarts.inc();
+                    t.resp = RespMsg::new(200);
+                    State::Recv
+                }
+            }
+        };
+    }
+}
+
+fn fail_synth() -> State {
+    State::Synth {
+        status: 503,
+        reason: Some(Bytes::from_static(b"VCL failed")),
+    }
+}
+
+/// `Accept-Encoding` after vcl_recv when `http_gzip_support` is on: `gzip`
+/// when the client accepts it, else removed.
+fn normalise_ae(h: &mut Headers) {
+    match h.get("accept-encoding") {
+        Some(v) if crate::gzip::accepts_gzip(v) => h.set("Accept-Encoding", "gzip"),
+        Some(_) => {
+            h.remove("accept-encoding");
+        }
+        None => {}
+    }
+}
+
+async fn lookup(t: &mut ReqTask) -> State {
+    let sh = t.sh.clone();
+    let digest = t.digest.expect("digest computed in vcl_hash");
+    loop {
+        let result = {
+            let view = HeaderView(&t.req.headers);
+            let lr = LookupRequest {
+                digest: &digest,
+                url: &t.req.url,
+                headers: &view,
+                now: t.now,
+                req_ttl: t.ttl,
+                req_grace: t.grace,
+                ignore_busy: t.hash_ignore_busy,
+                always_miss: t.hash_always_miss,
+                ignore_vary: t.hash_ignore_vary,
+            };
+            sh.cache.lookup(&lr)
+        };
+        for v in result.banned {
+            t.vsl.log(Tag::ExpBan, format_args!("{v} banned lookup"));
+        }
+        return match result.kind {
+            Lookup::Hit(obj) => State::Hit(obj, None),
+            Lookup::Grace { stale, bgfetch } => State::Hit(stale, bgfetch),
+            Lookup::Miss { busy, stale } => State::Miss {
+                busy,
+                stale,
+                hitmiss: false,
+            },
+            Lookup::HitMiss { busy, vxid, dttl } => {
+                t.is_hitmiss = true;
+                sh.counters.cache_hitmiss.inc();
+                sh.counters.cache_miss.inc();
+                t.vsl.log(Tag::HitMiss, format_args!("{vxid} {dttl:.6}"));
+                State::Miss {
+                    busy,
+                    stale: None,
+                    hitmiss: true,
+                }
+            }
+            Lookup::HitPass { vxid, dttl } => {
+                t.is_hitpass = true;
+                sh.counters.cache_hitpass.inc();
+                t.vsl.log(Tag::HitPass, format_args!("{vxid} {dttl:.6}"));
+                State::Pass
+            }
+            Lookup::Busy(waiter) => {
+                sh.counters.busy_sleep.inc();
+                waiter.wait().await;
+                sh.counters.busy_wakeup.inc();
+                t.now = rfc2616::now();
+                continue;
+            }
+        };
+    }
+}
+
+/// Builds the backend request from the client request, as varnishd's
+/// `http_FilterReq` does for a fetch or a pass.
+fn make_bereq(t: &ReqTask, pass: bool, vxid: u32) -> ReqMsg {
+    let mut h = Headers::new();
+    let mask = if pass {
+        lacquer_http::FILTER_PASS
+    } else {
+        lacquer_http::FILTER_FETCH
+    };
+    t.req.headers.copy_filtered(mask, &mut h);
+    let method = if pass || &t.req.method[..] != b"HEAD" {
+        t.req.method.clone()
+    } else {
+        Bytes::from_static(b"GET")
+    };
+    let method = if pass { method } else { Bytes::from_static(b"GET") };
+    if !pass && t.sh.params().flag("http_gzip_support") {
+        h.set("Accept-Encoding", "gzip");
+    }
+    h.append("X-Varnish", vxid.to_string());
+    ReqMsg {
+        method,
+        url: t.req.url.clone(),
+        proto: Bytes::from_static(b"HTTP/1.1"),
+        headers: h,
+    }
+}
+
+/// Prepares a fetch task for this request.
+pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
+    let sh = &t.sh;
+    BoTask {
+        sh: sh.clone(),
+        vcl: t.vcl.clone(),
+        sess: t.sess.clone(),
+        vxid,
+        bereq0: t.req.headers.clone(),
+        bereq,
+        beresp: RespMsg::new(200),
+        t_bereq: rfc2616::now(),
+        t_beresp: 0.0,
+        retries: 0,
+        backend: t
+            .backend_hint
+            .clone()
+            .or_else(|| t.vcl.default_backend()),
+        beresp_backend: None,
+        beresp_backend_ip: None,
+        connect_timeout: None,
+        first_byte_timeout: None,
+        between_bytes_timeout: None,
+        uncacheable: pass,
+        is_bgfetch: false,
+        is_hitmiss: t.is_hitmiss,
+        is_hitpass: t.is_hitpass,
+        digest: t.digest,
+        has_body: false,
+        t_origin: 0.0,
+        ttl: 0.0,
+        grace: 0.0,
+        keep: 0.0,
+        do_stream: true,
+        do_gzip: false,
+        do_gunzip: false,
+        do_esi: false,
+        was_304: false,
+        storage: None,
+        synth_body: Vec::new(),
+        client_identity: t.client_identity.clone(),
+        vsl: lacquer_vsl::VslBuf::new(sh.vsl.clone(), lacquer_vsl::Vxid::backend(vxid)),
+        privs: Default::default(),
+        now: rfc2616::now(),
+    }
+}
+
+/// Reads the client's request body, if it still has one to read.
+async fn read_req_body<S>(
+    t: &mut ReqTask,
+    conn: &mut ClientConn<S>,
+    body: &mut ReqBody,
+) -> Result<Option<Bytes>, String>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    match body {
+        ReqBody::None => Ok(None),
+        ReqBody::Read(b) => Ok(Some(b.clone())),
+        ReqBody::Pending(kind) => {
+            if lacquer_http::expect(&t.req.headers) == lacquer_http::Expect::Continue {
+                conn.stream
+                    .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
+            let mut s = BodyStream::new(*kind, false);
+            let b = s
+                .collect(&mut conn.stream, &mut conn.rbuf, timeout, MAX_REQ_BODY)
+                .await
+                .map_err(|e| e.to_string())?;
+            *body = ReqBody::Read(b.clone());
+            Ok(Some(b))
+        }
+    }
+}
+
+/// Starts a fetch and waits for its object.
+async fn fetch<S>(
+    t: &mut ReqTask,
+    conn: &mut ClientConn<S>,
+    body: &mut ReqBody,
+    mode: FetchMode,
+    pass: bool,
+) -> Option<ObjRef>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let vxid = t.sh.vxid.next();
+    t.vsl.log(Tag::Link, format_args!("bereq {vxid} fetch"));
+    let bereq = make_bereq(t, pass, vxid);
+    let mut bo = new_bo(t, pass, bereq, vxid);
+    let req_body = if pass {
+        match read_req_body(t, conn, body).await {
+            Ok(b) => b,
+            Err(e) => {
+                t.vsl.log(Tag::FetchError, format_args!("req.body read error: {e}"));
+                return None;
+            }
+        }
+    } else {
+        None
+    };
+    if let Some(b) = &req_body {
+        bo.has_body = true;
+        bo.bereq.headers.remove("transfer-encoding");
+        bo.bereq.headers.set("Content-Length", b.len().to_string());
+    }
+    let (tx, rx) = oneshot::channel();
+    let job = FetchJob {
+        bo,
+        mode,
+        req_body,
+        notify: Some(tx),
+    };
+    tokio::spawn(crate::fetch::run(job));
+    match rx.await {
+        Ok(FetchOutcome::Object(o)) => Some(o),
+        Ok(FetchOutcome::Failed) | Err(_) => None,
+    }
+}
+
+/// Starts a background refresh of a stale object delivered in grace.
+fn start_bgfetch(t: &mut ReqTask, busy: lacquer_cache::BusyObj, stale: ObjRef) {
+    let vxid = t.sh.vxid.next();
+    t.vsl.log(Tag::Link, format_args!("bereq {vxid} bgfetch"));
+    let bereq = make_bereq(t, false, vxid);
+    let mut bo = new_bo(t, false, bereq, vxid);
+    bo.is_bgfetch = true;
+    t.sh.counters.s_bgfetch.inc();
+    let job = FetchJob {
+        bo,
+        mode: FetchMode::Background { busy, stale },
+        req_body: None,
+        notify: None,
+    };
+    tokio::spawn(crate::fetch::run(job));
+}
+
+enum Delivered {
+    Done(After),
+    Restart,
+    Synth(u16, Option<Bytes>),
+}
+
+fn log_resp(t: &mut ReqTask) {
+    t.vsl.log_bytes(Tag::RespProtocol, &t.resp.proto);
+    t.vsl.log(Tag::RespStatus, format_args!("{}", t.resp.status));
+    t.vsl.log_bytes(Tag::RespReason, &t.resp.reason);
+    for (k, v) in t.resp.headers.iter() {
+        t.vsl.log_header(Tag::RespHeader, k, v);
+    }
+}
+
+/// vcl_deliver, then the response goes out.
+async fn deliver<S>(
+    t: &mut ReqTask,
+    conn: &mut ClientConn<S>,
+    obj: ObjRef,
+    hit: bool,
+    pass: bool,
+    scratch: &mut Scratch,
+    body: &mut ReqBody,
+) -> Delivered
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let sh = t.sh.clone();
+    let data = obj.data();
+    let mut resp = RespMsg::new(data.status);
+    resp.reason = data.reason.clone();
+    for (k, v) in &data.headers {
+        resp.headers.append(k.clone(), v.clone());
+    }
+    let xv = if hit {
+        format!("{} {}", t.vxid, obj.vxid())
+    } else {
+        t.vxid.to_string()
+    };
+    resp.headers.set("X-Varnish", xv);
+    let age = (t.now - obj.t_origin()).max(0.0) as u64;
+    resp.headers.set("Age", age.to_string());
+    resp.headers.append("Via", VIA);
+    if !pass && sh.params().flag("http_range_support") && resp.status == 200 {
+        resp.headers.set("Accept-Ranges", "bytes");
+    }
+    t.resp = resp;
+    t.obj = Some(obj.clone());
+    let vcl = t.vcl.clone();
+    let action = vcl.run(BuiltinSub::Deliver, t, scratch);
+    match action {
+        Action::Deliver => {}
+        Action::Restart => return Delivered::Restart,
+        Action::Synth { status, reason } => return Delivered::Synth(status, reason),
+        _ => return Delivered::Synth(503, Some(Bytes::from_static(b"VCL failed"))),
+    }
+    let _ = body;
+    Delivered::Done(transmit(t, conn, Some(obj), None).await)
+}
+
+/// vcl_synth, then the synthetic response goes out.
+async fn synth<S>(
+    t: &mut ReqTask,
+    conn: &mut ClientConn<S>,
+    status: u16,
+    reason: Option<Bytes>,
+    scratch: &mut Scratch,
+    _body: &mut ReqBody,
+) -> Delivered
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let sh = t.sh.clone();
+    sh.counters.s_synth.inc();
+    let mut resp = RespMsg::new(status);
+    if let Some(r) = reason {
+        resp.reason = r;
+    }
+    resp.headers
+        .append("Date", rfc2616::format_http_date(t.now));
+    resp.headers.append("Server", "Varnish");
+    resp.headers.append("X-Varnish", t.vxid.to_string());
+    t.resp = resp;
+    t.obj = None;
+    t.synth_body.clear();
+    let vcl = t.vcl.clone();
+    match vcl.run(BuiltinSub::Synth, t, scratch) {
+        Action::Deliver => {}
+        Action::Restart => return Delivered::Restart,
+        _ => {
+            // A failing vcl_synth gets a bare 500 and a closed connection.
+            t.resp = RespMsg::new(500);
+            t.resp
+                .headers
+                .append("Date", rfc2616::format_http_date(t.now));
+            t.resp.headers.append("Server", "Varnish");
+            t.resp.headers.append("X-Varnish", t.vxid.to_string());
+            t.resp.headers.append("Connection", "close");
+            t.synth_body.clear();
+        }
+    }
+    let b = Bytes::from(std::mem::take(&mut t.synth_body));
+    Delivered::Done(transmit(t, conn, None, Some(b)).await)
+}
+
+/// Writes `t.resp` and the body (from the object, or the synthetic bytes).
+async fn transmit<S>(
+    t: &mut ReqTask,
+    conn: &mut ClientConn<S>,
+    obj: Option<ObjRef>,
+    synth: Option<Bytes>,
+) -> After
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let sh = t.sh.clone();
+    let params = sh.params();
+    let head_only = &t.req.method[..] == b"HEAD";
+    let req_version = if t.req.is_http10() {
+        lacquer_http::Version::Http10
+    } else {
+        lacquer_http::Version::Http11
+    };
+    let mut keep = lacquer_http::persistence(&t.req.headers, req_version).keep_alive()
+        && !t.resp.headers.has_token("connection", "close");
+    t.resp.headers.remove("connection");
+    t.resp.headers.remove("transfer-encoding");
+    t.resp.proto = Bytes::from_static(b"HTTP/1.1");
+
+    // Decide the body and its framing.
+    let mut body_len: Option<u64>;
+    let mut range: Option<(u64, u64)> = None;
+    let mut gunzip = false;
+    let mut send_body = true;
+    match (&obj, &synth) {
+        (Some(o), _) => {
+            let data = o.data();
+            body_len = o.body().final_len();
+            if data.gzip
+                && params.flag("http_gzip_support")
+                && !t
+                    .req
+                    .headers
+                    .get("accept-encoding")
+                    .is_some_and(crate::gzip::accepts_gzip)
+            {
+                gunzip = true;
+                t.resp.headers.remove("content-encoding");
+                body_len = None;
+            }
+            if t.resp.status == 200
+                && !gunzip
+                && not_modified(
+                    t.req.headers.get("if-none-match"),
+                    t.req.headers.get("if-modified-since"),
+                    t.resp.headers.get("etag"),
+                    t.resp.headers.get("last-modified"),
+                    t.t_req,
+                )
+            {
+                t.resp.status = 304;
+                t.resp.reason = Bytes::from_static(b"Not Modified");
+                send_body = false;
+            } else if t.resp.status == 200
+                && params.flag("http_range_support")
+                && !gunzip
+                && let Some(r) = t.req.headers.get("range")
+            {
+                match apply_range(r, body_len) {
+                    RangeOutcome::Full => {}
+                    RangeOutcome::Partial { start, end } => {
+                        t.resp.status = 206;
+                        t.resp.reason = Bytes::from_static(b"Partial Content");
+                        let total = body_len.map_or("*".to_string(), |l| l.to_string());
+                        t.resp
+                            .headers
+                            .set("Content-Range", format!("bytes {start}-{end}/{total}"));
+                        range = Some((start, end));
+                        body_len = Some(end - start + 1);
+                    }
+                    RangeOutcome::Unsatisfiable { reason } => {
+                        t.vsl.log(Tag::Debug, format_args!("RANGE_FAIL {reason}"));
+                        t.resp.status = 416;
+                        t.resp.reason = Bytes::from_static(b"Range Not Satisfiable");
+                        if let Some(l) = body_len {
+                            t.resp.headers.set("Content-Range", format!("bytes */{l}"));
+                        }
+                        send_body = false;
+                        body_len = Some(0);
+                    }
+                }
+            }
+        }
+        (None, Some(b)) => body_len = Some(b.len() as u64),
+        (None, None) => body_len = Some(0),
+    }
+    let no_body_status = t.resp.status < 200 || t.resp.status == 204 || t.resp.status == 304;
+    let chunked = send_body && !no_body_status && body_len.is_none() && !t.req.is_http10();
+    if body_len.is_none() && t.req.is_http10() {
+        keep = false;
+    }
+    if no_body_status {
+        t.resp.headers.remove("content-length");
+    } else if let Some(l) = body_len {
+        t.resp.headers.set("Content-Length", l.to_string());
+    } else {
+        t.resp.headers.remove("content-length");
+        if chunked {
+            t.resp.headers.append("Transfer-Encoding", "chunked");
+        }
+    }
+    t.resp
+        .headers
+        .append("Connection", if keep { "keep-alive" } else { "close" });
+    log_resp(t);
+    let send_timeout = Duration::from_secs_f64(t.timeouts.send_timeout.max(0.001));
+    let idle_send = Duration::from_secs_f64(t.timeouts.idle_send_timeout.max(0.001));
+    drop(params);
+    let mut out = Vec::with_capacity(512);
+    t.resp.write_head(&mut out);
+    let hdr_bytes = out.len() as u64;
+    let write_body = send_body && !head_only && !no_body_status;
+    let mut body_bytes = 0u64;
+    let result: std::io::Result<()> = tokio::time::timeout(send_timeout, async {
+        if !write_body {
+            conn.stream.write_all(&out).await?;
+            return conn.stream.flush().await;
+        }
+        if let Some(b) = &synth {
+            out.extend_from_slice(b);
+            body_bytes = b.len() as u64;
+            conn.stream.write_all(&out).await?;
+            return conn.stream.flush().await;
+        }
+        let o = obj.as_ref().expect("object or synth body");
+        let mut reader = match range {
+            Some((s, e)) => o.body().range_reader(s, Some(e + 1)),
+            None => o.body().reader(),
+        };
+        let mut gz = gunzip.then(Gunzip::new);
+        let mut plain = Vec::new();
+        // Small bodies go out with the head in one write.
+        loop {
+            let seg = match tokio::time::timeout(idle_send, reader.next()).await {
+                Err(_) => return Err(std::io::Error::other("idle send timeout")),
+                Ok(Err(e)) => return Err(std::io::Error::other(e.to_string())),
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(s))) => s,
+            };
+            let seg: &[u8] = match gz.as_mut() {
+                Some(g) => {
+                    plain.clear();
+                    g.feed(&seg, &mut plain)
+                        .map_err(|e| std::io::Error::other(e.to_string()))?;
+                    &plain
+                }
+                None => &seg,
+            };
+            if seg.is_empty() {
+                continue;
+            }
+            body_bytes += seg.len() as u64;
+            if chunked {
+                lacquer_http::encode_chunk(seg, &mut out);
+            } else {
+                out.extend_from_slice(seg);
+            }
+            if out.len() >= 16 * 1024 {
+                conn.stream.write_all(&out).await?;
+                out.clear();
+            }
+        }
+        if chunked {
+            out.extend_from_slice(lacquer_http::LAST_CHUNK);
+        }
+        conn.stream.write_all(&out).await?;
+        conn.stream.flush().await
+    })
+    .await
+    .unwrap_or_else(|_| Err(std::io::Error::other("send timeout")));
+    sh.counters.s_resp_hdrbytes.add(hdr_bytes);
+    sh.counters.s_resp_bodybytes.add(body_bytes);
+    t.vsl.log(
+        Tag::ReqAcct,
+        format_args!(
+            "{} {} {} {} {} {}",
+            t.req_hdr_bytes,
+            0,
+            t.req_hdr_bytes,
+            hdr_bytes,
+            body_bytes,
+            hdr_bytes + body_bytes
+        ),
+    );
+    match result {
+        Ok(()) if keep => After::KeepAlive,
+        Ok(()) => After::Close,
+        Err(_) => After::Close,
+    }
+}

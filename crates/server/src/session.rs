@@ -1,0 +1,256 @@
+//! Client sessions: accepting connections and reading requests off them.
+//!
+//! Lifecycle of a connection:
+//!
+//! 1. accepted (counted in `sess_conn`, logged `SessOpen`), refused at once
+//!    while the cache is stopped;
+//! 2. wait for a request head, at most `timeout_idle` (a closed or silent
+//!    connection ends here);
+//! 3. a malformed head gets a bare `400` and the connection closes; a good
+//!    head becomes a request transaction run by [`crate::req::handle`];
+//! 4. whatever body the request did not use is read and discarded, so the
+//!    next pipelined request starts at the right byte;
+//! 5. back to 2 while both sides keep the connection alive.
+//!
+//! Nothing here blocks a thread: a slow client costs one task.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use lacquer_http::{BodyKind, Limits, parse_request_buf};
+use lacquer_vsl::{Tag, VslBuf, Vxid};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::bodyio::BodyStream;
+use crate::msg::{ReqMsg, RespMsg};
+use crate::req::{After, ClientConn, ReqBody};
+use crate::rfc2616;
+use crate::state::Shared;
+use crate::task::{ReqTask, SessInfo, SessTimeouts};
+
+fn timeouts(sh: &Shared) -> SessTimeouts {
+    let p = sh.params();
+    SessTimeouts {
+        timeout_idle: p.duration("timeout_idle"),
+        timeout_linger: p.duration("timeout_linger"),
+        send_timeout: p.duration("send_timeout"),
+        idle_send_timeout: p.duration("idle_send_timeout"),
+    }
+}
+
+/// Serves one client connection until it closes.
+pub async fn serve<S>(sh: Arc<Shared>, stream: S, sess: SessInfoArgs)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let t_open = rfc2616::now();
+    let svxid = sh.vxid.next();
+    let info = Arc::new(SessInfo {
+        vxid: svxid,
+        client: sess.client,
+        local: sess.local,
+        listener: sess.listener.clone(),
+        endpoint: sess.endpoint.clone(),
+        unix: sess.unix,
+    });
+    sh.counters.sess_conn.inc();
+    sh.counters.s_sess.inc();
+    let mut svsl = VslBuf::new(sh.vsl.clone(), Vxid::client(svxid));
+    svsl.log_str(Tag::Begin, "sess 0 HTTP/1");
+    svsl.log(
+        Tag::SessOpen,
+        format_args!(
+            "{} {} {} {} {} {:.6} 0",
+            sess.client.ip(),
+            sess.client.port(),
+            sess.listener,
+            sess.local.ip(),
+            sess.local.port(),
+            t_open
+        ),
+    );
+    svsl.flush();
+    let mut conn = ClientConn {
+        stream,
+        rbuf: BytesMut::with_capacity(8192),
+    };
+    let mut tmo = timeouts(&sh);
+    let reason = loop {
+        let params = sh.params();
+        let limits = Limits {
+            require_host: false,
+            https_scheme: params.bit("feature", "https_scheme"),
+            ..Limits::from_varnish_params(
+                params.bytes("http_req_hdr_len") as usize,
+                params.bytes("http_req_size") as usize,
+                params.uint("http_max_hdr") as usize,
+            )
+        };
+        drop(params);
+        // 2. Wait for a complete head.
+        let idle = Duration::from_secs_f64(tmo.timeout_idle.max(0.001));
+        let head = loop {
+            match parse_request_buf(&mut conn.rbuf, &limits) {
+                Ok(Some(h)) => break Ok(h),
+                Ok(None) => {}
+                Err(e) => break Err(e),
+            }
+            conn.rbuf.reserve(8192);
+            match tokio::time::timeout(idle, conn.stream.read_buf(&mut conn.rbuf)).await {
+                Err(_) => {
+                    sh.counters.sc_rx_timeout.inc();
+                    return end(&sh, &mut svsl, t_open, "RX_TIMEOUT");
+                }
+                Ok(Ok(0)) | Ok(Err(_)) => {
+                    sh.counters.sc_rem_close.inc();
+                    return end(&sh, &mut svsl, t_open, "REM_CLOSE");
+                }
+                Ok(Ok(_)) => {}
+            }
+        };
+        let head = match head {
+            Ok(h) => h,
+            Err(e) => {
+                sh.counters.client_req_400.inc();
+                sh.counters.sc_rx_bad.inc();
+                let status = e.status().unwrap_or(400);
+                let mut r = RespMsg::new(status);
+                r.headers.append("Connection", "close");
+                let mut out = Vec::new();
+                r.write_head(&mut out);
+                let _ = conn.stream.write_all(&out).await;
+                let _ = conn.stream.flush().await;
+                svsl.log_str(Tag::Debug, e.message());
+                break "RX_BAD";
+            }
+        };
+        let req_hdr_bytes = crate::msg::request_head_len(&head);
+        let body_kind = head.body;
+        let expect = lacquer_http::expect(&head.headers);
+        let req = ReqMsg::from(head);
+        if expect == lacquer_http::Expect::Unsupported {
+            sh.counters.client_req_417.inc();
+            let _ = conn
+                .stream
+                .write_all(b"HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\n\r\n")
+                .await;
+            break "RX_JUNK";
+        }
+        let Some(vcl) = sh.active_vcl() else {
+            let _ = conn
+                .stream
+                .write_all(
+                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                )
+                .await;
+            break "OVERLOAD";
+        };
+        let vxid = sh.vxid.next();
+        svsl.log(Tag::Link, format_args!("req {vxid} rxreq"));
+        svsl.flush();
+        let mut vsl = VslBuf::new(sh.vsl.clone(), Vxid::client(vxid));
+        let t_req = rfc2616::now();
+        vsl.log(Tag::Begin, format_args!("req {svxid} rxreq"));
+        vsl.log(
+            Tag::Timestamp,
+            format_args!("Start: {t_req:.6} {:.6} 0.000000", t_req - t_open),
+        );
+        vsl.log(
+            Tag::ReqStart,
+            format_args!("{} {} {}", info.client.ip(), info.client.port(), info.listener),
+        );
+        vsl.log_bytes(Tag::ReqMethod, &req.method);
+        vsl.log_bytes(Tag::ReqURL, &req.url);
+        vsl.log_bytes(Tag::ReqProtocol, &req.proto);
+        for (k, v) in req.headers.iter() {
+            vsl.log_header(Tag::ReqHeader, k, v);
+        }
+        let mut task = ReqTask {
+            sh: sh.clone(),
+            vcl,
+            sess: info.clone(),
+            timeouts: tmo,
+            vxid,
+            req_orig: req.clone(),
+            req,
+            t_req,
+            restarts: 0,
+            client_identity: None,
+            backend_hint: None,
+            ttl: None,
+            grace: None,
+            hash_always_miss: false,
+            hash_ignore_busy: false,
+            hash_ignore_vary: false,
+            esi: false,
+            is_hitmiss: false,
+            is_hitpass: false,
+            storage: None,
+            hash: None,
+            purging: false,
+            req_hdr_bytes: req_hdr_bytes as u64,
+            digest: None,
+            resp: RespMsg::new(200),
+            obj: None,
+            synth_body: Vec::new(),
+            vsl,
+            privs: Default::default(),
+            req_body: None,
+            now: t_req,
+        };
+        task.backend_hint = task.vcl.default_backend();
+        sh.counters.s_req_hdrbytes.add(req_hdr_bytes as u64);
+        let mut body = match body_kind {
+            BodyKind::None => ReqBody::None,
+            k => ReqBody::Pending(k),
+        };
+        let after = crate::req::handle(&mut task, &mut conn, &mut body).await;
+        let now = rfc2616::now();
+        task.vsl.log(
+            Tag::Timestamp,
+            format_args!("Resp: {now:.6} {:.6} {:.6}", now - t_req, now - task.now),
+        );
+        task.vsl.log_str(Tag::End, "");
+        task.vsl.flush();
+        tmo = task.timeouts;
+        drop(task);
+        if after == After::Close {
+            break "REQ_CLOSE";
+        }
+        // 4. Discard an unread request body.
+        if let ReqBody::Pending(kind) = body {
+            let mut s = BodyStream::new(kind, false);
+            let t = Duration::from_secs_f64(tmo.timeout_idle.max(0.001));
+            loop {
+                match s.next(&mut conn.stream, &mut conn.rbuf, t).await {
+                    Ok(Some(_)) => {}
+                    Ok(None) => break,
+                    Err(_) => return end(&sh, &mut svsl, t_open, "RX_BODY"),
+                }
+            }
+        }
+    };
+    end(&sh, &mut svsl, t_open, reason)
+}
+
+fn end(sh: &Shared, svsl: &mut VslBuf, t_open: f64, reason: &str) {
+    sh.counters.sess_closed.inc();
+    svsl.log(
+        Tag::SessClose,
+        format_args!("{reason} {:.3}", rfc2616::now() - t_open),
+    );
+    svsl.log_str(Tag::End, "");
+    svsl.flush();
+}
+
+/// What the acceptor knows about a new connection.
+#[derive(Clone, Debug)]
+pub struct SessInfoArgs {
+    pub client: SocketAddr,
+    pub local: SocketAddr,
+    pub listener: Arc<str>,
+    pub endpoint: Arc<str>,
+    pub unix: bool,
+}

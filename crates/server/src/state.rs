@@ -1,0 +1,101 @@
+//! Daemon-wide state shared by every session, fetch and CLI connection.
+//!
+//! Hot-path readers take snapshots without locks: parameters and the active
+//! VCL sit behind `ArcSwap`, counters are atomics. Locks guard only the
+//! management-side registries (loaded VCLs, labels), which requests never
+//! touch.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+use lacquer_cache::Cache;
+use lacquer_storage::Stevedore;
+use lacquer_vsl::Vsl;
+
+use crate::counters::Counters;
+use crate::params::ParamSet;
+use crate::vcls::{LoadedVcl, VclRegistry};
+use crate::vxid::VxidAlloc;
+
+/// A listener's bound address, for `debug.listen_address`.
+#[derive(Clone, Debug)]
+pub struct BoundListener {
+    pub name: String,
+    /// `host port` as varnishd prints it, or the socket path.
+    pub printable: String,
+}
+
+/// Everything a task may need from the daemon.
+pub struct Shared {
+    pub params: ArcSwap<ParamSet>,
+    pub vxid: VxidAlloc,
+    pub vsl: Arc<Vsl>,
+    pub counters: Arc<Counters>,
+    pub cache: Arc<Cache>,
+    /// Every store, `Transient` included, in `-s` order.
+    pub stores: Vec<Arc<dyn Stevedore>>,
+    /// The VCL new requests start in.
+    pub active: ArcSwap<Option<Arc<LoadedVcl>>>,
+    pub vcls: Mutex<VclRegistry>,
+    pub identity: String,
+    pub hostname: String,
+    pub started: Instant,
+    pub listeners: Mutex<Vec<BoundListener>>,
+    /// False between `stop` and `start`: new connections are refused.
+    pub running: AtomicBool,
+    pub workdir: std::path::PathBuf,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("identity", &self.identity)
+            .finish()
+    }
+}
+
+impl Shared {
+    /// The current parameters.
+    pub fn params(&self) -> arc_swap::Guard<Arc<ParamSet>> {
+        self.params.load()
+    }
+
+    /// Changes one parameter (copy-on-write).
+    pub fn set_param(&self, name: &str, value: &str) -> Result<(), crate::params::ParamError> {
+        let mut p = ParamSet::clone(&self.params.load());
+        p.set(name, value)?;
+        self.apply_params(&p);
+        self.params.store(Arc::new(p));
+        Ok(())
+    }
+
+    /// Pushes parameters that live in other subsystems to them.
+    pub fn apply_params(&self, p: &ParamSet) {
+        if let crate::params::Value::Bits(masked) = p.get("vsl_mask") {
+            let mut set = lacquer_vsl::TagSet::default();
+            for name in masked {
+                if let Ok(tag) = name.parse::<lacquer_vsl::Tag>() {
+                    set.insert(tag);
+                }
+            }
+            self.vsl.set_mask(set);
+        }
+        let _ = self.vsl.set_reclen(p.bytes("vsl_reclen") as usize);
+    }
+
+    /// The active VCL, if one is loaded and in use.
+    pub fn active_vcl(&self) -> Option<Arc<LoadedVcl>> {
+        self.active.load().as_ref().clone()
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.running.load(Ordering::Relaxed)
+    }
+
+    /// The store called `name`.
+    pub fn store(&self, name: &str) -> Option<&Arc<dyn Stevedore>> {
+        self.stores.iter().find(|s| s.name() == name)
+    }
+}

@@ -1,0 +1,687 @@
+//! The two kinds of task VCL runs for, and what VCL may see and change of
+//! each: [`ReqTask`] (a client request: `req`, `resp`, `obj`, `client`,
+//! `sess` …) and [`BoTask`] (a backend fetch: `bereq`, `beresp` …).
+//!
+//! Both implement the executor's [`Context`]. Access rules (which variable
+//! is legal in which subroutine) were checked when the VCL was compiled, so
+//! an access that reaches the wrong arm here is a compiler bug and is
+//! reported as a VCL error rather than a panic.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use lacquer_cache::ObjRef;
+use lacquer_vcl::exec::{Backend, Context, HeaderName, HttpWhich, LogKind, Value};
+use lacquer_vcl::vars::VarId;
+use lacquer_vsl::{Tag, VslBuf};
+
+use crate::msg::{ReqMsg, RespMsg};
+use crate::state::Shared;
+use crate::vcls::LoadedVcl;
+
+/// Facts about the client connection a request arrived on.
+#[derive(Debug)]
+pub struct SessInfo {
+    pub vxid: u32,
+    pub client: SocketAddr,
+    /// The address the connection was accepted on.
+    pub local: SocketAddr,
+    /// The listener's name (`a0`, …) and address as written.
+    pub listener: Arc<str>,
+    pub endpoint: Arc<str>,
+    /// Unix-socket listeners report 0.0.0.0 addresses, as varnishd does.
+    pub unix: bool,
+}
+
+/// Per-session timeouts VCL may change (`sess.*`).
+#[derive(Clone, Copy, Debug)]
+pub struct SessTimeouts {
+    pub timeout_idle: f64,
+    pub timeout_linger: f64,
+    pub send_timeout: f64,
+    pub idle_send_timeout: f64,
+}
+
+fn not_here(var: VarId) -> String {
+    format!("variable {var:?} is not available here")
+}
+
+fn http_header<'a>(h: &'a lacquer_http::Headers, name: &HeaderName) -> Option<&'a [u8]> {
+    h.get(&name.lower[..])
+}
+
+/// The value of the first header called `lower` in a stored object.
+pub fn obj_header<'a>(obj: &'a ObjRef, lower: &[u8]) -> Option<&'a [u8]> {
+    obj.data()
+        .headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(lower))
+        .map(|(_, v)| &v[..])
+}
+
+fn log_kind_tag(kind: LogKind) -> Tag {
+    match kind {
+        LogKind::Log => Tag::VCL_Log,
+        LogKind::Error => Tag::VCL_Error,
+        LogKind::Acl => Tag::VCL_acl,
+    }
+}
+
+fn as_f64(v: &Value) -> Result<f64, String> {
+    match v {
+        Value::Duration(d) | Value::Real(d) | Value::Time(d) => Ok(*d),
+        Value::Int(i) | Value::Bytes(i) => Ok(*i as f64),
+        other => Err(format!("expected a number, got {}", other.type_name())),
+    }
+}
+
+fn as_bool(v: &Value) -> Result<bool, String> {
+    match v {
+        Value::Bool(b) => Ok(*b),
+        other => Err(format!("expected a BOOL, got {}", other.type_name())),
+    }
+}
+
+fn as_int(v: &Value) -> Result<i64, String> {
+    match v {
+        Value::Int(i) | Value::Bytes(i) => Ok(*i),
+        Value::Real(r) => Ok(*r as i64),
+        other => Err(format!("expected an INT, got {}", other.type_name())),
+    }
+}
+
+fn as_backend(v: Value) -> Result<Option<Backend>, String> {
+    match v {
+        Value::Backend(b) => Ok(Some(b)),
+        Value::Null => Ok(None),
+        other => Err(format!("expected a BACKEND, got {}", other.type_name())),
+    }
+}
+
+fn stevedore_name(v: Value) -> Result<Option<Arc<str>>, String> {
+    match v {
+        Value::Stevedore(s) => Ok(Some(s)),
+        Value::Null => Ok(None),
+        other => Err(format!("expected a STEVEDORE, got {}", other.type_name())),
+    }
+}
+
+/// A status as VCL sets it: values above 999 keep their last three digits
+/// for the wire (Varnish's `status % 1000` rule for 1xxx statuses).
+pub fn vcl_status(v: i64) -> Result<u16, String> {
+    if !(100..=65535).contains(&v) {
+        return Err(format!("illegal status {v} (must be 100..999)"));
+    }
+    Ok(v as u16)
+}
+
+/// The storage variables (`storage.<name>.*`) of a store.
+fn storage_value(sh: &Shared, var: VarId, name: &str) -> Result<Value, String> {
+    let store = sh
+        .store(name)
+        .ok_or_else(|| format!("no storage named {name}"))?;
+    let st = store.stats();
+    Ok(match var {
+        VarId::StorageFreeSpace => Value::Bytes(st.space() as i64),
+        VarId::StorageUsedSpace => Value::Bytes(st.used() as i64),
+        VarId::StorageHappy => Value::Bool(true),
+        other => return Err(not_here(other)),
+    })
+}
+
+/// A client request while it runs client-side VCL.
+pub struct ReqTask {
+    pub sh: Arc<Shared>,
+    pub vcl: Arc<LoadedVcl>,
+    pub sess: Arc<SessInfo>,
+    pub timeouts: SessTimeouts,
+    pub vxid: u32,
+    pub req: ReqMsg,
+    /// The request as received, for restarts that roll back (`std.rollback`).
+    pub req_orig: ReqMsg,
+    pub t_req: f64,
+    pub restarts: u32,
+    pub client_identity: Option<Bytes>,
+    pub backend_hint: Option<Backend>,
+    pub ttl: Option<f64>,
+    pub grace: Option<f64>,
+    pub hash_always_miss: bool,
+    pub hash_ignore_busy: bool,
+    pub hash_ignore_vary: bool,
+    pub esi: bool,
+    pub is_hitmiss: bool,
+    pub is_hitpass: bool,
+    pub storage: Option<Arc<str>>,
+    pub hash: Option<lacquer_cache::HashBuilder>,
+    /// `return (purge)` was taken: the lookup after vcl_hash purges.
+    pub purging: bool,
+    /// Bytes of the request head, for `ReqAcct`.
+    pub req_hdr_bytes: u64,
+    pub digest: Option<lacquer_cache::Digest>,
+    pub resp: RespMsg,
+    /// The object being delivered or hit.
+    pub obj: Option<ObjRef>,
+    /// `resp.body` / `synthetic()` output in `vcl_synth`.
+    pub synth_body: Vec<u8>,
+    pub vsl: VslBuf,
+    pub privs: lacquer_vcl::exec::privs::TaskPrivs,
+    /// Request body kept by `std.cache_req_body`.
+    pub req_body: Option<Bytes>,
+    pub now: f64,
+}
+
+impl ReqTask {
+    fn client_ip(&self) -> SocketAddr {
+        if self.sess.unix {
+            SocketAddr::from(([0, 0, 0, 0], 0))
+        } else {
+            self.sess.client
+        }
+    }
+
+    fn local_ip(&self) -> SocketAddr {
+        if self.sess.unix {
+            SocketAddr::from(([0, 0, 0, 0], 0))
+        } else {
+            self.sess.local
+        }
+    }
+
+    fn obj(&self) -> Result<&ObjRef, String> {
+        self.obj
+            .as_ref()
+            .ok_or_else(|| "no object in this context".to_string())
+    }
+}
+
+impl Context for ReqTask {
+    fn header(&self, which: HttpWhich, name: &HeaderName) -> Option<&[u8]> {
+        match which {
+            HttpWhich::Req | HttpWhich::ReqTop => http_header(&self.req.headers, name),
+            HttpWhich::Resp => http_header(&self.resp.headers, name),
+            HttpWhich::Obj => self.obj.as_ref().and_then(|o| obj_header(o, &name.lower)),
+            HttpWhich::Bereq | HttpWhich::Beresp => None,
+        }
+    }
+
+    fn set_header(&mut self, which: HttpWhich, name: &HeaderName, value: &[u8]) {
+        let h = match which {
+            HttpWhich::Req | HttpWhich::ReqTop => &mut self.req.headers,
+            HttpWhich::Resp => &mut self.resp.headers,
+            _ => return,
+        };
+        h.set(
+            Bytes::copy_from_slice(name.name.as_bytes()),
+            Bytes::copy_from_slice(value),
+        );
+    }
+
+    fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
+        let h = match which {
+            HttpWhich::Req | HttpWhich::ReqTop => &mut self.req.headers,
+            HttpWhich::Resp => &mut self.resp.headers,
+            _ => return,
+        };
+        h.remove(&name.lower[..]);
+    }
+
+    fn get_str(&self, var: VarId) -> Result<Option<&[u8]>, String> {
+        Ok(Some(match var {
+            VarId::ReqMethod | VarId::ReqTopMethod => &self.req.method,
+            VarId::ReqUrl | VarId::ReqTopUrl => &self.req.url,
+            VarId::ReqProto | VarId::ReqTopProto => &self.req.proto,
+            VarId::RespProto => &self.resp.proto,
+            VarId::RespReason => &self.resp.reason,
+            VarId::ObjProto => b"HTTP/1.1",
+            VarId::ObjReason => &self.obj()?.data().reason,
+            VarId::ReqTransport => b"HTTP/1",
+            VarId::ClientIdentity => match &self.client_identity {
+                Some(i) => i,
+                None => return Ok(None),
+            },
+            VarId::ServerHostname => self.sh.hostname.as_bytes(),
+            VarId::ServerIdentity => self.sh.identity.as_bytes(),
+            VarId::LocalEndpoint => self.sess.endpoint.as_bytes(),
+            VarId::LocalSocket => self.sess.listener.as_bytes(),
+            other => return Err(not_here(other)),
+        }))
+    }
+
+    fn set_str(&mut self, var: VarId, value: &[u8]) -> Result<(), String> {
+        let v = Bytes::copy_from_slice(value);
+        match var {
+            VarId::ReqMethod => self.req.method = v,
+            VarId::ReqUrl => self.req.url = v,
+            VarId::ReqProto => self.req.proto = v,
+            VarId::RespProto => self.resp.proto = v,
+            VarId::RespReason => self.resp.reason = v,
+            VarId::ClientIdentity => self.client_identity = Some(v),
+            other => return Err(not_here(other)),
+        }
+        Ok(())
+    }
+
+    fn get(&self, var: VarId) -> Result<Value, String> {
+        Ok(match var {
+            VarId::ClientIp | VarId::RemoteIp => Value::Ip(self.client_ip()),
+            VarId::ServerIp | VarId::LocalIp => Value::Ip(self.local_ip()),
+            VarId::ReqRestarts => Value::Int(i64::from(self.restarts)),
+            VarId::ReqXid => Value::Str(Bytes::from(self.vxid.to_string())),
+            VarId::SessXid => Value::Str(Bytes::from(self.sess.vxid.to_string())),
+            VarId::ReqTime | VarId::ReqTopTime => Value::Time(self.t_req),
+            VarId::ReqTtl => self.ttl.map_or(Value::Duration(-1.0), Value::Duration),
+            VarId::ReqGrace => self.grace.map_or(Value::Duration(-1.0), Value::Duration),
+            VarId::ReqBackendHint => match &self.backend_hint {
+                Some(b) => Value::Backend(b.clone()),
+                None => Value::Null,
+            },
+            VarId::ReqHashAlwaysMiss => Value::Bool(self.hash_always_miss),
+            VarId::ReqHashIgnoreBusy => Value::Bool(self.hash_ignore_busy),
+            VarId::ReqHashIgnoreVary => Value::Bool(self.hash_ignore_vary),
+            VarId::ReqCanGzip => Value::Bool(
+                self.req
+                    .headers
+                    .get("accept-encoding")
+                    .is_some_and(crate::gzip::accepts_gzip),
+            ),
+            VarId::ReqEsi => Value::Bool(self.esi),
+            VarId::ReqEsiLevel => Value::Int(0),
+            VarId::ReqIsHitmiss => Value::Bool(self.is_hitmiss),
+            VarId::ReqIsHitpass => Value::Bool(self.is_hitpass),
+            VarId::ReqStorage => match &self.storage {
+                Some(s) => Value::Stevedore(s.clone()),
+                None => Value::Null,
+            },
+            VarId::ReqHash => match &self.digest {
+                Some(d) => Value::Blob(Bytes::copy_from_slice(&d[..])),
+                None => Value::Null,
+            },
+            VarId::RespStatus => Value::Int(i64::from(self.resp.status)),
+            VarId::RespIsStreaming => Value::Bool(
+                self.obj
+                    .as_ref()
+                    .is_some_and(|o| !o.body().is_finished()),
+            ),
+            VarId::RespDoEsi => Value::Bool(false),
+            VarId::RespTime => Value::Time(self.now),
+            VarId::ObjStatus => Value::Int(i64::from(self.obj()?.data().status)),
+            VarId::ObjHits => Value::Int(self.obj()?.hits() as i64),
+            VarId::ObjTtl => {
+                let o = self.obj()?;
+                Value::Duration(o.t_origin() + o.ttl() - self.now)
+            }
+            VarId::ObjGrace => Value::Duration(self.obj()?.grace()),
+            VarId::ObjKeep => Value::Duration(self.obj()?.keep()),
+            VarId::ObjAge => Value::Duration(self.now - self.obj()?.t_origin()),
+            VarId::ObjTime => Value::Time(self.obj()?.t_origin()),
+            VarId::ObjUncacheable => Value::Bool({
+                let f = self.obj()?.flags();
+                f.private() || f.hit_for_miss() || f.hit_for_pass()
+            }),
+            VarId::ObjCanEsi => Value::Bool(false),
+            VarId::ObjStorage => match self.obj()?.store_name() {
+                Some(n) => Value::Stevedore(Arc::from(n)),
+                None => Value::Null,
+            },
+            VarId::SessTimeoutIdle => Value::Duration(self.timeouts.timeout_idle),
+            VarId::SessTimeoutLinger => Value::Duration(self.timeouts.timeout_linger),
+            VarId::SessSendTimeout => Value::Duration(self.timeouts.send_timeout),
+            VarId::SessIdleSendTimeout => Value::Duration(self.timeouts.idle_send_timeout),
+            VarId::Now => Value::Time(self.now),
+            other => {
+                return match self.get_str(other)? {
+                    Some(s) => Ok(Value::Str(Bytes::copy_from_slice(s))),
+                    None => Ok(Value::Null),
+                };
+            }
+        })
+    }
+
+    fn set(&mut self, var: VarId, value: Value) -> Result<(), String> {
+        match var {
+            VarId::ReqTtl => self.ttl = Some(as_f64(&value)?),
+            VarId::ReqGrace => self.grace = Some(as_f64(&value)?),
+            VarId::ReqBackendHint => self.backend_hint = as_backend(value)?,
+            VarId::ReqHashAlwaysMiss => self.hash_always_miss = as_bool(&value)?,
+            VarId::ReqHashIgnoreBusy => self.hash_ignore_busy = as_bool(&value)?,
+            VarId::ReqHashIgnoreVary => self.hash_ignore_vary = as_bool(&value)?,
+            VarId::ReqEsi => self.esi = as_bool(&value)?,
+            VarId::ReqStorage => self.storage = stevedore_name(value)?,
+            VarId::RespStatus => {
+                let s = vcl_status(as_int(&value)?)?;
+                self.resp.status = s;
+                // As varnishd: a status change also sets the default reason.
+                self.resp.reason = Bytes::from_static(crate::msg::reason(s % 1000).as_bytes());
+            }
+            VarId::RespDoEsi => {}
+            VarId::RespBody => match value {
+                Value::Str(s) | Value::Blob(s) => {
+                    self.synth_body.clear();
+                    self.synth_body.extend_from_slice(&s);
+                }
+                Value::Null => self.synth_body.clear(),
+                other => return Err(format!("cannot set resp.body to {}", other.type_name())),
+            },
+            VarId::SessTimeoutIdle => self.timeouts.timeout_idle = as_f64(&value)?,
+            VarId::SessTimeoutLinger => self.timeouts.timeout_linger = as_f64(&value)?,
+            VarId::SessSendTimeout => self.timeouts.send_timeout = as_f64(&value)?,
+            VarId::SessIdleSendTimeout => self.timeouts.idle_send_timeout = as_f64(&value)?,
+            other => match value {
+                Value::Str(s) => return self.set_str(other, &s),
+                _ => return Err(not_here(other)),
+            },
+        }
+        Ok(())
+    }
+
+    fn unset(&mut self, var: VarId) -> Result<(), String> {
+        match var {
+            VarId::ReqHttp | VarId::ReqTopHttp => Ok(()),
+            _ => Err(not_here(var)),
+        }
+    }
+
+    fn storage_var(&self, var: VarId, storage: &str) -> Result<Value, String> {
+        storage_value(&self.sh, var, storage)
+    }
+
+    fn hash_data(&mut self, data: Option<&[u8]>) {
+        if let Some(h) = self.hash.as_mut() {
+            if let Some(d) = data {
+                self.vsl.log_bytes(Tag::Hash, d);
+            }
+            h.hash_data_strands(&[data]);
+        }
+    }
+
+    fn synthetic(&mut self, data: &[u8]) {
+        self.synth_body.extend_from_slice(data);
+    }
+
+    fn ban(&mut self, spec: &[u8]) -> Result<(), String> {
+        let s = std::str::from_utf8(spec).map_err(|_| "ban: not UTF-8".to_string())?;
+        self.sh.add_ban(s, self.now)
+    }
+
+    fn log(&mut self, kind: LogKind, msg: &[u8]) {
+        self.vsl.log_bytes(log_kind_tag(kind), msg);
+    }
+
+    fn now(&self) -> f64 {
+        self.now
+    }
+
+    fn privs(&mut self) -> &mut lacquer_vcl::exec::privs::TaskPrivs {
+        &mut self.privs
+    }
+}
+
+/// A backend fetch while it runs backend-side VCL.
+pub struct BoTask {
+    pub sh: Arc<Shared>,
+    pub vcl: Arc<LoadedVcl>,
+    pub sess: Arc<SessInfo>,
+    pub vxid: u32,
+    pub bereq: ReqMsg,
+    /// The client's request headers as they were when the fetch started
+    /// (Vary is evaluated against them).
+    pub bereq0: lacquer_http::Headers,
+    pub beresp: RespMsg,
+    pub t_bereq: f64,
+    pub t_beresp: f64,
+    pub retries: u32,
+    pub backend: Option<Backend>,
+    /// The backend that answered (`beresp.backend`), when one did.
+    pub beresp_backend: Option<Backend>,
+    pub beresp_backend_ip: Option<SocketAddr>,
+    pub connect_timeout: Option<f64>,
+    pub first_byte_timeout: Option<f64>,
+    pub between_bytes_timeout: Option<f64>,
+    pub uncacheable: bool,
+    pub is_bgfetch: bool,
+    pub is_hitmiss: bool,
+    pub is_hitpass: bool,
+    pub digest: Option<lacquer_cache::Digest>,
+    /// The request body is forwarded (pass with a body); `unset bereq.body`
+    /// clears it.
+    pub has_body: bool,
+    pub t_origin: f64,
+    pub ttl: f64,
+    pub grace: f64,
+    pub keep: f64,
+    pub do_stream: bool,
+    pub do_gzip: bool,
+    pub do_gunzip: bool,
+    pub do_esi: bool,
+    pub was_304: bool,
+    pub storage: Option<Arc<str>>,
+    /// `beresp.body` / `synthetic()` output in `vcl_backend_error`.
+    pub synth_body: Vec<u8>,
+    pub client_identity: Option<Bytes>,
+    pub vsl: VslBuf,
+    pub privs: lacquer_vcl::exec::privs::TaskPrivs,
+    pub now: f64,
+}
+
+impl Context for BoTask {
+    fn header(&self, which: HttpWhich, name: &HeaderName) -> Option<&[u8]> {
+        match which {
+            HttpWhich::Bereq => http_header(&self.bereq.headers, name),
+            HttpWhich::Beresp => http_header(&self.beresp.headers, name),
+            _ => None,
+        }
+    }
+
+    fn set_header(&mut self, which: HttpWhich, name: &HeaderName, value: &[u8]) {
+        let h = match which {
+            HttpWhich::Bereq => &mut self.bereq.headers,
+            HttpWhich::Beresp => &mut self.beresp.headers,
+            _ => return,
+        };
+        h.set(
+            Bytes::copy_from_slice(name.name.as_bytes()),
+            Bytes::copy_from_slice(value),
+        );
+    }
+
+    fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
+        let h = match which {
+            HttpWhich::Bereq => &mut self.bereq.headers,
+            HttpWhich::Beresp => &mut self.beresp.headers,
+            _ => return,
+        };
+        h.remove(&name.lower[..]);
+    }
+
+    fn get_str(&self, var: VarId) -> Result<Option<&[u8]>, String> {
+        Ok(Some(match var {
+            VarId::BereqMethod => &self.bereq.method,
+            VarId::BereqUrl => &self.bereq.url,
+            VarId::BereqProto => &self.bereq.proto,
+            VarId::BerespProto => &self.beresp.proto,
+            VarId::BerespReason => &self.beresp.reason,
+            VarId::BerespBackendName => match &self.beresp_backend {
+                Some(b) => b.name.as_bytes(),
+                None => return Ok(None),
+            },
+            VarId::ClientIdentity => match &self.client_identity {
+                Some(i) => i,
+                None => return Ok(None),
+            },
+            VarId::ServerHostname => self.sh.hostname.as_bytes(),
+            VarId::ServerIdentity => self.sh.identity.as_bytes(),
+            VarId::LocalEndpoint => self.sess.endpoint.as_bytes(),
+            VarId::LocalSocket => self.sess.listener.as_bytes(),
+            VarId::BerespFilters => {
+                if self.do_gunzip {
+                    b"gunzip"
+                } else if self.do_gzip {
+                    b"gzip"
+                } else {
+                    b""
+                }
+            }
+            other => return Err(not_here(other)),
+        }))
+    }
+
+    fn set_str(&mut self, var: VarId, value: &[u8]) -> Result<(), String> {
+        let v = Bytes::copy_from_slice(value);
+        match var {
+            VarId::BereqMethod => self.bereq.method = v,
+            VarId::BereqUrl => self.bereq.url = v,
+            VarId::BereqProto => self.bereq.proto = v,
+            VarId::BerespProto => self.beresp.proto = v,
+            VarId::BerespReason => self.beresp.reason = v,
+            other => return Err(not_here(other)),
+        }
+        Ok(())
+    }
+
+    fn get(&self, var: VarId) -> Result<Value, String> {
+        Ok(match var {
+            VarId::ClientIp | VarId::RemoteIp => Value::Ip(self.sess.client),
+            VarId::ServerIp | VarId::LocalIp => Value::Ip(self.sess.local),
+            VarId::BereqXid => Value::Str(Bytes::from(self.vxid.to_string())),
+            VarId::SessXid => Value::Str(Bytes::from(self.sess.vxid.to_string())),
+            VarId::BereqRetries => Value::Int(i64::from(self.retries)),
+            VarId::BereqTime => Value::Time(self.t_bereq),
+            VarId::BereqBackend => match &self.backend {
+                Some(b) => Value::Backend(b.clone()),
+                None => Value::Null,
+            },
+            VarId::BereqConnectTimeout => opt_dur(self.connect_timeout),
+            VarId::BereqFirstByteTimeout => opt_dur(self.first_byte_timeout),
+            VarId::BereqBetweenBytesTimeout => opt_dur(self.between_bytes_timeout),
+            VarId::BereqUncacheable => Value::Bool(self.uncacheable),
+            VarId::BereqIsBgfetch => Value::Bool(self.is_bgfetch),
+            VarId::BereqIsHitmiss => Value::Bool(self.is_hitmiss),
+            VarId::BereqIsHitpass => Value::Bool(self.is_hitpass),
+            VarId::BereqHash => match &self.digest {
+                Some(d) => Value::Blob(Bytes::copy_from_slice(&d[..])),
+                None => Value::Null,
+            },
+            VarId::BerespStatus => Value::Int(i64::from(self.beresp.status)),
+            VarId::BerespTtl => Value::Duration(self.ttl - (self.now - self.t_origin)),
+            VarId::BerespGrace => Value::Duration(self.grace),
+            VarId::BerespKeep => Value::Duration(self.keep),
+            VarId::BerespAge => Value::Duration(self.now - self.t_origin),
+            VarId::BerespTime => Value::Time(self.t_beresp),
+            VarId::BerespDoStream => Value::Bool(self.do_stream),
+            VarId::BerespDoGzip => Value::Bool(self.do_gzip),
+            VarId::BerespDoGunzip => Value::Bool(self.do_gunzip),
+            VarId::BerespDoEsi => Value::Bool(self.do_esi),
+            VarId::BerespUncacheable => Value::Bool(self.uncacheable),
+            VarId::BerespWas304 => Value::Bool(self.was_304),
+            VarId::BerespBackend => match &self.beresp_backend {
+                Some(b) => Value::Backend(b.clone()),
+                None => Value::Null,
+            },
+            VarId::BerespBackendIp => match self.beresp_backend_ip {
+                Some(a) => Value::Ip(a),
+                None => Value::Null,
+            },
+            VarId::BerespStorage | VarId::BerespStorageHint => match &self.storage {
+                Some(s) => Value::Stevedore(s.clone()),
+                None => Value::Null,
+            },
+            VarId::Now => Value::Time(self.now),
+            other => {
+                return match self.get_str(other)? {
+                    Some(s) => Ok(Value::Str(Bytes::copy_from_slice(s))),
+                    None => Ok(Value::Null),
+                };
+            }
+        })
+    }
+
+    fn set(&mut self, var: VarId, value: Value) -> Result<(), String> {
+        match var {
+            VarId::BereqBackend => self.backend = as_backend(value)?,
+            VarId::BereqConnectTimeout => self.connect_timeout = Some(as_f64(&value)?),
+            VarId::BereqFirstByteTimeout => self.first_byte_timeout = Some(as_f64(&value)?),
+            VarId::BereqBetweenBytesTimeout => {
+                self.between_bytes_timeout = Some(as_f64(&value)?)
+            }
+            VarId::BerespStatus => {
+                let s = vcl_status(as_int(&value)?)?;
+                self.beresp.status = s;
+                self.beresp.reason = Bytes::from_static(crate::msg::reason(s % 1000).as_bytes());
+            }
+            VarId::BerespTtl => {
+                // beresp.ttl counts from now, the object's origin from t_origin.
+                self.ttl = as_f64(&value)? + (self.now - self.t_origin);
+            }
+            VarId::BerespGrace => self.grace = as_f64(&value)?,
+            VarId::BerespKeep => self.keep = as_f64(&value)?,
+            VarId::BerespDoStream => self.do_stream = as_bool(&value)?,
+            VarId::BerespDoGzip => self.do_gzip = as_bool(&value)?,
+            VarId::BerespDoGunzip => self.do_gunzip = as_bool(&value)?,
+            VarId::BerespDoEsi => self.do_esi = as_bool(&value)?,
+            VarId::BerespUncacheable => {
+                // Once uncacheable, always uncacheable (as varnishd).
+                if as_bool(&value)? {
+                    self.uncacheable = true;
+                }
+            }
+            VarId::BerespStorage | VarId::BerespStorageHint => {
+                self.storage = stevedore_name(value)?
+            }
+            VarId::BerespBody => match value {
+                Value::Str(s) | Value::Blob(s) => {
+                    self.synth_body.clear();
+                    self.synth_body.extend_from_slice(&s);
+                }
+                Value::Null => self.synth_body.clear(),
+                other => return Err(format!("cannot set beresp.body to {}", other.type_name())),
+            },
+            other => match value {
+                Value::Str(s) => return self.set_str(other, &s),
+                _ => return Err(not_here(other)),
+            },
+        }
+        Ok(())
+    }
+
+    fn unset(&mut self, var: VarId) -> Result<(), String> {
+        match var {
+            VarId::BereqBody => {
+                self.has_body = false;
+                Ok(())
+            }
+            _ => Err(not_here(var)),
+        }
+    }
+
+    fn storage_var(&self, var: VarId, storage: &str) -> Result<Value, String> {
+        storage_value(&self.sh, var, storage)
+    }
+
+    fn hash_data(&mut self, _data: Option<&[u8]>) {}
+
+    fn synthetic(&mut self, data: &[u8]) {
+        self.synth_body.extend_from_slice(data);
+    }
+
+    fn ban(&mut self, spec: &[u8]) -> Result<(), String> {
+        let s = std::str::from_utf8(spec).map_err(|_| "ban: not UTF-8".to_string())?;
+        self.sh.add_ban(s, self.now)
+    }
+
+    fn log(&mut self, kind: LogKind, msg: &[u8]) {
+        self.vsl.log_bytes(log_kind_tag(kind), msg);
+    }
+
+    fn now(&self) -> f64 {
+        self.now
+    }
+
+    fn privs(&mut self) -> &mut lacquer_vcl::exec::privs::TaskPrivs {
+        &mut self.privs
+    }
+}
+
+fn opt_dur(v: Option<f64>) -> Value {
+    v.map_or(Value::Null, Value::Duration)
+}

@@ -1,0 +1,339 @@
+//! Loaded VCLs: compiling a VCL into something requests can run, its
+//! backends (pools, probes), its vmod state, and the registry behind
+//! `vcl.load`, `vcl.use`, `vcl.label`, `vcl.discard` and `vcl.list`.
+//!
+//! A [`LoadedVcl`] is immutable and shared (`Arc`): a request keeps the VCL
+//! it started with even when another one becomes active, so a switch never
+//! disturbs requests in flight. Backends belong to their VCL; probes run
+//! while the VCL is warm and stop when it goes cold or is discarded.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use lacquer_vcl::diag::Diagnostics;
+use lacquer_vcl::exec::{self, Action, Backend, Context, Scratch, Vmods};
+use lacquer_vcl::ir::{BackendDef, ProbeDef, Program};
+use lacquer_vcl::source::SourceMap;
+use lacquer_vcl::subs::BuiltinSub;
+use tokio::task::JoinHandle;
+
+use crate::backend::pool::{Address, Pool};
+use crate::backend::probe::{self, Health, ProbeSpec};
+
+/// A backend of a loaded VCL, ready for fetches.
+pub struct BackendRt {
+    /// The name in VCL (`default`).
+    pub vcl_name: String,
+    /// `<vcl>.<backend>`, as `backend.list` and counters name it.
+    pub name: String,
+    pub none: bool,
+    pub pool: Pool,
+    pub health: Health,
+    pub probe: Option<ProbeSpec>,
+    pub host_header: Option<String>,
+    pub connect_timeout: Option<f64>,
+    pub first_byte_timeout: Option<f64>,
+    pub between_bytes_timeout: Option<f64>,
+}
+
+impl std::fmt::Debug for BackendRt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackendRt").field("name", &self.name).finish()
+    }
+}
+
+impl BackendRt {
+    fn new(vcl: &str, def: &BackendDef, probes: &[ProbeDef], prefer_ipv6: bool) -> Self {
+        let addr = match &def.path {
+            Some(p) => Address::Unix(p.into()),
+            None => {
+                let pick = def
+                    .addrs
+                    .iter()
+                    .find(|a| a.is_ipv6() == prefer_ipv6)
+                    .or_else(|| def.addrs.first())
+                    .copied()
+                    .unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
+                Address::Tcp(pick)
+            }
+        };
+        let host = def
+            .host_header
+            .clone()
+            .or_else(|| (!def.host.is_empty()).then(|| def.host.clone()));
+        let probe = def.probe.and_then(|i| probes.get(i)).map(|p| {
+            ProbeSpec::new(
+                p.url.as_deref(),
+                p.request.as_deref(),
+                host.as_deref().unwrap_or("localhost"),
+                p.expected_response.map(|v| v.min(999) as u16),
+                p.timeout,
+                p.interval,
+                p.window.map(|v| v.min(64) as u32),
+                p.threshold.map(|v| v.min(64) as u32),
+                p.initial.map(|v| v.min(64) as u32),
+            )
+        });
+        let health = match &probe {
+            Some(spec) => Health::probed(spec),
+            None => Health::unprobed(),
+        };
+        BackendRt {
+            vcl_name: def.name.clone(),
+            name: format!("{vcl}.{}", def.name),
+            none: def.none,
+            pool: Pool::new(addr, def.max_connections.map(|m| m as usize)),
+            health,
+            probe,
+            host_header: host,
+            connect_timeout: def.connect_timeout,
+            first_byte_timeout: def.first_byte_timeout,
+            between_bytes_timeout: def.between_bytes_timeout,
+        }
+    }
+
+    /// Whether fetches may use this backend now.
+    pub fn healthy(&self) -> bool {
+        !self.none && self.health.healthy()
+    }
+
+    /// The TCP address, for `beresp.backend.ip`.
+    pub fn tcp_addr(&self) -> Option<std::net::SocketAddr> {
+        match self.pool.address() {
+            Address::Tcp(a) => Some(*a),
+            Address::Unix(_) => None,
+        }
+    }
+}
+
+/// Temperature of a VCL (`vcl.state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Temp {
+    Auto,
+    Warm,
+    Cold,
+}
+
+impl Temp {
+    pub fn parse(s: &str) -> Option<Temp> {
+        match s {
+            "auto" => Some(Temp::Auto),
+            "warm" => Some(Temp::Warm),
+            "cold" => Some(Temp::Cold),
+            _ => None,
+        }
+    }
+}
+
+/// A compiled and initialised VCL.
+pub struct LoadedVcl {
+    pub name: String,
+    pub ir: Arc<Program>,
+    pub code: exec::code::Program,
+    pub backends: Vec<Arc<BackendRt>>,
+    pub vmods: Arc<dyn Vmods + Send + Sync>,
+    /// Source files (name, text) for `vcl.show`.
+    pub sources: Vec<(String, String)>,
+    probes: std::sync::Mutex<Vec<JoinHandle<()>>>,
+    warm: AtomicBool,
+}
+
+impl std::fmt::Debug for LoadedVcl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedVcl").field("name", &self.name).finish()
+    }
+}
+
+/// Why a VCL could not be loaded.
+#[derive(Debug)]
+pub struct LoadError {
+    /// The rendered diagnostics or reason, as `vcl.load` prints them.
+    pub message: String,
+}
+
+impl LoadedVcl {
+    /// Runs a built-in method for a task.
+    pub fn run<C: Context>(&self, m: BuiltinSub, ctx: &mut C, scratch: &mut Scratch) -> Action {
+        self.code.run(m, ctx, &*self.vmods, scratch)
+    }
+
+    /// The default backend as a VCL value.
+    pub fn default_backend(&self) -> Option<Backend> {
+        let i = self.ir.default_backend?;
+        Some(Backend {
+            id: i as u32,
+            name: Arc::from(self.ir.backends[i].name.as_str()),
+        })
+    }
+
+    /// The concrete backend behind a BACKEND value (directors resolve
+    /// through their vmod).
+    pub fn resolve_backend<C: Context>(&self, b: &Backend, ctx: &mut C) -> Option<Arc<BackendRt>> {
+        let _ = ctx;
+        self.backends.get(b.id as usize).cloned()
+    }
+
+    /// Starts the probes of this VCL's backends.
+    pub fn warm_up(self: &Arc<Self>, vsl: Arc<lacquer_vsl::Vsl>) {
+        if self.warm.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let mut handles = self.probes.lock().unwrap_or_else(|e| e.into_inner());
+        for b in &self.backends {
+            let Some(spec) = b.probe.clone() else {
+                continue;
+            };
+            let b = b.clone();
+            let vsl = vsl.clone();
+            handles.push(tokio::spawn(async move {
+                loop {
+                    let r = probe::poll(b.pool.address(), &spec).await;
+                    let tr = b.health.record(&spec, &r);
+                    vsl.log_immediate(
+                        lacquer_vsl::Tag::Backend_health,
+                        lacquer_vsl::Vxid::plain(0),
+                        format_args!(
+                            "{} {} {} {} {} {} {:.6} {:.6} {}",
+                            b.name,
+                            tr.verdict,
+                            probe::flags(&r),
+                            tr.good,
+                            spec.threshold,
+                            spec.window,
+                            r.elapsed,
+                            tr.avg,
+                            r.status_line
+                        ),
+                    );
+                    tokio::time::sleep(spec.interval).await;
+                }
+            }));
+        }
+    }
+
+    /// Stops the probes (the VCL went cold or is discarded).
+    pub fn cool_down(&self) {
+        self.warm.store(false, Ordering::Release);
+        for h in self
+            .probes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            h.abort();
+        }
+    }
+
+    pub fn is_warm(&self) -> bool {
+        self.warm.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for LoadedVcl {
+    fn drop(&mut self) {
+        self.cool_down();
+    }
+}
+
+/// Options for compiling a VCL in this daemon.
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    pub err_unref: bool,
+    pub storages: Vec<String>,
+    pub labels: Vec<String>,
+    pub vcl_path: Vec<String>,
+    pub unsafe_path: bool,
+    pub prefer_ipv6: bool,
+}
+
+/// Compiles VCL source (`name` is the file name used in messages).
+pub fn compile(
+    vcl_name: &str,
+    file_name: &str,
+    text: &str,
+    opts: &LoadOptions,
+) -> Result<LoadedVcl, LoadError> {
+    let registry = lacquer_vmods::registry();
+    let copts = lacquer_vcl::compile::CompileOptions {
+        err_unref: opts.err_unref,
+        storages: opts.storages.clone(),
+        labels: opts.labels.clone(),
+    };
+    let mut sm = SourceMap::new();
+    let main = sm.add(file_name, text, lacquer_vcl::source::FileKind::Main);
+    let loader = lacquer_vcl::parser::FsLoader;
+    let popts = lacquer_vcl::parser::ParseOptions {
+        vcl_path: opts.vcl_path.clone(),
+        unsafe_path: opts.unsafe_path,
+        builtin: None,
+        loader: &loader,
+    };
+    let ir = lacquer_vcl::compile::compile_file(&mut sm, main, &popts, &copts, &registry)
+        .map_err(|d: Diagnostics| LoadError {
+            message: d.render(&sm),
+        })?;
+    let code = exec::code::Program::from_ir(&ir).map_err(|message| LoadError { message })?;
+    let backends = ir
+        .backends
+        .iter()
+        .map(|d| Arc::new(BackendRt::new(vcl_name, d, &ir.probes, opts.prefer_ipv6)))
+        .collect();
+    let vmods = lacquer_vmods::Runtime::new(&ir);
+    let sources = sm
+        .files()
+        .map(|f| (f.name.clone(), f.text.clone()))
+        .collect();
+    Ok(LoadedVcl {
+        name: vcl_name.to_string(),
+        ir,
+        code,
+        backends,
+        vmods: Arc::new(vmods),
+        sources,
+        probes: Default::default(),
+        warm: AtomicBool::new(false),
+    })
+}
+
+/// Reads and compiles a VCL file.
+pub fn compile_path(vcl_name: &str, path: &Path, opts: &LoadOptions) -> Result<LoadedVcl, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|e| LoadError {
+        message: format!("Cannot read file '{}': {e}", path.display()),
+    })?;
+    compile(vcl_name, &path.display().to_string(), &text, opts)
+}
+
+/// One entry of the registry.
+#[derive(Debug)]
+pub struct Entry {
+    pub vcl: Arc<LoadedVcl>,
+    pub temp: Temp,
+}
+
+/// Loaded VCLs and labels (management side).
+#[derive(Debug, Default)]
+pub struct VclRegistry {
+    pub vcls: BTreeMap<String, Entry>,
+    /// label -> VCL name
+    pub labels: BTreeMap<String, String>,
+    pub active: Option<String>,
+    /// Load order, for `vcl.list`.
+    pub order: Vec<String>,
+}
+
+impl VclRegistry {
+    pub fn insert(&mut self, vcl: Arc<LoadedVcl>, temp: Temp) {
+        let name = vcl.name.clone();
+        self.order.retain(|n| n != &name);
+        self.order.push(name.clone());
+        self.vcls.insert(name, Entry { vcl, temp });
+    }
+
+    /// The VCL a name or label refers to.
+    pub fn resolve(&self, name: &str) -> Option<Arc<LoadedVcl>> {
+        let target = self.labels.get(name).map(String::as_str).unwrap_or(name);
+        self.vcls.get(target).map(|e| e.vcl.clone())
+    }
+}
