@@ -62,17 +62,20 @@ impl Headers {
         }
     }
 
-    /// Builds a list whose fields are ranges into `buf` (used by the parser).
-    pub(crate) fn from_ranges(buf: Bytes, ranges: &[(u32, u32, u32, u32)]) -> Self {
-        let fields = ranges
-            .iter()
-            .map(|&(ns, ne, vs, ve)| Field {
-                name: Slot::Buf { start: ns, end: ne },
-                value: Slot::Buf { start: vs, end: ve },
-                filtered: false,
-            })
-            .collect();
-        Headers { buf, fields }
+    /// Adds a field whose name and value are ranges of the buffer given later
+    /// to [`Headers::set_buf`] (used by the parser).
+    pub(crate) fn push_range(&mut self, name: (u32, u32), value: (u32, u32)) {
+        self.fields.push(Field {
+            name: Slot::Buf {
+                start: name.0,
+                end: name.1,
+            },
+            value: Slot::Buf {
+                start: value.0,
+                end: value.1,
+            },
+            filtered: false,
+        });
     }
 
     /// Points the range-backed fields at their buffer (used by the parser once

@@ -288,7 +288,7 @@ fn collect_headers(
     } else {
         len - 1
     };
-    let mut ranges = Vec::with_capacity(parsed.len());
+    let mut headers = Headers::with_capacity(parsed.len());
     for (i, h) in parsed.iter().enumerate() {
         let (ns, ne) = span(buf, h.name.as_bytes());
         let (vs, ve) = if h.value.is_empty() {
@@ -317,9 +317,9 @@ fn collect_headers(
                 ),
             ));
         }
-        ranges.push((ns, ne, vs, ve));
+        headers.push_range((ns, ne), (vs, ve));
     }
-    Ok(Headers::from_ranges(Bytes::new(), &ranges))
+    Ok(headers)
 }
 
 /// Offset just past the empty line ending the head (Varnish `HTTP1_Complete`),
@@ -608,6 +608,10 @@ fn finish_request(raw: RawReq, buf: Bytes, limits: &Limits) -> Result<RequestHea
         body: BodyKind::None,
     };
     absolute_form(&mut head, &buf, raw.target, limits);
+    if head.headers.len() > limits.max_headers {
+        // Only possible when absolute form added a Host field.
+        return Err(Error::req(ErrorKind::TooManyHeaders, "Too many headers"));
+    }
     let hosts = head.headers.count("host");
     if hosts > 1 {
         return Err(Error::req(ErrorKind::Host, "Multiple Host: headers"));
@@ -1004,6 +1008,16 @@ mod tests {
         // HTTP/1.1 without Host but absolute-form: Host comes from the target.
         let h = ok_req("GET http://a/ HTTP/1.1\r\n\r\n");
         assert_eq!(h.headers.get("host"), Some(&b"a"[..]));
+        // The added Host still counts towards the field limit.
+        let two = Limits {
+            max_headers: 2,
+            ..Limits::request()
+        };
+        let full = b"GET http://a/ HTTP/1.1\r\nA: 1\r\nB: 2\r\n\r\n";
+        let e = parse_request(full, &two).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::TooManyHeaders);
+        let replaced = b"GET http://a/ HTTP/1.1\r\nA: 1\r\nHost: b\r\n\r\n";
+        assert!(parse_request(replaced, &two).unwrap().is_some());
     }
 
     #[test]
