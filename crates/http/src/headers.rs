@@ -1,0 +1,552 @@
+//! An ordered header list that keeps the wire order and spelling of every field.
+//!
+//! Parsed headers do not own their bytes: each name and value is a range into one
+//! shared, reference-counted buffer (the received message head), so parsing a head
+//! costs one `Vec` of small entries and no per-header allocation. Fields added or
+//! replaced later (by VCL, by the cache) own their bytes as a [`Bytes`].
+//!
+//! Names compare ASCII-case-insensitively, as in Varnish; values are raw bytes.
+//! Each field also carries Varnish's "filter" mark (`HDF_FILTER`): a field named in
+//! the `Connection` header is marked by [`crate::do_connection`] and left out when
+//! the message is copied with [`Headers::copy_filtered`], while staying visible
+//! to VCL in the meantime, as in varnishd.
+
+use std::fmt;
+
+use bytes::Bytes;
+
+/// Where the bytes of a header name or value live.
+#[derive(Clone)]
+enum Slot {
+    /// A range of [`Headers::buf`].
+    Buf { start: u32, end: u32 },
+    /// Bytes owned by this field.
+    Own(Bytes),
+}
+
+impl Slot {
+    #[inline]
+    fn get<'a>(&'a self, buf: &'a [u8]) -> &'a [u8] {
+        match self {
+            Slot::Buf { start, end } => &buf[*start as usize..*end as usize],
+            Slot::Own(b) => b,
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Field {
+    name: Slot,
+    value: Slot,
+    filtered: bool,
+}
+
+/// An ordered list of header fields, preserving order, duplicates and case.
+#[derive(Clone, Default)]
+pub struct Headers {
+    buf: Bytes,
+    fields: Vec<Field>,
+}
+
+impl Headers {
+    /// An empty list.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty list with room for `n` fields.
+    pub fn with_capacity(n: usize) -> Self {
+        Headers {
+            buf: Bytes::new(),
+            fields: Vec::with_capacity(n),
+        }
+    }
+
+    /// Adds a field whose name and value are ranges of the buffer given later
+    /// to [`Headers::set_buf`] (used by the parser).
+    pub(crate) fn push_range(&mut self, name: (u32, u32), value: (u32, u32)) {
+        self.fields.push(Field {
+            name: Slot::Buf {
+                start: name.0,
+                end: name.1,
+            },
+            value: Slot::Buf {
+                start: value.0,
+                end: value.1,
+            },
+            filtered: false,
+        });
+    }
+
+    /// Points the range-backed fields at their buffer (used by the parser once
+    /// the head's final buffer exists).
+    pub(crate) fn set_buf(&mut self, buf: Bytes) {
+        self.buf = buf;
+    }
+
+    /// Number of fields (duplicates counted separately).
+    pub fn len(&self) -> usize {
+        self.fields.len()
+    }
+
+    /// True when there is no field at all.
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    #[inline]
+    fn name_of<'a>(&'a self, f: &'a Field) -> &'a [u8] {
+        f.name.get(&self.buf)
+    }
+
+    #[inline]
+    fn value_of<'a>(&'a self, f: &'a Field) -> &'a [u8] {
+        f.value.get(&self.buf)
+    }
+
+    /// The value of the first field called `name` (case-insensitive).
+    #[inline]
+    pub fn get(&self, name: impl AsRef<[u8]>) -> Option<&[u8]> {
+        let name = name.as_ref();
+        self.fields
+            .iter()
+            .find(|f| self.name_of(f).eq_ignore_ascii_case(name))
+            .map(|f| self.value_of(f))
+    }
+
+    /// Like [`Headers::get`], but only if the value is valid UTF-8.
+    pub fn get_str(&self, name: impl AsRef<[u8]>) -> Option<&str> {
+        self.get(name).and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    /// The values of every field called `name`, in wire order.
+    pub fn get_all<'a, 'n>(
+        &'a self,
+        name: &'n [u8],
+    ) -> impl Iterator<Item = &'a [u8]> + use<'a, 'n> {
+        self.fields
+            .iter()
+            .filter(move |f| self.name_of(f).eq_ignore_ascii_case(name))
+            .map(|f| self.value_of(f))
+    }
+
+    /// True when at least one field is called `name`.
+    pub fn contains(&self, name: impl AsRef<[u8]>) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// How many fields are called `name`.
+    pub fn count(&self, name: impl AsRef<[u8]>) -> usize {
+        let name = name.as_ref();
+        self.fields
+            .iter()
+            .filter(|f| self.name_of(f).eq_ignore_ascii_case(name))
+            .count()
+    }
+
+    /// Adds a field at the end. The caller is responsible for the field being
+    /// valid (see [`is_valid_name`] and [`is_valid_value`]): VCL-set values are
+    /// checked there, as with Varnish's `validate_headers` feature.
+    pub fn append(&mut self, name: impl Into<Bytes>, value: impl Into<Bytes>) {
+        self.fields.push(Field {
+            name: Slot::Own(name.into()),
+            value: Slot::Own(value.into()),
+            filtered: false,
+        });
+    }
+
+    /// Replaces every field called `name` by one field with `value`, placed where
+    /// the first one was (appended when there was none). The new field keeps the
+    /// spelling of the old first field's name.
+    pub fn set(&mut self, name: impl Into<Bytes>, value: impl Into<Bytes>) {
+        let name: Bytes = name.into();
+        let value = Slot::Own(value.into());
+        let mut first = None;
+        let mut i = 0;
+        while i < self.fields.len() {
+            if self.fields[i]
+                .name
+                .get(&self.buf)
+                .eq_ignore_ascii_case(&name)
+            {
+                if first.is_none() {
+                    first = Some(i);
+                    i += 1;
+                } else {
+                    self.fields.remove(i);
+                }
+            } else {
+                i += 1;
+            }
+        }
+        match first {
+            Some(i) => {
+                let f = &mut self.fields[i];
+                f.value = value;
+                f.filtered = false;
+            }
+            None => self.fields.push(Field {
+                name: Slot::Own(name),
+                value,
+                filtered: false,
+            }),
+        }
+    }
+
+    /// Removes every field called `name`; returns how many were removed.
+    pub fn remove(&mut self, name: impl AsRef<[u8]>) -> usize {
+        let name = name.as_ref();
+        let before = self.fields.len();
+        let buf = &self.buf;
+        self.fields
+            .retain(|f| !f.name.get(buf).eq_ignore_ascii_case(name));
+        before - self.fields.len()
+    }
+
+    /// Keeps only the fields for which `keep(name, value)` is true.
+    pub fn retain(&mut self, mut keep: impl FnMut(&[u8], &[u8]) -> bool) {
+        let buf = &self.buf;
+        self.fields
+            .retain(|f| keep(f.name.get(buf), f.value.get(buf)));
+    }
+
+    /// Every field as `(name, value)`, in wire order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&[u8], &[u8])> + '_ {
+        self.fields
+            .iter()
+            .map(|f| (self.name_of(f), self.value_of(f)))
+    }
+
+    /// True when any field called `name` lists `token` (case-insensitive) in its
+    /// comma-separated value, e.g. `has_token("Connection", "close")`.
+    pub fn has_token(&self, name: impl AsRef<[u8]>, token: impl AsRef<[u8]>) -> bool {
+        let token = token.as_ref();
+        self.get_all(name.as_ref())
+            .any(|v| tokens(v).any(|t| t.eq_ignore_ascii_case(token)))
+    }
+
+    /// Varnish `http_HdrIs`: the first field called `name` has exactly the value
+    /// `value` (case-insensitive, surrounding whitespace ignored).
+    pub fn value_is(&self, name: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> bool {
+        self.get(name)
+            .is_some_and(|v| trim(v).eq_ignore_ascii_case(value.as_ref()))
+    }
+
+    /// Looks up a directive in a comma-separated header such as `Cache-Control`:
+    /// `None` when absent, `Some(None)` for a bare directive (`no-cache`),
+    /// `Some(Some(arg))` for `max-age=3` (quotes around the argument removed).
+    /// All fields called `name` are searched, first match wins.
+    pub fn directive(
+        &self,
+        name: impl AsRef<[u8]>,
+        directive: impl AsRef<[u8]>,
+    ) -> Option<Option<&[u8]>> {
+        let directive = directive.as_ref();
+        for v in self.get_all(name.as_ref()) {
+            for t in tokens(v) {
+                let (key, arg) = match t.iter().position(|&b| b == b'=') {
+                    Some(eq) => (trim(&t[..eq]), Some(unquote(trim(&t[eq + 1..])))),
+                    None => (t, None),
+                };
+                if key.eq_ignore_ascii_case(directive) {
+                    return Some(arg);
+                }
+            }
+        }
+        None
+    }
+
+    /// Varnish `http_CollectHdr`: merges every field called `name` into the first
+    /// one, values joined with `", "`. Does nothing with fewer than two fields.
+    pub fn collect(&mut self, name: impl AsRef<[u8]>) {
+        let name = name.as_ref();
+        if self.count(name) < 2 {
+            return;
+        }
+        let mut joined = Vec::new();
+        for v in self.get_all(name) {
+            if !joined.is_empty() {
+                joined.extend_from_slice(b", ");
+            }
+            joined.extend_from_slice(v);
+        }
+        let spelled = Bytes::copy_from_slice(self.get_name(name).unwrap_or(name));
+        self.set(spelled, joined);
+    }
+
+    /// The wire spelling of the first field called `name`.
+    fn get_name(&self, name: &[u8]) -> Option<&[u8]> {
+        self.fields
+            .iter()
+            .map(|f| self.name_of(f))
+            .find(|n| n.eq_ignore_ascii_case(name))
+    }
+
+    /// Marks every field called `name` as filtered (Varnish `HDF_FILTER`): it
+    /// stays visible but [`Headers::copy_filtered`] leaves it out.
+    pub fn mark_filtered(&mut self, name: impl AsRef<[u8]>) {
+        let name = name.as_ref();
+        let buf = &self.buf;
+        for f in &mut self.fields {
+            if f.name.get(buf).eq_ignore_ascii_case(name) {
+                f.filtered = true;
+            }
+        }
+    }
+
+    /// True when some field called `name` carries the filter mark.
+    pub fn is_filtered(&self, name: impl AsRef<[u8]>) -> bool {
+        let name = name.as_ref();
+        self.fields
+            .iter()
+            .any(|f| f.filtered && self.name_of(f).eq_ignore_ascii_case(name))
+    }
+
+    /// Varnish `http_FilterReq`/`http_FilterResp`: appends to `out` every field
+    /// that is neither filter-marked nor flagged in `mask` by the well-known
+    /// header table ([`crate::header_flags`]). Shares bytes, copies nothing.
+    pub fn copy_filtered(&self, mask: u8, out: &mut Headers) {
+        for f in &self.fields {
+            let name = self.name_of(f);
+            if f.filtered || crate::conn::header_flags(name) & mask != 0 {
+                continue;
+            }
+            out.fields.push(Field {
+                name: Slot::Own(self.share(&f.name)),
+                value: Slot::Own(self.share(&f.value)),
+                filtered: false,
+            });
+        }
+    }
+
+    /// A [`Bytes`] for a slot, sharing the buffer instead of copying.
+    fn share(&self, slot: &Slot) -> Bytes {
+        match slot {
+            Slot::Buf { start, end } => self.buf.slice(*start as usize..*end as usize),
+            Slot::Own(b) => b.clone(),
+        }
+    }
+
+    /// Number of bytes [`Headers::write_to`] produces.
+    pub fn wire_len(&self) -> usize {
+        self.iter().map(|(n, v)| n.len() + v.len() + 4).sum()
+    }
+
+    /// Serialises every field as `name: value\r\n`, in order (no final CRLF).
+    pub fn write_to(&self, out: &mut impl crate::write::WriteBuf) {
+        for (n, v) in self.iter() {
+            out.put(n);
+            out.put(b": ");
+            out.put(v);
+            out.put(b"\r\n");
+        }
+    }
+}
+
+impl fmt::Debug for Headers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.iter().map(|(n, v)| {
+                (
+                    String::from_utf8_lossy(n).into_owned(),
+                    String::from_utf8_lossy(v).into_owned(),
+                )
+            }))
+            .finish()
+    }
+}
+
+impl PartialEq for Headers {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Headers {}
+
+/// Trims spaces and tabs at both ends.
+pub fn trim(v: &[u8]) -> &[u8] {
+    let start = v.iter().position(|&b| b != b' ' && b != b'\t');
+    match start {
+        None => &[],
+        Some(s) => {
+            let e = v
+                .iter()
+                .rposition(|&b| b != b' ' && b != b'\t')
+                .unwrap_or(s);
+            &v[s..=e]
+        }
+    }
+}
+
+fn unquote(v: &[u8]) -> &[u8] {
+    if v.len() >= 2 && v[0] == b'"' && v[v.len() - 1] == b'"' {
+        &v[1..v.len() - 1]
+    } else {
+        v
+    }
+}
+
+/// Splits a comma-separated header value into trimmed, non-empty elements.
+pub fn tokens(v: &[u8]) -> impl Iterator<Item = &[u8]> {
+    v.split(|&b| b == b',').map(trim).filter(|t| !t.is_empty())
+}
+
+/// RFC 9110 `tchar`.
+#[inline]
+pub fn is_tchar(b: u8) -> bool {
+    matches!(b,
+        b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9'
+        | b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+'
+        | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~')
+}
+
+/// True for a non-empty RFC 9110 token (a valid header name).
+pub fn is_valid_name(name: &[u8]) -> bool {
+    !name.is_empty() && name.iter().all(|&b| is_tchar(b))
+}
+
+/// True when `value` can be sent as a field value: no CR, LF, NUL or other
+/// control character except horizontal tab (Varnish `validate_headers`).
+pub fn is_valid_value(value: &[u8]) -> bool {
+    value
+        .iter()
+        .all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Headers {
+        let mut h = Headers::new();
+        h.append("Host", "example.com");
+        h.append("Accept", "text/html");
+        h.append("X-Foo", "1");
+        h.append("x-foo", "2");
+        h.append("Cache-Control", "no-cache, max-age=3, s-maxage=\"10\"");
+        h
+    }
+
+    #[test]
+    fn get_is_case_insensitive_and_first_wins() {
+        let h = sample();
+        assert_eq!(h.get("HOST"), Some(&b"example.com"[..]));
+        assert_eq!(h.get("x-FOO"), Some(&b"1"[..]));
+        assert_eq!(h.get("nope"), None);
+        assert_eq!(h.get_str("accept"), Some("text/html"));
+        assert_eq!(h.count("X-Foo"), 2);
+        assert!(h.contains("cache-control"));
+        assert!(!h.contains("cache"));
+    }
+
+    #[test]
+    fn get_all_preserves_order() {
+        let h = sample();
+        let all: Vec<_> = h.get_all(b"X-FOO").collect();
+        assert_eq!(all, vec![&b"1"[..], &b"2"[..]]);
+    }
+
+    #[test]
+    fn set_replaces_in_place_of_first() {
+        let mut h = sample();
+        h.set("X-FOO", "3");
+        let names: Vec<_> = h.iter().map(|(n, _)| n.to_vec()).collect();
+        assert_eq!(
+            names,
+            vec![
+                b"Host".to_vec(),
+                b"Accept".to_vec(),
+                b"X-Foo".to_vec(),
+                b"Cache-Control".to_vec()
+            ]
+        );
+        assert_eq!(h.get("x-foo"), Some(&b"3"[..]));
+        h.set("New", "v");
+        assert_eq!(h.iter().last().unwrap(), (&b"New"[..], &b"v"[..]));
+    }
+
+    #[test]
+    fn remove_and_retain() {
+        let mut h = sample();
+        assert_eq!(h.remove("x-foo"), 2);
+        assert_eq!(h.remove("x-foo"), 0);
+        assert_eq!(h.len(), 3);
+        h.retain(|n, _| !n.eq_ignore_ascii_case(b"accept"));
+        assert_eq!(h.len(), 2);
+        assert!(!h.contains("Accept"));
+    }
+
+    #[test]
+    fn tokens_and_directives() {
+        let mut h = sample();
+        h.append("Connection", "close , X-Foo");
+        h.append("connection", "Upgrade");
+        assert!(h.has_token("connection", "CLOSE"));
+        assert!(h.has_token("connection", "x-foo"));
+        assert!(h.has_token("connection", "upgrade"));
+        assert!(!h.has_token("connection", "keep-alive"));
+        assert_eq!(
+            h.directive("cache-control", "MAX-AGE"),
+            Some(Some(&b"3"[..]))
+        );
+        assert_eq!(
+            h.directive("cache-control", "s-maxage"),
+            Some(Some(&b"10"[..]))
+        );
+        assert_eq!(h.directive("cache-control", "no-cache"), Some(None));
+        assert_eq!(h.directive("cache-control", "private"), None);
+        assert!(h.value_is("accept", "TEXT/HTML"));
+        assert!(!h.value_is("accept", "text"));
+    }
+
+    #[test]
+    fn collect_merges_duplicates() {
+        let mut h = sample();
+        h.collect("x-foo");
+        assert_eq!(h.count("x-foo"), 1);
+        assert_eq!(h.get("X-Foo"), Some(&b"1, 2"[..]));
+        let before = h.clone();
+        h.collect("host");
+        assert_eq!(h, before);
+    }
+
+    #[test]
+    fn filtering() {
+        let mut h = sample();
+        h.append("Transfer-Encoding", "chunked");
+        h.mark_filtered("x-foo");
+        assert!(h.is_filtered("X-Foo"));
+        assert!(h.contains("x-foo"));
+        let mut out = Headers::new();
+        h.copy_filtered(crate::conn::FILTER_PASS, &mut out);
+        assert!(!out.contains("x-foo"));
+        assert!(!out.contains("transfer-encoding"));
+        assert!(out.contains("host"));
+        assert!(out.contains("cache-control"));
+    }
+
+    #[test]
+    fn validity_helpers() {
+        assert!(is_valid_name(b"X-Foo_1"));
+        assert!(!is_valid_name(b""));
+        assert!(!is_valid_name(b"X Foo"));
+        assert!(!is_valid_name(b"X:Foo"));
+        assert!(is_valid_value(b"a\tb c\x80"));
+        assert!(!is_valid_value(b"a\r\nb"));
+        assert!(!is_valid_value(b"a\0"));
+        assert_eq!(trim(b"  a b \t"), b"a b");
+        assert_eq!(trim(b"   "), b"");
+        let t: Vec<_> = tokens(b" a, ,b ,c").collect();
+        assert_eq!(t, vec![&b"a"[..], &b"b"[..], &b"c"[..]]);
+    }
+
+    #[test]
+    fn wire_format() {
+        let h = sample();
+        let mut out = Vec::new();
+        h.write_to(&mut out);
+        assert_eq!(out.len(), h.wire_len());
+        assert!(out.starts_with(b"Host: example.com\r\nAccept: text/html\r\n"));
+    }
+}
