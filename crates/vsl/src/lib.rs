@@ -20,6 +20,7 @@ pub mod record;
 pub mod ring;
 mod shm;
 pub mod tags;
+pub mod vsc;
 
 pub use buf::VslBuf;
 pub use group::{Grouper, Grouping, Transaction, TxType};
