@@ -804,6 +804,38 @@ mod tests {
     }
 
     #[test]
+    fn random_input_never_panics() {
+        // A stable-toolchain cousin of the cargo-fuzz target: pseudo-random
+        // strings over the query alphabet must parse or fail cleanly.
+        const ALPHABET: &[&str] = &[
+            "Req", "URL", "Header", "*", ":", "[", "]", "{", "}", "1", "2", "+", "-", "(", ")",
+            " ", "and", " or ", "not ", "==", "!=", "<", ">=", "~", "!~", "eq", "ne", "\"", "'",
+            "\\", "\n", "#", ",", ".", "e", "vxid", "x", "0", "é", "\t",
+        ];
+        let g = run(Grouping::Request, sample());
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut parsed = 0;
+        for _ in 0..20_000 {
+            let mut s = String::new();
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let n = (seed % 12) as usize;
+            for _ in 0..n {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                s.push_str(ALPHABET[(seed % ALPHABET.len() as u64) as usize]);
+            }
+            if let Ok(q) = Query::parse(&s) {
+                parsed += 1;
+                let _ = q.matches(&g[0]);
+            }
+        }
+        assert!(parsed > 0);
+    }
+
+    #[test]
     fn int_lhs_parsing() {
         assert_eq!(parse_int_lhs(b" 200 OK"), Some(200));
         assert_eq!(parse_int_lhs(b"0x10"), Some(16));
