@@ -175,8 +175,12 @@ impl RoWords<'_> {
 }
 
 fn tmp_name(path: &Path) -> PathBuf {
+    // Unique per process and per call, so concurrent creations never share
+    // a temporary file.
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".tmp.{}", std::process::id()));
+    name.push(format!(".tmp.{}.{n}", std::process::id()));
     path.with_file_name(name)
 }
 

@@ -7,6 +7,7 @@
 //! back, grouped and printed; the text must be identical.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use lacquer_vsl::print::{PrintOptions, format_group};
 use lacquer_vsl::{
@@ -40,7 +41,9 @@ fn parse_raw(text: &str) -> Vec<Record> {
 }
 
 fn replay(name: &str) -> Vec<Record> {
-    let dir = std::env::temp_dir().join(format!("lq-compat-{name}-{}", std::process::id()));
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let n = SEQ.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("lq-compat-{name}-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = VslConfig {
         space: 1 << 20,
