@@ -8,7 +8,7 @@
 //! * [`ring`]: the log file, its writer ([`Vsl`]) and reader ([`VslReader`]).
 //! * [`buf`]: the per-task hot-path buffer ([`VslBuf`], [`vsl!`]).
 //! * [`group`]: grouping records into transactions (`-g raw|vxid|request|session`).
-//! * [`print`]: varnishlog-identical output.
+//! * [`mod@print`]: varnishlog-identical output.
 //! * [`query`]: the VSL query language of vsl-query(7) (`-q`).
 //! * [`vsc`]: the counters file, counter tables and varnishstat renderers.
 

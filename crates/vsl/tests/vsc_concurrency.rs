@@ -31,7 +31,7 @@ fn snapshots_stay_consistent_while_sections_change() {
                 s.set(Vbe::happy, u64::MAX);
                 s.inc(Vbe::req);
                 n += 1;
-                if n % 3 == 0 {
+                if n.is_multiple_of(3) {
                     // Keep some alive across iterations.
                     std::mem::forget(s);
                 }
