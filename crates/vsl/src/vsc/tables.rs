@@ -459,3 +459,11 @@ schema! {
     dbg_try_fail: Counter, Integer, Debug, "Contended trylock operations",
         "Try-lock operations that failed (only counted with debug flags).";
 }
+
+/// Every schema above, for tools that look counters up by kind.
+pub static ALL: &[&Schema] = &[&MAIN, &MGT, &MEMPOOL, &SMA, &SMU, &SMF, &VBE, &LCK];
+
+/// The schema of a section kind (`"VBE"`), if known.
+pub fn schema_for_kind(kind: &str) -> Option<&'static Schema> {
+    ALL.iter().copied().find(|s| s.kind == kind)
+}
