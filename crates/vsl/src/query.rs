@@ -1,0 +1,858 @@
+//! The VSL query language of vsl-query(7) (`varnishlog -q`).
+//!
+//! A query is parsed once into an expression tree and evaluated against each
+//! reported transaction group: a record condition is true if *any* record of
+//! the group satisfies it.
+//!
+//! ```text
+//! query     := line ( newline line )*         lines are or'ed; '#' comments,
+//!                                             backslash-newline continues
+//! expr      := and ( "or" and )*
+//! and       := not ( "and" not )*
+//! not       := "not" not | "(" expr ")" | "vxid" numop integer | cond
+//! cond      := selector [ op operand ]
+//! selector  := [ "{" level [ "+" | "-" ] "}" ] glob ( "," glob )* [ ":" prefix ] [ "[" field "]" ]
+//! op        := "==" | "!=" | "<" | "<=" | ">" | ">=" | "eq" | "ne" | "~" | "!~"
+//! operand   := quoted string ('...' or "...", backslash escapes) | [A-Za-z0-9+-_.*]+
+//! ```
+//!
+//! Parsing never panics; errors say which line and column is wrong.
+
+use std::fmt;
+
+use regex::bytes::Regex;
+
+use crate::group::Transaction;
+use crate::record::Record;
+use crate::tags::TagSet;
+
+/// A query syntax or semantic error, with its position.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("query line {line}, column {col}: {msg}")]
+pub struct QueryError {
+    /// 1-based line of the query text.
+    pub line: usize,
+    /// 1-based column (in bytes).
+    pub col: usize,
+    /// What is wrong.
+    pub msg: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NumOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl NumOp {
+    fn test<T: PartialOrd>(self, a: T, b: T) -> bool {
+        match self {
+            NumOp::Eq => a == b,
+            NumOp::Ne => a != b,
+            NumOp::Lt => a < b,
+            NumOp::Le => a <= b,
+            NumOp::Gt => a > b,
+            NumOp::Ge => a >= b,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Test {
+    /// Selection only.
+    Exists,
+    Int(NumOp, i64),
+    Float(NumOp, f64),
+    StrEq(Vec<u8>),
+    StrNe(Vec<u8>),
+    Match(Regex),
+    NoMatch(Regex),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Level {
+    Any,
+    Eq(u32),
+    AtLeast(u32),
+    AtMost(u32),
+}
+
+#[derive(Clone, Debug)]
+struct Cond {
+    level: Level,
+    tags: TagSet,
+    prefix: Option<Vec<u8>>,
+    field: Option<usize>,
+    test: Test,
+}
+
+#[derive(Clone, Debug)]
+enum Expr {
+    Or(Box<Expr>, Box<Expr>),
+    And(Box<Expr>, Box<Expr>),
+    Not(Box<Expr>),
+    Vxid(NumOp, i64),
+    Cond(Cond),
+}
+
+/// A parsed query.
+#[derive(Clone)]
+pub struct Query {
+    expr: Expr,
+    text: String,
+}
+
+impl fmt::Debug for Query {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Query").field("text", &self.text).finish()
+    }
+}
+
+impl Query {
+    /// Parses a query (possibly several lines, or'ed together).
+    pub fn parse(text: &str) -> Result<Query, QueryError> {
+        let mut expr: Option<Expr> = None;
+        for (line_no, line) in logical_lines(text) {
+            let mut p = Parser {
+                s: line.as_bytes(),
+                pos: 0,
+                line: line_no,
+            };
+            p.skip_ws();
+            if p.at_end() {
+                continue;
+            }
+            let e = p.expr(0)?;
+            p.skip_ws();
+            if !p.at_end() {
+                return Err(p.err("unexpected text after the end of the expression"));
+            }
+            expr = Some(match expr {
+                None => e,
+                Some(prev) => Expr::Or(Box::new(prev), Box::new(e)),
+            });
+        }
+        match expr {
+            Some(expr) => Ok(Query {
+                expr,
+                text: text.to_string(),
+            }),
+            None => Err(QueryError {
+                line: 1,
+                col: 1,
+                msg: "empty query".to_string(),
+            }),
+        }
+    }
+
+    /// The query text as given.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// True if the group of transactions satisfies the query.
+    pub fn matches(&self, group: &[Transaction]) -> bool {
+        eval(&self.expr, group)
+    }
+}
+
+/// Splits query text into logical lines: backslash-newline joins lines,
+/// `#` starts a comment (outside quotes). Yields (1-based line, text).
+fn logical_lines(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut start_line = 1;
+    let mut line = 1;
+    let mut quote: Option<char> = None;
+    let mut comment = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\n' {
+            line += 1;
+            if quote.is_none() && !comment && cur.ends_with('\\') {
+                cur.pop();
+                cur.push(' ');
+                continue;
+            }
+            out.push((start_line, std::mem::take(&mut cur)));
+            start_line = line;
+            quote = None;
+            comment = false;
+            continue;
+        }
+        if comment {
+            continue;
+        }
+        match quote {
+            Some(q) => {
+                cur.push(c);
+                if c == '\\' {
+                    if let Some(&n) = chars.peek()
+                        && n != '\n'
+                    {
+                        cur.push(n);
+                        chars.next();
+                    }
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None => {
+                if c == '#' {
+                    comment = true;
+                } else {
+                    if c == '"' || c == '\'' {
+                        quote = Some(c);
+                    }
+                    cur.push(c);
+                }
+            }
+        }
+    }
+    out.push((start_line, cur));
+    out
+}
+
+/// Nesting limit for parentheses and `not` chains.
+const MAX_DEPTH: usize = 100;
+
+struct Parser<'a> {
+    s: &'a [u8],
+    pos: usize,
+    line: usize,
+}
+
+fn is_word(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'_' | b'.' | b'*')
+}
+
+impl Parser<'_> {
+    fn err(&self, msg: impl Into<String>) -> QueryError {
+        self.err_at(self.pos, msg)
+    }
+
+    fn err_at(&self, pos: usize, msg: impl Into<String>) -> QueryError {
+        QueryError {
+            line: self.line,
+            col: pos + 1,
+            msg: msg.into(),
+        }
+    }
+
+    fn at_end(&self) -> bool {
+        self.pos >= self.s.len()
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.pos).copied()
+    }
+
+    fn skip_ws(&mut self) {
+        while self.peek().is_some_and(|c| c.is_ascii_whitespace()) {
+            self.pos += 1;
+        }
+    }
+
+    /// The word (unquoted token) at the cursor, without consuming it.
+    fn peek_word(&self) -> &[u8] {
+        let mut end = self.pos;
+        while end < self.s.len() && is_word(self.s[end]) {
+            end += 1;
+        }
+        &self.s[self.pos..end]
+    }
+
+    fn take_word(&mut self) -> &[u8] {
+        let start = self.pos;
+        while self.peek().is_some_and(is_word) {
+            self.pos += 1;
+        }
+        &self.s[start..self.pos]
+    }
+
+    fn keyword(&mut self, kw: &str) -> bool {
+        self.skip_ws();
+        if self.peek_word() == kw.as_bytes() {
+            self.pos += kw.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expr(&mut self, depth: usize) -> Result<Expr, QueryError> {
+        if depth > MAX_DEPTH {
+            return Err(self.err("expression nested too deeply"));
+        }
+        let mut e = self.and_expr(depth)?;
+        while self.keyword("or") {
+            let r = self.and_expr(depth)?;
+            e = Expr::Or(Box::new(e), Box::new(r));
+        }
+        Ok(e)
+    }
+
+    fn and_expr(&mut self, depth: usize) -> Result<Expr, QueryError> {
+        let mut e = self.not_expr(depth)?;
+        while self.keyword("and") {
+            let r = self.not_expr(depth)?;
+            e = Expr::And(Box::new(e), Box::new(r));
+        }
+        Ok(e)
+    }
+
+    fn not_expr(&mut self, depth: usize) -> Result<Expr, QueryError> {
+        if depth > MAX_DEPTH {
+            return Err(self.err("expression nested too deeply"));
+        }
+        if self.keyword("not") {
+            return Ok(Expr::Not(Box::new(self.not_expr(depth + 1)?)));
+        }
+        self.skip_ws();
+        match self.peek() {
+            None => Err(self.err("expected an expression, found the end of the query")),
+            Some(b'(') => {
+                self.pos += 1;
+                let e = self.expr(depth + 1)?;
+                self.skip_ws();
+                if self.peek() != Some(b')') {
+                    return Err(self.err("expected ')'"));
+                }
+                self.pos += 1;
+                Ok(e)
+            }
+            Some(_) => {
+                if self.peek_word() == b"vxid" {
+                    let save = self.pos;
+                    self.pos += 4;
+                    self.skip_ws();
+                    if let Some(op) = self.operator() {
+                        return self.vxid_expr(op);
+                    }
+                    self.pos = save;
+                }
+                self.cond()
+            }
+        }
+    }
+
+    fn vxid_expr(&mut self, op: (Op, usize)) -> Result<Expr, QueryError> {
+        let (op, at) = op;
+        let Op::Num(nop) = op else {
+            return Err(self.err_at(
+                at,
+                "vxid can only be compared with a numerical operator (== != < <= > >=)",
+            ));
+        };
+        self.skip_ws();
+        let start = self.pos;
+        let (word, _) = self.operand()?;
+        let n = std::str::from_utf8(&word)
+            .ok()
+            .and_then(|w| w.parse::<i64>().ok())
+            .ok_or_else(|| {
+                self.err_at(
+                    start,
+                    "expected an integer transaction id after vxid operator",
+                )
+            })?;
+        Ok(Expr::Vxid(nop, n))
+    }
+
+    /// Parses an operator at the cursor (after whitespace), if any.
+    fn operator(&mut self) -> Option<(Op, usize)> {
+        let at = self.pos;
+        let rest = &self.s[self.pos..];
+        let (op, len) = if rest.starts_with(b"==") {
+            (Op::Num(NumOp::Eq), 2)
+        } else if rest.starts_with(b"!=") {
+            (Op::Num(NumOp::Ne), 2)
+        } else if rest.starts_with(b"<=") {
+            (Op::Num(NumOp::Le), 2)
+        } else if rest.starts_with(b">=") {
+            (Op::Num(NumOp::Ge), 2)
+        } else if rest.starts_with(b"<") {
+            (Op::Num(NumOp::Lt), 1)
+        } else if rest.starts_with(b">") {
+            (Op::Num(NumOp::Gt), 1)
+        } else if rest.starts_with(b"!~") {
+            (Op::NoMatch, 2)
+        } else if rest.starts_with(b"~") {
+            (Op::Match, 1)
+        } else {
+            match self.peek_word() {
+                b"eq" => (Op::StrEq, 2),
+                b"ne" => (Op::StrNe, 2),
+                _ => return None,
+            }
+        };
+        self.pos += len;
+        Some((op, at))
+    }
+
+    /// An operand: quoted string or unquoted word. Returns bytes and
+    /// whether it was quoted.
+    fn operand(&mut self) -> Result<(Vec<u8>, bool), QueryError> {
+        self.skip_ws();
+        match self.peek() {
+            Some(q @ (b'"' | b'\'')) => {
+                let start = self.pos;
+                self.pos += 1;
+                let mut v = Vec::new();
+                loop {
+                    match self.peek() {
+                        None => return Err(self.err_at(start, "unterminated quoted string")),
+                        Some(b'\\') => {
+                            self.pos += 1;
+                            match self.peek() {
+                                None => {
+                                    return Err(self.err_at(start, "unterminated quoted string"));
+                                }
+                                Some(c) => {
+                                    // Keep escapes other than the quote
+                                    // itself, so regex escapes survive.
+                                    if c != q && c != b'\\' {
+                                        v.push(b'\\');
+                                    }
+                                    v.push(c);
+                                    self.pos += 1;
+                                }
+                            }
+                        }
+                        Some(c) if c == q => {
+                            self.pos += 1;
+                            return Ok((v, true));
+                        }
+                        Some(c) => {
+                            v.push(c);
+                            self.pos += 1;
+                        }
+                    }
+                }
+            }
+            Some(c) if is_word(c) => Ok((self.take_word().to_vec(), false)),
+            Some(_) => Err(self.err("expected an operand: a number, a word or a quoted string")),
+            None => Err(self.err("expected an operand, found the end of the query")),
+        }
+    }
+
+    fn cond(&mut self) -> Result<Expr, QueryError> {
+        self.skip_ws();
+        let level = if self.peek() == Some(b'{') {
+            self.level()?
+        } else {
+            Level::Any
+        };
+        let mut tags = TagSet::empty();
+        loop {
+            self.skip_ws();
+            let start = self.pos;
+            let glob = self.take_word();
+            if glob.is_empty() {
+                return Err(self.err("expected a VSL tag name or glob"));
+            }
+            let glob = String::from_utf8_lossy(glob).into_owned();
+            let set = TagSet::from_glob(&glob).map_err(|e| self.err_at(start, e.to_string()))?;
+            for t in set.iter() {
+                tags.insert(t);
+            }
+            if self.peek() == Some(b',') {
+                self.pos += 1;
+                continue;
+            }
+            break;
+        }
+        let mut prefix = None;
+        if self.peek() == Some(b':') {
+            self.pos += 1;
+            let p = self.take_word();
+            if p.is_empty() {
+                return Err(self.err("expected a record prefix (such as a header name) after ':'"));
+            }
+            prefix = Some(p.to_vec());
+        }
+        let mut field = None;
+        if self.peek() == Some(b'[') {
+            self.pos += 1;
+            let start = self.pos;
+            let mut n: usize = 0;
+            while let Some(c @ b'0'..=b'9') = self.peek() {
+                n = n
+                    .checked_mul(10)
+                    .and_then(|n| n.checked_add(usize::from(c - b'0')))
+                    .ok_or_else(|| self.err_at(start, "field number too large"))?;
+                self.pos += 1;
+            }
+            if self.pos == start || n == 0 {
+                return Err(self.err_at(start, "expected a field number of 1 or more in '[...]'"));
+            }
+            if self.peek() != Some(b']') {
+                return Err(self.err("expected ']' after the field number"));
+            }
+            self.pos += 1;
+            field = Some(n);
+        }
+        self.skip_ws();
+        let test = match self.operator() {
+            None => Test::Exists,
+            Some((op, _)) => self.test(op)?,
+        };
+        Ok(Expr::Cond(Cond {
+            level,
+            tags,
+            prefix,
+            field,
+            test,
+        }))
+    }
+
+    fn level(&mut self) -> Result<Level, QueryError> {
+        let open = self.pos;
+        self.pos += 1;
+        self.skip_ws();
+        let start = self.pos;
+        let mut n: u32 = 0;
+        while let Some(c @ b'0'..=b'9') = self.peek() {
+            n = n
+                .checked_mul(10)
+                .and_then(|n| n.checked_add(u32::from(c - b'0')))
+                .ok_or_else(|| self.err_at(start, "level too large"))?;
+            self.pos += 1;
+        }
+        if self.pos == start {
+            return Err(self.err_at(open, "expected a level number in '{...}'"));
+        }
+        let level = match self.peek() {
+            Some(b'+') => {
+                self.pos += 1;
+                Level::AtLeast(n)
+            }
+            Some(b'-') => {
+                self.pos += 1;
+                Level::AtMost(n)
+            }
+            _ => Level::Eq(n),
+        };
+        self.skip_ws();
+        if self.peek() != Some(b'}') {
+            return Err(self.err("expected '}' after the level"));
+        }
+        self.pos += 1;
+        Ok(level)
+    }
+
+    fn test(&mut self, op: Op) -> Result<Test, QueryError> {
+        self.skip_ws();
+        let start = self.pos;
+        let (v, quoted) = self.operand()?;
+        match op {
+            Op::Num(nop) => {
+                let s = std::str::from_utf8(&v).unwrap_or("");
+                if quoted || s.is_empty() {
+                    return Err(self.err_at(start, "expected a number after a numerical operator"));
+                }
+                if s.contains(['.', 'e', 'E']) {
+                    s.parse::<f64>()
+                        .map(|f| Test::Float(nop, f))
+                        .map_err(|_| self.err_at(start, format!("\"{s}\" is not a valid float")))
+                } else {
+                    s.parse::<i64>()
+                        .map(|i| Test::Int(nop, i))
+                        .map_err(|_| self.err_at(start, format!("\"{s}\" is not a valid integer")))
+                }
+            }
+            Op::StrEq => Ok(Test::StrEq(unescape(&v))),
+            Op::StrNe => Ok(Test::StrNe(unescape(&v))),
+            Op::Match | Op::NoMatch => {
+                let pat = String::from_utf8_lossy(&v).into_owned();
+                let re = Regex::new(&pat).map_err(|e| {
+                    self.err_at(
+                        start,
+                        format!(
+                            "bad regular expression: {}",
+                            e.to_string().replace('\n', " ")
+                        ),
+                    )
+                })?;
+                Ok(if op == Op::Match {
+                    Test::Match(re)
+                } else {
+                    Test::NoMatch(re)
+                })
+            }
+        }
+    }
+}
+
+/// Removes the backslashes kept by `operand` for string comparisons.
+fn unescape(v: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len());
+    let mut it = v.iter();
+    while let Some(&c) = it.next() {
+        if c == b'\\' {
+            if let Some(&n) = it.next() {
+                out.push(n);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Num(NumOp),
+    StrEq,
+    StrNe,
+    Match,
+    NoMatch,
+}
+
+fn eval(e: &Expr, group: &[Transaction]) -> bool {
+    match e {
+        Expr::Or(a, b) => eval(a, group) || eval(b, group),
+        Expr::And(a, b) => eval(a, group) && eval(b, group),
+        Expr::Not(a) => !eval(a, group),
+        Expr::Vxid(op, n) => group.iter().any(|t| op.test(i64::from(t.vxid), *n)),
+        Expr::Cond(c) => group.iter().any(|t| {
+            let level_ok = match c.level {
+                Level::Any => true,
+                Level::Eq(l) => t.level == l,
+                Level::AtLeast(l) => t.level >= l,
+                Level::AtMost(l) => t.level <= l,
+            };
+            level_ok && t.records.iter().any(|r| cond_matches(c, r))
+        }),
+    }
+}
+
+fn is_space(c: u8) -> bool {
+    c.is_ascii_whitespace()
+}
+
+fn cond_matches(c: &Cond, r: &Record) -> bool {
+    if !c.tags.contains(r.tag) {
+        return false;
+    }
+    let mut v: &[u8] = &r.data;
+    if let Some(end) = v.iter().position(|&b| b == 0) {
+        v = &v[..end];
+    }
+    if let Some(p) = &c.prefix {
+        if v.len() <= p.len() || !v[..p.len()].eq_ignore_ascii_case(p) || v[p.len()] != b':' {
+            return false;
+        }
+        v = &v[p.len() + 1..];
+        while v.first().is_some_and(|&b| is_space(b)) {
+            v = &v[1..];
+        }
+    }
+    if let Some(n) = c.field {
+        match v
+            .split(|&b| is_space(b))
+            .filter(|f| !f.is_empty())
+            .nth(n - 1)
+        {
+            Some(f) => v = f,
+            None => return false,
+        }
+    }
+    match &c.test {
+        Test::Exists => true,
+        Test::StrEq(s) => v == s.as_slice(),
+        Test::StrNe(s) => v != s.as_slice(),
+        Test::Match(re) => re.is_match(v),
+        Test::NoMatch(re) => !re.is_match(v),
+        Test::Int(op, n) => match parse_int_lhs(v) {
+            Some(x) => op.test(x, *n),
+            None => false,
+        },
+        Test::Float(op, f) => match first_token(v).and_then(|t| t.parse::<f64>().ok()) {
+            Some(x) => op.test(x, *f),
+            None => false,
+        },
+    }
+}
+
+fn first_token(v: &[u8]) -> Option<&str> {
+    let t = v.split(|&b| is_space(b)).find(|f| !f.is_empty())?;
+    std::str::from_utf8(t).ok()
+}
+
+/// Record value as an integer, the way Varnish reads it: `strtoll` with
+/// automatic base, falling back to the integral part of a float.
+fn parse_int_lhs(v: &[u8]) -> Option<i64> {
+    let t = first_token(v)?;
+    let (neg, digits) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let parsed = if let Some(hex) = digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        i64::from_str_radix(hex, 16).ok()
+    } else if digits.len() > 1
+        && digits.starts_with('0')
+        && digits.bytes().all(|b| b.is_ascii_digit())
+    {
+        i64::from_str_radix(&digits[1..], 8).ok()
+    } else {
+        digits.parse::<i64>().ok()
+    };
+    match parsed {
+        Some(n) => Some(if neg { -n } else { n }),
+        None => {
+            let f = t.parse::<f64>().ok()?;
+            if f.is_finite() {
+                Some(f.trunc() as i64)
+            } else {
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::group::Grouping;
+    use crate::group::tests::{run, sample};
+
+    fn q(s: &str) -> Query {
+        Query::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    fn on_request(s: &str) -> bool {
+        let g = run(Grouping::Request, sample());
+        q(s).matches(&g[0])
+    }
+
+    #[test]
+    fn record_conditions() {
+        assert!(on_request("ReqURL"));
+        assert!(on_request("ReqURL eq \"/\""));
+        assert!(!on_request("ReqURL eq '/x'"));
+        assert!(on_request("ReqURL ne '/x'"));
+        assert!(on_request("RespStatus == 200"));
+        assert!(on_request("RespStatus >= 200 and RespStatus < 300"));
+        assert!(!on_request("RespStatus != 200"));
+        assert!(on_request("respstatus == 200"));
+        assert!(on_request("ReqHeader:user-agent ~ \"cu.l\""));
+        assert!(on_request("ReqHeader:User-Agent eq curl"));
+        assert!(!on_request("ReqHeader:cookie"));
+        assert!(on_request("not ReqHeader:cookie"));
+        assert!(on_request("Timestamp:Resp[2] > 0.00005"));
+        assert!(!on_request("Timestamp:Resp[2] > 0.5"));
+        assert!(on_request("Timestamp:Resp[1] > 1699999999"));
+        assert!(!on_request("Timestamp:Resp[9]"));
+        assert!(on_request("*Status == 200"));
+        assert!(on_request("BerespStatus,RespStatus == 200"));
+        assert!(on_request("Req* ~ \"^/$\""));
+        assert!(on_request("ReqURL !~ foo"));
+    }
+
+    #[test]
+    fn levels_vxid_and_boolean() {
+        assert!(on_request("{2}BerespStatus == 200"));
+        assert!(!on_request("{1}BerespStatus == 200"));
+        assert!(on_request("{1-}ReqURL"));
+        assert!(on_request("{2+}BereqURL"));
+        assert!(on_request("vxid == 1002"));
+        assert!(!on_request("vxid == 7"));
+        assert!(on_request(
+            "(vxid == 7 or ReqURL) and not (RespStatus >= 500)"
+        ));
+        assert!(on_request("# comment only line\nvxid == 7\nReqURL"));
+        assert!(on_request("RespStatus \\\n >= \\\n 200"));
+    }
+
+    #[test]
+    fn errors_have_positions() {
+        for (s, needle, col) in [
+            ("", "empty query", 1),
+            ("ReqURL ==", "expected an operand", 10),
+            ("ReqURL == abc", "not a valid integer", 11),
+            ("ReqURL == 1.2.3", "not a valid float", 11),
+            ("NoSuchTag", "unknown VSL tag", 1),
+            ("ReqURL ~ \"(\"", "bad regular expression", 10),
+            ("(ReqURL", "expected ')'", 8),
+            ("ReqURL and", "expected an expression", 11),
+            ("{x}ReqURL", "level number", 1),
+            ("ReqURL[0]", "field number", 8),
+            ("ReqURL eq \"abc", "unterminated", 11),
+            ("ReqURL )", "unexpected text", 8),
+            ("vxid ~ 3", "numerical operator", 6),
+            ("Req*x", "only allowed at the start or the end", 1),
+        ] {
+            let e = Query::parse(s).unwrap_err();
+            assert!(e.msg.contains(needle), "{s}: {e}");
+            assert_eq!(e.col, col, "{s}: {e}");
+        }
+        let e = Query::parse("ReqURL\nReqURL ==").unwrap_err();
+        assert_eq!(e.line, 2);
+        let deep = "(".repeat(500) + "ReqURL" + &")".repeat(500);
+        assert!(Query::parse(&deep).is_err());
+        let nots = "not ".repeat(500) + "ReqURL";
+        assert!(Query::parse(&nots).is_err());
+    }
+
+    #[test]
+    fn random_input_never_panics() {
+        // A stable-toolchain cousin of the cargo-fuzz target: pseudo-random
+        // strings over the query alphabet must parse or fail cleanly.
+        const ALPHABET: &[&str] = &[
+            "Req", "URL", "Header", "*", ":", "[", "]", "{", "}", "1", "2", "+", "-", "(", ")",
+            " ", "and", " or ", "not ", "==", "!=", "<", ">=", "~", "!~", "eq", "ne", "\"", "'",
+            "\\", "\n", "#", ",", ".", "e", "vxid", "x", "0", "é", "\t",
+        ];
+        let g = run(Grouping::Request, sample());
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut parsed = 0;
+        for _ in 0..20_000 {
+            let mut s = String::new();
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let n = (seed % 12) as usize;
+            for _ in 0..n {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                s.push_str(ALPHABET[(seed % ALPHABET.len() as u64) as usize]);
+            }
+            if let Ok(q) = Query::parse(&s) {
+                parsed += 1;
+                let _ = q.matches(&g[0]);
+            }
+        }
+        assert!(parsed > 0);
+    }
+
+    #[test]
+    fn int_lhs_parsing() {
+        assert_eq!(parse_int_lhs(b" 200 OK"), Some(200));
+        assert_eq!(parse_int_lhs(b"0x10"), Some(16));
+        assert_eq!(parse_int_lhs(b"010"), Some(8));
+        assert_eq!(parse_int_lhs(b"-3"), Some(-3));
+        assert_eq!(parse_int_lhs(b"1.9"), Some(1));
+        assert_eq!(parse_int_lhs(b"abc"), None);
+        assert_eq!(parse_int_lhs(b""), None);
+    }
+
+    #[test]
+    fn raw_grouping_query() {
+        let g = run(
+            Grouping::Raw,
+            vec![Record::new(crate::Tag::Error, crate::Vxid::NONE, "boom")],
+        );
+        assert!(q("vxid == 0 and Error").matches(&g[0]));
+        assert!(q("{0}Error eq boom").matches(&g[0]));
+    }
+}

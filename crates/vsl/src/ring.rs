@@ -1,0 +1,685 @@
+//! The shared-memory log ring (`<workdir>/_.vsl`): its file layout, the
+//! writer side (`Vsl`) and the reader side (`VslReader`).
+//!
+//! # Layout
+//! The file is an array of little-endian 64-bit words: a header, then a ring
+//! of `nwords` data words. Writers reserve space with one atomic `fetch_add`
+//! on a 64-bit *head* position that only ever grows; position `p` lives in
+//! ring slot `p % nwords`. A record is
+//!
+//! * word 0: `COMMITTED | tag << 48 | len << 32 | (p as u32)`, stored last
+//!   with release ordering, so a reader that sees it sees the whole record;
+//! * word 1: the VXID with its client/backend marker bits;
+//! * `ceil(len / 8)` payload words.
+//!
+//! Readers follow records by position. A reader at `p` knows its copy was not
+//! overwritten if, after copying, the head has not passed `p + nwords` (a
+//! seqlock-style check: writers fence between reserving and writing). If it
+//! has, the reader reports an overrun and resynchronises on a *segment
+//! start*: the ring is cut into `SEGMENTS` segments and writers record the
+//! position of the first record starting in each segment, so a reader can
+//! find a record boundary without scanning. The head itself is always a
+//! record boundary, which is where "tail from now" readers start.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
+
+use crate::record::{Record, Vxid};
+use crate::shm::{self, ShmReader, ShmWriter, Words};
+use crate::tags::{Tag, TagSet};
+
+const MAGIC: u64 = u64::from_le_bytes(*b"LQVSL\0\0\x01");
+const VERSION: u64 = 1;
+const H_MAGIC: usize = 0;
+const H_VERSION: usize = 1;
+const H_NWORDS: usize = 2;
+const H_SEGSIZE: usize = 3;
+const H_EPOCH: usize = 4;
+const H_HEAD: usize = 8;
+const H_SEG: usize = 16;
+/// Number of segments the ring is cut into for resynchronisation.
+pub const SEGMENTS: usize = 8;
+const DATA: usize = 32;
+
+const COMMITTED: u64 = 1 << 63;
+/// Hard upper bound of `vsl_reclen` (Varnish's limit too).
+pub const MAX_RECLEN: usize = 4084;
+/// Smallest accepted `vsl_space`.
+pub const MIN_SPACE: usize = 64 * 1024;
+/// Varnish's default `vsl_space` (80 MB).
+pub const DEFAULT_SPACE: usize = 80 * 1024 * 1024;
+/// Varnish's default `vsl_reclen`.
+pub const DEFAULT_RECLEN: usize = 255;
+/// Varnish's default `vsl_buffer`.
+pub const DEFAULT_BUFFER: usize = 16 * 1024;
+
+/// File name of the log inside the working directory.
+pub const VSL_FILE: &str = "_.vsl";
+
+/// Path of the log file for a working directory.
+pub fn vsl_path(workdir: &Path) -> PathBuf {
+    workdir.join(VSL_FILE)
+}
+
+/// Errors opening or creating the log.
+#[derive(Debug, thiserror::Error)]
+pub enum VslError {
+    /// File system or mapping failure.
+    #[error("{path}: {source}")]
+    Io {
+        /// File concerned.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The file is not a log of this format.
+    #[error("{path}: {what}; is the daemon running with this working directory (-n)?")]
+    Format {
+        /// File concerned.
+        path: PathBuf,
+        /// What is wrong.
+        what: String,
+    },
+    /// A configuration value out of range.
+    #[error("{0}")]
+    Config(String),
+}
+
+/// Log configuration (the `vsl_*` parameters).
+#[derive(Clone, Debug)]
+pub struct VslConfig {
+    /// Ring size in bytes (`vsl_space`), at least [`MIN_SPACE`].
+    pub space: usize,
+    /// Longest record payload (`vsl_reclen`), at most [`MAX_RECLEN`].
+    pub reclen: usize,
+    /// Bytes a [`crate::VslBuf`] collects before flushing (`vsl_buffer`).
+    pub buffer: usize,
+    /// Tags not logged (`vsl_mask`).
+    pub mask: TagSet,
+}
+
+impl Default for VslConfig {
+    fn default() -> Self {
+        VslConfig {
+            space: DEFAULT_SPACE,
+            reclen: DEFAULT_RECLEN,
+            buffer: DEFAULT_BUFFER,
+            mask: TagSet::default_mask(),
+        }
+    }
+}
+
+#[inline]
+fn words_for(len: usize) -> usize {
+    2 + len.div_ceil(8)
+}
+
+/// Encodes a record's first word without position or commit bit.
+#[inline]
+pub(crate) fn header_template(tag: Tag, len: usize) -> u64 {
+    (u64::from(tag as u8) << 48) | ((len as u64) << 32)
+}
+
+/// Length of the record whose template or header word is `w0`, in words.
+#[inline]
+pub(crate) fn record_words(w0: u64) -> usize {
+    words_for(((w0 >> 32) & 0xffff) as usize)
+}
+
+/// The writer side of the log: owned by the daemon, shared by all threads.
+pub struct Vsl {
+    shm: ShmWriter,
+    path: PathBuf,
+    nwords: u64,
+    segsize: u64,
+    mask: [AtomicU64; 2],
+    reclen: AtomicUsize,
+    buffer: AtomicUsize,
+}
+
+impl fmt::Debug for Vsl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Vsl")
+            .field("path", &self.path)
+            .field("nwords", &self.nwords)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Vsl {
+    /// Creates (or replaces) the log file at `path` and returns the writer.
+    pub fn create(path: &Path, cfg: &VslConfig) -> Result<Arc<Vsl>, VslError> {
+        if cfg.space < MIN_SPACE {
+            return Err(VslError::Config(format!(
+                "vsl_space {} is below the minimum of {MIN_SPACE} bytes",
+                cfg.space
+            )));
+        }
+        if cfg.space > (1usize << 32) {
+            return Err(VslError::Config(format!(
+                "vsl_space {} is above the maximum of 4G",
+                cfg.space
+            )));
+        }
+        check_reclen(cfg.reclen)?;
+        let nwords = (cfg.space / 8) as u64;
+        let segsize = nwords / SEGMENTS as u64;
+        let epoch = epoch_now();
+        let bytes = (DATA + nwords as usize) * 8;
+        let shm = ShmWriter::create(path, bytes, |w| {
+            w.at(H_VERSION).store(VERSION, Ordering::Relaxed);
+            w.at(H_NWORDS).store(nwords, Ordering::Relaxed);
+            w.at(H_SEGSIZE).store(segsize, Ordering::Relaxed);
+            w.at(H_EPOCH).store(epoch, Ordering::Relaxed);
+            for k in 0..SEGMENTS {
+                w.at(H_SEG + k).store(0, Ordering::Relaxed);
+            }
+            w.at(H_MAGIC).store(MAGIC, Ordering::Release);
+        })
+        .map_err(|source| VslError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let bits = cfg.mask.to_bits();
+        Ok(Arc::new(Vsl {
+            shm,
+            path: path.to_path_buf(),
+            nwords,
+            segsize,
+            mask: [AtomicU64::new(bits[0]), AtomicU64::new(bits[1])],
+            reclen: AtomicUsize::new(cfg.reclen),
+            buffer: AtomicUsize::new(cfg.buffer.max(64)),
+        }))
+    }
+
+    /// The file this log writes.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// True if records with `tag` are currently masked off (`vsl_mask`).
+    #[inline]
+    pub fn is_masked(&self, tag: Tag) -> bool {
+        let n = tag as usize;
+        self.mask[n / 64].load(Ordering::Relaxed) & (1 << (n % 64)) != 0
+    }
+
+    /// Replaces the mask (runtime `param.set vsl_mask`).
+    pub fn set_mask(&self, mask: TagSet) {
+        let bits = mask.to_bits();
+        self.mask[0].store(bits[0], Ordering::Relaxed);
+        self.mask[1].store(bits[1], Ordering::Relaxed);
+    }
+
+    /// The current mask.
+    pub fn mask(&self) -> TagSet {
+        TagSet::from_bits([
+            self.mask[0].load(Ordering::Relaxed),
+            self.mask[1].load(Ordering::Relaxed),
+        ])
+    }
+
+    /// Changes `vsl_reclen` at runtime.
+    pub fn set_reclen(&self, reclen: usize) -> Result<(), VslError> {
+        check_reclen(reclen)?;
+        self.reclen.store(reclen, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Current `vsl_reclen`.
+    #[inline]
+    pub fn reclen(&self) -> usize {
+        self.reclen.load(Ordering::Relaxed)
+    }
+
+    /// Changes `vsl_buffer` at runtime (takes effect for new buffers).
+    pub fn set_buffer(&self, bytes: usize) {
+        self.buffer.store(bytes.max(64), Ordering::Relaxed);
+    }
+
+    /// Words a [`crate::VslBuf`] may hold before it must flush: `vsl_buffer`,
+    /// but never more than a quarter of the ring.
+    pub(crate) fn buffer_words(&self) -> usize {
+        (self.buffer.load(Ordering::Relaxed) / 8).min(self.nwords as usize / 4)
+    }
+
+    /// Total words ever reserved (grows forever; `/ ring words` = laps).
+    pub fn head(&self) -> u64 {
+        self.shm.words().at(H_HEAD).load(Ordering::Relaxed)
+    }
+
+    /// How many times the ring has wrapped (Varnish's `shm_cycles`).
+    pub fn cycles(&self) -> u64 {
+        self.head() / self.nwords
+    }
+
+    /// Writes one record right away, outside any transaction buffer. For
+    /// session-less records such as `CLI` or `Backend_health`.
+    pub fn log_immediate(&self, tag: Tag, vxid: Vxid, args: fmt::Arguments<'_>) {
+        if self.is_masked(tag) {
+            return;
+        }
+        match args.as_str() {
+            Some(s) => self.log_immediate_bytes(tag, vxid, s.as_bytes()),
+            None => {
+                let mut s = Vec::new();
+                crate::buf::format_truncated(&mut s, self.reclen(), args);
+                self.log_immediate_bytes(tag, vxid, &s);
+            }
+        }
+    }
+
+    /// [`Vsl::log_immediate`] with a byte payload.
+    pub fn log_immediate_bytes(&self, tag: Tag, vxid: Vxid, data: &[u8]) {
+        if self.is_masked(tag) {
+            return;
+        }
+        let data = &data[..data.len().min(self.reclen())];
+        let mut words = Vec::with_capacity(words_for(data.len()));
+        encode_record(&mut words, tag, vxid, data);
+        self.commit(&words);
+    }
+
+    /// Publishes a batch of encoded records (see `encode_record`).
+    pub(crate) fn commit(&self, batch: &[u64]) {
+        if batch.is_empty() {
+            return;
+        }
+        let w = self.shm.words();
+        let n = batch.len() as u64;
+        let q = w.at(H_HEAD).fetch_add(n, Ordering::Relaxed);
+        // Readers that see any word stored below also see the reservation
+        // above (pairs with the acquire fence in `VslReader::next_event`).
+        fence(Ordering::Release);
+        let end = q + n;
+        let mut next_seg = q.div_ceil(self.segsize);
+        let mut i = 0;
+        while i < batch.len() {
+            let p = q + i as u64;
+            let rw = record_words(batch[i]);
+            for k in 1..rw {
+                w.at(self.slot(p + k as u64))
+                    .store(batch[i + k], Ordering::Relaxed);
+            }
+            w.at(self.slot(p))
+                .store(batch[i] | COMMITTED | (p & 0xffff_ffff), Ordering::Release);
+            while next_seg * self.segsize <= p {
+                self.mark_segment(&w, next_seg, p);
+                next_seg += 1;
+            }
+            i += rw;
+        }
+        while next_seg * self.segsize <= end {
+            self.mark_segment(&w, next_seg, end);
+            next_seg += 1;
+        }
+    }
+
+    #[inline]
+    fn slot(&self, p: u64) -> usize {
+        DATA + (p % self.nwords) as usize
+    }
+
+    fn mark_segment(&self, w: &Words<'_>, seg: u64, start: u64) {
+        w.at(H_SEG + (seg % SEGMENTS as u64) as usize)
+            .fetch_max(start, Ordering::Release);
+    }
+}
+
+fn check_reclen(reclen: usize) -> Result<(), VslError> {
+    if !(16..=MAX_RECLEN).contains(&reclen) {
+        return Err(VslError::Config(format!(
+            "vsl_reclen {reclen} out of range: must be between 16 and {MAX_RECLEN} bytes"
+        )));
+    }
+    Ok(())
+}
+
+fn epoch_now() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    t ^ u64::from(std::process::id()) << 48
+}
+
+/// Appends one encoded record (header template, vxid, payload words).
+pub(crate) fn encode_record(out: &mut Vec<u64>, tag: Tag, vxid: Vxid, data: &[u8]) {
+    out.push(header_template(tag, data.len()));
+    out.push(u64::from(vxid.raw()));
+    let base = out.len();
+    out.resize(base + data.len().div_ceil(8), 0);
+    shm::pack_bytes(data, |i, w| out[base + i] = w);
+}
+
+/// Where a new reader starts.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum StartAt {
+    /// At the oldest record still in the ring (varnishlog `-d`).
+    Oldest,
+    /// At the current end: only records written from now on.
+    Now,
+}
+
+/// What [`VslReader::next_event`] found.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum ReadEvent {
+    /// The next record.
+    Record(Record),
+    /// The writer overtook this reader: records were lost. The reader has
+    /// resynchronised and continues after the gap.
+    Overrun {
+        /// Number of 8-byte log words skipped.
+        skipped_words: u64,
+    },
+    /// Nothing new yet; call again later.
+    Idle,
+}
+
+/// A reader of the log, usually in another process.
+pub struct VslReader {
+    shm: ShmReader,
+    path: PathBuf,
+    nwords: u64,
+    segsize: u64,
+    epoch: u64,
+    pos: u64,
+}
+
+impl fmt::Debug for VslReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VslReader")
+            .field("path", &self.path)
+            .field("pos", &self.pos)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VslReader {
+    /// Opens the log file at `path` (see [`vsl_path`]).
+    pub fn open(path: &Path, start: StartAt) -> Result<VslReader, VslError> {
+        let shm = ShmReader::open(path).map_err(|source| VslError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let bad = |what: &str| VslError::Format {
+            path: path.to_path_buf(),
+            what: what.to_string(),
+        };
+        let w = shm.words();
+        if w.len() < DATA {
+            return Err(bad("file too small for a log header"));
+        }
+        if w.load(H_MAGIC, Ordering::Acquire) != MAGIC {
+            return Err(bad("not a Lacquer log file (bad magic)"));
+        }
+        if w.load(H_VERSION, Ordering::Relaxed) != VERSION {
+            return Err(bad("log format version not supported by this tool"));
+        }
+        let nwords = w.load(H_NWORDS, Ordering::Relaxed);
+        let segsize = w.load(H_SEGSIZE, Ordering::Relaxed);
+        if nwords < (MIN_SPACE / 8) as u64
+            || nwords.checked_add(DATA as u64) != Some(w.len() as u64)
+            || segsize != nwords / SEGMENTS as u64
+        {
+            return Err(bad("inconsistent log header sizes"));
+        }
+        let epoch = w.load(H_EPOCH, Ordering::Relaxed);
+        let mut r = VslReader {
+            shm,
+            path: path.to_path_buf(),
+            nwords,
+            segsize,
+            epoch,
+            pos: 0,
+        };
+        r.pos = match start {
+            StartAt::Now => r.head(),
+            StartAt::Oldest => r.oldest_start(0),
+        };
+        Ok(r)
+    }
+
+    /// Identifies the writer's incarnation (changes when the daemon
+    /// recreates the log).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// True if the daemon replaced the log file since this reader opened it;
+    /// reopen to follow the new one.
+    pub fn is_replaced(&self) -> bool {
+        self.shm.is_replaced(&self.path)
+    }
+
+    /// The current writer head position (in words).
+    pub fn head(&self) -> u64 {
+        self.shm.words().load(H_HEAD, Ordering::Acquire)
+    }
+
+    /// This reader's position (in words).
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    #[inline]
+    fn slot(&self, p: u64) -> usize {
+        DATA + (p % self.nwords) as usize
+    }
+
+    /// The oldest segment start that is still entirely in the ring, skipping
+    /// `margin` segments (to keep clear of the writer after an overrun).
+    fn oldest_start(&self, margin: u64) -> u64 {
+        let w = self.shm.words();
+        let h = self.head();
+        if h <= self.nwords && margin == 0 {
+            return 0;
+        }
+        let low = h.saturating_sub(self.nwords);
+        let first = low.div_ceil(self.segsize) + margin;
+        for k in first..=h / self.segsize {
+            let b = k * self.segsize;
+            let s = w.load(H_SEG + (k % SEGMENTS as u64) as usize, Ordering::Acquire);
+            if s >= b && s < b + self.segsize && s >= low && s <= h {
+                return s;
+            }
+        }
+        h
+    }
+
+    /// Reads the next record. Never blocks: returns [`ReadEvent::Idle`] when
+    /// the writer has nothing new (or is still writing the next record).
+    pub fn next_event(&mut self) -> ReadEvent {
+        let w = self.shm.words();
+        let h = w.load(H_HEAD, Ordering::Acquire);
+        if self.pos >= h {
+            return ReadEvent::Idle;
+        }
+        if h - self.pos > self.nwords {
+            return self.overrun();
+        }
+        let p = self.pos;
+        let w0 = w.load(self.slot(p), Ordering::Acquire);
+        if w0 & COMMITTED == 0 || (w0 & 0xffff_ffff) != (p & 0xffff_ffff) {
+            // Reserved but not yet committed by its writer.
+            return ReadEvent::Idle;
+        }
+        let len = ((w0 >> 32) & 0xffff) as usize;
+        let tag = Tag::from_u8(((w0 >> 48) & 0x7f) as u8);
+        let rw = words_for(len) as u64;
+        let vxid = w.load(self.slot(p + 1), Ordering::Relaxed) as u32;
+        let mut data = Vec::new();
+        shm::unpack_bytes(
+            len,
+            |i| w.load(self.slot(p + 2 + i as u64), Ordering::Relaxed),
+            &mut data,
+        );
+        // Pairs with the release fence in `Vsl::commit`: if any word we
+        // copied came from a newer lap, its reservation is visible now.
+        fence(Ordering::Acquire);
+        if w.load(H_HEAD, Ordering::Relaxed) > p + self.nwords {
+            return self.overrun();
+        }
+        self.pos = p + rw;
+        match tag {
+            Some(tag) if len <= MAX_RECLEN => ReadEvent::Record(Record {
+                tag,
+                vxid: Vxid::from_raw(vxid),
+                data,
+            }),
+            // A committed record we cannot decode: the file is corrupt (or
+            // from a newer writer). Resynchronise rather than guess.
+            _ => self.overrun(),
+        }
+    }
+
+    fn overrun(&mut self) -> ReadEvent {
+        let old = self.pos;
+        let new = self.oldest_start(1).max(old);
+        self.pos = new;
+        ReadEvent::Overrun {
+            skipped_words: new - old,
+        }
+    }
+
+    /// Reads everything currently available (stops at the first
+    /// [`ReadEvent::Idle`]), for `-d` style dumps and tests.
+    pub fn drain(&mut self) -> Vec<ReadEvent> {
+        let mut out = Vec::new();
+        loop {
+            match self.next_event() {
+                ReadEvent::Idle => return out,
+                ev => out.push(ev),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Side;
+
+    pub(crate) fn tmpdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("lq-vsl-{}-{}", name, std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn small() -> VslConfig {
+        VslConfig {
+            space: MIN_SPACE,
+            ..VslConfig::default()
+        }
+    }
+
+    fn records(evs: Vec<ReadEvent>) -> Vec<Record> {
+        evs.into_iter()
+            .filter_map(|e| match e {
+                ReadEvent::Record(r) => Some(r),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn write_and_read_back() {
+        let d = tmpdir("rw");
+        let path = vsl_path(&d);
+        let vsl = Vsl::create(&path, &small()).unwrap();
+        vsl.log_immediate(Tag::CLI, Vxid::NONE, format_args!("Rd {}", "ping"));
+        vsl.log_immediate_bytes(Tag::ReqURL, Vxid::client(1001), b"/foo");
+        let mut r = VslReader::open(&path, StartAt::Oldest).unwrap();
+        let recs = records(r.drain());
+        assert_eq!(recs.len(), 2);
+        assert_eq!(recs[0].tag, Tag::CLI);
+        assert_eq!(recs[0].data, b"Rd ping");
+        assert_eq!(recs[1].vxid.side(), Side::Client);
+        assert_eq!(recs[1].vxid.id(), 1001);
+        assert_eq!(r.next_event(), ReadEvent::Idle);
+        // Tail reader sees only new records.
+        let mut t = VslReader::open(&path, StartAt::Now).unwrap();
+        assert_eq!(t.next_event(), ReadEvent::Idle);
+        vsl.log_immediate_bytes(Tag::Error, Vxid::NONE, b"x");
+        assert_eq!(records(t.drain()).len(), 1);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn masked_and_truncated() {
+        let d = tmpdir("mask");
+        let path = vsl_path(&d);
+        let vsl = Vsl::create(&path, &small()).unwrap();
+        vsl.log_immediate_bytes(Tag::Debug, Vxid::NONE, b"masked by default");
+        vsl.set_reclen(16).unwrap();
+        vsl.log_immediate_bytes(Tag::Error, Vxid::NONE, &[b'a'; 100]);
+        let mut r = VslReader::open(&path, StartAt::Oldest).unwrap();
+        let recs = records(r.drain());
+        assert_eq!(recs.len(), 1);
+        assert_eq!(recs[0].data.len(), 16);
+        assert!(vsl.set_reclen(5000).is_err());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn overrun_is_reported_and_reader_resyncs() {
+        let d = tmpdir("overrun");
+        let path = vsl_path(&d);
+        let vsl = Vsl::create(&path, &small()).unwrap();
+        let mut r = VslReader::open(&path, StartAt::Oldest).unwrap();
+        vsl.log_immediate_bytes(Tag::Error, Vxid::NONE, b"first");
+        assert_eq!(records(r.drain()).len(), 1);
+        // Write three ring's worth while the reader sleeps.
+        let payload = [b'z'; 200];
+        for i in 0..(3 * MIN_SPACE / 216) {
+            vsl.log_immediate(
+                Tag::VCL_Log,
+                Vxid::client(i as u32),
+                format_args!("{i} {}", std::str::from_utf8(&payload).unwrap()),
+            );
+        }
+        let evs = r.drain();
+        assert!(matches!(evs[0], ReadEvent::Overrun { .. }), "{:?}", evs[0]);
+        let recs = records(evs);
+        assert!(!recs.is_empty());
+        // After the resync, records are consecutive and intact.
+        let ids: Vec<u32> = recs.iter().map(|r| r.vxid.id()).collect();
+        for pair in ids.windows(2) {
+            assert_eq!(pair[1], pair[0] + 1);
+        }
+        for rec in &recs {
+            let text = rec.text();
+            let (n, rest) = text.split_once(' ').unwrap();
+            assert_eq!(n.parse::<u32>().unwrap(), rec.vxid.id());
+            assert_eq!(rest, std::str::from_utf8(&payload).unwrap());
+        }
+        // Oldest-start readers also find a boundary after wrapping.
+        let mut o = VslReader::open(&path, StartAt::Oldest).unwrap();
+        let recs = records(o.drain());
+        assert!(!recs.is_empty());
+        assert_eq!(
+            recs.last().unwrap().vxid.id() as usize,
+            3 * MIN_SPACE / 216 - 1
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn open_errors_are_clear() {
+        let d = tmpdir("bad");
+        let path = d.join("nothing");
+        let e = VslReader::open(&path, StartAt::Now).unwrap_err();
+        assert!(e.to_string().contains("nothing"));
+        std::fs::write(&path, vec![0u8; 4096]).unwrap();
+        let e = VslReader::open(&path, StartAt::Now).unwrap_err();
+        assert!(e.to_string().contains("bad magic"), "{e}");
+        let cfg = VslConfig {
+            space: 1000,
+            ..VslConfig::default()
+        };
+        assert!(Vsl::create(&vsl_path(&d), &cfg).is_err());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
