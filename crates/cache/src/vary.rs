@@ -9,12 +9,12 @@
 //! variant that no request matches.
 
 /// Access to a message's headers by case-insensitive name (first occurrence).
-pub trait HeaderLookup {
+pub trait HeaderLookup: Sync {
     /// The value of the first header called `name`, if any.
     fn header(&self, name: &str) -> Option<&[u8]>;
 }
 
-impl<K: AsRef<[u8]>, V: AsRef<[u8]>> HeaderLookup for [(K, V)] {
+impl<K: AsRef<[u8]> + Sync, V: AsRef<[u8]> + Sync> HeaderLookup for [(K, V)] {
     fn header(&self, name: &str) -> Option<&[u8]> {
         self.iter()
             .find(|(k, _)| k.as_ref().eq_ignore_ascii_case(name.as_bytes()))
@@ -22,7 +22,7 @@ impl<K: AsRef<[u8]>, V: AsRef<[u8]>> HeaderLookup for [(K, V)] {
     }
 }
 
-impl<K: AsRef<[u8]>, V: AsRef<[u8]>> HeaderLookup for Vec<(K, V)> {
+impl<K: AsRef<[u8]> + Sync, V: AsRef<[u8]> + Sync> HeaderLookup for Vec<(K, V)> {
     fn header(&self, name: &str) -> Option<&[u8]> {
         self.as_slice().header(name)
     }
