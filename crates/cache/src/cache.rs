@@ -322,7 +322,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Counts of one ban lurker step.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct LurkerReport {
-    /// Objects examined.
+    /// Objects tested against at least one ban.
     pub tested: u64,
     /// Objects killed.
     pub killed: u64,
@@ -661,6 +661,7 @@ impl Cache {
                 }
                 let obj = ban_object(&oc, data);
                 let mut hit = false;
+                let mut tested = false;
                 for b in lurkable.iter().rev() {
                     if b.id <= cur {
                         break;
@@ -670,6 +671,7 @@ impl Cache {
                     }
                     let Some(spec) = &b.spec else { continue };
                     let (m, n) = spec.eval(&obj, None, now);
+                    tested = true;
                     CacheStats::add(&stats.bans_lurker_tests_tested, n as u64);
                     CacheStats::inc(&stats.bans_lurker_tested);
                     if m {
@@ -677,7 +679,9 @@ impl Cache {
                         break;
                     }
                 }
-                report.tested += 1;
+                if tested {
+                    report.tested += 1;
+                }
                 if hit {
                     if inner.kill(&oc) {
                         CacheStats::inc(&stats.bans_lurker_obj_killed);
