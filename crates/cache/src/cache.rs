@@ -1,0 +1,1253 @@
+//! The cache proper: objheads in sharded hash tables, Varnish's lookup decision
+//! table, waiting lists, unbusy/fail, purges, expiry, LRU nuking and bans.
+//!
+//! Locking: the digest picks one of N shard mutexes; a shard's mutex protects its
+//! objheads (variant lists and waiting lists). It is held only for the in-memory
+//! scan of one objhead, never across an await, and never while taking another
+//! shard's lock. Lock order is shard → ban list (read) and shard-free → LRU; the
+//! ban list's write lock and the LRU locks are never held while taking a shard.
+//!
+//! Removal protocol: whoever sets `DYING` on an objcore (always under its shard
+//! lock) removes it from the objhead in the same critical section and afterwards,
+//! outside the lock, from its LRU list and drops its ban reference. The memory
+//! (and the store's byte accounting) goes when the last [`ObjRef`] is dropped.
+
+use std::collections::{BinaryHeap, HashMap};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+
+use bytes::Bytes;
+use lacquer_storage::{Body, BodyWriter, MallocStore, Stevedore};
+use tokio::sync::oneshot;
+
+use crate::ban::{BanError, BanObject, BanRequest, BanSpec};
+use crate::banlist::{BanInfo, BanList};
+use crate::hash::Digest;
+use crate::lru::StoreRef;
+use crate::object::{
+    F_BUSY, F_DYING, F_FAILED, F_HFM, F_HFP, F_PRIVATE, ObjCore, ObjKind, ObjMeta, ObjRef,
+    ObjectData,
+};
+use crate::stats::CacheStats;
+use crate::vary::{HeaderLookup, VarySpec};
+
+/// Tunables (varnishd parameters of the same names where they exist).
+#[derive(Debug, Clone)]
+pub struct CacheConfig {
+    /// Number of hash-table shards (rounded up to a power of two).
+    pub shards: usize,
+    /// `nuke_limit`: objects evicted at most for one allocation.
+    pub nuke_limit: u32,
+    /// `lru_interval`: minimum seconds between LRU moves of one object.
+    pub lru_interval: f64,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            shards: 256,
+            nuke_limit: 50,
+            lru_interval: 2.0,
+        }
+    }
+}
+
+/// A store could not make room for an allocation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("Could not get storage: {wanted} bytes in store {store:?} (evicted {nuked} objects)")]
+pub struct StorageError {
+    /// The store.
+    pub store: &'static str,
+    /// Bytes requested.
+    pub wanted: u64,
+    /// Objects nuked trying to make room.
+    pub nuked: u32,
+}
+
+/// What a lookup needs from the request.
+#[derive(Clone, Copy)]
+pub struct LookupRequest<'a> {
+    /// The objhead digest from `vcl_hash`.
+    pub digest: &'a Digest,
+    /// `req.url` (for `req.url` bans).
+    pub url: &'a [u8],
+    /// Request headers (Vary matching, `req.http.*` bans).
+    pub headers: &'a dyn HeaderLookup,
+    /// `req.t_req`, seconds since the epoch.
+    pub now: f64,
+    /// `req.ttl` when set (shortens freshness).
+    pub req_ttl: Option<f64>,
+    /// `req.grace` when set (shortens grace).
+    pub req_grace: Option<f64>,
+    /// `req.hash_ignore_busy`
+    pub ignore_busy: bool,
+    /// `req.hash_always_miss`
+    pub always_miss: bool,
+    /// `req.hash_ignore_vary`
+    pub ignore_vary: bool,
+}
+
+impl std::fmt::Debug for LookupRequest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LookupRequest")
+            .field("digest", &crate::hash::digest_hex(self.digest))
+            .field("url", &String::from_utf8_lossy(self.url))
+            .field("now", &self.now)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> LookupRequest<'a> {
+    /// A plain lookup: no req.ttl/req.grace, no hash_* flags.
+    pub fn new(digest: &'a Digest, url: &'a [u8], headers: &'a dyn HeaderLookup, now: f64) -> Self {
+        LookupRequest {
+            digest,
+            url,
+            headers,
+            now,
+            req_ttl: None,
+            req_grace: None,
+            ignore_busy: false,
+            always_miss: false,
+            ignore_vary: false,
+        }
+    }
+}
+
+/// The lookup decision (Varnish's `HSH_Lookup` results).
+#[derive(Debug)]
+pub enum Lookup {
+    /// Fresh object (`HSH_HIT`).
+    Hit(ObjRef),
+    /// Stale object within grace (`HSH_GRACE`). `bgfetch` is the busy objcore for
+    /// a background refresh when no other fetch is in progress; drop it to not
+    /// refresh.
+    Grace {
+        /// The stale object to deliver.
+        stale: ObjRef,
+        /// Busy objcore for a background fetch, if this request should start one.
+        bgfetch: Option<BusyObj>,
+    },
+    /// Fetch needed (`HSH_MISS`): `busy` is the new busy objcore others will wait
+    /// on; `stale` is an expired object still within keep, for a conditional
+    /// (IMS/INM) fetch.
+    Miss {
+        /// Busy objcore this request must fetch into (or fail).
+        busy: BusyObj,
+        /// Stale object for revalidation.
+        stale: Option<ObjRef>,
+    },
+    /// Hit-for-miss (`HSH_HITMISS`): fetch into `busy` without others waiting.
+    HitMiss {
+        /// Busy objcore to fetch into.
+        busy: BusyObj,
+        /// vxid of the hit-for-miss object (for the `HitMiss` log record).
+        vxid: u32,
+        /// Its remaining ttl.
+        dttl: f64,
+    },
+    /// Hit-for-pass (`HSH_HITPASS`): pass this request.
+    HitPass {
+        /// vxid of the hit-for-pass object (for the `HitPass` log record).
+        vxid: u32,
+        /// Its remaining ttl.
+        dttl: f64,
+    },
+    /// A matching object is being fetched (`HSH_BUSY`): await the waiter, then
+    /// look up again.
+    Busy(Waiter),
+}
+
+/// A lookup's decision plus the objects bans killed on the way (`ExpBan` log
+/// records: vxids).
+#[derive(Debug)]
+pub struct LookupResult {
+    /// The decision.
+    pub kind: Lookup,
+    /// vxids of objects killed by bans during this lookup.
+    pub banned: Vec<u32>,
+}
+
+/// A request parked on an objhead's waiting list. Dropping it is fine (the
+/// slot is discarded at the next wake-up).
+#[derive(Debug)]
+pub struct Waiter {
+    rx: oneshot::Receiver<()>,
+}
+
+impl Waiter {
+    /// Wait until the busy object is unbusied, fails or is abandoned; then look
+    /// up again.
+    pub async fn wait(self) {
+        // Either a wake-up or the objhead going away: both mean "look again".
+        let _ = self.rx.await;
+    }
+}
+
+/// How the body of a new object is provided.
+#[derive(Debug)]
+pub enum NewBody {
+    /// No body (hit-for-miss/pass markers, HEAD-only responses).
+    Empty,
+    /// The body will be streamed in through the returned [`FetchBody`].
+    Streamed,
+    /// A body that already exists (a revalidated stale object's, a synthetic
+    /// one); it is shared, not copied.
+    Complete(Body),
+}
+
+/// Everything `unbusy` needs to turn a busy objcore into an object.
+#[derive(Debug)]
+pub struct NewObject {
+    /// Identity and timing.
+    pub meta: ObjMeta,
+    /// Response status.
+    pub status: u16,
+    /// Reason phrase.
+    pub reason: Bytes,
+    /// Response headers to store.
+    pub headers: Vec<(Bytes, Bytes)>,
+    /// Whether the stored body is gzip-compressed.
+    pub gzip: bool,
+    /// Body source.
+    pub body: NewBody,
+}
+
+/// Result of `unbusy`/`insert_private`.
+#[derive(Debug)]
+pub struct Unbusied {
+    /// The inserted object.
+    pub obj: ObjRef,
+    /// Writer for a [`NewBody::Streamed`] body.
+    pub body: Option<FetchBody>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct DigestKey(Digest);
+
+impl Hash for DigestKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // The digest is already uniformly distributed; bytes 8..16 are not used
+        // for shard selection, so they spread keys within a shard.
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&self.0[8..16]);
+        state.write_u64(u64::from_le_bytes(b));
+    }
+}
+
+#[derive(Default)]
+struct DigestHasher(u64);
+
+impl Hasher for DigestHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+#[derive(Default)]
+struct Head {
+    /// Variants, newest first; busy ones are appended at the end.
+    cores: Vec<Arc<ObjCore>>,
+    waiters: Vec<oneshot::Sender<()>>,
+}
+
+type HeadMap = HashMap<DigestKey, Head, BuildHasherDefault<DigestHasher>>;
+
+struct ExpEntry {
+    when: f64,
+    oc: Weak<ObjCore>,
+}
+
+impl PartialEq for ExpEntry {
+    fn eq(&self, o: &Self) -> bool {
+        self.when.total_cmp(&o.when).is_eq()
+    }
+}
+impl Eq for ExpEntry {}
+impl PartialOrd for ExpEntry {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for ExpEntry {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        // BinaryHeap is a max-heap: reverse for earliest-first.
+        o.when.total_cmp(&self.when)
+    }
+}
+
+pub(crate) struct Inner {
+    shards: Box<[Mutex<HeadMap>]>,
+    shard_mask: usize,
+    stats: Arc<CacheStats>,
+    cfg: CacheConfig,
+    stores: Vec<StoreRef>,
+    exp: Mutex<BinaryHeap<ExpEntry>>,
+    bans: RwLock<BanList>,
+    newest_ban: AtomicU64,
+    lurker_cursor: AtomicUsize,
+}
+
+/// The object cache. Cheap to clone (shared handle).
+#[derive(Clone)]
+pub struct Cache {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("shards", &self.inner.shards.len())
+            .field("stores", &self.inner.stores)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Poisoning means a panic elsewhere; the protected data stays consistent
+    // because every critical section here completes its invariants before any
+    // operation that could panic.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Counts of one ban lurker step.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LurkerReport {
+    /// Objects tested against at least one ban.
+    pub tested: u64,
+    /// Objects killed.
+    pub killed: u64,
+    /// Bans marked completed.
+    pub completed: u64,
+    /// Bans deleted from the list's tail.
+    pub deleted: u64,
+}
+
+impl Cache {
+    /// A cache over `stores` (a `Transient` store is added if none is named so).
+    /// `now` stamps the boot-time ban.
+    pub fn new(cfg: CacheConfig, stores: Vec<Arc<dyn Stevedore>>, now: f64) -> Cache {
+        let n = cfg.shards.max(1).next_power_of_two();
+        let stats = Arc::new(CacheStats::default());
+        let mut stores: Vec<StoreRef> = stores.into_iter().map(StoreRef::new).collect();
+        if !stores.iter().any(|s| s.name() == "Transient") {
+            stores.push(StoreRef::new(Arc::new(MallocStore::new("Transient", None))));
+        }
+        let bans = BanList::new(now, &stats);
+        Cache {
+            inner: Arc::new(Inner {
+                shards: (0..n).map(|_| Mutex::new(HeadMap::default())).collect(),
+                shard_mask: n - 1,
+                cfg,
+                stores,
+                exp: Mutex::new(BinaryHeap::new()),
+                newest_ban: AtomicU64::new(bans.newest().id),
+                bans: RwLock::new(bans),
+                lurker_cursor: AtomicUsize::new(0),
+                stats,
+            }),
+        }
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &CacheStats {
+        &self.inner.stats
+    }
+
+    /// A shared handle on the counters (for a publisher task).
+    pub fn stats_handle(&self) -> Arc<CacheStats> {
+        Arc::clone(&self.inner.stats)
+    }
+
+    /// A store by name.
+    pub fn store(&self, name: &str) -> Option<StoreRef> {
+        self.inner.stores.iter().find(|s| s.name() == name).cloned()
+    }
+
+    /// All stores, in configuration order (`Transient` included).
+    pub fn stores(&self) -> &[StoreRef] {
+        &self.inner.stores
+    }
+
+    /// The `Transient` store.
+    pub fn transient(&self) -> StoreRef {
+        // Invariant: `new` always adds a Transient store.
+        self.store("Transient")
+            .expect("Transient store always exists")
+    }
+
+    /// Look up an object: Varnish's `HSH_Lookup` decision table. Never waits; a
+    /// [`Lookup::Busy`] result carries the [`Waiter`] to await before retrying.
+    pub fn lookup(&self, req: &LookupRequest<'_>) -> LookupResult {
+        let inner = &self.inner;
+        let now = req.now;
+        let mut removed: Vec<Arc<ObjCore>> = Vec::new();
+        let mut banned = Vec::new();
+        let mut touch = None;
+        let kind = {
+            let mut shard = inner.shard(req.digest);
+            let head = shard.entry(DigestKey(*req.digest)).or_insert_with(|| {
+                CacheStats::inc(&inner.stats.n_objecthead);
+                Head::default()
+            });
+            if req.always_miss {
+                Lookup::Miss {
+                    busy: inner.new_busy(head, req.digest),
+                    stale: None,
+                }
+            } else {
+                let mut busy_found = false;
+                let mut found = None;
+                let mut exp: Option<usize> = None;
+                let mut exp_t_origin = 0.0;
+                for (i, oc) in head.cores.iter().enumerate() {
+                    let f = oc.flags();
+                    if f & (F_DYING | F_FAILED) != 0 {
+                        continue;
+                    }
+                    if f & F_BUSY != 0 {
+                        if req.ignore_busy {
+                            continue;
+                        }
+                        if !req.ignore_vary
+                            && oc.vary.get().is_some_and(|v| !v.matches(req.headers))
+                        {
+                            continue;
+                        }
+                        busy_found = true;
+                        continue;
+                    }
+                    if oc.ttl.get() <= 0.0 {
+                        continue;
+                    }
+                    if oc.exp_when.get() <= now {
+                        // Past ttl+grace+keep: expire it now rather than wait
+                        // for the sweeper.
+                        oc.flags.fetch_or(F_DYING, Ordering::AcqRel);
+                        CacheStats::inc(&inner.stats.n_expired);
+                        removed.push(Arc::clone(oc));
+                        continue;
+                    }
+                    if inner.ban_check(oc, req) {
+                        oc.flags.fetch_or(F_DYING, Ordering::AcqRel);
+                        banned.push(oc.vxid.load(Ordering::Relaxed));
+                        removed.push(Arc::clone(oc));
+                        continue;
+                    }
+                    if !req.ignore_vary && oc.vary.get().is_some_and(|v| !v.matches(req.headers)) {
+                        continue;
+                    }
+                    if oc.ttl_end(req.req_ttl) > now {
+                        found = Some(i);
+                        break;
+                    }
+                    let t_origin = oc.t_origin.get();
+                    if oc.ttl_end(None) <= now && t_origin > exp_t_origin {
+                        exp = Some(i);
+                        exp_t_origin = t_origin;
+                    }
+                }
+                let found = found.map(|i| Arc::clone(&head.cores[i]));
+                let exp = exp.map(|i| Arc::clone(&head.cores[i]));
+                if !removed.is_empty() {
+                    head.cores.retain(|oc| oc.flags() & F_DYING == 0);
+                }
+                inner.decide(head, req, found, exp, busy_found, &mut touch)
+            }
+        };
+        for oc in &removed {
+            inner.finish_removal(oc);
+        }
+        if let Some(oc) = touch {
+            inner.touch(&oc, now);
+        }
+        LookupResult { kind, banned }
+    }
+
+    /// Purge all variants of `digest` (`HSH_Purge`): with `ttl`, `grace` and
+    /// `keep` all 0 the objects are removed (hard purge, counted in
+    /// `n_purges`/`n_obj_purged`); otherwise their ttl/grace/keep are reduced to
+    /// the given values if that shortens them (soft purge). Busy objects are
+    /// skipped. Returns the number of objects affected.
+    pub fn purge(&self, digest: &Digest, now: f64, ttl: f64, grace: f64, keep: f64) -> usize {
+        let inner = &self.inner;
+        let is_purge = ttl == 0.0 && grace == 0.0 && keep == 0.0;
+        let mut removed = Vec::new();
+        let mut rearmed = Vec::new();
+        let mut total = 0;
+        {
+            let mut shard = inner.shard(digest);
+            let key = DigestKey(*digest);
+            if let Some(head) = shard.get_mut(&key) {
+                for oc in &head.cores {
+                    if oc.flags() & (F_BUSY | F_DYING) != 0 {
+                        continue;
+                    }
+                    total += 1;
+                    if !is_purge {
+                        reduce(oc, now, ttl, grace, keep);
+                        if oc.exp_when.get() > now {
+                            rearmed.push(Arc::clone(oc));
+                            continue;
+                        }
+                    }
+                    oc.flags.fetch_or(F_DYING, Ordering::AcqRel);
+                    removed.push(Arc::clone(oc));
+                }
+                if !removed.is_empty() {
+                    head.cores.retain(|oc| oc.flags() & F_DYING == 0);
+                }
+                remove_head_if_unused(&mut shard, &key, &inner.stats);
+            }
+        }
+        for oc in &removed {
+            inner.finish_removal(oc);
+        }
+        for oc in &rearmed {
+            inner.exp_push(oc);
+        }
+        if is_purge {
+            CacheStats::inc(&inner.stats.n_purges);
+            CacheStats::add(&inner.stats.n_obj_purged, total as u64);
+        }
+        total
+    }
+
+    /// Remove an object from the cache now (`HSH_Kill`, e.g. a stale object
+    /// replaced by a refetch). False if it was already gone.
+    pub fn kill(&self, obj: &ObjRef) -> bool {
+        self.inner.kill(&obj.0)
+    }
+
+    /// Remove every object whose ttl+grace+keep has passed at `now`; returns how
+    /// many were removed (`n_expired`). Call it periodically (e.g. every second).
+    pub fn expire_due(&self, now: f64) -> usize {
+        let inner = &self.inner;
+        let mut due = Vec::new();
+        {
+            let mut heap = lock(&inner.exp);
+            while heap.peek().is_some_and(|e| e.when <= now) {
+                if let Some(e) = heap.pop() {
+                    due.push(e);
+                }
+            }
+        }
+        let mut n = 0;
+        let mut requeue = Vec::new();
+        for e in due {
+            let Some(oc) = e.oc.upgrade() else { continue };
+            let f = oc.flags();
+            if f & F_DYING != 0 || oc.exp_when.get().to_bits() != e.when.to_bits() {
+                continue;
+            }
+            if f & F_BUSY != 0 {
+                requeue.push(e);
+                continue;
+            }
+            if inner.kill(&oc) {
+                CacheStats::inc(&inner.stats.n_expired);
+                n += 1;
+            }
+        }
+        if !requeue.is_empty() {
+            lock(&inner.exp).extend(requeue);
+        }
+        n
+    }
+
+    /// When the next object expires (for scheduling the sweeper), if any.
+    pub fn next_expiry(&self) -> Option<f64> {
+        lock(&self.inner.exp).peek().map(|e| e.when)
+    }
+
+    /// Insert an object that is not in the hash table (`HSH_Private`: pass,
+    /// hit-for-pass fetches). Its bytes are charged to `store` until the last
+    /// reference is dropped; nobody else can find it.
+    pub fn insert_private(
+        &self,
+        obj: NewObject,
+        store: &StoreRef,
+    ) -> Result<Unbusied, StorageError> {
+        let oc = Arc::new(ObjCore::new_busy([0; 32], 0, &self.inner.stats));
+        oc.flags.fetch_or(F_PRIVATE, Ordering::AcqRel);
+        let out = self.inner.fill(&oc, obj, store)?;
+        oc.flags.fetch_and(!F_BUSY, Ordering::AcqRel);
+        Ok(out)
+    }
+
+    /// Add a ban (`ban` CLI command, VCL `ban()`); `now` is its timestamp.
+    pub fn ban(&self, spec: BanSpec, now: f64) {
+        let inner = &self.inner;
+        let mut list = inner.bans_write();
+        let id = list.add(spec, now, &inner.stats);
+        inner.newest_ban.store(id, Ordering::Release);
+    }
+
+    /// Parse and add a ban given as one string (`std.ban()`).
+    pub fn ban_str(&self, s: &str, now: f64) -> Result<(), BanError> {
+        self.ban(BanSpec::parse(s)?, now);
+        Ok(())
+    }
+
+    /// `ban.list` output.
+    pub fn ban_list(&self) -> String {
+        self.inner.bans_read().render()
+    }
+
+    /// The ban list as data, newest first (for `ban.list -j`).
+    pub fn ban_info(&self) -> Vec<BanInfo> {
+        self.inner.bans_read().info()
+    }
+
+    /// One step of the ban lurker: test up to about `budget` objects against
+    /// `obj.*`-only bans older than `lurker_age` seconds, kill matches, move
+    /// survivors' ban references forward, mark bans no object is older than as
+    /// completed and drop unreferenced bans from the list's tail. Call it
+    /// periodically (`ban_lurker_sleep`); it walks the shards round-robin.
+    pub fn ban_lurker_step(&self, now: f64, lurker_age: f64, budget: usize) -> LurkerReport {
+        let inner = &self.inner;
+        let stats = &inner.stats;
+        let mut report = LurkerReport::default();
+        let (lurkable, target) = {
+            let list = inner.bans_read();
+            let mut lurkable = Vec::new();
+            let mut barrier = None;
+            for b in &list.list {
+                if b.is_completed() {
+                    continue;
+                }
+                let ok = !b.req && b.spec.is_some() && b.time <= now - lurker_age;
+                if !ok {
+                    barrier = Some(b.id);
+                    break;
+                }
+                lurkable.push(Arc::clone(b));
+            }
+            (lurkable, barrier.map_or(list.newest().id, |b| b - 1))
+        };
+        let nshards = inner.shards.len();
+        let mut examined = 0usize;
+        let mut visited = 0usize;
+        while examined < budget && visited < nshards {
+            let si = inner.lurker_cursor.fetch_add(1, Ordering::Relaxed) & inner.shard_mask;
+            visited += 1;
+            let cands: Vec<Arc<ObjCore>> = {
+                let shard = lock(&inner.shards[si]);
+                shard
+                    .values()
+                    .flat_map(|h| h.cores.iter())
+                    .filter(|oc| {
+                        let b = oc.ban_id.load(Ordering::Acquire);
+                        oc.flags() & (F_BUSY | F_DYING | F_FAILED) == 0 && b != 0 && b < target
+                    })
+                    .cloned()
+                    .collect()
+            };
+            for oc in cands {
+                examined += 1;
+                let cur = oc.ban_id.load(Ordering::Acquire);
+                let Some(data) = oc.data.get() else { continue };
+                if cur == 0 || cur >= target {
+                    continue;
+                }
+                let obj = ban_object(&oc, data);
+                let mut hit = false;
+                let mut tested = false;
+                for b in lurkable.iter().rev() {
+                    if b.id <= cur {
+                        break;
+                    }
+                    if b.is_completed() {
+                        continue;
+                    }
+                    let Some(spec) = &b.spec else { continue };
+                    let (m, n) = spec.eval(&obj, None, now);
+                    tested = true;
+                    CacheStats::add(&stats.bans_lurker_tests_tested, n as u64);
+                    CacheStats::inc(&stats.bans_lurker_tested);
+                    if m {
+                        hit = true;
+                        break;
+                    }
+                }
+                if tested {
+                    report.tested += 1;
+                }
+                if hit {
+                    if inner.kill(&oc) {
+                        CacheStats::inc(&stats.bans_lurker_obj_killed);
+                        report.killed += 1;
+                    }
+                } else {
+                    inner.move_ban(&oc, cur, target);
+                }
+            }
+        }
+        report.completed = inner.bans_read().complete_moot(stats);
+        report.deleted = inner.bans_write().trim(stats);
+        report
+    }
+}
+
+/// `EXP_Reduce`: only ever shorten ttl/grace/keep, then re-arm.
+fn reduce(oc: &ObjCore, now: f64, ttl: f64, grace: f64, keep: f64) {
+    let t_origin = oc.t_origin.get();
+    if now + ttl - t_origin < oc.ttl.get() {
+        oc.ttl.set(now + ttl - t_origin);
+    }
+    if grace < oc.grace.get() {
+        oc.grace.set(grace);
+    }
+    if keep < oc.keep.get() {
+        oc.keep.set(keep);
+    }
+    oc.exp_when.set(oc.compute_exp_when());
+}
+
+fn remove_head_if_unused(shard: &mut HeadMap, key: &DigestKey, stats: &CacheStats) {
+    if shard
+        .get(key)
+        .is_some_and(|h| h.cores.is_empty() && h.waiters.is_empty())
+    {
+        shard.remove(key);
+        CacheStats::dec(&stats.n_objecthead);
+    }
+}
+
+fn ban_object<'a>(oc: &ObjCore, data: &'a ObjectData) -> BanObject<'a> {
+    BanObject {
+        status: data.status,
+        headers: &data.headers,
+        t_origin: oc.t_origin.get(),
+        ttl: oc.ttl.get(),
+        grace: oc.grace.get(),
+        keep: oc.keep.get(),
+    }
+}
+
+fn wake(waiters: Vec<oneshot::Sender<()>>, stats: &CacheStats) {
+    let mut n = 0;
+    for w in waiters {
+        if w.send(()).is_ok() {
+            n += 1;
+        }
+    }
+    CacheStats::add(&stats.busy_wakeup, n);
+}
+
+impl Inner {
+    fn shard(&self, d: &Digest) -> MutexGuard<'_, HeadMap> {
+        let i = (usize::from(d[0]) | usize::from(d[1]) << 8) & self.shard_mask;
+        lock(&self.shards[i])
+    }
+
+    fn bans_read(&self) -> RwLockReadGuard<'_, BanList> {
+        self.bans.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn bans_write(&self) -> RwLockWriteGuard<'_, BanList> {
+        self.bans.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Create a busy objcore on `head` referencing the newest ban.
+    fn new_busy(self: &Arc<Self>, head: &mut Head, digest: &Digest) -> BusyObj {
+        let ban_id = {
+            let list = self.bans_read();
+            let b = list.newest();
+            b.add_ref();
+            b.id
+        };
+        let oc = Arc::new(ObjCore::new_busy(*digest, ban_id, &self.stats));
+        head.cores.push(Arc::clone(&oc));
+        BusyObj {
+            oc,
+            cache: Arc::clone(self),
+            done: false,
+        }
+    }
+
+    /// The tail of the decision table, once the variant scan is done.
+    fn decide(
+        self: &Arc<Self>,
+        head: &mut Head,
+        req: &LookupRequest<'_>,
+        found: Option<Arc<ObjCore>>,
+        exp: Option<Arc<ObjCore>>,
+        busy_found: bool,
+        touch: &mut Option<Arc<ObjCore>>,
+    ) -> Lookup {
+        let now = req.now;
+        if let Some(oc) = found {
+            let f = oc.flags();
+            let vxid = oc.vxid.load(Ordering::Relaxed);
+            let dttl = oc.ttl_end(req.req_ttl) - now;
+            if f & F_HFP != 0 {
+                return Lookup::HitPass { vxid, dttl };
+            }
+            if f & F_HFM != 0 {
+                return Lookup::HitMiss {
+                    busy: self.new_busy(head, req.digest),
+                    vxid,
+                    dttl,
+                };
+            }
+            oc.hits.fetch_add(1, Ordering::Relaxed);
+            *touch = Some(Arc::clone(&oc));
+            return Lookup::Hit(ObjRef(oc));
+        }
+        if let Some(e) = exp.as_ref().filter(|e| e.flags() & F_HFM != 0) {
+            return Lookup::HitMiss {
+                vxid: e.vxid.load(Ordering::Relaxed),
+                dttl: e.ttl_end(req.req_ttl) - now,
+                busy: self.new_busy(head, req.digest),
+            };
+        }
+        let in_grace = |e: &Arc<ObjCore>| e.grace_end(req.req_ttl, req.req_grace) >= now;
+        if !busy_found {
+            let busy = self.new_busy(head, req.digest);
+            return match exp {
+                Some(e) if in_grace(&e) => {
+                    e.hits.fetch_add(1, Ordering::Relaxed);
+                    Lookup::Grace {
+                        stale: ObjRef(e),
+                        bgfetch: Some(busy),
+                    }
+                }
+                stale => Lookup::Miss {
+                    busy,
+                    stale: stale.map(ObjRef),
+                },
+            };
+        }
+        if let Some(e) = exp.filter(in_grace) {
+            e.hits.fetch_add(1, Ordering::Relaxed);
+            return Lookup::Grace {
+                stale: ObjRef(e),
+                bgfetch: None,
+            };
+        }
+        let (tx, rx) = oneshot::channel();
+        if head.waiters.len() >= 8 && head.waiters.len().is_power_of_two() {
+            head.waiters.retain(|w| !w.is_closed());
+        }
+        head.waiters.push(tx);
+        CacheStats::inc(&self.stats.busy_sleep);
+        Lookup::Busy(Waiter { rx })
+    }
+
+    /// Test an object against bans newer than the one it last passed; true if
+    /// one matches (the caller kills it). Called under the shard lock.
+    fn ban_check(&self, oc: &ObjCore, req: &LookupRequest<'_>) -> bool {
+        let cur = oc.ban_id.load(Ordering::Acquire);
+        if cur == self.newest_ban.load(Ordering::Acquire) {
+            return false;
+        }
+        let list = self.bans_read();
+        let newest = list.newest();
+        if cur == newest.id || cur == 0 {
+            return false;
+        }
+        let Some(data) = oc.data.get() else {
+            return false;
+        };
+        let obj = ban_object(oc, data);
+        let breq = BanRequest {
+            url: req.url,
+            headers: req.headers,
+        };
+        for b in list.newer_than(cur) {
+            if b.is_completed() {
+                continue;
+            }
+            let Some(spec) = &b.spec else { continue };
+            let (m, n) = spec.eval(&obj, Some(&breq), req.now);
+            CacheStats::inc(&self.stats.bans_tested);
+            CacheStats::add(&self.stats.bans_tests_tested, n as u64);
+            if m {
+                CacheStats::inc(&self.stats.bans_obj_killed);
+                return true;
+            }
+        }
+        if oc
+            .ban_id
+            .compare_exchange(cur, newest.id, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            if let Some(old) = list.get(cur) {
+                old.drop_ref();
+            }
+            newest.add_ref();
+        }
+        false
+    }
+
+    fn move_ban(&self, oc: &ObjCore, cur: u64, target: u64) {
+        let list = self.bans_read();
+        let (Some(old), Some(new)) = (list.get(cur), list.get(target)) else {
+            return;
+        };
+        if oc
+            .ban_id
+            .compare_exchange(cur, target, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            old.drop_ref();
+            new.add_ref();
+        }
+    }
+
+    /// Move an object to the fresh end of its LRU list (at most once per
+    /// `lru_interval`).
+    fn touch(&self, oc: &Arc<ObjCore>, now: f64) {
+        if now - oc.last_lru.get() < self.cfg.lru_interval {
+            return;
+        }
+        let Some(store) = oc.store.get() else { return };
+        oc.last_lru.set(now);
+        if store.lru().touch(oc) {
+            CacheStats::inc(&self.stats.n_lru_moved);
+        }
+    }
+
+    /// The removal owner's second half: LRU list and ban reference.
+    fn finish_removal(&self, oc: &ObjCore) {
+        if let Some(store) = oc.store.get() {
+            store.lru().remove(oc);
+        }
+        let b = oc.ban_id.swap(0, Ordering::AcqRel);
+        if b != 0
+            && let Some(ban) = self.bans_read().get(b)
+        {
+            ban.drop_ref();
+        }
+    }
+
+    /// Remove an object from its objhead (if not already dying). Returns whether
+    /// this call removed it.
+    fn kill(&self, oc: &Arc<ObjCore>) -> bool {
+        let key = DigestKey(oc.digest);
+        let killed = {
+            let mut shard = self.shard(&oc.digest);
+            let killed = match shard.get_mut(&key) {
+                Some(head) if oc.flags.fetch_or(F_DYING, Ordering::AcqRel) & F_DYING == 0 => {
+                    head.cores.retain(|c| !Arc::ptr_eq(c, oc));
+                    true
+                }
+                _ => false,
+            };
+            remove_head_if_unused(&mut shard, &key, &self.stats);
+            killed
+        };
+        if killed {
+            self.finish_removal(oc);
+        } else if oc.flags() & F_PRIVATE != 0 {
+            oc.flags.fetch_or(F_DYING, Ordering::AcqRel);
+        }
+        killed
+    }
+
+    fn exp_push(&self, oc: &Arc<ObjCore>) {
+        lock(&self.exp).push(ExpEntry {
+            when: oc.exp_when.get(),
+            oc: Arc::downgrade(oc),
+        });
+    }
+
+    /// Charge `bytes` to `store`, nuking up to `nuke_limit` LRU objects of that
+    /// store to make room.
+    fn allocate(&self, store: &StoreRef, bytes: u64) -> Result<(), StorageError> {
+        let sv = store.stevedore();
+        let err = |nuked| StorageError {
+            store: sv.name(),
+            wanted: bytes,
+            nuked,
+        };
+        let mut nuked = 0u32;
+        loop {
+            if sv.try_alloc(bytes).is_ok() {
+                return Ok(());
+            }
+            if sv.limit().is_some_and(|l| bytes > l) {
+                return Err(err(nuked));
+            }
+            if nuked >= self.cfg.nuke_limit {
+                CacheStats::inc(&self.stats.n_lru_limited);
+                return Err(err(nuked));
+            }
+            if !self.nuke_one(store) {
+                return Err(err(nuked));
+            }
+            nuked += 1;
+        }
+    }
+
+    /// Evict the least recently used idle object of `store`.
+    fn nuke_one(&self, store: &StoreRef) -> bool {
+        loop {
+            let Some(oc) = store.lru().victim(64) else {
+                return false;
+            };
+            if self.kill(&oc) {
+                CacheStats::inc(&self.stats.n_lru_nuked);
+                return true;
+            }
+            // Already being removed by someone else: take it off the list so
+            // the scan moves on.
+            store.lru().remove(&oc);
+        }
+    }
+
+    /// Fill a busy objcore: charge its store, attach data and timing, put it on
+    /// the LRU list and the expiry heap. Does not clear BUSY.
+    fn fill(
+        self: &Arc<Self>,
+        oc: &Arc<ObjCore>,
+        obj: NewObject,
+        store: &StoreRef,
+    ) -> Result<Unbusied, StorageError> {
+        let NewObject {
+            meta,
+            status,
+            reason,
+            headers,
+            gzip,
+            body,
+        } = obj;
+        let (body, writer): (Body, Option<BodyWriter>) = match body {
+            NewBody::Empty => (Body::empty(), None),
+            NewBody::Complete(b) => (b, None),
+            NewBody::Streamed => {
+                let (w, b) = Body::new();
+                (b, Some(w))
+            }
+        };
+        let data = ObjectData {
+            status,
+            reason,
+            headers,
+            gzip,
+            body,
+        };
+        let overhead = std::mem::size_of::<ObjCore>()
+            + data.header_bytes()
+            + oc.vary.get().map_or(0, VarySpec::heap_size)
+            + data.body.len_so_far() as usize;
+        self.allocate(store, overhead as u64)?;
+        oc.charged.store(overhead as u64, Ordering::Relaxed);
+        oc.allocs.store(1, Ordering::Relaxed);
+        // Set once: `fill` runs once per objcore (BusyObj is consumed).
+        let _ = oc.store.set(store.clone());
+        let _ = oc.data.set(data);
+        CacheStats::inc(&self.stats.n_object);
+        let ObjMeta {
+            vxid,
+            t_origin,
+            ttl,
+            grace,
+            keep,
+            kind,
+        } = meta;
+        oc.vxid.store(vxid, Ordering::Relaxed);
+        oc.t_origin.set(t_origin);
+        oc.ttl.set(ttl);
+        oc.grace.set(grace);
+        oc.keep.set(keep);
+        oc.exp_when.set(oc.compute_exp_when());
+        oc.last_lru.set(t_origin);
+        match kind {
+            ObjKind::Normal => {}
+            ObjKind::HitForMiss => {
+                oc.flags.fetch_or(F_HFM, Ordering::AcqRel);
+            }
+            ObjKind::HitForPass => {
+                oc.flags.fetch_or(F_HFP, Ordering::AcqRel);
+            }
+        }
+        let body = writer.map(|w| FetchBody {
+            writer: Some(w),
+            oc: Arc::clone(oc),
+            store: store.clone(),
+            cache: Arc::clone(self),
+        });
+        Ok(Unbusied {
+            obj: ObjRef(Arc::clone(oc)),
+            body,
+        })
+    }
+
+    /// A busy objcore's fetch failed or was abandoned: remove it and wake the
+    /// waiting list so another request can try.
+    fn fail_busy(&self, oc: &Arc<ObjCore>) {
+        let key = DigestKey(oc.digest);
+        let waiters = {
+            let mut shard = self.shard(&oc.digest);
+            oc.flags.fetch_or(F_FAILED | F_DYING, Ordering::AcqRel);
+            let w = match shard.get_mut(&key) {
+                Some(head) => {
+                    head.cores.retain(|c| !Arc::ptr_eq(c, oc));
+                    std::mem::take(&mut head.waiters)
+                }
+                None => Vec::new(),
+            };
+            remove_head_if_unused(&mut shard, &key, &self.stats);
+            w
+        };
+        wake(waiters, &self.stats);
+        self.finish_removal(oc);
+    }
+}
+
+/// A busy objcore: the right (and duty) to fetch an object others may be
+/// waiting for. Finish it with [`unbusy`](Self::unbusy); dropping it or calling
+/// [`fail`](Self::fail) marks the fetch failed and wakes the waiting list.
+#[derive(Debug)]
+pub struct BusyObj {
+    oc: Arc<ObjCore>,
+    cache: Arc<Inner>,
+    done: bool,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CacheInner")
+    }
+}
+
+impl BusyObj {
+    /// The objhead digest.
+    pub fn digest(&self) -> &Digest {
+        &self.oc.digest
+    }
+
+    /// Record the Vary spec as soon as the backend response headers are known,
+    /// so requests with other header values stop waiting on this fetch. Only the
+    /// first call counts; returns whether it was recorded.
+    pub fn set_vary(&self, spec: VarySpec) -> bool {
+        self.oc.vary.set(spec).is_ok()
+    }
+
+    /// Insert the fetched object into the cache and wake the waiting list
+    /// (`HSH_Unbusy`). On a storage failure the busy objcore is failed (waiters
+    /// woken) and the error returned (the server answers 503).
+    pub fn unbusy(mut self, obj: NewObject, store: &StoreRef) -> Result<Unbusied, StorageError> {
+        self.done = true;
+        let inner = Arc::clone(&self.cache);
+        let out = match inner.fill(&self.oc, obj, store) {
+            Ok(out) => out,
+            Err(e) => {
+                inner.fail_busy(&self.oc);
+                return Err(e);
+            }
+        };
+        if let Some(store) = self.oc.store.get() {
+            store.lru().insert(&self.oc);
+        }
+        inner.exp_push(&self.oc);
+        let key = DigestKey(self.oc.digest);
+        let waiters = {
+            let mut shard = inner.shard(&self.oc.digest);
+            self.oc.flags.fetch_and(!F_BUSY, Ordering::AcqRel);
+            match shard.get_mut(&key) {
+                Some(head) => {
+                    if let Some(pos) = head.cores.iter().position(|c| Arc::ptr_eq(c, &self.oc)) {
+                        let oc = head.cores.remove(pos);
+                        head.cores.insert(0, oc);
+                    }
+                    std::mem::take(&mut head.waiters)
+                }
+                None => Vec::new(),
+            }
+        };
+        wake(waiters, &inner.stats);
+        Ok(out)
+    }
+
+    /// The fetch failed (`HSH_Fail`).
+    pub fn fail(mut self) {
+        self.done = true;
+        self.cache.fail_busy(&self.oc);
+    }
+}
+
+impl Drop for BusyObj {
+    fn drop(&mut self) {
+        if !self.done {
+            self.cache.fail_busy(&self.oc);
+        }
+    }
+}
+
+/// The writer of a streamed object body. Each segment is charged to the
+/// object's store (evicting LRU objects when full). Dropping it unfinished, or
+/// [`fail`](Self::fail), fails the body and removes the object from the cache.
+#[derive(Debug)]
+pub struct FetchBody {
+    writer: Option<BodyWriter>,
+    oc: Arc<ObjCore>,
+    store: StoreRef,
+    cache: Arc<Inner>,
+}
+
+impl FetchBody {
+    /// Append a segment; on a storage failure nothing is appended (the caller
+    /// should then [`fail`](Self::fail)).
+    pub fn push(&mut self, seg: Bytes) -> Result<(), StorageError> {
+        if seg.is_empty() {
+            return Ok(());
+        }
+        let n = seg.len() as u64;
+        self.cache.allocate(&self.store, n)?;
+        self.oc.charged.fetch_add(n, Ordering::Relaxed);
+        self.oc.allocs.fetch_add(1, Ordering::Relaxed);
+        if let Some(w) = self.writer.as_mut() {
+            w.push(seg);
+        }
+        Ok(())
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> u64 {
+        self.writer.as_ref().map_or(0, BodyWriter::len)
+    }
+
+    /// Whether nothing was written yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The body complete.
+    pub fn finish(mut self) {
+        if let Some(w) = self.writer.take() {
+            w.finish();
+        }
+    }
+
+    /// The fetch failed mid-body: readers get an error, the object leaves the
+    /// cache.
+    pub fn fail(mut self) {
+        self.fail_inner();
+    }
+
+    fn fail_inner(&mut self) {
+        if let Some(w) = self.writer.take() {
+            w.fail();
+            self.oc.flags.fetch_or(F_FAILED, Ordering::AcqRel);
+            self.cache.kill(&self.oc);
+        }
+    }
+}
+
+impl Drop for FetchBody {
+    fn drop(&mut self) {
+        self.fail_inner();
+    }
+}

@@ -1,0 +1,335 @@
+//! Objects: the per-variant core ([`ObjCore`], internal) and what the server sees of
+//! it ([`ObjRef`], [`ObjectData`], [`ObjFlags`], [`ObjMeta`]).
+//!
+//! An objcore is created busy by a lookup miss, filled in once by `unbusy`, and
+//! from then on only its timing (purge/rearm), flags, hit counter, LRU stamp and
+//! ban reference change; all of those are atomics so a cache hit reads an object
+//! without taking any lock beyond the shard lookup. The stored response
+//! ([`ObjectData`]) is set exactly once and is immutable afterwards.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+use lacquer_storage::Body;
+
+use crate::hash::Digest;
+use crate::lru::StoreRef;
+use crate::stats::CacheStats;
+use crate::vary::{HeaderLookup, VarySpec};
+
+pub(crate) const F_BUSY: u32 = 1;
+pub(crate) const F_FAILED: u32 = 2;
+pub(crate) const F_PRIVATE: u32 = 4;
+pub(crate) const F_HFM: u32 = 8;
+pub(crate) const F_HFP: u32 = 16;
+pub(crate) const F_DYING: u32 = 32;
+
+/// A snapshot of an objcore's flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObjFlags(pub(crate) u32);
+
+impl ObjFlags {
+    /// Being fetched; not yet usable.
+    pub fn busy(self) -> bool {
+        self.0 & F_BUSY != 0
+    }
+    /// The fetch failed.
+    pub fn failed(self) -> bool {
+        self.0 & F_FAILED != 0
+    }
+    /// Not in the cache (pass).
+    pub fn private(self) -> bool {
+        self.0 & F_PRIVATE != 0
+    }
+    /// Hit-for-miss marker.
+    pub fn hit_for_miss(self) -> bool {
+        self.0 & F_HFM != 0
+    }
+    /// Hit-for-pass marker.
+    pub fn hit_for_pass(self) -> bool {
+        self.0 & F_HFP != 0
+    }
+    /// Removed from the cache (expired, purged, banned, nuked or killed).
+    pub fn dying(self) -> bool {
+        self.0 & F_DYING != 0
+    }
+}
+
+/// What kind of object an `unbusy` makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjKind {
+    /// A cacheable response.
+    Normal,
+    /// `beresp.uncacheable`: later lookups miss without waiting (hit-for-miss).
+    HitForMiss,
+    /// `return (pass(DURATION))` from `vcl_backend_response`: later lookups pass.
+    HitForPass,
+}
+
+/// Identity and timing of a new object.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ObjMeta {
+    /// The backend transaction's vxid (`obj.xid`, logged by `Hit`/`HitMiss`).
+    pub vxid: u32,
+    /// When the response was generated/validated (seconds since the epoch).
+    pub t_origin: f64,
+    /// Time to live from `t_origin`.
+    pub ttl: f64,
+    /// Grace after the ttl.
+    pub grace: f64,
+    /// Keep (for conditional revalidation) after the grace.
+    pub keep: f64,
+    /// Normal, hit-for-miss or hit-for-pass.
+    pub kind: ObjKind,
+}
+
+/// The stored response of an object. Immutable once inserted.
+#[derive(Debug)]
+pub struct ObjectData {
+    /// Response status.
+    pub status: u16,
+    /// Response reason phrase.
+    pub reason: Bytes,
+    /// Response headers in order, as (name, value).
+    pub headers: Vec<(Bytes, Bytes)>,
+    /// Whether the stored body is gzip-compressed by the cache.
+    pub gzip: bool,
+    /// The body (possibly still being fetched).
+    pub body: Body,
+}
+
+impl ObjectData {
+    /// The first header called `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers.header(name)
+    }
+
+    /// `Last-Modified`, if present (for `If-Modified-Since` revalidation).
+    pub fn last_modified(&self) -> Option<&[u8]> {
+        self.header("last-modified")
+    }
+
+    /// `ETag`, if present (for `If-None-Match` revalidation).
+    pub fn etag(&self) -> Option<&[u8]> {
+        self.header("etag")
+    }
+
+    pub(crate) fn header_bytes(&self) -> usize {
+        self.reason.len()
+            + self
+                .headers
+                .iter()
+                .map(|(k, v)| k.len() + v.len() + std::mem::size_of::<(Bytes, Bytes)>())
+                .sum::<usize>()
+    }
+}
+
+/// An f64 stored in an `AtomicU64`.
+#[derive(Debug, Default)]
+pub(crate) struct AtomicF64(AtomicU64);
+
+impl AtomicF64 {
+    pub(crate) fn new(v: f64) -> Self {
+        AtomicF64(AtomicU64::new(v.to_bits()))
+    }
+    pub(crate) fn get(&self) -> f64 {
+        f64::from_bits(self.0.load(Ordering::Relaxed))
+    }
+    pub(crate) fn set(&self, v: f64) {
+        self.0.store(v.to_bits(), Ordering::Relaxed)
+    }
+}
+
+/// One variant of an objhead. See the module documentation.
+#[derive(Debug)]
+pub(crate) struct ObjCore {
+    pub(crate) digest: Digest,
+    pub(crate) flags: AtomicU32,
+    pub(crate) vxid: AtomicU32,
+    pub(crate) t_origin: AtomicF64,
+    pub(crate) ttl: AtomicF64,
+    pub(crate) grace: AtomicF64,
+    pub(crate) keep: AtomicF64,
+    /// `t_origin + ttl + grace + keep`: when the expiry removes it.
+    pub(crate) exp_when: AtomicF64,
+    pub(crate) hits: AtomicU64,
+    pub(crate) last_lru: AtomicF64,
+    /// Key in the store's LRU map; 0 when not on an LRU list.
+    pub(crate) lru_key: AtomicU64,
+    /// Id of the newest ban this object was checked against; 0 = no reference.
+    pub(crate) ban_id: AtomicU64,
+    pub(crate) vary: OnceLock<VarySpec>,
+    pub(crate) data: OnceLock<ObjectData>,
+    pub(crate) store: OnceLock<StoreRef>,
+    /// Bytes and allocations charged to `store`, returned on drop.
+    pub(crate) charged: AtomicU64,
+    pub(crate) allocs: AtomicU64,
+    stats: Arc<CacheStats>,
+}
+
+impl ObjCore {
+    pub(crate) fn new_busy(digest: Digest, ban_id: u64, stats: &Arc<CacheStats>) -> ObjCore {
+        CacheStats::inc(&stats.n_objectcore);
+        ObjCore {
+            digest,
+            flags: AtomicU32::new(F_BUSY),
+            vxid: AtomicU32::new(0),
+            t_origin: AtomicF64::new(0.0),
+            ttl: AtomicF64::new(0.0),
+            grace: AtomicF64::new(0.0),
+            keep: AtomicF64::new(0.0),
+            exp_when: AtomicF64::new(0.0),
+            hits: AtomicU64::new(0),
+            last_lru: AtomicF64::new(0.0),
+            lru_key: AtomicU64::new(0),
+            ban_id: AtomicU64::new(ban_id),
+            vary: OnceLock::new(),
+            data: OnceLock::new(),
+            store: OnceLock::new(),
+            charged: AtomicU64::new(0),
+            allocs: AtomicU64::new(0),
+            stats: Arc::clone(stats),
+        }
+    }
+
+    pub(crate) fn flags(&self) -> u32 {
+        self.flags.load(Ordering::Acquire)
+    }
+
+    /// `EXP_Ttl`: end of freshness, honouring a shorter `req.ttl`.
+    pub(crate) fn ttl_end(&self, req_ttl: Option<f64>) -> f64 {
+        let mut r = self.ttl.get();
+        if let Some(t) = req_ttl
+            && t > 0.0
+            && t < r
+        {
+            r = t;
+        }
+        self.t_origin.get() + r
+    }
+
+    /// `EXP_Ttl_grace`: end of grace, honouring a shorter `req.grace`.
+    pub(crate) fn grace_end(&self, req_ttl: Option<f64>, req_grace: Option<f64>) -> f64 {
+        let mut g = self.grace.get();
+        if let Some(rg) = req_grace
+            && rg >= 0.0
+            && rg < g
+        {
+            g = rg;
+        }
+        self.ttl_end(req_ttl) + g
+    }
+
+    pub(crate) fn compute_exp_when(&self) -> f64 {
+        self.t_origin.get() + self.ttl.get() + self.grace.get() + self.keep.get()
+    }
+}
+
+impl Drop for ObjCore {
+    fn drop(&mut self) {
+        if let Some(store) = self.store.get() {
+            let bytes = *self.charged.get_mut();
+            let allocs = *self.allocs.get_mut();
+            if allocs > 0 {
+                store.stevedore().free(bytes, allocs);
+            }
+        }
+        CacheStats::dec(&self.stats.n_objectcore);
+        if self.data.get().is_some() {
+            CacheStats::dec(&self.stats.n_object);
+        }
+    }
+}
+
+/// A counted reference to an inserted (no longer busy) object. Holding it keeps
+/// the object's memory alive even after it leaves the cache, like Varnish's
+/// objcore references.
+#[derive(Debug, Clone)]
+pub struct ObjRef(pub(crate) Arc<ObjCore>);
+
+impl ObjRef {
+    /// The stored response.
+    pub fn data(&self) -> &ObjectData {
+        // Invariant: an ObjRef is only made for objects that went through unbusy.
+        self.0
+            .data
+            .get()
+            .expect("ObjRef made for an object without data")
+    }
+
+    /// The body (shortcut for `data().body`).
+    pub fn body(&self) -> &Body {
+        &self.data().body
+    }
+
+    /// The vxid of the fetch that made it.
+    pub fn vxid(&self) -> u32 {
+        self.0.vxid.load(Ordering::Relaxed)
+    }
+
+    /// The objhead digest.
+    pub fn digest(&self) -> &Digest {
+        &self.0.digest
+    }
+
+    /// Current flags.
+    pub fn flags(&self) -> ObjFlags {
+        ObjFlags(self.0.flags())
+    }
+
+    /// `obj.hits`
+    pub fn hits(&self) -> u64 {
+        self.0.hits.load(Ordering::Relaxed)
+    }
+
+    /// When it was generated/validated.
+    pub fn t_origin(&self) -> f64 {
+        self.0.t_origin.get()
+    }
+
+    /// `obj.ttl` as stored (relative to `t_origin`).
+    pub fn ttl(&self) -> f64 {
+        self.0.ttl.get()
+    }
+
+    /// `obj.grace`
+    pub fn grace(&self) -> f64 {
+        self.0.grace.get()
+    }
+
+    /// `obj.keep`
+    pub fn keep(&self) -> f64 {
+        self.0.keep.get()
+    }
+
+    /// `obj.age` at `now`.
+    pub fn age(&self, now: f64) -> f64 {
+        now - self.t_origin()
+    }
+
+    /// Remaining time to live at `now` (negative once stale), as VCL's `obj.ttl`.
+    pub fn remaining_ttl(&self, now: f64) -> f64 {
+        self.t_origin() + self.ttl() - now
+    }
+
+    /// The Vary spec the variant was stored with.
+    pub fn vary(&self) -> Option<&VarySpec> {
+        self.0.vary.get()
+    }
+
+    /// Name of the store holding it (`obj.storage`).
+    pub fn store_name(&self) -> Option<&'static str> {
+        self.0.store.get().map(|s| s.name())
+    }
+
+    /// Bytes charged to its store for it.
+    pub fn charged_bytes(&self) -> u64 {
+        self.0.charged.load(Ordering::Relaxed)
+    }
+
+    /// Whether two references denote the same objcore.
+    pub fn same(&self, other: &ObjRef) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}

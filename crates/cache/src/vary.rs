@@ -1,0 +1,154 @@
+//! `Vary` handling: which request header values an object variant was made for.
+//!
+//! When a fetched response carries `Vary`, the values of the listed headers in the
+//! request that caused the fetch are captured ([`VarySpec::capture`]); a later
+//! request may only use that variant if its own values are the same
+//! ([`VarySpec::matches`]). Header names compare case-insensitively, values
+//! exactly after trailing white space is removed (as varnishd does). A header
+//! absent when captured only matches requests that lack it too. `Vary: *` makes a
+//! variant that no request matches.
+
+/// Access to a message's headers by case-insensitive name (first occurrence).
+pub trait HeaderLookup: Sync {
+    /// The value of the first header called `name`, if any.
+    fn header(&self, name: &str) -> Option<&[u8]>;
+}
+
+impl<K: AsRef<[u8]> + Sync, V: AsRef<[u8]> + Sync> HeaderLookup for [(K, V)] {
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.iter()
+            .find(|(k, _)| k.as_ref().eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, v)| v.as_ref())
+    }
+}
+
+impl<K: AsRef<[u8]> + Sync, V: AsRef<[u8]> + Sync> HeaderLookup for Vec<(K, V)> {
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.as_slice().header(name)
+    }
+}
+
+/// No headers at all.
+impl HeaderLookup for () {
+    fn header(&self, _name: &str) -> Option<&[u8]> {
+        None
+    }
+}
+
+fn trim_end(v: &[u8]) -> &[u8] {
+    let n = v
+        .iter()
+        .rposition(|c| !matches!(c, b' ' | b'\t'))
+        .map_or(0, |p| p + 1);
+    &v[..n]
+}
+
+/// A captured header: lower-case name and value (`None`: absent).
+type VaryEntry = (Box<str>, Option<Box<[u8]>>);
+
+/// The request header values a variant was made for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VarySpec {
+    never: bool,
+    entries: Box<[VaryEntry]>,
+}
+
+impl VarySpec {
+    /// Capture the values named by a response's `Vary` header value(s) from the
+    /// request. Returns `None` when `Vary` names no header (nothing to match).
+    pub fn capture<'a, I>(vary_values: I, req: &dyn HeaderLookup) -> Option<VarySpec>
+    where
+        I: IntoIterator<Item = &'a [u8]>,
+    {
+        let mut never = false;
+        let mut entries: Vec<VaryEntry> = Vec::new();
+        for v in vary_values {
+            for tok in v.split(|c| *c == b',') {
+                let tok = trim_end(tok);
+                let start = tok.iter().position(|c| !matches!(c, b' ' | b'\t'));
+                let Some(start) = start else { continue };
+                let tok = &tok[start..];
+                if tok == b"*" {
+                    never = true;
+                    continue;
+                }
+                let Ok(name) = std::str::from_utf8(tok) else {
+                    never = true;
+                    continue;
+                };
+                let name = name.to_ascii_lowercase();
+                if entries.iter().any(|(n, _)| **n == *name) {
+                    continue;
+                }
+                let val = req.header(&name).map(|v| Box::<[u8]>::from(trim_end(v)));
+                entries.push((name.into_boxed_str(), val));
+            }
+        }
+        if entries.is_empty() && !never {
+            return None;
+        }
+        Some(VarySpec {
+            never,
+            entries: entries.into_boxed_slice(),
+        })
+    }
+
+    /// Whether a request may use the variant.
+    pub fn matches(&self, req: &dyn HeaderLookup) -> bool {
+        !self.never
+            && self
+                .entries
+                .iter()
+                .all(|(name, val)| match (req.header(name), val) {
+                    (None, None) => true,
+                    (Some(r), Some(v)) => trim_end(r) == &v[..],
+                    _ => false,
+                })
+    }
+
+    /// The captured (lower-case) header names and values.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, Option<&[u8]>)> {
+        self.entries.iter().map(|(n, v)| (&**n, v.as_deref()))
+    }
+
+    /// Heap bytes held by this spec (for storage accounting).
+    pub fn heap_size(&self) -> usize {
+        self.entries
+            .iter()
+            .map(|(n, v)| n.len() + v.as_ref().map_or(0, |v| v.len()) + 40)
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_and_match() {
+        let req: Vec<(&str, &str)> = vec![("Accept-Encoding", "gzip  "), ("X-Foo", "1")];
+        let spec = VarySpec::capture([&b"accept-encoding, X-Bar"[..]], &req).unwrap();
+        assert_eq!(
+            spec.entries().collect::<Vec<_>>(),
+            vec![("accept-encoding", Some(&b"gzip"[..])), ("x-bar", None)]
+        );
+        assert!(spec.matches(&req));
+        let other: Vec<(&str, &str)> = vec![("accept-encoding", "gzip")];
+        assert!(spec.matches(&other));
+        let br: Vec<(&str, &str)> = vec![("accept-encoding", "br")];
+        assert!(!spec.matches(&br));
+        let with_bar: Vec<(&str, &str)> = vec![("accept-encoding", "gzip"), ("x-bar", "")];
+        assert!(!spec.matches(&with_bar));
+        assert!(!spec.matches(&()));
+    }
+
+    #[test]
+    fn star_and_empty() {
+        assert!(VarySpec::capture([&b" , "[..]], &()).is_none());
+        let s = VarySpec::capture([&b"*"[..]], &()).unwrap();
+        assert!(!s.matches(&()));
+        let dup = VarySpec::capture([&b"A, a"[..], &b"a"[..]], &()).unwrap();
+        assert_eq!(dup.entries().count(), 1);
+        assert!(dup.matches(&()));
+    }
+}

@@ -1,0 +1,306 @@
+//! Purges, bans (lookup-time and lurker), LRU nuking and storage accounting.
+
+mod common;
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use common::*;
+use lacquer_cache::*;
+
+fn insert_with_headers(
+    c: &Cache,
+    d: &Digest,
+    vxid: u32,
+    status: u16,
+    hdrs: &[(&'static str, &'static str)],
+) -> ObjRef {
+    let (busy, _) = expect_miss(lookup(c, d, T0));
+    let s0 = c.store("s0").unwrap();
+    let mut o = new_obj(meta(vxid, T0, 3600.0, 10.0, 0.0), b"body");
+    o.status = status;
+    for (k, v) in hdrs {
+        o.headers.push((
+            Bytes::from_static(k.as_bytes()),
+            Bytes::from_static(v.as_bytes()),
+        ));
+    }
+    busy.unbusy(o, &s0).unwrap().obj
+}
+
+fn lookup_url(c: &Cache, d: &Digest, url: &str, now: f64) -> LookupResult {
+    c.lookup(&LookupRequest::new(d, url.as_bytes(), &(), now))
+}
+
+#[test]
+fn hard_purge_removes_all_variants_but_not_busy() {
+    let c = cache();
+    let d = digest("/p");
+    let s0 = c.store("s0").unwrap();
+    let mut r = LookupRequest::new(&d, b"/", &(), T0);
+    r.always_miss = true;
+    for v in 1..=3 {
+        let (busy, _) = expect_miss(c.lookup(&r).kind);
+        busy.unbusy(new_obj(meta(v, T0, 60.0, 10.0, 0.0), b"x"), &s0)
+            .unwrap();
+    }
+    let (busy, _) = expect_miss(c.lookup(&r).kind);
+    let other = digest("/other");
+    insert(&c, &other, meta(9, T0, 60.0, 0.0, 0.0), b"o");
+    assert_eq!(c.purge(&d, T0 + 1.0, 0.0, 0.0, 0.0), 3);
+    assert_eq!(get(&c.stats().n_purges), 1);
+    assert_eq!(get(&c.stats().n_obj_purged), 3);
+    assert_eq!(get(&c.stats().n_object), 1);
+    // The busy one survives and is then inserted.
+    busy.unbusy(new_obj(meta(4, T0, 60.0, 10.0, 0.0), b"x"), &s0)
+        .unwrap();
+    assert_eq!(expect_hit(lookup(&c, &d, T0 + 2.0)).vxid(), 4);
+    expect_hit(lookup(&c, &other, T0 + 2.0));
+    assert_eq!(c.purge(&digest("/none"), T0, 0.0, 0.0, 0.0), 0);
+    assert_eq!(
+        s0.stevedore().stats().g_alloc.load(Ordering::Relaxed),
+        2,
+        "purged objects' storage is returned"
+    );
+}
+
+#[test]
+fn soft_purge_makes_stale_but_keeps_grace() {
+    let c = cache();
+    let d = digest("/soft");
+    insert(&c, &d, meta(1, T0, 600.0, 100.0, 0.0), b"x");
+    // purge.soft(ttl=0, grace=30s)
+    assert_eq!(c.purge(&d, T0 + 10.0, 0.0, 30.0, 0.0), 1);
+    assert_eq!(get(&c.stats().n_purges), 0);
+    match lookup(&c, &d, T0 + 11.0) {
+        Lookup::Grace { stale, bgfetch } => {
+            assert_eq!(stale.remaining_ttl(T0 + 10.0), 0.0);
+            assert_eq!(stale.grace(), 30.0);
+            assert!(bgfetch.is_some());
+        }
+        other => panic!("expected Grace, got {other:?}"),
+    }
+    // Longer values never extend: grace stays 30.
+    c.purge(&d, T0 + 12.0, 0.0, 60.0, 0.0);
+    assert_eq!(c.expire_due(T0 + 39.0), 0);
+    assert_eq!(c.expire_due(T0 + 40.5), 1);
+}
+
+#[test]
+fn req_ban_checked_at_lookup_only_for_older_objects() {
+    let c = cache();
+    let da = digest("/news/a");
+    let db = digest("/sport/b");
+    insert(&c, &da, meta(1, T0, 3600.0, 0.0, 0.0), b"a");
+    insert(&c, &db, meta(2, T0, 3600.0, 0.0, 0.0), b"b");
+    c.ban_str("req.url ~ ^/news", T0 + 1.0).unwrap();
+    assert_eq!(get(&c.stats().bans), 2);
+    assert_eq!(get(&c.stats().bans_req), 1);
+    // Object inserted after the ban is not affected by it.
+    let dc = digest("/news/c");
+    insert(&c, &dc, meta(3, T0 + 2.0, 3600.0, 0.0, 0.0), b"c");
+    assert_eq!(get(&c.stats().bans_tested), 0);
+
+    let r = lookup_url(&c, &db, "/sport/b", T0 + 3.0);
+    expect_hit(r.kind);
+    assert!(r.banned.is_empty());
+    assert_eq!(get(&c.stats().bans_tested), 1);
+    // Once checked, not tested again.
+    expect_hit(lookup_url(&c, &db, "/sport/b", T0 + 3.0).kind);
+    assert_eq!(get(&c.stats().bans_tested), 1);
+
+    let r = lookup_url(&c, &da, "/news/a", T0 + 3.0);
+    assert_eq!(r.banned, vec![1]);
+    let (busy, stale) = expect_miss(r.kind);
+    assert!(stale.is_none());
+    drop(busy);
+    assert_eq!(get(&c.stats().bans_obj_killed), 1);
+    expect_hit(lookup_url(&c, &dc, "/news/c", T0 + 3.0).kind);
+
+    let list = c.ban_list();
+    let lines: Vec<&str> = list.lines().collect();
+    assert_eq!(lines[0], "Present bans:");
+    assert!(lines[1].ends_with(" -  req.url ~ ^/news"), "{list}");
+    // Refcount column: /sport/b and /news/c now reference the ban.
+    assert!(lines[1].contains("     2 -"), "{list}");
+    assert_eq!(lines.len(), 3, "{list}");
+    assert!(lines[2].ends_with(" C  "), "{list}");
+}
+
+#[test]
+fn lurker_kills_obj_bans_completes_and_trims() {
+    let c = cache();
+    let mut kept = Vec::new();
+    for i in 0..40u32 {
+        let d = digest(&format!("/l{i}"));
+        let tag = if i % 4 == 0 { "red" } else { "blue" };
+        let hdrs: &[(&'static str, &'static str)] = if tag == "red" {
+            &[("X-Tag", "red")]
+        } else {
+            &[("X-Tag", "blue")]
+        };
+        insert_with_headers(&c, &d, i, 200, hdrs);
+        kept.push((d, tag));
+    }
+    c.ban_str("obj.http.x-tag == red", T0 + 1.0).unwrap();
+    c.ban_str("obj.http.x-tag == red", T0 + 1.0).unwrap();
+    assert_eq!(get(&c.stats().bans_dups), 1);
+    assert_eq!(get(&c.stats().bans_completed), 2);
+    // Too young for the lurker (ban_lurker_age 60s): nothing happens.
+    let r = c.ban_lurker_step(T0 + 2.0, 60.0, 1000);
+    assert_eq!(r.killed, 0);
+    assert_eq!(r.tested, 0);
+    let r = c.ban_lurker_step(T0 + 100.0, 60.0, 1000);
+    assert_eq!(r.tested, 40);
+    assert_eq!(r.killed, 10);
+    assert_eq!(get(&c.stats().bans_lurker_obj_killed), 10);
+    assert_eq!(get(&c.stats().n_object), 30);
+    // All objects now past the ban: it completed, the old ones were trimmed.
+    assert!(r.completed >= 1);
+    assert_eq!(r.deleted, 1, "{r:?}");
+    // The boot ban went in the first step, the duplicate in this one.
+    assert_eq!(get(&c.stats().bans_deleted), 2);
+    let list = c.ban_list();
+    assert_eq!(list.lines().count(), 2, "{list}");
+    assert!(list.contains("30 C  obj.http.x-tag == red"), "{list}");
+    for (d, tag) in kept {
+        let l = lookup(&c, &d, T0 + 101.0);
+        match (tag, l) {
+            ("red", Lookup::Miss { .. }) | ("blue", Lookup::Hit(_)) => {}
+            (t, other) => panic!("{t}: unexpected {other:?}"),
+        }
+    }
+    // A later lurker step on a quiet list changes nothing.
+    let r = c.ban_lurker_step(T0 + 200.0, 60.0, 1000);
+    assert_eq!((r.killed, r.deleted), (0, 0));
+}
+
+#[test]
+fn lurker_cannot_pass_req_bans_but_lookup_can() {
+    let c = cache();
+    let d = digest("/mixed");
+    insert_with_headers(&c, &d, 1, 200, &[]);
+    c.ban_str("req.url ~ nothing", T0 + 1.0).unwrap();
+    c.ban_str("obj.status == 404", T0 + 1.0).unwrap();
+    let r = c.ban_lurker_step(T0 + 100.0, 0.0, 1000);
+    assert_eq!(r.killed, 0);
+    assert_eq!(get(&c.stats().bans), 3);
+    // The lookup tests both and moves the object to the newest ban.
+    expect_hit(lookup_url(&c, &d, "/mixed", T0 + 101.0).kind);
+    assert_eq!(get(&c.stats().bans_tested), 2);
+    let r = c.ban_lurker_step(T0 + 102.0, 0.0, 1000);
+    assert!(r.deleted >= 2, "{r:?}");
+    assert_eq!(get(&c.stats().bans), 1);
+    assert_eq!(
+        get(&c.stats().bans_added) - get(&c.stats().bans_deleted),
+        get(&c.stats().bans)
+    );
+}
+
+#[test]
+fn ban_duration_fields() {
+    let c = cache();
+    let d1 = digest("/short");
+    let d2 = digest("/long");
+    insert(&c, &d1, meta(1, T0, 60.0, 0.0, 0.0), b"x");
+    insert(&c, &d2, meta(2, T0, 86400.0 * 2.0, 0.0, 0.0), b"x");
+    c.ban_str("obj.ttl > 1d", T0 + 1.0).unwrap();
+    let r = c.ban_lurker_step(T0 + 2.0, 0.0, 100);
+    assert_eq!(r.killed, 1);
+    expect_hit(lookup(&c, &d1, T0 + 3.0));
+    expect_miss(lookup(&c, &d2, T0 + 3.0));
+    assert!(c.ban_list().contains("obj.ttl > 1d"));
+    assert!(c.ban_str("obj.age == 4", T0).is_err());
+    assert_eq!(
+        c.ban_str("obj.http.foo > 4d", T0).unwrap_err().to_string(),
+        "expected conditional (==, !=, ~ or !~) got \">\""
+    );
+}
+
+#[test]
+fn lru_nukes_oldest_idle_objects() {
+    // Room for about four objects of 1000 body bytes plus overhead.
+    let c = cache_with(Some(6000), 50);
+    let s0 = c.store("s0").unwrap();
+    static BODY: [u8; 1000] = [b'z'; 1000];
+    let mut ds = Vec::new();
+    for i in 0..4u32 {
+        let d = digest(&format!("/n{i}"));
+        insert(&c, &d, meta(i, T0 + f64::from(i), 3600.0, 0.0, 0.0), &BODY);
+        ds.push(d);
+    }
+    assert_eq!(get(&c.stats().n_lru_nuked), 0);
+    // Use /n0 recently (beyond lru_interval) so /n1 is the oldest; hold a
+    // reference to /n2 so it cannot be nuked either.
+    expect_hit(lookup(&c, &ds[0], T0 + 10.0));
+    let held = expect_hit(lookup(&c, &ds[2], T0 + 10.0));
+    assert_eq!(get(&c.stats().n_lru_moved), 2);
+    let d = digest("/n-new");
+    insert(&c, &d, meta(9, T0 + 11.0, 3600.0, 0.0, 0.0), &BODY);
+    let nuked = get(&c.stats().n_lru_nuked);
+    assert!(nuked >= 1);
+    expect_miss(lookup(&c, &ds[1], T0 + 12.0));
+    expect_hit(lookup(&c, &ds[2], T0 + 12.0));
+    drop(held);
+    let st = s0.stevedore().stats();
+    assert!(st.g_bytes.load(Ordering::Relaxed) <= 6000);
+    assert!(st.c_fail.load(Ordering::Relaxed) >= 1);
+}
+
+#[test]
+fn nuke_limit_and_oversized_objects_fail_cleanly() {
+    let c = cache_with(Some(3000), 0);
+    static BODY: [u8; 1000] = [b'z'; 1000];
+    insert(&c, &digest("/a"), meta(1, T0, 3600.0, 0.0, 0.0), &BODY);
+    insert(&c, &digest("/b"), meta(2, T0, 3600.0, 0.0, 0.0), &BODY);
+    let d = digest("/c");
+    let (busy, _) = expect_miss(lookup(&c, &d, T0));
+    let s0 = c.store("s0").unwrap();
+    let e = busy
+        .unbusy(new_obj(meta(3, T0, 3600.0, 0.0, 0.0), &BODY), &s0)
+        .unwrap_err();
+    assert_eq!(e.store, "s0");
+    assert_eq!(e.nuked, 0);
+    assert!(e.to_string().starts_with("Could not get storage"));
+    assert_eq!(get(&c.stats().n_lru_limited), 1);
+    // The failed busy object is gone; the next request may try again.
+    let (busy, _) = expect_miss(lookup(&c, &d, T0));
+
+    // Streamed body hitting the limit mid-way: push fails, fail() cleans up.
+    let c2 = cache_with(Some(4000), 50);
+    let s0 = c2.store("s0").unwrap();
+    let d = digest("/big");
+    let (b2, _) = expect_miss(lookup(&c2, &d, T0));
+    let mut u = b2
+        .unbusy(
+            NewObject {
+                body: NewBody::Streamed,
+                ..new_obj(meta(1, T0, 60.0, 0.0, 0.0), b"")
+            },
+            &s0,
+        )
+        .unwrap();
+    let mut fb = u.body.take().unwrap();
+    fb.push(Bytes::from(vec![0u8; 2000])).unwrap();
+    let err = fb.push(Bytes::from(vec![0u8; 5000])).unwrap_err();
+    assert_eq!(err.wanted, 5000);
+    fb.fail();
+    assert!(u.obj.flags().failed());
+    drop(u);
+    drop(busy);
+    assert_eq!(s0.stevedore().stats().g_bytes.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn kill_removes_now() {
+    let c = cache();
+    let d = digest("/k");
+    let o = insert(&c, &d, meta(1, T0, 60.0, 0.0, 0.0), b"x");
+    assert!(c.kill(&o));
+    assert!(!c.kill(&o));
+    assert!(o.flags().dying());
+    // The holder can still read it.
+    assert_eq!(&o.body().segments().unwrap()[0][..], b"x");
+    let (busy, _) = expect_miss(lookup(&c, &d, T0));
+    drop(busy);
+}

@@ -1,0 +1,217 @@
+//! The [`Stevedore`] trait and the in-memory [`MallocStore`].
+//!
+//! A store does not hand out memory (bodies are `Bytes` owned by whoever produced
+//! them); it accounts for it, so that `-s malloc,SIZE` limits the cache size and the
+//! `SMA.<name>.*` counters mean what they mean in Varnish:
+//!
+//! | counter  | meaning                                              |
+//! |----------|------------------------------------------------------|
+//! | c_req    | allocation requests                                  |
+//! | c_fail   | allocation requests that did not fit                 |
+//! | c_bytes  | bytes allocated (total)                              |
+//! | c_freed  | bytes freed (total)                                  |
+//! | g_alloc  | allocations outstanding                              |
+//! | g_bytes  | bytes outstanding                                    |
+//! | g_space  | bytes left before the limit (0 for unlimited stores) |
+//!
+//! Allocation is a lock-free compare-and-swap on the outstanding byte count, so
+//! concurrent fetches never serialise on a store.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// `SMA.*` counters of one store, as plain atomics for the statistics publisher.
+#[derive(Debug, Default)]
+pub struct StoreStats {
+    /// Allocation requests.
+    pub c_req: AtomicU64,
+    /// Allocation requests that failed (did not fit).
+    pub c_fail: AtomicU64,
+    /// Bytes allocated, total.
+    pub c_bytes: AtomicU64,
+    /// Bytes freed, total.
+    pub c_freed: AtomicU64,
+    /// Allocations outstanding.
+    pub g_alloc: AtomicU64,
+    /// Bytes outstanding.
+    pub g_bytes: AtomicU64,
+    /// Bytes available (limit minus outstanding; 0 when unlimited).
+    pub g_space: AtomicU64,
+}
+
+/// An allocation did not fit in the store: the caller may evict (nuke) objects of
+/// this store and try again, or give up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("store {store:?} has no space for {wanted} bytes ({available} available)")]
+pub struct NoSpace {
+    /// Name of the store.
+    pub store: &'static str,
+    /// Bytes requested.
+    pub wanted: u64,
+    /// Bytes that were available at the time.
+    pub available: u64,
+}
+
+/// A named store that accounts bytes for cached objects.
+pub trait Stevedore: Send + Sync + fmt::Debug {
+    /// The store's name (`s0`, `Transient`, or the `NAME=` given to `-s`).
+    fn name(&self) -> &'static str;
+    /// The store's kind as varnishd names it (`malloc`).
+    fn kind(&self) -> &'static str;
+    /// The size limit in bytes, `None` when unlimited.
+    fn limit(&self) -> Option<u64>;
+    /// The store's counters.
+    fn stats(&self) -> &StoreStats;
+    /// Account one allocation of `bytes`; fails without side effects on the
+    /// outstanding counts when it does not fit (it still counts `c_req`/`c_fail`).
+    fn try_alloc(&self, bytes: u64) -> Result<(), NoSpace>;
+    /// Return `bytes` spread over `allocs` earlier allocations.
+    fn free(&self, bytes: u64, allocs: u64);
+    /// Bytes that could be allocated right now (`u64::MAX` when unlimited).
+    fn available(&self) -> u64;
+}
+
+/// The `malloc` stevedore: accounts bytes against an optional limit.
+#[derive(Debug)]
+pub struct MallocStore {
+    name: &'static str,
+    limit: Option<u64>,
+    stats: StoreStats,
+}
+
+impl MallocStore {
+    /// A store called `name` holding at most `limit` bytes (`None`: unlimited).
+    ///
+    /// The name is leaked once so that hot paths can hand out `&'static str`;
+    /// stores are created once at startup.
+    pub fn new(name: &str, limit: Option<u64>) -> Self {
+        let stats = StoreStats::default();
+        if let Some(l) = limit {
+            stats.g_space.store(l, Relaxed);
+        }
+        MallocStore {
+            name: Box::leak(name.to_owned().into_boxed_str()),
+            limit,
+            stats,
+        }
+    }
+}
+
+impl Stevedore for MallocStore {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn kind(&self) -> &'static str {
+        "malloc"
+    }
+
+    fn limit(&self) -> Option<u64> {
+        self.limit
+    }
+
+    fn stats(&self) -> &StoreStats {
+        &self.stats
+    }
+
+    fn try_alloc(&self, bytes: u64) -> Result<(), NoSpace> {
+        let s = &self.stats;
+        s.c_req.fetch_add(1, Relaxed);
+        if let Some(limit) = self.limit {
+            let mut cur = s.g_bytes.load(Relaxed);
+            loop {
+                let Some(new) = cur.checked_add(bytes).filter(|n| *n <= limit) else {
+                    s.c_fail.fetch_add(1, Relaxed);
+                    return Err(NoSpace {
+                        store: self.name,
+                        wanted: bytes,
+                        available: limit.saturating_sub(cur),
+                    });
+                };
+                match s.g_bytes.compare_exchange_weak(cur, new, Relaxed, Relaxed) {
+                    Ok(_) => break,
+                    Err(actual) => cur = actual,
+                }
+            }
+            s.g_space.fetch_sub(bytes, Relaxed);
+        } else {
+            s.g_bytes.fetch_add(bytes, Relaxed);
+        }
+        s.g_alloc.fetch_add(1, Relaxed);
+        s.c_bytes.fetch_add(bytes, Relaxed);
+        Ok(())
+    }
+
+    fn free(&self, bytes: u64, allocs: u64) {
+        let s = &self.stats;
+        s.g_bytes.fetch_sub(bytes, Relaxed);
+        s.g_alloc.fetch_sub(allocs, Relaxed);
+        s.c_freed.fetch_add(bytes, Relaxed);
+        if self.limit.is_some() {
+            s.g_space.fetch_add(bytes, Relaxed);
+        }
+    }
+
+    fn available(&self) -> u64 {
+        match self.limit {
+            Some(l) => l.saturating_sub(self.stats.g_bytes.load(Relaxed)),
+            None => u64::MAX,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limited_store_accounts_and_refuses() {
+        let s = MallocStore::new("s0", Some(100));
+        assert_eq!(s.name(), "s0");
+        assert_eq!(s.kind(), "malloc");
+        s.try_alloc(60).unwrap();
+        let e = s.try_alloc(50).unwrap_err();
+        assert_eq!(e.available, 40);
+        assert_eq!(
+            e.to_string(),
+            "store \"s0\" has no space for 50 bytes (40 available)"
+        );
+        s.try_alloc(40).unwrap();
+        let st = s.stats();
+        assert_eq!(st.c_req.load(Relaxed), 3);
+        assert_eq!(st.c_fail.load(Relaxed), 1);
+        assert_eq!(st.c_bytes.load(Relaxed), 100);
+        assert_eq!(st.g_alloc.load(Relaxed), 2);
+        assert_eq!(st.g_bytes.load(Relaxed), 100);
+        assert_eq!(st.g_space.load(Relaxed), 0);
+        s.free(60, 1);
+        assert_eq!(st.c_freed.load(Relaxed), 60);
+        assert_eq!(st.g_space.load(Relaxed), 60);
+        assert_eq!(st.g_alloc.load(Relaxed), 1);
+        assert_eq!(s.available(), 60);
+    }
+
+    #[test]
+    fn unlimited_store_never_refuses() {
+        let s = MallocStore::new("Transient", None);
+        s.try_alloc(u64::MAX / 2).unwrap();
+        s.try_alloc(u64::MAX / 4).unwrap();
+        assert_eq!(s.stats().g_space.load(Relaxed), 0);
+        assert_eq!(s.available(), u64::MAX);
+        assert_eq!(s.limit(), None);
+    }
+
+    #[test]
+    fn concurrent_allocations_never_exceed_limit() {
+        let s = std::sync::Arc::new(MallocStore::new("s0", Some(1000)));
+        let hs: Vec<_> = (0..4)
+            .map(|_| {
+                let s = s.clone();
+                std::thread::spawn(move || (0..1000).filter(|_| s.try_alloc(7).is_ok()).count())
+            })
+            .collect();
+        let ok: usize = hs.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(ok, 1000 / 7);
+        assert_eq!(s.stats().g_bytes.load(Relaxed), 7 * (1000 / 7) as u64);
+    }
+}
