@@ -2,4 +2,7 @@
 
 pub mod ast;
 pub mod diag;
+pub mod include;
+pub mod lexer;
+pub mod parser;
 pub mod source;
