@@ -117,6 +117,13 @@ pub fn parse_with(sm: &mut SourceMap, main: FileId, opts: &ParseOptions<'_>) -> 
         depth: 0,
         in_method: false,
         unsafe_path: opts.unsafe_path,
+        hint: None,
+        default_probe: false,
+        builtin_subs: Vec::new(),
+    };
+    p.builtin_subs = match opts.builtin {
+        Some(b) => p.sub_names_in(b),
+        None => BUILTIN_SUBS.iter().map(|s| s.to_string()).collect(),
     };
     let vcl = p.program();
     (vcl, p.diags)
@@ -140,6 +147,14 @@ struct Parser<'a> {
     depth: u32,
     /// Parsing the body of a built-in method (vcl_*).
     in_method: bool,
+    /// Type vcc would be looking for at a token position (statement
+    /// contexts with a fixed type), for "Unknown token" messages.
+    hint: Option<(&'static str, usize)>,
+    /// A `probe default` was declared (so `.probe = default` is valid).
+    default_probe: bool,
+    /// `vcl_*` subroutine names that are not methods but may be defined
+    /// (those of the built-in VCL).
+    builtin_subs: Vec<String>,
     unsafe_path: bool,
 }
 
@@ -326,6 +341,28 @@ impl<'a> Parser<'a> {
         }
         self.open_braces = 0;
         self.depth = 0;
+    }
+
+    /// Names declared with `sub NAME` in file `f`.
+    fn sub_names_in(&self, f: FileId) -> Vec<String> {
+        let toks = &self.stream.toks;
+        toks.windows(2)
+            .filter(|w| {
+                w[0].span.file == f
+                    && w[0].kind == TokKind::Id
+                    && w[1].kind == TokKind::Id
+                    && self.text(w[0]) == "sub"
+            })
+            .map(|w| self.text(w[1]).to_string())
+            .collect()
+    }
+
+    /// An expression where vcc looks for type `hint`.
+    fn expr_typed(&mut self, hint: &'static str) -> PResult<Expr> {
+        self.hint = Some((hint, self.pos));
+        let r = self.expr();
+        self.hint = None;
+        r
     }
 
     // ----------------------------------------------------------------
@@ -541,7 +578,15 @@ impl<'a> Parser<'a> {
                         continue;
                     }
                     if self.tok().kind == TokKind::Id {
-                        FieldValue::ProbeRef(self.expect_id()?)
+                        let id = self.expect_id()?;
+                        if id.name == "default" && !self.default_probe {
+                            let t = self.tok();
+                            return Err(self.err_at(
+                                format!("No default probe defined\n{} at", self.describe(t)),
+                                t.span,
+                            ));
+                        }
+                        FieldValue::ProbeRef(id)
                     } else {
                         let t = self.tok();
                         return Err(self.err_at(
@@ -615,6 +660,9 @@ impl<'a> Parser<'a> {
             self.check_vcl_prefix(&name)?;
         }
         let spec = self.probe_spec()?;
+        if name.name == "default" {
+            self.default_probe = true;
+        }
         let span = t0.span.to(spec.span);
         Ok(Probe { name, spec, span })
     }
@@ -925,7 +973,7 @@ impl<'a> Parser<'a> {
         let t0 = self.advance();
         let name = self.expect_vid("subroutine")?;
         let is_method = METHODS.contains(&name.name.as_str());
-        if !is_method && has_vcl_prefix(&name.name) {
+        if !is_method && has_vcl_prefix(&name.name) && !self.builtin_subs.contains(&name.name) {
             let mut list = String::from("Valid vcl_* subroutines are:");
             for m in METHODS {
                 list.push_str("\n\t");
@@ -1015,8 +1063,11 @@ impl<'a> Parser<'a> {
             }
             "call" => {
                 self.advance();
+                if self.tok().kind != TokKind::Id {
+                    return Err(self.expected(TokKind::Id));
+                }
                 StmtKind::Call {
-                    target: self.path()?,
+                    target: self.postfix()?,
                 }
             }
             "return" => {
@@ -1030,7 +1081,7 @@ impl<'a> Parser<'a> {
             "synthetic" | "ban" | "hash_data" => {
                 self.advance();
                 self.skip(Punct::LParen)?;
-                let e = self.expr()?;
+                let e = self.expr_typed("STRING")?;
                 self.skip(Punct::RParen)?;
                 match kw {
                     "synthetic" => StmtKind::Synthetic(e),
@@ -1047,22 +1098,25 @@ impl<'a> Parser<'a> {
                     return Err(self.expected(TokKind::Id));
                 }
                 let callee = self.path()?;
-                if !self.at(Punct::LParen) {
-                    return Err(self.expected(TokKind::Punct(Punct::LParen)));
-                }
-                let (args, args_span) = self.call_args()?;
-                let span = callee.span.to(args_span);
-                StmtKind::New {
-                    name,
-                    constructor: Expr {
+                let constructor = if self.at(Punct::LParen) {
+                    let (args, args_span) = self.call_args()?;
+                    let span = callee.span.to(args_span);
+                    Expr {
                         kind: ExprKind::Call {
                             callee,
                             args,
                             args_span,
                         },
                         span,
-                    },
-                }
+                    }
+                } else {
+                    let span = callee.span;
+                    Expr {
+                        kind: ExprKind::Path(callee),
+                        span,
+                    }
+                };
+                StmtKind::New { name, constructor }
             }
             _ => {
                 let e = self.postfix()?;
@@ -1109,10 +1163,10 @@ impl<'a> Parser<'a> {
             match name.name.as_str() {
                 "synth" | "error" => {
                     self.advance();
-                    args.push(self.expr()?);
+                    args.push(self.expr_typed("INT")?);
                     if self.at(Punct::Comma) {
                         self.advance();
-                        args.push(self.expr()?);
+                        args.push(self.expr_typed("STRING")?);
                     }
                     self.skip(Punct::RParen)?;
                 }
@@ -1131,7 +1185,12 @@ impl<'a> Parser<'a> {
                 }
                 "pass" | "fail" => {
                     self.advance();
-                    args.push(self.expr()?);
+                    let hint = if name.name == "pass" {
+                        "DURATION"
+                    } else {
+                        "STRING"
+                    };
+                    args.push(self.expr_typed(hint)?);
                     self.skip(Punct::RParen)?;
                 }
                 _ => {
@@ -1202,7 +1261,7 @@ impl<'a> Parser<'a> {
 
     fn condition(&mut self) -> PResult<Expr> {
         self.skip(Punct::LParen)?;
-        let e = self.expr()?;
+        let e = self.expr_typed("BOOL")?;
         self.skip(Punct::RParen)?;
         Ok(e)
     }
@@ -1353,6 +1412,8 @@ impl<'a> Parser<'a> {
                 BinaryOp::Mul
             } else if self.at(Punct::Slash) {
                 BinaryOp::Div
+            } else if self.at(Punct::Percent) {
+                BinaryOp::Rem
             } else {
                 return Ok(e);
             };
@@ -1511,15 +1572,43 @@ impl<'a> Parser<'a> {
                 })
             }
             _ => {
-                let msg = format!(
-                    "Unknown token {} when looking for an expression",
-                    self.describe(t)
-                );
+                let what = match self.hint {
+                    Some((h, p)) if p == self.pos => h,
+                    _ => "an expression",
+                };
+                let msg = format!("Unknown token {} when looking for {what}", self.describe(t));
                 Err(self.err_at(msg, t.span))
             }
         }
     }
 }
+
+/// The `vcl_*` subroutines of Varnish 7.1's built-in VCL that are not
+/// methods; user VCL may define them too (used when no built-in file is
+/// given to the parser).
+pub const BUILTIN_SUBS: &[&str] = &[
+    "vcl_builtin_recv",
+    "vcl_req_host",
+    "vcl_req_method",
+    "vcl_req_authorization",
+    "vcl_req_cookie",
+    "vcl_builtin_pipe",
+    "vcl_builtin_pass",
+    "vcl_builtin_hash",
+    "vcl_builtin_purge",
+    "vcl_builtin_hit",
+    "vcl_builtin_miss",
+    "vcl_builtin_deliver",
+    "vcl_builtin_synth",
+    "vcl_builtin_backend_fetch",
+    "vcl_builtin_backend_response",
+    "vcl_beresp_stale",
+    "vcl_beresp_cookie",
+    "vcl_beresp_control",
+    "vcl_beresp_vary",
+    "vcl_beresp_hitmiss",
+    "vcl_builtin_backend_error",
+];
 
 const BACKEND_FIELDS: &[&str] = &[
     "host",
