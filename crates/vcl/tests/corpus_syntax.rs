@@ -85,6 +85,9 @@ fn corpus_syntax() {
                 err_total += 1;
                 if !diags.has_errors() {
                     err_left += 1;
+                    if std::env::var("SHOW_LEFT").is_ok() {
+                        println!("LEFT {}:{} {:?}", c.vtc, c.line, text);
+                    }
                 } else if cli_failure_text(&diags.render(&sm)).contains(text.as_str()) {
                     err_matched += 1;
                 } else if NEEDS_TYPES.contains(&format!("{}:{}", c.vtc, c.line).as_str()) {
