@@ -2070,11 +2070,7 @@ sub vcl_backend_response { set beresp.ttl = 1h; return (pass(10s)); }
             first_err("vcl 4.1; sub a.b { }"),
             "Name of subroutine, 'a.b', contains illegal character '.'"
         );
-        ok(
-            "vcl 4.1; sub vcl_req_cookie { return; } sub VCL_RECV_X_no { }"
-                .replace(" sub VCL_RECV_X_no { }", "")
-                .as_str(),
-        );
+        ok("vcl 4.1; sub vcl_req_cookie { return; }");
     }
 
     #[test]
