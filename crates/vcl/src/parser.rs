@@ -129,6 +129,28 @@ pub fn parse_with(sm: &mut SourceMap, main: FileId, opts: &ParseOptions<'_>) -> 
     (vcl, p.diags)
 }
 
+/// Adds `bytes` to `sm` as the main file named `name` and parses it.
+/// Text that is not UTF-8 is reported (at the first bad byte) instead of
+/// being parsed.
+pub fn parse_source(
+    sm: &mut SourceMap,
+    name: &str,
+    bytes: &[u8],
+    opts: &ParseOptions<'_>,
+) -> (FileId, Vcl, Diagnostics) {
+    match sm.add_bytes(name, bytes, crate::source::FileKind::Main) {
+        Ok(f) => {
+            let (v, d) = parse_with(sm, f, opts);
+            (f, v, d)
+        }
+        Err(bad) => {
+            let mut d = Diagnostics::new();
+            d.push(include::invalid_utf8(bad.file, bad.offset, sm));
+            (bad.file, Vcl::default(), d)
+        }
+    }
+}
+
 /// Marker for "an error was reported, unwind to the declaration level".
 #[derive(Debug)]
 struct Stop;
