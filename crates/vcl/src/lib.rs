@@ -1,1 +1,8 @@
 //! VCL: lexer, parser, type checker and compiler to an executable program.
+
+pub mod ast;
+pub mod diag;
+pub mod include;
+pub mod lexer;
+pub mod parser;
+pub mod source;
