@@ -1,1 +1,5 @@
 //! VCL: lexer, parser, type checker and compiler to an executable program.
+
+pub mod subs;
+pub mod types;
+pub mod vars;
