@@ -3,3 +3,4 @@
 pub mod subs;
 pub mod types;
 pub mod vars;
+pub mod vmod;
