@@ -1,5 +1,9 @@
 //! VCL: lexer, parser, type checker and compiler to an executable program.
 
+pub mod ast;
+pub mod diag;
+pub mod source;
+
 pub mod subs;
 pub mod types;
 pub mod vars;
