@@ -4,6 +4,7 @@ pub mod ast;
 pub mod diag;
 pub mod source;
 
+pub mod check;
 pub mod ir;
 pub mod subs;
 pub mod types;
