@@ -2,6 +2,9 @@
 
 pub mod ast;
 pub mod diag;
+pub mod include;
+pub mod lexer;
+pub mod parser;
 pub mod source;
 
 pub mod check;
