@@ -16,7 +16,7 @@ use std::sync::Arc;
 use crate::ast::{self, AssignOp, BinaryOp, ExprKind as AK, StmtKind, UnaryOp};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::{self, CallArg, Expr, ExprKind as IK, Value, VarArg, VarRef};
-use crate::source::{SourceMap, Span};
+use crate::source::{FileKind, SourceMap, Span};
 use crate::subs::{ALL_BUILTIN_SUBS, Action, BuiltinSub, SubMask};
 use crate::types::{ArithOp, CmpKind, CmpOp, Type, add_result, has_add_entry};
 use crate::vars::{self, VarDef, VarLookup, VclVersion};
@@ -130,11 +130,11 @@ struct Checker<'a> {
     cur: usize,
 }
 
-/// Checks a parsed program (the user's VCL and, when given, the built-in
-/// VCL appended after it) and lowers it to a [`ir::Program`].
+/// Checks a parsed program (the user's VCL followed by the built-in VCL,
+/// whose items are recognised by their file kind) and lowers it to an
+/// [`ir::Program`].
 pub fn check(
     main: &ast::Vcl,
-    builtin: Option<&ast::Vcl>,
     sm: &SourceMap,
     opts: &CompileOptions,
     registry: &VmodRegistry,
@@ -161,7 +161,7 @@ pub fn check(
         undefined: Vec::new(),
         cur: 0,
     };
-    c.run(main, builtin).map_err(|d| {
+    c.run(main).map_err(|d| {
         let mut ds = Diagnostics::new();
         ds.push(*d);
         ds
@@ -169,11 +169,17 @@ pub fn check(
 }
 
 impl<'a> Checker<'a> {
-    fn run(&mut self, main: &ast::Vcl, builtin: Option<&ast::Vcl>) -> R<ir::Program> {
-        let mut items: Vec<(&ast::Item, bool)> = main.items.iter().map(|i| (i, false)).collect();
-        if let Some(b) = builtin {
-            items.extend(b.items.iter().map(|i| (i, true)));
-        }
+    fn run(&mut self, main: &ast::Vcl) -> R<ir::Program> {
+        let sm = self.sm;
+        let items: Vec<(&ast::Item, bool)> = main
+            .items
+            .iter()
+            .map(|i| {
+                let f = i.span().file;
+                let builtin = (f.0 as usize) < sm.len() && sm.file(f).kind() == FileKind::Builtin;
+                (i, builtin)
+            })
+            .collect();
         // Pass 1: declarations.
         for (idx, (item, from_builtin)) in items.iter().enumerate() {
             self.declare(item, idx, *from_builtin)?;
@@ -293,10 +299,10 @@ impl<'a> Checker<'a> {
                 .unwrap_or(t.len());
             return t[..end].to_string();
         }
-        if c0 == '"' {
-            if let Some(e) = t[1..].find('"') {
-                return t[..e + 2].to_string();
-            }
+        if c0 == '"'
+            && let Some(e) = t[1..].find('"')
+        {
+            return t[..e + 2].to_string();
         }
         for op in [
             "==", "!=", "<=", ">=", "&&", "||", "!~", "+=", "-=", "*=", "/=", "<<", ">>", "++",
@@ -412,17 +418,17 @@ impl<'a> Checker<'a> {
             );
         };
         let alias = imp.alias.as_ref().unwrap_or(&imp.name);
-        if let Some((old, _)) = self.syms.get(&alias.name).copied() {
-            if let Sym::Vmod(i) = old {
-                if self.vmods[i].name == imp.name.name {
-                    // Importing the same module twice is harmless.
-                    return Ok(());
-                }
-                return err(
-                    format!("Another module already imported as {}.", alias.name),
-                    imp.span,
-                );
+        if let Some((old, _)) = self.syms.get(&alias.name).copied()
+            && let Sym::Vmod(i) = old
+        {
+            if self.vmods[i].name == imp.name.name {
+                // Importing the same module twice is harmless.
+                return Ok(());
             }
+            return err(
+                format!("Another module already imported as {}.", alias.name),
+                imp.span,
+            );
         }
         let idx = self.vmods.len();
         self.define(&alias.name, Sym::Vmod(idx), alias.span)?;
@@ -506,12 +512,11 @@ impl<'a> Checker<'a> {
 
     fn resolve_class(&self, callee: &ast::Path) -> R<(usize, usize)> {
         let segs = &callee.segments;
-        if segs.len() == 2 {
-            if let Some((Sym::Vmod(v), _)) = self.syms.get(&segs[0].name).copied() {
-                if let Some((ci, _)) = self.vmods[v].decl.object(&segs[1].name) {
-                    return Ok((v, ci));
-                }
-            }
+        if segs.len() == 2
+            && let Some((Sym::Vmod(v), _)) = self.syms.get(&segs[0].name).copied()
+            && let Some((ci, _)) = self.vmods[v].decl.object(&segs[1].name)
+        {
+            return Ok((v, ci));
         }
         err(
             format!("Symbol not found: '{}'", callee.dotted()),
@@ -563,11 +568,11 @@ impl<'a> Checker<'a> {
                 _ => {}
             }
         }
-        if probe.is_none() {
-            if let Some(p) = self.probes.iter().position(|p| p.0.name == "default") {
-                self.probes[p].2 = true;
-                probe = Some(p);
-            }
+        if probe.is_none()
+            && let Some(p) = self.probes.iter().position(|p| p.0.name == "default")
+        {
+            self.probes[p].2 = true;
+            probe = Some(p);
         }
         let host = fields
             .string("host")
@@ -618,57 +623,45 @@ impl<'a> Checker<'a> {
     }
 
     fn lower_acl(&self, a: &ast::Acl) -> R<ir::AclDef> {
-        let pedantic = a.flag("pedantic").unwrap_or(false);
         let mut entries: Vec<(ir::AclEntry, Span)> = Vec::new();
         for e in &a.entries {
-            let addrs: Vec<IpAddr> = match e.addr.value.parse::<IpAddr>() {
-                Ok(ip) => vec![ip],
-                Err(_) => match (e.addr.value.as_str(), 0u16).to_socket_addrs() {
-                    Ok(it) => {
-                        let mut v: Vec<IpAddr> = it.map(|s| s.ip()).collect();
-                        v.dedup();
-                        v
-                    }
-                    Err(er) if e.optional => {
-                        let _ = er;
-                        Vec::new()
-                    }
-                    Err(er) => {
-                        return err(
-                            format!("DNS lookup({}): {}", e.addr.value, dns_error_text(&er)),
-                            e.addr.span,
-                        );
-                    }
-                },
-            };
-            for ip in addrs {
-                let max = if ip.is_ipv4() { 32 } else { 128 };
-                let prefix = match &e.mask {
-                    Some(m) => {
-                        if m.value > max as u64 {
+            // IP literals were parsed (and masked) by the parser; host names
+            // are resolved here, each address masked like a literal.
+            let nets: Vec<(IpAddr, u8)> = match e.net {
+                Some(net) => vec![(net.addr, net.mask)],
+                None => {
+                    let host = e.addr.value.split('/').next().unwrap_or_default();
+                    match (host, 0u16).to_socket_addrs() {
+                        Ok(it) => {
+                            let mut v: Vec<(IpAddr, u8)> = Vec::new();
+                            for sa in it {
+                                let ip = sa.ip();
+                                let max = if ip.is_ipv4() { 32 } else { 128 };
+                                let bits = e
+                                    .mask
+                                    .as_ref()
+                                    .map_or(max, |m| m.value.min(max as u64) as u8);
+                                let n = (mask_ip(ip, bits), bits);
+                                if !v.contains(&n) {
+                                    v.push(n);
+                                }
+                            }
+                            v
+                        }
+                        Err(_) if e.optional => Vec::new(),
+                        Err(er) => {
                             return err(
-                                format!(
-                                    "Too wide mask (/{}) for IPv{} address",
-                                    m.value,
-                                    if ip.is_ipv4() { 4 } else { 6 }
-                                ),
-                                m.span,
+                                format!("DNS lookup({}): {}", host, dns_error_text(&er)),
+                                e.addr.span,
                             );
                         }
-                        m.value as u8
                     }
-                    None => max,
-                };
-                let masked = mask_ip(ip, prefix);
-                if masked != ip && pedantic {
-                    return err(
-                        format!("Non-zero bits in masked part (/{prefix})"),
-                        e.addr.span,
-                    );
                 }
+            };
+            for (addr, prefix) in nets {
                 let entry = ir::AclEntry {
                     negated: e.negated,
-                    addr: masked,
+                    addr,
                     prefix,
                 };
                 if let Some((old, old_span)) = entries
@@ -688,7 +681,7 @@ impl<'a> Checker<'a> {
         }
         let mut entries: Vec<ir::AclEntry> = entries.into_iter().map(|(e, _)| e).collect();
         // Most specific first; IPv4 before IPv6 at equal length.
-        entries.sort_by(|x, y| y.prefix.cmp(&x.prefix));
+        entries.sort_by_key(|e| std::cmp::Reverse(e.prefix));
         Ok(ir::AclDef {
             name: a.name.name.clone(),
             entries,
@@ -754,7 +747,11 @@ impl<'a> Checker<'a> {
                 out.push(ir::Stmt::Unset(var));
             }
             StmtKind::Call { target } => {
-                let idx = self.sub_ref(target, "sub")?;
+                let id = ast::Ident {
+                    name: target.dotted(),
+                    span: target.span,
+                };
+                let idx = self.sub_ref(&id, "sub")?;
                 if let Some(i) = idx {
                     self.subs[self.cur].calls.push((i, target.span));
                     out.push(ir::Stmt::Call(i));
@@ -900,7 +897,7 @@ impl<'a> Checker<'a> {
                 );
             };
             let name = p.dotted();
-            if !self.opts.labels.iter().any(|l| *l == name) {
+            if !self.opts.labels.contains(&name) {
                 if let Some((sym, def)) = self.syms.get(&name).copied() {
                     return Err(Box::new(
                         Diagnostic::error(
@@ -1134,10 +1131,9 @@ impl<'a> Checker<'a> {
                 }
             }
             AK::Unary { op, operand } => {
-                let sym = if *op == UnaryOp::Neg { "-" } else { "+" };
-                if *op == UnaryOp::Plus
-                    || !matches!(fmt, Type::Int | Type::Real | Type::Duration | Type::String)
-                {
+                let _ = op;
+                let sym = "-";
+                if !matches!(fmt, Type::Int | Type::Real | Type::Duration | Type::String) {
                     return err(
                         format!("Unknown token '{sym}' when looking for {}", fmt.user_name()),
                         e.span,
@@ -1177,6 +1173,18 @@ impl<'a> Checker<'a> {
             }),
             AK::Path(p) => self.path_expr(p, fmt),
             AK::Call { .. } => self.call(e, false),
+            AK::Method { recv, name, args } => {
+                let base = self.expr(recv, Type::Void)?;
+                if let Some((a, _)) = args
+                    && let Some(first) = a.first()
+                {
+                    return err(
+                        format!("Expected ')' got '{}'", self.first_token(first.span)),
+                        first.span,
+                    );
+                }
+                self.type_method(base, name, args.is_some())
+            }
         }
     }
 
@@ -1787,53 +1795,65 @@ impl<'a> Checker<'a> {
             if base_known {
                 let base = self.path_expr(&prefix, Type::Void)?;
                 let mname = &segs[segs.len() - 1];
-                let method = match (base.ty, mname.name.as_str()) {
-                    (Type::String | Type::Strands | Type::Header, "upper") => ir::TypeMethod::Upper,
-                    (Type::String | Type::Strands | Type::Header, "lower") => ir::TypeMethod::Lower,
-                    (Type::Backend, "resolve") => ir::TypeMethod::Resolve,
-                    _ => {
-                        return err(
-                            format!(
-                                "Unknown property '{}' for type {}",
-                                mname.name,
-                                base.ty.name()
-                            ),
-                            mname.span,
-                        );
-                    }
-                };
                 if let Some(a) = args.first() {
                     return err(
                         format!("Expected ')' got '{}'", self.first_token(a.span)),
                         a.span,
                     );
                 }
-                let ty = if method == ir::TypeMethod::Resolve {
-                    Type::Backend
-                } else {
-                    Type::String
+                let id = ast::Ident {
+                    name: mname.name.clone(),
+                    span: mname.span,
                 };
-                return Ok(Expr {
-                    ty,
-                    kind: IK::TypeMethod {
-                        method,
-                        operand: Box::new(base),
-                    },
-                });
+                return self.type_method(base, &id, true);
             }
         }
-        if callee.is_simple() {
-            if let Some((sym, _)) = self.syms.get(&name).copied() {
-                return err(
-                    format!(
-                        "Symbol '{name}' type ({}) can not be used in expression.",
-                        sym.kind_name()
-                    ),
-                    callee.span,
-                );
-            }
+        if callee.is_simple()
+            && let Some((sym, _)) = self.syms.get(&name).copied()
+        {
+            return err(
+                format!(
+                    "Symbol '{name}' type ({}) can not be used in expression.",
+                    sym.kind_name()
+                ),
+                callee.span,
+            );
         }
         err(format!("Symbol not found: '{name}'"), callee.span)
+    }
+
+    /// `.upper()`, `.lower()` on strings, `.resolve()` on backends.
+    fn type_method(&mut self, base: Expr, name: &ast::Ident, called: bool) -> R<Expr> {
+        let method = match (base.ty, name.name.as_str()) {
+            (Type::String | Type::Strands | Type::Header, "upper") => ir::TypeMethod::Upper,
+            (Type::String | Type::Strands | Type::Header, "lower") => ir::TypeMethod::Lower,
+            (Type::Backend, "resolve") => ir::TypeMethod::Resolve,
+            _ => {
+                return err(
+                    format!(
+                        "Unknown property '{}' for type {}",
+                        name.name,
+                        base.ty.name()
+                    ),
+                    name.span,
+                );
+            }
+        };
+        if !called {
+            return err("Expected '(' got '.'", name.span);
+        }
+        let ty = if method == ir::TypeMethod::Resolve {
+            Type::Backend
+        } else {
+            Type::String
+        };
+        Ok(Expr {
+            ty,
+            kind: IK::TypeMethod {
+                method,
+                operand: Box::new(base),
+            },
+        })
     }
 
     /// Matches call arguments to a declaration (vcc_func).
@@ -2404,15 +2424,15 @@ fn resolve_ip_constant(s: &str) -> Result<SocketAddr, String> {
 }
 
 fn split_host_port(s: &str) -> (&str, Option<&str>) {
-    if let Some(rest) = s.strip_prefix('[') {
-        if let Some((h, p)) = rest.split_once(']') {
-            return (h, p.strip_prefix(':'));
-        }
+    if let Some(rest) = s.strip_prefix('[')
+        && let Some((h, p)) = rest.split_once(']')
+    {
+        return (h, p.strip_prefix(':'));
     }
-    if s.matches(':').count() == 1 {
-        if let Some((h, p)) = s.split_once(':') {
-            return (h, Some(p));
-        }
+    if s.matches(':').count() == 1
+        && let Some((h, p)) = s.split_once(':')
+    {
+        return (h, Some(p));
     }
     if let Some((h, p)) = s.split_once(' ') {
         return (h, Some(p.trim()));

@@ -8,6 +8,7 @@ pub mod parser;
 pub mod source;
 
 pub mod check;
+pub mod compile;
 pub mod ir;
 pub mod subs;
 pub mod types;
