@@ -87,6 +87,8 @@ struct Use {
 enum UseKind {
     Read,
     Set,
+    /// `set` of a variable that is never writable (allowed = readable).
+    ReadOnly,
     Unset,
     Action,
     Return(Action),
@@ -128,6 +130,9 @@ struct Checker<'a> {
     /// Deferred "Undefined ..." errors (first reference per name).
     undefined: Vec<Diagnostic>,
     cur: usize,
+    /// Names of the subroutines the built-in VCL defines (user VCL may
+    /// define them too, even with the reserved `vcl_` prefix).
+    builtin_subs: Vec<String>,
 }
 
 /// Checks a parsed program (the user's VCL followed by the built-in VCL,
@@ -160,6 +165,7 @@ pub fn check(
         default_backend: None,
         undefined: Vec::new(),
         cur: 0,
+        builtin_subs: Vec::new(),
     };
     c.run(main).map_err(|d| {
         let mut ds = Diagnostics::new();
@@ -180,6 +186,13 @@ impl<'a> Checker<'a> {
                 (i, builtin)
             })
             .collect();
+        self.builtin_subs = items
+            .iter()
+            .filter_map(|(i, b)| match i {
+                ast::Item::Sub(s) if *b => Some(s.name.name.clone()),
+                _ => None,
+            })
+            .collect();
         // Pass 1: declarations.
         for (idx, (item, from_builtin)) in items.iter().enumerate() {
             self.declare(item, idx, *from_builtin)?;
@@ -189,18 +202,15 @@ impl<'a> Checker<'a> {
                 self.declare_news(&s.body)?;
             }
         }
-        if self.backends.is_empty() {
-            return Err(Box::new(Diagnostic::error_nowhere(
-                "No backends or directors found in VCL program, at least one is necessary.",
-            )));
-        }
-        let default = self
+        if let Some(default) = self
             .backends
             .iter()
             .position(|b| b.0.name == "default")
-            .unwrap_or(0);
-        self.default_backend = Some(default);
-        self.backends[default].2 = true;
+            .or((!self.backends.is_empty()).then_some(0))
+        {
+            self.default_backend = Some(default);
+            self.backends[default].2 = true;
+        }
         // Backend fields referring to probes.
         for (item, _) in &items {
             if let ast::Item::Backend(b) = item {
@@ -219,6 +229,11 @@ impl<'a> Checker<'a> {
                 }
             }
             bodies.push(out);
+        }
+        if self.backends.is_empty() {
+            return Err(Box::new(Diagnostic::error_nowhere(
+                "No backends or directors found in VCL program, at least one is necessary.",
+            )));
         }
         if let Some(d) = self.undefined.first() {
             return Err(Box::new(d.clone()));
@@ -313,6 +328,18 @@ impl<'a> Checker<'a> {
             }
         }
         c0.to_string()
+    }
+
+    /// The token right after `span` (for "Expected X got 'Y'" messages).
+    fn after_token(&self, span: Span) -> String {
+        if (span.file.0 as usize) >= self.sm.len() {
+            return "EOI".into();
+        }
+        let f = self.sm.file(span.file);
+        let rest = &f.text()[span.end as usize..];
+        let skip = rest.len() - rest.trim_start().len();
+        let at = Span::new(span.file, span.end + skip as u32, f.text().len() as u32);
+        self.first_token(at)
     }
 
     // ------------------------------------------------------------------
@@ -452,7 +479,11 @@ impl<'a> Checker<'a> {
                 return Ok(());
             }
         }
-        if method.is_none() && name.starts_with("vcl_") && !from_builtin {
+        if method.is_none()
+            && name.starts_with("vcl_")
+            && !from_builtin
+            && !self.builtin_subs.contains(name)
+        {
             return Err(Box::new(
                 Diagnostic::error(
                     "The names 'vcl_*' are reserved for subroutines.",
@@ -483,8 +514,24 @@ impl<'a> Checker<'a> {
                     if name.name.starts_with("vcl_") {
                         return err("Symbols named 'vcl_*' are reserved.", name.span);
                     }
-                    let AK::Call { callee, .. } = &constructor.kind else {
-                        return err("Expected '(' after the constructor name", constructor.span);
+                    let callee = match &constructor.kind {
+                        AK::Call { callee, .. } => callee,
+                        AK::Path(p) => {
+                            let (_, _) = self.resolve_class(p)?;
+                            return err(
+                                format!(
+                                    "Expected '(' got '{}'",
+                                    self.after_token(constructor.span)
+                                ),
+                                constructor.span,
+                            );
+                        }
+                        _ => {
+                            return err(
+                                format!("Expected ID got '{}'", self.first_token(constructor.span)),
+                                constructor.span,
+                            );
+                        }
                     };
                     let (vmod, class) = self.resolve_class(callee)?;
                     let idx = self.instances.len();
@@ -519,7 +566,7 @@ impl<'a> Checker<'a> {
             return Ok((v, ci));
         }
         err(
-            format!("Symbol not found: '{}'", callee.dotted()),
+            format!("Symbol not found: '{}'\nAt:", callee.dotted()),
             callee.span,
         )
     }
@@ -574,13 +621,16 @@ impl<'a> Checker<'a> {
             self.probes[p].2 = true;
             probe = Some(p);
         }
-        let host = fields
+        let host_field = fields
             .string("host")
             .map(|s| s.value.clone())
             .unwrap_or_default();
+        let (host, host_port) = split_host_port(&host_field);
+        let host = host.to_string();
         let port = fields
             .string("port")
             .map(|s| s.value.clone())
+            .or(host_port.map(str::to_string))
             .unwrap_or_else(|| "80".into());
         let path = fields.string("path").map(|s| s.value.clone());
         let mut addrs = Vec::new();
@@ -775,7 +825,7 @@ impl<'a> Checker<'a> {
             StmtKind::New { name, constructor } => {
                 self.add_use(st.span, SubMask::of(&[BuiltinSub::Init]), UseKind::Action);
                 let Some((Sym::Instance(inst), _)) = self.syms.get(&name.name).copied() else {
-                    return err(format!("Symbol not found: '{}'", name.name), name.span);
+                    return err(format!("Symbol not found: '{}'\nAt:", name.name), name.span);
                 };
                 let AK::Call {
                     args, args_span, ..
@@ -830,10 +880,13 @@ impl<'a> Checker<'a> {
                 },
             )),
             VarLookup::WrongVersion(d) => err(
-                format!("Symbol not found: '{name}' {}", d.versions.availability()),
+                format!(
+                    "Symbol not found: '{name}' {}\nAt:",
+                    d.versions.availability()
+                ),
                 target.span,
             ),
-            VarLookup::NotFound => err(format!("Symbol not found: '{name}'"), target.span),
+            VarLookup::NotFound => err(format!("Symbol not found: '{name}'\nAt:"), target.span),
         }
     }
 
@@ -846,9 +899,15 @@ impl<'a> Checker<'a> {
     ) -> R<ir::Stmt> {
         let (def, var) = self.lvalue(target)?;
         if def.write.is_empty() {
-            return err("Variable is read only.", target.span);
+            if def.read.is_empty() {
+                return err("Variable cannot be set.", target.span);
+            }
+            // Reported per method: "Not available" where it cannot even be
+            // read, "Variable is read only." elsewhere.
+            self.add_use(target.span, def.read, UseKind::ReadOnly);
+        } else {
+            self.add_use(target.span, def.write, UseKind::Set);
         }
-        self.add_use(target.span, def.write, UseKind::Set);
         let ty = def.ty;
         let (want, arith) = match (ty, op) {
             (_, AssignOp::Assign) => (
@@ -897,6 +956,9 @@ impl<'a> Checker<'a> {
                 );
             };
             let name = p.dotted();
+            if self.version == VclVersion::V40 {
+                return err(format!("Symbol not found: '{name}'\nAt:"), p.span);
+            }
             if !self.opts.labels.contains(&name) {
                 if let Some((sym, def)) = self.syms.get(&name).copied() {
                     return Err(Box::new(
@@ -910,7 +972,7 @@ impl<'a> Checker<'a> {
                         .with_note("Symbol was defined here:", Some(def)),
                     ));
                 }
-                return err(format!("Symbol not found: '{name}'"), p.span);
+                return err(format!("Symbol not found: '{name}'\nAt:"), p.span);
             }
             let idx = match self.labels.iter().position(|l| *l == name) {
                 Some(i) => i,
@@ -934,8 +996,8 @@ impl<'a> Checker<'a> {
                 extra.span,
             );
         }
-        if matches!(action, Action::Synth | Action::Error) && ra.args.is_empty() {
-            return err("Expected '(' got ')'", ra.span);
+        if action == Action::Synth && ra.args.is_empty() {
+            return err("Missing argument.", ra.span);
         }
         let mut args = Vec::with_capacity(ra.args.len());
         for (a, t) in ra.args.iter().zip(types) {
@@ -947,6 +1009,15 @@ impl<'a> Checker<'a> {
     /// Resolves a reference to a subroutine (`call x`, SUB arguments).
     /// Undefined subs are recorded for later reporting.
     fn sub_ref(&mut self, id: &ast::Ident, _ctx: &str) -> R<Option<usize>> {
+        if RESERVED.contains(&id.name.as_str()) {
+            return err(
+                format!(
+                    "Symbol '{}' type (reserved) can not be used in expression.",
+                    id.name
+                ),
+                id.span,
+            );
+        }
         match self.syms.get(&id.name).copied() {
             Some((Sym::Sub(i), _)) => {
                 self.subs[i].referenced = true;
@@ -1213,22 +1284,43 @@ impl<'a> Checker<'a> {
     }
 
     fn regex(&self, e: &ast::Expr) -> R<Arc<ir::VclRegex>> {
-        let e = match &e.kind {
-            AK::Paren(inner) => inner.as_ref(),
-            _ => e,
-        };
-        let AK::Str(s) = &e.kind else {
-            return err(
-                format!("Expected CSTR got '{}'", self.first_token(e.span)),
-                e.span,
-            );
-        };
-        ir::VclRegex::new(&s.value).map(Arc::new).map_err(|m| {
+        let mut pattern = String::new();
+        self.regex_text(e, &mut pattern)?;
+        ir::VclRegex::new(&pattern).map(Arc::new).map_err(|m| {
             Box::new(Diagnostic::error(
                 format!("Regexp compilation error:\n\n{m}\n"),
-                s.span,
+                e.span,
             ))
         })
+    }
+
+    /// A regex must be a constant string, possibly `"a" + "b"`.
+    fn regex_text(&self, e: &ast::Expr, out: &mut String) -> R<()> {
+        match &e.kind {
+            AK::Paren(inner) => self.regex_text(inner, out),
+            AK::Str(s) => {
+                out.push_str(&s.value);
+                Ok(())
+            }
+            AK::Binary {
+                op: BinaryOp::Add,
+                lhs,
+                rhs,
+                ..
+            } => {
+                self.regex_text(lhs, out)?;
+                self.regex_text(rhs, out)
+            }
+            AK::Binary {
+                op, op_span, lhs, ..
+            } if matches!(&lhs.kind, AK::Str(_)) => {
+                err(format!("Expected ')' got '{}'", op.as_str()), *op_span)
+            }
+            _ => err(
+                format!("Expected CSTR got '{}'", self.first_token(e.span)),
+                e.span,
+            ),
+        }
     }
 
     fn number(&mut self, lit: &ast::NumLit, unit: Option<&ast::Ident>, fmt: Type) -> R<Expr> {
@@ -1403,6 +1495,12 @@ impl<'a> Checker<'a> {
         let name = p.dotted();
         match name.as_str() {
             "default" => return err("Symbol 'default' is a reserved word.", p.span),
+            n if RESERVED.contains(&n) => {
+                return err(
+                    format!("Symbol '{n}' type (reserved) can not be used in expression."),
+                    p.span,
+                );
+            }
             "true" | "false" => {
                 return err("Expression has type BOOL, expected ACL", p.span);
             }
@@ -1570,7 +1668,10 @@ impl<'a> Checker<'a> {
             }
             VarLookup::WrongVersion(d) => {
                 return err(
-                    format!("Symbol not found: '{name}' {}", d.versions.availability()),
+                    format!(
+                        "Symbol not found: '{name}' {}\nAt:",
+                        d.versions.availability()
+                    ),
                     p.span,
                 );
             }
@@ -1583,7 +1684,7 @@ impl<'a> Checker<'a> {
                     kind: IK::Stevedore(Arc::from(st)),
                 });
             }
-            return err(format!("Symbol not found: '{name}'"), p.span);
+            return err(format!("Symbol not found: '{name}'\nAt:"), p.span);
         }
         // Longest known prefix, then properties.
         for cut in (1..p.segments.len()).rev() {
@@ -1598,7 +1699,7 @@ impl<'a> Checker<'a> {
             ) || (cut == 1 && self.syms.contains_key(&pname));
             if known {
                 if let Some((Sym::Vmod(_), _)) = self.syms.get(&pname).copied() {
-                    return err(format!("Symbol not found: '{name}'"), p.span);
+                    return err(format!("Symbol not found: '{name}'\nAt:"), p.span);
                 }
                 let base = self.path_expr(&prefix, Type::Void)?;
                 let prop = &p.segments[cut];
@@ -1619,11 +1720,27 @@ impl<'a> Checker<'a> {
                 kind: IK::DefaultBackend,
             });
         }
-        err(format!("Symbol not found: '{name}'"), p.span)
+        err(format!("Symbol not found: '{name}'\nAt:"), p.span)
     }
 
     fn sym_expr(&mut self, sym: Sym, def: Span, p: &ast::Path, fmt: Type) -> R<Expr> {
         let _ = def;
+        // Objects without a string form read as their name in string
+        // context (vcc_Eval_Handle).
+        if fmt == Type::String {
+            match sym {
+                Sym::Acl(i) => {
+                    self.acls[i].2 = true;
+                    return Ok(str_const(&p.dotted()));
+                }
+                Sym::Probe(i) => {
+                    self.probes[i].2 = true;
+                    return Ok(str_const(&p.dotted()));
+                }
+                Sym::Instance(_) => return Ok(str_const(&p.dotted())),
+                _ => {}
+            }
+        }
         Ok(match sym {
             Sym::Backend(i) => {
                 self.backends[i].2 = true;
@@ -1732,7 +1849,7 @@ impl<'a> Checker<'a> {
                 Some((Sym::Vmod(v), _)) => {
                     let decl = self.vmods[v].decl.clone();
                     let Some((fi, f)) = decl.function(&segs[1].name) else {
-                        return err(format!("Symbol not found: '{name}'"), callee.span);
+                        return err(format!("Symbol not found: '{name}'\nAt:"), callee.span);
                     };
                     if f.ret == Type::Void && !as_stmt {
                         return err("Function returns VOID:", callee.span);
@@ -1782,6 +1899,12 @@ impl<'a> Checker<'a> {
                 _ => {}
             }
         }
+        if segs.len() >= 3
+            && let Some((Sym::Vmod(v), _)) = self.syms.get(&segs[0].name).copied()
+            && self.vmods[v].decl.object(&segs[1].name).is_some()
+        {
+            return err("Syntax error.", callee.span);
+        }
         if segs.len() >= 2 {
             // Type method on a value: `req.http.host.lower()`.
             let prefix = ast::Path {
@@ -1819,7 +1942,7 @@ impl<'a> Checker<'a> {
                 callee.span,
             );
         }
-        err(format!("Symbol not found: '{name}'"), callee.span)
+        err(format!("Symbol not found: '{name}'\nAt:"), callee.span)
     }
 
     /// `.upper()`, `.lower()` on strings, `.resolve()` on backends.
@@ -2029,15 +2152,17 @@ impl<'a> Checker<'a> {
         state[s] = 1;
         for &(callee, site) in &self.subs[s].calls {
             if state[callee] == 1 {
-                let mut d = Diagnostic::error("Subroutine recurses on", site);
-                let mut chain: Vec<(usize, Span)> = stack.clone();
+                let mut d = Diagnostic::error("Subroutine recurses on", self.subs[s].def);
+                let from = stack
+                    .iter()
+                    .position(|(x, _)| *x == callee)
+                    .unwrap_or(stack.len());
+                let mut chain: Vec<(usize, Span)> = stack[from..].to_vec();
                 chain.push((s, site));
-                let from = chain.iter().position(|(x, _)| *x == callee).unwrap_or(0);
-                for (caller, call_site) in chain[from..].iter().rev().skip(1) {
-                    let _ = caller;
+                for (caller, call_site) in chain {
                     d = d.with_note(
-                        format!("...called from \"{}\"", self.subs[*caller].name),
-                        Some(*call_site),
+                        format!("...called from \"{}\"", self.subs[caller].name),
+                        Some(call_site),
                     );
                 }
                 return Err(Box::new(d));
@@ -2054,6 +2179,21 @@ impl<'a> Checker<'a> {
 
     fn check_unused(&self) -> R<()> {
         if !self.opts.err_unref {
+            // Unused subs are kept, but must be usable from some method.
+            for s in self.subs.iter().filter(|s| !s.referenced) {
+                let mut mask = SubMask::ALL;
+                for u in &s.uses {
+                    if matches!(
+                        u.what,
+                        UseKind::Read | UseKind::Set | UseKind::Unset | UseKind::Action
+                    ) {
+                        mask = mask.intersect(u.allowed);
+                        if mask.is_empty() {
+                            return err("Impossible Subroutine", u.span);
+                        }
+                    }
+                }
+            }
             return Ok(());
         }
         for s in &self.subs {
@@ -2108,6 +2248,7 @@ impl<'a> Checker<'a> {
         for u in &self.subs[s].uses {
             let bad = match u.what {
                 UseKind::Return(a) => returns && !m.actions().contains(a),
+                UseKind::ReadOnly => !returns,
                 _ => !returns && !u.allowed.contains(m),
             };
             if !bad {
@@ -2118,6 +2259,8 @@ impl<'a> Checker<'a> {
             let msg = match u.what {
                 UseKind::Return(a) => format!("Invalid return \"{}\"", a.name()),
                 UseKind::Read => format!("Not available {inf} subroutine '{}'.", m.name()),
+                UseKind::ReadOnly if u.allowed.contains(m) => "Variable is read only.".to_string(),
+                UseKind::ReadOnly => format!("Not available {inf} subroutine '{}'.", m.name()),
                 UseKind::Set => format!("Cannot be set {inf} subroutine '{}'.", m.name()),
                 UseKind::Unset => format!("Cannot be unset {inf} subroutine '{}'.", m.name()),
                 UseKind::Action => format!("Not a valid action {inf} subroutine '{}'.", m.name()),

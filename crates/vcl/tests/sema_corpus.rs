@@ -93,6 +93,8 @@ struct Case {
     vcl: String,
     /// `Some(text)` for `-errvcl {text}`.
     expect_err: Option<String>,
+    /// `param.set vcc_err_unref` state when the VCL was loaded.
+    err_unref: bool,
 }
 
 /// Reads a `{...}` (brace counting like varnishtest) or `"..."` argument
@@ -157,9 +159,7 @@ fn expand_macros(s: &str) -> String {
             "127.0.0.1".to_string()
         } else if name.ends_with("_port") {
             "9".to_string()
-        } else if name.ends_with("_sock") {
-            "127.0.0.1 9".to_string()
-        } else if name == "bad_backend" {
+        } else if name.ends_with("_sock") || name == "bad_backend" {
             "127.0.0.1 9".to_string()
         } else if name == "bad_ip" {
             "192.0.2.255".to_string()
@@ -178,17 +178,10 @@ fn expand_macros(s: &str) -> String {
 fn extract(file: &str, text: &str) -> Vec<Case> {
     let b = text.as_bytes();
     let mut cases = Vec::new();
-    let servers: Vec<String> = text
-        .lines()
-        .filter_map(|l| {
-            let mut w = l.split_whitespace();
-            (w.next() == Some("server")).then(|| w.next().map(str::to_string))?
-        })
-        .filter(|n| n.starts_with('s'))
-        .collect::<HashSet<_>>()
-        .into_iter()
-        .collect();
+    // Servers defined so far (varnishtest declares a backend for each).
+    let mut servers: Vec<String> = Vec::new();
     let mut syntax = "4.1".to_string();
+    let mut err_unref = true;
     let mut i = 0;
     while i < b.len() {
         // Only look at arguments of `varnish` commands.
@@ -198,16 +191,28 @@ fn extract(file: &str, text: &str) -> Vec<Case> {
         }
         let line_end = text[i..].find('\n').map_or(b.len(), |e| i + e);
         let line = text[i..line_end].trim_start();
+        if let Some(rest) = line.strip_prefix("server ")
+            && let Some(n) = rest.split_whitespace().next()
+            && !servers.iter().any(|s| s == n)
+        {
+            servers.push(n.to_string());
+        }
+        if line.contains("vcc_err_unref off")
+            || line.contains("vcc_err_unref false")
+            || line.contains("vcc_err_unref=off")
+            || line.contains("vcc_err_unref=false")
+        {
+            err_unref = false;
+        } else if line.contains("vcc_err_unref on") || line.contains("vcc_err_unref true") {
+            err_unref = true;
+        }
         if !line.starts_with("varnish ") {
             i = line_end + 1;
             continue;
         }
         let mut j = i + (text[i..].len() - text[i..].trim_start().len()) + "varnish ".len();
         // Walk the arguments of this command.
-        loop {
-            let Some((arg, next)) = vtc_arg(b, j) else {
-                break;
-            };
+        while let Some((arg, next)) = vtc_arg(b, j) {
             if arg.is_empty() && next >= b.len() {
                 break;
             }
@@ -247,6 +252,7 @@ fn extract(file: &str, text: &str) -> Vec<Case> {
                         file: file.to_string(),
                         vcl,
                         expect_err,
+                        err_unref,
                     });
                 }
                 _ => {
@@ -309,14 +315,38 @@ fn corpus_figures() {
     let (mut ok_total, mut ok_pass) = (0, 0);
     let (mut err_total, mut err_pass) = (0, 0);
     let mut failures = Vec::new();
-    let opts = CompileOptions::default();
+    let base = CompileOptions::default();
     let start = std::time::Instant::now();
     for f in &files {
         let name = format!("tests/{}", f.file_name().unwrap().to_string_lossy());
         let Ok(text) = std::fs::read_to_string(f) else {
             continue;
         };
+        // Stevedores named with `-s name=...` on the command line, and
+        // labels created with `vcl.label`.
+        let mut storages = base.storages.clone();
+        let mut labels = Vec::new();
+        for (k, _) in text.match_indices("-s") {
+            let rest = text[k + 2..].trim_start();
+            let n: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+                .collect();
+            if !n.is_empty() && rest[n.len()..].starts_with('=') {
+                storages.push(n);
+            }
+        }
+        for (k, _) in text.match_indices("vcl.label ") {
+            if let Some(n) = text[k + 10..].split_whitespace().next() {
+                labels.push(n.to_string());
+            }
+        }
         for case in extract(&name, &text) {
+            let opts = CompileOptions {
+                err_unref: case.err_unref,
+                storages: storages.clone(),
+                labels: labels.clone(),
+            };
             if imports(&case.vcl)
                 .iter()
                 .any(|i| !known.contains(i.as_str()))
