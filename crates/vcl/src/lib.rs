@@ -6,3 +6,11 @@ pub mod include;
 pub mod lexer;
 pub mod parser;
 pub mod source;
+
+pub mod check;
+pub mod compile;
+pub mod ir;
+pub mod subs;
+pub mod types;
+pub mod vars;
+pub mod vmod;
