@@ -2,6 +2,7 @@
 
 pub mod ast;
 pub mod diag;
+pub mod exec;
 pub mod source;
 
 pub mod subs;
