@@ -83,6 +83,10 @@ pub enum Expr {
         regex: u32,
         sub: Box<Expr>,
     },
+    /// `s.upper()` / `s.lower()` (ASCII case mapping; NULL stays NULL).
+    Case { upper: bool, inner: Box<Expr> },
+    /// `backend.resolve()`: the backend a director picks now.
+    Resolve(Box<Expr>),
     /// A vmod function call.
     Call(FuncRef, Box<[Option<Expr>]>),
     /// A method call on a vmod object instance.
@@ -109,7 +113,8 @@ pub enum Target {
 pub enum ReturnAction {
     Abandon,
     Deliver,
-    Fail,
+    /// `fail`, optionally with a reason logged as `VCL_Error`.
+    Fail(Option<Expr>),
     Fetch,
     Hash,
     Lookup,

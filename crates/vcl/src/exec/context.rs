@@ -119,6 +119,9 @@ pub trait Context {
     fn ban(&mut self, spec: &[u8]) -> Result<(), String>;
     /// Writes a log record in the task's transaction.
     fn log(&mut self, kind: LogKind, msg: &[u8]);
+    /// `backend.resolve()`: asks the director behind `backend` which real
+    /// backend it picks now (a plain backend resolves to itself).
+    fn resolve_backend(&mut self, backend: &Value) -> Result<Value, String>;
     /// The current time (`now`), seconds since the epoch, constant within
     /// one subroutine call as in Varnish.
     fn now(&self) -> f64;

@@ -349,7 +349,18 @@ impl<C: Context> Exec<'_, C> {
         Ok(match a {
             ReturnAction::Abandon => Action::Abandon,
             ReturnAction::Deliver => Action::Deliver,
-            ReturnAction::Fail => Action::Fail,
+            ReturnAction::Fail(reason) => {
+                if let Some(e) = reason {
+                    let mut buf = self.take_buf();
+                    let r = self.append_str(e, &mut buf);
+                    if r.is_ok() {
+                        self.ctx.log(LogKind::Error, &buf);
+                    }
+                    self.give_buf(buf);
+                    r?;
+                }
+                Action::Fail
+            }
             ReturnAction::Fetch => Action::Fetch,
             ReturnAction::Hash => Action::Hash,
             ReturnAction::Lookup => Action::Lookup,
@@ -651,6 +662,26 @@ impl<C: Context> Exec<'_, C> {
                 let a = self.eval(a)?;
                 let b = self.eval(b)?;
                 arith(*op, a, b)?
+            }
+            Expr::Case { upper, inner } => match self.eval(inner)? {
+                Value::Null => Value::Null,
+                v => {
+                    let mut buf = self.take_buf();
+                    let r = v.append_to(&mut buf, &self.prog.acl_names);
+                    if *upper {
+                        buf.make_ascii_uppercase();
+                    } else {
+                        buf.make_ascii_lowercase();
+                    }
+                    let out = Value::Str(Bytes::copy_from_slice(&buf));
+                    self.give_buf(buf);
+                    r?;
+                    out
+                }
+            },
+            Expr::Resolve(inner) => {
+                let b = self.eval(inner)?;
+                self.ctx.resolve_backend(&b)?
             }
             Expr::Call(f, args) => {
                 let args = self.eval_args(args)?;

@@ -200,6 +200,10 @@ impl Context for MockContext {
             .push((kind, String::from_utf8_lossy(msg).into_owned()));
     }
 
+    fn resolve_backend(&mut self, backend: &Value) -> Result<Value, String> {
+        Ok(backend.clone())
+    }
+
     fn now(&self) -> f64 {
         self.now
     }
