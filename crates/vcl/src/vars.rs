@@ -10,31 +10,7 @@
 use crate::subs::{BuiltinSub, SubMask};
 use crate::types::Type;
 
-/// A VCL language version (`vcl 4.0;` / `vcl 4.1;`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum VclVersion {
-    V40,
-    V41,
-}
-
-impl VclVersion {
-    /// Parses `4.0` / `4.1`.
-    pub fn parse(s: &str) -> Option<VclVersion> {
-        match s {
-            "4.0" => Some(VclVersion::V40),
-            "4.1" => Some(VclVersion::V41),
-            _ => None,
-        }
-    }
-
-    /// The version as written in VCL.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            VclVersion::V40 => "4.0",
-            VclVersion::V41 => "4.1",
-        }
-    }
-}
+pub use crate::ast::VclVersion;
 
 /// The VCL versions a variable exists in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
