@@ -106,7 +106,7 @@ impl Lower<'_> {
             VarArg::Storage(_) => return Err(format!("{:?} cannot be assigned", v.id)),
             VarArg::None => {
                 let def = crate::vars::def_of(v.id, self.ir.version);
-                if def.is_some_and(|d| d.ty == Type::String) {
+                if def.is_some_and(|d| matches!(d.ty, Type::String | Type::Body)) {
                     Target::StrVar(v.id)
                 } else {
                     Target::Var(v.id)
