@@ -13,7 +13,7 @@ use lacquer_vcl::subs::BuiltinSub;
 use lacquer_vcl::vars::VarId;
 use lacquer_vcl::vmod::VmodRegistry;
 
-const TYPICAL: &str = r#"
+const TYPICAL: &str = r##"
 vcl 4.1;
 
 probe healthcheck {
@@ -308,7 +308,7 @@ sub vcl_backend_error {
     synthetic("Backend fetch failed");
     return (deliver);
 }
-"#;
+"##;
 
 fn build(text: &str) -> Program {
     let opts = CompileOptions {
@@ -351,7 +351,8 @@ fn request() -> MockContext {
     c.vars.insert(VarId::BereqRetries, Value::Int(0));
     c.vars.insert(VarId::BereqUncacheable, Value::Bool(false));
     c.strings.insert(VarId::BereqMethod, b"GET".to_vec());
-    c.strings.insert(VarId::BereqUrl, b"/articles/2024/some-story?id=42".to_vec());
+    c.strings
+        .insert(VarId::BereqUrl, b"/articles/2024/some-story?id=42".to_vec());
     c
 }
 
@@ -366,7 +367,10 @@ fn miss(p: &Program, c: &mut MockContext, s: &mut Scratch) {
     assert_eq!(p.run(BuiltinSub::Recv, c, &NoVmods, s), Action::Hash);
     assert_eq!(p.run(BuiltinSub::Hash, c, &NoVmods, s), Action::Lookup);
     assert_eq!(p.run(BuiltinSub::Miss, c, &NoVmods, s), Action::Fetch);
-    assert_eq!(p.run(BuiltinSub::BackendFetch, c, &NoVmods, s), Action::Fetch);
+    assert_eq!(
+        p.run(BuiltinSub::BackendFetch, c, &NoVmods, s),
+        Action::Fetch
+    );
     assert_eq!(
         p.run(BuiltinSub::BackendResponse, c, &NoVmods, s),
         Action::Deliver
@@ -385,11 +389,7 @@ fn bench(cr: &mut Criterion) {
     ];
     for (name, prog, f) in cases {
         cr.bench_function(name, |b| {
-            b.iter_batched_ref(
-                request,
-                |c| f(prog, c, &mut scratch),
-                BatchSize::SmallInput,
-            )
+            b.iter_batched_ref(request, |c| f(prog, c, &mut scratch), BatchSize::SmallInput)
         });
     }
 }
