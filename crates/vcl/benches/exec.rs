@@ -378,11 +378,14 @@ fn miss(p: &Program, c: &mut MockContext, s: &mut Scratch) {
     assert_eq!(p.run(BuiltinSub::Deliver, c, &NoVmods, s), Action::Deliver);
 }
 
+/// One request flow through the methods of a program.
+type Flow = fn(&Program, &mut MockContext, &mut Scratch);
+
 fn bench(cr: &mut Criterion) {
     let builtin = build("vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; }\n");
     let typical = build(TYPICAL);
     let mut scratch = Scratch::default();
-    let cases: [(&str, &Program, fn(&Program, &mut MockContext, &mut Scratch)); 3] = [
+    let cases: [(&str, &Program, Flow); 3] = [
         ("builtin_hit", &builtin, hit),
         ("typical_hit", &typical, hit),
         ("typical_miss", &typical, miss),
