@@ -2,6 +2,7 @@
 
 pub mod ast;
 pub mod diag;
+pub mod exec;
 pub mod include;
 pub mod lexer;
 pub mod parser;
