@@ -1,1 +1,11 @@
 //! VCL: lexer, parser, type checker and compiler to an executable program.
+
+pub mod ast;
+pub mod diag;
+pub mod source;
+
+pub mod ir;
+pub mod subs;
+pub mod types;
+pub mod vars;
+pub mod vmod;

@@ -1,0 +1,309 @@
+//! Compiler diagnostics and their rendering.
+//!
+//! Messages use Varnish's exact wording (varnishtest `-errvcl` checks match
+//! substrings of them) and the default rendering reproduces vcc's layout:
+//! the message, `('<file>' Line L Pos P)`, the quoted source line with tabs
+//! expanded, and a marker line of `-` with `#` under the offending text.
+//! A compact `file:line:col: message` form exists for tools and logs.
+
+use std::fmt::Write as _;
+
+use crate::source::{SourceMap, Span};
+
+/// How serious a diagnostic is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// Compilation fails.
+    Error,
+    /// Reported, compilation goes on (Varnish adds "(That was just a warning)").
+    Warning,
+}
+
+/// Additional located information attached to a diagnostic, e.g.
+/// "Previous definition:" pointing at the first definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    pub message: String,
+    pub span: Option<Span>,
+}
+
+/// One compiler message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    /// Varnish's message text, without trailing newline. May contain
+    /// several lines (e.g. the "VCL version declaration missing" advice).
+    pub message: String,
+    /// Where the problem is; `None` for whole-program errors such as
+    /// "No backends or directors found".
+    pub span: Option<Span>,
+    pub notes: Vec<Note>,
+}
+
+impl Diagnostic {
+    /// An error at `span`.
+    pub fn error(message: impl Into<String>, span: Span) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::Error,
+            message: message.into(),
+            span: Some(span),
+            notes: Vec::new(),
+        }
+    }
+
+    /// An error without location.
+    pub fn error_nowhere(message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::Error,
+            message: message.into(),
+            span: None,
+            notes: Vec::new(),
+        }
+    }
+
+    /// A warning at `span`.
+    pub fn warning(message: impl Into<String>, span: Span) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::Warning,
+            message: message.into(),
+            span: Some(span),
+            notes: Vec::new(),
+        }
+    }
+
+    /// Adds a located note.
+    pub fn with_note(mut self, message: impl Into<String>, span: Option<Span>) -> Diagnostic {
+        self.notes.push(Note {
+            message: message.into(),
+            span,
+        });
+        self
+    }
+
+    /// Renders in Varnish's layout (see module docs).
+    pub fn render(&self, sm: &SourceMap) -> String {
+        let mut out = String::new();
+        out.push_str(&self.message);
+        out.push('\n');
+        if let Some(span) = self.span {
+            render_where(&mut out, sm, span);
+        }
+        for n in &self.notes {
+            out.push_str(&n.message);
+            out.push('\n');
+            if let Some(span) = n.span {
+                render_where(&mut out, sm, span);
+            }
+        }
+        if self.severity == Severity::Warning {
+            out.push_str("(That was just a warning)\n");
+        }
+        out
+    }
+
+    /// Renders as `file:line:col: error: message` (first message line only
+    /// is prefixed; notes follow on their own lines the same way).
+    pub fn render_compact(&self, sm: &SourceMap) -> String {
+        let mut out = String::new();
+        let sev = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        compact_line(&mut out, sm, self.span, sev, &self.message);
+        for n in &self.notes {
+            compact_line(&mut out, sm, n.span, "note", &n.message);
+        }
+        out
+    }
+}
+
+fn compact_line(out: &mut String, sm: &SourceMap, span: Option<Span>, sev: &str, msg: &str) {
+    let msg = msg.trim_end().replace('\n', " ");
+    match span {
+        Some(s) if (s.file.0 as usize) < sm.len() => {
+            let f = sm.file(s.file);
+            let (l, c) = f.line_col(s.start);
+            let _ = writeln!(out, "{}:{}:{}: {}: {}", f.name(), l, c, sev, msg);
+        }
+        _ => {
+            let _ = writeln!(out, "{}: {}", sev, msg);
+        }
+    }
+}
+
+/// Writes vcc_ErrWhere's block: coordinates, source line, marker line and a
+/// blank line. Spans running over several lines mark to the end of the first.
+fn render_where(out: &mut String, sm: &SourceMap, span: Span) {
+    if span.file.0 as usize >= sm.len() {
+        return;
+    }
+    let f = sm.file(span.file);
+    let (line, col) = f.varnish_pos(span.start);
+    let _ = writeln!(out, "('{}' Line {} Pos {})", f.name(), line, col);
+    let (_, line_start) = f.line_of(span.start);
+    let text = f.line_text(line);
+    // Quoted line with tabs expanded to multiples of 8.
+    let mut quoted = String::with_capacity(text.len() + 8);
+    let mut marker = String::with_capacity(text.len() + 8);
+    let mut x = 0u32;
+    let mark_start = span.start;
+    // An empty span (end of input) still gets one marker character.
+    let mark_end = span.end.max(span.start + 1);
+    for (off, ch) in text.char_indices() {
+        let pos = line_start + off as u32;
+        let c = if pos >= mark_start && pos < mark_end {
+            '#'
+        } else {
+            '-'
+        };
+        if ch == '\t' {
+            let y = (x & !7) + 8;
+            while x < y {
+                quoted.push(' ');
+                marker.push(c);
+                x += 1;
+            }
+        } else {
+            quoted.push(ch);
+            marker.push(c);
+            x += 1;
+        }
+    }
+    if mark_start as usize >= line_start as usize + text.len() {
+        // Position at end of line or input: show where it is.
+        marker.push('#');
+    }
+    out.push_str(&quoted);
+    out.push('\n');
+    out.push_str(&marker);
+    out.push_str("\n\n");
+}
+
+/// The diagnostics of one compilation, in the order found.
+#[derive(Debug, Clone, Default)]
+pub struct Diagnostics {
+    items: Vec<Diagnostic>,
+}
+
+impl Diagnostics {
+    /// An empty collection.
+    pub fn new() -> Diagnostics {
+        Diagnostics::default()
+    }
+
+    /// Records a diagnostic.
+    pub fn push(&mut self, d: Diagnostic) {
+        self.items.push(d);
+    }
+
+    /// Moves all diagnostics of `other` to the end of `self`.
+    pub fn extend(&mut self, other: Diagnostics) {
+        self.items.extend(other.items);
+    }
+
+    /// True if any error (not warning) was recorded.
+    pub fn has_errors(&self) -> bool {
+        self.items.iter().any(|d| d.severity == Severity::Error)
+    }
+
+    /// Number of errors.
+    pub fn error_count(&self) -> usize {
+        self.items
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .count()
+    }
+
+    /// All diagnostics.
+    pub fn iter(&self) -> std::slice::Iter<'_, Diagnostic> {
+        self.items.iter()
+    }
+
+    /// Number of diagnostics.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// True when nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Renders all in Varnish's layout, one after another.
+    pub fn render(&self, sm: &SourceMap) -> String {
+        self.items.iter().map(|d| d.render(sm)).collect()
+    }
+
+    /// Renders all in compact `file:line:col: message` form.
+    pub fn render_compact(&self, sm: &SourceMap) -> String {
+        self.items.iter().map(|d| d.render_compact(sm)).collect()
+    }
+
+    /// Consumes the collection.
+    pub fn into_vec(self) -> Vec<Diagnostic> {
+        self.items
+    }
+}
+
+impl<'a> IntoIterator for &'a Diagnostics {
+    type Item = &'a Diagnostic;
+    type IntoIter = std::slice::Iter<'a, Diagnostic>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.items.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::{FileId, FileKind};
+
+    #[test]
+    fn varnish_layout() {
+        let mut sm = SourceMap::new();
+        let f = sm.add("<vcl.inline>", "vcl 4.1;\n\tset x = 1\n}", FileKind::Main);
+        assert_eq!(f, FileId(0));
+        // '}' at offset 20
+        let d = Diagnostic::error("Expected ';' got '}'", Span::new(f, 20, 21));
+        let r = d.render(&sm);
+        assert_eq!(
+            r,
+            "Expected ';' got '}'\n('<vcl.inline>' Line 3 Pos 1)\n}\n#\n\n"
+        );
+        let d = Diagnostic::error("Symbol not found", Span::new(f, 14, 15));
+        assert_eq!(
+            d.render(&sm),
+            "Symbol not found\n('<vcl.inline>' Line 2 Pos 13)\n        set x = 1\n------------#----\n\n"
+        );
+        assert_eq!(
+            d.render_compact(&sm),
+            "<vcl.inline>:2:6: error: Symbol not found\n"
+        );
+    }
+
+    #[test]
+    fn notes_and_warnings() {
+        let mut sm = SourceMap::new();
+        let f = sm.add("a.vcl", "probe p {}\nprobe p {}", FileKind::Main);
+        let d = Diagnostic::warning("Unused probe p, defined:", Span::new(f, 6, 7))
+            .with_note("Previous definition:", Some(Span::new(f, 17, 18)));
+        let r = d.render(&sm);
+        assert!(r.contains("('a.vcl' Line 1 Pos 7)\nprobe p {}\n------#---\n"));
+        assert!(r.contains("Previous definition:\n('a.vcl' Line 2 Pos 7)"));
+        assert!(r.ends_with("(That was just a warning)\n"));
+        let mut ds = Diagnostics::new();
+        ds.push(d);
+        assert!(!ds.has_errors());
+        ds.push(Diagnostic::error_nowhere("No backends or directors found"));
+        assert_eq!(ds.error_count(), 1);
+        assert!(ds.render_compact(&sm).contains("error: No backends"));
+    }
+
+    #[test]
+    fn end_of_input_marker() {
+        let mut sm = SourceMap::new();
+        let f = sm.add("<x>", "sub a {", FileKind::Main);
+        let d = Diagnostic::error("End of input", Span::new(f, 7, 7));
+        assert!(d.render(&sm).contains("sub a {\n-------#\n"));
+    }
+}

@@ -1,0 +1,601 @@
+//! The compiled, resolved and typed form of a VCL program, designed for a
+//! fast tree-walking interpreter.
+//!
+//! Everything a name could mean has been resolved: variables are
+//! [`VarId`]s with their header name pre-split and lowercased, subroutine
+//! calls are indexes into [`Program::subs`], backends / probes / ACLs /
+//! object instances / vmod functions are indexes into the program's tables,
+//! constants are converted to their final type, regexes are compiled, and
+//! every implicit conversion (to string, to boolean) is an explicit node. The
+//! interpreter therefore never looks anything up by name and never has to
+//! know VCL's typing rules.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use crate::subs::{Action, BuiltinSub};
+use crate::types::{ArithOp, CmpOp, Type};
+use crate::vars::{VarId, VclVersion};
+use crate::vmod::VmodDecl;
+
+/// Index into [`Program::subs`].
+pub type SubIdx = usize;
+/// Index into [`Program::backends`].
+pub type BackendIdx = usize;
+/// Index into [`Program::probes`].
+pub type ProbeIdx = usize;
+/// Index into [`Program::acls`].
+pub type AclIdx = usize;
+/// Index into [`Program::vmods`].
+pub type VmodIdx = usize;
+/// Index into [`Program::instances`].
+pub type InstanceIdx = usize;
+
+/// A compiled VCL program. Immutable, `Send + Sync`; share it as
+/// `Arc<Program>`.
+#[derive(Debug)]
+pub struct Program {
+    pub version: VclVersion,
+    /// Every subroutine (user and built-in VCL, same-name bodies
+    /// concatenated), including unused ones when unused-checks are off.
+    pub subs: Vec<SubDef>,
+    /// The entry subroutine of each built-in method, indexed by
+    /// [`BuiltinSub::index`].
+    pub methods: [SubIdx; 14],
+    pub backends: Vec<BackendDef>,
+    /// The default backend: the one named `default`, else the first
+    /// declared. `None` when the VCL declares none (a director set in
+    /// `vcl_init` must then be assigned to `req.backend_hint`).
+    pub default_backend: Option<BackendIdx>,
+    pub probes: Vec<ProbeDef>,
+    /// The probe named `default`, used by backends without `.probe`.
+    pub default_probe: Option<ProbeIdx>,
+    pub acls: Vec<AclDef>,
+    /// Imported vmods, in import order.
+    pub vmods: Vec<ImportedVmod>,
+    /// Object instances created by `new` in `vcl_init`.
+    pub instances: Vec<InstanceDef>,
+    /// VCL labels referenced by `return (vcl(label))`.
+    pub labels: Vec<String>,
+}
+
+impl Program {
+    /// The entry subroutine of a built-in method.
+    pub fn method(&self, m: BuiltinSub) -> &SubDef {
+        &self.subs[self.methods[m.index()]]
+    }
+}
+
+/// One subroutine.
+#[derive(Debug)]
+pub struct SubDef {
+    pub name: String,
+    pub body: Vec<Stmt>,
+    /// Set for `vcl_recv` and the other built-in method entry points.
+    pub method: Option<BuiltinSub>,
+}
+
+/// A backend declaration.
+#[derive(Debug, Clone)]
+pub struct BackendDef {
+    pub name: String,
+    /// `backend x none;`: never healthy, never connected to.
+    pub none: bool,
+    /// `.host` as written (may be empty with `.path`).
+    pub host: String,
+    /// `.port` as written, `"80"` when absent.
+    pub port: String,
+    /// Addresses `.host`/`.port` resolved to at compile time.
+    pub addrs: Vec<SocketAddr>,
+    /// `.path`: a Unix domain socket.
+    pub path: Option<String>,
+    pub host_header: Option<String>,
+    pub connect_timeout: Option<f64>,
+    pub first_byte_timeout: Option<f64>,
+    pub between_bytes_timeout: Option<f64>,
+    pub max_connections: Option<u64>,
+    pub proxy_header: Option<u64>,
+    pub probe: Option<ProbeIdx>,
+    pub preamble: Option<Arc<[u8]>>,
+}
+
+/// A health probe (named, or inline in a backend).
+#[derive(Debug, Clone)]
+pub struct ProbeDef {
+    /// The name; inline probes are named after their backend (`vgc_probe_<backend>`).
+    pub name: String,
+    pub url: Option<String>,
+    /// `.request` lines (without CRLF).
+    pub request: Option<Vec<String>>,
+    pub timeout: Option<f64>,
+    pub interval: Option<f64>,
+    pub window: Option<u64>,
+    pub threshold: Option<u64>,
+    pub initial: Option<u64>,
+    pub expected_response: Option<u64>,
+}
+
+/// One resolved ACL entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AclEntry {
+    pub negated: bool,
+    pub addr: IpAddr,
+    /// Prefix length in bits.
+    pub prefix: u8,
+}
+
+impl AclEntry {
+    /// Whether `ip` lies inside this entry's network.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.addr, ip) {
+            (IpAddr::V4(a), IpAddr::V4(b)) => prefix_eq(&a.octets(), &b.octets(), self.prefix),
+            (IpAddr::V6(a), IpAddr::V6(b)) => prefix_eq(&a.octets(), &b.octets(), self.prefix),
+            (IpAddr::V6(a), IpAddr::V4(b)) => {
+                // An IPv4 client matched against an IPv4-mapped IPv6 entry.
+                prefix_eq(&a.octets(), &b.to_ipv6_mapped().octets(), self.prefix)
+            }
+            (IpAddr::V4(a), IpAddr::V6(b)) => match b.to_ipv4_mapped() {
+                Some(b) => prefix_eq(&a.octets(), &b.octets(), self.prefix),
+                None => false,
+            },
+        }
+    }
+}
+
+fn prefix_eq(a: &[u8], b: &[u8], bits: u8) -> bool {
+    let bits = bits as usize;
+    let full = bits / 8;
+    if a[..full] != b[..full] {
+        return false;
+    }
+    let rem = bits % 8;
+    if rem == 0 {
+        return true;
+    }
+    let mask = 0xffu8 << (8 - rem);
+    a[full] & mask == b[full] & mask
+}
+
+/// An ACL.
+#[derive(Debug, Clone)]
+pub struct AclDef {
+    pub name: String,
+    /// Entries, most specific (longest prefix) first.
+    pub entries: Vec<AclEntry>,
+    /// `+log`: log which entry matched.
+    pub log: bool,
+}
+
+impl AclDef {
+    /// Varnish semantics: the most specific entry containing `ip` decides;
+    /// a negated entry means "no match"; no entry means no match.
+    pub fn matches(&self, ip: IpAddr) -> bool {
+        self.entries
+            .iter()
+            .find(|e| e.contains(ip))
+            .is_some_and(|e| !e.negated)
+    }
+}
+
+/// An imported vmod.
+#[derive(Debug, Clone)]
+pub struct ImportedVmod {
+    /// The vmod's own name.
+    pub name: String,
+    /// The name VCL refers to it by (`import x as alias`), else `name`.
+    pub alias: String,
+    pub decl: Arc<VmodDecl>,
+}
+
+/// An object created with `new`.
+#[derive(Debug, Clone)]
+pub struct InstanceDef {
+    pub name: String,
+    pub vmod: VmodIdx,
+    /// Index into the vmod's `objects`.
+    pub class: usize,
+}
+
+/// A header name referenced by a variable like `req.http.X-Foo`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HeaderName {
+    /// As written in the VCL (used when creating the header).
+    pub name: Arc<str>,
+    /// ASCII-lowercased, for case-insensitive lookup.
+    pub lower: Arc<str>,
+}
+
+/// The extra part of a variable reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VarArg {
+    None,
+    Header(HeaderName),
+    /// `storage.<name>.*`.
+    Storage(Arc<str>),
+}
+
+/// A resolved variable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VarRef {
+    pub id: VarId,
+    pub arg: VarArg,
+}
+
+/// A constant value, already in its final type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Str(Arc<str>),
+    Bool(bool),
+    Int(i64),
+    Real(f64),
+    /// Seconds.
+    Duration(f64),
+    /// Bytes.
+    Bytes(f64),
+    Ip(SocketAddr),
+    Blob(Arc<[u8]>),
+}
+
+/// A regex compiled at load time. Uses the `regex` crate, and
+/// `fancy-regex` only when the pattern needs backreferences or lookaround.
+#[derive(Debug, Clone)]
+pub enum VclRegex {
+    Std(regex::Regex),
+    Fancy(fancy_regex::Regex),
+}
+
+impl VclRegex {
+    /// Compiles a pattern (PCRE-like syntax as far as the engines allow).
+    pub fn new(pattern: &str) -> Result<VclRegex, String> {
+        match regex::Regex::new(pattern) {
+            Ok(r) => Ok(VclRegex::Std(r)),
+            Err(std_err) => match fancy_regex::Regex::new(pattern) {
+                Ok(r) => Ok(VclRegex::Fancy(r)),
+                Err(_) => Err(match std_err {
+                    regex::Error::Syntax(s) => s,
+                    other => other.to_string(),
+                }),
+            },
+        }
+    }
+
+    /// The source pattern.
+    pub fn as_str(&self) -> &str {
+        match self {
+            VclRegex::Std(r) => r.as_str(),
+            VclRegex::Fancy(r) => r.as_str(),
+        }
+    }
+
+    /// True if the pattern matches anywhere in `s`. A runtime failure of
+    /// the backtracking engine (its limits) counts as no match.
+    pub fn is_match(&self, s: &str) -> bool {
+        match self {
+            VclRegex::Std(r) => r.is_match(s),
+            VclRegex::Fancy(r) => r.is_match(s).unwrap_or(false),
+        }
+    }
+
+    /// `regsub` / `regsuball`: replaces the first (or every) match of the
+    /// pattern in `s` by `tmpl`, with `\0`..`\9` expanded to the capture
+    /// groups.
+    pub fn regsub(&self, s: &str, tmpl: &SubstTemplate, all: bool) -> String {
+        let mut out = String::with_capacity(s.len());
+        let mut last = 0;
+        let mut groups: Vec<Option<(usize, usize)>> = Vec::new();
+        let mut pos = 0;
+        while pos <= s.len() {
+            groups.clear();
+            let found = match self {
+                VclRegex::Std(r) => r.captures_at(s, pos).map(|c| {
+                    groups.extend(c.iter().map(|m| m.map(|m| (m.start(), m.end()))));
+                }),
+                VclRegex::Fancy(r) => match r.captures_from_pos(s, pos) {
+                    Ok(Some(c)) => {
+                        groups.extend(c.iter().map(|m| m.map(|m| (m.start(), m.end()))));
+                        Some(())
+                    }
+                    _ => None,
+                },
+            };
+            if found.is_none() {
+                break;
+            }
+            let Some((ms, me)) = groups[0] else { break };
+            out.push_str(&s[last..ms]);
+            for part in &tmpl.parts {
+                match part {
+                    SubstPart::Lit(l) => out.push_str(l),
+                    SubstPart::Group(g) => {
+                        if let Some(Some((a, b))) = groups.get(*g as usize) {
+                            out.push_str(&s[*a..*b]);
+                        }
+                    }
+                }
+            }
+            last = me;
+            if !all {
+                break;
+            }
+            pos = if me == ms {
+                // Empty match: step over one character to make progress.
+                match s[me..].chars().next() {
+                    Some(c) => {
+                        let next = me + c.len_utf8();
+                        out.push_str(&s[me..next]);
+                        last = next;
+                        next
+                    }
+                    None => break,
+                }
+            } else {
+                me
+            };
+        }
+        out.push_str(&s[last..]);
+        out
+    }
+}
+
+/// One piece of a substitution template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubstPart {
+    Lit(String),
+    Group(u8),
+}
+
+/// A parsed `regsub` substitution: `\N` is capture group N, `\\` a literal
+/// backslash; any other backslash is kept as is (like Varnish).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubstTemplate {
+    pub parts: Vec<SubstPart>,
+}
+
+impl SubstTemplate {
+    /// Parses a substitution string.
+    pub fn parse(s: &str) -> SubstTemplate {
+        let mut parts = Vec::new();
+        let mut lit = String::new();
+        let mut chars = s.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '\\' {
+                match chars.peek().copied() {
+                    Some(d @ '0'..='9') => {
+                        chars.next();
+                        if !lit.is_empty() {
+                            parts.push(SubstPart::Lit(std::mem::take(&mut lit)));
+                        }
+                        parts.push(SubstPart::Group(d as u8 - b'0'));
+                        continue;
+                    }
+                    Some('\\') => {
+                        chars.next();
+                        lit.push('\\');
+                        continue;
+                    }
+                    _ => {}
+                }
+            }
+            lit.push(c);
+        }
+        if !lit.is_empty() {
+            parts.push(SubstPart::Lit(lit));
+        }
+        SubstTemplate { parts }
+    }
+}
+
+/// A statement.
+#[derive(Debug)]
+pub enum Stmt {
+    /// `set var = value;` (`op` is `None` for `=`, or the arithmetic
+    /// operator of `+=`, `-=`, `*=`, `/=`; for strings `+=` appends).
+    Set {
+        var: VarRef,
+        op: Option<ArithOp>,
+        value: Expr,
+    },
+    Unset(VarRef),
+    Call(SubIdx),
+    If {
+        /// Condition / body pairs, tried in order.
+        arms: Vec<(Expr, Vec<Stmt>)>,
+        otherwise: Vec<Stmt>,
+    },
+    Return(Return),
+    /// `synthetic(...)` (VCL 4.0 style body in vcl_synth / backend_error).
+    Synthetic(Expr),
+    Ban(Expr),
+    HashData(Expr),
+    /// `new x = vmod.obj(args)`.
+    New {
+        instance: InstanceIdx,
+        args: Vec<CallArg>,
+    },
+    /// A function or method call whose result (if any) is discarded.
+    Eval(Expr),
+}
+
+/// How a subroutine returns.
+#[derive(Debug)]
+pub enum Return {
+    /// Bare `return;` from a custom subroutine: back to the caller.
+    FromSub,
+    /// An action without arguments.
+    Action(Action),
+    /// `synth(status[, reason])` / `error(status[, reason])`.
+    Status {
+        action: Action,
+        status: Expr,
+        reason: Option<Expr>,
+    },
+    /// `vcl(label)`: index into [`Program::labels`].
+    Vcl(usize),
+}
+
+/// A call argument after matching named/positional arguments to the
+/// declaration: one per declared argument, in declaration order.
+#[derive(Debug)]
+pub enum CallArg {
+    /// A value (given, or the declared default).
+    Value(Expr),
+    /// An optional (`[...]`) argument that was not given.
+    Absent,
+    /// An ENUM value.
+    Enum(Arc<str>),
+    /// A hidden PRIV_* argument; the runtime supplies the state.
+    Priv(crate::vmod::PrivKind),
+}
+
+/// Built-in methods on typed values (`req.http.x.lower()`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TypeMethod {
+    Upper,
+    Lower,
+    /// `BACKEND.resolve()`: the backend a director picks now.
+    Resolve,
+}
+
+/// An expression with its result type.
+#[derive(Debug)]
+pub struct Expr {
+    pub ty: Type,
+    pub kind: ExprKind,
+}
+
+/// Expression forms.
+#[derive(Debug)]
+pub enum ExprKind {
+    Const(Value),
+    Var(VarRef),
+    Backend(BackendIdx),
+    /// The default backend (`default` in a BACKEND context).
+    DefaultBackend,
+    Probe(ProbeIdx),
+    Acl(AclIdx),
+    Sub(SubIdx),
+    /// `storage.<name>`.
+    Stevedore(Arc<str>),
+    Instance(InstanceIdx),
+    /// Converts the operand (of type `operand.ty`) to a string, Varnish
+    /// style (REAL with 3 decimals, TIME as an HTTP date, BOOL as
+    /// "true"/"false", BACKEND as its name, ...).
+    ToString(Box<Expr>),
+    /// Boolean value of an INT, DURATION, BACKEND or string operand.
+    ToBool(Box<Expr>),
+    /// Concatenation of string-typed parts.
+    Concat(Vec<Expr>),
+    Not(Box<Expr>),
+    And(Vec<Expr>),
+    Or(Vec<Expr>),
+    Neg(Box<Expr>),
+    /// Arithmetic; operand types follow Varnish's table (`TIME - TIME` is a
+    /// DURATION, `INT + REAL` a REAL, ...). `%` only on INT.
+    Arith {
+        op: ArithOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
+    /// Comparison of two values of the same type (`lhs.ty`); strings
+    /// compare bytewise.
+    Cmp {
+        op: CmpOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
+    RegexMatch {
+        subject: Box<Expr>,
+        regex: Arc<VclRegex>,
+        negate: bool,
+    },
+    AclMatch {
+        ip: Box<Expr>,
+        acl: AclIdx,
+        negate: bool,
+    },
+    Regsub {
+        all: bool,
+        subject: Box<Expr>,
+        regex: Arc<VclRegex>,
+        /// Pre-parsed when the substitution is a constant.
+        template: Option<SubstTemplate>,
+        /// The substitution expression (always present).
+        replacement: Box<Expr>,
+    },
+    VmodCall {
+        vmod: VmodIdx,
+        /// Index into the vmod's `functions`.
+        func: usize,
+        args: Vec<CallArg>,
+    },
+    MethodCall {
+        instance: InstanceIdx,
+        /// Index into the class's `methods`.
+        method: usize,
+        args: Vec<CallArg>,
+    },
+    TypeMethod {
+        method: TypeMethod,
+        operand: Box<Expr>,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subst_template() {
+        let t = SubstTemplate::parse(r"a\1b\\c\x");
+        assert_eq!(
+            t.parts,
+            vec![
+                SubstPart::Lit("a".into()),
+                SubstPart::Group(1),
+                SubstPart::Lit(r"b\c\x".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn regsub_first_and_all() {
+        let r = VclRegex::new("(o)").unwrap();
+        let t = SubstTemplate::parse(r"[\1]");
+        assert_eq!(r.regsub("foo", &t, false), "f[o]o");
+        assert_eq!(r.regsub("foo", &t, true), "f[o][o]");
+        let e = VclRegex::new("x*").unwrap();
+        assert_eq!(e.regsub("ab", &SubstTemplate::parse("-"), true), "-a-b-");
+        let back = VclRegex::new(r"(a)\1").unwrap();
+        assert!(matches!(back, VclRegex::Fancy(_)));
+        assert!(back.is_match("xaay"));
+        assert_eq!(
+            back.regsub("aab", &SubstTemplate::parse("<\\0>"), false),
+            "<aa>b"
+        );
+        assert!(VclRegex::new("(").is_err());
+    }
+
+    #[test]
+    fn acl_most_specific_wins() {
+        let acl = AclDef {
+            name: "a".into(),
+            log: false,
+            entries: vec![
+                AclEntry {
+                    negated: true,
+                    addr: "10.1.0.0".parse().unwrap(),
+                    prefix: 16,
+                },
+                AclEntry {
+                    negated: false,
+                    addr: "10.0.0.0".parse().unwrap(),
+                    prefix: 8,
+                },
+            ],
+        };
+        assert!(acl.matches("10.2.3.4".parse().unwrap()));
+        assert!(!acl.matches("10.1.3.4".parse().unwrap()));
+        assert!(!acl.matches("11.1.3.4".parse().unwrap()));
+        assert!(!acl.matches("::1".parse().unwrap()));
+    }
+}
