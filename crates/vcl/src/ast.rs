@@ -318,11 +318,26 @@ pub struct AclEntry {
     /// Parenthesised: a host name that does not resolve is ignored instead
     /// of being an error.
     pub optional: bool,
-    /// Address or host name as written (decoded string).
+    /// Address or host name as written (decoded string, a `/mask` suffix
+    /// included).
     pub addr: StrLit,
-    /// `/ N` mask, as written.
+    /// Mask as written, either `"addr/N"` inside the string or `/ N`
+    /// after it.
     pub mask: Option<UintLit>,
+    /// The network when `addr` is an IP address literal (after vcc's
+    /// clearing of host bits); `None` for host names, which are resolved
+    /// later.
+    pub net: Option<AclNet>,
     pub span: Span,
+}
+
+/// An IP network of an ACL entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AclNet {
+    pub addr: std::net::IpAddr,
+    /// Prefix length (32 / 128 when no mask was given; for IPv4
+    /// net-notation like `"10.1"` it is 8 per given component).
+    pub mask: u8,
 }
 
 /// `sub name { ... }`
@@ -418,7 +433,7 @@ pub enum StmtKind {
     /// `unset target;`
     Unset { target: Path },
     /// `call name;`
-    Call { target: Ident },
+    Call { target: Path },
     /// `return (action);` or, in a custom sub, bare `return;` (`None`).
     Return(Option<ReturnAction>),
     /// `synthetic(expr);`
@@ -447,14 +462,13 @@ pub struct Expr {
 pub enum UnaryOp {
     /// `!`
     Not,
-    /// `-`
+    /// `-` (vcc applies it to a number, or to the whole following
+    /// expression when no number follows)
     Neg,
-    /// `+`
-    Plus,
 }
 
 /// Binary operators, lowest precedence first: `||`; `&&`; comparisons
-/// (non-associative); `+ -`; `* / %`.
+/// (at most one per operand, as in vcc); `+ -`; `* /`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BinaryOp {
     Or,
@@ -473,7 +487,6 @@ pub enum BinaryOp {
     Sub,
     Mul,
     Div,
-    Rem,
 }
 
 impl BinaryOp {
@@ -494,7 +507,6 @@ impl BinaryOp {
             BinaryOp::Sub => "-",
             BinaryOp::Mul => "*",
             BinaryOp::Div => "/",
-            BinaryOp::Rem => "%",
         }
     }
 }
@@ -531,6 +543,15 @@ pub enum ExprKind {
         args: Vec<Arg>,
         /// Span of the parenthesised argument list.
         args_span: Span,
+    },
+    /// `recv.name` or `recv.name(args)` after a call, a parenthesised
+    /// expression or a literal (type methods such as `.upper()`). A method
+    /// directly after a name is part of the [`Path`] instead.
+    Method {
+        recv: Box<Expr>,
+        name: Ident,
+        /// The arguments and the span of the parenthesised list, if any.
+        args: Option<(Vec<Arg>, Span)>,
     },
     /// `(expr)`; kept so that later passes can apply vcc's rules about
     /// parenthesised sub-expressions and report accurate spans.

@@ -89,8 +89,10 @@ impl Diagnostic {
             render_where(&mut out, sm, span);
         }
         for n in &self.notes {
-            out.push_str(&n.message);
-            out.push('\n');
+            if !n.message.is_empty() {
+                out.push_str(&n.message);
+                out.push('\n');
+            }
             if let Some(span) = n.span {
                 render_where(&mut out, sm, span);
             }
@@ -118,7 +120,10 @@ impl Diagnostic {
 }
 
 fn compact_line(out: &mut String, sm: &SourceMap, span: Option<Span>, sev: &str, msg: &str) {
-    let msg = msg.trim_end().replace('\n', " ");
+    let mut msg = msg.trim_end().replace('\n', " ");
+    if msg.is_empty() {
+        msg.push_str("here");
+    }
     match span {
         Some(s) if (s.file.0 as usize) < sm.len() => {
             let f = sm.file(s.file);

@@ -421,14 +421,10 @@ pub enum Stmt {
 pub enum Return {
     /// Bare `return;` from a custom subroutine: back to the caller.
     FromSub,
-    /// An action without arguments.
-    Action(Action),
-    /// `synth(status[, reason])` / `error(status[, reason])`.
-    Status {
-        action: Action,
-        status: Expr,
-        reason: Option<Expr>,
-    },
+    /// `return (action[(args)])`. Arguments by action: `synth` / `error`:
+    /// INT status and optional STRING reason; `pass`: optional DURATION
+    /// (hit-for-pass TTL); `fail`: optional STRING reason; others: none.
+    Action { action: Action, args: Vec<Expr> },
     /// `vcl(label)`: index into [`Program::labels`].
     Vcl(usize),
 }

@@ -1,0 +1,2459 @@
+//! Semantic analysis: resolves every name of a parsed VCL program, type
+//! checks it with the rules and messages of Varnish 7.1's `vcc`, checks
+//! per-subroutine legality (variables, return actions, vmod `$Restrict`,
+//! `new`, `synthetic`, `hash_data`) through the call graph, detects
+//! recursion and unused objects, and lowers the program to [`crate::ir`].
+//!
+//! Like vcc, checking stops at the first error: later errors are usually
+//! consequences of the first, and varnishtest's `-errvcl` looks at one
+//! message. References to objects that are never defined are reported after
+//! the bodies have been checked, as vcc does.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+
+use crate::ast::{self, AssignOp, BinaryOp, ExprKind as AK, StmtKind, UnaryOp};
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::ir::{self, CallArg, Expr, ExprKind as IK, Value, VarArg, VarRef};
+use crate::source::{FileKind, SourceMap, Span};
+use crate::subs::{ALL_BUILTIN_SUBS, Action, BuiltinSub, SubMask};
+use crate::types::{ArithOp, CmpKind, CmpOp, Type, add_result, has_add_entry};
+use crate::vars::{self, VarDef, VarLookup, VclVersion};
+use crate::vmod::{ArgType, DefaultValue, FuncDecl, VmodRegistry};
+
+/// Options of one compilation.
+#[derive(Debug, Clone)]
+pub struct CompileOptions {
+    /// Varnish's `vcc_err_unref`: unused subs/ACLs/backends/probes are
+    /// errors (default true).
+    pub err_unref: bool,
+    /// Names of the configured stevedores (`storage.<name>`).
+    pub storages: Vec<String>,
+    /// Labels of already loaded VCLs, usable in `return (vcl(label))`.
+    pub labels: Vec<String>,
+}
+
+impl Default for CompileOptions {
+    fn default() -> CompileOptions {
+        CompileOptions {
+            err_unref: true,
+            storages: vec!["s0".to_string(), "Transient".to_string()],
+            labels: Vec::new(),
+        }
+    }
+}
+
+type R<T> = Result<T, Box<Diagnostic>>;
+
+fn err<T>(msg: impl Into<String>, span: Span) -> R<T> {
+    Err(Box::new(Diagnostic::error(msg, span)))
+}
+
+/// What a global name refers to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sym {
+    Sub(usize),
+    Acl(usize),
+    Backend(usize),
+    Probe(usize),
+    Vmod(usize),
+    Instance(usize),
+}
+
+impl Sym {
+    fn kind_name(self) -> &'static str {
+        match self {
+            Sym::Sub(_) => "sub",
+            Sym::Acl(_) => "acl",
+            Sym::Backend(_) => "backend",
+            Sym::Probe(_) => "probe",
+            Sym::Vmod(_) => "vmod",
+            Sym::Instance(_) => "instance",
+        }
+    }
+}
+
+/// Something done in a subroutine whose legality depends on the built-in
+/// method(s) the subroutine is reached from.
+#[derive(Debug)]
+struct Use {
+    span: Span,
+    allowed: SubMask,
+    what: UseKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum UseKind {
+    Read,
+    Set,
+    Unset,
+    Action,
+    Return(Action),
+}
+
+struct SubInfo {
+    name: String,
+    def: Span,
+    /// Indexes (into the item list) of the `sub` items making up the body.
+    bodies: Vec<usize>,
+    method: Option<BuiltinSub>,
+    /// Calls made: callee and call-site span.
+    calls: Vec<(usize, Span)>,
+    uses: Vec<Use>,
+    referenced: bool,
+    from_builtin: bool,
+}
+
+/// Reserved words that cannot be used as expression symbols.
+const RESERVED: &[&str] = &[
+    "acl", "backend", "probe", "import", "include", "sub", "vcl", "if", "else", "elseif", "elsif",
+    "elif", "set", "unset", "call", "return", "new",
+];
+
+struct Checker<'a> {
+    sm: &'a SourceMap,
+    opts: &'a CompileOptions,
+    registry: &'a VmodRegistry,
+    version: VclVersion,
+    syms: HashMap<String, (Sym, Span)>,
+    subs: Vec<SubInfo>,
+    acls: Vec<(ir::AclDef, Span, bool)>,
+    backends: Vec<(ir::BackendDef, Span, bool)>,
+    probes: Vec<(ir::ProbeDef, Span, bool)>,
+    vmods: Vec<ir::ImportedVmod>,
+    instances: Vec<ir::InstanceDef>,
+    labels: Vec<String>,
+    default_backend: Option<usize>,
+    /// Deferred "Undefined ..." errors (first reference per name).
+    undefined: Vec<Diagnostic>,
+    cur: usize,
+}
+
+/// Checks a parsed program (the user's VCL followed by the built-in VCL,
+/// whose items are recognised by their file kind) and lowers it to an
+/// [`ir::Program`].
+pub fn check(
+    main: &ast::Vcl,
+    sm: &SourceMap,
+    opts: &CompileOptions,
+    registry: &VmodRegistry,
+) -> Result<ir::Program, Diagnostics> {
+    let version = main
+        .version
+        .as_ref()
+        .map(|v| v.version)
+        .unwrap_or(VclVersion::V41);
+    let mut c = Checker {
+        sm,
+        opts,
+        registry,
+        version,
+        syms: HashMap::new(),
+        subs: Vec::new(),
+        acls: Vec::new(),
+        backends: Vec::new(),
+        probes: Vec::new(),
+        vmods: Vec::new(),
+        instances: Vec::new(),
+        labels: Vec::new(),
+        default_backend: None,
+        undefined: Vec::new(),
+        cur: 0,
+    };
+    c.run(main).map_err(|d| {
+        let mut ds = Diagnostics::new();
+        ds.push(*d);
+        ds
+    })
+}
+
+impl<'a> Checker<'a> {
+    fn run(&mut self, main: &ast::Vcl) -> R<ir::Program> {
+        let sm = self.sm;
+        let items: Vec<(&ast::Item, bool)> = main
+            .items
+            .iter()
+            .map(|i| {
+                let f = i.span().file;
+                let builtin = (f.0 as usize) < sm.len() && sm.file(f).kind() == FileKind::Builtin;
+                (i, builtin)
+            })
+            .collect();
+        // Pass 1: declarations.
+        for (idx, (item, from_builtin)) in items.iter().enumerate() {
+            self.declare(item, idx, *from_builtin)?;
+        }
+        for (item, _) in &items {
+            if let ast::Item::Sub(s) = item {
+                self.declare_news(&s.body)?;
+            }
+        }
+        if self.backends.is_empty() {
+            return Err(Box::new(Diagnostic::error_nowhere(
+                "No backends or directors found in VCL program, at least one is necessary.",
+            )));
+        }
+        let default = self
+            .backends
+            .iter()
+            .position(|b| b.0.name == "default")
+            .unwrap_or(0);
+        self.default_backend = Some(default);
+        self.backends[default].2 = true;
+        // Backend fields referring to probes.
+        for (item, _) in &items {
+            if let ast::Item::Backend(b) = item {
+                self.lower_backend(b)?;
+            }
+        }
+        // Pass 2: bodies.
+        let mut bodies: Vec<Vec<ir::Stmt>> = Vec::with_capacity(self.subs.len());
+        for i in 0..self.subs.len() {
+            self.cur = i;
+            let blocks = self.subs[i].bodies.clone();
+            let mut out = Vec::new();
+            for b in blocks {
+                if let ast::Item::Sub(s) = items[b].0 {
+                    self.stmts(&s.body.stmts, &mut out)?;
+                }
+            }
+            bodies.push(out);
+        }
+        if let Some(d) = self.undefined.first() {
+            return Err(Box::new(d.clone()));
+        }
+        self.check_recursion()?;
+        self.check_unused()?;
+        self.check_uses(true)?;
+        self.check_uses(false)?;
+
+        let mut methods = [0usize; 14];
+        for m in ALL_BUILTIN_SUBS {
+            match self.subs.iter().position(|s| s.method == Some(m)) {
+                Some(i) => methods[m.index()] = i,
+                None => {
+                    // Without the built-in VCL a method may be missing:
+                    // give it an empty body returning nothing.
+                    self.subs.push(SubInfo {
+                        name: m.name().to_string(),
+                        def: Span::new(crate::source::FileId(0), 0, 0),
+                        bodies: Vec::new(),
+                        method: Some(m),
+                        calls: Vec::new(),
+                        uses: Vec::new(),
+                        referenced: true,
+                        from_builtin: true,
+                    });
+                    bodies.push(Vec::new());
+                    methods[m.index()] = self.subs.len() - 1;
+                }
+            }
+        }
+        let subs = self
+            .subs
+            .iter()
+            .zip(bodies)
+            .map(|(s, body)| ir::SubDef {
+                name: s.name.clone(),
+                body,
+                method: s.method,
+            })
+            .collect();
+        let default_probe = self.probes.iter().position(|p| p.0.name == "default");
+        Ok(ir::Program {
+            version: self.version,
+            subs,
+            methods,
+            backends: self.backends.iter().map(|b| b.0.clone()).collect(),
+            default_backend: self.default_backend,
+            probes: self.probes.iter().map(|p| p.0.clone()).collect(),
+            default_probe,
+            acls: self.acls.iter().map(|a| a.0.clone()).collect(),
+            vmods: self.vmods.clone(),
+            instances: self.instances.clone(),
+            labels: self.labels.clone(),
+        })
+    }
+
+    fn text(&self, span: Span) -> &str {
+        if (span.file.0 as usize) < self.sm.len() {
+            self.sm.slice(span)
+        } else {
+            ""
+        }
+    }
+
+    /// The first token of the text at `span`, as vcc would print it.
+    fn first_token(&self, span: Span) -> String {
+        let t = self.text(span).trim_start();
+        let mut chars = t.char_indices();
+        let Some((_, c0)) = chars.next() else {
+            return "EOI".into();
+        };
+        if c0.is_ascii_alphanumeric() || c0 == '_' {
+            let end = t
+                .char_indices()
+                .find(|(_, c)| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+                .map(|(i, _)| i)
+                .unwrap_or(t.len());
+            return t[..end].to_string();
+        }
+        if c0 == '"'
+            && let Some(e) = t[1..].find('"')
+        {
+            return t[..e + 2].to_string();
+        }
+        for op in [
+            "==", "!=", "<=", ">=", "&&", "||", "!~", "+=", "-=", "*=", "/=", "<<", ">>", "++",
+            "--",
+        ] {
+            if t.starts_with(op) {
+                return op.to_string();
+            }
+        }
+        c0.to_string()
+    }
+
+    // ------------------------------------------------------------------
+    // Pass 1: declarations
+
+    fn define(&mut self, name: &str, sym: Sym, span: Span) -> R<()> {
+        if let Some((old, old_span)) = self.syms.get(name).copied() {
+            let msg = match (old, sym) {
+                (Sym::Backend(_), Sym::Backend(_)) => format!("Backend '{name}' redefined"),
+                (Sym::Probe(_), Sym::Probe(_)) => format!("Probe '{name}' redefined"),
+                (Sym::Acl(_), Sym::Acl(_)) => format!("ACL '{name}' redefined"),
+                (Sym::Sub(_), Sym::Sub(_)) => format!("Subroutine '{name}' redefined"),
+                _ => format!("Name '{name}' already defined."),
+            };
+            let note = if matches!(sym, Sym::Sub(_)) {
+                "Previously defined here:"
+            } else {
+                "First definition:"
+            };
+            return Err(Box::new(
+                Diagnostic::error(msg, span).with_note(note, Some(old_span)),
+            ));
+        }
+        self.syms.insert(name.to_string(), (sym, span));
+        Ok(())
+    }
+
+    fn check_plain_name(&self, what: &str, id: &ast::Ident) -> R<()> {
+        if let Some(c) = id
+            .name
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+        {
+            return err(
+                format!(
+                    "Name of {what}, '{}', contains illegal character '{c}'",
+                    id.name
+                ),
+                id.span,
+            );
+        }
+        if what != "subroutine" && id.name.starts_with("vcl_") {
+            return err("The names 'vcl_*' are reserved for subroutines.", id.span);
+        }
+        Ok(())
+    }
+
+    fn declare(&mut self, item: &ast::Item, idx: usize, from_builtin: bool) -> R<()> {
+        match item {
+            ast::Item::Version(_) => Ok(()),
+            ast::Item::Import(imp) => self.declare_import(imp),
+            ast::Item::Backend(b) => {
+                self.check_plain_name("backend", &b.name)?;
+                let idx = self.backends.len();
+                self.define(&b.name.name, Sym::Backend(idx), b.name.span)?;
+                self.backends.push((
+                    ir::BackendDef {
+                        name: b.name.name.clone(),
+                        none: matches!(b.body, ast::BackendBody::None(_)),
+                        host: String::new(),
+                        port: "80".into(),
+                        addrs: Vec::new(),
+                        path: None,
+                        host_header: None,
+                        connect_timeout: None,
+                        first_byte_timeout: None,
+                        between_bytes_timeout: None,
+                        max_connections: None,
+                        proxy_header: None,
+                        probe: None,
+                        preamble: None,
+                    },
+                    b.name.span,
+                    false,
+                ));
+                Ok(())
+            }
+            ast::Item::Probe(p) => {
+                self.check_plain_name("probe", &p.name)?;
+                let idx = self.probes.len();
+                self.define(&p.name.name, Sym::Probe(idx), p.name.span)?;
+                let def = lower_probe(&p.name.name, &p.spec);
+                self.probes.push((def, p.name.span, false));
+                Ok(())
+            }
+            ast::Item::Acl(a) => {
+                self.check_plain_name("ACL", &a.name)?;
+                let idx = self.acls.len();
+                self.define(&a.name.name, Sym::Acl(idx), a.name.span)?;
+                let def = self.lower_acl(a)?;
+                self.acls.push((def, a.name.span, false));
+                Ok(())
+            }
+            ast::Item::Sub(s) => self.declare_sub(s, idx, from_builtin),
+        }
+    }
+
+    fn declare_import(&mut self, imp: &ast::Import) -> R<()> {
+        let Some(decl) = self.registry.get(&imp.name.name) else {
+            return err(
+                format!("Could not find VMOD {}", imp.name.name),
+                imp.name.span,
+            );
+        };
+        let alias = imp.alias.as_ref().unwrap_or(&imp.name);
+        if let Some((old, _)) = self.syms.get(&alias.name).copied()
+            && let Sym::Vmod(i) = old
+        {
+            if self.vmods[i].name == imp.name.name {
+                // Importing the same module twice is harmless.
+                return Ok(());
+            }
+            return err(
+                format!("Another module already imported as {}.", alias.name),
+                imp.span,
+            );
+        }
+        let idx = self.vmods.len();
+        self.define(&alias.name, Sym::Vmod(idx), alias.span)?;
+        self.vmods.push(ir::ImportedVmod {
+            name: imp.name.name.clone(),
+            alias: alias.name.clone(),
+            decl: decl.clone(),
+        });
+        Ok(())
+    }
+
+    fn declare_sub(&mut self, s: &ast::Sub, item: usize, from_builtin: bool) -> R<()> {
+        self.check_plain_name("subroutine", &s.name)?;
+        let name = &s.name.name;
+        let method = BuiltinSub::from_name(name);
+        if let Some((Sym::Sub(i), _)) = self.syms.get(name).copied() {
+            let info = &self.subs[i];
+            // Methods, and subs the built-in VCL also defines, concatenate.
+            if method.is_some() || from_builtin || info.from_builtin {
+                self.subs[i].bodies.push(item);
+                return Ok(());
+            }
+        }
+        if method.is_none() && name.starts_with("vcl_") && !from_builtin {
+            return Err(Box::new(
+                Diagnostic::error(
+                    "The names 'vcl_*' are reserved for subroutines.",
+                    s.name.span,
+                )
+                .with_note("Valid vcl_* subroutines are:", None),
+            ));
+        }
+        let idx = self.subs.len();
+        self.define(name, Sym::Sub(idx), s.name.span)?;
+        self.subs.push(SubInfo {
+            name: name.clone(),
+            def: s.name.span,
+            bodies: vec![item],
+            method,
+            calls: Vec::new(),
+            uses: Vec::new(),
+            referenced: method.is_some() || from_builtin,
+            from_builtin,
+        });
+        Ok(())
+    }
+
+    fn declare_news(&mut self, b: &ast::Block) -> R<()> {
+        for st in &b.stmts {
+            match &st.kind {
+                StmtKind::New { name, constructor } => {
+                    if name.name.starts_with("vcl_") {
+                        return err("Symbols named 'vcl_*' are reserved.", name.span);
+                    }
+                    let AK::Call { callee, .. } = &constructor.kind else {
+                        return err("Expected '(' after the constructor name", constructor.span);
+                    };
+                    let (vmod, class) = self.resolve_class(callee)?;
+                    let idx = self.instances.len();
+                    self.define(&name.name, Sym::Instance(idx), name.span)?;
+                    self.instances.push(ir::InstanceDef {
+                        name: name.name.clone(),
+                        vmod,
+                        class,
+                    });
+                }
+                StmtKind::Block(inner) => self.declare_news(inner)?,
+                StmtKind::If { arms, otherwise } => {
+                    for a in arms {
+                        self.declare_news(&a.body)?;
+                    }
+                    if let Some(o) = otherwise {
+                        self.declare_news(o)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn resolve_class(&self, callee: &ast::Path) -> R<(usize, usize)> {
+        let segs = &callee.segments;
+        if segs.len() == 2
+            && let Some((Sym::Vmod(v), _)) = self.syms.get(&segs[0].name).copied()
+            && let Some((ci, _)) = self.vmods[v].decl.object(&segs[1].name)
+        {
+            return Ok((v, ci));
+        }
+        err(
+            format!("Symbol not found: '{}'", callee.dotted()),
+            callee.span,
+        )
+    }
+
+    fn lower_backend(&mut self, b: &ast::Backend) -> R<()> {
+        let Some((Sym::Backend(idx), _)) = self.syms.get(&b.name.name).copied() else {
+            return Ok(());
+        };
+        let ast::BackendBody::Def(fields) = &b.body else {
+            return Ok(());
+        };
+        let mut probe = None;
+        if let Some(f) = fields.get("probe") {
+            match &f.value {
+                ast::FieldValue::ProbeRef(id) => match self.syms.get(&id.name).copied() {
+                    Some((Sym::Probe(p), _)) => {
+                        self.probes[p].2 = true;
+                        probe = Some(p);
+                    }
+                    _ if id.name == "default" => {
+                        return err("No default probe defined", id.span);
+                    }
+                    Some((other, _)) => {
+                        return err(
+                            format!(
+                                "Symbol '{}' has wrong type ({}), expected probe:",
+                                id.name,
+                                other.kind_name()
+                            ),
+                            id.span,
+                        );
+                    }
+                    None => {
+                        return err(
+                            format!("Undefined probe {}, first reference:", id.name),
+                            id.span,
+                        );
+                    }
+                },
+                ast::FieldValue::ProbeInline(spec) => {
+                    let name = format!("vgc_probe_{}", b.name.name);
+                    self.probes
+                        .push((lower_probe(&name, spec), b.name.span, true));
+                    probe = Some(self.probes.len() - 1);
+                }
+                _ => {}
+            }
+        }
+        if probe.is_none()
+            && let Some(p) = self.probes.iter().position(|p| p.0.name == "default")
+        {
+            self.probes[p].2 = true;
+            probe = Some(p);
+        }
+        let host = fields
+            .string("host")
+            .map(|s| s.value.clone())
+            .unwrap_or_default();
+        let port = fields
+            .string("port")
+            .map(|s| s.value.clone())
+            .unwrap_or_else(|| "80".into());
+        let path = fields.string("path").map(|s| s.value.clone());
+        let mut addrs = Vec::new();
+        if path.is_none() && !host.is_empty() {
+            let span = fields.string("host").map(|s| s.span).unwrap_or(b.name.span);
+            addrs = resolve_host(&host, &port).map_err(|e| {
+                Box::new(Diagnostic::error(
+                    format!("Backend host '{host}' could not be resolved to an IP address:\n\t{e}\n(Sorry if that error message is gibberish.)"),
+                    span,
+                ))
+            })?;
+            let v4 = addrs.iter().filter(|a| a.is_ipv4()).count();
+            let v6 = addrs.len() - v4;
+            if v4 > 1 || v6 > 1 {
+                return err(
+                    format!(
+                        "Backend host \"{host}\": resolves to too many addresses.\nOnly one IPv4 and one IPv6 are allowed.\nPlease specify which exact address you want to use, we found all of these:"
+                    ),
+                    span,
+                );
+            }
+        }
+        let def = &mut self.backends[idx].0;
+        def.host = host;
+        def.port = port;
+        def.addrs = addrs;
+        def.path = path;
+        def.host_header = fields.string("host_header").map(|s| s.value.clone());
+        def.connect_timeout = fields.duration("connect_timeout");
+        def.first_byte_timeout = fields.duration("first_byte_timeout");
+        def.between_bytes_timeout = fields.duration("between_bytes_timeout");
+        def.max_connections = fields.uint("max_connections");
+        def.proxy_header = fields.uint("proxy_header");
+        def.probe = probe;
+        def.preamble = match fields.get("preamble").map(|f| &f.value) {
+            Some(ast::FieldValue::Blob(b)) => Some(Arc::from(b.bytes.as_slice())),
+            _ => None,
+        };
+        Ok(())
+    }
+
+    fn lower_acl(&self, a: &ast::Acl) -> R<ir::AclDef> {
+        let mut entries: Vec<(ir::AclEntry, Span)> = Vec::new();
+        for e in &a.entries {
+            // IP literals were parsed (and masked) by the parser; host names
+            // are resolved here, each address masked like a literal.
+            let nets: Vec<(IpAddr, u8)> = match e.net {
+                Some(net) => vec![(net.addr, net.mask)],
+                None => {
+                    let host = e.addr.value.split('/').next().unwrap_or_default();
+                    match (host, 0u16).to_socket_addrs() {
+                        Ok(it) => {
+                            let mut v: Vec<(IpAddr, u8)> = Vec::new();
+                            for sa in it {
+                                let ip = sa.ip();
+                                let max = if ip.is_ipv4() { 32 } else { 128 };
+                                let bits = e
+                                    .mask
+                                    .as_ref()
+                                    .map_or(max, |m| m.value.min(max as u64) as u8);
+                                let n = (mask_ip(ip, bits), bits);
+                                if !v.contains(&n) {
+                                    v.push(n);
+                                }
+                            }
+                            v
+                        }
+                        Err(_) if e.optional => Vec::new(),
+                        Err(er) => {
+                            return err(
+                                format!("DNS lookup({}): {}", host, dns_error_text(&er)),
+                                e.addr.span,
+                            );
+                        }
+                    }
+                }
+            };
+            for (addr, prefix) in nets {
+                let entry = ir::AclEntry {
+                    negated: e.negated,
+                    addr,
+                    prefix,
+                };
+                if let Some((old, old_span)) = entries
+                    .iter()
+                    .find(|(o, _)| o.addr == entry.addr && o.prefix == entry.prefix)
+                {
+                    if old.negated != entry.negated {
+                        return Err(Box::new(
+                            Diagnostic::error("Conflicting ACL entries:", e.span)
+                                .with_note("vs:", Some(*old_span)),
+                        ));
+                    }
+                    continue;
+                }
+                entries.push((entry, e.span));
+            }
+        }
+        let mut entries: Vec<ir::AclEntry> = entries.into_iter().map(|(e, _)| e).collect();
+        // Most specific first; IPv4 before IPv6 at equal length.
+        entries.sort_by_key(|e| std::cmp::Reverse(e.prefix));
+        Ok(ir::AclDef {
+            name: a.name.name.clone(),
+            entries,
+            log: a.flag("log").unwrap_or(false),
+        })
+    }
+
+    // ------------------------------------------------------------------
+    // Pass 2: statements
+
+    fn add_use(&mut self, span: Span, allowed: SubMask, what: UseKind) {
+        self.subs[self.cur].uses.push(Use {
+            span,
+            allowed,
+            what,
+        });
+    }
+
+    fn stmts(&mut self, stmts: &[ast::Stmt], out: &mut Vec<ir::Stmt>) -> R<()> {
+        for st in stmts {
+            self.stmt(st, out)?;
+        }
+        Ok(())
+    }
+
+    fn block(&mut self, b: &ast::Block) -> R<Vec<ir::Stmt>> {
+        let mut out = Vec::new();
+        self.stmts(&b.stmts, &mut out)?;
+        Ok(out)
+    }
+
+    fn stmt(&mut self, st: &ast::Stmt, out: &mut Vec<ir::Stmt>) -> R<()> {
+        match &st.kind {
+            StmtKind::Block(b) => self.stmts(&b.stmts, out)?,
+            StmtKind::If { arms, otherwise } => {
+                let mut ir_arms = Vec::with_capacity(arms.len());
+                for arm in arms {
+                    let cond = self.expr0(&arm.cond, Type::Bool)?;
+                    let body = self.block(&arm.body)?;
+                    ir_arms.push((cond, body));
+                }
+                let otherwise = match otherwise {
+                    Some(b) => self.block(b)?,
+                    None => Vec::new(),
+                };
+                out.push(ir::Stmt::If {
+                    arms: ir_arms,
+                    otherwise,
+                });
+            }
+            StmtKind::Set {
+                target,
+                op,
+                op_span,
+                value,
+            } => out.push(self.set(target, *op, *op_span, value)?),
+            StmtKind::Unset { target } => {
+                let (def, var) = self.lvalue(target)?;
+                if def.unset.is_empty() {
+                    return err("Variable cannot be unset.", target.span);
+                }
+                self.add_use(target.span, def.unset, UseKind::Unset);
+                out.push(ir::Stmt::Unset(var));
+            }
+            StmtKind::Call { target } => {
+                let id = ast::Ident {
+                    name: target.dotted(),
+                    span: target.span,
+                };
+                let idx = self.sub_ref(&id, "sub")?;
+                if let Some(i) = idx {
+                    self.subs[self.cur].calls.push((i, target.span));
+                    out.push(ir::Stmt::Call(i));
+                }
+            }
+            StmtKind::Return(None) => out.push(ir::Stmt::Return(ir::Return::FromSub)),
+            StmtKind::Return(Some(ra)) => out.push(ir::Stmt::Return(self.ret(ra)?)),
+            StmtKind::Synthetic(e) => {
+                self.add_use(
+                    st.span,
+                    SubMask::of(&[BuiltinSub::Synth, BuiltinSub::BackendError]),
+                    UseKind::Action,
+                );
+                out.push(ir::Stmt::Synthetic(self.expr0(e, Type::String)?));
+            }
+            StmtKind::Ban(e) => out.push(ir::Stmt::Ban(self.expr0(e, Type::String)?)),
+            StmtKind::HashData(e) => {
+                self.add_use(st.span, SubMask::of(&[BuiltinSub::Hash]), UseKind::Action);
+                out.push(ir::Stmt::HashData(self.expr0(e, Type::String)?));
+            }
+            StmtKind::New { name, constructor } => {
+                self.add_use(st.span, SubMask::of(&[BuiltinSub::Init]), UseKind::Action);
+                let Some((Sym::Instance(inst), _)) = self.syms.get(&name.name).copied() else {
+                    return err(format!("Symbol not found: '{}'", name.name), name.span);
+                };
+                let AK::Call {
+                    args, args_span, ..
+                } = &constructor.kind
+                else {
+                    return err("Expected '('", constructor.span);
+                };
+                let ctor = {
+                    let i = &self.instances[inst];
+                    self.vmods[i.vmod].decl.objects[i.class].ctor.clone()
+                };
+                let args = self.call_args(&ctor, args, *args_span, constructor.span)?;
+                out.push(ir::Stmt::New {
+                    instance: inst,
+                    args,
+                });
+            }
+            StmtKind::Expr(e) => {
+                let AK::Call { .. } = &e.kind else {
+                    return err("Expected an action, 'if', '{' or '}'", e.span);
+                };
+                let ex = self.call(e, true)?;
+                out.push(ir::Stmt::Eval(ex));
+            }
+        }
+        Ok(())
+    }
+
+    /// Resolves a `set`/`unset` target to a variable.
+    fn lvalue(&mut self, target: &ast::Path) -> R<(&'static VarDef, VarRef)> {
+        let name = target.dotted();
+        match vars::lookup(&name, self.version, &self.opts.storages) {
+            VarLookup::Plain(d) => Ok((
+                d,
+                VarRef {
+                    id: d.id,
+                    arg: VarArg::None,
+                },
+            )),
+            VarLookup::Header(d, h) => Ok((
+                d,
+                VarRef {
+                    id: d.id,
+                    arg: VarArg::Header(header_name(&h)),
+                },
+            )),
+            VarLookup::Storage(d, s) => Ok((
+                d,
+                VarRef {
+                    id: d.id,
+                    arg: VarArg::Storage(Arc::from(s.as_str())),
+                },
+            )),
+            VarLookup::WrongVersion(d) => err(
+                format!("Symbol not found: '{name}' {}", d.versions.availability()),
+                target.span,
+            ),
+            VarLookup::NotFound => err(format!("Symbol not found: '{name}'"), target.span),
+        }
+    }
+
+    fn set(
+        &mut self,
+        target: &ast::Path,
+        op: AssignOp,
+        op_span: Span,
+        value: &ast::Expr,
+    ) -> R<ir::Stmt> {
+        let (def, var) = self.lvalue(target)?;
+        if def.write.is_empty() {
+            return err("Variable is read only.", target.span);
+        }
+        self.add_use(target.span, def.write, UseKind::Set);
+        let ty = def.ty;
+        let (want, arith) = match (ty, op) {
+            (_, AssignOp::Assign) => (
+                match ty {
+                    Type::Header | Type::Body => Type::String,
+                    t => t,
+                },
+                None,
+            ),
+            (Type::String | Type::Header | Type::Body, AssignOp::Add) => {
+                (Type::String, Some(ArithOp::Add))
+            }
+            (Type::Int, AssignOp::Add) => (Type::Int, Some(ArithOp::Add)),
+            (Type::Int, AssignOp::Sub) => (Type::Int, Some(ArithOp::Sub)),
+            (Type::Int, AssignOp::Mul) => (Type::Int, Some(ArithOp::Mul)),
+            (Type::Int, AssignOp::Div) => (Type::Int, Some(ArithOp::Div)),
+            (Type::Time | Type::Duration, AssignOp::Add) => (Type::Duration, Some(ArithOp::Add)),
+            (Type::Time | Type::Duration, AssignOp::Sub) => (Type::Duration, Some(ArithOp::Sub)),
+            (Type::Time | Type::Duration, AssignOp::Mul) => (Type::Real, Some(ArithOp::Mul)),
+            (Type::Time | Type::Duration, AssignOp::Div) => (Type::Real, Some(ArithOp::Div)),
+            _ => {
+                return err(format!("Expected '=' got '{}'", op.as_str()), op_span);
+            }
+        };
+        let value = self.expr0(value, want)?;
+        Ok(ir::Stmt::Set {
+            var,
+            op: arith,
+            value,
+        })
+    }
+
+    fn ret(&mut self, ra: &ast::ReturnAction) -> R<ir::Return> {
+        let Some(action) = Action::from_name(&ra.name.name) else {
+            return err(format!("Unknown action '{}'", ra.name.name), ra.name.span);
+        };
+        self.add_use(ra.name.span, SubMask::NONE, UseKind::Return(action));
+        if action == Action::Vcl {
+            let Some(label) = ra.args.first() else {
+                return err("Expected '(' got ')'", ra.span);
+            };
+            let AK::Path(p) = &label.kind else {
+                return err(
+                    format!("Expected ID got '{}'", self.first_token(label.span)),
+                    label.span,
+                );
+            };
+            let name = p.dotted();
+            if !self.opts.labels.contains(&name) {
+                if let Some((sym, def)) = self.syms.get(&name).copied() {
+                    return Err(Box::new(
+                        Diagnostic::error(
+                            format!(
+                                "Symbol '{name}' has wrong type ({}), expected vcl:",
+                                sym.kind_name()
+                            ),
+                            p.span,
+                        )
+                        .with_note("Symbol was defined here:", Some(def)),
+                    ));
+                }
+                return err(format!("Symbol not found: '{name}'"), p.span);
+            }
+            let idx = match self.labels.iter().position(|l| *l == name) {
+                Some(i) => i,
+                None => {
+                    self.labels.push(name);
+                    self.labels.len() - 1
+                }
+            };
+            return Ok(ir::Return::Vcl(idx));
+        }
+        let types: &[Type] = match action {
+            Action::Synth | Action::Error => &[Type::Int, Type::String],
+            Action::Pass => &[Type::Duration],
+            Action::Fail => &[Type::String],
+            _ => &[],
+        };
+        if ra.args.len() > types.len() {
+            let extra = &ra.args[types.len()];
+            return err(
+                format!("Expected ')' got '{}'", self.first_token(extra.span)),
+                extra.span,
+            );
+        }
+        if matches!(action, Action::Synth | Action::Error) && ra.args.is_empty() {
+            return err("Expected '(' got ')'", ra.span);
+        }
+        let mut args = Vec::with_capacity(ra.args.len());
+        for (a, t) in ra.args.iter().zip(types) {
+            args.push(self.expr0(a, *t)?);
+        }
+        Ok(ir::Return::Action { action, args })
+    }
+
+    /// Resolves a reference to a subroutine (`call x`, SUB arguments).
+    /// Undefined subs are recorded for later reporting.
+    fn sub_ref(&mut self, id: &ast::Ident, _ctx: &str) -> R<Option<usize>> {
+        match self.syms.get(&id.name).copied() {
+            Some((Sym::Sub(i), _)) => {
+                self.subs[i].referenced = true;
+                Ok(Some(i))
+            }
+            Some((other, _)) => err(
+                format!(
+                    "Expression has type {}, expected SUB",
+                    self.sym_type_name(other)
+                ),
+                id.span,
+            ),
+            None => {
+                if id.name.starts_with("vcl_") {
+                    return err("Symbols named 'vcl_*' are reserved.", id.span);
+                }
+                self.undefined_ref("sub", &id.name, id.span);
+                Ok(None)
+            }
+        }
+    }
+
+    fn undefined_ref(&mut self, kind: &str, name: &str, span: Span) {
+        let msg = format!("Undefined {kind} {name}, first reference:");
+        if !self.undefined.iter().any(|d| d.message == msg) {
+            self.undefined.push(Diagnostic::error(msg, span));
+        }
+    }
+
+    fn sym_type_name(&self, s: Sym) -> String {
+        match s {
+            Sym::Sub(_) => "SUB".into(),
+            Sym::Acl(_) => "ACL".into(),
+            Sym::Backend(_) => "BACKEND".into(),
+            Sym::Probe(_) => "PROBE".into(),
+            Sym::Vmod(_) => "VMOD".into(),
+            Sym::Instance(i) => {
+                let inst = &self.instances[i];
+                let v = &self.vmods[inst.vmod];
+                format!("{}.{}", v.name, v.decl.objects[inst.class].name)
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------
+    // Expressions
+
+    /// vcc_expr0: an expression of exactly type `fmt` (with the implicit
+    /// string and boolean conversions Varnish applies).
+    fn expr0(&mut self, e: &ast::Expr, fmt: Type) -> R<Expr> {
+        let want = if fmt.is_stringish() {
+            Type::String
+        } else {
+            fmt
+        };
+        let mut x = self.expr(e, want)?;
+        if x.ty == fmt || (fmt.is_stringish() && x.ty.is_stringish()) {
+            return Ok(x);
+        }
+        if fmt.is_stringish() {
+            x = self.to_string(x, e.span)?;
+            return Ok(x);
+        }
+        if fmt == Type::Bool {
+            x = to_bool(x);
+        }
+        if x.ty != fmt {
+            return err(
+                format!(
+                    "Expression has type {}, expected {}",
+                    x.ty.user_name(),
+                    fmt.user_name()
+                ),
+                e.span,
+            );
+        }
+        Ok(x)
+    }
+
+    fn to_string(&self, x: Expr, span: Span) -> R<Expr> {
+        if x.ty.is_stringish() {
+            return Ok(x);
+        }
+        if !x.ty.to_string_ok() {
+            return err(x.ty.to_string_error(), span);
+        }
+        // Fold constant conversions where the text is unambiguous.
+        if let IK::Const(v) = &x.kind {
+            let folded = match v {
+                Value::Int(i) => Some(i.to_string()),
+                Value::Bool(b) => Some(b.to_string()),
+                Value::Real(r) | Value::Duration(r) | Value::Bytes(r) => Some(format!("{r:.3}")),
+                _ => None,
+            };
+            if let Some(s) = folded {
+                return Ok(str_const(&s));
+            }
+        }
+        Ok(Expr {
+            ty: Type::String,
+            kind: IK::ToString(Box::new(x)),
+        })
+    }
+
+    /// Type-directed expression evaluation (vcc's expression levels).
+    fn expr(&mut self, e: &ast::Expr, fmt: Type) -> R<Expr> {
+        match &e.kind {
+            AK::Paren(inner) => self.expr(inner, fmt),
+            AK::Binary {
+                op: op @ (BinaryOp::Or | BinaryOp::And),
+                lhs,
+                rhs,
+                ..
+            } => {
+                let tok = op.as_str();
+                let l = to_bool(self.expr(lhs, fmt)?);
+                if l.ty != Type::Bool {
+                    return err(
+                        format!(
+                            "'{tok}' must be preceeded by BOOL, found {}.",
+                            l.ty.user_name()
+                        ),
+                        lhs.span,
+                    );
+                }
+                let r = to_bool(self.expr(rhs, fmt)?);
+                if r.ty != Type::Bool {
+                    return err(
+                        format!(
+                            "'{tok}' must be followed by BOOL, found {}.",
+                            r.ty.user_name()
+                        ),
+                        rhs.span,
+                    );
+                }
+                let mut parts = Vec::new();
+                let is_or = *op == BinaryOp::Or;
+                for x in [l, r] {
+                    match x.kind {
+                        IK::Or(v) if is_or => parts.extend(v),
+                        IK::And(v) if !is_or => parts.extend(v),
+                        k => parts.push(Expr {
+                            ty: Type::Bool,
+                            kind: k,
+                        }),
+                    }
+                }
+                Ok(Expr {
+                    ty: Type::Bool,
+                    kind: if is_or { IK::Or(parts) } else { IK::And(parts) },
+                })
+            }
+            AK::Unary {
+                op: UnaryOp::Not,
+                operand,
+            } => {
+                let x = to_bool(self.expr(operand, fmt)?);
+                if x.ty != Type::Bool {
+                    return err(
+                        format!("'!' must be followed by BOOL, found {}.", x.ty.user_name()),
+                        e.span,
+                    );
+                }
+                if let IK::Const(Value::Bool(b)) = x.kind {
+                    return Ok(bool_const(!b));
+                }
+                Ok(Expr {
+                    ty: Type::Bool,
+                    kind: IK::Not(Box::new(x)),
+                })
+            }
+            AK::Binary {
+                op,
+                op_span,
+                lhs,
+                rhs,
+            } => {
+                if let Some(cop) = cmp_op(*op) {
+                    self.comparison(cop, *op_span, lhs, rhs, fmt)
+                } else {
+                    self.arith(*op, *op_span, lhs, rhs, fmt, e.span)
+                }
+            }
+            AK::Unary { op, operand } => {
+                let _ = op;
+                let sym = "-";
+                if !matches!(fmt, Type::Int | Type::Real | Type::Duration | Type::String) {
+                    return err(
+                        format!("Unknown token '{sym}' when looking for {}", fmt.user_name()),
+                        e.span,
+                    );
+                }
+                let x = self.expr(operand, fmt)?;
+                match x.kind {
+                    IK::Const(Value::Int(i)) => Ok(Expr {
+                        ty: x.ty,
+                        kind: IK::Const(Value::Int(-i)),
+                    }),
+                    IK::Const(Value::Real(r)) => Ok(real_const(-r)),
+                    IK::Const(Value::Duration(d)) => Ok(Expr {
+                        ty: Type::Duration,
+                        kind: IK::Const(Value::Duration(-d)),
+                    }),
+                    kind => {
+                        let ty = x.ty;
+                        if !matches!(ty, Type::Int | Type::Real | Type::Duration) {
+                            return err(
+                                format!("Operator - not possible on {}", ty.user_name()),
+                                e.span,
+                            );
+                        }
+                        Ok(Expr {
+                            ty,
+                            kind: IK::Neg(Box::new(Expr { ty, kind })),
+                        })
+                    }
+                }
+            }
+            AK::Str(s) => self.string_lit(s, fmt),
+            AK::Num { lit, unit } => self.number(lit, unit.as_ref(), fmt),
+            AK::Blob(b) => Ok(Expr {
+                ty: Type::Blob,
+                kind: IK::Const(Value::Blob(Arc::from(b.bytes.as_slice()))),
+            }),
+            AK::Path(p) => self.path_expr(p, fmt),
+            AK::Call { .. } => self.call(e, false),
+            AK::Method { recv, name, args } => {
+                let base = self.expr(recv, Type::Void)?;
+                if let Some((a, _)) = args
+                    && let Some(first) = a.first()
+                {
+                    return err(
+                        format!("Expected ')' got '{}'", self.first_token(first.span)),
+                        first.span,
+                    );
+                }
+                self.type_method(base, name, args.is_some())
+            }
+        }
+    }
+
+    fn string_lit(&mut self, s: &ast::StrLit, fmt: Type) -> R<Expr> {
+        match fmt {
+            Type::Ip => {
+                if s.value.starts_with('/') {
+                    return err(
+                        format!("Cannot convert to an IP address: '\"{}\"'", s.value),
+                        s.span,
+                    );
+                }
+                let addr = resolve_ip_constant(&s.value)
+                    .map_err(|m| Box::new(Diagnostic::error(m, s.span)))?;
+                Ok(Expr {
+                    ty: Type::Ip,
+                    kind: IK::Const(Value::Ip(addr)),
+                })
+            }
+            Type::Regex => Err(Box::new(Diagnostic::error(
+                "internal: regex literal outside a match",
+                s.span,
+            ))),
+            _ => Ok(str_const(&s.value)),
+        }
+    }
+
+    fn regex(&self, e: &ast::Expr) -> R<Arc<ir::VclRegex>> {
+        let e = match &e.kind {
+            AK::Paren(inner) => inner.as_ref(),
+            _ => e,
+        };
+        let AK::Str(s) = &e.kind else {
+            return err(
+                format!("Expected CSTR got '{}'", self.first_token(e.span)),
+                e.span,
+            );
+        };
+        ir::VclRegex::new(&s.value).map(Arc::new).map_err(|m| {
+            Box::new(Diagnostic::error(
+                format!("Regexp compilation error:\n\n{m}\n"),
+                s.span,
+            ))
+        })
+    }
+
+    fn number(&mut self, lit: &ast::NumLit, unit: Option<&ast::Ident>, fmt: Type) -> R<Expr> {
+        if fmt == Type::Bytes {
+            let Some(u) = unit else {
+                return err(
+                    format!("Expected BYTES unit (B, KB, MB...) got '{}'", lit.text),
+                    lit.span,
+                );
+            };
+            let mult: f64 = match u.name.as_str() {
+                "B" => 1.0,
+                "KB" => 1024.0,
+                "MB" => 1024.0 * 1024.0,
+                "GB" => 1024.0 * 1024.0 * 1024.0,
+                "TB" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+                _ => {
+                    return err(
+                        "Unknown BYTES unit ".to_string()
+                            + &u.name
+                            + ".  Legal are 'B', 'KB', 'MB', 'GB' and 'TB'",
+                        u.span,
+                    );
+                }
+            };
+            return Ok(Expr {
+                ty: Type::Bytes,
+                kind: IK::Const(Value::Bytes(lit.value * mult)),
+            });
+        }
+        if let Some(u) = unit {
+            let mult = match u.name.as_str() {
+                "ms" => 1e-3,
+                "s" => 1.0,
+                "m" => 60.0,
+                "h" => 3600.0,
+                "d" => 86400.0,
+                "w" => 604800.0,
+                "y" => 31536000.0,
+                _ => {
+                    return err(
+                        format!(
+                            "Unknown duration unit '{}'\nLegal are 'ms', 's', 'm', 'h', 'd', 'w' and 'y'",
+                            u.name
+                        ),
+                        u.span,
+                    );
+                }
+            };
+            return Ok(Expr {
+                ty: Type::Duration,
+                kind: IK::Const(Value::Duration(lit.value * mult)),
+            });
+        }
+        if fmt == Type::Real || !lit.is_int {
+            return Ok(real_const(lit.value));
+        }
+        let Ok(i) = lit.text.parse::<i64>() else {
+            return err("Too many digits for integer.", lit.span);
+        };
+        Ok(Expr {
+            ty: Type::Int,
+            kind: IK::Const(Value::Int(i)),
+        })
+    }
+
+    fn comparison(
+        &mut self,
+        op: CmpOp,
+        op_span: Span,
+        lhs: &ast::Expr,
+        rhs: &ast::Expr,
+        fmt: Type,
+    ) -> R<Expr> {
+        let l = self.expr(lhs, fmt)?;
+        let Some(kind) = l.ty.comparison(op) else {
+            return err(
+                format!(
+                    "Operator {} not possible on {}",
+                    op.symbol(),
+                    l.ty.user_name()
+                ),
+                op_span,
+            );
+        };
+        match kind {
+            CmpKind::Simple => {
+                let r = self.expr(rhs, l.ty)?;
+                if r.ty != l.ty {
+                    return err(
+                        format!(
+                            "Comparison of different types: {} '{}' {}",
+                            l.ty.user_name(),
+                            op.symbol(),
+                            r.ty.user_name()
+                        ),
+                        op_span,
+                    );
+                }
+                if l.ty == Type::Ip && rhs_is_literal(rhs) {
+                    // IP compared with a constant host: fine as is.
+                }
+                Ok(Expr {
+                    ty: Type::Bool,
+                    kind: IK::Cmp {
+                        op,
+                        lhs: Box::new(l),
+                        rhs: Box::new(r),
+                    },
+                })
+            }
+            CmpKind::String => {
+                let r = self.expr(rhs, Type::String)?;
+                if !r.ty.is_stringish() {
+                    return err(
+                        format!(
+                            "Comparison of different types: {} '{}' {}",
+                            l.ty.user_name(),
+                            op.symbol(),
+                            r.ty.user_name()
+                        ),
+                        op_span,
+                    );
+                }
+                if let (IK::Const(Value::Str(a)), IK::Const(Value::Str(b))) = (&l.kind, &r.kind) {
+                    let ord = a.as_bytes().cmp(b.as_bytes());
+                    return Ok(bool_const(cmp_holds(op, ord)));
+                }
+                Ok(Expr {
+                    ty: Type::Bool,
+                    kind: IK::Cmp {
+                        op,
+                        lhs: Box::new(l),
+                        rhs: Box::new(r),
+                    },
+                })
+            }
+            CmpKind::Regex => {
+                let regex = self.regex(rhs)?;
+                Ok(Expr {
+                    ty: Type::Bool,
+                    kind: IK::RegexMatch {
+                        subject: Box::new(l),
+                        regex,
+                        negate: op == CmpOp::NoMatch,
+                    },
+                })
+            }
+            CmpKind::Acl => {
+                let acl = self.acl_ref(rhs)?;
+                Ok(Expr {
+                    ty: Type::Bool,
+                    kind: IK::AclMatch {
+                        ip: Box::new(l),
+                        acl: acl.unwrap_or(usize::MAX),
+                        negate: op == CmpOp::NoMatch,
+                    },
+                })
+            }
+        }
+    }
+
+    /// The ACL named on the right of `ip ~ acl`.
+    fn acl_ref(&mut self, rhs: &ast::Expr) -> R<Option<usize>> {
+        let AK::Path(p) = &rhs.kind else {
+            let x = self.expr(rhs, Type::Acl)?;
+            return err(
+                format!("Expression has type {}, expected ACL", x.ty.user_name()),
+                rhs.span,
+            );
+        };
+        let name = p.dotted();
+        match name.as_str() {
+            "default" => return err("Symbol 'default' is a reserved word.", p.span),
+            "true" | "false" => {
+                return err("Expression has type BOOL, expected ACL", p.span);
+            }
+            _ => {}
+        }
+        match self.syms.get(&name).copied() {
+            Some((Sym::Acl(i), _)) => {
+                self.acls[i].2 = true;
+                Ok(Some(i))
+            }
+            Some((s @ Sym::Instance(_), _)) => err(
+                format!(
+                    "Expression has type {}, expected ACL",
+                    self.sym_type_name(s)
+                ),
+                p.span,
+            ),
+            Some(_) => err(format!("Name {name} must have type 'acl'."), p.span),
+            None => {
+                if name.starts_with("vcl_") {
+                    return err("Symbols named 'vcl_*' are reserved.", p.span);
+                }
+                if !matches!(
+                    vars::lookup(&name, self.version, &self.opts.storages),
+                    VarLookup::NotFound
+                ) {
+                    let x = self.path_expr(p, Type::Acl)?;
+                    return err(
+                        format!("Expression has type {}, expected ACL", x.ty.user_name()),
+                        p.span,
+                    );
+                }
+                self.undefined_ref("acl", &name, p.span);
+                Ok(None)
+            }
+        }
+    }
+
+    fn arith(
+        &mut self,
+        op: BinaryOp,
+        op_span: Span,
+        lhs: &ast::Expr,
+        rhs: &ast::Expr,
+        fmt: Type,
+        span: Span,
+    ) -> R<Expr> {
+        let aop = match op {
+            BinaryOp::Add => ArithOp::Add,
+            BinaryOp::Sub => ArithOp::Sub,
+            BinaryOp::Mul => ArithOp::Mul,
+            BinaryOp::Div => ArithOp::Div,
+            _ => ArithOp::Mod,
+        };
+        let l = self.expr(lhs, fmt)?;
+        match aop {
+            ArithOp::Mul | ArithOp::Div => {
+                let Some(f2) = l.ty.mul_type() else {
+                    return err(
+                        format!(
+                            "Operator {} not possible on type {}.",
+                            aop.symbol(),
+                            l.ty.user_name()
+                        ),
+                        op_span,
+                    );
+                };
+                let r = self.expr(rhs, f2)?;
+                if r.ty != Type::Int && r.ty != f2 {
+                    return err(
+                        format!(
+                            "{} {} {} not possible.",
+                            l.ty.user_name(),
+                            aop.symbol(),
+                            r.ty.user_name()
+                        ),
+                        op_span,
+                    );
+                }
+                Ok(fold_arith(aop, l.ty, l, r))
+            }
+            ArithOp::Mod => {
+                if l.ty != Type::Int {
+                    return err("Operator % only possible on INT", op_span);
+                }
+                let r = self.expr(rhs, Type::Int)?;
+                if r.ty != Type::Int {
+                    return err(format!("INT % {} not possible.", r.ty.user_name()), op_span);
+                }
+                Ok(fold_arith(aop, Type::Int, l, r))
+            }
+            ArithOp::Add | ArithOp::Sub => {
+                let rfmt = if !has_add_entry(aop, l.ty) && fmt == Type::String {
+                    Type::String
+                } else {
+                    l.ty
+                };
+                let r = self.expr(rhs, rfmt)?;
+                if let Some(t) = add_result(aop, l.ty, r.ty) {
+                    return Ok(fold_arith(aop, t, l, r));
+                }
+                if aop == ArithOp::Add && (l.ty.is_stringish() || fmt == Type::String) {
+                    let l = self.to_string(l, lhs.span)?;
+                    let r = self.to_string(r, rhs.span)?;
+                    return Ok(concat(l, r));
+                }
+                let _ = span;
+                err(
+                    format!(
+                        "{} {} {} not possible.",
+                        l.ty.user_name(),
+                        aop.symbol(),
+                        r.ty.user_name()
+                    ),
+                    op_span,
+                )
+            }
+        }
+    }
+
+    /// A name in expression context.
+    fn path_expr(&mut self, p: &ast::Path, fmt: Type) -> R<Expr> {
+        let name = p.dotted();
+        if p.is_simple() {
+            match name.as_str() {
+                "true" => return Ok(bool_const(true)),
+                "false" => return Ok(bool_const(false)),
+                "default" => {
+                    return match fmt {
+                        Type::Backend => Ok(Expr {
+                            ty: Type::Backend,
+                            kind: IK::DefaultBackend,
+                        }),
+                        Type::Probe => match self.probes.iter().position(|p| p.0.name == "default")
+                        {
+                            Some(i) => Ok(Expr {
+                                ty: Type::Probe,
+                                kind: IK::Probe(i),
+                            }),
+                            None => err("Symbol 'default' is a reserved word.", p.span),
+                        },
+                        _ => err("Symbol 'default' is a reserved word.", p.span),
+                    };
+                }
+                _ => {}
+            }
+            if let Some((sym, def)) = self.syms.get(&name).copied() {
+                return self.sym_expr(sym, def, p, fmt);
+            }
+            if RESERVED.contains(&name.as_str()) {
+                return err(
+                    format!("Symbol '{name}' type (reserved) can not be used in expression."),
+                    p.span,
+                );
+            }
+        }
+        // Variables, possibly followed by a property (`req.foo`).
+        match vars::lookup(&name, self.version, &self.opts.storages) {
+            VarLookup::Plain(d) => return Ok(self.var_read(d, VarArg::None, p.span, fmt)),
+            VarLookup::Header(d, h) => {
+                return Ok(self.var_read(d, VarArg::Header(header_name(&h)), p.span, fmt));
+            }
+            VarLookup::Storage(d, s) => {
+                return Ok(self.var_read(d, VarArg::Storage(Arc::from(s.as_str())), p.span, fmt));
+            }
+            VarLookup::WrongVersion(d) => {
+                return err(
+                    format!("Symbol not found: '{name}' {}", d.versions.availability()),
+                    p.span,
+                );
+            }
+            VarLookup::NotFound => {}
+        }
+        if let Some(st) = name.strip_prefix("storage.") {
+            if self.opts.storages.iter().any(|s| s == st) {
+                return Ok(Expr {
+                    ty: Type::Stevedore,
+                    kind: IK::Stevedore(Arc::from(st)),
+                });
+            }
+            return err(format!("Symbol not found: '{name}'"), p.span);
+        }
+        // Longest known prefix, then properties.
+        for cut in (1..p.segments.len()).rev() {
+            let prefix = ast::Path {
+                segments: p.segments[..cut].to_vec(),
+                span: p.segments[0].span.to(p.segments[cut - 1].span),
+            };
+            let pname = prefix.dotted();
+            let known = matches!(
+                vars::lookup(&pname, self.version, &self.opts.storages),
+                VarLookup::Plain(_)
+            ) || (cut == 1 && self.syms.contains_key(&pname));
+            if known {
+                if let Some((Sym::Vmod(_), _)) = self.syms.get(&pname).copied() {
+                    return err(format!("Symbol not found: '{name}'"), p.span);
+                }
+                let base = self.path_expr(&prefix, Type::Void)?;
+                let prop = &p.segments[cut];
+                return err(
+                    format!(
+                        "Unknown property '{}' for type {}",
+                        prop.name,
+                        base.ty.name()
+                    ),
+                    prop.span,
+                );
+            }
+        }
+        if p.is_simple() && fmt == Type::Backend {
+            self.undefined_ref("backend", &name, p.span);
+            return Ok(Expr {
+                ty: Type::Backend,
+                kind: IK::DefaultBackend,
+            });
+        }
+        err(format!("Symbol not found: '{name}'"), p.span)
+    }
+
+    fn sym_expr(&mut self, sym: Sym, def: Span, p: &ast::Path, fmt: Type) -> R<Expr> {
+        let _ = def;
+        Ok(match sym {
+            Sym::Backend(i) => {
+                self.backends[i].2 = true;
+                Expr {
+                    ty: Type::Backend,
+                    kind: IK::Backend(i),
+                }
+            }
+            Sym::Probe(i) => {
+                self.probes[i].2 = true;
+                Expr {
+                    ty: Type::Probe,
+                    kind: IK::Probe(i),
+                }
+            }
+            Sym::Acl(i) => {
+                self.acls[i].2 = true;
+                Expr {
+                    ty: Type::Acl,
+                    kind: IK::Acl(i),
+                }
+            }
+            Sym::Sub(i) => {
+                if fmt != Type::Sub {
+                    return err(
+                        format!(
+                            "Symbol '{}' can only be used as a SUB expression",
+                            p.dotted()
+                        ),
+                        p.span,
+                    );
+                }
+                self.subs[i].referenced = true;
+                Expr {
+                    ty: Type::Sub,
+                    kind: IK::Sub(i),
+                }
+            }
+            Sym::Instance(i) => Expr {
+                ty: Type::Instance,
+                kind: IK::Instance(i),
+            },
+            Sym::Vmod(_) => {
+                return err(
+                    format!(
+                        "Symbol '{}' type (vmod) can not be used in expression.",
+                        p.dotted()
+                    ),
+                    p.span,
+                );
+            }
+        })
+    }
+
+    fn var_read(&mut self, d: &'static VarDef, arg: VarArg, span: Span, fmt: Type) -> Expr {
+        self.add_use(span, d.read, UseKind::Read);
+        let ty = match d.ty {
+            Type::Header if fmt != Type::Header => Type::String,
+            t => t,
+        };
+        Expr {
+            ty,
+            kind: IK::Var(VarRef { id: d.id, arg }),
+        }
+    }
+
+    /// A call: regsub, vmod function, object method or type method.
+    fn call(&mut self, e: &ast::Expr, as_stmt: bool) -> R<Expr> {
+        let AK::Call {
+            callee,
+            args,
+            args_span,
+        } = &e.kind
+        else {
+            unreachable!("call() on a non-call expression");
+        };
+        let segs = &callee.segments;
+        let name = callee.dotted();
+        if callee.is_simple() && (name == "regsub" || name == "regsuball") {
+            if args.len() != 3 || args.iter().any(|a| a.name.is_some()) {
+                return err(
+                    format!("Expected 3 arguments to {name}(STRING, REGEX, STRING)"),
+                    *args_span,
+                );
+            }
+            let subject = self.expr0(&args[0].value, Type::String)?;
+            let regex = self.regex(&args[1].value)?;
+            let replacement = self.expr0(&args[2].value, Type::String)?;
+            let template = match &replacement.kind {
+                IK::Const(Value::Str(s)) => Some(ir::SubstTemplate::parse(s)),
+                _ => None,
+            };
+            return Ok(Expr {
+                ty: Type::String,
+                kind: IK::Regsub {
+                    all: name == "regsuball",
+                    subject: Box::new(subject),
+                    regex,
+                    template,
+                    replacement: Box::new(replacement),
+                },
+            });
+        }
+        if segs.len() == 2 {
+            match self.syms.get(&segs[0].name).copied() {
+                Some((Sym::Vmod(v), _)) => {
+                    let decl = self.vmods[v].decl.clone();
+                    let Some((fi, f)) = decl.function(&segs[1].name) else {
+                        return err(format!("Symbol not found: '{name}'"), callee.span);
+                    };
+                    if f.ret == Type::Void && !as_stmt {
+                        return err("Function returns VOID:", callee.span);
+                    }
+                    if let Some(mask) = f.restrict {
+                        self.add_use(callee.span, mask, UseKind::Read);
+                    }
+                    let args = self.call_args(f, args, *args_span, e.span)?;
+                    return Ok(Expr {
+                        ty: ret_type(f.ret),
+                        kind: IK::VmodCall {
+                            vmod: v,
+                            func: fi,
+                            args,
+                        },
+                    });
+                }
+                Some((Sym::Instance(i), _)) => {
+                    let inst = self.instances[i].clone();
+                    let decl = self.vmods[inst.vmod].decl.clone();
+                    let class = &decl.objects[inst.class];
+                    let Some((mi, m)) = class.method(&segs[1].name) else {
+                        return err(
+                            format!(
+                                "Unknown property '{}' for type {}.{}",
+                                segs[1].name, self.vmods[inst.vmod].name, class.name
+                            ),
+                            segs[1].span,
+                        );
+                    };
+                    if m.ret == Type::Void && !as_stmt {
+                        return err("Function returns VOID:", callee.span);
+                    }
+                    if let Some(mask) = m.restrict {
+                        self.add_use(callee.span, mask, UseKind::Read);
+                    }
+                    let args = self.call_args(m, args, *args_span, e.span)?;
+                    return Ok(Expr {
+                        ty: ret_type(m.ret),
+                        kind: IK::MethodCall {
+                            instance: i,
+                            method: mi,
+                            args,
+                        },
+                    });
+                }
+                _ => {}
+            }
+        }
+        if segs.len() >= 2 {
+            // Type method on a value: `req.http.host.lower()`.
+            let prefix = ast::Path {
+                segments: segs[..segs.len() - 1].to_vec(),
+                span: segs[0].span.to(segs[segs.len() - 2].span),
+            };
+            let base_known = !matches!(
+                vars::lookup(&prefix.dotted(), self.version, &self.opts.storages),
+                VarLookup::NotFound
+            ) || self.syms.contains_key(&prefix.dotted());
+            if base_known {
+                let base = self.path_expr(&prefix, Type::Void)?;
+                let mname = &segs[segs.len() - 1];
+                if let Some(a) = args.first() {
+                    return err(
+                        format!("Expected ')' got '{}'", self.first_token(a.span)),
+                        a.span,
+                    );
+                }
+                let id = ast::Ident {
+                    name: mname.name.clone(),
+                    span: mname.span,
+                };
+                return self.type_method(base, &id, true);
+            }
+        }
+        if callee.is_simple()
+            && let Some((sym, _)) = self.syms.get(&name).copied()
+        {
+            return err(
+                format!(
+                    "Symbol '{name}' type ({}) can not be used in expression.",
+                    sym.kind_name()
+                ),
+                callee.span,
+            );
+        }
+        err(format!("Symbol not found: '{name}'"), callee.span)
+    }
+
+    /// `.upper()`, `.lower()` on strings, `.resolve()` on backends.
+    fn type_method(&mut self, base: Expr, name: &ast::Ident, called: bool) -> R<Expr> {
+        let method = match (base.ty, name.name.as_str()) {
+            (Type::String | Type::Strands | Type::Header, "upper") => ir::TypeMethod::Upper,
+            (Type::String | Type::Strands | Type::Header, "lower") => ir::TypeMethod::Lower,
+            (Type::Backend, "resolve") => ir::TypeMethod::Resolve,
+            _ => {
+                return err(
+                    format!(
+                        "Unknown property '{}' for type {}",
+                        name.name,
+                        base.ty.name()
+                    ),
+                    name.span,
+                );
+            }
+        };
+        if !called {
+            return err("Expected '(' got '.'", name.span);
+        }
+        let ty = if method == ir::TypeMethod::Resolve {
+            Type::Backend
+        } else {
+            Type::String
+        };
+        Ok(Expr {
+            ty,
+            kind: IK::TypeMethod {
+                method,
+                operand: Box::new(base),
+            },
+        })
+    }
+
+    /// Matches call arguments to a declaration (vcc_func).
+    fn call_args(
+        &mut self,
+        f: &FuncDecl,
+        args: &[ast::Arg],
+        args_span: Span,
+        call_span: Span,
+    ) -> R<Vec<CallArg>> {
+        let mut slots: Vec<Option<CallArg>> = f
+            .args
+            .iter()
+            .map(|a| match a.ty {
+                ArgType::Priv(k) => Some(CallArg::Priv(k)),
+                _ => None,
+            })
+            .collect();
+        let mut next = 0usize;
+        let mut seen_named = false;
+        for a in args {
+            let idx = match &a.name {
+                None => {
+                    if seen_named {
+                        return err(
+                            format!("Expected ID got '{}'", self.first_token(a.span)),
+                            a.span,
+                        );
+                    }
+                    while next < slots.len() && slots[next].is_some() {
+                        next += 1;
+                    }
+                    if next >= slots.len() {
+                        return err(
+                            format!("Expected ')' got '{}'", self.first_token(a.span)),
+                            a.span,
+                        );
+                    }
+                    next
+                }
+                Some(n) => {
+                    seen_named = true;
+                    let Some(i) = f.args.iter().position(|d| {
+                        d.name.as_deref() == Some(n.name.as_str())
+                            && !matches!(d.ty, ArgType::Priv(_))
+                    }) else {
+                        return err(format!("Unknown argument '{}'", n.name), n.span);
+                    };
+                    if slots[i].is_some() {
+                        return err(format!("Argument '{}' already used", n.name), n.span);
+                    }
+                    i
+                }
+            };
+            let decl = &f.args[idx];
+            let value = match &decl.ty {
+                ArgType::Enum(values) => {
+                    let v = match &a.value.kind {
+                        AK::Path(p) if p.is_simple() => p.dotted(),
+                        _ => {
+                            return err(
+                                format!("Expected ID got '{}'", self.first_token(a.value.span)),
+                                a.value.span,
+                            );
+                        }
+                    };
+                    if !values.contains(&v) {
+                        let mut msg = String::from("Wrong enum value.  Expected one of:\n");
+                        for x in values {
+                            msg.push('\t');
+                            msg.push_str(x);
+                            msg.push('\n');
+                        }
+                        return err(msg.trim_end().to_string(), a.value.span);
+                    }
+                    CallArg::Enum(Arc::from(v.as_str()))
+                }
+                ArgType::Value(t) => {
+                    CallArg::Value(self.arg_value(&a.value, *t, decl.name.as_deref())?)
+                }
+                ArgType::Priv(_) => unreachable!("priv slots are pre-filled"),
+            };
+            slots[idx] = Some(value);
+        }
+        let mut out = Vec::with_capacity(slots.len());
+        for (i, (slot, decl)) in slots.into_iter().zip(&f.args).enumerate() {
+            out.push(match slot {
+                Some(v) => v,
+                None => match (&decl.default, &decl.ty) {
+                    (Some(DefaultValue::Enum(v)), _) => CallArg::Enum(Arc::from(v.as_str())),
+                    (Some(d), ArgType::Value(t)) => CallArg::Value(default_expr(d, *t)),
+                    _ if decl.optional => CallArg::Absent,
+                    _ => {
+                        let msg = match &decl.name {
+                            Some(n) => format!("Argument '{n}' missing"),
+                            None => format!("Argument {} missing", i + 1),
+                        };
+                        let _ = call_span;
+                        return err(msg, args_span);
+                    }
+                },
+            });
+        }
+        Ok(out)
+    }
+
+    fn arg_value(&mut self, e: &ast::Expr, t: Type, _name: Option<&str>) -> R<Expr> {
+        match t {
+            Type::Sub => {
+                let AK::Path(p) = &e.kind else {
+                    let x = self.expr(e, Type::Sub)?;
+                    return err(
+                        format!("Expression has type {}, expected SUB", x.ty.user_name()),
+                        e.span,
+                    );
+                };
+                if p.is_simple() {
+                    let id = ast::Ident {
+                        name: p.dotted(),
+                        span: p.span,
+                    };
+                    return Ok(match self.sub_ref(&id, "sub")? {
+                        Some(i) => Expr {
+                            ty: Type::Sub,
+                            kind: IK::Sub(i),
+                        },
+                        None => Expr {
+                            ty: Type::Sub,
+                            kind: IK::Sub(usize::MAX),
+                        },
+                    });
+                }
+                self.expr0(e, Type::Sub)
+            }
+            Type::Acl => {
+                let acl = self.acl_ref(e)?;
+                Ok(Expr {
+                    ty: Type::Acl,
+                    kind: IK::Acl(acl.unwrap_or(usize::MAX)),
+                })
+            }
+            Type::Header => {
+                let x = self.expr(e, Type::Header)?;
+                if x.ty != Type::Header {
+                    return err(
+                        format!("Expression has type {}, expected HEADER", x.ty.user_name()),
+                        e.span,
+                    );
+                }
+                Ok(x)
+            }
+            Type::Instance => self.expr(e, Type::Instance),
+            t => self.expr0(e, t),
+        }
+    }
+
+    // ------------------------------------------------------------------
+    // Whole-program checks
+
+    fn check_recursion(&self) -> R<()> {
+        // 0 = unvisited, 1 = on stack, 2 = done.
+        let mut state = vec![0u8; self.subs.len()];
+        let mut stack: Vec<(usize, Span)> = Vec::new();
+        for start in 0..self.subs.len() {
+            if state[start] == 0 {
+                self.recurse(start, &mut state, &mut stack)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn recurse(&self, s: usize, state: &mut [u8], stack: &mut Vec<(usize, Span)>) -> R<()> {
+        state[s] = 1;
+        for &(callee, site) in &self.subs[s].calls {
+            if state[callee] == 1 {
+                let mut d = Diagnostic::error("Subroutine recurses on", site);
+                let mut chain: Vec<(usize, Span)> = stack.clone();
+                chain.push((s, site));
+                let from = chain.iter().position(|(x, _)| *x == callee).unwrap_or(0);
+                for (caller, call_site) in chain[from..].iter().rev().skip(1) {
+                    let _ = caller;
+                    d = d.with_note(
+                        format!("...called from \"{}\"", self.subs[*caller].name),
+                        Some(*call_site),
+                    );
+                }
+                return Err(Box::new(d));
+            }
+            if state[callee] == 0 {
+                stack.push((s, site));
+                self.recurse(callee, state, stack)?;
+                stack.pop();
+            }
+        }
+        state[s] = 2;
+        Ok(())
+    }
+
+    fn check_unused(&self) -> R<()> {
+        if !self.opts.err_unref {
+            return Ok(());
+        }
+        for s in &self.subs {
+            if !s.referenced {
+                return err(format!("Unused sub {}, defined:", s.name), s.def);
+            }
+        }
+        for (a, span, used) in &self.acls {
+            if !used {
+                return err(format!("Unused acl {}, defined:", a.name), *span);
+            }
+        }
+        for (b, span, used) in &self.backends {
+            if !used {
+                return err(format!("Unused backend {}, defined:", b.name), *span);
+            }
+        }
+        for (p, span, used) in &self.probes {
+            if !used {
+                return err(format!("Unused probe {}, defined:", p.name), *span);
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks returns (`returns == true`) or other uses against every
+    /// built-in method each subroutine is reachable from.
+    fn check_uses(&self, returns: bool) -> R<()> {
+        for m in ALL_BUILTIN_SUBS {
+            let Some(entry) = self.subs.iter().position(|s| s.method == Some(m)) else {
+                continue;
+            };
+            let mut visited = vec![false; self.subs.len()];
+            let mut path: Vec<(usize, Span)> = Vec::new();
+            self.walk_uses(m, entry, &mut visited, &mut path, returns)?;
+        }
+        Ok(())
+    }
+
+    fn walk_uses(
+        &self,
+        m: BuiltinSub,
+        s: usize,
+        visited: &mut [bool],
+        path: &mut Vec<(usize, Span)>,
+        returns: bool,
+    ) -> R<()> {
+        if visited[s] {
+            return Ok(());
+        }
+        visited[s] = true;
+        for u in &self.subs[s].uses {
+            let bad = match u.what {
+                UseKind::Return(a) => returns && !m.actions().contains(a),
+                _ => !returns && !u.allowed.contains(m),
+            };
+            if !bad {
+                continue;
+            }
+            let direct = path.is_empty();
+            let inf = if direct { "in" } else { "from" };
+            let msg = match u.what {
+                UseKind::Return(a) => format!("Invalid return \"{}\"", a.name()),
+                UseKind::Read => format!("Not available {inf} subroutine '{}'.", m.name()),
+                UseKind::Set => format!("Cannot be set {inf} subroutine '{}'.", m.name()),
+                UseKind::Unset => format!("Cannot be unset {inf} subroutine '{}'.", m.name()),
+                UseKind::Action => format!("Not a valid action {inf} subroutine '{}'.", m.name()),
+            };
+            let mut d = Diagnostic::error(msg, u.span);
+            if !direct || matches!(u.what, UseKind::Return(_)) {
+                d = d.with_note(
+                    format!("...in subroutine \"{}\"", self.subs[s].name),
+                    Some(self.subs[s].def),
+                );
+                for (caller, site) in path.iter().rev() {
+                    d = d.with_note(
+                        format!("...called from \"{}\"", self.subs[*caller].name),
+                        Some(*site),
+                    );
+                }
+                d = d.with_note(format!("...which is the \"{}\" subroutine", m.name()), None);
+            }
+            if let UseKind::Return(_) = u.what {
+                let legal: Vec<String> = m
+                    .actions()
+                    .iter()
+                    .map(|a| format!("\"{}\"", a.name()))
+                    .collect();
+                d = d.with_note(format!("Legal returns are: {}", legal.join(" ")), None);
+            }
+            return Err(Box::new(d));
+        }
+        for &(callee, site) in &self.subs[s].calls {
+            path.push((s, site));
+            self.walk_uses(m, callee, visited, path, returns)?;
+            path.pop();
+        }
+        Ok(())
+    }
+}
+
+// ----------------------------------------------------------------------
+// Helpers
+
+fn cmp_op(op: BinaryOp) -> Option<CmpOp> {
+    Some(match op {
+        BinaryOp::Eq => CmpOp::Eq,
+        BinaryOp::Ne => CmpOp::Ne,
+        BinaryOp::Lt => CmpOp::Lt,
+        BinaryOp::Le => CmpOp::Le,
+        BinaryOp::Gt => CmpOp::Gt,
+        BinaryOp::Ge => CmpOp::Ge,
+        BinaryOp::Match => CmpOp::Match,
+        BinaryOp::NotMatch => CmpOp::NoMatch,
+        _ => return None,
+    })
+}
+
+fn cmp_holds(op: CmpOp, ord: std::cmp::Ordering) -> bool {
+    use std::cmp::Ordering::*;
+    match op {
+        CmpOp::Eq => ord == Equal,
+        CmpOp::Ne => ord != Equal,
+        CmpOp::Lt => ord == Less,
+        CmpOp::Le => ord != Greater,
+        CmpOp::Gt => ord == Greater,
+        CmpOp::Ge => ord != Less,
+        CmpOp::Match | CmpOp::NoMatch => false,
+    }
+}
+
+fn rhs_is_literal(e: &ast::Expr) -> bool {
+    matches!(e.kind, AK::Str(_))
+}
+
+fn str_const(s: &str) -> Expr {
+    Expr {
+        ty: Type::String,
+        kind: IK::Const(Value::Str(Arc::from(s))),
+    }
+}
+
+fn bool_const(b: bool) -> Expr {
+    Expr {
+        ty: Type::Bool,
+        kind: IK::Const(Value::Bool(b)),
+    }
+}
+
+fn real_const(r: f64) -> Expr {
+    Expr {
+        ty: Type::Real,
+        kind: IK::Const(Value::Real(r)),
+    }
+}
+
+fn ret_type(t: Type) -> Type {
+    if t == Type::Strands { Type::String } else { t }
+}
+
+fn to_bool(x: Expr) -> Expr {
+    if x.ty.to_bool_ok() && x.ty != Type::Bool {
+        if let IK::Const(v) = &x.kind {
+            match v {
+                Value::Int(i) => return bool_const(*i != 0),
+                Value::Duration(d) => return bool_const(*d > 0.0),
+                _ => {}
+            }
+        }
+        return Expr {
+            ty: Type::Bool,
+            kind: IK::ToBool(Box::new(x)),
+        };
+    }
+    x
+}
+
+fn concat(l: Expr, r: Expr) -> Expr {
+    let mut parts = Vec::new();
+    for x in [l, r] {
+        match x.kind {
+            IK::Concat(v) => parts.extend(v),
+            k => parts.push(Expr {
+                ty: Type::String,
+                kind: k,
+            }),
+        }
+    }
+    // Merge adjacent constants.
+    let mut merged: Vec<Expr> = Vec::with_capacity(parts.len());
+    for p in parts {
+        if let (
+            Some(Expr {
+                kind: IK::Const(Value::Str(a)),
+                ..
+            }),
+            IK::Const(Value::Str(b)),
+        ) = (merged.last(), &p.kind)
+        {
+            let s = format!("{a}{b}");
+            merged.pop();
+            merged.push(str_const(&s));
+            continue;
+        }
+        merged.push(p);
+    }
+    if merged.len() == 1 {
+        return merged.pop().expect("one element");
+    }
+    Expr {
+        ty: Type::String,
+        kind: IK::Concat(merged),
+    }
+}
+
+fn fold_arith(op: ArithOp, ty: Type, l: Expr, r: Expr) -> Expr {
+    let num = |v: &Value| match v {
+        Value::Int(i) => Some(*i as f64),
+        Value::Real(x) | Value::Duration(x) | Value::Bytes(x) => Some(*x),
+        _ => None,
+    };
+    if let (IK::Const(a), IK::Const(b)) = (&l.kind, &r.kind) {
+        if let (Value::Int(x), Value::Int(y), Type::Int) = (a, b, ty) {
+            let v = match op {
+                ArithOp::Add => x.checked_add(*y),
+                ArithOp::Sub => x.checked_sub(*y),
+                ArithOp::Mul => x.checked_mul(*y),
+                ArithOp::Div => x.checked_div(*y),
+                ArithOp::Mod => x.checked_rem(*y),
+            };
+            if let Some(v) = v {
+                return Expr {
+                    ty,
+                    kind: IK::Const(Value::Int(v)),
+                };
+            }
+        } else if let (Some(x), Some(y)) = (num(a), num(b)) {
+            let v = match op {
+                ArithOp::Add => Some(x + y),
+                ArithOp::Sub => Some(x - y),
+                ArithOp::Mul => Some(x * y),
+                ArithOp::Div if y != 0.0 => Some(x / y),
+                _ => None,
+            };
+            let value = v.and_then(|v| match ty {
+                Type::Real => Some(Value::Real(v)),
+                Type::Duration => Some(Value::Duration(v)),
+                Type::Bytes => Some(Value::Bytes(v)),
+                _ => None,
+            });
+            if let Some(value) = value {
+                return Expr {
+                    ty,
+                    kind: IK::Const(value),
+                };
+            }
+        }
+    }
+    Expr {
+        ty,
+        kind: IK::Arith {
+            op,
+            lhs: Box::new(l),
+            rhs: Box::new(r),
+        },
+    }
+}
+
+fn default_expr(d: &DefaultValue, t: Type) -> Expr {
+    let v = match (d, t) {
+        (DefaultValue::Bool(b), _) => Value::Bool(*b),
+        (DefaultValue::Int(i), Type::Real) => Value::Real(*i as f64),
+        (DefaultValue::Int(i), _) => Value::Int(*i),
+        (DefaultValue::Real(r), _) => Value::Real(*r),
+        (DefaultValue::Number(n), Type::Duration) => Value::Duration(*n),
+        (DefaultValue::Number(n), Type::Bytes) => Value::Bytes(*n),
+        (DefaultValue::Number(n), _) => Value::Real(*n),
+        (DefaultValue::Str(s), _) | (DefaultValue::Enum(s), _) => Value::Str(Arc::from(s.as_str())),
+        (DefaultValue::Null, _) => {
+            return Expr {
+                ty: t,
+                kind: IK::Const(Value::Str(Arc::from(""))),
+            };
+        }
+    };
+    Expr {
+        ty: t,
+        kind: IK::Const(v),
+    }
+}
+
+fn header_name(h: &str) -> ir::HeaderName {
+    ir::HeaderName {
+        name: Arc::from(h),
+        lower: Arc::from(h.to_ascii_lowercase().as_str()),
+    }
+}
+
+fn mask_ip(ip: IpAddr, prefix: u8) -> IpAddr {
+    match ip {
+        IpAddr::V4(a) => {
+            let bits = u32::from(a);
+            let m = if prefix == 0 {
+                0
+            } else {
+                u32::MAX << (32 - prefix as u32)
+            };
+            IpAddr::V4((bits & m).into())
+        }
+        IpAddr::V6(a) => {
+            let bits = u128::from(a);
+            let m = if prefix == 0 {
+                0
+            } else {
+                u128::MAX << (128 - prefix as u32)
+            };
+            IpAddr::V6((bits & m).into())
+        }
+    }
+}
+
+fn dns_error_text(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    if s.contains("failed to lookup address") || s.contains("Name or service not known") {
+        "Name or service not known".into()
+    } else {
+        s
+    }
+}
+
+fn resolve_host(host: &str, port: &str) -> Result<Vec<SocketAddr>, String> {
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        let port: u16 = port.parse().map_err(|_| format!("bad port '{port}'"))?;
+        return Ok(vec![SocketAddr::new(ip, port)]);
+    }
+    let port_num: u16 = match port.parse() {
+        Ok(p) => p,
+        Err(_) => match port {
+            "http" => 80,
+            "https" => 443,
+            _ => return Err(format!("unknown port '{port}'")),
+        },
+    };
+    let mut v: Vec<SocketAddr> = (host, port_num)
+        .to_socket_addrs()
+        .map_err(|e| dns_error_text(&e))?
+        .collect();
+    v.dedup();
+    if v.is_empty() {
+        return Err("no addresses".into());
+    }
+    Ok(v)
+}
+
+/// An IP constant in an expression (`client.ip == "1.2.3.4"`): one
+/// address, possibly resolved through DNS.
+fn resolve_ip_constant(s: &str) -> Result<SocketAddr, String> {
+    let (host, port) = split_host_port(s);
+    let addrs =
+        resolve_host(host, port.unwrap_or("80")).map_err(|e| format!("DNS lookup({s}): {e}"))?;
+    let v4 = addrs.iter().filter(|a| a.is_ipv4()).count();
+    if v4 > 1 || addrs.len() - v4 > 1 {
+        return Err(format!(
+            "IP constant '\"{s}\"' resolves to too many addresses"
+        ));
+    }
+    Ok(addrs[0])
+}
+
+fn split_host_port(s: &str) -> (&str, Option<&str>) {
+    if let Some(rest) = s.strip_prefix('[')
+        && let Some((h, p)) = rest.split_once(']')
+    {
+        return (h, p.strip_prefix(':'));
+    }
+    if s.matches(':').count() == 1
+        && let Some((h, p)) = s.split_once(':')
+    {
+        return (h, Some(p));
+    }
+    if let Some((h, p)) = s.split_once(' ') {
+        return (h, Some(p.trim()));
+    }
+    (s, None)
+}
+
+fn lower_probe(name: &str, spec: &ast::FieldList) -> ir::ProbeDef {
+    ir::ProbeDef {
+        name: name.to_string(),
+        url: spec.string("url").map(|s| s.value.clone()),
+        request: match spec.get("request").map(|f| &f.value) {
+            Some(ast::FieldValue::Strings(v)) => Some(v.iter().map(|s| s.value.clone()).collect()),
+            Some(ast::FieldValue::Str(s)) => Some(vec![s.value.clone()]),
+            _ => None,
+        },
+        timeout: spec.duration("timeout"),
+        interval: spec.duration("interval"),
+        window: spec.uint("window"),
+        threshold: spec.uint("threshold"),
+        initial: spec.uint("initial"),
+        expected_response: spec.uint("expected_response"),
+    }
+}

@@ -1,0 +1,194 @@
+//! The interface between the VCL executor and its host: the [`Context`]
+//! trait the server implements for one task (a client request or a backend
+//! fetch), and the [`Vmods`] trait the vmods crate implements.
+//!
+//! Hot variables (URL, method, headers) are reached through methods that
+//! return borrowed bytes, so a condition like `req.url ~ "^/static"` reads
+//! the URL in place; everything rare goes through one `get`/`set` pair keyed
+//! by [`VarId`], a plain enum switch with no string lookups.
+
+use super::value::Value;
+use crate::vars::VarId;
+
+/// Which HTTP object a header or a start-line field belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HttpWhich {
+    Req,
+    ReqTop,
+    Bereq,
+    Beresp,
+    Resp,
+    Obj,
+}
+
+impl HttpWhich {
+    /// The VCL spelling of the object (`req`, `beresp`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            HttpWhich::Req => "req",
+            HttpWhich::ReqTop => "req_top",
+            HttpWhich::Bereq => "bereq",
+            HttpWhich::Beresp => "beresp",
+            HttpWhich::Resp => "resp",
+            HttpWhich::Obj => "obj",
+        }
+    }
+
+    /// The HTTP object of a header variable family (`VarId::ReqHttp` ->
+    /// `Req`), or of a whole-object variable (`VarId::Req`).
+    pub fn of_var(id: VarId) -> Option<HttpWhich> {
+        Some(match id {
+            VarId::ReqHttp | VarId::Req => HttpWhich::Req,
+            VarId::ReqTopHttp => HttpWhich::ReqTop,
+            VarId::BereqHttp | VarId::Bereq => HttpWhich::Bereq,
+            VarId::BerespHttp | VarId::Beresp => HttpWhich::Beresp,
+            VarId::RespHttp | VarId::Resp => HttpWhich::Resp,
+            VarId::ObjHttp => HttpWhich::Obj,
+            _ => return None,
+        })
+    }
+}
+
+/// A header name as used by VCL: the spelling written in the source (used
+/// when the header is created) and its lowercase form (used to look it up;
+/// header names are case-insensitive).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HeaderName {
+    pub name: Box<str>,
+    pub lower: Box<[u8]>,
+}
+
+impl HeaderName {
+    /// Builds a header name from its source spelling.
+    pub fn new(name: &str) -> HeaderName {
+        HeaderName {
+            name: name.into(),
+            lower: name.to_ascii_lowercase().into_bytes().into(),
+        }
+    }
+}
+
+/// Where a log record written by VCL goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogKind {
+    /// `VCL_Log` (std.log).
+    Log,
+    /// `VCL_Error`: a runtime error that fails the task.
+    Error,
+    /// `VCL_acl`: the result of a logged ACL match.
+    Acl,
+}
+
+/// What the executor needs from the task it runs for. One implementation per
+/// kind of task lives in the server; [`super::mock::MockContext`] is a
+/// self-contained one for tests and benchmarks.
+///
+/// Errors returned as `Err(message)` make the executor log `VCL_Error` with
+/// that message and end the subroutine with `Action::Fail`.
+pub trait Context {
+    /// The value of a header, the first one if it occurs several times;
+    /// `None` if absent. `name.lower` is already lowercase.
+    fn header(&self, which: HttpWhich, name: &HeaderName) -> Option<&[u8]>;
+    /// Replaces every occurrence of the header by one with this value.
+    fn set_header(&mut self, which: HttpWhich, name: &HeaderName, value: &[u8]);
+    /// Removes every occurrence of the header.
+    fn unset_header(&mut self, which: HttpWhich, name: &HeaderName);
+
+    /// A STRING variable (`req.url`, `req.method`, `beresp.reason`, ...);
+    /// `Ok(None)` is NULL.
+    fn get_str(&self, var: VarId) -> Result<Option<&[u8]>, String>;
+    /// Sets a STRING variable.
+    fn set_str(&mut self, var: VarId, value: &[u8]) -> Result<(), String>;
+
+    /// Any other variable (INT, DURATION, BOOL, BACKEND, IP, TIME, ...).
+    fn get(&self, var: VarId) -> Result<Value, String>;
+    /// Sets any other variable; the value has the variable's type.
+    fn set(&mut self, var: VarId, value: Value) -> Result<(), String>;
+    /// `unset` of a non-header variable (`bereq.body`, `req.body`).
+    fn unset(&mut self, var: VarId) -> Result<(), String>;
+    /// A `storage.<name>.*` variable.
+    fn storage_var(&self, var: VarId, storage: &str) -> Result<Value, String>;
+
+    /// `hash_data()`: one call, one piece of hash input (`None` for NULL),
+    /// the separator Varnish adds after each call is the server's job.
+    fn hash_data(&mut self, data: Option<&[u8]>);
+    /// `synthetic()`: appends to the synthetic body.
+    fn synthetic(&mut self, data: &[u8]);
+    /// `ban()`: adds a ban; `Err` is the reason it was rejected (logged by
+    /// the server as `VCL_Error`, "ban(): <reason>"; not a VCL failure).
+    fn ban(&mut self, spec: &[u8]) -> Result<(), String>;
+    /// Writes a log record in the task's transaction.
+    fn log(&mut self, kind: LogKind, msg: &[u8]);
+    /// `backend.resolve()`: asks the director behind `backend` which real
+    /// backend it picks now (a plain backend resolves to itself).
+    fn resolve_backend(&mut self, backend: &Value) -> Result<Value, String>;
+    /// The current time (`now`), seconds since the epoch, constant within
+    /// one subroutine call as in Varnish.
+    fn now(&self) -> f64;
+}
+
+/// A vmod function, by module and function index in the vmod registry
+/// (the positions in the declarations the compiler saw).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FuncRef {
+    pub vmod: u32,
+    pub func: u32,
+}
+
+/// An argument passed to a vmod: `None` when an optional (`[...]`)
+/// argument was left out, so the callee can tell "not given" from NULL.
+/// Hidden `PRIV_*` arguments are not passed: the vmod keeps its own state.
+pub type VmodArg = Option<Value>;
+
+/// Native vmod behaviour, implemented by the vmods crate. All calls receive
+/// the task's context as a trait object so vmods can read and write headers
+/// and log.
+pub trait Vmods {
+    /// Calls a function.
+    fn call(&self, ctx: &mut dyn Context, func: FuncRef, args: &[VmodArg])
+    -> Result<Value, String>;
+    /// Constructs object `instance` of class `class` (index among the
+    /// vmod's objects) in `vcl_init`; `name` is the VCL name of the object.
+    fn construct(
+        &self,
+        ctx: &mut dyn Context,
+        class: FuncRef,
+        instance: u32,
+        name: &str,
+        args: &[VmodArg],
+    ) -> Result<(), String>;
+    /// Calls method `method` (index in the class's method list) on an
+    /// object instance.
+    fn method(
+        &self,
+        ctx: &mut dyn Context,
+        instance: u32,
+        method: u32,
+        args: &[VmodArg],
+    ) -> Result<Value, String>;
+}
+
+/// The vmod table of a program that imports no vmods: every call is an
+/// error (the compiler never emits one, so this is never reached in
+/// practice).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoVmods;
+
+impl Vmods for NoVmods {
+    fn call(&self, _: &mut dyn Context, f: FuncRef, _: &[VmodArg]) -> Result<Value, String> {
+        Err(format!("no vmod loaded for function {}.{}", f.vmod, f.func))
+    }
+    fn construct(
+        &self,
+        _: &mut dyn Context,
+        _: FuncRef,
+        _: u32,
+        name: &str,
+        _: &[VmodArg],
+    ) -> Result<(), String> {
+        Err(format!("no vmod loaded to construct {name}"))
+    }
+    fn method(&self, _: &mut dyn Context, i: u32, m: u32, _: &[VmodArg]) -> Result<Value, String> {
+        Err(format!("no vmod loaded for method {m} of object {i}"))
+    }
+}

@@ -1,0 +1,771 @@
+//! The tree-walking interpreter over [`super::code`].
+//!
+//! Strings are produced by appending into reusable byte buffers (a small
+//! pool kept in [`Scratch`] across requests), and string operands that are
+//! plain reads (a header, `req.url`, a literal) are used in place, so the
+//! common statements allocate nothing once the pool is warm. A runtime error
+//! is logged as `VCL_Error` and ends the method with [`Action::Fail`], like
+//! `VRT_fail`.
+
+use std::cmp::Ordering;
+
+use bytes::Bytes;
+
+use super::Action;
+use super::acl::AclResult;
+use super::code::{Expr, Program, ReturnAction, Stmt, SubId, Target};
+use super::context::{Context, LogKind, VmodArg, Vmods};
+use super::value::{ConvError, Value};
+use crate::subs::BuiltinSub;
+use crate::types::{ArithOp, CmpOp};
+
+/// Deepest `call` nesting accepted before the task fails (the compiler
+/// rejects recursion, so only a malformed program reaches it).
+const MAX_CALL_DEPTH: u32 = 64;
+
+/// Reusable working memory for running subroutines. Keep one per worker or
+/// session and pass it to every [`Program::run`]; it starts empty and keeps
+/// the buffers it grew.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    bufs: Vec<Vec<u8>>,
+}
+
+/// Why evaluation stopped early: a runtime error message.
+struct Fail(String);
+
+impl From<ConvError> for Fail {
+    fn from(e: ConvError) -> Fail {
+        Fail(e.0)
+    }
+}
+
+impl From<String> for Fail {
+    fn from(e: String) -> Fail {
+        Fail(e)
+    }
+}
+
+enum Flow {
+    Next,
+    Return(Action),
+    ReturnSub,
+}
+
+struct Exec<'a, C: Context> {
+    prog: &'a Program,
+    ctx: &'a mut C,
+    vmods: &'a dyn Vmods,
+    bufs: &'a mut Vec<Vec<u8>>,
+    depth: u32,
+}
+
+impl Program {
+    /// Runs the code of a built-in method (`vcl_recv` = user code followed by
+    /// the built-in code) for one task and returns the action it chose.
+    /// A method without code, or code that ends without `return`, yields
+    /// [`Action::Ok`] (only `vcl_init`/`vcl_fini` do that once builtin.vcl is
+    /// appended).
+    pub fn run<C: Context>(
+        &self,
+        method: BuiltinSub,
+        ctx: &mut C,
+        vmods: &dyn Vmods,
+        scratch: &mut Scratch,
+    ) -> Action {
+        let Some(sub) = self.methods[method.index()] else {
+            return Action::Ok;
+        };
+        self.run_sub(sub, ctx, vmods, scratch)
+    }
+
+    /// Runs one subroutine by id (as [`Program::run`]).
+    pub fn run_sub<C: Context>(
+        &self,
+        sub: SubId,
+        ctx: &mut C,
+        vmods: &dyn Vmods,
+        scratch: &mut Scratch,
+    ) -> Action {
+        let mut ex = Exec {
+            prog: self,
+            ctx,
+            vmods,
+            bufs: &mut scratch.bufs,
+            depth: 0,
+        };
+        match ex.call(sub) {
+            Ok(Flow::Return(a)) => a,
+            Ok(Flow::Next | Flow::ReturnSub) => Action::Ok,
+            Err(Fail(msg)) => {
+                ex.ctx.log(LogKind::Error, msg.as_bytes());
+                Action::Fail
+            }
+        }
+    }
+}
+
+fn cmp_result(op: CmpOp, ord: Option<Ordering>) -> bool {
+    let Some(ord) = ord else {
+        // NaN compares false except for `!=`.
+        return op == CmpOp::Ne;
+    };
+    match op {
+        CmpOp::Eq => ord == Ordering::Equal,
+        CmpOp::Ne => ord != Ordering::Equal,
+        CmpOp::Lt => ord == Ordering::Less,
+        CmpOp::Le => ord != Ordering::Greater,
+        CmpOp::Gt => ord == Ordering::Greater,
+        CmpOp::Ge => ord != Ordering::Less,
+        CmpOp::Match | CmpOp::NoMatch => false,
+    }
+}
+
+/// String comparison with Varnish's NULL rules (see [`Expr::StrCmp`]).
+fn str_cmp(op: CmpOp, a: Option<&[u8]>, b: Option<&[u8]>, strands: bool) -> bool {
+    let ord = match (a, b) {
+        (Some(a), Some(b)) => a.cmp(b),
+        _ if strands => a.unwrap_or(b"").cmp(b.unwrap_or(b"")),
+        // VRT_strcmp returns 1 when either side is NULL.
+        _ => Ordering::Greater,
+    };
+    cmp_result(op, Some(ord))
+}
+
+fn value_cmp(op: CmpOp, a: &Value, b: &Value) -> Result<bool, Fail> {
+    use Value as V;
+    let ord = match (a, b) {
+        (V::Int(x), V::Int(y)) | (V::Bytes(x), V::Bytes(y)) => Some(x.cmp(y)),
+        (V::Real(x), V::Real(y)) | (V::Duration(x), V::Duration(y)) | (V::Time(x), V::Time(y)) => {
+            x.partial_cmp(y)
+        }
+        (V::Int(x), V::Real(y)) => (*x as f64).partial_cmp(y),
+        (V::Real(x), V::Int(y)) => x.partial_cmp(&(*y as f64)),
+        (V::Duration(x), V::Int(y)) => x.partial_cmp(&(*y as f64)),
+        (V::Bool(x), V::Bool(y)) => Some(x.cmp(y)),
+        (V::Ip(x), V::Ip(y)) => Some(x.ip().cmp(&y.ip())),
+        (V::Backend(x), V::Backend(y)) => Some(x.id.cmp(&y.id)),
+        (V::Null, V::Null) => Some(Ordering::Equal),
+        (V::Null, _) | (_, V::Null) => Some(Ordering::Less),
+        (V::Stevedore(x), V::Stevedore(y)) | (V::Probe(x), V::Probe(y)) => Some(x.cmp(y)),
+        (V::Acl(x), V::Acl(y)) | (V::Sub(x), V::Sub(y)) | (V::Instance(x), V::Instance(y)) => {
+            Some(x.cmp(y))
+        }
+        _ => {
+            return Err(Fail(format!(
+                "cannot compare {} with {}",
+                a.type_name(),
+                b.type_name()
+            )));
+        }
+    };
+    Ok(cmp_result(op, ord))
+}
+
+fn real_op(op: ArithOp, a: f64, b: f64) -> f64 {
+    match op {
+        ArithOp::Add => a + b,
+        ArithOp::Sub => a - b,
+        ArithOp::Mul => a * b,
+        ArithOp::Div => a / b,
+        ArithOp::Mod => a % b,
+    }
+}
+
+fn int_op(op: ArithOp, a: i64, b: i64) -> Result<i64, Fail> {
+    Ok(match op {
+        ArithOp::Add => a.wrapping_add(b),
+        ArithOp::Sub => a.wrapping_sub(b),
+        ArithOp::Mul => a.wrapping_mul(b),
+        ArithOp::Div | ArithOp::Mod if b == 0 => {
+            return Err(Fail("INT division by zero".into()));
+        }
+        ArithOp::Div => a.wrapping_div(b),
+        ArithOp::Mod => a.wrapping_rem(b),
+    })
+}
+
+/// Arithmetic with the result types of Varnish's operator table.
+fn arith(op: ArithOp, a: Value, b: Value) -> Result<Value, Fail> {
+    use Value as V;
+    Ok(match (a, b) {
+        (V::Int(x), V::Int(y)) => V::Int(int_op(op, x, y)?),
+        (V::Bytes(x), V::Bytes(y) | V::Int(y)) => V::Bytes(int_op(op, x, y)?),
+        (V::Bytes(x), V::Real(y)) => V::Bytes(real_op(op, x as f64, y) as i64),
+        (V::Real(x), V::Real(y)) => V::Real(real_op(op, x, y)),
+        (V::Int(x), V::Real(y)) => V::Real(real_op(op, x as f64, y)),
+        (V::Real(x), V::Int(y)) => V::Real(real_op(op, x, y as f64)),
+        (V::Duration(x), V::Duration(y) | V::Real(y)) => V::Duration(real_op(op, x, y)),
+        (V::Duration(x), V::Int(y)) => V::Duration(real_op(op, x, y as f64)),
+        (V::Time(x), V::Duration(y)) => V::Time(real_op(op, x, y)),
+        (V::Time(x), V::Time(y)) if op == ArithOp::Sub => V::Duration(x - y),
+        (a, b) => {
+            return Err(Fail(format!(
+                "{} {} {} not possible",
+                a.type_name(),
+                op.symbol(),
+                b.type_name()
+            )));
+        }
+    })
+}
+
+impl<C: Context> Exec<'_, C> {
+    fn take_buf(&mut self) -> Vec<u8> {
+        self.bufs.pop().unwrap_or_default()
+    }
+
+    fn give_buf(&mut self, mut b: Vec<u8>) {
+        b.clear();
+        self.bufs.push(b);
+    }
+
+    fn call(&mut self, sub: SubId) -> Result<Flow, Fail> {
+        let prog = self.prog;
+        let Some(code) = prog.subs.get(sub as usize) else {
+            return Err(Fail(format!("call to unknown subroutine #{sub}")));
+        };
+        if self.depth >= MAX_CALL_DEPTH {
+            return Err(Fail(format!(
+                "Recursive call to \"sub {}{{}}\" (call depth {MAX_CALL_DEPTH})",
+                code.name
+            )));
+        }
+        self.depth += 1;
+        let r = self.block(&code.body);
+        self.depth -= 1;
+        r
+    }
+
+    fn block(&mut self, stmts: &[Stmt]) -> Result<Flow, Fail> {
+        for s in stmts {
+            match self.stmt(s)? {
+                Flow::Next => {}
+                other => return Ok(other),
+            }
+        }
+        Ok(Flow::Next)
+    }
+
+    fn stmt(&mut self, s: &Stmt) -> Result<Flow, Fail> {
+        match s {
+            Stmt::Set(target, e) => self.set(target, e)?,
+            Stmt::Unset(target) => match target {
+                Target::Header(w, h) => self.ctx.unset_header(*w, h),
+                Target::StrVar(id) | Target::Var(id) => self.ctx.unset(*id)?,
+            },
+            Stmt::If(branches, otherwise) => {
+                for (cond, body) in branches.iter() {
+                    if self.eval_bool(cond)? {
+                        return self.block(body);
+                    }
+                }
+                return self.block(otherwise);
+            }
+            Stmt::Call(sub) => {
+                return match self.call(*sub)? {
+                    Flow::ReturnSub => Ok(Flow::Next),
+                    other => Ok(other),
+                };
+            }
+            Stmt::Return(a) => return Ok(Flow::Return(self.action(a)?)),
+            Stmt::ReturnSub => return Ok(Flow::ReturnSub),
+            Stmt::HashData(e) => {
+                let mut buf = self.take_buf();
+                let r = self.append_str(e, &mut buf);
+                if let Ok(nonnull) = r {
+                    self.ctx.hash_data(nonnull.then_some(&buf[..]));
+                }
+                self.give_buf(buf);
+                r?;
+            }
+            Stmt::Synthetic(e) => {
+                let mut buf = self.take_buf();
+                let r = self.append_str(e, &mut buf);
+                if let Ok(nonnull) = r {
+                    self.ctx
+                        .synthetic(if nonnull { &buf[..] } else { b"(null)" });
+                }
+                self.give_buf(buf);
+                r?;
+            }
+            Stmt::Ban(e) => {
+                let mut buf = self.take_buf();
+                let r = self.append_str(e, &mut buf);
+                if r.is_ok()
+                    && let Err(reason) = self.ctx.ban(&buf)
+                {
+                    let msg = format!("ban(): {reason}");
+                    self.ctx.log(LogKind::Error, msg.as_bytes());
+                }
+                self.give_buf(buf);
+                r?;
+            }
+            Stmt::Eval(e) => {
+                self.eval(e)?;
+            }
+            Stmt::New {
+                class,
+                instance,
+                name,
+                args,
+            } => {
+                let args = self.eval_args(args)?;
+                self.vmods
+                    .construct(&mut *self.ctx, *class, *instance, name, &args)?;
+            }
+        }
+        Ok(Flow::Next)
+    }
+
+    fn set(&mut self, target: &Target, e: &Expr) -> Result<(), Fail> {
+        match target {
+            Target::Header(w, h) => {
+                let mut buf = self.take_buf();
+                let r = self.append_str(e, &mut buf);
+                if r.is_ok() {
+                    self.ctx.set_header(*w, h, &buf);
+                }
+                self.give_buf(buf);
+                r?;
+            }
+            Target::StrVar(id) => {
+                let mut buf = self.take_buf();
+                let r = self
+                    .append_str(e, &mut buf)
+                    .and_then(|_| self.ctx.set_str(*id, &buf).map_err(Fail));
+                self.give_buf(buf);
+                r?;
+            }
+            Target::Var(id) => {
+                let v = self.eval(e)?;
+                self.ctx.set(*id, v)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn action(&mut self, a: &ReturnAction) -> Result<Action, Fail> {
+        Ok(match a {
+            ReturnAction::Abandon => Action::Abandon,
+            ReturnAction::Deliver => Action::Deliver,
+            ReturnAction::Fail(reason) => {
+                if let Some(e) = reason {
+                    let mut buf = self.take_buf();
+                    let r = self.append_str(e, &mut buf);
+                    if r.is_ok() {
+                        self.ctx.log(LogKind::Error, &buf);
+                    }
+                    self.give_buf(buf);
+                    r?;
+                }
+                Action::Fail
+            }
+            ReturnAction::Fetch => Action::Fetch,
+            ReturnAction::Hash => Action::Hash,
+            ReturnAction::Lookup => Action::Lookup,
+            ReturnAction::Ok => Action::Ok,
+            ReturnAction::Pipe => Action::Pipe,
+            ReturnAction::Purge => Action::Purge,
+            ReturnAction::Restart => Action::Restart,
+            ReturnAction::Retry => Action::Retry,
+            ReturnAction::Pass(ttl) => Action::Pass {
+                ttl: match ttl {
+                    None => None,
+                    Some(e) => match self.eval(e)? {
+                        Value::Duration(d) | Value::Real(d) => Some(d),
+                        Value::Int(i) => Some(i as f64),
+                        other => {
+                            return Err(Fail(format!(
+                                "pass() needs a DURATION, got {}",
+                                other.type_name()
+                            )));
+                        }
+                    },
+                },
+            },
+            ReturnAction::Synth(status, reason) => {
+                let (status, reason) = self.status_reason(status, reason.as_ref())?;
+                Action::Synth { status, reason }
+            }
+            ReturnAction::Error(status, reason) => {
+                let (status, reason) = self.status_reason(status, reason.as_ref())?;
+                Action::Error { status, reason }
+            }
+            ReturnAction::Vcl(label) => Action::Vcl(label.clone()),
+        })
+    }
+
+    /// `synth(status, reason)` arguments as `VRT_synth` takes them: a status
+    /// outside 100..=65535 becomes 503; a NULL or absent reason is `None`
+    /// (the server uses the standard reason phrase of `status % 1000`).
+    fn status_reason(
+        &mut self,
+        status: &Expr,
+        reason: Option<&Expr>,
+    ) -> Result<(u16, Option<Bytes>), Fail> {
+        let status = match self.eval(status)? {
+            Value::Int(i) => i,
+            other => {
+                return Err(Fail(format!(
+                    "status must be an INT, got {}",
+                    other.type_name()
+                )));
+            }
+        };
+        let status = u16::try_from(status)
+            .ok()
+            .filter(|s| *s >= 100)
+            .unwrap_or(503);
+        let reason = match reason {
+            None => None,
+            Some(e) => {
+                let mut buf = self.take_buf();
+                let r = self.append_str(e, &mut buf);
+                let out = r
+                    .as_ref()
+                    .ok()
+                    .and_then(|nonnull| nonnull.then(|| Bytes::copy_from_slice(&buf)));
+                self.give_buf(buf);
+                r?;
+                out
+            }
+        };
+        Ok((status, reason))
+    }
+
+    fn eval_args(&mut self, args: &[Option<Expr>]) -> Result<Vec<VmodArg>, Fail> {
+        let mut out = Vec::with_capacity(args.len());
+        for a in args {
+            out.push(match a {
+                None => None,
+                Some(e) => Some(self.eval(e)?),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Appends the string form of `e` to `out`; `Ok(false)` when the value
+    /// is NULL (nothing appended).
+    fn append_str(&mut self, e: &Expr, out: &mut Vec<u8>) -> Result<bool, Fail> {
+        match e {
+            Expr::Const(Value::Str(s)) => {
+                out.extend_from_slice(s);
+                Ok(true)
+            }
+            Expr::Header(w, h) => match self.ctx.header(*w, h) {
+                Some(v) => {
+                    out.extend_from_slice(v);
+                    Ok(true)
+                }
+                None => Ok(false),
+            },
+            Expr::StrVar(id) => match self.ctx.get_str(*id)? {
+                Some(v) => {
+                    out.extend_from_slice(v);
+                    Ok(true)
+                }
+                None => Ok(false),
+            },
+            Expr::Concat(parts) => {
+                for p in parts.iter() {
+                    self.append_str(p, out)?;
+                }
+                Ok(true)
+            }
+            Expr::Regsub {
+                all,
+                subject,
+                regex,
+                sub,
+            } => {
+                let mut subj = self.take_buf();
+                let mut with = self.take_buf();
+                let r = self
+                    .append_str(subject, &mut subj)
+                    .and_then(|_| self.append_str(sub, &mut with))
+                    .and_then(|_| {
+                        Self::regex(self.prog, *regex)?
+                            .substitute(&subj, &with, *all, out)
+                            .map_err(Fail)
+                    });
+                self.give_buf(subj);
+                self.give_buf(with);
+                r.map(|_| true)
+            }
+            _ => {
+                let v = self.eval(e)?;
+                Ok(v.append_to(out, &self.prog.acl_names)?)
+            }
+        }
+    }
+
+    fn regex(prog: &Program, i: u32) -> Result<&super::regex::Regex, Fail> {
+        prog.regexes
+            .get(i as usize)
+            .ok_or_else(|| Fail(format!("unknown regex #{i}")))
+    }
+
+    /// Runs `f` on the string form of `e` without copying when `e` is a
+    /// plain read.
+    fn with_str<R>(&mut self, e: &Expr, f: impl FnOnce(Option<&[u8]>) -> R) -> Result<R, Fail> {
+        match e {
+            Expr::Const(Value::Str(s)) => Ok(f(Some(s))),
+            Expr::Const(Value::Null) => Ok(f(None)),
+            Expr::Header(w, h) => Ok(f(self.ctx.header(*w, h))),
+            Expr::StrVar(id) => Ok(f(self.ctx.get_str(*id)?)),
+            _ => {
+                let mut buf = self.take_buf();
+                let r = self.append_str(e, &mut buf);
+                let out = r
+                    .as_ref()
+                    .ok()
+                    .map(|nonnull| f(nonnull.then_some(&buf[..])));
+                self.give_buf(buf);
+                r?;
+                Ok(out.expect("set when append_str succeeded"))
+            }
+        }
+    }
+
+    fn eval_bool(&mut self, e: &Expr) -> Result<bool, Fail> {
+        match e {
+            Expr::Const(Value::Bool(b)) => Ok(*b),
+            Expr::Not(inner) => Ok(!self.eval_bool(inner)?),
+            Expr::And(parts) => {
+                for p in parts.iter() {
+                    if !self.eval_bool(p)? {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            }
+            Expr::Or(parts) => {
+                for p in parts.iter() {
+                    if self.eval_bool(p)? {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
+            Expr::ToBool(inner) => match &**inner {
+                Expr::Header(w, h) => Ok(self.ctx.header(*w, h).is_some()),
+                Expr::StrVar(id) => Ok(self.ctx.get_str(*id)?.is_some()),
+                other => Ok(self.eval(other)?.truthy()),
+            },
+            Expr::Match {
+                subject,
+                regex,
+                negate,
+            } => {
+                let re = Self::regex(self.prog, *regex)?;
+                let r = self.with_str(subject, |s| re.is_match(s.unwrap_or(b"")))?;
+                match r {
+                    Ok(m) => Ok(m != *negate),
+                    Err(msg) => {
+                        // Varnish logs matching failures and reads them as
+                        // "no match".
+                        self.ctx.log(LogKind::Error, msg.as_bytes());
+                        Ok(*negate)
+                    }
+                }
+            }
+            Expr::AclMatch { ip, acl, negate } => {
+                let prog = self.prog;
+                let Some(acl) = prog.acls.get(*acl as usize) else {
+                    return Err(Fail(format!("unknown ACL #{acl}")));
+                };
+                let Value::Ip(sa) = self.eval(ip)? else {
+                    return Err(Fail("VRT_acl_match: Illegal IP".into()));
+                };
+                let r = acl.lookup(sa.ip());
+                if acl.log {
+                    let line = acl.log_line(r);
+                    self.ctx.log(LogKind::Acl, line.as_bytes());
+                }
+                Ok(matches!(r, AclResult::Match(_)) != *negate)
+            }
+            Expr::StrCmp {
+                op,
+                left,
+                right,
+                strands,
+            } => {
+                let (op, strands) = (*op, *strands);
+                if let Expr::Const(c) = &**right {
+                    let c = match c {
+                        Value::Str(s) => Some(&s[..]),
+                        _ => None,
+                    };
+                    return self.with_str(left, |l| str_cmp(op, l, c, strands));
+                }
+                let mut lb = self.take_buf();
+                let r = self.append_str(left, &mut lb);
+                let out = match r {
+                    Ok(lnn) => {
+                        let lv = lnn.then_some(&lb[..]);
+                        self.with_str(right, |rv| str_cmp(op, lv, rv, strands))
+                    }
+                    Err(e) => Err(e),
+                };
+                self.give_buf(lb);
+                out
+            }
+            Expr::Cmp(op, a, b) => {
+                let a = self.eval(a)?;
+                let b = self.eval(b)?;
+                value_cmp(*op, &a, &b)
+            }
+            other => Ok(self.eval(other)?.truthy()),
+        }
+    }
+
+    fn eval(&mut self, e: &Expr) -> Result<Value, Fail> {
+        Ok(match e {
+            Expr::Const(v) => v.clone(),
+            Expr::StrVar(id) => match self.ctx.get_str(*id)? {
+                Some(v) => Value::Str(Bytes::copy_from_slice(v)),
+                None => Value::Null,
+            },
+            Expr::Var(id) => self.ctx.get(*id)?,
+            Expr::Header(w, h) => match self.ctx.header(*w, h) {
+                Some(v) => Value::Str(Bytes::copy_from_slice(v)),
+                None => Value::Null,
+            },
+            Expr::Storage(id, name) => self.ctx.storage_var(*id, name)?,
+            Expr::Concat(_) | Expr::Regsub { .. } => {
+                let mut buf = self.take_buf();
+                let r = self.append_str(e, &mut buf);
+                let v = Value::Str(Bytes::copy_from_slice(&buf));
+                self.give_buf(buf);
+                r?;
+                v
+            }
+            Expr::Not(_)
+            | Expr::And(_)
+            | Expr::Or(_)
+            | Expr::ToBool(_)
+            | Expr::Match { .. }
+            | Expr::AclMatch { .. }
+            | Expr::StrCmp { .. }
+            | Expr::Cmp(..) => Value::Bool(self.eval_bool(e)?),
+            Expr::Neg(inner) => match self.eval(inner)? {
+                Value::Int(i) => Value::Int(i.wrapping_neg()),
+                Value::Real(r) => Value::Real(-r),
+                Value::Duration(d) => Value::Duration(-d),
+                Value::Bytes(b) => Value::Bytes(b.wrapping_neg()),
+                other => {
+                    return Err(Fail(format!("cannot negate {}", other.type_name())));
+                }
+            },
+            Expr::Arith(op, a, b) => {
+                let a = self.eval(a)?;
+                let b = self.eval(b)?;
+                arith(*op, a, b)?
+            }
+            Expr::Case { upper, inner } => match self.eval(inner)? {
+                Value::Null => Value::Null,
+                v => {
+                    let mut buf = self.take_buf();
+                    let r = v.append_to(&mut buf, &self.prog.acl_names);
+                    if *upper {
+                        buf.make_ascii_uppercase();
+                    } else {
+                        buf.make_ascii_lowercase();
+                    }
+                    let out = Value::Str(Bytes::copy_from_slice(&buf));
+                    self.give_buf(buf);
+                    r?;
+                    out
+                }
+            },
+            Expr::Resolve(inner) => {
+                let b = self.eval(inner)?;
+                self.ctx.resolve_backend(&b)?
+            }
+            Expr::Call(f, args) => {
+                let args = self.eval_args(args)?;
+                self.vmods.call(&mut *self.ctx, *f, &args)?
+            }
+            Expr::Method {
+                instance,
+                method,
+                args,
+            } => {
+                let args = self.eval_args(args)?;
+                self.vmods
+                    .method(&mut *self.ctx, *instance, *method, &args)?
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn string_compare_null_rules() {
+        assert!(!str_cmp(CmpOp::Eq, None, None, false));
+        assert!(str_cmp(CmpOp::Ne, None, Some(b"a"), false));
+        assert!(str_cmp(CmpOp::Eq, None, Some(b""), true));
+        assert!(str_cmp(CmpOp::Lt, Some(b"a"), Some(b"b"), false));
+        assert!(str_cmp(CmpOp::Ge, Some(b"b"), Some(b"b"), false));
+    }
+
+    #[test]
+    fn arithmetic_rules() {
+        let v = |r: Result<Value, Fail>| r.ok().unwrap();
+        assert_eq!(
+            v(arith(ArithOp::Div, Value::Int(7), Value::Int(2))),
+            Value::Int(3)
+        );
+        assert_eq!(
+            v(arith(ArithOp::Mod, Value::Int(-7), Value::Int(2))),
+            Value::Int(-1)
+        );
+        assert!(arith(ArithOp::Div, Value::Int(1), Value::Int(0)).is_err());
+        assert!(arith(ArithOp::Mod, Value::Int(1), Value::Int(0)).is_err());
+        assert_eq!(
+            v(arith(ArithOp::Add, Value::Int(i64::MAX), Value::Int(1))),
+            Value::Int(i64::MIN)
+        );
+        assert_eq!(
+            v(arith(ArithOp::Sub, Value::Time(100.0), Value::Time(40.0))),
+            Value::Duration(60.0)
+        );
+        assert_eq!(
+            v(arith(
+                ArithOp::Add,
+                Value::Time(100.0),
+                Value::Duration(5.0)
+            )),
+            Value::Time(105.0)
+        );
+        assert_eq!(
+            v(arith(ArithOp::Mul, Value::Duration(2.0), Value::Real(1.5))),
+            Value::Duration(3.0)
+        );
+        assert_eq!(
+            v(arith(ArithOp::Div, Value::Real(1.0), Value::Real(0.0))),
+            Value::Real(f64::INFINITY)
+        );
+        assert_eq!(
+            v(arith(ArithOp::Mul, Value::Bytes(1024), Value::Int(2))),
+            Value::Bytes(2048)
+        );
+        assert!(arith(ArithOp::Add, Value::Time(1.0), Value::Time(1.0)).is_err());
+    }
+
+    #[test]
+    fn value_comparisons() {
+        let t = |op, a: Value, b: Value| value_cmp(op, &a, &b).ok().unwrap();
+        assert!(t(CmpOp::Lt, Value::Int(1), Value::Int(2)));
+        assert!(t(CmpOp::Ne, Value::Real(f64::NAN), Value::Real(1.0)));
+        assert!(!t(CmpOp::Eq, Value::Real(f64::NAN), Value::Real(f64::NAN)));
+        let a: std::net::SocketAddr = "1.2.3.4:1".parse().unwrap();
+        let b: std::net::SocketAddr = "1.2.3.4:2".parse().unwrap();
+        assert!(t(CmpOp::Eq, Value::Ip(a), Value::Ip(b)));
+        assert!(value_cmp(CmpOp::Eq, &Value::Int(1), &Value::str("1")).is_err());
+    }
+}

@@ -1,0 +1,261 @@
+//! Compiled VCL regular expressions, `~` matching and Varnish's
+//! `regsub()` / `regsuball()` substitution semantics.
+//!
+//! Varnish uses PCRE2 without UTF mode: patterns and subjects are bytes. We
+//! compile with the `regex` crate in byte mode (Unicode off, so `.` is any
+//! byte and classes are ASCII) and fall back to Unicode mode, then to
+//! `fancy-regex` for PCRE features the `regex` crate lacks (look-around,
+//! back-references). The fallback engine works on text: a subject that is
+//! not UTF-8 is matched in its lossy form.
+//!
+//! Substitution follows `VRT_regsub`: `\0`..`\9` insert capture groups
+//! (missing groups insert nothing), a backslash before any other character
+//! inserts that character, a trailing backslash is literal. `regsuball`
+//! restarts matching on the remainder after each match, so `^` anchors at
+//! every restart and, as PCRE's NOTEMPTY, later matches must be non-empty.
+
+use std::borrow::Cow;
+
+/// A compiled regular expression.
+#[derive(Clone, Debug)]
+pub struct Regex {
+    source: Box<str>,
+    engine: Engine,
+}
+
+#[derive(Clone, Debug)]
+enum Engine {
+    Bytes(regex::bytes::Regex),
+    Fancy(fancy_regex::Regex),
+}
+
+/// A match: byte ranges of the groups (group 0 is the whole match).
+struct Captures {
+    groups: [Option<(usize, usize)>; 10],
+}
+
+impl Regex {
+    /// Compiles a pattern; the error text is suitable for a VCL compile
+    /// error ("Regexp compilation error: ...").
+    pub fn new(pattern: &str) -> Result<Regex, String> {
+        let bytes = regex::bytes::RegexBuilder::new(pattern)
+            .unicode(false)
+            .build()
+            .or_else(|_| regex::bytes::RegexBuilder::new(pattern).build());
+        let engine = match bytes {
+            Ok(r) => Engine::Bytes(r),
+            Err(first) => match fancy_regex::Regex::new(pattern) {
+                Ok(r) => Engine::Fancy(r),
+                Err(_) => return Err(first.to_string()),
+            },
+        };
+        Ok(Regex {
+            source: pattern.into(),
+            engine,
+        })
+    }
+
+    /// The pattern as written.
+    pub fn as_str(&self) -> &str {
+        &self.source
+    }
+
+    /// Whether the pattern matches anywhere in `subject`. `Err` carries a
+    /// matching failure (backtracking limit of the fallback engine), which
+    /// Varnish logs and treats as no match.
+    pub fn is_match(&self, subject: &[u8]) -> Result<bool, String> {
+        match &self.engine {
+            Engine::Bytes(r) => Ok(r.is_match(subject)),
+            Engine::Fancy(r) => r
+                .is_match(&String::from_utf8_lossy(subject))
+                .map_err(|e| format!("Regexp matching returned {e}")),
+        }
+    }
+
+    /// Finds the first match in `subject`; with `not_empty`, the first
+    /// non-empty one.
+    fn find(&self, subject: &[u8], not_empty: bool) -> Result<Option<Captures>, String> {
+        let mut groups = [None; 10];
+        match &self.engine {
+            Engine::Bytes(r) => {
+                let mut locs = r.capture_locations();
+                let mut at = 0;
+                loop {
+                    if at > subject.len() {
+                        return Ok(None);
+                    }
+                    let Some(m) = r.captures_read_at(&mut locs, subject, at) else {
+                        return Ok(None);
+                    };
+                    if not_empty && m.start() == m.end() {
+                        at = m.end() + 1;
+                        continue;
+                    }
+                    for (i, g) in groups.iter_mut().enumerate() {
+                        *g = locs.get(i);
+                    }
+                    return Ok(Some(Captures { groups }));
+                }
+            }
+            Engine::Fancy(r) => {
+                let text = match String::from_utf8_lossy(subject) {
+                    Cow::Borrowed(t) => t,
+                    // Offsets into the lossy text would not match the
+                    // subject's bytes; substitute on the text instead.
+                    Cow::Owned(_) => {
+                        return Err("Regexp subject is not valid UTF-8".into());
+                    }
+                };
+                let mut at = 0;
+                loop {
+                    if at > text.len() {
+                        return Ok(None);
+                    }
+                    let caps = r
+                        .captures_from_pos(text, at)
+                        .map_err(|e| format!("Regexp matching returned {e}"))?;
+                    let Some(caps) = caps else { return Ok(None) };
+                    let Some(m) = caps.get(0) else {
+                        return Ok(None);
+                    };
+                    if not_empty && m.start() == m.end() {
+                        at = m.end() + 1;
+                        while at < text.len() && !text.is_char_boundary(at) {
+                            at += 1;
+                        }
+                        continue;
+                    }
+                    for (i, g) in groups.iter_mut().enumerate() {
+                        *g = caps.get(i).map(|m| (m.start(), m.end()));
+                    }
+                    return Ok(Some(Captures { groups }));
+                }
+            }
+        }
+    }
+
+    /// `regsub(subject, re, sub)` (`all == false`) or `regsuball`, appending
+    /// the result to `out`.
+    pub fn substitute(
+        &self,
+        subject: &[u8],
+        sub: &[u8],
+        all: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<(), String> {
+        let mut rest = subject;
+        let mut not_empty = false;
+        while let Some(caps) = self.find(rest, not_empty)? {
+            let (start, end) = caps.groups[0].unwrap_or((0, 0));
+            out.extend_from_slice(&rest[..start]);
+            expand(sub, rest, &caps, out);
+            rest = &rest[end..];
+            if !all {
+                break;
+            }
+            not_empty = true;
+        }
+        out.extend_from_slice(rest);
+        Ok(())
+    }
+}
+
+/// Appends the substitution string with `\N` references expanded.
+fn expand(sub: &[u8], subject: &[u8], caps: &Captures, out: &mut Vec<u8>) {
+    let mut i = 0;
+    while i < sub.len() {
+        let c = sub[i];
+        if c != b'\\' || i + 1 == sub.len() {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        let n = sub[i + 1];
+        if n.is_ascii_digit() {
+            if let Some((s, e)) = caps.groups[(n - b'0') as usize] {
+                out.extend_from_slice(&subject[s..e]);
+            }
+        } else {
+            out.push(n);
+        }
+        i += 2;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sub(pattern: &str, subject: &str, with: &str, all: bool) -> String {
+        let mut out = Vec::new();
+        Regex::new(pattern)
+            .unwrap()
+            .substitute(subject.as_bytes(), with.as_bytes(), all, &mut out)
+            .unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn matching() {
+        let r = Regex::new("^/static").unwrap();
+        assert!(r.is_match(b"/static/x.png").unwrap());
+        assert!(!r.is_match(b"/x/static").unwrap());
+        let ci = Regex::new("(?i)\\.JPG$").unwrap();
+        assert!(ci.is_match(b"/a.jpg").unwrap());
+        // Byte semantics: '.' matches a non-UTF-8 byte.
+        assert!(Regex::new("^a.b$").unwrap().is_match(b"a\xffb").unwrap());
+        assert!(Regex::new("(").is_err());
+        assert_eq!(r.as_str(), "^/static");
+    }
+
+    #[test]
+    fn lookaround_falls_back() {
+        let r = Regex::new("^/(?!admin)").unwrap();
+        assert!(r.is_match(b"/shop").unwrap());
+        assert!(!r.is_match(b"/admin").unwrap());
+        assert_eq!(sub("(a)(?=b)", "abac", "[\\1]", true), "[a]bac");
+        let back = Regex::new("^(\\w+)-\\1$").unwrap();
+        assert!(back.is_match(b"ab-ab").unwrap());
+        assert!(!back.is_match(b"ab-cd").unwrap());
+    }
+
+    #[test]
+    fn regsub_semantics() {
+        assert_eq!(sub("b", "abcb", "X", false), "aXcb");
+        assert_eq!(sub("b", "abcb", "X", true), "aXcX");
+        assert_eq!(sub("z", "abc", "X", true), "abc");
+        assert_eq!(
+            sub(
+                "^(\\w+)\\.example\\.com$",
+                "www.example.com",
+                "\\1 \\0",
+                false
+            ),
+            "www www.example.com"
+        );
+        // Missing group inserts nothing; escaped non-digit is literal.
+        assert_eq!(sub("(a)|(b)", "b", "<\\1|\\2>", false), "<|b>");
+        assert_eq!(sub("a", "a", "\\n\\\\x\\", false), "n\\x\\");
+        // `^` re-anchors on the remainder after each match.
+        assert_eq!(sub("^a", "aaab", "b", true), "bbbb");
+        // An empty first match is replaced once; later ones must be
+        // non-empty.
+        assert_eq!(sub("x*", "abc", "-", true), "-abc");
+        assert_eq!(sub("[0-9]*", "12ab34", "#", true), "#ab#");
+        assert_eq!(sub(", *", "a, b,c", ";", true), "a;b;c");
+    }
+
+    #[test]
+    fn cookie_cleanup() {
+        // The classic "strip Google Analytics cookies" idiom.
+        assert_eq!(
+            sub(
+                "(^|;\\s*)(_ga|_gid)=[^;]*",
+                "_ga=1; sess=2; _gid=3",
+                "",
+                true
+            ),
+            "; sess=2"
+        );
+    }
+}

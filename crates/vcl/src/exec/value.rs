@@ -1,0 +1,536 @@
+//! Runtime values of every VCL type and Varnish's exact conversions between
+//! them and strings.
+//!
+//! VCL strings are byte strings (header values need not be UTF-8), so
+//! strings are [`Bytes`]: cloning one is a reference-count increment, never a
+//! copy. The string forms follow Varnish 7.1's `VRT_*_string` functions:
+//! INT in decimal (failing outside the RFC 8941 integer range), REAL and
+//! DURATION with `%.3f` (failing outside the decimal range), TIME as an
+//! RFC 1123 HTTP date, BOOL `true`/`false`, IP without its port, BACKEND and
+//! STEVEDORE by name, BYTES as an integer number of bytes.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::context::{HeaderName, HttpWhich};
+
+/// Largest INT that converts to a string (RFC 8941 sf-integer).
+pub const INT_MAX: i64 = 999_999_999_999_999;
+/// Smallest INT that converts to a string.
+pub const INT_MIN: i64 = -999_999_999_999_999;
+
+/// Largest REAL that converts to a string (RFC 8941 sf-decimal,
+/// 999999999999.999 rounded down to a double).
+pub fn real_max() -> f64 {
+    f64::from_bits(0x426d_1a94_a1ff_fff8)
+}
+
+/// A backend (or director) reference: the server's handle plus the VCL name
+/// used when the backend is converted to a string.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Backend {
+    /// Server-assigned identity.
+    pub id: u32,
+    /// Name as declared in VCL (`backend default { ... }` is `default`).
+    pub name: Arc<str>,
+}
+
+/// A value of any VCL type.
+///
+/// `Null` is Varnish's NULL: an unset header, a NULL string returned by a
+/// vmod, the `None` backend. It converts to the empty string where strings
+/// are concatenated and is false in boolean context.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Null,
+    Str(Bytes),
+    Bool(bool),
+    Int(i64),
+    Real(f64),
+    /// Seconds.
+    Duration(f64),
+    /// Seconds since the epoch.
+    Time(f64),
+    /// A byte count.
+    Bytes(i64),
+    Ip(SocketAddr),
+    Backend(Backend),
+    /// Index into the program's ACL table.
+    Acl(u32),
+    /// A probe, by name.
+    Probe(Arc<str>),
+    Blob(Bytes),
+    /// A reference to a header (`req.http.x` passed as HEADER to a vmod).
+    Header(HttpWhich, Arc<HeaderName>),
+    /// A whole HTTP object (`req` passed as HTTP to a vmod).
+    Http(HttpWhich),
+    /// A storage backend, by name.
+    Stevedore(Arc<str>),
+    /// A subroutine, by index in the program.
+    Sub(u32),
+    /// An ENUM argument's identifier.
+    Enum(Arc<str>),
+    /// A vmod object instance, by index.
+    Instance(u32),
+}
+
+/// Why a value could not be converted; the message is what Varnish logs as
+/// `VCL_Error`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConvError(pub String);
+
+impl Value {
+    /// Builds a string value from anything byte-like.
+    pub fn str(s: impl Into<Bytes>) -> Value {
+        Value::Str(s.into())
+    }
+
+    /// VCL's implicit truth value: BOOL itself, INT non-zero, DURATION
+    /// positive, strings and other references when not NULL.
+    pub fn truthy(&self) -> bool {
+        match self {
+            Value::Null => false,
+            Value::Bool(b) => *b,
+            Value::Int(i) | Value::Bytes(i) => *i != 0,
+            Value::Duration(d) => *d > 0.0,
+            Value::Real(r) => *r != 0.0,
+            _ => true,
+        }
+    }
+
+    /// Appends the string form of the value to `out`. Returns `Ok(false)`
+    /// if the value is NULL (nothing appended), `Ok(true)` otherwise.
+    pub fn append_to(&self, out: &mut Vec<u8>, acl_names: &[Arc<str>]) -> Result<bool, ConvError> {
+        match self {
+            Value::Null => return Ok(false),
+            Value::Str(s) | Value::Blob(s) => out.extend_from_slice(s),
+            Value::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+            Value::Int(i) => {
+                if !(INT_MIN..=INT_MAX).contains(i) {
+                    return Err(ConvError(format!(
+                        "INT overflow converting to string (0x{:x})",
+                        i
+                    )));
+                }
+                push_fmt(out, format_args!("{i}"));
+            }
+            Value::Bytes(i) => push_fmt(out, format_args!("{i}")),
+            Value::Real(r) | Value::Duration(r) => append_real(out, *r)?,
+            Value::Time(t) => append_http_date(out, *t)?,
+            Value::Ip(sa) => push_fmt(out, format_args!("{}", sa.ip())),
+            Value::Backend(b) => out.extend_from_slice(b.name.as_bytes()),
+            Value::Acl(i) => match acl_names.get(*i as usize) {
+                Some(n) => out.extend_from_slice(n.as_bytes()),
+                None => return Err(ConvError(format!("unknown ACL #{i}"))),
+            },
+            Value::Probe(n) | Value::Stevedore(n) | Value::Enum(n) => {
+                out.extend_from_slice(n.as_bytes())
+            }
+            Value::Header(_, h) => out.extend_from_slice(h.name.as_bytes()),
+            Value::Http(w) => out.extend_from_slice(w.name().as_bytes()),
+            Value::Sub(_) | Value::Instance(_) => {
+                return Err(ConvError("Cannot convert this value to STRING".into()));
+            }
+        }
+        Ok(true)
+    }
+
+    /// The string form as an owned value (`Null` stays `Null`).
+    pub fn to_str_value(&self, acl_names: &[Arc<str>]) -> Result<Value, ConvError> {
+        match self {
+            Value::Null | Value::Str(_) => Ok(self.clone()),
+            _ => {
+                let mut v = Vec::new();
+                self.append_to(&mut v, acl_names)?;
+                Ok(Value::Str(Bytes::from(v)))
+            }
+        }
+    }
+
+    /// The VCL type name of the value, for error messages.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "NULL",
+            Value::Str(_) => "STRING",
+            Value::Bool(_) => "BOOL",
+            Value::Int(_) => "INT",
+            Value::Real(_) => "REAL",
+            Value::Duration(_) => "DURATION",
+            Value::Time(_) => "TIME",
+            Value::Bytes(_) => "BYTES",
+            Value::Ip(_) => "IP",
+            Value::Backend(_) => "BACKEND",
+            Value::Acl(_) => "ACL",
+            Value::Probe(_) => "PROBE",
+            Value::Blob(_) => "BLOB",
+            Value::Header(..) => "HEADER",
+            Value::Http(_) => "HTTP",
+            Value::Stevedore(_) => "STEVEDORE",
+            Value::Sub(_) => "SUB",
+            Value::Enum(_) => "ENUM",
+            Value::Instance(_) => "INSTANCE",
+        }
+    }
+}
+
+fn push_fmt(out: &mut Vec<u8>, args: std::fmt::Arguments<'_>) {
+    struct W<'a>(&'a mut Vec<u8>);
+    impl std::fmt::Write for W<'_> {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0.extend_from_slice(s.as_bytes());
+            Ok(())
+        }
+    }
+    // Writing into a Vec cannot fail.
+    let _ = W(out).write_fmt(args);
+}
+
+/// REAL / DURATION as `%.3f`, failing like `VRT_REAL_string` outside the
+/// RFC 8941 decimal range or for NaN.
+pub fn append_real(out: &mut Vec<u8>, r: f64) -> Result<(), ConvError> {
+    let max = real_max();
+    if r.is_nan() || r > max || r < -max {
+        return Err(ConvError(format!(
+            "REAL overflow converting to string ({})",
+            c_exp(r)
+        )));
+    }
+    push_fmt(out, format_args!("{r:.3}"));
+    Ok(())
+}
+
+/// C's `%e` formatting (used in Varnish's overflow messages).
+fn c_exp(r: f64) -> String {
+    if r.is_nan() {
+        return "nan".into();
+    }
+    if r.is_infinite() {
+        return if r > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    let s = format!("{r:.6e}");
+    // Rust prints `1.000000e12`; C prints `1.000000e+12`.
+    match s.split_once('e') {
+        Some((m, e)) => {
+            let (sign, digits) = match e.strip_prefix('-') {
+                Some(d) => ('-', d),
+                None => ('+', e),
+            };
+            format!("{m}e{sign}{digits:0>2}")
+        }
+        None => s,
+    }
+}
+
+const WDAY: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+const MONTH: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+
+/// Days since 1970-01-01 to (year, month 1-12, day 1-31), proleptic
+/// Gregorian calendar.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Days since the epoch of a civil date (inverse of `civil_from_days`).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let m = m as i64;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// TIME as an RFC 1123 date (`Sun, 06 Nov 1994 08:49:37 GMT`), truncating
+/// fractional seconds like `VTIM_format`.
+pub fn append_http_date(out: &mut Vec<u8>, t: f64) -> Result<(), ConvError> {
+    // Years 0..=9999 print in four digits; beyond that gmtime/strftime
+    // would produce something that is not an HTTP date.
+    if !t.is_finite() || !(-62_167_219_200.0..253_402_300_800.0).contains(&t) {
+        return Err(ConvError("Unformattable VCL_TIME".into()));
+    }
+    let secs = t.trunc() as i64;
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    let wday = WDAY[days.rem_euclid(7) as usize];
+    push_fmt(
+        out,
+        format_args!(
+            "{wday}, {d:02} {} {y:04} {:02}:{:02}:{:02} GMT",
+            MONTH[(m - 1) as usize],
+            rem / 3600,
+            rem / 60 % 60,
+            rem % 60
+        ),
+    );
+    Ok(())
+}
+
+/// Formats a TIME as an HTTP date string.
+pub fn http_date(t: f64) -> Result<String, ConvError> {
+    let mut v = Vec::with_capacity(29);
+    append_http_date(&mut v, t)?;
+    Ok(String::from_utf8_lossy(&v).into_owned())
+}
+
+/// Parses an HTTP date in RFC 1123 (`Sun, 06 Nov 1994 08:49:37 GMT`),
+/// RFC 850 (`Sunday, 06-Nov-94 08:49:37 GMT`) or asctime
+/// (`Sun Nov  6 08:49:37 1994`) form, as `VTIM_parse` accepts; returns
+/// seconds since the epoch.
+pub fn parse_http_date(s: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(s).ok()?.trim();
+    let month = |m: &str| MONTH.iter().position(|x| *x == m).map(|i| i as u32 + 1);
+    let hms = |t: &str| -> Option<i64> {
+        let mut it = t.split(':');
+        let h: i64 = it.next()?.parse().ok()?;
+        let mi: i64 = it.next()?.parse().ok()?;
+        let se: i64 = it.next()?.parse().ok()?;
+        if it.next().is_some() || h > 23 || mi > 59 || se > 60 {
+            return None;
+        }
+        Some(h * 3600 + mi * 60 + se)
+    };
+    let (y, m, d, secs) = if let Some((_, rest)) = s.split_once(", ") {
+        let parts: Vec<&str> = rest.split_whitespace().collect();
+        match parts.as_slice() {
+            [d, mo, y, t, "GMT"] => (y.parse().ok()?, month(mo)?, d.parse().ok()?, hms(t)?),
+            [dmy, t, "GMT"] => {
+                let mut it = dmy.split('-');
+                let d: u32 = it.next()?.parse().ok()?;
+                let mo = month(it.next()?)?;
+                let yy: i64 = it.next()?.parse().ok()?;
+                let y = if yy < 70 {
+                    2000 + yy
+                } else if yy < 100 {
+                    1900 + yy
+                } else {
+                    yy
+                };
+                (y, mo, d, hms(t)?)
+            }
+            _ => return None,
+        }
+    } else {
+        let parts: Vec<&str> = s.split_whitespace().collect();
+        match parts.as_slice() {
+            [_, mo, d, t, y] => (y.parse().ok()?, month(mo)?, d.parse().ok()?, hms(t)?),
+            _ => return None,
+        }
+    };
+    if !(1..=31).contains(&d) {
+        return None;
+    }
+    Some((days_from_civil(y, m, d) * 86_400 + secs) as f64)
+}
+
+/// Parses a VCL duration string like `VNUM_duration`: a decimal number
+/// followed by a unit (`ms`, `s`, `m`, `h`, `d`, `w`, `y`), spaces allowed
+/// between them. A missing unit is an error.
+pub fn parse_duration(s: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(s).ok()?.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = parse_decimal(num)?;
+    let mult = match unit.trim_start() {
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86_400.0,
+        "w" => 604_800.0,
+        "y" => 31_536_000.0,
+        _ => return None,
+    };
+    Some(n * mult)
+}
+
+/// Parses a byte size like `VNUM_2bytes`: a number with an optional
+/// `B`, `KB`, `MB`, `GB`, `TB`, `PB` suffix (the `B` may be left out; case
+/// insensitive; powers of 1024).
+pub fn parse_bytes(s: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(s).ok()?.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = parse_decimal(num)?;
+    let unit = unit.trim().to_ascii_lowercase();
+    let unit = unit.strip_suffix('b').unwrap_or(&unit);
+    let shift = match unit {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        "p" => 50,
+        _ => return None,
+    };
+    let v = n * (1u64 << shift) as f64;
+    (v.is_finite() && v < i64::MAX as f64).then_some(v.round() as i64)
+}
+
+/// Strict decimal number: optional sign, digits, optional fraction. No
+/// exponent, no hex, no `inf`/`nan` (which `str::parse::<f64>` accepts).
+pub fn parse_decimal(s: &str) -> Option<f64> {
+    let body = s.strip_prefix(['-', '+']).unwrap_or(s);
+    let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+    let ok = !(int.is_empty() && frac.is_empty())
+        && int.bytes().all(|b| b.is_ascii_digit())
+        && frac.bytes().all(|b| b.is_ascii_digit());
+    if !ok {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// Parses an integer like `std.integer()`: optional sign and decimal digits,
+/// within the INT range.
+pub fn parse_int(s: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(s).ok()?.trim();
+    let body = s.strip_prefix(['-', '+']).unwrap_or(s);
+    if body.is_empty() || !body.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let v: i64 = s.parse().ok()?;
+    (INT_MIN..=INT_MAX).contains(&v).then_some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &Value) -> String {
+        let mut out = Vec::new();
+        v.append_to(&mut out, &[]).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn string_forms() {
+        assert_eq!(s(&Value::Int(-42)), "-42");
+        assert_eq!(s(&Value::Real(1.5)), "1.500");
+        assert_eq!(s(&Value::Duration(120.0)), "120.000");
+        assert_eq!(s(&Value::Real(-0.0004)), "-0.000");
+        assert_eq!(s(&Value::Bool(true)), "true");
+        assert_eq!(s(&Value::Bool(false)), "false");
+        assert_eq!(s(&Value::Bytes(1024)), "1024");
+        assert_eq!(s(&Value::Ip("127.0.0.1:80".parse().unwrap())), "127.0.0.1");
+        assert_eq!(s(&Value::Ip("[::1]:80".parse().unwrap())), "::1");
+        let b = Backend {
+            id: 3,
+            name: "default".into(),
+        };
+        assert_eq!(s(&Value::Backend(b)), "default");
+        let mut out = Vec::new();
+        assert!(!Value::Null.append_to(&mut out, &[]).unwrap());
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn acl_names() {
+        let mut out = Vec::new();
+        Value::Acl(1)
+            .append_to(&mut out, &["a".into(), "local".into()])
+            .unwrap();
+        assert_eq!(out, b"local");
+        assert!(Value::Acl(5).append_to(&mut out, &[]).is_err());
+    }
+
+    #[test]
+    fn overflow_errors() {
+        let mut out = Vec::new();
+        let e = Value::Int(INT_MAX + 1)
+            .append_to(&mut out, &[])
+            .unwrap_err();
+        assert!(e.0.starts_with("INT overflow converting to string (0x"));
+        assert!(Value::Int(INT_MAX).append_to(&mut out, &[]).is_ok());
+        let e = Value::Real(1e13).append_to(&mut out, &[]).unwrap_err();
+        assert_eq!(e.0, "REAL overflow converting to string (1.000000e+13)");
+        assert!(Value::Real(f64::NAN).append_to(&mut out, &[]).is_err());
+        assert!(
+            Value::Real(999_999_999_999.999)
+                .append_to(&mut out, &[])
+                .is_ok()
+        );
+        assert!(
+            Value::Duration(f64::INFINITY)
+                .append_to(&mut out, &[])
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn http_dates() {
+        assert_eq!(
+            http_date(784_111_777.0).unwrap(),
+            "Sun, 06 Nov 1994 08:49:37 GMT"
+        );
+        assert_eq!(http_date(0.9).unwrap(), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(
+            http_date(951_782_400.0).unwrap(),
+            "Tue, 29 Feb 2000 00:00:00 GMT"
+        );
+        assert!(http_date(f64::NAN).is_err());
+        for t in [0.0, 784_111_777.0, 1_700_000_000.0, 4_102_444_800.0] {
+            assert_eq!(parse_http_date(http_date(t).unwrap().as_bytes()), Some(t));
+        }
+        assert_eq!(
+            parse_http_date(b"Sunday, 06-Nov-94 08:49:37 GMT"),
+            Some(784_111_777.0)
+        );
+        assert_eq!(
+            parse_http_date(b"Sun Nov  6 08:49:37 1994"),
+            Some(784_111_777.0)
+        );
+        assert_eq!(parse_http_date(b"yesterday"), None);
+        assert_eq!(parse_http_date(b"Sun, 06 Nov 1994 25:49:37 GMT"), None);
+    }
+
+    #[test]
+    fn number_parsing() {
+        assert_eq!(parse_duration(b"1.5s"), Some(1.5));
+        assert_eq!(parse_duration(b"10 m"), Some(600.0));
+        assert_eq!(parse_duration(b"100ms"), Some(0.1));
+        assert_eq!(parse_duration(b"2w"), Some(1_209_600.0));
+        assert_eq!(parse_duration(b"4"), None);
+        assert_eq!(parse_duration(b"s"), None);
+        assert_eq!(parse_duration(b"infs"), None);
+        assert_eq!(parse_bytes(b"1k"), Some(1024));
+        assert_eq!(parse_bytes(b"1.5 MB"), Some(1_572_864));
+        assert_eq!(parse_bytes(b"100"), Some(100));
+        assert_eq!(parse_bytes(b"1x"), None);
+        assert_eq!(parse_int(b" -12 "), Some(-12));
+        assert_eq!(parse_int(b"1e3"), None);
+        assert_eq!(parse_int(b"9999999999999999"), None);
+        assert_eq!(parse_decimal("nan"), None);
+        assert_eq!(parse_decimal("-.5"), Some(-0.5));
+    }
+
+    #[test]
+    fn truthiness() {
+        assert!(!Value::Null.truthy());
+        assert!(Value::str("").truthy());
+        assert!(!Value::Int(0).truthy());
+        assert!(Value::Int(-1).truthy());
+        assert!(!Value::Duration(0.0).truthy());
+        assert!(!Value::Duration(-1.0).truthy());
+        assert!(Value::Duration(0.5).truthy());
+    }
+}

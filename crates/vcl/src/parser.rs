@@ -1,0 +1,1625 @@
+//! Recursive-descent parser for VCL, following vcc_parse.c, vcc_action.c,
+//! vcc_expr.c, vcc_backend.c and vcc_acl.c of Varnish 7.1.
+//!
+//! Entry points: [`parse`] and [`parse_with`]. Includes are expanded first at
+//! token level (see [`crate::include`]); the parser then builds a [`Vcl`] tree
+//! and reports Varnish's messages for everything that does not need the
+//! symbol table or types. Where vcc stops at the first error, this parser
+//! records it, skips the rest of the declaration it was in and continues with
+//! the next one, so independent mistakes are reported together without
+//! follow-on noise. Nesting of blocks and expressions is bounded so hostile
+//! input cannot exhaust the stack, and every loop consumes a token, so parsing
+//! is linear in the input.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::ast::*;
+use crate::diag::{Diagnostic, Diagnostics, Note};
+use crate::include::{self, FsLoader, IncludeConfig, SourceLoader, Stream};
+use crate::lexer::{self, Punct, TokKind, Token};
+use crate::source::{FileId, SourceMap, Span};
+
+/// The built-in subroutines (VCL methods) of Varnish 7.1, in vcc's order.
+pub const METHODS: &[&str] = &[
+    "vcl_recv",
+    "vcl_pipe",
+    "vcl_pass",
+    "vcl_hash",
+    "vcl_purge",
+    "vcl_miss",
+    "vcl_hit",
+    "vcl_deliver",
+    "vcl_synth",
+    "vcl_backend_fetch",
+    "vcl_backend_response",
+    "vcl_backend_error",
+    "vcl_init",
+    "vcl_fini",
+];
+
+/// The names accepted in `return (...)`.
+pub const RETURN_ACTIONS: &[&str] = &[
+    "abandon", "deliver", "error", "fail", "fetch", "hash", "lookup", "miss", "ok", "pass", "pipe",
+    "purge", "restart", "retry", "synth", "vcl",
+];
+
+/// Deepest nesting of blocks plus parenthesised/unary expressions accepted.
+pub const MAX_NESTING: u32 = 100;
+
+/// At most this many errors are reported by one parse.
+const MAX_ERRORS: usize = 20;
+
+static FS_LOADER: FsLoader = FsLoader;
+
+/// Options of a parse.
+pub struct ParseOptions<'a> {
+    /// Directories searched for relative `include` names (vcl_path).
+    pub vcl_path: Vec<String>,
+    /// Allow file names with `/` in `include` and `import ... from`
+    /// (varnishd's vcc_unsafe_path, on by default).
+    pub unsafe_path: bool,
+    /// The built-in VCL, parsed after the main file as part of the same
+    /// program (as vcc does). Usually added with [`crate::source::FileKind::Builtin`].
+    pub builtin: Option<FileId>,
+    /// How included files are read.
+    pub loader: &'a dyn SourceLoader,
+}
+
+impl Default for ParseOptions<'_> {
+    fn default() -> Self {
+        ParseOptions {
+            vcl_path: Vec::new(),
+            unsafe_path: true,
+            builtin: None,
+            loader: &FS_LOADER,
+        }
+    }
+}
+
+impl std::fmt::Debug for ParseOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParseOptions")
+            .field("vcl_path", &self.vcl_path)
+            .field("unsafe_path", &self.unsafe_path)
+            .field("builtin", &self.builtin)
+            .finish()
+    }
+}
+
+/// Parses `main` (expanding includes from the file system) with default
+/// options.
+pub fn parse(sm: &mut SourceMap, main: FileId) -> (Vcl, Diagnostics) {
+    parse_with(sm, main, &ParseOptions::default())
+}
+
+/// Parses `main`, then `opts.builtin` if given, into one program.
+/// Lexical and include errors stop the parse (the tree is then empty);
+/// syntax errors are collected, one per declaration at most.
+pub fn parse_with(sm: &mut SourceMap, main: FileId, opts: &ParseOptions<'_>) -> (Vcl, Diagnostics) {
+    let mut files = vec![main];
+    files.extend(opts.builtin);
+    let cfg = IncludeConfig {
+        vcl_path: &opts.vcl_path,
+        unsafe_path: opts.unsafe_path,
+        loader: opts.loader,
+    };
+    let (stream, diags) = include::expand(sm, &files, &cfg);
+    if diags.has_errors() {
+        return (Vcl::default(), diags);
+    }
+    let mut p = Parser {
+        sm,
+        stream,
+        pos: 0,
+        diags,
+        syntax: None,
+        open_braces: 0,
+        depth: 0,
+        in_method: false,
+        unsafe_path: opts.unsafe_path,
+    };
+    let vcl = p.program();
+    (vcl, p.diags)
+}
+
+/// Marker for "an error was reported, unwind to the declaration level".
+#[derive(Debug)]
+struct Stop;
+
+type PResult<T> = Result<T, Stop>;
+
+struct Parser<'a> {
+    sm: &'a SourceMap,
+    stream: Stream,
+    pos: usize,
+    diags: Diagnostics,
+    /// The top-level VCL version (from the first `vcl X.Y;`).
+    syntax: Option<VclVersion>,
+    /// Braces opened (and not closed) in the current declaration.
+    open_braces: u32,
+    depth: u32,
+    /// Parsing the body of a built-in method (vcl_*).
+    in_method: bool,
+    unsafe_path: bool,
+}
+
+fn num_value(text: &str) -> f64 {
+    text.parse::<f64>().unwrap_or(0.0)
+}
+
+impl<'a> Parser<'a> {
+    // ----------------------------------------------------------------
+    // Token helpers
+
+    fn tok(&self) -> Token {
+        self.stream.toks[self.pos]
+    }
+
+    fn peek(&self, n: usize) -> Token {
+        let i = (self.pos + n).min(self.stream.toks.len() - 1);
+        self.stream.toks[i]
+    }
+
+    fn text(&self, t: Token) -> &'a str {
+        self.sm.slice(t.span)
+    }
+
+    fn advance(&mut self) -> Token {
+        let t = self.tok();
+        if t.kind != TokKind::Eoi {
+            self.pos += 1;
+        }
+        t
+    }
+
+    fn at(&self, p: Punct) -> bool {
+        self.tok().is(p)
+    }
+
+    fn at_id(&self, name: &str) -> bool {
+        let t = self.tok();
+        t.kind == TokKind::Id && self.text(t) == name
+    }
+
+    fn describe(&self, t: Token) -> String {
+        lexer::describe(self.sm.file(t.span.file).text(), &t)
+    }
+
+    fn error(&mut self, d: Diagnostic) -> Stop {
+        if self.diags.error_count() < MAX_ERRORS {
+            self.diags.push(d);
+        }
+        Stop
+    }
+
+    fn err_at(&mut self, msg: impl Into<String>, span: Span) -> Stop {
+        self.error(Diagnostic::error(msg, span))
+    }
+
+    /// vcc's `Expected X got Y` error for the current token.
+    fn expected(&mut self, what: TokKind) -> Stop {
+        let t = self.tok();
+        let msg = format!("Expected {} got {}", what.expect_name(), self.describe(t));
+        self.err_at(msg, t.span)
+    }
+
+    /// SkipToken: require punctuation `p` and consume it.
+    fn skip(&mut self, p: Punct) -> PResult<Token> {
+        if self.at(p) {
+            let t = self.advance();
+            match p {
+                Punct::LBrace => self.open_braces += 1,
+                Punct::RBrace => self.open_braces = self.open_braces.saturating_sub(1),
+                _ => {}
+            }
+            Ok(t)
+        } else {
+            Err(self.expected(TokKind::Punct(p)))
+        }
+    }
+
+    fn expect_id(&mut self) -> PResult<Ident> {
+        let t = self.tok();
+        if t.kind != TokKind::Id {
+            return Err(self.expected(TokKind::Id));
+        }
+        self.advance();
+        Ok(Ident {
+            name: self.text(t).to_string(),
+            span: t.span,
+        })
+    }
+
+    fn expect_str(&mut self) -> PResult<StrLit> {
+        let t = self.tok();
+        match t.kind {
+            TokKind::CStr(d) => {
+                self.advance();
+                Ok(self.str_lit(t, d))
+            }
+            _ => Err(self.expected(TokKind::CStr(StrDelim::Quote))),
+        }
+    }
+
+    fn str_lit(&self, t: Token, delim: StrDelim) -> StrLit {
+        StrLit {
+            value: lexer::str_value(self.sm.file(t.span.file).text(), &t),
+            delim,
+            span: t.span,
+        }
+    }
+
+    /// vcc_ExpectVid: an identifier usable as the name of a declaration.
+    fn expect_vid(&mut self, what: &str) -> PResult<Ident> {
+        let id = self.expect_id()?;
+        if self.at(Punct::Dot) {
+            let mut end = id.span;
+            let mut name = id.name.clone();
+            while self.at(Punct::Dot) {
+                let d = self.advance();
+                name.push('.');
+                end = d.span;
+                if self.tok().kind != TokKind::Id {
+                    break;
+                }
+                let t = self.advance();
+                name.push_str(self.text(t));
+                end = t.span;
+            }
+            return Err(self.err_at(
+                format!("Name of {what}, '{name}', contains illegal character '.'"),
+                id.span.to(end),
+            ));
+        }
+        Ok(id)
+    }
+
+    /// In VCL >= 4.1 new global names may not start with `vcl_`.
+    fn check_vcl_prefix(&mut self, id: &Ident) -> PResult<()> {
+        if self.syntax.unwrap_or(VclVersion::V41) >= VclVersion::V41 && has_vcl_prefix(&id.name) {
+            return Err(self.err_at("Symbols named 'vcl_*' are reserved.\nAt:", id.span));
+        }
+        Ok(())
+    }
+
+    fn enter(&mut self, span: Span) -> PResult<()> {
+        self.depth += 1;
+        if self.depth > MAX_NESTING {
+            return Err(self.err_at(
+                format!(
+                    "Nesting too deep (more than {MAX_NESTING} levels of blocks or expressions)"
+                ),
+                span,
+            ));
+        }
+        Ok(())
+    }
+
+    fn leave(&mut self) {
+        self.depth -= 1;
+    }
+
+    /// After an error: skip the rest of the current declaration. Inside
+    /// braces, skip to the brace closing the outermost one; outside, skip
+    /// to a `;` or past a balanced `{...}`.
+    fn recover(&mut self) {
+        let mut depth = self.open_braces;
+        loop {
+            let t = self.tok();
+            match t.kind {
+                TokKind::Eoi => break,
+                TokKind::Punct(Punct::LBrace) => depth += 1,
+                TokKind::Punct(Punct::RBrace) => {
+                    if depth <= 1 {
+                        self.advance();
+                        break;
+                    }
+                    depth -= 1;
+                }
+                TokKind::Punct(Punct::Semi) if depth == 0 => {
+                    self.advance();
+                    break;
+                }
+                _ => {}
+            }
+            self.advance();
+        }
+        self.open_braces = 0;
+        self.depth = 0;
+    }
+
+    // ----------------------------------------------------------------
+    // Top level
+
+    fn program(&mut self) -> Vcl {
+        let mut vcl = Vcl::default();
+        if !self.at_id("vcl") {
+            let t = self.tok();
+            self.err_at(
+                "VCL version declaration missing\nUpdate your VCL to Version 4 syntax, and add\n\tvcl 4.1;\non the first line of the VCL files.",
+                t.span,
+            );
+            return vcl;
+        }
+        match self.version_decl() {
+            Ok(v) => vcl.version = Some(v),
+            Err(Stop) => return vcl,
+        }
+        while self.tok().kind != TokKind::Eoi {
+            if self.diags.error_count() >= MAX_ERRORS {
+                break;
+            }
+            self.open_braces = 0;
+            self.depth = 0;
+            match self.item() {
+                Ok(Some(item)) => vcl.items.push(item),
+                Ok(None) => {}
+                Err(Stop) => self.recover(),
+            }
+        }
+        vcl
+    }
+
+    fn item(&mut self) -> PResult<Option<Item>> {
+        let t = self.tok();
+        if t.kind == TokKind::CSrc {
+            self.advance();
+            return Err(self.error(inline_c(t.span)));
+        }
+        if t.kind == TokKind::Id {
+            match self.text(t) {
+                "acl" => return self.acl().map(|a| Some(Item::Acl(a))),
+                "sub" => return self.sub().map(|s| Some(Item::Sub(s))),
+                "backend" => return self.backend().map(|b| Some(Item::Backend(b))),
+                "probe" => return self.probe().map(|p| Some(Item::Probe(p))),
+                "import" => return self.import().map(|i| Some(Item::Import(i))),
+                "vcl" => return self.version_decl().map(|v| Some(Item::Version(v))),
+                _ => {}
+            }
+        }
+        let msg = format!(
+            "Expected one of\n\t'acl', 'sub', 'backend', 'probe', 'import',  or 'vcl'\nFound: {} at",
+            self.describe(t)
+        );
+        self.advance();
+        Err(self.err_at(msg, t.span))
+    }
+
+    fn version_decl(&mut self) -> PResult<VersionDecl> {
+        let t0 = self.advance();
+        let t = self.tok();
+        if t.kind != TokKind::FNum {
+            return Err(self.expected(TokKind::FNum));
+        }
+        let txt = self.text(t).as_bytes();
+        if txt.len() != 3 || txt[1] != b'.' {
+            return Err(self.err_at("Don't play silly buggers with VCL version numbers", t.span));
+        }
+        self.advance();
+        let n = (txt[0] - b'0') as u32 * 10 + (txt[2] - b'0') as u32;
+        let version = match n {
+            40 => VclVersion::V40,
+            41 => VclVersion::V41,
+            _ => {
+                return Err(self.err_at(
+                    format!("VCL version {}.{} not supported.", n / 10, n % 10),
+                    t0.span.to(t.span),
+                ));
+            }
+        };
+        if !self.at(Punct::Semi) {
+            let here = self.tok().span;
+            return Err(self.err_at("Expected 'vcl N.N;' found no semi-colon", t0.span.to(here)));
+        }
+        let semi = self.advance();
+        let top = *self.syntax.get_or_insert(version);
+        if version > top {
+            return Err(self.err_at(
+                format!(
+                    "VCL version {:.1} higher than the top level version {:.1}",
+                    version.number() as f64 / 10.0,
+                    top.number() as f64 / 10.0
+                ),
+                t0.span.to(t.span),
+            ));
+        }
+        Ok(VersionDecl {
+            version,
+            span: t0.span.to(semi.span),
+        })
+    }
+
+    fn import(&mut self) -> PResult<Import> {
+        let t0 = self.advance();
+        let name = self.expect_id()?;
+        let mut alias = None;
+        if self.at_id("as") {
+            self.advance();
+            alias = Some(self.expect_id()?);
+        }
+        let mut from = None;
+        if self.tok().kind == TokKind::Id {
+            if !self.at_id("from") {
+                let t = self.tok();
+                return Err(self.err_at("Expected 'from path ...'", t.span));
+            }
+            self.advance();
+            let s = self.expect_str()?;
+            if !self.unsafe_path && s.value.contains('/') {
+                let msg = format!(
+                    "'import ... from path ...' is unsafe.\nAt:'{}'",
+                    self.sm.slice(s.span)
+                );
+                return Err(self.err_at(msg, s.span));
+            }
+            from = Some(s);
+        }
+        let semi = self.skip(Punct::Semi)?;
+        Ok(Import {
+            name,
+            alias,
+            from,
+            span: t0.span.to(semi.span),
+        })
+    }
+
+    // ----------------------------------------------------------------
+    // Backends and probes
+
+    fn backend(&mut self) -> PResult<Backend> {
+        let t0 = self.advance();
+        let name = self.expect_vid("backend")?;
+        if name.name != "default" {
+            self.check_vcl_prefix(&name)?;
+        }
+        if self.at_id("none") || self.at_id("None") {
+            let n = self.advance();
+            let semi = self.skip(Punct::Semi)?;
+            return Ok(Backend {
+                name,
+                body: BackendBody::None(n.span),
+                span: t0.span.to(semi.span),
+            });
+        }
+        let open = self.skip(Punct::LBrace)?;
+        if self.at_id("set") {
+            let t = self.tok();
+            return Err(self.err_at(
+                format!(
+                    "NB: Backend Syntax has changed:\nRemove \"set\" and \"backend\" in front of backend fields.\n{} at ",
+                    self.describe(t)
+                ),
+                t.span,
+            ));
+        }
+        let mut fields: Vec<Field> = Vec::new();
+        let mut address: Option<Span> = None;
+        while !self.at(Punct::RBrace) {
+            let (fname, start) = self.field_name(BACKEND_FIELDS, &fields)?;
+            let value = match fname.name.as_str() {
+                "host" | "path" => {
+                    if fname.name == "path" && self.syntax == Some(VclVersion::V40) {
+                        let t = self.tok();
+                        return Err(self.err_at(
+                            format!(
+                                "Unix socket backends only supported in VCL4.1 and higher.\n{} at ",
+                                self.describe(t)
+                            ),
+                            t.span,
+                        ));
+                    }
+                    if let Some(prev) = address {
+                        return Err(self.error(
+                            Diagnostic::error("Address redefinition at:", fname.span)
+                                .with_note("Previous definition:", Some(prev)),
+                        ));
+                    }
+                    address = Some(fname.span);
+                    FieldValue::Str(self.expect_str()?)
+                }
+                "port" | "host_header" => FieldValue::Str(self.expect_str()?),
+                "connect_timeout" | "first_byte_timeout" | "between_bytes_timeout" => {
+                    FieldValue::Duration(self.duration()?)
+                }
+                "max_connections" => FieldValue::Uint(self.uint()?),
+                "proxy_header" => {
+                    let u = self.uint()?;
+                    if u.value != 1 && u.value != 2 {
+                        return Err(self.err_at(".proxy_header must be 1 or 2", u.span));
+                    }
+                    FieldValue::Uint(u)
+                }
+                "probe" => {
+                    if self.at(Punct::LBrace) {
+                        let spec = self.probe_spec()?;
+                        let span = start.to(spec.span);
+                        fields.push(Field {
+                            name: fname,
+                            value: FieldValue::ProbeInline(spec),
+                            span,
+                        });
+                        continue;
+                    }
+                    if self.tok().kind == TokKind::Id {
+                        FieldValue::ProbeRef(self.expect_id()?)
+                    } else {
+                        let t = self.tok();
+                        return Err(self.err_at(
+                            format!(
+                                "Expected '{{' or name of probe, got {} at",
+                                self.describe(t)
+                            ),
+                            t.span,
+                        ));
+                    }
+                }
+                "preamble" => {
+                    let t = self.tok();
+                    match t.kind {
+                        TokKind::CBlob(i) => {
+                            self.advance();
+                            FieldValue::Blob(BlobLit {
+                                bytes: self.stream.blobs[i as usize].clone(),
+                                span: t.span,
+                            })
+                        }
+                        _ => return Err(self.expected(TokKind::CBlob(0))),
+                    }
+                }
+                _ => unreachable!("field names are validated by field_name"),
+            };
+            let semi = self.skip(Punct::Semi)?;
+            fields.push(Field {
+                name: fname,
+                value,
+                span: start.to(semi.span),
+            });
+        }
+        if address.is_none() {
+            return Err(self.err_at("Expected .host or .path.", name.span));
+        }
+        let close = self.skip(Punct::RBrace)?;
+        Ok(Backend {
+            name,
+            body: BackendBody::Def(FieldList {
+                fields,
+                span: open.span.to(close.span),
+            }),
+            span: t0.span.to(close.span),
+        })
+    }
+
+    /// vcc_IsField: `.name =`, checking the name against `allowed` and for
+    /// duplicates. Returns the name and the span of the dot.
+    fn field_name(&mut self, allowed: &[&str], seen: &[Field]) -> PResult<(Ident, Span)> {
+        let dot = self.skip(Punct::Dot)?;
+        let name = self.expect_id()?;
+        self.skip(Punct::Assign)?;
+        if !allowed.contains(&name.name.as_str()) {
+            return Err(self.err_at(format!("Unknown field: '{}' at", name.name), name.span));
+        }
+        if let Some(prev) = seen.iter().find(|f| f.name.name == name.name) {
+            let prev = prev.name.span;
+            return Err(self.error(
+                Diagnostic::error(format!("Field '{}' redefined at:", name.name), name.span)
+                    .with_note("First defined at:", Some(prev)),
+            ));
+        }
+        Ok((name, dot.span))
+    }
+
+    fn probe(&mut self) -> PResult<Probe> {
+        let t0 = self.advance();
+        let name = self.expect_vid("backend probe")?;
+        if name.name != "default" {
+            self.check_vcl_prefix(&name)?;
+        }
+        let spec = self.probe_spec()?;
+        let span = t0.span.to(spec.span);
+        Ok(Probe { name, spec, span })
+    }
+
+    fn probe_spec(&mut self) -> PResult<FieldList> {
+        let open = self.skip(Punct::LBrace)?;
+        let mut fields: Vec<Field> = Vec::new();
+        let mut request: Option<Span> = None;
+        let mut window: Option<UintLit> = None;
+        let mut threshold: Option<UintLit> = None;
+        while !self.at(Punct::RBrace) {
+            let (fname, start) = self.field_name(PROBE_FIELDS, &fields)?;
+            let value = match fname.name.as_str() {
+                "url" | "request" => {
+                    if let Some(prev) = request {
+                        return Err(self.error(
+                            Diagnostic::error("Probe request redefinition at:", fname.span)
+                                .with_note("Previous definition:", Some(prev)),
+                        ));
+                    }
+                    request = Some(fname.span);
+                    if fname.name == "url" {
+                        FieldValue::Str(self.expect_str()?)
+                    } else {
+                        let mut v = vec![self.expect_str()?];
+                        while let TokKind::CStr(d) = self.tok().kind {
+                            let t = self.advance();
+                            v.push(self.str_lit(t, d));
+                        }
+                        FieldValue::Strings(v)
+                    }
+                }
+                "timeout" | "interval" => FieldValue::Duration(self.duration()?),
+                "window" => {
+                    let u = self.uint()?;
+                    window = Some(u.clone());
+                    FieldValue::Uint(u)
+                }
+                "threshold" => {
+                    let u = self.uint()?;
+                    threshold = Some(u.clone());
+                    FieldValue::Uint(u)
+                }
+                "initial" => FieldValue::Uint(self.uint()?),
+                "expected_response" => {
+                    let u = self.uint()?;
+                    if !(100..=999).contains(&u.value) {
+                        let t = self.tok();
+                        return Err(self.err_at(
+                            "Must specify .expected_response with exactly three digits (100 <= x <= 999)",
+                            t.span,
+                        ));
+                    }
+                    FieldValue::Uint(u)
+                }
+                _ => unreachable!("field names are validated by field_name"),
+            };
+            let semi = self.skip(Punct::Semi)?;
+            fields.push(Field {
+                name: fname,
+                value,
+                span: start.to(semi.span),
+            });
+        }
+        match (&threshold, &window) {
+            (None, Some(w)) => {
+                return Err(self.err_at("Must specify .threshold with .window", w.span));
+            }
+            (Some(t), None) => {
+                if t.value > 64 {
+                    return Err(self.err_at("Threshold must be 64 or less.", t.span));
+                }
+            }
+            (Some(t), Some(w)) => {
+                if w.value > 64 {
+                    return Err(self.err_at("Window must be 64 or less.", w.span));
+                }
+                if t.value > w.value {
+                    return Err(self.error(
+                        Diagnostic::error("Threshold can not be greater than window.", t.span)
+                            .with_note("", Some(w.span)),
+                    ));
+                }
+            }
+            (None, None) => {}
+        }
+        let close = self.skip(Punct::RBrace)?;
+        Ok(FieldList {
+            fields,
+            span: open.span.to(close.span),
+        })
+    }
+
+    /// vcc_Duration: a number followed by a time unit.
+    fn duration(&mut self) -> PResult<DurationLit> {
+        let number = self.number_lit(TokKind::CNum)?;
+        if self.tok().kind != TokKind::Id {
+            return Err(self.expected(TokKind::Id));
+        }
+        let t = self.advance();
+        let unit = Ident {
+            name: self.text(t).to_string(),
+            span: t.span,
+        };
+        let Some(scale) = duration_unit(&unit.name) else {
+            return Err(self.err_at(
+                format!(
+                    "Unknown duration unit '{}'\nLegal duration units are 'ms', 's', 'm', 'h', 'd', 'w' and 'y'",
+                    unit.name
+                ),
+                unit.span,
+            ));
+        };
+        let span = number.span.to(unit.span);
+        Ok(DurationLit {
+            seconds: number.value * scale,
+            number,
+            unit,
+            span,
+        })
+    }
+
+    /// A CNUM or FNUM token; `want` names the expected kind in errors.
+    fn number_lit(&mut self, want: TokKind) -> PResult<NumLit> {
+        let t = self.tok();
+        if t.kind != TokKind::CNum && t.kind != TokKind::FNum {
+            return Err(self.expected(want));
+        }
+        self.advance();
+        let text = self.text(t);
+        Ok(NumLit {
+            text: text.to_string(),
+            value: num_value(text),
+            is_int: t.kind == TokKind::CNum,
+            span: t.span,
+        })
+    }
+
+    /// vcc_UintVal: an integer constant.
+    fn uint(&mut self) -> PResult<UintLit> {
+        let t = self.tok();
+        if t.kind != TokKind::CNum {
+            return Err(self.expected(TokKind::CNum));
+        }
+        self.advance();
+        Ok(UintLit {
+            value: self.text(t).parse::<u64>().unwrap_or(u64::MAX),
+            span: t.span,
+        })
+    }
+
+    // ----------------------------------------------------------------
+    // ACLs
+
+    fn acl(&mut self) -> PResult<Acl> {
+        let t0 = self.advance();
+        let name = self.expect_vid("ACL")?;
+        self.check_vcl_prefix(&name)?;
+        let mut flags = Vec::new();
+        loop {
+            let t1 = self.tok();
+            if !(t1.is(Punct::Plus) || t1.is(Punct::Minus)) {
+                break;
+            }
+            let t2 = self.peek(1);
+            if t2.span.start != t1.span.end || t2.span.file != t1.span.file {
+                return Err(self.error(
+                    Diagnostic::error("Expected a flag at:", t1.span)
+                        .with_note("Valid ACL flags are `log` and `table`:", None),
+                ));
+            }
+            self.advance();
+            let t2 = self.tok();
+            let fname = self.text(t2);
+            if t2.kind != TokKind::Id || !matches!(fname, "log" | "pedantic" | "table") {
+                return Err(self.err_at("Unknown ACL flag:", t2.span));
+            }
+            self.advance();
+            flags.push(AclFlag {
+                enabled: t1.is(Punct::Plus),
+                name: Ident {
+                    name: fname.to_string(),
+                    span: t2.span,
+                },
+                span: t1.span.to(t2.span),
+            });
+        }
+        let pedantic = flags
+            .iter()
+            .rev()
+            .find(|f| f.name.name == "pedantic")
+            .is_none_or(|f| f.enabled);
+        self.skip(Punct::LBrace)?;
+        let mut entries = Vec::new();
+        while !self.at(Punct::RBrace) {
+            entries.push(self.acl_entry(pedantic)?);
+            self.skip(Punct::Semi)?;
+        }
+        let close = self.skip(Punct::RBrace)?;
+        Ok(Acl {
+            name,
+            flags,
+            entries,
+            span: t0.span.to(close.span),
+        })
+    }
+
+    fn acl_entry(&mut self, pedantic: bool) -> PResult<AclEntry> {
+        let start = self.tok().span;
+        let mut negated = false;
+        let mut optional = false;
+        if self.at(Punct::Bang) {
+            negated = true;
+            self.advance();
+        }
+        if self.at(Punct::LParen) {
+            optional = true;
+            self.advance();
+        }
+        if !negated && self.at(Punct::Bang) {
+            negated = true;
+            self.advance();
+        }
+        let addr = self.expect_str()?;
+        let mut host = addr.value.clone();
+        let mut mask: Option<UintLit> = None;
+        let mut end = addr.span;
+        if let Some(slash) = addr.value.find('/') {
+            let m = &addr.value[slash + 1..];
+            if !m.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(self.err_at(".../mask is not numeric.", addr.span));
+            }
+            mask = Some(UintLit {
+                value: m
+                    .parse::<u64>()
+                    .unwrap_or(if m.is_empty() { 0 } else { u64::MAX }),
+                span: addr.span,
+            });
+            host.truncate(slash);
+            if self.at(Punct::Slash) {
+                let t = self.tok();
+                return Err(self.err_at("/mask only allowed once.", t.span));
+            }
+        } else if self.at(Punct::Slash) {
+            self.advance();
+            let u = self.uint()?;
+            end = u.span;
+            mask = Some(u);
+        }
+        if optional {
+            end = self.skip(Punct::RParen)?.span;
+        }
+        let net = self.acl_net(&host, &addr, mask.as_ref(), pedantic)?;
+        Ok(AclEntry {
+            negated,
+            optional,
+            addr,
+            mask,
+            net,
+            span: start.to(end),
+        })
+    }
+
+    /// The parse-time part of vcc's address handling: IPv4 net-notation
+    /// ("10.1" is 10.1.0.0/16) and IPv6 literals, with the mask width and
+    /// host-bit checks. Host names are left for resolution later.
+    fn acl_net(
+        &mut self,
+        host: &str,
+        addr: &StrLit,
+        mask: Option<&UintLit>,
+        pedantic: bool,
+    ) -> PResult<Option<AclNet>> {
+        let mask_span = mask.map(|m| m.span).unwrap_or(addr.span);
+        let (ip, bits, width): (IpAddr, u64, u64) = if let Some((b, given)) = net_notation(host) {
+            let m = mask.map(|m| m.value).unwrap_or(8 + 8 * given as u64);
+            (IpAddr::V4(Ipv4Addr::from(b)), m, 32)
+        } else if let Ok(v6) = host.parse::<Ipv6Addr>() {
+            (IpAddr::V6(v6), mask.map(|m| m.value).unwrap_or(128), 128)
+        } else {
+            return Ok(None);
+        };
+        if bits > width {
+            let fam = if width == 32 { "IPv4" } else { "IPv6" };
+            return Err(self.err_at(
+                format!("Too wide mask (/{bits}) for {fam} address"),
+                mask_span,
+            ));
+        }
+        let bits = bits as u8;
+        let masked = mask_ip(ip, bits);
+        if masked != ip && pedantic {
+            return Err(self.err_at(
+                format!("Non-zero bits in masked part, (maybe use {masked}/{bits} ?)"),
+                addr.span,
+            ));
+        }
+        Ok(Some(AclNet {
+            addr: masked,
+            mask: bits,
+        }))
+    }
+
+    // ----------------------------------------------------------------
+    // Subroutines and statements
+
+    fn sub(&mut self) -> PResult<Sub> {
+        let t0 = self.advance();
+        let name = self.expect_vid("subroutine")?;
+        let is_method = METHODS.contains(&name.name.as_str());
+        if !is_method && has_vcl_prefix(&name.name) {
+            let mut list = String::from("Valid vcl_* subroutines are:");
+            for m in METHODS {
+                list.push_str("\n\t");
+                list.push_str(m);
+            }
+            return Err(self.error(
+                Diagnostic::error("The names 'vcl_*' are reserved for subroutines.", name.span)
+                    .with_note(list, None),
+            ));
+        }
+        self.in_method = is_method;
+        let body = self.block()?;
+        let span = t0.span.to(body.span);
+        Ok(Sub { name, body, span })
+    }
+
+    fn block(&mut self) -> PResult<Block> {
+        let open = self.tok().span;
+        self.enter(open)?;
+        self.skip(Punct::LBrace)?;
+        let mut stmts = Vec::new();
+        loop {
+            let t = self.tok();
+            match t.kind {
+                TokKind::Punct(Punct::LBrace) => {
+                    let b = self.block()?;
+                    let span = b.span;
+                    stmts.push(Stmt {
+                        kind: StmtKind::Block(b),
+                        span,
+                    });
+                }
+                TokKind::Punct(Punct::RBrace) => {
+                    let close = self.skip(Punct::RBrace)?;
+                    self.leave();
+                    return Ok(Block {
+                        stmts,
+                        span: open.to(close.span),
+                    });
+                }
+                TokKind::CSrc => {
+                    self.advance();
+                    return Err(self.error(inline_c(t.span)));
+                }
+                TokKind::Eoi => {
+                    return Err(self.err_at("End of input while in compound statement", t.span));
+                }
+                TokKind::Id => stmts.push(self.statement()?),
+                _ => {
+                    return Err(self.err_at("Expected an action, 'if', '{' or '}'", t.span));
+                }
+            }
+        }
+    }
+
+    fn statement(&mut self) -> PResult<Stmt> {
+        let t0 = self.tok();
+        let kw = self.text(t0);
+        let kind = match kw {
+            "if" => return self.if_stmt(),
+            "set" => {
+                self.advance();
+                let target = self.path()?;
+                let t = self.tok();
+                let op = match t.kind {
+                    TokKind::Punct(Punct::Assign) => AssignOp::Assign,
+                    TokKind::Punct(Punct::Incr) => AssignOp::Add,
+                    TokKind::Punct(Punct::Decr) => AssignOp::Sub,
+                    TokKind::Punct(Punct::MulAssign) => AssignOp::Mul,
+                    TokKind::Punct(Punct::DivAssign) => AssignOp::Div,
+                    _ => return Err(self.expected(TokKind::Punct(Punct::Assign))),
+                };
+                self.advance();
+                let value = self.expr()?;
+                StmtKind::Set {
+                    target,
+                    op,
+                    op_span: t.span,
+                    value,
+                }
+            }
+            "unset" => {
+                self.advance();
+                StmtKind::Unset {
+                    target: self.path()?,
+                }
+            }
+            "call" => {
+                self.advance();
+                StmtKind::Call {
+                    target: self.path()?,
+                }
+            }
+            "return" => {
+                self.advance();
+                if self.at(Punct::Semi) && !self.in_method {
+                    StmtKind::Return(None)
+                } else {
+                    StmtKind::Return(Some(self.return_action()?))
+                }
+            }
+            "synthetic" | "ban" | "hash_data" => {
+                self.advance();
+                self.skip(Punct::LParen)?;
+                let e = self.expr()?;
+                self.skip(Punct::RParen)?;
+                match kw {
+                    "synthetic" => StmtKind::Synthetic(e),
+                    "ban" => StmtKind::Ban(e),
+                    _ => StmtKind::HashData(e),
+                }
+            }
+            "new" => {
+                self.advance();
+                let name = self.expect_vid("VCL object")?;
+                self.check_vcl_prefix(&name)?;
+                self.skip(Punct::Assign)?;
+                if self.tok().kind != TokKind::Id {
+                    return Err(self.expected(TokKind::Id));
+                }
+                let callee = self.path()?;
+                if !self.at(Punct::LParen) {
+                    return Err(self.expected(TokKind::Punct(Punct::LParen)));
+                }
+                let (args, args_span) = self.call_args()?;
+                let span = callee.span.to(args_span);
+                StmtKind::New {
+                    name,
+                    constructor: Expr {
+                        kind: ExprKind::Call {
+                            callee,
+                            args,
+                            args_span,
+                        },
+                        span,
+                    },
+                }
+            }
+            _ => {
+                let e = self.postfix()?;
+                if let ExprKind::Path(_) = e.kind {
+                    // Not a call: vcc rejects it by symbol ("Symbol not
+                    // found" / "Symbol cannot be used here"), which semantic
+                    // analysis reports. Skip the rest of the statement.
+                    let mut end = e.span;
+                    while !self.at(Punct::Semi)
+                        && !self.at(Punct::RBrace)
+                        && !self.at(Punct::LBrace)
+                        && self.tok().kind != TokKind::Eoi
+                    {
+                        end = self.advance().span;
+                    }
+                    if self.at(Punct::Semi) {
+                        end = self.advance().span;
+                    }
+                    let span = t0.span.to(end);
+                    return Ok(Stmt {
+                        kind: StmtKind::Expr(e),
+                        span,
+                    });
+                }
+                StmtKind::Expr(e)
+            }
+        };
+        let semi = self.skip(Punct::Semi)?;
+        Ok(Stmt {
+            kind,
+            span: t0.span.to(semi.span),
+        })
+    }
+
+    fn return_action(&mut self) -> PResult<ReturnAction> {
+        let open = self.skip(Punct::LParen)?;
+        let name = self.expect_id()?;
+        if !RETURN_ACTIONS.contains(&name.name.as_str()) {
+            return Err(self.err_at("Expected return action name.", name.span));
+        }
+        let mut args = Vec::new();
+        let needs_arg = matches!(name.name.as_str(), "synth" | "vcl");
+        if self.at(Punct::LParen) {
+            match name.name.as_str() {
+                "synth" | "error" => {
+                    self.advance();
+                    args.push(self.expr()?);
+                    if self.at(Punct::Comma) {
+                        self.advance();
+                        args.push(self.expr()?);
+                    }
+                    self.skip(Punct::RParen)?;
+                }
+                "vcl" => {
+                    self.advance();
+                    if self.tok().kind != TokKind::Id {
+                        return Err(self.expected(TokKind::Id));
+                    }
+                    let p = self.path()?;
+                    let span = p.span;
+                    args.push(Expr {
+                        kind: ExprKind::Path(p),
+                        span,
+                    });
+                    self.skip(Punct::RParen)?;
+                }
+                "pass" | "fail" => {
+                    self.advance();
+                    args.push(self.expr()?);
+                    self.skip(Punct::RParen)?;
+                }
+                _ => {
+                    let t = self.tok();
+                    return Err(self.err_at("Arguments not allowed.", t.span));
+                }
+            }
+        } else if needs_arg {
+            let t = self.tok();
+            return Err(self.err_at("Missing argument.", t.span));
+        }
+        let close = self.skip(Punct::RParen)?;
+        Ok(ReturnAction {
+            name,
+            args,
+            span: open.span.to(close.span),
+        })
+    }
+
+    fn if_stmt(&mut self) -> PResult<Stmt> {
+        let t0 = self.advance();
+        let mut arms = Vec::new();
+        let cond = self.condition()?;
+        let body = self.block()?;
+        arms.push(IfArm {
+            span: t0.span.to(body.span),
+            cond,
+            body,
+        });
+        let mut otherwise = None;
+        let mut end = arms[0].span;
+        while self.tok().kind == TokKind::Id {
+            let kw = self.tok();
+            match self.text(kw) {
+                "else" => {
+                    self.advance();
+                    if self.at(Punct::LBrace) {
+                        let b = self.block()?;
+                        end = b.span;
+                        otherwise = Some(b);
+                        break;
+                    }
+                    if !self.at_id("if") {
+                        let t = self.tok();
+                        return Err(self.err_at("'else' must be followed by 'if' or '{'", t.span));
+                    }
+                    self.advance();
+                }
+                "elseif" | "elsif" | "elif" => {
+                    self.advance();
+                }
+                _ => break,
+            }
+            let cond = self.condition()?;
+            let body = self.block()?;
+            end = body.span;
+            arms.push(IfArm {
+                span: kw.span.to(body.span),
+                cond,
+                body,
+            });
+        }
+        Ok(Stmt {
+            kind: StmtKind::If { arms, otherwise },
+            span: t0.span.to(end),
+        })
+    }
+
+    fn condition(&mut self) -> PResult<Expr> {
+        self.skip(Punct::LParen)?;
+        let e = self.expr()?;
+        self.skip(Punct::RParen)?;
+        Ok(e)
+    }
+
+    /// A dotted name: `ID ('.' (ID | CSTR))*`.
+    fn path(&mut self) -> PResult<Path> {
+        let first = self.expect_id()?;
+        let mut span = first.span;
+        let mut segments = vec![PathSegment {
+            name: first.name,
+            quoted: false,
+            span: first.span,
+        }];
+        while self.at(Punct::Dot) {
+            let next = self.peek(1);
+            match next.kind {
+                TokKind::Id => {
+                    self.advance();
+                    self.advance();
+                    segments.push(PathSegment {
+                        name: self.text(next).to_string(),
+                        quoted: false,
+                        span: next.span,
+                    });
+                }
+                TokKind::CStr(d) => {
+                    if self.syntax == Some(VclVersion::V40) {
+                        return Err(self.err_at(
+                            "Quoted headers are available for VCL >= 4.1.\nAt:",
+                            next.span,
+                        ));
+                    }
+                    self.advance();
+                    self.advance();
+                    let s = self.str_lit(next, d);
+                    segments.push(PathSegment {
+                        name: s.value,
+                        quoted: true,
+                        span: next.span,
+                    });
+                }
+                _ => break,
+            }
+            span = span.to(next.span);
+        }
+        Ok(Path { segments, span })
+    }
+
+    // ----------------------------------------------------------------
+    // Expressions (vcc_expr.c precedence)
+
+    fn expr(&mut self) -> PResult<Expr> {
+        let span = self.tok().span;
+        self.enter(span)?;
+        let r = self.expr_or();
+        self.leave();
+        r
+    }
+
+    fn binary(lhs: Expr, op: BinaryOp, op_span: Span, rhs: Expr) -> Expr {
+        let span = lhs.span.to(rhs.span);
+        Expr {
+            kind: ExprKind::Binary {
+                op,
+                op_span,
+                lhs: Box::new(lhs),
+                rhs: Box::new(rhs),
+            },
+            span,
+        }
+    }
+
+    fn expr_or(&mut self) -> PResult<Expr> {
+        let mut e = self.expr_and()?;
+        while self.at(Punct::COr) {
+            let op = self.advance();
+            let rhs = self.expr_and()?;
+            e = Self::binary(e, BinaryOp::Or, op.span, rhs);
+        }
+        Ok(e)
+    }
+
+    fn expr_and(&mut self) -> PResult<Expr> {
+        let mut e = self.expr_not()?;
+        while self.at(Punct::CAnd) {
+            let op = self.advance();
+            let rhs = self.expr_not()?;
+            e = Self::binary(e, BinaryOp::And, op.span, rhs);
+        }
+        Ok(e)
+    }
+
+    fn expr_not(&mut self) -> PResult<Expr> {
+        if self.at(Punct::Bang) {
+            let t = self.advance();
+            let operand = self.expr_cmp()?;
+            let span = t.span.to(operand.span);
+            return Ok(Expr {
+                kind: ExprKind::Unary {
+                    op: UnaryOp::Not,
+                    operand: Box::new(operand),
+                },
+                span,
+            });
+        }
+        self.expr_cmp()
+    }
+
+    fn expr_cmp(&mut self) -> PResult<Expr> {
+        let e = self.expr_add()?;
+        let t = self.tok();
+        let op = match t.kind {
+            TokKind::Punct(Punct::Eq) => BinaryOp::Eq,
+            TokKind::Punct(Punct::Neq) => BinaryOp::Ne,
+            TokKind::Punct(Punct::Lt) => BinaryOp::Lt,
+            TokKind::Punct(Punct::Leq) => BinaryOp::Le,
+            TokKind::Punct(Punct::Gt) => BinaryOp::Gt,
+            TokKind::Punct(Punct::Geq) => BinaryOp::Ge,
+            TokKind::Punct(Punct::Tilde) => BinaryOp::Match,
+            TokKind::Punct(Punct::NoMatch) => BinaryOp::NotMatch,
+            _ => return Ok(e),
+        };
+        self.advance();
+        let rhs = self.expr_add()?;
+        Ok(Self::binary(e, op, t.span, rhs))
+    }
+
+    fn expr_add(&mut self) -> PResult<Expr> {
+        let mut e = self.expr_mul()?;
+        loop {
+            let op = if self.at(Punct::Plus) {
+                BinaryOp::Add
+            } else if self.at(Punct::Minus) {
+                BinaryOp::Sub
+            } else {
+                return Ok(e);
+            };
+            let t = self.advance();
+            let rhs = self.expr_mul()?;
+            e = Self::binary(e, op, t.span, rhs);
+        }
+    }
+
+    fn expr_mul(&mut self) -> PResult<Expr> {
+        let mut e = self.postfix()?;
+        loop {
+            let op = if self.at(Punct::Star) {
+                BinaryOp::Mul
+            } else if self.at(Punct::Slash) {
+                BinaryOp::Div
+            } else {
+                return Ok(e);
+            };
+            let t = self.advance();
+            let rhs = self.postfix()?;
+            e = Self::binary(e, op, t.span, rhs);
+        }
+    }
+
+    /// vcc_expr4: a primary followed by `.method` / `.method(args)`.
+    fn postfix(&mut self) -> PResult<Expr> {
+        let mut e = self.primary()?;
+        while self.at(Punct::Dot) {
+            self.advance();
+            let name = self.expect_id()?;
+            let args = if self.at(Punct::LParen) {
+                Some(self.call_args()?)
+            } else {
+                None
+            };
+            let end = args.as_ref().map(|a| a.1).unwrap_or(name.span);
+            let span = e.span.to(end);
+            e = Expr {
+                kind: ExprKind::Method {
+                    recv: Box::new(e),
+                    name,
+                    args,
+                },
+                span,
+            };
+        }
+        Ok(e)
+    }
+
+    fn call_args(&mut self) -> PResult<(Vec<Arg>, Span)> {
+        let open = self.skip(Punct::LParen)?;
+        let mut args = Vec::new();
+        if !self.at(Punct::RParen) {
+            loop {
+                let t = self.tok();
+                let name = if t.kind == TokKind::Id && self.peek(1).is(Punct::Assign) {
+                    self.advance();
+                    self.advance();
+                    Some(Ident {
+                        name: self.text(t).to_string(),
+                        span: t.span,
+                    })
+                } else {
+                    None
+                };
+                let value = self.expr()?;
+                let span = name
+                    .as_ref()
+                    .map(|n| n.span)
+                    .unwrap_or(value.span)
+                    .to(value.span);
+                args.push(Arg { name, value, span });
+                if self.at(Punct::Comma) {
+                    self.advance();
+                    continue;
+                }
+                break;
+            }
+        }
+        let close = self.skip(Punct::RParen)?;
+        Ok((args, open.span.to(close.span)))
+    }
+
+    fn number(&mut self) -> PResult<Expr> {
+        let lit = self.number_lit(TokKind::CNum)?;
+        let mut span = lit.span;
+        let unit = if self.tok().kind == TokKind::Id {
+            let t = self.advance();
+            span = span.to(t.span);
+            Some(Ident {
+                name: self.text(t).to_string(),
+                span: t.span,
+            })
+        } else {
+            None
+        };
+        Ok(Expr {
+            kind: ExprKind::Num { lit, unit },
+            span,
+        })
+    }
+
+    fn primary(&mut self) -> PResult<Expr> {
+        let t = self.tok();
+        match t.kind {
+            TokKind::Punct(Punct::LParen) => {
+                self.advance();
+                let inner = self.expr()?;
+                let close = self.skip(Punct::RParen)?;
+                Ok(Expr {
+                    kind: ExprKind::Paren(Box::new(inner)),
+                    span: t.span.to(close.span),
+                })
+            }
+            TokKind::Id => {
+                let path = self.path()?;
+                if self.at(Punct::LParen) {
+                    let (args, args_span) = self.call_args()?;
+                    let span = path.span.to(args_span);
+                    return Ok(Expr {
+                        kind: ExprKind::Call {
+                            callee: path,
+                            args,
+                            args_span,
+                        },
+                        span,
+                    });
+                }
+                let span = path.span;
+                Ok(Expr {
+                    kind: ExprKind::Path(path),
+                    span,
+                })
+            }
+            TokKind::CStr(d) => {
+                self.advance();
+                Ok(Expr {
+                    kind: ExprKind::Str(self.str_lit(t, d)),
+                    span: t.span,
+                })
+            }
+            TokKind::CNum | TokKind::FNum => self.number(),
+            TokKind::CBlob(i) => {
+                self.advance();
+                Ok(Expr {
+                    kind: ExprKind::Blob(BlobLit {
+                        bytes: self.stream.blobs[i as usize].clone(),
+                        span: t.span,
+                    }),
+                    span: t.span,
+                })
+            }
+            TokKind::Punct(Punct::Minus) => {
+                self.advance();
+                self.enter(t.span)?;
+                let operand = if matches!(self.tok().kind, TokKind::CNum | TokKind::FNum) {
+                    self.number()
+                } else {
+                    // vcc negates the whole following expression.
+                    self.expr_or()
+                };
+                self.leave();
+                let operand = operand?;
+                let span = t.span.to(operand.span);
+                Ok(Expr {
+                    kind: ExprKind::Unary {
+                        op: UnaryOp::Neg,
+                        operand: Box::new(operand),
+                    },
+                    span,
+                })
+            }
+            _ => {
+                let msg = format!(
+                    "Unknown token {} when looking for an expression",
+                    self.describe(t)
+                );
+                Err(self.err_at(msg, t.span))
+            }
+        }
+    }
+}
+
+const BACKEND_FIELDS: &[&str] = &[
+    "host",
+    "port",
+    "path",
+    "host_header",
+    "connect_timeout",
+    "first_byte_timeout",
+    "between_bytes_timeout",
+    "probe",
+    "max_connections",
+    "proxy_header",
+    "preamble",
+];
+
+const PROBE_FIELDS: &[&str] = &[
+    "url",
+    "request",
+    "expected_response",
+    "timeout",
+    "interval",
+    "window",
+    "threshold",
+    "initial",
+];
+
+/// Seconds per duration unit (VNUM_duration_unit).
+pub fn duration_unit(u: &str) -> Option<f64> {
+    Some(match u {
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        "w" => 7.0 * 86400.0,
+        "y" => 365.0 * 86400.0,
+        _ => return None,
+    })
+}
+
+/// vcc_Has_vcl_prefix: case-insensitive `vcl_`.
+pub fn has_vcl_prefix(name: &str) -> bool {
+    name.len() >= 4 && name.as_bytes()[..4].eq_ignore_ascii_case(b"vcl_")
+}
+
+fn inline_c(span: Span) -> Diagnostic {
+    Diagnostic {
+        severity: crate::diag::Severity::Error,
+        message: "Inline-C not allowed".into(),
+        span: Some(span),
+        notes: vec![Note {
+            message: "(Lacquer does not compile VCL to C, so inline C cannot be supported; \
+                      use a VMOD or VCL instead.)"
+                .into(),
+            span: None,
+        }],
+    }
+}
+
+/// vcc_acl_try_netnotation: up to four dot-separated decimal components
+/// each at most 255. Returns the bytes and the index of the last component.
+fn net_notation(s: &str) -> Option<([u8; 4], usize)> {
+    let mut b = [0u8; 4];
+    let mut rest = s;
+    let mut i = 0;
+    while i < 4 {
+        let digits = rest.bytes().take_while(|c| c.is_ascii_digit()).count();
+        if digits == 0 {
+            return None;
+        }
+        let v: u32 = rest[..digits].parse().ok().filter(|v| *v <= 255)?;
+        b[i] = v as u8;
+        rest = &rest[digits..];
+        if rest.is_empty() {
+            break;
+        }
+        rest = rest.strip_prefix('.')?;
+        i += 1;
+    }
+    Some((b, i))
+}
+
+/// Clears the host bits beyond `bits`.
+fn mask_ip(ip: IpAddr, bits: u8) -> IpAddr {
+    match ip {
+        IpAddr::V4(a) => {
+            let m = if bits == 0 {
+                0
+            } else {
+                u32::MAX << (32 - bits as u32)
+            };
+            IpAddr::V4(Ipv4Addr::from(u32::from(a) & m))
+        }
+        IpAddr::V6(a) => {
+            let m = if bits == 0 {
+                0
+            } else {
+                u128::MAX << (128 - bits as u32)
+            };
+            IpAddr::V6(Ipv6Addr::from(u128::from(a) & m))
+        }
+    }
+}
