@@ -31,6 +31,7 @@ pub mod code;
 pub mod context;
 pub mod interp;
 pub mod mock;
+pub mod privs;
 pub mod regex;
 pub mod value;
 
