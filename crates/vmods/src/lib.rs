@@ -1,1 +1,326 @@
-//! Native VCL modules (vmods): std, directors, and friends.
+//! Native VCL modules (vmods): `std`, `directors` and the other modules
+//! Varnish users import, with the same VCL signatures as Varnish 7.1 and
+//! varnish-modules.
+//!
+//! Each vmod lives in its own module with its declaration text (the format
+//! of [`lacquer_vcl::vmod`]) and a table mapping declared names to Rust
+//! functions. [`registry`] gives the compiler every declaration;
+//! [`Runtime`] is built for one loaded VCL from the vmods it imports and
+//! implements [`lacquer_vcl::exec::Vmods`], dispatching calls by index to
+//! the Rust functions resolved once at load time, and holding the object
+//! instances created in `vcl_init`.
+//!
+//! Server services that are not tied to one task (backend health, director
+//! registration, the xkey index) come through the [`Host`] trait; per-task
+//! services through the executor's `Context`.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use lacquer_vcl::exec::{Context, FuncRef, Value, VmodArg, Vmods};
+use lacquer_vcl::ir::{ImportedVmod, InstanceDef, VclRegex};
+use lacquer_vcl::vars::VclVersion;
+use lacquer_vcl::vmod::{VmodDecl, VmodRegistry};
+
+mod args;
+// mod blob;
+// mod cookie;
+// mod directors;
+// mod header;
+mod host;
+// mod proxy;
+// mod purge;
+// mod str_vmod;
+// mod unix;
+// mod var;
+mod vmod_std;
+// mod vsthrottle;
+// mod xkey;
+
+pub use host::{Director, Host};
+
+use args::Args;
+
+/// A vmod function: `(runtime env, task context, arguments) -> value`.
+pub(crate) type FuncImpl = fn(&Env, &mut dyn Context, &Args<'_>) -> Result<Value, String>;
+/// An object constructor: returns the new instance.
+pub(crate) type CtorImpl = fn(&Env, &mut dyn Context, &str, &Args<'_>) -> Result<Obj, String>;
+/// An object method: receives the instance it is called on.
+pub(crate) type MethodImpl =
+    fn(&Env, &(dyn Any + Send + Sync), &mut dyn Context, &Args<'_>) -> Result<Value, String>;
+/// An object instance.
+pub(crate) type Obj = Arc<dyn Any + Send + Sync>;
+
+/// The implementation side of one object class.
+pub(crate) struct ClassImpl {
+    pub name: &'static str,
+    pub ctor: CtorImpl,
+    pub methods: &'static [(&'static str, MethodImpl)],
+}
+
+/// The implementation side of one vmod: its declaration text and its
+/// functions and classes by declared name.
+pub(crate) struct ModuleImpl {
+    pub decl: &'static str,
+    pub functions: &'static [(&'static str, FuncImpl)],
+    pub classes: &'static [ClassImpl],
+}
+
+/// Every implemented vmod.
+fn modules() -> Vec<&'static ModuleImpl> {
+    vec![
+        &vmod_std::MODULE,
+        // &directors::MODULE,
+        // &var::MODULE,
+        // &header::MODULE,
+        // &cookie::MODULE,
+        // &str_vmod::MODULE,
+        // &blob::MODULE,
+        // &purge::MODULE,
+        // &proxy::MODULE,
+        // &unix::MODULE,
+        // &vsthrottle::MODULE,
+        // &xkey::MODULE,
+    ]
+}
+
+/// Parsed declarations of every implemented vmod, parsed once.
+fn parsed() -> &'static [(Arc<VmodDecl>, &'static ModuleImpl)] {
+    static PARSED: OnceLock<Vec<(Arc<VmodDecl>, &'static ModuleImpl)>> = OnceLock::new();
+    PARSED.get_or_init(|| {
+        modules()
+            .into_iter()
+            .map(|m| {
+                let d = VmodDecl::parse(m.decl)
+                    .unwrap_or_else(|e| panic!("built-in vmod declaration is invalid: {e}"));
+                (Arc::new(d), m)
+            })
+            .collect()
+    })
+}
+
+/// The declarations of every vmod this crate implements, for the compiler.
+pub fn registry() -> VmodRegistry {
+    let mut r = VmodRegistry::new();
+    for (d, _) in parsed() {
+        r.add((**d).clone());
+    }
+    r
+}
+
+/// Shared, per-VCL state every vmod function can reach.
+pub(crate) struct Env {
+    pub host: Arc<dyn Host>,
+    /// The VCL syntax version of the loaded program (4.0 or 4.1).
+    pub syntax: f64,
+    /// `std.fileread()` cache: a file is read once per VCL.
+    pub files: Mutex<HashMap<Vec<u8>, Result<bytes::Bytes, String>>>,
+    /// Regexes given as strings to vmods, compiled once per VCL.
+    regexes: Mutex<HashMap<Vec<u8>, Arc<VclRegex>>>,
+}
+
+impl Env {
+    /// Compiles (or fetches from the cache) a regex passed as a string.
+    pub fn regex(&self, pattern: &[u8]) -> Result<Arc<VclRegex>, String> {
+        let mut cache = self.regexes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = cache.get(pattern) {
+            return Ok(r.clone());
+        }
+        let text =
+            std::str::from_utf8(pattern).map_err(|_| "regex is not valid UTF-8".to_string())?;
+        let r = Arc::new(VclRegex::new(text).map_err(|e| format!("bad regex \"{text}\": {e}"))?);
+        // Patterns built at runtime could grow the cache without bound.
+        if cache.len() >= 1024 {
+            cache.clear();
+        }
+        cache.insert(pattern.to_vec(), r.clone());
+        Ok(r)
+    }
+}
+
+struct LoadedVmod {
+    functions: Vec<FuncImpl>,
+    classes: Vec<&'static ClassImpl>,
+    /// Method implementations per class, in declaration order.
+    methods: Vec<Vec<MethodImpl>>,
+}
+
+struct Instance {
+    vmod: usize,
+    class: usize,
+    obj: OnceLock<Obj>,
+}
+
+/// The vmods of one loaded VCL: implements [`Vmods`] for the executor.
+pub struct Runtime {
+    env: Env,
+    vmods: Vec<LoadedVmod>,
+    instances: Vec<Instance>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("vmods", &self.vmods.len())
+            .field("instances", &self.instances.len())
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// Builds the runtime for a compiled program: `imports` are the
+    /// program's imported vmods in import order (the `vmod` index of a
+    /// [`FuncRef`]), `instances` its `new` objects (the instance index of
+    /// method calls).
+    pub fn new(
+        imports: &[ImportedVmod],
+        instances: &[InstanceDef],
+        version: VclVersion,
+        host: Arc<dyn Host>,
+    ) -> Result<Runtime, String> {
+        let mut vmods = Vec::with_capacity(imports.len());
+        for imp in imports {
+            let (_, module) = parsed()
+                .iter()
+                .find(|(d, _)| d.name == imp.name)
+                .ok_or_else(|| format!("vmod '{}' is not implemented by this server", imp.name))?;
+            let mut functions = Vec::with_capacity(imp.decl.functions.len());
+            for f in &imp.decl.functions {
+                let (_, fi) = module
+                    .functions
+                    .iter()
+                    .find(|(n, _)| *n == f.name)
+                    .ok_or_else(|| format!("vmod {}: no function '{}'", imp.name, f.name))?;
+                functions.push(*fi);
+            }
+            let mut classes = Vec::new();
+            let mut methods = Vec::new();
+            for o in &imp.decl.objects {
+                let ci = module
+                    .classes
+                    .iter()
+                    .find(|c| c.name == o.name)
+                    .ok_or_else(|| format!("vmod {}: no object '{}'", imp.name, o.name))?;
+                let mut ms = Vec::with_capacity(o.methods.len());
+                for m in &o.methods {
+                    let (_, mi) =
+                        ci.methods
+                            .iter()
+                            .find(|(n, _)| *n == m.name)
+                            .ok_or_else(|| {
+                                format!(
+                                    "vmod {}: object {} has no method '{}'",
+                                    imp.name, o.name, m.name
+                                )
+                            })?;
+                    ms.push(*mi);
+                }
+                classes.push(ci);
+                methods.push(ms);
+            }
+            vmods.push(LoadedVmod {
+                functions,
+                classes,
+                methods,
+            });
+        }
+        let mut insts = Vec::with_capacity(instances.len());
+        for i in instances {
+            let ok = vmods.get(i.vmod).is_some_and(|v| i.class < v.classes.len());
+            if !ok {
+                return Err(format!(
+                    "object '{}' refers to an unknown vmod class",
+                    i.name
+                ));
+            }
+            insts.push(Instance {
+                vmod: i.vmod,
+                class: i.class,
+                obj: OnceLock::new(),
+            });
+        }
+        Ok(Runtime {
+            env: Env {
+                host,
+                syntax: match version {
+                    VclVersion::V40 => 4.0,
+                    VclVersion::V41 => 4.1,
+                },
+                files: Mutex::new(HashMap::new()),
+                regexes: Mutex::new(HashMap::new()),
+            },
+            vmods,
+            instances: insts,
+        })
+    }
+}
+
+impl Vmods for Runtime {
+    fn call(
+        &self,
+        ctx: &mut dyn Context,
+        func: FuncRef,
+        args: &[VmodArg],
+    ) -> Result<Value, String> {
+        let f = self
+            .vmods
+            .get(func.vmod as usize)
+            .and_then(|v| v.functions.get(func.func as usize))
+            .ok_or_else(|| format!("unknown vmod function {}.{}", func.vmod, func.func))?;
+        f(&self.env, ctx, &Args(args))
+    }
+
+    fn construct(
+        &self,
+        ctx: &mut dyn Context,
+        class: FuncRef,
+        instance: u32,
+        name: &str,
+        args: &[VmodArg],
+    ) -> Result<(), String> {
+        let inst = self
+            .instances
+            .get(instance as usize)
+            .ok_or_else(|| format!("unknown object instance {instance} ({name})"))?;
+        if inst.vmod != class.vmod as usize || inst.class != class.func as usize {
+            return Err(format!(
+                "object {name}: class does not match its declaration"
+            ));
+        }
+        let ci = self.vmods[inst.vmod].classes[inst.class];
+        let obj = (ci.ctor)(&self.env, ctx, name, &Args(args))?;
+        inst.obj
+            .set(obj)
+            .map_err(|_| format!("object {name} is already constructed"))
+    }
+
+    fn method(
+        &self,
+        ctx: &mut dyn Context,
+        instance: u32,
+        method: u32,
+        args: &[VmodArg],
+    ) -> Result<Value, String> {
+        let inst = self
+            .instances
+            .get(instance as usize)
+            .ok_or_else(|| format!("unknown object instance {instance}"))?;
+        let m = self.vmods[inst.vmod].methods[inst.class]
+            .get(method as usize)
+            .ok_or_else(|| format!("unknown method {method} of object instance {instance}"))?;
+        let obj = inst
+            .obj
+            .get()
+            .ok_or_else(|| format!("object instance {instance} used before it was created"))?;
+        m(&self.env, obj.as_ref(), ctx, &Args(args))
+    }
+}
+
+/// Downcasts an object instance to its class's Rust type. The dispatch
+/// tables only route a class's methods to its own instances, so a mismatch
+/// is a broken internal invariant.
+pub(crate) fn this<T: 'static>(o: &(dyn Any + Send + Sync)) -> &T {
+    o.downcast_ref::<T>()
+        .expect("vmod method dispatched to an instance of another class")
+}

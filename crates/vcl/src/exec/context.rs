@@ -7,7 +7,9 @@
 //! the URL in place; everything rare goes through one `get`/`set` pair keyed
 //! by [`VarId`], a plain enum switch with no string lookups.
 
+use super::privs::TaskPrivs;
 use super::value::Value;
+use crate::subs::BuiltinSub;
 use crate::vars::VarId;
 
 /// Which HTTP object a header or a start-line field belongs to.
@@ -125,6 +127,53 @@ pub trait Context {
     /// The current time (`now`), seconds since the epoch, constant within
     /// one subroutine call as in Varnish.
     fn now(&self) -> f64;
+
+    // Services for native vmods (crate lacquer-vmods).
+
+    /// The task's vmod state (`PRIV_TASK`), dropped when the task ends.
+    fn privs(&mut self) -> &mut TaskPrivs;
+    /// The built-in subroutine being run (for vmods whose behaviour
+    /// depends on it, like the shard director's default resolve mode).
+    fn sub(&self) -> BuiltinSub;
+    /// Every header line of an HTTP object, in order, as (name, value).
+    fn headers(&self, which: HttpWhich) -> Vec<(&[u8], &[u8])>;
+    /// Adds one more occurrence of a header after the existing lines
+    /// (`header.append`); `Err` if the object is read-only here.
+    fn add_header(
+        &mut self,
+        which: HttpWhich,
+        name: &HeaderName,
+        value: &[u8],
+    ) -> Result<(), String>;
+    /// Replaces every header line of an HTTP object by `lines`
+    /// (`header.regsub`, `header.remove`); `Err` if read-only here.
+    fn replace_headers(
+        &mut self,
+        which: HttpWhich,
+        lines: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<(), String>;
+    /// `std.rollback()`: restores an HTTP object to its received state.
+    fn rollback(&mut self, which: HttpWhich) -> Result<(), String>;
+    /// `std.cache_req_body()`: reads and keeps the request body if it is
+    /// at most `max` bytes; `Ok(false)` when it is larger or unreadable.
+    fn cache_req_body(&mut self, max: u64) -> Result<bool, String>;
+    /// `std.late_100_continue()`: delay `100 Continue` until the body is read.
+    fn late_100_continue(&mut self, late: bool);
+    /// `std.set_ip_tos()`: sets the client socket's TOS / traffic class.
+    fn set_ip_tos(&mut self, tos: i64) -> Result<(), String>;
+    /// `std.timestamp()`: writes a `Timestamp` log record with this label.
+    fn timestamp(&mut self, label: &[u8]);
+    /// `purge.hard()` / `purge.soft()` in `vcl_hit` / `vcl_miss`: sets
+    /// TTL, grace and keep (a negative value leaves that one unchanged) of
+    /// every object variant under the request's hash; returns how many.
+    fn purge(&mut self, ttl: f64, grace: f64, keep: f64) -> Result<i64, String>;
+    /// The request's hash digest once `vcl_hash` ran (SHA-256).
+    fn digest(&self) -> Option<[u8; 32]>;
+    /// The value of a PROXY protocol v2 TLV of the client session (type
+    /// byte, e.g. 0x01 ALPN, 0x02 authority, 0x20 SSL).
+    fn proxy_tlv(&self, kind: u8) -> Option<&[u8]>;
+    /// Peer credentials (uid, gid) of a client on a Unix domain socket.
+    fn peer_cred(&self) -> Option<(u32, u32)>;
 }
 
 /// A vmod function, by module and function index in the vmod registry

@@ -5,7 +5,9 @@
 //! beyond keeping types straight.
 
 use super::context::{Context, HeaderName, HttpWhich, LogKind};
+use super::privs::TaskPrivs;
 use super::value::Value;
+use crate::subs::BuiltinSub;
 use crate::vars::VarId;
 
 /// Headers of one HTTP object, in insertion order.
@@ -87,6 +89,54 @@ pub struct MockContext {
     pub ban_error: Option<String>,
     pub logs: Vec<(LogKind, String)>,
     pub now: f64,
+    /// What the vmod services of the context see and record.
+    pub vmod: MockVmodState,
+}
+
+/// The mock's side of the vmod services ([`Context::privs`] and the
+/// methods after it).
+#[derive(Debug, Default)]
+pub struct MockVmodState {
+    pub privs: TaskPrivs,
+    /// The subroutine reported by [`Context::sub`] (`None` reads as `vcl_recv`).
+    pub sub: Option<BuiltinSub>,
+    /// Headers as first received, per HTTP object, for `rollback`.
+    pub original: HashMap<usize, MockHttp>,
+    /// The request body, for `cache_req_body`.
+    pub req_body: Option<Vec<u8>>,
+    pub body_cached: bool,
+    pub late_100: Option<bool>,
+    pub ip_tos: Option<i64>,
+    pub timestamps: Vec<String>,
+    /// (ttl, grace, keep) of each purge call.
+    pub purges: Vec<(f64, f64, f64)>,
+    /// Objects a purge reports as affected.
+    pub purge_count: i64,
+    pub digest: Option<[u8; 32]>,
+    pub proxy_tlvs: HashMap<u8, Vec<u8>>,
+    pub peer_cred: Option<(u32, u32)>,
+}
+
+impl Clone for MockVmodState {
+    /// Clones everything but the per-task vmod state, which is not
+    /// cloneable; the clone starts with empty [`TaskPrivs`].
+    fn clone(&self) -> MockVmodState {
+        MockVmodState {
+            privs: TaskPrivs::new(),
+            sub: self.sub,
+            original: self.original.clone(),
+            req_body: self.req_body.clone(),
+            body_cached: self.body_cached,
+            late_100: self.late_100,
+            ip_tos: self.ip_tos,
+            timestamps: self.timestamps.clone(),
+            purges: self.purges.clone(),
+            purge_count: self.purge_count,
+            digest: self.digest,
+            proxy_tlvs: self.proxy_tlvs.clone(),
+            peer_cred: self.peer_cred,
+        }
+    }
 }
 
 fn slot(which: HttpWhich) -> usize {
@@ -120,6 +170,13 @@ impl MockContext {
             .headers
             .push((name.into(), value.as_bytes().to_vec()));
         self
+    }
+
+    /// Records the current headers of an HTTP object as its received
+    /// state, what [`Context::rollback`] restores.
+    pub fn snapshot(&mut self, which: HttpWhich) {
+        let h = self.http[slot(which)].clone();
+        self.vmod.original.insert(slot(which), h);
     }
 
     /// The headers of one HTTP object.
@@ -246,5 +303,103 @@ impl Context for MockContext {
 
     fn now(&self) -> f64 {
         self.now
+    }
+
+    fn privs(&mut self) -> &mut TaskPrivs {
+        &mut self.vmod.privs
+    }
+
+    fn sub(&self) -> BuiltinSub {
+        self.vmod.sub.unwrap_or(BuiltinSub::Recv)
+    }
+
+    fn headers(&self, which: HttpWhich) -> Vec<(&[u8], &[u8])> {
+        self.http[slot(which)]
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_bytes(), &v[..]))
+            .collect()
+    }
+
+    fn add_header(
+        &mut self,
+        which: HttpWhich,
+        name: &HeaderName,
+        value: &[u8],
+    ) -> Result<(), String> {
+        if which == HttpWhich::Obj {
+            return Err("obj.http is read-only".into());
+        }
+        self.http[slot(which)]
+            .headers
+            .push((name.name.clone(), value.to_vec()));
+        Ok(())
+    }
+
+    fn replace_headers(
+        &mut self,
+        which: HttpWhich,
+        lines: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<(), String> {
+        if which == HttpWhich::Obj {
+            return Err("obj.http is read-only".into());
+        }
+        self.http[slot(which)].headers = lines
+            .into_iter()
+            .map(|(n, v)| (String::from_utf8_lossy(&n).into(), v))
+            .collect();
+        Ok(())
+    }
+
+    fn rollback(&mut self, which: HttpWhich) -> Result<(), String> {
+        match self.vmod.original.get(&slot(which)) {
+            Some(h) => {
+                self.http[slot(which)] = h.clone();
+                Ok(())
+            }
+            None => Err(format!("cannot roll back {}", which.name())),
+        }
+    }
+
+    fn cache_req_body(&mut self, max: u64) -> Result<bool, String> {
+        let fits = self
+            .vmod
+            .req_body
+            .as_ref()
+            .is_none_or(|b| b.len() as u64 <= max);
+        self.vmod.body_cached = fits;
+        Ok(fits)
+    }
+
+    fn late_100_continue(&mut self, late: bool) {
+        self.vmod.late_100 = Some(late);
+    }
+
+    fn set_ip_tos(&mut self, tos: i64) -> Result<(), String> {
+        self.vmod.ip_tos = Some(tos);
+        Ok(())
+    }
+
+    fn timestamp(&mut self, label: &[u8]) {
+        self.vmod
+            .timestamps
+            .push(String::from_utf8_lossy(label).into_owned());
+    }
+
+    fn purge(&mut self, ttl: f64, grace: f64, keep: f64) -> Result<i64, String> {
+        self.vmod.purges.push((ttl, grace, keep));
+        Ok(self.vmod.purge_count)
+    }
+
+    fn digest(&self) -> Option<[u8; 32]> {
+        self.vmod.digest
+    }
+
+    fn proxy_tlv(&self, kind: u8) -> Option<&[u8]> {
+        self.vmod.proxy_tlvs.get(&kind).map(|v| &v[..])
+    }
+
+    fn peer_cred(&self) -> Option<(u32, u32)> {
+        self.vmod.peer_cred
     }
 }

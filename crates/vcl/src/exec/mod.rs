@@ -36,6 +36,7 @@ pub mod context;
 pub mod interp;
 pub mod lower;
 pub mod mock;
+pub mod privs;
 pub mod regex;
 pub mod value;
 

@@ -1,0 +1,174 @@
+//! Typed access to the arguments the executor passes to a vmod.
+//!
+//! The compiler checked every call against the declaration, so arguments
+//! arrive in declaration order with the declared types (defaults filled
+//! in); an optional `[...]` argument that was left out is `None`. These
+//! accessors turn a type mismatch (which would be a compiler bug, or a
+//! declaration out of step with its implementation) into an error message
+//! instead of a panic.
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use lacquer_vcl::exec::{Backend, HeaderName, HttpWhich, Value, VmodArg};
+use std::sync::Arc;
+
+/// The arguments of one call.
+pub(crate) struct Args<'a>(pub &'a [VmodArg]);
+
+fn mismatch(i: usize, want: &str, got: &Value) -> String {
+    format!(
+        "vmod argument {} should be {want}, got {}",
+        i + 1,
+        got.type_name()
+    )
+}
+
+impl Args<'_> {
+    /// Whether argument `i` was given (optional arguments may be left out).
+    pub fn given(&self, i: usize) -> bool {
+        matches!(self.0.get(i), Some(Some(_)))
+    }
+
+    /// The raw value of argument `i`, `None` if left out.
+    pub fn get(&self, i: usize) -> Option<&Value> {
+        self.0.get(i).and_then(|a| a.as_ref())
+    }
+
+    /// A STRING/STRANDS argument; `None` for NULL or left out.
+    pub fn str(&self, i: usize) -> Result<Option<&[u8]>, String> {
+        match self.get(i) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Str(s)) => Ok(Some(s)),
+            Some(v) => Err(mismatch(i, "STRING", v)),
+        }
+    }
+
+    /// A STRING argument as shared bytes; `None` for NULL or left out.
+    pub fn bytes(&self, i: usize) -> Result<Option<Bytes>, String> {
+        match self.get(i) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Str(s)) => Ok(Some(s.clone())),
+            Some(v) => Err(mismatch(i, "STRING", v)),
+        }
+    }
+
+    /// A STRING argument where NULL reads as the empty string.
+    pub fn str_or_empty(&self, i: usize) -> Result<&[u8], String> {
+        Ok(self.str(i)?.unwrap_or(b""))
+    }
+
+    pub fn int(&self, i: usize) -> Result<Option<i64>, String> {
+        match self.get(i) {
+            None => Ok(None),
+            Some(Value::Int(v)) => Ok(Some(*v)),
+            Some(v) => Err(mismatch(i, "INT", v)),
+        }
+    }
+
+    pub fn real(&self, i: usize) -> Result<Option<f64>, String> {
+        match self.get(i) {
+            None => Ok(None),
+            Some(Value::Real(v)) => Ok(Some(*v)),
+            Some(Value::Int(v)) => Ok(Some(*v as f64)),
+            Some(v) => Err(mismatch(i, "REAL", v)),
+        }
+    }
+
+    pub fn duration(&self, i: usize) -> Result<Option<f64>, String> {
+        match self.get(i) {
+            None => Ok(None),
+            Some(Value::Duration(v)) => Ok(Some(*v)),
+            Some(v) => Err(mismatch(i, "DURATION", v)),
+        }
+    }
+
+    pub fn time(&self, i: usize) -> Result<Option<f64>, String> {
+        match self.get(i) {
+            None => Ok(None),
+            Some(Value::Time(v)) => Ok(Some(*v)),
+            Some(v) => Err(mismatch(i, "TIME", v)),
+        }
+    }
+
+    pub fn bytes_val(&self, i: usize) -> Result<Option<i64>, String> {
+        match self.get(i) {
+            None => Ok(None),
+            Some(Value::Bytes(v)) => Ok(Some(*v)),
+            Some(v) => Err(mismatch(i, "BYTES", v)),
+        }
+    }
+
+    pub fn bool(&self, i: usize) -> Result<Option<bool>, String> {
+        match self.get(i) {
+            None => Ok(None),
+            Some(Value::Bool(v)) => Ok(Some(*v)),
+            Some(v) => Err(mismatch(i, "BOOL", v)),
+        }
+    }
+
+    /// An IP argument; `None` for NULL or left out.
+    pub fn ip(&self, i: usize) -> Result<Option<SocketAddr>, String> {
+        match self.get(i) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Ip(v)) => Ok(Some(*v)),
+            Some(v) => Err(mismatch(i, "IP", v)),
+        }
+    }
+
+    /// A BACKEND argument; `None` for the NULL backend or left out.
+    pub fn backend(&self, i: usize) -> Result<Option<&Backend>, String> {
+        match self.get(i) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Backend(b)) => Ok(Some(b)),
+            Some(v) => Err(mismatch(i, "BACKEND", v)),
+        }
+    }
+
+    /// A BLOB argument; `None` for NULL or left out.
+    pub fn blob(&self, i: usize) -> Result<Option<&Bytes>, String> {
+        match self.get(i) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Blob(b)) => Ok(Some(b)),
+            Some(v) => Err(mismatch(i, "BLOB", v)),
+        }
+    }
+
+    /// An ENUM argument (always present: ENUMs have defaults or are
+    /// required, except optional ones which read as `None`).
+    pub fn enum_(&self, i: usize) -> Result<Option<&str>, String> {
+        match self.get(i) {
+            None => Ok(None),
+            Some(Value::Enum(e)) => Ok(Some(e)),
+            Some(v) => Err(mismatch(i, "ENUM", v)),
+        }
+    }
+
+    /// A HEADER argument.
+    pub fn header(&self, i: usize) -> Result<(HttpWhich, &Arc<HeaderName>), String> {
+        match self.get(i) {
+            Some(Value::Header(w, h)) => Ok((*w, h)),
+            Some(v) => Err(mismatch(i, "HEADER", v)),
+            None => Err(format!("vmod argument {} (HEADER) is missing", i + 1)),
+        }
+    }
+
+    /// An HTTP argument (`req`, `bereq`, ...).
+    pub fn http(&self, i: usize) -> Result<HttpWhich, String> {
+        match self.get(i) {
+            Some(Value::Http(w)) => Ok(*w),
+            Some(v) => Err(mismatch(i, "HTTP", v)),
+            None => Err(format!("vmod argument {} (HTTP) is missing", i + 1)),
+        }
+    }
+}
+
+/// A string value built from owned bytes.
+pub(crate) fn string(v: impl Into<Bytes>) -> Value {
+    Value::Str(v.into())
+}
+
+/// Lossy UTF-8 view of a VCL string, for messages and parsing.
+pub(crate) fn lossy(b: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(b)
+}

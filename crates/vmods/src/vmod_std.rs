@@ -1,0 +1,1016 @@
+//! `vmod_std`: Varnish's standard module (7.1 function set): string
+//! helpers, type conversions, logging, request body caching, bans and
+//! files.
+//!
+//! Conversions follow Varnish's rules: a failed conversion returns the
+//! `fallback` argument when given, and fails the VCL otherwise; exactly one
+//! source argument may be given to the multi-source conversions.
+
+use std::io::Write as _;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use lacquer_vcl::exec::value::{INT_MAX, INT_MIN, parse_bytes, parse_decimal, parse_duration};
+use lacquer_vcl::exec::{Context, HttpWhich, LogKind, Value};
+
+use crate::args::{Args, lossy, string};
+use crate::{Env, FuncImpl, ModuleImpl};
+
+const DECL: &str = r#"
+$Module std
+$Function REAL random(REAL lo, REAL hi)
+$Function REAL round(REAL r)
+$Function VOID collect(HEADER hdr, STRING sep=", ")
+$Function STRING querysort(STRING)
+$Function STRING toupper(STRANDS s)
+$Function STRING tolower(STRANDS s)
+$Function STRING strstr(STRING s1, STRING s2)
+$Function BOOL fnmatch(STRING pattern, STRING subject, BOOL pathname=1, BOOL noescape=0, BOOL period=0)
+$Function STRING fileread(STRING)
+$Function BOOL file_exists(STRING path)
+$Function BOOL healthy(BACKEND be)
+$Function INT port(IP ip)
+$Function DURATION duration([STRING s], [DURATION fallback], [REAL real], [INT integer])
+$Function BYTES bytes([STRING s], [BYTES fallback], [REAL real], [INT integer])
+$Function INT integer([STRING s], [INT fallback], [BOOL bool], [BYTES bytes], [DURATION duration], [REAL real], [TIME time])
+$Function IP ip(STRING s, [IP fallback], BOOL resolve=1, [STRING p])
+$Function REAL real([STRING s], [REAL fallback], [INT integer], [BOOL bool], [BYTES bytes], [DURATION duration], [TIME time])
+$Function TIME time([STRING s], [TIME fallback], [REAL real], [INT integer])
+$Function STRING strftime(TIME time, STRING format)
+$Function VOID log(STRANDS s)
+$Function VOID syslog(INT priority, STRANDS s)
+$Function VOID timestamp(STRING s)
+$Function BOOL syntax(REAL)
+$Function STRING getenv(STRING name)
+$Function BOOL cache_req_body(BYTES size)
+$Function VOID late_100_continue(BOOL late)
+$Function VOID set_ip_tos(INT tos)
+$Function VOID rollback(HTTP h)
+$Function BOOL ban(STRING)
+$Function STRING ban_error()
+$Function INT real2integer(REAL r, INT fallback)
+$Function TIME real2time(REAL r, TIME fallback)
+$Function INT time2integer(TIME t, INT fallback)
+$Function REAL time2real(TIME t, REAL fallback)
+"#;
+
+pub(crate) static MODULE: ModuleImpl = ModuleImpl {
+    decl: DECL,
+    functions: &[
+        ("random", random as FuncImpl),
+        ("round", round),
+        ("collect", collect),
+        ("querysort", querysort_fn),
+        ("toupper", toupper),
+        ("tolower", tolower),
+        ("strstr", strstr),
+        ("fnmatch", fnmatch_fn),
+        ("fileread", fileread),
+        ("file_exists", file_exists),
+        ("healthy", healthy),
+        ("port", port),
+        ("duration", duration),
+        ("bytes", bytes_fn),
+        ("integer", integer),
+        ("ip", ip),
+        ("real", real),
+        ("time", time),
+        ("strftime", strftime_fn),
+        ("log", log),
+        ("syslog", syslog),
+        ("timestamp", timestamp),
+        ("syntax", syntax),
+        ("getenv", getenv),
+        ("cache_req_body", cache_req_body),
+        ("late_100_continue", late_100_continue),
+        ("set_ip_tos", set_ip_tos),
+        ("rollback", rollback),
+        ("ban", ban),
+        ("ban_error", ban_error),
+        ("real2integer", real2integer),
+        ("real2time", real2time),
+        ("time2integer", time2integer),
+        ("time2real", time2real),
+    ],
+    classes: &[],
+};
+
+type R = Result<Value, String>;
+
+// ---- numbers ----------------------------------------------------------
+
+/// A small, fast pseudo-random generator (xorshift64*), seeded from the
+/// clock; not for cryptography, like Varnish's testable random.
+pub(crate) fn random_f64() -> f64 {
+    static STATE: AtomicU64 = AtomicU64::new(0);
+    let mut x = STATE.load(Ordering::Relaxed);
+    if x == 0 {
+        x = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0x9e37_79b9_7f4a_7c15)
+            | 1;
+    }
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    STATE.store(x, Ordering::Relaxed);
+    (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+fn random(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let lo = a.real(0)?.unwrap_or(0.0);
+    let hi = a.real(1)?.unwrap_or(0.0);
+    Ok(Value::Real(lo + (hi - lo) * random_f64()))
+}
+
+fn round(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    // f64::round rounds half away from zero, like round(3).
+    Ok(Value::Real(a.real(0)?.unwrap_or(0.0).round()))
+}
+
+// ---- strings ----------------------------------------------------------
+
+fn collect(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let (which, name) = a.header(0)?;
+    if which == HttpWhich::Obj {
+        return Err("std.collect(): cannot be used on obj.http".into());
+    }
+    let sep = a.str_or_empty(1)?;
+    let joined = {
+        let vals: Vec<&[u8]> = ctx
+            .headers(which)
+            .into_iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(&name.lower))
+            .map(|(_, v)| v)
+            .collect();
+        if vals.len() < 2 {
+            return Ok(Value::Null);
+        }
+        vals.join(sep)
+    };
+    ctx.set_header(which, name, &joined);
+    Ok(Value::Null)
+}
+
+/// Sorts the query string parameters of a URL bytewise, dropping empty
+/// ones (`std.querysort`).
+pub(crate) fn querysort(url: &[u8]) -> Vec<u8> {
+    let Some(q) = url.iter().position(|&b| b == b'?') else {
+        return url.to_vec();
+    };
+    let mut params: Vec<&[u8]> = url[q + 1..]
+        .split(|&b| b == b'&')
+        .filter(|p| !p.is_empty())
+        .collect();
+    params.sort();
+    let mut out = url[..=q].to_vec();
+    out.extend_from_slice(&params.join(&b'&'));
+    out
+}
+
+fn querysort_fn(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    Ok(match a.str(0)? {
+        None => Value::Null,
+        Some(u) => string(querysort(u)),
+    })
+}
+
+fn toupper(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    Ok(string(a.str_or_empty(0)?.to_ascii_uppercase()))
+}
+
+fn tolower(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    Ok(string(a.str_or_empty(0)?.to_ascii_lowercase()))
+}
+
+fn strstr(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let (Some(s1), Some(s2)) = (a.bytes(0)?, a.str(1)?) else {
+        return Ok(Value::Null);
+    };
+    if s2.is_empty() {
+        return Ok(Value::Str(s1));
+    }
+    Ok(match s1.windows(s2.len()).position(|w| w == s2) {
+        Some(i) => Value::Str(s1.slice(i..)),
+        None => Value::Null,
+    })
+}
+
+/// Flags of [`fnmatch`], as `fnmatch(3)` defines them.
+#[derive(Clone, Copy)]
+pub(crate) struct FnFlags {
+    pub pathname: bool,
+    pub noescape: bool,
+    pub period: bool,
+}
+
+/// Shell-style pattern matching like `fnmatch(3)` (POSIX semantics,
+/// byte-wise, no locale collation).
+pub(crate) fn fnmatch(pat: &[u8], s: &[u8], f: FnFlags) -> bool {
+    fn leading_period(s: &[u8], i: usize, f: FnFlags) -> bool {
+        f.period && s.get(i) == Some(&b'.') && (i == 0 || (f.pathname && s[i - 1] == b'/'))
+    }
+    /// Matches a bracket expression at `p` (just after `[`) against `c`;
+    /// returns (matched, index after `]`) or `None` if the bracket is not
+    /// closed (then `[` is literal).
+    fn bracket(pat: &[u8], mut p: usize, c: u8, f: FnFlags) -> Option<(bool, usize)> {
+        let negate = matches!(pat.get(p), Some(b'!') | Some(b'^'));
+        if negate {
+            p += 1;
+        }
+        let mut matched = false;
+        let mut first = true;
+        loop {
+            let mut lo = *pat.get(p)?;
+            if lo == b']' && !first {
+                return Some((matched != negate, p + 1));
+            }
+            first = false;
+            if lo == b'\\' && !f.noescape {
+                p += 1;
+                lo = *pat.get(p)?;
+            }
+            p += 1;
+            let mut hi = lo;
+            if pat.get(p) == Some(&b'-') && pat.get(p + 1).is_some_and(|&b| b != b']') {
+                hi = pat[p + 1];
+                p += 2;
+                if hi == b'\\' && !f.noescape {
+                    hi = *pat.get(p)?;
+                    p += 1;
+                }
+            }
+            if lo <= c && c <= hi {
+                matched = true;
+            }
+        }
+    }
+    fn go(pat: &[u8], mut p: usize, s: &[u8], mut i: usize, f: FnFlags) -> bool {
+        while p < pat.len() {
+            match pat[p] {
+                b'?' => {
+                    let Some(&c) = s.get(i) else { return false };
+                    if (f.pathname && c == b'/') || leading_period(s, i, f) {
+                        return false;
+                    }
+                    p += 1;
+                    i += 1;
+                }
+                b'*' => {
+                    while pat.get(p) == Some(&b'*') {
+                        p += 1;
+                    }
+                    if leading_period(s, i, f) {
+                        return false;
+                    }
+                    if p == pat.len() {
+                        return !f.pathname || !s[i..].contains(&b'/');
+                    }
+                    let mut j = i;
+                    loop {
+                        if go(pat, p, s, j, f) {
+                            return true;
+                        }
+                        if j >= s.len() || (f.pathname && s[j] == b'/') {
+                            return false;
+                        }
+                        j += 1;
+                    }
+                }
+                b'[' => {
+                    let Some(&c) = s.get(i) else { return false };
+                    match bracket(pat, p + 1, c, f) {
+                        Some((ok, next)) => {
+                            if !ok || (f.pathname && c == b'/') || leading_period(s, i, f) {
+                                return false;
+                            }
+                            p = next;
+                            i += 1;
+                        }
+                        None => {
+                            if c != b'[' {
+                                return false;
+                            }
+                            p += 1;
+                            i += 1;
+                        }
+                    }
+                }
+                b'\\' if !f.noescape && p + 1 < pat.len() => {
+                    if s.get(i) != Some(&pat[p + 1]) {
+                        return false;
+                    }
+                    p += 2;
+                    i += 1;
+                }
+                c => {
+                    if s.get(i) != Some(&c) {
+                        return false;
+                    }
+                    p += 1;
+                    i += 1;
+                }
+            }
+        }
+        i == s.len()
+    }
+    go(pat, 0, s, 0, f)
+}
+
+fn fnmatch_fn(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let pat = a.str(0)?.ok_or("std.fnmatch(): pattern is NULL")?;
+    let subject = a.str(1)?.ok_or("std.fnmatch(): subject is NULL")?;
+    let f = FnFlags {
+        pathname: a.bool(2)?.unwrap_or(true),
+        noescape: a.bool(3)?.unwrap_or(false),
+        period: a.bool(4)?.unwrap_or(false),
+    };
+    Ok(Value::Bool(fnmatch(pat, subject, f)))
+}
+
+// ---- files and environment -------------------------------------------
+
+fn fileread(env: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let Some(path) = a.str(0)? else {
+        return Ok(Value::Null);
+    };
+    let mut cache = env.files.lock().unwrap_or_else(|e| e.into_inner());
+    let entry = cache.entry(path.to_vec()).or_insert_with(|| {
+        std::fs::read(&*lossy(path))
+            .map(Bytes::from)
+            .map_err(|e| e.to_string())
+    });
+    // An unreadable file reads as NULL, like Varnish.
+    Ok(match entry {
+        Ok(b) => Value::Str(b.clone()),
+        Err(_) => Value::Null,
+    })
+}
+
+fn file_exists(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let p = a.str_or_empty(0)?;
+    Ok(Value::Bool(
+        !p.is_empty() && std::path::Path::new(&*lossy(p)).exists(),
+    ))
+}
+
+fn getenv(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let Some(name) = a.str(0)? else {
+        return Ok(Value::Null);
+    };
+    Ok(match std::env::var_os(&*lossy(name)) {
+        Some(v) => string(v.into_encoded_bytes()),
+        None => Value::Null,
+    })
+}
+
+// ---- inspection -------------------------------------------------------
+
+fn healthy(env: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    Ok(Value::Bool(match a.backend(0)? {
+        Some(b) => env.host.backend_healthy(b),
+        None => false,
+    }))
+}
+
+fn port(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    Ok(Value::Int(a.ip(0)?.map_or(0, |ip| ip.port() as i64)))
+}
+
+fn syntax(env: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let want = (a.real(0)?.unwrap_or(0.0) * 10.0).round();
+    Ok(Value::Bool(want <= (env.syntax * 10.0).round()))
+}
+
+// ---- conversions ------------------------------------------------------
+
+/// Checks that exactly one of the source arguments `idx` was given.
+fn one_of(a: &Args<'_>, name: &str, idx: &[usize]) -> Result<usize, String> {
+    let given: Vec<usize> = idx.iter().copied().filter(|&i| a.given(i)).collect();
+    match given.as_slice() {
+        [one] => Ok(*one),
+        [] => Err(format!("std.{name}: No conversion argument given")),
+        _ => Err(format!("std.{name}: Only one argument may be given")),
+    }
+}
+
+/// The fallback when given, else a VCL failure with `msg`.
+fn fallback_or(a: &Args<'_>, i: usize, msg: String) -> R {
+    match a.get(i) {
+        Some(v) => Ok(v.clone()),
+        None => Err(msg),
+    }
+}
+
+fn duration(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    match one_of(a, "duration", &[0, 2, 3])? {
+        0 => {
+            let s = a.str_or_empty(0)?;
+            match parse_duration(s) {
+                Some(d) if d.is_finite() => Ok(Value::Duration(d)),
+                _ => fallback_or(
+                    a,
+                    1,
+                    format!("std.duration: conversion of \"{}\" failed", lossy(s)),
+                ),
+            }
+        }
+        2 => Ok(Value::Duration(a.real(2)?.unwrap_or(0.0))),
+        _ => Ok(Value::Duration(a.int(3)?.unwrap_or(0) as f64)),
+    }
+}
+
+fn bytes_fn(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let r = match one_of(a, "bytes", &[0, 2, 3])? {
+        0 => parse_bytes(a.str_or_empty(0)?),
+        2 => a
+            .real(2)?
+            .filter(|r| r.is_finite() && *r >= 0.0 && *r < 9.2e18)
+            .map(|r| r.floor() as i64),
+        _ => a.int(3)?.filter(|i| *i >= 0),
+    };
+    match r {
+        Some(b) => Ok(Value::Bytes(b)),
+        None => fallback_or(a, 1, "std.bytes: conversion failed".into()),
+    }
+}
+
+/// A REAL within Varnish's INT range, rounded down.
+fn real_to_int(r: f64) -> Option<i64> {
+    let f = r.floor();
+    (f.is_finite() && f >= INT_MIN as f64 && f <= INT_MAX as f64).then_some(f as i64)
+}
+
+/// Parses a decimal number string like `VNUM()`: optional surrounding
+/// whitespace, optional sign, digits with an optional fraction.
+fn parse_number(s: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(s).ok()?.trim();
+    parse_decimal(s)
+}
+
+fn integer(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let r = match one_of(a, "integer", &[0, 2, 3, 4, 5, 6])? {
+        0 => parse_number(a.str_or_empty(0)?)
+            .filter(|r| r.fract() == 0.0)
+            .and_then(real_to_int),
+        2 => Some(a.bool(2)? == Some(true)).map(i64::from),
+        3 => a.bytes_val(3)?,
+        4 => a.duration(4)?.and_then(real_to_int),
+        5 => a.real(5)?.and_then(real_to_int),
+        _ => a.time(6)?.and_then(real_to_int),
+    };
+    match r {
+        Some(i) => Ok(Value::Int(i)),
+        None => fallback_or(a, 1, "std.integer: conversion failed".into()),
+    }
+}
+
+fn real(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let r = match one_of(a, "real", &[0, 2, 3, 4, 5, 6])? {
+        0 => parse_number(a.str_or_empty(0)?),
+        2 => a.int(2)?.map(|i| i as f64),
+        3 => Some(if a.bool(3)? == Some(true) { 1.0 } else { 0.0 }),
+        4 => a.bytes_val(4)?.map(|b| b as f64),
+        5 => a.duration(5)?,
+        _ => a.time(6)?,
+    };
+    match r {
+        Some(r) if r.is_finite() => Ok(Value::Real(r)),
+        _ => fallback_or(a, 1, "std.real: conversion failed".into()),
+    }
+}
+
+fn time(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let r = match one_of(a, "time", &[0, 2, 3])? {
+        0 => parse_time(a.str_or_empty(0)?),
+        2 => a.real(2)?.filter(|r| r.is_finite() && *r >= 0.0),
+        _ => a.int(3)?.filter(|i| *i >= 0).map(|i| i as f64),
+    };
+    match r {
+        Some(t) => Ok(Value::Time(t)),
+        None => fallback_or(a, 1, "std.time: conversion failed".into()),
+    }
+}
+
+fn ip(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let s = a.str_or_empty(0)?;
+    let resolve = a.bool(2)?.unwrap_or(true);
+    let default_port = a.str(3)?.map(|p| lossy(p).into_owned());
+    match parse_ip(&lossy(s), default_port.as_deref().unwrap_or("80"), resolve) {
+        Some(sa) => Ok(Value::Ip(sa)),
+        None => match a.ip(1)? {
+            Some(fb) => Ok(Value::Ip(fb)),
+            None => Err(format!("std.ip: conversion of \"{}\" failed", lossy(s))),
+        },
+    }
+}
+
+fn service_port(p: &str) -> Option<u16> {
+    p.parse().ok().or(match p {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    })
+}
+
+/// Parses `addr`, `addr:port`, `addr port`, `[v6]:port`, `[v6] port` or a
+/// bare IPv6 address; host names are looked up when `resolve` is set.
+pub(crate) fn parse_ip(s: &str, default_port: &str, resolve: bool) -> Option<SocketAddr> {
+    let s = s.trim();
+    if s.is_empty() {
+        return None;
+    }
+    let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+        let end = rest.find(']')?;
+        let after = rest[end + 1..].trim_start_matches(':').trim();
+        (
+            &rest[..end],
+            if after.is_empty() {
+                default_port
+            } else {
+                after
+            },
+        )
+    } else if s.parse::<IpAddr>().is_ok() {
+        (s, default_port)
+    } else if let Some((h, p)) = s.split_once(' ') {
+        (h, p.trim())
+    } else if let Some((h, p)) = s.rsplit_once(':') {
+        if h.contains(':') {
+            return None;
+        }
+        (h, p)
+    } else {
+        (s, default_port)
+    };
+    let port = if resolve {
+        service_port(port)?
+    } else {
+        port.parse().ok()?
+    };
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Some(SocketAddr::new(ip, port));
+    }
+    if !resolve {
+        return None;
+    }
+    (host, port).to_socket_addrs().ok()?.next()
+}
+
+// ---- time -------------------------------------------------------------
+
+const WDAY: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+const WDAY_LONG: [&str; 7] = [
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+];
+const MONTH: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+const MONTH_LONG: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let m = m as i64;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+fn days_in_month(y: i64, m: u32) -> u32 {
+    match m {
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Builds a time from its fields, validating them like `VTIM_parse`
+/// (a leap second 60 counts as 59; a given weekday must be right).
+fn build_time(
+    y: i64,
+    mo: u32,
+    d: u32,
+    h: u32,
+    mi: u32,
+    s: u32,
+    wday: Option<usize>,
+) -> Option<f64> {
+    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || s > 60 {
+        return None;
+    }
+    let days = days_from_civil(y, mo, d);
+    if let Some(w) = wday
+        && days.rem_euclid(7) as usize != w
+    {
+        return None;
+    }
+    Some((days * 86_400 + (h * 3600 + mi * 60 + s.min(59)) as i64) as f64)
+}
+
+fn hms(t: &str) -> Option<(u32, u32, u32)> {
+    let mut it = t.split(':');
+    let h = two_digits(it.next()?)?;
+    let m = two_digits(it.next()?)?;
+    let s = two_digits(it.next()?)?;
+    it.next().is_none().then_some((h, m, s))
+}
+
+fn two_digits(s: &str) -> Option<u32> {
+    (s.len() == 2 && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?
+}
+
+/// Parses the time formats `std.time()` accepts: RFC 1123, RFC 850,
+/// asctime, ISO 8601 (`1994-11-06T08:49:37`) and seconds since the epoch.
+pub(crate) fn parse_time(s: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(s).ok()?.trim();
+    if s.bytes().next()?.is_ascii_digit() {
+        if let Some((date, t)) = s.split_once('T') {
+            let mut it = date.split('-');
+            let y: i64 = it.next().filter(|y| y.len() == 4)?.parse().ok()?;
+            let mo = two_digits(it.next()?)?;
+            let d = two_digits(it.next()?)?;
+            if it.next().is_some() {
+                return None;
+            }
+            let (h, mi, se) = hms(t)?;
+            return build_time(y, mo, d, h, mi, se, None);
+        }
+        return parse_decimal(s).filter(|t| *t >= 0.0);
+    }
+    let month = |m: &str| MONTH.iter().position(|x| *x == m).map(|i| i as u32 + 1);
+    if let Some((wd, rest)) = s.split_once(", ") {
+        let parts: Vec<&str> = rest.split(' ').collect();
+        match parts.as_slice() {
+            [d, mo, y, t, "GMT"] => {
+                let w = WDAY.iter().position(|x| *x == wd)?;
+                let (h, mi, se) = hms(t)?;
+                let y = y.parse().ok().filter(|_| y.len() == 4)?;
+                build_time(y, month(mo)?, two_digits(d)?, h, mi, se, Some(w))
+            }
+            [dmy, t, "GMT"] => {
+                let w = WDAY_LONG.iter().position(|x| *x == wd)?;
+                let mut it = dmy.split('-');
+                let d = two_digits(it.next()?)?;
+                let mo = month(it.next()?)?;
+                let yy = two_digits(it.next()?)? as i64;
+                let y = if yy < 70 { 2000 + yy } else { 1900 + yy };
+                let (h, mi, se) = hms(t)?;
+                build_time(y, mo, d, h, mi, se, Some(w))
+            }
+            _ => None,
+        }
+    } else {
+        // asctime: "Sun Nov  6 08:49:37 1994"
+        let parts: Vec<&str> = s.split_whitespace().collect();
+        match parts.as_slice() {
+            [wd, mo, d, t, y] => {
+                let w = WDAY.iter().position(|x| x == wd)?;
+                let d: u32 = d.parse().ok().filter(|_| d.len() <= 2)?;
+                let (h, mi, se) = hms(t)?;
+                let y = y.parse().ok().filter(|_| y.len() == 4)?;
+                build_time(y, month(mo)?, d, h, mi, se, Some(w))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// `strftime(3)` for UTC with the common conversions; unknown conversions
+/// are copied as written.
+pub(crate) fn strftime(t: f64, fmt: &[u8]) -> Vec<u8> {
+    let secs = t.floor() as i64;
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    let (hh, mm, ss) = (rem / 3600, rem / 60 % 60, rem % 60);
+    let wd = days.rem_euclid(7) as usize; // 0 = Thursday
+    let wday_sun0 = (wd + 4) % 7; // 0 = Sunday
+    let yday = days - days_from_civil(y, 1, 1);
+    let mut out = Vec::with_capacity(fmt.len() + 16);
+    let mut it = fmt.iter().copied();
+    while let Some(c) = it.next() {
+        if c != b'%' {
+            out.push(c);
+            continue;
+        }
+        let Some(k) = it.next() else {
+            out.push(b'%');
+            break;
+        };
+        let _ = match k {
+            b'Y' => write!(out, "{y}"),
+            b'C' => write!(out, "{:02}", y.div_euclid(100)),
+            b'y' => write!(out, "{:02}", y.rem_euclid(100)),
+            b'm' => write!(out, "{m:02}"),
+            b'd' => write!(out, "{d:02}"),
+            b'e' => write!(out, "{d:2}"),
+            b'H' => write!(out, "{hh:02}"),
+            b'I' => write!(out, "{:02}", if hh % 12 == 0 { 12 } else { hh % 12 }),
+            b'M' => write!(out, "{mm:02}"),
+            b'S' => write!(out, "{ss:02}"),
+            b'p' => write!(out, "{}", if hh < 12 { "AM" } else { "PM" }),
+            b'j' => write!(out, "{:03}", yday + 1),
+            b'a' => write!(out, "{}", WDAY[wd]),
+            b'A' => write!(out, "{}", WDAY_LONG[wd]),
+            b'b' | b'h' => write!(out, "{}", MONTH[(m - 1) as usize]),
+            b'B' => write!(out, "{}", MONTH_LONG[(m - 1) as usize]),
+            b'u' => write!(out, "{}", if wday_sun0 == 0 { 7 } else { wday_sun0 }),
+            b'w' => write!(out, "{wday_sun0}"),
+            b's' => write!(out, "{secs}"),
+            b'F' => write!(out, "{y}-{m:02}-{d:02}"),
+            b'T' => write!(out, "{hh:02}:{mm:02}:{ss:02}"),
+            b'R' => write!(out, "{hh:02}:{mm:02}"),
+            b'D' => write!(out, "{m:02}/{d:02}/{:02}", y.rem_euclid(100)),
+            b'c' => write!(
+                out,
+                "{} {} {d:2} {hh:02}:{mm:02}:{ss:02} {y}",
+                WDAY[wd],
+                MONTH[(m - 1) as usize]
+            ),
+            b'Z' => write!(out, "GMT"),
+            b'z' => write!(out, "+0000"),
+            b'n' => write!(out, "\n"),
+            b't' => write!(out, "\t"),
+            b'%' => write!(out, "%"),
+            other => write!(out, "%{}", other as char),
+        };
+    }
+    out
+}
+
+fn strftime_fn(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let t = a.time(0)?.unwrap_or(0.0);
+    let Some(fmt) = a.str(1)? else {
+        return Ok(string(""));
+    };
+    if !t.is_finite() {
+        return Ok(string(""));
+    }
+    Ok(string(strftime(t, fmt)))
+}
+
+fn real2integer(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let r = a.real(0)?.unwrap_or(f64::NAN).round();
+    Ok(match real_to_int(r) {
+        Some(i) => Value::Int(i),
+        None => Value::Int(a.int(1)?.unwrap_or(0)),
+    })
+}
+
+fn real2time(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let r = a.real(0)?.unwrap_or(f64::NAN).round();
+    Ok(if r.is_finite() {
+        Value::Time(r)
+    } else {
+        Value::Time(a.time(1)?.unwrap_or(0.0))
+    })
+}
+
+fn time2integer(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    Ok(match a.time(0)?.and_then(real_to_int) {
+        Some(i) => Value::Int(i),
+        None => Value::Int(a.int(1)?.unwrap_or(0)),
+    })
+}
+
+fn time2real(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    Ok(match a.time(0)?.filter(|t| t.is_finite()) {
+        Some(t) => Value::Real(t),
+        None => Value::Real(a.real(1)?.unwrap_or(0.0)),
+    })
+}
+
+// ---- logging ----------------------------------------------------------
+
+fn log(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    ctx.log(LogKind::Log, a.str_or_empty(0)?);
+    Ok(Value::Null)
+}
+
+fn syslog(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let pri = a.int(0)?.unwrap_or(0);
+    let msg = a.str_or_empty(1)?;
+    let mut line = format!("<{pri}>varnishd[{}]: ", std::process::id()).into_bytes();
+    line.extend_from_slice(msg);
+    // Best effort, like syslog(3): a missing syslog daemon is not an error.
+    if let Ok(sock) = std::os::unix::net::UnixDatagram::unbound() {
+        let _ = sock.send_to(&line, "/dev/log");
+    }
+    Ok(Value::Null)
+}
+
+fn timestamp(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    ctx.timestamp(a.str_or_empty(0)?);
+    Ok(Value::Null)
+}
+
+// ---- request control --------------------------------------------------
+
+fn cache_req_body(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let max = a.bytes_val(0)?.unwrap_or(0).max(0) as u64;
+    Ok(Value::Bool(ctx.cache_req_body(max)?))
+}
+
+fn late_100_continue(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    ctx.late_100_continue(a.bool(0)?.unwrap_or(false));
+    Ok(Value::Null)
+}
+
+fn set_ip_tos(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let tos = a.int(0)?.unwrap_or(0);
+    ctx.set_ip_tos(tos)?;
+    Ok(Value::Null)
+}
+
+fn rollback(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    ctx.rollback(a.http(0)?)?;
+    Ok(Value::Null)
+}
+
+/// The last `std.ban()` error of the task.
+struct BanError(Bytes);
+
+fn ban(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let result = match a.str(0)? {
+        None => Err("Null argument".to_string()),
+        Some(spec) => ctx.ban(spec),
+    };
+    let ok = result.is_ok();
+    let msg = result.err().map(Bytes::from).unwrap_or_default();
+    ctx.privs().insert(0, BanError(msg));
+    Ok(Value::Bool(ok))
+}
+
+fn ban_error(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(Value::Str(
+        ctx.privs()
+            .get::<BanError>(0)
+            .map(|e| e.0.clone())
+            .unwrap_or_default(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEF: FnFlags = FnFlags {
+        pathname: true,
+        noescape: false,
+        period: false,
+    };
+
+    #[test]
+    fn fnmatch_cases() {
+        let nop = FnFlags {
+            pathname: false,
+            ..DEF
+        };
+        let noesc = FnFlags {
+            noescape: true,
+            ..DEF
+        };
+        let per = FnFlags {
+            period: true,
+            ..DEF
+        };
+        assert!(fnmatch(b"/foo/", b"/foo/", DEF));
+        assert!(!fnmatch(b"/foo/", b"/bar/", DEF));
+        assert!(fnmatch(b"/foo/*", b"/foo/bar", DEF));
+        assert!(!fnmatch(b"/foo/bar/*", b"/foo/bar", DEF));
+        assert!(fnmatch(b"/foo/?", b"/foo/b", DEF));
+        assert!(!fnmatch(b"/foo/?", b"/foo/bar", DEF));
+        assert!(fnmatch(b"/foo/[a-z]", b"/foo/b", DEF));
+        assert!(!fnmatch(b"/foo/[a-z]", b"/foo/B", DEF));
+        assert!(fnmatch(b"/foo/[!a-z]", b"/foo/B", DEF));
+        assert!(!fnmatch(b"/foo/*/quux", b"/foo/bar/baz/quux", DEF));
+        assert!(fnmatch(b"/foo/*/quux", b"/foo/bar/baz/quux", nop));
+        assert!(!fnmatch(b"/foo/?/bar", b"/foo///bar", DEF));
+        assert!(fnmatch(b"/foo/?/bar", b"/foo///bar", nop));
+        assert!(!fnmatch(b"/foo/[a/b]/bar", b"/foo///bar", DEF));
+        assert!(fnmatch(b"/foo/[a/b]/bar", b"/foo///bar", nop));
+        assert!(fnmatch(br"\\foo", br"\foo", DEF));
+        assert!(!fnmatch(br"\\foo", br"\foo", noesc));
+        assert!(fnmatch(b"*foo", b".foo", DEF));
+        assert!(!fnmatch(b"*foo", b".foo", per));
+        assert!(fnmatch(b"[]]", b"]", DEF));
+        assert!(fnmatch(b"[", b"[", DEF));
+        assert!(fnmatch(b"a*b*c", b"axxbyyc", DEF));
+        assert!(!fnmatch(b"a*b*c", b"axxbyy", DEF));
+    }
+
+    #[test]
+    fn querysort_cases() {
+        let q = |s: &str| String::from_utf8(querysort(s.as_bytes())).unwrap();
+        assert_eq!(q("/foo/bar?t=0&b=0&p=0&c=5"), "/foo/bar?b=0&c=5&p=0&t=0");
+        assert_eq!(q("/foo/bar?coa=0&co=0"), "/foo/bar?co=0&coa=0");
+        assert_eq!(q("/foo/bar?a=0&&&&&"), "/foo/bar?a=0");
+        assert_eq!(q("/foo/bar?&a=0&&&&&z&w&x&"), "/foo/bar?a=0&w&x&z");
+        assert_eq!(q("/foo/bar?&"), "/foo/bar?");
+        assert_eq!(q("/foo/bar"), "/foo/bar");
+    }
+
+    #[test]
+    fn time_parsing() {
+        assert_eq!(
+            parse_time(b"Mon, 20 Dec 2010 00:00:00 GMT"),
+            Some(1_292_803_200.0)
+        );
+        assert_eq!(parse_time(b"Monday, 20-Dec-30 00:00:00 GMT"), None);
+        assert_eq!(
+            parse_time(b"Friday, 20-Dec-30 00:00:00 GMT"),
+            Some(1_923_955_200.0)
+        );
+        assert_eq!(parse_time(b"Monday, 30-Feb-15 00:00:00 GMT"), None);
+        assert_eq!(
+            parse_time(b"Mon Dec 20 00:00:00 2010"),
+            Some(1_292_803_200.0)
+        );
+        assert_eq!(parse_time(b"2030-12-20T00:00:00"), Some(1_923_955_200.0));
+        assert_eq!(parse_time(b"1055455200.00"), Some(1_055_455_200.0));
+        assert_eq!(
+            parse_time(b"Mon, 20 Dec 2010 00:00:60 GMT"),
+            Some(1_292_803_259.0)
+        );
+        assert_eq!(parse_time(b"Mon, 20 Dec 2010 00:00:61 GMT"), None);
+        assert_eq!(parse_time(b"Sun Nov  6 08:49:37 1994"), Some(784_111_777.0));
+        assert_eq!(parse_time(b"garbage"), None);
+    }
+
+    #[test]
+    fn strftime_formats() {
+        assert_eq!(
+            strftime(1_292_803_200.0, b"%Y%m%dT%H%M%SZ"),
+            b"20101220T000000Z"
+        );
+        assert_eq!(
+            strftime(784_111_777.0, b"%a, %d %b %Y %T %Z %j %% %q"),
+            b"Sun, 06 Nov 1994 08:49:37 GMT 310 % %q"
+        );
+        assert_eq!(
+            strftime(784_111_777.0, b"%A %B %e %I%p %u %w %s"),
+            b"Sunday November  6 08AM 7 0 784111777"
+        );
+    }
+
+    #[test]
+    fn ip_parsing() {
+        let p = |s: &str, r| parse_ip(s, "80", r).map(|a| a.to_string());
+        assert_eq!(p("1.2.3.5", false).unwrap(), "1.2.3.5:80");
+        assert_eq!(p("1.2.3.5:8080", false).unwrap(), "1.2.3.5:8080");
+        assert_eq!(p("1.2.3.5 8080", false).unwrap(), "1.2.3.5:8080");
+        assert_eq!(p("2001:db8::", false).unwrap(), "[2001:db8::]:80");
+        assert_eq!(p("[::1]:http", true).unwrap(), "[::1]:80");
+        assert_eq!(p("[::1] 81", false).unwrap(), "[::1]:81");
+        assert_eq!(p("2001::db8::", false), None);
+        assert_eq!(p("localhost", false), None);
+        assert_eq!(p("8.8.8.*", false), None);
+        assert_eq!(p("", true), None);
+        assert_eq!(parse_ip("1.2.3.4", "8080", false).unwrap().port(), 8080);
+    }
+
+    #[test]
+    fn random_in_range() {
+        for _ in 0..1000 {
+            let r = random_f64();
+            assert!((0.0..1.0).contains(&r));
+        }
+    }
+}
