@@ -151,8 +151,11 @@ impl Client {
             let s = h.into_stream();
             if keepalive {
                 conn = s;
-            } else {
+            } else if let Some(s) = s {
                 ctx.log(3, &self.name, "closing fd");
+                if let Some(h) = s.handle() {
+                    h.shutdown();
+                }
             }
         }
         ctx.log(2, &self.name, "Ending");

@@ -381,8 +381,8 @@ impl<'a> Http<'a> {
     }
 
     /// Take the connection back (to keep it across `-keepalive` repeats).
-    pub fn into_stream(self) -> Option<Stream> {
-        self.stream
+    pub fn into_stream(mut self) -> Option<Stream> {
+        self.stream.take()
     }
 
     fn log(&self, lvl: u8, msg: &str) {
@@ -924,7 +924,9 @@ impl<'a> Http<'a> {
         }
         let mut out = bytes(&format!("{method} {url} {proto}\r\n"));
         let nohost = proto != "HTTP/1.1";
-        let i = self.tx_args(av, i, &mut out, None, nohost, true, true, nouseragent)?;
+        // varnishtest 7.1 adds no User-Agent, Date or Server headers.
+        let _ = nouseragent;
+        let i = self.tx_args(av, i, &mut out, None, nohost, true, true, true)?;
         if i < av.len() {
             bail!("Unknown http txreq spec: {}", av[i]);
         }
@@ -1287,6 +1289,16 @@ impl<'a> Http<'a> {
         }
         self.log(4, "EOF, as expected");
         Ok(())
+    }
+}
+
+impl Drop for Http<'_> {
+    /// Close the connection for real: the abort registry holds duplicates
+    /// of every socket, so dropping ours alone would not send a FIN.
+    fn drop(&mut self) {
+        if let Some(h) = self.stream.as_ref().and_then(Stream::handle) {
+            h.shutdown();
+        }
     }
 }
 

@@ -342,7 +342,9 @@ impl Varnish {
 
     /// Close the CLI and stdin, and collect the exit status.
     fn cleanup(&mut self, ctx: &Ctx) -> R<()> {
-        self.cli = None;
+        if let Some(c) = self.cli.take() {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
         self.stdin = None;
         let Some(mut child) = self.child.take() else {
             return Ok(());
@@ -389,7 +391,9 @@ impl Varnish {
 
     /// Kill the daemon without ceremony (test aborted).
     pub fn kill(&mut self) {
-        self.cli = None;
+        if let Some(c) = self.cli.take() {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
         self.stdin = None;
         if let Some(mut c) = self.child.take() {
             send_signal(c.id(), "KILL", true);
