@@ -1,0 +1,297 @@
+//! Pluggable readers of a running daemon's counters and log.
+//!
+//! varnishtest reads counters (VSC) and the log (VSL) from the daemon's
+//! shared memory through libvarnishapi. The runner reaches them through two
+//! small traits instead, so that the integrator can plug in a native
+//! shared-memory reader later. The default implementations shell out to
+//! `varnishstat` and `varnishlog`, which works with real varnishd today.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+/// Reads the counters of one daemon instance.
+pub trait CounterSource: Send {
+    /// All counters with fully qualified names (`MAIN.n_object`,
+    /// `VBE.vcl1.s1.req`, ...) and their current values.
+    fn snapshot(&mut self) -> Result<Vec<(String, u64)>, String>;
+}
+
+/// Creates a [`CounterSource`] for the daemon whose `-n` directory is given.
+pub type CounterFactory = Arc<dyn Fn(&Path) -> Box<dyn CounterSource> + Send + Sync>;
+
+/// Counter reader running `varnishstat -1 -n DIR`.
+#[derive(Debug, Clone)]
+pub struct VarnishstatCounters {
+    /// The `varnishstat` binary.
+    pub bin: PathBuf,
+    /// The daemon's `-n` directory.
+    pub workdir: PathBuf,
+}
+
+impl CounterSource for VarnishstatCounters {
+    fn snapshot(&mut self) -> Result<Vec<(String, u64)>, String> {
+        let out = Command::new(&self.bin)
+            .arg("-1")
+            .arg("-n")
+            .arg(&self.workdir)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", self.bin.display()))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{} failed: {}",
+                self.bin.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(parse_varnishstat(&String::from_utf8_lossy(&out.stdout)))
+    }
+}
+
+/// Parse `varnishstat -1` output (`NAME VALUE RATE DESCRIPTION` lines).
+pub fn parse_varnishstat(s: &str) -> Vec<(String, u64)> {
+    s.lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let name = it.next()?;
+            let v = it.next()?.parse::<u64>().ok()?;
+            Some((name.to_string(), v))
+        })
+        .collect()
+}
+
+/// One log record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRecord {
+    /// Transaction id (0 for non-transactional records).
+    pub vxid: u64,
+    /// Tag name (`ReqURL`, `Begin`, ...).
+    pub tag: String,
+    /// `c` (client side), `b` (backend side) or `-`.
+    pub kind: char,
+    /// The record payload.
+    pub data: String,
+}
+
+/// What a logexpect asks the log reader for (its command line options).
+#[derive(Debug, Clone, Default)]
+pub struct LogQuery {
+    /// The daemon's `-n` directory.
+    pub workdir: PathBuf,
+    /// Grouping (`-g`): `vxid` (default), `request`, `session`, `raw`.
+    pub grouping: String,
+    /// VSL query (`-q`).
+    pub query: Option<String>,
+    /// Start from the head of the log (`-d`) instead of new records only.
+    pub from_head: bool,
+    /// Tags to include (`-i`), tags to exclude (`-x`).
+    pub include: Vec<String>,
+    /// Tags to exclude.
+    pub exclude: Vec<String>,
+}
+
+/// Streams log records of one daemon instance.
+pub trait LogSource: Send {
+    /// The next record, waiting at most `timeout`. `Ok(None)` means no
+    /// record arrived in time (the caller polls again).
+    fn next(&mut self, timeout: Duration) -> Result<Option<LogRecord>, String>;
+}
+
+/// Creates a [`LogSource`]. It must only return once it is attached, so
+/// that records produced after it returns are seen.
+pub type LogFactory = Arc<dyn Fn(&LogQuery) -> Result<Box<dyn LogSource>, String> + Send + Sync>;
+
+/// Log reader running `varnishlog` and parsing its text output.
+pub struct VarnishlogSource {
+    child: Child,
+    rx: Receiver<LogRecord>,
+}
+
+impl std::fmt::Debug for VarnishlogSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VarnishlogSource").finish()
+    }
+}
+
+impl VarnishlogSource {
+    /// Start `bin` for `q` and wait until it has attached to the log.
+    pub fn start(bin: &Path, q: &LogQuery) -> Result<Self, String> {
+        let mut c = Command::new(bin);
+        c.arg("-n").arg(&q.workdir);
+        let g = if q.grouping.is_empty() {
+            "vxid"
+        } else {
+            q.grouping.as_str()
+        };
+        c.arg("-g").arg(g);
+        if let Some(qq) = &q.query {
+            c.arg("-q").arg(qq);
+        }
+        if q.from_head {
+            c.arg("-d");
+        }
+        for i in &q.include {
+            c.arg("-i").arg(i);
+        }
+        for x in &q.exclude {
+            c.arg("-x").arg(x);
+        }
+        c.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = c
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
+        let pid = child.id();
+        let out = child.stdout.take().ok_or("no stdout from varnishlog")?;
+        let (tx, rx) = channel();
+        let raw = g == "raw";
+        std::thread::spawn(move || {
+            let mut kind = '-';
+            let mut vxid = 0u64;
+            for line in BufReader::new(out).split(b'\n') {
+                let Ok(line) = line else { break };
+                let line = crate::text::latin1(&line);
+                let rec = if raw {
+                    parse_raw_line(&line)
+                } else {
+                    parse_grouped_line(&line, &mut vxid, &mut kind)
+                };
+                if let Some(r) = rec
+                    && tx.send(r).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        // Wait until varnishlog has mapped the log segment, so that
+        // nothing produced after we return is missed.
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end {
+            if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+                && maps.contains("_.vsm_child")
+            {
+                std::thread::sleep(Duration::from_millis(20));
+                break;
+            }
+            if let Ok(Some(_)) = child.try_wait() {
+                return Err("varnishlog exited early (is the daemon running?)".into());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(VarnishlogSource { child, rx })
+    }
+}
+
+impl Drop for VarnishlogSource {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl LogSource for VarnishlogSource {
+    fn next(&mut self, timeout: Duration) -> Result<Option<LogRecord>, String> {
+        match self.rx.recv_timeout(timeout) {
+            Ok(r) => Ok(Some(r)),
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => Err("log reader ended".into()),
+        }
+    }
+}
+
+/// Parse a `varnishlog -g raw` line: `VXID TAG TYPE DATA`.
+pub fn parse_raw_line(line: &str) -> Option<LogRecord> {
+    let t = line.trim_start();
+    let (vxid, rest) = t.split_once(' ')?;
+    let vxid = vxid.parse().ok()?;
+    let rest = rest.trim_start();
+    let (tag, rest) = rest.split_once(' ').unwrap_or((rest, ""));
+    let rest = rest.trim_start();
+    let (kind, data) = rest.split_at(rest.chars().next().map(char::len_utf8).unwrap_or(0));
+    Some(LogRecord {
+        vxid,
+        tag: tag.to_string(),
+        kind: kind.chars().next().unwrap_or('-'),
+        data: data.strip_prefix(' ').unwrap_or(data).to_string(),
+    })
+}
+
+/// Parse a grouped `varnishlog` line (`*   << Request  >> 1001` headers
+/// set the current transaction; `-   Tag   data` lines are records).
+pub fn parse_grouped_line(line: &str, vxid: &mut u64, kind: &mut char) -> Option<LogRecord> {
+    let lead: String = line
+        .chars()
+        .take_while(|c| *c == '*' || *c == '-')
+        .collect();
+    if lead.is_empty() {
+        return None;
+    }
+    if lead.starts_with('*') {
+        let rest = line[lead.len()..].trim_start();
+        // Transaction header.
+        let inner = rest.strip_prefix("<<")?;
+        let (ty, id) = inner.split_once(">>")?;
+        *vxid = id.trim().parse().unwrap_or(0);
+        *kind = match ty.trim() {
+            "Request" | "Session" => 'c',
+            "BeReq" => 'b',
+            _ => '-',
+        };
+        return None;
+    }
+    // Layout: the level marks padded to 4 columns, the tag padded to 14
+    // columns, one space, then the payload (which may itself start with
+    // spaces).
+    let body = line.get(lead.len().max(3) + 1..).unwrap_or("");
+    let tag_len = body.find(' ').unwrap_or(body.len());
+    let tag = &body[..tag_len];
+    let data = body.get(tag_len.max(14) + 1..).unwrap_or("");
+    Some(LogRecord {
+        vxid: *vxid,
+        tag: tag.to_string(),
+        kind: *kind,
+        data: data.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_parse() {
+        let v = parse_varnishstat("MAIN.uptime  12  1.0  Child uptime\nMGT.x 3 . y\nbad\n");
+        assert_eq!(v, vec![("MAIN.uptime".into(), 12), ("MGT.x".into(), 3)]);
+    }
+
+    #[test]
+    fn raw_parse() {
+        let r = parse_raw_line("         0 CLI            - Rd ping").unwrap();
+        assert_eq!(
+            (r.vxid, r.tag.as_str(), r.kind, r.data.as_str()),
+            (0, "CLI", '-', "Rd ping")
+        );
+        let r = parse_raw_line("      1001 ReqURL         c /foo").unwrap();
+        assert_eq!((r.vxid, r.kind, r.data.as_str()), (1001, 'c', "/foo"));
+    }
+
+    #[test]
+    fn grouped_parse() {
+        let (mut v, mut k) = (0, '-');
+        assert!(parse_grouped_line("*   << Request  >> 1001      ", &mut v, &mut k).is_none());
+        let r = parse_grouped_line("-   ReqURL         /x y", &mut v, &mut k).unwrap();
+        assert_eq!(
+            (r.vxid, r.kind, r.tag.as_str(), r.data.as_str()),
+            (1001, 'c', "ReqURL", "/x y")
+        );
+        assert!(parse_grouped_line("**  << BeReq    >> 1002", &mut v, &mut k).is_none());
+        let r = parse_grouped_line("--  Begin          bereq 1001 fetch", &mut v, &mut k).unwrap();
+        assert_eq!((r.vxid, r.kind), (1002, 'b'));
+        assert!(parse_grouped_line("", &mut v, &mut k).is_none());
+    }
+}

@@ -1,0 +1,51 @@
+//! Byte/text conversions. Test files and wire data are arbitrary bytes; the
+//! runner keeps them in `String`s where each char U+0000..U+00FF stands for
+//! one byte (Latin-1), so that escapes like `\x80` and binary responses
+//! survive unchanged and regexes match byte-wise.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+
+/// Bytes to a Latin-1 string (one char per byte).
+pub fn latin1(b: &[u8]) -> String {
+    b.iter().map(|&c| c as char).collect()
+}
+
+/// Latin-1 string back to bytes. Chars above U+00FF (only possible from
+/// outside sources such as environment values) are UTF-8 encoded.
+pub fn bytes(s: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len());
+    for c in s.chars() {
+        let u = c as u32;
+        if u < 256 {
+            out.push(u as u8);
+        } else {
+            let mut buf = [0u8; 4];
+            out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        }
+    }
+    out
+}
+
+/// Latin-1 string to an OS string holding the original bytes.
+pub fn os_str(s: &str) -> OsString {
+    OsString::from_vec(bytes(s))
+}
+
+/// Human-readable form of a Latin-1 string (the original bytes, decoded as
+/// UTF-8 where valid).
+pub fn display(s: &str) -> String {
+    String::from_utf8_lossy(&bytes(s)).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip() {
+        let b: Vec<u8> = (0..=255).collect();
+        assert_eq!(bytes(&latin1(&b)), b);
+        assert_eq!(display(&latin1("é".as_bytes())), "é");
+    }
+}
