@@ -218,9 +218,9 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         bo.sh.counters.backend_fail.inc();
         return Err("No backend".to_string());
     };
-    let backend = bo
-        .vcl
-        .resolve_backend(&be, bo)
+    let vcl = bo.vcl.clone();
+    let backend = vcl
+        .resolve_backend(&be, &mut *bo)
         .ok_or_else(|| format!("Director {} returned no backend", be.name))?;
     if !backend.healthy() {
         bo.sh.counters.backend_unhealthy.inc();

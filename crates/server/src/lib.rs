@@ -3,10 +3,20 @@
 //! `lacquerd` is a thin command-line layer over this crate.
 
 pub mod backend;
+pub mod bodyio;
 pub mod cli;
 pub mod cond;
+pub mod counters;
+pub mod fetch;
 pub mod gzip;
 pub mod listen;
+pub mod msg;
 pub mod params;
+pub mod pipe;
+pub mod req;
 pub mod rfc2616;
+pub mod session;
+pub mod state;
+pub mod task;
+pub mod vcls;
 pub mod vxid;

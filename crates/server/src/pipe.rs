@@ -57,9 +57,9 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
     let be = bo.backend.clone().ok_or("No backend")?;
-    let backend = bo
-        .vcl
-        .resolve_backend(&be, bo)
+    let vcl = bo.vcl.clone();
+    let backend = vcl
+        .resolve_backend(&be, &mut *bo)
         .ok_or_else(|| format!("Director {} returned no backend", be.name))?;
     if !backend.healthy() {
         return Err(format!("backend {}: unhealthy", backend.name));

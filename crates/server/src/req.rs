@@ -16,19 +16,17 @@
 //! Every state keeps Varnish's log records and counters so that varnishlog
 //! users see the transactions they expect.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use lacquer_cache::{HeaderLookup, Lookup, LookupRequest, ObjRef};
-use lacquer_http::{BodyKind, Headers};
+use lacquer_http::Headers;
 use lacquer_vcl::exec::{Action, Scratch};
 use lacquer_vcl::subs::BuiltinSub;
 use lacquer_vsl::Tag;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 
-use crate::bodyio::BodyStream;
 use crate::cond::{RangeOutcome, apply_range, not_modified};
 use crate::fetch::{FetchJob, FetchMode, FetchOutcome};
 use crate::gzip::Gunzip;
@@ -54,16 +52,6 @@ pub struct ClientConn<S> {
     pub rbuf: BytesMut,
 }
 
-/// The request body as far as it has been handled.
-#[derive(Debug)]
-pub enum ReqBody {
-    None,
-    /// Not read yet.
-    Pending(BodyKind),
-    /// Read completely.
-    Read(Bytes),
-}
-
 /// How a request ended for its connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum After {
@@ -85,13 +73,10 @@ enum State {
     Restart,
 }
 
-const MAX_REQ_BODY: u64 = 1 << 30;
-
 /// Handles one request on a client connection.
 pub async fn handle<S>(
     t: &mut ReqTask,
     conn: &mut ClientConn<S>,
-    body: &mut ReqBody,
 ) -> After
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
@@ -252,7 +237,7 @@ where
                         } else {
                             FetchMode::Miss { busy, stale }
                         };
-                        match fetch(t, conn, body, mode, false).await {
+                        match fetch(t, mode, false).await {
                             Some(obj) => State::Deliver {
                                 obj,
                                 hit: false,
@@ -275,7 +260,7 @@ where
                 match vcl.run(BuiltinSub::Pass, t, &mut scratch) {
                     Action::Fetch => {
                         sh.counters.s_pass.inc();
-                        match fetch(t, conn, body, FetchMode::Pass, true).await {
+                        match fetch(t, FetchMode::Pass, true).await {
                             Some(obj) => State::Deliver {
                                 obj,
                                 hit: false,
@@ -297,14 +282,14 @@ where
                 return crate::pipe::pipe(t, conn, &mut scratch).await;
             }
             State::Deliver { obj, hit, pass } => {
-                match deliver(t, conn, obj, hit, pass, &mut scratch, body).await {
+                match deliver(t, conn, obj, hit, pass, &mut scratch).await {
                     Delivered::Done(after) => return after,
                     Delivered::Restart => State::Restart,
                     Delivered::Synth(status, reason) => State::Synth { status, reason },
                 }
             }
             State::Synth { status, reason } => {
-                match synth(t, conn, status, reason, &mut scratch, body).await {
+                match synth(t, conn, status, reason, &mut scratch).await {
                     Delivered::Done(after) => return after,
                     Delivered::Restart => State::Restart,
                     Delivered::Synth(..) => unreachable!("vcl_synth cannot return synth"),
@@ -437,6 +422,7 @@ fn make_bereq(t: &ReqTask, pass: bool, vxid: u32) -> ReqMsg {
 /// Prepares a fetch task for this request.
 pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
     let sh = &t.sh;
+    let bereq_orig = bereq.clone();
     BoTask {
         sh: sh.clone(),
         vcl: t.vcl.clone(),
@@ -478,66 +464,19 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         vsl: lacquer_vsl::VslBuf::new(sh.vsl.clone(), lacquer_vsl::Vxid::backend(vxid)),
         privs: Default::default(),
         now: rfc2616::now(),
-    }
-}
-
-/// Reads the client's request body, if it still has one to read.
-async fn read_req_body<S>(
-    t: &mut ReqTask,
-    conn: &mut ClientConn<S>,
-    body: &mut ReqBody,
-) -> Result<Option<Bytes>, String>
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send,
-{
-    match body {
-        ReqBody::None => Ok(None),
-        ReqBody::Read(b) => Ok(Some(b.clone())),
-        ReqBody::Pending(kind) => {
-            if lacquer_http::expect(&t.req.headers) == lacquer_http::Expect::Continue {
-                conn.stream
-                    .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-                    .await
-                    .map_err(|e| e.to_string())?;
-            }
-            let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
-            let mut s = BodyStream::new(*kind, false);
-            let b = s
-                .collect(&mut conn.stream, &mut conn.rbuf, timeout, MAX_REQ_BODY)
-                .await
-                .map_err(|e| e.to_string())?;
-            *body = ReqBody::Read(b.clone());
-            Ok(Some(b))
-        }
+        bereq_orig,
+        cur_sub: BuiltinSub::BackendFetch,
+        t_last: rfc2616::now(),
     }
 }
 
 /// Starts a fetch and waits for its object.
-async fn fetch<S>(
-    t: &mut ReqTask,
-    conn: &mut ClientConn<S>,
-    body: &mut ReqBody,
-    mode: FetchMode,
-    pass: bool,
-) -> Option<ObjRef>
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send,
-{
+async fn fetch(t: &mut ReqTask, mode: FetchMode, pass: bool) -> Option<ObjRef> {
     let vxid = t.sh.vxid.next();
     t.vsl.log(Tag::Link, format_args!("bereq {vxid} fetch"));
     let bereq = make_bereq(t, pass, vxid);
     let mut bo = new_bo(t, pass, bereq, vxid);
-    let req_body = if pass {
-        match read_req_body(t, conn, body).await {
-            Ok(b) => b,
-            Err(e) => {
-                t.vsl.log(Tag::FetchError, format_args!("req.body read error: {e}"));
-                return None;
-            }
-        }
-    } else {
-        None
-    };
+    let req_body = if pass { t.req_body.clone() } else { None };
     if let Some(b) = &req_body {
         bo.has_body = true;
         bo.bereq.headers.remove("transfer-encoding");
@@ -597,7 +536,6 @@ async fn deliver<S>(
     hit: bool,
     pass: bool,
     scratch: &mut Scratch,
-    body: &mut ReqBody,
 ) -> Delivered
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
@@ -631,7 +569,6 @@ where
         Action::Synth { status, reason } => return Delivered::Synth(status, reason),
         _ => return Delivered::Synth(503, Some(Bytes::from_static(b"VCL failed"))),
     }
-    let _ = body;
     Delivered::Done(transmit(t, conn, Some(obj), None).await)
 }
 
@@ -642,7 +579,6 @@ async fn synth<S>(
     status: u16,
     reason: Option<Bytes>,
     scratch: &mut Scratch,
-    _body: &mut ReqBody,
 ) -> Delivered
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,

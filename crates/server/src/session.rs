@@ -8,8 +8,9 @@
 //!    connection ends here);
 //! 3. a malformed head gets a bare `400` and the connection closes; a good
 //!    head becomes a request transaction run by [`crate::req::handle`];
-//! 4. whatever body the request did not use is read and discarded, so the
-//!    next pipelined request starts at the right byte;
+//! 4. a request body is read completely before VCL runs (at most 64 MiB,
+//!    held in memory), so the next pipelined request starts at the right
+//!    byte and VCL can inspect the body;
 //! 5. back to 2 while both sides keep the connection alive.
 //!
 //! Nothing here blocks a thread: a slow client costs one task.
@@ -25,7 +26,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::bodyio::BodyStream;
 use crate::msg::{ReqMsg, RespMsg};
-use crate::req::{After, ClientConn, ReqBody};
+use crate::req::{After, ClientConn};
 use crate::rfc2616;
 use crate::state::Shared;
 use crate::task::{ReqTask, SessInfo, SessTimeouts};
@@ -199,14 +200,46 @@ where
             privs: Default::default(),
             req_body: None,
             now: t_req,
+            cur_sub: lacquer_vcl::subs::BuiltinSub::Recv,
+            t_last: t_req,
         };
         task.backend_hint = task.vcl.default_backend();
         sh.counters.s_req_hdrbytes.add(req_hdr_bytes as u64);
-        let mut body = match body_kind {
-            BodyKind::None => ReqBody::None,
-            k => ReqBody::Pending(k),
-        };
-        let after = crate::req::handle(&mut task, &mut conn, &mut body).await;
+        // The request body is read before VCL runs, so that VCL (and
+        // std.cache_req_body) can use it and a pass can forward it.
+        if body_kind != BodyKind::None {
+            if expect == lacquer_http::Expect::Continue
+                && conn
+                    .stream
+                    .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    .await
+                    .is_err()
+            {
+                break "REM_CLOSE";
+            }
+            let mut s = BodyStream::new(body_kind, false);
+            let t = Duration::from_secs_f64(tmo.timeout_idle.max(0.001));
+            match s
+                .collect(&mut conn.stream, &mut conn.rbuf, t, MAX_REQ_BODY)
+                .await
+            {
+                Ok(b) => {
+                    sh.counters.s_req_bodybytes.add(b.len() as u64);
+                    task.req_body = Some(b);
+                }
+                Err(e) => {
+                    task.vsl.log(Tag::ReqAcct, format_args!("body read error: {e}"));
+                    task.vsl.flush();
+                    sh.counters.sc_rx_body.inc();
+                    let _ = conn
+                        .stream
+                        .write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
+                        .await;
+                    break "RX_BODY";
+                }
+            }
+        }
+        let after = crate::req::handle(&mut task, &mut conn).await;
         let now = rfc2616::now();
         task.vsl.log(
             Tag::Timestamp,
@@ -218,18 +251,6 @@ where
         drop(task);
         if after == After::Close {
             break "REQ_CLOSE";
-        }
-        // 4. Discard an unread request body.
-        if let ReqBody::Pending(kind) = body {
-            let mut s = BodyStream::new(kind, false);
-            let t = Duration::from_secs_f64(tmo.timeout_idle.max(0.001));
-            loop {
-                match s.next(&mut conn.stream, &mut conn.rbuf, t).await {
-                    Ok(Some(_)) => {}
-                    Ok(None) => break,
-                    Err(_) => return end(&sh, &mut svsl, t_open, "RX_BODY"),
-                }
-            }
         }
     };
     end(&sh, &mut svsl, t_open, reason)
@@ -244,6 +265,9 @@ fn end(sh: &Shared, svsl: &mut VslBuf, t_open: f64, reason: &str) {
     svsl.log_str(Tag::End, "");
     svsl.flush();
 }
+
+/// The largest request body Lacquer accepts (it is held in memory).
+const MAX_REQ_BODY: u64 = 64 << 20;
 
 /// What the acceptor knows about a new connection.
 #[derive(Clone, Debug)]

@@ -76,7 +76,7 @@ impl Shared {
         if let crate::params::Value::Bits(masked) = p.get("vsl_mask") {
             let mut set = lacquer_vsl::TagSet::default();
             for name in masked {
-                if let Ok(tag) = name.parse::<lacquer_vsl::Tag>() {
+                if let Some(tag) = lacquer_vsl::Tag::from_name(name) {
                     set.insert(tag);
                 }
             }
@@ -92,6 +92,19 @@ impl Shared {
 
     pub fn is_running(&self) -> bool {
         self.running.load(Ordering::Relaxed)
+    }
+
+    /// The VCL a label (or name) refers to, for `return (vcl(label))`.
+    pub fn vcl_by_label(&self, label: &str) -> Option<Arc<LoadedVcl>> {
+        self.vcls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .resolve(label)
+    }
+
+    /// Adds a ban from VCL or the CLI; the error text is Varnish's.
+    pub fn add_ban(&self, spec: &str, now: f64) -> Result<(), String> {
+        self.cache.ban_str(spec, now).map_err(|e| e.to_string())
     }
 
     /// The store called `name`.

@@ -8,11 +8,13 @@
 //! reported as a VCL error rather than a panic.
 
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use lacquer_cache::ObjRef;
 use lacquer_vcl::exec::{Backend, Context, HeaderName, HttpWhich, LogKind, Value};
+use lacquer_vcl::subs::BuiltinSub;
 use lacquer_vcl::vars::VarId;
 use lacquer_vsl::{Tag, VslBuf};
 
@@ -123,8 +125,8 @@ fn storage_value(sh: &Shared, var: VarId, name: &str) -> Result<Value, String> {
         .ok_or_else(|| format!("no storage named {name}"))?;
     let st = store.stats();
     Ok(match var {
-        VarId::StorageFreeSpace => Value::Bytes(st.space() as i64),
-        VarId::StorageUsedSpace => Value::Bytes(st.used() as i64),
+        VarId::StorageFreeSpace => Value::Bytes(st.g_space.load(Ordering::Relaxed) as i64),
+        VarId::StorageUsedSpace => Value::Bytes(st.g_bytes.load(Ordering::Relaxed) as i64),
         VarId::StorageHappy => Value::Bool(true),
         other => return Err(not_here(other)),
     })
@@ -169,6 +171,10 @@ pub struct ReqTask {
     /// Request body kept by `std.cache_req_body`.
     pub req_body: Option<Bytes>,
     pub now: f64,
+    /// The built-in subroutine running now.
+    pub cur_sub: BuiltinSub,
+    /// Time of the last `Timestamp` record.
+    pub t_last: f64,
 }
 
 impl ReqTask {
@@ -415,6 +421,111 @@ impl Context for ReqTask {
     fn privs(&mut self) -> &mut lacquer_vcl::exec::privs::TaskPrivs {
         &mut self.privs
     }
+
+    fn resolve_backend(&mut self, backend: &Value) -> Result<Value, String> {
+        let vcl = self.vcl.clone();
+        vcl.resolve_value(backend, self)
+    }
+
+    fn sub(&self) -> BuiltinSub {
+        self.cur_sub
+    }
+
+    fn headers(&self, which: HttpWhich) -> Vec<(&[u8], &[u8])> {
+        match which {
+            HttpWhich::Req | HttpWhich::ReqTop => self.req.headers.iter().collect(),
+            HttpWhich::Resp => self.resp.headers.iter().collect(),
+            HttpWhich::Obj => self
+                .obj
+                .as_ref()
+                .map(|o| {
+                    o.data()
+                        .headers
+                        .iter()
+                        .map(|(k, v)| (&k[..], &v[..]))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn add_header(&mut self, which: HttpWhich, name: &HeaderName, value: &[u8]) -> Result<(), String> {
+        let h = match which {
+            HttpWhich::Req | HttpWhich::ReqTop => &mut self.req.headers,
+            HttpWhich::Resp => &mut self.resp.headers,
+            w => return Err(format!("{} is read-only here", w.name())),
+        };
+        h.append(
+            Bytes::copy_from_slice(name.name.as_bytes()),
+            Bytes::copy_from_slice(value),
+        );
+        Ok(())
+    }
+
+    fn replace_headers(&mut self, which: HttpWhich, lines: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), String> {
+        let h = match which {
+            HttpWhich::Req | HttpWhich::ReqTop => &mut self.req.headers,
+            HttpWhich::Resp => &mut self.resp.headers,
+            w => return Err(format!("{} is read-only here", w.name())),
+        };
+        *h = headers_from(lines);
+        Ok(())
+    }
+
+    fn rollback(&mut self, which: HttpWhich) -> Result<(), String> {
+        match which {
+            HttpWhich::Req | HttpWhich::ReqTop => {
+                self.req = self.req_orig.clone();
+                Ok(())
+            }
+            w => Err(format!("cannot roll back {} here", w.name())),
+        }
+    }
+
+    fn cache_req_body(&mut self, max: u64) -> Result<bool, String> {
+        // The body was read when the request arrived.
+        Ok(self.req_body.as_ref().is_none_or(|b| b.len() as u64 <= max))
+    }
+
+    fn late_100_continue(&mut self, _late: bool) {
+        // `100 Continue` is sent when the body is read, before VCL runs.
+    }
+
+    fn set_ip_tos(&mut self, _tos: i64) -> Result<(), String> {
+        Err("std.set_ip_tos() is not available in Lacquer yet".to_string())
+    }
+
+    fn timestamp(&mut self, label: &[u8]) {
+        let now = crate::rfc2616::now();
+        self.vsl.log(
+            Tag::Timestamp,
+            format_args!(
+                "{}: {now:.6} {:.6} {:.6}",
+                String::from_utf8_lossy(label),
+                now - self.t_req,
+                now - self.t_last
+            ),
+        );
+        self.t_last = now;
+    }
+
+    fn purge(&mut self, ttl: f64, grace: f64, keep: f64) -> Result<i64, String> {
+        let d = self.digest.ok_or("purge: no hash computed yet")?;
+        Ok(self.sh.cache.purge(&d, self.now, ttl, grace, keep) as i64)
+    }
+
+    fn digest(&self) -> Option<[u8; 32]> {
+        self.digest
+    }
+
+    fn proxy_tlv(&self, _kind: u8) -> Option<&[u8]> {
+        None
+    }
+
+    fn peer_cred(&self) -> Option<(u32, u32)> {
+        None
+    }
 }
 
 /// A backend fetch while it runs backend-side VCL.
@@ -462,6 +573,12 @@ pub struct BoTask {
     pub vsl: VslBuf,
     pub privs: lacquer_vcl::exec::privs::TaskPrivs,
     pub now: f64,
+    /// The bereq as built from the request, for `std.rollback(bereq)`.
+    pub bereq_orig: ReqMsg,
+    /// The built-in subroutine running now.
+    pub cur_sub: BuiltinSub,
+    /// Time of the last `Timestamp` record.
+    pub t_last: f64,
 }
 
 impl Context for BoTask {
@@ -680,8 +797,123 @@ impl Context for BoTask {
     fn privs(&mut self) -> &mut lacquer_vcl::exec::privs::TaskPrivs {
         &mut self.privs
     }
+
+    fn resolve_backend(&mut self, backend: &Value) -> Result<Value, String> {
+        let vcl = self.vcl.clone();
+        vcl.resolve_value(backend, self)
+    }
+
+    fn sub(&self) -> BuiltinSub {
+        self.cur_sub
+    }
+
+    fn headers(&self, which: HttpWhich) -> Vec<(&[u8], &[u8])> {
+        match which {
+            HttpWhich::Bereq => self.bereq.headers.iter().collect(),
+            HttpWhich::Beresp => self.beresp.headers.iter().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn add_header(&mut self, which: HttpWhich, name: &HeaderName, value: &[u8]) -> Result<(), String> {
+        let h = match which {
+            HttpWhich::Bereq => &mut self.bereq.headers,
+            HttpWhich::Beresp => &mut self.beresp.headers,
+            w => return Err(format!("{} is read-only here", w.name())),
+        };
+        h.append(
+            Bytes::copy_from_slice(name.name.as_bytes()),
+            Bytes::copy_from_slice(value),
+        );
+        Ok(())
+    }
+
+    fn replace_headers(&mut self, which: HttpWhich, lines: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), String> {
+        let h = match which {
+            HttpWhich::Bereq => &mut self.bereq.headers,
+            HttpWhich::Beresp => &mut self.beresp.headers,
+            w => return Err(format!("{} is read-only here", w.name())),
+        };
+        *h = headers_from(lines);
+        Ok(())
+    }
+
+    fn rollback(&mut self, which: HttpWhich) -> Result<(), String> {
+        match which {
+            HttpWhich::Bereq => {
+                self.bereq = self.bereq_orig.clone();
+                Ok(())
+            }
+            w => Err(format!("cannot roll back {} here", w.name())),
+        }
+    }
+
+    fn cache_req_body(&mut self, _max: u64) -> Result<bool, String> {
+        Err("std.cache_req_body() is only available in client subroutines".to_string())
+    }
+
+    fn late_100_continue(&mut self, _late: bool) {}
+
+    fn set_ip_tos(&mut self, _tos: i64) -> Result<(), String> {
+        Err("std.set_ip_tos() is only available in client subroutines".to_string())
+    }
+
+    fn timestamp(&mut self, label: &[u8]) {
+        let now = crate::rfc2616::now();
+        self.vsl.log(
+            Tag::Timestamp,
+            format_args!(
+                "{}: {now:.6} {:.6} {:.6}",
+                String::from_utf8_lossy(label),
+                now - self.t_bereq,
+                now - self.t_last
+            ),
+        );
+        self.t_last = now;
+    }
+
+    fn purge(&mut self, _ttl: f64, _grace: f64, _keep: f64) -> Result<i64, String> {
+        Err("purge is only available in vcl_hit and vcl_miss".to_string())
+    }
+
+    fn digest(&self) -> Option<[u8; 32]> {
+        self.digest
+    }
+
+    fn proxy_tlv(&self, _kind: u8) -> Option<&[u8]> {
+        None
+    }
+
+    fn peer_cred(&self) -> Option<(u32, u32)> {
+        None
+    }
+}
+
+fn headers_from(lines: Vec<(Vec<u8>, Vec<u8>)>) -> lacquer_http::Headers {
+    let mut h = lacquer_http::Headers::with_capacity(lines.len());
+    for (k, v) in lines {
+        h.append(Bytes::from(k), Bytes::from(v));
+    }
+    h
 }
 
 fn opt_dur(v: Option<f64>) -> Value {
     v.map_or(Value::Null, Value::Duration)
+}
+
+/// Lets [`crate::vcls::LoadedVcl::run`] record which method a task is in.
+pub trait TaskSub {
+    fn set_sub(&mut self, m: BuiltinSub);
+}
+
+impl TaskSub for ReqTask {
+    fn set_sub(&mut self, m: BuiltinSub) {
+        self.cur_sub = m;
+    }
+}
+
+impl TaskSub for BoTask {
+    fn set_sub(&mut self, m: BuiltinSub) {
+        self.cur_sub = m;
+    }
 }

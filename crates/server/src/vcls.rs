@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use lacquer_vcl::diag::Diagnostics;
-use lacquer_vcl::exec::{self, Action, Backend, Context, Scratch, Vmods};
+use lacquer_vcl::exec::{self, Action, Backend, Context, Scratch, Value, Vmods};
 use lacquer_vcl::ir::{BackendDef, ProbeDef, Program};
 use lacquer_vcl::source::SourceMap;
 use lacquer_vcl::subs::BuiltinSub;
@@ -21,6 +21,7 @@ use tokio::task::JoinHandle;
 
 use crate::backend::pool::{Address, Pool};
 use crate::backend::probe::{self, Health, ProbeSpec};
+use crate::task::TaskSub;
 
 /// A backend of a loaded VCL, ready for fetches.
 pub struct BackendRt {
@@ -133,6 +134,7 @@ pub struct LoadedVcl {
     pub ir: Arc<Program>,
     pub code: exec::code::Program,
     pub backends: Vec<Arc<BackendRt>>,
+    pub host: Arc<VclHost>,
     pub vmods: Arc<dyn Vmods + Send + Sync>,
     /// Source files (name, text) for `vcl.show`.
     pub sources: Vec<(String, String)>,
@@ -155,7 +157,13 @@ pub struct LoadError {
 
 impl LoadedVcl {
     /// Runs a built-in method for a task.
-    pub fn run<C: Context>(&self, m: BuiltinSub, ctx: &mut C, scratch: &mut Scratch) -> Action {
+    pub fn run<C: Context + TaskSub>(
+        &self,
+        m: BuiltinSub,
+        ctx: &mut C,
+        scratch: &mut Scratch,
+    ) -> Action {
+        ctx.set_sub(m);
         self.code.run(m, ctx, &*self.vmods, scratch)
     }
 
@@ -168,11 +176,38 @@ impl LoadedVcl {
         })
     }
 
-    /// The concrete backend behind a BACKEND value (directors resolve
-    /// through their vmod).
-    pub fn resolve_backend<C: Context>(&self, b: &Backend, ctx: &mut C) -> Option<Arc<BackendRt>> {
-        let _ = ctx;
-        self.backends.get(b.id as usize).cloned()
+    /// The concrete backend behind a BACKEND value: directors are asked,
+    /// layer after layer, which backend they pick for this task.
+    pub fn resolve_backend(&self, b: &Backend, ctx: &mut dyn Context) -> Option<Arc<BackendRt>> {
+        let mut b = b.clone();
+        // Directors may be layered; a cycle of directors ends here.
+        for _ in 0..16 {
+            if let Some(rt) = self.backends.get(b.id as usize) {
+                return Some(rt.clone());
+            }
+            let d = self.host.director(b.id)?;
+            b = d.resolve(ctx)?;
+        }
+        None
+    }
+
+    /// `backend.resolve()` for VCL.
+    pub fn resolve_value(&self, v: &Value, ctx: &mut dyn Context) -> Result<Value, String> {
+        match v {
+            Value::Backend(b) => Ok(match self.resolve_backend(b, ctx) {
+                Some(rt) => Value::Backend(Backend {
+                    id: self
+                        .backends
+                        .iter()
+                        .position(|x| Arc::ptr_eq(x, &rt))
+                        .unwrap_or(0) as u32,
+                    name: Arc::from(rt.vcl_name.as_str()),
+                }),
+                None => Value::Null,
+            }),
+            Value::Null => Ok(Value::Null),
+            other => Err(format!("cannot resolve a {}", other.type_name())),
+        }
     }
 
     /// Starts the probes of this VCL's backends.
@@ -237,6 +272,69 @@ impl Drop for LoadedVcl {
     }
 }
 
+/// What the vmods of one VCL see of the server: its backends and the
+/// directors they create.
+pub struct VclHost {
+    backends: Vec<Arc<BackendRt>>,
+    /// Directors by registration order; their ids follow the backends'.
+    directors: std::sync::RwLock<Vec<(String, Arc<dyn lacquer_vmods::Director>)>>,
+}
+
+impl std::fmt::Debug for VclHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VclHost")
+            .field("backends", &self.backends.len())
+            .finish()
+    }
+}
+
+impl VclHost {
+    fn director(&self, id: u32) -> Option<Arc<dyn lacquer_vmods::Director>> {
+        let i = (id as usize).checked_sub(self.backends.len())?;
+        self.directors
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(i)
+            .map(|(_, d)| d.clone())
+    }
+}
+
+impl lacquer_vmods::Host for VclHost {
+    fn backend_healthy(&self, backend: &Backend) -> bool {
+        match self.backends.get(backend.id as usize) {
+            Some(b) => b.healthy(),
+            None => self.director(backend.id).is_some_and(|d| d.healthy()),
+        }
+    }
+
+    fn add_director(&self, name: &str, director: Arc<dyn lacquer_vmods::Director>) -> Backend {
+        let mut ds = self.directors.write().unwrap_or_else(|e| e.into_inner());
+        ds.push((name.to_string(), director));
+        Backend {
+            id: (self.backends.len() + ds.len() - 1) as u32,
+            name: Arc::from(name),
+        }
+    }
+
+    fn lookup_backend(&self, name: &str) -> Option<Backend> {
+        if let Some(i) = self.backends.iter().position(|b| b.vcl_name == name) {
+            return Some(Backend {
+                id: i as u32,
+                name: Arc::from(name),
+            });
+        }
+        let ds = self.directors.read().unwrap_or_else(|e| e.into_inner());
+        ds.iter().position(|(n, _)| n == name).map(|i| Backend {
+            id: (self.backends.len() + i) as u32,
+            name: Arc::from(name),
+        })
+    }
+
+    fn xkey_purge(&self, _keys: &[&[u8]], _soft: bool) -> i64 {
+        0
+    }
+}
+
 /// Options for compiling a VCL in this daemon.
 #[derive(Clone, Debug)]
 pub struct LoadOptions {
@@ -263,33 +361,38 @@ pub fn compile(
     };
     let mut sm = SourceMap::new();
     let main = sm.add(file_name, text, lacquer_vcl::source::FileKind::Main);
-    let loader = lacquer_vcl::parser::FsLoader;
     let popts = lacquer_vcl::parser::ParseOptions {
         vcl_path: opts.vcl_path.clone(),
         unsafe_path: opts.unsafe_path,
-        builtin: None,
-        loader: &loader,
+        ..Default::default()
     };
     let ir = lacquer_vcl::compile::compile_file(&mut sm, main, &popts, &copts, &registry)
         .map_err(|d: Diagnostics| LoadError {
             message: d.render(&sm),
         })?;
     let code = exec::code::Program::from_ir(&ir).map_err(|message| LoadError { message })?;
-    let backends = ir
+    let backends: Vec<Arc<BackendRt>> = ir
         .backends
         .iter()
         .map(|d| Arc::new(BackendRt::new(vcl_name, d, &ir.probes, opts.prefer_ipv6)))
         .collect();
-    let vmods = lacquer_vmods::Runtime::new(&ir);
+    let host = Arc::new(VclHost {
+        backends: backends.clone(),
+        directors: Default::default(),
+    });
+    let vmods = lacquer_vmods::Runtime::new(&ir.vmods, &ir.instances, ir.version, host.clone())
+        .map_err(|message| LoadError { message })?;
     let sources = sm
         .files()
-        .map(|f| (f.name.clone(), f.text.clone()))
+        .filter(|(_, f)| f.kind() != lacquer_vcl::source::FileKind::Builtin)
+        .map(|(_, f)| (f.name().to_string(), f.text().to_string()))
         .collect();
     Ok(LoadedVcl {
         name: vcl_name.to_string(),
         ir,
         code,
         backends,
+        host,
         vmods: Arc::new(vmods),
         sources,
         probes: Default::default(),

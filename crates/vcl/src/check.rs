@@ -797,8 +797,12 @@ impl<'a> Checker<'a> {
                 out.push(ir::Stmt::Unset(var));
             }
             StmtKind::Call { target } => {
+                let name = match &target.kind {
+                    ast::ExprKind::Path(p) => p.dotted(),
+                    _ => return err("Expected a subroutine name", target.span),
+                };
                 let id = ast::Ident {
-                    name: target.dotted(),
+                    name,
                     span: target.span,
                 };
                 let idx = self.sub_ref(&id, "sub")?;

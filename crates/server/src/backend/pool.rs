@@ -180,6 +180,27 @@ impl Drop for Slot {
     }
 }
 
+impl Conn {
+    /// The local port of the connection (0 for Unix sockets).
+    pub fn local_port(&self) -> u16 {
+        match &self.stream {
+            Stream::Tcp(s) => s.local_addr().map(|a| a.port()).unwrap_or(0),
+            Stream::Unix(_) => 0,
+        }
+    }
+
+    /// The local address as `ip port`, as `BackendOpen` records show it.
+    pub fn local_addr_string(&self) -> String {
+        match &self.stream {
+            Stream::Tcp(s) => s
+                .local_addr()
+                .map(|a| format!("{} {}", a.ip(), a.port()))
+                .unwrap_or_else(|_| "- -".to_string()),
+            Stream::Unix(_) => "0.0.0.0 0".to_string(),
+        }
+    }
+}
+
 impl Pool {
     pub fn new(addr: Address, max_connections: Option<usize>) -> Self {
         Pool {
