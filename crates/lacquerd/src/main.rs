@@ -85,6 +85,9 @@ struct Args {
     /// Print reference documentation: `parameter`.
     #[arg(short = 'x', value_name = "WHAT")]
     reference: Option<String>,
+    /// Run a self-contained demo: a built-in origin and the example VCL.
+    #[arg(long)]
+    demo: bool,
     /// Print help.
     #[arg(short = '?', long = "help", action = clap::ArgAction::Help)]
     help: Option<bool>,
@@ -112,6 +115,7 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> anyhow::Result<ExitCode> {
+    use lacquer_server::daemon::{self, BootVcl, Config};
     if args.version {
         println!(
             "lacquerd (lacquer-{}) (Varnish 7.1 compatible)",
@@ -138,10 +142,82 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(l) = &args.vsl_space {
         params.set("vsl_space", l)?;
     }
-    for (i, a) in args.listen.iter().enumerate() {
-        lacquer_server::listen::parse_listen(a, i)?;
+    let vcl = match (&args.vcl_file, &args.backend) {
+        (Some(f), _) => BootVcl::File(f.into()),
+        (None, Some(b)) => BootVcl::Backend(b.clone()),
+        (None, None) if args.demo => BootVcl::None,
+        (None, None) if args.debug => BootVcl::None,
+        (None, None) => anyhow::bail!(
+            "Neither -b nor -f given: say which backend to use (-b host:port) or which VCL to load (-f file.vcl); or try --demo"
+        ),
+    };
+    if args.compile_only {
+        return match daemon::check_vcl(&vcl, &params) {
+            Ok(summary) => {
+                print!("{summary}");
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(msg) => {
+                eprintln!("{msg}");
+                Ok(ExitCode::from(2))
+            }
+        };
     }
-    anyhow::bail!(
-        "the cache engine is not built yet: only -V and -x parameter work in this version"
-    )
+    let mut listen_args = args.listen.clone();
+    if listen_args.is_empty() {
+        listen_args.push(if args.demo {
+            "127.0.0.1:6081".to_string()
+        } else {
+            ":80".to_string()
+        });
+    }
+    let mut listen = Vec::new();
+    for (i, a) in listen_args.iter().enumerate() {
+        listen.push(lacquer_server::listen::parse_listen(a, i)?);
+    }
+    let workdir = args
+        .workdir
+        .as_deref()
+        .map(daemon::workdir_from)
+        .unwrap_or_else(daemon::default_workdir);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let demo = args.demo;
+    let listen_text = listen_args[0].clone();
+    let result = rt.block_on(async move {
+        let vcl = if demo {
+            let origin = lacquer_server::demo::start_origin()
+                .await
+                .map_err(|e| format!("Cannot start the demo origin: {e}"))?;
+            eprint!(
+                "{}",
+                lacquer_server::demo::instructions(&listen_text, origin)
+            );
+            BootVcl::Inline(lacquer_server::demo::demo_vcl(origin.port()))
+        } else {
+            vcl
+        };
+        let cfg = Config {
+            listen,
+            vcl,
+            storage: args.storage.clone(),
+            params,
+            workdir,
+            identity: args.identity.clone(),
+            admin: args.admin.clone(),
+            secret: args.secret.as_ref().map(Into::into),
+            reverse_cli: args.reverse_cli.clone(),
+            debug: args.debug,
+            pidfile: args.pidfile.as_ref().map(Into::into),
+        };
+        daemon::run(cfg).await
+    });
+    match result {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(msg) => {
+            eprintln!("Error: {msg}");
+            Ok(ExitCode::from(2))
+        }
+    }
 }

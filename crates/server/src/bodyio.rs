@@ -189,7 +189,10 @@ mod tests {
         let mut s = BodyStream::new(BodyKind::Length(10), true);
         let t = Duration::from_secs(1);
         assert!(s.next(&mut r, &mut buf, t).await.unwrap().is_some());
-        assert!(matches!(s.next(&mut r, &mut buf, t).await, Err(BodyIoError::Eof)));
+        assert!(matches!(
+            s.next(&mut r, &mut buf, t).await,
+            Err(BodyIoError::Eof)
+        ));
         let mut r: &[u8] = b"zz\r\n";
         let mut s = BodyStream::new(BodyKind::Chunked, true);
         assert!(matches!(

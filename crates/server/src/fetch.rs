@@ -15,6 +15,7 @@
 //! channel as soon as the object's headers exist (or, without
 //! `beresp.do_stream`, when its body is complete).
 
+use crate::counters::Main;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -140,7 +141,7 @@ pub async fn run(mut job: FetchJob) {
 }
 
 fn fail(job: &mut FetchJob) {
-    job.bo.sh.counters.fetch_failed.inc();
+    job.bo.sh.counters.inc(Main::fetch_failed);
     if let Some(n) = job.notify.take() {
         let _ = n.send(FetchOutcome::Failed);
     }
@@ -196,7 +197,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
                     return Err(Step::Fail);
                 }
                 job.bo.retries += 1;
-                job.bo.sh.counters.backend_retry.inc();
+                job.bo.sh.counters.inc(Main::backend_retry);
                 continue;
             }
             Action::Error { status, reason } => return Err(Step::Error(status, reason)),
@@ -215,7 +216,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
 async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
     let bo = &mut job.bo;
     let Some(be) = bo.backend.clone() else {
-        bo.sh.counters.backend_fail.inc();
+        bo.sh.counters.inc(Main::backend_fail);
         return Err("No backend".to_string());
     };
     let vcl = bo.vcl.clone();
@@ -223,7 +224,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         .resolve_backend(&be, &mut *bo)
         .ok_or_else(|| format!("Director {} returned no backend", be.name))?;
     if !backend.healthy() {
-        bo.sh.counters.backend_unhealthy.inc();
+        bo.sh.counters.inc(Main::backend_unhealthy);
         return Err(format!("backend {}: unhealthy", backend.name));
     }
     let params = bo.sh.params();
@@ -265,29 +266,25 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
     let mut tries = 0;
     loop {
         tries += 1;
-        let mut conn = match backend
-            .pool
-            .get(secs(connect_timeout), secs(idle))
-            .await
-        {
+        let mut conn = match backend.pool.get(secs(connect_timeout), secs(idle)).await {
             Ok(c) => c,
             Err(ConnectError::Busy(_)) => {
-                bo.sh.counters.backend_busy.inc();
+                bo.sh.counters.inc(Main::backend_busy);
                 return Err(format!("backend {}: busy", backend.name));
             }
             Err(e) => {
-                bo.sh.counters.backend_fail.inc();
+                bo.sh.counters.inc(Main::backend_fail);
                 return Err(format!("backend {}: {e}", backend.name));
             }
         };
         if conn.reused {
-            bo.sh.counters.backend_reuse.inc();
+            bo.sh.counters.inc(Main::backend_reuse);
             bo.vsl.log(
                 Tag::BackendReuse,
                 format_args!("{} {}", conn.local_port(), backend.vcl_name),
             );
         } else {
-            bo.sh.counters.backend_conn.inc();
+            bo.sh.counters.inc(Main::backend_conn);
             bo.vsl.log(
                 Tag::BackendOpen,
                 format_args!(
@@ -320,7 +317,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             if conn.reused && tries == 1 {
                 continue;
             }
-            bo.sh.counters.backend_fail.inc();
+            bo.sh.counters.inc(Main::backend_fail);
             return Err(format!("backend write error: {e}"));
         }
         let mut rbuf = BytesMut::with_capacity(8192);
@@ -360,7 +357,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             .body_kind(is_head)
             .map_err(|e| format!("http format error: {}", e.message()))?;
         bo.beresp = RespMsg::from(head);
-        bo.sh.counters.backend_req.inc();
+        bo.sh.counters.inc(Main::backend_req);
         log_resp(bo, Tag::BerespProtocol);
         return Ok(Fetched {
             conn,
@@ -394,8 +391,7 @@ fn log_resp(bo: &mut BoTask, first: Tag) {
         ),
     };
     bo.vsl.log_bytes(proto, &bo.beresp.proto);
-    bo.vsl
-        .log(status, format_args!("{}", bo.beresp.status));
+    bo.vsl.log(status, format_args!("{}", bo.beresp.status));
     bo.vsl.log_bytes(reason, &bo.beresp.reason);
     for (k, v) in bo.beresp.headers.iter() {
         bo.vsl.log_header(header, k, v);
@@ -464,11 +460,7 @@ fn object_headers(beresp: &RespMsg) -> Vec<(Bytes, Bytes)> {
 }
 
 /// Turns the response into an object and streams its body.
-async fn deliver(
-    job: &mut FetchJob,
-    mut f: Fetched,
-    hfp_ttl: Option<f64>,
-) -> Result<(), Step> {
+async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Result<(), Step> {
     let bo = &mut job.bo;
     // 304 revalidation of a stale object: merge headers, reuse its body.
     let stale = match &job.mode {
@@ -495,7 +487,7 @@ async fn deliver(
         bo.beresp.reason = data.reason.clone();
         bo.was_304 = true;
         reuse_body = Some(data.body.clone());
-        bo.sh.counters.fetch_304.inc();
+        bo.sh.counters.inc(Main::fetch_304);
     }
     // Body filters chosen by VCL.
     let backend_gzip = bo
@@ -539,10 +531,8 @@ async fn deliver(
     log_resp(bo, Tag::ObjProtocol);
     let private = matches!(job.mode, FetchMode::Pass);
     let store = pick_store(bo, private);
-    bo.vsl.log(
-        Tag::Storage,
-        format_args!("malloc {}", store.name()),
-    );
+    bo.vsl
+        .log(Tag::Storage, format_args!("malloc {}", store.name()));
     let new = NewObject {
         meta: ObjMeta {
             vxid: bo.vxid,
@@ -641,11 +631,9 @@ async fn deliver(
                 );
                 bo.vsl.log(Tag::Length, format_args!("{}", writer.len()));
                 writer.finish();
-                if f.body != BodyKind::Eof && lacquer_http::persistence(
-                    &bo.beresp.headers,
-                    lacquer_http::Version::Http11,
-                )
-                .keep_alive()
+                if f.body != BodyKind::Eof
+                    && lacquer_http::persistence(&bo.beresp.headers, lacquer_http::Version::Http11)
+                        .keep_alive()
                 {
                     f.backend.pool.recycle(f.conn);
                 } else {
@@ -654,7 +642,7 @@ async fn deliver(
             }
             Err(msg) => {
                 bo.vsl.log_str(Tag::FetchError, &msg);
-                bo.sh.counters.fetch_failed.inc();
+                bo.sh.counters.inc(Main::fetch_failed);
                 writer.fail();
             }
         }

@@ -34,7 +34,8 @@ where
         headers,
     };
     let mut bo = new_bo(t, true, bereq, vxid);
-    bo.vsl.log(Tag::Begin, format_args!("bereq {} pipe", t.vxid));
+    bo.vsl
+        .log(Tag::Begin, format_args!("bereq {} pipe", t.vxid));
     let vcl = t.vcl.clone();
     let action = vcl.run(BuiltinSub::Pipe, &mut bo, scratch);
     let result = match action {
@@ -49,10 +50,7 @@ where
     After::Close
 }
 
-async fn run_pipe<S>(
-    bo: &mut crate::task::BoTask,
-    conn: &mut ClientConn<S>,
-) -> Result<(), String>
+async fn run_pipe<S>(bo: &mut crate::task::BoTask, conn: &mut ClientConn<S>) -> Result<(), String>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
@@ -72,10 +70,7 @@ where
     drop(params);
     let mut be_conn = backend
         .pool
-        .get(
-            Duration::from_secs_f64(connect.max(0.001)),
-            Duration::ZERO,
-        )
+        .get(Duration::from_secs_f64(connect.max(0.001)), Duration::ZERO)
         .await
         .map_err(|e| format!("backend {}: {e}", backend.name))?;
     let mut head = Vec::new();
@@ -111,9 +106,7 @@ where
         }
     }
     let _ = cw.flush().await;
-    bo.vsl.log(
-        Tag::PipeAcct,
-        format_args!("0 0 {to_backend} {to_client}"),
-    );
+    bo.vsl
+        .log(Tag::PipeAcct, format_args!("0 0 {to_backend} {to_client}"));
     Ok(())
 }

@@ -16,6 +16,7 @@
 //! Every state keeps Varnish's log records and counters so that varnishlog
 //! users see the transactions they expect.
 
+use crate::counters::Main;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -63,34 +64,47 @@ enum State {
     Recv,
     Hash,
     Lookup,
-    Miss { busy: lacquer_cache::BusyObj, stale: Option<ObjRef>, hitmiss: bool },
+    Miss {
+        busy: lacquer_cache::BusyObj,
+        stale: Option<ObjRef>,
+        hitmiss: bool,
+    },
     Hit(ObjRef, Option<lacquer_cache::BusyObj>),
     Pass,
     Pipe,
     Purge,
-    Synth { status: u16, reason: Option<Bytes> },
-    Deliver { obj: ObjRef, hit: bool, pass: bool },
+    Synth {
+        status: u16,
+        reason: Option<Bytes>,
+    },
+    Deliver {
+        obj: ObjRef,
+        hit: bool,
+        pass: bool,
+    },
     Restart,
 }
 
 /// Handles one request on a client connection.
-pub async fn handle<S>(
-    t: &mut ReqTask,
-    conn: &mut ClientConn<S>,
-) -> After
+pub async fn handle<S>(t: &mut ReqTask, conn: &mut ClientConn<S>) -> After
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
     let sh = t.sh.clone();
     let mut scratch = Scratch::default();
     let max_restarts = sh.params().uint("max_restarts") as u32;
-    sh.counters.client_req.inc();
+    sh.counters.inc(Main::client_req);
     // X-Forwarded-For gets the client address appended, once.
     let ip = t.sess.client.ip().to_string();
     match t.req.headers.get("x-forwarded-for").map(<[u8]>::to_vec) {
         Some(mut v) => {
             t.req.headers.collect("x-forwarded-for");
-            v = t.req.headers.get("x-forwarded-for").map(<[u8]>::to_vec).unwrap_or(v);
+            v = t
+                .req
+                .headers
+                .get("x-forwarded-for")
+                .map(<[u8]>::to_vec)
+                .unwrap_or(v);
             v.extend_from_slice(b", ");
             v.extend_from_slice(ip.as_bytes());
             t.req.headers.set("X-Forwarded-For", v);
@@ -131,7 +145,8 @@ where
                         match sh.vcl_by_label(&label) {
                             Some(v) => {
                                 vcl_switched = true;
-                                t.vsl.log(Tag::VCL_use, format_args!("{} via {}", v.name, label));
+                                t.vsl
+                                    .log(Tag::VCL_use, format_args!("{} via {}", v.name, label));
                                 t.vcl = v;
                                 t.req = t.req_orig.clone();
                                 State::Recv
@@ -164,9 +179,7 @@ where
             State::Purge => {
                 t.purging = false;
                 let digest = t.digest.expect("digest computed in vcl_hash");
-                let n = sh.cache.purge(&digest, t.now, 0.0, 0.0, 0.0);
-                sh.counters.n_purges.inc();
-                sh.counters.n_obj_purged.add(n as u64);
+                sh.cache.purge(&digest, t.now, 0.0, 0.0, 0.0);
                 let vcl = t.vcl.clone();
                 match vcl.run(BuiltinSub::Purge, t, &mut scratch) {
                     Action::Synth { status, reason } => State::Synth { status, reason },
@@ -184,9 +197,9 @@ where
                             start_bgfetch(t, busy, obj.clone());
                         }
                         if obj.t_origin() + obj.ttl() <= t.now {
-                            sh.counters.cache_hit_grace.inc();
+                            sh.counters.inc(Main::cache_hit_grace);
                         }
-                        sh.counters.cache_hit.inc();
+                        sh.counters.inc(Main::cache_hit);
                         t.vsl.log(
                             Tag::Hit,
                             format_args!(
@@ -230,7 +243,7 @@ where
                 match vcl.run(BuiltinSub::Miss, t, &mut scratch) {
                     Action::Fetch => {
                         if !hitmiss {
-                            sh.counters.cache_miss.inc();
+                            sh.counters.inc(Main::cache_miss);
                         }
                         let mode = if hitmiss {
                             FetchMode::HitMiss { busy }
@@ -259,7 +272,7 @@ where
                 let vcl = t.vcl.clone();
                 match vcl.run(BuiltinSub::Pass, t, &mut scratch) {
                     Action::Fetch => {
-                        sh.counters.s_pass.inc();
+                        sh.counters.inc(Main::s_pass);
                         match fetch(t, FetchMode::Pass, true).await {
                             Some(obj) => State::Deliver {
                                 obj,
@@ -278,7 +291,7 @@ where
                 }
             }
             State::Pipe => {
-                sh.counters.s_pipe.inc();
+                sh.counters.inc(Main::s_pipe);
                 return crate::pipe::pipe(t, conn, &mut scratch).await;
             }
             State::Deliver { obj, hit, pass } => {
@@ -305,7 +318,6 @@ where
                     }
                 } else {
                     t.restarts += 1;
-                    sh.counters.restarts.inc();
                     t.resp = RespMsg::new(200);
                     State::Recv
                 }
@@ -365,8 +377,8 @@ async fn lookup(t: &mut ReqTask) -> State {
             },
             Lookup::HitMiss { busy, vxid, dttl } => {
                 t.is_hitmiss = true;
-                sh.counters.cache_hitmiss.inc();
-                sh.counters.cache_miss.inc();
+                sh.counters.inc(Main::cache_hitmiss);
+                sh.counters.inc(Main::cache_miss);
                 t.vsl.log(Tag::HitMiss, format_args!("{vxid} {dttl:.6}"));
                 State::Miss {
                     busy,
@@ -376,14 +388,12 @@ async fn lookup(t: &mut ReqTask) -> State {
             }
             Lookup::HitPass { vxid, dttl } => {
                 t.is_hitpass = true;
-                sh.counters.cache_hitpass.inc();
+                sh.counters.inc(Main::cache_hitpass);
                 t.vsl.log(Tag::HitPass, format_args!("{vxid} {dttl:.6}"));
                 State::Pass
             }
             Lookup::Busy(waiter) => {
-                sh.counters.busy_sleep.inc();
                 waiter.wait().await;
-                sh.counters.busy_wakeup.inc();
                 t.now = rfc2616::now();
                 continue;
             }
@@ -406,7 +416,11 @@ fn make_bereq(t: &ReqTask, pass: bool, vxid: u32) -> ReqMsg {
     } else {
         Bytes::from_static(b"GET")
     };
-    let method = if pass { method } else { Bytes::from_static(b"GET") };
+    let method = if pass {
+        method
+    } else {
+        Bytes::from_static(b"GET")
+    };
     if !pass && t.sh.params().flag("http_gzip_support") {
         h.set("Accept-Encoding", "gzip");
     }
@@ -434,10 +448,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         t_bereq: rfc2616::now(),
         t_beresp: 0.0,
         retries: 0,
-        backend: t
-            .backend_hint
-            .clone()
-            .or_else(|| t.vcl.default_backend()),
+        backend: t.backend_hint.clone().or_else(|| t.vcl.default_backend()),
         beresp_backend: None,
         beresp_backend_ip: None,
         connect_timeout: None,
@@ -503,7 +514,7 @@ fn start_bgfetch(t: &mut ReqTask, busy: lacquer_cache::BusyObj, stale: ObjRef) {
     let bereq = make_bereq(t, false, vxid);
     let mut bo = new_bo(t, false, bereq, vxid);
     bo.is_bgfetch = true;
-    t.sh.counters.s_bgfetch.inc();
+    t.sh.counters.inc(Main::s_bgfetch);
     let job = FetchJob {
         bo,
         mode: FetchMode::Background { busy, stale },
@@ -521,7 +532,8 @@ enum Delivered {
 
 fn log_resp(t: &mut ReqTask) {
     t.vsl.log_bytes(Tag::RespProtocol, &t.resp.proto);
-    t.vsl.log(Tag::RespStatus, format_args!("{}", t.resp.status));
+    t.vsl
+        .log(Tag::RespStatus, format_args!("{}", t.resp.status));
     t.vsl.log_bytes(Tag::RespReason, &t.resp.reason);
     for (k, v) in t.resp.headers.iter() {
         t.vsl.log_header(Tag::RespHeader, k, v);
@@ -584,7 +596,7 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
     let sh = t.sh.clone();
-    sh.counters.s_synth.inc();
+    sh.counters.inc(Main::s_synth);
     let mut resp = RespMsg::new(status);
     if let Some(r) = reason {
         resp.reason = r;
@@ -791,8 +803,8 @@ where
     })
     .await
     .unwrap_or_else(|_| Err(std::io::Error::other("send timeout")));
-    sh.counters.s_resp_hdrbytes.add(hdr_bytes);
-    sh.counters.s_resp_bodybytes.add(body_bytes);
+    sh.counters.add(Main::s_resp_hdrbytes, hdr_bytes);
+    sh.counters.add(Main::s_resp_bodybytes, body_bytes);
     t.vsl.log(
         Tag::ReqAcct,
         format_args!(

@@ -15,6 +15,7 @@
 //!
 //! Nothing here blocks a thread: a slow client costs one task.
 
+use crate::counters::Main;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,8 +57,8 @@ where
         endpoint: sess.endpoint.clone(),
         unix: sess.unix,
     });
-    sh.counters.sess_conn.inc();
-    sh.counters.s_sess.inc();
+    sh.counters.inc(Main::sess_conn);
+    sh.counters.inc(Main::s_sess);
     let mut svsl = VslBuf::new(sh.vsl.clone(), Vxid::client(svxid));
     svsl.log_str(Tag::Begin, "sess 0 HTTP/1");
     svsl.log(
@@ -101,11 +102,11 @@ where
             conn.rbuf.reserve(8192);
             match tokio::time::timeout(idle, conn.stream.read_buf(&mut conn.rbuf)).await {
                 Err(_) => {
-                    sh.counters.sc_rx_timeout.inc();
+                    sh.counters.inc(Main::sc_rx_timeout);
                     return end(&sh, &mut svsl, t_open, "RX_TIMEOUT");
                 }
                 Ok(Ok(0)) | Ok(Err(_)) => {
-                    sh.counters.sc_rem_close.inc();
+                    sh.counters.inc(Main::sc_rem_close);
                     return end(&sh, &mut svsl, t_open, "REM_CLOSE");
                 }
                 Ok(Ok(_)) => {}
@@ -114,8 +115,8 @@ where
         let head = match head {
             Ok(h) => h,
             Err(e) => {
-                sh.counters.client_req_400.inc();
-                sh.counters.sc_rx_bad.inc();
+                sh.counters.inc(Main::client_req_400);
+                sh.counters.inc(Main::sc_rx_bad);
                 let status = e.status().unwrap_or(400);
                 let mut r = RespMsg::new(status);
                 r.headers.append("Connection", "close");
@@ -132,7 +133,7 @@ where
         let expect = lacquer_http::expect(&head.headers);
         let req = ReqMsg::from(head);
         if expect == lacquer_http::Expect::Unsupported {
-            sh.counters.client_req_417.inc();
+            sh.counters.inc(Main::client_req_417);
             let _ = conn
                 .stream
                 .write_all(b"HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\n\r\n")
@@ -160,7 +161,12 @@ where
         );
         vsl.log(
             Tag::ReqStart,
-            format_args!("{} {} {}", info.client.ip(), info.client.port(), info.listener),
+            format_args!(
+                "{} {} {}",
+                info.client.ip(),
+                info.client.port(),
+                info.listener
+            ),
         );
         vsl.log_bytes(Tag::ReqMethod, &req.method);
         vsl.log_bytes(Tag::ReqURL, &req.url);
@@ -204,7 +210,7 @@ where
             t_last: t_req,
         };
         task.backend_hint = task.vcl.default_backend();
-        sh.counters.s_req_hdrbytes.add(req_hdr_bytes as u64);
+        sh.counters.add(Main::s_req_hdrbytes, req_hdr_bytes as u64);
         // The request body is read before VCL runs, so that VCL (and
         // std.cache_req_body) can use it and a pass can forward it.
         if body_kind != BodyKind::None {
@@ -224,13 +230,14 @@ where
                 .await
             {
                 Ok(b) => {
-                    sh.counters.s_req_bodybytes.add(b.len() as u64);
+                    sh.counters.add(Main::s_req_bodybytes, b.len() as u64);
                     task.req_body = Some(b);
                 }
                 Err(e) => {
-                    task.vsl.log(Tag::ReqAcct, format_args!("body read error: {e}"));
+                    task.vsl
+                        .log(Tag::ReqAcct, format_args!("body read error: {e}"));
                     task.vsl.flush();
-                    sh.counters.sc_rx_body.inc();
+                    sh.counters.inc(Main::sc_rx_body);
                     let _ = conn
                         .stream
                         .write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
@@ -257,7 +264,7 @@ where
 }
 
 fn end(sh: &Shared, svsl: &mut VslBuf, t_open: f64, reason: &str) {
-    sh.counters.sess_closed.inc();
+    sh.counters.inc(Main::sess_closed);
     svsl.log(
         Tag::SessClose,
         format_args!("{reason} {:.3}", rfc2616::now() - t_open),

@@ -8,8 +8,8 @@
 //! reported as a VCL error rather than a panic.
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use lacquer_cache::ObjRef;
@@ -304,11 +304,9 @@ impl Context for ReqTask {
                 None => Value::Null,
             },
             VarId::RespStatus => Value::Int(i64::from(self.resp.status)),
-            VarId::RespIsStreaming => Value::Bool(
-                self.obj
-                    .as_ref()
-                    .is_some_and(|o| !o.body().is_finished()),
-            ),
+            VarId::RespIsStreaming => {
+                Value::Bool(self.obj.as_ref().is_some_and(|o| !o.body().is_finished()))
+            }
             VarId::RespDoEsi => Value::Bool(false),
             VarId::RespTime => Value::Time(self.now),
             VarId::ObjStatus => Value::Int(i64::from(self.obj()?.data().status)),
@@ -450,7 +448,12 @@ impl Context for ReqTask {
         }
     }
 
-    fn add_header(&mut self, which: HttpWhich, name: &HeaderName, value: &[u8]) -> Result<(), String> {
+    fn add_header(
+        &mut self,
+        which: HttpWhich,
+        name: &HeaderName,
+        value: &[u8],
+    ) -> Result<(), String> {
         let h = match which {
             HttpWhich::Req | HttpWhich::ReqTop => &mut self.req.headers,
             HttpWhich::Resp => &mut self.resp.headers,
@@ -463,7 +466,11 @@ impl Context for ReqTask {
         Ok(())
     }
 
-    fn replace_headers(&mut self, which: HttpWhich, lines: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), String> {
+    fn replace_headers(
+        &mut self,
+        which: HttpWhich,
+        lines: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<(), String> {
         let h = match which {
             HttpWhich::Req | HttpWhich::ReqTop => &mut self.req.headers,
             HttpWhich::Resp => &mut self.resp.headers,
@@ -718,9 +725,7 @@ impl Context for BoTask {
             VarId::BereqBackend => self.backend = as_backend(value)?,
             VarId::BereqConnectTimeout => self.connect_timeout = Some(as_f64(&value)?),
             VarId::BereqFirstByteTimeout => self.first_byte_timeout = Some(as_f64(&value)?),
-            VarId::BereqBetweenBytesTimeout => {
-                self.between_bytes_timeout = Some(as_f64(&value)?)
-            }
+            VarId::BereqBetweenBytesTimeout => self.between_bytes_timeout = Some(as_f64(&value)?),
             VarId::BerespStatus => {
                 let s = vcl_status(as_int(&value)?)?;
                 self.beresp.status = s;
@@ -815,7 +820,12 @@ impl Context for BoTask {
         }
     }
 
-    fn add_header(&mut self, which: HttpWhich, name: &HeaderName, value: &[u8]) -> Result<(), String> {
+    fn add_header(
+        &mut self,
+        which: HttpWhich,
+        name: &HeaderName,
+        value: &[u8],
+    ) -> Result<(), String> {
         let h = match which {
             HttpWhich::Bereq => &mut self.bereq.headers,
             HttpWhich::Beresp => &mut self.beresp.headers,
@@ -828,7 +838,11 @@ impl Context for BoTask {
         Ok(())
     }
 
-    fn replace_headers(&mut self, which: HttpWhich, lines: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), String> {
+    fn replace_headers(
+        &mut self,
+        which: HttpWhich,
+        lines: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<(), String> {
         let h = match which {
             HttpWhich::Bereq => &mut self.bereq.headers,
             HttpWhich::Beresp => &mut self.beresp.headers,

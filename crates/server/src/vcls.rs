@@ -41,7 +41,9 @@ pub struct BackendRt {
 
 impl std::fmt::Debug for BackendRt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BackendRt").field("name", &self.name).finish()
+        f.debug_struct("BackendRt")
+            .field("name", &self.name)
+            .finish()
     }
 }
 
@@ -144,7 +146,9 @@ pub struct LoadedVcl {
 
 impl std::fmt::Debug for LoadedVcl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LoadedVcl").field("name", &self.name).finish()
+        f.debug_struct("LoadedVcl")
+            .field("name", &self.name)
+            .finish()
     }
 }
 
@@ -366,10 +370,11 @@ pub fn compile(
         unsafe_path: opts.unsafe_path,
         ..Default::default()
     };
-    let ir = lacquer_vcl::compile::compile_file(&mut sm, main, &popts, &copts, &registry)
-        .map_err(|d: Diagnostics| LoadError {
+    let ir = lacquer_vcl::compile::compile_file(&mut sm, main, &popts, &copts, &registry).map_err(
+        |d: Diagnostics| LoadError {
             message: d.render(&sm),
-        })?;
+        },
+    )?;
     let code = exec::code::Program::from_ir(&ir).map_err(|message| LoadError { message })?;
     let backends: Vec<Arc<BackendRt>> = ir
         .backends
@@ -401,7 +406,11 @@ pub fn compile(
 }
 
 /// Reads and compiles a VCL file.
-pub fn compile_path(vcl_name: &str, path: &Path, opts: &LoadOptions) -> Result<LoadedVcl, LoadError> {
+pub fn compile_path(
+    vcl_name: &str,
+    path: &Path,
+    opts: &LoadOptions,
+) -> Result<LoadedVcl, LoadError> {
     let text = std::fs::read_to_string(path).map_err(|e| LoadError {
         message: format!("Cannot read file '{}': {e}", path.display()),
     })?;

@@ -1,0 +1,692 @@
+//! Starting, running and stopping the daemon: working directory, shared
+//! memory, stores, cache, the boot VCL, listeners, the management CLI
+//! (`-T`, `-M`, `-d`), housekeeping timers and graceful shutdown.
+//!
+//! Startup order matters: everything that can fail on bad input (flags,
+//! VCL, storage specs, ports) is checked before anything is served, and
+//! each failure is reported with what to fix.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use lacquer_cache::{Cache, CacheConfig};
+use lacquer_storage::{MallocStore, Stevedore};
+use lacquer_vcl::exec::{Context, HeaderName, HttpWhich, LogKind, Scratch, Value};
+use lacquer_vcl::subs::BuiltinSub;
+use lacquer_vcl::vars::VarId;
+use lacquer_vsl::{Tag, Vsl, VslConfig};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, UnixListener};
+
+use crate::cli::{self, Line, Reply, RequestReader, status};
+use crate::counters::{Counters, Main};
+use crate::listen::{Endpoint, ListenSpec};
+use crate::params::ParamSet;
+use crate::session::SessInfoArgs;
+use crate::state::{BoundListener, Shared};
+use crate::vcls::{self, LoadedVcl, Temp, VclRegistry};
+use crate::vxid::VxidAlloc;
+
+/// Where the first VCL comes from.
+#[derive(Clone, Debug)]
+pub enum BootVcl {
+    File(PathBuf),
+    /// `-b host[:port]`: a backend with the builtin VCL.
+    Backend(String),
+    /// Source text (the demo).
+    Inline(String),
+    /// `-d` without `-f`/`-b`: wait for `vcl.load` on the CLI.
+    None,
+}
+
+/// Everything the command line decided.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub listen: Vec<ListenSpec>,
+    pub vcl: BootVcl,
+    pub storage: Vec<String>,
+    pub params: ParamSet,
+    pub workdir: PathBuf,
+    pub identity: Option<String>,
+    pub admin: Option<String>,
+    pub secret: Option<PathBuf>,
+    pub reverse_cli: Option<String>,
+    pub debug: bool,
+    pub pidfile: Option<PathBuf>,
+}
+
+/// The default working directory (`-n`): per host, under the temp dir.
+pub fn default_workdir() -> PathBuf {
+    std::env::temp_dir().join(format!("lacquer-{}", hostname()))
+}
+
+/// Resolves `-n NAME`: a path as given, a bare name under the default base.
+pub fn workdir_from(n: &str) -> PathBuf {
+    if n.contains('/') {
+        PathBuf::from(n)
+    } else {
+        std::env::temp_dir().join(format!("lacquer-{n}"))
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// The VCL `-b` stands for.
+pub fn backend_vcl(spec: &str) -> Result<String, String> {
+    let (host, port) = crate::listen::split_host_port(spec)?;
+    if host.is_empty() {
+        return Err(format!("-b '{spec}': no host given"));
+    }
+    Ok(format!(
+        "vcl 4.1;\nbackend default {{\n    .host = \"{host}\";\n    .port = \"{}\";\n}}\n",
+        port.unwrap_or("80")
+    ))
+}
+
+/// Compiles the boot VCL and prints a summary (`-C`).
+pub fn check_vcl(vcl: &BootVcl, params: &ParamSet) -> Result<String, String> {
+    let opts = vcls::LoadOptions {
+        err_unref: params.flag("vcc_err_unref"),
+        storages: vec!["s0".into(), "Transient".into()],
+        labels: Vec::new(),
+        vcl_path: Vec::new(),
+        unsafe_path: params.flag("vcc_unsafe_path"),
+        prefer_ipv6: params.flag("prefer_ipv6"),
+    };
+    let loaded = match vcl {
+        BootVcl::File(p) => vcls::compile_path("boot", p, &opts),
+        BootVcl::Backend(b) => vcls::compile("boot", "<-b argument>", &backend_vcl(b)?, &opts),
+        BootVcl::Inline(t) => vcls::compile("boot", "<inline>", t, &opts),
+        BootVcl::None => return Err("-C needs -f or -b".to_string()),
+    }
+    .map_err(|e| e.message)?;
+    Ok(summary(&loaded))
+}
+
+/// A short description of a compiled VCL.
+pub fn summary(v: &LoadedVcl) -> String {
+    let ir = &v.ir;
+    let subs: Vec<&str> = ir.subs.iter().map(|s| s.name.as_str()).collect();
+    let names = |it: Vec<&str>| {
+        if it.is_empty() {
+            "-".to_string()
+        } else {
+            it.join(", ")
+        }
+    };
+    format!(
+        "VCL {} compiled.\n  subs:     {}\n  backends: {}\n  probes:   {}\n  acls:     {}\n  imports:  {}\n",
+        match ir.version {
+            lacquer_vcl::vars::VclVersion::V40 => "4.0",
+            _ => "4.1",
+        },
+        names(subs),
+        names(ir.backends.iter().map(|b| b.name.as_str()).collect()),
+        names(ir.probes.iter().map(|p| p.name.as_str()).collect()),
+        names(ir.acls.iter().map(|a| a.name.as_str()).collect()),
+        names(ir.vmods.iter().map(|m| m.name.as_str()).collect()),
+    )
+}
+
+/// A task for `vcl_init` / `vcl_fini`: no request, only vmod objects,
+/// `server.*` and `now`.
+struct InitTask {
+    sh: Arc<Shared>,
+    vcl: Arc<LoadedVcl>,
+    privs: lacquer_vcl::exec::privs::TaskPrivs,
+    sub: BuiltinSub,
+    now: f64,
+    errors: Vec<String>,
+}
+
+impl crate::task::TaskSub for InitTask {
+    fn set_sub(&mut self, m: BuiltinSub) {
+        self.sub = m;
+    }
+}
+
+fn nope(what: &str) -> String {
+    format!("{what} is not available in vcl_init/vcl_fini")
+}
+
+impl Context for InitTask {
+    fn header(&self, _: HttpWhich, _: &HeaderName) -> Option<&[u8]> {
+        None
+    }
+    fn set_header(&mut self, _: HttpWhich, _: &HeaderName, _: &[u8]) {}
+    fn unset_header(&mut self, _: HttpWhich, _: &HeaderName) {}
+    fn get_str(&self, var: VarId) -> Result<Option<&[u8]>, String> {
+        match var {
+            VarId::ServerHostname => Ok(Some(self.sh.hostname.as_bytes())),
+            VarId::ServerIdentity => Ok(Some(self.sh.identity.as_bytes())),
+            _ => Err(nope("this variable")),
+        }
+    }
+    fn set_str(&mut self, _: VarId, _: &[u8]) -> Result<(), String> {
+        Err(nope("setting variables"))
+    }
+    fn get(&self, var: VarId) -> Result<Value, String> {
+        match var {
+            VarId::Now => Ok(Value::Time(self.now)),
+            other => match self.get_str(other)? {
+                Some(s) => Ok(Value::Str(Bytes::copy_from_slice(s))),
+                None => Ok(Value::Null),
+            },
+        }
+    }
+    fn set(&mut self, _: VarId, _: Value) -> Result<(), String> {
+        Err(nope("setting variables"))
+    }
+    fn unset(&mut self, _: VarId) -> Result<(), String> {
+        Err(nope("unset"))
+    }
+    fn storage_var(&self, _: VarId, _: &str) -> Result<Value, String> {
+        Err(nope("storage variables"))
+    }
+    fn hash_data(&mut self, _: Option<&[u8]>) {}
+    fn synthetic(&mut self, _: &[u8]) {}
+    fn ban(&mut self, spec: &[u8]) -> Result<(), String> {
+        let s = std::str::from_utf8(spec).map_err(|_| "ban: not UTF-8".to_string())?;
+        self.sh.add_ban(s, self.now)
+    }
+    fn log(&mut self, kind: LogKind, msg: &[u8]) {
+        let text = String::from_utf8_lossy(msg).into_owned();
+        if kind == LogKind::Error {
+            self.errors.push(text.clone());
+        }
+        self.sh.vsl.log_immediate(
+            if kind == LogKind::Error {
+                Tag::VCL_Error
+            } else {
+                Tag::VCL_Log
+            },
+            lacquer_vsl::Vxid::plain(0),
+            format_args!("{text}"),
+        );
+    }
+    fn resolve_backend(&mut self, backend: &Value) -> Result<Value, String> {
+        let vcl = self.vcl.clone();
+        vcl.resolve_value(backend, self)
+    }
+    fn now(&self) -> f64 {
+        self.now
+    }
+    fn privs(&mut self) -> &mut lacquer_vcl::exec::privs::TaskPrivs {
+        &mut self.privs
+    }
+    fn sub(&self) -> BuiltinSub {
+        self.sub
+    }
+    fn headers(&self, _: HttpWhich) -> Vec<(&[u8], &[u8])> {
+        Vec::new()
+    }
+    fn add_header(&mut self, _: HttpWhich, _: &HeaderName, _: &[u8]) -> Result<(), String> {
+        Err(nope("headers"))
+    }
+    fn replace_headers(&mut self, _: HttpWhich, _: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), String> {
+        Err(nope("headers"))
+    }
+    fn rollback(&mut self, _: HttpWhich) -> Result<(), String> {
+        Err(nope("rollback"))
+    }
+    fn cache_req_body(&mut self, _: u64) -> Result<bool, String> {
+        Err(nope("the request body"))
+    }
+    fn late_100_continue(&mut self, _: bool) {}
+    fn set_ip_tos(&mut self, _: i64) -> Result<(), String> {
+        Err(nope("set_ip_tos"))
+    }
+    fn timestamp(&mut self, _: &[u8]) {}
+    fn purge(&mut self, _: f64, _: f64, _: f64) -> Result<i64, String> {
+        Err(nope("purge"))
+    }
+    fn digest(&self) -> Option<[u8; 32]> {
+        None
+    }
+    fn proxy_tlv(&self, _: u8) -> Option<&[u8]> {
+        None
+    }
+    fn peer_cred(&self) -> Option<(u32, u32)> {
+        None
+    }
+}
+
+/// Runs `vcl_init` of a freshly compiled VCL; an error message if it failed.
+pub fn init_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) -> Result<(), String> {
+    let mut t = InitTask {
+        sh: sh.clone(),
+        vcl: vcl.clone(),
+        privs: Default::default(),
+        sub: BuiltinSub::Init,
+        now: crate::rfc2616::now(),
+        errors: Vec::new(),
+    };
+    let mut scratch = Scratch::default();
+    match vcl.run(BuiltinSub::Init, &mut t, &mut scratch) {
+        lacquer_vcl::exec::Action::Ok => Ok(()),
+        _ => Err(format!(
+            "VCL \"{}\" Failed initialization{}",
+            vcl.name,
+            t.errors
+                .first()
+                .map(|e| format!("\nMessage:\n\t{e}"))
+                .unwrap_or_default()
+        )),
+    }
+}
+
+/// Live client sessions, for graceful shutdown.
+static SESSIONS: AtomicUsize = AtomicUsize::new(0);
+
+struct SessGuard;
+
+impl SessGuard {
+    fn new() -> Self {
+        SESSIONS.fetch_add(1, Ordering::AcqRel);
+        SessGuard
+    }
+}
+
+impl Drop for SessGuard {
+    fn drop(&mut self) {
+        SESSIONS.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A bound listener ready to accept.
+enum Bound {
+    Tcp(TcpListener, Arc<str>, Arc<str>),
+    Unix(UnixListener, Arc<str>, Arc<str>, PathBuf),
+}
+
+fn bind_all(specs: &[ListenSpec], backlog: u32) -> Result<Vec<Bound>, String> {
+    let mut out = Vec::new();
+    for spec in specs {
+        for ep in &spec.endpoints {
+            let name: Arc<str> = Arc::from(spec.name.as_str());
+            let written: Arc<str> = Arc::from(spec.written.as_str());
+            match ep {
+                Endpoint::Tcp(addr) => {
+                    let sock = if addr.is_ipv4() {
+                        tokio::net::TcpSocket::new_v4()
+                    } else {
+                        tokio::net::TcpSocket::new_v6()
+                    }
+                    .map_err(|e| format!("Could not get socket {addr}: {e}"))?;
+                    let _ = sock.set_reuseaddr(true);
+                    if let Err(e) = sock.bind(*addr) {
+                        // A wildcard spec gives both v4 and v6; a host
+                        // without IPv6 only loses that half.
+                        if spec.endpoints.len() > 1 && addr.is_ipv6() {
+                            continue;
+                        }
+                        return Err(format!(
+                            "Could not get socket {addr}: {e} (is another process listening there?)"
+                        ));
+                    }
+                    let l = sock
+                        .listen(backlog)
+                        .map_err(|e| format!("Could not listen on {addr}: {e}"))?;
+                    out.push(Bound::Tcp(l, name, written));
+                }
+                Endpoint::Unix { path, mode } => {
+                    let _ = std::fs::remove_file(path);
+                    let l = UnixListener::bind(path).map_err(|e| {
+                        format!("Could not bind Unix socket {}: {e}", path.display())
+                    })?;
+                    if let Some(m) = mode {
+                        use std::os::unix::fs::PermissionsExt;
+                        std::fs::set_permissions(path, std::fs::Permissions::from_mode(*m))
+                            .map_err(|e| format!("Could not chmod {}: {e}", path.display()))?;
+                    }
+                    out.push(Bound::Unix(l, name, written, path.clone()));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn printable(b: &Bound) -> BoundListener {
+    match b {
+        Bound::Tcp(l, name, _) => {
+            let a = l
+                .local_addr()
+                .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+            BoundListener {
+                name: name.to_string(),
+                printable: format!("{} {}", a.ip(), a.port()),
+            }
+        }
+        Bound::Unix(_, name, _, path) => BoundListener {
+            name: name.to_string(),
+            printable: format!("{} -", path.display()),
+        },
+    }
+}
+
+fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
+    match b {
+        Bound::Tcp(l, name, written) => {
+            tokio::spawn(async move {
+                loop {
+                    let (s, peer) = match l.accept().await {
+                        Ok(x) => x,
+                        Err(_) => {
+                            sh.counters.inc(Main::sess_fail);
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                            continue;
+                        }
+                    };
+                    if !sh.is_running() {
+                        drop(s);
+                        continue;
+                    }
+                    let _ = s.set_nodelay(true);
+                    let local = s.local_addr().unwrap_or(peer);
+                    let args = SessInfoArgs {
+                        client: peer,
+                        local,
+                        listener: name.clone(),
+                        endpoint: written.clone(),
+                        unix: false,
+                    };
+                    let sh = sh.clone();
+                    tokio::spawn(async move {
+                        let _g = SessGuard::new();
+                        crate::session::serve(sh, s, args).await;
+                    });
+                }
+            });
+        }
+        Bound::Unix(l, name, written, _) => {
+            tokio::spawn(async move {
+                loop {
+                    let (s, _) = match l.accept().await {
+                        Ok(x) => x,
+                        Err(_) => {
+                            sh.counters.inc(Main::sess_fail);
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                            continue;
+                        }
+                    };
+                    if !sh.is_running() {
+                        continue;
+                    }
+                    let zero = SocketAddr::from(([0, 0, 0, 0], 0));
+                    let args = SessInfoArgs {
+                        client: zero,
+                        local: zero,
+                        listener: name.clone(),
+                        endpoint: written.clone(),
+                        unix: true,
+                    };
+                    let sh = sh.clone();
+                    tokio::spawn(async move {
+                        let _g = SessGuard::new();
+                        crate::session::serve(sh, s, args).await;
+                    });
+                }
+            });
+        }
+    }
+}
+
+/// Serves one management CLI connection (`-T`, `-M`, or `-d` on stdio).
+pub async fn serve_cli<R, W>(sh: Arc<Shared>, r: R, mut w: W, secret: Option<Vec<u8>>)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let limit = sh.params().bytes("cli_limit") as usize;
+    let mut authed = secret.is_none();
+    let challenge = cli::challenge();
+    let first = if authed {
+        Reply::ok(crate::mgt::banner())
+    } else {
+        Reply::err(status::AUTH, cli::auth_banner(&challenge))
+    };
+    if w.write_all(&first.encode(limit)).await.is_err() {
+        return;
+    }
+    let mut lines = BufReader::new(r).lines();
+    let mut reader = RequestReader::default();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let reply = match reader.line(&line) {
+            Line::More | Line::Empty => continue,
+            Line::Error(e) => Reply::err(
+                status::SYNTAX,
+                format!("Unknown request.\nType 'help' for more info.\nSyntax Error: {e}"),
+            ),
+            Line::Request(words) => {
+                if words[0] == "auth" {
+                    match &secret {
+                        Some(s)
+                            if words.len() == 2
+                                && words[1] == cli::auth_response(&challenge, s) =>
+                        {
+                            authed = true;
+                            Reply::ok(crate::mgt::banner())
+                        }
+                        Some(_) => Reply::err(status::CLOSE, "Authentication failed"),
+                        None => Reply::ok(crate::mgt::banner()),
+                    }
+                } else if !authed {
+                    Reply::err(status::AUTH, cli::auth_banner(&challenge))
+                } else if words[0] == "quit" {
+                    let _ = w
+                        .write_all(
+                            &Reply::err(status::CLOSE, "Closing CLI connection").encode(limit),
+                        )
+                        .await;
+                    return;
+                } else {
+                    match cli::check_args(&words) {
+                        Ok(_) => crate::mgt::dispatch(&sh, &words),
+                        Err(r) => r,
+                    }
+                }
+            }
+        };
+        if w.write_all(&reply.encode(limit)).await.is_err() || w.flush().await.is_err() {
+            return;
+        }
+        if reply.status == status::CLOSE {
+            return;
+        }
+    }
+}
+
+/// Builds the shared state and starts serving; returns when the daemon
+/// should exit.
+pub async fn run(cfg: Config) -> Result<(), String> {
+    std::fs::create_dir_all(&cfg.workdir).map_err(|e| {
+        format!(
+            "Cannot create working directory {}: {e} (use -n to choose another)",
+            cfg.workdir.display()
+        )
+    })?;
+    let params = cfg.params.clone();
+    let vsl_cfg = VslConfig {
+        space: params.bytes("vsl_space") as usize,
+        reclen: params.bytes("vsl_reclen") as usize,
+        buffer: params.bytes("vsl_buffer") as usize,
+        ..Default::default()
+    };
+    let vsl = Vsl::create(&lacquer_vsl::vsl_path(&cfg.workdir), &vsl_cfg)
+        .map_err(|e| format!("Cannot create the shared-memory log: {e}"))?;
+    let vsc = lacquer_vsl::vsc::Vsc::create(
+        &lacquer_vsl::vsc::vsc_path(&cfg.workdir),
+        &Default::default(),
+    )
+    .map_err(|e| format!("Cannot create the counters segment: {e}"))?;
+    let counters = Arc::new(Counters::new(&vsc).map_err(|e| e.to_string())?);
+    let specs = lacquer_storage::parse_storage_args(&cfg.storage).map_err(|e| e.to_string())?;
+    let mut stores: Vec<Arc<dyn Stevedore>> = Vec::new();
+    for s in &specs {
+        stores.push(Arc::new(MallocStore::new(&s.name, s.size)));
+    }
+    if specs.is_empty() {
+        stores.push(Arc::new(MallocStore::new("s0", Some(100 << 20))));
+    }
+    if !stores.iter().any(|s| s.name() == "Transient") {
+        stores.push(Arc::new(MallocStore::new("Transient", None)));
+    }
+    let cache = Arc::new(Cache::new(
+        CacheConfig {
+            nuke_limit: params.uint("nuke_limit") as u32,
+            lru_interval: params.duration("lru_interval"),
+            ..Default::default()
+        },
+        stores.clone(),
+        crate::rfc2616::now(),
+    ));
+    let host = hostname();
+    let sh = Arc::new(Shared {
+        params: ArcSwap::from_pointee(params.clone()),
+        vxid: VxidAlloc::default(),
+        vsl,
+        counters,
+        cache,
+        stores,
+        active: ArcSwap::from_pointee(None),
+        vcls: std::sync::Mutex::new(VclRegistry::default()),
+        identity: cfg.identity.clone().unwrap_or_else(|| host.clone()),
+        hostname: host,
+        started: Instant::now(),
+        listeners: Default::default(),
+        running: AtomicBool::new(false),
+        workdir: cfg.workdir.clone(),
+    });
+    sh.apply_params(&params);
+    let sections = crate::stats::Sections::new(&vsc, &sh).map_err(|e| e.to_string())?;
+    // The boot VCL.
+    let text = match &cfg.vcl {
+        BootVcl::File(p) => Some((
+            p.display().to_string(),
+            std::fs::read_to_string(p)
+                .map_err(|e| format!("Cannot read VCL file {}: {e}", p.display()))?,
+        )),
+        BootVcl::Backend(b) => Some(("<-b argument>".to_string(), backend_vcl(b)?)),
+        BootVcl::Inline(t) => Some(("<demo>".to_string(), t.clone())),
+        BootVcl::None => None,
+    };
+    if let Some((file, text)) = text {
+        let opts = crate::mgt::load_options(&sh);
+        let v = Arc::new(vcls::compile("boot", &file, &text, &opts).map_err(|e| e.message)?);
+        init_vcl(&sh, &v)?;
+        v.warm_up(sh.vsl.clone());
+        let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
+        reg.insert(v.clone(), Temp::Auto);
+        reg.active = Some("boot".to_string());
+        drop(reg);
+        sh.active.store(Arc::new(Some(v)));
+    }
+    // Listeners.
+    let bound = bind_all(&cfg.listen, params.uint("listen_depth") as u32)?;
+    *sh.listeners.lock().unwrap_or_else(|e| e.into_inner()) = bound.iter().map(printable).collect();
+    for b in bound {
+        spawn_acceptor(sh.clone(), b);
+    }
+    if let Some(p) = &cfg.pidfile {
+        std::fs::write(p, format!("{}\n", std::process::id()))
+            .map_err(|e| format!("Cannot write pid file {}: {e}", p.display()))?;
+    }
+    let secret = match &cfg.secret {
+        Some(p) => Some(
+            std::fs::read(p)
+                .map_err(|e| format!("Cannot read secret file {}: {e}", p.display()))?,
+        ),
+        None => None,
+    };
+    // Management CLI.
+    if let Some(addr) = &cfg.admin {
+        let a = addr.replace(' ', ":");
+        let l = TcpListener::bind(&a)
+            .await
+            .map_err(|e| format!("Could not open management port -T {addr}: {e}"))?;
+        let sh2 = sh.clone();
+        let secret = secret.clone();
+        tokio::spawn(async move {
+            while let Ok((s, _)) = l.accept().await {
+                let (r, w) = s.into_split();
+                tokio::spawn(serve_cli(sh2.clone(), r, w, secret.clone()));
+            }
+        });
+    }
+    let mut cli_done: Option<tokio::task::JoinHandle<()>> = None;
+    if let Some(addr) = &cfg.reverse_cli {
+        let a = addr.replace(' ', ":");
+        let s = tokio::net::TcpStream::connect(&a)
+            .await
+            .map_err(|e| format!("Could not connect to -M {addr}: {e}"))?;
+        let (r, w) = s.into_split();
+        cli_done = Some(tokio::spawn(serve_cli(sh.clone(), r, w, secret.clone())));
+    } else if cfg.debug {
+        cli_done = Some(tokio::spawn(serve_cli(
+            sh.clone(),
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+            None,
+        )));
+    }
+    if !cfg.debug && sh.active_vcl().is_some() {
+        sh.running.store(true, Ordering::Release);
+    }
+    // Housekeeping.
+    let hk = sh.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        let mut n: u64 = 0;
+        loop {
+            tick.tick().await;
+            n += 1;
+            let now = crate::rfc2616::now();
+            hk.cache.expire_due(now);
+            let p = hk.params();
+            if p.duration("ban_lurker_sleep") > 0.0 {
+                hk.cache.ban_lurker_step(
+                    now,
+                    p.duration("ban_lurker_age"),
+                    p.uint("ban_lurker_batch") as usize,
+                );
+            }
+            if n.is_multiple_of(10) {
+                let idle = Duration::from_secs_f64(p.duration("backend_idle_timeout"));
+                if let Some(v) = hk.active_vcl() {
+                    for b in &v.backends {
+                        b.pool.reap(idle);
+                    }
+                }
+            }
+            drop(p);
+            sections.publish(&hk);
+        }
+    });
+    // Run until a signal, or until the reverse/debug CLI goes away.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| e.to_string())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match cli_done { Some(h) => { let _ = h.await; } None => std::future::pending::<()>().await } } => {}
+    }
+    // Graceful shutdown: stop accepting, let requests in flight finish.
+    sh.running.store(false, Ordering::Release);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while SESSIONS.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}

@@ -1,0 +1,119 @@
+//! Publishing the counters other subsystems keep (cache, stores, backend
+//! pools) into the shared-memory counter segment, next to the `MAIN`
+//! counters the request path updates directly.
+//!
+//! The cache and the stores count with their own atomics because they are
+//! libraries that know nothing of shared memory; a 100 ms housekeeping tick
+//! copies their values here, which is how often varnishtest and exporters
+//! look anyway.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, Weak};
+
+use lacquer_vsl::vsc::tables::{SMA, Sma, VBE, Vbe};
+use lacquer_vsl::vsc::{Section, Vsc, VscError};
+
+use crate::counters::Main;
+use crate::state::Shared;
+use crate::vcls::BackendRt;
+
+/// Sections whose values are copied on each tick.
+pub struct Sections {
+    vsc: Vsc,
+    sma: Vec<Section>,
+    vbe: Mutex<Vec<(Weak<BackendRt>, Section)>>,
+}
+
+impl std::fmt::Debug for Sections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sections").finish_non_exhaustive()
+    }
+}
+
+impl Sections {
+    pub fn new(vsc: &Vsc, sh: &Shared) -> Result<Sections, VscError> {
+        let mut sma = Vec::new();
+        for s in &sh.stores {
+            sma.push(vsc.add_section(&SMA, s.name())?);
+        }
+        Ok(Sections {
+            vsc: vsc.clone(),
+            sma,
+            vbe: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Copies current values into the segment.
+    pub fn publish(&self, sh: &Arc<Shared>) {
+        let c = &sh.counters;
+        c.set(Main::uptime, sh.started.elapsed().as_secs());
+        let cs = sh.cache.stats();
+        let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        c.set(Main::n_object, g(&cs.n_object));
+        c.set(Main::n_objectcore, g(&cs.n_objectcore));
+        c.set(Main::n_objecthead, g(&cs.n_objecthead));
+        c.set(Main::n_expired, g(&cs.n_expired));
+        c.set(Main::n_lru_nuked, g(&cs.n_lru_nuked));
+        c.set(Main::n_lru_moved, g(&cs.n_lru_moved));
+        c.set(Main::n_lru_limited, g(&cs.n_lru_limited));
+        c.set(Main::n_purges, g(&cs.n_purges));
+        c.set(Main::n_obj_purged, g(&cs.n_obj_purged));
+        c.set(Main::busy_sleep, g(&cs.busy_sleep));
+        c.set(Main::busy_wakeup, g(&cs.busy_wakeup));
+        c.set(Main::bans, g(&cs.bans));
+        c.set(Main::bans_completed, g(&cs.bans_completed));
+        c.set(Main::bans_obj, g(&cs.bans_obj));
+        c.set(Main::bans_req, g(&cs.bans_req));
+        c.set(Main::bans_added, g(&cs.bans_added));
+        c.set(Main::bans_deleted, g(&cs.bans_deleted));
+        c.set(Main::bans_tested, g(&cs.bans_tested));
+        c.set(Main::bans_obj_killed, g(&cs.bans_obj_killed));
+        c.set(Main::bans_lurker_tested, g(&cs.bans_lurker_tested));
+        c.set(Main::bans_tests_tested, g(&cs.bans_tests_tested));
+        c.set(
+            Main::bans_lurker_tests_tested,
+            g(&cs.bans_lurker_tests_tested),
+        );
+        c.set(Main::bans_lurker_obj_killed, g(&cs.bans_lurker_obj_killed));
+        c.set(Main::bans_dups, g(&cs.bans_dups));
+        for (store, sec) in sh.stores.iter().zip(&self.sma) {
+            let st = store.stats();
+            sec.set(Sma::c_req, g(&st.c_req));
+            sec.set(Sma::c_fail, g(&st.c_fail));
+            sec.set(Sma::c_bytes, g(&st.c_bytes));
+            sec.set(Sma::c_freed, g(&st.c_freed));
+            sec.set(Sma::g_alloc, g(&st.g_alloc));
+            sec.set(Sma::g_bytes, g(&st.g_bytes));
+            sec.set(Sma::g_space, g(&st.g_space));
+        }
+        self.publish_backends(sh);
+    }
+
+    fn publish_backends(&self, sh: &Shared) {
+        let mut vbe = self.vbe.lock().unwrap_or_else(|e| e.into_inner());
+        // Sections of backends that went away are removed (dropping them).
+        vbe.retain(|(w, _)| w.strong_count() > 0);
+        let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
+        for e in reg.vcls.values() {
+            for b in &e.vcl.backends {
+                let known = vbe
+                    .iter()
+                    .any(|(w, _)| w.upgrade().is_some_and(|x| Arc::ptr_eq(&x, b)));
+                if !known && let Ok(sec) = self.vsc.add_section(&VBE, &b.name) {
+                    vbe.push((Arc::downgrade(b), sec));
+                }
+            }
+        }
+        drop(reg);
+        for (w, sec) in vbe.iter() {
+            let Some(b) = w.upgrade() else { continue };
+            let ps = &b.pool.stats;
+            let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+            sec.set(Vbe::happy, u64::from(b.healthy()));
+            sec.set(Vbe::conn, b.pool.open_connections() as u64);
+            sec.set(Vbe::req, g(&ps.opened) + g(&ps.reused));
+            sec.set(Vbe::fail, g(&ps.fail));
+            sec.set(Vbe::busy, g(&ps.busy));
+        }
+    }
+}
