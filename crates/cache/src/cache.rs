@@ -24,6 +24,7 @@ use tokio::sync::oneshot;
 use crate::ban::{BanError, BanObject, BanRequest, BanSpec};
 use crate::banlist::{BanInfo, BanList};
 use crate::hash::Digest;
+use crate::headers::StoredHeaders;
 use crate::lru::StoreRef;
 use crate::object::{
     F_BUSY, F_DYING, F_FAILED, F_HFM, F_HFP, F_PRIVATE, ObjCore, ObjKind, ObjMeta, ObjRef,
@@ -1033,7 +1034,7 @@ impl Inner {
         let data = ObjectData {
             status,
             reason,
-            headers,
+            headers: StoredHeaders::new(&headers),
             gzip,
             body,
         };

@@ -13,6 +13,7 @@ pub mod ban;
 mod banlist;
 mod cache;
 pub mod hash;
+mod headers;
 mod lru;
 mod object;
 pub mod stats;
@@ -25,6 +26,7 @@ pub use cache::{
     NewBody, NewObject, StorageError, Unbusied, Waiter,
 };
 pub use hash::{Digest, HashBuilder, digest_hex};
+pub use headers::StoredHeaders;
 pub use lacquer_storage::{Body, BodyError, BodyReader, MallocStore, Stevedore, StoreStats};
 pub use lru::StoreRef;
 pub use object::{ObjFlags, ObjKind, ObjMeta, ObjRef, ObjectData};

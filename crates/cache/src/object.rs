@@ -14,6 +14,7 @@ use bytes::Bytes;
 use lacquer_storage::Body;
 
 use crate::hash::Digest;
+use crate::headers::StoredHeaders;
 use crate::lru::StoreRef;
 use crate::stats::CacheStats;
 use crate::vary::{HeaderLookup, VarySpec};
@@ -91,8 +92,8 @@ pub struct ObjectData {
     pub status: u16,
     /// Response reason phrase.
     pub reason: Bytes,
-    /// Response headers in order, as (name, value).
-    pub headers: Vec<(Bytes, Bytes)>,
+    /// Response headers in order, packed.
+    pub headers: StoredHeaders,
     /// Whether the stored body is gzip-compressed by the cache.
     pub gzip: bool,
     /// The body (possibly still being fetched).
@@ -116,12 +117,7 @@ impl ObjectData {
     }
 
     pub(crate) fn header_bytes(&self) -> usize {
-        self.reason.len()
-            + self
-                .headers
-                .iter()
-                .map(|(k, v)| k.len() + v.len() + std::mem::size_of::<(Bytes, Bytes)>())
-                .sum::<usize>()
+        self.reason.len() + self.headers.heap_size()
     }
 }
 
