@@ -27,8 +27,8 @@ use crate::hash::Digest;
 use crate::headers::StoredHeaders;
 use crate::lru::StoreRef;
 use crate::object::{
-    F_BUSY, F_DYING, F_FAILED, F_HFM, F_HFP, F_PRIVATE, ObjCore, ObjKind, ObjMeta, ObjRef,
-    ObjectData,
+    F_BUSY, F_DYING, F_FAILED, F_HFM, F_HFP, F_PRIVATE, ObjCore, ObjFlags, ObjKind, ObjMeta,
+    ObjRef, ObjectData,
 };
 use crate::stats::CacheStats;
 use crate::vary::{HeaderLookup, VarySpec};
@@ -168,6 +168,9 @@ pub struct LookupResult {
     pub kind: Lookup,
     /// vxids of objects killed by bans during this lookup.
     pub banned: Vec<u32>,
+    /// Variants skipped because their Vary did not match (Varnish logs a
+    /// `Notice` when this reaches `vary_notice`).
+    pub vary_skipped: u32,
 }
 
 /// A request parked on an objhead's waiting list. Dropping it is fine (the
@@ -394,6 +397,7 @@ impl Cache {
         let mut removed: Vec<Arc<ObjCore>> = Vec::new();
         let mut banned = Vec::new();
         let mut touch = None;
+        let mut vary_skipped = 0u32;
         let kind = {
             let mut shard = inner.shard(req.digest);
             let head = shard.entry(DigestKey(*req.digest)).or_insert_with(|| {
@@ -422,6 +426,7 @@ impl Cache {
                         if !req.ignore_vary
                             && oc.vary.get().is_some_and(|v| !v.matches(req.headers))
                         {
+                            vary_skipped += 1;
                             continue;
                         }
                         busy_found = true;
@@ -445,6 +450,7 @@ impl Cache {
                         continue;
                     }
                     if !req.ignore_vary && oc.vary.get().is_some_and(|v| !v.matches(req.headers)) {
+                        vary_skipped += 1;
                         continue;
                     }
                     if oc.ttl_end(req.req_ttl) > now {
@@ -471,7 +477,11 @@ impl Cache {
         if let Some(oc) = touch {
             inner.touch(&oc, now);
         }
-        LookupResult { kind, banned }
+        LookupResult {
+            kind,
+            banned,
+            vary_skipped,
+        }
     }
 
     /// Purge all variants of `digest` (`HSH_Purge`): with `ttl`, `grace` and
@@ -1110,7 +1120,6 @@ impl Inner {
 /// A busy objcore: the right (and duty) to fetch an object others may be
 /// waiting for. Finish it with [`unbusy`](Self::unbusy); dropping it or calling
 /// [`fail`](Self::fail) marks the fetch failed and wakes the waiting list.
-#[derive(Debug)]
 pub struct BusyObj {
     oc: Arc<ObjCore>,
     cache: Arc<Inner>,
@@ -1120,6 +1129,15 @@ pub struct BusyObj {
 impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("CacheInner")
+    }
+}
+
+impl std::fmt::Debug for BusyObj {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BusyObj")
+            .field("digest", &crate::hash::digest_hex(&self.oc.digest))
+            .field("flags", &ObjFlags(self.oc.flags()))
+            .finish()
     }
 }
 

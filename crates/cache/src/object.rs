@@ -238,10 +238,21 @@ impl Drop for ObjCore {
     }
 }
 
+impl std::fmt::Debug for ObjRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjRef")
+            .field("vxid", &self.vxid())
+            .field("flags", &self.flags())
+            .field("t_origin", &self.t_origin())
+            .field("ttl", &self.ttl())
+            .finish_non_exhaustive()
+    }
+}
+
 /// A counted reference to an inserted (no longer busy) object. Holding it keeps
 /// the object's memory alive even after it leaves the cache, like Varnish's
 /// objcore references.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ObjRef(pub(crate) Arc<ObjCore>);
 
 impl ObjRef {
