@@ -15,7 +15,9 @@
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+use std::sync::{
+    Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak,
+};
 
 use bytes::Bytes;
 use lacquer_storage::{Body, BodyWriter, MallocStore, Stevedore};
@@ -132,7 +134,8 @@ pub enum Lookup {
     },
     /// Fetch needed (`HSH_MISS`): `busy` is the new busy objcore others will wait
     /// on; `stale` is an expired object still within keep, for a conditional
-    /// (IMS/INM) fetch.
+    /// (IMS/INM) fetch. After a successful refetch the server kills the stale
+    /// object ([`Cache::kill`]), as varnishd's fetch does.
     Miss {
         /// Busy objcore this request must fetch into (or fail).
         busy: BusyObj,
@@ -218,6 +221,38 @@ pub struct NewObject {
     pub body: NewBody,
 }
 
+/// Something the server may want to log (`ExpKill`/`ExpBan` records).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CacheEvent {
+    /// An object was (re)scheduled to expire at `when` (`EXP_When`).
+    ExpiryArmed {
+        /// The object's vxid.
+        vxid: u32,
+        /// ttl+grace+keep end, seconds since the epoch.
+        when: f64,
+    },
+    /// Removed because ttl+grace+keep passed (`EXP_Expired x=VXID t=TTL`).
+    Expired {
+        /// The object's vxid.
+        vxid: u32,
+        /// Remaining ttl (negative) when removed.
+        ttl_left: f64,
+    },
+    /// Evicted to make room (`LRU x=VXID`).
+    Nuked {
+        /// The object's vxid.
+        vxid: u32,
+    },
+    /// Killed by the ban lurker (`ExpBan VXID killed for lurker`).
+    LurkerBanned {
+        /// The object's vxid.
+        vxid: u32,
+    },
+}
+
+/// Receiver of [`CacheEvent`]s; called outside all cache locks.
+pub type EventSink = Arc<dyn Fn(CacheEvent) + Send + Sync>;
+
 /// Result of `unbusy`/`insert_private`.
 #[derive(Debug)]
 pub struct Unbusied {
@@ -299,6 +334,7 @@ pub(crate) struct Inner {
     bans: RwLock<BanList>,
     newest_ban: AtomicU64,
     lurker_cursor: AtomicUsize,
+    events: OnceLock<EventSink>,
 }
 
 /// The object cache. Cheap to clone (shared handle).
@@ -357,9 +393,16 @@ impl Cache {
                 newest_ban: AtomicU64::new(bans.newest().id),
                 bans: RwLock::new(bans),
                 lurker_cursor: AtomicUsize::new(0),
+                events: OnceLock::new(),
                 stats,
             }),
         }
+    }
+
+    /// Install the receiver of [`CacheEvent`]s (once; later calls are
+    /// refused and return false).
+    pub fn set_event_sink(&self, sink: EventSink) -> bool {
+        self.inner.events.set(sink).is_ok()
     }
 
     /// The counters.
@@ -395,6 +438,7 @@ impl Cache {
         let inner = &self.inner;
         let now = req.now;
         let mut removed: Vec<Arc<ObjCore>> = Vec::new();
+        let mut expired = 0usize;
         let mut banned = Vec::new();
         let mut touch = None;
         let mut vary_skipped = 0u32;
@@ -440,7 +484,9 @@ impl Cache {
                         // for the sweeper.
                         oc.flags.fetch_or(F_DYING, Ordering::AcqRel);
                         CacheStats::inc(&inner.stats.n_expired);
-                        removed.push(Arc::clone(oc));
+                        // Expired ones are kept first in `removed`.
+                        removed.insert(expired, Arc::clone(oc));
+                        expired += 1;
                         continue;
                     }
                     if inner.ban_check(oc, req) {
@@ -473,6 +519,12 @@ impl Cache {
         };
         for oc in &removed {
             inner.finish_removal(oc);
+        }
+        for oc in &removed[..expired] {
+            inner.emit(|| CacheEvent::Expired {
+                vxid: oc.vxid.load(Ordering::Relaxed),
+                ttl_left: oc.ttl_end(None) - now,
+            });
         }
         if let Some(oc) = touch {
             inner.touch(&oc, now);
@@ -566,6 +618,10 @@ impl Cache {
             }
             if inner.kill(&oc) {
                 CacheStats::inc(&inner.stats.n_expired);
+                inner.emit(|| CacheEvent::Expired {
+                    vxid: oc.vxid.load(Ordering::Relaxed),
+                    ttl_left: oc.ttl_end(None) - now,
+                });
                 n += 1;
             }
         }
@@ -696,6 +752,9 @@ impl Cache {
                 if hit {
                     if inner.kill(&oc) {
                         CacheStats::inc(&stats.bans_lurker_obj_killed);
+                        inner.emit(|| CacheEvent::LurkerBanned {
+                            vxid: oc.vxid.load(Ordering::Relaxed),
+                        });
                         report.killed += 1;
                     }
                 } else {
@@ -828,6 +887,7 @@ impl Inner {
             return match exp {
                 Some(e) if in_grace(&e) => {
                     e.hits.fetch_add(1, Ordering::Relaxed);
+                    *touch = Some(Arc::clone(&e));
                     Lookup::Grace {
                         stale: ObjRef(e),
                         bgfetch: Some(busy),
@@ -841,6 +901,7 @@ impl Inner {
         }
         if let Some(e) = exp.filter(in_grace) {
             e.hits.fetch_add(1, Ordering::Relaxed);
+            *touch = Some(Arc::clone(&e));
             return Lookup::Grace {
                 stale: ObjRef(e),
                 bgfetch: None,
@@ -967,10 +1028,21 @@ impl Inner {
     }
 
     fn exp_push(&self, oc: &Arc<ObjCore>) {
+        let when = oc.exp_when.get();
         lock(&self.exp).push(ExpEntry {
-            when: oc.exp_when.get(),
+            when,
             oc: Arc::downgrade(oc),
         });
+        self.emit(|| CacheEvent::ExpiryArmed {
+            vxid: oc.vxid.load(Ordering::Relaxed),
+            when,
+        });
+    }
+
+    fn emit(&self, ev: impl FnOnce() -> CacheEvent) {
+        if let Some(sink) = self.events.get() {
+            sink(ev());
+        }
     }
 
     /// Charge `bytes` to `store`, nuking up to `nuke_limit` LRU objects of that
@@ -1009,6 +1081,9 @@ impl Inner {
             };
             if self.kill(&oc) {
                 CacheStats::inc(&self.stats.n_lru_nuked);
+                self.emit(|| CacheEvent::Nuked {
+                    vxid: oc.vxid.load(Ordering::Relaxed),
+                });
                 return true;
             }
             // Already being removed by someone else: take it off the list so

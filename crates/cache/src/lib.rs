@@ -73,8 +73,8 @@ pub mod vary;
 pub use ban::{BanError, BanObject, BanRequest, BanSpec};
 pub use banlist::BanInfo;
 pub use cache::{
-    BusyObj, Cache, CacheConfig, FetchBody, Lookup, LookupRequest, LookupResult, LurkerReport,
-    NewBody, NewObject, StorageError, Unbusied, Waiter,
+    BusyObj, Cache, CacheConfig, CacheEvent, EventSink, FetchBody, Lookup, LookupRequest,
+    LookupResult, LurkerReport, NewBody, NewObject, StorageError, Unbusied, Waiter,
 };
 pub use hash::{Digest, HashBuilder, digest_hex};
 pub use headers::StoredHeaders;
