@@ -125,7 +125,8 @@ pub enum Lookup {
     Hit(ObjRef),
     /// Stale object within grace (`HSH_GRACE`). `bgfetch` is the busy objcore for
     /// a background refresh when no other fetch is in progress; drop it to not
-    /// refresh.
+    /// refresh. The stale object can be a hit-for-pass marker still in grace
+    /// (`stale.flags().hit_for_pass()`); varnishd gives those no grace.
     Grace {
         /// The stale object to deliver.
         stale: ObjRef,
@@ -220,6 +221,10 @@ pub struct NewObject {
     /// Body source.
     pub body: NewBody,
 }
+
+/// How many least-recently-used objects a nuke looks at to find one that is not
+/// in use (Varnish walks the whole list; this bounds the time under the lock).
+const NUKE_SCAN: usize = 1024;
 
 /// Something the server may want to log (`ExpKill`/`ExpBan` records).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -1076,7 +1081,7 @@ impl Inner {
     /// Evict the least recently used idle object of `store`.
     fn nuke_one(&self, store: &StoreRef) -> bool {
         loop {
-            let Some(oc) = store.lru().victim(64) else {
+            let Some(oc) = store.lru().victim(NUKE_SCAN) else {
                 return false;
             };
             if self.kill(&oc) {
