@@ -941,13 +941,14 @@ impl Inner {
             url: req.url,
             headers: req.headers,
         };
+        // Counted once per object check, as varnishd does.
+        CacheStats::inc(&self.stats.bans_tested);
         for b in list.newer_than(cur) {
             if b.is_completed() {
                 continue;
             }
             let Some(spec) = &b.spec else { continue };
             let (m, n) = spec.eval(&obj, Some(&breq), req.now);
-            CacheStats::inc(&self.stats.bans_tested);
             CacheStats::add(&self.stats.bans_tests_tested, n as u64);
             if m {
                 CacheStats::inc(&self.stats.bans_obj_killed);

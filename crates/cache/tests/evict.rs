@@ -185,9 +185,11 @@ fn lurker_cannot_pass_req_bans_but_lookup_can() {
     let r = c.ban_lurker_step(T0 + 100.0, 0.0, 1000);
     assert_eq!(r.killed, 0);
     assert_eq!(get(&c.stats().bans), 3);
-    // The lookup tests both and moves the object to the newest ban.
+    // The lookup tests both (one object check, two tests) and moves the
+    // object to the newest ban.
     expect_hit(lookup_url(&c, &d, "/mixed", T0 + 101.0).kind);
-    assert_eq!(get(&c.stats().bans_tested), 2);
+    assert_eq!(get(&c.stats().bans_tested), 1);
+    assert_eq!(get(&c.stats().bans_tests_tested), 2);
     let r = c.ban_lurker_step(T0 + 102.0, 0.0, 1000);
     assert!(r.deleted >= 2, "{r:?}");
     assert_eq!(get(&c.stats().bans), 1);
