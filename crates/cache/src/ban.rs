@@ -372,7 +372,24 @@ impl BanSpec {
         Self::parse_words(&refs)
     }
 
-    /// Parse a ban already split into words (the CLI's `ban` arguments).
+    /// Parse the CLI `ban` command's arguments (`ban FIELD OP ARG [&& …]`), with
+    /// the CLI's own messages for a wrong argument count or a missing `&&`
+    /// (the CLI answers these with status 106).
+    pub fn parse_cli(av: &[&str]) -> Result<BanSpec, BanError> {
+        if av.len() % 4 != 3 {
+            return Err(BanError("Wrong number of arguments".into()));
+        }
+        if let Some(bad) = av.iter().skip(3).step_by(4).find(|a| **a != "&&") {
+            return Err(BanError(format!("Found \"{bad}\" expected &&")));
+        }
+        let tests = av
+            .chunks(4)
+            .map(|c| parse_test(c[0], c[1], c[2]))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(BanSpec { tests })
+    }
+
+    /// Parse a ban already split into words, with `std.ban()`'s messages.
     pub fn parse_words(w: &[&str]) -> Result<BanSpec, BanError> {
         if w.is_empty() {
             return Err(BanError("No ban conditions found.".into()));
@@ -576,6 +593,33 @@ mod tests {
         assert_eq!(err("req.url == a &&"), "Expected comparison operator.");
         assert_eq!(err("req.url == \"a"), "Missing '\"'");
         assert!(BanSpec::parse("req.url ~ ^/$").is_ok());
+    }
+
+    #[test]
+    fn cli_messages() {
+        let cli = |s: &str| {
+            let w: Vec<&str> = s.split_whitespace().collect();
+            BanSpec::parse_cli(&w).map(|b| b.render()).map_err(|e| e.0)
+        };
+        assert_eq!(cli("foo").unwrap_err(), "Wrong number of arguments");
+        assert_eq!(cli("a b c && a").unwrap_err(), "Wrong number of arguments");
+        assert_eq!(
+            cli("a b c || a b c").unwrap_err(),
+            "Found \"||\" expected &&"
+        );
+        assert_eq!(
+            cli("a b c && a b c").unwrap_err(),
+            "Unknown or unsupported field \"a\""
+        );
+        assert!(
+            cli("req.url ~ [[[")
+                .unwrap_err()
+                .starts_with("Regex compile error")
+        );
+        assert_eq!(
+            cli("req.url ~ x && obj.status != 200").unwrap(),
+            "req.url ~ x && obj.status != 200"
+        );
     }
 
     #[test]

@@ -15,7 +15,9 @@
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+use std::sync::{
+    Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak,
+};
 
 use bytes::Bytes;
 use lacquer_storage::{Body, BodyWriter, MallocStore, Stevedore};
@@ -24,10 +26,11 @@ use tokio::sync::oneshot;
 use crate::ban::{BanError, BanObject, BanRequest, BanSpec};
 use crate::banlist::{BanInfo, BanList};
 use crate::hash::Digest;
+use crate::headers::StoredHeaders;
 use crate::lru::StoreRef;
 use crate::object::{
-    F_BUSY, F_DYING, F_FAILED, F_HFM, F_HFP, F_PRIVATE, ObjCore, ObjKind, ObjMeta, ObjRef,
-    ObjectData,
+    F_BUSY, F_DYING, F_FAILED, F_HFM, F_HFP, F_PRIVATE, ObjCore, ObjFlags, ObjKind, ObjMeta,
+    ObjRef, ObjectData,
 };
 use crate::stats::CacheStats;
 use crate::vary::{HeaderLookup, VarySpec};
@@ -122,7 +125,8 @@ pub enum Lookup {
     Hit(ObjRef),
     /// Stale object within grace (`HSH_GRACE`). `bgfetch` is the busy objcore for
     /// a background refresh when no other fetch is in progress; drop it to not
-    /// refresh.
+    /// refresh. The stale object can be a hit-for-pass marker still in grace
+    /// (`stale.flags().hit_for_pass()`); varnishd gives those no grace.
     Grace {
         /// The stale object to deliver.
         stale: ObjRef,
@@ -131,7 +135,8 @@ pub enum Lookup {
     },
     /// Fetch needed (`HSH_MISS`): `busy` is the new busy objcore others will wait
     /// on; `stale` is an expired object still within keep, for a conditional
-    /// (IMS/INM) fetch.
+    /// (IMS/INM) fetch. After a successful refetch the server kills the stale
+    /// object ([`Cache::kill`]), as varnishd's fetch does.
     Miss {
         /// Busy objcore this request must fetch into (or fail).
         busy: BusyObj,
@@ -167,6 +172,9 @@ pub struct LookupResult {
     pub kind: Lookup,
     /// vxids of objects killed by bans during this lookup.
     pub banned: Vec<u32>,
+    /// Variants skipped because their Vary did not match (Varnish logs a
+    /// `Notice` when this reaches `vary_notice`).
+    pub vary_skipped: u32,
 }
 
 /// A request parked on an objhead's waiting list. Dropping it is fine (the
@@ -213,6 +221,42 @@ pub struct NewObject {
     /// Body source.
     pub body: NewBody,
 }
+
+/// How many least-recently-used objects a nuke looks at to find one that is not
+/// in use (Varnish walks the whole list; this bounds the time under the lock).
+const NUKE_SCAN: usize = 1024;
+
+/// Something the server may want to log (`ExpKill`/`ExpBan` records).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CacheEvent {
+    /// An object was (re)scheduled to expire at `when` (`EXP_When`).
+    ExpiryArmed {
+        /// The object's vxid.
+        vxid: u32,
+        /// ttl+grace+keep end, seconds since the epoch.
+        when: f64,
+    },
+    /// Removed because ttl+grace+keep passed (`EXP_Expired x=VXID t=TTL`).
+    Expired {
+        /// The object's vxid.
+        vxid: u32,
+        /// Remaining ttl (negative) when removed.
+        ttl_left: f64,
+    },
+    /// Evicted to make room (`LRU x=VXID`).
+    Nuked {
+        /// The object's vxid.
+        vxid: u32,
+    },
+    /// Killed by the ban lurker (`ExpBan VXID killed for lurker`).
+    LurkerBanned {
+        /// The object's vxid.
+        vxid: u32,
+    },
+}
+
+/// Receiver of [`CacheEvent`]s; called outside all cache locks.
+pub type EventSink = Arc<dyn Fn(CacheEvent) + Send + Sync>;
 
 /// Result of `unbusy`/`insert_private`.
 #[derive(Debug)]
@@ -295,6 +339,7 @@ pub(crate) struct Inner {
     bans: RwLock<BanList>,
     newest_ban: AtomicU64,
     lurker_cursor: AtomicUsize,
+    events: OnceLock<EventSink>,
 }
 
 /// The object cache. Cheap to clone (shared handle).
@@ -353,9 +398,16 @@ impl Cache {
                 newest_ban: AtomicU64::new(bans.newest().id),
                 bans: RwLock::new(bans),
                 lurker_cursor: AtomicUsize::new(0),
+                events: OnceLock::new(),
                 stats,
             }),
         }
+    }
+
+    /// Install the receiver of [`CacheEvent`]s (once; later calls are
+    /// refused and return false).
+    pub fn set_event_sink(&self, sink: EventSink) -> bool {
+        self.inner.events.set(sink).is_ok()
     }
 
     /// The counters.
@@ -391,8 +443,10 @@ impl Cache {
         let inner = &self.inner;
         let now = req.now;
         let mut removed: Vec<Arc<ObjCore>> = Vec::new();
+        let mut expired = 0usize;
         let mut banned = Vec::new();
         let mut touch = None;
+        let mut vary_skipped = 0u32;
         let kind = {
             let mut shard = inner.shard(req.digest);
             let head = shard.entry(DigestKey(*req.digest)).or_insert_with(|| {
@@ -421,6 +475,7 @@ impl Cache {
                         if !req.ignore_vary
                             && oc.vary.get().is_some_and(|v| !v.matches(req.headers))
                         {
+                            vary_skipped += 1;
                             continue;
                         }
                         busy_found = true;
@@ -434,7 +489,9 @@ impl Cache {
                         // for the sweeper.
                         oc.flags.fetch_or(F_DYING, Ordering::AcqRel);
                         CacheStats::inc(&inner.stats.n_expired);
-                        removed.push(Arc::clone(oc));
+                        // Expired ones are kept first in `removed`.
+                        removed.insert(expired, Arc::clone(oc));
+                        expired += 1;
                         continue;
                     }
                     if inner.ban_check(oc, req) {
@@ -444,6 +501,7 @@ impl Cache {
                         continue;
                     }
                     if !req.ignore_vary && oc.vary.get().is_some_and(|v| !v.matches(req.headers)) {
+                        vary_skipped += 1;
                         continue;
                     }
                     if oc.ttl_end(req.req_ttl) > now {
@@ -467,10 +525,20 @@ impl Cache {
         for oc in &removed {
             inner.finish_removal(oc);
         }
+        for oc in &removed[..expired] {
+            inner.emit(|| CacheEvent::Expired {
+                vxid: oc.vxid.load(Ordering::Relaxed),
+                ttl_left: oc.ttl_end(None) - now,
+            });
+        }
         if let Some(oc) = touch {
             inner.touch(&oc, now);
         }
-        LookupResult { kind, banned }
+        LookupResult {
+            kind,
+            banned,
+            vary_skipped,
+        }
     }
 
     /// Purge all variants of `digest` (`HSH_Purge`): with `ttl`, `grace` and
@@ -555,6 +623,10 @@ impl Cache {
             }
             if inner.kill(&oc) {
                 CacheStats::inc(&inner.stats.n_expired);
+                inner.emit(|| CacheEvent::Expired {
+                    vxid: oc.vxid.load(Ordering::Relaxed),
+                    ttl_left: oc.ttl_end(None) - now,
+                });
                 n += 1;
             }
         }
@@ -685,6 +757,9 @@ impl Cache {
                 if hit {
                     if inner.kill(&oc) {
                         CacheStats::inc(&stats.bans_lurker_obj_killed);
+                        inner.emit(|| CacheEvent::LurkerBanned {
+                            vxid: oc.vxid.load(Ordering::Relaxed),
+                        });
                         report.killed += 1;
                     }
                 } else {
@@ -817,6 +892,7 @@ impl Inner {
             return match exp {
                 Some(e) if in_grace(&e) => {
                     e.hits.fetch_add(1, Ordering::Relaxed);
+                    *touch = Some(Arc::clone(&e));
                     Lookup::Grace {
                         stale: ObjRef(e),
                         bgfetch: Some(busy),
@@ -830,6 +906,7 @@ impl Inner {
         }
         if let Some(e) = exp.filter(in_grace) {
             e.hits.fetch_add(1, Ordering::Relaxed);
+            *touch = Some(Arc::clone(&e));
             return Lookup::Grace {
                 stale: ObjRef(e),
                 bgfetch: None,
@@ -864,13 +941,14 @@ impl Inner {
             url: req.url,
             headers: req.headers,
         };
+        // Counted once per object check, as varnishd does.
+        CacheStats::inc(&self.stats.bans_tested);
         for b in list.newer_than(cur) {
             if b.is_completed() {
                 continue;
             }
             let Some(spec) = &b.spec else { continue };
             let (m, n) = spec.eval(&obj, Some(&breq), req.now);
-            CacheStats::inc(&self.stats.bans_tested);
             CacheStats::add(&self.stats.bans_tests_tested, n as u64);
             if m {
                 CacheStats::inc(&self.stats.bans_obj_killed);
@@ -956,10 +1034,21 @@ impl Inner {
     }
 
     fn exp_push(&self, oc: &Arc<ObjCore>) {
+        let when = oc.exp_when.get();
         lock(&self.exp).push(ExpEntry {
-            when: oc.exp_when.get(),
+            when,
             oc: Arc::downgrade(oc),
         });
+        self.emit(|| CacheEvent::ExpiryArmed {
+            vxid: oc.vxid.load(Ordering::Relaxed),
+            when,
+        });
+    }
+
+    fn emit(&self, ev: impl FnOnce() -> CacheEvent) {
+        if let Some(sink) = self.events.get() {
+            sink(ev());
+        }
     }
 
     /// Charge `bytes` to `store`, nuking up to `nuke_limit` LRU objects of that
@@ -993,11 +1082,14 @@ impl Inner {
     /// Evict the least recently used idle object of `store`.
     fn nuke_one(&self, store: &StoreRef) -> bool {
         loop {
-            let Some(oc) = store.lru().victim(64) else {
+            let Some(oc) = store.lru().victim(NUKE_SCAN) else {
                 return false;
             };
             if self.kill(&oc) {
                 CacheStats::inc(&self.stats.n_lru_nuked);
+                self.emit(|| CacheEvent::Nuked {
+                    vxid: oc.vxid.load(Ordering::Relaxed),
+                });
                 return true;
             }
             // Already being removed by someone else: take it off the list so
@@ -1033,7 +1125,7 @@ impl Inner {
         let data = ObjectData {
             status,
             reason,
-            headers,
+            headers: StoredHeaders::new(&headers),
             gzip,
             body,
         };
@@ -1109,7 +1201,6 @@ impl Inner {
 /// A busy objcore: the right (and duty) to fetch an object others may be
 /// waiting for. Finish it with [`unbusy`](Self::unbusy); dropping it or calling
 /// [`fail`](Self::fail) marks the fetch failed and wakes the waiting list.
-#[derive(Debug)]
 pub struct BusyObj {
     oc: Arc<ObjCore>,
     cache: Arc<Inner>,
@@ -1119,6 +1210,15 @@ pub struct BusyObj {
 impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("CacheInner")
+    }
+}
+
+impl std::fmt::Debug for BusyObj {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BusyObj")
+            .field("digest", &crate::hash::digest_hex(&self.oc.digest))
+            .field("flags", &ObjFlags(self.oc.flags()))
+            .finish()
     }
 }
 

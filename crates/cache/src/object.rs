@@ -14,6 +14,7 @@ use bytes::Bytes;
 use lacquer_storage::Body;
 
 use crate::hash::Digest;
+use crate::headers::StoredHeaders;
 use crate::lru::StoreRef;
 use crate::stats::CacheStats;
 use crate::vary::{HeaderLookup, VarySpec};
@@ -91,8 +92,8 @@ pub struct ObjectData {
     pub status: u16,
     /// Response reason phrase.
     pub reason: Bytes,
-    /// Response headers in order, as (name, value).
-    pub headers: Vec<(Bytes, Bytes)>,
+    /// Response headers in order, packed.
+    pub headers: StoredHeaders,
     /// Whether the stored body is gzip-compressed by the cache.
     pub gzip: bool,
     /// The body (possibly still being fetched).
@@ -116,12 +117,7 @@ impl ObjectData {
     }
 
     pub(crate) fn header_bytes(&self) -> usize {
-        self.reason.len()
-            + self
-                .headers
-                .iter()
-                .map(|(k, v)| k.len() + v.len() + std::mem::size_of::<(Bytes, Bytes)>())
-                .sum::<usize>()
+        self.reason.len() + self.headers.heap_size()
     }
 }
 
@@ -242,10 +238,21 @@ impl Drop for ObjCore {
     }
 }
 
+impl std::fmt::Debug for ObjRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjRef")
+            .field("vxid", &self.vxid())
+            .field("flags", &self.flags())
+            .field("t_origin", &self.t_origin())
+            .field("ttl", &self.ttl())
+            .finish_non_exhaustive()
+    }
+}
+
 /// A counted reference to an inserted (no longer busy) object. Holding it keeps
 /// the object's memory alive even after it leaves the cache, like Varnish's
 /// objcore references.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ObjRef(pub(crate) Arc<ObjCore>);
 
 impl ObjRef {

@@ -41,11 +41,11 @@ pub struct CacheStats {
     pub bans_added: AtomicU64,
     /// Bans deleted from the list's tail.
     pub bans_deleted: AtomicU64,
-    /// Objects tested against bans at lookup.
+    /// Object checks against the ban list at lookup.
     pub bans_tested: AtomicU64,
     /// Objects killed by bans at lookup.
     pub bans_obj_killed: AtomicU64,
-    /// Objects tested by the ban lurker.
+    /// Bans tested against objects by the lurker.
     pub bans_lurker_tested: AtomicU64,
     /// Individual ban tests run at lookup.
     pub bans_tests_tested: AtomicU64,

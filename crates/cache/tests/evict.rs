@@ -185,9 +185,11 @@ fn lurker_cannot_pass_req_bans_but_lookup_can() {
     let r = c.ban_lurker_step(T0 + 100.0, 0.0, 1000);
     assert_eq!(r.killed, 0);
     assert_eq!(get(&c.stats().bans), 3);
-    // The lookup tests both and moves the object to the newest ban.
+    // The lookup tests both (one object check, two tests) and moves the
+    // object to the newest ban.
     expect_hit(lookup_url(&c, &d, "/mixed", T0 + 101.0).kind);
-    assert_eq!(get(&c.stats().bans_tested), 2);
+    assert_eq!(get(&c.stats().bans_tested), 1);
+    assert_eq!(get(&c.stats().bans_tests_tested), 2);
     let r = c.ban_lurker_step(T0 + 102.0, 0.0, 1000);
     assert!(r.deleted >= 2, "{r:?}");
     assert_eq!(get(&c.stats().bans), 1);
@@ -289,6 +291,45 @@ fn nuke_limit_and_oversized_objects_fail_cleanly() {
     drop(u);
     drop(busy);
     assert_eq!(s0.stevedore().stats().g_bytes.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn events_for_logging() {
+    // Room for two objects of ~1.3 KB (1000 body bytes plus overhead).
+    let c = cache_with(Some(3500), 50);
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let l2 = log.clone();
+    assert!(c.set_event_sink(std::sync::Arc::new(move |e| l2.lock().unwrap().push(e))));
+    assert!(!c.set_event_sink(std::sync::Arc::new(|_| {})));
+    static BODY: [u8; 1000] = [b'z'; 1000];
+    insert(&c, &digest("/1"), meta(1, T0, 10.0, 0.0, 0.0), &BODY);
+    insert(&c, &digest("/2"), meta(2, T0, 100.0, 0.0, 0.0), &BODY);
+    // No room for a third: /1 is nuked.
+    insert(&c, &digest("/3"), meta(3, T0, 100.0, 0.0, 0.0), &BODY);
+    c.expire_due(T0 + 200.0);
+    let ev = log.lock().unwrap().clone();
+    assert_eq!(
+        ev[..3],
+        [
+            CacheEvent::ExpiryArmed {
+                vxid: 1,
+                when: T0 + 10.0
+            },
+            CacheEvent::ExpiryArmed {
+                vxid: 2,
+                when: T0 + 100.0
+            },
+            CacheEvent::Nuked { vxid: 1 },
+        ]
+    );
+    assert!(ev.contains(&CacheEvent::Expired {
+        vxid: 2,
+        ttl_left: -100.0
+    }));
+    assert!(ev.contains(&CacheEvent::Expired {
+        vxid: 3,
+        ttl_left: -100.0
+    }));
 }
 
 #[test]

@@ -207,6 +207,10 @@ fn vary_variants() {
         .unwrap();
     assert_eq!(expect_hit(l(&gz)).vxid(), 1);
     assert_eq!(expect_hit(l(&br)).vxid(), 2);
+    // The br variant was unbusied last, so it is first: a gzip request skips it.
+    let r = c.lookup(&LookupRequest::new(&d, b"/v", &gz, T0 + 1.0));
+    assert_eq!(r.vary_skipped, 1);
+    assert!(r.banned.is_empty());
     let none: Vec<(&str, &str)> = vec![];
     let (busy, _) = expect_miss(l(&none));
     drop(busy);

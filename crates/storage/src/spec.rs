@@ -26,6 +26,17 @@ pub struct StorageSpec {
     pub size: Option<u64>,
 }
 
+impl StorageSpec {
+    /// Create the store this spec describes.
+    pub fn build(&self) -> std::sync::Arc<dyn crate::Stevedore> {
+        match self.kind {
+            StorageKind::Malloc => {
+                std::sync::Arc::new(crate::MallocStore::new(&self.name, self.size))
+            }
+        }
+    }
+}
+
 /// Why a `-s` argument was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StorageSpecError {
@@ -239,6 +250,17 @@ mod tests {
         let v = parse_storage_args::<&str>(&[]).unwrap();
         assert_eq!(v[0].size, Some(100 << 20));
         assert_eq!(v[1].name, "Transient");
+    }
+
+    #[test]
+    fn build_stores() {
+        let v = parse_storage_args(&["malloc,1k"]).unwrap();
+        let stores: Vec<_> = v.iter().map(StorageSpec::build).collect();
+        assert_eq!(stores[0].name(), "s0");
+        assert_eq!(stores[0].limit(), Some(1024));
+        assert!(stores[0].try_alloc(2048).is_err());
+        assert_eq!(stores[1].name(), "Transient");
+        assert_eq!(stores[1].limit(), None);
     }
 
     #[test]
