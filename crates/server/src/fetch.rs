@@ -474,7 +474,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     {
         let data = stale.data();
         let mut merged = lacquer_http::Headers::new();
-        for (k, v) in &data.headers {
+        for (k, v) in data.headers.to_pairs() {
             if !bo.beresp.headers.contains(&k[..]) {
                 merged.append(k.clone(), v.clone());
             }

@@ -556,7 +556,7 @@ where
     let data = obj.data();
     let mut resp = RespMsg::new(data.status);
     resp.reason = data.reason.clone();
-    for (k, v) in &data.headers {
+    for (k, v) in data.headers.to_pairs() {
         resp.headers.append(k.clone(), v.clone());
     }
     let xv = if hit {
