@@ -508,9 +508,59 @@ where
     }
 }
 
+/// A started daemon.
+pub struct Running {
+    pub shared: Arc<Shared>,
+    cli_done: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Running {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Running").finish_non_exhaustive()
+    }
+}
+
+impl Running {
+    /// The address of the first TCP listener (tests use `127.0.0.1:0`).
+    pub fn first_addr(&self) -> Option<SocketAddr> {
+        let l = self
+            .shared
+            .listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        l.iter().find_map(|b| {
+            let (ip, port) = b.printable.split_once(' ')?;
+            format!("{ip}:{port}").parse().ok().or_else(|| {
+                format!("[{ip}]:{port}").parse().ok()
+            })
+        })
+    }
+}
+
 /// Builds the shared state and starts serving; returns when the daemon
 /// should exit.
 pub async fn run(cfg: Config) -> Result<(), String> {
+    let r = start(cfg).await?;
+    // Run until a signal, or until the reverse/debug CLI goes away.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| e.to_string())?;
+    let cli_done = r.cli_done;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match cli_done { Some(h) => { let _ = h.await; } None => std::future::pending::<()>().await } } => {}
+    }
+    // Graceful shutdown: stop accepting, let requests in flight finish.
+    r.shared.running.store(false, Ordering::Release);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while SESSIONS.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// Builds the shared state and starts serving in the background.
+pub async fn start(cfg: Config) -> Result<Running, String> {
     std::fs::create_dir_all(&cfg.workdir).map_err(|e| {
         format!(
             "Cannot create working directory {}: {e} (use -n to choose another)",
@@ -674,19 +724,8 @@ pub async fn run(cfg: Config) -> Result<(), String> {
             sections.publish(&hk);
         }
     });
-    // Run until a signal, or until the reverse/debug CLI goes away.
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| e.to_string())?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-        _ = async { match cli_done { Some(h) => { let _ = h.await; } None => std::future::pending::<()>().await } } => {}
-    }
-    // Graceful shutdown: stop accepting, let requests in flight finish.
-    sh.running.store(false, Ordering::Release);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while SESSIONS.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    Ok(())
+    Ok(Running {
+        shared: sh,
+        cli_done,
+    })
 }

@@ -83,6 +83,9 @@ struct Fetched {
     body: BodyKind,
 }
 
+/// The reason of the 503 a failed fetch produces.
+const FETCH_FAILED: &[u8] = b"Backend fetch failed";
+
 fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(if s.is_finite() && s > 0.0 { s } else { 0.0 })
 }
@@ -175,7 +178,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
             Ok(f) => f,
             Err(msg) => {
                 job.bo.vsl.log_str(Tag::FetchError, &msg);
-                return Err(Step::Error(503, None));
+                return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
             }
         };
         job.bo.now = rfc2616::now();
@@ -552,13 +555,23 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             (None, _) => NewBody::Streamed,
         },
     };
-    let vary_spec = bo.beresp.headers.get("vary").map(<[u8]>::to_vec);
+    // With http_gzip_support every fetch asks the backend for gzip and
+    // clients get gunzipped copies as needed, so Accept-Encoding does not
+    // split variants.
+    let gzip_support = bo.sh.params().flag("http_gzip_support");
+    let vary_spec = bo.beresp.headers.get("vary").map(|v| {
+        if gzip_support {
+            strip_token(v, b"accept-encoding")
+        } else {
+            v.to_vec()
+        }
+    });
     let inserted = match std::mem::replace(&mut job.mode, FetchMode::Pass) {
         FetchMode::Pass => bo.sh.cache.insert_private(new, &store),
         FetchMode::Miss { busy, .. }
         | FetchMode::HitMiss { busy }
         | FetchMode::Background { busy, .. } => {
-            if let Some(v) = &vary_spec
+            if let Some(v) = vary_spec.as_ref().filter(|v| !v.is_empty())
                 && let Some(spec) =
                     lacquer_cache::VarySpec::capture([&v[..]], &crate::req::HeaderView(&bo.bereq0))
             {
@@ -571,7 +584,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         Ok(u) => u,
         Err(e) => {
             bo.vsl.log(Tag::FetchError, format_args!("{e}"));
-            return Err(Step::Error(503, None));
+            return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
         }
     };
     let obj = unbusied.obj.clone();
@@ -657,6 +670,22 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         let _ = n.send(FetchOutcome::Object(obj));
     }
     Ok(())
+}
+
+/// A comma-separated list without `token` (case-insensitive).
+fn strip_token(list: &[u8], token: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(list.len());
+    for item in list.split(|b| *b == b',') {
+        let t = item.trim_ascii();
+        if t.is_empty() || t.eq_ignore_ascii_case(token) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.extend_from_slice(b", ");
+        }
+        out.extend_from_slice(t);
+    }
+    out
 }
 
 fn add_vary_ae(h: &mut lacquer_http::Headers) {

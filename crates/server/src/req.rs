@@ -442,6 +442,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         vcl: t.vcl.clone(),
         sess: t.sess.clone(),
         vxid,
+        vxid_str: vxid.to_string(),
         bereq0: t.req.headers.clone(),
         bereq,
         beresp: RespMsg::new(200),

@@ -51,6 +51,7 @@ where
     let svxid = sh.vxid.next();
     let info = Arc::new(SessInfo {
         vxid: svxid,
+        vxid_str: svxid.to_string(),
         client: sess.client,
         local: sess.local,
         listener: sess.listener.clone(),
@@ -180,6 +181,7 @@ where
             sess: info.clone(),
             timeouts: tmo,
             vxid,
+            vxid_str: vxid.to_string(),
             req_orig: req.clone(),
             req,
             t_req,

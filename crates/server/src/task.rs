@@ -26,6 +26,8 @@ use crate::vcls::LoadedVcl;
 #[derive(Debug)]
 pub struct SessInfo {
     pub vxid: u32,
+    /// `sess.xid` as VCL reads it.
+    pub vxid_str: String,
     pub client: SocketAddr,
     /// The address the connection was accepted on.
     pub local: SocketAddr,
@@ -139,6 +141,8 @@ pub struct ReqTask {
     pub sess: Arc<SessInfo>,
     pub timeouts: SessTimeouts,
     pub vxid: u32,
+    /// `req.xid` as VCL reads it.
+    pub vxid_str: String,
     pub req: ReqMsg,
     /// The request as received, for restarts that roll back (`std.rollback`).
     pub req_orig: ReqMsg,
@@ -242,6 +246,9 @@ impl Context for ReqTask {
             VarId::ObjProto => b"HTTP/1.1",
             VarId::ObjReason => &self.obj()?.data().reason,
             VarId::ReqTransport => b"HTTP/1",
+            VarId::ReqXid => self.vxid_str.as_bytes(),
+            VarId::SessXid => self.sess.vxid_str.as_bytes(),
+            VarId::RespFilters => b"",
             VarId::ClientIdentity => match &self.client_identity {
                 Some(i) => i,
                 None => return Ok(None),
@@ -263,6 +270,10 @@ impl Context for ReqTask {
             VarId::RespProto => self.resp.proto = v,
             VarId::RespReason => self.resp.reason = v,
             VarId::ClientIdentity => self.client_identity = Some(v),
+            VarId::RespBody => {
+                self.synth_body.clear();
+                self.synth_body.extend_from_slice(value);
+            }
             other => return Err(not_here(other)),
         }
         Ok(())
@@ -273,8 +284,6 @@ impl Context for ReqTask {
             VarId::ClientIp | VarId::RemoteIp => Value::Ip(self.client_ip()),
             VarId::ServerIp | VarId::LocalIp => Value::Ip(self.local_ip()),
             VarId::ReqRestarts => Value::Int(i64::from(self.restarts)),
-            VarId::ReqXid => Value::Str(Bytes::from(self.vxid.to_string())),
-            VarId::SessXid => Value::Str(Bytes::from(self.sess.vxid.to_string())),
             VarId::ReqTime | VarId::ReqTopTime => Value::Time(self.t_req),
             VarId::ReqTtl => self.ttl.map_or(Value::Duration(-1.0), Value::Duration),
             VarId::ReqGrace => self.grace.map_or(Value::Duration(-1.0), Value::Duration),
@@ -541,6 +550,8 @@ pub struct BoTask {
     pub vcl: Arc<LoadedVcl>,
     pub sess: Arc<SessInfo>,
     pub vxid: u32,
+    /// `bereq.xid` as VCL reads it.
+    pub vxid_str: String,
     pub bereq: ReqMsg,
     /// The client's request headers as they were when the fetch started
     /// (Vary is evaluated against them).
@@ -637,6 +648,12 @@ impl Context for BoTask {
             VarId::ServerIdentity => self.sh.identity.as_bytes(),
             VarId::LocalEndpoint => self.sess.endpoint.as_bytes(),
             VarId::LocalSocket => self.sess.listener.as_bytes(),
+            VarId::BereqXid => self.vxid_str.as_bytes(),
+            VarId::SessXid => self.sess.vxid_str.as_bytes(),
+            VarId::BerespStorageHint => match &self.storage {
+                Some(s) => s.as_bytes(),
+                None => return Ok(None),
+            },
             VarId::BerespFilters => {
                 if self.do_gunzip {
                     b"gunzip"
@@ -658,6 +675,13 @@ impl Context for BoTask {
             VarId::BereqProto => self.bereq.proto = v,
             VarId::BerespProto => self.beresp.proto = v,
             VarId::BerespReason => self.beresp.reason = v,
+            VarId::BerespBody => {
+                self.synth_body.clear();
+                self.synth_body.extend_from_slice(value);
+            }
+            VarId::BerespStorageHint => {
+                self.storage = Some(Arc::from(String::from_utf8_lossy(value).as_ref()))
+            }
             other => return Err(not_here(other)),
         }
         Ok(())
@@ -667,8 +691,6 @@ impl Context for BoTask {
         Ok(match var {
             VarId::ClientIp | VarId::RemoteIp => Value::Ip(self.sess.client),
             VarId::ServerIp | VarId::LocalIp => Value::Ip(self.sess.local),
-            VarId::BereqXid => Value::Str(Bytes::from(self.vxid.to_string())),
-            VarId::SessXid => Value::Str(Bytes::from(self.sess.vxid.to_string())),
             VarId::BereqRetries => Value::Int(i64::from(self.retries)),
             VarId::BereqTime => Value::Time(self.t_bereq),
             VarId::BereqBackend => match &self.backend {
