@@ -277,18 +277,26 @@ impl Vsl {
             return;
         }
         let data = &data[..data.len().min(self.reclen())];
-        let mut words = Vec::with_capacity(words_for(data.len()));
-        encode_record(&mut words, tag, vxid, data);
-        self.commit(&words);
+        let mut bytes = Vec::with_capacity(words_for(data.len()) * 8);
+        encode_record(&mut bytes, tag, vxid, data);
+        self.commit(&bytes);
     }
 
-    /// Publishes a batch of encoded records (see `encode_record`).
-    pub(crate) fn commit(&self, batch: &[u64]) {
+    /// Publishes a batch of encoded records (see `encode_record`): a byte
+    /// buffer holding little-endian words.
+    pub(crate) fn commit(&self, batch: &[u8]) {
+        debug_assert!(batch.len().is_multiple_of(8));
         if batch.is_empty() {
             return;
         }
+        let word = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&batch[i * 8..i * 8 + 8]);
+            u64::from_le_bytes(b)
+        };
+        let nw = batch.len() / 8;
         let w = self.shm.words();
-        let n = batch.len() as u64;
+        let n = nw as u64;
         let q = w.at(H_HEAD).fetch_add(n, Ordering::Relaxed);
         // Readers that see any word stored below also see the reservation
         // above (pairs with the acquire fence in `VslReader::next_event`).
@@ -296,15 +304,16 @@ impl Vsl {
         let end = q + n;
         let mut next_seg = q.div_ceil(self.segsize);
         let mut i = 0;
-        while i < batch.len() {
+        while i < nw {
             let p = q + i as u64;
-            let rw = record_words(batch[i]);
+            let w0 = word(i);
+            let rw = record_words(w0);
             for k in 1..rw {
                 w.at(self.slot(p + k as u64))
-                    .store(batch[i + k], Ordering::Relaxed);
+                    .store(word(i + k), Ordering::Relaxed);
             }
             w.at(self.slot(p))
-                .store(batch[i] | COMMITTED | (p & 0xffff_ffff), Ordering::Release);
+                .store(w0 | COMMITTED | (p & 0xffff_ffff), Ordering::Release);
             while next_seg * self.segsize <= p {
                 self.mark_segment(&w, next_seg, p);
                 next_seg += 1;
@@ -345,13 +354,13 @@ fn epoch_now() -> u64 {
     t ^ u64::from(std::process::id()) << 48
 }
 
-/// Appends one encoded record (header template, vxid, payload words).
-pub(crate) fn encode_record(out: &mut Vec<u64>, tag: Tag, vxid: Vxid, data: &[u8]) {
-    out.push(header_template(tag, data.len()));
-    out.push(u64::from(vxid.raw()));
-    let base = out.len();
-    out.resize(base + data.len().div_ceil(8), 0);
-    shm::pack_bytes(data, |i, w| out[base + i] = w);
+/// Appends one encoded record to a byte batch: header template word, VXID
+/// word, payload zero-padded to whole words (all little-endian).
+pub(crate) fn encode_record(out: &mut Vec<u8>, tag: Tag, vxid: Vxid, data: &[u8]) {
+    out.extend_from_slice(&header_template(tag, data.len()).to_le_bytes());
+    out.extend_from_slice(&u64::from(vxid.raw()).to_le_bytes());
+    out.extend_from_slice(data);
+    out.resize(out.len().next_multiple_of(8), 0);
 }
 
 /// Where a new reader starts.

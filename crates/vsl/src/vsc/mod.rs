@@ -565,6 +565,20 @@ pub struct CounterValue {
     pub long: String,
 }
 
+/// Finds a counter in a snapshot by full name (`MAIN.cache_hit`,
+/// `VBE.boot.default.req`); a bare name (`cache_hit`) means `MAIN.<name>`,
+/// as in varnishtest's `-expect`.
+pub fn lookup<'a>(snapshot: &'a [CounterValue], name: &str) -> Option<&'a CounterValue> {
+    snapshot.iter().find(|c| c.name == name).or_else(|| {
+        if name.contains('.') {
+            None
+        } else {
+            let full = format!("MAIN.{name}");
+            snapshot.iter().find(|c| c.name == full)
+        }
+    })
+}
+
 /// Reader of the counters file, usually in another process.
 pub struct VscReader {
     shm: ShmReader,
@@ -843,6 +857,9 @@ mod tests {
         assert_eq!(get("MAIN.threads").ctype, CounterType::Gauge);
         assert_eq!(get("VBE.boot.default.req").value, 1);
         assert_eq!(get("MAIN.uptime").oneliner, "Child process uptime");
+        assert_eq!(lookup(&snap, "cache_hit").unwrap().value, 1);
+        assert_eq!(lookup(&snap, "VBE.boot.default.req").unwrap().value, 1);
+        assert!(lookup(&snap, "nope").is_none());
         // Removal and slot reuse.
         drop(be);
         let snap = r.snapshot().unwrap();
