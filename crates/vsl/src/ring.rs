@@ -12,6 +12,12 @@
 //! * word 1: the VXID with its client/backend marker bits;
 //! * `ceil(len / 8)` payload words.
 //!
+//! Writers publish one batch at a time (a process-local lock covers the
+//! reservation and the copy, so no writer can be lapped while copying and
+//! scribble over newer records; a batch is a whole transaction's records,
+//! so the lock is taken once per transaction, not per record). One process
+//! writes a given log.
+//!
 //! Readers follow records by position. A reader at `p` knows its copy was not
 //! overwritten if, after copying, the head has not passed `p + nwords` (a
 //! seqlock-style check: writers fence between reserving and writing). If it
@@ -23,8 +29,8 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, Mutex};
 
 use crate::record::{Record, Vxid};
 use crate::shm::{self, ShmReader, ShmWriter, Words};
@@ -137,6 +143,9 @@ pub struct Vsl {
     mask: [AtomicU64; 2],
     reclen: AtomicUsize,
     buffer: AtomicUsize,
+    /// Serialises reservation and copy: a writer preempted between the two
+    /// could otherwise be lapped and scribble over newer records.
+    write_lock: Mutex<()>,
 }
 
 impl fmt::Debug for Vsl {
@@ -191,6 +200,7 @@ impl Vsl {
             mask: [AtomicU64::new(bits[0]), AtomicU64::new(bits[1])],
             reclen: AtomicUsize::new(cfg.reclen),
             buffer: AtomicUsize::new(cfg.buffer.max(64)),
+            write_lock: Mutex::new(()),
         }))
     }
 
@@ -295,6 +305,9 @@ impl Vsl {
             u64::from_le_bytes(b)
         };
         let nw = batch.len() / 8;
+        // Poisoning only means another writer panicked mid-copy; the ring
+        // protocol still holds (readers see that record as not committed).
+        let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
         let w = self.shm.words();
         let n = nw as u64;
         let q = w.at(H_HEAD).fetch_add(n, Ordering::Relaxed);
