@@ -89,11 +89,11 @@ impl VslBuf {
         start
     }
 
-    /// Completes the record started at `start`: truncates the payload at
-    /// `vsl_reclen`, fills in the header, pads, and flushes if full.
+    /// Completes the record started at `start`: truncates the payload (see
+    /// [`Vsl::max_payload`]), fills in the header, pads, and flushes if full.
     #[inline]
     fn finish(&mut self, start: usize, tag: Tag) {
-        let reclen = self.vsl.reclen();
+        let reclen = self.vsl.max_payload(tag);
         let mut len = self.bytes.len() - start - 16;
         if len > reclen {
             self.bytes.truncate(start + 16 + reclen);
@@ -105,6 +105,7 @@ impl VslBuf {
         let padded = self.bytes.len().next_multiple_of(8);
         self.bytes.resize(padded, 0);
         if self.bytes.len() >= self.limit {
+            self.vsl.note_overflow_flush();
             self.flush();
         }
     }
@@ -119,7 +120,7 @@ impl VslBuf {
             return;
         }
         let start = self.begin();
-        let limit = start + 16 + self.vsl.reclen();
+        let limit = start + 16 + self.vsl.max_payload(tag);
         format_truncated(&mut self.bytes, limit, args);
         self.finish(start, tag);
     }
@@ -135,7 +136,7 @@ impl VslBuf {
     pub fn log_bytes(&mut self, tag: Tag, data: &[u8]) {
         if self.enabled(tag) {
             let start = self.begin();
-            let data = &data[..data.len().min(self.vsl.reclen())];
+            let data = &data[..data.len().min(self.vsl.max_payload(tag))];
             self.bytes.extend_from_slice(data);
             self.finish(start, tag);
         }
@@ -328,13 +329,14 @@ mod tests {
             vsl!(b, Tag::BereqHeader, "X-N: {i}");
         }
         assert!(b.buffered_bytes() <= 256);
+        assert!(vsl.stats().flushes >= 1);
         assert!(texts(vsl.path()).len() >= 10);
         let long = "y".repeat(1000);
         vsl!(b, Tag::VCL_Log, "{long}");
         b.flush();
         let t = texts(vsl.path());
         assert_eq!(t.len(), 21);
-        assert_eq!(t[20].len(), "5 VCL_Log ".len() + 255);
+        assert_eq!(t[20].len(), "5 VCL_Log ".len() + 254);
         std::fs::remove_dir_all(&d).unwrap();
     }
 

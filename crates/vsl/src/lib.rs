@@ -76,5 +76,5 @@ pub use buf::VslBuf;
 pub use group::{Grouper, Grouping, Transaction, TxType};
 pub use query::Query;
 pub use record::{Record, Side, Vxid};
-pub use ring::{ReadEvent, StartAt, Vsl, VslConfig, VslError, VslReader, vsl_path};
+pub use ring::{ReadEvent, StartAt, Vsl, VslConfig, VslError, VslReader, VslStats, vsl_path};
 pub use tags::{Tag, TagSet};

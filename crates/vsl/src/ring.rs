@@ -146,6 +146,22 @@ pub struct Vsl {
     /// Serialises reservation and copy: a writer preempted between the two
     /// could otherwise be lapped and scribble over newer records.
     write_lock: Mutex<()>,
+    records: AtomicU64,
+    writes: AtomicU64,
+    flushes: AtomicU64,
+}
+
+/// Writer activity, for the `MAIN.shm_*` counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VslStats {
+    /// Records written (`shm_records`).
+    pub records: u64,
+    /// Batches written (`shm_writes`).
+    pub writes: u64,
+    /// Buffers flushed early because they were full (`shm_flushes`).
+    pub flushes: u64,
+    /// Times the ring wrapped (`shm_cycles`).
+    pub cycles: u64,
 }
 
 impl fmt::Debug for Vsl {
@@ -201,6 +217,9 @@ impl Vsl {
             reclen: AtomicUsize::new(cfg.reclen),
             buffer: AtomicUsize::new(cfg.buffer.max(64)),
             write_lock: Mutex::new(()),
+            records: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
         }))
     }
 
@@ -244,6 +263,19 @@ impl Vsl {
         self.reclen.load(Ordering::Relaxed)
     }
 
+    /// Longest payload stored for `tag`: `vsl_reclen` counts the terminating
+    /// NUL Varnish stores after text, so text payloads keep `vsl_reclen - 1`
+    /// bytes (what varnishlog shows); binary ones keep `vsl_reclen`.
+    #[inline]
+    pub fn max_payload(&self, tag: Tag) -> usize {
+        let r = self.reclen();
+        if tag.flags() & crate::tags::F_BINARY != 0 {
+            r
+        } else {
+            r - 1
+        }
+    }
+
     /// Changes `vsl_buffer` at runtime (takes effect for new buffers).
     pub fn set_buffer(&self, bytes: usize) {
         self.buffer.store(bytes.max(64), Ordering::Relaxed);
@@ -265,6 +297,21 @@ impl Vsl {
         self.head() / self.nwords
     }
 
+    /// Writer activity so far.
+    pub fn stats(&self) -> VslStats {
+        VslStats {
+            records: self.records.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
+            flushes: self.flushes.load(Ordering::Relaxed),
+            cycles: self.cycles(),
+        }
+    }
+
+    /// Counts a buffer flushed because it was full.
+    pub(crate) fn note_overflow_flush(&self) {
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Writes one record right away, outside any transaction buffer. For
     /// session-less records such as `CLI` or `Backend_health`.
     pub fn log_immediate(&self, tag: Tag, vxid: Vxid, args: fmt::Arguments<'_>) {
@@ -275,7 +322,7 @@ impl Vsl {
             Some(s) => self.log_immediate_bytes(tag, vxid, s.as_bytes()),
             None => {
                 let mut s = Vec::new();
-                crate::buf::format_truncated(&mut s, self.reclen(), args);
+                crate::buf::format_truncated(&mut s, self.max_payload(tag), args);
                 self.log_immediate_bytes(tag, vxid, &s);
             }
         }
@@ -286,7 +333,7 @@ impl Vsl {
         if self.is_masked(tag) {
             return;
         }
-        let data = &data[..data.len().min(self.reclen())];
+        let data = &data[..data.len().min(self.max_payload(tag))];
         let mut bytes = Vec::with_capacity(words_for(data.len()) * 8);
         encode_record(&mut bytes, tag, vxid, data);
         self.commit(&bytes);
@@ -317,7 +364,9 @@ impl Vsl {
         let end = q + n;
         let mut next_seg = q.div_ceil(self.segsize);
         let mut i = 0;
+        let mut nrec = 0;
         while i < nw {
+            nrec += 1;
             let p = q + i as u64;
             let w0 = word(i);
             let rw = record_words(w0);
@@ -337,6 +386,8 @@ impl Vsl {
             self.mark_segment(&w, next_seg, end);
             next_seg += 1;
         }
+        self.records.fetch_add(nrec, Ordering::Relaxed);
+        self.writes.fetch_add(1, Ordering::Relaxed);
     }
 
     #[inline]
@@ -621,6 +672,15 @@ mod tests {
         assert_eq!(recs[1].vxid.side(), Side::Client);
         assert_eq!(recs[1].vxid.id(), 1001);
         assert_eq!(r.next_event(), ReadEvent::Idle);
+        assert_eq!(
+            vsl.stats(),
+            VslStats {
+                records: 2,
+                writes: 2,
+                flushes: 0,
+                cycles: 0
+            }
+        );
         // Tail reader sees only new records.
         let mut t = VslReader::open(&path, StartAt::Now).unwrap();
         assert_eq!(t.next_event(), ReadEvent::Idle);
@@ -640,7 +700,7 @@ mod tests {
         let mut r = VslReader::open(&path, StartAt::Oldest).unwrap();
         let recs = records(r.drain());
         assert_eq!(recs.len(), 1);
-        assert_eq!(recs[0].data.len(), 16);
+        assert_eq!(recs[0].data.len(), 15);
         assert!(vsl.set_reclen(5000).is_err());
         std::fs::remove_dir_all(&d).unwrap();
     }
