@@ -33,16 +33,16 @@ impl fmt::Debug for VslBuf {
     }
 }
 
-/// Log a formatted record into a [`VslBuf`]:
-/// `vsl!(buf, Tag::ReqURL, "{}", url)`. The arguments are not evaluated
-/// into a string when the tag is masked.
+/// Log a formatted record into a [`VslBuf`] (or `&mut VslBuf`):
+/// `vsl!(buf, Tag::ReqURL, "{}", url)`. The arguments are not formatted
+/// when the tag is masked. `buf` should be a place (variable or field): it
+/// is named twice.
 #[macro_export]
 macro_rules! vsl {
     ($buf:expr, $tag:expr, $($arg:tt)*) => {{
-        let buf: &mut $crate::VslBuf = &mut $buf;
         let tag: $crate::Tag = $tag;
-        if buf.enabled(tag) {
-            buf.log(tag, format_args!($($arg)*));
+        if $buf.enabled(tag) {
+            $buf.log(tag, format_args!($($arg)*));
         }
     }};
 }
@@ -318,6 +318,20 @@ mod tests {
         b.log(Tag::End, format_args!(""));
         drop(b);
         assert_eq!(texts(vsl.path()).last().unwrap(), "1003 End ");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    fn log_via_reference(b: &mut VslBuf, url: &str) {
+        vsl!(b, Tag::ReqURL, "{url}");
+    }
+
+    #[test]
+    fn macro_accepts_references() {
+        let (d, vsl) = setup("macro", 16 * 1024);
+        let mut b = VslBuf::new(vsl.clone(), Vxid::client(3));
+        log_via_reference(&mut b, "/ref");
+        b.flush();
+        assert_eq!(texts(vsl.path()), vec!["3 ReqURL /ref"]);
         std::fs::remove_dir_all(&d).unwrap();
     }
 
