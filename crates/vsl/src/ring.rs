@@ -555,7 +555,7 @@ impl VslReader {
         for k in first..=h / self.segsize {
             let b = k * self.segsize;
             let s = w.load(H_SEG + (k % SEGMENTS as u64) as usize, Ordering::Acquire);
-            if s >= b && s < b + self.segsize && s >= low && s <= h {
+            if s >= b && s < b.saturating_add(self.segsize) && s >= low && s <= h {
                 return s;
             }
         }
@@ -582,20 +582,20 @@ impl VslReader {
         let len = ((w0 >> 32) & 0xffff) as usize;
         let tag = Tag::from_u8(((w0 >> 48) & 0x7f) as u8);
         let rw = words_for(len) as u64;
-        let vxid = w.load(self.slot(p + 1), Ordering::Relaxed) as u32;
+        let vxid = w.load(self.slot(p.wrapping_add(1)), Ordering::Relaxed) as u32;
         let mut data = Vec::new();
         shm::unpack_bytes(
             len,
-            |i| w.load(self.slot(p + 2 + i as u64), Ordering::Relaxed),
+            |i| w.load(self.slot(p.wrapping_add(2 + i as u64)), Ordering::Relaxed),
             &mut data,
         );
         // Pairs with the release fence in `Vsl::commit`: if any word we
         // copied came from a newer lap, its reservation is visible now.
         fence(Ordering::Acquire);
-        if w.load(H_HEAD, Ordering::Relaxed) > p + self.nwords {
+        if w.load(H_HEAD, Ordering::Relaxed) > p.saturating_add(self.nwords) {
             return self.overrun();
         }
-        self.pos = p + rw;
+        self.pos = p.saturating_add(rw);
         match tag {
             Some(tag) if len <= MAX_RECLEN => ReadEvent::Record(Record {
                 tag,
@@ -745,6 +745,46 @@ mod tests {
             recs.last().unwrap().vxid.id() as usize,
             3 * MIN_SPACE / 216 - 1
         );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn hostile_file_contents_never_panic() {
+        use std::os::unix::fs::FileExt;
+        let d = tmpdir("hostile");
+        let path = vsl_path(&d);
+        let vsl = Vsl::create(&path, &small()).unwrap();
+        vsl.log_immediate_bytes(Tag::Error, Vxid::NONE, b"ok");
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut rnd = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..200 {
+            // Scribble over data words, segment starts and the head.
+            for _ in 0..64 {
+                let word = DATA as u64 + rnd() % (MIN_SPACE as u64 / 8);
+                f.write_at(&rnd().to_le_bytes(), word * 8).unwrap();
+            }
+            let seg = (H_SEG as u64 + rnd() % SEGMENTS as u64) * 8;
+            f.write_at(&rnd().to_le_bytes(), seg).unwrap();
+            let head = match round % 4 {
+                0 => u64::MAX - rnd() % 100,
+                1 => rnd(),
+                _ => rnd() % (4 * MIN_SPACE as u64 / 8),
+            };
+            f.write_at(&head.to_le_bytes(), (H_HEAD * 8) as u64)
+                .unwrap();
+            let mut r = VslReader::open(&path, StartAt::Oldest).unwrap();
+            for _ in 0..1000 {
+                if r.next_event() == ReadEvent::Idle {
+                    break;
+                }
+            }
+        }
         std::fs::remove_dir_all(&d).unwrap();
     }
 
