@@ -78,3 +78,15 @@ pub use query::Query;
 pub use record::{Record, Side, Vxid};
 pub use ring::{ReadEvent, StartAt, Vsl, VslConfig, VslError, VslReader, VslStats, vsl_path};
 pub use tags::{Tag, TagSet};
+
+// The daemon shares these across threads: keep them Send + Sync.
+const _: fn() = || {
+    fn shared<T: Send + Sync>() {}
+    fn sendable<T: Send>() {}
+    shared::<Vsl>();
+    shared::<vsc::Vsc>();
+    shared::<vsc::Section>();
+    sendable::<VslBuf>();
+    sendable::<VslReader>();
+    sendable::<vsc::VscReader>();
+};
