@@ -122,8 +122,10 @@ impl Persistence {
 /// Varnish `http_DoConnection`: merges all `Connection` fields into one,
 /// decides persistence (the last of `close` / `keep-alive` wins; HTTP/1.0
 /// defaults to close), and marks every field named by a token as filtered
-/// (see [`Headers::copy_filtered`]). Refuses, with 400, a token naming a
-/// well-known header that would otherwise be forwarded in pass mode.
+/// (see [`Headers::copy_filtered`]). Refuses a token naming a well-known
+/// header that would otherwise be forwarded in pass mode: the error carries
+/// 400 (a client request); on a backend response varnishd fails the fetch
+/// instead (503).
 pub fn do_connection(headers: &mut Headers, version: Version) -> Result<Persistence, Error> {
     let mut persist = match version {
         Version::Http10 => Persistence::Http10,
