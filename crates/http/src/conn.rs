@@ -226,7 +226,11 @@ pub enum Expect {
     Unsupported,
 }
 
-/// Classifies the first `Expect` header, as varnishd does.
+/// Classifies the first `Expect` header, as varnishd does. varnishd then
+/// removes the field; it sends the interim `100 Continue` only for an
+/// HTTP/1.1 request with no pipelined bytes already received: right after
+/// `vcl_recv`, or when the body is first read if VCL asked for
+/// `std.late_100_continue(true)`.
 pub fn expect(headers: &Headers) -> Expect {
     match headers.get("expect") {
         None => Expect::None,

@@ -77,6 +77,6 @@ pub use parse::{
 };
 pub use status::reason_phrase;
 pub use write::{
-    WriteBuf, request_head_len, response_head_len, write_decimal, write_request_head,
-    write_response_head,
+    WriteBuf, request_head_len, response_head_len, write_decimal, write_minimal_response,
+    write_request_head, write_response_head,
 };
