@@ -382,8 +382,8 @@ fn fold_points(head: &[u8]) -> impl Iterator<Item = usize> + '_ {
 }
 
 /// Replaces each fold (line end plus leading whitespace) by spaces, in place,
-/// like varnishd's header dissector. Returns whether anything changed.
-fn unfold(head: &mut [u8]) -> bool {
+/// like varnishd's header dissector.
+fn unfold(head: &mut [u8]) {
     let points: Vec<usize> = fold_points(head).collect();
     for &nl in &points {
         head[nl] = b' ';
@@ -396,7 +396,6 @@ fn unfold(head: &mut [u8]) -> bool {
             q += 1;
         }
     }
-    !points.is_empty()
 }
 
 /// After `httparse` rejected `buf`: is it a fold we can undo (or might once
@@ -902,6 +901,22 @@ mod tests {
         assert_eq!(e.message(), "Illegal char 0x20 in header name");
         let e = req_err("GET / HTTP/1.1\r\nHost: foo\r\nNoColon\r\n\r\n");
         assert!(e.message().starts_with("Header without ':'"), "{e}");
+    }
+
+    #[test]
+    fn varnish_b00047_b00049() {
+        for bad in [
+            "GET /\r\n\r\n",
+            "GET / HTTP/0.5\r\n\r\n",
+            "GET / HTTP/1.2\r\n\r\n",
+            "GET / HTTP/2.0\r\n\r\n",
+        ] {
+            assert_eq!(req_err(bad).status(), Some(400), "{bad:?}");
+        }
+        let e = req_err("GET / HTTP/1.1\r\nHost: foo\r\nAccept-Encoding : gzip\r\n\r\n");
+        assert_eq!(e.message(), "Illegal char 0x20 in header name");
+        let e = req_err("GET / HTTP/1.1\r\nHost: foo\r\nAccept/Encoding: gzip\r\n\r\n");
+        assert_eq!(e.message(), "Illegal char 0x2f in header name");
     }
 
     #[test]
