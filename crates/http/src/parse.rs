@@ -689,9 +689,19 @@ fn finish_response(raw: RawResp, buf: Bytes) -> ResponseHead {
     }
 }
 
+/// Whether bytes just read could have completed a head that was incomplete
+/// before: a head ends with a line feed, so a read without one cannot. A
+/// caller that re-parses only when this is true (or when its buffer has
+/// grown past [`Limits::max_head`]) bounds the cost of a head trickled in
+/// byte by byte to a few parses per line instead of one per byte.
+pub fn may_complete_head(new_bytes: &[u8]) -> bool {
+    new_bytes.contains(&b'\n')
+}
+
 /// Parses a request head at the start of `buf`.
 ///
-/// `Ok(None)`: incomplete, read more and call again with the longer buffer.
+/// `Ok(None)`: incomplete, read more and call again with the longer buffer
+/// (parsing is stateless and starts over; see [`may_complete_head`]).
 /// `Ok(Some((head, len)))`: the head took `len` bytes; the body (framed as
 /// `head.body` says) or the next request starts at `buf[len..]`.
 /// The head is copied once into a buffer shared by all its fields; use
@@ -1197,6 +1207,12 @@ mod tests {
         drop(h);
         assert_eq!(copy.get("host"), Some(&b"a"[..]));
         assert_eq!(copy.len(), 3);
+    }
+
+    #[test]
+    fn may_complete_needs_a_line_feed() {
+        assert!(!may_complete_head(b"GET / HTTP/1.1\r"));
+        assert!(may_complete_head(b"\n"));
     }
 
     #[test]
