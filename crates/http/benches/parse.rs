@@ -61,6 +61,13 @@ fn bench(c: &mut Criterion) {
     g.bench_function("parse_request (slice, one copy)", |b| {
         b.iter(|| parse_request(black_box(BROWSER_REQUEST), &limits).unwrap())
     });
+    g.bench_function("httparse alone (baseline)", |b| {
+        b.iter(|| {
+            let mut hs = [httparse::EMPTY_HEADER; 64];
+            let mut r = httparse::Request::new(&mut hs);
+            black_box(r.parse(black_box(BROWSER_REQUEST)).unwrap().is_complete())
+        })
+    });
     g.bench_function("parse_request_buf (zero copy)", |b| {
         b.iter_batched(
             || BytesMut::from(BROWSER_REQUEST),

@@ -122,8 +122,10 @@ impl Persistence {
 /// Varnish `http_DoConnection`: merges all `Connection` fields into one,
 /// decides persistence (the last of `close` / `keep-alive` wins; HTTP/1.0
 /// defaults to close), and marks every field named by a token as filtered
-/// (see [`Headers::copy_filtered`]). Refuses, with 400, a token naming a
-/// well-known header that would otherwise be forwarded in pass mode.
+/// (see [`Headers::copy_filtered`]). Refuses a token naming a well-known
+/// header that would otherwise be forwarded in pass mode: the error carries
+/// 400 (a client request); on a backend response varnishd fails the fetch
+/// instead (503).
 pub fn do_connection(headers: &mut Headers, version: Version) -> Result<Persistence, Error> {
     let mut persist = match version {
         Version::Http10 => Persistence::Http10,
@@ -224,7 +226,11 @@ pub enum Expect {
     Unsupported,
 }
 
-/// Classifies the first `Expect` header, as varnishd does.
+/// Classifies the first `Expect` header, as varnishd does. varnishd then
+/// removes the field; it sends the interim `100 Continue` only for an
+/// HTTP/1.1 request with no pipelined bytes already received: right after
+/// `vcl_recv`, or when the body is first read if VCL asked for
+/// `std.late_100_continue(true)`.
 pub fn expect(headers: &Headers) -> Expect {
     match headers.get("expect") {
         None => Expect::None,

@@ -15,36 +15,57 @@ use std::fmt;
 
 use bytes::Bytes;
 
-/// Where the bytes of a header name or value live.
-#[derive(Clone)]
+/// Where the bytes of a header name or value live. Kept small (12 bytes) so a
+/// parsed head's field list stays compact and cheap to clone.
+#[derive(Clone, Copy)]
 enum Slot {
-    /// A range of [`Headers::buf`].
-    Buf { start: u32, end: u32 },
-    /// Bytes owned by this field.
-    Own(Bytes),
+    /// A range of the shared buffer.
+    Buf(u32, u32),
+    /// An index into the owned values.
+    Own(u32),
 }
 
-impl Slot {
-    #[inline]
-    fn get<'a>(&'a self, buf: &'a [u8]) -> &'a [u8] {
-        match self {
-            Slot::Buf { start, end } => &buf[*start as usize..*end as usize],
-            Slot::Own(b) => b,
-        }
-    }
-}
-
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 struct Field {
     name: Slot,
     value: Slot,
     filtered: bool,
 }
 
+/// The bytes fields point into: the received head plus values added later.
+#[derive(Clone, Default)]
+struct Store {
+    buf: Bytes,
+    owned: Vec<Bytes>,
+}
+
+impl Store {
+    #[inline]
+    fn get(&self, slot: Slot) -> &[u8] {
+        match slot {
+            Slot::Buf(s, e) => &self.buf[s as usize..e as usize],
+            Slot::Own(i) => &self.owned[i as usize],
+        }
+    }
+
+    fn own(&mut self, b: Bytes) -> Slot {
+        self.owned.push(b);
+        Slot::Own((self.owned.len() - 1) as u32)
+    }
+
+    /// A [`Bytes`] for a slot, sharing the buffer instead of copying.
+    fn share(&self, slot: Slot) -> Bytes {
+        match slot {
+            Slot::Buf(s, e) => self.buf.slice(s as usize..e as usize),
+            Slot::Own(i) => self.owned[i as usize].clone(),
+        }
+    }
+}
+
 /// An ordered list of header fields, preserving order, duplicates and case.
 #[derive(Clone, Default)]
 pub struct Headers {
-    buf: Bytes,
+    store: Store,
     fields: Vec<Field>,
 }
 
@@ -57,7 +78,7 @@ impl Headers {
     /// An empty list with room for `n` fields.
     pub fn with_capacity(n: usize) -> Self {
         Headers {
-            buf: Bytes::new(),
+            store: Store::default(),
             fields: Vec::with_capacity(n),
         }
     }
@@ -66,14 +87,8 @@ impl Headers {
     /// to [`Headers::set_buf`] (used by the parser).
     pub(crate) fn push_range(&mut self, name: (u32, u32), value: (u32, u32)) {
         self.fields.push(Field {
-            name: Slot::Buf {
-                start: name.0,
-                end: name.1,
-            },
-            value: Slot::Buf {
-                start: value.0,
-                end: value.1,
-            },
+            name: Slot::Buf(name.0, name.1),
+            value: Slot::Buf(value.0, value.1),
             filtered: false,
         });
     }
@@ -81,7 +96,26 @@ impl Headers {
     /// Points the range-backed fields at their buffer (used by the parser once
     /// the head's final buffer exists).
     pub(crate) fn set_buf(&mut self, buf: Bytes) {
-        self.buf = buf;
+        self.store.buf = buf;
+    }
+
+    /// Drops owned values no field uses any more, once they dominate (a VCL
+    /// loop of `set`/`unset` must not grow the list without bound).
+    fn compact(&mut self) {
+        let live = self.fields.len() * 2;
+        if self.store.owned.len() <= 16 || self.store.owned.len() <= live * 2 {
+            return;
+        }
+        let mut owned = Vec::with_capacity(live);
+        for f in &mut self.fields {
+            for slot in [&mut f.name, &mut f.value] {
+                if let Slot::Own(i) = *slot {
+                    owned.push(self.store.owned[i as usize].clone());
+                    *slot = Slot::Own((owned.len() - 1) as u32);
+                }
+            }
+        }
+        self.store.owned = owned;
     }
 
     /// Number of fields (duplicates counted separately).
@@ -95,13 +129,13 @@ impl Headers {
     }
 
     #[inline]
-    fn name_of<'a>(&'a self, f: &'a Field) -> &'a [u8] {
-        f.name.get(&self.buf)
+    fn name_of(&self, f: &Field) -> &[u8] {
+        self.store.get(f.name)
     }
 
     #[inline]
-    fn value_of<'a>(&'a self, f: &'a Field) -> &'a [u8] {
-        f.value.get(&self.buf)
+    fn value_of(&self, f: &Field) -> &[u8] {
+        self.store.get(f.value)
     }
 
     /// The value of the first field called `name` (case-insensitive).
@@ -148,9 +182,11 @@ impl Headers {
     /// valid (see [`is_valid_name`] and [`is_valid_value`]): VCL-set values are
     /// checked there, as with Varnish's `validate_headers` feature.
     pub fn append(&mut self, name: impl Into<Bytes>, value: impl Into<Bytes>) {
+        let name = self.store.own(name.into());
+        let value = self.store.own(value.into());
         self.fields.push(Field {
-            name: Slot::Own(name.into()),
-            value: Slot::Own(value.into()),
+            name,
+            value,
             filtered: false,
         });
     }
@@ -160,54 +196,66 @@ impl Headers {
     /// spelling of the old first field's name.
     pub fn set(&mut self, name: impl Into<Bytes>, value: impl Into<Bytes>) {
         let name: Bytes = name.into();
-        let value = Slot::Own(value.into());
+        let value: Bytes = value.into();
+        let store = &self.store;
         let mut first = None;
         let mut i = 0;
-        while i < self.fields.len() {
-            if self.fields[i]
-                .name
-                .get(&self.buf)
-                .eq_ignore_ascii_case(&name)
-            {
-                if first.is_none() {
-                    first = Some(i);
-                    i += 1;
-                } else {
-                    self.fields.remove(i);
-                }
-            } else {
-                i += 1;
+        self.fields.retain(|f| {
+            i += 1;
+            if !store.get(f.name).eq_ignore_ascii_case(&name) {
+                return true;
             }
-        }
+            if first.is_none() {
+                first = Some(i - 1);
+                return true;
+            }
+            false
+        });
         match first {
             Some(i) => {
+                // Reuse the owned slot of a value set before, if any.
+                let slot = match self.fields[i].value {
+                    Slot::Own(j) => {
+                        self.store.owned[j as usize] = value;
+                        Slot::Own(j)
+                    }
+                    Slot::Buf(..) => self.store.own(value),
+                };
                 let f = &mut self.fields[i];
-                f.value = value;
+                f.value = slot;
                 f.filtered = false;
             }
-            None => self.fields.push(Field {
-                name: Slot::Own(name),
-                value,
-                filtered: false,
-            }),
+            None => {
+                let name = self.store.own(name);
+                let value = self.store.own(value);
+                self.fields.push(Field {
+                    name,
+                    value,
+                    filtered: false,
+                });
+            }
         }
+        self.compact();
     }
 
     /// Removes every field called `name`; returns how many were removed.
     pub fn remove(&mut self, name: impl AsRef<[u8]>) -> usize {
         let name = name.as_ref();
         let before = self.fields.len();
-        let buf = &self.buf;
+        let store = &self.store;
         self.fields
-            .retain(|f| !f.name.get(buf).eq_ignore_ascii_case(name));
-        before - self.fields.len()
+            .retain(|f| !store.get(f.name).eq_ignore_ascii_case(name));
+        let removed = before - self.fields.len();
+        self.compact();
+        removed
     }
 
     /// Keeps only the fields for which `keep(name, value)` is true.
     pub fn retain(&mut self, mut keep: impl FnMut(&[u8], &[u8]) -> bool) {
-        let buf = &self.buf;
+        let store = &self.store;
         self.fields
-            .retain(|f| keep(f.name.get(buf), f.value.get(buf)));
+            .retain(|f| keep(store.get(f.name), store.get(f.value)));
+        self.compact();
     }
 
     /// Every field as `(name, value)`, in wire order.
@@ -286,9 +334,9 @@ impl Headers {
     /// stays visible but [`Headers::copy_filtered`] leaves it out.
     pub fn mark_filtered(&mut self, name: impl AsRef<[u8]>) {
         let name = name.as_ref();
-        let buf = &self.buf;
+        let store = &self.store;
         for f in &mut self.fields {
-            if f.name.get(buf).eq_ignore_ascii_case(name) {
+            if store.get(f.name).eq_ignore_ascii_case(name) {
                 f.filtered = true;
             }
         }
@@ -306,24 +354,27 @@ impl Headers {
     /// that is neither filter-marked nor flagged in `mask` by the well-known
     /// header table ([`crate::header_flags`]). Shares bytes, copies nothing.
     pub fn copy_filtered(&self, mask: u8, out: &mut Headers) {
+        if out.fields.is_empty() && out.store.owned.is_empty() {
+            out.store.buf = self.store.buf.clone();
+        }
+        // Ranges stay valid when both lists share the same buffer.
+        let same_buf = out.store.buf.as_ptr() == self.store.buf.as_ptr()
+            && out.store.buf.len() == self.store.buf.len();
         for f in &self.fields {
             let name = self.name_of(f);
             if f.filtered || crate::conn::header_flags(name) & mask != 0 {
                 continue;
             }
-            out.fields.push(Field {
-                name: Slot::Own(self.share(&f.name)),
-                value: Slot::Own(self.share(&f.value)),
+            let mut copy = |slot: Slot| match slot {
+                Slot::Buf(..) if same_buf => slot,
+                _ => out.store.own(self.store.share(slot)),
+            };
+            let field = Field {
+                name: copy(f.name),
+                value: copy(f.value),
                 filtered: false,
-            });
-        }
-    }
-
-    /// A [`Bytes`] for a slot, sharing the buffer instead of copying.
-    fn share(&self, slot: &Slot) -> Bytes {
-        match slot {
-            Slot::Buf { start, end } => self.buf.slice(*start as usize..*end as usize),
-            Slot::Own(b) => b.clone(),
+            };
+            out.fields.push(field);
         }
     }
 
@@ -524,6 +575,41 @@ mod tests {
         assert!(!out.contains("transfer-encoding"));
         assert!(out.contains("host"));
         assert!(out.contains("cache-control"));
+    }
+
+    #[test]
+    fn repeated_edits_stay_bounded() {
+        let mut h = sample();
+        for i in 0..1000 {
+            h.set("X-Loop", format!("{i}"));
+            h.append("X-Tmp", "t");
+            h.remove("x-tmp");
+        }
+        assert_eq!(h.get("x-loop"), Some(&b"999"[..]));
+        assert!(h.store.owned.len() <= 64, "{}", h.store.owned.len());
+        assert_eq!(h.len(), 6);
+        assert_eq!(h.get("host"), Some(&b"example.com"[..]));
+        assert_eq!(h.get("cache-control").map(<[u8]>::len), Some(34));
+    }
+
+    #[test]
+    fn copy_into_non_empty_list() {
+        let mut out = Headers::new();
+        out.append("First", "1");
+        let mut src = Headers::new();
+        src.set_buf(Bytes::from_static(b"Name: value"));
+        src.push_range((0, 4), (6, 11));
+        src.append("B", "2");
+        src.copy_filtered(0, &mut out);
+        let all: Vec<_> = out.iter().map(|(n, v)| (n.to_vec(), v.to_vec())).collect();
+        assert_eq!(
+            all,
+            vec![
+                (b"First".to_vec(), b"1".to_vec()),
+                (b"Name".to_vec(), b"value".to_vec()),
+                (b"B".to_vec(), b"2".to_vec())
+            ]
+        );
     }
 
     #[test]

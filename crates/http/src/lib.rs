@@ -23,7 +23,8 @@
 //!
 //! - A head is returned only when complete: `Ok(None)` means "read more", and
 //!   the codec never guesses at a head it has not fully seen. Parsing is
-//!   stateless, so a caller simply retries with the longer buffer.
+//!   stateless, so a caller simply retries with the longer buffer (after a
+//!   read that [`may_complete_head`]).
 //! - Every limit is checked before any work proportional to it: a head over
 //!   `max_head` bytes, a header line over `max_line`, more than `max_headers`
 //!   fields, a chunk-size line or trailer section over its limit is an error,
@@ -72,11 +73,11 @@ pub use error::{Error, ErrorKind};
 pub use framing::{BodyKind, parse_content_length, request_body_kind, response_body_kind};
 pub use headers::{Headers, is_valid_name, is_valid_value};
 pub use parse::{
-    Limits, RequestHead, ResponseHead, Version, parse_request, parse_request_buf, parse_response,
-    parse_response_buf,
+    Limits, RequestHead, ResponseHead, Version, may_complete_head, parse_request,
+    parse_request_buf, parse_response, parse_response_buf,
 };
 pub use status::reason_phrase;
 pub use write::{
-    WriteBuf, request_head_len, response_head_len, write_decimal, write_request_head,
-    write_response_head,
+    WriteBuf, request_head_len, response_head_len, write_decimal, write_minimal_response,
+    write_request_head, write_response_head,
 };

@@ -209,6 +209,7 @@ struct RawReq {
     target: (u32, u32),
     version: Version,
     headers: Headers,
+    seen: Seen,
 }
 
 struct RawResp {
@@ -276,13 +277,22 @@ fn with_slots<'b, R>(n: usize, f: impl FnOnce(&mut [MaybeUninit<httparse::Header
 
 /// Collects header ranges and enforces the per-line limit. `len` is the head
 /// length; each line runs from its name to the start of the next line.
+/// What the single pass over the fields noticed, so the common case (no body
+/// framing fields, one Host) needs no further scans.
+#[derive(Default, Clone, Copy)]
+struct Seen {
+    hosts: usize,
+    framing: bool,
+}
+
 fn collect_headers(
     buf: &[u8],
     len: usize,
     parsed: &[httparse::Header<'_>],
     limits: &Limits,
     side: Side,
-) -> Result<Headers, Error> {
+) -> Result<(Headers, Seen), Error> {
+    let mut seen = Seen::default();
     let blank_start = if len >= 2 && buf[len - 2] == b'\r' {
         len - 2
     } else {
@@ -317,9 +327,16 @@ fn collect_headers(
                 ),
             ));
         }
+        let name = h.name.as_bytes();
+        match name.len() {
+            4 if name.eq_ignore_ascii_case(b"host") => seen.hosts += 1,
+            14 if name.eq_ignore_ascii_case(b"content-length") => seen.framing = true,
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => seen.framing = true,
+            _ => {}
+        }
         headers.push_range((ns, ne), (vs, ve));
     }
-    Ok(headers)
+    Ok((headers, seen))
 }
 
 /// Offset just past the empty line ending the head (Varnish `HTTP1_Complete`),
@@ -365,8 +382,8 @@ fn fold_points(head: &[u8]) -> impl Iterator<Item = usize> + '_ {
 }
 
 /// Replaces each fold (line end plus leading whitespace) by spaces, in place,
-/// like varnishd's header dissector. Returns whether anything changed.
-fn unfold(head: &mut [u8]) -> bool {
+/// like varnishd's header dissector.
+fn unfold(head: &mut [u8]) {
     let points: Vec<usize> = fold_points(head).collect();
     for &nl in &points {
         head[nl] = b' ';
@@ -379,7 +396,6 @@ fn unfold(head: &mut [u8]) -> bool {
             q += 1;
         }
     }
-    !points.is_empty()
 }
 
 /// After `httparse` rejected `buf`: is it a fold we can undo (or might once
@@ -520,7 +536,7 @@ fn raw_request(buf: &[u8], limits: &Limits) -> Result<Raw<RawReq>, Error> {
                 if len > limits.head_cap() {
                     return Err(side.too_large(limits));
                 }
-                let headers = collect_headers(buf, len, req.headers, limits, side)?;
+                let (headers, seen) = collect_headers(buf, len, req.headers, limits, side)?;
                 let version = if req.version == Some(0) {
                     Version::Http10
                 } else {
@@ -534,6 +550,7 @@ fn raw_request(buf: &[u8], limits: &Limits) -> Result<Raw<RawReq>, Error> {
                         target: span(buf, target),
                         version,
                         headers,
+                        seen,
                     },
                     len,
                 ))
@@ -566,7 +583,7 @@ fn raw_response(buf: &[u8], limits: &Limits) -> Result<Raw<RawResp>, Error> {
                         format!("Malformed status code {status:03}"),
                     ));
                 }
-                let headers = collect_headers(buf, len, resp.headers, limits, side)?;
+                let (headers, _) = collect_headers(buf, len, resp.headers, limits, side)?;
                 let version = if resp.version == Some(0) {
                     Version::Http10
                 } else {
@@ -607,12 +624,15 @@ fn finish_request(raw: RawReq, buf: Bytes, limits: &Limits) -> Result<RequestHea
         headers,
         body: BodyKind::None,
     };
-    absolute_form(&mut head, &buf, raw.target, limits);
-    if head.headers.len() > limits.max_headers {
-        // Only possible when absolute form added a Host field.
-        return Err(Error::req(ErrorKind::TooManyHeaders, "Too many headers"));
-    }
-    let hosts = head.headers.count("host");
+    let hosts = if absolute_form(&mut head, &buf, raw.target, limits) {
+        if head.headers.len() > limits.max_headers {
+            // The added Host field made one too many.
+            return Err(Error::req(ErrorKind::TooManyHeaders, "Too many headers"));
+        }
+        1
+    } else {
+        raw.seen.hosts
+    };
     if hosts > 1 {
         return Err(Error::req(ErrorKind::Host, "Multiple Host: headers"));
     }
@@ -622,30 +642,35 @@ fn finish_request(raw: RawReq, buf: Bytes, limits: &Limits) -> Result<RequestHea
             "Missing Host: header in HTTP/1.1 request",
         ));
     }
-    head.body = framing::request_body_kind(&head.method, head.version, &head.headers)?;
+    // Without framing fields an HTTP/1.1 request has no body; the general
+    // rules are only needed otherwise.
+    if raw.seen.framing || head.version != Version::Http11 {
+        head.body = framing::request_body_kind(&head.method, head.version, &head.headers)?;
+    }
     Ok(head)
 }
 
 /// Varnish (RFC 2616 §5.2): `GET http://host/path` becomes `GET /path` with
 /// `Host: host` replacing any Host field. Without a `/` after the authority
-/// the target is left alone, as varnishd does.
-fn absolute_form(head: &mut RequestHead, buf: &Bytes, target: (u32, u32), limits: &Limits) {
+/// the target is left alone, as varnishd does. Returns whether it rewrote.
+fn absolute_form(head: &mut RequestHead, buf: &Bytes, target: (u32, u32), limits: &Limits) -> bool {
     let t = &head.target;
     let skip = if t.len() >= 7 && t[..7].eq_ignore_ascii_case(b"http://") {
         7
     } else if limits.https_scheme && t.len() >= 8 && t[..8].eq_ignore_ascii_case(b"https://") {
         8
     } else {
-        return;
+        return false;
     };
     let Some(slash) = t[skip..].iter().position(|&b| b == b'/') else {
-        return;
+        return false;
     };
     let host_end = target.0 + (skip + slash) as u32;
     let host = buf.slice(target.0 as usize + skip..host_end as usize);
     head.headers.remove("host");
     head.headers.append(Bytes::from_static(b"Host"), host);
     head.target = buf.slice(host_end as usize..target.1 as usize);
+    true
 }
 
 fn finish_response(raw: RawResp, buf: Bytes) -> ResponseHead {
@@ -664,9 +689,19 @@ fn finish_response(raw: RawResp, buf: Bytes) -> ResponseHead {
     }
 }
 
+/// Whether bytes just read could have completed a head that was incomplete
+/// before: a head ends with a line feed, so a read without one cannot. A
+/// caller that re-parses only when this is true (or when its buffer has
+/// grown past [`Limits::max_head`]) bounds the cost of a head trickled in
+/// byte by byte to a few parses per line instead of one per byte.
+pub fn may_complete_head(new_bytes: &[u8]) -> bool {
+    new_bytes.contains(&b'\n')
+}
+
 /// Parses a request head at the start of `buf`.
 ///
-/// `Ok(None)`: incomplete, read more and call again with the longer buffer.
+/// `Ok(None)`: incomplete, read more and call again with the longer buffer
+/// (parsing is stateless and starts over; see [`may_complete_head`]).
 /// `Ok(Some((head, len)))`: the head took `len` bytes; the body (framed as
 /// `head.body` says) or the next request starts at `buf[len..]`.
 /// The head is copied once into a buffer shared by all its fields; use
@@ -876,6 +911,22 @@ mod tests {
         assert_eq!(e.message(), "Illegal char 0x20 in header name");
         let e = req_err("GET / HTTP/1.1\r\nHost: foo\r\nNoColon\r\n\r\n");
         assert!(e.message().starts_with("Header without ':'"), "{e}");
+    }
+
+    #[test]
+    fn varnish_b00047_b00049() {
+        for bad in [
+            "GET /\r\n\r\n",
+            "GET / HTTP/0.5\r\n\r\n",
+            "GET / HTTP/1.2\r\n\r\n",
+            "GET / HTTP/2.0\r\n\r\n",
+        ] {
+            assert_eq!(req_err(bad).status(), Some(400), "{bad:?}");
+        }
+        let e = req_err("GET / HTTP/1.1\r\nHost: foo\r\nAccept-Encoding : gzip\r\n\r\n");
+        assert_eq!(e.message(), "Illegal char 0x20 in header name");
+        let e = req_err("GET / HTTP/1.1\r\nHost: foo\r\nAccept/Encoding: gzip\r\n\r\n");
+        assert_eq!(e.message(), "Illegal char 0x2f in header name");
     }
 
     #[test]
@@ -1135,6 +1186,33 @@ mod tests {
         assert_eq!(&r.reason[..], b"Service Unavailable");
         let q = RequestHead::new("HEAD", "/", Version::Http11);
         assert!(q.is_head());
+    }
+
+    #[test]
+    fn parsed_headers_can_be_edited() {
+        let mut h = ok_req("GET / HTTP/1.1\r\nHost: a\r\nX-A: 1\r\nCookie: c\r\nx-a: 2\r\n\r\n");
+        h.headers.set("X-A", "3");
+        h.headers.append("Via", "1.1 lacquer");
+        assert_eq!(h.headers.remove("cookie"), 1);
+        h.target = Bytes::from_static(b"/new");
+        let mut out = Vec::new();
+        crate::write_request_head(&h, &mut out);
+        assert_eq!(
+            out,
+            b"GET /new HTTP/1.1\r\nHost: a\r\nX-A: 3\r\nVia: 1.1 lacquer\r\n\r\n"
+        );
+        // Copies share the parsed buffer and stay valid after the original goes.
+        let mut copy = Headers::new();
+        h.headers.copy_filtered(0, &mut copy);
+        drop(h);
+        assert_eq!(copy.get("host"), Some(&b"a"[..]));
+        assert_eq!(copy.len(), 3);
+    }
+
+    #[test]
+    fn may_complete_needs_a_line_feed() {
+        assert!(!may_complete_head(b"GET / HTTP/1.1\r"));
+        assert!(may_complete_head(b"\n"));
     }
 
     #[test]

@@ -82,6 +82,19 @@ pub fn write_response_head(head: &ResponseHead, out: &mut impl WriteBuf) {
     out.put(b"\r\n");
 }
 
+/// Appends varnishd's minimal answer, `HTTP/1.1 <status> <reason>` and an
+/// empty line with no fields, as sent for a 400 on a bad request, a 417 on an
+/// unsupported `Expect`, or the interim `100 Continue`.
+pub fn write_minimal_response(status: u16, out: &mut impl WriteBuf) {
+    let reason = crate::status::reason_phrase(status).as_bytes();
+    out.reserve_bytes(16 + reason.len());
+    out.put(b"HTTP/1.1 ");
+    out.put(&status_digits(status));
+    out.put(b" ");
+    out.put(reason);
+    out.put(b"\r\n\r\n");
+}
+
 /// The status as at least three decimal digits (Varnish prints `%03d`).
 fn status_digits(status: u16) -> StatusDigits {
     let mut buf = [b'0'; 5];
@@ -174,6 +187,16 @@ mod tests {
         let mut out = Vec::new();
         write_response_head(&r, &mut out);
         assert_eq!(out, wire);
+    }
+
+    #[test]
+    fn minimal_responses() {
+        let mut out = Vec::new();
+        write_minimal_response(400, &mut out);
+        assert_eq!(out, b"HTTP/1.1 400 Bad Request\r\n\r\n");
+        let mut out = BytesMut::new();
+        write_minimal_response(100, &mut out);
+        assert_eq!(&out[..], b"HTTP/1.1 100 Continue\r\n\r\n");
     }
 
     #[test]

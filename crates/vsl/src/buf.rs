@@ -10,37 +10,39 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::record::Vxid;
-use crate::ring::{Vsl, encode_record};
+use crate::ring::{Vsl, header_template};
 use crate::tags::Tag;
 
 /// A transaction's log buffer. Flushes on [`VslBuf::flush`] and on drop.
+///
+/// Records are encoded in place (header word, VXID word, zero-padded
+/// payload), so appending is a couple of copies into a reused buffer.
 pub struct VslBuf {
     vsl: Arc<Vsl>,
     vxid: Vxid,
-    words: Vec<u64>,
+    bytes: Vec<u8>,
     limit: usize,
-    scratch: Vec<u8>,
 }
 
 impl fmt::Debug for VslBuf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("VslBuf")
             .field("vxid", &self.vxid)
-            .field("buffered_words", &self.words.len())
+            .field("buffered_bytes", &self.bytes.len())
             .finish_non_exhaustive()
     }
 }
 
-/// Log a formatted record into a [`VslBuf`]:
-/// `vsl!(buf, Tag::ReqURL, "{}", url)`. The arguments are not evaluated
-/// into a string when the tag is masked.
+/// Log a formatted record into a [`VslBuf`] (or `&mut VslBuf`):
+/// `vsl!(buf, Tag::ReqURL, "{}", url)`. The arguments are not formatted
+/// when the tag is masked. `buf` should be a place (variable or field): it
+/// is named twice.
 #[macro_export]
 macro_rules! vsl {
     ($buf:expr, $tag:expr, $($arg:tt)*) => {{
-        let buf: &mut $crate::VslBuf = &mut $buf;
         let tag: $crate::Tag = $tag;
-        if buf.enabled(tag) {
-            buf.log(tag, format_args!($($arg)*));
+        if $buf.enabled(tag) {
+            $buf.log(tag, format_args!($($arg)*));
         }
     }};
 }
@@ -48,13 +50,12 @@ macro_rules! vsl {
 impl VslBuf {
     /// A new, empty buffer logging for `vxid`.
     pub fn new(vsl: Arc<Vsl>, vxid: Vxid) -> VslBuf {
-        let limit = vsl.buffer_words();
+        let limit = vsl.buffer_words() * 8;
         VslBuf {
             vsl,
             vxid,
-            words: Vec::new(),
+            bytes: Vec::new(),
             limit,
-            scratch: Vec::new(),
         }
     }
 
@@ -80,20 +81,48 @@ impl VslBuf {
         !self.vsl.is_masked(tag)
     }
 
+    /// Starts a record: reserves its two header words; returns its offset.
+    #[inline]
+    fn begin(&mut self) -> usize {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(&[0u8; 16]);
+        start
+    }
+
+    /// Completes the record started at `start`: truncates the payload (see
+    /// [`Vsl::max_payload`]), fills in the header, pads, and flushes if full.
+    #[inline]
+    fn finish(&mut self, start: usize, tag: Tag) {
+        let reclen = self.vsl.max_payload(tag);
+        let mut len = self.bytes.len() - start - 16;
+        if len > reclen {
+            self.bytes.truncate(start + 16 + reclen);
+            len = reclen;
+        }
+        self.bytes[start..start + 8].copy_from_slice(&header_template(tag, len).to_le_bytes());
+        self.bytes[start + 8..start + 16]
+            .copy_from_slice(&u64::from(self.vxid.raw()).to_le_bytes());
+        let padded = self.bytes.len().next_multiple_of(8);
+        self.bytes.resize(padded, 0);
+        if self.bytes.len() >= self.limit {
+            self.vsl.note_overflow_flush();
+            self.flush();
+        }
+    }
+
     /// Appends a formatted record (truncated at `vsl_reclen`).
     pub fn log(&mut self, tag: Tag, args: fmt::Arguments<'_>) {
         if !self.enabled(tag) {
             return;
         }
         if let Some(s) = args.as_str() {
-            self.push(tag, self.vxid, s.as_bytes());
+            self.log_bytes(tag, s.as_bytes());
             return;
         }
-        let mut scratch = std::mem::take(&mut self.scratch);
-        scratch.clear();
-        format_truncated(&mut scratch, self.vsl.reclen(), args);
-        self.push(tag, self.vxid, &scratch);
-        self.scratch = scratch;
+        let start = self.begin();
+        let limit = start + 16 + self.vsl.max_payload(tag);
+        format_truncated(&mut self.bytes, limit, args);
+        self.finish(start, tag);
     }
 
     /// Appends a record with a text payload.
@@ -106,7 +135,10 @@ impl VslBuf {
     #[inline]
     pub fn log_bytes(&mut self, tag: Tag, data: &[u8]) {
         if self.enabled(tag) {
-            self.push(tag, self.vxid, data);
+            let start = self.begin();
+            let data = &data[..data.len().min(self.vsl.max_payload(tag))];
+            self.bytes.extend_from_slice(data);
+            self.finish(start, tag);
         }
     }
 
@@ -116,34 +148,41 @@ impl VslBuf {
         if !self.enabled(tag) {
             return;
         }
-        let mut scratch = std::mem::take(&mut self.scratch);
-        scratch.clear();
-        scratch.extend_from_slice(name);
-        scratch.extend_from_slice(b": ");
-        scratch.extend_from_slice(value);
-        self.push(tag, self.vxid, &scratch);
-        self.scratch = scratch;
+        let start = self.begin();
+        self.bytes.extend_from_slice(name);
+        self.bytes.extend_from_slice(b": ");
+        self.bytes.extend_from_slice(value);
+        self.finish(start, tag);
     }
 
-    fn push(&mut self, tag: Tag, vxid: Vxid, data: &[u8]) {
-        let data = &data[..data.len().min(self.vsl.reclen())];
-        let need = 2 + data.len().div_ceil(8);
-        if self.words.len() + need > self.limit && !self.words.is_empty() {
-            self.flush();
+    /// Appends a `Timestamp` record, `label: absolute since_start
+    /// since_last`, each with six decimals like Varnish, using integer
+    /// formatting (much cheaper than float formatting on the hot path).
+    pub fn log_timestamp(&mut self, label: &str, absolute: f64, since_start: f64, since_last: f64) {
+        if !self.enabled(Tag::Timestamp) {
+            return;
         }
-        encode_record(&mut self.words, tag, vxid, data);
+        let start = self.begin();
+        self.bytes.extend_from_slice(label.as_bytes());
+        self.bytes.extend_from_slice(b": ");
+        push_fixed6(&mut self.bytes, absolute);
+        self.bytes.push(b' ');
+        push_fixed6(&mut self.bytes, since_start);
+        self.bytes.push(b' ');
+        push_fixed6(&mut self.bytes, since_last);
+        self.finish(start, Tag::Timestamp);
     }
 
     /// Number of bytes buffered and not yet published.
     pub fn buffered_bytes(&self) -> usize {
-        self.words.len() * 8
+        self.bytes.len()
     }
 
     /// Publishes the buffered records to the shared log.
     pub fn flush(&mut self) {
-        if !self.words.is_empty() {
-            self.vsl.commit(&self.words);
-            self.words.clear();
+        if !self.bytes.is_empty() {
+            self.vsl.commit(&self.bytes);
+            self.bytes.clear();
         }
     }
 }
@@ -154,7 +193,57 @@ impl Drop for VslBuf {
     }
 }
 
-/// Formats `args` into `out`, stopping silently at `limit` bytes.
+/// Appends `v` with exactly six decimals (like C's `%.6f`, rounding to the
+/// nearest microsecond). Non-finite values print as `nan`/`inf`/`-inf`.
+pub fn push_fixed6(out: &mut Vec<u8>, v: f64) {
+    if !v.is_finite() {
+        out.extend_from_slice(if v.is_nan() {
+            b"nan"
+        } else if v > 0.0 {
+            b"inf"
+        } else {
+            b"-inf"
+        });
+        return;
+    }
+    let scaled = v * 1e6;
+    let micros = scaled.round();
+    if micros.abs() >= 9.0e18 || (scaled - scaled.trunc()).abs() == 0.5 {
+        // Beyond exact integer range, or a tie where the decimal expansion
+        // decides the rounding: let the float formatter do it exactly.
+        let _ = std::io::Write::write_fmt(out, format_args!("{v:.6}"));
+        return;
+    }
+    let m = micros as i64;
+    if m < 0 {
+        out.push(b'-');
+    }
+    let m = m.unsigned_abs();
+    let (int, frac) = (m / 1_000_000, m % 1_000_000);
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut n = int;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+    out.push(b'.');
+    let mut f = [b'0'; 6];
+    let mut n = frac;
+    for d in f.iter_mut().rev() {
+        *d = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    out.extend_from_slice(&f);
+}
+
+/// Formats `args` into `out`, stopping silently when `out` reaches `limit`
+/// bytes in total.
 pub(crate) fn format_truncated(out: &mut Vec<u8>, limit: usize, args: fmt::Arguments<'_>) {
     struct Trunc<'a> {
         out: &'a mut Vec<u8>,
@@ -232,6 +321,20 @@ mod tests {
         std::fs::remove_dir_all(&d).unwrap();
     }
 
+    fn log_via_reference(b: &mut VslBuf, url: &str) {
+        vsl!(b, Tag::ReqURL, "{url}");
+    }
+
+    #[test]
+    fn macro_accepts_references() {
+        let (d, vsl) = setup("macro", 16 * 1024);
+        let mut b = VslBuf::new(vsl.clone(), Vxid::client(3));
+        log_via_reference(&mut b, "/ref");
+        b.flush();
+        assert_eq!(texts(vsl.path()), vec!["3 ReqURL /ref"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
     #[test]
     fn flushes_when_full_and_truncates() {
         let (d, vsl) = setup("full", 256);
@@ -240,13 +343,45 @@ mod tests {
             vsl!(b, Tag::BereqHeader, "X-N: {i}");
         }
         assert!(b.buffered_bytes() <= 256);
+        assert!(vsl.stats().flushes >= 1);
         assert!(texts(vsl.path()).len() >= 10);
         let long = "y".repeat(1000);
         vsl!(b, Tag::VCL_Log, "{long}");
         b.flush();
         let t = texts(vsl.path());
         assert_eq!(t.len(), 21);
-        assert_eq!(t[20].len(), "5 VCL_Log ".len() + 255);
+        assert_eq!(t[20].len(), "5 VCL_Log ".len() + 254);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn timestamps_match_printf() {
+        for v in [
+            0.0,
+            0.000025,
+            0.002130,
+            1795317704.74885,
+            1795317704.748851,
+            -1.5,
+            12.9999996,
+            0.0000005,
+            1e-9,
+        ] {
+            let mut out = Vec::new();
+            push_fixed6(&mut out, v);
+            assert_eq!(String::from_utf8(out).unwrap(), format!("{v:.6}"), "{v}");
+        }
+        let mut out = Vec::new();
+        push_fixed6(&mut out, f64::NAN);
+        assert_eq!(out, b"nan");
+        let (d, vsl) = setup("ts", 16 * 1024);
+        let mut b = VslBuf::new(vsl.clone(), Vxid::client(7));
+        b.log_timestamp("Resp", 1795317704.74885, 0.00213, 0.000025);
+        b.flush();
+        assert_eq!(
+            texts(vsl.path()),
+            vec!["7 Timestamp Resp: 1795317704.748850 0.002130 0.000025"]
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 

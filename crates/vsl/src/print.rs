@@ -9,15 +9,22 @@
 
 use std::fmt::Write;
 
-use crate::group::Transaction;
+use regex::bytes::Regex;
+
+use crate::group::{Transaction, TxType};
 use crate::record::Record;
-use crate::tags::{F_BINARY, F_UNSAFE, Tag};
+use crate::record::Side;
+use crate::tags::{F_BINARY, F_UNSAFE, Tag, TagSet};
 
 /// Output options.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PrintOptions {
     /// Print VXID and side on every record even in grouped mode (`-v`).
     pub verbose: bool,
+    /// Only client transactions (`-c`); with `backend_only` both kinds.
+    pub client_only: bool,
+    /// Only backend transactions (`-b`).
+    pub backend_only: bool,
 }
 
 /// Appends the payload of `rec` as varnishlog prints it.
@@ -74,6 +81,17 @@ pub fn format_group(
     let mut out = String::new();
     let mut delim = false;
     for t in group {
+        if opts.client_only || opts.backend_only {
+            let keep = match t.tx_type {
+                TxType::Request => opts.client_only,
+                TxType::BeReq => opts.backend_only,
+                TxType::Record => true,
+                TxType::Session | TxType::Unknown => false,
+            };
+            if !keep {
+                continue;
+            }
+        }
         let verbose = t.level == 0 || opts.verbose;
         if t.level > 0 {
             push_level(&mut out, t.level, '*');
@@ -102,6 +120,120 @@ pub fn format_group(
         out.push('\n');
     }
     out
+}
+
+/// varnishlog's record selection options (`-i`, `-x`, `-I`, `-X`, `-c`,
+/// `-b`), applied in the order given like Varnish: when the first tag
+/// option is an inclusion (`-i`/`-I`), every tag starts out excluded; `-i`
+/// and `-x` then clear and set per-tag exclusion. A record is shown if an
+/// `-I` expression matches it, else hidden if an `-X` expression matches
+/// it, else shown unless its tag is excluded.
+#[derive(Clone, Debug, Default)]
+pub struct RecordFilter {
+    seen: bool,
+    suppress: TagSet,
+    select_re: Vec<(Option<TagSet>, Regex)>,
+    suppress_re: Vec<(Option<TagSet>, Regex)>,
+    client_only: bool,
+    backend_only: bool,
+}
+
+impl RecordFilter {
+    /// A filter that shows every record.
+    pub fn new() -> RecordFilter {
+        RecordFilter::default()
+    }
+
+    fn first_include(&mut self) {
+        if !self.seen {
+            self.suppress = TagSet::all();
+        }
+        self.seen = true;
+    }
+
+    /// `-i taglist`: show records with these tags (globs allowed).
+    pub fn include_tags(&mut self, list: &str) -> Result<(), String> {
+        let tags = TagSet::from_list(list).map_err(|e| format!("-i: {e}"))?;
+        self.first_include();
+        for t in tags.iter() {
+            self.suppress.remove(t);
+        }
+        Ok(())
+    }
+
+    /// `-x taglist`: hide records with these tags.
+    pub fn exclude_tags(&mut self, list: &str) -> Result<(), String> {
+        let tags = TagSet::from_list(list).map_err(|e| format!("-x: {e}"))?;
+        self.seen = true;
+        for t in tags.iter() {
+            self.suppress.insert(t);
+        }
+        Ok(())
+    }
+
+    fn parse_re(opt: &str, arg: &str) -> Result<(Option<TagSet>, Regex), String> {
+        let (tags, re) = match arg.split_once(':') {
+            Some((list, re)) => (
+                Some(TagSet::from_list(list).map_err(|e| format!("{opt}: {e}"))?),
+                re,
+            ),
+            None => (None, arg),
+        };
+        let re = Regex::new(re).map_err(|e| format!("{opt}: bad regular expression: {e}"))?;
+        Ok((tags, re))
+    }
+
+    /// `-I [taglist:]regex`: show records whose payload matches.
+    pub fn include_regex(&mut self, arg: &str) -> Result<(), String> {
+        let f = RecordFilter::parse_re("-I", arg)?;
+        self.first_include();
+        self.select_re.push(f);
+        Ok(())
+    }
+
+    /// `-X [taglist:]regex`: hide records whose payload matches.
+    pub fn exclude_regex(&mut self, arg: &str) -> Result<(), String> {
+        let f = RecordFilter::parse_re("-X", arg)?;
+        self.seen = true;
+        self.suppress_re.push(f);
+        Ok(())
+    }
+
+    /// `-c`: client records only.
+    pub fn client_only(&mut self) {
+        self.client_only = true;
+    }
+
+    /// `-b`: backend records only.
+    pub fn backend_only(&mut self) {
+        self.backend_only = true;
+    }
+
+    fn any_re(list: &[(Option<TagSet>, Regex)], rec: &Record) -> bool {
+        list.iter()
+            .any(|(tags, re)| tags.is_none_or(|t| t.contains(rec.tag)) && re.is_match(&rec.data))
+    }
+
+    /// True if the record is to be shown.
+    pub fn matches(&self, rec: &Record) -> bool {
+        let side = rec.vxid.side();
+        if self.client_only && side != Side::Client && !self.backend_only {
+            return false;
+        }
+        if self.backend_only && side != Side::Backend && !self.client_only {
+            return false;
+        }
+        if self.client_only && self.backend_only && side == Side::None {
+            return false;
+        }
+        if !self.select_re.is_empty() && RecordFilter::any_re(&self.select_re, rec) {
+            return true;
+        }
+        if RecordFilter::any_re(&self.suppress_re, rec) {
+            return false;
+        }
+        !self.suppress.contains(rec.tag)
+    }
 }
 
 fn push_level(out: &mut String, level: u32, c: char) {
@@ -175,9 +307,46 @@ mod tests {
             "         0 CLI            - Rd ping\n"
         );
         let g = run(Grouping::Vxid, sample());
-        let s = format_group(&g[0], PrintOptions { verbose: true }, &all);
+        let opts = PrintOptions {
+            verbose: true,
+            ..PrintOptions::default()
+        };
+        let s = format_group(&g[0], opts, &all);
         assert!(s.starts_with("*              << BeReq    >>   1002      \n"));
         assert!(s.contains("-         1002 BereqURL       b /\n"));
+    }
+
+    #[test]
+    fn record_filters() {
+        let url = Record::new(Tag::ReqURL, Vxid::client(1), "/a");
+        let hdr = Record::new(Tag::ReqHeader, Vxid::client(1), "Host: x");
+        let be = Record::new(Tag::BereqURL, Vxid::backend(2), "/a");
+        let mut f = RecordFilter::new();
+        assert!(f.matches(&url) && f.matches(&hdr));
+        f.include_tags("ReqURL").unwrap();
+        assert!(f.matches(&url) && !f.matches(&hdr) && !f.matches(&be));
+        let mut f = RecordFilter::new();
+        f.exclude_tags("Req*").unwrap();
+        assert!(!f.matches(&url) && f.matches(&be));
+        let mut f = RecordFilter::new();
+        f.include_regex("ReqHeader:^Host").unwrap();
+        assert!(f.matches(&hdr) && !f.matches(&url));
+        let mut f = RecordFilter::new();
+        f.exclude_regex("/a").unwrap();
+        assert!(!f.matches(&url) && f.matches(&hdr));
+        let mut f = RecordFilter::new();
+        f.backend_only();
+        assert!(f.matches(&be) && !f.matches(&url));
+        assert!(RecordFilter::new().include_tags("Nope").is_err());
+        assert!(RecordFilter::new().include_regex("ReqURL:(").is_err());
+        // -c drops whole backend transactions from grouped output.
+        let g = run(Grouping::Request, sample());
+        let opts = PrintOptions {
+            client_only: true,
+            ..PrintOptions::default()
+        };
+        let s = format_group(&g[0], opts, &all);
+        assert!(s.contains("<< Request") && !s.contains("<< BeReq"));
     }
 
     #[test]

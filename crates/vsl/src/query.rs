@@ -20,7 +20,7 @@
 
 use std::fmt;
 
-use regex::bytes::Regex;
+use regex::bytes::{Regex, RegexBuilder};
 
 use crate::group::Transaction;
 use crate::record::Record;
@@ -66,9 +66,10 @@ enum Test {
     /// Selection only.
     Exists,
     Int(NumOp, i64),
-    Float(NumOp, f64),
-    StrEq(Vec<u8>),
-    StrNe(Vec<u8>),
+    /// Floats compare in thousandths, truncated, as Varnish 7.1 does.
+    Float(NumOp, i128),
+    StrEq(Vec<u8>, bool),
+    StrNe(Vec<u8>, bool),
     Match(Regex),
     NoMatch(Regex),
 }
@@ -115,12 +116,19 @@ impl fmt::Debug for Query {
 impl Query {
     /// Parses a query (possibly several lines, or'ed together).
     pub fn parse(text: &str) -> Result<Query, QueryError> {
+        Query::parse_with(text, false)
+    }
+
+    /// Parses a query; with `caseless` (varnishlog `-C`), `eq`, `ne` and
+    /// regular expressions ignore case.
+    pub fn parse_with(text: &str, caseless: bool) -> Result<Query, QueryError> {
         let mut expr: Option<Expr> = None;
         for (line_no, line) in logical_lines(text) {
             let mut p = Parser {
                 s: line.as_bytes(),
                 pos: 0,
                 line: line_no,
+                caseless,
             };
             p.skip_ws();
             if p.at_end() {
@@ -224,6 +232,7 @@ struct Parser<'a> {
     s: &'a [u8],
     pos: usize,
     line: usize,
+    caseless: bool,
 }
 
 fn is_word(c: u8) -> bool {
@@ -551,33 +560,36 @@ impl Parser<'_> {
         let (v, quoted) = self.operand()?;
         match op {
             Op::Num(nop) => {
+                // Quoted numbers are accepted too, as Varnish does.
+                let v = if quoted { unescape(&v) } else { v };
                 let s = std::str::from_utf8(&v).unwrap_or("");
-                if quoted || s.is_empty() {
-                    return Err(self.err_at(start, "expected a number after a numerical operator"));
-                }
-                if s.contains(['.', 'e', 'E']) {
-                    s.parse::<f64>()
-                        .map(|f| Test::Float(nop, f))
-                        .map_err(|_| self.err_at(start, format!("\"{s}\" is not a valid float")))
+                if s.contains('.') {
+                    parse_milli(s).map(|m| Test::Float(nop, m)).ok_or_else(|| {
+                        self.err_at(start, format!("floating point parse error: \"{s}\""))
+                    })
                 } else {
-                    s.parse::<i64>()
-                        .map(|i| Test::Int(nop, i))
-                        .map_err(|_| self.err_at(start, format!("\"{s}\" is not a valid integer")))
+                    parse_strtoll(s)
+                        .filter(|(_, rest)| rest.is_empty())
+                        .map(|(i, _)| Test::Int(nop, i))
+                        .ok_or_else(|| self.err_at(start, format!("integer parse error: \"{s}\"")))
                 }
             }
-            Op::StrEq => Ok(Test::StrEq(unescape(&v))),
-            Op::StrNe => Ok(Test::StrNe(unescape(&v))),
+            Op::StrEq => Ok(Test::StrEq(unescape(&v), self.caseless)),
+            Op::StrNe => Ok(Test::StrNe(unescape(&v), self.caseless)),
             Op::Match | Op::NoMatch => {
                 let pat = String::from_utf8_lossy(&v).into_owned();
-                let re = Regex::new(&pat).map_err(|e| {
-                    self.err_at(
-                        start,
-                        format!(
-                            "bad regular expression: {}",
-                            e.to_string().replace('\n', " ")
-                        ),
-                    )
-                })?;
+                let re = RegexBuilder::new(&pat)
+                    .case_insensitive(self.caseless)
+                    .build()
+                    .map_err(|e| {
+                        self.err_at(
+                            start,
+                            format!(
+                                "bad regular expression: {}",
+                                e.to_string().replace('\n', " ")
+                            ),
+                        )
+                    })?;
                 Ok(if op == Op::Match {
                     Test::Match(re)
                 } else {
@@ -664,15 +676,17 @@ fn cond_matches(c: &Cond, r: &Record) -> bool {
     }
     match &c.test {
         Test::Exists => true,
-        Test::StrEq(s) => v == s.as_slice(),
-        Test::StrNe(s) => v != s.as_slice(),
+        Test::StrEq(s, false) => v == s.as_slice(),
+        Test::StrEq(s, true) => v.eq_ignore_ascii_case(s),
+        Test::StrNe(s, false) => v != s.as_slice(),
+        Test::StrNe(s, true) => !v.eq_ignore_ascii_case(s),
         Test::Match(re) => re.is_match(v),
         Test::NoMatch(re) => !re.is_match(v),
         Test::Int(op, n) => match parse_int_lhs(v) {
             Some(x) => op.test(x, *n),
             None => false,
         },
-        Test::Float(op, f) => match first_token(v).and_then(|t| t.parse::<f64>().ok()) {
+        Test::Float(op, f) => match first_token(v).and_then(parse_milli) {
             Some(x) => op.test(x, *f),
             None => false,
         },
@@ -684,39 +698,86 @@ fn first_token(v: &[u8]) -> Option<&str> {
     std::str::from_utf8(t).ok()
 }
 
-/// Record value as an integer, the way Varnish reads it: `strtoll` with
-/// automatic base, falling back to the integral part of a float.
+/// C `strtoll(s, &end, 0)`: optional sign, `0x` hex, leading-`0` octal or
+/// decimal digits; saturates on overflow. Returns the value and the rest of
+/// the string, or `None` if no digit was read.
+fn parse_strtoll(s: &str) -> Option<(i64, &str)> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let neg = match b.first() {
+        Some(b'-') => {
+            i = 1;
+            true
+        }
+        Some(b'+') => {
+            i = 1;
+            false
+        }
+        _ => false,
+    };
+    let radix = if b.len() > i + 2
+        && b[i] == b'0'
+        && (b[i + 1] | 0x20) == b'x'
+        && b[i + 2].is_ascii_hexdigit()
+    {
+        i += 2;
+        16
+    } else if b.len() > i + 1 && b[i] == b'0' {
+        8
+    } else {
+        10
+    };
+    let start = i;
+    let mut v: i128 = 0;
+    while i < b.len() && char::from(b[i]).is_digit(radix) {
+        let d = char::from(b[i]).to_digit(radix).unwrap_or(0);
+        v = (v * i128::from(radix) + i128::from(d)).min(i128::from(i64::MAX) + 1);
+        i += 1;
+    }
+    if i == start {
+        return None;
+    }
+    let v = if neg { -v } else { v };
+    let v = v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+    Some((v, &s[i..]))
+}
+
+/// Record value as an integer, the way Varnish 7.1 reads it: `strtoll`,
+/// or the integral part when the value is a decimal number.
 fn parse_int_lhs(v: &[u8]) -> Option<i64> {
     let t = first_token(v)?;
-    let (neg, digits) = match t.as_bytes().first() {
-        Some(b'-') => (true, &t[1..]),
-        Some(b'+') => (false, &t[1..]),
-        _ => (false, t),
-    };
-    let parsed = if let Some(hex) = digits
-        .strip_prefix("0x")
-        .or_else(|| digits.strip_prefix("0X"))
-    {
-        i64::from_str_radix(hex, 16).ok()
-    } else if digits.len() > 1
-        && digits.starts_with('0')
-        && digits.bytes().all(|b| b.is_ascii_digit())
-    {
-        i64::from_str_radix(&digits[1..], 8).ok()
-    } else {
-        digits.parse::<i64>().ok()
-    };
-    match parsed {
-        Some(n) => Some(if neg { -n } else { n }),
-        None => {
-            let f = t.parse::<f64>().ok()?;
-            if f.is_finite() {
-                Some(f.trunc() as i64)
-            } else {
-                None
-            }
-        }
+    match parse_strtoll(t) {
+        Some((n, "")) => Some(n),
+        Some((n, rest)) if rest.starts_with('.') && parse_milli(t).is_some() => Some(n),
+        Some(_) => None,
+        None => parse_milli(t)
+            .map(|m| (m / 1000).clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64),
     }
+}
+
+/// A decimal number `[+-]digits[.digits]` in thousandths, extra decimals
+/// truncated (Varnish 7.1 compares floats with three decimals).
+fn parse_milli(s: &str) -> Option<i128> {
+    let (neg, body) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    if !int.bytes().all(|c| c.is_ascii_digit()) || !frac.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let mut v: i128 = 0;
+    for c in int
+        .bytes()
+        .chain(frac.bytes().chain(std::iter::repeat(b'0')).take(3))
+    {
+        v = v.checked_mul(10)?.checked_add(i128::from(c - b'0'))?;
+    }
+    Some(if neg { -v } else { v })
 }
 
 #[cfg(test)]
@@ -748,8 +809,16 @@ mod tests {
         assert!(on_request("ReqHeader:User-Agent eq curl"));
         assert!(!on_request("ReqHeader:cookie"));
         assert!(on_request("not ReqHeader:cookie"));
-        assert!(on_request("Timestamp:Resp[2] > 0.00005"));
+        // Floats compare with three decimals, truncated (like Varnish 7.1).
+        assert!(!on_request("Timestamp:Resp[2] > 0.00005"));
+        assert!(on_request("Timestamp:Resp[2] == 0.0009"));
+        assert!(on_request("Timestamp:Resp[2] >= 0."));
         assert!(!on_request("Timestamp:Resp[2] > 0.5"));
+        assert!(on_request("Timestamp:Resp[2] == 0"));
+        assert!(on_request("RespStatus == \"200\""));
+        assert!(on_request("RespStatus > 0x10"));
+        assert!(!on_request("RespStatus == 200.1"));
+        assert!(on_request("RespStatus == 200.0009"));
         assert!(on_request("Timestamp:Resp[1] > 1699999999"));
         assert!(!on_request("Timestamp:Resp[9]"));
         assert!(on_request("*Status == 200"));
@@ -778,8 +847,9 @@ mod tests {
         for (s, needle, col) in [
             ("", "empty query", 1),
             ("ReqURL ==", "expected an operand", 10),
-            ("ReqURL == abc", "not a valid integer", 11),
-            ("ReqURL == 1.2.3", "not a valid float", 11),
+            ("ReqURL == abc", "integer parse error", 11),
+            ("ReqURL == 1e-3", "integer parse error", 11),
+            ("ReqURL == 1.2.3", "floating point parse error", 11),
             ("NoSuchTag", "unknown VSL tag", 1),
             ("ReqURL ~ \"(\"", "bad regular expression", 10),
             ("(ReqURL", "expected ')'", 8),
@@ -833,6 +903,32 @@ mod tests {
             }
         }
         assert!(parsed > 0);
+    }
+
+    #[test]
+    fn caseless_option() {
+        let g = run(Grouping::Request, sample());
+        assert!(!q("ReqURL ~ \"^/$\" and ReqHeader:user-agent eq CURL").matches(&g[0]));
+        let c = Query::parse_with("ReqHeader:user-agent eq CURL", true).unwrap();
+        assert!(c.matches(&g[0]));
+        let c = Query::parse_with("ReqHeader ~ \"user-AGENT\"", true).unwrap();
+        assert!(c.matches(&g[0]));
+    }
+
+    #[test]
+    fn number_parsing() {
+        assert_eq!(parse_strtoll("0x1F"), Some((31, "")));
+        assert_eq!(parse_strtoll("-017x"), Some((-15, "x")));
+        assert_eq!(
+            parse_strtoll("99999999999999999999999"),
+            Some((i64::MAX, ""))
+        );
+        assert_eq!(parse_strtoll("x"), None);
+        assert_eq!(parse_milli("1795316561.389552"), Some(1_795_316_561_389));
+        assert_eq!(parse_milli("-.5"), Some(-500));
+        assert_eq!(parse_milli("1."), Some(1000));
+        assert_eq!(parse_milli("."), None);
+        assert_eq!(parse_milli("1e3"), None);
     }
 
     #[test]

@@ -12,6 +12,12 @@
 //! * word 1: the VXID with its client/backend marker bits;
 //! * `ceil(len / 8)` payload words.
 //!
+//! Writers publish one batch at a time (a process-local lock covers the
+//! reservation and the copy, so no writer can be lapped while copying and
+//! scribble over newer records; a batch is a whole transaction's records,
+//! so the lock is taken once per transaction, not per record). One process
+//! writes a given log.
+//!
 //! Readers follow records by position. A reader at `p` knows its copy was not
 //! overwritten if, after copying, the head has not passed `p + nwords` (a
 //! seqlock-style check: writers fence between reserving and writing). If it
@@ -23,8 +29,8 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, Mutex};
 
 use crate::record::{Record, Vxid};
 use crate::shm::{self, ShmReader, ShmWriter, Words};
@@ -137,6 +143,25 @@ pub struct Vsl {
     mask: [AtomicU64; 2],
     reclen: AtomicUsize,
     buffer: AtomicUsize,
+    /// Serialises reservation and copy: a writer preempted between the two
+    /// could otherwise be lapped and scribble over newer records.
+    write_lock: Mutex<()>,
+    records: AtomicU64,
+    writes: AtomicU64,
+    flushes: AtomicU64,
+}
+
+/// Writer activity, for the `MAIN.shm_*` counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VslStats {
+    /// Records written (`shm_records`).
+    pub records: u64,
+    /// Batches written (`shm_writes`).
+    pub writes: u64,
+    /// Buffers flushed early because they were full (`shm_flushes`).
+    pub flushes: u64,
+    /// Times the ring wrapped (`shm_cycles`).
+    pub cycles: u64,
 }
 
 impl fmt::Debug for Vsl {
@@ -191,6 +216,10 @@ impl Vsl {
             mask: [AtomicU64::new(bits[0]), AtomicU64::new(bits[1])],
             reclen: AtomicUsize::new(cfg.reclen),
             buffer: AtomicUsize::new(cfg.buffer.max(64)),
+            write_lock: Mutex::new(()),
+            records: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
         }))
     }
 
@@ -234,6 +263,19 @@ impl Vsl {
         self.reclen.load(Ordering::Relaxed)
     }
 
+    /// Longest payload stored for `tag`: `vsl_reclen` counts the terminating
+    /// NUL Varnish stores after text, so text payloads keep `vsl_reclen - 1`
+    /// bytes (what varnishlog shows); binary ones keep `vsl_reclen`.
+    #[inline]
+    pub fn max_payload(&self, tag: Tag) -> usize {
+        let r = self.reclen();
+        if tag.flags() & crate::tags::F_BINARY != 0 {
+            r
+        } else {
+            r - 1
+        }
+    }
+
     /// Changes `vsl_buffer` at runtime (takes effect for new buffers).
     pub fn set_buffer(&self, bytes: usize) {
         self.buffer.store(bytes.max(64), Ordering::Relaxed);
@@ -255,6 +297,21 @@ impl Vsl {
         self.head() / self.nwords
     }
 
+    /// Writer activity so far.
+    pub fn stats(&self) -> VslStats {
+        VslStats {
+            records: self.records.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
+            flushes: self.flushes.load(Ordering::Relaxed),
+            cycles: self.cycles(),
+        }
+    }
+
+    /// Counts a buffer flushed because it was full.
+    pub(crate) fn note_overflow_flush(&self) {
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Writes one record right away, outside any transaction buffer. For
     /// session-less records such as `CLI` or `Backend_health`.
     pub fn log_immediate(&self, tag: Tag, vxid: Vxid, args: fmt::Arguments<'_>) {
@@ -265,7 +322,7 @@ impl Vsl {
             Some(s) => self.log_immediate_bytes(tag, vxid, s.as_bytes()),
             None => {
                 let mut s = Vec::new();
-                crate::buf::format_truncated(&mut s, self.reclen(), args);
+                crate::buf::format_truncated(&mut s, self.max_payload(tag), args);
                 self.log_immediate_bytes(tag, vxid, &s);
             }
         }
@@ -276,19 +333,30 @@ impl Vsl {
         if self.is_masked(tag) {
             return;
         }
-        let data = &data[..data.len().min(self.reclen())];
-        let mut words = Vec::with_capacity(words_for(data.len()));
-        encode_record(&mut words, tag, vxid, data);
-        self.commit(&words);
+        let data = &data[..data.len().min(self.max_payload(tag))];
+        let mut bytes = Vec::with_capacity(words_for(data.len()) * 8);
+        encode_record(&mut bytes, tag, vxid, data);
+        self.commit(&bytes);
     }
 
-    /// Publishes a batch of encoded records (see `encode_record`).
-    pub(crate) fn commit(&self, batch: &[u64]) {
+    /// Publishes a batch of encoded records (see `encode_record`): a byte
+    /// buffer holding little-endian words.
+    pub(crate) fn commit(&self, batch: &[u8]) {
+        debug_assert!(batch.len().is_multiple_of(8));
         if batch.is_empty() {
             return;
         }
+        let word = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&batch[i * 8..i * 8 + 8]);
+            u64::from_le_bytes(b)
+        };
+        let nw = batch.len() / 8;
+        // Poisoning only means another writer panicked mid-copy; the ring
+        // protocol still holds (readers see that record as not committed).
+        let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
         let w = self.shm.words();
-        let n = batch.len() as u64;
+        let n = nw as u64;
         let q = w.at(H_HEAD).fetch_add(n, Ordering::Relaxed);
         // Readers that see any word stored below also see the reservation
         // above (pairs with the acquire fence in `VslReader::next_event`).
@@ -296,15 +364,18 @@ impl Vsl {
         let end = q + n;
         let mut next_seg = q.div_ceil(self.segsize);
         let mut i = 0;
-        while i < batch.len() {
+        let mut nrec = 0;
+        while i < nw {
+            nrec += 1;
             let p = q + i as u64;
-            let rw = record_words(batch[i]);
+            let w0 = word(i);
+            let rw = record_words(w0);
             for k in 1..rw {
                 w.at(self.slot(p + k as u64))
-                    .store(batch[i + k], Ordering::Relaxed);
+                    .store(word(i + k), Ordering::Relaxed);
             }
             w.at(self.slot(p))
-                .store(batch[i] | COMMITTED | (p & 0xffff_ffff), Ordering::Release);
+                .store(w0 | COMMITTED | (p & 0xffff_ffff), Ordering::Release);
             while next_seg * self.segsize <= p {
                 self.mark_segment(&w, next_seg, p);
                 next_seg += 1;
@@ -315,6 +386,8 @@ impl Vsl {
             self.mark_segment(&w, next_seg, end);
             next_seg += 1;
         }
+        self.records.fetch_add(nrec, Ordering::Relaxed);
+        self.writes.fetch_add(1, Ordering::Relaxed);
     }
 
     #[inline]
@@ -345,13 +418,13 @@ fn epoch_now() -> u64 {
     t ^ u64::from(std::process::id()) << 48
 }
 
-/// Appends one encoded record (header template, vxid, payload words).
-pub(crate) fn encode_record(out: &mut Vec<u64>, tag: Tag, vxid: Vxid, data: &[u8]) {
-    out.push(header_template(tag, data.len()));
-    out.push(u64::from(vxid.raw()));
-    let base = out.len();
-    out.resize(base + data.len().div_ceil(8), 0);
-    shm::pack_bytes(data, |i, w| out[base + i] = w);
+/// Appends one encoded record to a byte batch: header template word, VXID
+/// word, payload zero-padded to whole words (all little-endian).
+pub(crate) fn encode_record(out: &mut Vec<u8>, tag: Tag, vxid: Vxid, data: &[u8]) {
+    out.extend_from_slice(&header_template(tag, data.len()).to_le_bytes());
+    out.extend_from_slice(&u64::from(vxid.raw()).to_le_bytes());
+    out.extend_from_slice(data);
+    out.resize(out.len().next_multiple_of(8), 0);
 }
 
 /// Where a new reader starts.
@@ -482,7 +555,7 @@ impl VslReader {
         for k in first..=h / self.segsize {
             let b = k * self.segsize;
             let s = w.load(H_SEG + (k % SEGMENTS as u64) as usize, Ordering::Acquire);
-            if s >= b && s < b + self.segsize && s >= low && s <= h {
+            if s >= b && s < b.saturating_add(self.segsize) && s >= low && s <= h {
                 return s;
             }
         }
@@ -509,20 +582,20 @@ impl VslReader {
         let len = ((w0 >> 32) & 0xffff) as usize;
         let tag = Tag::from_u8(((w0 >> 48) & 0x7f) as u8);
         let rw = words_for(len) as u64;
-        let vxid = w.load(self.slot(p + 1), Ordering::Relaxed) as u32;
+        let vxid = w.load(self.slot(p.wrapping_add(1)), Ordering::Relaxed) as u32;
         let mut data = Vec::new();
         shm::unpack_bytes(
             len,
-            |i| w.load(self.slot(p + 2 + i as u64), Ordering::Relaxed),
+            |i| w.load(self.slot(p.wrapping_add(2 + i as u64)), Ordering::Relaxed),
             &mut data,
         );
         // Pairs with the release fence in `Vsl::commit`: if any word we
         // copied came from a newer lap, its reservation is visible now.
         fence(Ordering::Acquire);
-        if w.load(H_HEAD, Ordering::Relaxed) > p + self.nwords {
+        if w.load(H_HEAD, Ordering::Relaxed) > p.saturating_add(self.nwords) {
             return self.overrun();
         }
-        self.pos = p + rw;
+        self.pos = p.saturating_add(rw);
         match tag {
             Some(tag) if len <= MAX_RECLEN => ReadEvent::Record(Record {
                 tag,
@@ -599,6 +672,15 @@ mod tests {
         assert_eq!(recs[1].vxid.side(), Side::Client);
         assert_eq!(recs[1].vxid.id(), 1001);
         assert_eq!(r.next_event(), ReadEvent::Idle);
+        assert_eq!(
+            vsl.stats(),
+            VslStats {
+                records: 2,
+                writes: 2,
+                flushes: 0,
+                cycles: 0
+            }
+        );
         // Tail reader sees only new records.
         let mut t = VslReader::open(&path, StartAt::Now).unwrap();
         assert_eq!(t.next_event(), ReadEvent::Idle);
@@ -618,7 +700,7 @@ mod tests {
         let mut r = VslReader::open(&path, StartAt::Oldest).unwrap();
         let recs = records(r.drain());
         assert_eq!(recs.len(), 1);
-        assert_eq!(recs[0].data.len(), 16);
+        assert_eq!(recs[0].data.len(), 15);
         assert!(vsl.set_reclen(5000).is_err());
         std::fs::remove_dir_all(&d).unwrap();
     }
@@ -663,6 +745,46 @@ mod tests {
             recs.last().unwrap().vxid.id() as usize,
             3 * MIN_SPACE / 216 - 1
         );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn hostile_file_contents_never_panic() {
+        use std::os::unix::fs::FileExt;
+        let d = tmpdir("hostile");
+        let path = vsl_path(&d);
+        let vsl = Vsl::create(&path, &small()).unwrap();
+        vsl.log_immediate_bytes(Tag::Error, Vxid::NONE, b"ok");
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut rnd = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..200 {
+            // Scribble over data words, segment starts and the head.
+            for _ in 0..64 {
+                let word = DATA as u64 + rnd() % (MIN_SPACE as u64 / 8);
+                f.write_at(&rnd().to_le_bytes(), word * 8).unwrap();
+            }
+            let seg = (H_SEG as u64 + rnd() % SEGMENTS as u64) * 8;
+            f.write_at(&rnd().to_le_bytes(), seg).unwrap();
+            let head = match round % 4 {
+                0 => u64::MAX - rnd() % 100,
+                1 => rnd(),
+                _ => rnd() % (4 * MIN_SPACE as u64 / 8),
+            };
+            f.write_at(&head.to_le_bytes(), (H_HEAD * 8) as u64)
+                .unwrap();
+            let mut r = VslReader::open(&path, StartAt::Oldest).unwrap();
+            for _ in 0..1000 {
+                if r.next_event() == ReadEvent::Idle {
+                    break;
+                }
+            }
+        }
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -147,6 +147,11 @@ pub(crate) struct Words<'a> {
 }
 
 impl<'a> Words<'a> {
+    /// Number of words.
+    pub(crate) fn len(&self) -> usize {
+        self.slice.len()
+    }
+
     /// The word at `i` (panics on an out-of-range index: internal invariant).
     #[inline]
     pub(crate) fn at(&self, i: usize) -> &'a AtomicU64 {

@@ -47,7 +47,7 @@ fn write_all(vsl: Arc<Vsl>, w: u32, count: u32, per_tx: u32) {
 
 /// Checks one record; returns (writer, seq).
 fn check(rec: &lacquer_vsl::Record) -> Result<(u32, u32), String> {
-    let text = std::str::from_utf8(&rec.data).map_err(|e| format!("not UTF-8: {e}"))?;
+    let text = std::str::from_utf8(&rec.data).map_err(|e| format!("not UTF-8: {e}: {:?}", rec))?;
     let parts: Vec<&str> = text.split(' ').collect();
     if parts.len() != 4 {
         return Err(format!("torn record: {text:?}"));
@@ -85,9 +85,11 @@ fn follow(mut r: VslReader, done: &AtomicBool, deadline: Instant) -> Result<Tall
     let mut t = Tally::default();
     let mut gap_ok = false;
     loop {
+        let before = r.position();
         match r.next_event() {
             ReadEvent::Record(rec) => {
-                let (w, seq) = check(&rec)?;
+                let (w, seq) =
+                    check(&rec).map_err(|e| format!("{e} pos {before} head {}", r.head()))?;
                 match t.last.get(&w) {
                     Some(&prev) if seq <= prev => {
                         return Err(format!("writer {w}: seq {seq} after {prev}"));

@@ -3,13 +3,16 @@
 //! `tests/data/raw.txt` is `varnishlog -d -g raw` from a real varnishd 7.1.1
 //! after two client requests; `vxid.txt`, `req.txt` and `sess.txt` are
 //! `varnishlog -d` with `-g vxid`, `-g request` and `-g session` over the
-//! same log. The records are replayed through our shared-memory log, read
+//! same log, and `reqv.txt` is `-g request -v`. `queries.txt` holds, for a
+//! list of `-g <grouping> -q <query>` runs over the same log, the query line
+//! (`@@ grouping query`) followed by varnishlog's output; `filters.txt`
+//! likewise for record selection options (`-i -x -I -X -c -b`). The records are replayed through our shared-memory log, read
 //! back, grouped and printed; the text must be identical.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use lacquer_vsl::print::{PrintOptions, format_group};
+use lacquer_vsl::print::{PrintOptions, RecordFilter, format_group};
 use lacquer_vsl::{
     Grouper, Grouping, Query, ReadEvent, Record, StartAt, Tag, Vsl, VslConfig, VslReader, Vxid,
     vsl_path,
@@ -67,6 +70,19 @@ fn replay(name: &str) -> Vec<Record> {
 }
 
 fn render(grouping: Grouping, query: Option<&str>) -> String {
+    render_with(grouping, query, PrintOptions::default())
+}
+
+fn render_with(grouping: Grouping, query: Option<&str>, opts: PrintOptions) -> String {
+    render_filtered(grouping, query, opts, &RecordFilter::new())
+}
+
+fn render_filtered(
+    grouping: Grouping,
+    query: Option<&str>,
+    opts: PrintOptions,
+    filter: &RecordFilter,
+) -> String {
     let query = query.map(|q| Query::parse(q).unwrap());
     let mut g = Grouper::new(grouping);
     let mut groups = Vec::new();
@@ -77,7 +93,7 @@ fn render(grouping: Grouping, query: Option<&str>) -> String {
     groups
         .iter()
         .filter(|grp| query.as_ref().is_none_or(|q| q.matches(grp)))
-        .map(|grp| format_group(grp, PrintOptions::default(), &|_| true))
+        .map(|grp| format_group(grp, opts, &|r| filter.matches(r)))
         .collect()
 }
 
@@ -97,8 +113,80 @@ fn request_output_is_identical() {
 }
 
 #[test]
+fn verbose_request_output_is_identical() {
+    let opts = PrintOptions {
+        verbose: true,
+        ..PrintOptions::default()
+    };
+    assert_eq!(render_with(Grouping::Request, None, opts), data("reqv.txt"));
+}
+
+#[test]
 fn session_output_is_identical() {
     assert_eq!(render(Grouping::Session, None), data("sess.txt"));
+}
+
+#[test]
+fn query_results_are_identical() {
+    let text = data("queries.txt");
+    let mut cases: Vec<(String, String, String)> = Vec::new();
+    for line in text.split_inclusive('\n') {
+        if let Some(head) = line.strip_prefix("@@ ") {
+            let (g, q) = head.trim_end().split_once(' ').unwrap();
+            cases.push((g.to_string(), q.to_string(), String::new()));
+        } else {
+            cases.last_mut().unwrap().2.push_str(line);
+        }
+    }
+    assert_eq!(cases.len(), 25);
+    for (g, q, expected) in cases {
+        let got = render(g.parse().unwrap(), Some(&q));
+        assert_eq!(got, expected, "-g {g} -q '{q}'");
+    }
+}
+
+#[test]
+fn record_filters_are_identical() {
+    let text = data("filters.txt");
+    let mut cases: Vec<(String, String)> = Vec::new();
+    for line in text.split_inclusive('\n') {
+        if let Some(args) = line.strip_prefix("@@ ") {
+            cases.push((args.trim_end().to_string(), String::new()));
+        } else {
+            cases.last_mut().unwrap().1.push_str(line);
+        }
+    }
+    assert_eq!(cases.len(), 11);
+    for (args, expected) in cases {
+        let words: Vec<String> = args.split(' ').map(|w| w.replace('\'', "")).collect();
+        let mut grouping = Grouping::Vxid;
+        let mut opts = PrintOptions::default();
+        let mut f = RecordFilter::new();
+        let mut it = words.iter();
+        while let Some(w) = it.next() {
+            match w.as_str() {
+                "-g" => grouping = it.next().unwrap().parse().unwrap(),
+                "-i" => f.include_tags(it.next().unwrap()).unwrap(),
+                "-x" => f.exclude_tags(it.next().unwrap()).unwrap(),
+                "-I" => f.include_regex(it.next().unwrap()).unwrap(),
+                "-X" => f.exclude_regex(it.next().unwrap()).unwrap(),
+                "-c" => {
+                    f.client_only();
+                    opts.client_only = true;
+                }
+                "-b" => {
+                    f.backend_only();
+                    opts.backend_only = true;
+                }
+                other => panic!("unexpected argument {other}"),
+            }
+        }
+        assert_eq!(
+            render_filtered(grouping, None, opts, &f),
+            expected,
+            "{args}"
+        );
+    }
 }
 
 #[test]

@@ -9,8 +9,7 @@
 use bytes::BytesMut;
 use lacquer_http::{
     ChunkedDecoder, ChunkedLimits, Limits, encode_chunk, encode_last_chunk, parse_request,
-    parse_request_buf, parse_response, parse_response_buf, write_request_head,
-    write_response_head,
+    parse_request_buf, parse_response, parse_response_buf, write_request_head, write_response_head,
 };
 use libfuzzer_sys::fuzz_target;
 

@@ -391,7 +391,9 @@ impl Vsc {
     /// [`VscReader`] would give).
     pub fn snapshot(&self) -> Result<Vec<CounterValue>, VscError> {
         let w = self.inner.shm.words();
-        snapshot_with(&self.inner.path, |i| w.at(i).load(Ordering::Acquire))
+        snapshot_with(&self.inner.path, w.len(), |i| {
+            w.at(i).load(Ordering::Acquire)
+        })
     }
 }
 
@@ -565,6 +567,20 @@ pub struct CounterValue {
     pub long: String,
 }
 
+/// Finds a counter in a snapshot by full name (`MAIN.cache_hit`,
+/// `VBE.boot.default.req`); a bare name (`cache_hit`) means `MAIN.<name>`,
+/// as in varnishtest's `-expect`.
+pub fn lookup<'a>(snapshot: &'a [CounterValue], name: &str) -> Option<&'a CounterValue> {
+    snapshot.iter().find(|c| c.name == name).or_else(|| {
+        if name.contains('.') {
+            None
+        } else {
+            let full = format!("MAIN.{name}");
+            snapshot.iter().find(|c| c.name == full)
+        }
+    })
+}
+
 /// Reader of the counters file, usually in another process.
 pub struct VscReader {
     shm: ShmReader,
@@ -615,7 +631,7 @@ impl VscReader {
     pub fn snapshot(&self) -> Result<Vec<CounterValue>, VscError> {
         let w = self.shm.words();
         let len = w.len();
-        snapshot_with(&self.path, |i| {
+        snapshot_with(&self.path, len, |i| {
             if i < len {
                 w.load(i, Ordering::Acquire)
             } else {
@@ -633,7 +649,11 @@ struct Geometry {
     nval: usize,
 }
 
-fn snapshot_with(path: &Path, load: impl Fn(usize) -> u64) -> Result<Vec<CounterValue>, VscError> {
+fn snapshot_with(
+    path: &Path,
+    len: usize,
+    load: impl Fn(usize) -> u64,
+) -> Result<Vec<CounterValue>, VscError> {
     let bad = |what: &str| VscError::Format {
         path: path.to_path_buf(),
         what: what.to_string(),
@@ -651,6 +671,9 @@ fn snapshot_with(path: &Path, load: impl Fn(usize) -> u64) -> Result<Vec<Counter
     let values = arena
         .checked_add(arena_words)
         .ok_or_else(|| bad("bad header"))?;
+    if values.checked_add(nval).is_none_or(|end| end > len) {
+        return Err(bad("header sizes do not match the file size"));
+    }
     for _ in 0..1000 {
         let g1 = load(H_GEN);
         if g1 % 2 == 1 {
@@ -843,6 +866,9 @@ mod tests {
         assert_eq!(get("MAIN.threads").ctype, CounterType::Gauge);
         assert_eq!(get("VBE.boot.default.req").value, 1);
         assert_eq!(get("MAIN.uptime").oneliner, "Child process uptime");
+        assert_eq!(lookup(&snap, "cache_hit").unwrap().value, 1);
+        assert_eq!(lookup(&snap, "VBE.boot.default.req").unwrap().value, 1);
+        assert!(lookup(&snap, "nope").is_none());
         // Removal and slot reuse.
         drop(be);
         let snap = r.snapshot().unwrap();
@@ -901,6 +927,26 @@ mod tests {
         let path = tmp("bad");
         std::fs::write(&path, vec![1u8; 1024]).unwrap();
         assert!(VscReader::open(&path).is_err());
+        // A valid file with hostile header sizes and directory entries.
+        use std::os::unix::fs::FileExt;
+        let vsc = Vsc::create(&path, &VscConfig::default()).unwrap();
+        let _m = vsc.add_section(&MAIN, "MAIN").unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        let r = VscReader::open(&path).unwrap();
+        f.write_at(&u64::MAX.to_le_bytes(), (H_NSECT * 8) as u64)
+            .unwrap();
+        assert!(matches!(r.snapshot(), Err(VscError::Format { .. })));
+        f.write_at(&2048u64.to_le_bytes(), (H_NSECT * 8) as u64)
+            .unwrap();
+        assert!(r.snapshot().is_ok());
+        for (field, v) in [(S_SCHEMA, 1u64 << 40), (S_NFIELDS, 7), (S_BASE, u64::MAX)] {
+            f.write_at(&v.to_le_bytes(), ((DIR + field) * 8) as u64)
+                .unwrap();
+            assert!(
+                matches!(r.snapshot(), Err(VscError::Format { .. })),
+                "{field}"
+            );
+        }
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 }
