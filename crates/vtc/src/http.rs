@@ -556,6 +556,8 @@ impl<'a> Http<'a> {
 
     /// Split a header block into the three first-line fields and headers.
     fn split(&self, hdr: &str) -> Vec<Option<String>> {
+        // Leading whitespace, including empty lines, is skipped.
+        let hdr = hdr.trim_start_matches([' ', '\t', '\r', '\n']);
         let mut hh: Vec<Option<String>> = Vec::new();
         let mut lines = hdr.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
         let first = lines.next().unwrap_or("");
@@ -768,10 +770,9 @@ impl<'a> Http<'a> {
                 "-nodate" => nodate = true,
                 "-hdr" => {
                     let h = arg(i + 1)?;
+                    // 7.1 only lets Host (and Date/Server/User-Agent) headers
+                    // replace the defaults; Content-Length is never implied.
                     let lc = h.to_ascii_lowercase();
-                    if lc.starts_with("content-length:") || lc.starts_with("transfer-encoding:") {
-                        nolen = true;
-                    }
                     if lc.starts_with("host:") {
                         nohost = true;
                     }
@@ -808,20 +809,13 @@ impl<'a> Http<'a> {
         while i < av.len() {
             match av[i].as_str() {
                 "-body" => {
-                    // `\0` in the body stands for a NUL byte.
-                    let b = bytes(arg(i + 1)?);
-                    let mut v = Vec::with_capacity(b.len());
-                    let mut k = 0;
-                    while k < b.len() {
-                        if b[k] == b'\\' && b.get(k + 1) == Some(&b'0') {
-                            v.push(0);
-                            k += 2;
-                        } else {
-                            v.push(b[k]);
-                            k += 1;
-                        }
+                    // The body is a C string in varnishtest: it ends at the
+                    // first NUL (which a quoted `\0` escape produces).
+                    let mut b = bytes(arg(i + 1)?);
+                    if let Some(z) = b.iter().position(|&c| c == 0) {
+                        b.truncate(z);
                     }
-                    body = Some(v);
+                    body = Some(b);
                     i += 1;
                 }
                 "-bodyfrom" => {
@@ -1358,7 +1352,7 @@ mod tests {
     #[test]
     fn gzip_roundtrip() {
         let g = gzip(b"hello", 0).unwrap();
-        assert_eq!(&g[..2], &[0x1f, 0x8b]);
+        assert_eq!(&g[..10], &[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 4, 3]);
         let mut out = Vec::new();
         flate2::read::GzDecoder::new(&g[..])
             .read_to_end(&mut out)

@@ -62,6 +62,9 @@ impl Server {
             let _ = std::fs::remove_file(&spec);
             let l = UnixListener::bind(&spec)
                 .map_err(|e| fail!("Server listen address ({spec}) cannot be used: {e}"))?;
+            // The daemon may run as another user: let it connect.
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&spec, std::fs::Permissions::from_mode(0o666));
             ctx.define(&self.name, &format!("{}_addr", self.name), &spec);
             ctx.define(&self.name, &format!("{}_port", self.name), "-");
             ctx.define(&self.name, &format!("{}_sock", self.name), &spec);
@@ -295,6 +298,10 @@ pub fn cmd_server(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
     let mut i = 2;
     while i < av.len() {
         let a = av[i].as_str();
+        // Like varnishtest: touching a running server implies -wait.
+        if a != "-wait" && a != "-break" && lock(&srv.state).thread.is_some() {
+            srv.wait(ctx)?;
+        }
         match a {
             "-wait" => srv.wait(ctx)?,
             "-break" => {
@@ -312,6 +319,7 @@ pub fn cmd_server(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
                     bail!("-dispatch only works on s0");
                 }
                 lock(&srv.state).dispatch = true;
+                srv.start(ctx)?;
             }
             "-listen" => {
                 let mut st = lock(&srv.state);
