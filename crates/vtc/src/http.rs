@@ -815,7 +815,19 @@ impl<'a> Http<'a> {
                     if let Some(z) = b.iter().position(|&c| c == 0) {
                         b.truncate(z);
                     }
-                    body = Some(b);
+                    // A literal backslash-zero then stands for a NUL byte.
+                    let mut v = Vec::with_capacity(b.len());
+                    let mut k = 0;
+                    while k < b.len() {
+                        if b[k] == b'\\' && b.get(k + 1) == Some(&b'0') {
+                            v.push(0);
+                            k += 2;
+                        } else {
+                            v.push(b[k]);
+                            k += 1;
+                        }
+                    }
+                    body = Some(v);
                     i += 1;
                 }
                 "-bodyfrom" => {
@@ -953,16 +965,9 @@ impl<'a> Http<'a> {
             i += 1;
         }
         let mut out = bytes(&format!("{proto} {status} {reason}\r\n"));
-        let i = self.tx_args(
-            av,
-            i,
-            &mut out,
-            Some(Vec::new()),
-            true,
-            false,
-            noserver,
-            true,
-        )?;
+        // varnishtest 7.1 adds no Date or Server headers to responses.
+        let _ = noserver;
+        let i = self.tx_args(av, i, &mut out, Some(Vec::new()), true, true, true, true)?;
         if i < av.len() {
             bail!("Unknown http txresp spec: {}", av[i]);
         }
@@ -1306,7 +1311,7 @@ pub fn hex_to_bin(s: &str) -> R<Vec<u8>> {
                 .ok_or_else(|| fail!("Illegal Hex char '{c}'"))
         })
         .collect::<R<_>>()?;
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         bail!("Odd number of Hex digits");
     }
     Ok(digits.chunks(2).map(|p| (p[0] * 16 + p[1]) as u8).collect())

@@ -443,6 +443,10 @@ impl Varnish {
     }
 
     fn find_counter(all: &[(String, u64)], name: &str) -> Option<u64> {
+        if name.contains(['*', '?']) {
+            let re = glob_regex(name);
+            return all.iter().find(|(n, _)| re.is_match(n)).map(|(_, v)| *v);
+        }
         all.iter()
             .find(|(n, _)| n == name || (n.strip_prefix("MAIN.") == Some(name)))
             .map(|(_, v)| *v)
@@ -689,6 +693,7 @@ mod tests {
         assert_eq!(Varnish::find_counter(&all, "n_object"), Some(3));
         assert_eq!(Varnish::find_counter(&all, "VBE.vcl1.s1.req"), Some(1));
         assert_eq!(Varnish::find_counter(&all, "nope"), None);
+        assert_eq!(Varnish::find_counter(&all, "*.s1.req"), Some(1));
         assert!(glob_regex("MAIN.*").is_match("MAIN.x"));
     }
 }
