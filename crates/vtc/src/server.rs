@@ -65,8 +65,8 @@ impl Server {
             // The daemon may run as another user: let it connect.
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(&spec, std::fs::Permissions::from_mode(0o666));
-            ctx.define(&self.name, &format!("{}_addr", self.name), &spec);
-            ctx.define(&self.name, &format!("{}_port", self.name), "-");
+            ctx.define(&self.name, &format!("{}_addr", self.name), "0.0.0.0");
+            ctx.define(&self.name, &format!("{}_port", self.name), "0");
             ctx.define(&self.name, &format!("{}_sock", self.name), &spec);
             st.bound = Some((spec.clone(), "-".into(), true));
             st.listener = Some(Arc::new(Listener::Unix(l, spec)));

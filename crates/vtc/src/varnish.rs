@@ -147,15 +147,18 @@ impl Varnish {
         let la = l.local_addr().map_err(|e| fail!("{e}"))?;
         ctx.log(2, &self.name, "Launch");
         let wd = self.workdir.display().to_string();
-        let a = match &self.proto {
-            Some(p) => format!("127.0.0.1:0,{p}"),
-            None => "127.0.0.1:0".to_string(),
+        // Like varnishtest: no default listen address when -arg gave one.
+        let user_a = self.args.iter().any(|x| x.contains("-a "));
+        let a = match (&self.proto, user_a) {
+            (_, true) => String::new(),
+            (Some(p), false) => format!(" -a '127.0.0.1:0',{p}"),
+            (None, false) => " -a '127.0.0.1:0'".to_string(),
         };
         let mut cmdline = format!(
             "cd {} && exec {} -d -n {wd} -l 2m -p auto_restart=off -p syslog_cli_traffic=off \
              -p thread_pool_min=10 -p debug=+vtc_mode -p vsl_mask=+Debug \
-             -p h2_initial_window_size=1m -p h2_rx_window_low_water=64k \
-             -a '{a}' -M '{} {}' -P {wd}/varnishd.pid",
+             -p h2_initial_window_size=1m -p h2_rx_window_low_water=64k{a} \
+             -M '{} {}' -P {wd}/varnishd.pid",
             ctx.cfg.pwd.display(),
             ctx.cfg.varnishd.display(),
             la.ip(),
@@ -306,12 +309,14 @@ impl Varnish {
                 continue;
             }
             let (an, addr, port) = (f[0], f[1], f[2]);
-            let sock = if port == "-" {
-                addr.to_string()
+            // Unix sockets are listed as `aN /path -` and published like
+            // varnishtest does: addr 0.0.0.0, port 0, sock the path.
+            let (addr, port, sock) = if port == "-" {
+                ("0.0.0.0", "0", addr.to_string())
             } else if addr.contains(':') {
-                format!("[{addr}]:{port}")
+                (addr, port, format!("[{addr}]:{port}"))
             } else {
-                format!("{addr}:{port}")
+                (addr, port, format!("{addr}:{port}"))
             };
             if first {
                 ctx.log(2, &self.name, &format!("Listen on {addr} {port}"));
@@ -518,6 +523,8 @@ pub fn cmd_varnish(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
     }
     let vm = get_varnish(ctx, &name)?;
     let mut v = lock(&vm);
+    // -syntax only applies to the VCL of the same command.
+    v.syntax = "4.1".into();
     let av = &cmd.args;
     let mut i = 2;
     while i < av.len() {
