@@ -7,6 +7,7 @@ use crate::script::{self, Cmd};
 use crate::server::join_polling;
 use crate::sources::{LogQuery, LogRecord, LogSource};
 use crate::{bail, fail};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -97,6 +98,7 @@ struct State {
     spec: Option<(String, usize)>,
     vname: Option<String>,
     query: LogQuery,
+    err: bool,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -106,6 +108,7 @@ pub struct LogExpect {
     /// `lN`.
     pub name: String,
     state: Mutex<State>,
+    waiting: Arc<AtomicBool>,
 }
 
 struct Runner<'a> {
@@ -124,24 +127,55 @@ impl Runner<'_> {
             }
             match self.src.next(Duration::from_millis(50)) {
                 Ok(Some(r)) => {
-                    for f in &self.fails {
-                        if f.matches(&r, self.last_vxid) {
-                            bail!(
-                                "fail| {:>10} {:<15} {} {} (forbidden: {})",
-                                r.vxid,
-                                r.tag,
-                                r.kind,
-                                r.data,
-                                f.text
-                            );
-                        }
-                    }
+                    self.check_fail(&r)?;
                     return Ok(r);
                 }
                 Ok(None) => {}
                 Err(e) => bail!("log reader failed: {e}"),
             }
         }
+    }
+
+    /// Keep checking records against the `fail` rules until `waiting` is
+    /// set and no record arrived for a second.
+    fn drain(&mut self, waiting: &AtomicBool) -> R<()> {
+        let mut quiet = 0u32;
+        loop {
+            if self.ctx.aborted() {
+                return Err(self.ctx.aborted_err());
+            }
+            match self.src.next(Duration::from_millis(50)) {
+                Ok(Some(r)) => {
+                    quiet = 0;
+                    self.check_fail(&r)?;
+                }
+                Ok(None) => {
+                    if waiting.load(Ordering::SeqCst) {
+                        quiet += 1;
+                        if quiet >= 20 {
+                            return Ok(());
+                        }
+                    }
+                }
+                Err(_) => return Ok(()),
+            }
+        }
+    }
+
+    fn check_fail(&self, r: &LogRecord) -> R<()> {
+        for f in &self.fails {
+            if f.matches(r, self.last_vxid) {
+                bail!(
+                    "fail| {:>10} {:<15} {} {} (forbidden: {})",
+                    r.vxid,
+                    r.tag,
+                    r.kind,
+                    r.data,
+                    f.text
+                );
+            }
+        }
+        Ok(())
     }
 
     fn command(&mut self, cmd: &Cmd) -> R<()> {
@@ -222,6 +256,8 @@ impl LogExpect {
         // Attach before returning, so that records produced by the
         // commands after `-start` are seen.
         let src = (ctx.cfg.logs)(&q).map_err(|e| fail!("cannot read the log: {e}"))?;
+        let err = st.err;
+        self.waiting.store(false, Ordering::SeqCst);
         let (c2, me) = (ctx.clone(), self.clone());
         st.thread = Some(std::thread::spawn(move || {
             let mut r = Runner {
@@ -232,14 +268,32 @@ impl LogExpect {
                 fails: Vec::new(),
             };
             let name = me.name.clone();
-            if script::run(&c2, &name, &spec, line, None, &mut |cmd| r.command(cmd)).is_ok() {
-                c2.log(2, &name, "end");
+            let mut res = script::run_collect(&c2, &name, &spec, line, &mut |cmd| r.command(cmd));
+            if res.is_ok() && !r.fails.is_empty() {
+                // Forbidden records stay forbidden after the last expect:
+                // keep reading until the test waits for us and the log
+                // has been quiet for a second.
+                res = r.drain(&me.waiting).map_err(|e| Some((line, e)));
+            }
+            match (res, err) {
+                (Ok(()), false) => c2.log(2, &name, "end"),
+                (Err(None), _) => {}
+                (Err(Some((l, e))), false) => c2.fail(&name, l, &e.0),
+                (Err(Some((_, e))), true) => {
+                    c2.log(2, &name, &format!("failed as expected (-err): {}", e.0));
+                }
+                (Ok(()), true) => c2.fail(
+                    &name,
+                    line,
+                    "logexpect succeeded, but -err expected a failure",
+                ),
             }
         }));
         Ok(())
     }
 
     fn wait(&self, ctx: &Ctx) -> R<()> {
+        self.waiting.store(true, Ordering::SeqCst);
         let t = lock(&self.state).thread.take();
         if let Some(t) = t {
             ctx.log(2, &self.name, "Waiting for logexp");
@@ -272,6 +326,7 @@ pub fn cmd_logexpect(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
         None => {
             let l = Arc::new(LogExpect {
                 name: name.clone(),
+                waiting: Arc::new(AtomicBool::new(false)),
                 state: Mutex::new(State {
                     spec: None,
                     vname: None,
@@ -279,6 +334,7 @@ pub fn cmd_logexpect(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
                         grouping: "vxid".into(),
                         ..LogQuery::default()
                     },
+                    err: false,
                     thread: None,
                 }),
             });
@@ -321,6 +377,7 @@ pub fn cmd_logexpect(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
                     .push(cmd.arg(i + 1)?.to_string());
                 i += 1;
             }
+            "-err" => lock(&le.state).err = true,
             "-start" => le.start(ctx)?,
             "-wait" => le.wait(ctx)?,
             "-run" => {
