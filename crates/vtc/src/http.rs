@@ -209,7 +209,7 @@ pub fn expect_values(
     let r = rhs.unwrap_or("<undef>");
     let ok = match cmp {
         "~" | "!~" => {
-            let re = fancy_regex::Regex::new(r)
+            let re = crate::text::compile_regex(r)
                 .map_err(|e| fail!("REGEXP error: '{}' ({e})", crate::text::display(r)))?;
             let m = re.is_match(l).unwrap_or(false);
             if cmp == "~" { m } else { !m }

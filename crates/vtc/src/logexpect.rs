@@ -59,7 +59,8 @@ impl Pattern {
         };
         let re = match it.next() {
             Some(r) => Some(
-                fancy_regex::Regex::new(r).map_err(|e| fail!("logexpect: bad regex '{r}': {e}"))?,
+                crate::text::compile_regex(r)
+                    .map_err(|e| fail!("logexpect: bad regex '{r}': {e}"))?,
             ),
             None => None,
         };

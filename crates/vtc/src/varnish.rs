@@ -587,7 +587,7 @@ pub fn cmd_varnish(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
                 v.launch(ctx)?;
                 let (st, r) = v.ask(ctx, Some(&c))?;
                 ctx.log(2, &name, &format!("CLI {st:03} <{c}>"));
-                let rx = fancy_regex::Regex::new(&re)
+                let rx = crate::text::compile_regex(&re)
                     .map_err(|e| fail!("Illegal regexp ({re}): {e}"))?;
                 if !rx.is_match(&r).unwrap_or(false) {
                     bail!("Expect failed ({re})");
