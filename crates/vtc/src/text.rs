@@ -53,7 +53,7 @@ mod tests {
 /// Compile a PCRE-style pattern (as used in vtc files) with
 /// `fancy_regex`, first turning `\Q...\E` literal sections into escaped
 /// text, which `fancy_regex` does not know.
-pub fn compile_regex(pat: &str) -> Result<fancy_regex::Regex, fancy_regex::Error> {
+pub fn compile_regex(pat: &str) -> Result<fancy_regex::Regex, String> {
     let mut out = String::with_capacity(pat.len());
     let mut rest = pat;
     while let Some(i) = rest.find("\\Q") {
@@ -67,7 +67,7 @@ pub fn compile_regex(pat: &str) -> Result<fancy_regex::Regex, fancy_regex::Error
         rest = next;
     }
     out.push_str(rest);
-    fancy_regex::Regex::new(&out)
+    fancy_regex::Regex::new(&out).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
