@@ -279,7 +279,8 @@ pub fn cmd_server(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
             let s = Arc::new(Server {
                 name: name.clone(),
                 state: Mutex::new(State {
-                    spec: None,
+                    // Without a spec a server accepts and closes.
+                    spec: Some((String::new(), cmd.line)),
                     listen: ctx.expand("${listen_addr}")?,
                     listener: None,
                     repeat: 1,
