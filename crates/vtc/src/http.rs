@@ -150,13 +150,14 @@ pub fn resolve(addr: &str) -> R<std::net::SocketAddr> {
     } else if let Some(rest) = addr.strip_prefix('[') {
         match rest.split_once("]:") {
             Some((h, p)) => (h.to_string(), p.to_string()),
-            None => (rest.trim_end_matches(']').to_string(), "80".into()),
+            None => (rest.trim_end_matches(']').to_string(), "0".into()),
         }
     } else if addr.matches(':').count() == 1 {
-        let (h, p) = addr.split_once(':').unwrap_or((addr, "80"));
+        let (h, p) = addr.split_once(':').unwrap_or((addr, "0"));
         (h.to_string(), p.to_string())
     } else {
-        (addr.to_string(), "80".to_string())
+        // A bare address (e.g. `::1`) means "any port".
+        (addr.to_string(), "0".to_string())
     };
     let port: u16 = p
         .parse()
@@ -1371,5 +1372,6 @@ mod tests {
         assert_eq!(resolve("127.0.0.1:81").unwrap().port(), 81);
         assert_eq!(resolve("[::1]:82").unwrap().port(), 82);
         assert!(resolve("127.0.0.1:x").is_err());
+        assert_eq!(resolve("::1").unwrap().port(), 0);
     }
 }

@@ -459,6 +459,24 @@ impl Varnish {
             .map(|(_, v)| *v)
     }
 
+    /// `-expect !NAME`: the counter must (eventually) not exist.
+    fn expect_absent(&mut self, ctx: &Arc<Ctx>, name: &str) -> R<()> {
+        self.launch(ctx)?;
+        for i in 0..50 {
+            if i > 0 {
+                ctx.sleep(Duration::from_millis(100))?;
+            }
+            let Ok(all) = self.counter_values() else {
+                continue;
+            };
+            if Self::find_counter(&all, name).is_none() {
+                ctx.log(2, &self.name, &format!("as expected: {name} does not exist"));
+                return Ok(());
+            }
+        }
+        bail!("Found (not expected): {name}")
+    }
+
     fn expect(&mut self, ctx: &Arc<Ctx>, lhs: &str, op: &str, rhs: &str) -> R<()> {
         self.launch(ctx)?;
         let mut last: Option<(u64, u64)> = None;
@@ -548,7 +566,7 @@ pub fn cmd_varnish(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
                     bail!("-jail: varnishd already launched");
                 }
                 let j = cmd.arg(i + 1)?.to_string();
-                v.args.push(format!("-j {j}"));
+                v.args.push(j);
                 i += 1;
             }
             "-proto" => {
@@ -629,6 +647,11 @@ pub fn cmd_varnish(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
             }
             "-expectexit" => {
                 v.expect_exit = script::parse_int(cmd.arg(i + 1)?)? as i32;
+                i += 1;
+            }
+            "-expect" if cmd.arg(i + 1)?.starts_with('!') => {
+                let name = &cmd.arg(i + 1)?[1..];
+                v.expect_absent(ctx, name)?;
                 i += 1;
             }
             "-expect" => {
