@@ -18,6 +18,7 @@ struct State {
     repeat: u64,
     keepalive: bool,
     proxy: Option<(u8, String)>,
+    rcvbuf: Option<usize>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -94,7 +95,8 @@ impl Client {
             .clone()
             .ok_or_else(|| fail!("Client {} has no specification", self.name))?;
         let connect = ctx.expand(&st.connect)?;
-        let (repeat, keepalive, proxy) = (st.repeat, st.keepalive, st.proxy.clone());
+        let (repeat, keepalive, proxy, rcvbuf) =
+            (st.repeat, st.keepalive, st.proxy.clone(), st.rcvbuf);
         ctx.log(
             2,
             &self.name,
@@ -103,28 +105,34 @@ impl Client {
         let me = self.clone();
         let c2 = ctx.clone();
         st.thread = Some(std::thread::spawn(move || {
-            if let Err(e) = me.run(&c2, &connect, &spec, line, repeat, keepalive, proxy) {
+            let opts = (repeat, keepalive, proxy, rcvbuf);
+            if let Err(e) = me.run(&c2, &connect, &spec, line, opts) {
                 c2.fail(&me.name, line, &e.0);
             }
         }));
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
         ctx: &Ctx,
         connect: &str,
         spec: &str,
         line: usize,
-        repeat: u64,
-        keepalive: bool,
-        proxy: Option<(u8, String)>,
+        (repeat, keepalive, proxy, rcvbuf): (u64, bool, Option<(u8, String)>, Option<usize>),
     ) -> R<()> {
         let timeout = ctx.cfg.timeout.as_secs_f64() * 0.5;
         let open = || -> R<Stream> {
             ctx.log(3, &self.name, &format!("Connect to {connect}"));
             let mut s = http::connect(ctx, connect, timeout)?;
+            if let Some(n) = rcvbuf {
+                let r = match &s {
+                    Stream::Tcp(t) => socket2::SockRef::from(t).set_recv_buffer_size(n),
+                    Stream::Unix(u) => socket2::SockRef::from(u).set_recv_buffer_size(n),
+                };
+                r.map_err(|e| fail!("-rcvbuf {n}: {e}"))?;
+                ctx.log(3, &self.name, &format!("-rcvbuf fd new={n}"));
+            }
             ctx.log(3, &self.name, &format!("connected to {connect}"));
             if let Some((v, p)) = &proxy {
                 let hdr = proxy_header(*v, p)?;
@@ -191,6 +199,7 @@ pub fn cmd_client(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
                     repeat: 1,
                     keepalive: false,
                     proxy: None,
+                    rcvbuf: None,
                     thread: None,
                 }),
             });
@@ -214,6 +223,11 @@ pub fn cmd_client(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
                 i += 1;
             }
             "-keepalive" => lock(&cl.state).keepalive = true,
+            "-rcvbuf" => {
+                let n = script::parse_int(cmd.arg(i + 1)?)?.max(0) as usize;
+                lock(&cl.state).rcvbuf = Some(n);
+                i += 1;
+            }
             "-connect" => {
                 lock(&cl.state).connect = cmd.arg(i + 1)?.to_string();
                 i += 1;

@@ -137,7 +137,7 @@ fn cmd_shell(ctx: &Ctx, actor: &str, cmd: &Cmd) -> R<()> {
         bail!("shell_expect not found: (\"{}\")", crate::text::display(&x));
     }
     if let Some(r) = re {
-        let rx = fancy_regex::Regex::new(&r)
+        let rx = crate::text::compile_regex(&r)
             .map_err(|e| fail!("shell_match invalid regexp (\"{r}\"): {e}"))?;
         if !rx.is_match(&out).unwrap_or(false) {
             bail!("shell_match failed: (\"{}\")", crate::text::display(&r));

@@ -327,7 +327,6 @@ impl Ctx {
         let bindir = self.tmpdir.join(".vtc-bin");
         let path = std::env::var("PATH").unwrap_or_default();
         c.env("PATH", format!("{}:{}", bindir.display(), path));
-        c.env("TMPDIR", &self.tmpdir);
         for (n, v) in self.env() {
             c.env(n, v);
         }

@@ -3,7 +3,7 @@
 //! handler, and turns a handler error into the test's failure with the
 //! actor name and the file line of the command.
 
-use crate::ctx::{Ctx, R};
+use crate::ctx::{Ctx, Fail, R};
 use crate::lexer::{self, Token};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -49,40 +49,41 @@ pub fn run(
     handler: &mut dyn FnMut(&Cmd) -> R<()>,
 ) -> Result<(), Stopped> {
     let cancelled = || cancel.is_some_and(|c| c.load(Ordering::SeqCst));
-    let cmds = match lexer::tokenize(text, first_line) {
-        Ok(c) => c,
-        Err(e) => {
-            ctx.fail(actor, e.line, &e.msg);
-            return Err(Stopped::Aborted);
-        }
-    };
-    for raw in cmds {
-        if ctx.aborted() {
-            return Err(Stopped::Aborted);
-        }
-        let cmd = match expand(ctx, raw.line, &raw.tokens) {
-            Ok(c) => c,
-            Err(e) => {
-                ctx.fail(actor, raw.line, &e.0);
-                return Err(Stopped::Aborted);
+    match run_collect(ctx, actor, text, first_line, handler) {
+        Ok(()) => Ok(()),
+        Err(None) => Err(Stopped::Aborted),
+        Err(Some((line, e))) => {
+            if !cancelled()
+                && (!ctx.aborted() || ctx.failure().is_none() && ctx.skipped().is_none())
+            {
+                ctx.fail(actor, line, &e.0);
             }
-        };
-        ctx.log(2, actor, &format!("=== {}", summary(&raw.tokens)));
-        if cancelled() {
-            return Err(Stopped::Aborted);
-        }
-        if let Err(e) = handler(&cmd) {
-            if cancelled() {
-                return Err(Stopped::Aborted);
-            }
-            if !ctx.aborted() || ctx.failure().is_none() && ctx.skipped().is_none() {
-                ctx.fail(actor, cmd.line, &e.0);
-            }
-            return Err(Stopped::Aborted);
+            Err(Stopped::Aborted)
         }
     }
+}
+
+/// Like [`run`], but a failing command is returned (with its line) instead
+/// of being recorded as the test's failure. `Err(None)` means the test was
+/// aborted elsewhere.
+pub fn run_collect(
+    ctx: &Ctx,
+    actor: &str,
+    text: &str,
+    first_line: usize,
+    handler: &mut dyn FnMut(&Cmd) -> R<()>,
+) -> Result<(), Option<(usize, Fail)>> {
+    let cmds = lexer::tokenize(text, first_line).map_err(|e| Some((e.line, Fail(e.msg))))?;
+    for raw in cmds {
+        if ctx.aborted() {
+            return Err(None);
+        }
+        let cmd = expand(ctx, raw.line, &raw.tokens).map_err(|e| Some((raw.line, e)))?;
+        ctx.log(2, actor, &format!("=== {}", summary(&raw.tokens)));
+        handler(&cmd).map_err(|e| Some((cmd.line, e)))?;
+    }
     if ctx.aborted() {
-        return Err(Stopped::Aborted);
+        return Err(None);
     }
     Ok(())
 }

@@ -62,8 +62,11 @@ impl Server {
             let _ = std::fs::remove_file(&spec);
             let l = UnixListener::bind(&spec)
                 .map_err(|e| fail!("Server listen address ({spec}) cannot be used: {e}"))?;
-            ctx.define(&self.name, &format!("{}_addr", self.name), &spec);
-            ctx.define(&self.name, &format!("{}_port", self.name), "-");
+            // The daemon may run as another user: let it connect.
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&spec, std::fs::Permissions::from_mode(0o666));
+            ctx.define(&self.name, &format!("{}_addr", self.name), "0.0.0.0");
+            ctx.define(&self.name, &format!("{}_port", self.name), "0");
             ctx.define(&self.name, &format!("{}_sock", self.name), &spec);
             st.bound = Some((spec.clone(), "-".into(), true));
             st.listener = Some(Arc::new(Listener::Unix(l, spec)));
@@ -276,7 +279,8 @@ pub fn cmd_server(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
             let s = Arc::new(Server {
                 name: name.clone(),
                 state: Mutex::new(State {
-                    spec: None,
+                    // Without a spec a server accepts and closes.
+                    spec: Some((String::new(), cmd.line)),
                     listen: ctx.expand("${listen_addr}")?,
                     listener: None,
                     repeat: 1,
@@ -295,6 +299,10 @@ pub fn cmd_server(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
     let mut i = 2;
     while i < av.len() {
         let a = av[i].as_str();
+        // Like varnishtest: touching a running server implies -wait.
+        if a != "-wait" && a != "-break" && lock(&srv.state).thread.is_some() {
+            srv.wait(ctx)?;
+        }
         match a {
             "-wait" => srv.wait(ctx)?,
             "-break" => {
@@ -312,6 +320,7 @@ pub fn cmd_server(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
                     bail!("-dispatch only works on s0");
                 }
                 lock(&srv.state).dispatch = true;
+                srv.start(ctx)?;
             }
             "-listen" => {
                 let mut st = lock(&srv.state);

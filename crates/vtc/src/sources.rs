@@ -106,9 +106,16 @@ pub trait LogSource: Send {
 pub type LogFactory = Arc<dyn Fn(&LogQuery) -> Result<Box<dyn LogSource>, String> + Send + Sync>;
 
 /// Log reader running `varnishlog` and parsing its text output.
+///
+/// `varnishlog -d` exits after dumping the log, so reading "from the head
+/// and then on" is done with two readers: a tailing one attached first, and
+/// a dump of what was already there. Records of the dump are delivered
+/// first; tail records that duplicate dump records are dropped.
 pub struct VarnishlogSource {
     child: Child,
     rx: Receiver<LogRecord>,
+    head: std::collections::VecDeque<LogRecord>,
+    dups: Vec<LogRecord>,
 }
 
 impl std::fmt::Debug for VarnishlogSource {
@@ -120,6 +127,25 @@ impl std::fmt::Debug for VarnishlogSource {
 impl VarnishlogSource {
     /// Start `bin` for `q` and wait until it has attached to the log.
     pub fn start(bin: &Path, q: &LogQuery) -> Result<Self, String> {
+        let (child, rx) = Self::spawn(bin, q, false)?;
+        let mut head = std::collections::VecDeque::new();
+        if q.from_head {
+            let (mut dump, drx) = Self::spawn(bin, q, true)?;
+            let _ = dump.wait();
+            while let Ok(r) = drx.recv_timeout(Duration::from_secs(5)) {
+                head.push_back(r);
+            }
+        }
+        let dups = head.iter().cloned().collect();
+        Ok(VarnishlogSource {
+            child,
+            rx,
+            head,
+            dups,
+        })
+    }
+
+    fn spawn(bin: &Path, q: &LogQuery, dump: bool) -> Result<(Child, Receiver<LogRecord>), String> {
         let mut c = Command::new(bin);
         c.arg("-n").arg(&q.workdir);
         let g = if q.grouping.is_empty() {
@@ -131,7 +157,7 @@ impl VarnishlogSource {
         if let Some(qq) = &q.query {
             c.arg("-q").arg(qq);
         }
-        if q.from_head {
+        if dump {
             c.arg("-d");
         }
         for i in &q.include {
@@ -168,6 +194,9 @@ impl VarnishlogSource {
                 }
             }
         });
+        if dump {
+            return Ok((child, rx));
+        }
         // Wait until varnishlog has mapped the log segment, so that
         // nothing produced after we return is missed.
         let end = Instant::now() + Duration::from_secs(5);
@@ -183,7 +212,7 @@ impl VarnishlogSource {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        Ok(VarnishlogSource { child, rx })
+        Ok((child, rx))
     }
 }
 
@@ -196,8 +225,17 @@ impl Drop for VarnishlogSource {
 
 impl LogSource for VarnishlogSource {
     fn next(&mut self, timeout: Duration) -> Result<Option<LogRecord>, String> {
+        if let Some(r) = self.head.pop_front() {
+            return Ok(Some(r));
+        }
         match self.rx.recv_timeout(timeout) {
-            Ok(r) => Ok(Some(r)),
+            Ok(r) => {
+                if let Some(i) = self.dups.iter().position(|d| *d == r) {
+                    self.dups.remove(i);
+                    return Ok(None);
+                }
+                Ok(Some(r))
+            }
             Err(RecvTimeoutError::Timeout) => Ok(None),
             Err(RecvTimeoutError::Disconnected) => Err("log reader ended".into()),
         }

@@ -49,3 +49,35 @@ mod tests {
         assert_eq!(display(&latin1("é".as_bytes())), "é");
     }
 }
+
+/// Compile a PCRE-style pattern (as used in vtc files) with
+/// `fancy_regex`, first turning `\Q...\E` literal sections into escaped
+/// text, which `fancy_regex` does not know.
+pub fn compile_regex(pat: &str) -> Result<fancy_regex::Regex, String> {
+    let mut out = String::with_capacity(pat.len());
+    let mut rest = pat;
+    while let Some(i) = rest.find("\\Q") {
+        out.push_str(&rest[..i]);
+        let lit = &rest[i + 2..];
+        let (lit, next) = match lit.find("\\E") {
+            Some(j) => (&lit[..j], &lit[j + 2..]),
+            None => (lit, ""),
+        };
+        out.push_str(&fancy_regex::escape(lit));
+        rest = next;
+    }
+    out.push_str(rest);
+    fancy_regex::Regex::new(&out).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod regex_tests {
+    use super::*;
+
+    #[test]
+    fn quoted_sections() {
+        let r = compile_regex(r"^\Qip: 1.2\E$").unwrap();
+        assert!(r.is_match("ip: 1.2").unwrap());
+        assert!(!r.is_match("ip: 1x2").unwrap());
+    }
+}

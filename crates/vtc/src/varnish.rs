@@ -147,15 +147,18 @@ impl Varnish {
         let la = l.local_addr().map_err(|e| fail!("{e}"))?;
         ctx.log(2, &self.name, "Launch");
         let wd = self.workdir.display().to_string();
-        let a = match &self.proto {
-            Some(p) => format!("127.0.0.1:0,{p}"),
-            None => "127.0.0.1:0".to_string(),
+        // Like varnishtest: no default listen address when -arg gave one.
+        let user_a = self.args.iter().any(|x| x.contains("-a "));
+        let a = match (&self.proto, user_a) {
+            (_, true) => String::new(),
+            (Some(p), false) => format!(" -a '127.0.0.1:0',{p}"),
+            (None, false) => " -a '127.0.0.1:0'".to_string(),
         };
         let mut cmdline = format!(
             "cd {} && exec {} -d -n {wd} -l 2m -p auto_restart=off -p syslog_cli_traffic=off \
              -p thread_pool_min=10 -p debug=+vtc_mode -p vsl_mask=+Debug \
-             -p h2_initial_window_size=1m -p h2_rx_window_low_water=64k \
-             -a '{a}' -M '{} {}' -P {wd}/varnishd.pid",
+             -p h2_initial_window_size=1m -p h2_rx_window_low_water=64k{a} \
+             -M '{} {}' -P {wd}/varnishd.pid",
             ctx.cfg.pwd.display(),
             ctx.cfg.varnishd.display(),
             la.ip(),
@@ -306,12 +309,14 @@ impl Varnish {
                 continue;
             }
             let (an, addr, port) = (f[0], f[1], f[2]);
-            let sock = if port == "-" {
-                addr.to_string()
+            // Unix sockets are listed as `aN /path -` and published like
+            // varnishtest does: addr 0.0.0.0, port 0, sock the path.
+            let (addr, port, sock) = if port == "-" {
+                ("0.0.0.0", "0", addr.to_string())
             } else if addr.contains(':') {
-                format!("[{addr}]:{port}")
+                (addr, port, format!("[{addr}]:{port}"))
             } else {
-                format!("{addr}:{port}")
+                (addr, port, format!("{addr}:{port}"))
             };
             if first {
                 ctx.log(2, &self.name, &format!("Listen on {addr} {port}"));
@@ -420,7 +425,9 @@ impl Varnish {
         v.push('\n');
         v.push_str(NONSENSE);
         let (st, r) = self.ask(ctx, Some(&v))?;
-        if st != expect {
+        // Like varnishtest: an expected failure may be any non-200 status
+        // (106 for a compile error, 300 for a failed vcl_init).
+        if (st == CLIS_OK) != (expect == CLIS_OK) {
             bail!("VCL compilation got {st} expected {expect}");
         }
         if st == CLIS_OK {
@@ -443,9 +450,31 @@ impl Varnish {
     }
 
     fn find_counter(all: &[(String, u64)], name: &str) -> Option<u64> {
+        if name.contains(['*', '?']) {
+            let re = glob_regex(name);
+            return all.iter().find(|(n, _)| re.is_match(n)).map(|(_, v)| *v);
+        }
         all.iter()
             .find(|(n, _)| n == name || (n.strip_prefix("MAIN.") == Some(name)))
             .map(|(_, v)| *v)
+    }
+
+    /// `-expect !NAME`: the counter must (eventually) not exist.
+    fn expect_absent(&mut self, ctx: &Arc<Ctx>, name: &str) -> R<()> {
+        self.launch(ctx)?;
+        for i in 0..50 {
+            if i > 0 {
+                ctx.sleep(Duration::from_millis(100))?;
+            }
+            let Ok(all) = self.counter_values() else {
+                continue;
+            };
+            if Self::find_counter(&all, name).is_none() {
+                ctx.log(2, &self.name, &format!("as expected: {name} does not exist"));
+                return Ok(());
+            }
+        }
+        bail!("Found (not expected): {name}")
     }
 
     fn expect(&mut self, ctx: &Arc<Ctx>, lhs: &str, op: &str, rhs: &str) -> R<()> {
@@ -514,6 +543,8 @@ pub fn cmd_varnish(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
     }
     let vm = get_varnish(ctx, &name)?;
     let mut v = lock(&vm);
+    // -syntax only applies to the VCL of the same command.
+    v.syntax = "4.1".into();
     let av = &cmd.args;
     let mut i = 2;
     while i < av.len() {
@@ -535,7 +566,7 @@ pub fn cmd_varnish(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
                     bail!("-jail: varnishd already launched");
                 }
                 let j = cmd.arg(i + 1)?.to_string();
-                v.args.push(format!("-j {j}"));
+                v.args.push(j);
                 i += 1;
             }
             "-proto" => {
@@ -576,7 +607,7 @@ pub fn cmd_varnish(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
                 v.launch(ctx)?;
                 let (st, r) = v.ask(ctx, Some(&c))?;
                 ctx.log(2, &name, &format!("CLI {st:03} <{c}>"));
-                let rx = fancy_regex::Regex::new(&re)
+                let rx = crate::text::compile_regex(&re)
                     .map_err(|e| fail!("Illegal regexp ({re}): {e}"))?;
                 if !rx.is_match(&r).unwrap_or(false) {
                     bail!("Expect failed ({re})");
@@ -616,6 +647,11 @@ pub fn cmd_varnish(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
             }
             "-expectexit" => {
                 v.expect_exit = script::parse_int(cmd.arg(i + 1)?)? as i32;
+                i += 1;
+            }
+            "-expect" if cmd.arg(i + 1)?.starts_with('!') => {
+                let name = &cmd.arg(i + 1)?[1..];
+                v.expect_absent(ctx, name)?;
                 i += 1;
             }
             "-expect" => {
@@ -689,6 +725,7 @@ mod tests {
         assert_eq!(Varnish::find_counter(&all, "n_object"), Some(3));
         assert_eq!(Varnish::find_counter(&all, "VBE.vcl1.s1.req"), Some(1));
         assert_eq!(Varnish::find_counter(&all, "nope"), None);
+        assert_eq!(Varnish::find_counter(&all, "*.s1.req"), Some(1));
         assert!(glob_regex("MAIN.*").is_match("MAIN.x"));
     }
 }
