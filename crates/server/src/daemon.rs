@@ -117,7 +117,16 @@ pub fn check_vcl(vcl: &BootVcl, params: &ParamSet) -> Result<String, String> {
 /// A short description of a compiled VCL.
 pub fn summary(v: &LoadedVcl) -> String {
     let ir = &v.ir;
-    let subs: Vec<&str> = ir.subs.iter().map(|s| s.name.as_str()).collect();
+    // Subroutines the user wrote: built-in methods plus custom ones
+    // (the builtin's helper subroutines are left out).
+    let subs: Vec<&str> = ir
+        .subs
+        .iter()
+        .map(|s| s.name.as_str())
+        .filter(|n| {
+            !n.starts_with("vcl_builtin_") && !n.starts_with("vcl_req_") && !n.starts_with("vcl_beresp_")
+        })
+        .collect();
     let names = |it: Vec<&str>| {
         if it.is_empty() {
             "-".to_string()
@@ -284,6 +293,19 @@ pub fn init_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) -> Result<(), String> {
                 .unwrap_or_default()
         )),
     }
+}
+
+/// Writes a file readable only by its owner.
+fn write_private(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(data)
 }
 
 /// Live client sessions, for graceful shutdown.
@@ -653,7 +675,20 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         std::fs::write(p, format!("{}\n", std::process::id()))
             .map_err(|e| format!("Cannot write pid file {}: {e}", p.display()))?;
     }
-    let secret = match &cfg.secret {
+    // As varnishd: without -S a random secret is made in the working
+    // directory, and -T/-M connections must answer its challenge.
+    let secret_path = match &cfg.secret {
+        Some(p) if p.as_os_str() == "none" => None,
+        Some(p) => Some(p.clone()),
+        None => {
+            let p = cfg.workdir.join("_.secret");
+            let secret = format!("{}{}\n", cli::challenge(), cli::challenge());
+            write_private(&p, secret.as_bytes())
+                .map_err(|e| format!("Cannot write secret file {}: {e}", p.display()))?;
+            Some(p)
+        }
+    };
+    let secret = match &secret_path {
         Some(p) => Some(
             std::fs::read(p)
                 .map_err(|e| format!("Cannot read secret file {}: {e}", p.display()))?,
@@ -666,6 +701,13 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         let l = TcpListener::bind(&a)
             .await
             .map_err(|e| format!("Could not open management port -T {addr}: {e}"))?;
+        // Tell `lacquer adm -n` where to find us.
+        let bound = l.local_addr().map(|a| a.to_string()).unwrap_or(a.clone());
+        let mut note = format!("T {bound}\n");
+        if let Some(p) = &secret_path {
+            note.push_str(&format!("S {}\n", p.display()));
+        }
+        let _ = std::fs::write(cfg.workdir.join("_.admin"), note);
         let sh2 = sh.clone();
         let secret = secret.clone();
         tokio::spawn(async move {

@@ -226,12 +226,13 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
         }
         "debug.xid" => {
             if let Some(v) = plain.first() {
+                // The next transaction gets the id after the one given.
                 match v.parse::<u32>() {
-                    Ok(n) => sh.vxid.set(n),
+                    Ok(n) => sh.vxid.set(n.wrapping_add(1)),
                     Err(_) => return Reply::err(status::PARAM, format!("Invalid xid {v}")),
                 }
             }
-            Reply::ok(format!("XID is {} chunk 1", sh.vxid.peek()))
+            Reply::ok(format!("XID is {} chunk 1", sh.vxid.peek().wrapping_sub(1)))
         }
         _ => Reply::err(
             status::UNKNOWN,

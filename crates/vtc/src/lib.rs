@@ -9,6 +9,7 @@
 //! file. Counters and log records are read through the [`CounterSource`]
 //! and [`LogSource`] traits (see [`sources`]).
 
+pub mod native;
 pub mod barrier;
 pub mod cli;
 pub mod client;
@@ -95,6 +96,25 @@ impl Config {
     /// Defaults: the given daemon, 60 s timeout, `varnishstat`/`varnishlog`
     /// from `$PATH` for counters and logs.
     pub fn new(varnishd: &Path) -> Self {
+        if !native::is_varnishd(varnishd) {
+            return Config {
+                varnishd: varnishd.to_path_buf(),
+                pwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+                timeout: Duration::from_secs(60),
+                defines: Vec::new(),
+                verbose_live: false,
+                keep_tmp: false,
+                keep_failed_tmp: false,
+                counters: Arc::new(|wd: &Path| {
+                    Box::new(native::VscCounters {
+                        workdir: wd.to_path_buf(),
+                    }) as Box<dyn CounterSource>
+                }),
+                logs: Arc::new(|q: &LogQuery| {
+                    native::VslLog::open(q).map(|s| Box::new(s) as Box<dyn LogSource>)
+                }),
+            };
+        }
         let stat = find_in_path("varnishstat").unwrap_or_else(|| PathBuf::from("varnishstat"));
         let log = find_in_path("varnishlog").unwrap_or_else(|| PathBuf::from("varnishlog"));
         Config {
