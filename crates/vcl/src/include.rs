@@ -286,6 +286,7 @@ impl Expander<'_, '_> {
         let base = self.out.blobs.len() as u32;
         self.out.blobs.extend(toks.blobs);
         let list = toks.toks;
+        self.out.toks.reserve(list.len() + 1);
         let eof = {
             let len = self.sm.file(file).text().len() as u32;
             Token {
