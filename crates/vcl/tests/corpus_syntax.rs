@@ -62,8 +62,19 @@ fn corpus_syntax() {
     let mut err_matched = 0;
     let mut err_other_text = Vec::new();
     let mut err_left = 0;
-    for c in &cases {
+    // Every extracted VCL, whatever its test's status, must parse without
+    // panicking; LACQUER_DUMP_SEEDS=dir writes them out as fuzzing seeds.
+    let dump = std::env::var_os("LACQUER_DUMP_SEEDS");
+    for (i, c) in cases.iter().enumerate() {
+        if let Some(dir) = &dump {
+            let p = std::path::Path::new(dir).join(format!("corpus_{i:04}.vcl"));
+            std::fs::write(p, &c.vcl).expect("write seed");
+        }
         if c.status != "passed" {
+            let mut sm = SourceMap::new();
+            let f = sm.add("<vcl.inline>", c.vcl.as_str(), FileKind::Main);
+            let (_, diags) = parse_with(&mut sm, f, &opts);
+            let _ = diags.render(&sm);
             continue;
         }
         let mut sm = SourceMap::new();
