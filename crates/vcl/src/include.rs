@@ -686,6 +686,39 @@ mod tests {
     }
 
     #[test]
+    fn file_system_loader_and_glob() {
+        let dir = std::env::temp_dir().join(format!("lacquer-inc-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("sub/b_2.vcl"), "two").unwrap();
+        std::fs::write(dir.join("sub/b_1.vcl"), "one").unwrap();
+        std::fs::write(dir.join("sub/c.txt"), "no").unwrap();
+        let d = dir.to_string_lossy().into_owned();
+        let found = FsLoader.glob(&format!("{d}/s*/b_*.vcl")).unwrap();
+        assert_eq!(
+            found,
+            vec![format!("{d}/sub/b_1.vcl"), format!("{d}/sub/b_2.vcl")]
+        );
+        assert!(
+            FsLoader
+                .glob(&format!("{d}/nope/*.vcl"))
+                .unwrap()
+                .is_empty()
+        );
+        let mut sm = SourceMap::new();
+        let main = format!("{d}/main.vcl");
+        let f = sm.add(main, "x include +glob \"./sub/b_*.vcl\"; y", FileKind::Main);
+        let cfg = IncludeConfig {
+            vcl_path: &[],
+            unsafe_path: true,
+            loader: &FsLoader,
+        };
+        let (s, diags) = expand(&mut sm, &[f], &cfg);
+        assert!(diags.is_empty(), "{}", diags.render(&sm));
+        assert_eq!(texts(&sm, &s), vec!["x", "one", "two", "y", ""]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn glob_matching() {
         assert!(glob_match(b"sub_*.vcl", b"sub_foo.vcl"));
         assert!(!glob_match(b"sub_*.vcl", b"sub_foo.vc"));
