@@ -8,10 +8,7 @@
 
 mod common;
 
-use std::io;
-
-use common::{Expect, cli_failure_text, corpus_cases};
-use lacquer_vcl::include::SourceLoader;
+use common::{EmptyIncludes, Expect, cli_failure_text, corpus_cases};
 use lacquer_vcl::parser::{ParseOptions, parse_with};
 use lacquer_vcl::source::{FileKind, SourceMap};
 
@@ -29,18 +26,6 @@ const NEEDS_TYPES: &[&str] = &[
     // "Expected BYTES unit": the BYTES type of the comparison.
     "tests/v00033.vtc:40",
 ];
-
-/// Serves every include as an empty file and every glob as one file.
-struct EmptyIncludes;
-
-impl SourceLoader for EmptyIncludes {
-    fn read(&self, _path: &str) -> io::Result<Vec<u8>> {
-        Ok(Vec::new())
-    }
-    fn glob(&self, pattern: &str) -> io::Result<Vec<String>> {
-        Ok(vec![pattern.to_string()])
-    }
-}
 
 #[test]
 fn corpus_syntax() {
