@@ -467,8 +467,10 @@ impl<'a> Parser<'a> {
             }
         };
         if !self.at(Punct::Semi) {
-            let here = self.tok().span;
-            return Err(self.err_at("Expected 'vcl N.N;' found no semi-colon", t0.span.to(here)));
+            return Err(self.err_at(
+                "Expected 'vcl N.N;' found no semi-colon",
+                t0.span.to(t.span),
+            ));
         }
         let semi = self.advance();
         let top = *self.syntax.get_or_insert(version);
@@ -479,7 +481,7 @@ impl<'a> Parser<'a> {
                     version.number() as f64 / 10.0,
                     top.number() as f64 / 10.0
                 ),
-                t0.span.to(t.span),
+                t0.span.to(semi.span),
             ));
         }
         Ok(VersionDecl {
