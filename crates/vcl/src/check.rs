@@ -348,6 +348,9 @@ impl<'a> Checker<'a> {
     fn define(&mut self, name: &str, sym: Sym, span: Span) -> R<()> {
         if let Some((old, old_span)) = self.syms.get(name).copied() {
             let msg = match (old, sym) {
+                (Sym::Backend(_), Sym::Backend(_)) if name == "default" => {
+                    "Only one default director possible.".to_string()
+                }
                 (Sym::Backend(_), Sym::Backend(_)) => format!("Backend '{name}' redefined"),
                 (Sym::Probe(_), Sym::Probe(_)) => format!("Probe '{name}' redefined"),
                 (Sym::Acl(_), Sym::Acl(_)) => format!("ACL '{name}' redefined"),
@@ -796,17 +799,30 @@ impl<'a> Checker<'a> {
                 self.add_use(target.span, def.unset, UseKind::Unset);
                 out.push(ir::Stmt::Unset(var));
             }
-            StmtKind::Call { target } => {
-                let id = ast::Ident {
-                    name: target.dotted(),
-                    span: target.span,
-                };
-                let idx = self.sub_ref(&id, "sub")?;
-                if let Some(i) = idx {
-                    self.subs[self.cur].calls.push((i, target.span));
-                    out.push(ir::Stmt::Call(i));
+            StmtKind::Call { target } => match &target.kind {
+                AK::Path(p) if p.is_simple() => {
+                    let id = ast::Ident {
+                        name: p.dotted(),
+                        span: p.span,
+                    };
+                    if let Some(i) = self.sub_ref(&id, "sub")? {
+                        self.subs[self.cur].calls.push((i, target.span));
+                        out.push(ir::Stmt::Call(i));
+                    }
                 }
-            }
+                _ => {
+                    // A SUB-valued expression (e.g. a vmod method): which
+                    // sub runs is only known at run time.
+                    let x = self.expr0(target, Type::Sub)?;
+                    match x.kind {
+                        IK::Sub(i) if i != usize::MAX => {
+                            self.subs[self.cur].calls.push((i, target.span));
+                            out.push(ir::Stmt::Call(i));
+                        }
+                        _ => out.push(ir::Stmt::CallDynamic(x)),
+                    }
+                }
+            },
             StmtKind::Return(None) => out.push(ir::Stmt::Return(ir::Return::FromSub)),
             StmtKind::Return(Some(ra)) => out.push(ir::Stmt::Return(self.ret(ra)?)),
             StmtKind::Synthetic(e) => {
@@ -844,14 +860,49 @@ impl<'a> Checker<'a> {
                 });
             }
             StmtKind::Expr(e) => {
-                let AK::Call { .. } = &e.kind else {
-                    return err("Expected an action, 'if', '{' or '}'", e.span);
+                let ex = match &e.kind {
+                    AK::Call { .. } => self.call(e, true)?,
+                    AK::Method { .. } => self.expr(e, Type::Void)?,
+                    AK::Path(p) => return Err(self.bare_symbol_stmt(p)),
+                    _ => return err("Expected an action, 'if', '{' or '}'", e.span),
                 };
-                let ex = self.call(e, true)?;
                 out.push(ir::Stmt::Eval(ex));
             }
         }
         Ok(())
+    }
+
+    /// The error for a statement that is just a name (`foo;`).
+    fn bare_symbol_stmt(&self, p: &ast::Path) -> Box<Diagnostic> {
+        let name = p.dotted();
+        let first = &p.segments[0].name;
+        match self.syms.get(first).copied() {
+            Some((Sym::Instance(_), _)) if p.segments.len() == 1 => Box::new(Diagnostic::error(
+                format!("Expected '.' got '{}'", self.after_token(p.span)),
+                p.span,
+            )),
+            Some((Sym::Vmod(v), _))
+                if p.segments.len() == 2
+                    && self.vmods[v].decl.function(&p.segments[1].name).is_some() =>
+            {
+                Box::new(Diagnostic::error(
+                    format!("Expected '(' got '{}'", self.after_token(p.span)),
+                    p.span,
+                ))
+            }
+            Some(_) => Box::new(Diagnostic::error("Symbol cannot be used here.", p.span)),
+            None if !matches!(
+                vars::lookup(&name, self.version, &self.opts.storages),
+                VarLookup::NotFound
+            ) =>
+            {
+                Box::new(Diagnostic::error("Symbol cannot be used here.", p.span))
+            }
+            None => Box::new(Diagnostic::error(
+                format!("Symbol not found: '{name}'\nAt:"),
+                p.span,
+            )),
+        }
     }
 
     /// Resolves a `set`/`unset` target to a variable.
@@ -1331,12 +1382,21 @@ impl<'a> Checker<'a> {
                     lit.span,
                 );
             };
-            let mult: f64 = match u.name.as_str() {
-                "B" => 1.0,
-                "KB" => 1024.0,
-                "MB" => 1024.0 * 1024.0,
-                "GB" => 1024.0 * 1024.0 * 1024.0,
-                "TB" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+            // VNUM_bytes_unit: b, k, m, g, t, p (any case), optionally
+            // followed by "b".
+            let un = u.name.to_ascii_lowercase();
+            let un = if un.len() == 2 {
+                un.strip_suffix('b').unwrap_or("?")
+            } else {
+                &un
+            };
+            let mult: f64 = match un {
+                "b" => 1.0,
+                "k" => 1024.0,
+                "m" => 1024.0 * 1024.0,
+                "g" => 1024.0 * 1024.0 * 1024.0,
+                "t" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+                "p" => 1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0,
                 _ => {
                     return err(
                         "Unknown BYTES unit ".to_string()

@@ -247,6 +247,8 @@ pub enum VclRegex {
 impl VclRegex {
     /// Compiles a pattern (PCRE-like syntax as far as the engines allow).
     pub fn new(pattern: &str) -> Result<VclRegex, String> {
+        let translated = translate_pcre(pattern);
+        let pattern = translated.as_str();
         match regex::Regex::new(pattern) {
             Ok(r) => Ok(VclRegex::Std(r)),
             Err(std_err) => match fancy_regex::Regex::new(pattern) {
@@ -337,6 +339,65 @@ impl VclRegex {
     }
 }
 
+/// Rewrites the PCRE escapes the `regex` crate lacks: `\R` (any newline
+/// sequence), `\h` / `\H` (horizontal space), outside character classes.
+fn translate_pcre(p: &str) -> String {
+    if !p.contains('\\') {
+        return p.to_string();
+    }
+    let mut out = String::with_capacity(p.len() + 16);
+    let mut in_class = false;
+    let mut chars = p.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                let Some(n) = chars.next() else {
+                    out.push(c);
+                    break;
+                };
+                match (n, in_class) {
+                    ('R', false) => out.push_str(r"(?:\r\n|[\n\x0b\x0c\r\x{85}\x{2028}\x{2029}])"),
+                    ('h', false) => out.push_str(r"[\t \x{a0}]"),
+                    ('H', false) => out.push_str(r"[^\t \x{a0}]"),
+                    ('h', true) => out.push_str(r"\t \x{a0}"),
+                    _ => {
+                        out.push(c);
+                        out.push(n);
+                    }
+                }
+            }
+            '[' if !in_class => {
+                in_class = true;
+                out.push(c);
+                // A leading ']' (or '^]') is literal.
+                let rest = chars.as_str();
+                if let Some(r) = rest.strip_prefix("^]") {
+                    out.push_str("^]");
+                    chars = r.chars();
+                } else if let Some(r) = rest.strip_prefix(']') {
+                    out.push(']');
+                    chars = r.chars();
+                }
+            }
+            '[' if in_class && chars.as_str().starts_with(':') => {
+                // POSIX class like [:upper:] inside a bracket expression.
+                out.push(c);
+                let rest = chars.as_str();
+                if let Some(end) = rest.find(":]") {
+                    out.push_str(&rest[..end + 2]);
+                    chars = rest[end + 2..].chars();
+                }
+            }
+            ']' if in_class => {
+                in_class = false;
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
 /// One piece of a substitution template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SubstPart {
@@ -397,6 +458,8 @@ pub enum Stmt {
     },
     Unset(VarRef),
     Call(SubIdx),
+    /// `call` of a SUB value computed at run time (e.g. returned by a vmod).
+    CallDynamic(Expr),
     If {
         /// Condition / body pairs, tried in order.
         arms: Vec<(Expr, Vec<Stmt>)>,
@@ -569,6 +632,18 @@ mod tests {
             "<aa>b"
         );
         assert!(VclRegex::new("(").is_err());
+    }
+
+    #[test]
+    fn pcre_escapes_translated() {
+        let r = VclRegex::new(r"a\R$").unwrap();
+        assert!(r.is_match("a\r\n"));
+        assert!(!r.is_match("ab"));
+        let h = VclRegex::new(r"x\hy[\h]z").unwrap();
+        assert!(h.is_match("x\ty z"));
+        // Inside a class with a POSIX name and a literal bracket.
+        let c = VclRegex::new(r"[]a[:upper:]]+").unwrap();
+        assert!(c.is_match("]A"));
     }
 
     #[test]
