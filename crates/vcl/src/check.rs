@@ -906,7 +906,55 @@ impl<'a> Checker<'a> {
     }
 
     /// Resolves a `set`/`unset` target to a variable.
+    /// `req.http."X-Foo"`: a header named by a quoted segment.
+    fn quoted_header(&self, p: &ast::Path) -> Option<R<(&'static VarDef, String)>> {
+        let (last, init) = p.segments.split_last()?;
+        if !last.quoted || init.is_empty() {
+            return None;
+        }
+        let family = format!(
+            "{}.",
+            init.iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(".")
+        );
+        let def = vars::VARIABLES
+            .iter()
+            .find(|d| d.name == family && d.versions.contains(self.version))?;
+        if let Some(c) = last
+            .name
+            .chars()
+            .find(|c| !c.is_ascii_graphic() || "()<>@,;:\\\"/[]?={}".contains(*c))
+        {
+            let shown = match c {
+                '\n' => "\\n".to_string(),
+                '\t' => "\\t".to_string(),
+                '\r' => "\\r".to_string(),
+                c => c.to_string(),
+            };
+            return Some(err(
+                format!("Invalid character '{shown}' in header name"),
+                last.span,
+            ));
+        }
+        if last.name.is_empty() {
+            return Some(err("Empty header name", last.span));
+        }
+        Some(Ok((def, last.name.clone())))
+    }
+
     fn lvalue(&mut self, target: &ast::Path) -> R<(&'static VarDef, VarRef)> {
+        if let Some(r) = self.quoted_header(target) {
+            let (d, h) = r?;
+            return Ok((
+                d,
+                VarRef {
+                    id: d.id,
+                    arg: VarArg::Header(header_name(&h)),
+                },
+            ));
+        }
         let name = target.dotted();
         match vars::lookup(&name, self.version, &self.opts.storages) {
             VarLookup::Plain(d) => Ok((
@@ -1716,6 +1764,10 @@ impl<'a> Checker<'a> {
                     p.span,
                 );
             }
+        }
+        if let Some(r) = self.quoted_header(p) {
+            let (d, h) = r?;
+            return Ok(self.var_read(d, VarArg::Header(header_name(&h)), p.span, fmt));
         }
         // Variables, possibly followed by a property (`req.foo`).
         match vars::lookup(&name, self.version, &self.opts.storages) {
