@@ -1626,7 +1626,13 @@ impl<'a> Checker<'a> {
                 ),
                 p.span,
             ),
-            Some(_) => err(format!("Name {name} must have type 'acl'."), p.span),
+            // vcc creates the ACL symbol at this reference; a later
+            // definition of another kind then conflicts with it.
+            Some((Sym::Sub(_), def)) => err(
+                format!("Symbol '{name}' has wrong type (acl), expected sub:"),
+                def,
+            ),
+            Some((_, def)) => err(format!("Name {name} must have type 'acl'."), def),
             None => {
                 if name.starts_with("vcl_") {
                     return err("Symbols named 'vcl_*' are reserved.", p.span);
@@ -2264,16 +2270,16 @@ impl<'a> Checker<'a> {
         state[s] = 1;
         for &(callee, site) in &self.subs[s].calls {
             if state[callee] == 1 {
-                let mut d = Diagnostic::error("Subroutine recurses on", self.subs[s].def);
+                let mut d = Diagnostic::error("Subroutine recurses on", self.subs[callee].def);
                 let from = stack
                     .iter()
                     .position(|(x, _)| *x == callee)
                     .unwrap_or(stack.len());
                 let mut chain: Vec<(usize, Span)> = stack[from..].to_vec();
                 chain.push((s, site));
-                for (caller, call_site) in chain {
+                for (caller, call_site) in chain.into_iter().rev() {
                     d = d.with_note(
-                        format!("...called from \"{}\"", self.subs[caller].name),
+                        format!("\n...called from \"{}\"", self.subs[caller].name),
                         Some(call_site),
                     );
                 }
@@ -2380,16 +2386,19 @@ impl<'a> Checker<'a> {
             let mut d = Diagnostic::error(msg, u.span);
             if !direct || matches!(u.what, UseKind::Return(_)) {
                 d = d.with_note(
-                    format!("...in subroutine \"{}\"", self.subs[s].name),
+                    format!("\n...in subroutine \"{}\"", self.subs[s].name),
                     Some(self.subs[s].def),
                 );
                 for (caller, site) in path.iter().rev() {
                     d = d.with_note(
-                        format!("...called from \"{}\"", self.subs[*caller].name),
+                        format!("\n...called from \"{}\"", self.subs[*caller].name),
                         Some(*site),
                     );
                 }
-                d = d.with_note(format!("...which is the \"{}\" subroutine", m.name()), None);
+                d = d.with_note(
+                    format!("\n...which is the \"{}\" subroutine", m.name()),
+                    None,
+                );
             }
             if let UseKind::Return(_) = u.what {
                 let legal: Vec<String> = m
