@@ -670,6 +670,19 @@ impl<'a> Checker<'a> {
             .or(host_port.map(str::to_string))
             .unwrap_or_else(|| "80".into());
         let path = fields.string("path").map(|s| s.value.clone());
+        if let (Some(p), Some(lit)) = (&path, fields.string("path")) {
+            if self.version == VclVersion::V40 {
+                return err(
+                    "Unix socket backends only supported in VCL4.1 and higher.",
+                    lit.span,
+                );
+            }
+            check_uds_path(p).map_err(|m| Box::new(Diagnostic::error(m, lit.span)))?;
+        }
+        if let Some(lit) = fields.string("host") {
+            check_ipv6_brackets(&lit.value)
+                .map_err(|m| Box::new(Diagnostic::error(m, lit.span)))?;
+        }
         let mut addrs = Vec::new();
         if path.is_none() && !host.is_empty() {
             let span = fields.string("host").map(|s| s.span).unwrap_or(b.name.span);
@@ -985,7 +998,7 @@ impl<'a> Checker<'a> {
                 d,
                 VarRef {
                     id: d.id,
-                    arg: VarArg::Header(header_name(&h)),
+                    arg: VarArg::Header(header_checked(&h, target.span)?),
                 },
             ));
         }
@@ -1002,7 +1015,7 @@ impl<'a> Checker<'a> {
                 d,
                 VarRef {
                     id: d.id,
-                    arg: VarArg::Header(header_name(&h)),
+                    arg: VarArg::Header(header_checked(&h, target.span)?),
                 },
             )),
             VarLookup::Storage(d, s) => Ok((
@@ -1807,13 +1820,18 @@ impl<'a> Checker<'a> {
         }
         if let Some(r) = self.quoted_header(p) {
             let (d, h) = r?;
-            return Ok(self.var_read(d, VarArg::Header(header_name(&h)), p.span, fmt));
+            return Ok(self.var_read(d, VarArg::Header(header_checked(&h, p.span)?), p.span, fmt));
         }
         // Variables, possibly followed by a property (`req.foo`).
         match vars::lookup(&name, self.version, &self.opts.storages) {
             VarLookup::Plain(d) => return Ok(self.var_read(d, VarArg::None, p.span, fmt)),
             VarLookup::Header(d, h) => {
-                return Ok(self.var_read(d, VarArg::Header(header_name(&h)), p.span, fmt));
+                return Ok(self.var_read(
+                    d,
+                    VarArg::Header(header_checked(&h, p.span)?),
+                    p.span,
+                    fmt,
+                ));
             }
             VarLookup::Storage(d, s) => {
                 return Ok(self.var_read(d, VarArg::Storage(Arc::from(s.as_str())), p.span, fmt));
@@ -2652,6 +2670,16 @@ fn default_expr(d: &DefaultValue, t: Type) -> Expr {
     }
 }
 
+/// A header name for a variable reference; Varnish stores the length with
+/// the colon in one byte, so names are limited to 126 characters.
+fn header_checked(h: &str, span: Span) -> R<ir::HeaderName> {
+    if h.len() + 1 > 127 {
+        let short: String = h.chars().take(20).collect();
+        return err(format!("HTTP header ({short}..) is too long."), span);
+    }
+    Ok(header_name(h))
+}
+
 fn header_name(h: &str) -> ir::HeaderName {
     ir::HeaderName {
         name: Arc::from(h),
@@ -2728,6 +2756,37 @@ fn resolve_ip_constant(s: &str) -> Result<SocketAddr, String> {
         ));
     }
     Ok(addrs[0])
+}
+
+/// vcc's checks of a bracketed IPv6 host (`[::1]:80`).
+fn check_ipv6_brackets(host: &str) -> Result<(), String> {
+    let Some(rest) = host.strip_prefix('[') else {
+        return Ok(());
+    };
+    let Some((_, after)) = rest.split_once(']') else {
+        return Err("IPv6 address lacks ']'".into());
+    };
+    if !after.is_empty() && !after.starts_with(':') && !after.starts_with(' ') {
+        return Err("IPv6 address has wrong port separator".into());
+    }
+    Ok(())
+}
+
+/// A backend `.path` must be absolute and, if it exists, a socket.
+fn check_uds_path(path: &str) -> Result<(), String> {
+    if !path.starts_with('/') {
+        return Err(format!("Must be an absolute path:\n\t{path}"));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if let Ok(md) = std::fs::metadata(path)
+            && !md.file_type().is_socket()
+        {
+            return Err(format!("Not a socket:\n\t{path}"));
+        }
+    }
+    Ok(())
 }
 
 fn split_host_port(s: &str) -> (&str, Option<&str>) {
