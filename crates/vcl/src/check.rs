@@ -792,6 +792,8 @@ impl<'a> Checker<'a> {
     // ------------------------------------------------------------------
     // Pass 2: statements
 
+    /// Records a context-dependent use, checked per reaching method once
+    /// the whole program is parsed (as vcc does, after all type errors).
     fn add_use(&mut self, span: Span, allowed: SubMask, what: UseKind) {
         self.subs[self.cur].uses.push(Use {
             span,
@@ -1018,13 +1020,9 @@ impl<'a> Checker<'a> {
                     arg: VarArg::Header(header_checked(&h, target.span)?),
                 },
             )),
-            VarLookup::Storage(d, s) => Ok((
-                d,
-                VarRef {
-                    id: d.id,
-                    arg: VarArg::Storage(Arc::from(s.as_str())),
-                },
-            )),
+            // Storage variables are read-only and, like vcc, not even
+            // found as assignment targets.
+            VarLookup::Storage(..) => err(format!("Symbol not found: '{name}'\nAt:"), target.span),
             VarLookup::WrongVersion(d) => err(
                 format!(
                     "Symbol not found: '{name}' {}\nAt:",
@@ -1429,7 +1427,23 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn regex(&self, e: &ast::Expr) -> R<Arc<ir::VclRegex>> {
+    fn regex(&mut self, e: &ast::Expr) -> R<Arc<ir::VclRegex>> {
+        // A regex is a string literal (or literals joined by `+`); any
+        // other expression has the wrong type.
+        fn leftmost(e: &ast::Expr) -> &ast::Expr {
+            match &e.kind {
+                AK::Paren(inner) => leftmost(inner),
+                AK::Binary { lhs, .. } => leftmost(lhs),
+                _ => e,
+            }
+        }
+        if !matches!(leftmost(e).kind, AK::Str(_)) {
+            let x = self.expr(e, Type::String)?;
+            return err(
+                format!("Expression has type {}, expected REGEX", x.ty.user_name()),
+                e.span,
+            );
+        }
         let mut pattern = String::new();
         self.regex_text(e, &mut pattern)?;
         ir::VclRegex::new(&pattern).map(Arc::new).map_err(|m| {
@@ -1837,13 +1851,31 @@ impl<'a> Checker<'a> {
                 return Ok(self.var_read(d, VarArg::Storage(Arc::from(s.as_str())), p.span, fmt));
             }
             VarLookup::WrongVersion(d) => {
-                return err(
-                    format!(
-                        "Symbol not found: '{name}' {}\nAt:",
-                        d.versions.availability()
-                    ),
-                    p.span,
-                );
+                // A shorter variable that exists in this version wins:
+                // `beresp.backend.ip` in 4.1 is a property of BACKEND.
+                let prefix = (1..p.segments.len()).rev().find_map(|cut| {
+                    let pre: Vec<&str> =
+                        p.segments[..cut].iter().map(|s| s.name.as_str()).collect();
+                    match vars::lookup(&pre.join("."), self.version, &self.opts.storages) {
+                        VarLookup::Plain(pd) => Some((cut, pd)),
+                        _ => None,
+                    }
+                });
+                if let Some((cut, pd)) = prefix {
+                    let prop = &p.segments[cut];
+                    return err(
+                        format!("Unknown property '{}' for type {}", prop.name, pd.ty.name()),
+                        prop.span,
+                    );
+                } else {
+                    return err(
+                        format!(
+                            "Symbol not found: '{name}' {}\nAt:",
+                            d.versions.availability()
+                        ),
+                        p.span,
+                    );
+                }
             }
             VarLookup::NotFound => {}
         }
