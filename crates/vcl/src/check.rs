@@ -854,7 +854,7 @@ impl<'a> Checker<'a> {
                         name: p.dotted(),
                         span: p.span,
                     };
-                    if let Some(i) = self.sub_ref(&id, "sub")? {
+                    if let Some(i) = self.sub_ref(&id)? {
                         self.subs[self.cur].calls.push((i, target.span));
                         out.push(ir::Stmt::Call(i));
                     }
@@ -902,7 +902,7 @@ impl<'a> Checker<'a> {
                     let i = &self.instances[inst];
                     self.vmods[i.vmod].decl.objects[i.class].ctor.clone()
                 };
-                let args = self.call_args(&ctor, args, *args_span, constructor.span)?;
+                let args = self.call_args(&ctor, args, *args_span)?;
                 out.push(ir::Stmt::New {
                     instance: inst,
                     args,
@@ -1152,7 +1152,7 @@ impl<'a> Checker<'a> {
 
     /// Resolves a reference to a subroutine (`call x`, SUB arguments).
     /// Undefined subs are recorded for later reporting.
-    fn sub_ref(&mut self, id: &ast::Ident, _ctx: &str) -> R<Option<usize>> {
+    fn sub_ref(&mut self, id: &ast::Ident) -> R<Option<usize>> {
         if RESERVED.contains(&id.name.as_str()) {
             return err(
                 format!(
@@ -1342,11 +1342,13 @@ impl<'a> Checker<'a> {
                 if let Some(cop) = cmp_op(*op) {
                     self.comparison(cop, *op_span, lhs, rhs, fmt)
                 } else {
-                    self.arith(*op, *op_span, lhs, rhs, fmt, e.span)
+                    self.arith(*op, *op_span, lhs, rhs, fmt)
                 }
             }
-            AK::Unary { op, operand } => {
-                let _ = op;
+            AK::Unary {
+                op: UnaryOp::Neg,
+                operand,
+            } => {
                 let sym = "-";
                 if !matches!(fmt, Type::Int | Type::Real | Type::Duration | Type::String) {
                     return err(
@@ -1589,9 +1591,6 @@ impl<'a> Checker<'a> {
                         op_span,
                     );
                 }
-                if l.ty == Type::Ip && rhs_is_literal(rhs) {
-                    // IP compared with a constant host: fine as is.
-                }
                 Ok(Expr {
                     ty: Type::Bool,
                     kind: IK::Cmp {
@@ -1721,7 +1720,6 @@ impl<'a> Checker<'a> {
         lhs: &ast::Expr,
         rhs: &ast::Expr,
         fmt: Type,
-        span: Span,
     ) -> R<Expr> {
         let aop = match op {
             BinaryOp::Add => ArithOp::Add,
@@ -1782,7 +1780,6 @@ impl<'a> Checker<'a> {
                     let r = self.to_string(r, rhs.span)?;
                     return Ok(concat(l, r));
                 }
-                let _ = span;
                 err(
                     format!(
                         "{} {} {} not possible.",
@@ -1822,8 +1819,8 @@ impl<'a> Checker<'a> {
                 }
                 _ => {}
             }
-            if let Some((sym, def)) = self.syms.get(&name).copied() {
-                return self.sym_expr(sym, def, p, fmt);
+            if let Some((sym, _)) = self.syms.get(&name).copied() {
+                return self.sym_expr(sym, p, fmt);
             }
             if RESERVED.contains(&name.as_str()) {
                 return err(
@@ -1925,8 +1922,7 @@ impl<'a> Checker<'a> {
         err(format!("Symbol not found: '{name}'\nAt:"), p.span)
     }
 
-    fn sym_expr(&mut self, sym: Sym, def: Span, p: &ast::Path, fmt: Type) -> R<Expr> {
-        let _ = def;
+    fn sym_expr(&mut self, sym: Sym, p: &ast::Path, fmt: Type) -> R<Expr> {
         // Objects without a string form read as their name in string
         // context (vcc_Eval_Handle).
         if fmt == Type::String {
@@ -2059,7 +2055,7 @@ impl<'a> Checker<'a> {
                     if let Some(mask) = f.restrict {
                         self.add_use(callee.span, mask, UseKind::Read);
                     }
-                    let args = self.call_args(f, args, *args_span, e.span)?;
+                    let args = self.call_args(f, args, *args_span)?;
                     return Ok(Expr {
                         ty: ret_type(f.ret),
                         kind: IK::VmodCall {
@@ -2088,7 +2084,7 @@ impl<'a> Checker<'a> {
                     if let Some(mask) = m.restrict {
                         self.add_use(callee.span, mask, UseKind::Read);
                     }
-                    let args = self.call_args(m, args, *args_span, e.span)?;
+                    let args = self.call_args(m, args, *args_span)?;
                     return Ok(Expr {
                         ty: ret_type(m.ret),
                         kind: IK::MethodCall {
@@ -2182,13 +2178,7 @@ impl<'a> Checker<'a> {
     }
 
     /// Matches call arguments to a declaration (vcc_func).
-    fn call_args(
-        &mut self,
-        f: &FuncDecl,
-        args: &[ast::Arg],
-        args_span: Span,
-        call_span: Span,
-    ) -> R<Vec<CallArg>> {
+    fn call_args(&mut self, f: &FuncDecl, args: &[ast::Arg], args_span: Span) -> R<Vec<CallArg>> {
         let mut slots: Vec<Option<CallArg>> = f
             .args
             .iter()
@@ -2256,9 +2246,7 @@ impl<'a> Checker<'a> {
                     }
                     CallArg::Enum(Arc::from(v.as_str()))
                 }
-                ArgType::Value(t) => {
-                    CallArg::Value(self.arg_value(&a.value, *t, decl.name.as_deref())?)
-                }
+                ArgType::Value(t) => CallArg::Value(self.arg_value(&a.value, *t)?),
                 ArgType::Priv(_) => unreachable!("priv slots are pre-filled"),
             };
             slots[idx] = Some(value);
@@ -2276,7 +2264,6 @@ impl<'a> Checker<'a> {
                             Some(n) => format!("Argument '{n}' missing"),
                             None => format!("Argument {} missing", i + 1),
                         };
-                        let _ = call_span;
                         return err(msg, args_span);
                     }
                 },
@@ -2285,7 +2272,7 @@ impl<'a> Checker<'a> {
         Ok(out)
     }
 
-    fn arg_value(&mut self, e: &ast::Expr, t: Type, _name: Option<&str>) -> R<Expr> {
+    fn arg_value(&mut self, e: &ast::Expr, t: Type) -> R<Expr> {
         match t {
             Type::Sub => {
                 let AK::Path(p) = &e.kind else {
@@ -2300,7 +2287,7 @@ impl<'a> Checker<'a> {
                         name: p.dotted(),
                         span: p.span,
                     };
-                    return Ok(match self.sub_ref(&id, "sub")? {
+                    return Ok(match self.sub_ref(&id)? {
                         Some(i) => Expr {
                             ty: Type::Sub,
                             kind: IK::Sub(i),
@@ -2540,10 +2527,6 @@ fn cmp_holds(op: CmpOp, ord: std::cmp::Ordering) -> bool {
         CmpOp::Ge => ord != Less,
         CmpOp::Match | CmpOp::NoMatch => false,
     }
-}
-
-fn rhs_is_literal(e: &ast::Expr) -> bool {
-    matches!(e.kind, AK::Str(_))
 }
 
 fn str_const(s: &str) -> Expr {
