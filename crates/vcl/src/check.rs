@@ -1253,7 +1253,8 @@ impl<'a> Checker<'a> {
             let folded = match v {
                 Value::Int(i) => Some(i.to_string()),
                 Value::Bool(b) => Some(b.to_string()),
-                Value::Real(r) | Value::Duration(r) | Value::Bytes(r) => Some(format!("{r:.3}")),
+                Value::Real(r) | Value::Duration(r) => Some(format!("{r:.3}")),
+                Value::Bytes(b) => Some(format!("{}", *b as i64)),
                 _ => None,
             };
             if let Some(s) = folded {
@@ -2862,7 +2863,7 @@ mod tests {
         let body = &p.method(BuiltinSub::Recv).body;
         assert!(matches!(&body[0], Stmt::Set { var, .. } if var.id == vars::VarId::ReqUrl));
         // Then the built-in: call vcl_builtin_recv; return (hash);
-        assert!(matches!(&body[1], Stmt::Call(i) if p.subs[*i].name == "vcl_builtin_recv"));
+        assert!(matches!(&body[1], Stmt::Call(i) if Some(*i) == p.sub_by_name("vcl_builtin_recv")));
         assert!(matches!(
             &body[2],
             Stmt::Return(Return::Action {

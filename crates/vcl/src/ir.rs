@@ -64,6 +64,11 @@ impl Program {
     pub fn method(&self, m: BuiltinSub) -> &SubDef {
         &self.subs[self.methods[m.index()]]
     }
+
+    /// A subroutine by name.
+    pub fn sub_by_name(&self, name: &str) -> Option<SubIdx> {
+        self.subs.iter().position(|s| s.name == name)
+    }
 }
 
 /// One subroutine.
@@ -503,7 +508,8 @@ pub enum Stmt {
     Eval(Expr),
 }
 
-/// How a subroutine returns.
+/// How a subroutine returns. An action returned from a custom subroutine
+/// ends the whole method with that action, not just the custom subroutine.
 #[derive(Debug)]
 pub enum Return {
     /// Bare `return;` from a custom subroutine: back to the caller.
@@ -560,13 +566,17 @@ pub enum ExprKind {
     /// `storage.<name>`.
     Stevedore(Arc<str>),
     Instance(InstanceIdx),
-    /// Converts the operand (of type `operand.ty`) to a string, Varnish
-    /// style (REAL with 3 decimals, TIME as an HTTP date, BOOL as
-    /// "true"/"false", BACKEND as its name, ...).
+    /// Converts the operand (of type `operand.ty`) to a string as Varnish
+    /// does: INT and BYTES as integers; REAL and DURATION with three
+    /// decimals (`%.3f`); TIME as an HTTP date; BOOL as `true`/`false`; IP
+    /// as the address without port; BACKEND and STEVEDORE as their name
+    /// (unset when there is none); BLOB as `:base64:`; ENUM as its value.
     ToString(Box<Expr>),
-    /// Boolean value of an INT, DURATION, BACKEND or string operand.
+    /// Truth value: INT and BACKEND are true when non-zero / set, DURATION
+    /// when > 0, strings when set at all (an empty header is true, a
+    /// missing one false).
     ToBool(Box<Expr>),
-    /// Concatenation of string-typed parts.
+    /// Concatenation of string-typed parts; unset parts count as empty.
     Concat(Vec<Expr>),
     Not(Box<Expr>),
     And(Vec<Expr>),
