@@ -126,6 +126,8 @@ struct Checker<'a> {
     vmods: Vec<ir::ImportedVmod>,
     instances: Vec<ir::InstanceDef>,
     labels: Vec<String>,
+    /// Every regex of the program, for [`ir::Program::prepare_regexes`].
+    regexes: Vec<Arc<ir::VclRegex>>,
     default_backend: Option<usize>,
     /// Deferred "Undefined ..." errors (first reference per name).
     undefined: Vec<Diagnostic>,
@@ -162,6 +164,7 @@ pub fn check(
         vmods: Vec::new(),
         instances: Vec::new(),
         labels: Vec::new(),
+        regexes: Vec::new(),
         default_backend: None,
         undefined: Vec::new(),
         cur: 0,
@@ -288,6 +291,7 @@ impl<'a> Checker<'a> {
             vmods: self.vmods.clone(),
             instances: self.instances.clone(),
             labels: self.labels.clone(),
+            regexes: std::mem::take(&mut self.regexes),
         })
     }
 
@@ -1449,12 +1453,14 @@ impl<'a> Checker<'a> {
         }
         let mut pattern = String::new();
         self.regex_text(e, &mut pattern)?;
-        ir::VclRegex::new(&pattern).map(Arc::new).map_err(|m| {
+        let re = ir::VclRegex::new(&pattern).map(Arc::new).map_err(|m| {
             Box::new(Diagnostic::error(
                 format!("Regexp compilation error:\n\n{m}\n"),
                 e.span,
             ))
-        })
+        })?;
+        self.regexes.push(re.clone());
+        Ok(re)
     }
 
     /// A regex must be a constant string, possibly `"a" + "b"`.
@@ -2973,6 +2979,18 @@ mod tests {
         let (_, r) = compile_str("t.vcl", text, &opts, &VmodRegistry::new());
         let p = r.expect("label known");
         assert_eq!(p.labels, ["other"]);
+    }
+
+    #[test]
+    fn regexes_are_listed_and_prepared() {
+        let p = prog(
+            r#"backend b { .host = "127.0.0.1"; }
+            sub vcl_recv { if (req.url ~ "^/a(b|c)") { set req.url = regsub(req.url, "x(.)", "\1"); } }"#,
+        );
+        // Two here, plus the built-in VCL's three.
+        assert_eq!(p.regexes.len(), 5);
+        assert!(p.prepare_regexes().is_empty());
+        assert!(p.regexes.iter().any(|r| r.as_str() == "^/a(b|c)"));
     }
 
     #[test]

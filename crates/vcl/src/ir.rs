@@ -57,12 +57,26 @@ pub struct Program {
     pub instances: Vec<InstanceDef>,
     /// VCL labels referenced by `return (vcl(label))`.
     pub labels: Vec<String>,
+    /// Every regex used by the program (also referenced from the
+    /// expressions), so they can be built ahead of the first request.
+    pub regexes: Vec<Arc<VclRegex>>,
 }
 
 impl Program {
     /// The entry subroutine of a built-in method.
     pub fn method(&self, m: BuiltinSub) -> &SubDef {
         &self.subs[self.methods[m.index()]]
+    }
+
+    /// Builds every regex matcher now (they are otherwise built on first
+    /// use); call after loading, e.g. from a background thread. Returns the
+    /// patterns the engine refused (they never match).
+    pub fn prepare_regexes(&self) -> Vec<&str> {
+        self.regexes
+            .iter()
+            .filter(|r| !r.prepare())
+            .map(|r| r.as_str())
+            .collect()
     }
 
     /// A subroutine by name.
