@@ -1080,7 +1080,15 @@ impl<'a> Checker<'a> {
                 return err(format!("Expected '=' got '{}'", op.as_str()), op_span);
             }
         };
-        let value = self.expr0(value, want)?;
+        let value = if ty == Type::Body {
+            // vcc evaluates a body in BODY context: no implicit string
+            // concatenation (`INT + STRING not possible.`), but the result
+            // is converted to a string.
+            let x = self.expr(value, Type::Body)?;
+            self.to_string(x, value.span)?
+        } else {
+            self.expr0(value, want)?
+        };
         Ok(ir::Stmt::Set {
             var,
             op: arith,
@@ -1445,7 +1453,7 @@ impl<'a> Checker<'a> {
             }
         }
         if !matches!(leftmost(e).kind, AK::Str(_)) {
-            let x = self.expr(e, Type::String)?;
+            let x = self.expr(e, Type::Regex)?;
             return err(
                 format!("Expression has type {}, expected REGEX", x.ty.user_name()),
                 e.span,
@@ -2769,8 +2777,9 @@ fn resolve_host(host: &str, port: &str) -> Result<Vec<SocketAddr>, String> {
 /// address, possibly resolved through DNS.
 fn resolve_ip_constant(s: &str) -> Result<SocketAddr, String> {
     let (host, port) = split_host_port(s);
-    let addrs =
-        resolve_host(host, port.unwrap_or("80")).map_err(|e| format!("DNS lookup({s}): {e}"))?;
+    let addrs = resolve_host(host, port.unwrap_or("80")).map_err(|e| {
+        format!("IP constant '\"{s}\"' could not be resolved to an IP address:\n\t{e}")
+    })?;
     let v4 = addrs.iter().filter(|a| a.is_ipv4()).count();
     if v4 > 1 || addrs.len() - v4 > 1 {
         return Err(format!(

@@ -399,6 +399,22 @@ fn translate_pcre(p: &str) -> String {
                     break;
                 };
                 match (n, in_class) {
+                    ('Q', _) => {
+                        // \Q...\E: everything in between is literal.
+                        let rest = chars.as_str();
+                        let (lit, after) = match rest.find("\\E") {
+                            Some(i) => (&rest[..i], &rest[i + 2..]),
+                            None => (rest, ""),
+                        };
+                        if in_class {
+                            for ch in lit.chars() {
+                                out.push_str(&regex_syntax::escape(ch.encode_utf8(&mut [0; 4])));
+                            }
+                        } else {
+                            out.push_str(&regex_syntax::escape(lit));
+                        }
+                        chars = after.chars();
+                    }
                     ('R', false) => out.push_str(r"(?:\r\n|[\n\x0b\x0c\r\x{85}\x{2028}\x{2029}])"),
                     ('h', false) => out.push_str(r"[\t \x{a0}]"),
                     ('H', false) => out.push_str(r"[^\t \x{a0}]"),
@@ -693,6 +709,9 @@ mod tests {
         // Inside a class with a POSIX name and a literal bracket.
         let c = VclRegex::new(r"[]a[:upper:]]+").unwrap();
         assert!(c.is_match("]A"));
+        let q = VclRegex::new(r"^/\Qa.b\E$").unwrap();
+        assert!(q.is_match("/a.b"));
+        assert!(!q.is_match("/axb"));
     }
 
     #[test]
