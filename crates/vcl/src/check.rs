@@ -1866,21 +1866,33 @@ impl<'a> Checker<'a> {
         }
         if let Some(r) = self.quoted_header(p) {
             let (d, h) = r?;
-            return Ok(self.var_read(d, VarArg::Header(header_checked(&h, p.span)?), p.span, fmt));
+            return Ok(self.var_read(
+                d,
+                VarArg::Header(header_checked(&h, p.span)?),
+                p.segments[0].span,
+                fmt,
+            ));
         }
         // Variables, possibly followed by a property (`req.foo`).
         match vars::lookup(&name, self.version, &self.opts.storages) {
-            VarLookup::Plain(d) => return Ok(self.var_read(d, VarArg::None, p.span, fmt)),
+            VarLookup::Plain(d) => {
+                return Ok(self.var_read(d, VarArg::None, p.segments[0].span, fmt));
+            }
             VarLookup::Header(d, h) => {
                 return Ok(self.var_read(
                     d,
                     VarArg::Header(header_checked(&h, p.span)?),
-                    p.span,
+                    p.segments[0].span,
                     fmt,
                 ));
             }
             VarLookup::Storage(d, s) => {
-                return Ok(self.var_read(d, VarArg::Storage(Arc::from(s.as_str())), p.span, fmt));
+                return Ok(self.var_read(
+                    d,
+                    VarArg::Storage(Arc::from(s.as_str())),
+                    p.segments[0].span,
+                    fmt,
+                ));
             }
             VarLookup::WrongVersion(d) => {
                 // A shorter variable that exists in this version wins:
@@ -2514,12 +2526,22 @@ impl<'a> Checker<'a> {
                 UseKind::Unset => format!("Cannot be unset {inf} subroutine '{}'.", m.name()),
                 UseKind::Action => format!("Not a valid action {inf} subroutine '{}'.", m.name()),
             };
-            let mut d = Diagnostic::error(msg, u.span);
-            if !direct || matches!(u.what, UseKind::Return(_)) {
-                d = d.with_note(
+            let mut d = if let UseKind::Return(_) = u.what {
+                Diagnostic::error(msg, u.span).with_note(
                     format!("\n...in subroutine \"{}\"", self.subs[s].name),
                     Some(self.subs[s].def),
-                );
+                )
+            } else if direct {
+                // vcc prints the location before the message here; an
+                // empty message with the text as first note renders so.
+                Diagnostic::error("", u.span).with_note(msg, None)
+            } else {
+                Diagnostic::error("", u.span).with_note(
+                    format!("{msg}\n\n...in subroutine \"{}\"", self.subs[s].name),
+                    Some(self.subs[s].def),
+                )
+            };
+            if !direct || matches!(u.what, UseKind::Return(_)) {
                 for (caller, site) in path.iter().rev() {
                     d = d.with_note(
                         format!("\n...called from \"{}\"", self.subs[*caller].name),
