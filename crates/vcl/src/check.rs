@@ -646,10 +646,7 @@ impl<'a> Checker<'a> {
                         );
                     }
                     None => {
-                        return err(
-                            format!("Undefined probe {}, first reference:", id.name),
-                            id.span,
-                        );
+                        return err(format!("Symbol not found: '{}'\nAt:", id.name), id.span);
                     }
                 },
                 ast::FieldValue::ProbeInline(spec) => {
@@ -697,7 +694,7 @@ impl<'a> Checker<'a> {
             let span = fields.string("host").map(|s| s.span).unwrap_or(b.name.span);
             addrs = resolve_host(&host, &port).map_err(|e| {
                 Box::new(Diagnostic::error(
-                    format!("Backend host '{host}' could not be resolved to an IP address:\n\t{e}\n(Sorry if that error message is gibberish.)"),
+                    format!("Backend host '\"{host_field}\"' could not be resolved to an IP address:\n\t{e}\n(Sorry if that error message is gibberish.)"),
                     span,
                 ))
             })?;
@@ -750,7 +747,16 @@ impl<'a> Checker<'a> {
                                     .mask
                                     .as_ref()
                                     .map_or(max, |m| m.value.min(max as u64) as u8);
-                                let n = (mask_ip(ip, bits), bits);
+                                let masked = mask_ip(ip, bits);
+                                if masked != ip {
+                                    return err(
+                                        format!(
+                                            "Non-zero bits in masked part, (maybe use {masked}/{bits} ?)"
+                                        ),
+                                        e.addr.span,
+                                    );
+                                }
+                                let n = (masked, bits);
                                 if !v.contains(&n) {
                                     v.push(n);
                                 }

@@ -316,6 +316,26 @@ const CASES: &[(&str, &str)] = &[
         r#"sub vcl_recv { if (now > 1) {} }"#,
         r#"Comparison of different types: TIME '>' INT"#,
     ),
+    (
+        r#"backend c { .host = "127.0.0.1"; .probe = nonexist; } sub vcl_recv { set req.backend_hint = c; }"#,
+        r#"Symbol not found: 'nonexist'"#,
+    ),
+    (
+        r#"backend c { .host = "127.0.0.1"; .probe = default; } sub vcl_recv { set req.backend_hint = c; }"#,
+        r#"No default probe defined"#,
+    ),
+    (
+        r#"acl a { "nonexistent.invalid"; } sub vcl_recv { if (client.ip ~ a) {} }"#,
+        r#"DNS lookup(nonexistent.invalid): "#,
+    ),
+    (
+        r#"acl a { "localhost"/24; } sub vcl_recv { if (client.ip ~ a) {} }"#,
+        r#"Non-zero bits in masked part, (maybe use 127.0.0.0/24 ?)"#,
+    ),
+    (
+        r#"backend c { .host = "nonexistent.invalid"; } sub vcl_recv { set req.backend_hint = c; }"#,
+        r#"Backend host '"nonexistent.invalid"' could not be resolved to an IP address:"#,
+    ),
 ];
 
 fn compile(snippet: &str) -> Result<(), String> {
@@ -369,6 +389,8 @@ fn valid_programs_compile() {
         r#"sub vcl_synth { set resp.body = " " + resp.status; set resp.http.x = resp.status + " "; }"#,
         r#"sub vcl_recv { if (req.url ~ "^/\Qa.b\E$" && req.http.host ~ "^[[:alnum:].-]+$") {} }"#,
         r#"sub vcl_recv { set req.url = regsub(req.url, "(?<=a)b", "c"); }"#,
+        r#"acl a { ("nonexistent.invalid"); "localhost"; } sub vcl_recv { if (client.ip ~ a) {} }"#,
+        r#"backend c { .host = "localhost"; .port = "http"; .probe = { .url = "/"; } } sub vcl_recv { set req.backend_hint = c; }"#,
         r#"probe p { .url = "/"; } backend c { .host = "127.0.0.1"; .probe = p; } sub vcl_recv { set req.backend_hint = c; }"#,
     ] {
         if let Err(e) = compile(snippet) {
