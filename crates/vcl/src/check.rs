@@ -126,6 +126,10 @@ struct Checker<'a> {
     vmods: Vec<ir::ImportedVmod>,
     instances: Vec<ir::InstanceDef>,
     labels: Vec<String>,
+    /// Every regex of the program, for [`ir::Program::prepare_regexes`].
+    regexes: Vec<Arc<ir::VclRegex>>,
+    /// Warnings of a successful compilation.
+    warnings: Vec<Diagnostic>,
     default_backend: Option<usize>,
     /// Deferred "Undefined ..." errors (first reference per name).
     undefined: Vec<Diagnostic>,
@@ -162,6 +166,8 @@ pub fn check(
         vmods: Vec::new(),
         instances: Vec::new(),
         labels: Vec::new(),
+        regexes: Vec::new(),
+        warnings: Vec::new(),
         default_backend: None,
         undefined: Vec::new(),
         cur: 0,
@@ -288,6 +294,8 @@ impl<'a> Checker<'a> {
             vmods: self.vmods.clone(),
             instances: self.instances.clone(),
             labels: self.labels.clone(),
+            regexes: std::mem::take(&mut self.regexes),
+            warnings: std::mem::take(&mut self.warnings),
         })
     }
 
@@ -346,12 +354,41 @@ impl<'a> Checker<'a> {
     // Pass 1: declarations
 
     fn define(&mut self, name: &str, sym: Sym, span: Span) -> R<()> {
+        // `default` backends and probes live outside the symbol table:
+        // `default` is resolved by the expected type.
+        if name == "default" {
+            match sym {
+                Sym::Backend(_) => {
+                    if let Some(b) = self.backends.iter().find(|b| b.0.name == "default") {
+                        return Err(Box::new(
+                            Diagnostic::error("Only one default director possible.", span)
+                                .with_note("First definition:", Some(b.1)),
+                        ));
+                    }
+                    return Ok(());
+                }
+                Sym::Probe(_) => {
+                    if let Some(p) = self.probes.iter().find(|p| p.0.name == "default") {
+                        return Err(Box::new(
+                            Diagnostic::error("Probe 'default' redefined", span)
+                                .with_note("First definition:", Some(p.1)),
+                        ));
+                    }
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
         if let Some((old, old_span)) = self.syms.get(name).copied() {
             let msg = match (old, sym) {
+                (Sym::Backend(_), Sym::Backend(_)) if name == "default" => {
+                    "Only one default director possible.".to_string()
+                }
                 (Sym::Backend(_), Sym::Backend(_)) => format!("Backend '{name}' redefined"),
                 (Sym::Probe(_), Sym::Probe(_)) => format!("Probe '{name}' redefined"),
                 (Sym::Acl(_), Sym::Acl(_)) => format!("ACL '{name}' redefined"),
                 (Sym::Sub(_), Sym::Sub(_)) => format!("Subroutine '{name}' redefined"),
+                (Sym::Instance(_), Sym::Instance(_)) => format!("Instance '{name}' redefined."),
                 _ => format!("Name '{name}' already defined."),
             };
             let note = if matches!(sym, Sym::Sub(_)) {
@@ -572,7 +609,7 @@ impl<'a> Checker<'a> {
     }
 
     fn lower_backend(&mut self, b: &ast::Backend) -> R<()> {
-        let Some((Sym::Backend(idx), _)) = self.syms.get(&b.name.name).copied() else {
+        let Some(idx) = self.backends.iter().position(|x| x.0.name == b.name.name) else {
             return Ok(());
         };
         let ast::BackendBody::Def(fields) = &b.body else {
@@ -581,6 +618,15 @@ impl<'a> Checker<'a> {
         let mut probe = None;
         if let Some(f) = fields.get("probe") {
             match &f.value {
+                ast::FieldValue::ProbeRef(id) if id.name == "default" => {
+                    match self.probes.iter().position(|p| p.0.name == "default") {
+                        Some(p) => {
+                            self.probes[p].2 = true;
+                            probe = Some(p);
+                        }
+                        None => return err("No default probe defined", id.span),
+                    }
+                }
                 ast::FieldValue::ProbeRef(id) => match self.syms.get(&id.name).copied() {
                     Some((Sym::Probe(p), _)) => {
                         self.probes[p].2 = true;
@@ -600,10 +646,7 @@ impl<'a> Checker<'a> {
                         );
                     }
                     None => {
-                        return err(
-                            format!("Undefined probe {}, first reference:", id.name),
-                            id.span,
-                        );
+                        return err(format!("Symbol not found: '{}'\nAt:", id.name), id.span);
                     }
                 },
                 ast::FieldValue::ProbeInline(spec) => {
@@ -633,12 +676,25 @@ impl<'a> Checker<'a> {
             .or(host_port.map(str::to_string))
             .unwrap_or_else(|| "80".into());
         let path = fields.string("path").map(|s| s.value.clone());
+        if let (Some(p), Some(lit)) = (&path, fields.string("path")) {
+            if self.version == VclVersion::V40 {
+                return err(
+                    "Unix socket backends only supported in VCL4.1 and higher.",
+                    lit.span,
+                );
+            }
+            check_uds_path(p).map_err(|m| Box::new(Diagnostic::error(m, lit.span)))?;
+        }
+        if let Some(lit) = fields.string("host") {
+            check_ipv6_brackets(&lit.value)
+                .map_err(|m| Box::new(Diagnostic::error(m, lit.span)))?;
+        }
         let mut addrs = Vec::new();
         if path.is_none() && !host.is_empty() {
             let span = fields.string("host").map(|s| s.span).unwrap_or(b.name.span);
             addrs = resolve_host(&host, &port).map_err(|e| {
                 Box::new(Diagnostic::error(
-                    format!("Backend host '{host}' could not be resolved to an IP address:\n\t{e}\n(Sorry if that error message is gibberish.)"),
+                    format!("Backend host '\"{host_field}\"' could not be resolved to an IP address:\n\t{e}\n(Sorry if that error message is gibberish.)"),
                     span,
                 ))
             })?;
@@ -691,7 +747,16 @@ impl<'a> Checker<'a> {
                                     .mask
                                     .as_ref()
                                     .map_or(max, |m| m.value.min(max as u64) as u8);
-                                let n = (mask_ip(ip, bits), bits);
+                                let masked = mask_ip(ip, bits);
+                                if masked != ip {
+                                    return err(
+                                        format!(
+                                            "Non-zero bits in masked part, (maybe use {masked}/{bits} ?)"
+                                        ),
+                                        e.addr.span,
+                                    );
+                                }
+                                let n = (masked, bits);
                                 if !v.contains(&n) {
                                     v.push(n);
                                 }
@@ -742,6 +807,8 @@ impl<'a> Checker<'a> {
     // ------------------------------------------------------------------
     // Pass 2: statements
 
+    /// Records a context-dependent use, checked per reaching method once
+    /// the whole program is parsed (as vcc does, after all type errors).
     fn add_use(&mut self, span: Span, allowed: SubMask, what: UseKind) {
         self.subs[self.cur].uses.push(Use {
             span,
@@ -796,21 +863,30 @@ impl<'a> Checker<'a> {
                 self.add_use(target.span, def.unset, UseKind::Unset);
                 out.push(ir::Stmt::Unset(var));
             }
-            StmtKind::Call { target } => {
-                let name = match &target.kind {
-                    ast::ExprKind::Path(p) => p.dotted(),
-                    _ => return err("Expected a subroutine name", target.span),
-                };
-                let id = ast::Ident {
-                    name,
-                    span: target.span,
-                };
-                let idx = self.sub_ref(&id, "sub")?;
-                if let Some(i) = idx {
-                    self.subs[self.cur].calls.push((i, target.span));
-                    out.push(ir::Stmt::Call(i));
+            StmtKind::Call { target } => match &target.kind {
+                AK::Path(p) if p.is_simple() => {
+                    let id = ast::Ident {
+                        name: p.dotted(),
+                        span: p.span,
+                    };
+                    if let Some(i) = self.sub_ref(&id)? {
+                        self.subs[self.cur].calls.push((i, target.span));
+                        out.push(ir::Stmt::Call(i));
+                    }
                 }
-            }
+                _ => {
+                    // A SUB-valued expression (e.g. a vmod method): which
+                    // sub runs is only known at run time.
+                    let x = self.expr0(target, Type::Sub)?;
+                    match x.kind {
+                        IK::Sub(i) if i != usize::MAX => {
+                            self.subs[self.cur].calls.push((i, target.span));
+                            out.push(ir::Stmt::Call(i));
+                        }
+                        _ => out.push(ir::Stmt::CallDynamic(x)),
+                    }
+                }
+            },
             StmtKind::Return(None) => out.push(ir::Stmt::Return(ir::Return::FromSub)),
             StmtKind::Return(Some(ra)) => out.push(ir::Stmt::Return(self.ret(ra)?)),
             StmtKind::Synthetic(e) => {
@@ -841,25 +917,108 @@ impl<'a> Checker<'a> {
                     let i = &self.instances[inst];
                     self.vmods[i.vmod].decl.objects[i.class].ctor.clone()
                 };
-                let args = self.call_args(&ctor, args, *args_span, constructor.span)?;
+                let args = self.call_args(&ctor, args, *args_span)?;
                 out.push(ir::Stmt::New {
                     instance: inst,
                     args,
                 });
             }
             StmtKind::Expr(e) => {
-                let AK::Call { .. } = &e.kind else {
-                    return err("Expected an action, 'if', '{' or '}'", e.span);
+                let ex = match &e.kind {
+                    AK::Call { .. } => self.call(e, true)?,
+                    AK::Method { .. } => self.expr(e, Type::Void)?,
+                    AK::Path(p) => return Err(self.bare_symbol_stmt(p)),
+                    _ => return err("Expected an action, 'if', '{' or '}'", e.span),
                 };
-                let ex = self.call(e, true)?;
                 out.push(ir::Stmt::Eval(ex));
             }
         }
         Ok(())
     }
 
+    /// The error for a statement that is just a name (`foo;`).
+    fn bare_symbol_stmt(&self, p: &ast::Path) -> Box<Diagnostic> {
+        let name = p.dotted();
+        let first = &p.segments[0].name;
+        match self.syms.get(first).copied() {
+            Some((Sym::Instance(_), _)) if p.segments.len() == 1 => Box::new(Diagnostic::error(
+                format!("Expected '.' got '{}'", self.after_token(p.span)),
+                p.span,
+            )),
+            Some((Sym::Vmod(v), _))
+                if p.segments.len() == 2
+                    && self.vmods[v].decl.function(&p.segments[1].name).is_some() =>
+            {
+                Box::new(Diagnostic::error(
+                    format!("Expected '(' got '{}'", self.after_token(p.span)),
+                    p.span,
+                ))
+            }
+            Some(_) => Box::new(Diagnostic::error("Symbol cannot be used here.", p.span)),
+            None if !matches!(
+                vars::lookup(&name, self.version, &self.opts.storages),
+                VarLookup::NotFound
+            ) =>
+            {
+                Box::new(Diagnostic::error("Symbol cannot be used here.", p.span))
+            }
+            None => Box::new(Diagnostic::error(
+                format!("Symbol not found: '{name}'\nAt:"),
+                p.span,
+            )),
+        }
+    }
+
     /// Resolves a `set`/`unset` target to a variable.
+    /// `req.http."X-Foo"`: a header named by a quoted segment.
+    fn quoted_header(&self, p: &ast::Path) -> Option<R<(&'static VarDef, String)>> {
+        let (last, init) = p.segments.split_last()?;
+        if !last.quoted || init.is_empty() {
+            return None;
+        }
+        let family = format!(
+            "{}.",
+            init.iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(".")
+        );
+        let def = vars::VARIABLES
+            .iter()
+            .find(|d| d.name == family && d.versions.contains(self.version))?;
+        if let Some(c) = last
+            .name
+            .chars()
+            .find(|c| !c.is_ascii_graphic() || "()<>@,;:\\\"/[]?={}".contains(*c))
+        {
+            let shown = match c {
+                '\n' => "\\n".to_string(),
+                '\t' => "\\t".to_string(),
+                '\r' => "\\r".to_string(),
+                c => c.to_string(),
+            };
+            return Some(err(
+                format!("Invalid character '{shown}' in header name"),
+                last.span,
+            ));
+        }
+        if last.name.is_empty() {
+            return Some(err("Empty header name", last.span));
+        }
+        Some(Ok((def, last.name.clone())))
+    }
+
     fn lvalue(&mut self, target: &ast::Path) -> R<(&'static VarDef, VarRef)> {
+        if let Some(r) = self.quoted_header(target) {
+            let (d, h) = r?;
+            return Ok((
+                d,
+                VarRef {
+                    id: d.id,
+                    arg: VarArg::Header(header_checked(&h, target.span)?),
+                },
+            ));
+        }
         let name = target.dotted();
         match vars::lookup(&name, self.version, &self.opts.storages) {
             VarLookup::Plain(d) => Ok((
@@ -873,16 +1032,12 @@ impl<'a> Checker<'a> {
                 d,
                 VarRef {
                     id: d.id,
-                    arg: VarArg::Header(header_name(&h)),
+                    arg: VarArg::Header(header_checked(&h, target.span)?),
                 },
             )),
-            VarLookup::Storage(d, s) => Ok((
-                d,
-                VarRef {
-                    id: d.id,
-                    arg: VarArg::Storage(Arc::from(s.as_str())),
-                },
-            )),
+            // Storage variables are read-only and, like vcc, not even
+            // found as assignment targets.
+            VarLookup::Storage(..) => err(format!("Symbol not found: '{name}'\nAt:"), target.span),
             VarLookup::WrongVersion(d) => err(
                 format!(
                     "Symbol not found: '{name}' {}\nAt:",
@@ -936,7 +1091,15 @@ impl<'a> Checker<'a> {
                 return err(format!("Expected '=' got '{}'", op.as_str()), op_span);
             }
         };
-        let value = self.expr0(value, want)?;
+        let value = if ty == Type::Body {
+            // vcc evaluates a body in BODY context: no implicit string
+            // concatenation (`INT + STRING not possible.`), but the result
+            // is converted to a string.
+            let x = self.expr(value, Type::Body)?;
+            self.to_string(x, value.span)?
+        } else {
+            self.expr0(value, want)?
+        };
         Ok(ir::Stmt::Set {
             var,
             op: arith,
@@ -1012,7 +1175,7 @@ impl<'a> Checker<'a> {
 
     /// Resolves a reference to a subroutine (`call x`, SUB arguments).
     /// Undefined subs are recorded for later reporting.
-    fn sub_ref(&mut self, id: &ast::Ident, _ctx: &str) -> R<Option<usize>> {
+    fn sub_ref(&mut self, id: &ast::Ident) -> R<Option<usize>> {
         if RESERVED.contains(&id.name.as_str()) {
             return err(
                 format!(
@@ -1092,7 +1255,7 @@ impl<'a> Checker<'a> {
             return err(
                 format!(
                     "Expression has type {}, expected {}",
-                    x.ty.user_name(),
+                    self.type_desc(&x),
                     fmt.user_name()
                 ),
                 e.span,
@@ -1101,11 +1264,26 @@ impl<'a> Checker<'a> {
         Ok(x)
     }
 
+    /// The type as vcc names it: object instances by their class
+    /// (`directors.round_robin`), everything else by type name.
+    fn type_desc(&self, x: &Expr) -> String {
+        match x.kind {
+            IK::Instance(i) => self.sym_type_name(Sym::Instance(i)),
+            _ => x.ty.user_name().to_string(),
+        }
+    }
+
     fn to_string(&self, x: Expr, span: Span) -> R<Expr> {
         if x.ty.is_stringish() {
             return Ok(x);
         }
         if !x.ty.to_string_ok() {
+            if x.ty == Type::Instance {
+                return err(
+                    format!("Cannot convert {} to STRING.", self.type_desc(&x)),
+                    span,
+                );
+            }
             return err(x.ty.to_string_error(), span);
         }
         // Fold constant conversions where the text is unambiguous.
@@ -1113,7 +1291,8 @@ impl<'a> Checker<'a> {
             let folded = match v {
                 Value::Int(i) => Some(i.to_string()),
                 Value::Bool(b) => Some(b.to_string()),
-                Value::Real(r) | Value::Duration(r) | Value::Bytes(r) => Some(format!("{r:.3}")),
+                Value::Real(r) | Value::Duration(r) => Some(format!("{r:.3}")),
+                Value::Bytes(b) => Some(format!("{}", *b as i64)),
                 _ => None,
             };
             if let Some(s) = folded {
@@ -1202,11 +1381,13 @@ impl<'a> Checker<'a> {
                 if let Some(cop) = cmp_op(*op) {
                     self.comparison(cop, *op_span, lhs, rhs, fmt)
                 } else {
-                    self.arith(*op, *op_span, lhs, rhs, fmt, e.span)
+                    self.arith(*op, *op_span, lhs, rhs, fmt)
                 }
             }
-            AK::Unary { op, operand } => {
-                let _ = op;
+            AK::Unary {
+                op: UnaryOp::Neg,
+                operand,
+            } => {
                 let sym = "-";
                 if !matches!(fmt, Type::Int | Type::Real | Type::Duration | Type::String) {
                     return err(
@@ -1287,15 +1468,33 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn regex(&self, e: &ast::Expr) -> R<Arc<ir::VclRegex>> {
+    fn regex(&mut self, e: &ast::Expr) -> R<Arc<ir::VclRegex>> {
+        // A regex is a string literal (or literals joined by `+`); any
+        // other expression has the wrong type.
+        fn leftmost(e: &ast::Expr) -> &ast::Expr {
+            match &e.kind {
+                AK::Paren(inner) => leftmost(inner),
+                AK::Binary { lhs, .. } => leftmost(lhs),
+                _ => e,
+            }
+        }
+        if !matches!(leftmost(e).kind, AK::Str(_)) {
+            let x = self.expr(e, Type::Regex)?;
+            return err(
+                format!("Expression has type {}, expected REGEX", x.ty.user_name()),
+                e.span,
+            );
+        }
         let mut pattern = String::new();
         self.regex_text(e, &mut pattern)?;
-        ir::VclRegex::new(&pattern).map(Arc::new).map_err(|m| {
+        let re = ir::VclRegex::new(&pattern).map(Arc::new).map_err(|m| {
             Box::new(Diagnostic::error(
                 format!("Regexp compilation error:\n\n{m}\n"),
                 e.span,
             ))
-        })
+        })?;
+        self.regexes.push(re.clone());
+        Ok(re)
     }
 
     /// A regex must be a constant string, possibly `"a" + "b"`.
@@ -1335,12 +1534,21 @@ impl<'a> Checker<'a> {
                     lit.span,
                 );
             };
-            let mult: f64 = match u.name.as_str() {
-                "B" => 1.0,
-                "KB" => 1024.0,
-                "MB" => 1024.0 * 1024.0,
-                "GB" => 1024.0 * 1024.0 * 1024.0,
-                "TB" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+            // VNUM_bytes_unit: b, k, m, g, t, p (any case), optionally
+            // followed by "b".
+            let un = u.name.to_ascii_lowercase();
+            let un = if un.len() == 2 {
+                un.strip_suffix('b').unwrap_or("?")
+            } else {
+                &un
+            };
+            let mult: f64 = match un {
+                "b" => 1.0,
+                "k" => 1024.0,
+                "m" => 1024.0 * 1024.0,
+                "g" => 1024.0 * 1024.0 * 1024.0,
+                "t" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+                "p" => 1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0,
                 _ => {
                     return err(
                         "Unknown BYTES unit ".to_string()
@@ -1423,9 +1631,6 @@ impl<'a> Checker<'a> {
                         ),
                         op_span,
                     );
-                }
-                if l.ty == Type::Ip && rhs_is_literal(rhs) {
-                    // IP compared with a constant host: fine as is.
                 }
                 Ok(Expr {
                     ty: Type::Bool,
@@ -1522,7 +1727,13 @@ impl<'a> Checker<'a> {
                 ),
                 p.span,
             ),
-            Some(_) => err(format!("Name {name} must have type 'acl'."), p.span),
+            // vcc creates the ACL symbol at this reference; a later
+            // definition of another kind then conflicts with it.
+            Some((Sym::Sub(_), def)) => err(
+                format!("Symbol '{name}' has wrong type (acl), expected sub:"),
+                def,
+            ),
+            Some((_, def)) => err(format!("Name {name} must have type 'acl'."), def),
             None => {
                 if name.starts_with("vcl_") {
                     return err("Symbols named 'vcl_*' are reserved.", p.span);
@@ -1550,7 +1761,6 @@ impl<'a> Checker<'a> {
         lhs: &ast::Expr,
         rhs: &ast::Expr,
         fmt: Type,
-        span: Span,
     ) -> R<Expr> {
         let aop = match op {
             BinaryOp::Add => ArithOp::Add,
@@ -1611,7 +1821,6 @@ impl<'a> Checker<'a> {
                     let r = self.to_string(r, rhs.span)?;
                     return Ok(concat(l, r));
                 }
-                let _ = span;
                 err(
                     format!(
                         "{} {} {} not possible.",
@@ -1651,8 +1860,8 @@ impl<'a> Checker<'a> {
                 }
                 _ => {}
             }
-            if let Some((sym, def)) = self.syms.get(&name).copied() {
-                return self.sym_expr(sym, def, p, fmt);
+            if let Some((sym, _)) = self.syms.get(&name).copied() {
+                return self.sym_expr(sym, p, fmt);
             }
             if RESERVED.contains(&name.as_str()) {
                 return err(
@@ -1661,23 +1870,62 @@ impl<'a> Checker<'a> {
                 );
             }
         }
+        if let Some(r) = self.quoted_header(p) {
+            let (d, h) = r?;
+            return Ok(self.var_read(
+                d,
+                VarArg::Header(header_checked(&h, p.span)?),
+                p.segments[0].span,
+                fmt,
+            ));
+        }
         // Variables, possibly followed by a property (`req.foo`).
         match vars::lookup(&name, self.version, &self.opts.storages) {
-            VarLookup::Plain(d) => return Ok(self.var_read(d, VarArg::None, p.span, fmt)),
+            VarLookup::Plain(d) => {
+                return Ok(self.var_read(d, VarArg::None, p.segments[0].span, fmt));
+            }
             VarLookup::Header(d, h) => {
-                return Ok(self.var_read(d, VarArg::Header(header_name(&h)), p.span, fmt));
+                return Ok(self.var_read(
+                    d,
+                    VarArg::Header(header_checked(&h, p.span)?),
+                    p.segments[0].span,
+                    fmt,
+                ));
             }
             VarLookup::Storage(d, s) => {
-                return Ok(self.var_read(d, VarArg::Storage(Arc::from(s.as_str())), p.span, fmt));
+                return Ok(self.var_read(
+                    d,
+                    VarArg::Storage(Arc::from(s.as_str())),
+                    p.segments[0].span,
+                    fmt,
+                ));
             }
             VarLookup::WrongVersion(d) => {
-                return err(
-                    format!(
-                        "Symbol not found: '{name}' {}\nAt:",
-                        d.versions.availability()
-                    ),
-                    p.span,
-                );
+                // A shorter variable that exists in this version wins:
+                // `beresp.backend.ip` in 4.1 is a property of BACKEND.
+                let prefix = (1..p.segments.len()).rev().find_map(|cut| {
+                    let pre: Vec<&str> =
+                        p.segments[..cut].iter().map(|s| s.name.as_str()).collect();
+                    match vars::lookup(&pre.join("."), self.version, &self.opts.storages) {
+                        VarLookup::Plain(pd) => Some((cut, pd)),
+                        _ => None,
+                    }
+                });
+                if let Some((cut, pd)) = prefix {
+                    let prop = &p.segments[cut];
+                    return err(
+                        format!("Unknown property '{}' for type {}", prop.name, pd.ty.name()),
+                        prop.span,
+                    );
+                } else {
+                    return err(
+                        format!(
+                            "Symbol not found: '{name}' {}\nAt:",
+                            d.versions.availability()
+                        ),
+                        p.span,
+                    );
+                }
             }
             VarLookup::NotFound => {}
         }
@@ -1727,8 +1975,7 @@ impl<'a> Checker<'a> {
         err(format!("Symbol not found: '{name}'\nAt:"), p.span)
     }
 
-    fn sym_expr(&mut self, sym: Sym, def: Span, p: &ast::Path, fmt: Type) -> R<Expr> {
-        let _ = def;
+    fn sym_expr(&mut self, sym: Sym, p: &ast::Path, fmt: Type) -> R<Expr> {
         // Objects without a string form read as their name in string
         // context (vcc_Eval_Handle).
         if fmt == Type::String {
@@ -1741,7 +1988,6 @@ impl<'a> Checker<'a> {
                     self.probes[i].2 = true;
                     return Ok(str_const(&p.dotted()));
                 }
-                Sym::Instance(_) => return Ok(str_const(&p.dotted())),
                 _ => {}
             }
         }
@@ -1861,7 +2107,7 @@ impl<'a> Checker<'a> {
                     if let Some(mask) = f.restrict {
                         self.add_use(callee.span, mask, UseKind::Read);
                     }
-                    let args = self.call_args(f, args, *args_span, e.span)?;
+                    let args = self.call_args(f, args, *args_span)?;
                     return Ok(Expr {
                         ty: ret_type(f.ret),
                         kind: IK::VmodCall {
@@ -1890,7 +2136,7 @@ impl<'a> Checker<'a> {
                     if let Some(mask) = m.restrict {
                         self.add_use(callee.span, mask, UseKind::Read);
                     }
-                    let args = self.call_args(m, args, *args_span, e.span)?;
+                    let args = self.call_args(m, args, *args_span)?;
                     return Ok(Expr {
                         ty: ret_type(m.ret),
                         kind: IK::MethodCall {
@@ -1984,13 +2230,7 @@ impl<'a> Checker<'a> {
     }
 
     /// Matches call arguments to a declaration (vcc_func).
-    fn call_args(
-        &mut self,
-        f: &FuncDecl,
-        args: &[ast::Arg],
-        args_span: Span,
-        call_span: Span,
-    ) -> R<Vec<CallArg>> {
+    fn call_args(&mut self, f: &FuncDecl, args: &[ast::Arg], args_span: Span) -> R<Vec<CallArg>> {
         let mut slots: Vec<Option<CallArg>> = f
             .args
             .iter()
@@ -2058,9 +2298,7 @@ impl<'a> Checker<'a> {
                     }
                     CallArg::Enum(Arc::from(v.as_str()))
                 }
-                ArgType::Value(t) => {
-                    CallArg::Value(self.arg_value(&a.value, *t, decl.name.as_deref())?)
-                }
+                ArgType::Value(t) => CallArg::Value(self.arg_value(&a.value, *t)?),
                 ArgType::Priv(_) => unreachable!("priv slots are pre-filled"),
             };
             slots[idx] = Some(value);
@@ -2078,7 +2316,6 @@ impl<'a> Checker<'a> {
                             Some(n) => format!("Argument '{n}' missing"),
                             None => format!("Argument {} missing", i + 1),
                         };
-                        let _ = call_span;
                         return err(msg, args_span);
                     }
                 },
@@ -2087,7 +2324,7 @@ impl<'a> Checker<'a> {
         Ok(out)
     }
 
-    fn arg_value(&mut self, e: &ast::Expr, t: Type, _name: Option<&str>) -> R<Expr> {
+    fn arg_value(&mut self, e: &ast::Expr, t: Type) -> R<Expr> {
         match t {
             Type::Sub => {
                 let AK::Path(p) = &e.kind else {
@@ -2102,7 +2339,7 @@ impl<'a> Checker<'a> {
                         name: p.dotted(),
                         span: p.span,
                     };
-                    return Ok(match self.sub_ref(&id, "sub")? {
+                    return Ok(match self.sub_ref(&id)? {
                         Some(i) => Expr {
                             ty: Type::Sub,
                             kind: IK::Sub(i),
@@ -2156,16 +2393,16 @@ impl<'a> Checker<'a> {
         state[s] = 1;
         for &(callee, site) in &self.subs[s].calls {
             if state[callee] == 1 {
-                let mut d = Diagnostic::error("Subroutine recurses on", self.subs[s].def);
+                let mut d = Diagnostic::error("Subroutine recurses on", self.subs[callee].def);
                 let from = stack
                     .iter()
                     .position(|(x, _)| *x == callee)
                     .unwrap_or(stack.len());
                 let mut chain: Vec<(usize, Span)> = stack[from..].to_vec();
                 chain.push((s, site));
-                for (caller, call_site) in chain {
+                for (caller, call_site) in chain.into_iter().rev() {
                     d = d.with_note(
-                        format!("...called from \"{}\"", self.subs[caller].name),
+                        format!("\n...called from \"{}\"", self.subs[caller].name),
                         Some(call_site),
                     );
                 }
@@ -2181,7 +2418,9 @@ impl<'a> Checker<'a> {
         Ok(())
     }
 
-    fn check_unused(&self) -> R<()> {
+    /// Unused objects are errors, or warnings (`self.warnings`) when
+    /// `err_unref` is off.
+    fn check_unused(&mut self) -> R<()> {
         if !self.opts.err_unref {
             // Unused subs are kept, but must be usable from some method.
             for s in self.subs.iter().filter(|s| !s.referenced) {
@@ -2198,27 +2437,51 @@ impl<'a> Checker<'a> {
                     }
                 }
             }
-            return Ok(());
         }
-        for s in &self.subs {
-            if !s.referenced {
-                return err(format!("Unused sub {}, defined:", s.name), s.def);
+        // Like vcc, report the unused object whose name sorts first.
+        let mut unused: Vec<(&str, &str, Span)> = Vec::new();
+        unused.extend(
+            self.subs
+                .iter()
+                .filter(|s| !s.referenced)
+                .map(|s| (s.name.as_str(), "sub", s.def)),
+        );
+        unused.extend(
+            self.acls
+                .iter()
+                .filter(|x| !x.2)
+                .map(|x| (x.0.name.as_str(), "acl", x.1)),
+        );
+        unused.extend(
+            self.backends
+                .iter()
+                .filter(|x| !x.2)
+                .map(|x| (x.0.name.as_str(), "backend", x.1)),
+        );
+        unused.extend(
+            self.probes
+                .iter()
+                .filter(|x| !x.2)
+                .map(|x| (x.0.name.as_str(), "probe", x.1)),
+        );
+        unused.sort_by_key(|u| u.0);
+        let diags: Vec<Diagnostic> = unused
+            .into_iter()
+            .map(|(name, what, span)| {
+                let msg = format!("Unused {what} {name}, defined:");
+                if self.opts.err_unref {
+                    Diagnostic::error(msg, span)
+                } else {
+                    Diagnostic::warning(msg, span)
+                }
+            })
+            .collect();
+        if self.opts.err_unref {
+            if let Some(first) = diags.into_iter().next() {
+                return Err(Box::new(first));
             }
-        }
-        for (a, span, used) in &self.acls {
-            if !used {
-                return err(format!("Unused acl {}, defined:", a.name), *span);
-            }
-        }
-        for (b, span, used) in &self.backends {
-            if !used {
-                return err(format!("Unused backend {}, defined:", b.name), *span);
-            }
-        }
-        for (p, span, used) in &self.probes {
-            if !used {
-                return err(format!("Unused probe {}, defined:", p.name), *span);
-            }
+        } else {
+            self.warnings = diags;
         }
         Ok(())
     }
@@ -2269,19 +2532,32 @@ impl<'a> Checker<'a> {
                 UseKind::Unset => format!("Cannot be unset {inf} subroutine '{}'.", m.name()),
                 UseKind::Action => format!("Not a valid action {inf} subroutine '{}'.", m.name()),
             };
-            let mut d = Diagnostic::error(msg, u.span);
-            if !direct || matches!(u.what, UseKind::Return(_)) {
-                d = d.with_note(
-                    format!("...in subroutine \"{}\"", self.subs[s].name),
+            let mut d = if let UseKind::Return(_) = u.what {
+                Diagnostic::error(msg, u.span).with_note(
+                    format!("\n...in subroutine \"{}\"", self.subs[s].name),
                     Some(self.subs[s].def),
-                );
+                )
+            } else if direct {
+                // vcc prints the location before the message here; an
+                // empty message with the text as first note renders so.
+                Diagnostic::error("", u.span).with_note(msg, None)
+            } else {
+                Diagnostic::error("", u.span).with_note(
+                    format!("{msg}\n\n...in subroutine \"{}\"", self.subs[s].name),
+                    Some(self.subs[s].def),
+                )
+            };
+            if !direct || matches!(u.what, UseKind::Return(_)) {
                 for (caller, site) in path.iter().rev() {
                     d = d.with_note(
-                        format!("...called from \"{}\"", self.subs[*caller].name),
+                        format!("\n...called from \"{}\"", self.subs[*caller].name),
                         Some(*site),
                     );
                 }
-                d = d.with_note(format!("...which is the \"{}\" subroutine", m.name()), None);
+                d = d.with_note(
+                    format!("\n...which is the \"{}\" subroutine", m.name()),
+                    None,
+                );
             }
             if let UseKind::Return(_) = u.what {
                 let legal: Vec<String> = m
@@ -2330,10 +2606,6 @@ fn cmp_holds(op: CmpOp, ord: std::cmp::Ordering) -> bool {
         CmpOp::Ge => ord != Less,
         CmpOp::Match | CmpOp::NoMatch => false,
     }
-}
-
-fn rhs_is_literal(e: &ast::Expr) -> bool {
-    matches!(e.kind, AK::Str(_))
 }
 
 fn str_const(s: &str) -> Expr {
@@ -2492,6 +2764,16 @@ fn default_expr(d: &DefaultValue, t: Type) -> Expr {
     }
 }
 
+/// A header name for a variable reference; Varnish stores the length with
+/// the colon in one byte, so names are limited to 126 characters.
+fn header_checked(h: &str, span: Span) -> R<ir::HeaderName> {
+    if h.len() + 1 > 127 {
+        let short: String = h.chars().take(20).collect();
+        return err(format!("HTTP header ({short}..) is too long."), span);
+    }
+    Ok(header_name(h))
+}
+
 fn header_name(h: &str) -> ir::HeaderName {
     ir::HeaderName {
         name: Arc::from(h),
@@ -2559,8 +2841,9 @@ fn resolve_host(host: &str, port: &str) -> Result<Vec<SocketAddr>, String> {
 /// address, possibly resolved through DNS.
 fn resolve_ip_constant(s: &str) -> Result<SocketAddr, String> {
     let (host, port) = split_host_port(s);
-    let addrs =
-        resolve_host(host, port.unwrap_or("80")).map_err(|e| format!("DNS lookup({s}): {e}"))?;
+    let addrs = resolve_host(host, port.unwrap_or("80")).map_err(|e| {
+        format!("IP constant '\"{s}\"' could not be resolved to an IP address:\n\t{e}")
+    })?;
     let v4 = addrs.iter().filter(|a| a.is_ipv4()).count();
     if v4 > 1 || addrs.len() - v4 > 1 {
         return Err(format!(
@@ -2568,6 +2851,37 @@ fn resolve_ip_constant(s: &str) -> Result<SocketAddr, String> {
         ));
     }
     Ok(addrs[0])
+}
+
+/// vcc's checks of a bracketed IPv6 host (`[::1]:80`).
+fn check_ipv6_brackets(host: &str) -> Result<(), String> {
+    let Some(rest) = host.strip_prefix('[') else {
+        return Ok(());
+    };
+    let Some((_, after)) = rest.split_once(']') else {
+        return Err("IPv6 address lacks ']'".into());
+    };
+    if !after.is_empty() && !after.starts_with(':') && !after.starts_with(' ') {
+        return Err("IPv6 address has wrong port separator".into());
+    }
+    Ok(())
+}
+
+/// A backend `.path` must be absolute and, if it exists, a socket.
+fn check_uds_path(path: &str) -> Result<(), String> {
+    if !path.starts_with('/') {
+        return Err(format!("Must be an absolute path:\n\t{path}"));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if let Ok(md) = std::fs::metadata(path)
+            && !md.file_type().is_socket()
+        {
+            return Err(format!("Not a socket:\n\t{path}"));
+        }
+    }
+    Ok(())
 }
 
 fn split_host_port(s: &str) -> (&str, Option<&str>) {
@@ -2602,5 +2916,174 @@ fn lower_probe(name: &str, spec: &ast::FieldList) -> ir::ProbeDef {
         threshold: spec.uint("threshold"),
         initial: spec.uint("initial"),
         expected_response: spec.uint("expected_response"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::compile_str;
+    use crate::ir::{Program, Return, Stmt};
+
+    fn prog(body: &str) -> Arc<Program> {
+        let text = format!("vcl 4.1;\n{body}\n");
+        let (sm, r) = compile_str(
+            "t.vcl",
+            &text,
+            &CompileOptions::default(),
+            &VmodRegistry::new(),
+        );
+        r.unwrap_or_else(|d| panic!("{}", d.render(&sm)))
+    }
+
+    #[test]
+    fn user_body_runs_before_builtin() {
+        let p = prog(r#"backend b { .host = "127.0.0.1"; } sub vcl_recv { set req.url = "/x"; }"#);
+        let body = &p.method(BuiltinSub::Recv).body;
+        assert!(matches!(&body[0], Stmt::Set { var, .. } if var.id == vars::VarId::ReqUrl));
+        // Then the built-in: call vcl_builtin_recv; return (hash);
+        assert!(matches!(&body[1], Stmt::Call(i) if Some(*i) == p.sub_by_name("vcl_builtin_recv")));
+        assert!(matches!(
+            &body[2],
+            Stmt::Return(Return::Action {
+                action: Action::Hash,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn headers_constants_and_folding() {
+        let p = prog(
+            r#"backend b { .host = "127.0.0.1"; }
+            sub vcl_recv {
+                set req.http.X-Foo = "a" + "b" + 1 + 2.5;
+                set req.http.n = 3 * 4 + 1;
+                if ("a" == "a" && !false) { set req.url = req.http.X-Foo; }
+            }"#,
+        );
+        let body = &p.method(BuiltinSub::Recv).body;
+        let Stmt::Set { var, value, .. } = &body[0] else {
+            panic!("{:?}", body[0])
+        };
+        let VarArg::Header(h) = &var.arg else {
+            panic!()
+        };
+        assert_eq!((&*h.name, &*h.lower), ("X-Foo", "x-foo"));
+        assert!(matches!(&value.kind, IK::Const(Value::Str(s)) if &**s == "ab12.500"));
+        let Stmt::Set { value, .. } = &body[1] else {
+            panic!()
+        };
+        assert!(matches!(&value.kind, IK::Const(Value::Str(s)) if &**s == "13"));
+        let Stmt::If { arms, .. } = &body[2] else {
+            panic!()
+        };
+        assert!(matches!(arms[0].0.kind, IK::And(_)));
+    }
+
+    #[test]
+    fn default_backend_and_tables() {
+        let p = prog(
+            r#"probe default { .url = "/"; }
+            backend a { .host = "127.0.0.1"; .port = "8080"; }
+            backend default { .host = "127.0.0.1 81"; }
+            acl x { "10.0.0.0"/8; "10.1.2.3"; }
+            sub vcl_recv { set req.backend_hint = a; if (client.ip ~ x) {} }"#,
+        );
+        assert_eq!(p.default_backend, Some(1));
+        assert_eq!(p.backends[1].port, "81");
+        assert_eq!(p.backends[0].addrs[0].port(), 8080);
+        // Backends without .probe use the default probe.
+        assert_eq!(p.backends[0].probe, p.default_probe);
+        assert_eq!(p.acls[0].entries[0].prefix, 32);
+        assert_eq!(p.acls[0].entries[1].prefix, 8);
+    }
+
+    #[test]
+    fn set_operators_and_returns() {
+        let p = prog(
+            r#"backend b { .host = "127.0.0.1"; }
+            sub vcl_backend_response {
+                set beresp.ttl += 10s;
+                set beresp.http.x += "y";
+                return (pass(5s));
+            }"#,
+        );
+        let body = &p.method(BuiltinSub::BackendResponse).body;
+        assert!(
+            matches!(&body[0], Stmt::Set { op: Some(ArithOp::Add), value, .. } if value.ty == Type::Duration)
+        );
+        assert!(
+            matches!(&body[1], Stmt::Set { op: Some(ArithOp::Add), value, .. } if value.ty == Type::String)
+        );
+        assert!(
+            matches!(&body[2], Stmt::Return(Return::Action { action: Action::Pass, args }) if args.len() == 1)
+        );
+    }
+
+    #[test]
+    fn unused_objects_allowed_when_unref_is_off() {
+        let text = "vcl 4.1; backend a { .host = \"127.0.0.1\"; } backend c { .host = \"127.0.0.1\"; } sub f { } sub g { }";
+        let opts = CompileOptions {
+            err_unref: false,
+            ..CompileOptions::default()
+        };
+        let (sm, r) = compile_str("t.vcl", text, &opts, &VmodRegistry::new());
+        let p = r.expect("compiles with vcc_err_unref off");
+        assert!(p.subs.iter().any(|s| s.name == "f"));
+        // Still reported, as warnings, in name order.
+        let w: Vec<&str> = p.warnings.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(
+            w,
+            [
+                "Unused backend c, defined:",
+                "Unused sub f, defined:",
+                "Unused sub g, defined:"
+            ]
+        );
+        assert!(
+            p.warnings[0]
+                .render(&sm)
+                .contains("(That was just a warning)")
+        );
+        let (sm, r) = compile_str(
+            "t.vcl",
+            text,
+            &CompileOptions::default(),
+            &VmodRegistry::new(),
+        );
+        let e = r.expect_err("unused backend").render(&sm);
+        assert!(e.contains("Unused backend c, defined:"), "{e}");
+    }
+
+    #[test]
+    fn vcl_labels_resolve_from_options() {
+        let text =
+            "vcl 4.1; backend a { .host = \"127.0.0.1\"; } sub vcl_recv { return (vcl(other)); }";
+        let opts = CompileOptions {
+            labels: vec!["other".into()],
+            ..CompileOptions::default()
+        };
+        let (_, r) = compile_str("t.vcl", text, &opts, &VmodRegistry::new());
+        let p = r.expect("label known");
+        assert_eq!(p.labels, ["other"]);
+    }
+
+    #[test]
+    fn regexes_are_listed_and_prepared() {
+        let p = prog(
+            r#"backend b { .host = "127.0.0.1"; }
+            sub vcl_recv { if (req.url ~ "^/a(b|c)") { set req.url = regsub(req.url, "x(.)", "\1"); } }"#,
+        );
+        // Two here, plus the built-in VCL's three.
+        assert_eq!(p.regexes.len(), 5);
+        assert!(p.prepare_regexes().is_empty());
+        assert!(p.regexes.iter().any(|r| r.as_str() == "^/a(b|c)"));
+    }
+
+    #[test]
+    fn program_is_shareable() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Program>();
     }
 }
