@@ -473,6 +473,16 @@ impl<C: Context> Exec<'_, C> {
                 }
                 Ok(true)
             }
+            Expr::Case { upper, inner } => {
+                let at = out.len();
+                let nonnull = self.append_str(inner, out)?;
+                if *upper {
+                    out[at..].make_ascii_uppercase();
+                } else {
+                    out[at..].make_ascii_lowercase();
+                }
+                Ok(nonnull)
+            }
             Expr::Regsub {
                 all,
                 subject,
