@@ -390,12 +390,14 @@ fn miss(p: &Program, c: &mut MockContext, s: &mut Scratch) {
 
 /// One request flow through the methods of a program.
 type Flow = fn(&Program, &mut MockContext, &mut Scratch);
+/// Builds the request a flow starts from.
+type Setup = fn() -> MockContext;
 
 fn bench(cr: &mut Criterion) {
     let builtin = build("vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; }\n");
     let typical = build(TYPICAL);
     let mut scratch = Scratch::default();
-    let cases: [(&str, &Program, fn() -> MockContext, Flow); 3] = [
+    let cases: [(&str, &Program, Setup, Flow); 3] = [
         ("builtin_hit", &builtin, request_no_cookie, hit),
         ("typical_hit", &typical, request, hit),
         ("typical_miss", &typical, request, miss),
