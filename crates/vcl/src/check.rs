@@ -384,6 +384,7 @@ impl<'a> Checker<'a> {
                 (Sym::Probe(_), Sym::Probe(_)) => format!("Probe '{name}' redefined"),
                 (Sym::Acl(_), Sym::Acl(_)) => format!("ACL '{name}' redefined"),
                 (Sym::Sub(_), Sym::Sub(_)) => format!("Subroutine '{name}' redefined"),
+                (Sym::Instance(_), Sym::Instance(_)) => format!("Instance '{name}' redefined."),
                 _ => format!("Name '{name}' already defined."),
             };
             let note = if matches!(sym, Sym::Sub(_)) {
@@ -1244,7 +1245,7 @@ impl<'a> Checker<'a> {
             return err(
                 format!(
                     "Expression has type {}, expected {}",
-                    x.ty.user_name(),
+                    self.type_desc(&x),
                     fmt.user_name()
                 ),
                 e.span,
@@ -1253,11 +1254,26 @@ impl<'a> Checker<'a> {
         Ok(x)
     }
 
+    /// The type as vcc names it: object instances by their class
+    /// (`directors.round_robin`), everything else by type name.
+    fn type_desc(&self, x: &Expr) -> String {
+        match x.kind {
+            IK::Instance(i) => self.sym_type_name(Sym::Instance(i)),
+            _ => x.ty.user_name().to_string(),
+        }
+    }
+
     fn to_string(&self, x: Expr, span: Span) -> R<Expr> {
         if x.ty.is_stringish() {
             return Ok(x);
         }
         if !x.ty.to_string_ok() {
+            if x.ty == Type::Instance {
+                return err(
+                    format!("Cannot convert {} to STRING.", self.type_desc(&x)),
+                    span,
+                );
+            }
             return err(x.ty.to_string_error(), span);
         }
         // Fold constant conversions where the text is unambiguous.
@@ -1950,7 +1966,6 @@ impl<'a> Checker<'a> {
                     self.probes[i].2 = true;
                     return Ok(str_const(&p.dotted()));
                 }
-                Sym::Instance(_) => return Ok(str_const(&p.dotted())),
                 _ => {}
             }
         }

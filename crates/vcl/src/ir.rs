@@ -295,6 +295,16 @@ impl VclRegex {
         &self.pattern
     }
 
+    /// The pattern in `regex`-crate syntax (PCRE-only escapes such as `\R`,
+    /// `\h` and `\Q..\E` rewritten); what an executor using its own
+    /// `regex`-based engine should compile.
+    pub fn translated_pattern(&self) -> &str {
+        match &self.engine {
+            Engine::Std(p, _) => p,
+            Engine::Fancy(r) => r.as_str(),
+        }
+    }
+
     /// Builds the matcher now (instead of on first use); returns false if
     /// the engine cannot handle the pattern.
     pub fn prepare(&self) -> bool {
@@ -702,6 +712,8 @@ mod tests {
     #[test]
     fn pcre_escapes_translated() {
         let r = VclRegex::new(r"a\R$").unwrap();
+        assert_eq!(r.as_str(), r"a\R$");
+        assert!(r.translated_pattern().starts_with("a(?:"));
         assert!(r.is_match("a\r\n"));
         assert!(!r.is_match("ab"));
         let h = VclRegex::new(r"x\hy[\h]z").unwrap();
