@@ -82,7 +82,8 @@ fn str_value(s: &str) -> Value {
 
 impl Lower<'_> {
     fn regex(&mut self, re: &ir::VclRegex) -> Result<u32, String> {
-        let pat = re.as_str();
+        // PCRE-only syntax (`\Q..\E`, `\h`, ...) already rewritten.
+        let pat = re.translated_pattern();
         if let Some(i) = self.regexes.get(pat) {
             return Ok(*i);
         }
