@@ -199,3 +199,27 @@ fn backend_response_and_ttl_math() {
         Action::Pass { ttl: Some(10.0) }
     );
 }
+
+#[test]
+fn pcre_quoting_is_translated() {
+    let p = build(
+        r#"
+        sub vcl_recv {
+            if (req.url ~ "^\Q/a.b?\E$") {
+                return (synth(200, "quoted"));
+            }
+            return (hash);
+        }
+        "#,
+    );
+    let mut c = client("GET", "/a.b?");
+    assert_eq!(
+        run(&p, BuiltinSub::Recv, &mut c),
+        Action::Synth {
+            status: 200,
+            reason: Some("quoted".into())
+        }
+    );
+    let mut c = client("GET", "/aXb?");
+    assert_eq!(run(&p, BuiltinSub::Recv, &mut c), Action::Hash);
+}

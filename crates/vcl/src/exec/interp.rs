@@ -21,7 +21,7 @@ use crate::types::{ArithOp, CmpOp};
 
 /// Deepest `call` nesting accepted before the task fails (the compiler
 /// rejects recursion, so only a malformed program reaches it).
-const MAX_CALL_DEPTH: u32 = 64;
+const MAX_CALL_DEPTH: usize = 64;
 
 /// Reusable working memory for running subroutines. Keep one per worker or
 /// session and pass it to every [`Program::run`]; it starts empty and keeps
@@ -29,26 +29,37 @@ const MAX_CALL_DEPTH: u32 = 64;
 #[derive(Debug, Default)]
 pub struct Scratch {
     bufs: Vec<Vec<u8>>,
+    /// Subroutines currently being executed, innermost last.
+    stack: Vec<SubId>,
 }
 
-/// Why evaluation stopped early: a runtime error message.
-struct Fail(String);
+/// Why evaluation stopped early: a runtime error message. Boxed so that
+/// `Result<Flow, Fail>` stays two words and returns in registers.
+struct Fail(Box<str>);
+
+fn fail(msg: String) -> Fail {
+    Fail(msg.into_boxed_str())
+}
 
 impl From<ConvError> for Fail {
     fn from(e: ConvError) -> Fail {
-        Fail(e.0)
+        fail(e.0)
     }
 }
 
 impl From<String> for Fail {
     fn from(e: String) -> Fail {
-        Fail(e)
+        fail(e)
     }
 }
 
+/// How a statement ended. Kept one byte wide (the chosen action waits in
+/// `Exec::action`) so unwinding through nested blocks copies nothing big.
+#[derive(Clone, Copy)]
 enum Flow {
     Next,
-    Return(Action),
+    /// `return (action)`: the action is in `Exec::action`.
+    Return,
     ReturnSub,
 }
 
@@ -57,7 +68,9 @@ struct Exec<'a, C: Context> {
     ctx: &'a mut C,
     vmods: &'a dyn Vmods,
     bufs: &'a mut Vec<Vec<u8>>,
-    depth: u32,
+    stack: &'a mut Vec<SubId>,
+    /// The action of the `return` being unwound.
+    action: Option<Action>,
 }
 
 impl Program {
@@ -87,15 +100,17 @@ impl Program {
         vmods: &dyn Vmods,
         scratch: &mut Scratch,
     ) -> Action {
+        scratch.stack.clear();
         let mut ex = Exec {
             prog: self,
             ctx,
             vmods,
             bufs: &mut scratch.bufs,
-            depth: 0,
+            stack: &mut scratch.stack,
+            action: None,
         };
         match ex.call(sub) {
-            Ok(Flow::Return(a)) => a,
+            Ok(Flow::Return) => ex.action.take().unwrap_or(Action::Ok),
             Ok(Flow::Next | Flow::ReturnSub) => Action::Ok,
             Err(Fail(msg)) => {
                 ex.ctx.log(LogKind::Error, msg.as_bytes());
@@ -152,7 +167,7 @@ fn value_cmp(op: CmpOp, a: &Value, b: &Value) -> Result<bool, Fail> {
             Some(x.cmp(y))
         }
         _ => {
-            return Err(Fail(format!(
+            return Err(fail(format!(
                 "cannot compare {} with {}",
                 a.type_name(),
                 b.type_name()
@@ -178,7 +193,7 @@ fn int_op(op: ArithOp, a: i64, b: i64) -> Result<i64, Fail> {
         ArithOp::Sub => a.wrapping_sub(b),
         ArithOp::Mul => a.wrapping_mul(b),
         ArithOp::Div | ArithOp::Mod if b == 0 => {
-            return Err(Fail("INT division by zero".into()));
+            return Err(fail("INT division by zero".into()));
         }
         ArithOp::Div => a.wrapping_div(b),
         ArithOp::Mod => a.wrapping_rem(b),
@@ -200,7 +215,7 @@ fn arith(op: ArithOp, a: Value, b: Value) -> Result<Value, Fail> {
         (V::Time(x), V::Duration(y)) => V::Time(real_op(op, x, y)),
         (V::Time(x), V::Time(y)) if op == ArithOp::Sub => V::Duration(x - y),
         (a, b) => {
-            return Err(Fail(format!(
+            return Err(fail(format!(
                 "{} {} {} not possible",
                 a.type_name(),
                 op.symbol(),
@@ -223,17 +238,17 @@ impl<C: Context> Exec<'_, C> {
     fn call(&mut self, sub: SubId) -> Result<Flow, Fail> {
         let prog = self.prog;
         let Some(code) = prog.subs.get(sub as usize) else {
-            return Err(Fail(format!("call to unknown subroutine #{sub}")));
+            return Err(fail(format!("call to unknown subroutine #{sub}")));
         };
-        if self.depth >= MAX_CALL_DEPTH {
-            return Err(Fail(format!(
+        if self.stack.len() >= MAX_CALL_DEPTH {
+            return Err(fail(format!(
                 "Recursive call to \"sub {}{{}}\" (call depth {MAX_CALL_DEPTH})",
                 code.name
             )));
         }
-        self.depth += 1;
+        self.stack.push(sub);
         let r = self.block(&code.body);
-        self.depth -= 1;
+        self.stack.pop();
         r
     }
 
@@ -268,7 +283,27 @@ impl<C: Context> Exec<'_, C> {
                     other => Ok(other),
                 };
             }
-            Stmt::Return(a) => return Ok(Flow::Return(self.action(a)?)),
+            Stmt::CallDynamic(e) => {
+                let sub = match self.eval(e)? {
+                    Value::Sub(s) => s,
+                    Value::Null => return Err(fail("Tried to call a NULL SUB".into())),
+                    other => {
+                        return Err(fail(format!("cannot call a {}", other.type_name())));
+                    }
+                };
+                if self.stack.contains(&sub) {
+                    let name = self.prog.subs.get(sub as usize).map_or("?", |s| &s.name);
+                    return Err(fail(format!("Recursive call to \"sub {name}{{}}\"")));
+                }
+                return match self.call(sub)? {
+                    Flow::ReturnSub => Ok(Flow::Next),
+                    other => Ok(other),
+                };
+            }
+            Stmt::Return(a) => {
+                self.action = Some(self.action(a)?);
+                return Ok(Flow::Return);
+            }
             Stmt::ReturnSub => return Ok(Flow::ReturnSub),
             Stmt::HashData(e) => {
                 let mut buf = self.take_buf();
@@ -333,7 +368,7 @@ impl<C: Context> Exec<'_, C> {
                 let mut buf = self.take_buf();
                 let r = self
                     .append_str(e, &mut buf)
-                    .and_then(|_| self.ctx.set_str(*id, &buf).map_err(Fail));
+                    .and_then(|_| self.ctx.set_str(*id, &buf).map_err(fail));
                 self.give_buf(buf);
                 r?;
             }
@@ -376,7 +411,7 @@ impl<C: Context> Exec<'_, C> {
                         Value::Duration(d) | Value::Real(d) => Some(d),
                         Value::Int(i) => Some(i as f64),
                         other => {
-                            return Err(Fail(format!(
+                            return Err(fail(format!(
                                 "pass() needs a DURATION, got {}",
                                 other.type_name()
                             )));
@@ -407,7 +442,7 @@ impl<C: Context> Exec<'_, C> {
         let status = match self.eval(status)? {
             Value::Int(i) => i,
             other => {
-                return Err(Fail(format!(
+                return Err(fail(format!(
                     "status must be an INT, got {}",
                     other.type_name()
                 )));
@@ -473,6 +508,16 @@ impl<C: Context> Exec<'_, C> {
                 }
                 Ok(true)
             }
+            Expr::Case { upper, inner } => {
+                let at = out.len();
+                let nonnull = self.append_str(inner, out)?;
+                if *upper {
+                    out[at..].make_ascii_uppercase();
+                } else {
+                    out[at..].make_ascii_lowercase();
+                }
+                Ok(nonnull)
+            }
             Expr::Regsub {
                 all,
                 subject,
@@ -487,7 +532,7 @@ impl<C: Context> Exec<'_, C> {
                     .and_then(|_| {
                         Self::regex(self.prog, *regex)?
                             .substitute(&subj, &with, *all, out)
-                            .map_err(Fail)
+                            .map_err(fail)
                     });
                 self.give_buf(subj);
                 self.give_buf(with);
@@ -503,7 +548,7 @@ impl<C: Context> Exec<'_, C> {
     fn regex(prog: &Program, i: u32) -> Result<&super::regex::Regex, Fail> {
         prog.regexes
             .get(i as usize)
-            .ok_or_else(|| Fail(format!("unknown regex #{i}")))
+            .ok_or_else(|| fail(format!("unknown regex #{i}")))
     }
 
     /// Runs `f` on the string form of `e` without copying when `e` is a
@@ -573,10 +618,10 @@ impl<C: Context> Exec<'_, C> {
             Expr::AclMatch { ip, acl, negate } => {
                 let prog = self.prog;
                 let Some(acl) = prog.acls.get(*acl as usize) else {
-                    return Err(Fail(format!("unknown ACL #{acl}")));
+                    return Err(fail(format!("unknown ACL #{acl}")));
                 };
                 let Value::Ip(sa) = self.eval(ip)? else {
-                    return Err(Fail("VRT_acl_match: Illegal IP".into()));
+                    return Err(fail("VRT_acl_match: Illegal IP".into()));
                 };
                 let r = acl.lookup(sa.ip());
                 if acl.log {
@@ -612,11 +657,23 @@ impl<C: Context> Exec<'_, C> {
                 out
             }
             Expr::Cmp(op, a, b) => {
-                let a = self.eval(a)?;
-                let b = self.eval(b)?;
+                let a = self.operand(a)?;
+                let b = self.operand(b)?;
                 value_cmp(*op, &a, &b)
             }
             other => Ok(self.eval(other)?.truthy()),
+        }
+    }
+
+    /// `eval` for the operands of comparisons and arithmetic, which are
+    /// nearly always a literal or a variable: those are handled here
+    /// without entering the large `eval` frame.
+    #[inline]
+    fn operand(&mut self, e: &Expr) -> Result<Value, Fail> {
+        match e {
+            Expr::Const(v) => Ok(v.clone()),
+            Expr::Var(id) => Ok(self.ctx.get(*id)?),
+            _ => self.eval(e),
         }
     }
 
@@ -655,12 +712,12 @@ impl<C: Context> Exec<'_, C> {
                 Value::Duration(d) => Value::Duration(-d),
                 Value::Bytes(b) => Value::Bytes(b.wrapping_neg()),
                 other => {
-                    return Err(Fail(format!("cannot negate {}", other.type_name())));
+                    return Err(fail(format!("cannot negate {}", other.type_name())));
                 }
             },
             Expr::Arith(op, a, b) => {
-                let a = self.eval(a)?;
-                let b = self.eval(b)?;
+                let a = self.operand(a)?;
+                let b = self.operand(b)?;
                 arith(*op, a, b)?
             }
             Expr::Case { upper, inner } => match self.eval(inner)? {

@@ -82,7 +82,8 @@ fn str_value(s: &str) -> Value {
 
 impl Lower<'_> {
     fn regex(&mut self, re: &ir::VclRegex) -> Result<u32, String> {
-        let pat = re.as_str();
+        // PCRE-only syntax (`\Q..\E`, `\h`, ...) already rewritten.
+        let pat = re.translated_pattern();
         if let Some(i) = self.regexes.get(pat) {
             return Ok(*i);
         }
@@ -140,6 +141,7 @@ impl Lower<'_> {
             }
             ir::Stmt::Unset(var) => Stmt::Unset(self.target(var)?),
             ir::Stmt::Call(i) => Stmt::Call(*i as SubId),
+            ir::Stmt::CallDynamic(e) => Stmt::CallDynamic(self.expr(e)?),
             ir::Stmt::If { arms, otherwise } => {
                 let mut out = Vec::with_capacity(arms.len());
                 for (c, body) in arms {
@@ -249,7 +251,12 @@ impl Lower<'_> {
                 VarArg::Header(h) => {
                     let which = HttpWhich::of_var(v.id)
                         .ok_or_else(|| format!("{:?} is not a header family", v.id))?;
-                    Expr::Header(which, header(h))
+                    if e.ty == Type::Header {
+                        // A HEADER argument: the vmod gets the reference.
+                        Expr::Const(Value::Header(which, header(h)))
+                    } else {
+                        Expr::Header(which, header(h))
+                    }
                 }
                 VarArg::Storage(name) => Expr::Storage(v.id, name.as_ref().into()),
                 VarArg::None if e.ty == Type::Http => Expr::Const(Value::Http(
