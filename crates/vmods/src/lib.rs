@@ -26,7 +26,7 @@ use lacquer_vcl::vmod::{VmodDecl, VmodRegistry};
 mod args;
 // mod blob;
 // mod cookie;
-// mod directors;
+mod directors;
 // mod header;
 mod host;
 // mod proxy;
@@ -47,8 +47,9 @@ pub(crate) type FuncImpl = fn(&Env, &mut dyn Context, &Args<'_>) -> Result<Value
 /// An object constructor: returns the new instance.
 pub(crate) type CtorImpl = fn(&Env, &mut dyn Context, &str, &Args<'_>) -> Result<Obj, String>;
 /// An object method: receives the instance it is called on.
-pub(crate) type MethodImpl =
-    fn(&Env, &(dyn Any + Send + Sync), &mut dyn Context, &Args<'_>) -> Result<Value, String>;
+pub(crate) type MethodImpl = fn(&Env, &AnyObj, &mut dyn Context, &Args<'_>) -> Result<Value, String>;
+/// What an object instance is, seen from its methods.
+pub(crate) type AnyObj = dyn Any + Send + Sync;
 /// An object instance.
 pub(crate) type Obj = Arc<dyn Any + Send + Sync>;
 
@@ -71,7 +72,7 @@ pub(crate) struct ModuleImpl {
 fn modules() -> Vec<&'static ModuleImpl> {
     vec![
         &vmod_std::MODULE,
-        // &directors::MODULE,
+        &directors::MODULE,
         // &var::MODULE,
         // &header::MODULE,
         // &cookie::MODULE,
@@ -320,7 +321,7 @@ impl Vmods for Runtime {
 /// Downcasts an object instance to its class's Rust type. The dispatch
 /// tables only route a class's methods to its own instances, so a mismatch
 /// is a broken internal invariant.
-pub(crate) fn this<T: 'static>(o: &(dyn Any + Send + Sync)) -> &T {
+pub(crate) fn this<T: 'static>(o: &AnyObj) -> &T {
     o.downcast_ref::<T>()
         .expect("vmod method dispatched to an instance of another class")
 }
