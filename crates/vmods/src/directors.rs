@@ -286,7 +286,10 @@ fn new_hash(env: &Env, _: &mut dyn Context, name: &str, _: &Args<'_>) -> Result<
 fn add_backend(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let d = this::<SimpleObj>(o);
     let Some(be) = a.backend(0)? else {
-        ctx.log(LogKind::Error, b"add_backend(): NULL backend cannot be added");
+        ctx.log(
+            LogKind::Error,
+            b"add_backend(): NULL backend cannot be added",
+        );
         return Ok(Value::Null);
     };
     let weight = match d.dir.kind {
@@ -328,7 +331,6 @@ fn hash_backend(_: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> R {
     let w = r as f64 / 4_294_967_296.0;
     Ok(d.dir.pick_weighted(w).map_or(Value::Null, Value::Backend))
 }
-
 
 // ---- shard -----------------------------------------------------------
 
@@ -559,7 +561,8 @@ impl Shard {
                 .unwrap_or_else(|| Bytes::from(m.be.name.to_string()));
             let r = ((replicas as f64 * m.weight.max(1.0)) as u64).min(rmax as u64) as u32;
             for j in 0..r {
-                ring.points.push((hash32(&[&ident, j.to_string().as_bytes()]), i));
+                ring.points
+                    .push((hash32(&[&ident, j.to_string().as_bytes()]), i));
             }
             ring.backends.push(m.be.clone());
         }
@@ -606,7 +609,10 @@ impl Shard {
         let mut last: Option<usize> = None;
         // One step of `shard_next`: the next not-yet-seen backend on the
         // ring that qualifies, skipping `skip` of them.
-        let mut next = |skip: i64, healthy_only: bool, previous: &mut Option<usize>, last: &mut Option<usize>| {
+        let mut next = |skip: i64,
+                        healthy_only: bool,
+                        previous: &mut Option<usize>,
+                        last: &mut Option<usize>| {
             let mut skip = skip;
             while pickcount < n && skip >= 0 {
                 let c = ring.points[idx].1;
@@ -694,9 +700,21 @@ impl Shard {
 fn merge(set: Params, explicit: Params) -> Params {
     let d = Params::default();
     Params {
-        by: if explicit.by != d.by { explicit.by } else { set.by },
-        key: if explicit.key != d.key { explicit.key } else { set.key },
-        alt: if explicit.alt != d.alt { explicit.alt } else { set.alt },
+        by: if explicit.by != d.by {
+            explicit.by
+        } else {
+            set.by
+        },
+        key: if explicit.key != d.key {
+            explicit.key
+        } else {
+            set.key
+        },
+        alt: if explicit.alt != d.alt {
+            explicit.alt
+        } else {
+            set.alt
+        },
         warmup: if explicit.warmup != d.warmup {
             explicit.warmup
         } else {
@@ -772,7 +790,10 @@ fn shard_set_warmup(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) ->
     let s = &this::<ShardObj>(o).dir;
     let p = a.real(0)?.unwrap_or(0.0);
     if !(0.0..=1.0).contains(&p) {
-        s.err(ctx, &format!("set_warmup: probability {p} out of range [0..1]"));
+        s.err(
+            ctx,
+            &format!("set_warmup: probability {p} out of range [0..1]"),
+        );
         return Ok(Value::Null);
     }
     *s.warmup.lock().unwrap_or_else(|e| e.into_inner()) = p;

@@ -25,18 +25,18 @@ use lacquer_vcl::vmod::{VmodDecl, VmodRegistry};
 
 mod args;
 // mod blob;
-// mod cookie;
+mod cookie;
 mod directors;
-// mod header;
+mod header;
 mod host;
-// mod proxy;
-// mod purge;
-// mod str_vmod;
-// mod unix;
-// mod var;
+mod proxy;
+mod purge;
+mod str_vmod;
+mod unix;
+mod var;
 mod vmod_std;
-// mod vsthrottle;
-// mod xkey;
+mod vsthrottle;
+mod xkey;
 
 pub use host::{Director, Host};
 
@@ -47,7 +47,8 @@ pub(crate) type FuncImpl = fn(&Env, &mut dyn Context, &Args<'_>) -> Result<Value
 /// An object constructor: returns the new instance.
 pub(crate) type CtorImpl = fn(&Env, &mut dyn Context, &str, &Args<'_>) -> Result<Obj, String>;
 /// An object method: receives the instance it is called on.
-pub(crate) type MethodImpl = fn(&Env, &AnyObj, &mut dyn Context, &Args<'_>) -> Result<Value, String>;
+pub(crate) type MethodImpl =
+    fn(&Env, &AnyObj, &mut dyn Context, &Args<'_>) -> Result<Value, String>;
 /// What an object instance is, seen from its methods.
 pub(crate) type AnyObj = dyn Any + Send + Sync;
 /// An object instance.
@@ -73,16 +74,16 @@ fn modules() -> Vec<&'static ModuleImpl> {
     vec![
         &vmod_std::MODULE,
         &directors::MODULE,
-        // &var::MODULE,
-        // &header::MODULE,
-        // &cookie::MODULE,
-        // &str_vmod::MODULE,
+        &var::MODULE,
+        &header::MODULE,
+        &cookie::MODULE,
+        &str_vmod::MODULE,
         // &blob::MODULE,
-        // &purge::MODULE,
-        // &proxy::MODULE,
-        // &unix::MODULE,
-        // &vsthrottle::MODULE,
-        // &xkey::MODULE,
+        &purge::MODULE,
+        &proxy::MODULE,
+        &unix::MODULE,
+        &vsthrottle::MODULE,
+        &xkey::MODULE,
     ]
 }
 
