@@ -24,7 +24,7 @@ use lacquer_vcl::vars::VclVersion;
 use lacquer_vcl::vmod::{VmodDecl, VmodRegistry};
 
 mod args;
-// mod blob;
+mod blob;
 mod cookie;
 mod directors;
 mod header;
@@ -78,7 +78,7 @@ fn modules() -> Vec<&'static ModuleImpl> {
         &header::MODULE,
         &cookie::MODULE,
         &str_vmod::MODULE,
-        // &blob::MODULE,
+        &blob::MODULE,
         &purge::MODULE,
         &proxy::MODULE,
         &unix::MODULE,
