@@ -326,9 +326,10 @@ fn lazy_backend(_: &Env, o: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
 
 fn hash_backend(_: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> R {
     let d = this::<SimpleObj>(o);
-    let digest = Sha256::digest(a.str_or_empty(0)?);
-    let r = u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]);
-    let w = r as f64 / 4_294_967_296.0;
+    // Varnish 7.1's hash director reads the last four bytes of the
+    // SHA-256 little-endian (checked against directors_b00003.vtc).
+    let h = Sha256::digest(a.str_or_empty(0)?);
+    let w = u32::from_le_bytes([h[28], h[29], h[30], h[31]]) as f64 / 4_294_967_296.0;
     Ok(d.dir.pick_weighted(w).map_or(Value::Null, Value::Backend))
 }
 

@@ -1,0 +1,357 @@
+//! vmod directors through the `Vmods` trait and the `Director` handles
+//! the server resolves; expectations from Varnish's directors_*.vtc.
+
+mod common;
+
+use common::*;
+use lacquer_vcl::exec::{Backend, Value};
+use lacquer_vcl::subs::BuiltinSub;
+
+fn name(v: &Value) -> String {
+    match v {
+        Value::Backend(b) => b.name.to_string(),
+        other => panic!("not a backend: {other:?}"),
+    }
+}
+
+fn backend(v: &Value) -> Backend {
+    match v {
+        Value::Backend(b) => b.clone(),
+        other => panic!("not a backend: {other:?}"),
+    }
+}
+
+fn init() -> lacquer_vcl::exec::mock::MockContext {
+    let mut c = req();
+    c.vmod.sub = Some(BuiltinSub::Init);
+    c
+}
+
+#[test]
+fn round_robin_skips_sick_and_layers_under_fallback() {
+    let r = Rig::new(
+        &["directors"],
+        &[
+            ("rr1", "directors", "round_robin"),
+            ("rr2", "directors", "round_robin"),
+            ("fb", "directors", "fallback"),
+        ],
+    );
+    let c = &mut init();
+    r.new_obj(c, "rr1", vec![]).unwrap();
+    r.new_obj(c, "rr2", vec![]).unwrap();
+    r.new_obj(c, "fb", vec![]).unwrap();
+    for (d, b) in [
+        ("rr1", (1, "s1")),
+        ("rr1", (2, "s2")),
+        ("rr2", (3, "s3")),
+        ("rr2", (4, "s4")),
+    ] {
+        r.method(c, d, "add_backend", vec![Some(be(b.0, b.1))])
+            .unwrap();
+    }
+    let rr1 = r.method(c, "rr1", "backend", vec![]).unwrap();
+    let rr2 = r.method(c, "rr2", "backend", vec![]).unwrap();
+    assert_eq!(name(&rr1), "rr1");
+    r.method(c, "fb", "add_backend", vec![Some(rr1)]).unwrap();
+    r.method(c, "fb", "add_backend", vec![Some(rr2)]).unwrap();
+    let fb = backend(&r.method(c, "fb", "backend", vec![]).unwrap());
+    let mut picks: Vec<String> = (0..4)
+        .map(|_| r.host.resolve(c, &fb).unwrap().name.to_string())
+        .collect();
+    assert_eq!(picks, ["s1", "s2", "s1", "s2"]);
+    r.host.set_sick("s1", true);
+    r.host.set_sick("s2", true);
+    picks = (0..3)
+        .map(|_| r.host.resolve(c, &fb).unwrap().name.to_string())
+        .collect();
+    assert_eq!(picks, ["s3", "s4", "s3"]);
+    r.host.set_sick("s3", true);
+    r.host.set_sick("s4", true);
+    assert!(r.host.resolve(c, &fb).is_none());
+    assert!(!lacquer_vmods::Host::backend_healthy(&*r.host, &fb));
+}
+
+#[test]
+fn round_robin_remove_backend() {
+    let r = Rig::new(&["directors", "std"], &[("rr", "directors", "round_robin")]);
+    let c = &mut init();
+    r.new_obj(c, "rr", vec![]).unwrap();
+    for i in 1..=4 {
+        r.method(c, "rr", "add_backend", vec![Some(be(i, &format!("s{i}")))])
+            .unwrap();
+    }
+    for i in 1..=3 {
+        r.method(
+            c,
+            "rr",
+            "remove_backend",
+            vec![Some(be(i, &format!("s{i}")))],
+        )
+        .unwrap();
+    }
+    let d = backend(&r.method(c, "rr", "backend", vec![]).unwrap());
+    assert_eq!(r.host.resolve(c, &d).unwrap().name.as_ref(), "s4");
+    assert_eq!(r.host.resolve(c, &d).unwrap().name.as_ref(), "s4");
+    assert_eq!(
+        r.call(c, "std.healthy", vec![Some(Value::Backend(d))]),
+        Ok(Value::Bool(true))
+    );
+}
+
+#[test]
+fn sticky_fallback() {
+    let r = Rig::new(&["directors"], &[("fb", "directors", "fallback")]);
+    let c = &mut init();
+    r.new_obj(c, "fb", vec![Some(Value::Bool(true))]).unwrap();
+    r.method(c, "fb", "add_backend", vec![Some(be(1, "s1"))])
+        .unwrap();
+    r.method(c, "fb", "add_backend", vec![Some(be(2, "s2"))])
+        .unwrap();
+    let d = backend(&r.method(c, "fb", "backend", vec![]).unwrap());
+    assert_eq!(r.host.resolve(c, &d).unwrap().name.as_ref(), "s1");
+    r.host.set_sick("s1", true);
+    assert_eq!(r.host.resolve(c, &d).unwrap().name.as_ref(), "s2");
+    r.host.set_sick("s1", false);
+    // Sticky: stays on s2 although s1 is back.
+    assert_eq!(r.host.resolve(c, &d).unwrap().name.as_ref(), "s2");
+}
+
+#[test]
+fn random_spreads_by_weight_among_healthy() {
+    let r = Rig::new(&["directors"], &[("rnd", "directors", "random")]);
+    let c = &mut init();
+    r.new_obj(c, "rnd", vec![]).unwrap();
+    r.method(
+        c,
+        "rnd",
+        "add_backend",
+        vec![Some(be(1, "s1")), Some(Value::Real(3.0))],
+    )
+    .unwrap();
+    r.method(
+        c,
+        "rnd",
+        "add_backend",
+        vec![Some(be(2, "s2")), Some(Value::Real(1.0))],
+    )
+    .unwrap();
+    let d = backend(&r.method(c, "rnd", "backend", vec![]).unwrap());
+    let n1 = (0..4000)
+        .filter(|_| r.host.resolve(c, &d).unwrap().name.as_ref() == "s1")
+        .count();
+    assert!((2700..3300).contains(&n1), "{n1}");
+    r.host.set_sick("s1", true);
+    assert!((0..50).all(|_| r.host.resolve(c, &d).unwrap().name.as_ref() == "s2"));
+    r.method(c, "rnd", "remove_backend", vec![Some(be(2, "s2"))])
+        .unwrap();
+    assert!(r.host.resolve(c, &d).is_none());
+}
+
+#[test]
+fn hash_director_matches_varnish() {
+    // directors_b00003.vtc: which of s1/s2 each key lands on.
+    let r = Rig::new(&["directors"], &[("h1", "directors", "hash")]);
+    let c = &mut init();
+    r.new_obj(c, "h1", vec![]).unwrap();
+    r.method(c, "h1", "add_backend", vec![Some(be(1, "s1"))])
+        .unwrap();
+    r.method(
+        c,
+        "h1",
+        "add_backend",
+        vec![Some(be(2, "s2")), Some(Value::Real(1.0))],
+    )
+    .unwrap();
+    let c = &mut req();
+    for (key, want) in [
+        ("/1", "s2"),
+        ("/3", "s1"),
+        ("/13", "s1"),
+        ("/8", "s2"),
+        ("", "s1"),
+        ("127.0.0.1", "s2"),
+    ] {
+        let got = r.method(c, "h1", "backend", vec![s(key)]).unwrap();
+        assert_eq!(name(&got), want, "key {key:?}");
+    }
+    r.method(c, "h1", "remove_backend", vec![Some(be(1, "s1"))])
+        .unwrap();
+    assert_eq!(
+        name(&r.method(c, "h1", "backend", vec![s("/3")]).unwrap()),
+        "s2"
+    );
+}
+
+#[test]
+fn shard_by_key_matches_varnish() {
+    // directors_c00003.vtc
+    let r = Rig::new(&["directors"], &[("vd", "directors", "shard")]);
+    let c = &mut init();
+    r.new_obj(c, "vd", vec![]).unwrap();
+    for (i, n) in ["s1", "s2", "s3"].iter().enumerate() {
+        assert_eq!(
+            r.method(c, "vd", "add_backend", vec![Some(be(i as u32 + 1, n))]),
+            Ok(Value::Bool(true))
+        );
+    }
+    assert_eq!(
+        r.method(c, "vd", "reconfigure", vec![Some(Value::Int(25))]),
+        Ok(Value::Bool(true))
+    );
+    let c = &mut req();
+    for (key, want) in [(1i64, "s1"), (2_147_483_647, "s2"), (4_294_967_295, "s3")] {
+        let got = r
+            .method(c, "vd", "backend", vec![e("KEY"), Some(Value::Int(key))])
+            .unwrap();
+        assert_eq!(name(&got), want, "key {key}");
+    }
+    // alt picks a different backend; with everything sick CHOSEN gives none.
+    let first = r
+        .method(c, "vd", "backend", vec![e("KEY"), Some(Value::Int(1))])
+        .unwrap();
+    let alt = r
+        .method(
+            c,
+            "vd",
+            "backend",
+            vec![e("KEY"), Some(Value::Int(1)), None, Some(Value::Int(1))],
+        )
+        .unwrap();
+    assert_ne!(first, alt);
+    for n in ["s1", "s2", "s3"] {
+        r.host.set_sick(n, true);
+    }
+    assert_eq!(
+        r.method(c, "vd", "backend", vec![e("KEY"), Some(Value::Int(1))]),
+        Ok(Value::Null)
+    );
+    let ignore = r
+        .method(
+            c,
+            "vd",
+            "backend",
+            vec![
+                e("KEY"),
+                Some(Value::Int(1)),
+                None,
+                None,
+                None,
+                None,
+                e("IGNORE"),
+            ],
+        )
+        .unwrap();
+    assert_eq!(name(&ignore), "s1");
+}
+
+#[test]
+fn shard_key_and_lazy_resolution() {
+    let r = Rig::new(
+        &["directors"],
+        &[
+            ("vd", "directors", "shard"),
+            ("p", "directors", "shard_param"),
+        ],
+    );
+    let c = &mut init();
+    r.new_obj(c, "vd", vec![]).unwrap();
+    r.new_obj(c, "p", vec![]).unwrap();
+    for (i, n) in ["s1", "s2", "s3"].iter().enumerate() {
+        r.method(c, "vd", "add_backend", vec![Some(be(i as u32 + 1, n))])
+            .unwrap();
+    }
+    // No explicit reconfigure: applied when first used.
+    let key = r.method(c, "vd", "key", vec![s("foo")]).unwrap();
+    assert!(matches!(key, Value::Int(k) if (0..=u32::MAX as i64).contains(&k)));
+    r.method(c, "p", "set", vec![e("KEY"), Some(Value::Int(1))])
+        .unwrap();
+    assert_eq!(
+        text(&r.method(c, "p", "get_by", vec![]).unwrap()).unwrap(),
+        "KEY"
+    );
+    assert_eq!(r.method(c, "p", "get_key", vec![]), Ok(Value::Int(1)));
+    assert_eq!(
+        text(&r.method(c, "p", "get_healthy", vec![]).unwrap()).unwrap(),
+        "CHOSEN"
+    );
+    let blob = r.method(c, "p", "use", vec![]).unwrap();
+    r.method(c, "vd", "associate", vec![Some(blob)]).unwrap();
+    // In vcl_init, backend() is lazy: the director itself.
+    let lazy = r.method(c, "vd", "backend", vec![]).unwrap();
+    assert_eq!(name(&lazy), "vd");
+    assert!(
+        r.method(c, "vd", "backend", vec![e("KEY"), Some(Value::Int(1))])
+            .is_err()
+    );
+    // Resolved at fetch time with the associated parameter set (key 1 -> s1
+    // with the default 67 replicas too).
+    let mut bc = req();
+    bc.vmod.sub = Some(BuiltinSub::BackendFetch);
+    let picked = r.host.resolve(&mut bc, &backend(&lazy)).unwrap();
+    let now = r
+        .method(
+            &mut req(),
+            "vd",
+            "backend",
+            vec![e("KEY"), Some(Value::Int(1))],
+        )
+        .unwrap();
+    assert_eq!(Value::Backend(picked.clone()), now);
+    // A per-task override of the parameter set changes the pick.
+    r.method(
+        &mut bc,
+        "p",
+        "set",
+        vec![None, None, None, Some(Value::Int(1))],
+    )
+    .unwrap();
+    assert_eq!(r.method(&mut bc, "p", "get_alt", vec![]), Ok(Value::Int(1)));
+    let alt = r.host.resolve(&mut bc, &backend(&lazy)).unwrap();
+    assert_ne!(alt, picked);
+    // ...but not the VCL defaults seen by other tasks.
+    assert_eq!(
+        r.method(&mut req(), "p", "get_alt", vec![]),
+        Ok(Value::Int(0))
+    );
+    assert_eq!(
+        r.method(c, "vd", "remove_backend", vec![]),
+        Ok(Value::Bool(false))
+    );
+    assert_eq!(
+        r.method(c, "vd", "remove_backend", vec![Some(be(1, "s1"))]),
+        Ok(Value::Bool(true))
+    );
+    assert_eq!(r.method(c, "vd", "clear", vec![]), Ok(Value::Bool(true)));
+    assert_eq!(
+        r.method(
+            &mut req(),
+            "vd",
+            "backend",
+            vec![e("KEY"), Some(Value::Int(1))]
+        ),
+        Ok(Value::Null)
+    );
+    assert_eq!(
+        r.method(c, "vd", "reconfigure", vec![Some(Value::Int(0))]),
+        Ok(Value::Bool(false))
+    );
+}
+
+#[test]
+fn lookup_by_name() {
+    let r = Rig::new(&["directors"], &[]);
+    r.host.backends.lock().unwrap().push(Backend {
+        id: 7,
+        name: "www".into(),
+    });
+    let c = &mut init();
+    assert_eq!(
+        name(&r.call(c, "directors.lookup", vec![s("www")]).unwrap()),
+        "www"
+    );
+    assert_eq!(
+        r.call(c, "directors.lookup", vec![s("nope")]),
+        Ok(Value::Null)
+    );
+}
