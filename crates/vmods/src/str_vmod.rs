@@ -40,7 +40,10 @@ fn count(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(Value::Int(a.str(0)?.map_or(-1, |s| s.len() as i64)))
 }
 
-fn two<'a>(a: &'a Args<'_>) -> Result<Option<(&'a [u8], &'a [u8])>, String> {
+/// Both string arguments, or `None` if either is NULL.
+type Pair<'a> = Option<(&'a [u8], &'a [u8])>;
+
+fn two<'a>(a: &'a Args<'_>) -> Result<Pair<'a>, String> {
     Ok(match (a.str(0)?, a.str(1)?) {
         (Some(x), Some(y)) => Some((x, y)),
         _ => None,

@@ -455,7 +455,7 @@ fn integer(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
         0 => parse_number(a.str_or_empty(0)?)
             .filter(|r| r.fract() == 0.0)
             .and_then(real_to_int),
-        2 => Some(a.bool(2)? == Some(true)).map(i64::from),
+        2 => Some(i64::from(a.bool(2)? == Some(true))),
         3 => a.bytes_val(3)?,
         4 => a.duration(4)?.and_then(real_to_int),
         5 => a.real(5)?.and_then(real_to_int),
@@ -766,7 +766,7 @@ pub(crate) fn strftime(t: f64, fmt: &[u8]) -> Vec<u8> {
             ),
             b'Z' => write!(out, "GMT"),
             b'z' => write!(out, "+0000"),
-            b'n' => write!(out, "\n"),
+            b'n' => writeln!(out),
             b't' => write!(out, "\t"),
             b'%' => write!(out, "%"),
             other => write!(out, "%{}", other as char),

@@ -90,7 +90,7 @@ fn with_bucket<T>(
     let now = ctx.now();
     let mut t = table().lock().unwrap_or_else(|e| e.into_inner());
     t.calls += 1;
-    if t.calls % 4096 == 0 {
+    if t.calls.is_multiple_of(4096) {
         t.buckets
             .retain(|_, b| now - b.last_used < b.period * 2.0 || b.blocked_until > now);
     }
