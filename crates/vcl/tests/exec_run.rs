@@ -97,7 +97,10 @@ fn return_from_called_sub_inside_nested_blocks() {
             Expr::ToBool(Box::new(Expr::header(REQ, "x-block"))),
             vec![if_(
                 Expr::Const(Value::Bool(true)),
-                vec![ret(ReturnAction::Synth(Expr::int(403), Some(Expr::str("No"))))],
+                vec![ret(ReturnAction::Synth(
+                    Expr::int(403),
+                    Some(Expr::str("No")),
+                ))],
             )],
         )],
     );
@@ -187,12 +190,17 @@ fn runtime_errors_fail_and_log() {
     assert_eq!(c.logs_of(LogKind::Error), ["INT division by zero"]);
 
     // A setter rejecting a value is a failure too.
-    let p = program(vec![Stmt::Set(Target::Var(VarId::RespStatus), Expr::int(-200))]);
+    let p = program(vec![Stmt::Set(
+        Target::Var(VarId::RespStatus),
+        Expr::int(-200),
+    )]);
     let mut c = MockContext::new("GET", "/");
     assert_eq!(run(&p, BuiltinSub::Recv, &mut c), Action::Fail);
 
     // return (fail("reason")) logs the reason.
-    let p = program(vec![ret(ReturnAction::Fail(Some(Expr::str("Forced failure"))))]);
+    let p = program(vec![ret(ReturnAction::Fail(Some(Expr::str(
+        "Forced failure",
+    ))))]);
     let mut c = MockContext::new("GET", "/");
     assert_eq!(run(&p, BuiltinSub::Recv, &mut c), Action::Fail);
     assert_eq!(c.logs_of(LogKind::Error), ["Forced failure"]);
@@ -200,21 +208,22 @@ fn runtime_errors_fail_and_log() {
 
 #[test]
 fn string_comparisons_follow_null_rules() {
-    let eq_missing = Expr::str_cmp(
-        CmpOp::Eq,
-        Expr::header(REQ, "a"),
-        Expr::header(REQ, "b"),
-    );
-    let ne_missing = Expr::str_cmp(
-        CmpOp::Ne,
-        Expr::header(REQ, "a"),
-        Expr::header(REQ, "b"),
-    );
+    let eq_missing = Expr::str_cmp(CmpOp::Eq, Expr::header(REQ, "a"), Expr::header(REQ, "b"));
+    let ne_missing = Expr::str_cmp(CmpOp::Ne, Expr::header(REQ, "a"), Expr::header(REQ, "b"));
     let method_get = Expr::str_cmp(CmpOp::Eq, Expr::StrVar(VarId::ReqMethod), Expr::str("GET"));
     let p = program(vec![
-        Stmt::Set(Target::header(REQ, "eq"), Expr::Concat(vec![eq_missing].into())),
-        Stmt::Set(Target::header(REQ, "ne"), Expr::Concat(vec![ne_missing].into())),
-        Stmt::Set(Target::header(REQ, "get"), Expr::Concat(vec![method_get].into())),
+        Stmt::Set(
+            Target::header(REQ, "eq"),
+            Expr::Concat(vec![eq_missing].into()),
+        ),
+        Stmt::Set(
+            Target::header(REQ, "ne"),
+            Expr::Concat(vec![ne_missing].into()),
+        ),
+        Stmt::Set(
+            Target::header(REQ, "get"),
+            Expr::Concat(vec![method_get].into()),
+        ),
         ret(ReturnAction::Hash),
     ]);
     let mut c = MockContext::new("GET", "/");

@@ -191,6 +191,11 @@ pub struct Program {
 }
 
 impl Program {
+    /// Converts the compiler's output (see [`super::lower`]).
+    pub fn from_ir(ir: &crate::ir::Program) -> Result<Program, String> {
+        super::lower::lower(ir)
+    }
+
     /// Adds a subroutine and returns its id.
     pub fn add_sub(&mut self, name: &str, body: Vec<Stmt>) -> SubId {
         self.subs.push(SubCode {

@@ -4,8 +4,6 @@
 //! the server would (variable availability per method, status ranges)
 //! beyond keeping types straight.
 
-use std::collections::HashMap;
-
 use super::context::{Context, HeaderName, HttpWhich, LogKind};
 use super::privs::TaskPrivs;
 use super::value::Value;
@@ -33,14 +31,56 @@ impl MockHttp {
     }
 }
 
+/// A map keyed by [`VarId`], stored as a vector indexed by the id so that
+/// lookups cost what a real context's field access would.
+#[derive(Clone, Debug)]
+pub struct VarMap<T> {
+    slots: Vec<Option<T>>,
+}
+
+impl<T> Default for VarMap<T> {
+    fn default() -> Self {
+        VarMap { slots: Vec::new() }
+    }
+}
+
+impl<T> VarMap<T> {
+    /// Sets a variable.
+    pub fn insert(&mut self, var: VarId, value: T) {
+        let i = var as usize;
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        self.slots[i] = Some(value);
+    }
+
+    /// Reads a variable.
+    pub fn get(&self, var: &VarId) -> Option<&T> {
+        self.slots.get(*var as usize).and_then(Option::as_ref)
+    }
+
+    /// Removes a variable.
+    pub fn remove(&mut self, var: &VarId) -> Option<T> {
+        self.slots.get_mut(*var as usize).and_then(Option::take)
+    }
+
+    fn slot(&mut self, var: VarId) -> &mut Option<T> {
+        let i = var as usize;
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        &mut self.slots[i]
+    }
+}
+
 /// The mock task.
 #[derive(Clone, Debug, Default)]
 pub struct MockContext {
     pub http: [MockHttp; 6],
     /// STRING variables (`req.url`, `req.method`, `resp.reason`, ...).
-    pub strings: HashMap<VarId, Vec<u8>>,
+    pub strings: VarMap<Vec<u8>>,
     /// Every other variable.
-    pub vars: HashMap<VarId, Value>,
+    pub vars: VarMap<Value>,
     /// One entry per `hash_data()` call.
     pub hash: Vec<Option<Vec<u8>>>,
     pub synthetic: Vec<u8>,
@@ -198,7 +238,7 @@ impl Context for MockContext {
     }
 
     fn set_str(&mut self, var: VarId, value: &[u8]) -> Result<(), String> {
-        let v = self.strings.entry(var).or_default();
+        let v = self.strings.slot(var).get_or_insert_with(Vec::new);
         v.clear();
         v.extend_from_slice(value);
         Ok(())

@@ -8,6 +8,10 @@
 //! [`acl`] the matching engines, [`mock`] a self-contained context for tests
 //! and benchmarks.
 //!
+//! The server compiles with [`crate::compile::compile_str`], converts the
+//! result once with [`code::Program::from_ir`], and calls
+//! [`code::Program::run`] for each method of each task.
+//!
 //! Running a method:
 //!
 //! ```
@@ -30,6 +34,7 @@ pub mod acl;
 pub mod code;
 pub mod context;
 pub mod interp;
+pub mod lower;
 pub mod mock;
 pub mod privs;
 pub mod regex;
