@@ -4,6 +4,8 @@
 //! the server would (variable availability per method, status ranges)
 //! beyond keeping types straight.
 
+use std::collections::HashMap;
+
 use super::context::{Context, HeaderName, HttpWhich, LogKind};
 use super::privs::TaskPrivs;
 use super::value::Value;
