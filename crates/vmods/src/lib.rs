@@ -258,6 +258,16 @@ impl Runtime {
     }
 }
 
+impl Runtime {
+    /// Builds the runtime for a program compiled against [`registry`].
+    pub fn for_program(
+        program: &lacquer_vcl::ir::Program,
+        host: Arc<dyn Host>,
+    ) -> Result<Runtime, String> {
+        Runtime::new(&program.vmods, &program.instances, program.version, host)
+    }
+}
+
 impl Vmods for Runtime {
     fn call(
         &self,
