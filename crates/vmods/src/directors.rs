@@ -262,7 +262,7 @@ fn new_simple(env: &Env, name: &str, kind: Kind) -> Result<Obj, String> {
         members: RwLock::new(Vec::new()),
         cursor: AtomicUsize::new(0),
     });
-    let be = (kind != Kind::Hash).then(|| env.host.add_director(name, dir.clone()));
+    let be = (kind != Kind::Hash).then(|| env.add_director(name, dir.clone()));
     Ok(Arc::new(SimpleObj { dir, be }))
 }
 
@@ -783,7 +783,7 @@ fn new_shard(env: &Env, _: &mut dyn Context, name: &str, _: &Args<'_>) -> Result
         warmup: Mutex::new(0.0),
         param: Mutex::new(None),
     });
-    let be = env.host.add_director(name, dir.clone());
+    let be = env.add_director(name, dir.clone());
     Ok(Arc::new(ShardObj { dir, be }))
 }
 

@@ -32,6 +32,9 @@ pub trait Host: Send + Sync {
     /// Registers a director under its VCL object name and returns the
     /// backend handle VCL uses for it.
     fn add_director(&self, name: &str, director: Arc<dyn Director>) -> Backend;
+    /// Forgets a director registered by [`Host::add_director`]; called when
+    /// the VCL that created it is dropped ([`crate::Runtime`]'s `Drop`).
+    fn remove_director(&self, backend: &Backend);
     /// Finds a backend of the current VCL by name (`directors.lookup()`).
     fn lookup_backend(&self, name: &str) -> Option<Backend>;
     /// Invalidates every object tagged (by its `xkey` response headers)

@@ -120,9 +120,21 @@ pub(crate) struct Env {
     pub files: Mutex<HashMap<Vec<u8>, Result<bytes::Bytes, String>>>,
     /// Regexes given as strings to vmods, compiled once per VCL.
     regexes: Mutex<HashMap<Vec<u8>, Arc<VclRegex>>>,
+    /// Directors this VCL registered with the host, removed on drop.
+    directors: Mutex<Vec<lacquer_vcl::exec::Backend>>,
 }
 
 impl Env {
+    /// Registers a director with the host for the life of this VCL.
+    pub fn add_director(&self, name: &str, dir: Arc<dyn Director>) -> lacquer_vcl::exec::Backend {
+        let be = self.host.add_director(name, dir);
+        self.directors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(be.clone());
+        be
+    }
+
     /// Compiles (or fetches from the cache) a regex passed as a string.
     pub fn regex(&self, pattern: &[u8]) -> Result<Arc<VclRegex>, String> {
         let mut cache = self.regexes.lock().unwrap_or_else(|e| e.into_inner());
@@ -251,6 +263,7 @@ impl Runtime {
                 },
                 files: Mutex::new(HashMap::new()),
                 regexes: Mutex::new(HashMap::new()),
+                directors: Mutex::new(Vec::new()),
             },
             vmods,
             instances: insts,
@@ -265,6 +278,20 @@ impl Runtime {
         host: Arc<dyn Host>,
     ) -> Result<Runtime, String> {
         Runtime::new(&program.vmods, &program.instances, program.version, host)
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        let dirs = std::mem::take(
+            self.env
+                .directors
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for d in &dirs {
+            self.env.host.remove_director(d);
+        }
     }
 }
 

@@ -339,6 +339,26 @@ fn shard_key_and_lazy_resolution() {
 }
 
 #[test]
+fn directors_are_unregistered_with_their_vcl() {
+    let r = Rig::new(
+        &["directors"],
+        &[
+            ("rr", "directors", "round_robin"),
+            ("h", "directors", "hash"),
+        ],
+    );
+    let c = &mut init();
+    r.new_obj(c, "rr", vec![]).unwrap();
+    r.new_obj(c, "h", vec![]).unwrap();
+    let host = r.host.clone();
+    assert_eq!(host.directors.lock().unwrap().len(), 1);
+    drop(r);
+    let removed = host.removed.lock().unwrap().clone();
+    assert_eq!(removed.len(), 1);
+    assert_eq!(removed[0].name.as_ref(), "rr");
+}
+
+#[test]
 fn lookup_by_name() {
     let r = Rig::new(&["directors"], &[]);
     r.host.backends.lock().unwrap().push(Backend {

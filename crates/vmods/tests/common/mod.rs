@@ -25,6 +25,7 @@ pub const DIRECTOR_BASE: u32 = 1000;
 pub struct TestHost {
     pub sick: Mutex<HashSet<String>>,
     pub directors: Mutex<Vec<(String, Arc<dyn Director>)>>,
+    pub removed: Mutex<Vec<Backend>>,
     pub backends: Mutex<Vec<Backend>>,
     pub xkey_calls: Mutex<Vec<(Vec<String>, bool)>>,
 }
@@ -73,6 +74,10 @@ impl Host for TestHost {
             id: DIRECTOR_BASE + d.len() as u32 - 1,
             name: name.into(),
         }
+    }
+
+    fn remove_director(&self, backend: &Backend) {
+        self.removed.lock().unwrap().push(backend.clone());
     }
 
     fn lookup_backend(&self, name: &str) -> Option<Backend> {
