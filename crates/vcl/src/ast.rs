@@ -432,8 +432,10 @@ pub enum StmtKind {
     },
     /// `unset target;`
     Unset { target: Path },
-    /// `call name;`
-    Call { target: Path },
+    /// `call name;` or, with a SUB-valued expression, `call obj.method();`
+    /// (VCL 4.1 / Varnish 7.1 accepts any expression of type SUB). Usually
+    /// an [`ExprKind::Path`].
+    Call { target: Expr },
     /// `return (action);` or, in a custom sub, bare `return;` (`None`).
     Return(Option<ReturnAction>),
     /// `synthetic(expr);`
@@ -442,11 +444,17 @@ pub enum StmtKind {
     Ban(Expr),
     /// `hash_data(expr);`
     HashData(Expr),
-    /// `new name = constructor(args);` (constructor is an
-    /// [`ExprKind::Call`]).
+    /// `new name = constructor(args);`. The constructor is an
+    /// [`ExprKind::Call`], or an [`ExprKind::Path`] when written without
+    /// parentheses (vcc then reports the symbol first: "Symbol not found: 'x'"
+    /// or, for a real constructor, "Expected '(' got ';'").
     New { name: Ident, constructor: Expr },
     /// A bare function or method call used as a statement:
-    /// `std.log("x");`, `obj.method(a, b);`. Always an [`ExprKind::Call`].
+    /// `std.log("x");`, `obj.method(a, b);` (an [`ExprKind::Call`] or
+    /// [`ExprKind::Method`]). It is an [`ExprKind::Path`] when an identifier
+    /// statement is not followed by `(`: the parser then skips to the `;`
+    /// without a message, and semantic analysis must reject it as vcc does
+    /// ("Symbol not found: 'x'" or "Symbol cannot be used here.").
     Expr(Expr),
 }
 
@@ -468,7 +476,7 @@ pub enum UnaryOp {
 }
 
 /// Binary operators, lowest precedence first: `||`; `&&`; comparisons
-/// (at most one per operand, as in vcc); `+ -`; `* /`.
+/// (at most one per operand, as in vcc); `+ -`; `* / %`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BinaryOp {
     Or,
@@ -487,6 +495,8 @@ pub enum BinaryOp {
     Sub,
     Mul,
     Div,
+    /// `%` (INT only: "Operator % only possible on INT")
+    Rem,
 }
 
 impl BinaryOp {
@@ -507,6 +517,7 @@ impl BinaryOp {
             BinaryOp::Sub => "-",
             BinaryOp::Mul => "*",
             BinaryOp::Div => "/",
+            BinaryOp::Rem => "%",
         }
     }
 }

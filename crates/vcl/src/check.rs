@@ -87,6 +87,8 @@ struct Use {
 enum UseKind {
     Read,
     Set,
+    /// `set` of a variable that is never writable (allowed = readable).
+    ReadOnly,
     Unset,
     Action,
     Return(Action),
@@ -128,6 +130,9 @@ struct Checker<'a> {
     /// Deferred "Undefined ..." errors (first reference per name).
     undefined: Vec<Diagnostic>,
     cur: usize,
+    /// Names of the subroutines the built-in VCL defines (user VCL may
+    /// define them too, even with the reserved `vcl_` prefix).
+    builtin_subs: Vec<String>,
 }
 
 /// Checks a parsed program (the user's VCL followed by the built-in VCL,
@@ -160,6 +165,7 @@ pub fn check(
         default_backend: None,
         undefined: Vec::new(),
         cur: 0,
+        builtin_subs: Vec::new(),
     };
     c.run(main).map_err(|d| {
         let mut ds = Diagnostics::new();
@@ -180,6 +186,13 @@ impl<'a> Checker<'a> {
                 (i, builtin)
             })
             .collect();
+        self.builtin_subs = items
+            .iter()
+            .filter_map(|(i, b)| match i {
+                ast::Item::Sub(s) if *b => Some(s.name.name.clone()),
+                _ => None,
+            })
+            .collect();
         // Pass 1: declarations.
         for (idx, (item, from_builtin)) in items.iter().enumerate() {
             self.declare(item, idx, *from_builtin)?;
@@ -189,18 +202,15 @@ impl<'a> Checker<'a> {
                 self.declare_news(&s.body)?;
             }
         }
-        if self.backends.is_empty() {
-            return Err(Box::new(Diagnostic::error_nowhere(
-                "No backends or directors found in VCL program, at least one is necessary.",
-            )));
-        }
-        let default = self
+        if let Some(default) = self
             .backends
             .iter()
             .position(|b| b.0.name == "default")
-            .unwrap_or(0);
-        self.default_backend = Some(default);
-        self.backends[default].2 = true;
+            .or((!self.backends.is_empty()).then_some(0))
+        {
+            self.default_backend = Some(default);
+            self.backends[default].2 = true;
+        }
         // Backend fields referring to probes.
         for (item, _) in &items {
             if let ast::Item::Backend(b) = item {
@@ -219,6 +229,11 @@ impl<'a> Checker<'a> {
                 }
             }
             bodies.push(out);
+        }
+        if self.backends.is_empty() {
+            return Err(Box::new(Diagnostic::error_nowhere(
+                "No backends or directors found in VCL program, at least one is necessary.",
+            )));
         }
         if let Some(d) = self.undefined.first() {
             return Err(Box::new(d.clone()));
@@ -315,12 +330,27 @@ impl<'a> Checker<'a> {
         c0.to_string()
     }
 
+    /// The token right after `span` (for "Expected X got 'Y'" messages).
+    fn after_token(&self, span: Span) -> String {
+        if (span.file.0 as usize) >= self.sm.len() {
+            return "EOI".into();
+        }
+        let f = self.sm.file(span.file);
+        let rest = &f.text()[span.end as usize..];
+        let skip = rest.len() - rest.trim_start().len();
+        let at = Span::new(span.file, span.end + skip as u32, f.text().len() as u32);
+        self.first_token(at)
+    }
+
     // ------------------------------------------------------------------
     // Pass 1: declarations
 
     fn define(&mut self, name: &str, sym: Sym, span: Span) -> R<()> {
         if let Some((old, old_span)) = self.syms.get(name).copied() {
             let msg = match (old, sym) {
+                (Sym::Backend(_), Sym::Backend(_)) if name == "default" => {
+                    "Only one default director possible.".to_string()
+                }
                 (Sym::Backend(_), Sym::Backend(_)) => format!("Backend '{name}' redefined"),
                 (Sym::Probe(_), Sym::Probe(_)) => format!("Probe '{name}' redefined"),
                 (Sym::Acl(_), Sym::Acl(_)) => format!("ACL '{name}' redefined"),
@@ -452,7 +482,11 @@ impl<'a> Checker<'a> {
                 return Ok(());
             }
         }
-        if method.is_none() && name.starts_with("vcl_") && !from_builtin {
+        if method.is_none()
+            && name.starts_with("vcl_")
+            && !from_builtin
+            && !self.builtin_subs.contains(name)
+        {
             return Err(Box::new(
                 Diagnostic::error(
                     "The names 'vcl_*' are reserved for subroutines.",
@@ -483,8 +517,24 @@ impl<'a> Checker<'a> {
                     if name.name.starts_with("vcl_") {
                         return err("Symbols named 'vcl_*' are reserved.", name.span);
                     }
-                    let AK::Call { callee, .. } = &constructor.kind else {
-                        return err("Expected '(' after the constructor name", constructor.span);
+                    let callee = match &constructor.kind {
+                        AK::Call { callee, .. } => callee,
+                        AK::Path(p) => {
+                            let (_, _) = self.resolve_class(p)?;
+                            return err(
+                                format!(
+                                    "Expected '(' got '{}'",
+                                    self.after_token(constructor.span)
+                                ),
+                                constructor.span,
+                            );
+                        }
+                        _ => {
+                            return err(
+                                format!("Expected ID got '{}'", self.first_token(constructor.span)),
+                                constructor.span,
+                            );
+                        }
                     };
                     let (vmod, class) = self.resolve_class(callee)?;
                     let idx = self.instances.len();
@@ -519,7 +569,7 @@ impl<'a> Checker<'a> {
             return Ok((v, ci));
         }
         err(
-            format!("Symbol not found: '{}'", callee.dotted()),
+            format!("Symbol not found: '{}'\nAt:", callee.dotted()),
             callee.span,
         )
     }
@@ -574,13 +624,16 @@ impl<'a> Checker<'a> {
             self.probes[p].2 = true;
             probe = Some(p);
         }
-        let host = fields
+        let host_field = fields
             .string("host")
             .map(|s| s.value.clone())
             .unwrap_or_default();
+        let (host, host_port) = split_host_port(&host_field);
+        let host = host.to_string();
         let port = fields
             .string("port")
             .map(|s| s.value.clone())
+            .or(host_port.map(str::to_string))
             .unwrap_or_else(|| "80".into());
         let path = fields.string("path").map(|s| s.value.clone());
         let mut addrs = Vec::new();
@@ -746,17 +799,30 @@ impl<'a> Checker<'a> {
                 self.add_use(target.span, def.unset, UseKind::Unset);
                 out.push(ir::Stmt::Unset(var));
             }
-            StmtKind::Call { target } => {
-                let id = ast::Ident {
-                    name: target.dotted(),
-                    span: target.span,
-                };
-                let idx = self.sub_ref(&id, "sub")?;
-                if let Some(i) = idx {
-                    self.subs[self.cur].calls.push((i, target.span));
-                    out.push(ir::Stmt::Call(i));
+            StmtKind::Call { target } => match &target.kind {
+                AK::Path(p) if p.is_simple() => {
+                    let id = ast::Ident {
+                        name: p.dotted(),
+                        span: p.span,
+                    };
+                    if let Some(i) = self.sub_ref(&id, "sub")? {
+                        self.subs[self.cur].calls.push((i, target.span));
+                        out.push(ir::Stmt::Call(i));
+                    }
                 }
-            }
+                _ => {
+                    // A SUB-valued expression (e.g. a vmod method): which
+                    // sub runs is only known at run time.
+                    let x = self.expr0(target, Type::Sub)?;
+                    match x.kind {
+                        IK::Sub(i) if i != usize::MAX => {
+                            self.subs[self.cur].calls.push((i, target.span));
+                            out.push(ir::Stmt::Call(i));
+                        }
+                        _ => out.push(ir::Stmt::CallDynamic(x)),
+                    }
+                }
+            },
             StmtKind::Return(None) => out.push(ir::Stmt::Return(ir::Return::FromSub)),
             StmtKind::Return(Some(ra)) => out.push(ir::Stmt::Return(self.ret(ra)?)),
             StmtKind::Synthetic(e) => {
@@ -775,7 +841,7 @@ impl<'a> Checker<'a> {
             StmtKind::New { name, constructor } => {
                 self.add_use(st.span, SubMask::of(&[BuiltinSub::Init]), UseKind::Action);
                 let Some((Sym::Instance(inst), _)) = self.syms.get(&name.name).copied() else {
-                    return err(format!("Symbol not found: '{}'", name.name), name.span);
+                    return err(format!("Symbol not found: '{}'\nAt:", name.name), name.span);
                 };
                 let AK::Call {
                     args, args_span, ..
@@ -794,18 +860,101 @@ impl<'a> Checker<'a> {
                 });
             }
             StmtKind::Expr(e) => {
-                let AK::Call { .. } = &e.kind else {
-                    return err("Expected an action, 'if', '{' or '}'", e.span);
+                let ex = match &e.kind {
+                    AK::Call { .. } => self.call(e, true)?,
+                    AK::Method { .. } => self.expr(e, Type::Void)?,
+                    AK::Path(p) => return Err(self.bare_symbol_stmt(p)),
+                    _ => return err("Expected an action, 'if', '{' or '}'", e.span),
                 };
-                let ex = self.call(e, true)?;
                 out.push(ir::Stmt::Eval(ex));
             }
         }
         Ok(())
     }
 
+    /// The error for a statement that is just a name (`foo;`).
+    fn bare_symbol_stmt(&self, p: &ast::Path) -> Box<Diagnostic> {
+        let name = p.dotted();
+        let first = &p.segments[0].name;
+        match self.syms.get(first).copied() {
+            Some((Sym::Instance(_), _)) if p.segments.len() == 1 => Box::new(Diagnostic::error(
+                format!("Expected '.' got '{}'", self.after_token(p.span)),
+                p.span,
+            )),
+            Some((Sym::Vmod(v), _))
+                if p.segments.len() == 2
+                    && self.vmods[v].decl.function(&p.segments[1].name).is_some() =>
+            {
+                Box::new(Diagnostic::error(
+                    format!("Expected '(' got '{}'", self.after_token(p.span)),
+                    p.span,
+                ))
+            }
+            Some(_) => Box::new(Diagnostic::error("Symbol cannot be used here.", p.span)),
+            None if !matches!(
+                vars::lookup(&name, self.version, &self.opts.storages),
+                VarLookup::NotFound
+            ) =>
+            {
+                Box::new(Diagnostic::error("Symbol cannot be used here.", p.span))
+            }
+            None => Box::new(Diagnostic::error(
+                format!("Symbol not found: '{name}'\nAt:"),
+                p.span,
+            )),
+        }
+    }
+
     /// Resolves a `set`/`unset` target to a variable.
+    /// `req.http."X-Foo"`: a header named by a quoted segment.
+    fn quoted_header(&self, p: &ast::Path) -> Option<R<(&'static VarDef, String)>> {
+        let (last, init) = p.segments.split_last()?;
+        if !last.quoted || init.is_empty() {
+            return None;
+        }
+        let family = format!(
+            "{}.",
+            init.iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(".")
+        );
+        let def = vars::VARIABLES
+            .iter()
+            .find(|d| d.name == family && d.versions.contains(self.version))?;
+        if let Some(c) = last
+            .name
+            .chars()
+            .find(|c| !c.is_ascii_graphic() || "()<>@,;:\\\"/[]?={}".contains(*c))
+        {
+            let shown = match c {
+                '\n' => "\\n".to_string(),
+                '\t' => "\\t".to_string(),
+                '\r' => "\\r".to_string(),
+                c => c.to_string(),
+            };
+            return Some(err(
+                format!("Invalid character '{shown}' in header name"),
+                last.span,
+            ));
+        }
+        if last.name.is_empty() {
+            return Some(err("Empty header name", last.span));
+        }
+        Some(Ok((def, last.name.clone())))
+    }
+
     fn lvalue(&mut self, target: &ast::Path) -> R<(&'static VarDef, VarRef)> {
+        if let Some(r) = self.quoted_header(target) {
+            let (d, h) = r?;
+            return Ok((
+                d,
+                VarRef {
+                    id: d.id,
+                    arg: VarArg::Header(header_name(&h)),
+                },
+            ));
+        }
         let name = target.dotted();
         match vars::lookup(&name, self.version, &self.opts.storages) {
             VarLookup::Plain(d) => Ok((
@@ -830,10 +979,13 @@ impl<'a> Checker<'a> {
                 },
             )),
             VarLookup::WrongVersion(d) => err(
-                format!("Symbol not found: '{name}' {}", d.versions.availability()),
+                format!(
+                    "Symbol not found: '{name}' {}\nAt:",
+                    d.versions.availability()
+                ),
                 target.span,
             ),
-            VarLookup::NotFound => err(format!("Symbol not found: '{name}'"), target.span),
+            VarLookup::NotFound => err(format!("Symbol not found: '{name}'\nAt:"), target.span),
         }
     }
 
@@ -846,9 +998,15 @@ impl<'a> Checker<'a> {
     ) -> R<ir::Stmt> {
         let (def, var) = self.lvalue(target)?;
         if def.write.is_empty() {
-            return err("Variable is read only.", target.span);
+            if def.read.is_empty() {
+                return err("Variable cannot be set.", target.span);
+            }
+            // Reported per method: "Not available" where it cannot even be
+            // read, "Variable is read only." elsewhere.
+            self.add_use(target.span, def.read, UseKind::ReadOnly);
+        } else {
+            self.add_use(target.span, def.write, UseKind::Set);
         }
-        self.add_use(target.span, def.write, UseKind::Set);
         let ty = def.ty;
         let (want, arith) = match (ty, op) {
             (_, AssignOp::Assign) => (
@@ -897,6 +1055,9 @@ impl<'a> Checker<'a> {
                 );
             };
             let name = p.dotted();
+            if self.version == VclVersion::V40 {
+                return err(format!("Symbol not found: '{name}'\nAt:"), p.span);
+            }
             if !self.opts.labels.contains(&name) {
                 if let Some((sym, def)) = self.syms.get(&name).copied() {
                     return Err(Box::new(
@@ -910,7 +1071,7 @@ impl<'a> Checker<'a> {
                         .with_note("Symbol was defined here:", Some(def)),
                     ));
                 }
-                return err(format!("Symbol not found: '{name}'"), p.span);
+                return err(format!("Symbol not found: '{name}'\nAt:"), p.span);
             }
             let idx = match self.labels.iter().position(|l| *l == name) {
                 Some(i) => i,
@@ -934,8 +1095,8 @@ impl<'a> Checker<'a> {
                 extra.span,
             );
         }
-        if matches!(action, Action::Synth | Action::Error) && ra.args.is_empty() {
-            return err("Expected '(' got ')'", ra.span);
+        if action == Action::Synth && ra.args.is_empty() {
+            return err("Missing argument.", ra.span);
         }
         let mut args = Vec::with_capacity(ra.args.len());
         for (a, t) in ra.args.iter().zip(types) {
@@ -947,6 +1108,15 @@ impl<'a> Checker<'a> {
     /// Resolves a reference to a subroutine (`call x`, SUB arguments).
     /// Undefined subs are recorded for later reporting.
     fn sub_ref(&mut self, id: &ast::Ident, _ctx: &str) -> R<Option<usize>> {
+        if RESERVED.contains(&id.name.as_str()) {
+            return err(
+                format!(
+                    "Symbol '{}' type (reserved) can not be used in expression.",
+                    id.name
+                ),
+                id.span,
+            );
+        }
         match self.syms.get(&id.name).copied() {
             Some((Sym::Sub(i), _)) => {
                 self.subs[i].referenced = true;
@@ -1213,22 +1383,43 @@ impl<'a> Checker<'a> {
     }
 
     fn regex(&self, e: &ast::Expr) -> R<Arc<ir::VclRegex>> {
-        let e = match &e.kind {
-            AK::Paren(inner) => inner.as_ref(),
-            _ => e,
-        };
-        let AK::Str(s) = &e.kind else {
-            return err(
-                format!("Expected CSTR got '{}'", self.first_token(e.span)),
-                e.span,
-            );
-        };
-        ir::VclRegex::new(&s.value).map(Arc::new).map_err(|m| {
+        let mut pattern = String::new();
+        self.regex_text(e, &mut pattern)?;
+        ir::VclRegex::new(&pattern).map(Arc::new).map_err(|m| {
             Box::new(Diagnostic::error(
                 format!("Regexp compilation error:\n\n{m}\n"),
-                s.span,
+                e.span,
             ))
         })
+    }
+
+    /// A regex must be a constant string, possibly `"a" + "b"`.
+    fn regex_text(&self, e: &ast::Expr, out: &mut String) -> R<()> {
+        match &e.kind {
+            AK::Paren(inner) => self.regex_text(inner, out),
+            AK::Str(s) => {
+                out.push_str(&s.value);
+                Ok(())
+            }
+            AK::Binary {
+                op: BinaryOp::Add,
+                lhs,
+                rhs,
+                ..
+            } => {
+                self.regex_text(lhs, out)?;
+                self.regex_text(rhs, out)
+            }
+            AK::Binary {
+                op, op_span, lhs, ..
+            } if matches!(&lhs.kind, AK::Str(_)) => {
+                err(format!("Expected ')' got '{}'", op.as_str()), *op_span)
+            }
+            _ => err(
+                format!("Expected CSTR got '{}'", self.first_token(e.span)),
+                e.span,
+            ),
+        }
     }
 
     fn number(&mut self, lit: &ast::NumLit, unit: Option<&ast::Ident>, fmt: Type) -> R<Expr> {
@@ -1239,12 +1430,21 @@ impl<'a> Checker<'a> {
                     lit.span,
                 );
             };
-            let mult: f64 = match u.name.as_str() {
-                "B" => 1.0,
-                "KB" => 1024.0,
-                "MB" => 1024.0 * 1024.0,
-                "GB" => 1024.0 * 1024.0 * 1024.0,
-                "TB" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+            // VNUM_bytes_unit: b, k, m, g, t, p (any case), optionally
+            // followed by "b".
+            let un = u.name.to_ascii_lowercase();
+            let un = if un.len() == 2 {
+                un.strip_suffix('b').unwrap_or("?")
+            } else {
+                &un
+            };
+            let mult: f64 = match un {
+                "b" => 1.0,
+                "k" => 1024.0,
+                "m" => 1024.0 * 1024.0,
+                "g" => 1024.0 * 1024.0 * 1024.0,
+                "t" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+                "p" => 1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0,
                 _ => {
                     return err(
                         "Unknown BYTES unit ".to_string()
@@ -1403,6 +1603,12 @@ impl<'a> Checker<'a> {
         let name = p.dotted();
         match name.as_str() {
             "default" => return err("Symbol 'default' is a reserved word.", p.span),
+            n if RESERVED.contains(&n) => {
+                return err(
+                    format!("Symbol '{n}' type (reserved) can not be used in expression."),
+                    p.span,
+                );
+            }
             "true" | "false" => {
                 return err("Expression has type BOOL, expected ACL", p.span);
             }
@@ -1420,7 +1626,13 @@ impl<'a> Checker<'a> {
                 ),
                 p.span,
             ),
-            Some(_) => err(format!("Name {name} must have type 'acl'."), p.span),
+            // vcc creates the ACL symbol at this reference; a later
+            // definition of another kind then conflicts with it.
+            Some((Sym::Sub(_), def)) => err(
+                format!("Symbol '{name}' has wrong type (acl), expected sub:"),
+                def,
+            ),
+            Some((_, def)) => err(format!("Name {name} must have type 'acl'."), def),
             None => {
                 if name.starts_with("vcl_") {
                     return err("Symbols named 'vcl_*' are reserved.", p.span);
@@ -1559,6 +1771,10 @@ impl<'a> Checker<'a> {
                 );
             }
         }
+        if let Some(r) = self.quoted_header(p) {
+            let (d, h) = r?;
+            return Ok(self.var_read(d, VarArg::Header(header_name(&h)), p.span, fmt));
+        }
         // Variables, possibly followed by a property (`req.foo`).
         match vars::lookup(&name, self.version, &self.opts.storages) {
             VarLookup::Plain(d) => return Ok(self.var_read(d, VarArg::None, p.span, fmt)),
@@ -1570,7 +1786,10 @@ impl<'a> Checker<'a> {
             }
             VarLookup::WrongVersion(d) => {
                 return err(
-                    format!("Symbol not found: '{name}' {}", d.versions.availability()),
+                    format!(
+                        "Symbol not found: '{name}' {}\nAt:",
+                        d.versions.availability()
+                    ),
                     p.span,
                 );
             }
@@ -1583,7 +1802,7 @@ impl<'a> Checker<'a> {
                     kind: IK::Stevedore(Arc::from(st)),
                 });
             }
-            return err(format!("Symbol not found: '{name}'"), p.span);
+            return err(format!("Symbol not found: '{name}'\nAt:"), p.span);
         }
         // Longest known prefix, then properties.
         for cut in (1..p.segments.len()).rev() {
@@ -1598,7 +1817,7 @@ impl<'a> Checker<'a> {
             ) || (cut == 1 && self.syms.contains_key(&pname));
             if known {
                 if let Some((Sym::Vmod(_), _)) = self.syms.get(&pname).copied() {
-                    return err(format!("Symbol not found: '{name}'"), p.span);
+                    return err(format!("Symbol not found: '{name}'\nAt:"), p.span);
                 }
                 let base = self.path_expr(&prefix, Type::Void)?;
                 let prop = &p.segments[cut];
@@ -1619,11 +1838,27 @@ impl<'a> Checker<'a> {
                 kind: IK::DefaultBackend,
             });
         }
-        err(format!("Symbol not found: '{name}'"), p.span)
+        err(format!("Symbol not found: '{name}'\nAt:"), p.span)
     }
 
     fn sym_expr(&mut self, sym: Sym, def: Span, p: &ast::Path, fmt: Type) -> R<Expr> {
         let _ = def;
+        // Objects without a string form read as their name in string
+        // context (vcc_Eval_Handle).
+        if fmt == Type::String {
+            match sym {
+                Sym::Acl(i) => {
+                    self.acls[i].2 = true;
+                    return Ok(str_const(&p.dotted()));
+                }
+                Sym::Probe(i) => {
+                    self.probes[i].2 = true;
+                    return Ok(str_const(&p.dotted()));
+                }
+                Sym::Instance(_) => return Ok(str_const(&p.dotted())),
+                _ => {}
+            }
+        }
         Ok(match sym {
             Sym::Backend(i) => {
                 self.backends[i].2 = true;
@@ -1732,7 +1967,7 @@ impl<'a> Checker<'a> {
                 Some((Sym::Vmod(v), _)) => {
                     let decl = self.vmods[v].decl.clone();
                     let Some((fi, f)) = decl.function(&segs[1].name) else {
-                        return err(format!("Symbol not found: '{name}'"), callee.span);
+                        return err(format!("Symbol not found: '{name}'\nAt:"), callee.span);
                     };
                     if f.ret == Type::Void && !as_stmt {
                         return err("Function returns VOID:", callee.span);
@@ -1782,6 +2017,12 @@ impl<'a> Checker<'a> {
                 _ => {}
             }
         }
+        if segs.len() >= 3
+            && let Some((Sym::Vmod(v), _)) = self.syms.get(&segs[0].name).copied()
+            && self.vmods[v].decl.object(&segs[1].name).is_some()
+        {
+            return err("Syntax error.", callee.span);
+        }
         if segs.len() >= 2 {
             // Type method on a value: `req.http.host.lower()`.
             let prefix = ast::Path {
@@ -1819,7 +2060,7 @@ impl<'a> Checker<'a> {
                 callee.span,
             );
         }
-        err(format!("Symbol not found: '{name}'"), callee.span)
+        err(format!("Symbol not found: '{name}'\nAt:"), callee.span)
     }
 
     /// `.upper()`, `.lower()` on strings, `.resolve()` on backends.
@@ -2029,15 +2270,17 @@ impl<'a> Checker<'a> {
         state[s] = 1;
         for &(callee, site) in &self.subs[s].calls {
             if state[callee] == 1 {
-                let mut d = Diagnostic::error("Subroutine recurses on", site);
-                let mut chain: Vec<(usize, Span)> = stack.clone();
+                let mut d = Diagnostic::error("Subroutine recurses on", self.subs[callee].def);
+                let from = stack
+                    .iter()
+                    .position(|(x, _)| *x == callee)
+                    .unwrap_or(stack.len());
+                let mut chain: Vec<(usize, Span)> = stack[from..].to_vec();
                 chain.push((s, site));
-                let from = chain.iter().position(|(x, _)| *x == callee).unwrap_or(0);
-                for (caller, call_site) in chain[from..].iter().rev().skip(1) {
-                    let _ = caller;
+                for (caller, call_site) in chain.into_iter().rev() {
                     d = d.with_note(
-                        format!("...called from \"{}\"", self.subs[*caller].name),
-                        Some(*call_site),
+                        format!("\n...called from \"{}\"", self.subs[caller].name),
+                        Some(call_site),
                     );
                 }
                 return Err(Box::new(d));
@@ -2054,6 +2297,21 @@ impl<'a> Checker<'a> {
 
     fn check_unused(&self) -> R<()> {
         if !self.opts.err_unref {
+            // Unused subs are kept, but must be usable from some method.
+            for s in self.subs.iter().filter(|s| !s.referenced) {
+                let mut mask = SubMask::ALL;
+                for u in &s.uses {
+                    if matches!(
+                        u.what,
+                        UseKind::Read | UseKind::Set | UseKind::Unset | UseKind::Action
+                    ) {
+                        mask = mask.intersect(u.allowed);
+                        if mask.is_empty() {
+                            return err("Impossible Subroutine", u.span);
+                        }
+                    }
+                }
+            }
             return Ok(());
         }
         for s in &self.subs {
@@ -2108,6 +2366,7 @@ impl<'a> Checker<'a> {
         for u in &self.subs[s].uses {
             let bad = match u.what {
                 UseKind::Return(a) => returns && !m.actions().contains(a),
+                UseKind::ReadOnly => !returns,
                 _ => !returns && !u.allowed.contains(m),
             };
             if !bad {
@@ -2118,6 +2377,8 @@ impl<'a> Checker<'a> {
             let msg = match u.what {
                 UseKind::Return(a) => format!("Invalid return \"{}\"", a.name()),
                 UseKind::Read => format!("Not available {inf} subroutine '{}'.", m.name()),
+                UseKind::ReadOnly if u.allowed.contains(m) => "Variable is read only.".to_string(),
+                UseKind::ReadOnly => format!("Not available {inf} subroutine '{}'.", m.name()),
                 UseKind::Set => format!("Cannot be set {inf} subroutine '{}'.", m.name()),
                 UseKind::Unset => format!("Cannot be unset {inf} subroutine '{}'.", m.name()),
                 UseKind::Action => format!("Not a valid action {inf} subroutine '{}'.", m.name()),
@@ -2125,16 +2386,19 @@ impl<'a> Checker<'a> {
             let mut d = Diagnostic::error(msg, u.span);
             if !direct || matches!(u.what, UseKind::Return(_)) {
                 d = d.with_note(
-                    format!("...in subroutine \"{}\"", self.subs[s].name),
+                    format!("\n...in subroutine \"{}\"", self.subs[s].name),
                     Some(self.subs[s].def),
                 );
                 for (caller, site) in path.iter().rev() {
                     d = d.with_note(
-                        format!("...called from \"{}\"", self.subs[*caller].name),
+                        format!("\n...called from \"{}\"", self.subs[*caller].name),
                         Some(*site),
                     );
                 }
-                d = d.with_note(format!("...which is the \"{}\" subroutine", m.name()), None);
+                d = d.with_note(
+                    format!("\n...which is the \"{}\" subroutine", m.name()),
+                    None,
+                );
             }
             if let UseKind::Return(_) = u.what {
                 let legal: Vec<String> = m

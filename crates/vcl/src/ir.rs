@@ -11,7 +11,7 @@
 //! know VCL's typing rules.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::subs::{Action, BuiltinSub};
 use crate::types::{ArithOp, CmpOp, Type};
@@ -236,43 +236,69 @@ pub enum Value {
     Blob(Arc<[u8]>),
 }
 
-/// A regex compiled at load time. Uses the `regex` crate, and
-/// `fancy-regex` only when the pattern needs backreferences or lookaround.
+/// A VCL regex. The pattern is validated when the VCL is compiled; the
+/// matching engine (`regex` crate) is built on first use, so loading a VCL
+/// with hundreds of regexes stays fast. Patterns that need backreferences
+/// or lookaround use `fancy-regex`, compiled eagerly.
 #[derive(Debug, Clone)]
-pub enum VclRegex {
-    Std(regex::Regex),
+pub struct VclRegex {
+    pattern: Box<str>,
+    engine: Engine,
+}
+
+#[derive(Debug, Clone)]
+enum Engine {
+    /// Translated pattern and the lazily built matcher (`None` if the
+    /// engine refused a pattern its parser accepted, e.g. size limits).
+    Std(Box<str>, OnceLock<Option<regex::Regex>>),
     Fancy(fancy_regex::Regex),
 }
 
 impl VclRegex {
-    /// Compiles a pattern (PCRE-like syntax as far as the engines allow).
+    /// Validates a pattern (PCRE-like syntax as far as the engines allow).
     pub fn new(pattern: &str) -> Result<VclRegex, String> {
-        match regex::Regex::new(pattern) {
-            Ok(r) => Ok(VclRegex::Std(r)),
-            Err(std_err) => match fancy_regex::Regex::new(pattern) {
-                Ok(r) => Ok(VclRegex::Fancy(r)),
-                Err(_) => Err(match std_err {
-                    regex::Error::Syntax(s) => s,
-                    other => other.to_string(),
-                }),
+        let translated = translate_pcre(pattern);
+        let engine = match regex_syntax::Parser::new().parse(&translated) {
+            Ok(_) => Engine::Std(translated.into_boxed_str(), OnceLock::new()),
+            Err(std_err) => match fancy_regex::Regex::new(&translated) {
+                Ok(r) => Engine::Fancy(r),
+                Err(_) => return Err(std_err.to_string()),
             },
-        }
+        };
+        Ok(VclRegex {
+            pattern: pattern.into(),
+            engine,
+        })
     }
 
-    /// The source pattern.
+    /// The source pattern as written in the VCL.
     pub fn as_str(&self) -> &str {
-        match self {
-            VclRegex::Std(r) => r.as_str(),
-            VclRegex::Fancy(r) => r.as_str(),
+        &self.pattern
+    }
+
+    /// Builds the matcher now (instead of on first use); returns false if
+    /// the engine cannot handle the pattern.
+    pub fn prepare(&self) -> bool {
+        match &self.engine {
+            Engine::Std(..) => self.std().is_some(),
+            Engine::Fancy(_) => true,
         }
     }
 
-    /// True if the pattern matches anywhere in `s`. A runtime failure of
-    /// the backtracking engine (its limits) counts as no match.
+    fn std(&self) -> Option<&regex::Regex> {
+        match &self.engine {
+            Engine::Std(p, cell) => cell.get_or_init(|| regex::Regex::new(p).ok()).as_ref(),
+            Engine::Fancy(_) => None,
+        }
+    }
+
+    /// True if the pattern matches anywhere in `s`. A failure of the
+    /// engine (backtracking limits, or a pattern the engine refused)
+    /// counts as no match.
     pub fn is_match(&self, s: &str) -> bool {
-        match self {
-            VclRegex::Std(r) => r.is_match(s),
-            VclRegex::Fancy(r) => r.is_match(s).unwrap_or(false),
+        match &self.engine {
+            Engine::Std(..) => self.std().is_some_and(|r| r.is_match(s)),
+            Engine::Fancy(r) => r.is_match(s).unwrap_or(false),
         }
     }
 
@@ -286,11 +312,11 @@ impl VclRegex {
         let mut pos = 0;
         while pos <= s.len() {
             groups.clear();
-            let found = match self {
-                VclRegex::Std(r) => r.captures_at(s, pos).map(|c| {
+            let found = match &self.engine {
+                Engine::Std(..) => self.std().and_then(|r| r.captures_at(s, pos)).map(|c| {
                     groups.extend(c.iter().map(|m| m.map(|m| (m.start(), m.end()))));
                 }),
-                VclRegex::Fancy(r) => match r.captures_from_pos(s, pos) {
+                Engine::Fancy(r) => match r.captures_from_pos(s, pos) {
                     Ok(Some(c)) => {
                         groups.extend(c.iter().map(|m| m.map(|m| (m.start(), m.end()))));
                         Some(())
@@ -335,6 +361,65 @@ impl VclRegex {
         out.push_str(&s[last..]);
         out
     }
+}
+
+/// Rewrites the PCRE escapes the `regex` crate lacks: `\R` (any newline
+/// sequence), `\h` / `\H` (horizontal space), outside character classes.
+fn translate_pcre(p: &str) -> String {
+    if !p.contains('\\') {
+        return p.to_string();
+    }
+    let mut out = String::with_capacity(p.len() + 16);
+    let mut in_class = false;
+    let mut chars = p.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                let Some(n) = chars.next() else {
+                    out.push(c);
+                    break;
+                };
+                match (n, in_class) {
+                    ('R', false) => out.push_str(r"(?:\r\n|[\n\x0b\x0c\r\x{85}\x{2028}\x{2029}])"),
+                    ('h', false) => out.push_str(r"[\t \x{a0}]"),
+                    ('H', false) => out.push_str(r"[^\t \x{a0}]"),
+                    ('h', true) => out.push_str(r"\t \x{a0}"),
+                    _ => {
+                        out.push(c);
+                        out.push(n);
+                    }
+                }
+            }
+            '[' if !in_class => {
+                in_class = true;
+                out.push(c);
+                // A leading ']' (or '^]') is literal.
+                let rest = chars.as_str();
+                if let Some(r) = rest.strip_prefix("^]") {
+                    out.push_str("^]");
+                    chars = r.chars();
+                } else if let Some(r) = rest.strip_prefix(']') {
+                    out.push(']');
+                    chars = r.chars();
+                }
+            }
+            '[' if in_class && chars.as_str().starts_with(':') => {
+                // POSIX class like [:upper:] inside a bracket expression.
+                out.push(c);
+                let rest = chars.as_str();
+                if let Some(end) = rest.find(":]") {
+                    out.push_str(&rest[..end + 2]);
+                    chars = rest[end + 2..].chars();
+                }
+            }
+            ']' if in_class => {
+                in_class = false;
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 /// One piece of a substitution template.
@@ -397,6 +482,8 @@ pub enum Stmt {
     },
     Unset(VarRef),
     Call(SubIdx),
+    /// `call` of a SUB value computed at run time (e.g. returned by a vmod).
+    CallDynamic(Expr),
     If {
         /// Condition / body pairs, tried in order.
         arms: Vec<(Expr, Vec<Stmt>)>,
@@ -562,13 +649,26 @@ mod tests {
         let e = VclRegex::new("x*").unwrap();
         assert_eq!(e.regsub("ab", &SubstTemplate::parse("-"), true), "-a-b-");
         let back = VclRegex::new(r"(a)\1").unwrap();
-        assert!(matches!(back, VclRegex::Fancy(_)));
+        assert!(matches!(back.engine, Engine::Fancy(_)));
+        assert!(back.prepare());
         assert!(back.is_match("xaay"));
         assert_eq!(
             back.regsub("aab", &SubstTemplate::parse("<\\0>"), false),
             "<aa>b"
         );
         assert!(VclRegex::new("(").is_err());
+    }
+
+    #[test]
+    fn pcre_escapes_translated() {
+        let r = VclRegex::new(r"a\R$").unwrap();
+        assert!(r.is_match("a\r\n"));
+        assert!(!r.is_match("ab"));
+        let h = VclRegex::new(r"x\hy[\h]z").unwrap();
+        assert!(h.is_match("x\ty z"));
+        // Inside a class with a POSIX name and a literal bracket.
+        let c = VclRegex::new(r"[]a[:upper:]]+").unwrap();
+        assert!(c.is_match("]A"));
     }
 
     #[test]

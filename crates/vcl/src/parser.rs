@@ -117,9 +117,38 @@ pub fn parse_with(sm: &mut SourceMap, main: FileId, opts: &ParseOptions<'_>) -> 
         depth: 0,
         in_method: false,
         unsafe_path: opts.unsafe_path,
+        hint: None,
+        default_probe: false,
+        builtin_subs: Vec::new(),
+    };
+    p.builtin_subs = match opts.builtin {
+        Some(b) => p.sub_names_in(b),
+        None => BUILTIN_SUBS.iter().map(|s| s.to_string()).collect(),
     };
     let vcl = p.program();
     (vcl, p.diags)
+}
+
+/// Adds `bytes` to `sm` as the main file named `name` and parses it.
+/// Text that is not UTF-8 is reported (at the first bad byte) instead of
+/// being parsed.
+pub fn parse_source(
+    sm: &mut SourceMap,
+    name: &str,
+    bytes: &[u8],
+    opts: &ParseOptions<'_>,
+) -> (FileId, Vcl, Diagnostics) {
+    match sm.add_bytes(name, bytes, crate::source::FileKind::Main) {
+        Ok(f) => {
+            let (v, d) = parse_with(sm, f, opts);
+            (f, v, d)
+        }
+        Err(bad) => {
+            let mut d = Diagnostics::new();
+            d.push(include::invalid_utf8(bad.file, bad.offset, sm));
+            (bad.file, Vcl::default(), d)
+        }
+    }
 }
 
 /// Marker for "an error was reported, unwind to the declaration level".
@@ -140,6 +169,14 @@ struct Parser<'a> {
     depth: u32,
     /// Parsing the body of a built-in method (vcl_*).
     in_method: bool,
+    /// Type vcc would be looking for at a token position (statement
+    /// contexts with a fixed type), for "Unknown token" messages.
+    hint: Option<(&'static str, usize)>,
+    /// A `probe default` was declared (so `.probe = default` is valid).
+    default_probe: bool,
+    /// `vcl_*` subroutine names that are not methods but may be defined
+    /// (those of the built-in VCL).
+    builtin_subs: Vec<String>,
     unsafe_path: bool,
 }
 
@@ -326,6 +363,28 @@ impl<'a> Parser<'a> {
         }
         self.open_braces = 0;
         self.depth = 0;
+    }
+
+    /// Names declared with `sub NAME` in file `f`.
+    fn sub_names_in(&self, f: FileId) -> Vec<String> {
+        let toks = &self.stream.toks;
+        toks.windows(2)
+            .filter(|w| {
+                w[0].span.file == f
+                    && w[0].kind == TokKind::Id
+                    && w[1].kind == TokKind::Id
+                    && self.text(w[0]) == "sub"
+            })
+            .map(|w| self.text(w[1]).to_string())
+            .collect()
+    }
+
+    /// An expression where vcc looks for type `hint`.
+    fn expr_typed(&mut self, hint: &'static str) -> PResult<Expr> {
+        self.hint = Some((hint, self.pos));
+        let r = self.expr();
+        self.hint = None;
+        r
     }
 
     // ----------------------------------------------------------------
@@ -541,7 +600,15 @@ impl<'a> Parser<'a> {
                         continue;
                     }
                     if self.tok().kind == TokKind::Id {
-                        FieldValue::ProbeRef(self.expect_id()?)
+                        let id = self.expect_id()?;
+                        if id.name == "default" && !self.default_probe {
+                            let t = self.tok();
+                            return Err(self.err_at(
+                                format!("No default probe defined\n{} at", self.describe(t)),
+                                t.span,
+                            ));
+                        }
+                        FieldValue::ProbeRef(id)
                     } else {
                         let t = self.tok();
                         return Err(self.err_at(
@@ -615,6 +682,9 @@ impl<'a> Parser<'a> {
             self.check_vcl_prefix(&name)?;
         }
         let spec = self.probe_spec()?;
+        if name.name == "default" {
+            self.default_probe = true;
+        }
         let span = t0.span.to(spec.span);
         Ok(Probe { name, spec, span })
     }
@@ -925,7 +995,7 @@ impl<'a> Parser<'a> {
         let t0 = self.advance();
         let name = self.expect_vid("subroutine")?;
         let is_method = METHODS.contains(&name.name.as_str());
-        if !is_method && has_vcl_prefix(&name.name) {
+        if !is_method && has_vcl_prefix(&name.name) && !self.builtin_subs.contains(&name.name) {
             let mut list = String::from("Valid vcl_* subroutines are:");
             for m in METHODS {
                 list.push_str("\n\t");
@@ -1015,8 +1085,11 @@ impl<'a> Parser<'a> {
             }
             "call" => {
                 self.advance();
+                if self.tok().kind != TokKind::Id {
+                    return Err(self.expected(TokKind::Id));
+                }
                 StmtKind::Call {
-                    target: self.path()?,
+                    target: self.postfix()?,
                 }
             }
             "return" => {
@@ -1030,7 +1103,7 @@ impl<'a> Parser<'a> {
             "synthetic" | "ban" | "hash_data" => {
                 self.advance();
                 self.skip(Punct::LParen)?;
-                let e = self.expr()?;
+                let e = self.expr_typed("STRING")?;
                 self.skip(Punct::RParen)?;
                 match kw {
                     "synthetic" => StmtKind::Synthetic(e),
@@ -1047,22 +1120,25 @@ impl<'a> Parser<'a> {
                     return Err(self.expected(TokKind::Id));
                 }
                 let callee = self.path()?;
-                if !self.at(Punct::LParen) {
-                    return Err(self.expected(TokKind::Punct(Punct::LParen)));
-                }
-                let (args, args_span) = self.call_args()?;
-                let span = callee.span.to(args_span);
-                StmtKind::New {
-                    name,
-                    constructor: Expr {
+                let constructor = if self.at(Punct::LParen) {
+                    let (args, args_span) = self.call_args()?;
+                    let span = callee.span.to(args_span);
+                    Expr {
                         kind: ExprKind::Call {
                             callee,
                             args,
                             args_span,
                         },
                         span,
-                    },
-                }
+                    }
+                } else {
+                    let span = callee.span;
+                    Expr {
+                        kind: ExprKind::Path(callee),
+                        span,
+                    }
+                };
+                StmtKind::New { name, constructor }
             }
             _ => {
                 let e = self.postfix()?;
@@ -1109,10 +1185,10 @@ impl<'a> Parser<'a> {
             match name.name.as_str() {
                 "synth" | "error" => {
                     self.advance();
-                    args.push(self.expr()?);
+                    args.push(self.expr_typed("INT")?);
                     if self.at(Punct::Comma) {
                         self.advance();
-                        args.push(self.expr()?);
+                        args.push(self.expr_typed("STRING")?);
                     }
                     self.skip(Punct::RParen)?;
                 }
@@ -1131,7 +1207,12 @@ impl<'a> Parser<'a> {
                 }
                 "pass" | "fail" => {
                     self.advance();
-                    args.push(self.expr()?);
+                    let hint = if name.name == "pass" {
+                        "DURATION"
+                    } else {
+                        "STRING"
+                    };
+                    args.push(self.expr_typed(hint)?);
                     self.skip(Punct::RParen)?;
                 }
                 _ => {
@@ -1202,12 +1283,12 @@ impl<'a> Parser<'a> {
 
     fn condition(&mut self) -> PResult<Expr> {
         self.skip(Punct::LParen)?;
-        let e = self.expr()?;
+        let e = self.expr_typed("BOOL")?;
         self.skip(Punct::RParen)?;
         Ok(e)
     }
 
-    /// A dotted name: `ID ('.' (ID | CSTR))*`.
+    /// A dotted name: `ID ('.' ID)* ['.' CSTR]`.
     fn path(&mut self) -> PResult<Path> {
         let first = self.expect_id()?;
         let mut span = first.span;
@@ -1243,6 +1324,9 @@ impl<'a> Parser<'a> {
                         quoted: true,
                         span: next.span,
                     });
+                    // A quoted segment (a header name) ends the name.
+                    span = span.to(next.span);
+                    break;
                 }
                 _ => break,
             }
@@ -1353,6 +1437,8 @@ impl<'a> Parser<'a> {
                 BinaryOp::Mul
             } else if self.at(Punct::Slash) {
                 BinaryOp::Div
+            } else if self.at(Punct::Percent) {
+                BinaryOp::Rem
             } else {
                 return Ok(e);
             };
@@ -1511,15 +1597,43 @@ impl<'a> Parser<'a> {
                 })
             }
             _ => {
-                let msg = format!(
-                    "Unknown token {} when looking for an expression",
-                    self.describe(t)
-                );
+                let what = match self.hint {
+                    Some((h, p)) if p == self.pos => h,
+                    _ => "an expression",
+                };
+                let msg = format!("Unknown token {} when looking for {what}", self.describe(t));
                 Err(self.err_at(msg, t.span))
             }
         }
     }
 }
+
+/// The `vcl_*` subroutines of Varnish 7.1's built-in VCL that are not
+/// methods; user VCL may define them too (used when no built-in file is
+/// given to the parser).
+pub const BUILTIN_SUBS: &[&str] = &[
+    "vcl_builtin_recv",
+    "vcl_req_host",
+    "vcl_req_method",
+    "vcl_req_authorization",
+    "vcl_req_cookie",
+    "vcl_builtin_pipe",
+    "vcl_builtin_pass",
+    "vcl_builtin_hash",
+    "vcl_builtin_purge",
+    "vcl_builtin_hit",
+    "vcl_builtin_miss",
+    "vcl_builtin_deliver",
+    "vcl_builtin_synth",
+    "vcl_builtin_backend_fetch",
+    "vcl_builtin_backend_response",
+    "vcl_beresp_stale",
+    "vcl_beresp_cookie",
+    "vcl_beresp_control",
+    "vcl_beresp_vary",
+    "vcl_beresp_hitmiss",
+    "vcl_builtin_backend_error",
+];
 
 const BACKEND_FIELDS: &[&str] = &[
     "host",
@@ -1620,6 +1734,571 @@ fn mask_ip(ip: IpAddr, bits: u8) -> IpAddr {
                 u128::MAX << (128 - bits as u32)
             };
             IpAddr::V6(Ipv6Addr::from(u128::from(a) & m))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::FileKind;
+
+    fn parse_src(src: &str) -> (Vcl, Diagnostics, SourceMap) {
+        let mut sm = SourceMap::new();
+        let f = sm.add("<vcl.inline>", src, FileKind::Main);
+        let (v, d) = parse(&mut sm, f);
+        (v, d, sm)
+    }
+
+    fn ok(src: &str) -> Vcl {
+        let (v, d, sm) = parse_src(src);
+        assert!(!d.has_errors(), "unexpected errors:\n{}", d.render(&sm));
+        v
+    }
+
+    fn errs(src: &str) -> Vec<String> {
+        let (_, d, _) = parse_src(src);
+        assert!(d.has_errors(), "expected an error for {src:?}");
+        d.iter().map(|d| d.message.clone()).collect()
+    }
+
+    fn first_err(src: &str) -> String {
+        errs(src).remove(0)
+    }
+
+    fn sub_body(v: &Vcl, name: &str) -> Vec<StmtKind> {
+        for it in &v.items {
+            if let Item::Sub(s) = it
+                && s.name.name == name
+            {
+                return s.body.stmts.iter().map(|s| s.kind.clone()).collect();
+            }
+        }
+        panic!("no sub {name}");
+    }
+
+    /// Renders an expression as a fully parenthesised string.
+    fn show(e: &Expr) -> String {
+        match &e.kind {
+            ExprKind::Str(s) => format!("{:?}", s.value),
+            ExprKind::Num { lit, unit } => match unit {
+                Some(u) => format!("{}{}", lit.text, u.name),
+                None => lit.text.clone(),
+            },
+            ExprKind::Blob(b) => format!("blob{:?}", b.bytes),
+            ExprKind::Path(p) => p.dotted(),
+            ExprKind::Call { callee, args, .. } => {
+                let a: Vec<String> = args
+                    .iter()
+                    .map(|a| match &a.name {
+                        Some(n) => format!("{}={}", n.name, show(&a.value)),
+                        None => show(&a.value),
+                    })
+                    .collect();
+                format!("{}({})", callee.dotted(), a.join(", "))
+            }
+            ExprKind::Method { recv, name, args } => {
+                let a = args
+                    .as_ref()
+                    .map(|(a, _)| {
+                        format!(
+                            "({})",
+                            a.iter()
+                                .map(|a| show(&a.value))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    })
+                    .unwrap_or_default();
+                format!("{}.{}{}", show(recv), name.name, a)
+            }
+            ExprKind::Paren(e) => format!("[{}]", show(e)),
+            ExprKind::Unary { op, operand } => {
+                let o = match op {
+                    UnaryOp::Not => "!",
+                    UnaryOp::Neg => "-",
+                };
+                format!("{o}{}", show(operand))
+            }
+            ExprKind::Binary { op, lhs, rhs, .. } => {
+                format!("({} {} {})", show(lhs), op.as_str(), show(rhs))
+            }
+        }
+    }
+
+    fn cond(src_expr: &str) -> String {
+        let v = ok(&format!("vcl 4.1; sub f {{ if ({src_expr}) {{ }} }}"));
+        match &sub_body(&v, "f")[0] {
+            StmtKind::If { arms, .. } => show(&arms[0].cond),
+            other => panic!("not an if: {other:?}"),
+        }
+    }
+
+    fn set_value(src_expr: &str) -> String {
+        let v = ok(&format!(
+            "vcl 4.1; sub f {{ set req.http.x = {src_expr}; }}"
+        ));
+        match &sub_body(&v, "f")[0] {
+            StmtKind::Set { value, .. } => show(value),
+            other => panic!("not a set: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn full_program() {
+        let v = ok(r#"vcl 4.1;
+import std;
+import directors as d from "/usr/lib/vmod.so";
+probe p { .url = "/health"; .window = 5; .threshold = 3; .interval = 2s; .timeout = 1.5s; }
+backend default {
+    .host = "127.0.0.1"; .port = "8080";
+    .connect_timeout = 500ms; .probe = p; .max_connections = 10;
+}
+backend b2 { .host = "a"; .probe = { .request = "GET / HTTP/1.1" "Host: x"; } }
+backend b3 none;
+acl local +log -pedantic { "localhost"; !"10.0.0.0"/8; ("example.invalid"); "::1"/128; }
+sub vcl_recv {
+    set req.http.X-Forwarded-For = client.ip;
+    unset req.http.Cookie;
+    call my_sub;
+    if (req.url ~ "^/a") { return (pass); } elsif (req.method == "PURGE") { return (purge); }
+    else if (req.http.x) { return (synth(404, "Not here")); } else { return (hash); }
+    std.log("x");
+    hash_data(req.url);
+    { ban("obj.status == 200"); }
+}
+sub my_sub { return; }
+sub vcl_init { new rr = d.round_robin(); rr.add_backend(default); }
+sub vcl_backend_response { set beresp.ttl = 1h; return (pass(10s)); }
+"#);
+        assert_eq!(v.version.as_ref().unwrap().version, VclVersion::V41);
+        assert_eq!(v.items.len(), 11);
+        let Item::Import(i) = &v.items[1] else {
+            panic!()
+        };
+        assert_eq!(i.alias.as_ref().unwrap().name, "d");
+        assert_eq!(i.from.as_ref().unwrap().value, "/usr/lib/vmod.so");
+        let Item::Probe(p) = &v.items[2] else {
+            panic!()
+        };
+        assert_eq!(p.spec.uint("window"), Some(5));
+        assert_eq!(p.spec.duration("timeout"), Some(1.5));
+        let Item::Backend(b) = &v.items[3] else {
+            panic!()
+        };
+        let BackendBody::Def(fl) = &b.body else {
+            panic!()
+        };
+        assert_eq!(fl.string("host").unwrap().value, "127.0.0.1");
+        assert_eq!(fl.duration("connect_timeout"), Some(0.5));
+        assert!(matches!(
+            fl.get("probe").unwrap().value,
+            FieldValue::ProbeRef(_)
+        ));
+        let Item::Backend(b2) = &v.items[4] else {
+            panic!()
+        };
+        let BackendBody::Def(fl2) = &b2.body else {
+            panic!()
+        };
+        let FieldValue::ProbeInline(inl) = &fl2.get("probe").unwrap().value else {
+            panic!()
+        };
+        assert!(
+            matches!(&inl.get("request").unwrap().value, FieldValue::Strings(v) if v.len() == 2)
+        );
+        assert!(matches!(
+            v.items[5],
+            Item::Backend(Backend {
+                body: BackendBody::None(_),
+                ..
+            })
+        ));
+        let Item::Acl(a) = &v.items[6] else { panic!() };
+        assert_eq!(a.flag("log"), Some(true));
+        assert_eq!(a.flag("pedantic"), Some(false));
+        assert_eq!(a.entries.len(), 4);
+        assert!(a.entries[0].net.is_none());
+        assert!(a.entries[1].negated);
+        assert_eq!(
+            a.entries[1].net,
+            Some(AclNet {
+                addr: "10.0.0.0".parse().unwrap(),
+                mask: 8
+            })
+        );
+        assert!(a.entries[2].optional);
+        assert_eq!(a.entries[3].net.unwrap().mask, 128);
+        let body = sub_body(&v, "vcl_recv");
+        assert_eq!(body.len(), 7);
+        let StmtKind::If { arms, otherwise } = &body[3] else {
+            panic!()
+        };
+        assert_eq!(arms.len(), 3);
+        assert!(otherwise.is_some());
+        assert!(matches!(body[6], StmtKind::Block(_)));
+        assert!(matches!(sub_body(&v, "my_sub")[0], StmtKind::Return(None)));
+        let init = sub_body(&v, "vcl_init");
+        assert!(matches!(&init[0], StmtKind::New { name, .. } if name.name == "rr"));
+        assert!(matches!(&init[1], StmtKind::Expr(e) if show(e) == "rr.add_backend(default)"));
+        let StmtKind::Return(Some(r)) = &sub_body(&v, "vcl_backend_response")[1] else {
+            panic!()
+        };
+        assert_eq!(r.name.name, "pass");
+        assert_eq!(show(&r.args[0]), "10s");
+    }
+
+    #[test]
+    fn precedence() {
+        assert_eq!(cond("a || b && !c == d"), "(a || (b && !(c == d)))");
+        assert_eq!(cond("a + b * c - d"), "((a + (b * c)) - d)");
+        assert_eq!(cond("a * b % c / d"), "(((a * b) % c) / d)");
+        assert_eq!(cond("!req.http.x ~ \"y\""), "!(req.http.x ~ \"y\")");
+        assert_eq!(cond("client.ip !~ local"), "(client.ip !~ local)");
+        assert_eq!(cond("(a || b) && c"), "([(a || b)] && c)");
+        assert_eq!(cond("x >= 1.5 && y <= 10s"), "((x >= 1.5) && (y <= 10s))");
+    }
+
+    #[test]
+    fn expressions() {
+        assert_eq!(
+            set_value("\"a\" + req.url + {\"b\"}"),
+            "((\"a\" + req.url) + \"b\")"
+        );
+        assert_eq!(set_value("-1"), "-1");
+        assert_eq!(set_value("-5m"), "-5m");
+        assert_eq!(set_value("- a + b"), "-(a + b)");
+        assert_eq!(set_value("100KB"), "100KB");
+        assert_eq!(
+            set_value("regsub(req.url, \"a\", \"b\")"),
+            "regsub(req.url, \"a\", \"b\")"
+        );
+        assert_eq!(
+            set_value("std.integer(s=\"1\", fallback=0)"),
+            "std.integer(s=\"1\", fallback=0)"
+        );
+        assert_eq!(set_value("req.http.host.lower()"), "req.http.host.lower()");
+        assert_eq!(set_value("f(x).upper()"), "f(x).upper()");
+        assert_eq!(set_value("(\"x\").lower()"), "[\"x\"].lower()");
+        assert_eq!(set_value(":AAEC:  "), "blob[0, 1, 2]");
+        assert_eq!(set_value("true"), "true");
+    }
+
+    #[test]
+    fn quoted_header_segments() {
+        let v = ok("vcl 4.1; sub f { set req.http.\"x y\" = \"1\"; }");
+        let StmtKind::Set { target, .. } = &sub_body(&v, "f")[0] else {
+            panic!()
+        };
+        assert_eq!(target.segments.len(), 3);
+        assert!(target.segments[2].quoted);
+        assert_eq!(target.segments[2].name, "x y");
+        assert_eq!(
+            first_err("vcl 4.0; sub f { set req.http.\"x\" = \"1\"; }"),
+            "Quoted headers are available for VCL >= 4.1.\nAt:"
+        );
+        assert_eq!(
+            first_err("vcl 4.1; sub f { set req.\"http\".wrong-quote = \"1\"; }"),
+            "Expected '=' got '.'"
+        );
+    }
+
+    #[test]
+    fn version_declarations() {
+        assert!(first_err("backend b none;").starts_with("VCL version declaration missing\n"));
+        assert!(first_err("").starts_with("VCL version declaration missing\n"));
+        assert_eq!(first_err("vcl 4.2;"), "VCL version 4.2 not supported.");
+        assert_eq!(first_err("vcl 4;"), "Expected FNUM got '4'");
+        assert_eq!(
+            first_err("vcl 4.10;"),
+            "Don't play silly buggers with VCL version numbers"
+        );
+        assert_eq!(
+            first_err("vcl 04.1;"),
+            "Don't play silly buggers with VCL version numbers"
+        );
+        assert_eq!(
+            first_err("vcl 4.1 backend"),
+            "Expected 'vcl N.N;' found no semi-colon"
+        );
+        assert_eq!(
+            first_err("vcl 4.0; vcl 4.1;"),
+            "VCL version 4.1 higher than the top level version 4.0"
+        );
+        let v = ok("vcl 4.1; vcl 4.0;");
+        assert!(matches!(v.items[0], Item::Version(_)));
+    }
+
+    #[test]
+    fn statement_errors() {
+        assert_eq!(
+            first_err("vcl 4.1; sub f { set req.url = 1 }"),
+            "Expected ';' got '}'"
+        );
+        assert_eq!(
+            first_err("vcl 4.1; sub f { \"x\"; }"),
+            "Expected an action, 'if', '{' or '}'"
+        );
+        assert_eq!(
+            first_err("vcl 4.1; sub f { if (a) { } else foo; }"),
+            "'else' must be followed by 'if' or '{'"
+        );
+        assert_eq!(
+            first_err("vcl 4.1; sub vcl_recv { return; }"),
+            "Expected '(' got ';'"
+        );
+        assert_eq!(
+            first_err("vcl 4.1; sub vcl_recv { return (foo); }"),
+            "Expected return action name."
+        );
+        assert_eq!(
+            first_err("vcl 4.1; sub vcl_recv { return (hash(1)); }"),
+            "Arguments not allowed."
+        );
+        assert_eq!(
+            first_err("vcl 4.1; sub vcl_recv { return (synth); }"),
+            "Missing argument."
+        );
+        assert_eq!(
+            first_err("vcl 4.1; sub vcl_recv { ban(<<); }"),
+            "Unknown token '<<' when looking for STRING"
+        );
+        assert_eq!(
+            first_err("vcl 4.1; sub vcl_recv { if (]) {} }"),
+            "Syntax error at"
+        );
+        assert_eq!(
+            first_err("vcl 4.1; sub vcl_recv { if (;) {} }"),
+            "Unknown token ';' when looking for BOOL"
+        );
+        assert_eq!(
+            first_err("vcl 4.1; sub vcl_recv {"),
+            "End of input while in compound statement"
+        );
+        assert_eq!(
+            first_err("vcl 4.1; sub vcl_recv { C{ x }C }"),
+            "Inline-C not allowed"
+        );
+        assert_eq!(first_err("vcl 4.1; C{ x }C"), "Inline-C not allowed");
+        assert_eq!(
+            first_err("vcl 4.1; foo"),
+            "Expected one of\n\t'acl', 'sub', 'backend', 'probe', 'import',  or 'vcl'\nFound: 'foo' at"
+        );
+        assert_eq!(
+            first_err("vcl 4.1; sub vcl_foo { }"),
+            "The names 'vcl_*' are reserved for subroutines."
+        );
+        assert_eq!(
+            first_err("vcl 4.1; sub a.b { }"),
+            "Name of subroutine, 'a.b', contains illegal character '.'"
+        );
+        ok("vcl 4.1; sub vcl_req_cookie { return; }");
+    }
+
+    #[test]
+    fn unknown_identifier_statements_are_left_to_sema() {
+        let v = ok("vcl 4.1; sub f { req.url = \"x\"; foo; }");
+        let body = sub_body(&v, "f");
+        assert_eq!(body.len(), 2);
+        assert!(
+            matches!(&body[0], StmtKind::Expr(Expr { kind: ExprKind::Path(p), .. }) if p.dotted() == "req.url")
+        );
+    }
+
+    #[test]
+    fn backend_errors() {
+        assert_eq!(
+            first_err("vcl 4.1; backend b { }"),
+            "Expected .host or .path."
+        );
+        assert_eq!(
+            first_err("vcl 4.1; backend b { .foo = 1; }"),
+            "Unknown field: 'foo' at"
+        );
+        assert_eq!(
+            first_err("vcl 4.1; backend b { .port = \"1\"; .port = \"2\"; }"),
+            "Field 'port' redefined at:"
+        );
+        assert_eq!(
+            first_err("vcl 4.1; backend b { .host = \"a\"; .path = \"/b\"; }"),
+            "Address redefinition at:"
+        );
+        assert_eq!(
+            first_err("vcl 4.1; backend b { .host = \"a\"; .proxy_header = 3; }"),
+            ".proxy_header must be 1 or 2"
+        );
+        assert_eq!(
+            first_err("vcl 4.0; backend b { .path = \"/x\"; }"),
+            "Unix socket backends only supported in VCL4.1 and higher.\n'\"/x\"' at "
+        );
+        assert_eq!(
+            first_err("vcl 4.1; backend b { .host = \"a\"; .connect_timeout = 1 k; }"),
+            "Unknown duration unit 'k'\nLegal duration units are 'ms', 's', 'm', 'h', 'd', 'w' and 'y'"
+        );
+        assert_eq!(
+            first_err("vcl 4.1; backend b { .host = \"a\"; .connect_timeout = 1; }"),
+            "Expected ID got ';'"
+        );
+        assert_eq!(
+            first_err("vcl 4.1; backend b { .host = \"a\"; .max_connections = 1.5; }"),
+            "Expected CNUM got '1.5'"
+        );
+        assert_eq!(
+            first_err("vcl 4.1; backend b { set .host = \"a\"; }"),
+            "NB: Backend Syntax has changed:\nRemove \"set\" and \"backend\" in front of backend fields.\n'set' at "
+        );
+        assert_eq!(
+            first_err("vcl 4.1; backend b { .host = \"a\"; .probe = default; }"),
+            "No default probe defined\n';' at"
+        );
+        ok("vcl 4.1; probe default { } backend b { .host = \"a\"; .probe = default; }");
+        assert_eq!(
+            first_err("vcl 4.1; backend b { .host = \"a\"; .probe = 1; }"),
+            "Expected '{' or name of probe, got '1' at"
+        );
+        assert_eq!(
+            first_err("vcl 4.1; backend vcl_b { .host = \"a\"; }"),
+            "Symbols named 'vcl_*' are reserved.\nAt:"
+        );
+        ok("vcl 4.0; backend vcl_b { .host = \"a\"; .preamble = :AAAA:; }");
+    }
+
+    #[test]
+    fn probe_errors() {
+        let e = |body: &str| first_err(&format!("vcl 4.1; probe p {{ {body} }}"));
+        assert_eq!(e(".window = 3;"), "Must specify .threshold with .window");
+        assert_eq!(e(".threshold = 65;"), "Threshold must be 64 or less.");
+        assert_eq!(
+            e(".threshold = 3; .window = 65;"),
+            "Window must be 64 or less."
+        );
+        assert_eq!(
+            e(".threshold = 4; .window = 3;"),
+            "Threshold can not be greater than window."
+        );
+        assert_eq!(
+            e(".expected_response = 42;"),
+            "Must specify .expected_response with exactly three digits (100 <= x <= 999)"
+        );
+        assert_eq!(
+            e(".url = \"/\"; .request = \"x\";"),
+            "Probe request redefinition at:"
+        );
+        ok("vcl 4.1; probe p { .threshold = 64; .initial = 2; .expected_response = 204; }");
+    }
+
+    #[test]
+    fn acl_checks() {
+        let e = |body: &str| first_err(&format!("vcl 4.1; acl a {{ {body} }}"));
+        assert_eq!(e("\"1.2.3.4\"/33;"), "Too wide mask (/33) for IPv4 address");
+        assert_eq!(e("\"::1\"/129;"), "Too wide mask (/129) for IPv6 address");
+        assert_eq!(
+            e("\"1.2.3.4\"/24;"),
+            "Non-zero bits in masked part, (maybe use 1.2.3.0/24 ?)"
+        );
+        assert_eq!(e("\"1.2.3.4/x\";"), ".../mask is not numeric.");
+        assert_eq!(e("\"1.2.3.4/8\"/8;"), "/mask only allowed once.");
+        assert_eq!(e("\"1.2.3.4.5\";"), "Too wide mask (/40) for IPv4 address");
+        assert_eq!(first_err("vcl 4.1; acl a +foo { }"), "Unknown ACL flag:");
+        assert_eq!(first_err("vcl 4.1; acl a + log { }"), "Expected a flag at:");
+        let v = ok("vcl 4.1; acl a -pedantic { \"1.2.3.4\"/24; \"10.1\"; }");
+        let Item::Acl(a) = &v.items[0] else { panic!() };
+        assert_eq!(
+            a.entries[0].net,
+            Some(AclNet {
+                addr: "1.2.3.0".parse().unwrap(),
+                mask: 24
+            })
+        );
+        assert_eq!(
+            a.entries[1].net,
+            Some(AclNet {
+                addr: "10.1.0.0".parse().unwrap(),
+                mask: 16
+            })
+        );
+    }
+
+    #[test]
+    fn recovery_reports_independent_errors_once_each() {
+        let e = errs(
+            "vcl 4.1;\nsub a { set x = ; foo(; }\nsub b { return (nope); }\nbackend c { }\nsub d { }\n",
+        );
+        assert_eq!(
+            e,
+            vec![
+                "Unknown token ';' when looking for an expression".to_string(),
+                "Expected return action name.".to_string(),
+                "Expected .host or .path.".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn nesting_is_bounded() {
+        let deep = format!(
+            "vcl 4.1; sub f {{ set x = {}1{}; }}",
+            "(".repeat(5000),
+            ")".repeat(5000)
+        );
+        assert!(first_err(&deep).starts_with("Nesting too deep"));
+        let blocks = format!("vcl 4.1; sub f {}{}", "{".repeat(5000), "}".repeat(5000));
+        assert!(first_err(&blocks).starts_with("Nesting too deep"));
+        let neg = format!("vcl 4.1; sub f {{ set x = {}a; }}", "- ".repeat(5000));
+        assert!(first_err(&neg).starts_with("Nesting too deep"));
+        let ok_depth = format!(
+            "vcl 4.1; sub f {{ set x = {}1{}; }}",
+            "(".repeat(50),
+            ")".repeat(50)
+        );
+        ok(&ok_depth);
+    }
+
+    #[test]
+    fn builtin_is_parsed_after_main() {
+        let mut sm = SourceMap::new();
+        let main = sm.add("<vcl.inline>", "vcl 4.1; sub vcl_recv { }", FileKind::Main);
+        let b = sm.add(
+            "<builtin>",
+            "vcl 4.0; sub vcl_recv { call vcl_custom_thing; } sub vcl_custom_thing { }",
+            FileKind::Builtin,
+        );
+        let opts = ParseOptions {
+            builtin: Some(b),
+            ..ParseOptions::default()
+        };
+        let (v, d) = parse_with(&mut sm, main, &opts);
+        assert!(!d.has_errors(), "{}", d.render(&sm));
+        assert_eq!(v.items.len(), 4);
+        assert_eq!(v.items[3].span().file, b);
+        // An empty main file takes the version of the built-in VCL.
+        let empty = sm.add("<vcl.inline>", "", FileKind::Main);
+        let (v, d) = parse_with(&mut sm, empty, &opts);
+        assert!(!d.has_errors());
+        assert_eq!(v.version.as_ref().unwrap().version, VclVersion::V40);
+    }
+
+    #[test]
+    fn invalid_bytes_never_panic() {
+        let mut sm = SourceMap::new();
+        for src in [
+            "vcl 4.1; sub f { set x = \u{0}",
+            "vcl 4.1; sub f { if (a) { } elsif",
+            "vcl 4.1; acl a { \"::ffff:1.2.3.4\"/200; }",
+            "vcl 4.1; backend b { .host = \"a\"; .probe = { .window = 99999999999999; .threshold = 1; } }",
+            "vcl 4.1; sub f { return (synth(1, \"a\", 3)); }",
+            "vcl 4.1; sub f { new = ; call ; unset ; }",
+            "vcl 4.1; import; import a as; import a from; import a foo;",
+            "vcl 9.9;",
+            "vcl",
+            "vcl 4.1; probe",
+            "vcl 4.1; acl",
+            "vcl 4.1; acl a { ! ( ! \"x\" ) / 3; }",
+        ] {
+            let f = sm.add("<x>", src, FileKind::Main);
+            let (_, d) = parse(&mut sm, f);
+            let _ = d.render(&sm);
+            let _ = d.render_compact(&sm);
         }
     }
 }

@@ -420,3 +420,33 @@ fn vcl_label_and_pass_ttl() {
     assert_eq!(a, Action::Vcl(Arc::from("other")));
     assert_eq!(a.kind().name(), "vcl");
 }
+
+#[test]
+fn dynamic_call_recursion_fails() {
+    let mut p = Program::default();
+    // sub 0 calls the SUB value 0 (itself) dynamically.
+    let me = p.add_sub(
+        "recursive",
+        vec![Stmt::CallDynamic(Expr::Const(Value::Sub(0)))],
+    );
+    let other = p.add_sub(
+        "other",
+        vec![Stmt::Set(Target::header(REQ, "x-other"), Expr::str("1"))],
+    );
+    let recv = p.add_sub(
+        "vcl_recv",
+        vec![
+            Stmt::CallDynamic(Expr::Const(Value::Sub(other))),
+            Stmt::Call(me),
+            ret(ReturnAction::Hash),
+        ],
+    );
+    p.set_method(BuiltinSub::Recv, recv);
+    let mut c = MockContext::new("GET", "/");
+    assert_eq!(run(&p, BuiltinSub::Recv, &mut c), Action::Fail);
+    assert_eq!(c.http(REQ).get("x-other"), Some(&b"1"[..]));
+    assert_eq!(
+        c.logs_of(LogKind::Error),
+        ["Recursive call to \"sub recursive{}\""]
+    );
+}

@@ -146,6 +146,9 @@ pub enum Stmt {
     If(Box<[(Expr, Block)]>, Block),
     /// `call sub`.
     Call(SubId),
+    /// `call` of a SUB value computed at run time; recursion is a runtime
+    /// error here, as in Varnish.
+    CallDynamic(Expr),
     /// `return (action)`: ends the built-in subroutine being run.
     Return(ReturnAction),
     /// `return;` without an action in a custom subroutine: back to the

@@ -21,7 +21,7 @@ use crate::types::{ArithOp, CmpOp};
 
 /// Deepest `call` nesting accepted before the task fails (the compiler
 /// rejects recursion, so only a malformed program reaches it).
-const MAX_CALL_DEPTH: u32 = 64;
+const MAX_CALL_DEPTH: usize = 64;
 
 /// Reusable working memory for running subroutines. Keep one per worker or
 /// session and pass it to every [`Program::run`]; it starts empty and keeps
@@ -29,6 +29,8 @@ const MAX_CALL_DEPTH: u32 = 64;
 #[derive(Debug, Default)]
 pub struct Scratch {
     bufs: Vec<Vec<u8>>,
+    /// Subroutines currently being executed, innermost last.
+    stack: Vec<SubId>,
 }
 
 /// Why evaluation stopped early: a runtime error message.
@@ -57,7 +59,7 @@ struct Exec<'a, C: Context> {
     ctx: &'a mut C,
     vmods: &'a dyn Vmods,
     bufs: &'a mut Vec<Vec<u8>>,
-    depth: u32,
+    stack: &'a mut Vec<SubId>,
 }
 
 impl Program {
@@ -87,12 +89,13 @@ impl Program {
         vmods: &dyn Vmods,
         scratch: &mut Scratch,
     ) -> Action {
+        scratch.stack.clear();
         let mut ex = Exec {
             prog: self,
             ctx,
             vmods,
             bufs: &mut scratch.bufs,
-            depth: 0,
+            stack: &mut scratch.stack,
         };
         match ex.call(sub) {
             Ok(Flow::Return(a)) => a,
@@ -225,15 +228,15 @@ impl<C: Context> Exec<'_, C> {
         let Some(code) = prog.subs.get(sub as usize) else {
             return Err(Fail(format!("call to unknown subroutine #{sub}")));
         };
-        if self.depth >= MAX_CALL_DEPTH {
+        if self.stack.len() >= MAX_CALL_DEPTH {
             return Err(Fail(format!(
                 "Recursive call to \"sub {}{{}}\" (call depth {MAX_CALL_DEPTH})",
                 code.name
             )));
         }
-        self.depth += 1;
+        self.stack.push(sub);
         let r = self.block(&code.body);
-        self.depth -= 1;
+        self.stack.pop();
         r
     }
 
@@ -264,6 +267,23 @@ impl<C: Context> Exec<'_, C> {
             }
             Stmt::Call(sub) => {
                 return match self.call(*sub)? {
+                    Flow::ReturnSub => Ok(Flow::Next),
+                    other => Ok(other),
+                };
+            }
+            Stmt::CallDynamic(e) => {
+                let sub = match self.eval(e)? {
+                    Value::Sub(s) => s,
+                    Value::Null => return Err(Fail("Tried to call a NULL SUB".into())),
+                    other => {
+                        return Err(Fail(format!("cannot call a {}", other.type_name())));
+                    }
+                };
+                if self.stack.contains(&sub) {
+                    let name = self.prog.subs.get(sub as usize).map_or("?", |s| &s.name);
+                    return Err(Fail(format!("Recursive call to \"sub {name}{{}}\"")));
+                }
+                return match self.call(sub)? {
                     Flow::ReturnSub => Ok(Flow::Next),
                     other => Ok(other),
                 };
@@ -472,6 +492,16 @@ impl<C: Context> Exec<'_, C> {
                     self.append_str(p, out)?;
                 }
                 Ok(true)
+            }
+            Expr::Case { upper, inner } => {
+                let at = out.len();
+                let nonnull = self.append_str(inner, out)?;
+                if *upper {
+                    out[at..].make_ascii_uppercase();
+                } else {
+                    out[at..].make_ascii_lowercase();
+                }
+                Ok(nonnull)
             }
             Expr::Regsub {
                 all,

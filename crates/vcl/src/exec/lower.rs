@@ -140,6 +140,7 @@ impl Lower<'_> {
             }
             ir::Stmt::Unset(var) => Stmt::Unset(self.target(var)?),
             ir::Stmt::Call(i) => Stmt::Call(*i as SubId),
+            ir::Stmt::CallDynamic(e) => Stmt::CallDynamic(self.expr(e)?),
             ir::Stmt::If { arms, otherwise } => {
                 let mut out = Vec::with_capacity(arms.len());
                 for (c, body) in arms {

@@ -21,6 +21,70 @@ use std::borrow::Cow;
 pub struct Regex {
     source: Box<str>,
     engine: Engine,
+    /// Set when the pattern is a plain literal with optional `^` / `$`
+    /// anchors (`^/static/`, `\.css$`, `gzip`): matched without the engine.
+    literal: Option<Literal>,
+}
+
+/// A pattern that is a literal byte string, possibly anchored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Literal {
+    bytes: Box<[u8]>,
+    start: bool,
+    end: bool,
+}
+
+impl Literal {
+    /// Recognizes `^?literal$?` where the literal uses no metacharacters
+    /// (punctuation may be backslash-escaped).
+    fn parse(p: &str) -> Option<Literal> {
+        let b = p.as_bytes();
+        let start = b.first() == Some(&b'^');
+        let mut i = usize::from(start);
+        let mut end = false;
+        let mut bytes = Vec::with_capacity(b.len());
+        while i < b.len() {
+            match b[i] {
+                b'\\' => {
+                    let n = *b.get(i + 1)?;
+                    if !n.is_ascii_punctuation() {
+                        return None;
+                    }
+                    bytes.push(n);
+                    i += 2;
+                }
+                b'$' if i + 1 == b.len() => {
+                    end = true;
+                    i += 1;
+                }
+                b'.' | b'[' | b']' | b'(' | b')' | b'*' | b'+' | b'?' | b'{' | b'}' | b'|'
+                | b'^' | b'$' => return None,
+                c => {
+                    bytes.push(c);
+                    i += 1;
+                }
+            }
+        }
+        Some(Literal {
+            bytes: bytes.into(),
+            start,
+            end,
+        })
+    }
+
+    fn is_match(&self, h: &[u8]) -> bool {
+        let n = &self.bytes[..];
+        match (self.start, self.end) {
+            (true, true) => h == n,
+            (true, false) => h.starts_with(n),
+            (false, true) => h.ends_with(n),
+            (false, false) => match n.len() {
+                0 => true,
+                1 => h.contains(&n[0]),
+                len => h.windows(len).any(|w| w == n),
+            },
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -52,6 +116,7 @@ impl Regex {
         Ok(Regex {
             source: pattern.into(),
             engine,
+            literal: Literal::parse(pattern),
         })
     }
 
@@ -64,6 +129,9 @@ impl Regex {
     /// matching failure (backtracking limit of the fallback engine), which
     /// Varnish logs and treats as no match.
     pub fn is_match(&self, subject: &[u8]) -> Result<bool, String> {
+        if let Some(l) = &self.literal {
+            return Ok(l.is_match(subject));
+        }
         match &self.engine {
             Engine::Bytes(r) => Ok(r.is_match(subject)),
             Engine::Fancy(r) => r
@@ -73,10 +141,31 @@ impl Regex {
     }
 
     /// Finds the first match in `subject`; with `not_empty`, the first
-    /// non-empty one.
-    fn find(&self, subject: &[u8], not_empty: bool) -> Result<Option<Captures>, String> {
+    /// non-empty one. Capture groups other than 0 are only filled in when
+    /// `groups_wanted` (the capturing search is several times slower).
+    fn find(
+        &self,
+        subject: &[u8],
+        not_empty: bool,
+        groups_wanted: bool,
+    ) -> Result<Option<Captures>, String> {
         let mut groups = [None; 10];
         match &self.engine {
+            Engine::Bytes(r) if !groups_wanted => {
+                let mut at = 0;
+                while at <= subject.len() {
+                    let Some(m) = r.find_at(subject, at) else {
+                        return Ok(None);
+                    };
+                    if not_empty && m.start() == m.end() {
+                        at = m.end() + 1;
+                        continue;
+                    }
+                    groups[0] = Some((m.start(), m.end()));
+                    return Ok(Some(Captures { groups }));
+                }
+                Ok(None)
+            }
             Engine::Bytes(r) => {
                 let mut locs = r.capture_locations();
                 let mut at = 0;
@@ -143,9 +232,17 @@ impl Regex {
         all: bool,
         out: &mut Vec<u8>,
     ) -> Result<(), String> {
+        let groups_wanted = sub
+            .windows(2)
+            .any(|w| w[0] == b'\\' && (b'1'..=b'9').contains(&w[1]));
+        // The match-only search is much cheaper than a capturing one.
+        if groups_wanted && !self.is_match(subject)? {
+            out.extend_from_slice(subject);
+            return Ok(());
+        }
         let mut rest = subject;
         let mut not_empty = false;
-        while let Some(caps) = self.find(rest, not_empty)? {
+        while let Some(caps) = self.find(rest, not_empty, groups_wanted)? {
             let (start, end) = caps.groups[0].unwrap_or((0, 0));
             out.extend_from_slice(&rest[..start]);
             expand(sub, rest, &caps, out);
@@ -206,6 +303,43 @@ mod tests {
         assert!(Regex::new("^a.b$").unwrap().is_match(b"a\xffb").unwrap());
         assert!(Regex::new("(").is_err());
         assert_eq!(r.as_str(), "^/static");
+    }
+
+    #[test]
+    fn literal_fast_path_agrees_with_engine() {
+        let pats = [
+            "^/static/",
+            "\\.css$",
+            "gzip",
+            "^$",
+            "",
+            "^exact$",
+            "a\\.b",
+            "#",
+            "\\?$",
+        ];
+        let subjects: [&[u8]; 9] = [
+            b"/static/x.css",
+            b"a.css",
+            b"x-gzip",
+            b"",
+            b"exact",
+            b"a.b?",
+            b"#frag",
+            b"/q?",
+            b"nothing",
+        ];
+        for p in pats {
+            let r = Regex::new(p).unwrap();
+            assert!(r.literal.is_some(), "{p}");
+            let engine = regex::bytes::Regex::new(p).unwrap();
+            for s in subjects {
+                assert_eq!(r.is_match(s).unwrap(), engine.is_match(s), "{p} on {s:?}");
+            }
+        }
+        for p in ["^a.b", "a|b", "\\d", "^(x)$", "a+", "x{2}", "^a$b"] {
+            assert!(Regex::new(p).unwrap().literal.is_none(), "{p}");
+        }
     }
 
     #[test]

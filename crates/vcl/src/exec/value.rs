@@ -115,9 +115,9 @@ impl Value {
                         i
                     )));
                 }
-                push_fmt(out, format_args!("{i}"));
+                append_int(out, *i);
             }
-            Value::Bytes(i) => push_fmt(out, format_args!("{i}")),
+            Value::Bytes(i) => append_int(out, *i),
             Value::Real(r) | Value::Duration(r) => append_real(out, *r)?,
             Value::Time(t) => append_http_date(out, *t)?,
             Value::Ip(sa) => push_fmt(out, format_args!("{}", sa.ip())),
@@ -186,6 +186,25 @@ fn push_fmt(out: &mut Vec<u8>, args: std::fmt::Arguments<'_>) {
     }
     // Writing into a Vec cannot fail.
     let _ = W(out).write_fmt(args);
+}
+
+/// Decimal digits of an integer, without going through `fmt`.
+fn append_int(out: &mut Vec<u8>, i: i64) {
+    if i < 0 {
+        out.push(b'-');
+    }
+    let mut v = i.unsigned_abs();
+    let mut digits = [0u8; 20];
+    let mut n = 0;
+    loop {
+        digits[n] = b'0' + (v % 10) as u8;
+        n += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend(digits[..n].iter().rev());
 }
 
 /// REAL / DURATION as `%.3f`, failing like `VRT_REAL_string` outside the
@@ -267,17 +286,25 @@ pub fn append_http_date(out: &mut Vec<u8>, t: f64) -> Result<(), ConvError> {
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
-    let wday = WDAY[days.rem_euclid(7) as usize];
-    push_fmt(
-        out,
-        format_args!(
-            "{wday}, {d:02} {} {y:04} {:02}:{:02}:{:02} GMT",
-            MONTH[(m - 1) as usize],
-            rem / 3600,
-            rem / 60 % 60,
-            rem % 60
-        ),
-    );
+    let two = |out: &mut Vec<u8>, v: i64| {
+        out.push(b'0' + (v / 10) as u8);
+        out.push(b'0' + (v % 10) as u8);
+    };
+    out.extend_from_slice(WDAY[days.rem_euclid(7) as usize].as_bytes());
+    out.extend_from_slice(b", ");
+    two(out, i64::from(d));
+    out.push(b' ');
+    out.extend_from_slice(MONTH[(m - 1) as usize].as_bytes());
+    out.push(b' ');
+    two(out, y / 100);
+    two(out, y % 100);
+    out.push(b' ');
+    two(out, rem / 3600);
+    out.push(b':');
+    two(out, rem / 60 % 60);
+    out.push(b':');
+    two(out, rem % 60);
+    out.extend_from_slice(b" GMT");
     Ok(())
 }
 
@@ -425,6 +452,9 @@ mod tests {
     #[test]
     fn string_forms() {
         assert_eq!(s(&Value::Int(-42)), "-42");
+        assert_eq!(s(&Value::Int(0)), "0");
+        assert_eq!(s(&Value::Int(INT_MIN)), "-999999999999999");
+        assert_eq!(s(&Value::Bytes(i64::MIN)), i64::MIN.to_string());
         assert_eq!(s(&Value::Real(1.5)), "1.500");
         assert_eq!(s(&Value::Duration(120.0)), "120.000");
         assert_eq!(s(&Value::Real(-0.0004)), "-0.000");
