@@ -148,12 +148,11 @@ pub(crate) fn encode_bytes(enc: Enc, upper: bool, data: &[u8]) -> Vec<u8> {
     }
 }
 
+/// The decoder's error: the input (its start) is quoted; callers prefix
+/// what they were doing.
 fn decode_error(input: &[u8]) -> String {
-    let n = input.len().min(10);
-    format!(
-        "vmod blob error: cannot decode, illegal encoding beginning with \"{}\"",
-        lossy(&input[..n])
-    )
+    let n = input.len().min(40);
+    format!("illegal encoding beginning with \"{}\"", lossy(&input[..n]))
 }
 
 fn hex_val(b: u8) -> Option<u8> {
@@ -188,7 +187,7 @@ pub(crate) fn decode_bytes(enc: Enc, length: i64, input: &[u8]) -> Result<Vec<u8
                     let lo = input.get(i + 2).copied().and_then(hex_val);
                     match (hi, lo) {
                         (Some(h), Some(l)) => out.push(h << 4 | l),
-                        _ => return Err(decode_error(&input[i..])),
+                        _ => return Err(decode_error(input)),
                     }
                     i += 3;
                 } else {
@@ -204,7 +203,7 @@ pub(crate) fn decode_bytes(enc: Enc, length: i64, input: &[u8]) -> Result<Vec<u8
             let mut acc = 0u32;
             let mut bits = 0;
             let mut padded = false;
-            for (i, &b) in input.iter().enumerate() {
+            for &b in input {
                 if Some(b) == pad {
                     padded = true;
                     continue;
@@ -219,7 +218,7 @@ pub(crate) fn decode_bytes(enc: Enc, length: i64, input: &[u8]) -> Result<Vec<u8
                             out.push((acc >> bits) as u8);
                         }
                     }
-                    _ => return Err(decode_error(&input[i.min(input.len())..])),
+                    _ => return Err(decode_error(input)),
                 }
             }
             Ok(out)
@@ -240,7 +239,8 @@ fn case_upper(enc: Enc, case: Option<&str>) -> Result<bool, String> {
 
 fn decode(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     let enc = Enc::parse(a.enum_(0)?)?;
-    let data = decode_bytes(enc, a.int(1)?.unwrap_or(0), a.str_or_empty(2)?)?;
+    let data = decode_bytes(enc, a.int(1)?.unwrap_or(0), a.str_or_empty(2)?)
+        .map_err(|e| format!("vmod blob error: cannot decode, {e}"))?;
     Ok(Value::Blob(data.into()))
 }
 
@@ -255,7 +255,8 @@ fn transcode(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     let dec = Enc::parse(a.enum_(0)?)?;
     let enc = Enc::parse(a.enum_(1)?)?;
     let upper = case_upper(enc, a.enum_(2)?)?;
-    let data = decode_bytes(dec, a.int(3)?.unwrap_or(0), a.str_or_empty(4)?)?;
+    let data = decode_bytes(dec, a.int(3)?.unwrap_or(0), a.str_or_empty(4)?)
+        .map_err(|e| format!("vmod blob error: cannot decode, {e}"))?;
     Ok(string(encode_bytes(enc, upper, &data)))
 }
 
@@ -283,9 +284,12 @@ fn sub(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     let b = a.blob(0)?.cloned().unwrap_or_default();
     let len = a.bytes_val(1)?.unwrap_or(0);
     let off = a.bytes_val(2)?.unwrap_or(0);
-    if len < 0 || off < 0 || (len + off) as usize > b.len() {
+    if b.is_empty() {
+        return Err("vmod blob error: blob is empty in blob.sub()".into());
+    }
+    if len < 0 || off < 0 || (len as u64).saturating_add(off as u64) > b.len() as u64 {
         return Err(format!(
-            "vmod blob error: size {len} from offset {off} requires more bytes than blob length {}",
+            "vmod blob error: size {len} from offset {off} requires more bytes than blob length {} in blob.sub()",
             b.len()
         ));
     }
@@ -297,9 +301,10 @@ struct BlobObj {
     data: Bytes,
 }
 
-fn new_blob(_: &Env, _: &mut dyn Context, _: &str, a: &Args<'_>) -> Result<Obj, String> {
+fn new_blob(_: &Env, _: &mut dyn Context, name: &str, a: &Args<'_>) -> Result<Obj, String> {
     let enc = Enc::parse(a.enum_(0)?)?;
-    let data = decode_bytes(enc, 0, a.str_or_empty(1)?)?;
+    let data = decode_bytes(enc, 0, a.str_or_empty(1)?)
+        .map_err(|e| format!("vmod blob error: cannot create blob {name}, {e}"))?;
     Ok(std::sync::Arc::new(BlobObj { data: data.into() }))
 }
 
@@ -345,7 +350,7 @@ mod tests {
         assert!(
             decode_bytes(Enc::Base64, 0, b"-_-_")
                 .unwrap_err()
-                .ends_with("beginning with \"-_-_\"")
+                .ends_with("illegal encoding beginning with \"-_-_\"")
         );
     }
 

@@ -52,9 +52,7 @@ $Method BACKEND .backend([ENUM {HASH, URL, KEY, BLOB} by=HASH], [INT key], [BLOB
 $Method VOID .debug(INT)
 $Object shard_param()
 $Method VOID .clear()
-$Restrict vcl_pipe backend housekeeping
 $Method VOID .set([ENUM {HASH, URL, KEY, BLOB} by], [INT key], [BLOB key_blob], [INT alt], [REAL warmup], [BOOL rampup], [ENUM {CHOSEN, IGNORE, ALL} healthy])
-$Restrict vcl_pipe backend housekeeping
 $Method STRING .get_by()
 $Method INT .get_key()
 $Method INT .get_alt()
@@ -62,9 +60,7 @@ $Method REAL .get_warmup()
 $Method BOOL .get_rampup()
 $Method STRING .get_healthy()
 $Method BLOB .use()
-$Restrict vcl_pipe backend housekeeping
 $Function BACKEND lookup(STRING)
-$Restrict housekeeping
 "#;
 
 pub(crate) static MODULE: ModuleImpl = ModuleImpl {
@@ -143,7 +139,10 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
 
 type R = Result<Value, String>;
 
-fn lookup(env: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+fn lookup(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    if !matches!(ctx.sub(), BuiltinSub::Init | BuiltinSub::Fini) {
+        return Err("lookup() may only be called from vcl_init{} / vcl_fini{}".into());
+    }
     let name = a.str_or_empty(0)?;
     Ok(env
         .host
@@ -425,25 +424,65 @@ impl Default for Params {
 
 /// Reads the shard arguments at `base..` (by, key, key_blob, alt, warmup,
 /// rampup, healthy) over `p`; only given arguments change it.
-fn apply_args(p: &mut Params, a: &Args<'_>, base: usize) -> Result<(), String> {
-    if let Some(by) = a.enum_(base)? {
-        p.by = By::parse(by)?;
+fn apply_args(
+    p: &mut Params,
+    a: &Args<'_>,
+    base: usize,
+    ctx: &mut dyn Context,
+    who: &str,
+) -> Result<(), String> {
+    let fail = |m: String| Err(format!("{who}: {m}"));
+    // Arguments are validated against the `by` of this call (HASH when
+    // not given); only the arguments given change the parameter set.
+    let given_by = a.enum_(base)?.map(By::parse).transpose()?;
+    let by = given_by.unwrap_or(By::Hash);
+    let key = a.int(base + 1)?;
+    let key_blob = a.blob(base + 2)?;
+    match by {
+        By::Key => match key {
+            None => return fail("missing key argument with by=KEY".into()),
+            Some(k) if !(0..=u32::MAX as i64).contains(&k) => {
+                return fail(format!("invalid key argument {k} with by=KEY"));
+            }
+            Some(k) => p.key = k as u32,
+        },
+        By::Blob => match key_blob {
+            None if !a.given(base + 2) => {
+                return fail("missing key_blob argument with by=BLOB".into());
+            }
+            Some(b) if !b.is_empty() => {
+                let mut k = [0u8; 4];
+                let n = b.len().min(4);
+                k[4 - n..].copy_from_slice(&b[..n]);
+                p.key = u32::from_be_bytes(k);
+            }
+            _ => {
+                let m = format!("{who} by=BLOB but no or empty key_blob - using key 0");
+                ctx.log(LogKind::Error, m.as_bytes());
+                p.key = 0;
+            }
+        },
+        By::Hash | By::Url => {
+            if a.given(base + 1) || a.given(base + 2) {
+                return fail(format!(
+                    "key and key_blob arguments are invalid with by={}",
+                    by.name()
+                ));
+            }
+        }
     }
-    if let Some(k) = a.int(base + 1)? {
-        p.key = k as u32;
-    }
-    if let Some(b) = a.blob(base + 2)? {
-        let mut k = [0u8; 4];
-        let n = b.len().min(4);
-        k[4 - n..].copy_from_slice(&b[..n]);
-        p.key = u32::from_be_bytes(k);
+    if let Some(by) = given_by {
+        p.by = by;
     }
     if let Some(alt) = a.int(base + 3)? {
+        if alt < 0 {
+            return fail(format!("invalid alt argument {alt}"));
+        }
         p.alt = alt;
     }
     if let Some(w) = a.real(base + 4)? {
         if !(w == -1.0 || (0.0..=1.0).contains(&w)) {
-            return Err(format!("shard: warmup={w} out of range (-1, 0..1)"));
+            return fail(format!("invalid warmup argument {w}"));
         }
         p.warmup = w;
     }
@@ -456,10 +495,25 @@ fn apply_args(p: &mut Params, a: &Args<'_>, base: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether any `.backend()` argument other than `resolve` was given. The
+/// compiler fills in declared defaults, so a default value counts as not
+/// given.
+fn any_given(a: &Args<'_>) -> Result<bool, String> {
+    Ok(a.enum_(0)?.is_some_and(|b| b != "HASH")
+        || a.given(1)
+        || a.given(2)
+        || a.int(3)?.is_some_and(|x| x != 0)
+        || a.real(4)?.is_some_and(|x| x != -1.0)
+        || a.bool(5)? == Some(false)
+        || a.enum_(6)?.is_some_and(|h| h != "CHOSEN")
+        || a.given(7))
+}
+
 /// `directors.shard_param()`: VCL-wide defaults, overridable per backend
 /// task.
 struct ParamObj {
     id: u64,
+    name: String,
     defaults: Mutex<Params>,
 }
 
@@ -502,16 +556,14 @@ fn param_sets() -> &'static Mutex<Vec<std::sync::Weak<ParamObj>>> {
 
 const PARAM_MAGIC: &[u8] = b"lacquer-shard-param:";
 
-fn param_from_blob(b: &Bytes) -> Result<Arc<ParamObj>, String> {
+/// The parameter set behind a `shard_param.use()` blob.
+fn param_from_blob(b: &Bytes) -> Option<Arc<ParamObj>> {
     let id = b
         .strip_prefix(PARAM_MAGIC)
         .and_then(|r| <[u8; 8]>::try_from(r).ok())
-        .map(u64::from_be_bytes)
-        .ok_or("shard: param argument must be a shard_param.use() value")?;
+        .map(u64::from_be_bytes)?;
     let sets = param_sets().lock().unwrap_or_else(|e| e.into_inner());
-    sets.get(id as usize)
-        .and_then(|w| w.upgrade())
-        .ok_or_else(|| "shard: parameter set no longer exists".to_string())
+    sets.get(id as usize).and_then(|w| w.upgrade())
 }
 
 #[derive(Clone, Debug)]
@@ -811,18 +863,25 @@ fn shard_set_rampup(_: &Env, _: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> R
 fn shard_associate(_: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> R {
     let s = &this::<ShardObj>(o).dir;
     let p = match a.blob(0)? {
-        Some(b) => Some(param_from_blob(b)?),
+        Some(b) => Some(param_from_blob(b).ok_or_else(|| {
+            format!(
+                "vmod_directors: shard {}: shard .associate param invalid",
+                s.name
+            )
+        })?),
         None => None,
     };
     *s.param.lock().unwrap_or_else(|e| e.into_inner()) = p;
     Ok(Value::Null)
 }
 
-fn shard_add_backend(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+fn shard_add_backend(_: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> R {
     let s = &this::<ShardObj>(o).dir;
     let Some(be) = a.backend(0)? else {
-        s.err(ctx, "add_backend: NULL backend cannot be added");
-        return Ok(Value::Bool(false));
+        return Err(format!(
+            "vmod_directors: shard {}: None backend cannot be added",
+            s.name
+        ));
     };
     let ident = a.bytes(1)?.filter(|i| !i.is_empty());
     let weight = a.real(3)?.unwrap_or(1.0);
@@ -847,13 +906,15 @@ fn shard_add_backend(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -
     Ok(Value::Bool(true))
 }
 
-fn shard_remove_backend(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+fn shard_remove_backend(_: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> R {
     let s = &this::<ShardObj>(o).dir;
     let be = a.backend(0)?.cloned();
-    let ident = a.bytes(1)?;
+    let ident = a.bytes(1)?.filter(|i| !i.is_empty());
     if be.is_none() && ident.is_none() {
-        s.err(ctx, "remove_backend: either backend or ident are required");
-        return Ok(Value::Bool(false));
+        return Err(format!(
+            "vmod_directors: shard {}: .remove_backend(): either backend or ident are required",
+            s.name
+        ));
     }
     let mut m = s.members.lock().unwrap_or_else(|e| e.into_inner());
     m.retain(|x| {
@@ -900,24 +961,27 @@ fn shard_backend(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R 
         Some(_) => false,
         None => ctx.sub() == BuiltinSub::Init,
     };
+    let who = format!("vmod_directors: shard {}", s.name);
+    let housekeeping = matches!(ctx.sub(), BuiltinSub::Init | BuiltinSub::Fini);
+    if lazy && !backend_side(ctx) && any_given(a)? {
+        return Err(format!(
+            "{who}: .backend(resolve=LAZY) with other parameters can only be used in backend/pipe context"
+        ));
+    }
+    if !lazy && housekeeping {
+        return Err(format!(
+            "{who}: .backend(resolve=NOW) can not be used in vcl_init{{}}/vcl_fini{{}}"
+        ));
+    }
     let set = match a.blob(7)? {
-        Some(b) => Some(param_from_blob(b)?),
+        Some(b) => Some(
+            param_from_blob(b).ok_or_else(|| format!("{who}: .backend(key_blob) param invalid"))?,
+        ),
         None => s.param.lock().unwrap_or_else(|e| e.into_inner()).clone(),
     };
-    if a.enum_(0)? == Some("KEY") && !a.given(1) {
-        s.err(ctx, "missing key argument with by=KEY");
-        return Ok(Value::Null);
-    }
-    if a.enum_(0)? == Some("BLOB") && !a.given(2) {
-        s.err(ctx, "missing key_blob argument with by=BLOB");
-        return Ok(Value::Null);
-    }
     let mut explicit = Params::default();
-    apply_args(&mut explicit, a, 0)?;
+    apply_args(&mut explicit, a, 0, ctx, &format!("{who}: .backend()"))?;
     if lazy {
-        if ctx.sub() == BuiltinSub::Init && explicit != Params::default() {
-            return Err("shard .backend(resolve=LAZY) with other parameters can only be used in backend context".into());
-        }
         if backend_side(ctx) {
             ctx.privs().insert(
                 s.id,
@@ -928,9 +992,6 @@ fn shard_backend(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R 
             );
         }
         return Ok(Value::Backend(obj.be.clone()));
-    }
-    if ctx.sub() == BuiltinSub::Init {
-        return Err("shard .backend(resolve=NOW) can not be used in vcl_init{}".into());
     }
     let p = match set {
         Some(set) => merge(set.current(ctx), explicit),
@@ -944,14 +1005,27 @@ fn shard_debug(_: &Env, _: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
     Ok(Value::Null)
 }
 
-fn new_param(_: &Env, _: &mut dyn Context, _: &str, _: &Args<'_>) -> Result<Obj, String> {
+fn new_param(_: &Env, _: &mut dyn Context, name: &str, _: &Args<'_>) -> Result<Obj, String> {
     let mut sets = param_sets().lock().unwrap_or_else(|e| e.into_inner());
     let p = Arc::new(ParamObj {
         id: sets.len() as u64,
+        name: name.to_string(),
         defaults: Mutex::new(Params::default()),
     });
     sets.push(Arc::downgrade(&p));
     Ok(p)
+}
+
+/// Parameter sets may change in `vcl_init` (VCL defaults) and on the
+/// backend side or in `vcl_pipe` (per task), nowhere else.
+fn param_writable(p: &ParamObj, ctx: &dyn Context, method: &str) -> Result<(), String> {
+    if ctx.sub() == BuiltinSub::Init || backend_side(ctx) {
+        return Ok(());
+    }
+    Err(format!(
+        "vmod_directors: shard {}: shard_param.{method}() may only be used in vcl_init and in backend/pipe context",
+        p.name
+    ))
 }
 
 fn param_write(o: &AnyObj, ctx: &mut dyn Context, f: impl FnOnce(&mut Params)) {
@@ -967,6 +1041,7 @@ fn param_write(o: &AnyObj, ctx: &mut dyn Context, f: impl FnOnce(&mut Params)) {
 
 fn param_clear(_: &Env, o: &AnyObj, ctx: &mut dyn Context, _: &Args<'_>) -> R {
     let p = this::<ParamObj>(o);
+    param_writable(p, ctx, "clear")?;
     if ctx.sub() == BuiltinSub::Init {
         *p.defaults.lock().unwrap_or_else(|e| e.into_inner()) = Params::default();
     } else {
@@ -976,9 +1051,13 @@ fn param_clear(_: &Env, o: &AnyObj, ctx: &mut dyn Context, _: &Args<'_>) -> R {
 }
 
 fn param_set(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R {
-    let mut err = Ok(());
-    param_write(o, ctx, |p| err = apply_args(p, a, 0));
-    err.map(|_| Value::Null)
+    let po = this::<ParamObj>(o);
+    param_writable(po, ctx, "set")?;
+    let who = format!("vmod_directors: shard {}: shard_param.set()", po.name);
+    let mut p = po.current(ctx);
+    apply_args(&mut p, a, 0, ctx, &who)?;
+    param_write(o, ctx, |cur| *cur = p);
+    Ok(Value::Null)
 }
 
 fn param_get(o: &AnyObj, ctx: &mut dyn Context) -> Params {
@@ -1014,8 +1093,9 @@ fn param_get_healthy(_: &Env, o: &AnyObj, ctx: &mut dyn Context, _: &Args<'_>) -
     Ok(Value::str(param_get(o, ctx).healthy.name()))
 }
 
-fn param_use(_: &Env, o: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
+fn param_use(_: &Env, o: &AnyObj, ctx: &mut dyn Context, _: &Args<'_>) -> R {
     let p = this::<ParamObj>(o);
+    param_writable(p, ctx, "use")?;
     let mut b = PARAM_MAGIC.to_vec();
     b.extend_from_slice(&p.id.to_be_bytes());
     Ok(Value::Blob(b.into()))

@@ -309,14 +309,20 @@ fn shard_key_and_lazy_resolution() {
     assert_eq!(r.method(&mut bc, "p", "get_alt", vec![]), Ok(Value::Int(1)));
     let alt = r.host.resolve(&mut bc, &backend(&lazy)).unwrap();
     assert_ne!(alt, picked);
+    // Not on the client side (directors_c00015.vtc).
+    assert_eq!(
+        r.method(&mut req(), "p", "set", vec![e("HASH")]),
+        Err("vmod_directors: shard p: shard_param.set() may only be used in vcl_init and in backend/pipe context".into())
+    );
     // ...but not the VCL defaults seen by other tasks.
     assert_eq!(
         r.method(&mut req(), "p", "get_alt", vec![]),
         Ok(Value::Int(0))
     );
-    assert_eq!(
-        r.method(c, "vd", "remove_backend", vec![]),
-        Ok(Value::Bool(false))
+    assert!(
+        r.method(c, "vd", "remove_backend", vec![])
+            .unwrap_err()
+            .ends_with(".remove_backend(): either backend or ident are required")
     );
     assert_eq!(
         r.method(c, "vd", "remove_backend", vec![Some(be(1, "s1"))]),
@@ -373,5 +379,10 @@ fn lookup_by_name() {
     assert_eq!(
         r.call(c, "directors.lookup", vec![s("nope")]),
         Ok(Value::Null)
+    );
+    // Only in vcl_init / vcl_fini (b00016.vtc: a VCL failure in vcl_recv).
+    assert!(
+        r.call(&mut req(), "directors.lookup", vec![s("www")])
+            .is_err()
     );
 }

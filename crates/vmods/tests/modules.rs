@@ -405,6 +405,10 @@ fn blob_functions_and_object() {
         Err("vmod blob error: cannot decode, illegal encoding beginning with \"gh\"".into())
     );
     assert_eq!(
+        dec("URL", "a%2q"),
+        Err("vmod blob error: cannot decode, illegal encoding beginning with \"a%2q\"".into())
+    );
+    assert_eq!(
         t(r.call(
             c,
             "blob.transcode",
