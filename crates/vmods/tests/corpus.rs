@@ -13,7 +13,6 @@
 mod common;
 
 #[path = "../../vcl/tests/common/mod.rs"]
-#[allow(dead_code)]
 mod vtc;
 
 use std::collections::HashSet;
