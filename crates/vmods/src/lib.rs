@@ -25,6 +25,7 @@ use lacquer_vcl::vmod::{VmodDecl, VmodRegistry};
 
 mod args;
 mod blob;
+mod bodyaccess;
 mod cookie;
 mod directors;
 mod header;
@@ -84,6 +85,7 @@ fn modules() -> Vec<&'static ModuleImpl> {
         &unix::MODULE,
         &vsthrottle::MODULE,
         &xkey::MODULE,
+        &bodyaccess::MODULE,
     ]
 }
 

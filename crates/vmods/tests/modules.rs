@@ -684,3 +684,52 @@ fn vsthrottle_buckets() {
         .is_err()
     );
 }
+
+#[test]
+fn bodyaccess_on_the_cached_body() {
+    use lacquer_vcl::subs::BuiltinSub;
+    let r = Rig::new(&["bodyaccess"], &[]);
+    let mut c = MockContext::new("POST", "/");
+    c.vmod.req_body = Some(b"hello world".to_vec());
+    assert_eq!(
+        r.call(&mut c, "bodyaccess.len_req_body", vec![]),
+        Ok(Value::Int(-1))
+    );
+    assert_eq!(
+        r.call(&mut c, "bodyaccess.rematch_req_body", vec![s("wor")]),
+        Ok(Value::Int(-1))
+    );
+    c.vmod.body_cached = true;
+    assert_eq!(
+        r.call(&mut c, "bodyaccess.len_req_body", vec![]),
+        Ok(Value::Int(11))
+    );
+    assert_eq!(
+        r.call(&mut c, "bodyaccess.rematch_req_body", vec![s("^hel+o")]),
+        Ok(Value::Int(1))
+    );
+    assert_eq!(
+        r.call(&mut c, "bodyaccess.rematch_req_body", vec![s("HELLO")]),
+        Ok(Value::Int(0))
+    );
+    r.call(
+        &mut c,
+        "bodyaccess.log_req_body",
+        vec![s("B:"), Some(Value::Int(4))],
+    )
+    .unwrap();
+    assert_eq!(c.logs_of(LogKind::Log), ["B:hell", "B:o wo", "B:rld"]);
+    r.call(&mut c, "bodyaccess.hash_req_body", vec![]).unwrap();
+    assert!(c.hash.is_empty());
+    c.vmod.sub = Some(BuiltinSub::Hash);
+    r.call(&mut c, "bodyaccess.hash_req_body", vec![]).unwrap();
+    assert_eq!(c.hash, [Some(b"hello world".to_vec())]);
+    assert!(
+        r.call(
+            &mut c,
+            "bodyaccess.log_req_body",
+            vec![s(""), Some(Value::Int(0))]
+        )
+        .is_err()
+    );
+}

@@ -27,6 +27,7 @@ fn registry_matches_implementations() {
         names,
         [
             "blob",
+            "bodyaccess",
             "cookie",
             "directors",
             "header",

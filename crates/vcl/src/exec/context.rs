@@ -157,6 +157,8 @@ pub trait Context {
     /// `std.cache_req_body()`: reads and keeps the request body if it is
     /// at most `max` bytes; `Ok(false)` when it is larger or unreadable.
     fn cache_req_body(&mut self, max: u64) -> Result<bool, String>;
+    /// The request body kept by `cache_req_body`, `None` if not cached.
+    fn cached_req_body(&self) -> Option<&[u8]>;
     /// `std.late_100_continue()`: delay `100 Continue` until the body is read.
     fn late_100_continue(&mut self, late: bool);
     /// `std.set_ip_tos()`: sets the client socket's TOS / traffic class.

@@ -373,6 +373,14 @@ impl Context for MockContext {
         Ok(fits)
     }
 
+    fn cached_req_body(&self) -> Option<&[u8]> {
+        if self.vmod.body_cached {
+            Some(self.vmod.req_body.as_deref().unwrap_or_default())
+        } else {
+            None
+        }
+    }
+
     fn late_100_continue(&mut self, late: bool) {
         self.vmod.late_100 = Some(late);
     }
