@@ -97,9 +97,10 @@ pub trait Context {
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName);
 
     /// A STRING variable (`req.url`, `req.method`, `beresp.reason`, ...);
-    /// `Ok(None)` is NULL.
+    /// `Ok(None)` is NULL. Also asked for `resp.body` / `beresp.body` when
+    /// VCL appends to them (`set resp.body += ...`): return the body so far.
     fn get_str(&self, var: VarId) -> Result<Option<&[u8]>, String>;
-    /// Sets a STRING variable.
+    /// Sets a STRING variable, or replaces a BODY (`set resp.body = ...`).
     fn set_str(&mut self, var: VarId, value: &[u8]) -> Result<(), String>;
 
     /// Any other variable (INT, DURATION, BOOL, BACKEND, IP, TIME, ...).
@@ -116,8 +117,8 @@ pub trait Context {
     fn hash_data(&mut self, data: Option<&[u8]>);
     /// `synthetic()`: appends to the synthetic body.
     fn synthetic(&mut self, data: &[u8]);
-    /// `ban()`: adds a ban; `Err` is the reason it was rejected (logged by
-    /// the server as `VCL_Error`, "ban(): <reason>"; not a VCL failure).
+    /// `ban()`: adds a ban; `Err` is the reason it was rejected, which the
+    /// executor logs as `VCL_Error` "ban(): <reason>" (not a VCL failure).
     fn ban(&mut self, spec: &[u8]) -> Result<(), String>;
     /// Writes a log record in the task's transaction.
     fn log(&mut self, kind: LogKind, msg: &[u8]);

@@ -642,11 +642,23 @@ impl<C: Context> Exec<'_, C> {
                 out
             }
             Expr::Cmp(op, a, b) => {
-                let a = self.eval(a)?;
-                let b = self.eval(b)?;
+                let a = self.operand(a)?;
+                let b = self.operand(b)?;
                 value_cmp(*op, &a, &b)
             }
             other => Ok(self.eval(other)?.truthy()),
+        }
+    }
+
+    /// `eval` for the operands of comparisons and arithmetic, which are
+    /// nearly always a literal or a variable: those are handled here
+    /// without entering the large `eval` frame.
+    #[inline]
+    fn operand(&mut self, e: &Expr) -> Result<Value, Fail> {
+        match e {
+            Expr::Const(v) => Ok(v.clone()),
+            Expr::Var(id) => Ok(self.ctx.get(*id)?),
+            _ => self.eval(e),
         }
     }
 
@@ -689,8 +701,8 @@ impl<C: Context> Exec<'_, C> {
                 }
             },
             Expr::Arith(op, a, b) => {
-                let a = self.eval(a)?;
-                let b = self.eval(b)?;
+                let a = self.operand(a)?;
+                let b = self.operand(b)?;
                 arith(*op, a, b)?
             }
             Expr::Case { upper, inner } => match self.eval(inner)? {
