@@ -5,7 +5,7 @@
 use lacquer_vcl::exec::{Context, LogKind, Value};
 use lacquer_vcl::subs::BuiltinSub;
 
-use crate::args::{Args, lossy};
+use crate::args::Args;
 use crate::{Env, FuncImpl, ModuleImpl};
 
 const DECL: &str = r#"
@@ -41,7 +41,10 @@ fn rematch_req_body(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
         not_cached(ctx, "rematch_req_body");
         return Ok(Value::Int(-1));
     };
-    Ok(Value::Int(i64::from(re.is_match(&lossy(body)))))
+    Ok(Value::Int(match re.is_match(body) {
+        Ok(m) => i64::from(m),
+        Err(_) => -1,
+    }))
 }
 
 fn hash_req_body(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {

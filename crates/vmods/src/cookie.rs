@@ -9,7 +9,7 @@ use bytes::Bytes;
 use lacquer_vcl::exec::value::http_date;
 use lacquer_vcl::exec::{Context, Value};
 
-use crate::args::{Args, lossy, string};
+use crate::args::{Args, string};
 use crate::{Env, FuncImpl, ModuleImpl};
 
 const DECL: &str = r#"
@@ -129,13 +129,13 @@ fn keep(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
 
 fn filter_re(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let re = env.regex(a.str_or_empty(0)?)?;
-    jar(ctx).0.retain(|(k, _)| !re.is_match(&lossy(k)));
+    jar(ctx).0.retain(|(k, _)| !re.is_match(k).unwrap_or(false));
     Ok(Value::Null)
 }
 
 fn keep_re(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let re = env.regex(a.str_or_empty(0)?)?;
-    jar(ctx).0.retain(|(k, _)| re.is_match(&lossy(k)));
+    jar(ctx).0.retain(|(k, _)| re.is_match(k).unwrap_or(false));
     Ok(Value::Null)
 }
 
@@ -160,7 +160,7 @@ fn get_re(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(jar(ctx)
         .0
         .iter()
-        .find(|(k, _)| re.is_match(&lossy(k)))
+        .find(|(k, _)| re.is_match(k).unwrap_or(false))
         .map_or(Value::Null, |(_, v)| Value::Str(v.clone())))
 }
 
@@ -206,6 +206,7 @@ fn set(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::args::lossy;
 
     #[test]
     fn cookie_header_parsing() {

@@ -8,7 +8,6 @@
 use std::sync::Arc;
 
 use lacquer_vcl::exec::{Context, HeaderName, Value};
-use lacquer_vcl::ir::SubstTemplate;
 
 use crate::args::{Args, lossy};
 use crate::{Env, FuncImpl, ModuleImpl};
@@ -77,7 +76,7 @@ fn get(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
         .into_iter()
         .filter(|(n, _)| is(n, name))
         .map(|(_, v)| trim_start(v))
-        .find(|v| !v.is_empty() && re.is_match(&lossy(v)))
+        .find(|v| !v.is_empty() && re.is_match(v).unwrap_or(false))
         .map_or(Value::Null, |v| Value::str(v.to_vec())))
 }
 
@@ -89,7 +88,7 @@ fn remove(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
         .into_iter()
         .filter(|(n, v)| {
             let v = trim_start(v);
-            !(is(n, name) && !v.is_empty() && re.is_match(&lossy(v)))
+            !(is(n, name) && !v.is_empty() && re.is_match(v).unwrap_or(false))
         })
         .map(|(n, v)| (n.to_vec(), v.to_vec()))
         .collect();
@@ -100,31 +99,30 @@ fn remove(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
 fn regsub(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let which = a.http(0)?;
     let re = env.regex(a.str_or_empty(1)?)?;
-    let tmpl = SubstTemplate::parse(&lossy(a.str_or_empty(2)?));
+    let tmpl = a.str_or_empty(2)?;
     let all = a.bool(3)?.unwrap_or(false);
     let mut changed = false;
-    let lines: Vec<(Vec<u8>, Vec<u8>)> = ctx
-        .headers(which)
-        .into_iter()
-        .map(|(n, v)| {
-            let mut line = n.to_vec();
-            line.extend_from_slice(b": ");
-            line.extend_from_slice(v);
-            let text = lossy(&line);
-            if !re.is_match(&text) {
-                return (n.to_vec(), v.to_vec());
+    let mut lines = Vec::new();
+    for (n, v) in ctx.headers(which) {
+        let mut line = n.to_vec();
+        line.extend_from_slice(b": ");
+        line.extend_from_slice(v);
+        if !re.is_match(&line)? {
+            lines.push((n.to_vec(), v.to_vec()));
+            continue;
+        }
+        changed = true;
+        let mut out = Vec::with_capacity(line.len());
+        re.substitute(&line, tmpl, all, &mut out)?;
+        lines.push(match out.iter().position(|b| *b == b':') {
+            Some(i) => {
+                let value = &out[i + 1..];
+                let skip = value.iter().take_while(|b| **b == b' ').count();
+                (out[..i].to_vec(), value[skip..].to_vec())
             }
-            changed = true;
-            let out = re.regsub(&text, &tmpl, all);
-            match out.split_once(':') {
-                Some((n2, v2)) => (
-                    n2.as_bytes().to_vec(),
-                    v2.trim_start_matches(' ').as_bytes().to_vec(),
-                ),
-                None => (out.into_bytes(), Vec::new()),
-            }
-        })
-        .collect();
+            None => (out, Vec::new()),
+        });
+    }
     if changed {
         ctx.replace_headers(which, lines)?;
     }

@@ -18,8 +18,9 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use lacquer_vcl::exec::regex::Regex;
 use lacquer_vcl::exec::{Context, FuncRef, Value, VmodArg, Vmods};
-use lacquer_vcl::ir::{ImportedVmod, InstanceDef, VclRegex};
+use lacquer_vcl::ir::{ImportedVmod, InstanceDef};
 use lacquer_vcl::vars::VclVersion;
 use lacquer_vcl::vmod::{VmodDecl, VmodRegistry};
 
@@ -121,7 +122,7 @@ pub(crate) struct Env {
     /// `std.fileread()` cache: a file is read once per VCL.
     pub files: Mutex<HashMap<Vec<u8>, Result<bytes::Bytes, String>>>,
     /// Regexes given as strings to vmods, compiled once per VCL.
-    regexes: Mutex<HashMap<Vec<u8>, Arc<VclRegex>>>,
+    regexes: Mutex<HashMap<Vec<u8>, Arc<Regex>>>,
     /// Directors this VCL registered with the host, removed on drop.
     directors: Mutex<Vec<lacquer_vcl::exec::Backend>>,
 }
@@ -137,15 +138,16 @@ impl Env {
         be
     }
 
-    /// Compiles (or fetches from the cache) a regex passed as a string.
-    pub fn regex(&self, pattern: &[u8]) -> Result<Arc<VclRegex>, String> {
+    /// Compiles (or fetches from the cache) a regex passed as a string;
+    /// same engine and PCRE-compatible semantics as VCL's own `~`.
+    pub fn regex(&self, pattern: &[u8]) -> Result<Arc<Regex>, String> {
         let mut cache = self.regexes.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(r) = cache.get(pattern) {
             return Ok(r.clone());
         }
         let text =
             std::str::from_utf8(pattern).map_err(|_| "regex is not valid UTF-8".to_string())?;
-        let r = Arc::new(VclRegex::new(text).map_err(|e| format!("bad regex \"{text}\": {e}"))?);
+        let r = Arc::new(Regex::new(text).map_err(|e| format!("bad regex \"{text}\": {e}"))?);
         // Patterns built at runtime could grow the cache without bound.
         if cache.len() >= 1024 {
             cache.clear();
