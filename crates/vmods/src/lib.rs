@@ -34,6 +34,7 @@ mod host;
 mod proxy;
 mod purge;
 mod str_vmod;
+mod tcp;
 mod unix;
 mod var;
 mod vmod_std;
@@ -87,6 +88,7 @@ fn modules() -> Vec<&'static ModuleImpl> {
         &vsthrottle::MODULE,
         &xkey::MODULE,
         &bodyaccess::MODULE,
+        &tcp::MODULE,
     ]
 }
 

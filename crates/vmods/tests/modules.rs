@@ -733,3 +733,43 @@ fn bodyaccess_on_the_cached_body() {
         .is_err()
     );
 }
+
+#[test]
+fn tcp_socket_options() {
+    use lacquer_vcl::exec::TcpInfo;
+    let r = Rig::new(&["tcp"], &[]);
+    let mut c = req();
+    assert_eq!(
+        r.call(&mut c, "tcp.get_estimated_rtt", vec![]),
+        Ok(Value::Real(0.0))
+    );
+    assert_eq!(
+        r.call(&mut c, "tcp.congestion_algorithm", vec![s("cubic")]),
+        Ok(Value::Int(-1))
+    );
+    c.vmod.tcp = Some(TcpInfo {
+        rtt_us: 152_000,
+        snd_mss: 1448,
+        congestion: b"reno".to_vec(),
+        ..TcpInfo::default()
+    });
+    assert_eq!(
+        r.call(&mut c, "tcp.get_estimated_rtt", vec![]),
+        Ok(Value::Real(152.0))
+    );
+    assert_eq!(
+        r.call(&mut c, "tcp.congestion_algorithm", vec![s("hybla")]),
+        Ok(Value::Int(0))
+    );
+    assert_eq!(
+        r.call(&mut c, "tcp.congestion_algorithm", vec![s("nope")]),
+        Ok(Value::Int(-1))
+    );
+    r.call(&mut c, "tcp.set_socket_pace", vec![Some(Value::Int(1000))])
+        .unwrap();
+    assert_eq!(c.vmod.pacing, [1_024_000]);
+    r.call(&mut c, "tcp.dump_info", vec![]).unwrap();
+    let logs = c.logs_of(LogKind::Log);
+    assert_eq!(logs[0], "tcpi: snd_mss=1448 rcv_mss=0 lost=0 retrans=0");
+    assert_eq!(logs[2], "getsockopt() returned: hybla");
+}

@@ -35,6 +35,7 @@ fn registry_matches_implementations() {
             "purge",
             "std",
             "str",
+            "tcp",
             "unix",
             "var",
             "vsthrottle",
