@@ -33,6 +33,7 @@ mod header;
 mod host;
 mod proxy;
 mod purge;
+mod saintmode;
 mod str_vmod;
 mod tcp;
 mod unix;
@@ -89,6 +90,7 @@ fn modules() -> Vec<&'static ModuleImpl> {
         &xkey::MODULE,
         &bodyaccess::MODULE,
         &tcp::MODULE,
+        &saintmode::MODULE,
     ]
 }
 
@@ -127,9 +129,16 @@ pub(crate) struct Env {
     regexes: Mutex<HashMap<Vec<u8>, Arc<Regex>>>,
     /// Directors this VCL registered with the host, removed on drop.
     directors: Mutex<Vec<lacquer_vcl::exec::Backend>>,
+    /// Per-VCL vmod state (Varnish's `PRIV_VCL`).
+    vcl: Mutex<lacquer_vcl::exec::privs::TaskPrivs>,
 }
 
 impl Env {
+    /// Per-VCL vmod state, locked.
+    pub fn vcl_state(&self) -> std::sync::MutexGuard<'_, lacquer_vcl::exec::privs::TaskPrivs> {
+        self.vcl.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Registers a director with the host for the life of this VCL.
     pub fn add_director(&self, name: &str, dir: Arc<dyn Director>) -> lacquer_vcl::exec::Backend {
         let be = self.host.add_director(name, dir);
@@ -270,6 +279,7 @@ impl Runtime {
                 files: Mutex::new(HashMap::new()),
                 regexes: Mutex::new(HashMap::new()),
                 directors: Mutex::new(Vec::new()),
+                vcl: Mutex::new(lacquer_vcl::exec::privs::TaskPrivs::new()),
             },
             vmods,
             instances: insts,

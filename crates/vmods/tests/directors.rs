@@ -386,3 +386,58 @@ fn lookup_by_name() {
             .is_err()
     );
 }
+
+#[test]
+fn saintmode_blacklists_objects_per_backend() {
+    use lacquer_vcl::vars::VarId;
+    let r = Rig::new(&["saintmode"], &[("sm", "saintmode", "saintmode")]);
+    let c = &mut init();
+    r.new_obj(c, "sm", vec![Some(be(1, "s1")), Some(Value::Int(2))])
+        .unwrap();
+    let d = backend(&r.method(c, "sm", "backend", vec![]).unwrap());
+    let mut bc = req();
+    bc.vmod.sub = Some(BuiltinSub::BackendResponse);
+    bc.vmod.digest = Some([1; 32]);
+    bc.vars.insert(VarId::BerespBackend, be(1, "s1"));
+    assert_eq!(r.host.resolve(&mut bc, &d).unwrap().name.as_ref(), "s1");
+    r.call(
+        &mut bc,
+        "saintmode.blacklist",
+        vec![Some(Value::Duration(20.0))],
+    )
+    .unwrap();
+    assert_eq!(
+        r.method(&mut bc, "sm", "blacklist_count", vec![]),
+        Ok(Value::Int(1))
+    );
+    // Sick for that object only.
+    assert!(r.host.resolve(&mut bc, &d).is_none());
+    bc.vmod.digest = Some([2; 32]);
+    assert_eq!(r.host.resolve(&mut bc, &d).unwrap().name.as_ref(), "s1");
+    assert_eq!(
+        r.method(&mut bc, "sm", "is_healthy", vec![]),
+        Ok(Value::Bool(true))
+    );
+    // Reaching the threshold makes the whole backend sick.
+    r.call(
+        &mut bc,
+        "saintmode.blacklist",
+        vec![Some(Value::Duration(20.0))],
+    )
+    .unwrap();
+    assert_eq!(
+        r.method(&mut bc, "sm", "is_healthy", vec![]),
+        Ok(Value::Bool(false))
+    );
+    bc.vmod.digest = Some([3; 32]);
+    assert!(r.host.resolve(&mut bc, &d).is_none());
+    // Only in vcl_backend_response.
+    let mut c2 = req();
+    r.call(
+        &mut c2,
+        "saintmode.blacklist",
+        vec![Some(Value::Duration(1.0))],
+    )
+    .unwrap();
+    assert_eq!(c2.logs_of(lacquer_vcl::exec::LogKind::Error).len(), 1);
+}

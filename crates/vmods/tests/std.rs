@@ -33,6 +33,7 @@ fn registry_matches_implementations() {
             "header",
             "proxy",
             "purge",
+            "saintmode",
             "std",
             "str",
             "tcp",
