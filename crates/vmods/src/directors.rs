@@ -325,24 +325,22 @@ fn lazy_backend(_: &Env, o: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
 
 fn hash_backend(_: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> R {
     let d = this::<SimpleObj>(o);
-    // Varnish 7.1's hash director reads the last four bytes of the
-    // SHA-256 little-endian (checked against directors_b00003.vtc).
-    let h = Sha256::digest(a.str_or_empty(0)?);
-    let w = u32::from_le_bytes([h[28], h[29], h[30], h[31]]) as f64 / 4_294_967_296.0;
+    let w = hash32(&[a.str_or_empty(0)?]) as f64 / 4_294_967_296.0;
     Ok(d.dir.pick_weighted(w).map_or(Value::Null, Value::Backend))
 }
 
 // ---- shard -----------------------------------------------------------
 
-/// Last 32 bits of the SHA-256 of the concatenated parts
-/// (`VRT_HashStrands32`).
+/// `VRT_HashStrands32`: the last four bytes of the SHA-256 of the
+/// concatenated parts, read little-endian (the byte order that reproduces
+/// Varnish's picks in directors_b00003/c00003/c00005.vtc).
 fn hash32(parts: &[&[u8]]) -> u32 {
     let mut h = Sha256::new();
     for p in parts {
         h.update(p);
     }
     let d = h.finalize();
-    u32::from_be_bytes([d[28], d[29], d[30], d[31]])
+    u32::from_le_bytes([d[28], d[29], d[30], d[31]])
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use lacquer_vcl::exec::mock::MockContext;
 use lacquer_vcl::exec::{Backend, Value};
 use lacquer_vcl::subs::BuiltinSub;
 
@@ -440,4 +441,139 @@ fn saintmode_blacklists_objects_per_backend() {
     )
     .unwrap();
     assert_eq!(c2.logs_of(lacquer_vcl::exec::LogKind::Error).len(), 1);
+}
+
+#[test]
+fn shard_by_url_in_client_context_matches_varnish() {
+    // directors_c00005.vtc: the default by=HASH hashes req.url on the
+    // client side.
+    let r = Rig::new(&["directors"], &[("vd", "directors", "shard")]);
+    let c = &mut init();
+    r.new_obj(c, "vd", vec![]).unwrap();
+    for (i, n) in ["s1", "s2", "s3"].iter().enumerate() {
+        r.method(c, "vd", "add_backend", vec![Some(be(i as u32 + 1, n))])
+            .unwrap();
+    }
+    r.method(c, "vd", "reconfigure", vec![Some(Value::Int(25))])
+        .unwrap();
+    for (url, want) in [
+        ("/Boo0aixe", "s1"),
+        ("/eishoSu2", "s2"),
+        ("/Aunah3uo", "s3"),
+    ] {
+        let mut c = MockContext::new("GET", url);
+        let got = r.method(&mut c, "vd", "backend", vec![]).unwrap();
+        assert_eq!(name(&got), want, "{url}");
+    }
+}
+
+fn three_shard(r: &Rig) {
+    let c = &mut init();
+    r.new_obj(c, "vd", vec![]).unwrap();
+    for (i, n) in ["s1", "s2", "s3"].iter().enumerate() {
+        r.method(c, "vd", "add_backend", vec![Some(be(i as u32 + 1, n))])
+            .unwrap();
+    }
+    r.method(c, "vd", "reconfigure", vec![Some(Value::Int(25))])
+        .unwrap();
+}
+
+fn fetch_ctx(url: &str) -> MockContext {
+    let mut c = MockContext::new("GET", url);
+    c.strings
+        .insert(lacquer_vcl::vars::VarId::BereqUrl, url.as_bytes().to_vec());
+    c.vmod.sub = Some(BuiltinSub::BackendFetch);
+    c
+}
+
+#[test]
+fn shard_by_blob_on_the_backend_side_matches_varnish() {
+    // directors_c00008.vtc: key_blob = the URL's hex digits.
+    let r = Rig::new(&["directors", "blob"], &[("vd", "directors", "shard")]);
+    three_shard(&r);
+    for (hex, want) in [("68b902f7", "s1"), ("39dc4613", "s2"), ("c7793505", "s3")] {
+        let mut c = fetch_ctx(&format!("/{hex}"));
+        let blob = r
+            .call(&mut c, "blob.decode", vec![e("HEX"), None, s(hex)])
+            .unwrap();
+        let got = r
+            .method(&mut c, "vd", "backend", vec![e("BLOB"), None, Some(blob)])
+            .unwrap();
+        assert_eq!(name(&got), want, "{hex}");
+    }
+}
+
+#[test]
+fn shard_lazy_with_parameter_sets_matches_varnish() {
+    // directors_c00004.vtc
+    let r = Rig::new(
+        &["directors"],
+        &[
+            ("vd", "directors", "shard"),
+            ("p", "directors", "shard_param"),
+            ("p3", "directors", "shard_param"),
+        ],
+    );
+    three_shard(&r);
+    let c = &mut init();
+    r.new_obj(c, "p", vec![]).unwrap();
+    r.method(c, "p", "set", vec![e("KEY"), Some(Value::Int(1))])
+        .unwrap();
+    let pu = r.method(c, "p", "use", vec![]).unwrap();
+    r.method(c, "vd", "associate", vec![Some(pu)]).unwrap();
+    r.new_obj(c, "p3", vec![]).unwrap();
+    r.method(
+        c,
+        "p3",
+        "set",
+        vec![e("KEY"), Some(Value::Int(4_294_967_295))],
+    )
+    .unwrap();
+    for (url, want) in [("/1", "s1"), ("/2", "s2"), ("/3", "s3")] {
+        let mut bc = fetch_ctx(url);
+        let d = backend(
+            &r.method(
+                &mut bc,
+                "vd",
+                "backend",
+                vec![None, None, None, None, None, None, None, None, e("LAZY")],
+            )
+            .unwrap(),
+        );
+        assert_eq!(d.name.as_ref(), "vd");
+        if url == "/2" {
+            r.method(
+                &mut bc,
+                "p",
+                "set",
+                vec![e("KEY"), Some(Value::Int(2_147_483_647))],
+            )
+            .unwrap();
+        }
+        if url == "/3" {
+            let p3 = r.method(&mut bc, "p3", "use", vec![]).unwrap();
+            r.method(
+                &mut bc,
+                "vd",
+                "backend",
+                vec![
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    Some(p3),
+                    e("LAZY"),
+                ],
+            )
+            .unwrap();
+        }
+        assert_eq!(
+            r.host.resolve(&mut bc, &d).unwrap().name.as_ref(),
+            want,
+            "{url}"
+        );
+    }
 }
