@@ -40,6 +40,7 @@ mod unix;
 mod var;
 mod vmod_std;
 mod vsthrottle;
+mod vtc;
 mod xkey;
 
 pub use host::{Director, Host};
@@ -91,6 +92,7 @@ fn modules() -> Vec<&'static ModuleImpl> {
         &bodyaccess::MODULE,
         &tcp::MODULE,
         &saintmode::MODULE,
+        &vtc::MODULE,
     ]
 }
 

@@ -773,3 +773,52 @@ fn tcp_socket_options() {
     assert_eq!(logs[0], "tcpi: snd_mss=1448 rcv_mss=0 lost=0 retrans=0");
     assert_eq!(logs[2], "getsockopt() returned: hybla");
 }
+
+#[test]
+fn vtc_barrier_and_helpers() {
+    use std::io::Write;
+    let r = Rig::new(&["vtc"], &[]);
+    let mut c = req();
+    // A one-party barrier: accept, then close.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let t = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.write_all(b"x").unwrap();
+    });
+    let addr = format!("127.0.0.1 {port}");
+    assert_eq!(
+        r.call(
+            &mut c,
+            "vtc.barrier_sync",
+            vec![s(&addr), Some(Value::Duration(5.0))]
+        ),
+        Ok(Value::Null)
+    );
+    t.join().unwrap();
+    assert!(r.call(&mut c, "vtc.barrier_sync", vec![s("nope")]).is_err());
+    assert_eq!(r.call(&mut c, "vtc.no_backend", vec![]), Ok(Value::Null));
+    assert_eq!(
+        r.call(&mut c, "vtc.typesize", vec![s("pi")]),
+        Ok(Value::Int(16))
+    );
+    assert!(
+        r.call(&mut c, "vtc.panic", vec![s("boom")])
+            .unwrap_err()
+            .contains("boom")
+    );
+    r.call(&mut c, "vtc.sleep", vec![Some(Value::Duration(0.001))])
+        .unwrap();
+    let ip = |a: &str| Some(Value::Ip(a.parse().unwrap()));
+    let Value::Blob(b) = r
+        .call(
+            &mut c,
+            "vtc.proxy_header",
+            vec![e("v1"), ip("1.2.3.4:1"), ip("5.6.7.8:2")],
+        )
+        .unwrap()
+    else {
+        panic!("not a blob");
+    };
+    assert_eq!(&b[..], b"PROXY TCP4 1.2.3.4 5.6.7.8 1 2\r\n");
+}
