@@ -569,11 +569,14 @@ struct ShardMember {
     be: Backend,
     ident: Option<Bytes>,
     weight: f64,
+    /// This backend's rampup, else the director's.
+    rampup: Option<f64>,
 }
 
 #[derive(Default)]
 struct Ring {
     backends: Vec<Backend>,
+    rampups: Vec<Option<f64>>,
     /// (point, backend index), sorted.
     points: Vec<(u32, usize)>,
 }
@@ -588,6 +591,7 @@ struct Shard {
     ring: RwLock<Ring>,
     replicas: Mutex<u32>,
     warmup: Mutex<f64>,
+    rampup: Mutex<f64>,
     param: Mutex<Option<Arc<ParamObj>>>,
 }
 
@@ -616,6 +620,7 @@ impl Shard {
                     .push((hash32(&[&ident, j.to_string().as_bytes()]), i));
             }
             ring.backends.push(m.be.clone());
+            ring.rampups.push(m.rampup);
         }
         ring.points.sort_unstable();
         *self.ring.write().unwrap_or_else(|e| e.into_inner()) = ring;
@@ -641,7 +646,7 @@ impl Shard {
         }
     }
 
-    /// Varnish's ring walk (`sharddir_pick_be`), without rampup.
+    /// Varnish's ring walk (`sharddir_pick_be`), with warmup and rampup.
     fn pick(&self, ctx: &mut dyn Context, p: &Params) -> Option<Backend> {
         self.apply_pending();
         let key = self.key_for(ctx, p);
@@ -720,13 +725,30 @@ impl Shard {
         } else {
             p.warmup
         };
-        if alt > 0 || p.healthy == Healthy::Ignore || warmup == 0.0 {
+        if alt > 0 || p.healthy == Healthy::Ignore || (!p.rampup && warmup == 0.0) {
             return Some(chosen);
         }
-        match next(0, true, &mut previous, &mut last) {
-            Some(alt_c) if random_f64() <= warmup => Some(ring.backends[alt_c].clone()),
-            _ => Some(chosen),
-        }
+        let Some(alt_c) = next(0, true, &mut previous, &mut last) else {
+            return Some(chosen);
+        };
+        let default_rampup = *self.rampup.lock().unwrap_or_else(|e| e.into_inner());
+        let rampup_of = |i: usize| ring.rampups[i].unwrap_or(default_rampup);
+        let now = ctx.now();
+        let since_chosen = now - self.host.backend_changed(&chosen);
+        let since_alt = now - self.host.backend_changed(&ring.backends[alt_c]);
+        let (chosen_r, alt_r) = (rampup_of(c), rampup_of(alt_c));
+        let keep = if since_chosen < chosen_r {
+            // The chosen backend is ramping up: it gets a share of the
+            // requests growing with the time since it became healthy.
+            !p.rampup || since_alt < alt_r || random_f64() * chosen_r < since_chosen
+        } else {
+            warmup == 0.0 || random_f64() > warmup
+        };
+        Some(if keep {
+            chosen
+        } else {
+            ring.backends[alt_c].clone()
+        })
     }
 
     fn params(&self, ctx: &mut dyn Context) -> Params {
@@ -831,6 +853,7 @@ fn new_shard(env: &Env, _: &mut dyn Context, name: &str, _: &Args<'_>) -> Result
         ring: RwLock::new(Ring::default()),
         replicas: Mutex::new(67),
         warmup: Mutex::new(0.0),
+        rampup: Mutex::new(0.0),
         param: Mutex::new(None),
     });
     let be = env.add_director(name, dir.clone());
@@ -851,10 +874,9 @@ fn shard_set_warmup(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) ->
     Ok(Value::Null)
 }
 
-fn shard_set_rampup(_: &Env, _: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> R {
-    // Accepted for compatibility; backend health change times are not
-    // tracked, so no backend is ever considered to be ramping up.
-    a.duration(0)?;
+fn shard_set_rampup(_: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let s = &this::<ShardObj>(o).dir;
+    *s.rampup.lock().unwrap_or_else(|e| e.into_inner()) = a.duration(0)?.unwrap_or(0.0).max(0.0);
     Ok(Value::Null)
 }
 
@@ -893,10 +915,12 @@ fn shard_add_backend(_: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> 
         be: be.clone(),
         ident,
         weight,
+        rampup: a.duration(2)?,
     };
     let new_id = id_of(&new);
     if let Some(existing) = m.iter_mut().find(|x| x.be == new.be && id_of(x) == new_id) {
         existing.weight = weight;
+        existing.rampup = new.rampup;
     } else {
         m.push(new);
     }

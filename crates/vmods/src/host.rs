@@ -29,6 +29,9 @@ pub trait Host: Send + Sync {
     /// backend that is a registered director, the server answers with
     /// [`Director::healthy`].
     fn backend_healthy(&self, backend: &Backend) -> bool;
+    /// When the backend's health last changed (seconds since the epoch, 0
+    /// if never); the shard director's rampup uses it.
+    fn backend_changed(&self, backend: &Backend) -> f64;
     /// Registers a director under its VCL object name and returns the
     /// backend handle VCL uses for it.
     fn add_director(&self, name: &str, director: Arc<dyn Director>) -> Backend;

@@ -577,3 +577,84 @@ fn shard_lazy_with_parameter_sets_matches_varnish() {
         );
     }
 }
+
+#[test]
+fn shard_rampup_and_warmup() {
+    let r = Rig::new(&["directors"], &[("vd", "directors", "shard")]);
+    three_shard(&r);
+    let c = &mut req();
+    let key = |c: &mut MockContext| {
+        name(
+            &r.method(c, "vd", "backend", vec![e("KEY"), Some(Value::Int(1))])
+                .unwrap(),
+        )
+    };
+    assert_eq!(key(c), "s1");
+    let alt = name(
+        &r.method(
+            c,
+            "vd",
+            "backend",
+            vec![e("KEY"), Some(Value::Int(1)), None, Some(Value::Int(1))],
+        )
+        .unwrap(),
+    );
+    // s1 just became healthy and ramps up over 100s: at 1% of the way it
+    // gets about 1% of the requests, the rest go to the next backend.
+    r.method(
+        &mut init(),
+        "vd",
+        "set_rampup",
+        vec![Some(Value::Duration(100.0))],
+    )
+    .unwrap();
+    r.host
+        .changed
+        .lock()
+        .unwrap()
+        .insert("s1".into(), c.now - 1.0);
+    let n_s1 = (0..1000).filter(|_| key(c) == "s1").count();
+    assert!(n_s1 < 60, "{n_s1}");
+    assert!((0..20).any(|_| key(c) == alt));
+    // rampup=false turns it off.
+    let off = name(
+        &r.method(
+            c,
+            "vd",
+            "backend",
+            vec![
+                e("KEY"),
+                Some(Value::Int(1)),
+                None,
+                None,
+                None,
+                Some(Value::Bool(false)),
+            ],
+        )
+        .unwrap(),
+    );
+    assert_eq!(off, "s1");
+    // Ramped up: back to s1; warmup=1 always sends to the alternative.
+    r.host
+        .changed
+        .lock()
+        .unwrap()
+        .insert("s1".into(), c.now - 1000.0);
+    assert_eq!(key(c), "s1");
+    let warm = name(
+        &r.method(
+            c,
+            "vd",
+            "backend",
+            vec![
+                e("KEY"),
+                Some(Value::Int(1)),
+                None,
+                None,
+                Some(Value::Real(1.0)),
+            ],
+        )
+        .unwrap(),
+    );
+    assert_eq!(warm, alt);
+}

@@ -28,6 +28,8 @@ pub struct TestHost {
     pub removed: Mutex<Vec<Backend>>,
     pub backends: Mutex<Vec<Backend>>,
     pub xkey_calls: Mutex<Vec<(Vec<String>, bool)>>,
+    /// Health change times by backend name.
+    pub changed: Mutex<std::collections::HashMap<String, f64>>,
 }
 
 impl TestHost {
@@ -65,6 +67,15 @@ impl Host for TestHost {
             return d.healthy();
         }
         !self.sick.lock().unwrap().contains(&*b.name)
+    }
+
+    fn backend_changed(&self, b: &Backend) -> f64 {
+        self.changed
+            .lock()
+            .unwrap()
+            .get(&*b.name)
+            .copied()
+            .unwrap_or(0.0)
     }
 
     fn add_director(&self, name: &str, director: Arc<dyn Director>) -> Backend {
