@@ -346,6 +346,31 @@ impl<'a> Checker<'a> {
     // Pass 1: declarations
 
     fn define(&mut self, name: &str, sym: Sym, span: Span) -> R<()> {
+        // `default` backends and probes live outside the symbol table:
+        // `default` is resolved by the expected type.
+        if name == "default" {
+            match sym {
+                Sym::Backend(_) => {
+                    if let Some(b) = self.backends.iter().find(|b| b.0.name == "default") {
+                        return Err(Box::new(
+                            Diagnostic::error("Only one default director possible.", span)
+                                .with_note("First definition:", Some(b.1)),
+                        ));
+                    }
+                    return Ok(());
+                }
+                Sym::Probe(_) => {
+                    if let Some(p) = self.probes.iter().find(|p| p.0.name == "default") {
+                        return Err(Box::new(
+                            Diagnostic::error("Probe 'default' redefined", span)
+                                .with_note("First definition:", Some(p.1)),
+                        ));
+                    }
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
         if let Some((old, old_span)) = self.syms.get(name).copied() {
             let msg = match (old, sym) {
                 (Sym::Backend(_), Sym::Backend(_)) if name == "default" => {
@@ -575,7 +600,7 @@ impl<'a> Checker<'a> {
     }
 
     fn lower_backend(&mut self, b: &ast::Backend) -> R<()> {
-        let Some((Sym::Backend(idx), _)) = self.syms.get(&b.name.name).copied() else {
+        let Some(idx) = self.backends.iter().position(|x| x.0.name == b.name.name) else {
             return Ok(());
         };
         let ast::BackendBody::Def(fields) = &b.body else {
@@ -584,6 +609,15 @@ impl<'a> Checker<'a> {
         let mut probe = None;
         if let Some(f) = fields.get("probe") {
             match &f.value {
+                ast::FieldValue::ProbeRef(id) if id.name == "default" => {
+                    match self.probes.iter().position(|p| p.0.name == "default") {
+                        Some(p) => {
+                            self.probes[p].2 = true;
+                            probe = Some(p);
+                        }
+                        None => return err("No default probe defined", id.span),
+                    }
+                }
                 ast::FieldValue::ProbeRef(id) => match self.syms.get(&id.name).copied() {
                     Some((Sym::Probe(p), _)) => {
                         self.probes[p].2 = true;
@@ -636,6 +670,19 @@ impl<'a> Checker<'a> {
             .or(host_port.map(str::to_string))
             .unwrap_or_else(|| "80".into());
         let path = fields.string("path").map(|s| s.value.clone());
+        if let (Some(p), Some(lit)) = (&path, fields.string("path")) {
+            if self.version == VclVersion::V40 {
+                return err(
+                    "Unix socket backends only supported in VCL4.1 and higher.",
+                    lit.span,
+                );
+            }
+            check_uds_path(p).map_err(|m| Box::new(Diagnostic::error(m, lit.span)))?;
+        }
+        if let Some(lit) = fields.string("host") {
+            check_ipv6_brackets(&lit.value)
+                .map_err(|m| Box::new(Diagnostic::error(m, lit.span)))?;
+        }
         let mut addrs = Vec::new();
         if path.is_none() && !host.is_empty() {
             let span = fields.string("host").map(|s| s.span).unwrap_or(b.name.span);
@@ -745,6 +792,8 @@ impl<'a> Checker<'a> {
     // ------------------------------------------------------------------
     // Pass 2: statements
 
+    /// Records a context-dependent use, checked per reaching method once
+    /// the whole program is parsed (as vcc does, after all type errors).
     fn add_use(&mut self, span: Span, allowed: SubMask, what: UseKind) {
         self.subs[self.cur].uses.push(Use {
             span,
@@ -951,7 +1000,7 @@ impl<'a> Checker<'a> {
                 d,
                 VarRef {
                     id: d.id,
-                    arg: VarArg::Header(header_name(&h)),
+                    arg: VarArg::Header(header_checked(&h, target.span)?),
                 },
             ));
         }
@@ -968,16 +1017,12 @@ impl<'a> Checker<'a> {
                 d,
                 VarRef {
                     id: d.id,
-                    arg: VarArg::Header(header_name(&h)),
+                    arg: VarArg::Header(header_checked(&h, target.span)?),
                 },
             )),
-            VarLookup::Storage(d, s) => Ok((
-                d,
-                VarRef {
-                    id: d.id,
-                    arg: VarArg::Storage(Arc::from(s.as_str())),
-                },
-            )),
+            // Storage variables are read-only and, like vcc, not even
+            // found as assignment targets.
+            VarLookup::Storage(..) => err(format!("Symbol not found: '{name}'\nAt:"), target.span),
             VarLookup::WrongVersion(d) => err(
                 format!(
                     "Symbol not found: '{name}' {}\nAt:",
@@ -1382,7 +1427,23 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn regex(&self, e: &ast::Expr) -> R<Arc<ir::VclRegex>> {
+    fn regex(&mut self, e: &ast::Expr) -> R<Arc<ir::VclRegex>> {
+        // A regex is a string literal (or literals joined by `+`); any
+        // other expression has the wrong type.
+        fn leftmost(e: &ast::Expr) -> &ast::Expr {
+            match &e.kind {
+                AK::Paren(inner) => leftmost(inner),
+                AK::Binary { lhs, .. } => leftmost(lhs),
+                _ => e,
+            }
+        }
+        if !matches!(leftmost(e).kind, AK::Str(_)) {
+            let x = self.expr(e, Type::String)?;
+            return err(
+                format!("Expression has type {}, expected REGEX", x.ty.user_name()),
+                e.span,
+            );
+        }
         let mut pattern = String::new();
         self.regex_text(e, &mut pattern)?;
         ir::VclRegex::new(&pattern).map(Arc::new).map_err(|m| {
@@ -1773,25 +1834,48 @@ impl<'a> Checker<'a> {
         }
         if let Some(r) = self.quoted_header(p) {
             let (d, h) = r?;
-            return Ok(self.var_read(d, VarArg::Header(header_name(&h)), p.span, fmt));
+            return Ok(self.var_read(d, VarArg::Header(header_checked(&h, p.span)?), p.span, fmt));
         }
         // Variables, possibly followed by a property (`req.foo`).
         match vars::lookup(&name, self.version, &self.opts.storages) {
             VarLookup::Plain(d) => return Ok(self.var_read(d, VarArg::None, p.span, fmt)),
             VarLookup::Header(d, h) => {
-                return Ok(self.var_read(d, VarArg::Header(header_name(&h)), p.span, fmt));
+                return Ok(self.var_read(
+                    d,
+                    VarArg::Header(header_checked(&h, p.span)?),
+                    p.span,
+                    fmt,
+                ));
             }
             VarLookup::Storage(d, s) => {
                 return Ok(self.var_read(d, VarArg::Storage(Arc::from(s.as_str())), p.span, fmt));
             }
             VarLookup::WrongVersion(d) => {
-                return err(
-                    format!(
-                        "Symbol not found: '{name}' {}\nAt:",
-                        d.versions.availability()
-                    ),
-                    p.span,
-                );
+                // A shorter variable that exists in this version wins:
+                // `beresp.backend.ip` in 4.1 is a property of BACKEND.
+                let prefix = (1..p.segments.len()).rev().find_map(|cut| {
+                    let pre: Vec<&str> =
+                        p.segments[..cut].iter().map(|s| s.name.as_str()).collect();
+                    match vars::lookup(&pre.join("."), self.version, &self.opts.storages) {
+                        VarLookup::Plain(pd) => Some((cut, pd)),
+                        _ => None,
+                    }
+                });
+                if let Some((cut, pd)) = prefix {
+                    let prop = &p.segments[cut];
+                    return err(
+                        format!("Unknown property '{}' for type {}", prop.name, pd.ty.name()),
+                        prop.span,
+                    );
+                } else {
+                    return err(
+                        format!(
+                            "Symbol not found: '{name}' {}\nAt:",
+                            d.versions.availability()
+                        ),
+                        p.span,
+                    );
+                }
             }
             VarLookup::NotFound => {}
         }
@@ -2314,25 +2398,34 @@ impl<'a> Checker<'a> {
             }
             return Ok(());
         }
-        for s in &self.subs {
-            if !s.referenced {
-                return err(format!("Unused sub {}, defined:", s.name), s.def);
-            }
-        }
-        for (a, span, used) in &self.acls {
-            if !used {
-                return err(format!("Unused acl {}, defined:", a.name), *span);
-            }
-        }
-        for (b, span, used) in &self.backends {
-            if !used {
-                return err(format!("Unused backend {}, defined:", b.name), *span);
-            }
-        }
-        for (p, span, used) in &self.probes {
-            if !used {
-                return err(format!("Unused probe {}, defined:", p.name), *span);
-            }
+        // Like vcc, report the unused object whose name sorts first.
+        let mut unused: Vec<(&str, &str, Span)> = Vec::new();
+        unused.extend(
+            self.subs
+                .iter()
+                .filter(|s| !s.referenced)
+                .map(|s| (s.name.as_str(), "sub", s.def)),
+        );
+        unused.extend(
+            self.acls
+                .iter()
+                .filter(|x| !x.2)
+                .map(|x| (x.0.name.as_str(), "acl", x.1)),
+        );
+        unused.extend(
+            self.backends
+                .iter()
+                .filter(|x| !x.2)
+                .map(|x| (x.0.name.as_str(), "backend", x.1)),
+        );
+        unused.extend(
+            self.probes
+                .iter()
+                .filter(|x| !x.2)
+                .map(|x| (x.0.name.as_str(), "probe", x.1)),
+        );
+        if let Some((name, what, span)) = unused.into_iter().min_by_key(|u| u.0) {
+            return err(format!("Unused {what} {name}, defined:"), span);
         }
         Ok(())
     }
@@ -2609,6 +2702,16 @@ fn default_expr(d: &DefaultValue, t: Type) -> Expr {
     }
 }
 
+/// A header name for a variable reference; Varnish stores the length with
+/// the colon in one byte, so names are limited to 126 characters.
+fn header_checked(h: &str, span: Span) -> R<ir::HeaderName> {
+    if h.len() + 1 > 127 {
+        let short: String = h.chars().take(20).collect();
+        return err(format!("HTTP header ({short}..) is too long."), span);
+    }
+    Ok(header_name(h))
+}
+
 fn header_name(h: &str) -> ir::HeaderName {
     ir::HeaderName {
         name: Arc::from(h),
@@ -2687,6 +2790,37 @@ fn resolve_ip_constant(s: &str) -> Result<SocketAddr, String> {
     Ok(addrs[0])
 }
 
+/// vcc's checks of a bracketed IPv6 host (`[::1]:80`).
+fn check_ipv6_brackets(host: &str) -> Result<(), String> {
+    let Some(rest) = host.strip_prefix('[') else {
+        return Ok(());
+    };
+    let Some((_, after)) = rest.split_once(']') else {
+        return Err("IPv6 address lacks ']'".into());
+    };
+    if !after.is_empty() && !after.starts_with(':') && !after.starts_with(' ') {
+        return Err("IPv6 address has wrong port separator".into());
+    }
+    Ok(())
+}
+
+/// A backend `.path` must be absolute and, if it exists, a socket.
+fn check_uds_path(path: &str) -> Result<(), String> {
+    if !path.starts_with('/') {
+        return Err(format!("Must be an absolute path:\n\t{path}"));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if let Ok(md) = std::fs::metadata(path)
+            && !md.file_type().is_socket()
+        {
+            return Err(format!("Not a socket:\n\t{path}"));
+        }
+    }
+    Ok(())
+}
+
 fn split_host_port(s: &str) -> (&str, Option<&str>) {
     if let Some(rest) = s.strip_prefix('[')
         && let Some((h, p)) = rest.split_once(']')
@@ -2719,5 +2853,147 @@ fn lower_probe(name: &str, spec: &ast::FieldList) -> ir::ProbeDef {
         threshold: spec.uint("threshold"),
         initial: spec.uint("initial"),
         expected_response: spec.uint("expected_response"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::compile_str;
+    use crate::ir::{Program, Return, Stmt};
+
+    fn prog(body: &str) -> Arc<Program> {
+        let text = format!("vcl 4.1;\n{body}\n");
+        let (sm, r) = compile_str(
+            "t.vcl",
+            &text,
+            &CompileOptions::default(),
+            &VmodRegistry::new(),
+        );
+        r.unwrap_or_else(|d| panic!("{}", d.render(&sm)))
+    }
+
+    #[test]
+    fn user_body_runs_before_builtin() {
+        let p = prog(r#"backend b { .host = "127.0.0.1"; } sub vcl_recv { set req.url = "/x"; }"#);
+        let body = &p.method(BuiltinSub::Recv).body;
+        assert!(matches!(&body[0], Stmt::Set { var, .. } if var.id == vars::VarId::ReqUrl));
+        // Then the built-in: call vcl_builtin_recv; return (hash);
+        assert!(matches!(&body[1], Stmt::Call(i) if p.subs[*i].name == "vcl_builtin_recv"));
+        assert!(matches!(
+            &body[2],
+            Stmt::Return(Return::Action {
+                action: Action::Hash,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn headers_constants_and_folding() {
+        let p = prog(
+            r#"backend b { .host = "127.0.0.1"; }
+            sub vcl_recv {
+                set req.http.X-Foo = "a" + "b" + 1 + 2.5;
+                set req.http.n = 3 * 4 + 1;
+                if ("a" == "a" && !false) { set req.url = req.http.X-Foo; }
+            }"#,
+        );
+        let body = &p.method(BuiltinSub::Recv).body;
+        let Stmt::Set { var, value, .. } = &body[0] else {
+            panic!("{:?}", body[0])
+        };
+        let VarArg::Header(h) = &var.arg else {
+            panic!()
+        };
+        assert_eq!((&*h.name, &*h.lower), ("X-Foo", "x-foo"));
+        assert!(matches!(&value.kind, IK::Const(Value::Str(s)) if &**s == "ab12.500"));
+        let Stmt::Set { value, .. } = &body[1] else {
+            panic!()
+        };
+        assert!(matches!(&value.kind, IK::Const(Value::Str(s)) if &**s == "13"));
+        let Stmt::If { arms, .. } = &body[2] else {
+            panic!()
+        };
+        assert!(matches!(arms[0].0.kind, IK::And(_)));
+    }
+
+    #[test]
+    fn default_backend_and_tables() {
+        let p = prog(
+            r#"probe default { .url = "/"; }
+            backend a { .host = "127.0.0.1"; .port = "8080"; }
+            backend default { .host = "127.0.0.1 81"; }
+            acl x { "10.0.0.0"/8; "10.1.2.3"; }
+            sub vcl_recv { set req.backend_hint = a; if (client.ip ~ x) {} }"#,
+        );
+        assert_eq!(p.default_backend, Some(1));
+        assert_eq!(p.backends[1].port, "81");
+        assert_eq!(p.backends[0].addrs[0].port(), 8080);
+        // Backends without .probe use the default probe.
+        assert_eq!(p.backends[0].probe, p.default_probe);
+        assert_eq!(p.acls[0].entries[0].prefix, 32);
+        assert_eq!(p.acls[0].entries[1].prefix, 8);
+    }
+
+    #[test]
+    fn set_operators_and_returns() {
+        let p = prog(
+            r#"backend b { .host = "127.0.0.1"; }
+            sub vcl_backend_response {
+                set beresp.ttl += 10s;
+                set beresp.http.x += "y";
+                return (pass(5s));
+            }"#,
+        );
+        let body = &p.method(BuiltinSub::BackendResponse).body;
+        assert!(
+            matches!(&body[0], Stmt::Set { op: Some(ArithOp::Add), value, .. } if value.ty == Type::Duration)
+        );
+        assert!(
+            matches!(&body[1], Stmt::Set { op: Some(ArithOp::Add), value, .. } if value.ty == Type::String)
+        );
+        assert!(
+            matches!(&body[2], Stmt::Return(Return::Action { action: Action::Pass, args }) if args.len() == 1)
+        );
+    }
+
+    #[test]
+    fn unused_objects_allowed_when_unref_is_off() {
+        let text = "vcl 4.1; backend a { .host = \"127.0.0.1\"; } backend c { .host = \"127.0.0.1\"; } sub f { } sub g { }";
+        let opts = CompileOptions {
+            err_unref: false,
+            ..CompileOptions::default()
+        };
+        let (_, r) = compile_str("t.vcl", text, &opts, &VmodRegistry::new());
+        let p = r.expect("compiles with vcc_err_unref off");
+        assert!(p.subs.iter().any(|s| s.name == "f"));
+        let (sm, r) = compile_str(
+            "t.vcl",
+            text,
+            &CompileOptions::default(),
+            &VmodRegistry::new(),
+        );
+        let e = r.expect_err("unused backend").render(&sm);
+        assert!(e.contains("Unused backend c, defined:"), "{e}");
+    }
+
+    #[test]
+    fn vcl_labels_resolve_from_options() {
+        let text =
+            "vcl 4.1; backend a { .host = \"127.0.0.1\"; } sub vcl_recv { return (vcl(other)); }";
+        let opts = CompileOptions {
+            labels: vec!["other".into()],
+            ..CompileOptions::default()
+        };
+        let (_, r) = compile_str("t.vcl", text, &opts, &VmodRegistry::new());
+        let p = r.expect("label known");
+        assert_eq!(p.labels, ["other"]);
+    }
+
+    #[test]
+    fn program_is_shareable() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Program>();
     }
 }

@@ -84,7 +84,9 @@ impl Diagnostic {
     pub fn render(&self, sm: &SourceMap) -> String {
         let mut out = String::new();
         out.push_str(&self.message);
-        out.push('\n');
+        if !continues_on_line(&self.message) || self.span.is_none() {
+            out.push('\n');
+        }
         if let Some(span) = self.span {
             render_where(&mut out, sm, span);
         }
@@ -117,6 +119,17 @@ impl Diagnostic {
         }
         out
     }
+}
+
+/// vcc prints some messages without a line break before the location:
+/// those ending in a space (`... 'set' at `) and those whose last line
+/// starts with `At:` (`Symbols named 'vcl_*' are reserved.\nAt:(...)`).
+fn continues_on_line(msg: &str) -> bool {
+    msg.ends_with(' ')
+        || msg
+            .rsplit('\n')
+            .next()
+            .is_some_and(|l| l.starts_with("At:"))
 }
 
 fn compact_line(out: &mut String, sm: &SourceMap, span: Option<Span>, sev: &str, msg: &str) {
@@ -302,6 +315,22 @@ mod tests {
         ds.push(Diagnostic::error_nowhere("No backends or directors found"));
         assert_eq!(ds.error_count(), 1);
         assert!(ds.render_compact(&sm).contains("error: No backends"));
+    }
+
+    #[test]
+    fn location_on_the_same_line() {
+        let mut sm = SourceMap::new();
+        let f = sm.add("<x>", "backend vcl_b none;", FileKind::Main);
+        let d = Diagnostic::error(
+            "Symbols named 'vcl_*' are reserved.\nAt:",
+            Span::new(f, 8, 13),
+        );
+        assert!(
+            d.render(&sm)
+                .starts_with("Symbols named 'vcl_*' are reserved.\nAt:('<x>' Line 1 Pos 9)\n")
+        );
+        let d = Diagnostic::error("'set' at ", Span::new(f, 0, 7));
+        assert!(d.render(&sm).starts_with("'set' at ('<x>' Line 1 Pos 1)\n"));
     }
 
     #[test]

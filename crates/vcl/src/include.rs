@@ -286,6 +286,7 @@ impl Expander<'_, '_> {
         let base = self.out.blobs.len() as u32;
         self.out.blobs.extend(toks.blobs);
         let list = toks.toks;
+        self.out.toks.reserve(list.len() + 1);
         let eof = {
             let len = self.sm.file(file).text().len() as u32;
             Token {
@@ -682,6 +683,39 @@ mod tests {
             "VCL filename '/etc/v/a.vcl' is unsafe."
         );
         assert_eq!(sm.file(FileId(1)).name(), "/etc/v/a.vcl");
+    }
+
+    #[test]
+    fn file_system_loader_and_glob() {
+        let dir = std::env::temp_dir().join(format!("lacquer-inc-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("sub/b_2.vcl"), "two").unwrap();
+        std::fs::write(dir.join("sub/b_1.vcl"), "one").unwrap();
+        std::fs::write(dir.join("sub/c.txt"), "no").unwrap();
+        let d = dir.to_string_lossy().into_owned();
+        let found = FsLoader.glob(&format!("{d}/s*/b_*.vcl")).unwrap();
+        assert_eq!(
+            found,
+            vec![format!("{d}/sub/b_1.vcl"), format!("{d}/sub/b_2.vcl")]
+        );
+        assert!(
+            FsLoader
+                .glob(&format!("{d}/nope/*.vcl"))
+                .unwrap()
+                .is_empty()
+        );
+        let mut sm = SourceMap::new();
+        let main = format!("{d}/main.vcl");
+        let f = sm.add(main, "x include +glob \"./sub/b_*.vcl\"; y", FileKind::Main);
+        let cfg = IncludeConfig {
+            vcl_path: &[],
+            unsafe_path: true,
+            loader: &FsLoader,
+        };
+        let (s, diags) = expand(&mut sm, &[f], &cfg);
+        assert!(diags.is_empty(), "{}", diags.render(&sm));
+        assert_eq!(texts(&sm, &s), vec!["x", "one", "two", "y", ""]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -326,7 +326,10 @@ pub fn lex(file: FileId, text: &str) -> (Tokens, Option<Diagnostic>) {
     // Like vcc, the source ends at the first NUL byte.
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     let b = &bytes[..end];
-    let mut out = Tokens::default();
+    let mut out = Tokens {
+        toks: Vec::with_capacity(end / 4 + 1),
+        blobs: Vec::new(),
+    };
     let sp = |s: usize, e: usize| Span::new(file, s as u32, e as u32);
     let mut p = 0usize;
     let err = |msg: &str, s: usize, e: usize| Some(Diagnostic::error(msg, sp(s, e)));

@@ -186,8 +186,8 @@ impl Type {
     }
 
     /// Whether a value of this type converts implicitly to a string
-    /// (Varnish's `tostring` slot). BLOB, HTTP, ACL, PROBE, SUB, BODY, REGEX
-    /// and instances do not.
+    /// (Varnish's `tostring` slot). HTTP, ACL, PROBE, SUB, BODY, REGEX and
+    /// instances do not (named objects read as their name instead).
     pub fn to_string_ok(self) -> bool {
         matches!(
             self,
@@ -204,17 +204,13 @@ impl Type {
                 | Type::Header
                 | Type::Stevedore
                 | Type::Enum
+                | Type::Blob
         )
     }
 
     /// The message Varnish prints when a value cannot become a string.
     pub fn to_string_error(self) -> String {
-        if self == Type::Blob {
-            "Wrong use of BLOB value.\nBLOBs can only be used as arguments to VMOD functions."
-                .to_string()
-        } else {
-            format!("Cannot convert {} to STRING.", self.user_name())
-        }
+        format!("Cannot convert {} to STRING.", self.user_name())
     }
 
     /// Whether the type has an implicit truth value in boolean context
@@ -368,11 +364,7 @@ mod tests {
             Type::Http.to_string_error(),
             "Cannot convert HTTP to STRING."
         );
-        assert!(
-            Type::Blob
-                .to_string_error()
-                .starts_with("Wrong use of BLOB")
-        );
+        assert!(Type::Blob.to_string_ok());
         assert!(!Type::Real.to_bool_ok());
         assert!(Type::Duration.to_bool_ok());
         assert_eq!(Type::Duration.mul_type(), Some(Type::Real));

@@ -8,10 +8,7 @@
 
 mod common;
 
-use std::io;
-
-use common::{Expect, cli_failure_text, corpus_cases};
-use lacquer_vcl::include::SourceLoader;
+use common::{EmptyIncludes, Expect, cli_failure_text, corpus_cases};
 use lacquer_vcl::parser::{ParseOptions, parse_with};
 use lacquer_vcl::source::{FileKind, SourceMap};
 
@@ -29,18 +26,6 @@ const NEEDS_TYPES: &[&str] = &[
     // "Expected BYTES unit": the BYTES type of the comparison.
     "tests/v00033.vtc:40",
 ];
-
-/// Serves every include as an empty file and every glob as one file.
-struct EmptyIncludes;
-
-impl SourceLoader for EmptyIncludes {
-    fn read(&self, _path: &str) -> io::Result<Vec<u8>> {
-        Ok(Vec::new())
-    }
-    fn glob(&self, pattern: &str) -> io::Result<Vec<String>> {
-        Ok(vec![pattern.to_string()])
-    }
-}
 
 #[test]
 fn corpus_syntax() {
@@ -62,8 +47,19 @@ fn corpus_syntax() {
     let mut err_matched = 0;
     let mut err_other_text = Vec::new();
     let mut err_left = 0;
-    for c in &cases {
+    // Every extracted VCL, whatever its test's status, must parse without
+    // panicking; LACQUER_DUMP_SEEDS=dir writes them out as fuzzing seeds.
+    let dump = std::env::var_os("LACQUER_DUMP_SEEDS");
+    for (i, c) in cases.iter().enumerate() {
+        if let Some(dir) = &dump {
+            let p = std::path::Path::new(dir).join(format!("corpus_{i:04}.vcl"));
+            std::fs::write(p, &c.vcl).expect("write seed");
+        }
         if c.status != "passed" {
+            let mut sm = SourceMap::new();
+            let f = sm.add("<vcl.inline>", c.vcl.as_str(), FileKind::Main);
+            let (_, diags) = parse_with(&mut sm, f, &opts);
+            let _ = diags.render(&sm);
             continue;
         }
         let mut sm = SourceMap::new();

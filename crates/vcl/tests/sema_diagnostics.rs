@@ -260,6 +260,46 @@ const CASES: &[(&str, &str)] = &[
         r#"sub vcl_recv { set req.http.x = 1.0 % 2; }"#,
         r#"Operator % only possible on INT"#,
     ),
+    (
+        r#"sub vcl_backend_fetch { if (req.foo) {} }"#,
+        r#"Unknown property 'foo' for type HTTP"#,
+    ),
+    (
+        r#"sub vcl_recv { if (obj.ttl + "a") {} }"#,
+        r#"DURATION + STRING not possible."#,
+    ),
+    (
+        r#"sub vcl_recv { if (req.hash) {} }"#,
+        r#"Expression has type BLOB, expected BOOL"#,
+    ),
+    (
+        r#"sub vcl_recv { set req.ttl = "a"; set req.http.x = obj.proto; }"#,
+        r#"Expression has type STRING, expected DURATION"#,
+    ),
+    (
+        r#"sub vcl_recv { set req.http.x = obj.proto; set req.ttl = "a"; }"#,
+        r#"Expression has type STRING, expected DURATION"#,
+    ),
+    (
+        r#"sub vcl_recv { if (beresp.backend.ip == beresp.backend.ip) {} }"#,
+        r#"Unknown property 'ip' for type BACKEND"#,
+    ),
+    (
+        r#"sub vcl_recv { if (req.esi) {} }"#,
+        r#"Unknown property 'esi' for type HTTP"#,
+    ),
+    (
+        r#"sub vcl_pipe { unset storage.s0.free_space; }"#,
+        r#"Symbol not found: 'storage.s0.free_space'"#,
+    ),
+    (
+        r#"sub vcl_recv { set req.http.x = regsub(req.url, req.url, "b"); }"#,
+        r#"Expression has type STRING, expected REGEX"#,
+    ),
+    (
+        r#"sub vcl_recv { set req.http.x = req.hash; }"#,
+        r#"Not available in subroutine 'vcl_recv'."#,
+    ),
 ];
 
 fn compile(snippet: &str) -> Result<(), String> {
@@ -309,6 +349,7 @@ fn valid_programs_compile() {
         r#"sub vcl_recv { set req.http.x = regsuball(req.url, "(a)(b)", "\2\1"); }"#,
         r#"sub vcl_synth { set resp.body = "x"; set resp.body += "y"; synthetic("z"); }"#,
         r#"sub vcl_recv { call f; } sub f { set req.url = "/"; return; }"#,
+        r#"sub vcl_hit { set req.http.x = "" + req.hash; }"#,
         r#"probe p { .url = "/"; } backend c { .host = "127.0.0.1"; .probe = p; } sub vcl_recv { set req.backend_hint = c; }"#,
     ] {
         if let Err(e) = compile(snippet) {

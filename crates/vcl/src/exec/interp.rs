@@ -33,24 +33,33 @@ pub struct Scratch {
     stack: Vec<SubId>,
 }
 
-/// Why evaluation stopped early: a runtime error message.
-struct Fail(String);
+/// Why evaluation stopped early: a runtime error message. Boxed so that
+/// `Result<Flow, Fail>` stays two words and returns in registers.
+struct Fail(Box<str>);
+
+fn fail(msg: String) -> Fail {
+    Fail(msg.into_boxed_str())
+}
 
 impl From<ConvError> for Fail {
     fn from(e: ConvError) -> Fail {
-        Fail(e.0)
+        fail(e.0)
     }
 }
 
 impl From<String> for Fail {
     fn from(e: String) -> Fail {
-        Fail(e)
+        fail(e)
     }
 }
 
+/// How a statement ended. Kept one byte wide (the chosen action waits in
+/// `Exec::action`) so unwinding through nested blocks copies nothing big.
+#[derive(Clone, Copy)]
 enum Flow {
     Next,
-    Return(Action),
+    /// `return (action)`: the action is in `Exec::action`.
+    Return,
     ReturnSub,
 }
 
@@ -60,6 +69,8 @@ struct Exec<'a, C: Context> {
     vmods: &'a dyn Vmods,
     bufs: &'a mut Vec<Vec<u8>>,
     stack: &'a mut Vec<SubId>,
+    /// The action of the `return` being unwound.
+    action: Option<Action>,
 }
 
 impl Program {
@@ -96,9 +107,10 @@ impl Program {
             vmods,
             bufs: &mut scratch.bufs,
             stack: &mut scratch.stack,
+            action: None,
         };
         match ex.call(sub) {
-            Ok(Flow::Return(a)) => a,
+            Ok(Flow::Return) => ex.action.take().unwrap_or(Action::Ok),
             Ok(Flow::Next | Flow::ReturnSub) => Action::Ok,
             Err(Fail(msg)) => {
                 ex.ctx.log(LogKind::Error, msg.as_bytes());
@@ -155,7 +167,7 @@ fn value_cmp(op: CmpOp, a: &Value, b: &Value) -> Result<bool, Fail> {
             Some(x.cmp(y))
         }
         _ => {
-            return Err(Fail(format!(
+            return Err(fail(format!(
                 "cannot compare {} with {}",
                 a.type_name(),
                 b.type_name()
@@ -181,7 +193,7 @@ fn int_op(op: ArithOp, a: i64, b: i64) -> Result<i64, Fail> {
         ArithOp::Sub => a.wrapping_sub(b),
         ArithOp::Mul => a.wrapping_mul(b),
         ArithOp::Div | ArithOp::Mod if b == 0 => {
-            return Err(Fail("INT division by zero".into()));
+            return Err(fail("INT division by zero".into()));
         }
         ArithOp::Div => a.wrapping_div(b),
         ArithOp::Mod => a.wrapping_rem(b),
@@ -203,7 +215,7 @@ fn arith(op: ArithOp, a: Value, b: Value) -> Result<Value, Fail> {
         (V::Time(x), V::Duration(y)) => V::Time(real_op(op, x, y)),
         (V::Time(x), V::Time(y)) if op == ArithOp::Sub => V::Duration(x - y),
         (a, b) => {
-            return Err(Fail(format!(
+            return Err(fail(format!(
                 "{} {} {} not possible",
                 a.type_name(),
                 op.symbol(),
@@ -226,10 +238,10 @@ impl<C: Context> Exec<'_, C> {
     fn call(&mut self, sub: SubId) -> Result<Flow, Fail> {
         let prog = self.prog;
         let Some(code) = prog.subs.get(sub as usize) else {
-            return Err(Fail(format!("call to unknown subroutine #{sub}")));
+            return Err(fail(format!("call to unknown subroutine #{sub}")));
         };
         if self.stack.len() >= MAX_CALL_DEPTH {
-            return Err(Fail(format!(
+            return Err(fail(format!(
                 "Recursive call to \"sub {}{{}}\" (call depth {MAX_CALL_DEPTH})",
                 code.name
             )));
@@ -274,21 +286,24 @@ impl<C: Context> Exec<'_, C> {
             Stmt::CallDynamic(e) => {
                 let sub = match self.eval(e)? {
                     Value::Sub(s) => s,
-                    Value::Null => return Err(Fail("Tried to call a NULL SUB".into())),
+                    Value::Null => return Err(fail("Tried to call a NULL SUB".into())),
                     other => {
-                        return Err(Fail(format!("cannot call a {}", other.type_name())));
+                        return Err(fail(format!("cannot call a {}", other.type_name())));
                     }
                 };
                 if self.stack.contains(&sub) {
                     let name = self.prog.subs.get(sub as usize).map_or("?", |s| &s.name);
-                    return Err(Fail(format!("Recursive call to \"sub {name}{{}}\"")));
+                    return Err(fail(format!("Recursive call to \"sub {name}{{}}\"")));
                 }
                 return match self.call(sub)? {
                     Flow::ReturnSub => Ok(Flow::Next),
                     other => Ok(other),
                 };
             }
-            Stmt::Return(a) => return Ok(Flow::Return(self.action(a)?)),
+            Stmt::Return(a) => {
+                self.action = Some(self.action(a)?);
+                return Ok(Flow::Return);
+            }
             Stmt::ReturnSub => return Ok(Flow::ReturnSub),
             Stmt::HashData(e) => {
                 let mut buf = self.take_buf();
@@ -353,7 +368,7 @@ impl<C: Context> Exec<'_, C> {
                 let mut buf = self.take_buf();
                 let r = self
                     .append_str(e, &mut buf)
-                    .and_then(|_| self.ctx.set_str(*id, &buf).map_err(Fail));
+                    .and_then(|_| self.ctx.set_str(*id, &buf).map_err(fail));
                 self.give_buf(buf);
                 r?;
             }
@@ -396,7 +411,7 @@ impl<C: Context> Exec<'_, C> {
                         Value::Duration(d) | Value::Real(d) => Some(d),
                         Value::Int(i) => Some(i as f64),
                         other => {
-                            return Err(Fail(format!(
+                            return Err(fail(format!(
                                 "pass() needs a DURATION, got {}",
                                 other.type_name()
                             )));
@@ -427,7 +442,7 @@ impl<C: Context> Exec<'_, C> {
         let status = match self.eval(status)? {
             Value::Int(i) => i,
             other => {
-                return Err(Fail(format!(
+                return Err(fail(format!(
                     "status must be an INT, got {}",
                     other.type_name()
                 )));
@@ -517,7 +532,7 @@ impl<C: Context> Exec<'_, C> {
                     .and_then(|_| {
                         Self::regex(self.prog, *regex)?
                             .substitute(&subj, &with, *all, out)
-                            .map_err(Fail)
+                            .map_err(fail)
                     });
                 self.give_buf(subj);
                 self.give_buf(with);
@@ -533,7 +548,7 @@ impl<C: Context> Exec<'_, C> {
     fn regex(prog: &Program, i: u32) -> Result<&super::regex::Regex, Fail> {
         prog.regexes
             .get(i as usize)
-            .ok_or_else(|| Fail(format!("unknown regex #{i}")))
+            .ok_or_else(|| fail(format!("unknown regex #{i}")))
     }
 
     /// Runs `f` on the string form of `e` without copying when `e` is a
@@ -603,10 +618,10 @@ impl<C: Context> Exec<'_, C> {
             Expr::AclMatch { ip, acl, negate } => {
                 let prog = self.prog;
                 let Some(acl) = prog.acls.get(*acl as usize) else {
-                    return Err(Fail(format!("unknown ACL #{acl}")));
+                    return Err(fail(format!("unknown ACL #{acl}")));
                 };
                 let Value::Ip(sa) = self.eval(ip)? else {
-                    return Err(Fail("VRT_acl_match: Illegal IP".into()));
+                    return Err(fail("VRT_acl_match: Illegal IP".into()));
                 };
                 let r = acl.lookup(sa.ip());
                 if acl.log {
@@ -697,7 +712,7 @@ impl<C: Context> Exec<'_, C> {
                 Value::Duration(d) => Value::Duration(-d),
                 Value::Bytes(b) => Value::Bytes(b.wrapping_neg()),
                 other => {
-                    return Err(Fail(format!("cannot negate {}", other.type_name())));
+                    return Err(fail(format!("cannot negate {}", other.type_name())));
                 }
             },
             Expr::Arith(op, a, b) => {

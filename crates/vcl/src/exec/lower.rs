@@ -264,7 +264,12 @@ impl Lower<'_> {
                 VarArg::Header(h) => {
                     let which = HttpWhich::of_var(v.id)
                         .ok_or_else(|| format!("{:?} is not a header family", v.id))?;
-                    Expr::Header(which, header(h))
+                    if e.ty == Type::Header {
+                        // A HEADER argument: the vmod gets the reference.
+                        Expr::Const(Value::Header(which, header(h)))
+                    } else {
+                        Expr::Header(which, header(h))
+                    }
                 }
                 VarArg::Storage(name) => Expr::Storage(v.id, name.as_ref().into()),
                 VarArg::None if e.ty == Type::Http => Expr::Const(Value::Http(

@@ -1,0 +1,2 @@
+vcl 4.1;
+include "/nonexistent/lacquer-golden.vcl";

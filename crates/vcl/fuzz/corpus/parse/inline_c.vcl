@@ -1,0 +1,6 @@
+vcl 4.1;
+sub vcl_recv {
+	C{
+		printf("hi");
+	}C
+}

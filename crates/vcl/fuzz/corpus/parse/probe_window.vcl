@@ -1,0 +1,6 @@
+vcl 4.1;
+probe p {
+	.url = "/";
+	.threshold = 8;
+	.window = 4;
+}

@@ -1,0 +1,3 @@
+vcl 4.1;
+sub vcl_fetch {
+}

@@ -1,0 +1,4 @@
+vcl 4.1;
+sub vcl_recv {
+	set req.http.x = "a" + /* never closed
+}

@@ -1,0 +1,1 @@
+backend default { .host = "127.0.0.1"; }
