@@ -215,20 +215,6 @@ impl Lower<'_> {
         let mut out = Vec::with_capacity(args.len());
         for a in args {
             match a {
-                // A HEADER parameter receives a reference to the header
-                // (`std.collect(req.http.x)`), not its value.
-                CallArg::Value(ir::Expr {
-                    ty: Type::Header,
-                    kind:
-                        IK::Var(ir::VarRef {
-                            id,
-                            arg: VarArg::Header(h),
-                        }),
-                }) => {
-                    let which = HttpWhich::of_var(*id)
-                        .ok_or_else(|| format!("{id:?} is not a header family"))?;
-                    out.push(Some(Expr::Const(Value::Header(which, header(h)))));
-                }
                 CallArg::Value(e) => out.push(Some(self.expr(e)?)),
                 CallArg::Absent => out.push(None),
                 CallArg::Enum(s) => out.push(Some(Expr::Const(Value::Enum(s.clone())))),
