@@ -411,6 +411,10 @@ fn files_env_and_syntax() {
         "File One"
     );
     assert_eq!(
+        r.call(c, "std.blobread", vec![s(p)]),
+        Ok(Value::Blob(bytes::Bytes::from_static(b"File One")))
+    );
+    assert_eq!(
         r.call(c, "std.fileread", vec![s("/this/file/should/not/exist")]),
         Ok(Value::Null)
     );
