@@ -12,7 +12,22 @@
 //!
 //! Server services that are not tied to one task (backend health, director
 //! registration, the xkey index) come through the [`Host`] trait; per-task
-//! services through the executor's `Context`.
+//! services through the executor's `Context` (task state in
+//! `Context::privs`, header lists, request body, purge, PROXY TLVs, socket
+//! options).
+//!
+//! How the server uses it:
+//!
+//! 1. compile VCL against [`registry()`] (`lacquer_vcl::compile`);
+//! 2. build [`Runtime::for_program`] with the server's [`Host`], and the
+//!    executor program (`Program::from_ir`); run `vcl_init` with the
+//!    runtime as the `Vmods` (objects are created there and directors
+//!    registered with the host);
+//! 3. pass the same runtime to every task of that VCL; when a backend
+//!    value is a registered director, call [`Director::resolve`] with the
+//!    backend task's context until a real backend comes out;
+//! 4. drop the runtime when the VCL is discarded: its directors are
+//!    removed from the host.
 
 use std::any::Any;
 use std::collections::HashMap;

@@ -547,3 +547,15 @@ fn bans() {
         Ok(Value::Bool(false))
     );
 }
+
+#[test]
+fn runtime_is_shareable_between_worker_threads() {
+    fn check<T: Send + Sync>() {}
+    check::<lacquer_vmods::Runtime>();
+    let r = std::sync::Arc::new(rig());
+    let t = std::thread::spawn({
+        let r = r.clone();
+        move || text(&r.call(&mut req(), "std.toupper", vec![s("x")]).unwrap())
+    });
+    assert_eq!(t.join().unwrap().as_deref(), Some("X"));
+}
