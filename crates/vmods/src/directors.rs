@@ -309,11 +309,16 @@ fn add_backend(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R {
 fn remove_backend(_: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> R {
     let d = this::<SimpleObj>(o);
     if let Some(be) = a.backend(0)? {
+        let mut m = d.dir.members.write().unwrap_or_else(|e| e.into_inner());
+        // Keep the fallback's current backend (or the round robin's next
+        // one) pointing at the same member after the removal.
+        let cur = d.dir.cursor.load(Ordering::Relaxed);
+        let before = m.iter().take(cur).filter(|(b, _)| b == be).count();
+        m.retain(|(b, _)| b != be);
+        let cur = cur - before;
         d.dir
-            .members
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|(b, _)| b != be);
+            .cursor
+            .store(if cur >= m.len() { 0 } else { cur }, Ordering::Relaxed);
     }
     Ok(Value::Null)
 }

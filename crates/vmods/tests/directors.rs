@@ -116,6 +116,12 @@ fn sticky_fallback() {
     r.host.set_sick("s1", false);
     // Sticky: stays on s2 although s1 is back.
     assert_eq!(r.host.resolve(c, &d).unwrap().name.as_ref(), "s2");
+    // Removing a backend before the current one keeps it current.
+    r.method(c, "fb", "add_backend", vec![Some(be(3, "s3"))])
+        .unwrap();
+    r.method(c, "fb", "remove_backend", vec![Some(be(1, "s1"))])
+        .unwrap();
+    assert_eq!(r.host.resolve(c, &d).unwrap().name.as_ref(), "s2");
 }
 
 #[test]
