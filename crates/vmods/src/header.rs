@@ -1,7 +1,7 @@
 //! `vmod_header` (varnish-modules): work on every occurrence of a
 //! repeated header (`Set-Cookie` and friends) instead of only the first.
 //!
-//! Regex arguments match the header's value (leading spaces skipped);
+//! Regex arguments match the header's value (leading blanks skipped);
 //! `regsub` works on whole `Name: value` lines. Regexes given as strings
 //! are compiled once per VCL.
 
@@ -42,7 +42,7 @@ fn is(name: &[u8], h: &HeaderName) -> bool {
 }
 
 fn trim_start(v: &[u8]) -> &[u8] {
-    let n = v.iter().take_while(|b| **b == b' ').count();
+    let n = v.iter().take_while(|b| matches!(b, b' ' | b'\t')).count();
     &v[n..]
 }
 
