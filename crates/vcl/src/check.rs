@@ -126,6 +126,8 @@ struct Checker<'a> {
     vmods: Vec<ir::ImportedVmod>,
     instances: Vec<ir::InstanceDef>,
     labels: Vec<String>,
+    /// Every regex of the program, for [`ir::Program::prepare_regexes`].
+    regexes: Vec<Arc<ir::VclRegex>>,
     default_backend: Option<usize>,
     /// Deferred "Undefined ..." errors (first reference per name).
     undefined: Vec<Diagnostic>,
@@ -162,6 +164,7 @@ pub fn check(
         vmods: Vec::new(),
         instances: Vec::new(),
         labels: Vec::new(),
+        regexes: Vec::new(),
         default_backend: None,
         undefined: Vec::new(),
         cur: 0,
@@ -288,6 +291,7 @@ impl<'a> Checker<'a> {
             vmods: self.vmods.clone(),
             instances: self.instances.clone(),
             labels: self.labels.clone(),
+            regexes: std::mem::take(&mut self.regexes),
         })
     }
 
@@ -380,6 +384,7 @@ impl<'a> Checker<'a> {
                 (Sym::Probe(_), Sym::Probe(_)) => format!("Probe '{name}' redefined"),
                 (Sym::Acl(_), Sym::Acl(_)) => format!("ACL '{name}' redefined"),
                 (Sym::Sub(_), Sym::Sub(_)) => format!("Subroutine '{name}' redefined"),
+                (Sym::Instance(_), Sym::Instance(_)) => format!("Instance '{name}' redefined."),
                 _ => format!("Name '{name}' already defined."),
             };
             let note = if matches!(sym, Sym::Sub(_)) {
@@ -854,7 +859,7 @@ impl<'a> Checker<'a> {
                         name: p.dotted(),
                         span: p.span,
                     };
-                    if let Some(i) = self.sub_ref(&id, "sub")? {
+                    if let Some(i) = self.sub_ref(&id)? {
                         self.subs[self.cur].calls.push((i, target.span));
                         out.push(ir::Stmt::Call(i));
                     }
@@ -902,7 +907,7 @@ impl<'a> Checker<'a> {
                     let i = &self.instances[inst];
                     self.vmods[i.vmod].decl.objects[i.class].ctor.clone()
                 };
-                let args = self.call_args(&ctor, args, *args_span, constructor.span)?;
+                let args = self.call_args(&ctor, args, *args_span)?;
                 out.push(ir::Stmt::New {
                     instance: inst,
                     args,
@@ -1076,7 +1081,15 @@ impl<'a> Checker<'a> {
                 return err(format!("Expected '=' got '{}'", op.as_str()), op_span);
             }
         };
-        let value = self.expr0(value, want)?;
+        let value = if ty == Type::Body {
+            // vcc evaluates a body in BODY context: no implicit string
+            // concatenation (`INT + STRING not possible.`), but the result
+            // is converted to a string.
+            let x = self.expr(value, Type::Body)?;
+            self.to_string(x, value.span)?
+        } else {
+            self.expr0(value, want)?
+        };
         Ok(ir::Stmt::Set {
             var,
             op: arith,
@@ -1152,7 +1165,7 @@ impl<'a> Checker<'a> {
 
     /// Resolves a reference to a subroutine (`call x`, SUB arguments).
     /// Undefined subs are recorded for later reporting.
-    fn sub_ref(&mut self, id: &ast::Ident, _ctx: &str) -> R<Option<usize>> {
+    fn sub_ref(&mut self, id: &ast::Ident) -> R<Option<usize>> {
         if RESERVED.contains(&id.name.as_str()) {
             return err(
                 format!(
@@ -1232,7 +1245,7 @@ impl<'a> Checker<'a> {
             return err(
                 format!(
                     "Expression has type {}, expected {}",
-                    x.ty.user_name(),
+                    self.type_desc(&x),
                     fmt.user_name()
                 ),
                 e.span,
@@ -1241,11 +1254,26 @@ impl<'a> Checker<'a> {
         Ok(x)
     }
 
+    /// The type as vcc names it: object instances by their class
+    /// (`directors.round_robin`), everything else by type name.
+    fn type_desc(&self, x: &Expr) -> String {
+        match x.kind {
+            IK::Instance(i) => self.sym_type_name(Sym::Instance(i)),
+            _ => x.ty.user_name().to_string(),
+        }
+    }
+
     fn to_string(&self, x: Expr, span: Span) -> R<Expr> {
         if x.ty.is_stringish() {
             return Ok(x);
         }
         if !x.ty.to_string_ok() {
+            if x.ty == Type::Instance {
+                return err(
+                    format!("Cannot convert {} to STRING.", self.type_desc(&x)),
+                    span,
+                );
+            }
             return err(x.ty.to_string_error(), span);
         }
         // Fold constant conversions where the text is unambiguous.
@@ -1253,7 +1281,8 @@ impl<'a> Checker<'a> {
             let folded = match v {
                 Value::Int(i) => Some(i.to_string()),
                 Value::Bool(b) => Some(b.to_string()),
-                Value::Real(r) | Value::Duration(r) | Value::Bytes(r) => Some(format!("{r:.3}")),
+                Value::Real(r) | Value::Duration(r) => Some(format!("{r:.3}")),
+                Value::Bytes(b) => Some(format!("{}", *b as i64)),
                 _ => None,
             };
             if let Some(s) = folded {
@@ -1342,11 +1371,13 @@ impl<'a> Checker<'a> {
                 if let Some(cop) = cmp_op(*op) {
                     self.comparison(cop, *op_span, lhs, rhs, fmt)
                 } else {
-                    self.arith(*op, *op_span, lhs, rhs, fmt, e.span)
+                    self.arith(*op, *op_span, lhs, rhs, fmt)
                 }
             }
-            AK::Unary { op, operand } => {
-                let _ = op;
+            AK::Unary {
+                op: UnaryOp::Neg,
+                operand,
+            } => {
                 let sym = "-";
                 if !matches!(fmt, Type::Int | Type::Real | Type::Duration | Type::String) {
                     return err(
@@ -1438,7 +1469,7 @@ impl<'a> Checker<'a> {
             }
         }
         if !matches!(leftmost(e).kind, AK::Str(_)) {
-            let x = self.expr(e, Type::String)?;
+            let x = self.expr(e, Type::Regex)?;
             return err(
                 format!("Expression has type {}, expected REGEX", x.ty.user_name()),
                 e.span,
@@ -1446,12 +1477,14 @@ impl<'a> Checker<'a> {
         }
         let mut pattern = String::new();
         self.regex_text(e, &mut pattern)?;
-        ir::VclRegex::new(&pattern).map(Arc::new).map_err(|m| {
+        let re = ir::VclRegex::new(&pattern).map(Arc::new).map_err(|m| {
             Box::new(Diagnostic::error(
                 format!("Regexp compilation error:\n\n{m}\n"),
                 e.span,
             ))
-        })
+        })?;
+        self.regexes.push(re.clone());
+        Ok(re)
     }
 
     /// A regex must be a constant string, possibly `"a" + "b"`.
@@ -1589,9 +1622,6 @@ impl<'a> Checker<'a> {
                         op_span,
                     );
                 }
-                if l.ty == Type::Ip && rhs_is_literal(rhs) {
-                    // IP compared with a constant host: fine as is.
-                }
                 Ok(Expr {
                     ty: Type::Bool,
                     kind: IK::Cmp {
@@ -1721,7 +1751,6 @@ impl<'a> Checker<'a> {
         lhs: &ast::Expr,
         rhs: &ast::Expr,
         fmt: Type,
-        span: Span,
     ) -> R<Expr> {
         let aop = match op {
             BinaryOp::Add => ArithOp::Add,
@@ -1782,7 +1811,6 @@ impl<'a> Checker<'a> {
                     let r = self.to_string(r, rhs.span)?;
                     return Ok(concat(l, r));
                 }
-                let _ = span;
                 err(
                     format!(
                         "{} {} {} not possible.",
@@ -1822,8 +1850,8 @@ impl<'a> Checker<'a> {
                 }
                 _ => {}
             }
-            if let Some((sym, def)) = self.syms.get(&name).copied() {
-                return self.sym_expr(sym, def, p, fmt);
+            if let Some((sym, _)) = self.syms.get(&name).copied() {
+                return self.sym_expr(sym, p, fmt);
             }
             if RESERVED.contains(&name.as_str()) {
                 return err(
@@ -1925,8 +1953,7 @@ impl<'a> Checker<'a> {
         err(format!("Symbol not found: '{name}'\nAt:"), p.span)
     }
 
-    fn sym_expr(&mut self, sym: Sym, def: Span, p: &ast::Path, fmt: Type) -> R<Expr> {
-        let _ = def;
+    fn sym_expr(&mut self, sym: Sym, p: &ast::Path, fmt: Type) -> R<Expr> {
         // Objects without a string form read as their name in string
         // context (vcc_Eval_Handle).
         if fmt == Type::String {
@@ -1939,7 +1966,6 @@ impl<'a> Checker<'a> {
                     self.probes[i].2 = true;
                     return Ok(str_const(&p.dotted()));
                 }
-                Sym::Instance(_) => return Ok(str_const(&p.dotted())),
                 _ => {}
             }
         }
@@ -2059,7 +2085,7 @@ impl<'a> Checker<'a> {
                     if let Some(mask) = f.restrict {
                         self.add_use(callee.span, mask, UseKind::Read);
                     }
-                    let args = self.call_args(f, args, *args_span, e.span)?;
+                    let args = self.call_args(f, args, *args_span)?;
                     return Ok(Expr {
                         ty: ret_type(f.ret),
                         kind: IK::VmodCall {
@@ -2088,7 +2114,7 @@ impl<'a> Checker<'a> {
                     if let Some(mask) = m.restrict {
                         self.add_use(callee.span, mask, UseKind::Read);
                     }
-                    let args = self.call_args(m, args, *args_span, e.span)?;
+                    let args = self.call_args(m, args, *args_span)?;
                     return Ok(Expr {
                         ty: ret_type(m.ret),
                         kind: IK::MethodCall {
@@ -2182,13 +2208,7 @@ impl<'a> Checker<'a> {
     }
 
     /// Matches call arguments to a declaration (vcc_func).
-    fn call_args(
-        &mut self,
-        f: &FuncDecl,
-        args: &[ast::Arg],
-        args_span: Span,
-        call_span: Span,
-    ) -> R<Vec<CallArg>> {
+    fn call_args(&mut self, f: &FuncDecl, args: &[ast::Arg], args_span: Span) -> R<Vec<CallArg>> {
         let mut slots: Vec<Option<CallArg>> = f
             .args
             .iter()
@@ -2256,9 +2276,7 @@ impl<'a> Checker<'a> {
                     }
                     CallArg::Enum(Arc::from(v.as_str()))
                 }
-                ArgType::Value(t) => {
-                    CallArg::Value(self.arg_value(&a.value, *t, decl.name.as_deref())?)
-                }
+                ArgType::Value(t) => CallArg::Value(self.arg_value(&a.value, *t)?),
                 ArgType::Priv(_) => unreachable!("priv slots are pre-filled"),
             };
             slots[idx] = Some(value);
@@ -2276,7 +2294,6 @@ impl<'a> Checker<'a> {
                             Some(n) => format!("Argument '{n}' missing"),
                             None => format!("Argument {} missing", i + 1),
                         };
-                        let _ = call_span;
                         return err(msg, args_span);
                     }
                 },
@@ -2285,7 +2302,7 @@ impl<'a> Checker<'a> {
         Ok(out)
     }
 
-    fn arg_value(&mut self, e: &ast::Expr, t: Type, _name: Option<&str>) -> R<Expr> {
+    fn arg_value(&mut self, e: &ast::Expr, t: Type) -> R<Expr> {
         match t {
             Type::Sub => {
                 let AK::Path(p) = &e.kind else {
@@ -2300,7 +2317,7 @@ impl<'a> Checker<'a> {
                         name: p.dotted(),
                         span: p.span,
                     };
-                    return Ok(match self.sub_ref(&id, "sub")? {
+                    return Ok(match self.sub_ref(&id)? {
                         Some(i) => Expr {
                             ty: Type::Sub,
                             kind: IK::Sub(i),
@@ -2542,10 +2559,6 @@ fn cmp_holds(op: CmpOp, ord: std::cmp::Ordering) -> bool {
     }
 }
 
-fn rhs_is_literal(e: &ast::Expr) -> bool {
-    matches!(e.kind, AK::Str(_))
-}
-
 fn str_const(s: &str) -> Expr {
     Expr {
         ty: Type::String,
@@ -2779,8 +2792,9 @@ fn resolve_host(host: &str, port: &str) -> Result<Vec<SocketAddr>, String> {
 /// address, possibly resolved through DNS.
 fn resolve_ip_constant(s: &str) -> Result<SocketAddr, String> {
     let (host, port) = split_host_port(s);
-    let addrs =
-        resolve_host(host, port.unwrap_or("80")).map_err(|e| format!("DNS lookup({s}): {e}"))?;
+    let addrs = resolve_host(host, port.unwrap_or("80")).map_err(|e| {
+        format!("IP constant '\"{s}\"' could not be resolved to an IP address:\n\t{e}")
+    })?;
     let v4 = addrs.iter().filter(|a| a.is_ipv4()).count();
     if v4 > 1 || addrs.len() - v4 > 1 {
         return Err(format!(
@@ -2879,7 +2893,7 @@ mod tests {
         let body = &p.method(BuiltinSub::Recv).body;
         assert!(matches!(&body[0], Stmt::Set { var, .. } if var.id == vars::VarId::ReqUrl));
         // Then the built-in: call vcl_builtin_recv; return (hash);
-        assert!(matches!(&body[1], Stmt::Call(i) if p.subs[*i].name == "vcl_builtin_recv"));
+        assert!(matches!(&body[1], Stmt::Call(i) if Some(*i) == p.sub_by_name("vcl_builtin_recv")));
         assert!(matches!(
             &body[2],
             Stmt::Return(Return::Action {
@@ -2989,6 +3003,18 @@ mod tests {
         let (_, r) = compile_str("t.vcl", text, &opts, &VmodRegistry::new());
         let p = r.expect("label known");
         assert_eq!(p.labels, ["other"]);
+    }
+
+    #[test]
+    fn regexes_are_listed_and_prepared() {
+        let p = prog(
+            r#"backend b { .host = "127.0.0.1"; }
+            sub vcl_recv { if (req.url ~ "^/a(b|c)") { set req.url = regsub(req.url, "x(.)", "\1"); } }"#,
+        );
+        // Two here, plus the built-in VCL's three.
+        assert_eq!(p.regexes.len(), 5);
+        assert!(p.prepare_regexes().is_empty());
+        assert!(p.regexes.iter().any(|r| r.as_str() == "^/a(b|c)"));
     }
 
     #[test]

@@ -57,12 +57,31 @@ pub struct Program {
     pub instances: Vec<InstanceDef>,
     /// VCL labels referenced by `return (vcl(label))`.
     pub labels: Vec<String>,
+    /// Every regex used by the program (also referenced from the
+    /// expressions), so they can be built ahead of the first request.
+    pub regexes: Vec<Arc<VclRegex>>,
 }
 
 impl Program {
     /// The entry subroutine of a built-in method.
     pub fn method(&self, m: BuiltinSub) -> &SubDef {
         &self.subs[self.methods[m.index()]]
+    }
+
+    /// Builds every regex matcher now (they are otherwise built on first
+    /// use); call after loading, e.g. from a background thread. Returns the
+    /// patterns the engine refused (they never match).
+    pub fn prepare_regexes(&self) -> Vec<&str> {
+        self.regexes
+            .iter()
+            .filter(|r| !r.prepare())
+            .map(|r| r.as_str())
+            .collect()
+    }
+
+    /// A subroutine by name.
+    pub fn sub_by_name(&self, name: &str) -> Option<SubIdx> {
+        self.subs.iter().position(|s| s.name == name)
     }
 }
 
@@ -276,6 +295,16 @@ impl VclRegex {
         &self.pattern
     }
 
+    /// The pattern in `regex`-crate syntax (PCRE-only escapes such as `\R`,
+    /// `\h` and `\Q..\E` rewritten); what an executor using its own
+    /// `regex`-based engine should compile.
+    pub fn translated_pattern(&self) -> &str {
+        match &self.engine {
+            Engine::Std(p, _) => p,
+            Engine::Fancy(r) => r.as_str(),
+        }
+    }
+
     /// Builds the matcher now (instead of on first use); returns false if
     /// the engine cannot handle the pattern.
     pub fn prepare(&self) -> bool {
@@ -380,6 +409,22 @@ fn translate_pcre(p: &str) -> String {
                     break;
                 };
                 match (n, in_class) {
+                    ('Q', _) => {
+                        // \Q...\E: everything in between is literal.
+                        let rest = chars.as_str();
+                        let (lit, after) = match rest.find("\\E") {
+                            Some(i) => (&rest[..i], &rest[i + 2..]),
+                            None => (rest, ""),
+                        };
+                        if in_class {
+                            for ch in lit.chars() {
+                                out.push_str(&regex_syntax::escape(ch.encode_utf8(&mut [0; 4])));
+                            }
+                        } else {
+                            out.push_str(&regex_syntax::escape(lit));
+                        }
+                        chars = after.chars();
+                    }
                     ('R', false) => out.push_str(r"(?:\r\n|[\n\x0b\x0c\r\x{85}\x{2028}\x{2029}])"),
                     ('h', false) => out.push_str(r"[\t \x{a0}]"),
                     ('H', false) => out.push_str(r"[^\t \x{a0}]"),
@@ -503,7 +548,8 @@ pub enum Stmt {
     Eval(Expr),
 }
 
-/// How a subroutine returns.
+/// How a subroutine returns. An action returned from a custom subroutine
+/// ends the whole method with that action, not just the custom subroutine.
 #[derive(Debug)]
 pub enum Return {
     /// Bare `return;` from a custom subroutine: back to the caller.
@@ -560,13 +606,17 @@ pub enum ExprKind {
     /// `storage.<name>`.
     Stevedore(Arc<str>),
     Instance(InstanceIdx),
-    /// Converts the operand (of type `operand.ty`) to a string, Varnish
-    /// style (REAL with 3 decimals, TIME as an HTTP date, BOOL as
-    /// "true"/"false", BACKEND as its name, ...).
+    /// Converts the operand (of type `operand.ty`) to a string as Varnish
+    /// does: INT and BYTES as integers; REAL and DURATION with three
+    /// decimals (`%.3f`); TIME as an HTTP date; BOOL as `true`/`false`; IP
+    /// as the address without port; BACKEND and STEVEDORE as their name
+    /// (unset when there is none); BLOB as `:base64:`; ENUM as its value.
     ToString(Box<Expr>),
-    /// Boolean value of an INT, DURATION, BACKEND or string operand.
+    /// Truth value: INT and BACKEND are true when non-zero / set, DURATION
+    /// when > 0, strings when set at all (an empty header is true, a
+    /// missing one false).
     ToBool(Box<Expr>),
-    /// Concatenation of string-typed parts.
+    /// Concatenation of string-typed parts; unset parts count as empty.
     Concat(Vec<Expr>),
     Not(Box<Expr>),
     And(Vec<Expr>),
@@ -662,6 +712,8 @@ mod tests {
     #[test]
     fn pcre_escapes_translated() {
         let r = VclRegex::new(r"a\R$").unwrap();
+        assert_eq!(r.as_str(), r"a\R$");
+        assert!(r.translated_pattern().starts_with("a(?:"));
         assert!(r.is_match("a\r\n"));
         assert!(!r.is_match("ab"));
         let h = VclRegex::new(r"x\hy[\h]z").unwrap();
@@ -669,6 +721,9 @@ mod tests {
         // Inside a class with a POSIX name and a literal bracket.
         let c = VclRegex::new(r"[]a[:upper:]]+").unwrap();
         assert!(c.is_match("]A"));
+        let q = VclRegex::new(r"^/\Qa.b\E$").unwrap();
+        assert!(q.is_match("/a.b"));
+        assert!(!q.is_match("/axb"));
     }
 
     #[test]

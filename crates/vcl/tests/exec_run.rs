@@ -450,3 +450,20 @@ fn dynamic_call_recursion_fails() {
         ["Recursive call to \"sub recursive{}\""]
     );
 }
+
+#[test]
+fn program_is_shareable_across_threads() {
+    fn assert_send_sync<T: Send + Sync>(_: &T) {}
+    let mut p = program(vec![ret(ReturnAction::Hash)]);
+    p.add_regex(Regex::new("^/(?!admin)").unwrap());
+    assert_send_sync(&p);
+    let p = Arc::new(p);
+    let handle = {
+        let p = Arc::clone(&p);
+        std::thread::spawn(move || {
+            let mut c = MockContext::new("GET", "/");
+            run(&p, BuiltinSub::Recv, &mut c)
+        })
+    };
+    assert_eq!(handle.join().unwrap(), Action::Hash);
+}

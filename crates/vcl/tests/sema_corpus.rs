@@ -12,11 +12,9 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
-use std::io;
 
-use common::{Expect, cli_failure_text, corpus_cases, corpus_root};
+use common::{EmptyIncludes, Expect, cli_failure_text, corpus_cases, corpus_root};
 use lacquer_vcl::compile::{CompileOptions, compile_file};
-use lacquer_vcl::include::SourceLoader;
 use lacquer_vcl::parser::ParseOptions;
 use lacquer_vcl::source::{FileKind, SourceMap};
 use lacquer_vcl::vmod::VmodRegistry;
@@ -112,18 +110,6 @@ $Function INT workspace_reserve(ENUM { client, backend, session, thread } where,
 $Function INT typesize(STRING)
 $Function BLOB proxy_header(ENUM { v1, v2 } version, IP client, IP server, STRING authority=0)
 "#;
-
-/// Serves every include as an empty file and every glob as one file.
-struct EmptyIncludes;
-
-impl SourceLoader for EmptyIncludes {
-    fn read(&self, _path: &str) -> io::Result<Vec<u8>> {
-        Ok(Vec::new())
-    }
-    fn glob(&self, pattern: &str) -> io::Result<Vec<String>> {
-        Ok(vec![pattern.to_string()])
-    }
-}
 
 fn imports(vcl: &str) -> Vec<String> {
     vcl.lines()

@@ -300,6 +300,22 @@ const CASES: &[(&str, &str)] = &[
         r#"sub vcl_recv { set req.http.x = req.hash; }"#,
         r#"Not available in subroutine 'vcl_recv'."#,
     ),
+    (
+        r#"acl a { "1.2.3.4"; } sub vcl_recv { if (req.url ~ a) {} }"#,
+        r#"Expression has type ACL, expected REGEX"#,
+    ),
+    (
+        r#"sub vcl_recv { if (client.ip == "nonexistent.invalid") {} }"#,
+        r#"IP constant '"nonexistent.invalid"' could not be resolved to an IP address:"#,
+    ),
+    (
+        r#"sub vcl_backend_error { set beresp.body = beresp.status + " " + beresp.reason; }"#,
+        r#"INT + STRING not possible."#,
+    ),
+    (
+        r#"sub vcl_recv { if (now > 1) {} }"#,
+        r#"Comparison of different types: TIME '>' INT"#,
+    ),
 ];
 
 fn compile(snippet: &str) -> Result<(), String> {
@@ -350,6 +366,9 @@ fn valid_programs_compile() {
         r#"sub vcl_synth { set resp.body = "x"; set resp.body += "y"; synthetic("z"); }"#,
         r#"sub vcl_recv { call f; } sub f { set req.url = "/"; return; }"#,
         r#"sub vcl_hit { set req.http.x = "" + req.hash; }"#,
+        r#"sub vcl_synth { set resp.body = " " + resp.status; set resp.http.x = resp.status + " "; }"#,
+        r#"sub vcl_recv { if (req.url ~ "^/\Qa.b\E$" && req.http.host ~ "^[[:alnum:].-]+$") {} }"#,
+        r#"sub vcl_recv { set req.url = regsub(req.url, "(?<=a)b", "c"); }"#,
         r#"probe p { .url = "/"; } backend c { .host = "127.0.0.1"; .probe = p; } sub vcl_recv { set req.backend_hint = c; }"#,
     ] {
         if let Err(e) = compile(snippet) {

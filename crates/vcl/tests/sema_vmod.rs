@@ -171,7 +171,7 @@ fn arguments_are_matched_to_declarations() {
 fn objects_and_methods() {
     let p = compile(
         r#"sub vcl_init { new p = demo.pool(sticky = true); p.add(b); }
-           sub vcl_recv { set req.backend_hint = p.get(); set req.http.x = p; }"#,
+           sub vcl_recv { set req.backend_hint = p.get(); }"#,
     )
     .unwrap();
     assert_eq!(p.instances.len(), 1);
@@ -182,10 +182,20 @@ fn objects_and_methods() {
         matches!(&init[1], Stmt::Eval(e) if matches!(e.kind, ExprKind::MethodCall { instance: 0, method: 0, .. }))
     );
     let recv = recv(p.as_ref());
-    // An object in string context reads as its name.
     assert!(
-        matches!(&recv[1], Stmt::Set { value, .. } if matches!(&value.kind, ExprKind::Const(Value::Str(s)) if &**s == "p"))
+        matches!(&recv[0], Stmt::Set { value, .. } if matches!(value.kind, ExprKind::MethodCall { method: 1, .. }))
     );
+    // Objects have no string form (unlike ACLs and probes).
+    let e = err_of("sub vcl_init { new p = demo.pool(); } sub vcl_recv { set req.http.x = p; }");
+    assert!(e.contains("Cannot convert demo.pool to STRING."), "{e}");
+    let e =
+        err_of("sub vcl_init { new p = demo.pool(); } sub vcl_recv { set req.backend_hint = p; }");
+    assert!(
+        e.contains("Expression has type demo.pool, expected BACKEND"),
+        "{e}"
+    );
+    let e = err_of("sub vcl_init { new p = demo.pool(); new p = demo.pool(); }");
+    assert!(e.contains("Instance 'p' redefined."), "{e}");
     let e = err_of("sub vcl_init { new p = demo.pool(); p.nope(); }");
     assert!(
         e.contains("Unknown property 'nope' for type demo.pool"),

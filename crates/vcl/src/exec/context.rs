@@ -118,7 +118,7 @@ pub trait Context {
     /// `synthetic()`: appends to the synthetic body.
     fn synthetic(&mut self, data: &[u8]);
     /// `ban()`: adds a ban; `Err` is the reason it was rejected, which the
-    /// executor logs as `VCL_Error` "ban(): <reason>" (not a VCL failure).
+    /// executor logs as `VCL_Error` `ban(): REASON` (not a VCL failure).
     fn ban(&mut self, spec: &[u8]) -> Result<(), String>;
     /// Writes a log record in the task's transaction.
     fn log(&mut self, kind: LogKind, msg: &[u8]);

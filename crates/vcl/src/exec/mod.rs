@@ -4,9 +4,9 @@
 //!
 //! Layout: [`value`] holds runtime values and Varnish's string conversions,
 //! [`context`] the traits the server and the vmods implement, [`code`] the
-//! executable program form, [`interp`] the interpreter, [`regex`] and
-//! [`acl`] the matching engines, [`mock`] a self-contained context for tests
-//! and benchmarks.
+//! executable program form, [`lower`] its construction from the compiler's
+//! IR, [`interp`] the interpreter, [`regex`] and [`acl`] the matching
+//! engines, [`mock`] a self-contained context for tests and benchmarks.
 //!
 //! The server compiles with [`crate::compile::compile_str`], converts the
 //! result once with [`code::Program::from_ir`], and calls

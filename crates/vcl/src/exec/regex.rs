@@ -100,6 +100,18 @@ impl Literal {
         })
     }
 
+    /// The first match of a non-empty literal, as a byte range.
+    fn find(&self, h: &[u8]) -> Option<(usize, usize)> {
+        let n = &self.bytes[..];
+        let at = match (self.start, self.end) {
+            (true, true) => (h == n).then_some(0),
+            (true, false) => h.starts_with(n).then_some(0),
+            (false, true) => h.ends_with(n).then(|| h.len() - n.len()),
+            (false, false) => h.windows(n.len()).position(|w| w == n),
+        }?;
+        Some((at, at + n.len()))
+    }
+
     fn is_match(&self, h: &[u8]) -> bool {
         let n = &self.bytes[..];
         match (self.start, self.end) {
@@ -198,6 +210,11 @@ impl Regex {
         groups_wanted: bool,
     ) -> Result<Option<Captures>, String> {
         let mut groups = [None; 10];
+        // A non-empty literal has no groups and cannot match empty.
+        if let Some(l) = self.literal.as_ref().filter(|l| !l.bytes.is_empty()) {
+            groups[0] = l.find(subject);
+            return Ok(groups[0].map(|_| Captures { groups }));
+        }
         match &self.engine {
             Engine::Bytes(r) if !groups_wanted => {
                 let mut at = 0;
@@ -445,6 +462,17 @@ mod tests {
         assert_eq!(sub("x*", "abc", "-", true), "-abc");
         assert_eq!(sub("[0-9]*", "12ab34", "#", true), "#ab#");
         assert_eq!(sub(", *", "a, b,c", ";", true), "a;b;c");
+    }
+
+    #[test]
+    fn literal_substitution_matches_engine_semantics() {
+        assert_eq!(sub("^www\\.", "www.example.com", "", false), "example.com");
+        assert_eq!(sub("^www\\.", "a.www.b", "", true), "a.www.b");
+        assert_eq!(sub("^a", "aaab", "b", true), "bbbb");
+        assert_eq!(sub("\\?$", "/x?", "", true), "/x");
+        assert_eq!(sub("o", "foo", "[\\0\\1]", true), "f[o][o]");
+        assert_eq!(sub("^ab$", "ab", "X", true), "X");
+        assert_eq!(sub("zz", "abc", "X", true), "abc");
     }
 
     #[test]

@@ -110,7 +110,13 @@ impl Value {
     pub fn append_to(&self, out: &mut Vec<u8>, acl_names: &[Arc<str>]) -> Result<bool, ConvError> {
         match self {
             Value::Null => return Ok(false),
-            Value::Str(s) | Value::Blob(s) => out.extend_from_slice(s),
+            Value::Str(s) => out.extend_from_slice(s),
+            // VRT_BLOB_string: `:<base64>:`.
+            Value::Blob(b) => {
+                out.push(b':');
+                append_base64(out, b);
+                out.push(b':');
+            }
             Value::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
             // BYTES print like INT in Varnish 7.1 (i00001.vtc expects
             // "INT overflow" for an oversized BYTES value).
@@ -191,6 +197,26 @@ fn push_fmt(out: &mut Vec<u8>, args: std::fmt::Arguments<'_>) {
     }
     // Writing into a Vec cannot fail.
     let _ = W(out).write_fmt(args);
+}
+
+/// Standard base64 with padding.
+fn append_base64(out: &mut Vec<u8>, data: &[u8]) {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]);
+            } else {
+                out.push(b'=');
+            }
+        }
+    }
 }
 
 /// Decimal digits of an integer, without going through `fmt`.
@@ -470,6 +496,10 @@ mod tests {
         assert_eq!(s(&Value::Bool(true)), "true");
         assert_eq!(s(&Value::Bool(false)), "false");
         assert_eq!(s(&Value::Bytes(1024)), "1024");
+        assert_eq!(s(&Value::Blob(Bytes::from_static(b"foobar"))), ":Zm9vYmFy:");
+        assert_eq!(s(&Value::Blob(Bytes::from_static(b"fo"))), ":Zm8=:");
+        assert_eq!(s(&Value::Blob(Bytes::from_static(b"f"))), ":Zg==:");
+        assert_eq!(s(&Value::Blob(Bytes::new())), "::");
         assert_eq!(s(&Value::Ip("127.0.0.1:80".parse().unwrap())), "127.0.0.1");
         assert_eq!(s(&Value::Ip("[::1]:80".parse().unwrap())), "::1");
         let b = Backend {
