@@ -12,6 +12,22 @@
 //! their duplicates, probe window/threshold limits, ACL masks, return action
 //! names and argument counts) are done by the parser, so a tree free of errors
 //! satisfies them.
+//!
+//! Left to semantic analysis, because vcc needs the symbol table or types
+//! for them (the parser accepts these shapes silently):
+//! - an identifier statement that is not a call ([`StmtKind::Expr`] holding
+//!   a [`ExprKind::Path`]): "Symbol not found: 'x'" / "Symbol cannot be used
+//!   here.";
+//! - a [`ExprKind::Call`] whose callee is not a function or method: vcc
+//!   stops at the `(` (e.g. "Expected ')' got '('" inside a condition);
+//! - the right side of `~`/`!~` on strings must be a string literal
+//!   ("Expected CSTR got 'x'"); on IPs it names an ACL;
+//! - `set` operators other than `=` per variable type ("Expected '=' got
+//!   '+='"); number units (duration or bytes, "Unknown duration unit 'k'");
+//! - `new x = obj;` without parentheses; redefinitions of names; host names
+//!   in ACLs ([`AclEntry::net`] is `None`);
+//! - `vcl_*` subroutines of the built-in VCL (e.g. `vcl_req_cookie`) may be
+//!   defined by the user and are concatenated like methods.
 
 use crate::source::Span;
 

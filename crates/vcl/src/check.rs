@@ -128,6 +128,8 @@ struct Checker<'a> {
     labels: Vec<String>,
     /// Every regex of the program, for [`ir::Program::prepare_regexes`].
     regexes: Vec<Arc<ir::VclRegex>>,
+    /// Warnings of a successful compilation.
+    warnings: Vec<Diagnostic>,
     default_backend: Option<usize>,
     /// Deferred "Undefined ..." errors (first reference per name).
     undefined: Vec<Diagnostic>,
@@ -165,6 +167,7 @@ pub fn check(
         instances: Vec::new(),
         labels: Vec::new(),
         regexes: Vec::new(),
+        warnings: Vec::new(),
         default_backend: None,
         undefined: Vec::new(),
         cur: 0,
@@ -292,6 +295,7 @@ impl<'a> Checker<'a> {
             instances: self.instances.clone(),
             labels: self.labels.clone(),
             regexes: std::mem::take(&mut self.regexes),
+            warnings: std::mem::take(&mut self.warnings),
         })
     }
 
@@ -2396,7 +2400,9 @@ impl<'a> Checker<'a> {
         Ok(())
     }
 
-    fn check_unused(&self) -> R<()> {
+    /// Unused objects are errors, or warnings (`self.warnings`) when
+    /// `err_unref` is off.
+    fn check_unused(&mut self) -> R<()> {
         if !self.opts.err_unref {
             // Unused subs are kept, but must be usable from some method.
             for s in self.subs.iter().filter(|s| !s.referenced) {
@@ -2413,7 +2419,6 @@ impl<'a> Checker<'a> {
                     }
                 }
             }
-            return Ok(());
         }
         // Like vcc, report the unused object whose name sorts first.
         let mut unused: Vec<(&str, &str, Span)> = Vec::new();
@@ -2441,8 +2446,24 @@ impl<'a> Checker<'a> {
                 .filter(|x| !x.2)
                 .map(|x| (x.0.name.as_str(), "probe", x.1)),
         );
-        if let Some((name, what, span)) = unused.into_iter().min_by_key(|u| u.0) {
-            return err(format!("Unused {what} {name}, defined:"), span);
+        unused.sort_by_key(|u| u.0);
+        let diags: Vec<Diagnostic> = unused
+            .into_iter()
+            .map(|(name, what, span)| {
+                let msg = format!("Unused {what} {name}, defined:");
+                if self.opts.err_unref {
+                    Diagnostic::error(msg, span)
+                } else {
+                    Diagnostic::warning(msg, span)
+                }
+            })
+            .collect();
+        if self.opts.err_unref {
+            if let Some(first) = diags.into_iter().next() {
+                return Err(Box::new(first));
+            }
+        } else {
+            self.warnings = diags;
         }
         Ok(())
     }
@@ -2979,9 +3000,24 @@ mod tests {
             err_unref: false,
             ..CompileOptions::default()
         };
-        let (_, r) = compile_str("t.vcl", text, &opts, &VmodRegistry::new());
+        let (sm, r) = compile_str("t.vcl", text, &opts, &VmodRegistry::new());
         let p = r.expect("compiles with vcc_err_unref off");
         assert!(p.subs.iter().any(|s| s.name == "f"));
+        // Still reported, as warnings, in name order.
+        let w: Vec<&str> = p.warnings.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(
+            w,
+            [
+                "Unused backend c, defined:",
+                "Unused sub f, defined:",
+                "Unused sub g, defined:"
+            ]
+        );
+        assert!(
+            p.warnings[0]
+                .render(&sm)
+                .contains("(That was just a warning)")
+        );
         let (sm, r) = compile_str(
             "t.vcl",
             text,

@@ -32,17 +32,37 @@ pub fn compile_file(
     vmods: &VmodRegistry,
 ) -> Result<Arc<Program>, Diagnostics> {
     let builtin = sm.add(BUILTIN_NAME, BUILTIN_VCL, FileKind::Builtin);
+    let storages = opts.storages.clone();
+    let set_type = move |target: &str| set_target_type(target, &storages);
     let popts = ParseOptions {
         vcl_path: parse_opts.vcl_path.clone(),
         unsafe_path: parse_opts.unsafe_path,
         builtin: Some(builtin),
         loader: parse_opts.loader,
+        set_type: Some(&set_type),
     };
     let (vcl, diags) = parser::parse_with(sm, main, &popts);
     if diags.has_errors() {
         return Err(diags);
     }
     check::check(&vcl, sm, opts, vmods).map(Arc::new)
+}
+
+/// The type vcc expects on the right of `set TARGET = ...`, for the
+/// parser's "Unknown token 'x' when looking for TYPE" message.
+fn set_target_type(target: &str, storages: &[String]) -> Option<&'static str> {
+    use crate::types::Type;
+    use crate::vars::{VarLookup, VclVersion, lookup};
+    let def = [VclVersion::V41, VclVersion::V40]
+        .into_iter()
+        .find_map(|v| match lookup(target, v, storages) {
+            VarLookup::Plain(d) | VarLookup::Header(d, _) | VarLookup::Storage(d, _) => Some(d),
+            _ => None,
+        })?;
+    Some(match def.ty {
+        Type::Header => "STRING",
+        t => t.name(),
+    })
 }
 
 /// Compiles VCL source text named `name` (e.g. `<vcl.inline>` or a path).
@@ -63,6 +83,24 @@ pub fn compile_str(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_targets_name_their_type() {
+        let st = CompileOptions::default().storages;
+        assert_eq!(set_target_type("req.http.x", &st), Some("STRING"));
+        assert_eq!(set_target_type("resp.status", &st), Some("INT"));
+        assert_eq!(set_target_type("resp.body", &st), Some("BODY"));
+        assert_eq!(set_target_type("req.esi", &st), Some("BOOL"));
+        assert_eq!(set_target_type("nope", &st), None);
+        let (sm, r) = compile_str(
+            "t.vcl",
+            "vcl 4.1; backend b { .host = \"127.0.0.1\"; } sub vcl_deliver { set resp.status = --200; }",
+            &CompileOptions::default(),
+            &VmodRegistry::new(),
+        );
+        let e = r.expect_err("bad token").render(&sm);
+        assert!(e.contains("Unknown token '--' when looking for INT"), "{e}");
+    }
 
     #[test]
     fn builtin_alone_compiles() {

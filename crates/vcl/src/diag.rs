@@ -149,24 +149,67 @@ fn compact_line(out: &mut String, sm: &SourceMap, span: Option<Span>, sev: &str,
     }
 }
 
-/// Writes vcc_ErrWhere's block: coordinates, source line, marker line and a
-/// blank line. Spans running over several lines mark to the end of the first.
+/// Writes vcc's location block: coordinates, source line, marker line and
+/// a blank line. A span of one token is shown as vcc_ErrWhere does; a span
+/// of several tokens as vcc_ErrWhere2 does (`... Pos P) -- (Pos Q)`, and
+/// both lines when it runs over several).
 fn render_where(out: &mut String, sm: &SourceMap, span: Span) {
     if span.file.0 as usize >= sm.len() {
         return;
     }
     let f = sm.file(span.file);
     let (line, col) = f.varnish_pos(span.start);
-    let _ = writeln!(out, "('{}' Line {} Pos {})", f.name(), line, col);
-    let (_, line_start) = f.line_of(span.start);
+    let name = f.name();
+    if !spans_several_tokens(f.slice(span)) {
+        let _ = writeln!(out, "('{name}' Line {line} Pos {col})");
+        quote_and_mark(out, f, line, span.start, span.end.max(span.start + 1));
+        out.push('\n');
+        return;
+    }
+    // Position of the last character of the range.
+    let last = span.end - 1;
+    let (line2, col2) = f.varnish_pos(last);
+    if line2 == line {
+        let _ = writeln!(out, "('{name}' Line {line} Pos {col}) -- (Pos {col2})");
+        quote_and_mark(out, f, line, span.start, span.end);
+    } else {
+        if line2 == line + 1 {
+            let _ = writeln!(
+                out,
+                "('{name}' Line {line} Pos {col}) -- ('{name}' Line {line2} Pos {col2})"
+            );
+        } else {
+            let _ = writeln!(out, "('{name}' Line {line} Pos {col})");
+        }
+        quote_and_mark(out, f, line, span.start, span.end);
+        if line2 != line + 1 {
+            let _ = writeln!(out, "[...]\n('{name}' Line {line2} Pos {col2})");
+        }
+        quote_and_mark(out, f, line2, span.start, span.end);
+    }
+    out.push('\n');
+}
+
+/// True if `text` holds more than one VCL token.
+fn spans_several_tokens(text: &str) -> bool {
+    let (toks, err) = crate::lexer::lex(crate::source::FileId(0), text);
+    err.is_none() && toks.toks.len() > 1
+}
+
+/// Writes line `line` of `f` with tabs expanded to multiples of 8, and a
+/// marker line with `#` under the bytes in `[mark_start, mark_end)`.
+fn quote_and_mark(
+    out: &mut String,
+    f: &crate::source::SourceFile,
+    line: u32,
+    mark_start: u32,
+    mark_end: u32,
+) {
+    let line_start = f.line_start(line);
     let text = f.line_text(line);
-    // Quoted line with tabs expanded to multiples of 8.
     let mut quoted = String::with_capacity(text.len() + 8);
     let mut marker = String::with_capacity(text.len() + 8);
     let mut x = 0u32;
-    let mark_start = span.start;
-    // An empty span (end of input) still gets one marker character.
-    let mark_end = span.end.max(span.start + 1);
     for (off, ch) in text.char_indices() {
         let pos = line_start + off as u32;
         let c = if pos >= mark_start && pos < mark_end {
@@ -188,13 +231,13 @@ fn render_where(out: &mut String, sm: &SourceMap, span: Span) {
         }
     }
     if mark_start as usize >= line_start as usize + text.len() {
-        // Position at end of line or input: show where it is.
+        // Position at the end of the line or input: show where it is.
         marker.push('#');
     }
     out.push_str(&quoted);
     out.push('\n');
     out.push_str(&marker);
-    out.push_str("\n\n");
+    out.push('\n');
 }
 
 /// The diagnostics of one compilation, in the order found.
@@ -331,6 +374,25 @@ mod tests {
         );
         let d = Diagnostic::error("'set' at ", Span::new(f, 0, 7));
         assert!(d.render(&sm).starts_with("'set' at ('<x>' Line 1 Pos 1)\n"));
+    }
+
+    #[test]
+    fn ranges_render_like_err_where2() {
+        let mut sm = SourceMap::new();
+        let f = sm.add("<x>", "vcl 4.2;\nsub a {\n  x\n}\n", FileKind::Main);
+        let d = Diagnostic::error("VCL version 4.2 not supported.", Span::new(f, 0, 7));
+        assert_eq!(
+            d.render(&sm),
+            "VCL version 4.2 not supported.\n('<x>' Line 1 Pos 1) -- (Pos 7)\nvcl 4.2;\n#######-\n\n"
+        );
+        let d = Diagnostic::error("m", Span::new(f, 9, 20));
+        assert_eq!(
+            d.render(&sm),
+            "m\n('<x>' Line 2 Pos 1) -- ('<x>' Line 3 Pos 3)\nsub a {\n#######\n  x\n###\n\n"
+        );
+        let d = Diagnostic::error("m", Span::new(f, 0, 22));
+        let r = d.render(&sm);
+        assert!(r.contains("[...]\n('<x>' Line 4 Pos 1)\n}\n#\n"), "{r}");
     }
 
     #[test]

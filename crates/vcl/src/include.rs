@@ -298,7 +298,8 @@ impl Expander<'_, '_> {
         let mut i = 0;
         while i < list.len() {
             let t = list[i];
-            let is_include = t.kind == TokKind::Id && self.sm.slice(t.span) == "include";
+            let is_include =
+                t.kind == TokKind::Id && t.span.len() == 7 && self.sm.slice(t.span) == "include";
             if !is_include {
                 let kind = match t.kind {
                     TokKind::CBlob(b) => TokKind::CBlob(b + base),

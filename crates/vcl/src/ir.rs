@@ -60,6 +60,9 @@ pub struct Program {
     /// Every regex used by the program (also referenced from the
     /// expressions), so they can be built ahead of the first request.
     pub regexes: Vec<Arc<VclRegex>>,
+    /// Warnings of the compilation (unused objects when `vcc_err_unref`
+    /// is off); render them with the compilation's source map.
+    pub warnings: Vec<crate::diag::Diagnostic>,
 }
 
 impl Program {

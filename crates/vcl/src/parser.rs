@@ -51,6 +51,9 @@ const MAX_ERRORS: usize = 20;
 
 static FS_LOADER: FsLoader = FsLoader;
 
+/// Maps a `set` target's dotted name to the type vcc expects for its value.
+pub type SetTypeFn = dyn Fn(&str) -> Option<&'static str>;
+
 /// Options of a parse.
 pub struct ParseOptions<'a> {
     /// Directories searched for relative `include` names (vcl_path).
@@ -63,6 +66,12 @@ pub struct ParseOptions<'a> {
     pub builtin: Option<FileId>,
     /// How included files are read.
     pub loader: &'a dyn SourceLoader,
+    /// Optional: the type name vcc would expect on the right of
+    /// `set NAME = ...` (e.g. `"STRING"` for `req.http.x`, `"INT"` for
+    /// `resp.status`), given the dotted target name. Only used to word
+    /// "Unknown token 'x' when looking for TYPE" like vcc; semantic analysis
+    /// can supply its variable table here.
+    pub set_type: Option<&'a SetTypeFn>,
 }
 
 impl Default for ParseOptions<'_> {
@@ -72,6 +81,7 @@ impl Default for ParseOptions<'_> {
             unsafe_path: true,
             builtin: None,
             loader: &FS_LOADER,
+            set_type: None,
         }
     }
 }
@@ -120,6 +130,7 @@ pub fn parse_with(sm: &mut SourceMap, main: FileId, opts: &ParseOptions<'_>) -> 
         hint: None,
         default_probe: false,
         builtin_subs: Vec::new(),
+        set_type: opts.set_type,
     };
     p.builtin_subs = match opts.builtin {
         Some(b) => p.sub_names_in(b),
@@ -177,6 +188,7 @@ struct Parser<'a> {
     /// `vcl_*` subroutine names that are not methods but may be defined
     /// (those of the built-in VCL).
     builtin_subs: Vec<String>,
+    set_type: Option<&'a SetTypeFn>,
     unsafe_path: bool,
 }
 
@@ -467,8 +479,10 @@ impl<'a> Parser<'a> {
             }
         };
         if !self.at(Punct::Semi) {
-            let here = self.tok().span;
-            return Err(self.err_at("Expected 'vcl N.N;' found no semi-colon", t0.span.to(here)));
+            return Err(self.err_at(
+                "Expected 'vcl N.N;' found no semi-colon",
+                t0.span.to(t.span),
+            ));
         }
         let semi = self.advance();
         let top = *self.syntax.get_or_insert(version);
@@ -479,7 +493,7 @@ impl<'a> Parser<'a> {
                     version.number() as f64 / 10.0,
                     top.number() as f64 / 10.0
                 ),
-                t0.span.to(t.span),
+                t0.span.to(semi.span),
             ));
         }
         Ok(VersionDecl {
@@ -1069,7 +1083,11 @@ impl<'a> Parser<'a> {
                     _ => return Err(self.expected(TokKind::Punct(Punct::Assign))),
                 };
                 self.advance();
-                let value = self.expr()?;
+                let hint = self.set_type.and_then(|f| f(&target.dotted()));
+                let value = match hint {
+                    Some(h) => self.expr_typed(h)?,
+                    None => self.expr()?,
+                };
                 StmtKind::Set {
                     target,
                     op,
@@ -1496,11 +1514,11 @@ impl<'a> Parser<'a> {
                     .unwrap_or(value.span)
                     .to(value.span);
                 args.push(Arg { name, value, span });
-                if self.at(Punct::Comma) {
-                    self.advance();
-                    continue;
+                if self.at(Punct::RParen) {
+                    break;
                 }
-                break;
+                // vcc expects a comma after any argument not followed by ')'.
+                self.skip(Punct::Comma)?;
             }
         }
         let close = self.skip(Punct::RParen)?;
@@ -2093,6 +2111,39 @@ sub vcl_backend_response { set beresp.ttl = 1h; return (pass(10s)); }
             "Name of subroutine, 'a.b', contains illegal character '.'"
         );
         ok("vcl 4.1; sub vcl_req_cookie { return; }");
+    }
+
+    #[test]
+    fn call_arguments_need_commas() {
+        assert_eq!(
+            first_err("vcl 4.1; sub f { std.log(\"a\" \"b\"); }"),
+            "Expected ',' got '\"b\"'"
+        );
+        assert_eq!(
+            first_err("vcl 4.1; sub f { set req.http.x = regsub(\"a\" ; }"),
+            "Expected ',' got ';'"
+        );
+        ok("vcl 4.1; sub f { std.log(\"a\"); x.y(); x.z(a, b = 2); }");
+    }
+
+    #[test]
+    fn set_type_hint_from_semantic_analysis() {
+        let lookup = |name: &str| (name == "resp.status").then_some("INT");
+        let opts = ParseOptions {
+            set_type: Some(&lookup),
+            ..ParseOptions::default()
+        };
+        let mut sm = SourceMap::new();
+        let f = sm.add(
+            "<x>",
+            "vcl 4.1; sub vcl_synth { set resp.status = --200; }",
+            FileKind::Main,
+        );
+        let (_, d) = parse_with(&mut sm, f, &opts);
+        assert_eq!(
+            d.iter().next().unwrap().message,
+            "Unknown token '--' when looking for INT"
+        );
     }
 
     #[test]

@@ -105,6 +105,16 @@ impl SourceFile {
         (idx as u32 + 1, self.line_starts[idx])
     }
 
+    /// Byte offset at which the 1-based line `line` starts (the text length
+    /// for lines past the end).
+    pub fn line_start(&self, line: u32) -> u32 {
+        let idx = (line.max(1) - 1) as usize;
+        self.line_starts
+            .get(idx)
+            .copied()
+            .unwrap_or(self.text.len() as u32)
+    }
+
     /// Text of the 1-based line `line`, without its line terminator.
     pub fn line_text(&self, line: u32) -> &str {
         let idx = (line.max(1) - 1) as usize;
