@@ -13,6 +13,12 @@ use bytes::Bytes;
 use lacquer_vcl::exec::{Backend, HeaderName, HttpWhich, Value, VmodArg};
 use std::sync::Arc;
 
+/// The compiler passes the `=0` (NULL) default of a non-string argument
+/// as an empty string constant; such a value reads as NULL.
+fn null_default(v: &Value) -> bool {
+    matches!(v, Value::Str(s) if s.is_empty())
+}
+
 /// The arguments of one call.
 pub(crate) struct Args<'a>(pub &'a [VmodArg]);
 
@@ -111,6 +117,7 @@ impl Args<'_> {
     pub fn ip(&self, i: usize) -> Result<Option<SocketAddr>, String> {
         match self.get(i) {
             None | Some(Value::Null) => Ok(None),
+            Some(v) if null_default(v) => Ok(None),
             Some(Value::Ip(v)) => Ok(Some(*v)),
             Some(v) => Err(mismatch(i, "IP", v)),
         }
@@ -120,6 +127,7 @@ impl Args<'_> {
     pub fn backend(&self, i: usize) -> Result<Option<&Backend>, String> {
         match self.get(i) {
             None | Some(Value::Null) => Ok(None),
+            Some(v) if null_default(v) => Ok(None),
             Some(Value::Backend(b)) => Ok(Some(b)),
             Some(v) => Err(mismatch(i, "BACKEND", v)),
         }
@@ -129,6 +137,7 @@ impl Args<'_> {
     pub fn blob(&self, i: usize) -> Result<Option<&Bytes>, String> {
         match self.get(i) {
             None | Some(Value::Null) => Ok(None),
+            Some(v) if null_default(v) => Ok(None),
             Some(Value::Blob(b)) => Ok(Some(b)),
             Some(v) => Err(mismatch(i, "BLOB", v)),
         }

@@ -29,9 +29,15 @@ pub trait Host: Send + Sync {
     /// backend that is a registered director, the server answers with
     /// [`Director::healthy`].
     fn backend_healthy(&self, backend: &Backend) -> bool;
+    /// When the backend's health last changed (seconds since the epoch, 0
+    /// if never); the shard director's rampup uses it.
+    fn backend_changed(&self, backend: &Backend) -> f64;
     /// Registers a director under its VCL object name and returns the
     /// backend handle VCL uses for it.
     fn add_director(&self, name: &str, director: Arc<dyn Director>) -> Backend;
+    /// Forgets a director registered by [`Host::add_director`]; called when
+    /// the VCL that created it is dropped ([`crate::Runtime`]'s `Drop`).
+    fn remove_director(&self, backend: &Backend);
     /// Finds a backend of the current VCL by name (`directors.lookup()`).
     fn lookup_backend(&self, name: &str) -> Option<Backend>;
     /// Invalidates every object tagged (by its `xkey` response headers)

@@ -12,31 +12,51 @@
 //!
 //! Server services that are not tied to one task (backend health, director
 //! registration, the xkey index) come through the [`Host`] trait; per-task
-//! services through the executor's `Context`.
+//! services through the executor's `Context` (task state in
+//! `Context::privs`, header lists, request body, purge, PROXY TLVs, socket
+//! options).
+//!
+//! How the server uses it:
+//!
+//! 1. compile VCL against [`registry()`] (`lacquer_vcl::compile`);
+//! 2. build [`Runtime::for_program`] with the server's [`Host`], and the
+//!    executor program (`Program::from_ir`); run `vcl_init` with the
+//!    runtime as the `Vmods` (objects are created there and directors
+//!    registered with the host);
+//! 3. pass the same runtime to every task of that VCL; when a backend
+//!    value is a registered director, call [`Director::resolve`] with the
+//!    backend task's context until a real backend comes out;
+//! 4. drop the runtime when the VCL is discarded: its directors are
+//!    removed from the host.
 
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use lacquer_vcl::exec::regex::Regex;
 use lacquer_vcl::exec::{Context, FuncRef, Value, VmodArg, Vmods};
-use lacquer_vcl::ir::{ImportedVmod, InstanceDef, VclRegex};
+use lacquer_vcl::ir::{ImportedVmod, InstanceDef};
 use lacquer_vcl::vars::VclVersion;
 use lacquer_vcl::vmod::{VmodDecl, VmodRegistry};
 
 mod args;
-// mod blob;
-// mod cookie;
-// mod directors;
-// mod header;
+mod blob;
+mod bodyaccess;
+mod cookie;
+mod directors;
+mod header;
 mod host;
-// mod proxy;
-// mod purge;
-// mod str_vmod;
-// mod unix;
-// mod var;
+mod proxy;
+mod purge;
+mod saintmode;
+mod str_vmod;
+mod tcp;
+mod unix;
+mod var;
 mod vmod_std;
-// mod vsthrottle;
-// mod xkey;
+mod vsthrottle;
+mod vtc;
+mod xkey;
 
 pub use host::{Director, Host};
 
@@ -48,7 +68,9 @@ pub(crate) type FuncImpl = fn(&Env, &mut dyn Context, &Args<'_>) -> Result<Value
 pub(crate) type CtorImpl = fn(&Env, &mut dyn Context, &str, &Args<'_>) -> Result<Obj, String>;
 /// An object method: receives the instance it is called on.
 pub(crate) type MethodImpl =
-    fn(&Env, &(dyn Any + Send + Sync), &mut dyn Context, &Args<'_>) -> Result<Value, String>;
+    fn(&Env, &AnyObj, &mut dyn Context, &Args<'_>) -> Result<Value, String>;
+/// What an object instance is, seen from its methods.
+pub(crate) type AnyObj = dyn Any + Send + Sync;
 /// An object instance.
 pub(crate) type Obj = Arc<dyn Any + Send + Sync>;
 
@@ -71,17 +93,21 @@ pub(crate) struct ModuleImpl {
 fn modules() -> Vec<&'static ModuleImpl> {
     vec![
         &vmod_std::MODULE,
-        // &directors::MODULE,
-        // &var::MODULE,
-        // &header::MODULE,
-        // &cookie::MODULE,
-        // &str_vmod::MODULE,
-        // &blob::MODULE,
-        // &purge::MODULE,
-        // &proxy::MODULE,
-        // &unix::MODULE,
-        // &vsthrottle::MODULE,
-        // &xkey::MODULE,
+        &directors::MODULE,
+        &var::MODULE,
+        &header::MODULE,
+        &cookie::MODULE,
+        &str_vmod::MODULE,
+        &blob::MODULE,
+        &purge::MODULE,
+        &proxy::MODULE,
+        &unix::MODULE,
+        &vsthrottle::MODULE,
+        &xkey::MODULE,
+        &bodyaccess::MODULE,
+        &tcp::MODULE,
+        &saintmode::MODULE,
+        &vtc::MODULE,
     ]
 }
 
@@ -117,19 +143,39 @@ pub(crate) struct Env {
     /// `std.fileread()` cache: a file is read once per VCL.
     pub files: Mutex<HashMap<Vec<u8>, Result<bytes::Bytes, String>>>,
     /// Regexes given as strings to vmods, compiled once per VCL.
-    regexes: Mutex<HashMap<Vec<u8>, Arc<VclRegex>>>,
+    regexes: Mutex<HashMap<Vec<u8>, Arc<Regex>>>,
+    /// Directors this VCL registered with the host, removed on drop.
+    directors: Mutex<Vec<lacquer_vcl::exec::Backend>>,
+    /// Per-VCL vmod state (Varnish's `PRIV_VCL`).
+    vcl: Mutex<lacquer_vcl::exec::privs::TaskPrivs>,
 }
 
 impl Env {
-    /// Compiles (or fetches from the cache) a regex passed as a string.
-    pub fn regex(&self, pattern: &[u8]) -> Result<Arc<VclRegex>, String> {
+    /// Per-VCL vmod state, locked.
+    pub fn vcl_state(&self) -> std::sync::MutexGuard<'_, lacquer_vcl::exec::privs::TaskPrivs> {
+        self.vcl.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a director with the host for the life of this VCL.
+    pub fn add_director(&self, name: &str, dir: Arc<dyn Director>) -> lacquer_vcl::exec::Backend {
+        let be = self.host.add_director(name, dir);
+        self.directors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(be.clone());
+        be
+    }
+
+    /// Compiles (or fetches from the cache) a regex passed as a string;
+    /// same engine and PCRE-compatible semantics as VCL's own `~`.
+    pub fn regex(&self, pattern: &[u8]) -> Result<Arc<Regex>, String> {
         let mut cache = self.regexes.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(r) = cache.get(pattern) {
             return Ok(r.clone());
         }
         let text =
             std::str::from_utf8(pattern).map_err(|_| "regex is not valid UTF-8".to_string())?;
-        let r = Arc::new(VclRegex::new(text).map_err(|e| format!("bad regex \"{text}\": {e}"))?);
+        let r = Arc::new(Regex::new(text).map_err(|e| format!("bad regex \"{text}\": {e}"))?);
         // Patterns built at runtime could grow the cache without bound.
         if cache.len() >= 1024 {
             cache.clear();
@@ -249,10 +295,36 @@ impl Runtime {
                 },
                 files: Mutex::new(HashMap::new()),
                 regexes: Mutex::new(HashMap::new()),
+                directors: Mutex::new(Vec::new()),
+                vcl: Mutex::new(lacquer_vcl::exec::privs::TaskPrivs::new()),
             },
             vmods,
             instances: insts,
         })
+    }
+}
+
+impl Runtime {
+    /// Builds the runtime for a program compiled against [`registry`].
+    pub fn for_program(
+        program: &lacquer_vcl::ir::Program,
+        host: Arc<dyn Host>,
+    ) -> Result<Runtime, String> {
+        Runtime::new(&program.vmods, &program.instances, program.version, host)
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        let dirs = std::mem::take(
+            self.env
+                .directors
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for d in &dirs {
+            self.env.host.remove_director(d);
+        }
     }
 }
 
@@ -320,7 +392,7 @@ impl Vmods for Runtime {
 /// Downcasts an object instance to its class's Rust type. The dispatch
 /// tables only route a class's methods to its own instances, so a mismatch
 /// is a broken internal invariant.
-pub(crate) fn this<T: 'static>(o: &(dyn Any + Send + Sync)) -> &T {
+pub(crate) fn this<T: 'static>(o: &AnyObj) -> &T {
     o.downcast_ref::<T>()
         .expect("vmod method dispatched to an instance of another class")
 }

@@ -28,6 +28,7 @@ $Function STRING tolower(STRANDS s)
 $Function STRING strstr(STRING s1, STRING s2)
 $Function BOOL fnmatch(STRING pattern, STRING subject, BOOL pathname=1, BOOL noescape=0, BOOL period=0)
 $Function STRING fileread(STRING)
+$Function BLOB blobread(STRING)
 $Function BOOL file_exists(STRING path)
 $Function BOOL healthy(BACKEND be)
 $Function INT port(IP ip)
@@ -67,6 +68,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("strstr", strstr),
         ("fnmatch", fnmatch_fn),
         ("fileread", fileread),
+        ("blobread", blobread),
         ("file_exists", file_exists),
         ("healthy", healthy),
         ("port", port),
@@ -332,21 +334,28 @@ fn fnmatch_fn(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
 
 // ---- files and environment -------------------------------------------
 
-fn fileread(env: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
-    let Some(path) = a.str(0)? else {
-        return Ok(Value::Null);
-    };
+/// A file's contents, read once per VCL; `None` if unreadable.
+fn cached_file(env: &Env, path: &[u8]) -> Option<Bytes> {
     let mut cache = env.files.lock().unwrap_or_else(|e| e.into_inner());
     let entry = cache.entry(path.to_vec()).or_insert_with(|| {
         std::fs::read(&*lossy(path))
             .map(Bytes::from)
             .map_err(|e| e.to_string())
     });
+    entry.as_ref().ok().cloned()
+}
+
+fn fileread(env: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     // An unreadable file reads as NULL, like Varnish.
-    Ok(match entry {
-        Ok(b) => Value::Str(b.clone()),
-        Err(_) => Value::Null,
-    })
+    Ok(a.str(0)?
+        .and_then(|p| cached_file(env, p))
+        .map_or(Value::Null, Value::Str))
+}
+
+fn blobread(env: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    Ok(a.str(0)?
+        .and_then(|p| cached_file(env, p))
+        .map_or(Value::Null, Value::Blob))
 }
 
 fn file_exists(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
@@ -455,7 +464,7 @@ fn integer(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
         0 => parse_number(a.str_or_empty(0)?)
             .filter(|r| r.fract() == 0.0)
             .and_then(real_to_int),
-        2 => Some(a.bool(2)? == Some(true)).map(i64::from),
+        2 => Some(i64::from(a.bool(2)? == Some(true))),
         3 => a.bytes_val(3)?,
         4 => a.duration(4)?.and_then(real_to_int),
         5 => a.real(5)?.and_then(real_to_int),
@@ -766,7 +775,7 @@ pub(crate) fn strftime(t: f64, fmt: &[u8]) -> Vec<u8> {
             ),
             b'Z' => write!(out, "GMT"),
             b'z' => write!(out, "+0000"),
-            b'n' => write!(out, "\n"),
+            b'n' => writeln!(out),
             b't' => write!(out, "\t"),
             b'%' => write!(out, "%"),
             other => write!(out, "%{}", other as char),

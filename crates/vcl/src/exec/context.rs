@@ -158,6 +158,8 @@ pub trait Context {
     /// `std.cache_req_body()`: reads and keeps the request body if it is
     /// at most `max` bytes; `Ok(false)` when it is larger or unreadable.
     fn cache_req_body(&mut self, max: u64) -> Result<bool, String>;
+    /// The request body kept by `cache_req_body`, `None` if not cached.
+    fn cached_req_body(&self) -> Option<&[u8]>;
     /// `std.late_100_continue()`: delay `100 Continue` until the body is read.
     fn late_100_continue(&mut self, late: bool);
     /// `std.set_ip_tos()`: sets the client socket's TOS / traffic class.
@@ -175,6 +177,37 @@ pub trait Context {
     fn proxy_tlv(&self, kind: u8) -> Option<&[u8]>;
     /// Peer credentials (uid, gid) of a client on a Unix domain socket.
     fn peer_cred(&self) -> Option<(u32, u32)>;
+    /// `vmod tcp`: changes an option of the client's TCP socket.
+    fn tcp_set(&mut self, op: TcpOp<'_>) -> Result<(), String>;
+    /// `vmod tcp`: `TCP_INFO` of the client's socket, `None` when not TCP.
+    fn tcp_info(&self) -> Option<TcpInfo>;
+}
+
+/// A change to the client's TCP socket requested by `vmod tcp`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TcpOp<'a> {
+    /// `TCP_CONGESTION`: the congestion control algorithm, by name.
+    Congestion(&'a [u8]),
+    /// `SO_MAX_PACING_RATE`, in bytes per second.
+    PacingRate(u64),
+}
+
+/// The `TCP_INFO` fields `vmod tcp` reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TcpInfo {
+    pub snd_mss: u32,
+    pub rcv_mss: u32,
+    pub lost: u32,
+    pub retrans: u32,
+    pub pmtu: u32,
+    /// Smoothed round-trip time, microseconds.
+    pub rtt_us: u32,
+    pub rttvar_us: u32,
+    pub snd_cwnd: u32,
+    pub advmss: u32,
+    pub reordering: u32,
+    /// The congestion control algorithm in use.
+    pub congestion: Vec<u8>,
 }
 
 /// A vmod function, by module and function index in the vmod registry

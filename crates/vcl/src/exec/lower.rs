@@ -271,10 +271,15 @@ impl Lower<'_> {
                     .backends
                     .get(*i)
                     .ok_or_else(|| format!("unknown backend #{i}"))?;
-                Expr::Const(Value::Backend(Backend {
-                    id: *i as u32,
-                    name: b.name.as_str().into(),
-                }))
+                // `backend x none;` is the NULL backend, as in Varnish.
+                if b.none {
+                    Expr::Const(Value::Null)
+                } else {
+                    Expr::Const(Value::Backend(Backend {
+                        id: *i as u32,
+                        name: b.name.as_str().into(),
+                    }))
+                }
             }
             IK::DefaultBackend => match p
                 .default_backend

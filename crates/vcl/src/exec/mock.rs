@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use super::context::{Context, HeaderName, HttpWhich, LogKind};
+use super::context::{Context, HeaderName, HttpWhich, LogKind, TcpInfo, TcpOp};
 use super::privs::TaskPrivs;
 use super::value::Value;
 use crate::subs::BuiltinSub;
@@ -117,6 +117,10 @@ pub struct MockVmodState {
     pub digest: Option<[u8; 32]>,
     pub proxy_tlvs: HashMap<u8, Vec<u8>>,
     pub peer_cred: Option<(u32, u32)>,
+    /// `TCP_INFO` reported to `vmod tcp`; `tcp_set` records into it.
+    pub tcp: Option<TcpInfo>,
+    /// Pacing rates set, bytes per second.
+    pub pacing: Vec<u64>,
 }
 
 impl Clone for MockVmodState {
@@ -137,6 +141,8 @@ impl Clone for MockVmodState {
             digest: self.digest,
             proxy_tlvs: self.proxy_tlvs.clone(),
             peer_cred: self.peer_cred,
+            tcp: self.tcp.clone(),
+            pacing: self.pacing.clone(),
         }
     }
 }
@@ -373,6 +379,14 @@ impl Context for MockContext {
         Ok(fits)
     }
 
+    fn cached_req_body(&self) -> Option<&[u8]> {
+        if self.vmod.body_cached {
+            Some(self.vmod.req_body.as_deref().unwrap_or_default())
+        } else {
+            None
+        }
+    }
+
     fn late_100_continue(&mut self, late: bool) {
         self.vmod.late_100 = Some(late);
     }
@@ -403,5 +417,23 @@ impl Context for MockContext {
 
     fn peer_cred(&self) -> Option<(u32, u32)> {
         self.vmod.peer_cred
+    }
+
+    fn tcp_set(&mut self, op: TcpOp<'_>) -> Result<(), String> {
+        let tcp = self.vmod.tcp.as_mut().ok_or("not a TCP connection")?;
+        match op {
+            TcpOp::Congestion(name) => {
+                if !matches!(name, b"cubic" | b"reno" | b"bbr" | b"hybla") {
+                    return Err("No such file or directory".into());
+                }
+                tcp.congestion = name.to_vec();
+            }
+            TcpOp::PacingRate(r) => self.vmod.pacing.push(r),
+        }
+        Ok(())
+    }
+
+    fn tcp_info(&self) -> Option<TcpInfo> {
+        self.vmod.tcp.clone()
     }
 }

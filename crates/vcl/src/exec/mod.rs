@@ -40,7 +40,9 @@ pub mod privs;
 pub mod regex;
 pub mod value;
 
-pub use context::{Context, FuncRef, HeaderName, HttpWhich, LogKind, NoVmods, VmodArg, Vmods};
+pub use context::{
+    Context, FuncRef, HeaderName, HttpWhich, LogKind, NoVmods, TcpInfo, TcpOp, VmodArg, Vmods,
+};
 pub use interp::Scratch;
 pub use value::{Backend, Value};
 

@@ -101,7 +101,7 @@ mod tests {
         p.insert(1, Jar(b"x".to_vec()));
         p.insert(0u64, 7u32);
         assert_eq!(p.get::<u32>(0), Some(&7));
-        p.get_mut::<u32>(0).map(|v| *v += 1);
+        *p.get_mut::<u32>(0).unwrap() += 1;
         assert_eq!(p.remove::<u32>(0), Some(8));
         assert!(p.get::<u32>(0).is_none());
         assert_eq!(p.get::<Jar>(1), Some(&Jar(b"x".to_vec())));

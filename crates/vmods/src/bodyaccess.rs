@@ -1,0 +1,87 @@
+//! `vmod_bodyaccess` (varnish-modules): read the request body that
+//! `std.cache_req_body()` kept: its length, a regex match on it, logging
+//! it, and adding it to the cache hash.
+
+use lacquer_vcl::exec::{Context, LogKind, Value};
+use lacquer_vcl::subs::BuiltinSub;
+
+use crate::args::Args;
+use crate::{Env, FuncImpl, ModuleImpl};
+
+const DECL: &str = r#"
+$Module bodyaccess
+$Function INT rematch_req_body(STRING re)
+$Function VOID hash_req_body()
+$Function INT len_req_body()
+$Function VOID log_req_body(STRING prefix="", INT length=200)
+"#;
+
+pub(crate) static MODULE: ModuleImpl = ModuleImpl {
+    decl: DECL,
+    functions: &[
+        ("rematch_req_body", rematch_req_body as FuncImpl),
+        ("hash_req_body", hash_req_body),
+        ("len_req_body", len_req_body),
+        ("log_req_body", log_req_body),
+    ],
+    classes: &[],
+};
+
+type R = Result<Value, String>;
+
+fn not_cached(ctx: &mut dyn Context, f: &str) {
+    let m =
+        format!("bodyaccess.{f}: the request body is not cached (use std.cache_req_body() first)");
+    ctx.log(LogKind::Error, m.as_bytes());
+}
+
+fn rematch_req_body(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let re = env.regex(a.str_or_empty(0)?)?;
+    let Some(body) = ctx.cached_req_body() else {
+        not_cached(ctx, "rematch_req_body");
+        return Ok(Value::Int(-1));
+    };
+    Ok(Value::Int(match re.is_match(body) {
+        Ok(m) => i64::from(m),
+        Err(_) => -1,
+    }))
+}
+
+fn hash_req_body(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    if ctx.sub() != BuiltinSub::Hash {
+        ctx.log(
+            LogKind::Error,
+            b"bodyaccess.hash_req_body() can only be used in vcl_hash{}",
+        );
+        return Ok(Value::Null);
+    }
+    match ctx.cached_req_body().map(<[u8]>::to_vec) {
+        Some(body) => ctx.hash_data(Some(&body)),
+        None => not_cached(ctx, "hash_req_body"),
+    }
+    Ok(Value::Null)
+}
+
+fn len_req_body(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(Value::Int(
+        ctx.cached_req_body().map_or(-1, |b| b.len() as i64),
+    ))
+}
+
+fn log_req_body(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let prefix = a.str_or_empty(0)?.to_vec();
+    let len = a.int(1)?.unwrap_or(200);
+    if len <= 0 {
+        return Err(format!("bodyaccess.log_req_body(): invalid length {len}"));
+    }
+    let Some(body) = ctx.cached_req_body().map(<[u8]>::to_vec) else {
+        not_cached(ctx, "log_req_body");
+        return Ok(Value::Null);
+    };
+    for chunk in body.chunks(len as usize) {
+        let mut line = prefix.clone();
+        line.extend_from_slice(chunk);
+        ctx.log(LogKind::Log, &line);
+    }
+    Ok(Value::Null)
+}

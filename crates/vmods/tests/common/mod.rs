@@ -1,0 +1,293 @@
+//! Shared test rig: a [`TestHost`] standing in for the server, and a [`Rig`]
+//! that loads vmods from the crate's registry into a [`Runtime`] and calls
+//! functions and methods by name through the `Vmods` trait, filling in
+//! declared defaults the way the compiler does.
+
+#![allow(dead_code)]
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use lacquer_vcl::exec::mock::MockContext;
+use lacquer_vcl::exec::{Backend, Context, FuncRef, Value, VmodArg, Vmods};
+use lacquer_vcl::ir::{ImportedVmod, InstanceDef};
+use lacquer_vcl::types::Type;
+use lacquer_vcl::vars::VclVersion;
+use lacquer_vcl::vmod::{ArgType, DefaultValue, FuncDecl, VmodDecl};
+use lacquer_vmods::{Director, Host, Runtime, registry};
+
+/// Directors get ids from here up.
+pub const DIRECTOR_BASE: u32 = 1000;
+
+/// A server double: backends are healthy unless marked sick; directors
+/// are kept in registration order.
+#[derive(Default)]
+pub struct TestHost {
+    pub sick: Mutex<HashSet<String>>,
+    pub directors: Mutex<Vec<(String, Arc<dyn Director>)>>,
+    pub removed: Mutex<Vec<Backend>>,
+    pub backends: Mutex<Vec<Backend>>,
+    pub xkey_calls: Mutex<Vec<(Vec<String>, bool)>>,
+    /// Health change times by backend name.
+    pub changed: Mutex<std::collections::HashMap<String, f64>>,
+}
+
+impl TestHost {
+    pub fn set_sick(&self, name: &str, sick: bool) {
+        let mut s = self.sick.lock().unwrap();
+        if sick {
+            s.insert(name.to_string());
+        } else {
+            s.remove(name);
+        }
+    }
+
+    /// Resolves a backend value through directors, like the server would.
+    pub fn resolve(&self, ctx: &mut dyn Context, b: &Backend) -> Option<Backend> {
+        let mut cur = b.clone();
+        for _ in 0..10 {
+            if cur.id < DIRECTOR_BASE {
+                return Some(cur);
+            }
+            let d = self.directors.lock().unwrap()[(cur.id - DIRECTOR_BASE) as usize]
+                .1
+                .clone();
+            cur = d.resolve(ctx)?;
+        }
+        None
+    }
+}
+
+impl Host for TestHost {
+    fn backend_healthy(&self, b: &Backend) -> bool {
+        if b.id >= DIRECTOR_BASE {
+            let d = self.directors.lock().unwrap()[(b.id - DIRECTOR_BASE) as usize]
+                .1
+                .clone();
+            return d.healthy();
+        }
+        !self.sick.lock().unwrap().contains(&*b.name)
+    }
+
+    fn backend_changed(&self, b: &Backend) -> f64 {
+        self.changed
+            .lock()
+            .unwrap()
+            .get(&*b.name)
+            .copied()
+            .unwrap_or(0.0)
+    }
+
+    fn add_director(&self, name: &str, director: Arc<dyn Director>) -> Backend {
+        let mut d = self.directors.lock().unwrap();
+        d.push((name.to_string(), director));
+        Backend {
+            id: DIRECTOR_BASE + d.len() as u32 - 1,
+            name: name.into(),
+        }
+    }
+
+    fn remove_director(&self, backend: &Backend) {
+        self.removed.lock().unwrap().push(backend.clone());
+    }
+
+    fn lookup_backend(&self, name: &str) -> Option<Backend> {
+        self.backends
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|b| &*b.name == name)
+            .cloned()
+    }
+
+    fn xkey_purge(&self, keys: &[&[u8]], soft: bool) -> i64 {
+        let keys: Vec<String> = keys
+            .iter()
+            .map(|k| String::from_utf8_lossy(k).into_owned())
+            .collect();
+        let n = keys.len() as i64;
+        self.xkey_calls.lock().unwrap().push((keys, soft));
+        n
+    }
+}
+
+/// A plain backend value.
+pub fn be(id: u32, name: &str) -> Value {
+    Value::Backend(Backend {
+        id,
+        name: name.into(),
+    })
+}
+
+pub fn s(v: &str) -> Option<Value> {
+    Some(Value::str(v.to_string()))
+}
+
+pub fn e(v: &str) -> Option<Value> {
+    Some(Value::Enum(v.into()))
+}
+
+/// A loaded VCL's vmods.
+pub struct Rig {
+    pub rt: Runtime,
+    pub host: Arc<TestHost>,
+    decls: Vec<Arc<VmodDecl>>,
+    instances: Vec<InstanceDef>,
+}
+
+fn default_value(ty: &ArgType, d: &DefaultValue) -> Value {
+    match (ty, d) {
+        (_, DefaultValue::Null) => Value::Null,
+        (_, DefaultValue::Bool(b)) => Value::Bool(*b),
+        (_, DefaultValue::Int(i)) => Value::Int(*i),
+        (ArgType::Value(Type::Duration), DefaultValue::Real(r) | DefaultValue::Number(r)) => {
+            Value::Duration(*r)
+        }
+        (ArgType::Value(Type::Bytes), DefaultValue::Number(r)) => Value::Bytes(*r as i64),
+        (ArgType::Value(Type::Time), DefaultValue::Number(r)) => Value::Time(*r),
+        (_, DefaultValue::Real(r) | DefaultValue::Number(r)) => Value::Real(*r),
+        (_, DefaultValue::Str(s)) => Value::str(s.clone()),
+        (_, DefaultValue::Enum(e)) => Value::Enum(e.as_str().into()),
+    }
+}
+
+/// Completes positional arguments with the declaration's defaults.
+fn fill(f: &FuncDecl, mut args: Vec<VmodArg>) -> Vec<VmodArg> {
+    for (i, d) in f.args.iter().enumerate() {
+        if i >= args.len() {
+            args.push(None);
+        }
+        if args[i].is_none()
+            && let Some(def) = &d.default
+        {
+            args[i] = Some(default_value(&d.ty, def));
+        }
+        assert!(
+            args[i].is_some() || d.optional,
+            "missing required argument {} of {}",
+            i + 1,
+            f.name
+        );
+    }
+    args
+}
+
+impl Rig {
+    /// Loads `vmods` and declares `objects` as (instance name, vmod, class).
+    pub fn new(vmods: &[&str], objects: &[(&str, &str, &str)]) -> Rig {
+        let reg = registry();
+        let decls: Vec<Arc<VmodDecl>> = vmods
+            .iter()
+            .map(|n| reg.get(n).unwrap_or_else(|| panic!("no vmod {n}")).clone())
+            .collect();
+        let imports: Vec<ImportedVmod> = decls
+            .iter()
+            .map(|d| ImportedVmod {
+                name: d.name.clone(),
+                alias: d.name.clone(),
+                decl: d.clone(),
+            })
+            .collect();
+        let instances: Vec<InstanceDef> = objects
+            .iter()
+            .map(|(name, vmod, class)| {
+                let vi = vmods.iter().position(|v| v == vmod).unwrap();
+                InstanceDef {
+                    name: name.to_string(),
+                    vmod: vi,
+                    class: decls[vi].object(class).unwrap().0,
+                }
+            })
+            .collect();
+        let host = Arc::new(TestHost::default());
+        let rt = Runtime::new(&imports, &instances, VclVersion::V41, host.clone()).unwrap();
+        Rig {
+            rt,
+            host,
+            decls,
+            instances,
+        }
+    }
+
+    /// Calls `vmod.func` with positional arguments (defaults filled in).
+    pub fn call(
+        &self,
+        ctx: &mut dyn Context,
+        name: &str,
+        args: Vec<VmodArg>,
+    ) -> Result<Value, String> {
+        let (v, f) = name.split_once('.').unwrap();
+        let vi = self.decls.iter().position(|d| d.name == v).unwrap();
+        let (fi, decl) = self.decls[vi]
+            .function(f)
+            .unwrap_or_else(|| panic!("no {name}"));
+        let args = fill(decl, args);
+        self.rt.call(
+            ctx,
+            FuncRef {
+                vmod: vi as u32,
+                func: fi as u32,
+            },
+            &args,
+        )
+    }
+
+    /// Runs `new <obj> = ...(args)`.
+    pub fn new_obj(
+        &self,
+        ctx: &mut dyn Context,
+        obj: &str,
+        args: Vec<VmodArg>,
+    ) -> Result<(), String> {
+        let ii = self.instances.iter().position(|i| i.name == obj).unwrap();
+        let inst = &self.instances[ii];
+        let class = &self.decls[inst.vmod].objects[inst.class];
+        let args = fill(&class.ctor, args);
+        self.rt.construct(
+            ctx,
+            FuncRef {
+                vmod: inst.vmod as u32,
+                func: inst.class as u32,
+            },
+            ii as u32,
+            obj,
+            &args,
+        )
+    }
+
+    /// Calls `obj.method(args)`.
+    pub fn method(
+        &self,
+        ctx: &mut dyn Context,
+        obj: &str,
+        method: &str,
+        args: Vec<VmodArg>,
+    ) -> Result<Value, String> {
+        let ii = self.instances.iter().position(|i| i.name == obj).unwrap();
+        let inst = &self.instances[ii];
+        let class = &self.decls[inst.vmod].objects[inst.class];
+        let (mi, m) = class
+            .method(method)
+            .unwrap_or_else(|| panic!("no method {method}"));
+        let args = fill(m, args);
+        self.rt.method(ctx, ii as u32, mi as u32, &args)
+    }
+}
+
+/// A client request context.
+pub fn req() -> MockContext {
+    MockContext::new("GET", "/")
+}
+
+/// The string form of a value (NULL as `None`).
+pub fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::Null => None,
+        Value::Str(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        other => {
+            let mut out = Vec::new();
+            other.append_to(&mut out, &[]).unwrap();
+            Some(String::from_utf8_lossy(&out).into_owned())
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! End-to-end: VCL importing the vmods, compiled against the crate's
+//! registry, lowered for the executor and run with a [`Runtime`].
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use lacquer_vcl::compile::{CompileOptions, compile_str};
+use lacquer_vcl::exec::code::Program;
+use lacquer_vcl::exec::mock::MockContext;
+use lacquer_vcl::exec::{Action, Backend, HttpWhich, LogKind, Scratch, Value};
+use lacquer_vcl::subs::BuiltinSub;
+use lacquer_vcl::vars::VarId;
+use lacquer_vmods::{Runtime, registry};
+
+const REQ: HttpWhich = HttpWhich::Req;
+const RESP: HttpWhich = HttpWhich::Resp;
+
+struct Loaded {
+    prog: Program,
+    rt: Runtime,
+    host: Arc<TestHost>,
+}
+
+fn load(vcl: &str) -> Loaded {
+    let text = format!(
+        "vcl 4.1;\nbackend s1 {{ .host = \"127.0.0.1\"; }}\nbackend s2 {{ .host = \"127.0.0.2\"; }}\n{vcl}"
+    );
+    let opts = CompileOptions {
+        err_unref: false,
+        ..CompileOptions::default()
+    };
+    let (sm, r) = compile_str("test.vcl", &text, &opts, &registry());
+    let ir = r.unwrap_or_else(|d| panic!("{}", d.render(&sm)));
+    let host = Arc::new(TestHost::default());
+    let rt = Runtime::for_program(&ir, host.clone()).unwrap();
+    let prog = Program::from_ir(&ir).unwrap();
+    let l = Loaded { prog, rt, host };
+    let mut c = MockContext::new("GET", "/");
+    c.vmod.sub = Some(BuiltinSub::Init);
+    assert_eq!(l.run(BuiltinSub::Init, &mut c), Action::Ok, "{:?}", c.logs);
+    l
+}
+
+impl Loaded {
+    fn run(&self, m: BuiltinSub, c: &mut MockContext) -> Action {
+        c.vmod.sub = Some(m);
+        self.prog.run(m, c, &self.rt, &mut Scratch::default())
+    }
+}
+
+fn client(url: &str) -> MockContext {
+    let mut c = MockContext::new("GET", url).with_header(REQ, "Host", "example.com");
+    c.vars.insert(VarId::ReqEsiLevel, Value::Int(0));
+    c
+}
+
+fn get(c: &MockContext, w: HttpWhich, name: &str) -> Option<String> {
+    c.http(w)
+        .get(name)
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+}
+
+#[test]
+fn std_functions_from_vcl() {
+    let l = load(
+        r#"
+import std;
+sub vcl_recv {
+    set req.url = std.querysort(req.url);
+    set req.http.up = std.toupper(req.http.host + "!");
+    set req.http.n = std.integer(req.http.num, 0) + 1;
+    set req.http.d = std.duration("1m", 0s) + 1s;
+    set req.http.m = std.fnmatch("/a/*", req.url, pathname = false);
+    std.collect(req.http.accept, "|");
+    std.log("recv " + req.url);
+    if (!std.healthy(req.backend_hint)) {
+        return (synth(503));
+    }
+    return (synth(200));
+}
+"#,
+    );
+    let mut c = client("/a/b?z=1&a=2")
+        .with_header(REQ, "Num", "41")
+        .with_header(REQ, "Accept", "x")
+        .with_header(REQ, "Accept", "y");
+    c.vars.insert(
+        VarId::ReqBackendHint,
+        Value::Backend(Backend {
+            id: 0,
+            name: "s1".into(),
+        }),
+    );
+    assert_eq!(
+        l.run(BuiltinSub::Recv, &mut c),
+        Action::Synth {
+            status: 200,
+            reason: None
+        },
+        "{:?}",
+        c.logs
+    );
+    assert_eq!(c.string(VarId::ReqUrl), Some("/a/b?a=2&z=1"));
+    assert_eq!(get(&c, REQ, "up").as_deref(), Some("EXAMPLE.COM!"));
+    assert_eq!(get(&c, REQ, "n").as_deref(), Some("42"));
+    assert_eq!(get(&c, REQ, "d").as_deref(), Some("61.000"));
+    assert_eq!(get(&c, REQ, "m").as_deref(), Some("true"));
+    assert_eq!(get(&c, REQ, "accept").as_deref(), Some("x|y"));
+    assert_eq!(c.logs_of(LogKind::Log), ["recv /a/b?a=2&z=1"]);
+}
+
+#[test]
+fn conversion_failure_fails_the_vcl() {
+    let l = load(
+        r#"
+import std;
+sub vcl_deliver {
+    set resp.http.d = std.duration(req.http.d);
+}
+"#,
+    );
+    let mut c = client("/").with_header(REQ, "d", "100");
+    assert_eq!(l.run(BuiltinSub::Deliver, &mut c), Action::Fail);
+    assert_eq!(c.logs_of(LogKind::Error).len(), 1, "{:?}", c.logs);
+}
+
+#[test]
+fn directors_in_vcl_init_and_recv() {
+    let l = load(
+        r#"
+import directors;
+sub vcl_init {
+    new rr = directors.round_robin();
+    rr.add_backend(s1);
+    rr.add_backend(s2);
+    new h = directors.hash();
+    h.add_backend(s1);
+    h.add_backend(s2, 1);
+    new sh = directors.shard();
+    sh.add_backend(s1);
+    sh.add_backend(s2);
+    sh.reconfigure();
+}
+sub vcl_recv {
+    if (req.url ~ "^/hash") {
+        set req.backend_hint = h.backend(req.url);
+    } else if (req.url ~ "^/shard") {
+        set req.backend_hint = sh.backend(by = KEY, key = sh.key(req.url));
+    } else {
+        set req.backend_hint = rr.backend();
+    }
+    set req.http.be = req.backend_hint;
+    return (pass);
+}
+"#,
+    );
+    let mut c = client("/");
+    l.run(BuiltinSub::Recv, &mut c);
+    assert_eq!(get(&c, REQ, "be").as_deref(), Some("rr"));
+    let Value::Backend(rr) = c.vars.get(&VarId::ReqBackendHint).cloned().unwrap() else {
+        panic!("no backend hint");
+    };
+    let picks: Vec<Backend> = (0..3)
+        .map(|_| l.host.resolve(&mut c, &rr).unwrap())
+        .collect();
+    assert_eq!(
+        picks.iter().map(|b| b.name.to_string()).collect::<Vec<_>>(),
+        ["s1", "s2", "s1"]
+    );
+    let mut c = client("/hash/1");
+    l.run(BuiltinSub::Recv, &mut c);
+    let first = get(&c, REQ, "be").unwrap();
+    assert!(first == "s1" || first == "s2");
+    let mut c = client("/shard/x");
+    l.run(BuiltinSub::Recv, &mut c);
+    let a = get(&c, REQ, "be").unwrap();
+    let mut c = client("/shard/x");
+    l.run(BuiltinSub::Recv, &mut c);
+    assert_eq!(get(&c, REQ, "be").unwrap(), a);
+}
+
+#[test]
+fn var_cookie_header_and_blob_from_vcl() {
+    let l = load(
+        r#"
+import var;
+import cookie;
+import header;
+import blob;
+import str;
+sub vcl_recv {
+    var.set("foo", "bar");
+    var.set_int("ten", 10);
+    cookie.parse(req.http.cookie);
+    cookie.keep("a,c");
+    set req.http.cookie = cookie.get_string();
+    set req.http.x = var.get("foo") + var.get_int("ten");
+    set req.http.b64 = blob.encode(BASE64, blob = blob.decode(encoded = "hello"));
+    set req.http.first = str.split(req.url, 1, "/");
+    return (synth(200));
+}
+sub vcl_synth {
+    header.append(resp.http.Set-Cookie, "a=1");
+    header.append(resp.http.Set-Cookie, "b=2");
+    header.remove(resp.http.Set-Cookie, "^b=");
+    set resp.http.v = var.get("foo");
+}
+"#,
+    );
+    let mut c = client("/one/two").with_header(REQ, "Cookie", "a=1; b=2; c=3");
+    l.run(BuiltinSub::Recv, &mut c);
+    assert_eq!(get(&c, REQ, "cookie").as_deref(), Some("a=1; c=3;"));
+    assert_eq!(get(&c, REQ, "x").as_deref(), Some("bar10"));
+    assert_eq!(get(&c, REQ, "b64").as_deref(), Some("aGVsbG8="));
+    assert_eq!(get(&c, REQ, "first").as_deref(), Some("one"));
+    // Same task: the task variables are still there in vcl_synth.
+    l.run(BuiltinSub::Synth, &mut c);
+    let cookies: Vec<&[u8]> = c
+        .http(RESP)
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
+        .map(|(_, v)| &v[..])
+        .collect();
+    assert_eq!(cookies, [&b"a=1"[..]], "{:?} {:?}", c.logs, c.http(RESP));
+    assert_eq!(get(&c, RESP, "v").as_deref(), Some("bar"));
+}
+
+#[test]
+fn restricted_functions_are_rejected_by_the_compiler() {
+    let text = "vcl 4.1;\nbackend s1 { .host = \"127.0.0.1\"; }\nimport purge;\nsub vcl_recv { purge.hard(); }\n";
+    let (_, r) = compile_str("t.vcl", text, &CompileOptions::default(), &registry());
+    assert!(r.is_err());
+    let text = "vcl 4.1;\nbackend s1 { .host = \"127.0.0.1\"; }\nimport purge;\nsub vcl_hit { set req.http.n = purge.soft(ttl = 1s); }\n";
+    let (sm, r) = compile_str("t.vcl", text, &CompileOptions::default(), &registry());
+    r.unwrap_or_else(|d| panic!("{}", d.render(&sm)));
+}
