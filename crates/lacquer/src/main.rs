@@ -62,9 +62,6 @@ fn vcl_check(files: &[String]) -> i32 {
             }
         }
     }
-    println!(
-        "{} passed, {failed} failed",
-        files.len() - failed
-    );
+    println!("{} passed, {failed} failed", files.len() - failed);
     i32::from(failed > 0)
 }

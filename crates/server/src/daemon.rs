@@ -124,7 +124,9 @@ pub fn summary(v: &LoadedVcl) -> String {
         .iter()
         .map(|s| s.name.as_str())
         .filter(|n| {
-            !n.starts_with("vcl_builtin_") && !n.starts_with("vcl_req_") && !n.starts_with("vcl_beresp_")
+            !n.starts_with("vcl_builtin_")
+                && !n.starts_with("vcl_req_")
+                && !n.starts_with("vcl_beresp_")
         })
         .collect();
     let names = |it: Vec<&str>| {
@@ -267,6 +269,18 @@ impl Context for InitTask {
         None
     }
     fn peer_cred(&self) -> Option<(u32, u32)> {
+        None
+    }
+
+    fn cached_req_body(&self) -> Option<&[u8]> {
+        None
+    }
+
+    fn tcp_set(&mut self, _op: lacquer_vcl::exec::TcpOp<'_>) -> Result<(), String> {
+        Err("vmod tcp works on client connections only".to_string())
+    }
+
+    fn tcp_info(&self) -> Option<lacquer_vcl::exec::TcpInfo> {
         None
     }
 }
@@ -552,9 +566,10 @@ impl Running {
             .unwrap_or_else(|e| e.into_inner());
         l.iter().find_map(|b| {
             let (ip, port) = b.printable.split_once(' ')?;
-            format!("{ip}:{port}").parse().ok().or_else(|| {
-                format!("[{ip}]:{port}").parse().ok()
-            })
+            format!("{ip}:{port}")
+                .parse()
+                .ok()
+                .or_else(|| format!("[{ip}]:{port}").parse().ok())
         })
     }
 }

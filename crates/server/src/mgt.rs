@@ -748,7 +748,12 @@ mod tests {
             vec!["active".into(), "auto".into(), "boot".into()],
             vec!["available".into(), "label".into(), "x".into()],
         ]);
-        assert_eq!(t, "active      auto     boot\navailable   label    x\n".replace("auto     ", "auto    ").replace("label    ", "label   "));
+        assert_eq!(
+            t,
+            "active      auto     boot\navailable   label    x\n"
+                .replace("auto     ", "auto    ")
+                .replace("label    ", "label   ")
+        );
     }
 
     #[test]

@@ -542,6 +542,24 @@ impl Context for ReqTask {
     fn peer_cred(&self) -> Option<(u32, u32)> {
         None
     }
+
+    fn cached_req_body(&self) -> Option<&[u8]> {
+        self.req_body.as_deref()
+    }
+
+    fn tcp_set(&mut self, op: lacquer_vcl::exec::TcpOp<'_>) -> Result<(), String> {
+        Err(format!(
+            "vmod tcp: {} is not available in Lacquer yet",
+            match op {
+                lacquer_vcl::exec::TcpOp::Congestion(_) => "setting the congestion algorithm",
+                lacquer_vcl::exec::TcpOp::PacingRate(_) => "socket pacing",
+            }
+        ))
+    }
+
+    fn tcp_info(&self) -> Option<lacquer_vcl::exec::TcpInfo> {
+        None
+    }
 }
 
 /// A backend fetch while it runs backend-side VCL.
@@ -921,6 +939,18 @@ impl Context for BoTask {
     }
 
     fn peer_cred(&self) -> Option<(u32, u32)> {
+        None
+    }
+
+    fn cached_req_body(&self) -> Option<&[u8]> {
+        None
+    }
+
+    fn tcp_set(&mut self, _op: lacquer_vcl::exec::TcpOp<'_>) -> Result<(), String> {
+        Err("vmod tcp works on client connections only".to_string())
+    }
+
+    fn tcp_info(&self) -> Option<lacquer_vcl::exec::TcpInfo> {
         None
     }
 }

@@ -303,6 +303,18 @@ impl VclHost {
     }
 }
 
+/// Stands in for a director whose VCL object is gone.
+struct Removed;
+
+impl lacquer_vmods::Director for Removed {
+    fn resolve(&self, _ctx: &mut dyn Context) -> Option<Backend> {
+        None
+    }
+    fn healthy(&self) -> bool {
+        false
+    }
+}
+
 impl lacquer_vmods::Host for VclHost {
     fn backend_healthy(&self, backend: &Backend) -> bool {
         match self.backends.get(backend.id as usize) {
@@ -332,6 +344,22 @@ impl lacquer_vmods::Host for VclHost {
             id: (self.backends.len() + i) as u32,
             name: Arc::from(name),
         })
+    }
+
+    fn backend_changed(&self, backend: &Backend) -> f64 {
+        self.backends
+            .get(backend.id as usize)
+            .map_or(0.0, |b| b.health.last_change())
+    }
+
+    fn remove_director(&self, backend: &Backend) {
+        if let Some(i) = (backend.id as usize).checked_sub(self.backends.len()) {
+            let mut ds = self.directors.write().unwrap_or_else(|e| e.into_inner());
+            // Keep later ids stable: the slot stays, unusable.
+            if let Some(slot) = ds.get_mut(i) {
+                slot.1 = Arc::new(Removed);
+            }
+        }
     }
 
     fn xkey_purge(&self, _keys: &[&[u8]], _soft: bool) -> i64 {

@@ -38,7 +38,11 @@ pub fn read_reply(r: &mut impl Read) -> Result<(u16, String), String> {
 
 /// Quotes one argument for the CLI line.
 pub fn quote(arg: &str) -> String {
-    if !arg.is_empty() && !arg.bytes().any(|b| b.is_ascii_whitespace() || b == b'"' || b == b'\\') {
+    if !arg.is_empty()
+        && !arg
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || b == b'"' || b == b'\\')
+    {
         return arg.to_string();
     }
     let mut s = String::from("\"");
@@ -82,7 +86,9 @@ impl Session {
             let secret = secret.ok_or("the daemon requires authentication: give -S secretfile")?;
             let challenge = body.lines().next().unwrap_or_default();
             let line = format!("auth {}\n", auth_response(challenge, secret));
-            stream.write_all(line.as_bytes()).map_err(|e| e.to_string())?;
+            stream
+                .write_all(line.as_bytes())
+                .map_err(|e| e.to_string())?;
             let (st, body) = read_reply(&mut stream)?;
             if st != 200 {
                 return Err(format!("authentication failed: {st} {body}"));

@@ -11,7 +11,10 @@ use lacquer_vsl::{Grouper, Grouping, Query, ReadEvent, StartAt, VslReader, vsl_p
 
 /// `lacquer log` options (varnishlog's).
 #[derive(Parser, Debug)]
-#[command(name = "lacquer log", about = "Show the transaction log of a running lacquerd")]
+#[command(
+    name = "lacquer log",
+    about = "Show the transaction log of a running lacquerd"
+)]
 pub struct LogArgs {
     /// Dump the records already in the log, then exit.
     #[arg(short = 'd')]
@@ -101,18 +104,17 @@ pub fn run(a: &LogArgs, out: &mut dyn Write) -> Result<(), String> {
     };
     let mut reader = VslReader::open(&vsl_path(&dir), start).map_err(|e| e.to_string())?;
     let mut grouper = Grouper::new(grouping);
-    let emit = |groups: Vec<Vec<lacquer_vsl::Transaction>>,
-                    out: &mut dyn Write|
-     -> Result<(), String> {
-        for g in groups {
-            if query.as_ref().is_some_and(|q| !q.matches(&g)) {
-                continue;
+    let emit =
+        |groups: Vec<Vec<lacquer_vsl::Transaction>>, out: &mut dyn Write| -> Result<(), String> {
+            for g in groups {
+                if query.as_ref().is_some_and(|q| !q.matches(&g)) {
+                    continue;
+                }
+                let text = format_group(&g, opts, &|r| filter.matches(r));
+                out.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
             }
-            let text = format_group(&g, opts, &|r| filter.matches(r));
-            out.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
-        }
-        out.flush().map_err(|e| e.to_string())
-    };
+            out.flush().map_err(|e| e.to_string())
+        };
     loop {
         match reader.next_event() {
             ReadEvent::Record(r) => {

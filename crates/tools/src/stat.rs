@@ -88,7 +88,11 @@ pub fn prometheus(snap: &[vsc::CounterValue]) -> String {
                 }
             })
             .collect();
-        let kind = if c.ctype.flag() == 'c' { "counter" } else { "gauge" };
+        let kind = if c.ctype.flag() == 'c' {
+            "counter"
+        } else {
+            "gauge"
+        };
         let _ = writeln!(out, "# HELP {name} {}", c.oneliner);
         let _ = writeln!(out, "# TYPE {name} {kind}");
         let _ = writeln!(out, "{name} {}", c.value);

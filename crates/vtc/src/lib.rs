@@ -9,7 +9,6 @@
 //! file. Counters and log records are read through the [`CounterSource`]
 //! and [`LogSource`] traits (see [`sources`]).
 
-pub mod native;
 pub mod barrier;
 pub mod cli;
 pub mod client;
@@ -19,6 +18,7 @@ pub mod http;
 pub mod lexer;
 pub mod logexpect;
 pub mod macros;
+pub mod native;
 pub mod process;
 pub mod runner;
 pub mod script;

@@ -174,6 +174,8 @@ pub enum Admin {
 pub struct Health {
     admin: AtomicU8,
     probed_healthy: AtomicBool,
+    /// When the health last changed, seconds since the epoch (as f64 bits).
+    changed: std::sync::atomic::AtomicU64,
     state: Mutex<Window>,
 }
 
@@ -199,6 +201,7 @@ impl Health {
         Health {
             admin: AtomicU8::new(Admin::Auto as u8),
             probed_healthy: AtomicBool::new(true),
+            changed: Default::default(),
             state: Mutex::new(Window {
                 bits: 0,
                 avg: 0.0,
@@ -217,6 +220,7 @@ impl Health {
         Health {
             admin: AtomicU8::new(Admin::Auto as u8),
             probed_healthy: AtomicBool::new(spec.initial >= spec.threshold),
+            changed: Default::default(),
             state: Mutex::new(Window {
                 bits,
                 avg: 0.0,
@@ -247,6 +251,11 @@ impl Health {
         }
     }
 
+    /// When the probed health last changed (0 if never).
+    pub fn last_change(&self) -> f64 {
+        f64::from_bits(self.changed.load(Ordering::Relaxed))
+    }
+
     pub fn set_admin(&self, a: Admin) {
         self.admin.store(a as u8, Ordering::Relaxed);
     }
@@ -270,6 +279,13 @@ impl Health {
         let good = (w.bits & mask(spec.window)).count_ones();
         let now_healthy = good >= spec.threshold;
         let was = self.probed_healthy.swap(now_healthy, Ordering::Relaxed);
+        if was != now_healthy {
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0);
+            self.changed.store(t.to_bits(), Ordering::Relaxed);
+        }
         let verdict = match (was, now_healthy) {
             (false, true) => "Back healthy",
             (true, true) => "Still healthy",
