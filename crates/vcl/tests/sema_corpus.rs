@@ -194,6 +194,8 @@ fn corpus_figures() {
     let (mut err_total, mut err_pass) = (0, 0);
     let mut skipped_vmods = 0;
     let mut failures = Vec::new();
+    // Case ids (`file:line`) that pass today, for the committed ratchet.
+    let mut passing: Vec<String> = Vec::new();
     let start = std::time::Instant::now();
     for c in &cases {
         if c.status != "passed" {
@@ -225,6 +227,7 @@ fn corpus_figures() {
             (Expect::Ok, Ok(_)) => {
                 ok_total += 1;
                 ok_pass += 1;
+                passing.push(format!("{}:{}", c.vtc, c.line));
             }
             (Expect::Ok, Err(d)) => {
                 if d.iter().all(|x| x.message == "Inline-C not allowed") {
@@ -251,6 +254,7 @@ fn corpus_figures() {
                 let got = cli_failure_text(&d.render(&sm));
                 if got.contains(want.as_str()) {
                     err_pass += 1;
+                    passing.push(format!("{}:{}", c.vtc, c.line));
                 } else {
                     failures.push(format!("{}:{}: want {want:?}, got:\n{got}", c.vtc, c.line));
                 }
@@ -272,6 +276,50 @@ fn corpus_figures() {
         ok_total > 300 && err_total > 150,
         "corpus extraction found too little"
     );
+    // The ratchet: every case listed in corpus-passing.txt must still pass.
+    // LACQUER_BLESS=1 rewrites the list with today's passes.
+    let list = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus-passing.txt");
+    let listed: Vec<String> = std::fs::read_to_string(&list)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect();
+    let now: HashSet<&str> = passing.iter().map(String::as_str).collect();
+    let lost: Vec<&String> = listed
+        .iter()
+        .filter(|l| !now.contains(l.as_str()))
+        .collect();
+    let known_list: HashSet<&str> = listed.iter().map(String::as_str).collect();
+    let new: Vec<&String> = passing
+        .iter()
+        .filter(|p| !known_list.contains(p.as_str()))
+        .collect();
+    if !new.is_empty() {
+        println!(
+            "{} corpus cases pass that are not in {} (LACQUER_BLESS=1 adds them)",
+            new.len(),
+            list.display()
+        );
+    }
+    if std::env::var_os("LACQUER_BLESS").is_some() {
+        let mut all: Vec<String> = passing.clone();
+        all.sort();
+        all.dedup();
+        let mut text = String::from(
+            "# VCLs from Varnish's test corpus that compile (or fail as expected); CI keeps them passing.\n",
+        );
+        for a in all {
+            text.push_str(&a);
+            text.push('\n');
+        }
+        std::fs::write(&list, text).expect("write corpus-passing.txt");
+    } else {
+        assert!(
+            lost.is_empty(),
+            "corpus cases that passed before fail now: {lost:?}"
+        );
+    }
     // Regression floors (raise as the compiler improves).
     assert!(
         ok_pass * 100 >= ok_total * 95,
