@@ -212,7 +212,7 @@ pub fn expect_values(
         "~" | "!~" => {
             let re = crate::text::compile_regex(r)
                 .map_err(|e| fail!("REGEXP error: '{}' ({e})", crate::text::display(r)))?;
-            let m = re.is_match(l).unwrap_or(false);
+            let m = crate::text::re_match(&re, l);
             if cmp == "~" { m } else { !m }
         }
         "==" => l == r,

@@ -110,7 +110,7 @@ impl Pattern {
             || self
                 .re
                 .as_ref()
-                .is_none_or(|re| re.is_match(&r.data).unwrap_or(false));
+                .is_none_or(|re| crate::text::re_match(re, &r.data));
         v_ok && t_ok && re_ok
     }
 }

@@ -609,7 +609,7 @@ pub fn cmd_varnish(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
                 ctx.log(2, &name, &format!("CLI {st:03} <{c}>"));
                 let rx = crate::text::compile_regex(&re)
                     .map_err(|e| fail!("Illegal regexp ({re}): {e}"))?;
-                if !rx.is_match(&r).unwrap_or(false) {
+                if !crate::text::re_match(&rx, &r) {
                     bail!("Expect failed ({re})");
                 }
                 ctx.log(4, &name, &format!("Expect match ({re})"));
