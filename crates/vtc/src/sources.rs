@@ -176,22 +176,60 @@ impl VarnishlogSource {
         let out = child.stdout.take().ok_or("no stdout from varnishlog")?;
         let (tx, rx) = channel();
         let raw = g == "raw";
+        // One thread reads lines; another assembles records, appending
+        // continuation lines (multi-line payloads) to the previous record
+        // and flushing it once the next record starts or output pauses.
+        let (ltx, lrx) = channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).split(b'\n') {
+                let Ok(line) = line else { break };
+                if ltx.send(crate::text::latin1(&line)).is_err() {
+                    break;
+                }
+            }
+        });
         std::thread::spawn(move || {
             let mut kind = '-';
             let mut vxid = 0u64;
-            for line in BufReader::new(out).split(b'\n') {
-                let Ok(line) = line else { break };
-                let line = crate::text::latin1(&line);
-                let rec = if raw {
+            let mut pending: Option<LogRecord> = None;
+            loop {
+                let line = match lrx.recv_timeout(Duration::from_millis(20)) {
+                    Ok(l) => l,
+                    Err(RecvTimeoutError::Timeout) => {
+                        if let Some(r) = pending.take()
+                            && tx.send(r).is_err()
+                        {
+                            return;
+                        }
+                        continue;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => break,
+                };
+                let starts_record = if raw {
+                    is_raw_record(&line)
+                } else {
+                    line.is_empty() || line.starts_with(['*', '-'])
+                };
+                if !starts_record {
+                    if let Some(p) = pending.as_mut() {
+                        p.data.push('\n');
+                        p.data.push_str(&line);
+                    }
+                    continue;
+                }
+                if let Some(r) = pending.take()
+                    && tx.send(r).is_err()
+                {
+                    return;
+                }
+                pending = if raw {
                     parse_raw_line(&line)
                 } else {
                     parse_grouped_line(&line, &mut vxid, &mut kind)
                 };
-                if let Some(r) = rec
-                    && tx.send(r).is_err()
-                {
-                    break;
-                }
+            }
+            if let Some(r) = pending.take() {
+                let _ = tx.send(r);
             }
         });
         if dump {
@@ -240,6 +278,13 @@ impl LogSource for VarnishlogSource {
             Err(RecvTimeoutError::Disconnected) => Err("log reader ended".into()),
         }
     }
+}
+
+/// Whether a raw-mode output line starts a record (`%10u TAG ...`).
+pub fn is_raw_record(line: &str) -> bool {
+    line.len() > 11
+        && line.as_bytes()[10] == b' '
+        && line[..10].trim_start().parse::<u64>().is_ok()
 }
 
 /// Parse a `varnishlog -g raw` line: `VXID TAG TYPE DATA`.
@@ -314,6 +359,8 @@ mod tests {
             (r.vxid, r.tag.as_str(), r.kind, r.data.as_str()),
             (0, "CLI", '-', "Rd ping")
         );
+        assert!(is_raw_record("         0 CLI            - Rd ping"));
+        assert!(!is_raw_record("vcl1.s1        healthy"));
         let r = parse_raw_line("      1001 ReqURL         c /foo").unwrap();
         assert_eq!((r.vxid, r.kind, r.data.as_str()), (1001, 'c', "/foo"));
     }
