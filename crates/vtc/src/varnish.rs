@@ -470,7 +470,11 @@ impl Varnish {
                 continue;
             };
             if Self::find_counter(&all, name).is_none() {
-                ctx.log(2, &self.name, &format!("as expected: {name} does not exist"));
+                ctx.log(
+                    2,
+                    &self.name,
+                    &format!("as expected: {name} does not exist"),
+                );
                 return Ok(());
             }
         }
