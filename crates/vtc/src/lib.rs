@@ -26,7 +26,7 @@ pub mod sources;
 pub mod text;
 pub mod varnish;
 
-pub use cli::cli_main;
+pub use cli::{cli_main, cli_main_with};
 pub use runner::{Status, TestResult, run_test};
 pub use sources::{
     CounterFactory, CounterSource, LogFactory, LogQuery, LogRecord, LogSource, VarnishlogSource,
@@ -91,7 +91,36 @@ pub fn default_daemon() -> PathBuf {
     find_in_path("lacquerd").unwrap_or_else(|| PathBuf::from("lacquerd"))
 }
 
+/// Counter reading through a `varnishstat`-compatible tool.
+pub fn varnishstat_factory(bin: &Path) -> CounterFactory {
+    let bin = bin.to_path_buf();
+    Arc::new(move |wd: &Path| {
+        Box::new(VarnishstatCounters {
+            bin: bin.clone(),
+            workdir: wd.to_path_buf(),
+        }) as Box<dyn CounterSource>
+    })
+}
+
+/// Log reading through a `varnishlog`-compatible tool.
+pub fn varnishlog_factory(bin: &Path) -> LogFactory {
+    let bin = bin.to_path_buf();
+    Arc::new(move |q: &LogQuery| {
+        VarnishlogSource::start(&bin, q).map(|s| Box::new(s) as Box<dyn LogSource>)
+    })
+}
+
 impl Config {
+    /// Read counters with this `varnishstat`-compatible tool.
+    pub fn set_varnishstat(&mut self, bin: &Path) {
+        self.counters = varnishstat_factory(bin);
+    }
+
+    /// Read the log with this `varnishlog`-compatible tool.
+    pub fn set_varnishlog(&mut self, bin: &Path) {
+        self.logs = varnishlog_factory(bin);
+    }
+
     /// Defaults: the given daemon, 60 s timeout, `varnishstat`/`varnishlog`
     /// from `$PATH` for counters and logs.
     pub fn new(varnishd: &Path) -> Self {
@@ -105,15 +134,8 @@ impl Config {
             verbose_live: false,
             keep_tmp: false,
             keep_failed_tmp: false,
-            counters: Arc::new(move |wd: &Path| {
-                Box::new(VarnishstatCounters {
-                    bin: stat.clone(),
-                    workdir: wd.to_path_buf(),
-                }) as Box<dyn CounterSource>
-            }),
-            logs: Arc::new(move |q: &LogQuery| {
-                VarnishlogSource::start(&log, q).map(|s| Box::new(s) as Box<dyn LogSource>)
-            }),
+            counters: varnishstat_factory(&stat),
+            logs: varnishlog_factory(&log),
         }
     }
 }
