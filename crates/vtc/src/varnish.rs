@@ -131,8 +131,12 @@ impl Varnish {
                 .map_err(|e| fail!("CLI write failed ({c}): {e}"))?;
         }
         let _ = cli.set_read_timeout(Some(ctx.cfg.timeout.max(Duration::from_secs(20))));
-        let (st, body) = read_cli_response(cli)
-            .map_err(|e| fail!("CLI failed ({}) = {e}", cmd.unwrap_or("")))?;
+        let (st, body) = read_cli_response(cli).map_err(|e| {
+            fail!(
+                "CLI failed: {e} (command: {})",
+                cmd.unwrap_or("").lines().next().unwrap_or("")
+            )
+        })?;
         ctx.log(3, &self.name, &format!("CLI RX  {st}"));
         ctx.dump(4, &self.name, "CLI RX", &body);
         Ok((st, body))
