@@ -484,6 +484,14 @@ pub fn cmd_logexpect(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
                 i += 1;
             }
             "-err" => lock(&le.state).err = true,
+            "-b" | "-c" => lock(&le.state).query.extra.push(a.to_string()),
+            "-I" | "-X" | "-T" | "-L" => {
+                let v = cmd.arg(i + 1)?.to_string();
+                let mut st = lock(&le.state);
+                st.query.extra.push(a.to_string());
+                st.query.extra.push(v);
+                i += 1;
+            }
             "-C" => lock(&le.state).caseless = true,
             // -m only adds debugging output for misses.
             "-m" => {}

@@ -92,6 +92,9 @@ pub struct LogQuery {
     pub include: Vec<String>,
     /// Tags to exclude.
     pub exclude: Vec<String>,
+    /// Further varnishlog-style options, passed through as given
+    /// (`-b`, `-c`, `-I REGEX`, `-X REGEX`, `-T SECONDS`, `-L LIMIT`).
+    pub extra: Vec<String>,
 }
 
 /// Streams log records of one daemon instance.
@@ -174,6 +177,7 @@ impl VarnishlogSource {
         for x in &q.exclude {
             c.arg("-x").arg(x);
         }
+        c.args(&q.extra);
         c.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
