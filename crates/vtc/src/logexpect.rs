@@ -484,7 +484,13 @@ pub fn cmd_logexpect(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
                 i += 1;
             }
             "-err" => lock(&le.state).err = true,
-            "-b" | "-c" => lock(&le.state).query.extra.push(a.to_string()),
+            "-b" | "-c" => {
+                // A re-declared logexpect switches between backend-only and
+                // client-only records.
+                let mut st = lock(&le.state);
+                st.query.extra.retain(|x| x != "-b" && x != "-c");
+                st.query.extra.push(a.to_string());
+            }
             "-I" | "-X" | "-T" | "-L" => {
                 let v = cmd.arg(i + 1)?.to_string();
                 let mut st = lock(&le.state);
