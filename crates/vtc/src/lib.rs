@@ -8,6 +8,35 @@
 //! Entry points: [`cli_main`] for the command line, [`run_test`] for one
 //! file. Counters and log records are read through the [`CounterSource`]
 //! and [`LogSource`] traits (see [`sources`]).
+//!
+//! # What the daemon under test must do
+//!
+//! `varnish vN` runs, through `/bin/sh -c`, exactly what varnishtest 7.1
+//! runs:
+//!
+//! ```text
+//! cd PWD && exec DAEMON -d -n TMPDIR/vN -l 2m -p auto_restart=off
+//!   -p syslog_cli_traffic=off -p thread_pool_min=10 -p debug=+vtc_mode
+//!   -p vsl_mask=+Debug -p h2_initial_window_size=1m
+//!   -p h2_rx_window_low_water=64k [-a '127.0.0.1:0'[,PROTO]]
+//!   -M '127.0.0.1 PORT' -P TMPDIR/vN/varnishd.pid [-arg values...]
+//! ```
+//!
+//! (`-a '127.0.0.1:0'` is left out when an `-arg` already has `-a `.) Stdin
+//! is a pipe kept open for the daemon's life; stdout and stderr are logged.
+//! The daemon connects to the `-M` address and sends a `107` CLI response
+//! whose first line is a challenge; the runner answers `auth HEX` with
+//! SHA-256(challenge + "\n" + contents of `-n`/`_.secret` + challenge +
+//! "\n"), expecting `200`. CLI responses are `STATUS LEN\n`, LEN bytes,
+//! `\n`. Commands used: `vcl.inline vclN << DELIM` (here-document; the body
+//! starts with a `vcl 4.1;` line that the user VCL may follow with its own
+//! `vcl 4.x;`), `vcl.use`, `start`, `status` (`Child in state running` /
+//! `Child in state stopped`), `debug.listen_address` (lines `aN ADDR PORT`,
+//! `aN /path -` for Unix sockets), `debug.xid 999`, `stop`,
+//! `backend.list`, `panic.show` (anything but `200` means no panic); at the
+//! end the CLI socket and stdin are closed and exit status 0 is expected.
+//! Counters are read by default with `varnishstat -1 -n DIR` and the log
+//! with `varnishlog -n DIR -g GROUPING [-q QUERY] [-d]`.
 
 pub mod barrier;
 pub mod cli;
@@ -24,6 +53,7 @@ pub mod script;
 pub mod server;
 pub mod sources;
 pub mod text;
+pub mod tunnel;
 pub mod varnish;
 
 pub use cli::{cli_main, cli_main_with};
