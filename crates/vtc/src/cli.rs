@@ -35,12 +35,17 @@ pub struct Options {
     pub report: Option<PathBuf>,
     /// Daemon binary.
     pub varnishd: Option<PathBuf>,
+    /// `varnishstat`-compatible counter tool (default: from `$PATH`).
+    pub varnishstat: Option<PathBuf>,
+    /// `varnishlog`-compatible log tool (default: from `$PATH`).
+    pub varnishlog: Option<PathBuf>,
     /// Test files.
     pub files: Vec<PathBuf>,
 }
 
 const USAGE: &str = "usage: lacquer vtc [-j N] [-k] [-q] [-v] [-L] [-l] [-t TIMEOUT] \
-[-D name=val] [--report FILE.json] [--varnishd PATH] FILE...";
+[-D name=val] [--report FILE.json] [--varnishd PATH] [--varnishstat PATH] \
+[--varnishlog PATH] FILE...";
 
 /// Parse the arguments (without the program name).
 pub fn parse_args(args: &[String]) -> Result<Options, String> {
@@ -55,6 +60,8 @@ pub fn parse_args(args: &[String]) -> Result<Options, String> {
         defines: Vec::new(),
         report: None,
         varnishd: None,
+        varnishstat: None,
+        varnishlog: None,
         files: Vec::new(),
     };
     let mut i = 0;
@@ -105,6 +112,14 @@ pub fn parse_args(args: &[String]) -> Result<Options, String> {
                 o.varnishd = Some(PathBuf::from(val(i, a)?));
                 i += 1;
             }
+            "--varnishstat" => {
+                o.varnishstat = Some(PathBuf::from(val(i, a)?));
+                i += 1;
+            }
+            "--varnishlog" => {
+                o.varnishlog = Some(PathBuf::from(val(i, a)?));
+                i += 1;
+            }
             "-h" | "--help" => return Err(String::new()),
             _ if a.starts_with('-') && a.len() > 1 => return Err(format!("unknown option {a}")),
             _ => o.files.push(PathBuf::from(a)),
@@ -143,8 +158,10 @@ fn json_report(results: &[TestResult]) -> serde_json::Value {
 
 fn print_result(out: &mut impl Write, r: &TestResult, o: &Options) {
     let f = r.file.display();
-    let show_log = o.verbose && !o.jobs.eq(&1) || (r.status == Status::Failed && !o.verbose);
-    if show_log || (o.verbose && o.jobs != 1) {
+    // With -v and one job the log was already printed live.
+    let live = o.verbose && o.jobs == 1;
+    let show_log = !live && (o.verbose || r.status == Status::Failed);
+    if show_log {
         for l in &r.log {
             let _ = out.write_all(&crate::text::bytes(l));
             let _ = out.write_all(b"\n");
@@ -164,6 +181,13 @@ fn print_result(out: &mut impl Write, r: &TestResult, o: &Options) {
 /// the process exit code: 0 when nothing failed, 2 when a test failed,
 /// 77 when every test was skipped, 1 for usage errors.
 pub fn cli_main(args: &[String]) -> i32 {
+    cli_main_with(args, &|_| {})
+}
+
+/// Like [`cli_main`], letting the caller adjust the configuration (for
+/// example to plug in native [`crate::CounterSource`] / [`crate::LogSource`]
+/// implementations) before the tests run.
+pub fn cli_main_with(args: &[String], setup: &dyn Fn(&mut Config)) -> i32 {
     let o = match parse_args(args) {
         Ok(o) => o,
         Err(e) => {
@@ -176,11 +200,18 @@ pub fn cli_main(args: &[String]) -> i32 {
     };
     let daemon = o.varnishd.clone().unwrap_or_else(default_daemon);
     let mut cfg = Config::new(&daemon);
+    if let Some(p) = &o.varnishstat {
+        cfg.set_varnishstat(p);
+    }
+    if let Some(p) = &o.varnishlog {
+        cfg.set_varnishlog(p);
+    }
     cfg.timeout = Duration::from_secs_f64(o.timeout);
     cfg.defines = o.defines.clone();
     cfg.verbose_live = o.verbose && o.jobs == 1;
     cfg.keep_tmp = o.leave_tmp;
     cfg.keep_failed_tmp = o.leave_failed_tmp;
+    setup(&mut cfg);
     let results = run_all(&o, Arc::new(cfg));
     let passed = results
         .iter()

@@ -166,6 +166,10 @@ impl Client {
                 }
             }
         }
+        if let Some(hd) = conn.as_ref().and_then(Stream::handle) {
+            ctx.log(3, &self.name, "closing fd");
+            hd.shutdown();
+        }
         ctx.log(2, &self.name, "Ending");
         Ok(())
     }

@@ -139,7 +139,7 @@ fn cmd_shell(ctx: &Ctx, actor: &str, cmd: &Cmd) -> R<()> {
     if let Some(r) = re {
         let rx = crate::text::compile_regex(&r)
             .map_err(|e| fail!("shell_match invalid regexp (\"{r}\"): {e}"))?;
-        if !rx.is_match(&out).unwrap_or(false) {
+        if !crate::text::re_match(&rx, &out) {
             bail!("shell_match failed: (\"{}\")", crate::text::display(&r));
         }
     }

@@ -92,6 +92,8 @@ pub struct Ctx {
     pub logexpects: Mutex<Vec<Arc<crate::logexpect::LogExpect>>>,
     /// Declared processes.
     pub processes: Mutex<Vec<Arc<crate::process::Process>>>,
+    /// Declared tunnels.
+    pub tunnels: Mutex<Vec<Arc<crate::tunnel::Tunnel>>>,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -128,6 +130,7 @@ impl Ctx {
             barriers: Mutex::new(HashMap::new()),
             logexpects: Mutex::new(Vec::new()),
             processes: Mutex::new(Vec::new()),
+            tunnels: Mutex::new(Vec::new()),
         }
     }
 
@@ -195,6 +198,12 @@ impl Ctx {
     /// Record a failure (the first one wins) and start tearing down.
     pub fn fail(&self, actor: &str, line: usize, msg: &str) {
         let mut f = lock(&self.failure);
+        // An abort without a recorded failure or skip is the end-of-test
+        // teardown: errors of actors still running then are not failures.
+        if f.is_none() && self.aborted() && self.skipped().is_none() {
+            self.log(3, actor, &format!("after teardown: {msg}"));
+            return;
+        }
         if f.is_none() {
             self.log(0, actor, msg);
             *f = Some(Failure {

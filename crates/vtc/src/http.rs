@@ -212,7 +212,7 @@ pub fn expect_values(
         "~" | "!~" => {
             let re = crate::text::compile_regex(r)
                 .map_err(|e| fail!("REGEXP error: '{}' ({e})", crate::text::display(r)))?;
-            let m = re.is_match(l).unwrap_or(false);
+            let m = crate::text::re_match(&re, l);
             if cmp == "~" { m } else { !m }
         }
         "==" => l == r,
@@ -360,6 +360,14 @@ impl<'a> Http<'a> {
         }
     }
 
+    fn cancelled(&self) -> bool {
+        self.ctx.aborted()
+            || self
+                .cancel
+                .as_ref()
+                .is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
     /// Flag that, once set, makes failures of this session silent (the
     /// actor is being stopped on purpose).
     pub fn set_cancel(&mut self, c: Arc<AtomicBool>) {
@@ -423,10 +431,30 @@ impl<'a> Http<'a> {
             return Err(self.ctx.aborted_err());
         }
         let timeout = self.timeout;
-        let s = self.stream()?;
-        s.set_read_timeout(Duration::from_secs_f64(timeout.max(0.001)));
+        let deadline = std::time::Instant::now() + Duration::from_secs_f64(timeout.max(0.001));
         let mut buf = [0u8; 16384];
-        let r = s.read(&mut buf);
+        // Read in short slices so that a stop (`server -break`) or a test
+        // abort is noticed promptly.
+        let r = loop {
+            if self.cancelled() {
+                return Err(fail!("stopped"));
+            }
+            let now = std::time::Instant::now();
+            let left = deadline.saturating_duration_since(now);
+            let s = self.stream()?;
+            s.set_read_timeout(left.min(Duration::from_millis(100)));
+            match s.read(&mut buf) {
+                Err(e)
+                    if (e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut)
+                        && std::time::Instant::now() < deadline =>
+                {
+                    continue;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                r => break r,
+            }
+        };
         match r {
             Ok(0) => {
                 if eof_ok {
@@ -1198,7 +1226,13 @@ impl<'a> Http<'a> {
                 let l = self
                     .listener
                     .ok_or_else(|| fail!("accept: no listening socket"))?;
-                match l.accept(self.ctx, &|| false)? {
+                let cancel = self.cancel.clone();
+                let stop = move || {
+                    cancel
+                        .as_ref()
+                        .is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst))
+                };
+                match l.accept(self.ctx, &stop)? {
                     Some(s) => {
                         let (ip, port, _) = s.peer();
                         self.rem_ip = ip;

@@ -8,6 +8,35 @@
 //! Entry points: [`cli_main`] for the command line, [`run_test`] for one
 //! file. Counters and log records are read through the [`CounterSource`]
 //! and [`LogSource`] traits (see [`sources`]).
+//!
+//! # What the daemon under test must do
+//!
+//! `varnish vN` runs, through `/bin/sh -c`, exactly what varnishtest 7.1
+//! runs:
+//!
+//! ```text
+//! cd PWD && exec DAEMON -d -n TMPDIR/vN -l 2m -p auto_restart=off
+//!   -p syslog_cli_traffic=off -p thread_pool_min=10 -p debug=+vtc_mode
+//!   -p vsl_mask=+Debug -p h2_initial_window_size=1m
+//!   -p h2_rx_window_low_water=64k [-a '127.0.0.1:0'[,PROTO]]
+//!   -M '127.0.0.1 PORT' -P TMPDIR/vN/varnishd.pid [-arg values...]
+//! ```
+//!
+//! (`-a '127.0.0.1:0'` is left out when an `-arg` already has `-a `.) Stdin
+//! is a pipe kept open for the daemon's life; stdout and stderr are logged.
+//! The daemon connects to the `-M` address and sends a `107` CLI response
+//! whose first line is a challenge; the runner answers `auth HEX` with
+//! SHA-256(challenge + "\n" + contents of `-n`/`_.secret` + challenge +
+//! "\n"), expecting `200`. CLI responses are `STATUS LEN\n`, LEN bytes,
+//! `\n`. Commands used: `vcl.inline vclN << DELIM` (here-document; the body
+//! starts with a `vcl 4.1;` line that the user VCL may follow with its own
+//! `vcl 4.x;`), `vcl.use`, `start`, `status` (`Child in state running` /
+//! `Child in state stopped`), `debug.listen_address` (lines `aN ADDR PORT`,
+//! `aN /path -` for Unix sockets), `debug.xid 999`, `stop`,
+//! `backend.list`, `panic.show` (anything but `200` means no panic); at the
+//! end the CLI socket and stdin are closed and exit status 0 is expected.
+//! Counters are read by default with `varnishstat -1 -n DIR` and the log
+//! with `varnishlog -n DIR -g GROUPING [-q QUERY] [-d]`.
 
 pub mod barrier;
 pub mod cli;
@@ -25,9 +54,10 @@ pub mod script;
 pub mod server;
 pub mod sources;
 pub mod text;
+pub mod tunnel;
 pub mod varnish;
 
-pub use cli::cli_main;
+pub use cli::{cli_main, cli_main_with};
 pub use runner::{Status, TestResult, run_test};
 pub use sources::{
     CounterFactory, CounterSource, LogFactory, LogQuery, LogRecord, LogSource, VarnishlogSource,
@@ -92,7 +122,36 @@ pub fn default_daemon() -> PathBuf {
     find_in_path("lacquerd").unwrap_or_else(|| PathBuf::from("lacquerd"))
 }
 
+/// Counter reading through a `varnishstat`-compatible tool.
+pub fn varnishstat_factory(bin: &Path) -> CounterFactory {
+    let bin = bin.to_path_buf();
+    Arc::new(move |wd: &Path| {
+        Box::new(VarnishstatCounters {
+            bin: bin.clone(),
+            workdir: wd.to_path_buf(),
+        }) as Box<dyn CounterSource>
+    })
+}
+
+/// Log reading through a `varnishlog`-compatible tool.
+pub fn varnishlog_factory(bin: &Path) -> LogFactory {
+    let bin = bin.to_path_buf();
+    Arc::new(move |q: &LogQuery| {
+        VarnishlogSource::start(&bin, q).map(|s| Box::new(s) as Box<dyn LogSource>)
+    })
+}
+
 impl Config {
+    /// Read counters with this `varnishstat`-compatible tool.
+    pub fn set_varnishstat(&mut self, bin: &Path) {
+        self.counters = varnishstat_factory(bin);
+    }
+
+    /// Read the log with this `varnishlog`-compatible tool.
+    pub fn set_varnishlog(&mut self, bin: &Path) {
+        self.logs = varnishlog_factory(bin);
+    }
+
     /// Defaults: the given daemon, 60 s timeout, `varnishstat`/`varnishlog`
     /// from `$PATH` for counters and logs.
     pub fn new(varnishd: &Path) -> Self {
@@ -125,15 +184,8 @@ impl Config {
             verbose_live: false,
             keep_tmp: false,
             keep_failed_tmp: false,
-            counters: Arc::new(move |wd: &Path| {
-                Box::new(VarnishstatCounters {
-                    bin: stat.clone(),
-                    workdir: wd.to_path_buf(),
-                }) as Box<dyn CounterSource>
-            }),
-            logs: Arc::new(move |q: &LogQuery| {
-                VarnishlogSource::start(&log, q).map(|s| Box::new(s) as Box<dyn LogSource>)
-            }),
+            counters: varnishstat_factory(&stat),
+            logs: varnishlog_factory(&log),
         }
     }
 }

@@ -110,7 +110,7 @@ impl Pattern {
             || self
                 .re
                 .as_ref()
-                .is_none_or(|re| re.is_match(&r.data).unwrap_or(false));
+                .is_none_or(|re| crate::text::re_match(re, &r.data));
         v_ok && t_ok && re_ok
     }
 }
@@ -484,6 +484,20 @@ pub fn cmd_logexpect(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
                 i += 1;
             }
             "-err" => lock(&le.state).err = true,
+            "-b" | "-c" => {
+                // A re-declared logexpect switches between backend-only and
+                // client-only records.
+                let mut st = lock(&le.state);
+                st.query.extra.retain(|x| x != "-b" && x != "-c");
+                st.query.extra.push(a.to_string());
+            }
+            "-I" | "-X" | "-T" | "-L" => {
+                let v = cmd.arg(i + 1)?.to_string();
+                let mut st = lock(&le.state);
+                st.query.extra.push(a.to_string());
+                st.query.extra.push(v);
+                i += 1;
+            }
             "-C" => lock(&le.state).caseless = true,
             // -m only adds debugging output for misses.
             "-m" => {}

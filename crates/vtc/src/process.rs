@@ -49,7 +49,7 @@ impl Process {
         std::fs::create_dir_all(&dir).map_err(|e| fail!("cannot create {}: {e}", dir.display()))?;
         let out = dir.join("stdout");
         let err = dir.join("stderr");
-        let mut c = ctx.shell_command(&format!("exec {cmdline}"));
+        let mut c = ctx.shell_command(&cmdline);
         c.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -57,7 +57,9 @@ impl Process {
         let mut child = c.spawn().map_err(|e| fail!("cannot start process: {e}"))?;
         let pid = child.id();
         ctx.track_pid(pid, true);
-        ctx.log(2, &self.name, &format!("Start: {cmdline}"));
+        ctx.log(3, &self.name, &format!("CMD: {cmdline}"));
+        ctx.log(3, &self.name, &format!("PID: {pid}"));
+        ctx.define(&self.name, &format!("{}_pid", self.name), &pid.to_string());
         self.out_bytes.store(0, Ordering::SeqCst);
         let mut readers = Vec::new();
         for (pipe, path, count) in [

@@ -348,7 +348,8 @@ fn top_command(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
             }
             Ok(())
         }
-        "haproxy" | "tunnel" | "syslog" | "stream" => {
+        "tunnel" => crate::tunnel::cmd_tunnel(ctx, cmd),
+        "haproxy" | "syslog" | "stream" => {
             bail!("{} not supported by runner", av[0])
         }
         _ => match crate::commands::common(ctx, "top", cmd)? {

@@ -211,6 +211,10 @@ impl Server {
                 }
             }
         }
+        if let Some(hd) = conn.as_ref().and_then(Stream::handle) {
+            ctx.log(3, &self.name, "shutting fd");
+            hd.shutdown();
+        }
         ctx.log(2, &self.name, "Ending");
     }
 

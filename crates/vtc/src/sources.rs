@@ -92,6 +92,9 @@ pub struct LogQuery {
     pub include: Vec<String>,
     /// Tags to exclude.
     pub exclude: Vec<String>,
+    /// Further varnishlog-style options, passed through as given
+    /// (`-b`, `-c`, `-I REGEX`, `-X REGEX`, `-T SECONDS`, `-L LIMIT`).
+    pub extra: Vec<String>,
 }
 
 /// Streams log records of one daemon instance.
@@ -110,12 +113,12 @@ pub type LogFactory = Arc<dyn Fn(&LogQuery) -> Result<Box<dyn LogSource>, String
 /// `varnishlog -d` exits after dumping the log, so reading "from the head
 /// and then on" is done with two readers: a tailing one attached first, and
 /// a dump of what was already there. Records of the dump are delivered
-/// first; tail records that duplicate dump records are dropped.
+/// first; the tail's first records that repeat the end of the dump are
+/// dropped.
 pub struct VarnishlogSource {
     child: Child,
     rx: Receiver<LogRecord>,
     head: std::collections::VecDeque<LogRecord>,
-    dups: Vec<LogRecord>,
 }
 
 impl std::fmt::Debug for VarnishlogSource {
@@ -132,17 +135,25 @@ impl VarnishlogSource {
         if q.from_head {
             let (mut dump, drx) = Self::spawn(bin, q, true)?;
             let _ = dump.wait();
+            let mut dumped = Vec::new();
             while let Ok(r) = drx.recv_timeout(Duration::from_secs(5)) {
-                head.push_back(r);
+                dumped.push(r);
             }
+            // The tail reader attached first, so its first records may
+            // repeat the end of the dump: drop that overlap.
+            std::thread::sleep(Duration::from_millis(50));
+            let mut tail = Vec::new();
+            while let Ok(r) = rx.try_recv() {
+                tail.push(r);
+            }
+            let k = (0..=tail.len().min(dumped.len()))
+                .rev()
+                .find(|&k| tail[..k] == dumped[dumped.len() - k..])
+                .unwrap_or(0);
+            head.extend(dumped);
+            head.extend(tail.into_iter().skip(k));
         }
-        let dups = head.iter().cloned().collect();
-        Ok(VarnishlogSource {
-            child,
-            rx,
-            head,
-            dups,
-        })
+        Ok(VarnishlogSource { child, rx, head })
     }
 
     fn spawn(bin: &Path, q: &LogQuery, dump: bool) -> Result<(Child, Receiver<LogRecord>), String> {
@@ -166,6 +177,7 @@ impl VarnishlogSource {
         for x in &q.exclude {
             c.arg("-x").arg(x);
         }
+        c.args(&q.extra);
         c.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
@@ -176,22 +188,60 @@ impl VarnishlogSource {
         let out = child.stdout.take().ok_or("no stdout from varnishlog")?;
         let (tx, rx) = channel();
         let raw = g == "raw";
+        // One thread reads lines; another assembles records, appending
+        // continuation lines (multi-line payloads) to the previous record
+        // and flushing it once the next record starts or output pauses.
+        let (ltx, lrx) = channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).split(b'\n') {
+                let Ok(line) = line else { break };
+                if ltx.send(crate::text::latin1(&line)).is_err() {
+                    break;
+                }
+            }
+        });
         std::thread::spawn(move || {
             let mut kind = '-';
             let mut vxid = 0u64;
-            for line in BufReader::new(out).split(b'\n') {
-                let Ok(line) = line else { break };
-                let line = crate::text::latin1(&line);
-                let rec = if raw {
+            let mut pending: Option<LogRecord> = None;
+            loop {
+                let line = match lrx.recv_timeout(Duration::from_millis(20)) {
+                    Ok(l) => l,
+                    Err(RecvTimeoutError::Timeout) => {
+                        if let Some(r) = pending.take()
+                            && tx.send(unquote_binary(r)).is_err()
+                        {
+                            return;
+                        }
+                        continue;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => break,
+                };
+                let starts_record = if raw {
+                    is_raw_record(&line)
+                } else {
+                    line.is_empty() || line.starts_with(['*', '-'])
+                };
+                if !starts_record {
+                    if let Some(p) = pending.as_mut() {
+                        p.data.push('\n');
+                        p.data.push_str(&line);
+                    }
+                    continue;
+                }
+                if let Some(r) = pending.take()
+                    && tx.send(unquote_binary(r)).is_err()
+                {
+                    return;
+                }
+                pending = if raw {
                     parse_raw_line(&line)
                 } else {
                     parse_grouped_line(&line, &mut vxid, &mut kind)
                 };
-                if let Some(r) = rec
-                    && tx.send(r).is_err()
-                {
-                    break;
-                }
+            }
+            if let Some(r) = pending.take() {
+                let _ = tx.send(unquote_binary(r));
             }
         });
         if dump {
@@ -229,17 +279,53 @@ impl LogSource for VarnishlogSource {
             return Ok(Some(r));
         }
         match self.rx.recv_timeout(timeout) {
-            Ok(r) => {
-                if let Some(i) = self.dups.iter().position(|d| *d == r) {
-                    self.dups.remove(i);
-                    return Ok(None);
-                }
-                Ok(Some(r))
-            }
+            Ok(r) => Ok(Some(r)),
             Err(RecvTimeoutError::Timeout) => Ok(None),
             Err(RecvTimeoutError::Disconnected) => Err("log reader ended".into()),
         }
     }
+}
+
+/// Tags whose payload is binary: varnishlog prints them quoted, with
+/// `%XX` escapes.
+const BINARY_TAGS: &[&str] = &[
+    "Debug", "Hash", "H2RxHdr", "H2RxBody", "H2TxHdr", "H2TxBody",
+];
+
+/// Undo varnishlog's quoting of binary payloads (and drop the trailing
+/// NUL byte varnishtest does not see either).
+pub fn unquote_binary(mut r: LogRecord) -> LogRecord {
+    if !BINARY_TAGS.contains(&r.tag.as_str()) || r.data.len() < 2 {
+        return r;
+    }
+    let Some(inner) = r.data.strip_prefix('"').and_then(|d| d.strip_suffix('"')) else {
+        return r;
+    };
+    let b = inner.as_bytes();
+    let mut out = String::with_capacity(inner.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Ok(v) = u8::from_str_radix(&inner[i + 1..i + 3], 16)
+        {
+            out.push(v as char);
+            i += 3;
+            continue;
+        }
+        out.push(inner[i..].chars().next().unwrap_or('?'));
+        i += inner[i..].chars().next().map(char::len_utf8).unwrap_or(1);
+    }
+    if out.ends_with('\0') {
+        out.pop();
+    }
+    r.data = out;
+    r
+}
+
+/// Whether a raw-mode output line starts a record (`%10u TAG ...`).
+pub fn is_raw_record(line: &str) -> bool {
+    line.len() > 11 && line.as_bytes()[10] == b' ' && line[..10].trim_start().parse::<u64>().is_ok()
 }
 
 /// Parse a `varnishlog -g raw` line: `VXID TAG TYPE DATA`.
@@ -314,8 +400,18 @@ mod tests {
             (r.vxid, r.tag.as_str(), r.kind, r.data.as_str()),
             (0, "CLI", '-', "Rd ping")
         );
+        assert!(is_raw_record("         0 CLI            - Rd ping"));
+        assert!(!is_raw_record("vcl1.s1        healthy"));
         let r = parse_raw_line("      1001 ReqURL         c /foo").unwrap();
         assert_eq!((r.vxid, r.kind, r.data.as_str()), (1001, 'c', "/foo"));
+    }
+
+    #[test]
+    fn binary_unquote() {
+        let r = parse_raw_line("         0 Debug          - \"a (new)%00\"").unwrap();
+        assert_eq!(unquote_binary(r).data, "a (new)");
+        let r = parse_raw_line("         0 ReqURL         c \"/x\"").unwrap();
+        assert_eq!(unquote_binary(r).data, "\"/x\"");
     }
 
     #[test]

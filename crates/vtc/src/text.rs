@@ -70,6 +70,18 @@ pub fn compile_regex(pat: &str) -> Result<fancy_regex::Regex, String> {
     fancy_regex::Regex::new(&out).map_err(|e| e.to_string())
 }
 
+/// Match like PCRE without multiline: `$` also matches just before a
+/// final newline of the subject.
+pub fn re_match(re: &fancy_regex::Regex, s: &str) -> bool {
+    if re.is_match(s).unwrap_or(false) {
+        return true;
+    }
+    match s.strip_suffix('\n') {
+        Some(t) => re.is_match(t).unwrap_or(false),
+        None => false,
+    }
+}
+
 #[cfg(test)]
 mod regex_tests {
     use super::*;
@@ -79,5 +91,8 @@ mod regex_tests {
         let r = compile_regex(r"^\Qip: 1.2\E$").unwrap();
         assert!(r.is_match("ip: 1.2").unwrap());
         assert!(!r.is_match("ip: 1x2").unwrap());
+        let r = compile_regex("^ *0$").unwrap();
+        assert!(re_match(&r, "0\n"));
+        assert!(!re_match(&r, "0\n1\n"));
     }
 }

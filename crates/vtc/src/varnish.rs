@@ -131,8 +131,12 @@ impl Varnish {
                 .map_err(|e| fail!("CLI write failed ({c}): {e}"))?;
         }
         let _ = cli.set_read_timeout(Some(ctx.cfg.timeout.max(Duration::from_secs(20))));
-        let (st, body) = read_cli_response(cli)
-            .map_err(|e| fail!("CLI failed ({}) = {e}", cmd.unwrap_or("")))?;
+        let (st, body) = read_cli_response(cli).map_err(|e| {
+            fail!(
+                "CLI failed: {e} (command: {})",
+                cmd.unwrap_or("").lines().next().unwrap_or("")
+            )
+        })?;
         ctx.log(3, &self.name, &format!("CLI RX  {st}"));
         ctx.dump(4, &self.name, "CLI RX", &body);
         Ok((st, body))
@@ -613,7 +617,7 @@ pub fn cmd_varnish(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
                 ctx.log(2, &name, &format!("CLI {st:03} <{c}>"));
                 let rx = crate::text::compile_regex(&re)
                     .map_err(|e| fail!("Illegal regexp ({re}): {e}"))?;
-                if !rx.is_match(&r).unwrap_or(false) {
+                if !crate::text::re_match(&rx, &r) {
                     bail!("Expect failed ({re})");
                 }
                 ctx.log(4, &name, &format!("Expect match ({re})"));

@@ -49,6 +49,7 @@ const SELF_TESTS: &[&str] = &[
     "a00018.vtc",
     "a00019.vtc",
     "a00020.vtc",
+    "a00021.vtc",
     "a00022.vtc",
 ];
 
