@@ -72,6 +72,30 @@ impl VslLog {
         for x in &q.exclude {
             filter.exclude_tags(x)?;
         }
+        let mut extra = q.extra.iter();
+        while let Some(opt) = extra.next() {
+            match opt.as_str() {
+                "-b" => filter.backend_only(),
+                "-c" => filter.client_only(),
+                "-I" | "-X" => {
+                    let v = extra
+                        .next()
+                        .ok_or_else(|| format!("logexpect {opt} needs an argument"))?;
+                    if opt == "-I" {
+                        filter.include_regex(v)?;
+                    } else {
+                        filter.exclude_regex(v)?;
+                    }
+                }
+                // -T (transaction timeout) and -L (pending limit) only
+                // matter for incomplete transactions, which the grouper
+                // keeps until they end.
+                "-T" | "-L" => {
+                    extra.next();
+                }
+                other => return Err(format!("logexpect option {other} not supported")),
+            }
+        }
         let start = if q.from_head {
             StartAt::Oldest
         } else {
