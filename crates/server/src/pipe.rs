@@ -40,7 +40,7 @@ where
     let action = vcl.run(BuiltinSub::Pipe, &mut bo, scratch);
     let result = match action {
         Action::Pipe => run_pipe(&mut bo, conn).await,
-        Action::Synth { .. } | Action::Fail | _ => Err("vcl_pipe did not return pipe".into()),
+        _ => Err("vcl_pipe did not return pipe".into()),
     };
     if let Err(e) = result {
         bo.vsl.log_str(Tag::FetchError, &e);

@@ -61,7 +61,7 @@ pub fn obj_header<'a>(obj: &'a ObjRef, lower: &[u8]) -> Option<&'a [u8]> {
         .headers
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case(lower))
-        .map(|(_, v)| &v[..])
+        .map(|(_, v)| v)
 }
 
 fn log_kind_tag(kind: LogKind) -> Tag {
@@ -445,13 +445,7 @@ impl Context for ReqTask {
             HttpWhich::Obj => self
                 .obj
                 .as_ref()
-                .map(|o| {
-                    o.data()
-                        .headers
-                        .iter()
-                        .map(|(k, v)| (&k[..], &v[..]))
-                        .collect()
-                })
+                .map(|o| o.data().headers.iter().collect())
                 .unwrap_or_default(),
             _ => Vec::new(),
         }
