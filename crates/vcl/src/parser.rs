@@ -1702,6 +1702,7 @@ fn inline_c(span: Span) -> Diagnostic {
         severity: crate::diag::Severity::Error,
         message: "Inline-C not allowed".into(),
         span: Some(span),
+        range_form: false,
         notes: vec![Note {
             message: "(Lacquer does not compile VCL to C, so inline C cannot be supported; \
                       use a VMOD or VCL instead.)"
