@@ -1428,8 +1428,31 @@ impl<'a> Parser<'a> {
             _ => return Ok(e),
         };
         self.advance();
+        self.check_bytes_unit(&e)?;
         let rhs = self.expr_add()?;
         Ok(Self::binary(e, op, t.span, rhs))
+    }
+
+    /// vcc types the right of a comparison with a BYTES variable as BYTES,
+    /// so a number there needs a unit token right after it; without one,
+    /// vcc_ByteVal reports the token that follows instead of a syntax
+    /// error further on.
+    fn check_bytes_unit(&mut self, lhs: &Expr) -> PResult<()> {
+        let ExprKind::Path(p) = &lhs.kind else {
+            return Ok(());
+        };
+        if !matches!(self.tok().kind, TokKind::CNum | TokKind::FNum)
+            || self.peek(1).kind == TokKind::Id
+            || self.set_type.and_then(|f| f(&p.dotted())) != Some("BYTES")
+        {
+            return Ok(());
+        }
+        let next = self.peek(1);
+        let msg = format!(
+            "Expected BYTES unit (B, KB, MB...) got {}",
+            self.describe(next)
+        );
+        Err(self.err_at(msg, next.span))
     }
 
     fn expr_add(&mut self) -> PResult<Expr> {
@@ -2144,6 +2167,30 @@ sub vcl_backend_response { set beresp.ttl = 1h; return (pass(10s)); }
         assert_eq!(
             d.iter().next().unwrap().message,
             "Unknown token '--' when looking for INT"
+        );
+    }
+
+    #[test]
+    fn bytes_comparison_needs_a_unit_after_the_number() {
+        let lookup = |name: &str| (name == "storage.s0.free_space").then_some("BYTES");
+        let opts = ParseOptions {
+            set_type: Some(&lookup),
+            ..ParseOptions::default()
+        };
+        let mut sm = SourceMap::new();
+        let f = sm.add(
+            "<x>",
+            "vcl 4.1; sub f { if (storage.s0.free_space > 4 \"X\") {} \
+             if (storage.s0.free_space > 4 KB) {} }",
+            FileKind::Main,
+        );
+        let (_, d) = parse_with(&mut sm, f, &opts);
+        let msgs: Vec<&str> = d.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(msgs, ["Expected BYTES unit (B, KB, MB...) got '\"X\"'"]);
+        // Other variables keep the plain syntax error.
+        assert_eq!(
+            first_err("vcl 4.1; sub f { if (req.restarts > 4 \"X\") {} }"),
+            "Expected ')' got '\"X\"'"
         );
     }
 
