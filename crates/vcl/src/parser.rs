@@ -1160,6 +1160,15 @@ impl<'a> Parser<'a> {
             }
             _ => {
                 let e = self.postfix()?;
+                if let ExprKind::Path(p) = &e.kind
+                    && RESERVED_SYMBOLS.contains(&p.segments[0].name.as_str())
+                {
+                    // vcc knows these words as symbols without an action;
+                    // reporting here (not in semantic analysis) matters when
+                    // the rest of the input no longer parses, e.g. the
+                    // built-in VCL's `vcl 4.0;` after an unclosed block.
+                    return Err(self.err_at("Symbol cannot be used here.", p.segments[0].span));
+                }
                 if let ExprKind::Path(_) = e.kind {
                     // Not a call: vcc rejects it by symbol ("Symbol not
                     // found" / "Symbol cannot be used here"), which semantic
@@ -1648,6 +1657,11 @@ impl<'a> Parser<'a> {
         }
     }
 }
+
+/// Top-level keywords vcc enters in its symbol table as reserved words: as
+/// a statement they are "Symbol cannot be used here." (checked against
+/// varnishd 7.1).
+const RESERVED_SYMBOLS: &[&str] = &["acl", "backend", "default", "import", "probe", "sub", "vcl"];
 
 /// The `vcl_*` subroutines of Varnish 7.1's built-in VCL that are not
 /// methods; user VCL may define them too (used when no built-in file is
@@ -2191,6 +2205,22 @@ sub vcl_backend_response { set beresp.ttl = 1h; return (pass(10s)); }
         assert_eq!(
             first_err("vcl 4.1; sub f { if (req.restarts > 4 \"X\") {} }"),
             "Expected ')' got '\"X\"'"
+        );
+    }
+
+    #[test]
+    fn reserved_words_are_not_statements() {
+        for w in ["vcl", "sub", "backend", "acl", "probe", "import", "default"] {
+            assert_eq!(
+                first_err(&format!("vcl 4.1; sub f {{ {w}; }}")),
+                "Symbol cannot be used here.",
+                "{w}"
+            );
+        }
+        // An unclosed block runs into the next declaration's keyword.
+        assert_eq!(
+            first_err("vcl 4.1; sub f { { } { sub g { }"),
+            "Symbol cannot be used here."
         );
     }
 
