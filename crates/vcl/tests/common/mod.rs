@@ -306,8 +306,19 @@ fn server_backends(servers: &[(String, Option<String>)]) -> String {
     s
 }
 
+/// The Unix socket path given to `-a` in a `varnish vN -arg "..."`
+/// command, if any (macros expanded, listen options after `,` dropped).
+fn uds_listen_arg(words: &[String]) -> Option<String> {
+    let i = words.iter().position(|x| x == "-arg")?;
+    let args: Vec<&str> = words.get(i + 1)?.split_whitespace().collect();
+    let a = args.iter().position(|x| *x == "-a")?;
+    let addr = args.get(a + 1)?.split(',').next()?;
+    (addr.starts_with('/') || addr.starts_with("${tmpdir}")).then(|| expand_macros(addr, &[]))
+}
+
 fn extract(rel: &str, text: &str, status: &str, out: &mut Vec<VclCase>) {
     let mut servers: Vec<(String, Option<String>)> = Vec::new();
+    let mut listeners: Vec<(String, Option<String>)> = Vec::new();
     for cmd in commands(text) {
         let w = &cmd.words;
         match w[0].as_str() {
@@ -330,12 +341,22 @@ fn extract(rel: &str, text: &str, status: &str, out: &mut Vec<VclCase>) {
                 }
             }
             "varnish" if w.len() > 1 => {
+                // `-arg "-a /path.sock"` makes `${vN_sock}` / `${vN_addr}`
+                // that path, as varnishtest does for a UDS listen address.
+                if let Some(path) = uds_listen_arg(w) {
+                    match listeners.iter_mut().find(|(n, _)| *n == w[1]) {
+                        Some(l) => l.1 = Some(path),
+                        None => listeners.push((w[1].clone(), Some(path))),
+                    }
+                }
+                let macros: Vec<(String, Option<String>)> =
+                    servers.iter().chain(&listeners).cloned().collect();
                 let mut syntax = "4.1".to_string();
                 let mut i = 2;
                 while i < w.len() {
                     let arg = w[i].as_str();
                     let mut push = |vcl_body: &str, backends: bool, expect: Expect| {
-                        let body = expand_macros(vcl_body, &servers);
+                        let body = expand_macros(vcl_body, &macros);
                         let vcl = if backends {
                             format!("vcl {syntax};\n{}\n{body}\n", server_backends(&servers))
                         } else {
@@ -360,7 +381,7 @@ fn extract(rel: &str, text: &str, status: &str, out: &mut Vec<VclCase>) {
                             i += 2;
                         }
                         "-errvcl" if i + 2 < w.len() => {
-                            let t = expand_macros(&w[i + 1], &servers);
+                            let t = expand_macros(&w[i + 1], &macros);
                             push(&w[i + 2], false, Expect::Err(t));
                             i += 3;
                         }
