@@ -252,6 +252,19 @@ fn expand_macros(s: &str, servers: &[(String, Option<String>)]) -> String {
     out
 }
 
+/// `${tmpdir}`: like varnishtest's, a directory that exists (checks such as
+/// a backend `.path` naming a directory, "Not a socket:", depend on it).
+fn tmpdir() -> String {
+    static DIR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = std::env::temp_dir().join("lacquer-vcl-corpus");
+        std::fs::create_dir_all(&d)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", d.display()));
+        d.to_string_lossy().into_owned()
+    })
+    .clone()
+}
+
 fn macro_value(name: &str, servers: &[(String, Option<String>)]) -> String {
     let port_of = |n: &str| -> u32 {
         let digits: String = n.chars().filter(|c| c.is_ascii_digit()).collect();
@@ -261,8 +274,8 @@ fn macro_value(name: &str, servers: &[(String, Option<String>)]) -> String {
         "localhost" => return "127.0.0.1".into(),
         "bad_ip" => return "192.0.2.255".into(),
         "bad_backend" => return "192.0.2.255 9090".into(),
-        "tmpdir" => return "/tmp/vtc".into(),
-        "topbuild" | "topsrc" | "testdir" | "pwd" => return "/tmp/vtc/build".into(),
+        "tmpdir" => return tmpdir(),
+        "topbuild" | "topsrc" | "testdir" | "pwd" => return format!("{}/build", tmpdir()),
         _ => {}
     }
     if let Some((obj, attr)) = name.rsplit_once('_') {
@@ -276,7 +289,7 @@ fn macro_value(name: &str, servers: &[(String, Option<String>)]) -> String {
             "addr" => return "127.0.0.1".into(),
             "port" => return port,
             "sock" => return format!("127.0.0.1 {port}"),
-            "name" => return format!("/tmp/vtc/{obj}"),
+            "name" => return format!("{}/{obj}", tmpdir()),
             _ => {}
         }
     }
