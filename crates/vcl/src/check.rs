@@ -2540,9 +2540,9 @@ impl<'a> Checker<'a> {
             } else if direct {
                 // vcc prints the location before the message here; an
                 // empty message with the text as first note renders so.
-                Diagnostic::error("", u.span).with_note(msg, None)
+                Diagnostic::error("", u.span).ranged().with_note(msg, None)
             } else {
-                Diagnostic::error("", u.span).with_note(
+                Diagnostic::error("", u.span).ranged().with_note(
                     format!("{msg}\n\n...in subroutine \"{}\"", self.subs[s].name),
                     Some(self.subs[s].def),
                 )

@@ -37,6 +37,10 @@ pub struct Diagnostic {
     /// Where the problem is; `None` for whole-program errors such as
     /// "No backends or directors found".
     pub span: Option<Span>,
+    /// Show `span` in vcc_ErrWhere2's range form (`Pos A) -- (Pos B)`)
+    /// even when it covers a single token, as vcc does for some errors
+    /// (e.g. a variable not available in a subroutine).
+    pub range_form: bool,
     pub notes: Vec<Note>,
 }
 
@@ -47,6 +51,7 @@ impl Diagnostic {
             severity: Severity::Error,
             message: message.into(),
             span: Some(span),
+            range_form: false,
             notes: Vec::new(),
         }
     }
@@ -57,6 +62,7 @@ impl Diagnostic {
             severity: Severity::Error,
             message: message.into(),
             span: None,
+            range_form: false,
             notes: Vec::new(),
         }
     }
@@ -67,8 +73,15 @@ impl Diagnostic {
             severity: Severity::Warning,
             message: message.into(),
             span: Some(span),
+            range_form: false,
             notes: Vec::new(),
         }
+    }
+
+    /// Asks for the range form of the main location (see `range_form`).
+    pub fn ranged(mut self) -> Diagnostic {
+        self.range_form = true;
+        self
     }
 
     /// Adds a located note.
@@ -88,7 +101,7 @@ impl Diagnostic {
             out.push('\n');
         }
         if let Some(span) = self.span {
-            render_where(&mut out, sm, span);
+            render_where(&mut out, sm, span, self.range_form);
         }
         for n in &self.notes {
             if !n.message.is_empty() {
@@ -96,7 +109,7 @@ impl Diagnostic {
                 out.push('\n');
             }
             if let Some(span) = n.span {
-                render_where(&mut out, sm, span);
+                render_where(&mut out, sm, span, false);
             }
         }
         if self.severity == Severity::Warning {
@@ -152,15 +165,15 @@ fn compact_line(out: &mut String, sm: &SourceMap, span: Option<Span>, sev: &str,
 /// Writes vcc's location block: coordinates, source line, marker line and
 /// a blank line. A span of one token is shown as vcc_ErrWhere does; a span
 /// of several tokens as vcc_ErrWhere2 does (`... Pos P) -- (Pos Q)`, and
-/// both lines when it runs over several).
-fn render_where(out: &mut String, sm: &SourceMap, span: Span) {
+/// both lines when it runs over several); `range` forces the latter.
+fn render_where(out: &mut String, sm: &SourceMap, span: Span, range: bool) {
     if span.file.0 as usize >= sm.len() {
         return;
     }
     let f = sm.file(span.file);
     let (line, col) = f.varnish_pos(span.start);
     let name = f.name();
-    if !spans_several_tokens(f.slice(span)) {
+    if !range && !spans_several_tokens(f.slice(span)) {
         let _ = writeln!(out, "('{name}' Line {line} Pos {col})");
         quote_and_mark(out, f, line, span.start, span.end.max(span.start + 1));
         out.push('\n');
@@ -340,6 +353,17 @@ mod tests {
             d.render_compact(&sm),
             "<vcl.inline>:2:6: error: Symbol not found\n"
         );
+    }
+
+    #[test]
+    fn range_form_on_request() {
+        let mut sm = SourceMap::new();
+        let f = sm.add("a.vcl", "x = beresp.status;", FileKind::Main);
+        let d = Diagnostic::error("", Span::new(f, 4, 10));
+        assert!(d.render(&sm).starts_with("\n('a.vcl' Line 1 Pos 5)\n"));
+        assert!(d.ranged().render(&sm).starts_with(
+            "\n('a.vcl' Line 1 Pos 5) -- (Pos 10)\nx = beresp.status;\n----######--------\n"
+        ));
     }
 
     #[test]

@@ -1160,6 +1160,15 @@ impl<'a> Parser<'a> {
             }
             _ => {
                 let e = self.postfix()?;
+                if let ExprKind::Path(p) = &e.kind
+                    && RESERVED_SYMBOLS.contains(&p.segments[0].name.as_str())
+                {
+                    // vcc knows these words as symbols without an action;
+                    // reporting here (not in semantic analysis) matters when
+                    // the rest of the input no longer parses, e.g. the
+                    // built-in VCL's `vcl 4.0;` after an unclosed block.
+                    return Err(self.err_at("Symbol cannot be used here.", p.segments[0].span));
+                }
                 if let ExprKind::Path(_) = e.kind {
                     // Not a call: vcc rejects it by symbol ("Symbol not
                     // found" / "Symbol cannot be used here"), which semantic
@@ -1428,8 +1437,31 @@ impl<'a> Parser<'a> {
             _ => return Ok(e),
         };
         self.advance();
+        self.check_bytes_unit(&e)?;
         let rhs = self.expr_add()?;
         Ok(Self::binary(e, op, t.span, rhs))
+    }
+
+    /// vcc types the right of a comparison with a BYTES variable as BYTES,
+    /// so a number there needs a unit token right after it; without one,
+    /// vcc_ByteVal reports the token that follows instead of a syntax
+    /// error further on.
+    fn check_bytes_unit(&mut self, lhs: &Expr) -> PResult<()> {
+        let ExprKind::Path(p) = &lhs.kind else {
+            return Ok(());
+        };
+        if !matches!(self.tok().kind, TokKind::CNum | TokKind::FNum)
+            || self.peek(1).kind == TokKind::Id
+            || self.set_type.and_then(|f| f(&p.dotted())) != Some("BYTES")
+        {
+            return Ok(());
+        }
+        let next = self.peek(1);
+        let msg = format!(
+            "Expected BYTES unit (B, KB, MB...) got {}",
+            self.describe(next)
+        );
+        Err(self.err_at(msg, next.span))
     }
 
     fn expr_add(&mut self) -> PResult<Expr> {
@@ -1626,6 +1658,11 @@ impl<'a> Parser<'a> {
     }
 }
 
+/// Top-level keywords vcc enters in its symbol table as reserved words: as
+/// a statement they are "Symbol cannot be used here." (checked against
+/// varnishd 7.1).
+const RESERVED_SYMBOLS: &[&str] = &["acl", "backend", "default", "import", "probe", "sub", "vcl"];
+
 /// The `vcl_*` subroutines of Varnish 7.1's built-in VCL that are not
 /// methods; user VCL may define them too (used when no built-in file is
 /// given to the parser).
@@ -1702,6 +1739,7 @@ fn inline_c(span: Span) -> Diagnostic {
         severity: crate::diag::Severity::Error,
         message: "Inline-C not allowed".into(),
         span: Some(span),
+        range_form: false,
         notes: vec![Note {
             message: "(Lacquer does not compile VCL to C, so inline C cannot be supported; \
                       use a VMOD or VCL instead.)"
@@ -2143,6 +2181,46 @@ sub vcl_backend_response { set beresp.ttl = 1h; return (pass(10s)); }
         assert_eq!(
             d.iter().next().unwrap().message,
             "Unknown token '--' when looking for INT"
+        );
+    }
+
+    #[test]
+    fn bytes_comparison_needs_a_unit_after_the_number() {
+        let lookup = |name: &str| (name == "storage.s0.free_space").then_some("BYTES");
+        let opts = ParseOptions {
+            set_type: Some(&lookup),
+            ..ParseOptions::default()
+        };
+        let mut sm = SourceMap::new();
+        let f = sm.add(
+            "<x>",
+            "vcl 4.1; sub f { if (storage.s0.free_space > 4 \"X\") {} \
+             if (storage.s0.free_space > 4 KB) {} }",
+            FileKind::Main,
+        );
+        let (_, d) = parse_with(&mut sm, f, &opts);
+        let msgs: Vec<&str> = d.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(msgs, ["Expected BYTES unit (B, KB, MB...) got '\"X\"'"]);
+        // Other variables keep the plain syntax error.
+        assert_eq!(
+            first_err("vcl 4.1; sub f { if (req.restarts > 4 \"X\") {} }"),
+            "Expected ')' got '\"X\"'"
+        );
+    }
+
+    #[test]
+    fn reserved_words_are_not_statements() {
+        for w in ["vcl", "sub", "backend", "acl", "probe", "import", "default"] {
+            assert_eq!(
+                first_err(&format!("vcl 4.1; sub f {{ {w}; }}")),
+                "Symbol cannot be used here.",
+                "{w}"
+            );
+        }
+        // An unclosed block runs into the next declaration's keyword.
+        assert_eq!(
+            first_err("vcl 4.1; sub f { { } { sub g { }"),
+            "Symbol cannot be used here."
         );
     }
 

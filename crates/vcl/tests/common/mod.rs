@@ -252,6 +252,19 @@ fn expand_macros(s: &str, servers: &[(String, Option<String>)]) -> String {
     out
 }
 
+/// `${tmpdir}`: like varnishtest's, a directory that exists (checks such as
+/// a backend `.path` naming a directory, "Not a socket:", depend on it).
+fn tmpdir() -> String {
+    static DIR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = std::env::temp_dir().join("lacquer-vcl-corpus");
+        std::fs::create_dir_all(&d)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", d.display()));
+        d.to_string_lossy().into_owned()
+    })
+    .clone()
+}
+
 fn macro_value(name: &str, servers: &[(String, Option<String>)]) -> String {
     let port_of = |n: &str| -> u32 {
         let digits: String = n.chars().filter(|c| c.is_ascii_digit()).collect();
@@ -261,8 +274,8 @@ fn macro_value(name: &str, servers: &[(String, Option<String>)]) -> String {
         "localhost" => return "127.0.0.1".into(),
         "bad_ip" => return "192.0.2.255".into(),
         "bad_backend" => return "192.0.2.255 9090".into(),
-        "tmpdir" => return "/tmp/vtc".into(),
-        "topbuild" | "topsrc" | "testdir" | "pwd" => return "/tmp/vtc/build".into(),
+        "tmpdir" => return tmpdir(),
+        "topbuild" | "topsrc" | "testdir" | "pwd" => return format!("{}/build", tmpdir()),
         _ => {}
     }
     if let Some((obj, attr)) = name.rsplit_once('_') {
@@ -276,7 +289,7 @@ fn macro_value(name: &str, servers: &[(String, Option<String>)]) -> String {
             "addr" => return "127.0.0.1".into(),
             "port" => return port,
             "sock" => return format!("127.0.0.1 {port}"),
-            "name" => return format!("/tmp/vtc/{obj}"),
+            "name" => return format!("{}/{obj}", tmpdir()),
             _ => {}
         }
     }
@@ -306,8 +319,19 @@ fn server_backends(servers: &[(String, Option<String>)]) -> String {
     s
 }
 
+/// The Unix socket path given to `-a` in a `varnish vN -arg "..."`
+/// command, if any (macros expanded, listen options after `,` dropped).
+fn uds_listen_arg(words: &[String]) -> Option<String> {
+    let i = words.iter().position(|x| x == "-arg")?;
+    let args: Vec<&str> = words.get(i + 1)?.split_whitespace().collect();
+    let a = args.iter().position(|x| *x == "-a")?;
+    let addr = args.get(a + 1)?.split(',').next()?;
+    (addr.starts_with('/') || addr.starts_with("${tmpdir}")).then(|| expand_macros(addr, &[]))
+}
+
 fn extract(rel: &str, text: &str, status: &str, out: &mut Vec<VclCase>) {
     let mut servers: Vec<(String, Option<String>)> = Vec::new();
+    let mut listeners: Vec<(String, Option<String>)> = Vec::new();
     for cmd in commands(text) {
         let w = &cmd.words;
         match w[0].as_str() {
@@ -330,12 +354,22 @@ fn extract(rel: &str, text: &str, status: &str, out: &mut Vec<VclCase>) {
                 }
             }
             "varnish" if w.len() > 1 => {
+                // `-arg "-a /path.sock"` makes `${vN_sock}` / `${vN_addr}`
+                // that path, as varnishtest does for a UDS listen address.
+                if let Some(path) = uds_listen_arg(w) {
+                    match listeners.iter_mut().find(|(n, _)| *n == w[1]) {
+                        Some(l) => l.1 = Some(path),
+                        None => listeners.push((w[1].clone(), Some(path))),
+                    }
+                }
+                let macros: Vec<(String, Option<String>)> =
+                    servers.iter().chain(&listeners).cloned().collect();
                 let mut syntax = "4.1".to_string();
                 let mut i = 2;
                 while i < w.len() {
                     let arg = w[i].as_str();
                     let mut push = |vcl_body: &str, backends: bool, expect: Expect| {
-                        let body = expand_macros(vcl_body, &servers);
+                        let body = expand_macros(vcl_body, &macros);
                         let vcl = if backends {
                             format!("vcl {syntax};\n{}\n{body}\n", server_backends(&servers))
                         } else {
@@ -360,7 +394,7 @@ fn extract(rel: &str, text: &str, status: &str, out: &mut Vec<VclCase>) {
                             i += 2;
                         }
                         "-errvcl" if i + 2 < w.len() => {
-                            let t = expand_macros(&w[i + 1], &servers);
+                            let t = expand_macros(&w[i + 1], &macros);
                             push(&w[i + 2], false, Expect::Err(t));
                             i += 3;
                         }
