@@ -336,9 +336,8 @@ fn extract(rel: &str, text: &str, status: &str, out: &mut Vec<VclCase>) {
         let w = &cmd.words;
         match w[0].as_str() {
             "server" if w.len() > 1 => {
-                if w.iter().any(|x| x == "-dispatch") {
-                    continue;
-                }
+                // A `-dispatch` server is still a server (varnishtest
+                // declares its backend like any other).
                 let listen = w
                     .iter()
                     .position(|x| x == "-listen")
