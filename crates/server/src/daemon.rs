@@ -124,7 +124,9 @@ pub fn summary(v: &LoadedVcl) -> String {
         .iter()
         .map(|s| s.name.as_str())
         .filter(|n| {
-            !n.starts_with("vcl_builtin_") && !n.starts_with("vcl_req_") && !n.starts_with("vcl_beresp_")
+            !n.starts_with("vcl_builtin_")
+                && !n.starts_with("vcl_req_")
+                && !n.starts_with("vcl_beresp_")
         })
         .collect();
     let names = |it: Vec<&str>| {
@@ -552,9 +554,10 @@ impl Running {
             .unwrap_or_else(|e| e.into_inner());
         l.iter().find_map(|b| {
             let (ip, port) = b.printable.split_once(' ')?;
-            format!("{ip}:{port}").parse().ok().or_else(|| {
-                format!("[{ip}]:{port}").parse().ok()
-            })
+            format!("{ip}:{port}")
+                .parse()
+                .ok()
+                .or_else(|| format!("[{ip}]:{port}").parse().ok())
         })
     }
 }

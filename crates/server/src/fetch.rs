@@ -129,7 +129,7 @@ pub async fn run(mut job: FetchJob) {
             ErrorNext::Retry => {
                 job.bo
                     .vsl
-                    .log_str(Tag::VCL_Error, "Too many retries, delivering 503");
+                    .log_str(Tag::VCL_Error, "Too many retries, failing");
                 fail(&mut job);
                 break;
             }
@@ -144,7 +144,6 @@ pub async fn run(mut job: FetchJob) {
 }
 
 fn fail(job: &mut FetchJob) {
-    job.bo.sh.counters.inc(Main::fetch_failed);
     if let Some(n) = job.notify.take() {
         let _ = n.send(FetchOutcome::Failed);
     }
@@ -164,7 +163,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         let vcl = job.bo.vcl.clone();
         job.bo.now = rfc2616::now();
         match vcl.run(BuiltinSub::BackendFetch, &mut job.bo, scratch) {
-            Action::Fetch => {}
+            Action::Fetch => job.bo.log_ts("Fetch", rfc2616::now()),
             Action::Error { status, reason } => return Err(Step::Error(status, reason)),
             Action::Abandon | Action::Fail => return Err(Step::Fail),
             other => {
@@ -184,7 +183,11 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         job.bo.now = rfc2616::now();
         job.bo.t_beresp = job.bo.now;
         compute_ttl(&mut job.bo);
-        match vcl.run(BuiltinSub::BackendResponse, &mut job.bo, scratch) {
+        let action = vcl.run(BuiltinSub::BackendResponse, &mut job.bo, scratch);
+        if matches!(action, Action::Deliver | Action::Pass { .. }) {
+            job.bo.log_ts("Process", rfc2616::now());
+        }
+        match action {
             Action::Deliver => {
                 return deliver(job, fetched, None).await;
             }
@@ -194,13 +197,15 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
             Action::Retry => {
                 drop(fetched);
                 if job.bo.retries >= max_retries {
+                    job.bo.retries += 1;
+                    // As varnishd: out of retries here means a 503 from
+                    // vcl_backend_error, not an outright failure.
                     job.bo
                         .vsl
-                        .log_str(Tag::VCL_Error, "Too many retries, failing");
-                    return Err(Step::Fail);
+                        .log_str(Tag::VCL_Error, "Too many retries, delivering 503");
+                    return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
                 }
                 job.bo.retries += 1;
-                job.bo.sh.counters.inc(Main::backend_retry);
                 continue;
             }
             Action::Error { status, reason } => return Err(Step::Error(status, reason)),
@@ -299,15 +304,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 ),
             );
         }
-        bo.vsl.log(
-            Tag::Timestamp,
-            format_args!(
-                "Bereq: {:.6} {:.6} {:.6}",
-                rfc2616::now(),
-                rfc2616::now() - bo.t_bereq,
-                0.0
-            ),
-        );
+        bo.log_ts("Bereq", rfc2616::now());
         let sent = async {
             conn.stream.write_all(&head).await?;
             if let Some(b) = &body {
@@ -318,6 +315,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         .await;
         if let Err(e) = sent {
             if conn.reused && tries == 1 {
+                break_retry(bo);
                 continue;
             }
             bo.sh.counters.inc(Main::backend_fail);
@@ -360,7 +358,21 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             .body_kind(is_head)
             .map_err(|e| format!("http format error: {}", e.message()))?;
         bo.beresp = RespMsg::from(head);
+        bo.log_ts("Beresp", rfc2616::now());
         bo.sh.counters.inc(Main::backend_req);
+        bo.sh.counters.inc(if is_head {
+            Main::fetch_head
+        } else {
+            match (bo.beresp.status, body) {
+                (0..=199, _) => Main::fetch_1xx,
+                (204, _) => Main::fetch_204,
+                (304, _) => Main::fetch_304,
+                (_, BodyKind::Chunked) => Main::fetch_chunked,
+                (_, BodyKind::Length(_)) => Main::fetch_length,
+                (_, BodyKind::Eof) => Main::fetch_eof,
+                (_, BodyKind::None) => Main::fetch_none,
+            }
+        });
         log_resp(bo, Tag::BerespProtocol);
         return Ok(Fetched {
             conn,
@@ -371,7 +383,10 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
     }
 }
 
+/// A reused backend connection turned out closed: the request is sent once
+/// more on a fresh one (varnishd's `backend_retry`).
 fn break_retry(bo: &mut BoTask) {
+    bo.sh.counters.inc(Main::backend_retry);
     bo.vsl
         .log_str(Tag::Debug, "reused backend connection closed; retrying");
 }
@@ -419,11 +434,19 @@ fn compute_ttl(bo: &mut BoTask) {
         date: h.get("date"),
     };
     let f = rfc2616::freshness(&info, bo.now, &d);
-    bo.vsl.log_str(Tag::TTL, &f.log_line(bo.now));
     bo.t_origin = f.t_origin;
-    bo.ttl = f.ttl;
-    bo.grace = f.grace;
-    bo.keep = f.keep;
+    if bo.uncacheable {
+        // A pass object (as varnishd): only the Age-adjusted origin is
+        // kept, the ttl is negative and no `TTL RFC` record is written.
+        bo.ttl = -1.0;
+        bo.grace = 0.0;
+        bo.keep = 0.0;
+    } else {
+        bo.vsl.log_str(Tag::TTL, &f.log_line(bo.now));
+        bo.ttl = f.ttl;
+        bo.grace = f.grace;
+        bo.keep = f.keep;
+    }
     if !bo.beresp.headers.contains("date") {
         bo.beresp
             .headers
@@ -434,14 +457,21 @@ fn compute_ttl(bo: &mut BoTask) {
 /// The store an object goes to.
 fn pick_store(bo: &BoTask, private: bool) -> lacquer_cache::StoreRef {
     let cache = &bo.sh.cache;
+    // As varnishd's vbf_allocobj: uncacheable and short-lived objects go to
+    // Transient whatever storage VCL asked for, and are counted.
+    if private || bo.uncacheable {
+        bo.sh.counters.inc(Main::beresp_uncacheable);
+        return cache.transient();
+    }
+    let shortlived = bo.sh.params().duration("shortlived");
+    if bo.ttl + bo.grace + bo.keep < shortlived {
+        bo.sh.counters.inc(Main::beresp_shortlived);
+        return cache.transient();
+    }
     if let Some(name) = &bo.storage
         && let Some(s) = cache.store(name)
     {
         return s;
-    }
-    let shortlived = bo.sh.params().duration("shortlived");
-    if private || bo.uncacheable || bo.ttl + bo.grace + bo.keep < shortlived {
-        return cache.transient();
     }
     cache
         .stores()
@@ -490,7 +520,6 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         bo.beresp.reason = data.reason.clone();
         bo.was_304 = true;
         reuse_body = Some(data.body.clone());
-        bo.sh.counters.inc(Main::fetch_304);
     }
     // Body filters chosen by VCL.
     let backend_gzip = bo
@@ -592,6 +621,18 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     if stream_early && let Some(n) = job.notify.take() {
         let _ = n.send(FetchOutcome::Object(obj.clone()));
     }
+    bo.vsl.log(
+        Tag::Fetch_Body,
+        format_args!(
+            "{} {}",
+            body_kind_name(f.body),
+            if stream_early && f.body != BodyKind::None {
+                "stream"
+            } else {
+                "-"
+            }
+        ),
+    );
     if let Some(mut writer) = unbusied.body {
         let bbt = bo
             .between_bytes_timeout
@@ -638,12 +679,10 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         .await;
         match result {
             Ok(()) => {
-                bo.vsl.log(
-                    Tag::Fetch_Body,
-                    format_args!("{} stream", body_kind_name(f.body)),
-                );
-                bo.vsl.log(Tag::Length, format_args!("{}", writer.len()));
+                let len = writer.len();
                 writer.finish();
+                bo.log_ts("BerespBody", rfc2616::now());
+                bo.vsl.log(Tag::Length, format_args!("{len}"));
                 if f.body != BodyKind::Eof
                     && lacquer_http::persistence(&bo.beresp.headers, lacquer_http::Version::Http11)
                         .keep_alive()
@@ -699,12 +738,13 @@ fn add_vary_ae(h: &mut lacquer_http::Headers) {
     }
 }
 
+/// The body status as `Fetch_Body` logs it (varnishd's number and name).
 fn body_kind_name(k: BodyKind) -> &'static str {
     match k {
-        BodyKind::None => "none",
-        BodyKind::Length(_) => "length",
-        BodyKind::Chunked => "chunked",
-        BodyKind::Eof => "eof",
+        BodyKind::None => "0 none",
+        BodyKind::Length(_) => "3 length",
+        BodyKind::Chunked => "2 chunked",
+        BodyKind::Eof => "4 eof",
     }
 }
 
@@ -722,7 +762,9 @@ fn backend_error(
     reason: Option<Bytes>,
 ) -> ErrorNext {
     let bo = &mut job.bo;
+    bo.sh.counters.inc(Main::fetch_failed);
     bo.now = rfc2616::now();
+    bo.log_ts("Error", bo.now);
     bo.beresp = RespMsg::new(status);
     if let Some(r) = reason {
         bo.beresp.reason = r;

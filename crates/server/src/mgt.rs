@@ -95,6 +95,26 @@ fn json_str(s: &str) -> String {
     o
 }
 
+/// `ban.list -j`: the ban list, newest first, as varnishd's JSON array.
+fn ban_list_json(sh: &Arc<Shared>, words: &[String]) -> String {
+    let mut s = json_head(words);
+    for (i, b) in sh.cache.ban_info().iter().enumerate() {
+        if i > 0 {
+            s.push_str(",\n");
+        }
+        let _ = write!(
+            s,
+            "  {{\n    \"time\": {:.6},\n    \"refs\": {},\n    \"completed\": {},\n    \"spec\": {}\n  }}",
+            b.time,
+            b.refs,
+            b.completed,
+            json_str(&b.spec)
+        );
+    }
+    s.push_str("\n]");
+    s
+}
+
 /// Runs one command (already checked against the command table).
 pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
     let cmd = words[0].as_str();
@@ -197,6 +217,7 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
                 Err(e) => Reply::err(status::PARAM, e.to_string()),
             }
         }
+        "ban.list" if json => Reply::ok(ban_list_json(sh, words)),
         "ban.list" => Reply::ok(sh.cache.ban_list()),
         "backend.list" => backend_list(sh, &plain, json, words),
         "backend.set_health" => backend_set_health(sh, plain[0], plain[1]),
@@ -748,7 +769,12 @@ mod tests {
             vec!["active".into(), "auto".into(), "boot".into()],
             vec!["available".into(), "label".into(), "x".into()],
         ]);
-        assert_eq!(t, "active      auto     boot\navailable   label    x\n".replace("auto     ", "auto    ").replace("label    ", "label   "));
+        assert_eq!(
+            t,
+            "active      auto     boot\navailable   label    x\n"
+                .replace("auto     ", "auto    ")
+                .replace("label    ", "label   ")
+        );
     }
 
     #[test]

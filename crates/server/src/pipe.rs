@@ -34,13 +34,15 @@ where
         headers,
     };
     let mut bo = new_bo(t, true, bereq, vxid);
+    bo.pipe_req = Some(Box::new(t.req.clone()));
+    bo.cur_sub = BuiltinSub::Pipe;
     bo.vsl
         .log(Tag::Begin, format_args!("bereq {} pipe", t.vxid));
     let vcl = t.vcl.clone();
     let action = vcl.run(BuiltinSub::Pipe, &mut bo, scratch);
     let result = match action {
         Action::Pipe => run_pipe(&mut bo, conn).await,
-        Action::Synth { .. } | Action::Fail | _ => Err("vcl_pipe did not return pipe".into()),
+        _ => Err("vcl_pipe did not return pipe".into()),
     };
     if let Err(e) = result {
         bo.vsl.log_str(Tag::FetchError, &e);

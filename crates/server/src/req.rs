@@ -479,6 +479,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         bereq_orig,
         cur_sub: BuiltinSub::BackendFetch,
         t_last: rfc2616::now(),
+        pipe_req: None,
     }
 }
 
@@ -502,7 +503,9 @@ async fn fetch(t: &mut ReqTask, mode: FetchMode, pass: bool) -> Option<ObjRef> {
         notify: Some(tx),
     };
     tokio::spawn(crate::fetch::run(job));
-    match rx.await {
+    let got = rx.await;
+    t.sh.counters.inc(Main::s_fetch);
+    match got {
         Ok(FetchOutcome::Object(o)) => Some(o),
         Ok(FetchOutcome::Failed) | Err(_) => None,
     }

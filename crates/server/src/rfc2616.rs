@@ -41,7 +41,8 @@ pub struct Freshness {
 }
 
 impl Freshness {
-    /// The payload of the `TTL` log record for this computation.
+    /// The payload of the `TTL` log record for this computation (only
+    /// computed for cacheable fetches, so it always says `cacheable`).
     pub fn log_line(&self, now: f64) -> String {
         format!(
             "RFC {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {} {}",
@@ -53,11 +54,7 @@ impl Freshness {
             self.date,
             self.expires,
             self.max_age,
-            if self.ttl >= 0.0 {
-                "cacheable"
-            } else {
-                "uncacheable"
-            }
+            "cacheable"
         )
     }
 }

@@ -81,6 +81,10 @@ where
     };
     let mut tmo = timeouts(&sh);
     let reason = loop {
+        if !conn.rbuf.is_empty() {
+            // The client sent the next request before the previous answer.
+            sh.counters.inc(Main::sess_readahead);
+        }
         let params = sh.params();
         let limits = Limits {
             require_host: false,

@@ -61,7 +61,7 @@ pub fn obj_header<'a>(obj: &'a ObjRef, lower: &[u8]) -> Option<&'a [u8]> {
         .headers
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case(lower))
-        .map(|(_, v)| &v[..])
+        .map(|(_, v)| v)
 }
 
 fn log_kind_tag(kind: LogKind) -> Tag {
@@ -445,13 +445,7 @@ impl Context for ReqTask {
             HttpWhich::Obj => self
                 .obj
                 .as_ref()
-                .map(|o| {
-                    o.data()
-                        .headers
-                        .iter()
-                        .map(|(k, v)| (&k[..], &v[..]))
-                        .collect()
-                })
+                .map(|o| o.data().headers.iter().collect())
                 .unwrap_or_default(),
             _ => Vec::new(),
         }
@@ -597,6 +591,23 @@ pub struct BoTask {
     pub cur_sub: BuiltinSub,
     /// Time of the last `Timestamp` record.
     pub t_last: f64,
+    /// The client request while `vcl_pipe` runs (it sees `req` and `bereq`).
+    pub pipe_req: Option<Box<ReqMsg>>,
+}
+
+impl BoTask {
+    /// Writes a `Timestamp` record (`label: now since-start since-last`).
+    pub fn log_ts(&mut self, label: &str, now: f64) {
+        self.vsl.log(
+            Tag::Timestamp,
+            format_args!(
+                "{label}: {now:.6} {:.6} {:.6}",
+                now - self.t_bereq,
+                now - self.t_last
+            ),
+        );
+        self.t_last = now;
+    }
 }
 
 impl Context for BoTask {
@@ -604,6 +615,10 @@ impl Context for BoTask {
         match which {
             HttpWhich::Bereq => http_header(&self.bereq.headers, name),
             HttpWhich::Beresp => http_header(&self.beresp.headers, name),
+            HttpWhich::Req | HttpWhich::ReqTop => self
+                .pipe_req
+                .as_ref()
+                .and_then(|r| http_header(&r.headers, name)),
             _ => None,
         }
     }
@@ -612,6 +627,10 @@ impl Context for BoTask {
         let h = match which {
             HttpWhich::Bereq => &mut self.bereq.headers,
             HttpWhich::Beresp => &mut self.beresp.headers,
+            HttpWhich::Req | HttpWhich::ReqTop => match &mut self.pipe_req {
+                Some(r) => &mut r.headers,
+                None => return,
+            },
             _ => return,
         };
         h.set(
@@ -624,6 +643,10 @@ impl Context for BoTask {
         let h = match which {
             HttpWhich::Bereq => &mut self.bereq.headers,
             HttpWhich::Beresp => &mut self.beresp.headers,
+            HttpWhich::Req | HttpWhich::ReqTop => match &mut self.pipe_req {
+                Some(r) => &mut r.headers,
+                None => return,
+            },
             _ => return,
         };
         h.remove(&name.lower[..]);
@@ -634,6 +657,15 @@ impl Context for BoTask {
             VarId::BereqMethod => &self.bereq.method,
             VarId::BereqUrl => &self.bereq.url,
             VarId::BereqProto => &self.bereq.proto,
+            VarId::ReqMethod | VarId::ReqTopMethod if self.pipe_req.is_some() => {
+                self.pipe_req.as_ref().map_or(&b""[..], |r| &r.method)
+            }
+            VarId::ReqUrl | VarId::ReqTopUrl if self.pipe_req.is_some() => {
+                self.pipe_req.as_ref().map_or(&b""[..], |r| &r.url)
+            }
+            VarId::ReqProto | VarId::ReqTopProto if self.pipe_req.is_some() => {
+                self.pipe_req.as_ref().map_or(&b""[..], |r| &r.proto)
+            }
             VarId::BerespProto => &self.beresp.proto,
             VarId::BerespReason => &self.beresp.reason,
             VarId::BerespBackendName => match &self.beresp_backend {
@@ -709,6 +741,9 @@ impl Context for BoTask {
                 None => Value::Null,
             },
             VarId::BerespStatus => Value::Int(i64::from(self.beresp.status)),
+            // As varnishd: a negative stored ttl (uncacheable by RFC, or a
+            // pass) reads as 0; otherwise the age since origin is deducted.
+            VarId::BerespTtl if self.ttl < 0.0 => Value::Duration(0.0),
             VarId::BerespTtl => Value::Duration(self.ttl - (self.now - self.t_origin)),
             VarId::BerespGrace => Value::Duration(self.grace),
             VarId::BerespKeep => Value::Duration(self.keep),

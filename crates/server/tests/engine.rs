@@ -75,7 +75,11 @@ sub vcl_synth {
     let r = get(a, "/synth", "").await;
     assert_eq!(r.status, 404);
     assert_eq!(r.header("x-reason"), Some("Nope"));
-    assert!(r.text().contains("404"), "builtin synthetic body: {}", r.text());
+    assert!(
+        r.text().contains("404"),
+        "builtin synthetic body: {}",
+        r.text()
+    );
     let r = get(a, "/restart", "").await;
     assert_eq!(r.header("x-reason"), Some("restarts 2"));
     let r = get(a, "/loop", "").await;
@@ -89,7 +93,10 @@ sub vcl_synth {
 async fn retry_and_dead_backend() {
     let be = backend(|r| {
         if r.header("x-varnish").is_some() && r.url == "/flaky" {
-            (NO, b"HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n".to_vec())
+            (
+                NO,
+                b"HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n".to_vec(),
+            )
         } else {
             (NO, ok("fine", ""))
         }
@@ -219,7 +226,13 @@ async fn smuggling_attempts_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipe_and_purge() {
-    let be = backend(|r| (NO, ok(&format!("m={}", r.method), "Cache-Control: max-age=60\r\n"))).await;
+    let be = backend(|r| {
+        (
+            NO,
+            ok(&format!("m={}", r.method), "Cache-Control: max-age=60\r\n"),
+        )
+    })
+    .await;
     let vcl = vcl_with(
         be.addr,
         r#"

@@ -46,7 +46,12 @@ impl Backend {
     }
 
     pub fn last(&self) -> SeenReq {
-        self.seen.lock().unwrap().last().cloned().expect("a request")
+        self.seen
+            .lock()
+            .unwrap()
+            .last()
+            .cloned()
+            .expect("a request")
     }
 }
 

@@ -1,0 +1,119 @@
+//! End-to-end checks of behaviours taken from Varnish's own test suite
+//! (b00001, b00002, b00003, b00012, b00023, b00038): what VCL sees, which
+//! counters move, and how retries end.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use lacquer_server::counters::Main;
+use tokio::io::AsyncWriteExt;
+
+const NO: Duration = Duration::ZERO;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vcl_pipe_sees_the_client_request() {
+    let be = backend(|_| (NO, ok("piped", ""))).await;
+    let vcl = vcl_with(
+        be.addr,
+        r#"
+sub vcl_recv { return (pipe); }
+sub vcl_pipe {
+    set bereq.http.x-url = req.url;
+    set bereq.http.x-conn = req.http.connection;
+}
+"#,
+    );
+    let l = lacquer(&vcl, &[]).await;
+    let a = l.first_addr().unwrap();
+    let r = raw(
+        a,
+        b"GET /u1 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+        false,
+    )
+    .await;
+    assert_eq!(r.text(), "piped");
+    let seen = be.last();
+    assert_eq!(seen.header("x-url"), Some("/u1"));
+    assert_eq!(seen.header("x-conn"), Some("keep-alive"));
+    assert_eq!(seen.header("connection"), Some("close"));
+    assert_eq!(l.shared.counters.get(Main::s_pipe), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pass_ttl_reads_zero_and_fetches_are_counted() {
+    let be = backend(|_| (NO, ok("x", "Cache-Control: max-age=120\r\n"))).await;
+    let vcl = vcl_with(
+        be.addr,
+        r#"
+sub vcl_recv { if (req.url == "/pass") { return (pass); } }
+sub vcl_backend_response { set beresp.http.x-ttl = beresp.ttl; }
+"#,
+    );
+    let l = lacquer(&vcl, &[]).await;
+    let a = l.first_addr().unwrap();
+    let r = get(a, "/pass", "").await;
+    assert_eq!(r.header("x-ttl"), Some("0.000"), "a pass has no ttl");
+    let r = get(a, "/cached", "").await;
+    assert_eq!(r.header("x-ttl"), Some("120.000"));
+    get(a, "/cached", "").await;
+    let c = &l.shared.counters;
+    assert_eq!(
+        c.get(Main::s_fetch),
+        2,
+        "a miss and a pass fetch, a hit not"
+    );
+    assert_eq!(c.get(Main::fetch_length), 2);
+    assert_eq!(c.get(Main::beresp_uncacheable), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_requests_count_as_readahead() {
+    let be = backend(|r| (NO, ok(&r.url, "Cache-Control: max-age=60\r\n"))).await;
+    let l = lacquer(&vcl_with(be.addr, ""), &[]).await;
+    let a = l.first_addr().unwrap();
+    let mut s = tokio::net::TcpStream::connect(a).await.unwrap();
+    s.write_all(b"GET /1 HTTP/1.1\r\nHost: t\r\n\r\nGET /2 HTTP/1.1\r\nHost: t\r\n\r\nGET /3 HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
+    for u in ["/1", "/2", "/3"] {
+        assert_eq!(read_resp(&mut s, false).await.text(), u);
+    }
+    assert_eq!(l.shared.counters.get(Main::sess_readahead), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_from_backend_response_end_in_backend_error() {
+    let be = backend(|_| (NO, ok("x", ""))).await;
+    let vcl = vcl_with(
+        be.addr,
+        r#"
+sub vcl_backend_response { return (retry); }
+sub vcl_backend_error {
+    set beresp.http.x-retries = bereq.retries;
+    return (deliver);
+}
+"#,
+    );
+    let l = lacquer(&vcl, &["max_retries=2"]).await;
+    let a = l.first_addr().unwrap();
+    let r = get(a, "/", "").await;
+    assert_eq!(r.status, 503);
+    assert_eq!(
+        r.header("x-retries"),
+        Some("3"),
+        "the failed attempt counts"
+    );
+    let c = &l.shared.counters;
+    assert_eq!(
+        c.get(Main::backend_retry),
+        0,
+        "only connection retries count"
+    );
+    assert_eq!(
+        c.get(Main::fetch_failed),
+        1,
+        "vcl_backend_error counts once"
+    );
+}
