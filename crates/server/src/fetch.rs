@@ -98,7 +98,7 @@ pub async fn run(mut job: FetchJob) {
         Tag::Begin,
         format_args!(
             "bereq {} {}",
-            job.bo.sess.vxid,
+            job.bo.req_vxid,
             match job.mode {
                 FetchMode::Background { .. } => "bgfetch",
                 FetchMode::Pass => "pass",
@@ -110,6 +110,9 @@ pub async fn run(mut job: FetchJob) {
         Tag::Timestamp,
         format_args!("Start: {:.6} 0.000000 0.000000", job.bo.t_bereq),
     );
+    let vcl = job.bo.vcl.clone();
+    job.bo.vsl.log_str(Tag::VCL_use, &vcl.name);
+    log_bereq(&mut job.bo);
     loop {
         let step = attempt(&mut job, &mut scratch).await;
         let (status, reason) = match step {
@@ -391,6 +394,16 @@ fn break_retry(bo: &mut BoTask) {
         .log_str(Tag::Debug, "reused backend connection closed; retrying");
 }
 
+/// Logs the backend request as it stands (`BereqMethod` …).
+pub fn log_bereq(bo: &mut BoTask) {
+    bo.vsl.log_bytes(Tag::BereqMethod, &bo.bereq.method);
+    bo.vsl.log_bytes(Tag::BereqURL, &bo.bereq.url);
+    bo.vsl.log_bytes(Tag::BereqProtocol, &bo.bereq.proto);
+    for (k, v) in bo.bereq.headers.iter() {
+        bo.vsl.log_header(Tag::BereqHeader, k, v);
+    }
+}
+
 /// Logs a response's start line and headers under the given family of tags
 /// (`BerespProtocol` … or `ObjProtocol` …).
 fn log_resp(bo: &mut BoTask, first: Tag) {
@@ -425,6 +438,10 @@ fn compute_ttl(bo: &mut BoTask) {
         clock_skew: params.uint("clock_skew") as f64,
     };
     drop(params);
+    // As varnishd: these may be spread over several lines; VCL and the
+    // TTL computation see them collected into one.
+    collect_header(&mut bo.beresp.headers, "cache-control", "Cache-Control");
+    collect_header(&mut bo.beresp.headers, "vary", "Vary");
     let h = &bo.beresp.headers;
     let info = RespInfo {
         status: bo.beresp.status,
@@ -452,6 +469,29 @@ fn compute_ttl(bo: &mut BoTask) {
             .headers
             .append("Date", rfc2616::format_http_date(bo.now));
     }
+}
+
+/// Joins repeated `name` headers into one comma-separated line.
+fn collect_header(h: &mut lacquer_http::Headers, lower: &str, name: &'static str) {
+    let mut n = 0;
+    for (k, _) in h.iter() {
+        if k.eq_ignore_ascii_case(lower.as_bytes()) {
+            n += 1;
+        }
+    }
+    if n < 2 {
+        return;
+    }
+    let mut joined = Vec::new();
+    for (k, v) in h.iter() {
+        if k.eq_ignore_ascii_case(lower.as_bytes()) {
+            if !joined.is_empty() {
+                joined.extend_from_slice(b", ");
+            }
+            joined.extend_from_slice(v);
+        }
+    }
+    h.set(name, joined);
 }
 
 /// The store an object goes to.
@@ -561,6 +601,32 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         bo.ttl = t + (bo.now - bo.t_origin);
     }
     log_resp(bo, Tag::ObjProtocol);
+    // Without streaming the whole body is read before the object exists,
+    // so a broken body still ends in vcl_backend_error (as varnishd).
+    let mut prefetched: Option<(lacquer_storage::Body, u64)> = None;
+    if !bo.do_stream && reuse_body.is_none() && f.body != BodyKind::None {
+        let mut segs = Vec::new();
+        let mut len = 0u64;
+        let r = pump_body(
+            between_bytes(bo, &f),
+            &mut f,
+            &mut gunzip,
+            &mut gzip,
+            |seg| {
+                len += seg.len() as u64;
+                segs.push(seg);
+                Ok(())
+            },
+        )
+        .await;
+        if let Err(msg) = r {
+            bo.vsl.log_str(Tag::FetchError, &msg);
+            bo.vsl.log_str(Tag::BackendClose, &f.backend.vcl_name);
+            return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+        }
+        prefetched = Some((lacquer_storage::Body::from_segments(segs), len));
+    }
+    let prefetched_len = prefetched.as_ref().map(|(_, l)| *l);
     let private = matches!(job.mode, FetchMode::Pass);
     let store = pick_store(bo, private);
     bo.vsl
@@ -578,10 +644,11 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         reason: bo.beresp.reason.clone(),
         headers: object_headers(&bo.beresp),
         gzip: stored_gzip,
-        body: match (&reuse_body, f.body) {
-            (Some(b), _) => NewBody::Complete(b.clone()),
-            (None, BodyKind::None) => NewBody::Empty,
-            (None, _) => NewBody::Streamed,
+        body: match (&reuse_body, prefetched.map(|(b, _)| b), f.body) {
+            (Some(b), _, _) => NewBody::Complete(b.clone()),
+            (None, Some(b), _) => NewBody::Complete(b),
+            (None, None, BodyKind::None) => NewBody::Empty,
+            (None, None, _) => NewBody::Streamed,
         },
     };
     // With http_gzip_support every fetch asks the backend for gzip and
@@ -634,63 +701,19 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         ),
     );
     if let Some(mut writer) = unbusied.body {
-        let bbt = bo
-            .between_bytes_timeout
-            .or(f.backend.between_bytes_timeout)
-            .unwrap_or_else(|| bo.sh.params().duration("between_bytes_timeout"));
-        let mut stream = BodyStream::new(f.body, true);
-        let mut out = Vec::new();
-        let result: Result<(), String> = async {
-            loop {
-                let seg = match stream
-                    .next(&mut f.conn.stream, &mut f.rbuf, secs(bbt))
-                    .await
-                {
-                    Ok(Some(s)) => s,
-                    Ok(None) => break,
-                    Err(BodyIoError::Timeout) => return Err("backend read timeout".into()),
-                    Err(e) => return Err(format!("backend body error: {e}")),
-                };
-                let seg = if let Some(g) = gunzip.as_mut() {
-                    out.clear();
-                    g.feed(&seg, &mut out).map_err(|e| e.to_string())?;
-                    Bytes::copy_from_slice(&out)
-                } else if let Some(z) = gzip.as_mut() {
-                    out.clear();
-                    z.feed(&seg, &mut out);
-                    Bytes::copy_from_slice(&out)
-                } else {
-                    seg
-                };
-                writer.push(seg).map_err(|e| e.to_string())?;
-            }
-            if let Some(g) = &gunzip {
-                g.finish().map_err(|e| e.to_string())?;
-            }
-            if let Some(z) = gzip.take() {
-                out.clear();
-                z.finish(&mut out);
-                writer
-                    .push(Bytes::copy_from_slice(&out))
-                    .map_err(|e| e.to_string())?;
-            }
-            Ok(())
-        }
+        let result = pump_body(
+            between_bytes(bo, &f),
+            &mut f,
+            &mut gunzip,
+            &mut gzip,
+            |seg| writer.push(seg).map_err(|e| e.to_string()),
+        )
         .await;
         match result {
             Ok(()) => {
                 let len = writer.len();
                 writer.finish();
-                bo.log_ts("BerespBody", rfc2616::now());
-                bo.vsl.log(Tag::Length, format_args!("{len}"));
-                if f.body != BodyKind::Eof
-                    && lacquer_http::persistence(&bo.beresp.headers, lacquer_http::Version::Http11)
-                        .keep_alive()
-                {
-                    f.backend.pool.recycle(f.conn);
-                } else {
-                    bo.vsl.log_str(Tag::BackendClose, &f.backend.vcl_name);
-                }
+                body_done(bo, f, len);
             }
             Err(msg) => {
                 bo.vsl.log_str(Tag::FetchError, &msg);
@@ -698,6 +721,8 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
                 writer.fail();
             }
         }
+    } else if let Some(len) = prefetched_len {
+        body_done(bo, f, len);
     } else {
         f.backend.pool.recycle(f.conn);
     }
@@ -709,6 +734,72 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         let _ = n.send(FetchOutcome::Object(obj));
     }
     Ok(())
+}
+
+/// The between-bytes timeout of a fetch: VCL's, the backend's, the parameter.
+fn between_bytes(bo: &BoTask, f: &Fetched) -> f64 {
+    bo.between_bytes_timeout
+        .or(f.backend.between_bytes_timeout)
+        .unwrap_or_else(|| bo.sh.params().duration("between_bytes_timeout"))
+}
+
+/// Reads a backend body through the gzip filters VCL chose, handing each
+/// piece to `push`.
+async fn pump_body(
+    bbt: f64,
+    f: &mut Fetched,
+    gunzip: &mut Option<Gunzip>,
+    gzip: &mut Option<Gzip>,
+    mut push: impl FnMut(Bytes) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut stream = BodyStream::new(f.body, true);
+    let mut out = Vec::new();
+    loop {
+        let seg = match stream
+            .next(&mut f.conn.stream, &mut f.rbuf, secs(bbt))
+            .await
+        {
+            Ok(Some(s)) => s,
+            Ok(None) => break,
+            Err(BodyIoError::Timeout) => return Err("backend read timeout".into()),
+            Err(e) => return Err(format!("backend body error: {e}")),
+        };
+        let seg = if let Some(g) = gunzip.as_mut() {
+            out.clear();
+            g.feed(&seg, &mut out).map_err(|e| e.to_string())?;
+            Bytes::copy_from_slice(&out)
+        } else if let Some(z) = gzip.as_mut() {
+            out.clear();
+            z.feed(&seg, &mut out);
+            Bytes::copy_from_slice(&out)
+        } else {
+            seg
+        };
+        push(seg)?;
+    }
+    if let Some(g) = gunzip {
+        g.finish().map_err(|e| e.to_string())?;
+    }
+    if let Some(z) = gzip.take() {
+        out.clear();
+        z.finish(&mut out);
+        push(Bytes::copy_from_slice(&out))?;
+    }
+    Ok(())
+}
+
+/// The body is in: timestamps, length, and the connection goes back to
+/// the pool when the framing allows.
+fn body_done(bo: &mut BoTask, f: Fetched, len: u64) {
+    bo.log_ts("BerespBody", rfc2616::now());
+    bo.vsl.log(Tag::Length, format_args!("{len}"));
+    if f.body != BodyKind::Eof
+        && lacquer_http::persistence(&bo.beresp.headers, lacquer_http::Version::Http11).keep_alive()
+    {
+        f.backend.pool.recycle(f.conn);
+    } else {
+        bo.vsl.log_str(Tag::BackendClose, &f.backend.vcl_name);
+    }
 }
 
 /// A comma-separated list without `token` (case-insensitive).

@@ -38,6 +38,7 @@ where
     bo.cur_sub = BuiltinSub::Pipe;
     bo.vsl
         .log(Tag::Begin, format_args!("bereq {} pipe", t.vxid));
+    crate::fetch::log_bereq(&mut bo);
     let vcl = t.vcl.clone();
     let action = vcl.run(BuiltinSub::Pipe, &mut bo, scratch);
     let result = match action {

@@ -98,6 +98,11 @@ where
     let ip = t.sess.client.ip().to_string();
     match t.req.headers.get("x-forwarded-for").map(<[u8]>::to_vec) {
         Some(mut v) => {
+            for (k, old) in t.req.headers.iter() {
+                if k.eq_ignore_ascii_case(b"x-forwarded-for") {
+                    t.vsl.log_header(Tag::ReqUnset, k, old);
+                }
+            }
             t.req.headers.collect("x-forwarded-for");
             v = t
                 .req
@@ -107,9 +112,14 @@ where
                 .unwrap_or(v);
             v.extend_from_slice(b", ");
             v.extend_from_slice(ip.as_bytes());
+            t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &v);
             t.req.headers.set("X-Forwarded-For", v);
         }
-        None => t.req.headers.append("X-Forwarded-For", ip),
+        None => {
+            t.vsl
+                .log_header(Tag::ReqHeader, b"X-Forwarded-For", ip.as_bytes());
+            t.req.headers.append("X-Forwarded-For", ip);
+        }
     }
     t.req_orig = t.req.clone();
     let mut state = State::Recv;
@@ -310,14 +320,16 @@ where
             }
             State::Restart => {
                 t.obj = None;
-                if t.restarts >= max_restarts {
+                // As varnishd: the count goes up first, so vcl_synth sees
+                // max_restarts + 1 when the limit is exceeded.
+                t.restarts += 1;
+                if t.restarts > max_restarts {
                     t.vsl.log_str(Tag::VCL_Error, "Too many restarts");
                     State::Synth {
                         status: 503,
                         reason: None,
                     }
                 } else {
-                    t.restarts += 1;
                     t.resp = RespMsg::new(200);
                     State::Recv
                 }
@@ -442,6 +454,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         vcl: t.vcl.clone(),
         sess: t.sess.clone(),
         vxid,
+        req_vxid: t.vxid,
         vxid_str: vxid.to_string(),
         bereq0: t.req.headers.clone(),
         bereq,
@@ -486,7 +499,8 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
 /// Starts a fetch and waits for its object.
 async fn fetch(t: &mut ReqTask, mode: FetchMode, pass: bool) -> Option<ObjRef> {
     let vxid = t.sh.vxid.next();
-    t.vsl.log(Tag::Link, format_args!("bereq {vxid} fetch"));
+    let how = if pass { "pass" } else { "fetch" };
+    t.vsl.log(Tag::Link, format_args!("bereq {vxid} {how}"));
     let bereq = make_bereq(t, pass, vxid);
     let mut bo = new_bo(t, pass, bereq, vxid);
     let req_body = if pass { t.req_body.clone() } else { None };

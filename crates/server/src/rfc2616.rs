@@ -92,18 +92,21 @@ fn trim(b: &[u8]) -> &[u8] {
     &b[s..e]
 }
 
-/// Leading decimal digits as a number, as `strtoul` reads them; a negative
-/// value reads as 0.
+/// A delta-seconds value as varnishd reads it: leading decimal digits
+/// (capped at `u32::MAX`), optional spaces, then the end, `,` or `.`;
+/// anything else (a sign, letters) reads as 0.
 fn leading_uint(v: &[u8]) -> u64 {
     let v = trim(v);
-    if v.first() == Some(&b'-') {
+    let digits = v.iter().take_while(|d| d.is_ascii_digit()).count();
+    let rest = v[digits..].trim_ascii_start();
+    if !matches!(rest.first(), None | Some(b',') | Some(b'.')) {
         return 0;
     }
     let mut n: u64 = 0;
-    for d in v.iter().take_while(|d| d.is_ascii_digit()) {
+    for d in &v[..digits] {
         n = n.saturating_mul(10).saturating_add(u64::from(d - b'0'));
     }
-    n
+    n.min(u64::from(u32::MAX))
 }
 
 /// Parses an HTTP date (RFC 1123, RFC 850 or asctime) to epoch seconds.

@@ -34,7 +34,7 @@ impl Sections {
     pub fn new(vsc: &Vsc, sh: &Shared) -> Result<Sections, VscError> {
         let mut sma = Vec::new();
         for s in &sh.stores {
-            sma.push(vsc.add_section(&SMA, s.name())?);
+            sma.push(vsc.add_section(&SMA, &format!("SMA.{}", s.name()))?);
         }
         Ok(Sections {
             vsc: vsc.clone(),
@@ -99,7 +99,7 @@ impl Sections {
                 let known = vbe
                     .iter()
                     .any(|(w, _)| w.upgrade().is_some_and(|x| Arc::ptr_eq(&x, b)));
-                if !known && let Ok(sec) = self.vsc.add_section(&VBE, &b.name) {
+                if !known && let Ok(sec) = self.vsc.add_section(&VBE, &format!("VBE.{}", b.name)) {
                     vbe.push((Arc::downgrade(b), sec));
                 }
             }

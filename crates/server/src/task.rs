@@ -64,6 +64,58 @@ pub fn obj_header<'a>(obj: &'a ObjRef, lower: &[u8]) -> Option<&'a [u8]> {
         .map(|(_, v)| v)
 }
 
+/// The (header, unset) log tags of a message VCL changes.
+fn header_tags(which: HttpWhich) -> Option<(Tag, Tag)> {
+    match which {
+        HttpWhich::Req | HttpWhich::ReqTop => Some((Tag::ReqHeader, Tag::ReqUnset)),
+        HttpWhich::Resp => Some((Tag::RespHeader, Tag::RespUnset)),
+        HttpWhich::Bereq => Some((Tag::BereqHeader, Tag::BereqUnset)),
+        HttpWhich::Beresp => Some((Tag::BerespHeader, Tag::BerespUnset)),
+        HttpWhich::Obj => None,
+    }
+}
+
+/// Logs the lines called `name` in `h` under `tag` (before they go away).
+fn log_lines(vsl: &mut VslBuf, tag: Tag, h: &lacquer_http::Headers, lower: &[u8]) {
+    for (k, v) in h.iter() {
+        if k.eq_ignore_ascii_case(lower) {
+            vsl.log_header(tag, k, v);
+        }
+    }
+}
+
+/// `set <which>.http.<name> = value` as varnishd does it: the old lines are
+/// logged as unset, the new one as set.
+fn set_logged(
+    vsl: &mut VslBuf,
+    which: HttpWhich,
+    h: &mut lacquer_http::Headers,
+    name: &HeaderName,
+    value: &[u8],
+) {
+    if let Some((set, unset)) = header_tags(which) {
+        log_lines(vsl, unset, h, &name.lower);
+        vsl.log_header(set, name.name.as_bytes(), value);
+    }
+    h.set(
+        Bytes::copy_from_slice(name.name.as_bytes()),
+        Bytes::copy_from_slice(value),
+    );
+}
+
+/// `unset <which>.http.<name>`, logging what goes.
+fn unset_logged(
+    vsl: &mut VslBuf,
+    which: HttpWhich,
+    h: &mut lacquer_http::Headers,
+    name: &HeaderName,
+) {
+    if let Some((_, unset)) = header_tags(which) {
+        log_lines(vsl, unset, h, &name.lower);
+    }
+    h.remove(&name.lower[..]);
+}
+
 fn log_kind_tag(kind: LogKind) -> Tag {
     match kind {
         LogKind::Log => Tag::VCL_Log,
@@ -221,10 +273,7 @@ impl Context for ReqTask {
             HttpWhich::Resp => &mut self.resp.headers,
             _ => return,
         };
-        h.set(
-            Bytes::copy_from_slice(name.name.as_bytes()),
-            Bytes::copy_from_slice(value),
-        );
+        set_logged(&mut self.vsl, which, h, name, value);
     }
 
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
@@ -233,7 +282,7 @@ impl Context for ReqTask {
             HttpWhich::Resp => &mut self.resp.headers,
             _ => return,
         };
-        h.remove(&name.lower[..]);
+        unset_logged(&mut self.vsl, which, h, name);
     }
 
     fn get_str(&self, var: VarId) -> Result<Option<&[u8]>, String> {
@@ -544,6 +593,8 @@ pub struct BoTask {
     pub vcl: Arc<LoadedVcl>,
     pub sess: Arc<SessInfo>,
     pub vxid: u32,
+    /// The client request this fetch works for.
+    pub req_vxid: u32,
     /// `bereq.xid` as VCL reads it.
     pub vxid_str: String,
     pub bereq: ReqMsg,
@@ -633,10 +684,7 @@ impl Context for BoTask {
             },
             _ => return,
         };
-        h.set(
-            Bytes::copy_from_slice(name.name.as_bytes()),
-            Bytes::copy_from_slice(value),
-        );
+        set_logged(&mut self.vsl, which, h, name, value);
     }
 
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
@@ -649,7 +697,7 @@ impl Context for BoTask {
             },
             _ => return,
         };
-        h.remove(&name.lower[..]);
+        unset_logged(&mut self.vsl, which, h, name);
     }
 
     fn get_str(&self, var: VarId) -> Result<Option<&[u8]>, String> {
@@ -972,19 +1020,30 @@ fn opt_dur(v: Option<f64>) -> Value {
     v.map_or(Value::Null, Value::Duration)
 }
 
-/// Lets [`crate::vcls::LoadedVcl::run`] record which method a task is in.
+/// Lets [`crate::vcls::LoadedVcl::run`] record which method a task is in
+/// and where its `VCL_call` / `VCL_return` records go.
 pub trait TaskSub {
     fn set_sub(&mut self, m: BuiltinSub);
+    /// The task's log, if it has one.
+    fn task_vsl(&mut self) -> Option<&mut VslBuf> {
+        None
+    }
 }
 
 impl TaskSub for ReqTask {
     fn set_sub(&mut self, m: BuiltinSub) {
         self.cur_sub = m;
     }
+    fn task_vsl(&mut self) -> Option<&mut VslBuf> {
+        Some(&mut self.vsl)
+    }
 }
 
 impl TaskSub for BoTask {
     fn set_sub(&mut self, m: BuiltinSub) {
         self.cur_sub = m;
+    }
+    fn task_vsl(&mut self) -> Option<&mut VslBuf> {
+        Some(&mut self.vsl)
     }
 }

@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 use crate::backend::pool::{Address, Pool};
 use crate::backend::probe::{self, Health, ProbeSpec};
 use crate::task::TaskSub;
+use lacquer_vsl::Tag;
 
 /// A backend of a loaded VCL, ready for fetches.
 pub struct BackendRt {
@@ -152,6 +153,26 @@ impl std::fmt::Debug for LoadedVcl {
     }
 }
 
+/// A method as `VCL_call` names it.
+fn call_name(m: BuiltinSub) -> &'static str {
+    match m {
+        BuiltinSub::Recv => "RECV",
+        BuiltinSub::Pipe => "PIPE",
+        BuiltinSub::Pass => "PASS",
+        BuiltinSub::Hash => "HASH",
+        BuiltinSub::Purge => "PURGE",
+        BuiltinSub::Miss => "MISS",
+        BuiltinSub::Hit => "HIT",
+        BuiltinSub::Deliver => "DELIVER",
+        BuiltinSub::Synth => "SYNTH",
+        BuiltinSub::BackendFetch => "BACKEND_FETCH",
+        BuiltinSub::BackendResponse => "BACKEND_RESPONSE",
+        BuiltinSub::BackendError => "BACKEND_ERROR",
+        BuiltinSub::Init => "INIT",
+        BuiltinSub::Fini => "FINI",
+    }
+}
+
 /// Why a VCL could not be loaded.
 #[derive(Debug)]
 pub struct LoadError {
@@ -168,7 +189,14 @@ impl LoadedVcl {
         scratch: &mut Scratch,
     ) -> Action {
         ctx.set_sub(m);
-        self.code.run(m, ctx, &*self.vmods, scratch)
+        if let Some(vsl) = ctx.task_vsl() {
+            vsl.log_str(Tag::VCL_call, call_name(m));
+        }
+        let action = self.code.run(m, ctx, &*self.vmods, scratch);
+        if let Some(vsl) = ctx.task_vsl() {
+            vsl.log_str(Tag::VCL_return, action.kind().name());
+        }
+        action
     }
 
     /// The default backend as a VCL value.

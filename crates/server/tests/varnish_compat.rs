@@ -117,3 +117,38 @@ sub vcl_backend_error {
         "vcl_backend_error counts once"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarts_count_up_before_the_limit_is_checked() {
+    let be = backend(|_| (NO, ok("x", ""))).await;
+    let vcl = vcl_with(
+        be.addr,
+        r#"
+sub vcl_recv { return (restart); }
+sub vcl_synth { set resp.http.x-restarts = req.restarts; }
+"#,
+    );
+    let l = lacquer(&vcl, &["max_restarts=2"]).await;
+    let r = get(l.first_addr().unwrap(), "/", "").await;
+    assert_eq!(r.status, 503);
+    assert_eq!(r.header("x-restarts"), Some("3"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_body_without_streaming_is_a_503() {
+    let be = backend(|_| {
+        (
+            NO,
+            b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc".to_vec(),
+        )
+    })
+    .await;
+    let vcl = vcl_with(
+        be.addr,
+        "sub vcl_backend_response { set beresp.do_stream = false; }",
+    );
+    let l = lacquer(&vcl, &["between_bytes_timeout=0.3"]).await;
+    let r = get(l.first_addr().unwrap(), "/", "").await;
+    assert_eq!(r.status, 503);
+    assert_eq!(l.shared.counters.get(Main::fetch_failed), 1);
+}
