@@ -438,6 +438,12 @@ fn compute_ttl(bo: &mut BoTask) {
         clock_skew: params.uint("clock_skew") as f64,
     };
     drop(params);
+    if !bo.beresp.headers.contains("date") {
+        let date = rfc2616::format_http_date(bo.now);
+        bo.vsl
+            .log_header(Tag::BerespHeader, b"Date", date.as_bytes());
+        bo.beresp.headers.append("Date", date);
+    }
     // As varnishd: these may be spread over several lines; VCL and the
     // TTL computation see them collected into one.
     collect_header(&mut bo.beresp.headers, "cache-control", "Cache-Control");
@@ -463,11 +469,6 @@ fn compute_ttl(bo: &mut BoTask) {
         bo.ttl = f.ttl;
         bo.grace = f.grace;
         bo.keep = f.keep;
-    }
-    if !bo.beresp.headers.contains("date") {
-        bo.beresp
-            .headers
-            .append("Date", rfc2616::format_http_date(bo.now));
     }
 }
 

@@ -647,6 +647,53 @@ pub struct BoTask {
 }
 
 impl BoTask {
+    /// The assignments VCL makes to backend-side variables.
+    fn set_inner(&mut self, var: VarId, value: Value) -> Result<(), String> {
+        match var {
+            VarId::BereqBackend => self.backend = as_backend(value)?,
+            VarId::BereqConnectTimeout => self.connect_timeout = Some(as_f64(&value)?),
+            VarId::BereqFirstByteTimeout => self.first_byte_timeout = Some(as_f64(&value)?),
+            VarId::BereqBetweenBytesTimeout => self.between_bytes_timeout = Some(as_f64(&value)?),
+            VarId::BerespStatus => {
+                let s = vcl_status(as_int(&value)?)?;
+                self.beresp.status = s;
+                self.beresp.reason = Bytes::from_static(crate::msg::reason(s % 1000).as_bytes());
+            }
+            VarId::BerespTtl => {
+                // beresp.ttl counts from now, the object's origin from t_origin.
+                self.ttl = as_f64(&value)? + (self.now - self.t_origin);
+            }
+            VarId::BerespGrace => self.grace = as_f64(&value)?,
+            VarId::BerespKeep => self.keep = as_f64(&value)?,
+            VarId::BerespDoStream => self.do_stream = as_bool(&value)?,
+            VarId::BerespDoGzip => self.do_gzip = as_bool(&value)?,
+            VarId::BerespDoGunzip => self.do_gunzip = as_bool(&value)?,
+            VarId::BerespDoEsi => self.do_esi = as_bool(&value)?,
+            VarId::BerespUncacheable => {
+                // Once uncacheable, always uncacheable (as varnishd).
+                if as_bool(&value)? {
+                    self.uncacheable = true;
+                }
+            }
+            VarId::BerespStorage | VarId::BerespStorageHint => {
+                self.storage = stevedore_name(value)?
+            }
+            VarId::BerespBody => match value {
+                Value::Str(s) | Value::Blob(s) => {
+                    self.synth_body.clear();
+                    self.synth_body.extend_from_slice(&s);
+                }
+                Value::Null => self.synth_body.clear(),
+                other => return Err(format!("cannot set beresp.body to {}", other.type_name())),
+            },
+            other => match value {
+                Value::Str(s) => return self.set_str(other, &s),
+                _ => return Err(not_here(other)),
+            },
+        }
+        Ok(())
+    }
+
     /// Writes a `Timestamp` record (`label: now since-start since-last`).
     pub fn log_ts(&mut self, label: &str, now: f64) {
         self.vsl.log(
@@ -826,51 +873,30 @@ impl Context for BoTask {
     }
 
     fn set(&mut self, var: VarId, value: Value) -> Result<(), String> {
-        match var {
-            VarId::BereqBackend => self.backend = as_backend(value)?,
-            VarId::BereqConnectTimeout => self.connect_timeout = Some(as_f64(&value)?),
-            VarId::BereqFirstByteTimeout => self.first_byte_timeout = Some(as_f64(&value)?),
-            VarId::BereqBetweenBytesTimeout => self.between_bytes_timeout = Some(as_f64(&value)?),
-            VarId::BerespStatus => {
-                let s = vcl_status(as_int(&value)?)?;
-                self.beresp.status = s;
-                self.beresp.reason = Bytes::from_static(crate::msg::reason(s % 1000).as_bytes());
-            }
-            VarId::BerespTtl => {
-                // beresp.ttl counts from now, the object's origin from t_origin.
-                self.ttl = as_f64(&value)? + (self.now - self.t_origin);
-            }
-            VarId::BerespGrace => self.grace = as_f64(&value)?,
-            VarId::BerespKeep => self.keep = as_f64(&value)?,
-            VarId::BerespDoStream => self.do_stream = as_bool(&value)?,
-            VarId::BerespDoGzip => self.do_gzip = as_bool(&value)?,
-            VarId::BerespDoGunzip => self.do_gunzip = as_bool(&value)?,
-            VarId::BerespDoEsi => self.do_esi = as_bool(&value)?,
-            VarId::BerespUncacheable => {
-                // Once uncacheable, always uncacheable (as varnishd).
-                if as_bool(&value)? {
-                    self.uncacheable = true;
-                }
-            }
-            VarId::BerespStorage | VarId::BerespStorageHint => {
-                self.storage = stevedore_name(value)?
-            }
-            VarId::BerespBody => match value {
-                Value::Str(s) | Value::Blob(s) => {
-                    self.synth_body.clear();
-                    self.synth_body.extend_from_slice(&s);
-                }
-                Value::Null => self.synth_body.clear(),
-                other => return Err(format!("cannot set beresp.body to {}", other.type_name())),
-            },
-            other => match value {
-                Value::Str(s) => return self.set_str(other, &s),
-                _ => return Err(not_here(other)),
-            },
+        self.set_inner(var, value)?;
+        if matches!(
+            var,
+            VarId::BerespTtl | VarId::BerespGrace | VarId::BerespKeep | VarId::BerespUncacheable
+        ) {
+            // As varnishd: every change of the object's lifetime is logged.
+            self.vsl.log(
+                Tag::TTL,
+                format_args!(
+                    "VCL {:.0} {:.0} {:.0} {:.0} {}",
+                    self.ttl,
+                    self.grace,
+                    self.keep,
+                    self.t_origin,
+                    if self.uncacheable {
+                        "uncacheable"
+                    } else {
+                        "cacheable"
+                    }
+                ),
+            );
         }
         Ok(())
     }
-
     fn unset(&mut self, var: VarId) -> Result<(), String> {
         match var {
             VarId::BereqBody => {
