@@ -77,6 +77,8 @@ enum Step {
 
 /// The connection, head and body framing of a backend response.
 struct Fetched {
+    /// The stale object's body a 304 refreshed.
+    reuse: Option<lacquer_storage::Body>,
     conn: crate::backend::pool::Conn,
     backend: Arc<BackendRt>,
     rbuf: BytesMut,
@@ -112,6 +114,7 @@ pub async fn run(mut job: FetchJob) {
     );
     let vcl = job.bo.vcl.clone();
     job.bo.vsl.log_str(Tag::VCL_use, &vcl.name);
+    add_conditionals(&mut job);
     log_bereq(&mut job.bo);
     loop {
         let step = attempt(&mut job, &mut scratch).await;
@@ -186,6 +189,8 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         job.bo.now = rfc2616::now();
         job.bo.t_beresp = job.bo.now;
         compute_ttl(&mut job.bo);
+        let mut fetched = fetched;
+        fetched.reuse = merge_304(job)?;
         let action = vcl.run(BuiltinSub::BackendResponse, &mut job.bo, scratch);
         if matches!(action, Action::Deliver | Action::Pass { .. }) {
             job.bo.log_ts("Process", rfc2616::now());
@@ -378,6 +383,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         });
         log_resp(bo, Tag::BerespProtocol);
         return Ok(Fetched {
+            reuse: None,
             conn,
             backend,
             rbuf,
@@ -392,6 +398,34 @@ fn break_retry(bo: &mut BoTask) {
     bo.sh.counters.inc(Main::backend_retry);
     bo.vsl
         .log_str(Tag::Debug, "reused backend connection closed; retrying");
+}
+
+/// A revalidation of a stale object that may be refreshed by a 304 asks
+/// the backend conditionally (varnishd's IMS candidates: a 200 with a
+/// Last-Modified or ETag and a body).
+fn add_conditionals(job: &mut FetchJob) {
+    let stale = match &job.mode {
+        FetchMode::Miss {
+            stale: Some(stale), ..
+        } => stale,
+        FetchMode::Background { stale, .. } => stale,
+        _ => return,
+    };
+    let data = stale.data();
+    if data.status != 200 || stale.body().len_so_far() == 0 {
+        return;
+    }
+    let lm = crate::task::obj_header(stale, b"last-modified").map(Bytes::copy_from_slice);
+    let etag = crate::task::obj_header(stale, b"etag").map(Bytes::copy_from_slice);
+    let bo = &mut job.bo;
+    for h in [&mut bo.bereq.headers, &mut bo.bereq_orig.headers] {
+        if let Some(v) = &lm {
+            h.append("If-Modified-Since", v.clone());
+        }
+        if let Some(v) = &etag {
+            h.append("If-None-Match", v.clone());
+        }
+    }
 }
 
 /// Logs the backend request as it stands (`BereqMethod` …).
@@ -533,35 +567,48 @@ fn object_headers(beresp: &RespMsg) -> Vec<(Bytes, Bytes)> {
         .collect()
 }
 
-/// Turns the response into an object and streams its body.
-async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Result<(), Step> {
+/// A 304 answering a conditional fetch: the stale object's headers are
+/// merged under the new ones and its body is reused (before
+/// vcl_backend_response runs, which sees `beresp.was_304`). A 304 nobody
+/// asked for is an error, except for a pass.
+fn merge_304(job: &mut FetchJob) -> Result<Option<lacquer_storage::Body>, Step> {
     let bo = &mut job.bo;
-    // 304 revalidation of a stale object: merge headers, reuse its body.
+    if bo.beresp.status != 304 {
+        return Ok(None);
+    }
     let stale = match &job.mode {
         FetchMode::Miss { stale, .. } => stale.clone(),
         FetchMode::Background { stale, .. } => Some(stale.clone()),
-        _ => None,
+        FetchMode::HitMiss { .. } => None,
+        FetchMode::Pass => return Ok(None),
     };
-    let mut reuse_body = None;
-    if bo.beresp.status == 304
-        && let Some(stale) = &stale
-    {
-        let data = stale.data();
-        let mut merged = lacquer_http::Headers::new();
-        for (k, v) in data.headers.to_pairs() {
-            if !bo.beresp.headers.contains(&k[..]) {
-                merged.append(k.clone(), v.clone());
-            }
+    let Some(stale) = stale else {
+        bo.vsl
+            .log_str(Tag::Error, "304 response but not conditional fetch");
+        return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+    };
+    let data = stale.data();
+    bo.beresp.headers.remove("content-length");
+    let mut merged = lacquer_http::Headers::new();
+    for (k, v) in data.headers.to_pairs() {
+        if !bo.beresp.headers.contains(&k[..]) {
+            merged.append(k.clone(), v.clone());
         }
-        for (k, v) in bo.beresp.headers.iter() {
-            merged.append(Bytes::copy_from_slice(k), Bytes::copy_from_slice(v));
-        }
-        bo.beresp.headers = merged;
-        bo.beresp.status = data.status;
-        bo.beresp.reason = data.reason.clone();
-        bo.was_304 = true;
-        reuse_body = Some(data.body.clone());
     }
+    for (k, v) in bo.beresp.headers.iter() {
+        merged.append(Bytes::copy_from_slice(k), Bytes::copy_from_slice(v));
+    }
+    bo.beresp.headers = merged;
+    bo.beresp.status = data.status;
+    bo.beresp.reason = data.reason.clone();
+    bo.was_304 = true;
+    Ok(Some(data.body.clone()))
+}
+
+/// Turns the response into an object and streams its body.
+async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Result<(), Step> {
+    let reuse_body = f.reuse.take();
+    let bo = &mut job.bo;
     // Body filters chosen by VCL.
     let backend_gzip = bo
         .beresp
@@ -663,11 +710,15 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             v.to_vec()
         }
     });
-    let inserted = match std::mem::replace(&mut job.mode, FetchMode::Pass) {
-        FetchMode::Pass => bo.sh.cache.insert_private(new, &store),
-        FetchMode::Miss { busy, .. }
-        | FetchMode::HitMiss { busy }
-        | FetchMode::Background { busy, .. } => {
+    let (busy, replaced) = match std::mem::replace(&mut job.mode, FetchMode::Pass) {
+        FetchMode::Pass => (None, None),
+        FetchMode::Miss { busy, stale } => (Some(busy), stale),
+        FetchMode::Background { busy, stale } => (Some(busy), Some(stale)),
+        FetchMode::HitMiss { busy } => (Some(busy), None),
+    };
+    let inserted = match busy {
+        None => bo.sh.cache.insert_private(new, &store),
+        Some(busy) => {
             if let Some(v) = vary_spec.as_ref().filter(|v| !v.is_empty())
                 && let Some(spec) =
                     lacquer_cache::VarySpec::capture([&v[..]], &crate::req::HeaderView(&bo.bereq0))
@@ -677,6 +728,12 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             busy.unbusy(new, &store)
         }
     };
+    // As varnishd: a successful refresh retires the object it replaces.
+    if inserted.is_ok()
+        && let Some(old) = &replaced
+    {
+        bo.sh.cache.kill(old);
+    }
     let unbusied = match inserted {
         Ok(u) => u,
         Err(e) => {

@@ -152,3 +152,43 @@ async fn broken_body_without_streaming_is_a_503() {
     assert_eq!(r.status, 503);
     assert_eq!(l.shared.counters.get(Main::fetch_failed), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_objects_are_revalidated_with_a_conditional_fetch() {
+    let be = backend(|r| {
+        if r.header("if-modified-since").is_some() {
+            (NO, b"HTTP/1.1 304 Not Modified\r\n\r\n".to_vec())
+        } else {
+            (
+                NO,
+                ok("body", "Last-Modified: Wed, 11 Sep 2013 13:36:55 GMT\r\n"),
+            )
+        }
+    })
+    .await;
+    let vcl = vcl_with(
+        be.addr,
+        r#"
+sub vcl_backend_response {
+    set beresp.ttl = 0.1s;
+    set beresp.grace = 0s;
+    set beresp.keep = 60s;
+    set beresp.http.was-304 = beresp.was_304;
+}
+"#,
+    );
+    let l = lacquer(&vcl, &[]).await;
+    let a = l.first_addr().unwrap();
+    let r = get(a, "/", "").await;
+    assert_eq!(r.header("was-304"), Some("false"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let r = get(a, "/", "").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "body", "the stale body is reused");
+    assert_eq!(r.header("was-304"), Some("true"));
+    assert_eq!(
+        be.last().header("if-modified-since"),
+        Some("Wed, 11 Sep 2013 13:36:55 GMT")
+    );
+    assert_eq!(l.shared.counters.get(Main::fetch_304), 1);
+}
