@@ -591,6 +591,7 @@ where
     }
     t.resp = resp;
     t.obj = Some(obj.clone());
+    log_resp(t);
     let vcl = t.vcl.clone();
     let action = vcl.run(BuiltinSub::Deliver, t, scratch);
     match action {
@@ -626,9 +627,14 @@ where
     t.resp = resp;
     t.obj = None;
     t.synth_body.clear();
+    log_resp(t);
     let vcl = t.vcl.clone();
+    let max_restarts = t.sh.params().uint("max_restarts") as u32;
     match vcl.run(BuiltinSub::Synth, t, scratch) {
         Action::Deliver => {}
+        // Past the limit a restart from vcl_synth delivers (as varnishd),
+        // so a synth that always restarts cannot loop.
+        Action::Restart if t.restarts > max_restarts => {}
         Action::Restart => return Delivered::Restart,
         _ => {
             // A failing vcl_synth gets a bare 500 and a closed connection.
@@ -640,6 +646,7 @@ where
             t.resp.headers.append("X-Varnish", t.vxid.to_string());
             t.resp.headers.append("Connection", "close");
             t.synth_body.clear();
+            log_resp(t);
         }
     }
     let b = Bytes::from(std::mem::take(&mut t.synth_body));
@@ -666,6 +673,21 @@ where
     };
     let mut keep = lacquer_http::persistence(&t.req.headers, req_version).keep_alive()
         && !t.resp.headers.has_token("connection", "close");
+    // What vcl_deliver/vcl_synth left (already logged); delivery's own
+    // changes are logged below as they differ.
+    let (status0, reason0) = (t.resp.status, t.resp.reason.clone());
+    let cl0 = t
+        .resp
+        .headers
+        .get("content-length")
+        .map(Bytes::copy_from_slice);
+    for tag_name in ["connection", "transfer-encoding"] {
+        for (k, v) in t.resp.headers.iter() {
+            if k.eq_ignore_ascii_case(tag_name.as_bytes()) {
+                t.vsl.log_header(Tag::RespUnset, k, v);
+            }
+        }
+    }
     t.resp.headers.remove("connection");
     t.resp.headers.remove("transfer-encoding");
     t.resp.proto = Bytes::from_static(b"HTTP/1.1");
@@ -715,9 +737,10 @@ where
                         t.resp.status = 206;
                         t.resp.reason = Bytes::from_static(b"Partial Content");
                         let total = body_len.map_or("*".to_string(), |l| l.to_string());
-                        t.resp
-                            .headers
-                            .set("Content-Range", format!("bytes {start}-{end}/{total}"));
+                        let cr = format!("bytes {start}-{end}/{total}");
+                        t.vsl
+                            .log_header(Tag::RespHeader, b"Content-Range", cr.as_bytes());
+                        t.resp.headers.set("Content-Range", cr);
                         range = Some((start, end));
                         body_len = Some(end - start + 1);
                     }
@@ -726,7 +749,10 @@ where
                         t.resp.status = 416;
                         t.resp.reason = Bytes::from_static(b"Range Not Satisfiable");
                         if let Some(l) = body_len {
-                            t.resp.headers.set("Content-Range", format!("bytes */{l}"));
+                            let cr = format!("bytes */{l}");
+                            t.vsl
+                                .log_header(Tag::RespHeader, b"Content-Range", cr.as_bytes());
+                            t.resp.headers.set("Content-Range", cr);
                         }
                         send_body = false;
                         body_len = Some(0);
@@ -752,10 +778,30 @@ where
             t.resp.headers.append("Transfer-Encoding", "chunked");
         }
     }
-    t.resp
-        .headers
-        .append("Connection", if keep { "keep-alive" } else { "close" });
-    log_resp(t);
+    let conn_hdr = if keep { "keep-alive" } else { "close" };
+    t.resp.headers.append("Connection", conn_hdr);
+    if t.resp.status != status0 {
+        t.vsl
+            .log(Tag::RespStatus, format_args!("{}", t.resp.status));
+    }
+    if t.resp.reason != reason0 {
+        t.vsl.log_bytes(Tag::RespReason, &t.resp.reason);
+    }
+    let cl1 = t.resp.headers.get("content-length");
+    if cl1 != cl0.as_deref() {
+        if let Some(v) = &cl0 {
+            t.vsl.log_header(Tag::RespUnset, b"Content-Length", v);
+        }
+        if let Some(v) = cl1 {
+            t.vsl.log_header(Tag::RespHeader, b"Content-Length", v);
+        }
+    }
+    if chunked {
+        t.vsl
+            .log_header(Tag::RespHeader, b"Transfer-Encoding", b"chunked");
+    }
+    t.vsl
+        .log_header(Tag::RespHeader, b"Connection", conn_hdr.as_bytes());
     let send_timeout = Duration::from_secs_f64(t.timeouts.send_timeout.max(0.001));
     let idle_send = Duration::from_secs_f64(t.timeouts.idle_send_timeout.max(0.001));
     drop(params);

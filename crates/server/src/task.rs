@@ -312,6 +312,17 @@ impl Context for ReqTask {
 
     fn set_str(&mut self, var: VarId, value: &[u8]) -> Result<(), String> {
         let v = Bytes::copy_from_slice(value);
+        let tag = match var {
+            VarId::ReqMethod => Some(Tag::ReqMethod),
+            VarId::ReqUrl => Some(Tag::ReqURL),
+            VarId::ReqProto => Some(Tag::ReqProtocol),
+            VarId::RespProto => Some(Tag::RespProtocol),
+            VarId::RespReason => Some(Tag::RespReason),
+            _ => None,
+        };
+        if let Some(tag) = tag {
+            self.vsl.log_bytes(tag, value);
+        }
         match var {
             VarId::ReqMethod => self.req.method = v,
             VarId::ReqUrl => self.req.url = v,
@@ -415,6 +426,8 @@ impl Context for ReqTask {
                 self.resp.status = s;
                 // As varnishd: a status change also sets the default reason.
                 self.resp.reason = Bytes::from_static(crate::msg::reason(s % 1000).as_bytes());
+                self.vsl.log(Tag::RespStatus, format_args!("{s}"));
+                self.vsl.log_bytes(Tag::RespReason, &self.resp.reason);
             }
             VarId::RespDoEsi => {}
             VarId::RespBody => match value {
@@ -658,6 +671,8 @@ impl BoTask {
                 let s = vcl_status(as_int(&value)?)?;
                 self.beresp.status = s;
                 self.beresp.reason = Bytes::from_static(crate::msg::reason(s % 1000).as_bytes());
+                self.vsl.log(Tag::BerespStatus, format_args!("{s}"));
+                self.vsl.log_bytes(Tag::BerespReason, &self.beresp.reason);
             }
             VarId::BerespTtl => {
                 // beresp.ttl counts from now, the object's origin from t_origin.
@@ -796,6 +811,17 @@ impl Context for BoTask {
 
     fn set_str(&mut self, var: VarId, value: &[u8]) -> Result<(), String> {
         let v = Bytes::copy_from_slice(value);
+        let tag = match var {
+            VarId::BereqMethod => Some(Tag::BereqMethod),
+            VarId::BereqUrl => Some(Tag::BereqURL),
+            VarId::BereqProto => Some(Tag::BereqProtocol),
+            VarId::BerespProto => Some(Tag::BerespProtocol),
+            VarId::BerespReason => Some(Tag::BerespReason),
+            _ => None,
+        };
+        if let Some(tag) = tag {
+            self.vsl.log_bytes(tag, value);
+        }
         match var {
             VarId::BereqMethod => self.bereq.method = v,
             VarId::BereqUrl => self.bereq.url = v,

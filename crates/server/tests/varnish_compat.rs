@@ -192,3 +192,22 @@ sub vcl_backend_response {
     );
     assert_eq!(l.shared.counters.get(Main::fetch_304), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_synth_that_always_restarts_ends() {
+    let be = backend(|_| (NO, ok("x", ""))).await;
+    let vcl = vcl_with(
+        be.addr,
+        r#"
+sub vcl_recv { return (synth(503)); }
+sub vcl_synth {
+    set resp.http.restarts = req.restarts;
+    return (restart);
+}
+"#,
+    );
+    let l = lacquer(&vcl, &[]).await;
+    let r = get(l.first_addr().unwrap(), "/", "").await;
+    assert_eq!(r.status, 503);
+    assert_eq!(r.header("restarts"), Some("5"), "default max_restarts is 4");
+}
