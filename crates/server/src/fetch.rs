@@ -293,25 +293,23 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 return Err(format!("backend {}: {e}", backend.name));
             }
         };
+        bo.log_ts("Connected", rfc2616::now());
         if conn.reused {
             bo.sh.counters.inc(Main::backend_reuse);
-            bo.vsl.log(
-                Tag::BackendReuse,
-                format_args!("{} {}", conn.local_port(), backend.vcl_name),
-            );
         } else {
             bo.sh.counters.inc(Main::backend_conn);
-            bo.vsl.log(
-                Tag::BackendOpen,
-                format_args!(
-                    "{} {} {} {}",
-                    conn.local_port(),
-                    backend.vcl_name,
-                    backend.pool.address(),
-                    conn.local_addr_string()
-                ),
-            );
         }
+        bo.vsl.log(
+            Tag::BackendOpen,
+            format_args!(
+                "{} {} {} {} {}",
+                conn.local_port(),
+                backend.vcl_name,
+                backend.pool.address(),
+                conn.local_addr_string(),
+                if conn.reused { "reuse" } else { "connect" }
+            ),
+        );
         bo.log_ts("Bereq", rfc2616::now());
         let sent = async {
             conn.stream.write_all(&head).await?;
@@ -323,7 +321,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         .await;
         if let Err(e) = sent {
             if conn.reused && tries == 1 {
-                break_retry(bo);
+                break_retry(bo, conn.local_port(), &backend.vcl_name);
                 continue;
             }
             bo.sh.counters.inc(Main::backend_fail);
@@ -350,7 +348,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                     return Err("first byte timeout".to_string());
                 }
                 Ok(Ok(0)) | Ok(Err(_)) if conn.reused && tries == 1 && rbuf.is_empty() => {
-                    break_retry(bo);
+                    break_retry(bo, conn.local_port(), &backend.vcl_name);
                     break None;
                 }
                 Ok(Ok(0)) => return Err("http first read error: EOF".to_string()),
@@ -394,10 +392,11 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
 
 /// A reused backend connection turned out closed: the request is sent once
 /// more on a fresh one (varnishd's `backend_retry`).
-fn break_retry(bo: &mut BoTask) {
+fn break_retry(bo: &mut BoTask, port: u16, name: &str) {
     bo.sh.counters.inc(Main::backend_retry);
+    bo.vsl.log_str(Tag::FetchError, "HTC eof (-1)");
     bo.vsl
-        .log_str(Tag::Debug, "reused backend connection closed; retrying");
+        .log(Tag::BackendClose, format_args!("{port} {name} close"));
 }
 
 /// A revalidation of a stale object that may be refreshed by a 304 asks
@@ -669,7 +668,10 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         .await;
         if let Err(msg) = r {
             bo.vsl.log_str(Tag::FetchError, &msg);
-            bo.vsl.log_str(Tag::BackendClose, &f.backend.vcl_name);
+            bo.vsl.log(
+                Tag::BackendClose,
+                format_args!("{} {} close", f.conn.local_port(), f.backend.vcl_name),
+            );
             return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
         }
         prefetched = Some((lacquer_storage::Body::from_segments(segs), len));
@@ -849,15 +851,23 @@ async fn pump_body(
 /// The body is in: timestamps, length, and the connection goes back to
 /// the pool when the framing allows.
 fn body_done(bo: &mut BoTask, f: Fetched, len: u64) {
-    bo.log_ts("BerespBody", rfc2616::now());
-    bo.vsl.log(Tag::Length, format_args!("{len}"));
+    let port = f.conn.local_port();
     if f.body != BodyKind::Eof
         && lacquer_http::persistence(&bo.beresp.headers, lacquer_http::Version::Http11).keep_alive()
     {
+        bo.vsl.log(
+            Tag::BackendClose,
+            format_args!("{port} {} recycle", f.backend.vcl_name),
+        );
         f.backend.pool.recycle(f.conn);
     } else {
-        bo.vsl.log_str(Tag::BackendClose, &f.backend.vcl_name);
+        bo.vsl.log(
+            Tag::BackendClose,
+            format_args!("{port} {} close", f.backend.vcl_name),
+        );
     }
+    bo.log_ts("BerespBody", rfc2616::now());
+    bo.vsl.log(Tag::Length, format_args!("{len}"));
 }
 
 /// A comma-separated list without `token` (case-insensitive).
