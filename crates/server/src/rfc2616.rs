@@ -111,8 +111,20 @@ fn leading_uint(v: &[u8]) -> u64 {
 
 /// Parses an HTTP date (RFC 1123, RFC 850 or asctime) to epoch seconds.
 pub fn parse_http_date(v: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(v).ok()?;
-    let t = httpdate::parse_http_date(s.trim()).ok()?;
+    let s = std::str::from_utf8(v).ok()?.trim();
+    let t = match httpdate::parse_http_date(s) {
+        Ok(t) => t,
+        // A one-digit day ("Fri, 2 Mar 2018 ..."), which varnishd also
+        // accepts: pad it and try again.
+        Err(_) => {
+            let (wd, rest) = s.split_once(", ")?;
+            let (day, tail) = rest.split_once(' ')?;
+            if day.len() != 1 {
+                return None;
+            }
+            httpdate::parse_http_date(&format!("{wd}, 0{day} {tail}")).ok()?
+        }
+    };
     Some(t.duration_since(UNIX_EPOCH).ok()?.as_secs_f64())
 }
 
@@ -284,6 +296,11 @@ mod tests {
             Some(784_111_777.0)
         );
         assert_eq!(parse_http_date(b"nonsense"), None);
+        assert_eq!(
+            parse_http_date(b"Fri, 2 Mar 2018 14:26:02 GMT"),
+            parse_http_date(b"Fri, 02 Mar 2018 14:26:02 GMT")
+        );
+        assert!(parse_http_date(b"Fri, 02 Mar 2018 14:26:02 GMT").is_some());
         assert_eq!(directive(b"a, B=\"7\"", "b"), Some(Some(&b"7"[..])));
         assert_eq!(directive(b"no-cache", "no-cache"), Some(None));
     }

@@ -381,11 +381,18 @@ impl Context for ReqTask {
             VarId::ObjStatus => Value::Int(i64::from(self.obj()?.data().status)),
             VarId::ObjHits => Value::Int(self.obj()?.hits() as i64),
             VarId::ObjTtl => {
+                // As varnishd: a negative stored ttl counts as 0, and the
+                // age is taken at the request's start except in vcl_deliver.
                 let o = self.obj()?;
-                Value::Duration(o.t_origin() + o.ttl() - self.now)
+                let at = if self.cur_sub == BuiltinSub::Deliver {
+                    self.now
+                } else {
+                    self.t_req
+                };
+                Value::Duration(o.ttl().max(0.0) - (at - o.t_origin()))
             }
-            VarId::ObjGrace => Value::Duration(self.obj()?.grace()),
-            VarId::ObjKeep => Value::Duration(self.obj()?.keep()),
+            VarId::ObjGrace => Value::Duration(self.obj()?.grace().max(0.0)),
+            VarId::ObjKeep => Value::Duration(self.obj()?.keep().max(0.0)),
             VarId::ObjAge => Value::Duration(self.now - self.obj()?.t_origin()),
             VarId::ObjTime => Value::Time(self.obj()?.t_origin()),
             VarId::ObjUncacheable => Value::Bool({
@@ -675,11 +682,12 @@ impl BoTask {
                 self.vsl.log_bytes(Tag::BerespReason, &self.beresp.reason);
             }
             VarId::BerespTtl => {
-                // beresp.ttl counts from now, the object's origin from t_origin.
-                self.ttl = as_f64(&value)? + (self.now - self.t_origin);
+                // beresp.ttl counts from now, the object's origin from
+                // t_origin; as varnishd, a negative result is stored as 0.
+                self.ttl = (as_f64(&value)? + (self.now - self.t_origin)).max(0.0);
             }
-            VarId::BerespGrace => self.grace = as_f64(&value)?,
-            VarId::BerespKeep => self.keep = as_f64(&value)?,
+            VarId::BerespGrace => self.grace = as_f64(&value)?.max(0.0),
+            VarId::BerespKeep => self.keep = as_f64(&value)?.max(0.0),
             VarId::BerespDoStream => self.do_stream = as_bool(&value)?,
             VarId::BerespDoGzip => self.do_gzip = as_bool(&value)?,
             VarId::BerespDoGunzip => self.do_gunzip = as_bool(&value)?,
@@ -864,10 +872,11 @@ impl Context for BoTask {
             VarId::BerespStatus => Value::Int(i64::from(self.beresp.status)),
             // As varnishd: a negative stored ttl (uncacheable by RFC, or a
             // pass) reads as 0; otherwise the age since origin is deducted.
-            VarId::BerespTtl if self.ttl < 0.0 => Value::Duration(0.0),
-            VarId::BerespTtl => Value::Duration(self.ttl - (self.now - self.t_origin)),
-            VarId::BerespGrace => Value::Duration(self.grace),
-            VarId::BerespKeep => Value::Duration(self.keep),
+            // As varnishd: a negative stored value reads as 0 (before the
+            // age since origin is deducted from the ttl).
+            VarId::BerespTtl => Value::Duration(self.ttl.max(0.0) - (self.now - self.t_origin)),
+            VarId::BerespGrace => Value::Duration(self.grace.max(0.0)),
+            VarId::BerespKeep => Value::Duration(self.keep.max(0.0)),
             VarId::BerespAge => Value::Duration(self.now - self.t_origin),
             VarId::BerespTime => Value::Time(self.t_beresp),
             VarId::BerespDoStream => Value::Bool(self.do_stream),
