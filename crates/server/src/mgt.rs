@@ -302,6 +302,9 @@ enum Source<'a> {
 }
 
 fn vcl_load(sh: &Arc<Shared>, name: &str, src: Source<'_>, temp: Option<&str>) -> Reply {
+    if let Some(r) = bad_vcl_name(name) {
+        return r;
+    }
     let temp = match temp.map(Temp::parse) {
         None => Temp::Auto,
         Some(Some(t)) => t,
@@ -363,6 +366,7 @@ fn vcl_use(sh: &Arc<Shared>, name: &str) -> Reply {
     }
     let vcl = entry.vcl.clone();
     vcl.warm_up(sh.vsl.clone());
+    reg.active_label = (target != name).then(|| name.to_string());
     reg.active = Some(target);
     drop(reg);
     sh.active.store(Arc::new(Some(vcl)));
@@ -372,7 +376,7 @@ fn vcl_use(sh: &Arc<Shared>, name: &str) -> Reply {
 fn vcl_discard(sh: &Arc<Shared>, names: &[&str]) -> Reply {
     let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
     for n in names {
-        if reg.active.as_deref() == Some(*n) {
+        if reg.active.as_deref() == Some(*n) || reg.active_label.as_deref() == Some(*n) {
             return Reply::err(status::CANT, format!("Cannot discard active VCL: {n}"));
         }
         if reg.labels.contains_key(*n) {
@@ -520,15 +524,53 @@ fn vcl_show(sh: &Arc<Shared>, plain: &[&str]) -> Reply {
     }
 }
 
+/// varnishd's rule for VCL and label names: a letter, then letters,
+/// digits, `_` or `-`. Returns the refusal for a bad name.
+fn bad_vcl_name(name: &str) -> Option<Reply> {
+    let b = name.as_bytes();
+    let bad = match b.first() {
+        None => return Some(Reply::err(status::PARAM, "Empty VCL name")),
+        Some(c) if !c.is_ascii_alphabetic() => *c,
+        _ => *b
+            .iter()
+            .find(|c| !(c.is_ascii_alphanumeric() || **c == b'_' || **c == b'-'))?,
+    };
+    let shown = if bad > 0x20 && bad < 0x7f {
+        format!("('{}')", bad as char)
+    } else {
+        format!("(0x{bad:02x})")
+    };
+    Some(Reply::err(
+        status::PARAM,
+        format!("Illegal character in VCL name {shown}"),
+    ))
+}
+
 fn vcl_label(sh: &Arc<Shared>, label: &str, target: &str) -> Reply {
+    if let Some(r) = bad_vcl_name(label) {
+        return r;
+    }
     let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
     if reg.vcls.contains_key(label) {
         return Reply::err(status::PARAM, format!("{label} is a VCL, not a label"));
+    }
+    if reg.labels.contains_key(target) {
+        return Reply::err(status::CANT, "VCL labels cannot point to labels");
     }
     if !reg.vcls.contains_key(target) {
         return Reply::err(status::PARAM, format!("No VCL named {target}"));
     }
     reg.labels.insert(label.to_string(), target.to_string());
+    // Moving the label `vcl.use` chose moves the active VCL with it.
+    if reg.active_label.as_deref() == Some(label)
+        && let Some(e) = reg.vcls.get(target)
+    {
+        let vcl = e.vcl.clone();
+        vcl.warm_up(sh.vsl.clone());
+        reg.active = Some(target.to_string());
+        drop(reg);
+        sh.active.store(Arc::new(Some(vcl)));
+    }
     Reply::ok("")
 }
 
@@ -775,6 +817,16 @@ mod tests {
                 .replace("auto     ", "auto    ")
                 .replace("label    ", "label   ")
         );
+    }
+
+    #[test]
+    fn vcl_names_follow_varnishd_rules() {
+        assert!(bad_vcl_name("vcl_1-a").is_none());
+        let r = bad_vcl_name("0000").unwrap();
+        assert_eq!(r.status, status::PARAM);
+        assert_eq!(r.body, "Illegal character in VCL name ('0')");
+        assert!(bad_vcl_name("a00/").unwrap().body.ends_with("('/')"));
+        assert!(bad_vcl_name("a00\u{e5}").unwrap().body.ends_with("(0xc3)"));
     }
 
     #[test]

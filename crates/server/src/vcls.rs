@@ -459,6 +459,8 @@ pub struct VclRegistry {
     /// label -> VCL name
     pub labels: BTreeMap<String, String>,
     pub active: Option<String>,
+    /// The label `vcl.use` named, when the active VCL was chosen by one.
+    pub active_label: Option<String>,
     /// Load order, for `vcl.list`.
     pub order: Vec<String>,
 }
