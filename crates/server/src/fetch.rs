@@ -380,6 +380,9 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             }
         });
         log_resp(bo, Tag::BerespProtocol);
+        if let Ok(tokens) = crate::msg::connection_tokens(&bo.beresp.headers) {
+            crate::msg::drop_connection_tokens(&mut bo.beresp.headers, &tokens);
+        }
         return Ok(Fetched {
             reuse: None,
             conn,

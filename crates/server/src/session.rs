@@ -136,7 +136,28 @@ where
         let req_hdr_bytes = crate::msg::request_head_len(&head);
         let body_kind = head.body;
         let expect = lacquer_http::expect(&head.headers);
-        let req = ReqMsg::from(head);
+        let mut req = ReqMsg::from(head);
+        // Headers the client's Connection header names are hop-by-hop and
+        // go no further; naming a well-known end-to-end header is refused.
+        match crate::msg::connection_tokens(&req.headers) {
+            Ok(tokens) => crate::msg::drop_connection_tokens(&mut req.headers, &tokens),
+            Err(name) => {
+                sh.counters.inc(Main::client_req_400);
+                sh.counters.inc(Main::sc_rx_bad);
+                let _ = conn
+                    .stream
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
+                    .await;
+                svsl.log(
+                    Tag::Debug,
+                    format_args!(
+                        "Connection names end-to-end header {}",
+                        String::from_utf8_lossy(&name)
+                    ),
+                );
+                break "RX_BAD";
+            }
+        }
         if expect == lacquer_http::Expect::Unsupported {
             sh.counters.inc(Main::client_req_417);
             let _ = conn
