@@ -128,6 +128,7 @@ where
         t.now = rfc2616::now();
         state = match state {
             State::Recv => {
+                t.is_hit = false;
                 t.hash = None;
                 t.digest = None;
                 let vcl = t.vcl.clone();
@@ -199,6 +200,17 @@ where
             }
             State::Hit(obj, bgfetch) => {
                 t.obj = Some(obj.clone());
+                // As varnishd: the Hit record comes before vcl_hit.
+                t.vsl.log(
+                    Tag::Hit,
+                    format_args!(
+                        "{} {:.6} {:.6} {:.6}",
+                        obj.vxid(),
+                        obj.t_origin() + obj.ttl() - t.now,
+                        obj.grace(),
+                        obj.keep()
+                    ),
+                );
                 let vcl = t.vcl.clone();
                 let action = vcl.run(BuiltinSub::Hit, t, &mut scratch);
                 match action {
@@ -210,16 +222,6 @@ where
                             sh.counters.inc(Main::cache_hit_grace);
                         }
                         sh.counters.inc(Main::cache_hit);
-                        t.vsl.log(
-                            Tag::Hit,
-                            format_args!(
-                                "{} {:.6} {:.6} {:.6}",
-                                obj.vxid(),
-                                obj.t_origin() + obj.ttl() - t.now,
-                                obj.grace(),
-                                obj.keep()
-                            ),
-                        );
                         State::Deliver {
                             obj,
                             hit: true,
@@ -227,6 +229,10 @@ where
                         }
                     }
                     Action::Pass { .. } => {
+                        // A pass from a hit is still a hit (varnishd's
+                        // is_hit): counted, and X-Varnish names the object.
+                        sh.counters.inc(Main::cache_hit);
+                        t.is_hit = true;
                         t.obj = None;
                         State::Pass
                     }
@@ -286,7 +292,7 @@ where
                         match fetch(t, FetchMode::Pass, true).await {
                             Some(obj) => State::Deliver {
                                 obj,
-                                hit: false,
+                                hit: t.is_hit,
                                 pass: true,
                             },
                             None => State::Synth {

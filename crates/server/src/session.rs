@@ -221,6 +221,7 @@ where
             esi: false,
             is_hitmiss: false,
             is_hitpass: false,
+            is_hit: false,
             storage: None,
             hash: None,
             purging: false,

@@ -210,6 +210,8 @@ pub struct ReqTask {
     pub esi: bool,
     pub is_hitmiss: bool,
     pub is_hitpass: bool,
+    /// A lookup hit, even when vcl_hit then passed.
+    pub is_hit: bool,
     pub storage: Option<Arc<str>>,
     pub hash: Option<lacquer_cache::HashBuilder>,
     /// `return (purge)` was taken: the lookup after vcl_hash purges.
