@@ -312,6 +312,11 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         );
         bo.log_ts("Bereq", rfc2616::now());
         let sent = async {
+            if !conn.reused
+                && let Some(p) = &backend.preamble
+            {
+                conn.stream.write_all(p).await?;
+            }
             conn.stream.write_all(&head).await?;
             if let Some(b) = &body {
                 conn.stream.write_all(b).await?;

@@ -77,6 +77,11 @@ where
         .await
         .map_err(|e| format!("backend {}: {e}", backend.name))?;
     let mut head = Vec::new();
+    if !be_conn.reused
+        && let Some(p) = &backend.preamble
+    {
+        head.extend_from_slice(p);
+    }
     bo.bereq.write_head(&mut head);
     head.extend_from_slice(&conn.rbuf.split());
     be_conn

@@ -38,6 +38,8 @@ pub struct BackendRt {
     pub connect_timeout: Option<f64>,
     pub first_byte_timeout: Option<f64>,
     pub between_bytes_timeout: Option<f64>,
+    /// Bytes sent first on every new connection (`.preamble`).
+    pub preamble: Option<Arc<[u8]>>,
 }
 
 impl std::fmt::Debug for BackendRt {
@@ -95,6 +97,7 @@ impl BackendRt {
             connect_timeout: def.connect_timeout,
             first_byte_timeout: def.first_byte_timeout,
             between_bytes_timeout: def.between_bytes_timeout,
+            preamble: def.preamble.clone(),
         }
     }
 
