@@ -707,6 +707,19 @@ where
         (Some(o), _) => {
             let data = o.data();
             body_len = o.body().final_len();
+            // A HEAD that was passed stores no body: the backend's
+            // Content-Length still describes the resource (as varnishd).
+            if head_only
+                && body_len == Some(0)
+                && let Some(cl) = t
+                    .resp
+                    .headers
+                    .get("content-length")
+                    .and_then(|v| std::str::from_utf8(v).ok())
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            {
+                body_len = Some(cl);
+            }
             if data.gzip
                 && params.flag("http_gzip_support")
                 && !t
