@@ -76,6 +76,20 @@ fn json_head(words: &[String]) -> String {
     )
 }
 
+/// A JSON reply whose body is a list of items (no dangling comma when the
+/// list is empty).
+fn json_list(words: &[String], items: &[String]) -> String {
+    let mut s = json_head(words);
+    if items.is_empty() {
+        s.truncate(s.trim_end().trim_end_matches(',').len());
+        s.push('\n');
+    } else {
+        s.push_str(&items.join(",\n"));
+    }
+    s.push_str("\n]");
+    s
+}
+
 fn json_str(s: &str) -> String {
     let mut o = String::with_capacity(s.len() + 2);
     o.push('"');
@@ -97,22 +111,21 @@ fn json_str(s: &str) -> String {
 
 /// `ban.list -j`: the ban list, newest first, as varnishd's JSON array.
 fn ban_list_json(sh: &Arc<Shared>, words: &[String]) -> String {
-    let mut s = json_head(words);
-    for (i, b) in sh.cache.ban_info().iter().enumerate() {
-        if i > 0 {
-            s.push_str(",\n");
-        }
-        let _ = write!(
-            s,
-            "  {{\n    \"time\": {:.6},\n    \"refs\": {},\n    \"completed\": {},\n    \"spec\": {}\n  }}",
-            b.time,
-            b.refs,
-            b.completed,
-            json_str(&b.spec)
-        );
-    }
-    s.push_str("\n]");
-    s
+    let items: Vec<String> = sh
+        .cache
+        .ban_info()
+        .iter()
+        .map(|b| {
+            format!(
+                "  {{\n    \"time\": {:.6},\n    \"refs\": {},\n    \"completed\": {},\n    \"spec\": {}\n  }}",
+                b.time,
+                b.refs,
+                b.completed,
+                json_str(&b.spec)
+            )
+        })
+        .collect();
+    json_list(words, &items)
 }
 
 /// Runs one command (already checked against the command table).
@@ -221,6 +234,14 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
         "ban.list" => Reply::ok(sh.cache.ban_list()),
         "backend.list" => backend_list(sh, &plain, json, words),
         "backend.set_health" => backend_set_health(sh, plain[0], plain[1]),
+        "storage.list" if json => {
+            let items: Vec<String> = sh
+                .stores
+                .iter()
+                .map(|st| format!("  {}", json_str(&format!("storage.{}", st.name()))))
+                .collect();
+            Reply::ok(json_list(words, &items))
+        }
         "storage.list" => {
             let mut s = String::from("Storage devices:\n");
             for st in &sh.stores {
@@ -481,7 +502,7 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
         ));
     }
     if json {
-        Reply::ok(format!("{}{}\n]", json_head(words), js.join(",\n")))
+        Reply::ok(json_list(words, &js))
     } else {
         Reply::ok(table(&rows))
     }
@@ -827,6 +848,16 @@ mod tests {
         assert_eq!(r.body, "Illegal character in VCL name ('0')");
         assert!(bad_vcl_name("a00/").unwrap().body.ends_with("('/')"));
         assert!(bad_vcl_name("a00\u{e5}").unwrap().body.ends_with("(0xc3)"));
+    }
+
+    #[test]
+    fn json_lists_are_valid_when_empty() {
+        let w = vec!["vcl.list".to_string(), "-j".to_string()];
+        let empty = json_list(&w, &[]);
+        assert!(empty.starts_with("[ 2, [\"vcl.list\", \"-j\"], "));
+        assert!(empty.ends_with("\n\n]") && !empty.contains(",\n\n]"));
+        let one = json_list(&w, &["  \"x\"".to_string(), "  \"y\"".to_string()]);
+        assert!(one.ends_with(",\n  \"x\",\n  \"y\"\n]"));
     }
 
     #[test]
