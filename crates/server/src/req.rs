@@ -133,6 +133,13 @@ where
                 t.digest = None;
                 let vcl = t.vcl.clone();
                 let action = vcl.run(BuiltinSub::Recv, t, &mut scratch);
+                if t.req_body_failed {
+                    // As varnishd: a body too big to cache ends the
+                    // session without an answer.
+                    t.vsl
+                        .log_str(Tag::FetchError, "Request body too big to cache");
+                    return After::Close;
+                }
                 let ae_rules = sh.params().flag("http_gzip_support");
                 match action {
                     Action::Hash | Action::Lookup => {

@@ -119,6 +119,12 @@ where
         };
         let head = match head {
             Ok(h) => h,
+            Err(e) if e.status().is_none() => {
+                // An oversized head: varnishd closes without an answer.
+                sh.counters.inc(Main::sc_rx_overflow);
+                svsl.log_str(Tag::Debug, e.message());
+                break "RX_OVERFLOW";
+            }
             Err(e) => {
                 sh.counters.inc(Main::client_req_400);
                 sh.counters.inc(Main::sc_rx_bad);
@@ -233,6 +239,7 @@ where
             vsl,
             privs: Default::default(),
             req_body: None,
+            req_body_failed: false,
             now: t_req,
             cur_sub: lacquer_vcl::subs::BuiltinSub::Recv,
             t_last: t_req,
@@ -266,10 +273,14 @@ where
                         .log(Tag::ReqAcct, format_args!("body read error: {e}"));
                     task.vsl.flush();
                     sh.counters.inc(Main::sc_rx_body);
-                    let _ = conn
-                        .stream
-                        .write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
-                        .await;
+                    // A body that never completes (timeout, EOF) ends the
+                    // session silently, as varnishd; bad framing gets a 400.
+                    if matches!(e, crate::bodyio::BodyIoError::Framing(_)) {
+                        let _ = conn
+                            .stream
+                            .write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
+                            .await;
+                    }
                     break "RX_BODY";
                 }
             }

@@ -228,6 +228,9 @@ pub struct ReqTask {
     pub privs: lacquer_vcl::exec::privs::TaskPrivs,
     /// Request body kept by `std.cache_req_body`.
     pub req_body: Option<Bytes>,
+    /// `std.cache_req_body()` was asked to keep a body larger than its
+    /// limit: varnishd gives up on such a request and closes.
+    pub req_body_failed: bool,
     pub now: f64,
     /// The built-in subroutine running now.
     pub cur_sub: BuiltinSub,
@@ -566,7 +569,11 @@ impl Context for ReqTask {
 
     fn cache_req_body(&mut self, max: u64) -> Result<bool, String> {
         // The body was read when the request arrived.
-        Ok(self.req_body.as_ref().is_none_or(|b| b.len() as u64 <= max))
+        let fits = self.req_body.as_ref().is_none_or(|b| b.len() as u64 <= max);
+        if !fits {
+            self.req_body_failed = true;
+        }
+        Ok(fits)
     }
 
     fn late_100_continue(&mut self, _late: bool) {

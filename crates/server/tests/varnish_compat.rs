@@ -211,3 +211,22 @@ sub vcl_synth {
     assert_eq!(r.status, 503);
     assert_eq!(r.header("restarts"), Some("5"), "default max_restarts is 4");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_request_head_is_closed_without_answer() {
+    use tokio::io::AsyncReadExt;
+    let be = backend(|_| (NO, ok("x", ""))).await;
+    let l = lacquer(&vcl_with(be.addr, ""), &["http_req_size=256"]).await;
+    let mut s = tokio::net::TcpStream::connect(l.first_addr().unwrap())
+        .await
+        .unwrap();
+    let big = format!(
+        "GET / HTTP/1.1\r\nHost: t\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(400)
+    );
+    s.write_all(big.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
+    assert!(out.is_empty(), "got {:?}", String::from_utf8_lossy(&out));
+    assert_eq!(be.count(), 0);
+}
