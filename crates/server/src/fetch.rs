@@ -77,6 +77,8 @@ enum Step {
 
 /// The connection, head and body framing of a backend response.
 struct Fetched {
+    /// The stale object's body a 304 refreshed.
+    reuse: Option<lacquer_storage::Body>,
     conn: crate::backend::pool::Conn,
     backend: Arc<BackendRt>,
     rbuf: BytesMut,
@@ -98,7 +100,7 @@ pub async fn run(mut job: FetchJob) {
         Tag::Begin,
         format_args!(
             "bereq {} {}",
-            job.bo.sess.vxid,
+            job.bo.req_vxid,
             match job.mode {
                 FetchMode::Background { .. } => "bgfetch",
                 FetchMode::Pass => "pass",
@@ -110,6 +112,10 @@ pub async fn run(mut job: FetchJob) {
         Tag::Timestamp,
         format_args!("Start: {:.6} 0.000000 0.000000", job.bo.t_bereq),
     );
+    let vcl = job.bo.vcl.clone();
+    job.bo.vsl.log_str(Tag::VCL_use, &vcl.name);
+    add_conditionals(&mut job);
+    log_bereq(&mut job.bo);
     loop {
         let step = attempt(&mut job, &mut scratch).await;
         let (status, reason) = match step {
@@ -129,7 +135,7 @@ pub async fn run(mut job: FetchJob) {
             ErrorNext::Retry => {
                 job.bo
                     .vsl
-                    .log_str(Tag::VCL_Error, "Too many retries, delivering 503");
+                    .log_str(Tag::VCL_Error, "Too many retries, failing");
                 fail(&mut job);
                 break;
             }
@@ -144,7 +150,6 @@ pub async fn run(mut job: FetchJob) {
 }
 
 fn fail(job: &mut FetchJob) {
-    job.bo.sh.counters.inc(Main::fetch_failed);
     if let Some(n) = job.notify.take() {
         let _ = n.send(FetchOutcome::Failed);
     }
@@ -164,7 +169,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         let vcl = job.bo.vcl.clone();
         job.bo.now = rfc2616::now();
         match vcl.run(BuiltinSub::BackendFetch, &mut job.bo, scratch) {
-            Action::Fetch => {}
+            Action::Fetch => job.bo.log_ts("Fetch", rfc2616::now()),
             Action::Error { status, reason } => return Err(Step::Error(status, reason)),
             Action::Abandon | Action::Fail => return Err(Step::Fail),
             other => {
@@ -184,7 +189,13 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         job.bo.now = rfc2616::now();
         job.bo.t_beresp = job.bo.now;
         compute_ttl(&mut job.bo);
-        match vcl.run(BuiltinSub::BackendResponse, &mut job.bo, scratch) {
+        let mut fetched = fetched;
+        fetched.reuse = merge_304(job)?;
+        let action = vcl.run(BuiltinSub::BackendResponse, &mut job.bo, scratch);
+        if matches!(action, Action::Deliver | Action::Pass { .. }) {
+            job.bo.log_ts("Process", rfc2616::now());
+        }
+        match action {
             Action::Deliver => {
                 return deliver(job, fetched, None).await;
             }
@@ -194,13 +205,15 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
             Action::Retry => {
                 drop(fetched);
                 if job.bo.retries >= max_retries {
+                    job.bo.retries += 1;
+                    // As varnishd: out of retries here means a 503 from
+                    // vcl_backend_error, not an outright failure.
                     job.bo
                         .vsl
-                        .log_str(Tag::VCL_Error, "Too many retries, failing");
-                    return Err(Step::Fail);
+                        .log_str(Tag::VCL_Error, "Too many retries, delivering 503");
+                    return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
                 }
                 job.bo.retries += 1;
-                job.bo.sh.counters.inc(Main::backend_retry);
                 continue;
             }
             Action::Error { status, reason } => return Err(Step::Error(status, reason)),
@@ -280,35 +293,30 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 return Err(format!("backend {}: {e}", backend.name));
             }
         };
+        bo.log_ts("Connected", rfc2616::now());
         if conn.reused {
             bo.sh.counters.inc(Main::backend_reuse);
-            bo.vsl.log(
-                Tag::BackendReuse,
-                format_args!("{} {}", conn.local_port(), backend.vcl_name),
-            );
         } else {
             bo.sh.counters.inc(Main::backend_conn);
-            bo.vsl.log(
-                Tag::BackendOpen,
-                format_args!(
-                    "{} {} {} {}",
-                    conn.local_port(),
-                    backend.vcl_name,
-                    backend.pool.address(),
-                    conn.local_addr_string()
-                ),
-            );
         }
         bo.vsl.log(
-            Tag::Timestamp,
+            Tag::BackendOpen,
             format_args!(
-                "Bereq: {:.6} {:.6} {:.6}",
-                rfc2616::now(),
-                rfc2616::now() - bo.t_bereq,
-                0.0
+                "{} {} {} {} {}",
+                conn.local_port(),
+                backend.vcl_name,
+                backend.pool.address(),
+                conn.local_addr_string(),
+                if conn.reused { "reuse" } else { "connect" }
             ),
         );
+        bo.log_ts("Bereq", rfc2616::now());
         let sent = async {
+            if !conn.reused
+                && let Some(p) = &backend.preamble
+            {
+                conn.stream.write_all(p).await?;
+            }
             conn.stream.write_all(&head).await?;
             if let Some(b) = &body {
                 conn.stream.write_all(b).await?;
@@ -318,6 +326,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         .await;
         if let Err(e) = sent {
             if conn.reused && tries == 1 {
+                break_retry(bo, conn.local_port(), &backend.vcl_name);
                 continue;
             }
             bo.sh.counters.inc(Main::backend_fail);
@@ -344,7 +353,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                     return Err("first byte timeout".to_string());
                 }
                 Ok(Ok(0)) | Ok(Err(_)) if conn.reused && tries == 1 && rbuf.is_empty() => {
-                    break_retry(bo);
+                    break_retry(bo, conn.local_port(), &backend.vcl_name);
                     break None;
                 }
                 Ok(Ok(0)) => return Err("http first read error: EOF".to_string()),
@@ -360,9 +369,27 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             .body_kind(is_head)
             .map_err(|e| format!("http format error: {}", e.message()))?;
         bo.beresp = RespMsg::from(head);
+        bo.log_ts("Beresp", rfc2616::now());
         bo.sh.counters.inc(Main::backend_req);
+        bo.sh.counters.inc(if is_head {
+            Main::fetch_head
+        } else {
+            match (bo.beresp.status, body) {
+                (0..=199, _) => Main::fetch_1xx,
+                (204, _) => Main::fetch_204,
+                (304, _) => Main::fetch_304,
+                (_, BodyKind::Chunked) => Main::fetch_chunked,
+                (_, BodyKind::Length(_)) => Main::fetch_length,
+                (_, BodyKind::Eof) => Main::fetch_eof,
+                (_, BodyKind::None) => Main::fetch_none,
+            }
+        });
         log_resp(bo, Tag::BerespProtocol);
+        if let Ok(tokens) = crate::msg::connection_tokens(&bo.beresp.headers) {
+            crate::msg::drop_connection_tokens(&mut bo.beresp.headers, &tokens);
+        }
         return Ok(Fetched {
+            reuse: None,
             conn,
             backend,
             rbuf,
@@ -371,9 +398,51 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
     }
 }
 
-fn break_retry(bo: &mut BoTask) {
+/// A reused backend connection turned out closed: the request is sent once
+/// more on a fresh one (varnishd's `backend_retry`).
+fn break_retry(bo: &mut BoTask, port: u16, name: &str) {
+    bo.sh.counters.inc(Main::backend_retry);
+    bo.vsl.log_str(Tag::FetchError, "HTC eof (-1)");
     bo.vsl
-        .log_str(Tag::Debug, "reused backend connection closed; retrying");
+        .log(Tag::BackendClose, format_args!("{port} {name} close"));
+}
+
+/// A revalidation of a stale object that may be refreshed by a 304 asks
+/// the backend conditionally (varnishd's IMS candidates: a 200 with a
+/// Last-Modified or ETag and a body).
+fn add_conditionals(job: &mut FetchJob) {
+    let stale = match &job.mode {
+        FetchMode::Miss {
+            stale: Some(stale), ..
+        } => stale,
+        FetchMode::Background { stale, .. } => stale,
+        _ => return,
+    };
+    let data = stale.data();
+    if data.status != 200 || stale.body().len_so_far() == 0 {
+        return;
+    }
+    let lm = crate::task::obj_header(stale, b"last-modified").map(Bytes::copy_from_slice);
+    let etag = crate::task::obj_header(stale, b"etag").map(Bytes::copy_from_slice);
+    let bo = &mut job.bo;
+    for h in [&mut bo.bereq.headers, &mut bo.bereq_orig.headers] {
+        if let Some(v) = &lm {
+            h.append("If-Modified-Since", v.clone());
+        }
+        if let Some(v) = &etag {
+            h.append("If-None-Match", v.clone());
+        }
+    }
+}
+
+/// Logs the backend request as it stands (`BereqMethod` …).
+pub fn log_bereq(bo: &mut BoTask) {
+    bo.vsl.log_bytes(Tag::BereqMethod, &bo.bereq.method);
+    bo.vsl.log_bytes(Tag::BereqURL, &bo.bereq.url);
+    bo.vsl.log_bytes(Tag::BereqProtocol, &bo.bereq.proto);
+    for (k, v) in bo.bereq.headers.iter() {
+        bo.vsl.log_header(Tag::BereqHeader, k, v);
+    }
 }
 
 /// Logs a response's start line and headers under the given family of tags
@@ -410,6 +479,16 @@ fn compute_ttl(bo: &mut BoTask) {
         clock_skew: params.uint("clock_skew") as f64,
     };
     drop(params);
+    if !bo.beresp.headers.contains("date") {
+        let date = rfc2616::format_http_date(bo.now);
+        bo.vsl
+            .log_header(Tag::BerespHeader, b"Date", date.as_bytes());
+        bo.beresp.headers.append("Date", date);
+    }
+    // As varnishd: these may be spread over several lines; VCL and the
+    // TTL computation see them collected into one.
+    collect_header(&mut bo.beresp.headers, "cache-control", "Cache-Control");
+    collect_header(&mut bo.beresp.headers, "vary", "Vary");
     let h = &bo.beresp.headers;
     let info = RespInfo {
         status: bo.beresp.status,
@@ -419,29 +498,62 @@ fn compute_ttl(bo: &mut BoTask) {
         date: h.get("date"),
     };
     let f = rfc2616::freshness(&info, bo.now, &d);
-    bo.vsl.log_str(Tag::TTL, &f.log_line(bo.now));
     bo.t_origin = f.t_origin;
-    bo.ttl = f.ttl;
-    bo.grace = f.grace;
-    bo.keep = f.keep;
-    if !bo.beresp.headers.contains("date") {
-        bo.beresp
-            .headers
-            .append("Date", rfc2616::format_http_date(bo.now));
+    if bo.uncacheable {
+        // A pass object (as varnishd): only the Age-adjusted origin is
+        // kept, the ttl is negative and no `TTL RFC` record is written.
+        bo.ttl = -1.0;
+        bo.grace = 0.0;
+        bo.keep = 0.0;
+    } else {
+        bo.vsl.log_str(Tag::TTL, &f.log_line(bo.now));
+        bo.ttl = f.ttl;
+        bo.grace = f.grace;
+        bo.keep = f.keep;
     }
+}
+
+/// Joins repeated `name` headers into one comma-separated line.
+fn collect_header(h: &mut lacquer_http::Headers, lower: &str, name: &'static str) {
+    let mut n = 0;
+    for (k, _) in h.iter() {
+        if k.eq_ignore_ascii_case(lower.as_bytes()) {
+            n += 1;
+        }
+    }
+    if n < 2 {
+        return;
+    }
+    let mut joined = Vec::new();
+    for (k, v) in h.iter() {
+        if k.eq_ignore_ascii_case(lower.as_bytes()) {
+            if !joined.is_empty() {
+                joined.extend_from_slice(b", ");
+            }
+            joined.extend_from_slice(v);
+        }
+    }
+    h.set(name, joined);
 }
 
 /// The store an object goes to.
 fn pick_store(bo: &BoTask, private: bool) -> lacquer_cache::StoreRef {
     let cache = &bo.sh.cache;
+    // As varnishd's vbf_allocobj: uncacheable and short-lived objects go to
+    // Transient whatever storage VCL asked for, and are counted.
+    if private || bo.uncacheable {
+        bo.sh.counters.inc(Main::beresp_uncacheable);
+        return cache.transient();
+    }
+    let shortlived = bo.sh.params().duration("shortlived");
+    if bo.ttl + bo.grace + bo.keep < shortlived {
+        bo.sh.counters.inc(Main::beresp_shortlived);
+        return cache.transient();
+    }
     if let Some(name) = &bo.storage
         && let Some(s) = cache.store(name)
     {
         return s;
-    }
-    let shortlived = bo.sh.params().duration("shortlived");
-    if private || bo.uncacheable || bo.ttl + bo.grace + bo.keep < shortlived {
-        return cache.transient();
     }
     cache
         .stores()
@@ -462,36 +574,48 @@ fn object_headers(beresp: &RespMsg) -> Vec<(Bytes, Bytes)> {
         .collect()
 }
 
-/// Turns the response into an object and streams its body.
-async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Result<(), Step> {
+/// A 304 answering a conditional fetch: the stale object's headers are
+/// merged under the new ones and its body is reused (before
+/// vcl_backend_response runs, which sees `beresp.was_304`). A 304 nobody
+/// asked for is an error, except for a pass.
+fn merge_304(job: &mut FetchJob) -> Result<Option<lacquer_storage::Body>, Step> {
     let bo = &mut job.bo;
-    // 304 revalidation of a stale object: merge headers, reuse its body.
+    if bo.beresp.status != 304 {
+        return Ok(None);
+    }
     let stale = match &job.mode {
         FetchMode::Miss { stale, .. } => stale.clone(),
         FetchMode::Background { stale, .. } => Some(stale.clone()),
-        _ => None,
+        FetchMode::HitMiss { .. } => None,
+        FetchMode::Pass => return Ok(None),
     };
-    let mut reuse_body = None;
-    if bo.beresp.status == 304
-        && let Some(stale) = &stale
-    {
-        let data = stale.data();
-        let mut merged = lacquer_http::Headers::new();
-        for (k, v) in data.headers.to_pairs() {
-            if !bo.beresp.headers.contains(&k[..]) {
-                merged.append(k.clone(), v.clone());
-            }
+    let Some(stale) = stale else {
+        bo.vsl
+            .log_str(Tag::Error, "304 response but not conditional fetch");
+        return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+    };
+    let data = stale.data();
+    bo.beresp.headers.remove("content-length");
+    let mut merged = lacquer_http::Headers::new();
+    for (k, v) in data.headers.to_pairs() {
+        if !bo.beresp.headers.contains(&k[..]) {
+            merged.append(k.clone(), v.clone());
         }
-        for (k, v) in bo.beresp.headers.iter() {
-            merged.append(Bytes::copy_from_slice(k), Bytes::copy_from_slice(v));
-        }
-        bo.beresp.headers = merged;
-        bo.beresp.status = data.status;
-        bo.beresp.reason = data.reason.clone();
-        bo.was_304 = true;
-        reuse_body = Some(data.body.clone());
-        bo.sh.counters.inc(Main::fetch_304);
     }
+    for (k, v) in bo.beresp.headers.iter() {
+        merged.append(Bytes::copy_from_slice(k), Bytes::copy_from_slice(v));
+    }
+    bo.beresp.headers = merged;
+    bo.beresp.status = data.status;
+    bo.beresp.reason = data.reason.clone();
+    bo.was_304 = true;
+    Ok(Some(data.body.clone()))
+}
+
+/// Turns the response into an object and streams its body.
+async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Result<(), Step> {
+    let reuse_body = f.reuse.take();
+    let bo = &mut job.bo;
     // Body filters chosen by VCL.
     let backend_gzip = bo
         .beresp
@@ -532,6 +656,35 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         bo.ttl = t + (bo.now - bo.t_origin);
     }
     log_resp(bo, Tag::ObjProtocol);
+    // Without streaming the whole body is read before the object exists,
+    // so a broken body still ends in vcl_backend_error (as varnishd).
+    let mut prefetched: Option<(lacquer_storage::Body, u64)> = None;
+    if !bo.do_stream && reuse_body.is_none() && f.body != BodyKind::None {
+        let mut segs = Vec::new();
+        let mut len = 0u64;
+        let r = pump_body(
+            between_bytes(bo, &f),
+            &mut f,
+            &mut gunzip,
+            &mut gzip,
+            |seg| {
+                len += seg.len() as u64;
+                segs.push(seg);
+                Ok(())
+            },
+        )
+        .await;
+        if let Err(msg) = r {
+            bo.vsl.log_str(Tag::FetchError, &msg);
+            bo.vsl.log(
+                Tag::BackendClose,
+                format_args!("{} {} close", f.conn.local_port(), f.backend.vcl_name),
+            );
+            return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+        }
+        prefetched = Some((lacquer_storage::Body::from_segments(segs), len));
+    }
+    let prefetched_len = prefetched.as_ref().map(|(_, l)| *l);
     let private = matches!(job.mode, FetchMode::Pass);
     let store = pick_store(bo, private);
     bo.vsl
@@ -549,10 +702,11 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         reason: bo.beresp.reason.clone(),
         headers: object_headers(&bo.beresp),
         gzip: stored_gzip,
-        body: match (&reuse_body, f.body) {
-            (Some(b), _) => NewBody::Complete(b.clone()),
-            (None, BodyKind::None) => NewBody::Empty,
-            (None, _) => NewBody::Streamed,
+        body: match (&reuse_body, prefetched.map(|(b, _)| b), f.body) {
+            (Some(b), _, _) => NewBody::Complete(b.clone()),
+            (None, Some(b), _) => NewBody::Complete(b),
+            (None, None, BodyKind::None) => NewBody::Empty,
+            (None, None, _) => NewBody::Streamed,
         },
     };
     // With http_gzip_support every fetch asks the backend for gzip and
@@ -566,11 +720,15 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             v.to_vec()
         }
     });
-    let inserted = match std::mem::replace(&mut job.mode, FetchMode::Pass) {
-        FetchMode::Pass => bo.sh.cache.insert_private(new, &store),
-        FetchMode::Miss { busy, .. }
-        | FetchMode::HitMiss { busy }
-        | FetchMode::Background { busy, .. } => {
+    let (busy, replaced) = match std::mem::replace(&mut job.mode, FetchMode::Pass) {
+        FetchMode::Pass => (None, None),
+        FetchMode::Miss { busy, stale } => (Some(busy), stale),
+        FetchMode::Background { busy, stale } => (Some(busy), Some(stale)),
+        FetchMode::HitMiss { busy } => (Some(busy), None),
+    };
+    let inserted = match busy {
+        None => bo.sh.cache.insert_private(new, &store),
+        Some(busy) => {
             if let Some(v) = vary_spec.as_ref().filter(|v| !v.is_empty())
                 && let Some(spec) =
                     lacquer_cache::VarySpec::capture([&v[..]], &crate::req::HeaderView(&bo.bereq0))
@@ -580,6 +738,12 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             busy.unbusy(new, &store)
         }
     };
+    // As varnishd: a successful refresh retires the object it replaces.
+    if inserted.is_ok()
+        && let Some(old) = &replaced
+    {
+        bo.sh.cache.kill(old);
+    }
     let unbusied = match inserted {
         Ok(u) => u,
         Err(e) => {
@@ -592,66 +756,32 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     if stream_early && let Some(n) = job.notify.take() {
         let _ = n.send(FetchOutcome::Object(obj.clone()));
     }
+    bo.vsl.log(
+        Tag::Fetch_Body,
+        format_args!(
+            "{} {}",
+            body_kind_name(f.body),
+            if stream_early && f.body != BodyKind::None {
+                "stream"
+            } else {
+                "-"
+            }
+        ),
+    );
     if let Some(mut writer) = unbusied.body {
-        let bbt = bo
-            .between_bytes_timeout
-            .or(f.backend.between_bytes_timeout)
-            .unwrap_or_else(|| bo.sh.params().duration("between_bytes_timeout"));
-        let mut stream = BodyStream::new(f.body, true);
-        let mut out = Vec::new();
-        let result: Result<(), String> = async {
-            loop {
-                let seg = match stream
-                    .next(&mut f.conn.stream, &mut f.rbuf, secs(bbt))
-                    .await
-                {
-                    Ok(Some(s)) => s,
-                    Ok(None) => break,
-                    Err(BodyIoError::Timeout) => return Err("backend read timeout".into()),
-                    Err(e) => return Err(format!("backend body error: {e}")),
-                };
-                let seg = if let Some(g) = gunzip.as_mut() {
-                    out.clear();
-                    g.feed(&seg, &mut out).map_err(|e| e.to_string())?;
-                    Bytes::copy_from_slice(&out)
-                } else if let Some(z) = gzip.as_mut() {
-                    out.clear();
-                    z.feed(&seg, &mut out);
-                    Bytes::copy_from_slice(&out)
-                } else {
-                    seg
-                };
-                writer.push(seg).map_err(|e| e.to_string())?;
-            }
-            if let Some(g) = &gunzip {
-                g.finish().map_err(|e| e.to_string())?;
-            }
-            if let Some(z) = gzip.take() {
-                out.clear();
-                z.finish(&mut out);
-                writer
-                    .push(Bytes::copy_from_slice(&out))
-                    .map_err(|e| e.to_string())?;
-            }
-            Ok(())
-        }
+        let result = pump_body(
+            between_bytes(bo, &f),
+            &mut f,
+            &mut gunzip,
+            &mut gzip,
+            |seg| writer.push(seg).map_err(|e| e.to_string()),
+        )
         .await;
         match result {
             Ok(()) => {
-                bo.vsl.log(
-                    Tag::Fetch_Body,
-                    format_args!("{} stream", body_kind_name(f.body)),
-                );
-                bo.vsl.log(Tag::Length, format_args!("{}", writer.len()));
+                let len = writer.len();
                 writer.finish();
-                if f.body != BodyKind::Eof
-                    && lacquer_http::persistence(&bo.beresp.headers, lacquer_http::Version::Http11)
-                        .keep_alive()
-                {
-                    f.backend.pool.recycle(f.conn);
-                } else {
-                    bo.vsl.log_str(Tag::BackendClose, &f.backend.vcl_name);
-                }
+                body_done(bo, f, len);
             }
             Err(msg) => {
                 bo.vsl.log_str(Tag::FetchError, &msg);
@@ -659,6 +789,8 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
                 writer.fail();
             }
         }
+    } else if let Some(len) = prefetched_len {
+        body_done(bo, f, len);
     } else {
         f.backend.pool.recycle(f.conn);
     }
@@ -670,6 +802,80 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         let _ = n.send(FetchOutcome::Object(obj));
     }
     Ok(())
+}
+
+/// The between-bytes timeout of a fetch: VCL's, the backend's, the parameter.
+fn between_bytes(bo: &BoTask, f: &Fetched) -> f64 {
+    bo.between_bytes_timeout
+        .or(f.backend.between_bytes_timeout)
+        .unwrap_or_else(|| bo.sh.params().duration("between_bytes_timeout"))
+}
+
+/// Reads a backend body through the gzip filters VCL chose, handing each
+/// piece to `push`.
+async fn pump_body(
+    bbt: f64,
+    f: &mut Fetched,
+    gunzip: &mut Option<Gunzip>,
+    gzip: &mut Option<Gzip>,
+    mut push: impl FnMut(Bytes) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut stream = BodyStream::new(f.body, true);
+    let mut out = Vec::new();
+    loop {
+        let seg = match stream
+            .next(&mut f.conn.stream, &mut f.rbuf, secs(bbt))
+            .await
+        {
+            Ok(Some(s)) => s,
+            Ok(None) => break,
+            Err(BodyIoError::Timeout) => return Err("backend read timeout".into()),
+            Err(e) => return Err(format!("backend body error: {e}")),
+        };
+        let seg = if let Some(g) = gunzip.as_mut() {
+            out.clear();
+            g.feed(&seg, &mut out).map_err(|e| e.to_string())?;
+            Bytes::copy_from_slice(&out)
+        } else if let Some(z) = gzip.as_mut() {
+            out.clear();
+            z.feed(&seg, &mut out);
+            Bytes::copy_from_slice(&out)
+        } else {
+            seg
+        };
+        push(seg)?;
+    }
+    if let Some(g) = gunzip {
+        g.finish().map_err(|e| e.to_string())?;
+    }
+    if let Some(z) = gzip.take() {
+        out.clear();
+        z.finish(&mut out);
+        push(Bytes::copy_from_slice(&out))?;
+    }
+    Ok(())
+}
+
+/// The body is in: timestamps, length, and the connection goes back to
+/// the pool when the framing allows.
+fn body_done(bo: &mut BoTask, f: Fetched, len: u64) {
+    let port = f.conn.local_port();
+    if f.body != BodyKind::Eof
+        && lacquer_http::persistence(&bo.beresp.headers, lacquer_http::Version::Http11).keep_alive()
+    {
+        bo.vsl.log(
+            Tag::BackendClose,
+            format_args!("{port} {} recycle", f.backend.vcl_name),
+        );
+        f.backend.pool.recycle(f.conn);
+    } else {
+        bo.vsl.log(
+            Tag::BackendClose,
+            format_args!("{port} {} close", f.backend.vcl_name),
+        );
+    }
+    bo.log_ts("BerespBody", rfc2616::now());
+    bo.vsl.log(Tag::Length, format_args!("{len}"));
 }
 
 /// A comma-separated list without `token` (case-insensitive).
@@ -699,12 +905,13 @@ fn add_vary_ae(h: &mut lacquer_http::Headers) {
     }
 }
 
+/// The body status as `Fetch_Body` logs it (varnishd's number and name).
 fn body_kind_name(k: BodyKind) -> &'static str {
     match k {
-        BodyKind::None => "none",
-        BodyKind::Length(_) => "length",
-        BodyKind::Chunked => "chunked",
-        BodyKind::Eof => "eof",
+        BodyKind::None => "0 none",
+        BodyKind::Length(_) => "3 length",
+        BodyKind::Chunked => "2 chunked",
+        BodyKind::Eof => "4 eof",
     }
 }
 
@@ -722,7 +929,9 @@ fn backend_error(
     reason: Option<Bytes>,
 ) -> ErrorNext {
     let bo = &mut job.bo;
+    bo.sh.counters.inc(Main::fetch_failed);
     bo.now = rfc2616::now();
+    bo.log_ts("Error", bo.now);
     bo.beresp = RespMsg::new(status);
     if let Some(r) = reason {
         bo.beresp.reason = r;

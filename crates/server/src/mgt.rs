@@ -76,6 +76,20 @@ fn json_head(words: &[String]) -> String {
     )
 }
 
+/// A JSON reply whose body is a list of items (no dangling comma when the
+/// list is empty).
+fn json_list(words: &[String], items: &[String]) -> String {
+    let mut s = json_head(words);
+    if items.is_empty() {
+        s.truncate(s.trim_end().trim_end_matches(',').len());
+        s.push('\n');
+    } else {
+        s.push_str(&items.join(",\n"));
+    }
+    s.push_str("\n]");
+    s
+}
+
 fn json_str(s: &str) -> String {
     let mut o = String::with_capacity(s.len() + 2);
     o.push('"');
@@ -93,6 +107,25 @@ fn json_str(s: &str) -> String {
     }
     o.push('"');
     o
+}
+
+/// `ban.list -j`: the ban list, newest first, as varnishd's JSON array.
+fn ban_list_json(sh: &Arc<Shared>, words: &[String]) -> String {
+    let items: Vec<String> = sh
+        .cache
+        .ban_info()
+        .iter()
+        .map(|b| {
+            format!(
+                "  {{\n    \"time\": {:.6},\n    \"refs\": {},\n    \"completed\": {},\n    \"spec\": {}\n  }}",
+                b.time,
+                b.refs,
+                b.completed,
+                json_str(&b.spec)
+            )
+        })
+        .collect();
+    json_list(words, &items)
 }
 
 /// Runs one command (already checked against the command table).
@@ -197,9 +230,18 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
                 Err(e) => Reply::err(status::PARAM, e.to_string()),
             }
         }
+        "ban.list" if json => Reply::ok(ban_list_json(sh, words)),
         "ban.list" => Reply::ok(sh.cache.ban_list()),
         "backend.list" => backend_list(sh, &plain, json, words),
         "backend.set_health" => backend_set_health(sh, plain[0], plain[1]),
+        "storage.list" if json => {
+            let items: Vec<String> = sh
+                .stores
+                .iter()
+                .map(|st| format!("  {}", json_str(&format!("storage.{}", st.name()))))
+                .collect();
+            Reply::ok(json_list(words, &items))
+        }
         "storage.list" => {
             let mut s = String::from("Storage devices:\n");
             for st in &sh.stores {
@@ -281,6 +323,9 @@ enum Source<'a> {
 }
 
 fn vcl_load(sh: &Arc<Shared>, name: &str, src: Source<'_>, temp: Option<&str>) -> Reply {
+    if let Some(r) = bad_vcl_name(name) {
+        return r;
+    }
     let temp = match temp.map(Temp::parse) {
         None => Temp::Auto,
         Some(Some(t)) => t,
@@ -342,6 +387,7 @@ fn vcl_use(sh: &Arc<Shared>, name: &str) -> Reply {
     }
     let vcl = entry.vcl.clone();
     vcl.warm_up(sh.vsl.clone());
+    reg.active_label = (target != name).then(|| name.to_string());
     reg.active = Some(target);
     drop(reg);
     sh.active.store(Arc::new(Some(vcl)));
@@ -351,7 +397,7 @@ fn vcl_use(sh: &Arc<Shared>, name: &str) -> Reply {
 fn vcl_discard(sh: &Arc<Shared>, names: &[&str]) -> Reply {
     let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
     for n in names {
-        if reg.active.as_deref() == Some(*n) {
+        if reg.active.as_deref() == Some(*n) || reg.active_label.as_deref() == Some(*n) {
             return Reply::err(status::CANT, format!("Cannot discard active VCL: {n}"));
         }
         if reg.labels.contains_key(*n) {
@@ -456,7 +502,7 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
         ));
     }
     if json {
-        Reply::ok(format!("{}{}\n]", json_head(words), js.join(",\n")))
+        Reply::ok(json_list(words, &js))
     } else {
         Reply::ok(table(&rows))
     }
@@ -499,15 +545,53 @@ fn vcl_show(sh: &Arc<Shared>, plain: &[&str]) -> Reply {
     }
 }
 
+/// varnishd's rule for VCL and label names: a letter, then letters,
+/// digits, `_` or `-`. Returns the refusal for a bad name.
+fn bad_vcl_name(name: &str) -> Option<Reply> {
+    let b = name.as_bytes();
+    let bad = match b.first() {
+        None => return Some(Reply::err(status::PARAM, "Empty VCL name")),
+        Some(c) if !c.is_ascii_alphabetic() => *c,
+        _ => *b
+            .iter()
+            .find(|c| !(c.is_ascii_alphanumeric() || **c == b'_' || **c == b'-'))?,
+    };
+    let shown = if bad > 0x20 && bad < 0x7f {
+        format!("('{}')", bad as char)
+    } else {
+        format!("(0x{bad:02x})")
+    };
+    Some(Reply::err(
+        status::PARAM,
+        format!("Illegal character in VCL name {shown}"),
+    ))
+}
+
 fn vcl_label(sh: &Arc<Shared>, label: &str, target: &str) -> Reply {
+    if let Some(r) = bad_vcl_name(label) {
+        return r;
+    }
     let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
     if reg.vcls.contains_key(label) {
         return Reply::err(status::PARAM, format!("{label} is a VCL, not a label"));
+    }
+    if reg.labels.contains_key(target) {
+        return Reply::err(status::CANT, "VCL labels cannot point to labels");
     }
     if !reg.vcls.contains_key(target) {
         return Reply::err(status::PARAM, format!("No VCL named {target}"));
     }
     reg.labels.insert(label.to_string(), target.to_string());
+    // Moving the label `vcl.use` chose moves the active VCL with it.
+    if reg.active_label.as_deref() == Some(label)
+        && let Some(e) = reg.vcls.get(target)
+    {
+        let vcl = e.vcl.clone();
+        vcl.warm_up(sh.vsl.clone());
+        reg.active = Some(target.to_string());
+        drop(reg);
+        sh.active.store(Arc::new(Some(vcl)));
+    }
     Reply::ok("")
 }
 
@@ -754,6 +838,26 @@ mod tests {
                 .replace("auto     ", "auto    ")
                 .replace("label    ", "label   ")
         );
+    }
+
+    #[test]
+    fn vcl_names_follow_varnishd_rules() {
+        assert!(bad_vcl_name("vcl_1-a").is_none());
+        let r = bad_vcl_name("0000").unwrap();
+        assert_eq!(r.status, status::PARAM);
+        assert_eq!(r.body, "Illegal character in VCL name ('0')");
+        assert!(bad_vcl_name("a00/").unwrap().body.ends_with("('/')"));
+        assert!(bad_vcl_name("a00\u{e5}").unwrap().body.ends_with("(0xc3)"));
+    }
+
+    #[test]
+    fn json_lists_are_valid_when_empty() {
+        let w = vec!["vcl.list".to_string(), "-j".to_string()];
+        let empty = json_list(&w, &[]);
+        assert!(empty.starts_with("[ 2, [\"vcl.list\", \"-j\"], "));
+        assert!(empty.ends_with("\n\n]") && !empty.contains(",\n\n]"));
+        let one = json_list(&w, &["  \"x\"".to_string(), "  \"y\"".to_string()]);
+        assert!(one.ends_with(",\n  \"x\",\n  \"y\"\n]"));
     }
 
     #[test]

@@ -137,3 +137,108 @@ mod tests {
         assert_eq!(out, b"GET /x HTTP/1.1\r\n\r\n".to_vec());
     }
 }
+
+/// Well-known headers a `Connection` header may not name (varnishd's
+/// table minus the hop-by-hop ones): a request that tries is refused.
+const END_TO_END: &[&str] = &[
+    "accept",
+    "accept-charset",
+    "accept-encoding",
+    "accept-language",
+    "accept-ranges",
+    "age",
+    "allow",
+    "authorization",
+    "cache-control",
+    "content-encoding",
+    "content-language",
+    "content-length",
+    "content-location",
+    "content-md5",
+    "content-range",
+    "content-type",
+    "cookie",
+    "date",
+    "etag",
+    "expect",
+    "expires",
+    "from",
+    "host",
+    "if-match",
+    "if-modified-since",
+    "if-none-match",
+    "if-range",
+    "if-unmodified-since",
+    "last-modified",
+    "location",
+    "max-forwards",
+    "pragma",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "range",
+    "referer",
+    "retry-after",
+    "server",
+    "set-cookie",
+    "user-agent",
+    "vary",
+    "via",
+    "warning",
+    "www-authenticate",
+    "x-forwarded-for",
+];
+
+/// The header names listed in `Connection` (hop-by-hop for this message).
+/// `Err` names a well-known end-to-end header, which varnishd refuses.
+pub fn connection_tokens(h: &Headers) -> Result<Vec<Bytes>, Bytes> {
+    let mut out = Vec::new();
+    for (k, v) in h.iter() {
+        if !k.eq_ignore_ascii_case(b"connection") {
+            continue;
+        }
+        for t in v.split(|b| *b == b',') {
+            let t = t.trim_ascii();
+            if t.is_empty()
+                || t.eq_ignore_ascii_case(b"close")
+                || t.eq_ignore_ascii_case(b"keep-alive")
+            {
+                continue;
+            }
+            if END_TO_END
+                .iter()
+                .any(|n| t.eq_ignore_ascii_case(n.as_bytes()))
+            {
+                return Err(Bytes::copy_from_slice(t));
+            }
+            out.push(Bytes::copy_from_slice(t));
+        }
+    }
+    Ok(out)
+}
+
+/// Removes the headers `Connection` names (they are not forwarded).
+pub fn drop_connection_tokens(h: &mut Headers, tokens: &[Bytes]) {
+    for t in tokens {
+        let lower = t.to_ascii_lowercase();
+        h.remove(&lower[..]);
+    }
+}
+
+#[cfg(test)]
+mod connection_tests {
+    use super::*;
+
+    #[test]
+    fn connection_names_hop_by_hop_headers() {
+        let mut h = Headers::new();
+        h.append("Connection", "FromVCL, foo, close");
+        h.append("Foo", "1");
+        let t = connection_tokens(&h).unwrap();
+        assert_eq!(t, vec![Bytes::from("FromVCL"), Bytes::from("foo")]);
+        drop_connection_tokens(&mut h, &t);
+        assert!(!h.contains("foo"));
+        let mut bad = Headers::new();
+        bad.append("Connection", "Age");
+        assert_eq!(connection_tokens(&bad), Err(Bytes::from("Age")));
+    }
+}

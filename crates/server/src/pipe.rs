@@ -34,8 +34,11 @@ where
         headers,
     };
     let mut bo = new_bo(t, true, bereq, vxid);
+    bo.pipe_req = Some(Box::new(t.req.clone()));
+    bo.cur_sub = BuiltinSub::Pipe;
     bo.vsl
         .log(Tag::Begin, format_args!("bereq {} pipe", t.vxid));
+    crate::fetch::log_bereq(&mut bo);
     let vcl = t.vcl.clone();
     let action = vcl.run(BuiltinSub::Pipe, &mut bo, scratch);
     let result = match action {
@@ -74,6 +77,11 @@ where
         .await
         .map_err(|e| format!("backend {}: {e}", backend.name))?;
     let mut head = Vec::new();
+    if !be_conn.reused
+        && let Some(p) = &backend.preamble
+    {
+        head.extend_from_slice(p);
+    }
     bo.bereq.write_head(&mut head);
     head.extend_from_slice(&conn.rbuf.split());
     be_conn

@@ -98,6 +98,11 @@ where
     let ip = t.sess.client.ip().to_string();
     match t.req.headers.get("x-forwarded-for").map(<[u8]>::to_vec) {
         Some(mut v) => {
+            for (k, old) in t.req.headers.iter() {
+                if k.eq_ignore_ascii_case(b"x-forwarded-for") {
+                    t.vsl.log_header(Tag::ReqUnset, k, old);
+                }
+            }
             t.req.headers.collect("x-forwarded-for");
             v = t
                 .req
@@ -107,9 +112,14 @@ where
                 .unwrap_or(v);
             v.extend_from_slice(b", ");
             v.extend_from_slice(ip.as_bytes());
+            t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &v);
             t.req.headers.set("X-Forwarded-For", v);
         }
-        None => t.req.headers.append("X-Forwarded-For", ip),
+        None => {
+            t.vsl
+                .log_header(Tag::ReqHeader, b"X-Forwarded-For", ip.as_bytes());
+            t.req.headers.append("X-Forwarded-For", ip);
+        }
     }
     t.req_orig = t.req.clone();
     let mut state = State::Recv;
@@ -118,10 +128,18 @@ where
         t.now = rfc2616::now();
         state = match state {
             State::Recv => {
+                t.is_hit = false;
                 t.hash = None;
                 t.digest = None;
                 let vcl = t.vcl.clone();
                 let action = vcl.run(BuiltinSub::Recv, t, &mut scratch);
+                if t.req_body_failed {
+                    // As varnishd: a body too big to cache ends the
+                    // session without an answer.
+                    t.vsl
+                        .log_str(Tag::FetchError, "Request body too big to cache");
+                    return After::Close;
+                }
                 let ae_rules = sh.params().flag("http_gzip_support");
                 match action {
                     Action::Hash | Action::Lookup => {
@@ -189,6 +207,17 @@ where
             }
             State::Hit(obj, bgfetch) => {
                 t.obj = Some(obj.clone());
+                // As varnishd: the Hit record comes before vcl_hit.
+                t.vsl.log(
+                    Tag::Hit,
+                    format_args!(
+                        "{} {:.6} {:.6} {:.6}",
+                        obj.vxid(),
+                        obj.t_origin() + obj.ttl() - t.now,
+                        obj.grace(),
+                        obj.keep()
+                    ),
+                );
                 let vcl = t.vcl.clone();
                 let action = vcl.run(BuiltinSub::Hit, t, &mut scratch);
                 match action {
@@ -200,16 +229,6 @@ where
                             sh.counters.inc(Main::cache_hit_grace);
                         }
                         sh.counters.inc(Main::cache_hit);
-                        t.vsl.log(
-                            Tag::Hit,
-                            format_args!(
-                                "{} {:.6} {:.6} {:.6}",
-                                obj.vxid(),
-                                obj.t_origin() + obj.ttl() - t.now,
-                                obj.grace(),
-                                obj.keep()
-                            ),
-                        );
                         State::Deliver {
                             obj,
                             hit: true,
@@ -217,6 +236,10 @@ where
                         }
                     }
                     Action::Pass { .. } => {
+                        // A pass from a hit is still a hit (varnishd's
+                        // is_hit): counted, and X-Varnish names the object.
+                        sh.counters.inc(Main::cache_hit);
+                        t.is_hit = true;
                         t.obj = None;
                         State::Pass
                     }
@@ -276,7 +299,7 @@ where
                         match fetch(t, FetchMode::Pass, true).await {
                             Some(obj) => State::Deliver {
                                 obj,
-                                hit: false,
+                                hit: t.is_hit,
                                 pass: true,
                             },
                             None => State::Synth {
@@ -310,14 +333,16 @@ where
             }
             State::Restart => {
                 t.obj = None;
-                if t.restarts >= max_restarts {
+                // As varnishd: the count goes up first, so vcl_synth sees
+                // max_restarts + 1 when the limit is exceeded.
+                t.restarts += 1;
+                if t.restarts > max_restarts {
                     t.vsl.log_str(Tag::VCL_Error, "Too many restarts");
                     State::Synth {
                         status: 503,
                         reason: None,
                     }
                 } else {
-                    t.restarts += 1;
                     t.resp = RespMsg::new(200);
                     State::Recv
                 }
@@ -442,6 +467,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         vcl: t.vcl.clone(),
         sess: t.sess.clone(),
         vxid,
+        req_vxid: t.vxid,
         vxid_str: vxid.to_string(),
         bereq0: t.req.headers.clone(),
         bereq,
@@ -479,13 +505,15 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         bereq_orig,
         cur_sub: BuiltinSub::BackendFetch,
         t_last: rfc2616::now(),
+        pipe_req: None,
     }
 }
 
 /// Starts a fetch and waits for its object.
 async fn fetch(t: &mut ReqTask, mode: FetchMode, pass: bool) -> Option<ObjRef> {
     let vxid = t.sh.vxid.next();
-    t.vsl.log(Tag::Link, format_args!("bereq {vxid} fetch"));
+    let how = if pass { "pass" } else { "fetch" };
+    t.vsl.log(Tag::Link, format_args!("bereq {vxid} {how}"));
     let bereq = make_bereq(t, pass, vxid);
     let mut bo = new_bo(t, pass, bereq, vxid);
     let req_body = if pass { t.req_body.clone() } else { None };
@@ -502,7 +530,9 @@ async fn fetch(t: &mut ReqTask, mode: FetchMode, pass: bool) -> Option<ObjRef> {
         notify: Some(tx),
     };
     tokio::spawn(crate::fetch::run(job));
-    match rx.await {
+    let got = rx.await;
+    t.sh.counters.inc(Main::s_fetch);
+    match got {
         Ok(FetchOutcome::Object(o)) => Some(o),
         Ok(FetchOutcome::Failed) | Err(_) => None,
     }
@@ -574,6 +604,7 @@ where
     }
     t.resp = resp;
     t.obj = Some(obj.clone());
+    log_resp(t);
     let vcl = t.vcl.clone();
     let action = vcl.run(BuiltinSub::Deliver, t, scratch);
     match action {
@@ -609,9 +640,14 @@ where
     t.resp = resp;
     t.obj = None;
     t.synth_body.clear();
+    log_resp(t);
     let vcl = t.vcl.clone();
+    let max_restarts = t.sh.params().uint("max_restarts") as u32;
     match vcl.run(BuiltinSub::Synth, t, scratch) {
         Action::Deliver => {}
+        // Past the limit a restart from vcl_synth delivers (as varnishd),
+        // so a synth that always restarts cannot loop.
+        Action::Restart if t.restarts > max_restarts => {}
         Action::Restart => return Delivered::Restart,
         _ => {
             // A failing vcl_synth gets a bare 500 and a closed connection.
@@ -623,6 +659,7 @@ where
             t.resp.headers.append("X-Varnish", t.vxid.to_string());
             t.resp.headers.append("Connection", "close");
             t.synth_body.clear();
+            log_resp(t);
         }
     }
     let b = Bytes::from(std::mem::take(&mut t.synth_body));
@@ -649,6 +686,21 @@ where
     };
     let mut keep = lacquer_http::persistence(&t.req.headers, req_version).keep_alive()
         && !t.resp.headers.has_token("connection", "close");
+    // What vcl_deliver/vcl_synth left (already logged); delivery's own
+    // changes are logged below as they differ.
+    let (status0, reason0) = (t.resp.status, t.resp.reason.clone());
+    let cl0 = t
+        .resp
+        .headers
+        .get("content-length")
+        .map(Bytes::copy_from_slice);
+    for tag_name in ["connection", "transfer-encoding"] {
+        for (k, v) in t.resp.headers.iter() {
+            if k.eq_ignore_ascii_case(tag_name.as_bytes()) {
+                t.vsl.log_header(Tag::RespUnset, k, v);
+            }
+        }
+    }
     t.resp.headers.remove("connection");
     t.resp.headers.remove("transfer-encoding");
     t.resp.proto = Bytes::from_static(b"HTTP/1.1");
@@ -662,6 +714,19 @@ where
         (Some(o), _) => {
             let data = o.data();
             body_len = o.body().final_len();
+            // A HEAD that was passed stores no body: the backend's
+            // Content-Length still describes the resource (as varnishd).
+            if head_only
+                && body_len == Some(0)
+                && let Some(cl) = t
+                    .resp
+                    .headers
+                    .get("content-length")
+                    .and_then(|v| std::str::from_utf8(v).ok())
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            {
+                body_len = Some(cl);
+            }
             if data.gzip
                 && params.flag("http_gzip_support")
                 && !t
@@ -698,9 +763,10 @@ where
                         t.resp.status = 206;
                         t.resp.reason = Bytes::from_static(b"Partial Content");
                         let total = body_len.map_or("*".to_string(), |l| l.to_string());
-                        t.resp
-                            .headers
-                            .set("Content-Range", format!("bytes {start}-{end}/{total}"));
+                        let cr = format!("bytes {start}-{end}/{total}");
+                        t.vsl
+                            .log_header(Tag::RespHeader, b"Content-Range", cr.as_bytes());
+                        t.resp.headers.set("Content-Range", cr);
                         range = Some((start, end));
                         body_len = Some(end - start + 1);
                     }
@@ -709,7 +775,10 @@ where
                         t.resp.status = 416;
                         t.resp.reason = Bytes::from_static(b"Range Not Satisfiable");
                         if let Some(l) = body_len {
-                            t.resp.headers.set("Content-Range", format!("bytes */{l}"));
+                            let cr = format!("bytes */{l}");
+                            t.vsl
+                                .log_header(Tag::RespHeader, b"Content-Range", cr.as_bytes());
+                            t.resp.headers.set("Content-Range", cr);
                         }
                         send_body = false;
                         body_len = Some(0);
@@ -735,10 +804,30 @@ where
             t.resp.headers.append("Transfer-Encoding", "chunked");
         }
     }
-    t.resp
-        .headers
-        .append("Connection", if keep { "keep-alive" } else { "close" });
-    log_resp(t);
+    let conn_hdr = if keep { "keep-alive" } else { "close" };
+    t.resp.headers.append("Connection", conn_hdr);
+    if t.resp.status != status0 {
+        t.vsl
+            .log(Tag::RespStatus, format_args!("{}", t.resp.status));
+    }
+    if t.resp.reason != reason0 {
+        t.vsl.log_bytes(Tag::RespReason, &t.resp.reason);
+    }
+    let cl1 = t.resp.headers.get("content-length");
+    if cl1 != cl0.as_deref() {
+        if let Some(v) = &cl0 {
+            t.vsl.log_header(Tag::RespUnset, b"Content-Length", v);
+        }
+        if let Some(v) = cl1 {
+            t.vsl.log_header(Tag::RespHeader, b"Content-Length", v);
+        }
+    }
+    if chunked {
+        t.vsl
+            .log_header(Tag::RespHeader, b"Transfer-Encoding", b"chunked");
+    }
+    t.vsl
+        .log_header(Tag::RespHeader, b"Connection", conn_hdr.as_bytes());
     let send_timeout = Duration::from_secs_f64(t.timeouts.send_timeout.max(0.001));
     let idle_send = Duration::from_secs_f64(t.timeouts.idle_send_timeout.max(0.001));
     drop(params);

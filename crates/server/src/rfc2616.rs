@@ -41,7 +41,8 @@ pub struct Freshness {
 }
 
 impl Freshness {
-    /// The payload of the `TTL` log record for this computation.
+    /// The payload of the `TTL` log record for this computation (only
+    /// computed for cacheable fetches, so it always says `cacheable`).
     pub fn log_line(&self, now: f64) -> String {
         format!(
             "RFC {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {} {}",
@@ -53,11 +54,7 @@ impl Freshness {
             self.date,
             self.expires,
             self.max_age,
-            if self.ttl >= 0.0 {
-                "cacheable"
-            } else {
-                "uncacheable"
-            }
+            "cacheable"
         )
     }
 }
@@ -95,24 +92,39 @@ fn trim(b: &[u8]) -> &[u8] {
     &b[s..e]
 }
 
-/// Leading decimal digits as a number, as `strtoul` reads them; a negative
-/// value reads as 0.
+/// A delta-seconds value as varnishd reads it: leading decimal digits
+/// (capped at `u32::MAX`), optional spaces, then the end, `,` or `.`;
+/// anything else (a sign, letters) reads as 0.
 fn leading_uint(v: &[u8]) -> u64 {
     let v = trim(v);
-    if v.first() == Some(&b'-') {
+    let digits = v.iter().take_while(|d| d.is_ascii_digit()).count();
+    let rest = v[digits..].trim_ascii_start();
+    if !matches!(rest.first(), None | Some(b',') | Some(b'.')) {
         return 0;
     }
     let mut n: u64 = 0;
-    for d in v.iter().take_while(|d| d.is_ascii_digit()) {
+    for d in &v[..digits] {
         n = n.saturating_mul(10).saturating_add(u64::from(d - b'0'));
     }
-    n
+    n.min(u64::from(u32::MAX))
 }
 
 /// Parses an HTTP date (RFC 1123, RFC 850 or asctime) to epoch seconds.
 pub fn parse_http_date(v: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(v).ok()?;
-    let t = httpdate::parse_http_date(s.trim()).ok()?;
+    let s = std::str::from_utf8(v).ok()?.trim();
+    let t = match httpdate::parse_http_date(s) {
+        Ok(t) => t,
+        // A one-digit day ("Fri, 2 Mar 2018 ..."), which varnishd also
+        // accepts: pad it and try again.
+        Err(_) => {
+            let (wd, rest) = s.split_once(", ")?;
+            let (day, tail) = rest.split_once(' ')?;
+            if day.len() != 1 {
+                return None;
+            }
+            httpdate::parse_http_date(&format!("{wd}, 0{day} {tail}")).ok()?
+        }
+    };
     Some(t.duration_since(UNIX_EPOCH).ok()?.as_secs_f64())
 }
 
@@ -284,6 +296,11 @@ mod tests {
             Some(784_111_777.0)
         );
         assert_eq!(parse_http_date(b"nonsense"), None);
+        assert_eq!(
+            parse_http_date(b"Fri, 2 Mar 2018 14:26:02 GMT"),
+            parse_http_date(b"Fri, 02 Mar 2018 14:26:02 GMT")
+        );
+        assert!(parse_http_date(b"Fri, 02 Mar 2018 14:26:02 GMT").is_some());
         assert_eq!(directive(b"a, B=\"7\"", "b"), Some(Some(&b"7"[..])));
         assert_eq!(directive(b"no-cache", "no-cache"), Some(None));
     }

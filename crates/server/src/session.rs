@@ -81,6 +81,10 @@ where
     };
     let mut tmo = timeouts(&sh);
     let reason = loop {
+        if !conn.rbuf.is_empty() {
+            // The client sent the next request before the previous answer.
+            sh.counters.inc(Main::sess_readahead);
+        }
         let params = sh.params();
         let limits = Limits {
             require_host: false,
@@ -115,6 +119,12 @@ where
         };
         let head = match head {
             Ok(h) => h,
+            Err(e) if e.status().is_none() => {
+                // An oversized head: varnishd closes without an answer.
+                sh.counters.inc(Main::sc_rx_overflow);
+                svsl.log_str(Tag::Debug, e.message());
+                break "RX_OVERFLOW";
+            }
             Err(e) => {
                 sh.counters.inc(Main::client_req_400);
                 sh.counters.inc(Main::sc_rx_bad);
@@ -132,7 +142,28 @@ where
         let req_hdr_bytes = crate::msg::request_head_len(&head);
         let body_kind = head.body;
         let expect = lacquer_http::expect(&head.headers);
-        let req = ReqMsg::from(head);
+        let mut req = ReqMsg::from(head);
+        // Headers the client's Connection header names are hop-by-hop and
+        // go no further; naming a well-known end-to-end header is refused.
+        match crate::msg::connection_tokens(&req.headers) {
+            Ok(tokens) => crate::msg::drop_connection_tokens(&mut req.headers, &tokens),
+            Err(name) => {
+                sh.counters.inc(Main::client_req_400);
+                sh.counters.inc(Main::sc_rx_bad);
+                let _ = conn
+                    .stream
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
+                    .await;
+                svsl.log(
+                    Tag::Debug,
+                    format_args!(
+                        "Connection names end-to-end header {}",
+                        String::from_utf8_lossy(&name)
+                    ),
+                );
+                break "RX_BAD";
+            }
+        }
         if expect == lacquer_http::Expect::Unsupported {
             sh.counters.inc(Main::client_req_417);
             let _ = conn
@@ -196,6 +227,7 @@ where
             esi: false,
             is_hitmiss: false,
             is_hitpass: false,
+            is_hit: false,
             storage: None,
             hash: None,
             purging: false,
@@ -207,6 +239,7 @@ where
             vsl,
             privs: Default::default(),
             req_body: None,
+            req_body_failed: false,
             now: t_req,
             cur_sub: lacquer_vcl::subs::BuiltinSub::Recv,
             t_last: t_req,
@@ -240,10 +273,14 @@ where
                         .log(Tag::ReqAcct, format_args!("body read error: {e}"));
                     task.vsl.flush();
                     sh.counters.inc(Main::sc_rx_body);
-                    let _ = conn
-                        .stream
-                        .write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
-                        .await;
+                    // A body that never completes (timeout, EOF) ends the
+                    // session silently, as varnishd; bad framing gets a 400.
+                    if matches!(e, crate::bodyio::BodyIoError::Framing(_)) {
+                        let _ = conn
+                            .stream
+                            .write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
+                            .await;
+                    }
                     break "RX_BODY";
                 }
             }

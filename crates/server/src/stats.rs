@@ -34,7 +34,7 @@ impl Sections {
     pub fn new(vsc: &Vsc, sh: &Shared) -> Result<Sections, VscError> {
         let mut sma = Vec::new();
         for s in &sh.stores {
-            sma.push(vsc.add_section(&SMA, s.name())?);
+            sma.push(vsc.add_section(&SMA, &format!("SMA.{}", s.name()))?);
         }
         Ok(Sections {
             vsc: vsc.clone(),
@@ -47,6 +47,15 @@ impl Sections {
     pub fn publish(&self, sh: &Arc<Shared>) {
         let c = &sh.counters;
         c.set(Main::uptime, sh.started.elapsed().as_secs());
+        // Lacquer runs on async tasks, not thread pools; the pool gauges
+        // report the configured shape (pools of thread_pool_min workers)
+        // so tools and tests reading them see what varnishd would keep.
+        {
+            let p = sh.params();
+            let pools = p.uint("thread_pools");
+            c.set(Main::pools, pools);
+            c.set(Main::threads, pools * p.uint("thread_pool_min"));
+        }
         let cs = sh.cache.stats();
         let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         c.set(Main::n_object, g(&cs.n_object));
@@ -99,7 +108,7 @@ impl Sections {
                 let known = vbe
                     .iter()
                     .any(|(w, _)| w.upgrade().is_some_and(|x| Arc::ptr_eq(&x, b)));
-                if !known && let Ok(sec) = self.vsc.add_section(&VBE, &b.name) {
+                if !known && let Ok(sec) = self.vsc.add_section(&VBE, &format!("VBE.{}", b.name)) {
                     vbe.push((Arc::downgrade(b), sec));
                 }
             }

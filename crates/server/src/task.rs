@@ -64,6 +64,58 @@ pub fn obj_header<'a>(obj: &'a ObjRef, lower: &[u8]) -> Option<&'a [u8]> {
         .map(|(_, v)| v)
 }
 
+/// The (header, unset) log tags of a message VCL changes.
+fn header_tags(which: HttpWhich) -> Option<(Tag, Tag)> {
+    match which {
+        HttpWhich::Req | HttpWhich::ReqTop => Some((Tag::ReqHeader, Tag::ReqUnset)),
+        HttpWhich::Resp => Some((Tag::RespHeader, Tag::RespUnset)),
+        HttpWhich::Bereq => Some((Tag::BereqHeader, Tag::BereqUnset)),
+        HttpWhich::Beresp => Some((Tag::BerespHeader, Tag::BerespUnset)),
+        HttpWhich::Obj => None,
+    }
+}
+
+/// Logs the lines called `name` in `h` under `tag` (before they go away).
+fn log_lines(vsl: &mut VslBuf, tag: Tag, h: &lacquer_http::Headers, lower: &[u8]) {
+    for (k, v) in h.iter() {
+        if k.eq_ignore_ascii_case(lower) {
+            vsl.log_header(tag, k, v);
+        }
+    }
+}
+
+/// `set <which>.http.<name> = value` as varnishd does it: the old lines are
+/// logged as unset, the new one as set.
+fn set_logged(
+    vsl: &mut VslBuf,
+    which: HttpWhich,
+    h: &mut lacquer_http::Headers,
+    name: &HeaderName,
+    value: &[u8],
+) {
+    if let Some((set, unset)) = header_tags(which) {
+        log_lines(vsl, unset, h, &name.lower);
+        vsl.log_header(set, name.name.as_bytes(), value);
+    }
+    h.set(
+        Bytes::copy_from_slice(name.name.as_bytes()),
+        Bytes::copy_from_slice(value),
+    );
+}
+
+/// `unset <which>.http.<name>`, logging what goes.
+fn unset_logged(
+    vsl: &mut VslBuf,
+    which: HttpWhich,
+    h: &mut lacquer_http::Headers,
+    name: &HeaderName,
+) {
+    if let Some((_, unset)) = header_tags(which) {
+        log_lines(vsl, unset, h, &name.lower);
+    }
+    h.remove(&name.lower[..]);
+}
+
 fn log_kind_tag(kind: LogKind) -> Tag {
     match kind {
         LogKind::Log => Tag::VCL_Log,
@@ -158,6 +210,8 @@ pub struct ReqTask {
     pub esi: bool,
     pub is_hitmiss: bool,
     pub is_hitpass: bool,
+    /// A lookup hit, even when vcl_hit then passed.
+    pub is_hit: bool,
     pub storage: Option<Arc<str>>,
     pub hash: Option<lacquer_cache::HashBuilder>,
     /// `return (purge)` was taken: the lookup after vcl_hash purges.
@@ -174,6 +228,9 @@ pub struct ReqTask {
     pub privs: lacquer_vcl::exec::privs::TaskPrivs,
     /// Request body kept by `std.cache_req_body`.
     pub req_body: Option<Bytes>,
+    /// `std.cache_req_body()` was asked to keep a body larger than its
+    /// limit: varnishd gives up on such a request and closes.
+    pub req_body_failed: bool,
     pub now: f64,
     /// The built-in subroutine running now.
     pub cur_sub: BuiltinSub,
@@ -221,10 +278,7 @@ impl Context for ReqTask {
             HttpWhich::Resp => &mut self.resp.headers,
             _ => return,
         };
-        h.set(
-            Bytes::copy_from_slice(name.name.as_bytes()),
-            Bytes::copy_from_slice(value),
-        );
+        set_logged(&mut self.vsl, which, h, name, value);
     }
 
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
@@ -233,7 +287,7 @@ impl Context for ReqTask {
             HttpWhich::Resp => &mut self.resp.headers,
             _ => return,
         };
-        h.remove(&name.lower[..]);
+        unset_logged(&mut self.vsl, which, h, name);
     }
 
     fn get_str(&self, var: VarId) -> Result<Option<&[u8]>, String> {
@@ -263,6 +317,17 @@ impl Context for ReqTask {
 
     fn set_str(&mut self, var: VarId, value: &[u8]) -> Result<(), String> {
         let v = Bytes::copy_from_slice(value);
+        let tag = match var {
+            VarId::ReqMethod => Some(Tag::ReqMethod),
+            VarId::ReqUrl => Some(Tag::ReqURL),
+            VarId::ReqProto => Some(Tag::ReqProtocol),
+            VarId::RespProto => Some(Tag::RespProtocol),
+            VarId::RespReason => Some(Tag::RespReason),
+            _ => None,
+        };
+        if let Some(tag) = tag {
+            self.vsl.log_bytes(tag, value);
+        }
         match var {
             VarId::ReqMethod => self.req.method = v,
             VarId::ReqUrl => self.req.url = v,
@@ -321,11 +386,18 @@ impl Context for ReqTask {
             VarId::ObjStatus => Value::Int(i64::from(self.obj()?.data().status)),
             VarId::ObjHits => Value::Int(self.obj()?.hits() as i64),
             VarId::ObjTtl => {
+                // As varnishd: a negative stored ttl counts as 0, and the
+                // age is taken at the request's start except in vcl_deliver.
                 let o = self.obj()?;
-                Value::Duration(o.t_origin() + o.ttl() - self.now)
+                let at = if self.cur_sub == BuiltinSub::Deliver {
+                    self.now
+                } else {
+                    self.t_req
+                };
+                Value::Duration(o.ttl().max(0.0) - (at - o.t_origin()))
             }
-            VarId::ObjGrace => Value::Duration(self.obj()?.grace()),
-            VarId::ObjKeep => Value::Duration(self.obj()?.keep()),
+            VarId::ObjGrace => Value::Duration(self.obj()?.grace().max(0.0)),
+            VarId::ObjKeep => Value::Duration(self.obj()?.keep().max(0.0)),
             VarId::ObjAge => Value::Duration(self.now - self.obj()?.t_origin()),
             VarId::ObjTime => Value::Time(self.obj()?.t_origin()),
             VarId::ObjUncacheable => Value::Bool({
@@ -366,6 +438,8 @@ impl Context for ReqTask {
                 self.resp.status = s;
                 // As varnishd: a status change also sets the default reason.
                 self.resp.reason = Bytes::from_static(crate::msg::reason(s % 1000).as_bytes());
+                self.vsl.log(Tag::RespStatus, format_args!("{s}"));
+                self.vsl.log_bytes(Tag::RespReason, &self.resp.reason);
             }
             VarId::RespDoEsi => {}
             VarId::RespBody => match value {
@@ -495,7 +569,11 @@ impl Context for ReqTask {
 
     fn cache_req_body(&mut self, max: u64) -> Result<bool, String> {
         // The body was read when the request arrived.
-        Ok(self.req_body.as_ref().is_none_or(|b| b.len() as u64 <= max))
+        let fits = self.req_body.as_ref().is_none_or(|b| b.len() as u64 <= max);
+        if !fits {
+            self.req_body_failed = true;
+        }
+        Ok(fits)
     }
 
     fn late_100_continue(&mut self, _late: bool) {
@@ -562,6 +640,8 @@ pub struct BoTask {
     pub vcl: Arc<LoadedVcl>,
     pub sess: Arc<SessInfo>,
     pub vxid: u32,
+    /// The client request this fetch works for.
+    pub req_vxid: u32,
     /// `bereq.xid` as VCL reads it.
     pub vxid_str: String,
     pub bereq: ReqMsg,
@@ -609,6 +689,73 @@ pub struct BoTask {
     pub cur_sub: BuiltinSub,
     /// Time of the last `Timestamp` record.
     pub t_last: f64,
+    /// The client request while `vcl_pipe` runs (it sees `req` and `bereq`).
+    pub pipe_req: Option<Box<ReqMsg>>,
+}
+
+impl BoTask {
+    /// The assignments VCL makes to backend-side variables.
+    fn set_inner(&mut self, var: VarId, value: Value) -> Result<(), String> {
+        match var {
+            VarId::BereqBackend => self.backend = as_backend(value)?,
+            VarId::BereqConnectTimeout => self.connect_timeout = Some(as_f64(&value)?),
+            VarId::BereqFirstByteTimeout => self.first_byte_timeout = Some(as_f64(&value)?),
+            VarId::BereqBetweenBytesTimeout => self.between_bytes_timeout = Some(as_f64(&value)?),
+            VarId::BerespStatus => {
+                let s = vcl_status(as_int(&value)?)?;
+                self.beresp.status = s;
+                self.beresp.reason = Bytes::from_static(crate::msg::reason(s % 1000).as_bytes());
+                self.vsl.log(Tag::BerespStatus, format_args!("{s}"));
+                self.vsl.log_bytes(Tag::BerespReason, &self.beresp.reason);
+            }
+            VarId::BerespTtl => {
+                // beresp.ttl counts from now, the object's origin from
+                // t_origin; as varnishd, a negative result is stored as 0.
+                self.ttl = (as_f64(&value)? + (self.now - self.t_origin)).max(0.0);
+            }
+            VarId::BerespGrace => self.grace = as_f64(&value)?.max(0.0),
+            VarId::BerespKeep => self.keep = as_f64(&value)?.max(0.0),
+            VarId::BerespDoStream => self.do_stream = as_bool(&value)?,
+            VarId::BerespDoGzip => self.do_gzip = as_bool(&value)?,
+            VarId::BerespDoGunzip => self.do_gunzip = as_bool(&value)?,
+            VarId::BerespDoEsi => self.do_esi = as_bool(&value)?,
+            VarId::BerespUncacheable => {
+                // Once uncacheable, always uncacheable (as varnishd).
+                if as_bool(&value)? {
+                    self.uncacheable = true;
+                }
+            }
+            VarId::BerespStorage | VarId::BerespStorageHint => {
+                self.storage = stevedore_name(value)?
+            }
+            VarId::BerespBody => match value {
+                Value::Str(s) | Value::Blob(s) => {
+                    self.synth_body.clear();
+                    self.synth_body.extend_from_slice(&s);
+                }
+                Value::Null => self.synth_body.clear(),
+                other => return Err(format!("cannot set beresp.body to {}", other.type_name())),
+            },
+            other => match value {
+                Value::Str(s) => return self.set_str(other, &s),
+                _ => return Err(not_here(other)),
+            },
+        }
+        Ok(())
+    }
+
+    /// Writes a `Timestamp` record (`label: now since-start since-last`).
+    pub fn log_ts(&mut self, label: &str, now: f64) {
+        self.vsl.log(
+            Tag::Timestamp,
+            format_args!(
+                "{label}: {now:.6} {:.6} {:.6}",
+                now - self.t_bereq,
+                now - self.t_last
+            ),
+        );
+        self.t_last = now;
+    }
 }
 
 impl Context for BoTask {
@@ -616,6 +763,10 @@ impl Context for BoTask {
         match which {
             HttpWhich::Bereq => http_header(&self.bereq.headers, name),
             HttpWhich::Beresp => http_header(&self.beresp.headers, name),
+            HttpWhich::Req | HttpWhich::ReqTop => self
+                .pipe_req
+                .as_ref()
+                .and_then(|r| http_header(&r.headers, name)),
             _ => None,
         }
     }
@@ -624,21 +775,26 @@ impl Context for BoTask {
         let h = match which {
             HttpWhich::Bereq => &mut self.bereq.headers,
             HttpWhich::Beresp => &mut self.beresp.headers,
+            HttpWhich::Req | HttpWhich::ReqTop => match &mut self.pipe_req {
+                Some(r) => &mut r.headers,
+                None => return,
+            },
             _ => return,
         };
-        h.set(
-            Bytes::copy_from_slice(name.name.as_bytes()),
-            Bytes::copy_from_slice(value),
-        );
+        set_logged(&mut self.vsl, which, h, name, value);
     }
 
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
         let h = match which {
             HttpWhich::Bereq => &mut self.bereq.headers,
             HttpWhich::Beresp => &mut self.beresp.headers,
+            HttpWhich::Req | HttpWhich::ReqTop => match &mut self.pipe_req {
+                Some(r) => &mut r.headers,
+                None => return,
+            },
             _ => return,
         };
-        h.remove(&name.lower[..]);
+        unset_logged(&mut self.vsl, which, h, name);
     }
 
     fn get_str(&self, var: VarId) -> Result<Option<&[u8]>, String> {
@@ -646,6 +802,15 @@ impl Context for BoTask {
             VarId::BereqMethod => &self.bereq.method,
             VarId::BereqUrl => &self.bereq.url,
             VarId::BereqProto => &self.bereq.proto,
+            VarId::ReqMethod | VarId::ReqTopMethod if self.pipe_req.is_some() => {
+                self.pipe_req.as_ref().map_or(&b""[..], |r| &r.method)
+            }
+            VarId::ReqUrl | VarId::ReqTopUrl if self.pipe_req.is_some() => {
+                self.pipe_req.as_ref().map_or(&b""[..], |r| &r.url)
+            }
+            VarId::ReqProto | VarId::ReqTopProto if self.pipe_req.is_some() => {
+                self.pipe_req.as_ref().map_or(&b""[..], |r| &r.proto)
+            }
             VarId::BerespProto => &self.beresp.proto,
             VarId::BerespReason => &self.beresp.reason,
             VarId::BerespBackendName => match &self.beresp_backend {
@@ -681,6 +846,17 @@ impl Context for BoTask {
 
     fn set_str(&mut self, var: VarId, value: &[u8]) -> Result<(), String> {
         let v = Bytes::copy_from_slice(value);
+        let tag = match var {
+            VarId::BereqMethod => Some(Tag::BereqMethod),
+            VarId::BereqUrl => Some(Tag::BereqURL),
+            VarId::BereqProto => Some(Tag::BereqProtocol),
+            VarId::BerespProto => Some(Tag::BerespProtocol),
+            VarId::BerespReason => Some(Tag::BerespReason),
+            _ => None,
+        };
+        if let Some(tag) = tag {
+            self.vsl.log_bytes(tag, value);
+        }
         match var {
             VarId::BereqMethod => self.bereq.method = v,
             VarId::BereqUrl => self.bereq.url = v,
@@ -721,9 +897,13 @@ impl Context for BoTask {
                 None => Value::Null,
             },
             VarId::BerespStatus => Value::Int(i64::from(self.beresp.status)),
-            VarId::BerespTtl => Value::Duration(self.ttl - (self.now - self.t_origin)),
-            VarId::BerespGrace => Value::Duration(self.grace),
-            VarId::BerespKeep => Value::Duration(self.keep),
+            // As varnishd: a negative stored ttl (uncacheable by RFC, or a
+            // pass) reads as 0; otherwise the age since origin is deducted.
+            // As varnishd: a negative stored value reads as 0 (before the
+            // age since origin is deducted from the ttl).
+            VarId::BerespTtl => Value::Duration(self.ttl.max(0.0) - (self.now - self.t_origin)),
+            VarId::BerespGrace => Value::Duration(self.grace.max(0.0)),
+            VarId::BerespKeep => Value::Duration(self.keep.max(0.0)),
             VarId::BerespAge => Value::Duration(self.now - self.t_origin),
             VarId::BerespTime => Value::Time(self.t_beresp),
             VarId::BerespDoStream => Value::Bool(self.do_stream),
@@ -755,51 +935,30 @@ impl Context for BoTask {
     }
 
     fn set(&mut self, var: VarId, value: Value) -> Result<(), String> {
-        match var {
-            VarId::BereqBackend => self.backend = as_backend(value)?,
-            VarId::BereqConnectTimeout => self.connect_timeout = Some(as_f64(&value)?),
-            VarId::BereqFirstByteTimeout => self.first_byte_timeout = Some(as_f64(&value)?),
-            VarId::BereqBetweenBytesTimeout => self.between_bytes_timeout = Some(as_f64(&value)?),
-            VarId::BerespStatus => {
-                let s = vcl_status(as_int(&value)?)?;
-                self.beresp.status = s;
-                self.beresp.reason = Bytes::from_static(crate::msg::reason(s % 1000).as_bytes());
-            }
-            VarId::BerespTtl => {
-                // beresp.ttl counts from now, the object's origin from t_origin.
-                self.ttl = as_f64(&value)? + (self.now - self.t_origin);
-            }
-            VarId::BerespGrace => self.grace = as_f64(&value)?,
-            VarId::BerespKeep => self.keep = as_f64(&value)?,
-            VarId::BerespDoStream => self.do_stream = as_bool(&value)?,
-            VarId::BerespDoGzip => self.do_gzip = as_bool(&value)?,
-            VarId::BerespDoGunzip => self.do_gunzip = as_bool(&value)?,
-            VarId::BerespDoEsi => self.do_esi = as_bool(&value)?,
-            VarId::BerespUncacheable => {
-                // Once uncacheable, always uncacheable (as varnishd).
-                if as_bool(&value)? {
-                    self.uncacheable = true;
-                }
-            }
-            VarId::BerespStorage | VarId::BerespStorageHint => {
-                self.storage = stevedore_name(value)?
-            }
-            VarId::BerespBody => match value {
-                Value::Str(s) | Value::Blob(s) => {
-                    self.synth_body.clear();
-                    self.synth_body.extend_from_slice(&s);
-                }
-                Value::Null => self.synth_body.clear(),
-                other => return Err(format!("cannot set beresp.body to {}", other.type_name())),
-            },
-            other => match value {
-                Value::Str(s) => return self.set_str(other, &s),
-                _ => return Err(not_here(other)),
-            },
+        self.set_inner(var, value)?;
+        if matches!(
+            var,
+            VarId::BerespTtl | VarId::BerespGrace | VarId::BerespKeep | VarId::BerespUncacheable
+        ) {
+            // As varnishd: every change of the object's lifetime is logged.
+            self.vsl.log(
+                Tag::TTL,
+                format_args!(
+                    "VCL {:.0} {:.0} {:.0} {:.0} {}",
+                    self.ttl,
+                    self.grace,
+                    self.keep,
+                    self.t_origin,
+                    if self.uncacheable {
+                        "uncacheable"
+                    } else {
+                        "cacheable"
+                    }
+                ),
+            );
         }
         Ok(())
     }
-
     fn unset(&mut self, var: VarId) -> Result<(), String> {
         match var {
             VarId::BereqBody => {
@@ -961,19 +1120,30 @@ fn opt_dur(v: Option<f64>) -> Value {
     v.map_or(Value::Null, Value::Duration)
 }
 
-/// Lets [`crate::vcls::LoadedVcl::run`] record which method a task is in.
+/// Lets [`crate::vcls::LoadedVcl::run`] record which method a task is in
+/// and where its `VCL_call` / `VCL_return` records go.
 pub trait TaskSub {
     fn set_sub(&mut self, m: BuiltinSub);
+    /// The task's log, if it has one.
+    fn task_vsl(&mut self) -> Option<&mut VslBuf> {
+        None
+    }
 }
 
 impl TaskSub for ReqTask {
     fn set_sub(&mut self, m: BuiltinSub) {
         self.cur_sub = m;
     }
+    fn task_vsl(&mut self) -> Option<&mut VslBuf> {
+        Some(&mut self.vsl)
+    }
 }
 
 impl TaskSub for BoTask {
     fn set_sub(&mut self, m: BuiltinSub) {
         self.cur_sub = m;
+    }
+    fn task_vsl(&mut self) -> Option<&mut VslBuf> {
+        Some(&mut self.vsl)
     }
 }

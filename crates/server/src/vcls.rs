@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 use crate::backend::pool::{Address, Pool};
 use crate::backend::probe::{self, Health, ProbeSpec};
 use crate::task::TaskSub;
+use lacquer_vsl::Tag;
 
 /// A backend of a loaded VCL, ready for fetches.
 pub struct BackendRt {
@@ -37,6 +38,8 @@ pub struct BackendRt {
     pub connect_timeout: Option<f64>,
     pub first_byte_timeout: Option<f64>,
     pub between_bytes_timeout: Option<f64>,
+    /// Bytes sent first on every new connection (`.preamble`).
+    pub preamble: Option<Arc<[u8]>>,
 }
 
 impl std::fmt::Debug for BackendRt {
@@ -94,6 +97,7 @@ impl BackendRt {
             connect_timeout: def.connect_timeout,
             first_byte_timeout: def.first_byte_timeout,
             between_bytes_timeout: def.between_bytes_timeout,
+            preamble: def.preamble.clone(),
         }
     }
 
@@ -152,6 +156,26 @@ impl std::fmt::Debug for LoadedVcl {
     }
 }
 
+/// A method as `VCL_call` names it.
+fn call_name(m: BuiltinSub) -> &'static str {
+    match m {
+        BuiltinSub::Recv => "RECV",
+        BuiltinSub::Pipe => "PIPE",
+        BuiltinSub::Pass => "PASS",
+        BuiltinSub::Hash => "HASH",
+        BuiltinSub::Purge => "PURGE",
+        BuiltinSub::Miss => "MISS",
+        BuiltinSub::Hit => "HIT",
+        BuiltinSub::Deliver => "DELIVER",
+        BuiltinSub::Synth => "SYNTH",
+        BuiltinSub::BackendFetch => "BACKEND_FETCH",
+        BuiltinSub::BackendResponse => "BACKEND_RESPONSE",
+        BuiltinSub::BackendError => "BACKEND_ERROR",
+        BuiltinSub::Init => "INIT",
+        BuiltinSub::Fini => "FINI",
+    }
+}
+
 /// Why a VCL could not be loaded.
 #[derive(Debug)]
 pub struct LoadError {
@@ -168,7 +192,14 @@ impl LoadedVcl {
         scratch: &mut Scratch,
     ) -> Action {
         ctx.set_sub(m);
-        self.code.run(m, ctx, &*self.vmods, scratch)
+        if let Some(vsl) = ctx.task_vsl() {
+            vsl.log_str(Tag::VCL_call, call_name(m));
+        }
+        let action = self.code.run(m, ctx, &*self.vmods, scratch);
+        if let Some(vsl) = ctx.task_vsl() {
+            vsl.log_str(Tag::VCL_return, action.kind().name());
+        }
+        action
     }
 
     /// The default backend as a VCL value.
@@ -459,6 +490,8 @@ pub struct VclRegistry {
     /// label -> VCL name
     pub labels: BTreeMap<String, String>,
     pub active: Option<String>,
+    /// The label `vcl.use` named, when the active VCL was chosen by one.
+    pub active_label: Option<String>,
     /// Load order, for `vcl.list`.
     pub order: Vec<String>,
 }
