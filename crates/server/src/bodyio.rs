@@ -37,6 +37,22 @@ pub struct BodyStream {
 
 const READ_SIZE: usize = 64 * 1024;
 
+/// Segments smaller than this are copied out of the read buffer.
+const COPY_BELOW: usize = 16 * 1024;
+
+/// Takes `n` bytes off the front of the read buffer. A small piece is
+/// copied: a stored object must not keep a whole 64 KiB read buffer alive
+/// for a few hundred bytes of body.
+fn take(buf: &mut BytesMut, n: usize) -> Bytes {
+    if n < COPY_BELOW {
+        let b = Bytes::copy_from_slice(&buf[..n]);
+        bytes::Buf::advance(buf, n);
+        b
+    } else {
+        buf.split_to(n).freeze()
+    }
+}
+
 impl BodyStream {
     /// A reader for a body framed as `kind`; `response` selects the error
     /// status chunked errors carry (503 for backends, 400 for clients).
@@ -84,10 +100,11 @@ impl BodyStream {
                         self.remaining -= n as u64;
                         self.done = self.remaining == 0;
                         self.bytes_read += n as u64;
-                        return Ok(Some(buf.split_to(n).freeze()));
+                        return Ok(Some(take(buf, n)));
                     }
                     BodyKind::Eof => {
-                        let seg = buf.split().freeze();
+                        let n = buf.len();
+                        let seg = take(buf, n);
                         self.bytes_read += seg.len() as u64;
                         return Ok(Some(seg));
                     }
