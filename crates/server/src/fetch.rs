@@ -791,7 +791,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         }
     } else if let Some(len) = prefetched_len {
         body_done(bo, f, len);
-    } else {
+    } else if backend_keeps_alive(bo) {
         f.backend.pool.recycle(f.conn);
     }
     bo.vsl.log(
@@ -856,13 +856,22 @@ async fn pump_body(
     Ok(())
 }
 
+/// Whether the backend lets its connection be reused: HTTP/1.1 unless it
+/// said `Connection: close`, HTTP/1.0 only with `Connection: keep-alive`.
+fn backend_keeps_alive(bo: &BoTask) -> bool {
+    let version = if &bo.beresp.proto[..] == b"HTTP/1.0" {
+        lacquer_http::Version::Http10
+    } else {
+        lacquer_http::Version::Http11
+    };
+    lacquer_http::persistence(&bo.beresp.headers, version).keep_alive()
+}
+
 /// The body is in: timestamps, length, and the connection goes back to
 /// the pool when the framing allows.
 fn body_done(bo: &mut BoTask, f: Fetched, len: u64) {
     let port = f.conn.local_port();
-    if f.body != BodyKind::Eof
-        && lacquer_http::persistence(&bo.beresp.headers, lacquer_http::Version::Http11).keep_alive()
-    {
+    if f.body != BodyKind::Eof && backend_keeps_alive(bo) {
         bo.vsl.log(
             Tag::BackendClose,
             format_args!("{port} {} recycle", f.backend.vcl_name),
