@@ -699,7 +699,8 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             kind,
         },
         status: bo.beresp.status,
-        reason: bo.beresp.reason.clone(),
+        // Copied: a slice would keep the whole response read buffer alive.
+        reason: Bytes::copy_from_slice(&bo.beresp.reason),
         headers: object_headers(&bo.beresp),
         gzip: stored_gzip,
         body: match (&reuse_body, prefetched.map(|(b, _)| b), f.body) {
@@ -979,7 +980,8 @@ fn backend_error(
             kind,
         },
         status: bo.beresp.status,
-        reason: bo.beresp.reason.clone(),
+        // Copied: a slice would keep the whole response read buffer alive.
+        reason: Bytes::copy_from_slice(&bo.beresp.reason),
         headers: object_headers(&bo.beresp),
         gzip: false,
         body: NewBody::Complete(lacquer_storage::Body::from_segments(vec![body])),
