@@ -14,7 +14,7 @@ use lacquer_vcl::ir::{ImportedVmod, InstanceDef};
 use lacquer_vcl::types::Type;
 use lacquer_vcl::vars::VclVersion;
 use lacquer_vcl::vmod::{ArgType, DefaultValue, FuncDecl, VmodDecl};
-use lacquer_vmods::{Director, Host, Runtime, registry};
+use lacquer_vmods::{Director, Host, Runtime, registry_with_test_vmods};
 
 /// Directors get ids from here up.
 pub const DIRECTOR_BASE: u32 = 1000;
@@ -175,7 +175,7 @@ fn fill(f: &FuncDecl, mut args: Vec<VmodArg>) -> Vec<VmodArg> {
 impl Rig {
     /// Loads `vmods` and declares `objects` as (instance name, vmod, class).
     pub fn new(vmods: &[&str], objects: &[(&str, &str, &str)]) -> Rig {
-        let reg = registry();
+        let reg = registry_with_test_vmods();
         let decls: Vec<Arc<VmodDecl>> = vmods
             .iter()
             .map(|n| reg.get(n).unwrap_or_else(|| panic!("no vmod {n}")).clone())
