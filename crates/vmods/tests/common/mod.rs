@@ -151,9 +151,12 @@ fn default_value(ty: &ArgType, d: &DefaultValue) -> Value {
     }
 }
 
-/// Completes positional arguments with the declaration's defaults.
+/// Completes positional arguments with the declaration's defaults. PRIV
+/// arguments are not passed (the vmod supplies its own state), as in the
+/// executor.
 fn fill(f: &FuncDecl, mut args: Vec<VmodArg>) -> Vec<VmodArg> {
-    for (i, d) in f.args.iter().enumerate() {
+    let decl = f.args.iter().filter(|a| !matches!(a.ty, ArgType::Priv(_)));
+    for (i, d) in decl.enumerate() {
         if i >= args.len() {
             args.push(None);
         }
