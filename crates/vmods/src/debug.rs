@@ -8,8 +8,9 @@
 //! (`test_priv_task`, `test_priv_top`, `priv_task_with_option`, the
 //! object's per-instance variants), failures (`fail`, `fail2`), strands
 //! (`concatenate`, `collect`, `return_strands`, `sethdr`, object `concat`),
-//! `re_quote`, `validhdr`, `store_ip`/`get_ip`, the ACL pass-through
-//! functions (`null_acl`, `acl`, object `aclobj`) and `test_probe`.
+//! `re_quote`, `validhdr`, `store_ip`/`get_ip`, `client_ip`/`client_port`,
+//! `priv_perf`, the ACL pass-through functions (`null_acl`, `acl`, object
+//! `aclobj`) and `test_probe`.
 //!
 //! Left out because they need server internals this crate cannot reach
 //! (they fail to compile rather than pretend): calling a SUB (`call`,
@@ -67,6 +68,11 @@ $Restrict client backend
 $Function STRING re_quote(STRING)
 $Function STRING priv_task_with_option(PRIV_TASK priv, [STRING opt])
 $Function BOOL validhdr(STRANDS)
+$Function STRING client_ip()
+$Restrict client backend
+$Function STRING client_port()
+$Restrict client backend
+$Function DURATION priv_perf(INT size, INT rounds=10000)
 "#;
 
 pub(crate) static MODULE: ModuleImpl = ModuleImpl {
@@ -90,6 +96,9 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("re_quote", re_quote),
         ("priv_task_with_option", priv_task_with_option),
         ("validhdr", validhdr),
+        ("client_ip", client_ip),
+        ("client_port", client_port),
+        ("priv_perf", priv_perf),
     ],
     classes: &[
         ClassImpl {
@@ -306,6 +315,52 @@ pub(crate) fn valid_header_value(v: &[u8]) -> bool {
 
 fn validhdr(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(Value::Bool(valid_header_value(a.str_or_empty(0)?)))
+}
+
+/// The session's client address (`client.ip`).
+fn client_addr(ctx: &dyn Context) -> Result<std::net::SocketAddr, String> {
+    match ctx.get(lacquer_vcl::vars::VarId::ClientIp)? {
+        Value::Ip(a) => Ok(a),
+        other => Err(format!(
+            "debug.client_ip(): client.ip is {}, not an IP",
+            other.type_name()
+        )),
+    }
+}
+
+fn client_ip(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(string(client_addr(ctx)?.ip().to_string()))
+}
+
+fn client_port(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(string(client_addr(ctx)?.port().to_string()))
+}
+
+/// Times `rounds` lookups of each of `size` per-task private values; the
+/// average time per lookup in nanoseconds, returned as that many seconds
+/// (as Varnish does).
+fn priv_perf(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let size = a.int(0)?.unwrap_or(0);
+    let rounds = a.int(1)?.unwrap_or(10000);
+    if !(1..=1_000_000).contains(&size) || !(1..=100_000_000).contains(&rounds) {
+        return Err(format!(
+            "debug.priv_perf(): size {size} and rounds {rounds} must be positive (size <= 1000000, rounds <= 100000000)"
+        ));
+    }
+    let mut privs = lacquer_vcl::exec::privs::TaskPrivs::new();
+    for k in 0..size as u64 {
+        privs.insert(k, k);
+    }
+    let start = std::time::Instant::now();
+    let mut sum = 0u64;
+    for _ in 0..rounds {
+        for k in 0..size as u64 {
+            sum = sum.wrapping_add(*std::hint::black_box(&privs).get::<u64>(k).unwrap_or(&0));
+        }
+    }
+    std::hint::black_box(sum);
+    let ns = start.elapsed().as_nanos() as f64 / (size * rounds) as f64;
+    Ok(Value::Duration(ns))
 }
 
 /// An `obj` instance.

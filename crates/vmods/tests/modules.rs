@@ -1005,3 +1005,25 @@ fn debug_arguments_and_objects() {
         Ok(Value::Acl(3))
     );
 }
+
+#[test]
+fn debug_client_address_and_priv_perf() {
+    let r = Rig::new(&["debug"], &[]);
+    let c = &mut req();
+    c.vars.insert(
+        lacquer_vcl::vars::VarId::ClientIp,
+        Value::Ip("[::1]:4711".parse().unwrap()),
+    );
+    assert_eq!(t(r.call(c, "debug.client_ip", vec![])).unwrap(), "::1");
+    assert_eq!(t(r.call(c, "debug.client_port", vec![])).unwrap(), "4711");
+    let perf = |size, rounds| {
+        r.call(
+            &mut req(),
+            "debug.priv_perf",
+            vec![Some(Value::Int(size)), Some(Value::Int(rounds))],
+        )
+    };
+    assert!(matches!(perf(10, 10), Ok(Value::Duration(d)) if d >= 0.0));
+    assert!(perf(0, 10).is_err());
+    assert!(perf(10, -1).is_err());
+}
