@@ -8,6 +8,7 @@
 //! (`test_priv_task`, `test_priv_top`, `priv_task_with_option`, the
 //! object's per-instance variants), failures (`fail`, `fail2`), strands
 //! (`concatenate`, `collect`, `return_strands`, `sethdr`, object `concat`),
+//! optional arguments mixed with PRIV ones (object `obj_opt`),
 //! `re_quote`, `validhdr`, `store_ip`/`get_ip`, `client_ip`/`client_port`,
 //! `priv_perf`, the ACL pass-through functions (`null_acl`, `acl`, object
 //! `aclobj`) and `test_probe`.
@@ -68,6 +69,8 @@ $Restrict client backend
 $Function STRING re_quote(STRING)
 $Function STRING priv_task_with_option(PRIV_TASK priv, [STRING opt])
 $Function BOOL validhdr(STRANDS)
+$Object obj_opt(PRIV_CALL, PRIV_VCL, PRIV_TASK, [STRING s], [BOOL b])
+$Method STRING .meth_opt(PRIV_CALL, PRIV_VCL, PRIV_TASK, [STRING s], [BOOL b])
 $Function STRING client_ip()
 $Restrict client backend
 $Function STRING client_port()
@@ -120,6 +123,11 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
             name: "aclobj",
             ctor: new_aclobj,
             methods: &[("get", aclobj_get as MethodImpl)],
+        },
+        ClassImpl {
+            name: "obj_opt",
+            ctor: new_obj_opt,
+            methods: &[("meth_opt", meth_opt as MethodImpl)],
         },
         ClassImpl {
             name: "concat",
@@ -459,6 +467,43 @@ fn new_aclobj(_: &Env, _: &mut dyn Context, _: &str, a: &Args<'_>) -> Result<Obj
 
 fn aclobj_get(_: &Env, o: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
     Ok(this::<AclObj>(o).0.clone())
+}
+
+/// An `obj_opt` instance: its name and optional constructor arguments.
+struct ObjOpt {
+    name: String,
+    s: Option<Bytes>,
+    b: Option<bool>,
+}
+
+/// An optional STRING and BOOL as `obj_opt` prints them.
+fn opt_text(s: Option<&[u8]>, b: Option<bool>) -> (String, &'static str) {
+    let s = s.map_or("*undef*".into(), |s| lossy(s).into_owned());
+    let b = match b {
+        None => "*undef*",
+        Some(true) => "true",
+        Some(false) => "false",
+    };
+    (s, b)
+}
+
+fn new_obj_opt(_: &Env, _: &mut dyn Context, name: &str, a: &Args<'_>) -> Result<Obj, String> {
+    Ok(std::sync::Arc::new(ObjOpt {
+        name: name.to_string(),
+        s: a.bytes(0)?,
+        b: a.bool(1)?,
+    }))
+}
+
+/// `obj <name> obj_s <s> obj_b <b> met_s <s> met_b <b>`.
+fn meth_opt(_: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let o = this::<ObjOpt>(o);
+    let (os, ob) = opt_text(o.s.as_deref(), o.b);
+    let (ms, mb) = opt_text(a.str(0)?, a.bool(1)?);
+    Ok(string(format!(
+        "obj {} obj_s {os} obj_b {ob} met_s {ms} met_b {mb}",
+        o.name
+    )))
 }
 
 /// A `concat` instance: the string built by its constructor.

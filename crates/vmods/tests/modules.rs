@@ -1027,3 +1027,33 @@ fn debug_client_address_and_priv_perf() {
     assert!(perf(0, 10).is_err());
     assert!(perf(10, -1).is_err());
 }
+
+#[test]
+fn debug_optional_arguments_with_privs() {
+    // m00019.vtc
+    let r = Rig::new(
+        &["debug"],
+        &[
+            ("oo0", "debug", "obj_opt"),
+            ("oo1", "debug", "obj_opt"),
+            ("oo2", "debug", "obj_opt"),
+        ],
+    );
+    let c = &mut req();
+    r.new_obj(c, "oo0", vec![]).unwrap();
+    r.new_obj(c, "oo1", vec![s("string")]).unwrap();
+    r.new_obj(c, "oo2", vec![None, Some(Value::Bool(true))])
+        .unwrap();
+    assert_eq!(
+        t(r.method(c, "oo0", "meth_opt", vec![s("s1")])).unwrap(),
+        "obj oo0 obj_s *undef* obj_b *undef* met_s s1 met_b *undef*"
+    );
+    assert_eq!(
+        t(r.method(c, "oo1", "meth_opt", vec![None, Some(Value::Bool(false))])).unwrap(),
+        "obj oo1 obj_s string obj_b *undef* met_s *undef* met_b false"
+    );
+    assert_eq!(
+        t(r.method(c, "oo2", "meth_opt", vec![])).unwrap(),
+        "obj oo2 obj_s *undef* obj_b true met_s *undef* met_b *undef*"
+    );
+}
