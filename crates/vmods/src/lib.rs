@@ -18,7 +18,9 @@
 //!
 //! How the server uses it:
 //!
-//! 1. compile VCL against [`registry()`] (`lacquer_vcl::compile`);
+//! 1. compile VCL against [`registry()`] (`lacquer_vcl::compile`), or
+//!    [`registry_with_test_vmods()`] when running varnishtest cases (adds
+//!    the test-only `vtc` and `debug`);
 //! 2. build [`Runtime::for_program`] with the server's [`Host`], and the
 //!    executor program (`Program::from_ir`); run `vcl_init` with the
 //!    runtime as the `Vmods` (objects are created there and directors
@@ -43,6 +45,7 @@ mod args;
 mod blob;
 mod bodyaccess;
 mod cookie;
+mod debug;
 mod directors;
 mod header;
 mod host;
@@ -107,29 +110,54 @@ fn modules() -> Vec<&'static ModuleImpl> {
         &bodyaccess::MODULE,
         &tcp::MODULE,
         &saintmode::MODULE,
-        &vtc::MODULE,
     ]
 }
 
-/// Parsed declarations of every implemented vmod, parsed once.
-fn parsed() -> &'static [(Arc<VmodDecl>, &'static ModuleImpl)] {
-    static PARSED: OnceLock<Vec<(Arc<VmodDecl>, &'static ModuleImpl)>> = OnceLock::new();
+/// The test-only vmods (varnishtest's `vtc` and `debug`): offered to VCL
+/// only through [`registry_with_test_vmods`], so production VCL can never
+/// import them by accident.
+fn test_modules() -> Vec<&'static ModuleImpl> {
+    vec![&vtc::MODULE, &debug::MODULE]
+}
+
+/// A parsed vmod: its declaration, implementation, and whether it is a
+/// test-only vmod.
+type Parsed = (Arc<VmodDecl>, &'static ModuleImpl, bool);
+
+/// Parsed declarations of every implemented vmod (production then
+/// test-only), parsed once.
+fn parsed() -> &'static [Parsed] {
+    static PARSED: OnceLock<Vec<Parsed>> = OnceLock::new();
     PARSED.get_or_init(|| {
-        modules()
-            .into_iter()
-            .map(|m| {
+        let prod = modules().into_iter().map(|m| (m, false));
+        let test = test_modules().into_iter().map(|m| (m, true));
+        prod.chain(test)
+            .map(|(m, is_test)| {
                 let d = VmodDecl::parse(m.decl)
                     .unwrap_or_else(|e| panic!("built-in vmod declaration is invalid: {e}"));
-                (Arc::new(d), m)
+                (Arc::new(d), m, is_test)
             })
             .collect()
     })
 }
 
-/// The declarations of every vmod this crate implements, for the compiler.
+/// The declarations of every production vmod this crate implements, for
+/// the compiler.
 pub fn registry() -> VmodRegistry {
     let mut r = VmodRegistry::new();
-    for (d, _) in parsed() {
+    for (d, _, is_test) in parsed() {
+        if !is_test {
+            r.add((**d).clone());
+        }
+    }
+    r
+}
+
+/// Everything in [`registry`] plus the test-only vmods `vtc` and `debug`,
+/// for a server running varnishtest cases (`-p debug=+vtc_mode`).
+pub fn registry_with_test_vmods() -> VmodRegistry {
+    let mut r = VmodRegistry::new();
+    for (d, _, _) in parsed() {
         r.add((**d).clone());
     }
     r
@@ -227,9 +255,11 @@ impl Runtime {
     ) -> Result<Runtime, String> {
         let mut vmods = Vec::with_capacity(imports.len());
         for imp in imports {
-            let (_, module) = parsed()
+            // Test-only vmods are found too: a program can only import
+            // them if it was compiled against `registry_with_test_vmods`.
+            let (_, module, _) = parsed()
                 .iter()
-                .find(|(d, _)| d.name == imp.name)
+                .find(|(d, _, _)| d.name == imp.name)
                 .ok_or_else(|| format!("vmod '{}' is not implemented by this server", imp.name))?;
             let mut functions = Vec::with_capacity(imp.decl.functions.len());
             for f in &imp.decl.functions {

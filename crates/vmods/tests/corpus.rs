@@ -101,6 +101,28 @@ fn run_init(ir: &lacquer_vcl::ir::Program) -> Result<(), Vec<String>> {
 /// regex engines lack PCRE's `\R` (std_b00000).
 const COMPILER_GAPS: &[&str] = &["tests/b00051.vtc", "vmod-tests/std_b00000.vtc"];
 
+/// Whether `vcl` imports `debug` under another name or calls a `debug`
+/// function or object this crate does not declare.
+fn uses_missing_debug(vcl: &str, reg: &lacquer_vcl::vmod::VmodRegistry) -> bool {
+    let d = reg.get("debug").expect("debug is in the test registry");
+    let declared =
+        |n: &str| d.functions.iter().any(|f| f.name == n) || d.objects.iter().any(|o| o.name == n);
+    vcl.contains("import debug as")
+        || vcl.match_indices("debug.").any(|(k, _)| {
+            let n: String = vcl[k + 6..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            !declared(&n)
+        })
+}
+
+/// `-errvcl` cases whose message comes from varnishd, not a vmod:
+/// m00000's "Failed initialization" is its report of `return (fail)` in
+/// `vcl_init`; m00022's is vmod debug's load event reading the
+/// `nuke_limit` parameter, which a vmod here cannot see.
+const DAEMON_ERRVCL: &[&str] = &["tests/m00000.vtc:143", "tests/m00022.vtc:41"];
+
 fn imports(vcl: &str) -> Vec<String> {
     vcl.lines()
         .filter_map(|l| {
@@ -117,7 +139,8 @@ fn imports(vcl: &str) -> Vec<String> {
 
 #[test]
 fn corpus_vcls_using_these_vmods_compile() {
-    let reg = lacquer_vmods::registry();
+    // Corpus VCLs run under varnishtest, which offers the test vmods.
+    let reg = lacquer_vmods::registry_with_test_vmods();
     let known: HashSet<String> = reg.names().map(str::to_string).collect();
     let loader = EmptyIncludes;
     let popts = ParseOptions {
@@ -140,6 +163,13 @@ fn corpus_vcls_using_these_vmods_compile() {
         }
         // vmod vtc's workspace and VSL functions are deliberately absent.
         if c.vcl.contains("vtc.workspace_") || c.vcl.contains("vtc.vsl") {
+            continue;
+        }
+        // vmod debug is partial: skip VCLs using what it leaves out.
+        if imp.iter().any(|i| i == "debug") && uses_missing_debug(&c.vcl, &reg) {
+            continue;
+        }
+        if DAEMON_ERRVCL.contains(&format!("{}:{}", c.vtc, c.line).as_str()) {
             continue;
         }
         let (storages, labels) = settings(&c.vtc);

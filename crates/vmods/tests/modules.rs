@@ -1,6 +1,6 @@
 //! The smaller vmods (var, header, cookie, str, blob, purge, proxy, unix,
-//! vsthrottle, xkey) through the `Vmods` trait; cookie and blob cases come
-//! from Varnish's cookie_*.vtc and blob_*.vtc.
+//! vsthrottle, xkey, and the test-only vtc and debug) through the `Vmods`
+//! trait; cookie, blob and debug cases come from Varnish's test corpus.
 
 mod common;
 
@@ -821,4 +821,239 @@ fn vtc_barrier_and_helpers() {
         panic!("not a blob");
     };
     assert_eq!(&b[..], b"PROXY TCP4 1.2.3.4 5.6.7.8 1 2\r\n");
+}
+
+#[test]
+fn debug_private_state() {
+    let r = Rig::new(&["debug"], &[("o", "debug", "obj"), ("o2", "debug", "obj")]);
+    let c = &mut req();
+    r.new_obj(c, "o", vec![]).unwrap();
+    r.new_obj(c, "o2", vec![]).unwrap();
+    // Function PRIV_TASK: starts, appends with a space, reads.
+    assert_eq!(t(r.call(c, "debug.test_priv_task", vec![])).unwrap(), "");
+    assert_eq!(
+        t(r.call(c, "debug.test_priv_task", vec![s("a")])).unwrap(),
+        "a"
+    );
+    assert_eq!(
+        t(r.call(c, "debug.test_priv_task", vec![s("b")])).unwrap(),
+        "a b"
+    );
+    assert_eq!(
+        t(r.call(c, "debug.test_priv_task", vec![s("")])).unwrap(),
+        "a b"
+    );
+    // Shared with priv_task_with_option: the first value sticks.
+    assert_eq!(
+        t(r.call(c, "debug.priv_task_with_option", vec![s("x")])).unwrap(),
+        "a b"
+    );
+    let c = &mut req();
+    assert_eq!(
+        t(r.call(c, "debug.priv_task_with_option", vec![])).unwrap(),
+        ""
+    );
+    assert_eq!(
+        t(r.call(c, "debug.priv_task_with_option", vec![s("one")])).unwrap(),
+        "one"
+    );
+    assert_eq!(
+        t(r.call(c, "debug.priv_task_with_option", vec![s("two")])).unwrap(),
+        "one"
+    );
+    // PRIV_TOP: the first call sets it.
+    assert_eq!(
+        t(r.call(c, "debug.test_priv_top", vec![s("/a0")])).unwrap(),
+        "/a0"
+    );
+    assert_eq!(
+        t(r.call(c, "debug.test_priv_top", vec![s("/b")])).unwrap(),
+        "/a0"
+    );
+    // Per-instance state: replaced, separate per object and per task.
+    assert_eq!(t(r.method(c, "o", "test_priv_task", vec![])).unwrap(), "");
+    assert_eq!(
+        t(r.method(c, "o", "test_priv_task", vec![s("c1")])).unwrap(),
+        "c1"
+    );
+    assert_eq!(
+        t(r.method(c, "o", "test_priv_task", vec![s("d1")])).unwrap(),
+        "d1"
+    );
+    assert_eq!(t(r.method(c, "o", "test_priv_task", vec![])).unwrap(), "d1");
+    assert_eq!(t(r.method(c, "o2", "test_priv_task", vec![])).unwrap(), "");
+    assert_eq!(
+        t(r.method(c, "o2", "test_priv_top", vec![s("t")])).unwrap(),
+        "t"
+    );
+    assert_eq!(t(r.method(c, "o", "test_priv_top", vec![])).unwrap(), "");
+    assert_eq!(
+        t(r.method(&mut req(), "o", "test_priv_task", vec![])).unwrap(),
+        ""
+    );
+    // store_ip / get_ip within one task.
+    assert_eq!(r.call(c, "debug.get_ip", vec![]), Ok(Value::Null));
+    let ip: std::net::SocketAddr = "10.0.0.1:0".parse().unwrap();
+    r.call(c, "debug.store_ip", vec![Some(Value::Ip(ip))])
+        .unwrap();
+    assert_eq!(r.call(c, "debug.get_ip", vec![]), Ok(Value::Ip(ip)));
+}
+
+#[test]
+fn debug_arguments_and_objects() {
+    let r = Rig::new(
+        &["debug"],
+        &[
+            ("obj0", "debug", "obj"),
+            ("obj3", "debug", "obj"),
+            ("bad", "debug", "obj"),
+            ("cc", "debug", "concat"),
+        ],
+    );
+    let c = &mut req();
+    // m00019.vtc
+    let arg = |args| t(r.call(&mut req(), "debug.argtest", args)).unwrap();
+    assert_eq!(
+        arg(vec![s("1"), Some(Value::Real(2.1)), s("3a")]),
+        "1 2.1 3a , 4 0 <undef>"
+    );
+    assert_eq!(
+        arg(vec![
+            s("1"),
+            Some(Value::Real(2.4)),
+            s("3d"),
+            None,
+            Some(Value::Int(-1))
+        ]),
+        "1 2.4 3d , -1 0 <undef>"
+    );
+    assert_eq!(
+        arg(vec![s("1"), None, None, None, None, s("7")]),
+        "1 2 3 , 4 1 7"
+    );
+    r.new_obj(c, "obj0", vec![]).unwrap();
+    r.new_obj(c, "obj3", vec![s("s_two"), e("two")]).unwrap();
+    assert_eq!(t(r.method(c, "obj0", "string", vec![])).unwrap(), "default");
+    assert_eq!(t(r.method(c, "obj0", "number", vec![])).unwrap(), "one");
+    assert_eq!(t(r.method(c, "obj3", "string", vec![])).unwrap(), "s_two");
+    assert_eq!(t(r.method(c, "obj3", "number", vec![])).unwrap(), "two");
+    assert_eq!(t(r.method(c, "obj0", "foo", vec![s("x")])).unwrap(), "BOO");
+    assert_eq!(t(r.method(c, "obj0", "bar", vec![s("x")])).unwrap(), "BOO");
+    assert_eq!(r.method(c, "obj0", "date", vec![]), Ok(Value::Time(21.4)));
+    assert!(r.method(c, "obj0", "enum", vec![e("martin")]).is_ok());
+    assert!(r.method(c, "obj0", "enum", vec![e("phk")]).is_err());
+    assert!(r.new_obj(c, "bad", vec![s("fail")]).is_err());
+    r.new_obj(c, "cc", vec![s("ab")]).unwrap();
+    assert_eq!(t(r.method(c, "cc", "get", vec![])).unwrap(), "ab");
+    // m00000.vtc
+    assert_eq!(
+        t(r.call(c, "debug.author", vec![])).unwrap(),
+        "Poul-Henning"
+    );
+    assert_eq!(
+        t(r.call(c, "debug.author", vec![e("mithrandir")])).unwrap(),
+        "Tollef"
+    );
+    assert_eq!(
+        r.call(c, "debug.fail", vec![]),
+        Err("Forced failure".into())
+    );
+    assert_eq!(
+        r.call(c, "debug.fail2", vec![]),
+        Err("Forced failure".into())
+    );
+    // Strands and headers.
+    assert_eq!(
+        t(r.call(c, "debug.concatenate", vec![s("foobar")])).unwrap(),
+        "foobar"
+    );
+    assert_eq!(
+        t(r.call(c, "debug.collect", vec![Some(Value::Null)])).unwrap(),
+        ""
+    );
+    r.call(
+        c,
+        "debug.sethdr",
+        vec![hdr(HttpWhich::Req, "Hdr-7"), Some(Value::Null)],
+    )
+    .unwrap();
+    r.call(
+        c,
+        "debug.sethdr",
+        vec![hdr(HttpWhich::Req, "Hdr-1"), s("foobarbaz")],
+    )
+    .unwrap();
+    let h = |n: &str| {
+        use lacquer_vcl::exec::Context;
+        c.header(HttpWhich::Req, &HeaderName::new(n))
+            .map(|v| v.to_vec())
+    };
+    assert_eq!(h("Hdr-7").as_deref(), Some(&b""[..]));
+    assert_eq!(h("hdr-1").as_deref(), Some(&b"foobarbaz"[..]));
+    assert_eq!(
+        r.call(&mut req(), "debug.validhdr", vec![s("\n\t")]),
+        Ok(Value::Bool(false))
+    );
+    assert_eq!(
+        t(r.call(&mut req(), "debug.re_quote", vec![s(r"hello\E")])).unwrap(),
+        r"\Qhello\\EE"
+    );
+    // ACL pass-through.
+    assert_eq!(r.call(c, "debug.null_acl", vec![]), Ok(Value::Null));
+    assert_eq!(
+        r.call(c, "debug.acl", vec![Some(Value::Acl(3))]),
+        Ok(Value::Acl(3))
+    );
+}
+
+#[test]
+fn debug_client_address_and_priv_perf() {
+    let r = Rig::new(&["debug"], &[]);
+    let c = &mut req();
+    c.vars.insert(
+        lacquer_vcl::vars::VarId::ClientIp,
+        Value::Ip("[::1]:4711".parse().unwrap()),
+    );
+    assert_eq!(t(r.call(c, "debug.client_ip", vec![])).unwrap(), "::1");
+    assert_eq!(t(r.call(c, "debug.client_port", vec![])).unwrap(), "4711");
+    let perf = |size, rounds| {
+        r.call(
+            &mut req(),
+            "debug.priv_perf",
+            vec![Some(Value::Int(size)), Some(Value::Int(rounds))],
+        )
+    };
+    assert!(matches!(perf(10, 10), Ok(Value::Duration(d)) if d >= 0.0));
+    assert!(perf(0, 10).is_err());
+    assert!(perf(10, -1).is_err());
+}
+
+#[test]
+fn debug_optional_arguments_with_privs() {
+    // m00019.vtc
+    let r = Rig::new(
+        &["debug"],
+        &[
+            ("oo0", "debug", "obj_opt"),
+            ("oo1", "debug", "obj_opt"),
+            ("oo2", "debug", "obj_opt"),
+        ],
+    );
+    let c = &mut req();
+    r.new_obj(c, "oo0", vec![]).unwrap();
+    r.new_obj(c, "oo1", vec![s("string")]).unwrap();
+    r.new_obj(c, "oo2", vec![None, Some(Value::Bool(true))])
+        .unwrap();
+    assert_eq!(
+        t(r.method(c, "oo0", "meth_opt", vec![s("s1")])).unwrap(),
+        "obj oo0 obj_s *undef* obj_b *undef* met_s s1 met_b *undef*"
+    );
+    assert_eq!(
+        t(r.method(c, "oo1", "meth_opt", vec![None, Some(Value::Bool(false))])).unwrap(),
+        "obj oo1 obj_s string obj_b *undef* met_s *undef* met_b false"
+    );
+    assert_eq!(
+        t(r.method(c, "oo2", "meth_opt", vec![])).unwrap(),
+        "obj oo2 obj_s *undef* obj_b true met_s *undef* met_b *undef*"
+    );
 }

@@ -40,11 +40,24 @@ fn registry_matches_implementations() {
             "unix",
             "var",
             "vsthrottle",
-            "vtc",
             "xkey"
         ]
     );
     // Loading every vmod resolves every declared function and method.
+    Rig::new(&names, &[]);
+}
+
+#[test]
+fn test_vmods_only_in_the_test_registry() {
+    let reg = lacquer_vmods::registry_with_test_vmods();
+    let prod = lacquer_vmods::registry();
+    for n in ["vtc", "debug"] {
+        assert!(prod.get(n).is_none(), "{n} in the production registry");
+        assert!(reg.get(n).is_some(), "{n} missing from the test registry");
+    }
+    let mut names: Vec<&str> = reg.names().collect();
+    names.retain(|n| prod.get(n).is_some() || ["vtc", "debug"].contains(n));
+    assert_eq!(names.len(), prod.names().count() + 2);
     Rig::new(&names, &[]);
 }
 

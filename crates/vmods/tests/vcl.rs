@@ -237,3 +237,54 @@ fn restricted_functions_are_rejected_by_the_compiler() {
     let (sm, r) = compile_str("t.vcl", text, &CompileOptions::default(), &registry());
     r.unwrap_or_else(|d| panic!("{}", d.render(&sm)));
 }
+
+#[test]
+fn test_vmods_load_only_from_the_test_registry() {
+    for m in ["debug", "vtc"] {
+        let text = format!("vcl 4.1;\nbackend s1 {{ .host = \"127.0.0.1\"; }}\nimport {m};\n");
+        let (_, r) = compile_str("t.vcl", &text, &CompileOptions::default(), &registry());
+        assert!(r.is_err(), "{m} must not be importable by production VCL");
+    }
+    let text = r#"vcl 4.1;
+backend s1 { .host = "127.0.0.1"; }
+import debug;
+sub vcl_recv {
+    debug.test_priv_task("a");
+    set req.http.x0 = debug.test_priv_task("b");
+    set req.http.opt = debug.priv_task_with_option("ignored");
+    set req.http.arg = debug.argtest("1", four = 6);
+    debug.sethdr(req.http.hdr, req.url + "!");
+    if (req.url == "/fail") {
+        debug.fail();
+    }
+    return (hash);
+}
+"#;
+    let opts = CompileOptions {
+        err_unref: false,
+        ..CompileOptions::default()
+    };
+    let reg = lacquer_vmods::registry_with_test_vmods();
+    let (sm, r) = compile_str("t.vcl", text, &opts, &reg);
+    let ir = r.unwrap_or_else(|d| panic!("{}", d.render(&sm)));
+    let rt = Runtime::for_program(&ir, Arc::new(TestHost::default())).unwrap();
+    let l = Loaded {
+        prog: Program::from_ir(&ir).unwrap(),
+        rt,
+        host: Arc::new(TestHost::default()),
+    };
+    let mut c = client("/");
+    assert_eq!(
+        l.run(BuiltinSub::Recv, &mut c),
+        Action::Hash,
+        "{:?}",
+        c.logs
+    );
+    assert_eq!(get(&c, REQ, "x0").as_deref(), Some("a b"));
+    assert_eq!(get(&c, REQ, "opt").as_deref(), Some("a b"));
+    assert_eq!(get(&c, REQ, "arg").as_deref(), Some("1 2 3 , 6 0 <undef>"));
+    assert_eq!(get(&c, REQ, "hdr").as_deref(), Some("/!"));
+    let mut c = client("/fail");
+    assert_eq!(l.run(BuiltinSub::Recv, &mut c), Action::Fail);
+    assert_eq!(c.logs_of(LogKind::Error), ["Forced failure"]);
+}

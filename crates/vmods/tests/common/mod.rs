@@ -14,7 +14,7 @@ use lacquer_vcl::ir::{ImportedVmod, InstanceDef};
 use lacquer_vcl::types::Type;
 use lacquer_vcl::vars::VclVersion;
 use lacquer_vcl::vmod::{ArgType, DefaultValue, FuncDecl, VmodDecl};
-use lacquer_vmods::{Director, Host, Runtime, registry};
+use lacquer_vmods::{Director, Host, Runtime, registry_with_test_vmods};
 
 /// Directors get ids from here up.
 pub const DIRECTOR_BASE: u32 = 1000;
@@ -151,9 +151,12 @@ fn default_value(ty: &ArgType, d: &DefaultValue) -> Value {
     }
 }
 
-/// Completes positional arguments with the declaration's defaults.
+/// Completes positional arguments with the declaration's defaults. PRIV
+/// arguments are not passed (the vmod supplies its own state), as in the
+/// executor.
 fn fill(f: &FuncDecl, mut args: Vec<VmodArg>) -> Vec<VmodArg> {
-    for (i, d) in f.args.iter().enumerate() {
+    let decl = f.args.iter().filter(|a| !matches!(a.ty, ArgType::Priv(_)));
+    for (i, d) in decl.enumerate() {
         if i >= args.len() {
             args.push(None);
         }
@@ -175,7 +178,7 @@ fn fill(f: &FuncDecl, mut args: Vec<VmodArg>) -> Vec<VmodArg> {
 impl Rig {
     /// Loads `vmods` and declares `objects` as (instance name, vmod, class).
     pub fn new(vmods: &[&str], objects: &[(&str, &str, &str)]) -> Rig {
-        let reg = registry();
+        let reg = registry_with_test_vmods();
         let decls: Vec<Arc<VmodDecl>> = vmods
             .iter()
             .map(|n| reg.get(n).unwrap_or_else(|| panic!("no vmod {n}")).clone())

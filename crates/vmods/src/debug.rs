@@ -1,0 +1,554 @@
+//! `vmod_debug`: the test-only module of Varnish's test suite (corpus VCLs
+//! import it to exercise vmod argument passing, private state, objects,
+//! strands and VCL failure). Only available through
+//! [`crate::registry_with_test_vmods`], never to production VCL.
+//!
+//! Implemented with Varnish 7.1's signatures: the ENUM/argument-passing
+//! tests (`author`, `argtest`, object `obj`), task/top private state
+//! (`test_priv_task`, `test_priv_top`, `priv_task_with_option`, the
+//! object's per-instance variants), failures (`fail`, `fail2`), strands
+//! (`concatenate`, `collect`, `return_strands`, `sethdr`, object `concat`),
+//! optional arguments mixed with PRIV ones (object `obj_opt`),
+//! `re_quote`, `validhdr`, `store_ip`/`get_ip`, `client_ip`/`client_port`,
+//! `priv_perf`, the ACL pass-through functions (`null_acl`, `acl`, object
+//! `aclobj`) and `test_probe`.
+//!
+//! Left out because they need server internals this crate cannot reach
+//! (they fail to compile rather than pretend): calling a SUB (`call`,
+//! `check_call`, `caller`, ...), matching an ACL (`match_acl`,
+//! `sweep_acl`), delivery filters (`rot52`), the lookup catflap, dynamic
+//! backends (`dyn`, `dyn_uds`), stack/workspace probes, VSC counters and
+//! VCL temperature events. The `Debug` log lines Varnish's functions emit
+//! are not written: the executor has no Debug log kind.
+//!
+//! `PRIV_TOP` state is kept in the task's private state: identical to
+//! Varnish for a top-level request, but not shared with ESI sub-requests.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use lacquer_vcl::exec::{Context, Value};
+
+use crate::args::{Args, lossy, string};
+use crate::{AnyObj, ClassImpl, Env, FuncImpl, MethodImpl, ModuleImpl, Obj, this};
+
+const DECL: &str = r#"
+$Module debug
+$Function STRING author(ENUM { phk, des, kristian, mithrandir } person=phk, ENUM { phk, slink, geoff } someone=phk)
+$Function STRING test_priv_task(PRIV_TASK, STRING s="")
+$Function STRING test_priv_top(PRIV_TOP, STRING)
+$Restrict client
+$Object obj(STRING string="default", ENUM { one, two, three } number=one)
+$Method VOID .enum(ENUM { phk, des, kristian, mithrandir, martin })
+$Method VOID .obj()
+$Method STRING .string()
+$Method STRING .number()
+$Method STRING .foo(STRING why)
+$Method STRING .bar(STRING why)
+$Method TIME .date()
+$Method STRING .test_priv_task(STRING s="")
+$Method STRING .test_priv_top(STRING s="")
+$Function STRING argtest(STRING one, REAL two=2, STRING three="3", STRING comma=",", INT four=4, [STRING opt])
+$Function VOID fail()
+$Function BOOL fail2()
+$Function ACL null_acl()
+$Function ACL acl(ACL acl)
+$Object aclobj(ACL)
+$Method ACL .get()
+$Function VOID test_probe(PROBE probe, PROBE same=0)
+$Object concat(STRANDS)
+$Method STRING .get()
+$Function STRING concatenate(STRANDS)
+$Function STRING collect(STRANDS)
+$Function VOID sethdr(HEADER, STRANDS)
+$Function STRANDS return_strands(STRANDS strand)
+$Function VOID store_ip(IP)
+$Restrict client backend
+$Function IP get_ip()
+$Restrict client backend
+$Function STRING re_quote(STRING)
+$Function STRING priv_task_with_option(PRIV_TASK priv, [STRING opt])
+$Function BOOL validhdr(STRANDS)
+$Object obj_opt(PRIV_CALL, PRIV_VCL, PRIV_TASK, [STRING s], [BOOL b])
+$Method STRING .meth_opt(PRIV_CALL, PRIV_VCL, PRIV_TASK, [STRING s], [BOOL b])
+$Function STRING client_ip()
+$Restrict client backend
+$Function STRING client_port()
+$Restrict client backend
+$Function DURATION priv_perf(INT size, INT rounds=10000)
+"#;
+
+pub(crate) static MODULE: ModuleImpl = ModuleImpl {
+    decl: DECL,
+    functions: &[
+        ("author", author as FuncImpl),
+        ("test_priv_task", test_priv_task),
+        ("test_priv_top", test_priv_top),
+        ("argtest", argtest),
+        ("fail", fail),
+        ("fail2", fail),
+        ("null_acl", null_acl),
+        ("acl", first_arg),
+        ("test_probe", test_probe),
+        ("concatenate", concatenate),
+        ("collect", concatenate),
+        ("sethdr", sethdr),
+        ("return_strands", concatenate),
+        ("store_ip", store_ip),
+        ("get_ip", get_ip),
+        ("re_quote", re_quote),
+        ("priv_task_with_option", priv_task_with_option),
+        ("validhdr", validhdr),
+        ("client_ip", client_ip),
+        ("client_port", client_port),
+        ("priv_perf", priv_perf),
+    ],
+    classes: &[
+        ClassImpl {
+            name: "obj",
+            ctor: new_obj,
+            methods: &[
+                ("enum", obj_enum as MethodImpl),
+                ("obj", obj_obj),
+                ("string", obj_string),
+                ("number", obj_number),
+                ("foo", obj_foo),
+                ("bar", obj_foo),
+                ("date", obj_date),
+                ("test_priv_task", obj_priv_task),
+                ("test_priv_top", obj_priv_top),
+            ],
+        },
+        ClassImpl {
+            name: "aclobj",
+            ctor: new_aclobj,
+            methods: &[("get", aclobj_get as MethodImpl)],
+        },
+        ClassImpl {
+            name: "obj_opt",
+            ctor: new_obj_opt,
+            methods: &[("meth_opt", meth_opt as MethodImpl)],
+        },
+        ClassImpl {
+            name: "concat",
+            ctor: new_concat,
+            methods: &[("get", concat_get as MethodImpl)],
+        },
+    ],
+};
+
+type R = Result<Value, String>;
+
+/// The vmod's `PRIV_TASK` (shared by every function of the vmod, as in
+/// Varnish where the private pointer is per vmod and task).
+struct TaskPriv(Option<Bytes>);
+/// The vmod's `PRIV_TOP`.
+struct TopPriv(Option<Bytes>);
+/// One `obj` instance's task state, keyed by the instance id.
+struct ObjTask(Bytes);
+/// One `obj` instance's top-request state, keyed by the instance id.
+struct ObjTop(Bytes);
+/// The address kept by `store_ip()` for `get_ip()`.
+struct StoredIp(std::net::SocketAddr);
+
+fn author(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let who = match a.enum_(0)?.unwrap_or("phk") {
+        "phk" => "Poul-Henning",
+        "des" => "Dag-Erling",
+        "kristian" => "Kristian",
+        "mithrandir" => "Tollef",
+        other => return Err(format!("debug.author(): unknown person '{other}'")),
+    };
+    Ok(Value::str(who))
+}
+
+/// Empty or NULL reads the state; anything else starts it or appends to it
+/// with a space.
+fn test_priv_task(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let s = a.str_or_empty(0)?;
+    let p = ctx.privs().get_or_insert_with(0, || TaskPriv(None));
+    if !s.is_empty() {
+        p.0 = Some(match p.0.take() {
+            None => Bytes::copy_from_slice(s),
+            Some(old) => [&old[..], b" ", s].concat().into(),
+        });
+    }
+    Ok(Value::Str(p.0.clone().unwrap_or_default()))
+}
+
+/// The first call of the request sets the value; later calls return it.
+fn test_priv_top(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let s = a.str_or_empty(0)?;
+    let p = ctx.privs().get_or_insert_with(0, || TopPriv(None));
+    let v = p.0.get_or_insert_with(|| Bytes::copy_from_slice(s));
+    Ok(Value::Str(v.clone()))
+}
+
+/// The first value given in the task sticks; no value reads it.
+fn priv_task_with_option(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let opt = a.str(0)?;
+    let p = ctx.privs().get_or_insert_with(0, || TaskPriv(None));
+    if p.0.is_none()
+        && let Some(o) = opt
+    {
+        p.0 = Some(Bytes::copy_from_slice(o));
+    }
+    Ok(Value::Str(p.0.clone().unwrap_or_default()))
+}
+
+/// C's `%g`: six significant digits, trailing zeros dropped, exponent form
+/// for very small or large magnitudes.
+pub(crate) fn fmt_g(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return if v.is_nan() {
+            "nan".into()
+        } else if v.is_infinite() {
+            if v > 0.0 { "inf" } else { "-inf" }.into()
+        } else {
+            "0".into()
+        };
+    }
+    let exp = v.abs().log10().floor() as i32;
+    let trim = |s: String| {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        }
+    };
+    if (-4..6).contains(&exp) {
+        let decimals = (5 - exp).max(0) as usize;
+        trim(format!("{v:.decimals$}"))
+    } else {
+        let m = v / 10f64.powi(exp);
+        let mant = trim(format!("{m:.5}"));
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mant}e{sign}{:02}", exp.abs())
+    }
+}
+
+fn argtest(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let opt = a.str(5)?;
+    Ok(string(format!(
+        "{} {} {} {} {} {} {}",
+        lossy(a.str_or_empty(0)?),
+        fmt_g(a.real(1)?.unwrap_or(2.0)),
+        lossy(a.str_or_empty(2)?),
+        lossy(a.str_or_empty(3)?),
+        a.int(4)?.unwrap_or(4),
+        u8::from(a.given(5)),
+        opt.map_or("<undef>".into(), lossy),
+    )))
+}
+
+fn fail(_: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
+    Err("Forced failure".into())
+}
+
+fn null_acl(_: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(Value::Null)
+}
+
+fn first_arg(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    Ok(a.get(0).cloned().unwrap_or(Value::Null))
+}
+
+/// `same`, when given, must be the same probe as `probe`.
+fn test_probe(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let probe = a.get(0);
+    match a.get(1) {
+        None | Some(Value::Null) => Ok(Value::Null),
+        Some(Value::Str(s)) if s.is_empty() => Ok(Value::Null),
+        Some(same) if Some(same) == probe => Ok(Value::Null),
+        Some(_) => Err("debug.test_probe(): the two probes differ".into()),
+    }
+}
+
+fn concatenate(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    Ok(Value::Str(a.bytes(0)?.unwrap_or_default()))
+}
+
+fn sethdr(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let (which, name) = a.header(0)?;
+    let v = a.str_or_empty(1)?;
+    ctx.set_header(which, name, v);
+    Ok(Value::Null)
+}
+
+fn store_ip(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let ip = a.ip(0)?.ok_or("debug.store_ip(): the IP is NULL")?;
+    ctx.privs().insert(0, StoredIp(ip));
+    Ok(Value::Null)
+}
+
+fn get_ip(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(ctx
+        .privs()
+        .get::<StoredIp>(0)
+        .map_or(Value::Null, |s| Value::Ip(s.0)))
+}
+
+/// Quotes `s` for a literal regex match: `\Q...\E`, with each `\E` inside
+/// closed before its `E` so the quoting cannot be ended early.
+pub(crate) fn re_quote_bytes(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len() + 4);
+    let mut rest = s;
+    while !rest.is_empty() {
+        out.extend_from_slice(b"\\Q");
+        match rest.windows(2).position(|w| w == b"\\E") {
+            Some(i) => {
+                out.extend_from_slice(&rest[..=i]);
+                out.extend_from_slice(b"\\EE");
+                rest = &rest[i + 2..];
+            }
+            None => {
+                out.extend_from_slice(rest);
+                out.extend_from_slice(b"\\E");
+                rest = b"";
+            }
+        }
+    }
+    out
+}
+
+fn re_quote(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    Ok(string(re_quote_bytes(a.str_or_empty(0)?)))
+}
+
+/// A valid header field value (RFC 9110 5.5): no control characters
+/// other than horizontal tab.
+pub(crate) fn valid_header_value(v: &[u8]) -> bool {
+    v.iter().all(|&c| c == b'\t' || (c >= 0x20 && c != 0x7f))
+}
+
+fn validhdr(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    Ok(Value::Bool(valid_header_value(a.str_or_empty(0)?)))
+}
+
+/// The session's client address (`client.ip`).
+fn client_addr(ctx: &dyn Context) -> Result<std::net::SocketAddr, String> {
+    match ctx.get(lacquer_vcl::vars::VarId::ClientIp)? {
+        Value::Ip(a) => Ok(a),
+        other => Err(format!(
+            "debug.client_ip(): client.ip is {}, not an IP",
+            other.type_name()
+        )),
+    }
+}
+
+fn client_ip(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(string(client_addr(ctx)?.ip().to_string()))
+}
+
+fn client_port(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(string(client_addr(ctx)?.port().to_string()))
+}
+
+/// Times `rounds` lookups of each of `size` per-task private values; the
+/// average time per lookup in nanoseconds, returned as that many seconds
+/// (as Varnish does).
+fn priv_perf(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let size = a.int(0)?.unwrap_or(0);
+    let rounds = a.int(1)?.unwrap_or(10000);
+    if !(1..=1_000_000).contains(&size) || !(1..=100_000_000).contains(&rounds) {
+        return Err(format!(
+            "debug.priv_perf(): size {size} and rounds {rounds} must be positive (size <= 1000000, rounds <= 100000000)"
+        ));
+    }
+    let mut privs = lacquer_vcl::exec::privs::TaskPrivs::new();
+    for k in 0..size as u64 {
+        privs.insert(k, k);
+    }
+    let start = std::time::Instant::now();
+    let mut sum = 0u64;
+    for _ in 0..rounds {
+        for k in 0..size as u64 {
+            sum = sum.wrapping_add(*std::hint::black_box(&privs).get::<u64>(k).unwrap_or(&0));
+        }
+    }
+    std::hint::black_box(sum);
+    let ns = start.elapsed().as_nanos() as f64 / (size * rounds) as f64;
+    Ok(Value::Duration(ns))
+}
+
+/// An `obj` instance.
+struct DebugObj {
+    id: u64,
+    name: String,
+    string: Bytes,
+    number: Value,
+}
+
+/// Instance ids, unique in the process: keys of the per-instance state.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+fn new_obj(_: &Env, _: &mut dyn Context, name: &str, a: &Args<'_>) -> Result<Obj, String> {
+    let string = a
+        .bytes(0)?
+        .unwrap_or_else(|| Bytes::from_static(b"default"));
+    if &string[..] == b"fail" {
+        return Err(format!("{name}: failing as requested"));
+    }
+    Ok(std::sync::Arc::new(DebugObj {
+        id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        name: name.to_string(),
+        string,
+        number: Value::str(a.enum_(1)?.unwrap_or("one").to_string()),
+    }))
+}
+
+fn obj_enum(_: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let o = this::<DebugObj>(o);
+    match a.enum_(0)? {
+        Some("martin") => Ok(Value::Null),
+        other => Err(format!(
+            "{}.enum(): expected martin, got {}",
+            o.name,
+            other.unwrap_or("nothing")
+        )),
+    }
+}
+
+fn obj_obj(_: &Env, _: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(Value::Null)
+}
+
+fn obj_string(_: &Env, o: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(Value::Str(this::<DebugObj>(o).string.clone()))
+}
+
+fn obj_number(_: &Env, o: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(this::<DebugObj>(o).number.clone())
+}
+
+fn obj_foo(_: &Env, _: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(Value::str("BOO"))
+}
+
+fn obj_date(_: &Env, _: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(Value::Time(21.4))
+}
+
+/// Empty reads the instance's task state (empty if none); anything else
+/// replaces it.
+fn obj_priv_task(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let o = this::<DebugObj>(o);
+    let s = a.str_or_empty(0)?;
+    if s.is_empty() {
+        let v = ctx.privs().get::<ObjTask>(o.id).map(|p| p.0.clone());
+        return Ok(Value::Str(v.unwrap_or_default()));
+    }
+    let v = Bytes::copy_from_slice(s);
+    ctx.privs().insert(o.id, ObjTask(v.clone()));
+    Ok(Value::Str(v))
+}
+
+/// As `.test_priv_task()`, for the top request's state.
+fn obj_priv_top(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let o = this::<DebugObj>(o);
+    let s = a.str_or_empty(0)?;
+    if s.is_empty() {
+        let v = ctx.privs().get::<ObjTop>(o.id).map(|p| p.0.clone());
+        return Ok(Value::Str(v.unwrap_or_default()));
+    }
+    let v = Bytes::copy_from_slice(s);
+    ctx.privs().insert(o.id, ObjTop(v.clone()));
+    Ok(Value::Str(v))
+}
+
+/// An `aclobj` instance: the ACL (or NULL) it was built with.
+struct AclObj(Value);
+
+fn new_aclobj(_: &Env, _: &mut dyn Context, _: &str, a: &Args<'_>) -> Result<Obj, String> {
+    Ok(std::sync::Arc::new(AclObj(
+        a.get(0).cloned().unwrap_or(Value::Null),
+    )))
+}
+
+fn aclobj_get(_: &Env, o: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(this::<AclObj>(o).0.clone())
+}
+
+/// An `obj_opt` instance: its name and optional constructor arguments.
+struct ObjOpt {
+    name: String,
+    s: Option<Bytes>,
+    b: Option<bool>,
+}
+
+/// An optional STRING and BOOL as `obj_opt` prints them.
+fn opt_text(s: Option<&[u8]>, b: Option<bool>) -> (String, &'static str) {
+    let s = s.map_or("*undef*".into(), |s| lossy(s).into_owned());
+    let b = match b {
+        None => "*undef*",
+        Some(true) => "true",
+        Some(false) => "false",
+    };
+    (s, b)
+}
+
+fn new_obj_opt(_: &Env, _: &mut dyn Context, name: &str, a: &Args<'_>) -> Result<Obj, String> {
+    Ok(std::sync::Arc::new(ObjOpt {
+        name: name.to_string(),
+        s: a.bytes(0)?,
+        b: a.bool(1)?,
+    }))
+}
+
+/// `obj <name> obj_s <s> obj_b <b> met_s <s> met_b <b>`.
+fn meth_opt(_: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let o = this::<ObjOpt>(o);
+    let (os, ob) = opt_text(o.s.as_deref(), o.b);
+    let (ms, mb) = opt_text(a.str(0)?, a.bool(1)?);
+    Ok(string(format!(
+        "obj {} obj_s {os} obj_b {ob} met_s {ms} met_b {mb}",
+        o.name
+    )))
+}
+
+/// A `concat` instance: the string built by its constructor.
+struct Concat(Bytes);
+
+fn new_concat(_: &Env, _: &mut dyn Context, _: &str, a: &Args<'_>) -> Result<Obj, String> {
+    Ok(std::sync::Arc::new(Concat(a.bytes(0)?.unwrap_or_default())))
+}
+
+fn concat_get(_: &Env, o: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(Value::Str(this::<Concat>(o).0.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting() {
+        let q = |s: &[u8]| String::from_utf8(re_quote_bytes(s)).unwrap();
+        assert_eq!(q(b""), "");
+        assert_eq!(q(b"hello"), r"\Qhello\E");
+        assert_eq!(q(br"hello\E"), r"\Qhello\\EE");
+        assert_eq!(q(br"hello\Eworld"), r"\Qhello\\EE\Qworld\E");
+        assert_eq!(q(br"\E"), r"\Q\\EE");
+        assert_eq!(q(br"\Q"), r"\Q\Q\E");
+    }
+
+    #[test]
+    fn header_values() {
+        assert!(valid_header_value(b"a"));
+        assert!(valid_header_value(b"a\tb c\x80"));
+        assert!(!valid_header_value(b"\n\t\t\t"));
+        assert!(!valid_header_value(b"a\rb"));
+        assert!(!valid_header_value(b"\x7f"));
+    }
+
+    #[test]
+    fn printf_g() {
+        assert_eq!(fmt_g(2.0), "2");
+        assert_eq!(fmt_g(2.1), "2.1");
+        assert_eq!(fmt_g(-2.2), "-2.2");
+        assert_eq!(fmt_g(0.0), "0");
+        assert_eq!(fmt_g(1234567.0), "1.23457e+06");
+        assert_eq!(fmt_g(0.00001), "1e-05");
+        assert_eq!(fmt_g(123456.0), "123456");
+    }
+}
