@@ -103,6 +103,7 @@ pub fn check_vcl(vcl: &BootVcl, params: &ParamSet) -> Result<String, String> {
         vcl_path: Vec::new(),
         unsafe_path: params.flag("vcc_unsafe_path"),
         prefer_ipv6: params.flag("prefer_ipv6"),
+        test_vmods: params.bit("debug", "vtc_mode"),
     };
     let loaded = match vcl {
         BootVcl::File(p) => vcls::compile_path("boot", p, &opts),

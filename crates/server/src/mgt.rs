@@ -53,6 +53,7 @@ pub fn load_options(sh: &Shared) -> LoadOptions {
         },
         unsafe_path: p.flag("vcc_unsafe_path"),
         prefer_ipv6: p.flag("prefer_ipv6"),
+        test_vmods: p.bit("debug", "vtc_mode"),
     }
 }
 

@@ -407,6 +407,9 @@ pub struct LoadOptions {
     pub vcl_path: Vec<String>,
     pub unsafe_path: bool,
     pub prefer_ipv6: bool,
+    /// The test-only vmods (`debug`, `vtc`) may be imported: only when the
+    /// daemon runs with `-p debug=+vtc_mode`, as varnishtest starts it.
+    pub test_vmods: bool,
 }
 
 /// Compiles VCL source (`name` is the file name used in messages).
@@ -416,7 +419,11 @@ pub fn compile(
     text: &str,
     opts: &LoadOptions,
 ) -> Result<LoadedVcl, LoadError> {
-    let registry = lacquer_vmods::registry();
+    let registry = if opts.test_vmods {
+        lacquer_vmods::registry_with_test_vmods()
+    } else {
+        lacquer_vmods::registry()
+    };
     let copts = lacquer_vcl::compile::CompileOptions {
         err_unref: opts.err_unref,
         storages: opts.storages.clone(),
