@@ -7,11 +7,6 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-/// mimalloc keeps long-lived small objects (cached bodies and headers) from
-/// pinning pages that short-lived request buffers freed, which the system
-/// allocator does under a cache's allocation pattern.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// The varnishd-compatible command line.
 #[derive(Parser, Debug)]
