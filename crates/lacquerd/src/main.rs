@@ -7,7 +7,6 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-
 /// The varnishd-compatible command line.
 #[derive(Parser, Debug)]
 #[command(

@@ -563,6 +563,27 @@ fn pick_store(bo: &BoTask, private: bool) -> lacquer_cache::StoreRef {
         .unwrap_or_else(|| cache.transient())
 }
 
+/// The parts of a new object that come from `beresp` and the timing;
+/// callers fill in the body and gzip flag.
+fn object_from(bo: &BoTask, kind: ObjKind) -> NewObject {
+    NewObject {
+        meta: ObjMeta {
+            vxid: bo.vxid,
+            t_origin: bo.t_origin,
+            ttl: bo.ttl,
+            grace: bo.grace,
+            keep: bo.keep,
+            kind,
+        },
+        status: bo.beresp.status,
+        // Copied: a slice would keep the whole response read buffer alive.
+        reason: Bytes::copy_from_slice(&bo.beresp.reason),
+        headers: object_headers(&bo.beresp),
+        gzip: false,
+        body: NewBody::Empty,
+    }
+}
+
 /// Headers stored in an object: beresp without hop-by-hop fields.
 fn object_headers(beresp: &RespMsg) -> Vec<(Bytes, Bytes)> {
     let mut out = lacquer_http::Headers::new();
@@ -690,18 +711,6 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     bo.vsl
         .log(Tag::Storage, format_args!("malloc {}", store.name()));
     let new = NewObject {
-        meta: ObjMeta {
-            vxid: bo.vxid,
-            t_origin: bo.t_origin,
-            ttl: bo.ttl,
-            grace: bo.grace,
-            keep: bo.keep,
-            kind,
-        },
-        status: bo.beresp.status,
-        // Copied: a slice would keep the whole response read buffer alive.
-        reason: Bytes::copy_from_slice(&bo.beresp.reason),
-        headers: object_headers(&bo.beresp),
         gzip: stored_gzip,
         body: match (&reuse_body, prefetched.map(|(b, _)| b), f.body) {
             (Some(b), _, _) => NewBody::Complete(b.clone()),
@@ -709,6 +718,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             (None, None, BodyKind::None) => NewBody::Empty,
             (None, None, _) => NewBody::Streamed,
         },
+        ..object_from(bo, kind)
     };
     // With http_gzip_support every fetch asks the backend for gzip and
     // clients get gunzipped copies as needed, so Accept-Encoding does not
@@ -971,20 +981,9 @@ fn backend_error(
     };
     let store = bo.sh.cache.transient();
     let new = NewObject {
-        meta: ObjMeta {
-            vxid: bo.vxid,
-            t_origin: bo.t_origin,
-            ttl: bo.ttl,
-            grace: bo.grace,
-            keep: bo.keep,
-            kind,
-        },
-        status: bo.beresp.status,
-        // Copied: a slice would keep the whole response read buffer alive.
-        reason: Bytes::copy_from_slice(&bo.beresp.reason),
-        headers: object_headers(&bo.beresp),
         gzip: false,
         body: NewBody::Complete(lacquer_storage::Body::from_segments(vec![body])),
+        ..object_from(bo, kind)
     };
     let inserted = match std::mem::replace(&mut job.mode, FetchMode::Pass) {
         FetchMode::Pass => bo.sh.cache.insert_private(new, &store),
