@@ -197,9 +197,12 @@ pub async fn raw(addr: SocketAddr, req: &[u8], head: bool) -> Resp {
     read_resp(&mut s, head).await
 }
 
+///
+/// Reads byte by byte up to the end of the body, never past it: pipelined
+/// responses on the same connection stay for the next call.
 pub async fn read_resp(s: &mut TcpStream, head: bool) -> Resp {
     let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
+    let mut chunk = [0u8; 1];
     let (h, n) = loop {
         if let Some((h, n)) = parse_response(&buf, &Limits::response()).unwrap() {
             break (h, n);
@@ -216,12 +219,9 @@ pub async fn read_resp(s: &mut TcpStream, head: bool) -> Resp {
     let body = match kind {
         BodyKind::None => Vec::new(),
         BodyKind::Length(len) => {
-            while (rest.len() as u64) < len {
-                let r = s.read(&mut chunk).await.unwrap();
-                assert!(r > 0);
-                rest.extend_from_slice(&chunk[..r]);
-            }
-            rest.truncate(len as usize);
+            let have = rest.len();
+            rest.resize(len as usize, 0);
+            s.read_exact(&mut rest[have..]).await.unwrap();
             rest
         }
         BodyKind::Chunked => {
