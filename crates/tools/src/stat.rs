@@ -56,7 +56,16 @@ pub fn run(a: &StatArgs) -> Result<String, String> {
     let dir = crate::workdir(a.workdir.as_deref());
     let path = vsc::vsc_path(&dir);
     let reader = VscReader::open(&path).map_err(|e| e.to_string())?;
-    let snap = reader.snapshot().map_err(|e| e.to_string())?;
+    // A snapshot that races with sections being added or removed says
+    // Busy; trying again is the documented answer.
+    let mut tries = 0;
+    let snap = loop {
+        match reader.snapshot() {
+            Ok(s) => break s,
+            Err(vsc::VscError::Busy) if tries < 100 => tries += 1,
+            Err(e) => return Err(e.to_string()),
+        }
+    };
     let globs: Vec<&str> = a.filter.iter().map(String::as_str).collect();
     let snap = if globs.is_empty() {
         snap

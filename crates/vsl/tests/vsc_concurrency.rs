@@ -56,7 +56,13 @@ fn snapshots_stay_consistent_while_sections_change() {
     let deadline = Instant::now() + Duration::from_secs(2);
     let mut snaps = 0;
     while Instant::now() < deadline && (snaps < 50 || !churn.is_finished()) {
-        let snap = reader.snapshot().unwrap();
+        // Busy means the directory changed under the reader too often:
+        // the documented answer is to try again.
+        let snap = match reader.snapshot() {
+            Ok(s) => s,
+            Err(lacquer_vsl::vsc::VscError::Busy) => continue,
+            Err(e) => panic!("snapshot failed: {e}"),
+        };
         let vbe: Vec<_> = snap.iter().filter(|c| c.name.starts_with("VBE.")).collect();
         assert_eq!(
             vbe.len() % VBE.fields.len(),

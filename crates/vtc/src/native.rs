@@ -22,7 +22,15 @@ pub struct VscCounters {
 impl CounterSource for VscCounters {
     fn snapshot(&mut self) -> Result<Vec<(String, u64)>, String> {
         let r = VscReader::open(&vsc_path(&self.workdir)).map_err(|e| e.to_string())?;
-        let snap = r.snapshot().map_err(|e| e.to_string())?;
+        // Busy (sections changed during the read) means: read again.
+        let mut tries = 0;
+        let snap = loop {
+            match r.snapshot() {
+                Ok(s) => break s,
+                Err(lacquer_vsl::vsc::VscError::Busy) if tries < 100 => tries += 1,
+                Err(e) => return Err(e.to_string()),
+            }
+        };
         Ok(snap.into_iter().map(|c| (c.name, c.value)).collect())
     }
 }
