@@ -72,6 +72,14 @@ impl StoredHeaders {
         (0..self.idx.len()).filter_map(|i| self.get_index(i))
     }
 
+    /// The packed buffer and each header's `(name start, value start, value
+    /// end)` in it (a name ends where its value starts): lets a caller build
+    /// a header list that shares the buffer with one reference count instead
+    /// of one per field.
+    pub fn shared(&self) -> (&Bytes, &[(u32, u32, u32)]) {
+        (&self.buf, &self.idx)
+    }
+
     /// All headers as zero-copy `Bytes` slices of the shared buffer.
     pub fn to_pairs(&self) -> Vec<(Bytes, Bytes)> {
         self.idx

@@ -83,6 +83,37 @@ impl Headers {
         }
     }
 
+    /// A list whose fields are ranges of `buf`, given as `(name start, value
+    /// start, value end)` with each name ending where its value starts (the
+    /// cache's packed layout). Sharing `buf` costs one reference count, not
+    /// one per field; `extra` reserves room for fields added afterwards.
+    ///
+    /// # Panics
+    /// If a range lies outside `buf` or is reversed: the caller's packing is
+    /// broken (an internal invariant, never input).
+    pub fn from_packed(buf: Bytes, ranges: &[(u32, u32, u32)], extra: usize) -> Self {
+        let mut fields = Vec::with_capacity(ranges.len() + extra);
+        for &(n, vs, ve) in ranges {
+            assert!(
+                n <= vs && vs <= ve && ve as usize <= buf.len(),
+                "packed header range ({n}, {vs}, {ve}) outside a {}-byte buffer",
+                buf.len()
+            );
+            fields.push(Field {
+                name: Slot::Buf(n, vs),
+                value: Slot::Buf(vs, ve),
+                filtered: false,
+            });
+        }
+        Headers {
+            store: Store {
+                buf,
+                owned: Vec::with_capacity(extra * 2),
+            },
+            fields,
+        }
+    }
+
     /// Adds a field whose name and value are ranges of the buffer given later
     /// to [`Headers::set_buf`] (used by the parser).
     pub(crate) fn push_range(&mut self, name: (u32, u32), value: (u32, u32)) {
@@ -489,6 +520,31 @@ mod tests {
         assert_eq!(h.count("X-Foo"), 2);
         assert!(h.contains("cache-control"));
         assert!(!h.contains("cache"));
+    }
+
+    #[test]
+    fn from_packed_shares_the_buffer_and_accepts_edits() {
+        let buf = Bytes::from_static(b"Content-Typetext/htmlETag\"x\"");
+        let mut h = Headers::from_packed(buf, &[(0, 12, 21), (21, 25, 28)], 2);
+        assert_eq!(h.get("content-type"), Some(&b"text/html"[..]));
+        assert_eq!(h.get("etag"), Some(&b"\"x\""[..]));
+        h.set("ETag", "\"y\"");
+        h.append("Age", "3");
+        let all: Vec<_> = h.iter().map(|(n, v)| (n.to_vec(), v.to_vec())).collect();
+        assert_eq!(
+            all,
+            vec![
+                (b"Content-Type".to_vec(), b"text/html".to_vec()),
+                (b"ETag".to_vec(), b"\"y\"".to_vec()),
+                (b"Age".to_vec(), b"3".to_vec()),
+            ]
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "outside")]
+    fn from_packed_rejects_a_broken_range() {
+        Headers::from_packed(Bytes::from_static(b"ab"), &[(0, 1, 3)], 0);
     }
 
     #[test]

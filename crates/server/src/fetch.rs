@@ -108,10 +108,7 @@ pub async fn run(mut job: FetchJob) {
             }
         ),
     );
-    job.bo.vsl.log(
-        Tag::Timestamp,
-        format_args!("Start: {:.6} 0.000000 0.000000", job.bo.t_bereq),
-    );
+    job.bo.vsl.log_timestamp("Start", job.bo.t_bereq, 0.0, 0.0);
     let vcl = job.bo.vcl.clone();
     job.bo.vsl.log_str(Tag::VCL_use, &vcl.name);
     add_conditionals(&mut job);

@@ -10,7 +10,10 @@
 //! existing `-p` command lines and scripts keep working; their description
 //! says that Lacquer ignores them and why ([`Param::effective`] is false).
 
+use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::OnceLock;
 
 /// What kind of value a parameter holds, with its bounds.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -117,124 +120,929 @@ const USED: bool = true;
 
 /// Every parameter, sorted by name.
 #[rustfmt::skip]
+/// FNV-1a: parameter names are short, trusted, static strings, and the
+/// request path looks several up per request; SipHash or a binary search of
+/// string comparisons cost several times more.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+/// The position of `name` in [`PARAMS`].
+fn param_index(name: &str) -> Option<usize> {
+    static INDEX: OnceLock<HashMap<&'static str, usize, BuildHasherDefault<Fnv>>> = OnceLock::new();
+    INDEX
+        .get_or_init(|| {
+            PARAMS
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.name, i))
+                .collect()
+        })
+        .get(name)
+        .copied()
+}
+
 pub static PARAMS: &[Param] = &[
-    p!("accept_filter", Kind::Bool, "off", "bool", IGNORED, "Kernel accept filters; Linux has none, so this has no effect."),
-    p!("acceptor_sleep_decay", Kind::Float { min: Some(0.0), max: Some(1.0) }, "0.9", "", IGNORED, "Acceptor back-off decay; Lacquer's async acceptor does not sleep."),
-    p!("acceptor_sleep_incr", dur(Some(0.0), Some(1.0)), "0", "seconds", IGNORED, "Acceptor back-off step; Lacquer's async acceptor does not sleep."),
-    p!("acceptor_sleep_max", dur(Some(0.0), Some(10.0)), "0.05", "seconds", IGNORED, "Acceptor back-off cap; Lacquer's async acceptor does not sleep."),
-    p!("auto_restart", Kind::Bool, "on", "bool", IGNORED, "Restart a crashed worker process; Lacquer runs as a single process."),
-    p!("backend_idle_timeout", dur(Some(1.0), None), "60", "seconds", USED, "Close pooled backend connections idle for longer than this."),
-    p!("backend_local_error_holddown", dur(Some(0.0), None), "10", "seconds", USED, "After a local connect error (e.g. out of ports), do not try that backend again for this long."),
-    p!("backend_remote_error_holddown", dur(Some(0.0), None), "0.25", "seconds", USED, "After a connection refused or reset, do not try that backend again for this long."),
-    p!("ban_cutoff", uint(Some(0), None), "0", "bans", USED, "Objects older than this many bans are dropped instead of tested (0: no cutoff)."),
-    p!("ban_dups", Kind::Bool, "on", "bool", USED, "Mark older identical bans as completed when a new ban is added."),
-    p!("ban_lurker_age", dur(Some(0.0), None), "60", "seconds", USED, "The ban lurker leaves bans younger than this alone."),
-    p!("ban_lurker_batch", uint(Some(1), None), "1000", "", USED, "Objects the ban lurker tests before it sleeps."),
-    p!("ban_lurker_holdoff", dur(Some(0.0), None), "0.01", "seconds", USED, "Pause of the ban lurker when it meets lock contention."),
-    p!("ban_lurker_sleep", dur(Some(0.0), None), "0.01", "seconds", USED, "Pause of the ban lurker after each batch (0 disables the lurker)."),
-    p!("between_bytes_timeout", dur(Some(0.0), None), "60", "seconds", USED, "Longest silence allowed between two reads of a backend response body."),
-    p!("cc_command", Kind::Text, "", "", IGNORED, "C compiler command; Lacquer interprets VCL and compiles no C."),
-    p!("cc_warnings", Kind::Text, "-Wall -Werror", "", IGNORED, "C compiler warnings; Lacquer compiles no C."),
-    p!("cli_limit", bytes(Some(128), Some(99_999_999)), "48k", "bytes", USED, "Longest management CLI reply; longer replies are truncated."),
-    p!("cli_timeout", dur(Some(0.0), None), "60", "seconds", USED, "Time a management CLI command may take."),
-    p!("clock_skew", uint(Some(0), None), "10", "seconds", USED, "Tolerated difference between a backend's Date and ours when computing TTLs."),
-    p!("clock_step", dur(Some(0.0), None), "1", "seconds", USED, "Clock jump tolerated before it is logged."),
-    p!("connect_timeout", dur(Some(0.0), None), "3.5", "seconds", USED, "Default time to wait for a backend TCP connection."),
-    p!("critbit_cooloff", dur(Some(60.0), Some(254.0)), "180", "seconds", IGNORED, "Critbit tree tuning; Lacquer uses a sharded hash table."),
-    p!("debug", Kind::Bits { names: DEBUG_BITS }, "none", "", USED, "Debugging aids, set as +bit/-bit."),
-    p!("default_grace", dur(Some(0.0), None), "10", "seconds", USED, "Grace given to objects when neither the backend nor VCL sets one."),
-    p!("default_keep", dur(Some(0.0), None), "0", "seconds", USED, "Keep given to objects when VCL sets none."),
-    p!("default_ttl", dur(Some(0.0), None), "120", "seconds", USED, "TTL given to objects when neither the backend nor VCL sets one."),
-    p!("experimental", Kind::Bits { names: EXPERIMENTAL_BITS }, "none", "", IGNORED, "Experimental switches of varnishd; none apply to Lacquer."),
-    p!("feature", Kind::Bits { names: FEATURE_BITS }, "+validate_headers", "", USED, "Minor features, set as +bit/-bit."),
-    p!("fetch_chunksize", bytes(Some(4 * K), None), "16k", "bytes", USED, "Size of the storage segments a fetch allocates at first."),
-    p!("fetch_maxchunksize", bytes(Some(64 * K), None), "0.25G", "bytes", USED, "Largest storage segment a fetch allocates."),
-    p!("first_byte_timeout", dur(Some(0.0), None), "60", "seconds", USED, "Default time to wait for the first byte of a backend response."),
-    p!("gzip_buffer", bytes(Some(2 * K), None), "32k", "bytes", USED, "Buffer size for gzip and gunzip."),
-    p!("gzip_level", uint(Some(0), Some(9)), "6", "", USED, "Compression level used when Lacquer gzips."),
-    p!("gzip_memlevel", uint(Some(1), Some(9)), "8", "", USED, "zlib memory level used when Lacquer gzips."),
-    p!("h2_header_table_size", bytes(Some(0), None), "4k", "bytes", USED, "HTTP/2 HPACK table size."),
-    p!("h2_initial_window_size", bytes(Some(65535), Some(2_147_483_647)), "65535b", "bytes", USED, "HTTP/2 initial stream window."),
-    p!("h2_max_concurrent_streams", uint(Some(0), None), "100", "streams", USED, "HTTP/2 concurrent streams per connection."),
-    p!("h2_max_frame_size", bytes(Some(16 * K), Some(16_777_215)), "16k", "bytes", USED, "HTTP/2 largest frame."),
-    p!("h2_max_header_list_size", bytes(Some(0), None), "2147483647b", "bytes", USED, "HTTP/2 largest header list."),
-    p!("h2_rx_window_increment", bytes(Some(K * K), Some(K * K * K)), "1M", "bytes", USED, "HTTP/2 receive window increment."),
-    p!("h2_rx_window_low_water", bytes(Some(65535), Some(K * K * K)), "10M", "bytes", USED, "HTTP/2 receive window low-water mark."),
-    p!("h2_rxbuf_storage", Kind::Text, "Transient", "", USED, "Store used for HTTP/2 request bodies."),
-    p!("http1_iovs", uint(Some(5), Some(1024)), "64", "", IGNORED, "writev vector size; Lacquer batches writes itself."),
-    p!("http_gzip_support", Kind::Bool, "on", "bool", USED, "Normalise Accept-Encoding, fetch gzip and gunzip for clients without it."),
-    p!("http_max_hdr", uint(Some(32), Some(65535)), "64", "header lines", USED, "Most header lines in a request or response."),
-    p!("http_range_support", Kind::Bool, "on", "bool", USED, "Answer Range requests with 206 from cached objects."),
-    p!("http_req_hdr_len", bytes(Some(40), None), "8k", "bytes", USED, "Longest single request header line."),
-    p!("http_req_size", bytes(Some(256), None), "32k", "bytes", USED, "Largest request head (request line and headers)."),
-    p!("http_resp_hdr_len", bytes(Some(40), None), "8k", "bytes", USED, "Longest single backend response header line."),
-    p!("http_resp_size", bytes(Some(256), None), "32k", "bytes", USED, "Largest backend response head."),
-    p!("idle_send_timeout", dur(Some(0.0), None), "60", "seconds", USED, "Longest a client may refuse to accept any data of a response."),
-    p!("listen_depth", uint(Some(0), None), "1024", "connections", USED, "Listen queue depth of client sockets."),
-    p!("lru_interval", dur(Some(0.0), None), "2", "seconds", USED, "An object hit more often than this is moved to the LRU head at most once per interval."),
-    p!("max_esi_depth", uint(Some(0), None), "5", "levels", USED, "Deepest ESI include nesting."),
-    p!("max_restarts", uint(Some(0), None), "4", "restarts", USED, "Most restarts of one client request; past this it fails with 503."),
-    p!("max_retries", uint(Some(0), None), "4", "retries", USED, "Most retries of one backend fetch."),
-    p!("max_vcl", uint(Some(0), None), "100", "", USED, "Loaded VCLs above which vcl.load warns or refuses (see max_vcl_handling)."),
-    p!("max_vcl_handling", uint(Some(0), Some(2)), "1", "", USED, "Past max_vcl: 0 ignore, 1 warn, 2 refuse."),
-    p!("nuke_limit", uint(Some(0), None), "50", "allocations", USED, "Objects one fetch may evict to make room before it fails."),
-    p!("pcre2_depth_limit", uint(Some(1), None), "20", "", IGNORED, "PCRE2 limit; Lacquer's regex engine runs in linear time."),
-    p!("pcre2_jit_compilation", Kind::Bool, "on", "bool", IGNORED, "PCRE2 JIT; Lacquer's regex engine is compiled at VCL load."),
-    p!("pcre2_match_limit", uint(Some(1), None), "10000", "", IGNORED, "PCRE2 limit; Lacquer's regex engine runs in linear time."),
-    p!("ping_interval", uint(Some(0), None), "3", "seconds", IGNORED, "Manager-to-child pings; Lacquer runs as a single process."),
-    p!("pipe_sess_max", uint(Some(0), None), "0", "connections", USED, "Most concurrent pipe sessions (0: no limit)."),
-    p!("pipe_timeout", dur(Some(0.0), None), "60", "seconds", USED, "Idle time after which a pipe session is closed."),
-    p!("pool_req", Kind::Pool, "10,100,10", "", IGNORED, "Memory pool tuning; Lacquer uses the system allocator."),
-    p!("pool_sess", Kind::Pool, "10,100,10", "", IGNORED, "Memory pool tuning; Lacquer uses the system allocator."),
-    p!("pool_vbo", Kind::Pool, "10,100,10", "", IGNORED, "Memory pool tuning; Lacquer uses the system allocator."),
-    p!("prefer_ipv6", Kind::Bool, "off", "bool", USED, "Connect to a backend's IPv6 address when it has both."),
-    p!("rush_exponent", uint(Some(2), None), "3", "requests per request", USED, "Waiting requests each woken request wakes in turn."),
-    p!("send_timeout", dur(Some(0.0), None), "600", "seconds", USED, "Longest time to deliver a whole response to a client."),
-    p!("shortlived", dur(Some(0.0), None), "10", "seconds", USED, "Objects with ttl+grace+keep below this go to Transient storage."),
-    p!("sigsegv_handler", Kind::Bool, "on", "bool", IGNORED, "Crash handler; Rust code reports panics itself."),
-    p!("syslog_cli_traffic", Kind::Bool, "on", "bool", USED, "Log management CLI commands to syslog."),
-    p!("tcp_fastopen", Kind::Bool, "off", "bool", USED, "Enable TCP Fast Open on client sockets."),
-    p!("tcp_keepalive_intvl", dur(Some(1.0), Some(100.0)), "75", "seconds", USED, "TCP keep-alive probe interval on client sockets."),
-    p!("tcp_keepalive_probes", uint(Some(1), Some(100)), "9", "probes", USED, "TCP keep-alive probes before a client socket is dropped."),
-    p!("tcp_keepalive_time", dur(Some(1.0), Some(7200.0)), "7200", "seconds", USED, "Idle time before TCP keep-alive probes start."),
-    p!("thread_pool_add_delay", dur(Some(0.0), None), "0", "seconds", IGNORED, "Thread pool tuning; Lacquer runs on async tasks."),
-    p!("thread_pool_destroy_delay", dur(Some(0.01), None), "1", "seconds", IGNORED, "Thread pool tuning; Lacquer runs on async tasks."),
-    p!("thread_pool_fail_delay", dur(Some(0.01), None), "0.2", "seconds", IGNORED, "Thread pool tuning; Lacquer runs on async tasks."),
-    p!("thread_pool_max", uint(Some(5), None), "5000", "threads", IGNORED, "Thread pool tuning; Lacquer runs on async tasks."),
-    p!("thread_pool_min", uint(Some(5), None), "100", "threads", IGNORED, "Thread pool tuning; Lacquer runs on async tasks."),
-    p!("thread_pool_reserve", uint(Some(0), None), "0", "threads", IGNORED, "Thread pool tuning; Lacquer runs on async tasks."),
-    p!("thread_pool_stack", bytes(Some(16 * K), None), "80k", "bytes", IGNORED, "Thread pool tuning; Lacquer runs on async tasks."),
-    p!("thread_pool_timeout", dur(Some(10.0), None), "300", "seconds", IGNORED, "Thread pool tuning; Lacquer runs on async tasks."),
-    p!("thread_pool_watchdog", dur(Some(0.1), None), "60", "seconds", IGNORED, "Thread pool tuning; Lacquer runs on async tasks."),
-    p!("thread_pools", uint(Some(1), Some(32)), "2", "pools", IGNORED, "Thread pool tuning; Lacquer runs on async tasks."),
-    p!("thread_queue_limit", uint(Some(0), None), "20", "requests", IGNORED, "Thread pool tuning; Lacquer runs on async tasks."),
-    p!("thread_stats_rate", uint(Some(0), None), "10", "requests", IGNORED, "Thread pool tuning; Lacquer's counters are updated directly."),
-    p!("timeout_idle", dur(Some(0.0), None), "5", "seconds", USED, "Idle time after which a client connection without a request is closed."),
-    p!("timeout_linger", dur(Some(0.0), None), "0.05", "seconds", IGNORED, "Thread hand-off tuning; Lacquer's idle connections cost no thread."),
-    p!("vary_notice", uint(Some(1), None), "10", "variants", USED, "Log a notice when an object has more Vary variants than this."),
-    p!("vcc_allow_inline_c", Kind::Bool, "off", "bool", IGNORED, "Inline C cannot run in Lacquer; VCL with C{ }C is always rejected."),
-    p!("vcc_err_unref", Kind::Bool, "on", "bool", USED, "Unreferenced subs, ACLs, backends and probes are compile errors."),
-    p!("vcc_unsafe_path", Kind::Bool, "on", "bool", USED, "Allow absolute paths in include and import ... from."),
-    p!("vcl_cooldown", dur(Some(1.0), None), "600", "seconds", USED, "Time after which an unused VCL turns cold and releases its backends."),
-    p!("vcl_path", Kind::Text, "/etc/varnish:/usr/share/varnish/vcl", "", USED, "Directories searched for relative include paths."),
-    p!("vmod_path", Kind::Text, "/usr/lib/varnish/vmods", "", IGNORED, "Shared-object search path; Lacquer's vmods are built in."),
-    p!("vsl_buffer", bytes(Some(267), None), "16k", "bytes", USED, "Per-task log buffer flushed to the shared log."),
-    p!("vsl_mask", Kind::Bits { names: ANY_BITS }, "-Debug,-ObjProtocol,-ObjStatus,-ObjReason,-ObjHeader,-VCL_trace,-ExpKill,-WorkThread,-Hash,-VfpAcct,-H2RxHdr,-H2RxBody,-H2TxHdr,-H2TxBody,-VdpAcct", "", USED, "Log tags not written to the shared log."),
-    p!("vsl_reclen", bytes(Some(16), None), "255b", "bytes", USED, "Longest log record payload; longer ones are truncated."),
-    p!("vsl_space", bytes(Some(K * K), Some(4 * K * K * K)), "80M", "bytes", USED, "Size of the shared-memory log ring."),
-    p!("vsm_free_cooldown", dur(Some(10.0), Some(600.0)), "60", "seconds", USED, "How long freed shared-memory segments stay readable."),
-    p!("workspace_backend", bytes(Some(K), None), "96k", "bytes", USED, "Per-fetch scratch space limit (header and VCL string growth)."),
-    p!("workspace_client", bytes(Some(9 * K), None), "96k", "bytes", USED, "Per-request scratch space limit (header and VCL string growth)."),
-    p!("workspace_session", bytes(Some(384), None), "0.75k", "bytes", USED, "Per-session scratch space limit."),
-    p!("workspace_thread", bytes(Some(256), Some(8 * K)), "2k", "bytes", IGNORED, "Per-thread scratch space; Lacquer has no worker threads per request."),
+    p!(
+        "accept_filter",
+        Kind::Bool,
+        "off",
+        "bool",
+        IGNORED,
+        "Kernel accept filters; Linux has none, so this has no effect."
+    ),
+    p!(
+        "acceptor_sleep_decay",
+        Kind::Float {
+            min: Some(0.0),
+            max: Some(1.0)
+        },
+        "0.9",
+        "",
+        IGNORED,
+        "Acceptor back-off decay; Lacquer's async acceptor does not sleep."
+    ),
+    p!(
+        "acceptor_sleep_incr",
+        dur(Some(0.0), Some(1.0)),
+        "0",
+        "seconds",
+        IGNORED,
+        "Acceptor back-off step; Lacquer's async acceptor does not sleep."
+    ),
+    p!(
+        "acceptor_sleep_max",
+        dur(Some(0.0), Some(10.0)),
+        "0.05",
+        "seconds",
+        IGNORED,
+        "Acceptor back-off cap; Lacquer's async acceptor does not sleep."
+    ),
+    p!(
+        "auto_restart",
+        Kind::Bool,
+        "on",
+        "bool",
+        IGNORED,
+        "Restart a crashed worker process; Lacquer runs as a single process."
+    ),
+    p!(
+        "backend_idle_timeout",
+        dur(Some(1.0), None),
+        "60",
+        "seconds",
+        USED,
+        "Close pooled backend connections idle for longer than this."
+    ),
+    p!(
+        "backend_local_error_holddown",
+        dur(Some(0.0), None),
+        "10",
+        "seconds",
+        USED,
+        "After a local connect error (e.g. out of ports), do not try that backend again for this long."
+    ),
+    p!(
+        "backend_remote_error_holddown",
+        dur(Some(0.0), None),
+        "0.25",
+        "seconds",
+        USED,
+        "After a connection refused or reset, do not try that backend again for this long."
+    ),
+    p!(
+        "ban_cutoff",
+        uint(Some(0), None),
+        "0",
+        "bans",
+        USED,
+        "Objects older than this many bans are dropped instead of tested (0: no cutoff)."
+    ),
+    p!(
+        "ban_dups",
+        Kind::Bool,
+        "on",
+        "bool",
+        USED,
+        "Mark older identical bans as completed when a new ban is added."
+    ),
+    p!(
+        "ban_lurker_age",
+        dur(Some(0.0), None),
+        "60",
+        "seconds",
+        USED,
+        "The ban lurker leaves bans younger than this alone."
+    ),
+    p!(
+        "ban_lurker_batch",
+        uint(Some(1), None),
+        "1000",
+        "",
+        USED,
+        "Objects the ban lurker tests before it sleeps."
+    ),
+    p!(
+        "ban_lurker_holdoff",
+        dur(Some(0.0), None),
+        "0.01",
+        "seconds",
+        USED,
+        "Pause of the ban lurker when it meets lock contention."
+    ),
+    p!(
+        "ban_lurker_sleep",
+        dur(Some(0.0), None),
+        "0.01",
+        "seconds",
+        USED,
+        "Pause of the ban lurker after each batch (0 disables the lurker)."
+    ),
+    p!(
+        "between_bytes_timeout",
+        dur(Some(0.0), None),
+        "60",
+        "seconds",
+        USED,
+        "Longest silence allowed between two reads of a backend response body."
+    ),
+    p!(
+        "cc_command",
+        Kind::Text,
+        "",
+        "",
+        IGNORED,
+        "C compiler command; Lacquer interprets VCL and compiles no C."
+    ),
+    p!(
+        "cc_warnings",
+        Kind::Text,
+        "-Wall -Werror",
+        "",
+        IGNORED,
+        "C compiler warnings; Lacquer compiles no C."
+    ),
+    p!(
+        "cli_limit",
+        bytes(Some(128), Some(99_999_999)),
+        "48k",
+        "bytes",
+        USED,
+        "Longest management CLI reply; longer replies are truncated."
+    ),
+    p!(
+        "cli_timeout",
+        dur(Some(0.0), None),
+        "60",
+        "seconds",
+        USED,
+        "Time a management CLI command may take."
+    ),
+    p!(
+        "clock_skew",
+        uint(Some(0), None),
+        "10",
+        "seconds",
+        USED,
+        "Tolerated difference between a backend's Date and ours when computing TTLs."
+    ),
+    p!(
+        "clock_step",
+        dur(Some(0.0), None),
+        "1",
+        "seconds",
+        USED,
+        "Clock jump tolerated before it is logged."
+    ),
+    p!(
+        "connect_timeout",
+        dur(Some(0.0), None),
+        "3.5",
+        "seconds",
+        USED,
+        "Default time to wait for a backend TCP connection."
+    ),
+    p!(
+        "critbit_cooloff",
+        dur(Some(60.0), Some(254.0)),
+        "180",
+        "seconds",
+        IGNORED,
+        "Critbit tree tuning; Lacquer uses a sharded hash table."
+    ),
+    p!(
+        "debug",
+        Kind::Bits { names: DEBUG_BITS },
+        "none",
+        "",
+        USED,
+        "Debugging aids, set as +bit/-bit."
+    ),
+    p!(
+        "default_grace",
+        dur(Some(0.0), None),
+        "10",
+        "seconds",
+        USED,
+        "Grace given to objects when neither the backend nor VCL sets one."
+    ),
+    p!(
+        "default_keep",
+        dur(Some(0.0), None),
+        "0",
+        "seconds",
+        USED,
+        "Keep given to objects when VCL sets none."
+    ),
+    p!(
+        "default_ttl",
+        dur(Some(0.0), None),
+        "120",
+        "seconds",
+        USED,
+        "TTL given to objects when neither the backend nor VCL sets one."
+    ),
+    p!(
+        "experimental",
+        Kind::Bits {
+            names: EXPERIMENTAL_BITS
+        },
+        "none",
+        "",
+        IGNORED,
+        "Experimental switches of varnishd; none apply to Lacquer."
+    ),
+    p!(
+        "feature",
+        Kind::Bits {
+            names: FEATURE_BITS
+        },
+        "+validate_headers",
+        "",
+        USED,
+        "Minor features, set as +bit/-bit."
+    ),
+    p!(
+        "fetch_chunksize",
+        bytes(Some(4 * K), None),
+        "16k",
+        "bytes",
+        USED,
+        "Size of the storage segments a fetch allocates at first."
+    ),
+    p!(
+        "fetch_maxchunksize",
+        bytes(Some(64 * K), None),
+        "0.25G",
+        "bytes",
+        USED,
+        "Largest storage segment a fetch allocates."
+    ),
+    p!(
+        "first_byte_timeout",
+        dur(Some(0.0), None),
+        "60",
+        "seconds",
+        USED,
+        "Default time to wait for the first byte of a backend response."
+    ),
+    p!(
+        "gzip_buffer",
+        bytes(Some(2 * K), None),
+        "32k",
+        "bytes",
+        USED,
+        "Buffer size for gzip and gunzip."
+    ),
+    p!(
+        "gzip_level",
+        uint(Some(0), Some(9)),
+        "6",
+        "",
+        USED,
+        "Compression level used when Lacquer gzips."
+    ),
+    p!(
+        "gzip_memlevel",
+        uint(Some(1), Some(9)),
+        "8",
+        "",
+        USED,
+        "zlib memory level used when Lacquer gzips."
+    ),
+    p!(
+        "h2_header_table_size",
+        bytes(Some(0), None),
+        "4k",
+        "bytes",
+        USED,
+        "HTTP/2 HPACK table size."
+    ),
+    p!(
+        "h2_initial_window_size",
+        bytes(Some(65535), Some(2_147_483_647)),
+        "65535b",
+        "bytes",
+        USED,
+        "HTTP/2 initial stream window."
+    ),
+    p!(
+        "h2_max_concurrent_streams",
+        uint(Some(0), None),
+        "100",
+        "streams",
+        USED,
+        "HTTP/2 concurrent streams per connection."
+    ),
+    p!(
+        "h2_max_frame_size",
+        bytes(Some(16 * K), Some(16_777_215)),
+        "16k",
+        "bytes",
+        USED,
+        "HTTP/2 largest frame."
+    ),
+    p!(
+        "h2_max_header_list_size",
+        bytes(Some(0), None),
+        "2147483647b",
+        "bytes",
+        USED,
+        "HTTP/2 largest header list."
+    ),
+    p!(
+        "h2_rx_window_increment",
+        bytes(Some(K * K), Some(K * K * K)),
+        "1M",
+        "bytes",
+        USED,
+        "HTTP/2 receive window increment."
+    ),
+    p!(
+        "h2_rx_window_low_water",
+        bytes(Some(65535), Some(K * K * K)),
+        "10M",
+        "bytes",
+        USED,
+        "HTTP/2 receive window low-water mark."
+    ),
+    p!(
+        "h2_rxbuf_storage",
+        Kind::Text,
+        "Transient",
+        "",
+        USED,
+        "Store used for HTTP/2 request bodies."
+    ),
+    p!(
+        "http1_iovs",
+        uint(Some(5), Some(1024)),
+        "64",
+        "",
+        IGNORED,
+        "writev vector size; Lacquer batches writes itself."
+    ),
+    p!(
+        "http_gzip_support",
+        Kind::Bool,
+        "on",
+        "bool",
+        USED,
+        "Normalise Accept-Encoding, fetch gzip and gunzip for clients without it."
+    ),
+    p!(
+        "http_max_hdr",
+        uint(Some(32), Some(65535)),
+        "64",
+        "header lines",
+        USED,
+        "Most header lines in a request or response."
+    ),
+    p!(
+        "http_range_support",
+        Kind::Bool,
+        "on",
+        "bool",
+        USED,
+        "Answer Range requests with 206 from cached objects."
+    ),
+    p!(
+        "http_req_hdr_len",
+        bytes(Some(40), None),
+        "8k",
+        "bytes",
+        USED,
+        "Longest single request header line."
+    ),
+    p!(
+        "http_req_size",
+        bytes(Some(256), None),
+        "32k",
+        "bytes",
+        USED,
+        "Largest request head (request line and headers)."
+    ),
+    p!(
+        "http_resp_hdr_len",
+        bytes(Some(40), None),
+        "8k",
+        "bytes",
+        USED,
+        "Longest single backend response header line."
+    ),
+    p!(
+        "http_resp_size",
+        bytes(Some(256), None),
+        "32k",
+        "bytes",
+        USED,
+        "Largest backend response head."
+    ),
+    p!(
+        "idle_send_timeout",
+        dur(Some(0.0), None),
+        "60",
+        "seconds",
+        USED,
+        "Longest a client may refuse to accept any data of a response."
+    ),
+    p!(
+        "listen_depth",
+        uint(Some(0), None),
+        "1024",
+        "connections",
+        USED,
+        "Listen queue depth of client sockets."
+    ),
+    p!(
+        "lru_interval",
+        dur(Some(0.0), None),
+        "2",
+        "seconds",
+        USED,
+        "An object hit more often than this is moved to the LRU head at most once per interval."
+    ),
+    p!(
+        "max_esi_depth",
+        uint(Some(0), None),
+        "5",
+        "levels",
+        USED,
+        "Deepest ESI include nesting."
+    ),
+    p!(
+        "max_restarts",
+        uint(Some(0), None),
+        "4",
+        "restarts",
+        USED,
+        "Most restarts of one client request; past this it fails with 503."
+    ),
+    p!(
+        "max_retries",
+        uint(Some(0), None),
+        "4",
+        "retries",
+        USED,
+        "Most retries of one backend fetch."
+    ),
+    p!(
+        "max_vcl",
+        uint(Some(0), None),
+        "100",
+        "",
+        USED,
+        "Loaded VCLs above which vcl.load warns or refuses (see max_vcl_handling)."
+    ),
+    p!(
+        "max_vcl_handling",
+        uint(Some(0), Some(2)),
+        "1",
+        "",
+        USED,
+        "Past max_vcl: 0 ignore, 1 warn, 2 refuse."
+    ),
+    p!(
+        "nuke_limit",
+        uint(Some(0), None),
+        "50",
+        "allocations",
+        USED,
+        "Objects one fetch may evict to make room before it fails."
+    ),
+    p!(
+        "pcre2_depth_limit",
+        uint(Some(1), None),
+        "20",
+        "",
+        IGNORED,
+        "PCRE2 limit; Lacquer's regex engine runs in linear time."
+    ),
+    p!(
+        "pcre2_jit_compilation",
+        Kind::Bool,
+        "on",
+        "bool",
+        IGNORED,
+        "PCRE2 JIT; Lacquer's regex engine is compiled at VCL load."
+    ),
+    p!(
+        "pcre2_match_limit",
+        uint(Some(1), None),
+        "10000",
+        "",
+        IGNORED,
+        "PCRE2 limit; Lacquer's regex engine runs in linear time."
+    ),
+    p!(
+        "ping_interval",
+        uint(Some(0), None),
+        "3",
+        "seconds",
+        IGNORED,
+        "Manager-to-child pings; Lacquer runs as a single process."
+    ),
+    p!(
+        "pipe_sess_max",
+        uint(Some(0), None),
+        "0",
+        "connections",
+        USED,
+        "Most concurrent pipe sessions (0: no limit)."
+    ),
+    p!(
+        "pipe_timeout",
+        dur(Some(0.0), None),
+        "60",
+        "seconds",
+        USED,
+        "Idle time after which a pipe session is closed."
+    ),
+    p!(
+        "pool_req",
+        Kind::Pool,
+        "10,100,10",
+        "",
+        IGNORED,
+        "Memory pool tuning; Lacquer uses the system allocator."
+    ),
+    p!(
+        "pool_sess",
+        Kind::Pool,
+        "10,100,10",
+        "",
+        IGNORED,
+        "Memory pool tuning; Lacquer uses the system allocator."
+    ),
+    p!(
+        "pool_vbo",
+        Kind::Pool,
+        "10,100,10",
+        "",
+        IGNORED,
+        "Memory pool tuning; Lacquer uses the system allocator."
+    ),
+    p!(
+        "prefer_ipv6",
+        Kind::Bool,
+        "off",
+        "bool",
+        USED,
+        "Connect to a backend's IPv6 address when it has both."
+    ),
+    p!(
+        "rush_exponent",
+        uint(Some(2), None),
+        "3",
+        "requests per request",
+        USED,
+        "Waiting requests each woken request wakes in turn."
+    ),
+    p!(
+        "send_timeout",
+        dur(Some(0.0), None),
+        "600",
+        "seconds",
+        USED,
+        "Longest time to deliver a whole response to a client."
+    ),
+    p!(
+        "shortlived",
+        dur(Some(0.0), None),
+        "10",
+        "seconds",
+        USED,
+        "Objects with ttl+grace+keep below this go to Transient storage."
+    ),
+    p!(
+        "sigsegv_handler",
+        Kind::Bool,
+        "on",
+        "bool",
+        IGNORED,
+        "Crash handler; Rust code reports panics itself."
+    ),
+    p!(
+        "syslog_cli_traffic",
+        Kind::Bool,
+        "on",
+        "bool",
+        USED,
+        "Log management CLI commands to syslog."
+    ),
+    p!(
+        "tcp_fastopen",
+        Kind::Bool,
+        "off",
+        "bool",
+        USED,
+        "Enable TCP Fast Open on client sockets."
+    ),
+    p!(
+        "tcp_keepalive_intvl",
+        dur(Some(1.0), Some(100.0)),
+        "75",
+        "seconds",
+        USED,
+        "TCP keep-alive probe interval on client sockets."
+    ),
+    p!(
+        "tcp_keepalive_probes",
+        uint(Some(1), Some(100)),
+        "9",
+        "probes",
+        USED,
+        "TCP keep-alive probes before a client socket is dropped."
+    ),
+    p!(
+        "tcp_keepalive_time",
+        dur(Some(1.0), Some(7200.0)),
+        "7200",
+        "seconds",
+        USED,
+        "Idle time before TCP keep-alive probes start."
+    ),
+    p!(
+        "thread_pool_add_delay",
+        dur(Some(0.0), None),
+        "0",
+        "seconds",
+        IGNORED,
+        "Thread pool tuning; Lacquer runs on async tasks."
+    ),
+    p!(
+        "thread_pool_destroy_delay",
+        dur(Some(0.01), None),
+        "1",
+        "seconds",
+        IGNORED,
+        "Thread pool tuning; Lacquer runs on async tasks."
+    ),
+    p!(
+        "thread_pool_fail_delay",
+        dur(Some(0.01), None),
+        "0.2",
+        "seconds",
+        IGNORED,
+        "Thread pool tuning; Lacquer runs on async tasks."
+    ),
+    p!(
+        "thread_pool_max",
+        uint(Some(5), None),
+        "5000",
+        "threads",
+        IGNORED,
+        "Thread pool tuning; Lacquer runs on async tasks."
+    ),
+    p!(
+        "thread_pool_min",
+        uint(Some(5), None),
+        "100",
+        "threads",
+        IGNORED,
+        "Thread pool tuning; Lacquer runs on async tasks."
+    ),
+    p!(
+        "thread_pool_reserve",
+        uint(Some(0), None),
+        "0",
+        "threads",
+        IGNORED,
+        "Thread pool tuning; Lacquer runs on async tasks."
+    ),
+    p!(
+        "thread_pool_stack",
+        bytes(Some(16 * K), None),
+        "80k",
+        "bytes",
+        IGNORED,
+        "Thread pool tuning; Lacquer runs on async tasks."
+    ),
+    p!(
+        "thread_pool_timeout",
+        dur(Some(10.0), None),
+        "300",
+        "seconds",
+        IGNORED,
+        "Thread pool tuning; Lacquer runs on async tasks."
+    ),
+    p!(
+        "thread_pool_watchdog",
+        dur(Some(0.1), None),
+        "60",
+        "seconds",
+        IGNORED,
+        "Thread pool tuning; Lacquer runs on async tasks."
+    ),
+    p!(
+        "thread_pools",
+        uint(Some(1), Some(32)),
+        "2",
+        "pools",
+        IGNORED,
+        "Thread pool tuning; Lacquer runs on async tasks."
+    ),
+    p!(
+        "thread_queue_limit",
+        uint(Some(0), None),
+        "20",
+        "requests",
+        IGNORED,
+        "Thread pool tuning; Lacquer runs on async tasks."
+    ),
+    p!(
+        "thread_stats_rate",
+        uint(Some(0), None),
+        "10",
+        "requests",
+        IGNORED,
+        "Thread pool tuning; Lacquer's counters are updated directly."
+    ),
+    p!(
+        "timeout_idle",
+        dur(Some(0.0), None),
+        "5",
+        "seconds",
+        USED,
+        "Idle time after which a client connection without a request is closed."
+    ),
+    p!(
+        "timeout_linger",
+        dur(Some(0.0), None),
+        "0.05",
+        "seconds",
+        IGNORED,
+        "Thread hand-off tuning; Lacquer's idle connections cost no thread."
+    ),
+    p!(
+        "vary_notice",
+        uint(Some(1), None),
+        "10",
+        "variants",
+        USED,
+        "Log a notice when an object has more Vary variants than this."
+    ),
+    p!(
+        "vcc_allow_inline_c",
+        Kind::Bool,
+        "off",
+        "bool",
+        IGNORED,
+        "Inline C cannot run in Lacquer; VCL with C{ }C is always rejected."
+    ),
+    p!(
+        "vcc_err_unref",
+        Kind::Bool,
+        "on",
+        "bool",
+        USED,
+        "Unreferenced subs, ACLs, backends and probes are compile errors."
+    ),
+    p!(
+        "vcc_unsafe_path",
+        Kind::Bool,
+        "on",
+        "bool",
+        USED,
+        "Allow absolute paths in include and import ... from."
+    ),
+    p!(
+        "vcl_cooldown",
+        dur(Some(1.0), None),
+        "600",
+        "seconds",
+        USED,
+        "Time after which an unused VCL turns cold and releases its backends."
+    ),
+    p!(
+        "vcl_path",
+        Kind::Text,
+        "/etc/varnish:/usr/share/varnish/vcl",
+        "",
+        USED,
+        "Directories searched for relative include paths."
+    ),
+    p!(
+        "vmod_path",
+        Kind::Text,
+        "/usr/lib/varnish/vmods",
+        "",
+        IGNORED,
+        "Shared-object search path; Lacquer's vmods are built in."
+    ),
+    p!(
+        "vsl_buffer",
+        bytes(Some(267), None),
+        "16k",
+        "bytes",
+        USED,
+        "Per-task log buffer flushed to the shared log."
+    ),
+    p!(
+        "vsl_mask",
+        Kind::Bits { names: ANY_BITS },
+        "-Debug,-ObjProtocol,-ObjStatus,-ObjReason,-ObjHeader,-VCL_trace,-ExpKill,-WorkThread,-Hash,-VfpAcct,-H2RxHdr,-H2RxBody,-H2TxHdr,-H2TxBody,-VdpAcct",
+        "",
+        USED,
+        "Log tags not written to the shared log."
+    ),
+    p!(
+        "vsl_reclen",
+        bytes(Some(16), None),
+        "255b",
+        "bytes",
+        USED,
+        "Longest log record payload; longer ones are truncated."
+    ),
+    p!(
+        "vsl_space",
+        bytes(Some(K * K), Some(4 * K * K * K)),
+        "80M",
+        "bytes",
+        USED,
+        "Size of the shared-memory log ring."
+    ),
+    p!(
+        "vsm_free_cooldown",
+        dur(Some(10.0), Some(600.0)),
+        "60",
+        "seconds",
+        USED,
+        "How long freed shared-memory segments stay readable."
+    ),
+    p!(
+        "workspace_backend",
+        bytes(Some(K), None),
+        "96k",
+        "bytes",
+        USED,
+        "Per-fetch scratch space limit (header and VCL string growth)."
+    ),
+    p!(
+        "workspace_client",
+        bytes(Some(9 * K), None),
+        "96k",
+        "bytes",
+        USED,
+        "Per-request scratch space limit (header and VCL string growth)."
+    ),
+    p!(
+        "workspace_session",
+        bytes(Some(384), None),
+        "0.75k",
+        "bytes",
+        USED,
+        "Per-session scratch space limit."
+    ),
+    p!(
+        "workspace_thread",
+        bytes(Some(256), Some(8 * K)),
+        "2k",
+        "bytes",
+        IGNORED,
+        "Per-thread scratch space; Lacquer has no worker threads per request."
+    ),
 ];
 
 /// Looks a parameter up by name.
 pub fn lookup(name: &str) -> Option<&'static Param> {
-    PARAMS
-        .binary_search_by(|p| p.name.cmp(name))
-        .ok()
-        .map(|i| &PARAMS[i])
+    param_index(name).map(|i| &PARAMS[i])
 }
 
 /// A parsed parameter value.
@@ -531,9 +1339,7 @@ impl Default for ParamSet {
 impl ParamSet {
     /// Sets `name` from its text form.
     pub fn set(&mut self, name: &str, text: &str) -> Result<(), ParamError> {
-        let i = PARAMS
-            .binary_search_by(|p| p.name.cmp(name))
-            .map_err(|_| ParamError::Unknown(name.to_string()))?;
+        let i = param_index(name).ok_or_else(|| ParamError::Unknown(name.to_string()))?;
         let v = PARAMS[i].parse(text, Some(&self.values[i]))?;
         self.values[i] = v;
         Ok(())
@@ -554,9 +1360,7 @@ impl ParamSet {
     /// # Panics
     /// If `name` is not in [`PARAMS`]: callers name parameters statically.
     pub fn get(&self, name: &str) -> &Value {
-        let i = PARAMS
-            .binary_search_by(|p| p.name.cmp(name))
-            .unwrap_or_else(|_| panic!("no parameter named {name}"));
+        let i = param_index(name).unwrap_or_else(|| panic!("no parameter named {name}"));
         &self.values[i]
     }
 

@@ -208,16 +208,14 @@ where
             State::Hit(obj, bgfetch) => {
                 t.obj = Some(obj.clone());
                 // As varnishd: the Hit record comes before vcl_hit.
-                t.vsl.log(
-                    Tag::Hit,
-                    format_args!(
-                        "{} {:.6} {:.6} {:.6}",
-                        obj.vxid(),
-                        obj.t_origin() + obj.ttl() - t.now,
-                        obj.grace(),
-                        obj.keep()
-                    ),
-                );
+                let ttl_left = obj.t_origin() + obj.ttl() - t.now;
+                t.vsl.log_with(Tag::Hit, |o| {
+                    let _ = std::io::Write::write_fmt(o, format_args!("{}", obj.vxid()));
+                    for v in [ttl_left, obj.grace(), obj.keep()] {
+                        o.push(b' ');
+                        lacquer_vsl::push_fixed6(o, v);
+                    }
+                });
                 let vcl = t.vcl.clone();
                 let action = vcl.run(BuiltinSub::Hit, t, &mut scratch);
                 match action {
@@ -499,7 +497,11 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         storage: None,
         synth_body: Vec::new(),
         client_identity: t.client_identity.clone(),
-        vsl: lacquer_vsl::VslBuf::new(sh.vsl.clone(), lacquer_vsl::Vxid::backend(vxid)),
+        vsl: lacquer_vsl::VslBuf::with_capacity(
+            sh.vsl.clone(),
+            lacquer_vsl::Vxid::backend(vxid),
+            2048,
+        ),
         privs: Default::default(),
         now: rfc2616::now(),
         bereq_orig,
@@ -587,9 +589,10 @@ where
     let data = obj.data();
     let mut resp = RespMsg::new(data.status);
     resp.reason = data.reason.clone();
-    for (k, v) in data.headers.to_pairs() {
-        resp.headers.append(k.clone(), v.clone());
-    }
+    // One reference to the object's packed headers, room for what delivery
+    // and vcl_deliver typically add.
+    let (buf, ranges) = data.headers.shared();
+    resp.headers = lacquer_http::Headers::from_packed(buf.clone(), ranges, 8);
     let xv = if hit {
         format!("{} {}", t.vxid, obj.vxid())
     } else {

@@ -184,13 +184,10 @@ where
         let vxid = sh.vxid.next();
         svsl.log(Tag::Link, format_args!("req {vxid} rxreq"));
         svsl.flush();
-        let mut vsl = VslBuf::new(sh.vsl.clone(), Vxid::client(vxid));
+        let mut vsl = VslBuf::with_capacity(sh.vsl.clone(), Vxid::client(vxid), 2048);
         let t_req = rfc2616::now();
         vsl.log(Tag::Begin, format_args!("req {svxid} rxreq"));
-        vsl.log(
-            Tag::Timestamp,
-            format_args!("Start: {t_req:.6} {:.6} 0.000000", t_req - t_open),
-        );
+        vsl.log_timestamp("Start", t_req, t_req - t_open, 0.0);
         vsl.log(
             Tag::ReqStart,
             format_args!(
@@ -287,10 +284,8 @@ where
         }
         let after = crate::req::handle(&mut task, &mut conn).await;
         let now = rfc2616::now();
-        task.vsl.log(
-            Tag::Timestamp,
-            format_args!("Resp: {now:.6} {:.6} {:.6}", now - t_req, now - task.now),
-        );
+        task.vsl
+            .log_timestamp("Resp", now, now - t_req, now - task.now);
         task.vsl.log_str(Tag::End, "");
         task.vsl.flush();
         tmo = task.timeouts;

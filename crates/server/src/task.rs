@@ -586,14 +586,11 @@ impl Context for ReqTask {
 
     fn timestamp(&mut self, label: &[u8]) {
         let now = crate::rfc2616::now();
-        self.vsl.log(
-            Tag::Timestamp,
-            format_args!(
-                "{}: {now:.6} {:.6} {:.6}",
-                String::from_utf8_lossy(label),
-                now - self.t_req,
-                now - self.t_last
-            ),
+        self.vsl.log_timestamp(
+            &String::from_utf8_lossy(label),
+            now,
+            now - self.t_req,
+            now - self.t_last,
         );
         self.t_last = now;
     }
@@ -746,14 +743,8 @@ impl BoTask {
 
     /// Writes a `Timestamp` record (`label: now since-start since-last`).
     pub fn log_ts(&mut self, label: &str, now: f64) {
-        self.vsl.log(
-            Tag::Timestamp,
-            format_args!(
-                "{label}: {now:.6} {:.6} {:.6}",
-                now - self.t_bereq,
-                now - self.t_last
-            ),
-        );
+        self.vsl
+            .log_timestamp(label, now, now - self.t_bereq, now - self.t_last);
         self.t_last = now;
     }
 }
@@ -1067,14 +1058,11 @@ impl Context for BoTask {
 
     fn timestamp(&mut self, label: &[u8]) {
         let now = crate::rfc2616::now();
-        self.vsl.log(
-            Tag::Timestamp,
-            format_args!(
-                "{}: {now:.6} {:.6} {:.6}",
-                String::from_utf8_lossy(label),
-                now - self.t_bereq,
-                now - self.t_last
-            ),
+        self.vsl.log_timestamp(
+            &String::from_utf8_lossy(label),
+            now,
+            now - self.t_bereq,
+            now - self.t_last,
         );
         self.t_last = now;
     }

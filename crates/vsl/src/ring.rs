@@ -365,17 +365,26 @@ impl Vsl {
         let mut next_seg = q.div_ceil(self.segsize);
         let mut i = 0;
         let mut nrec = 0;
+        // Ring position of the current record, advanced by addition (one
+        // division per batch, not one per word: batches are kilobytes).
+        let ring = self.nwords as usize;
+        let mut at = (q % self.nwords) as usize;
         while i < nw {
             nrec += 1;
             let p = q + i as u64;
             let w0 = word(i);
             let rw = record_words(w0);
+            let mut s = at;
             for k in 1..rw {
-                w.at(self.slot(p + k as u64))
-                    .store(word(i + k), Ordering::Relaxed);
+                s += 1;
+                if s == ring {
+                    s = 0;
+                }
+                w.at(DATA + s).store(word(i + k), Ordering::Relaxed);
             }
-            w.at(self.slot(p))
+            w.at(DATA + at)
                 .store(w0 | COMMITTED | (p & 0xffff_ffff), Ordering::Release);
+            at = (at + rw) % ring;
             while next_seg * self.segsize <= p {
                 self.mark_segment(&w, next_seg, p);
                 next_seg += 1;
@@ -388,11 +397,6 @@ impl Vsl {
         }
         self.records.fetch_add(nrec, Ordering::Relaxed);
         self.writes.fetch_add(1, Ordering::Relaxed);
-    }
-
-    #[inline]
-    fn slot(&self, p: u64) -> usize {
-        DATA + (p % self.nwords) as usize
     }
 
     fn mark_segment(&self, w: &Words<'_>, seg: u64, start: u64) {
