@@ -82,7 +82,7 @@ struct Args {
     /// Waiter (accepted for compatibility; Lacquer uses tokio).
     #[arg(short = 'W', value_name = "WAITER")]
     waiter: Option<String>,
-    /// Print reference documentation: `parameter`.
+    /// Print reference documentation: `parameter`, `vsl` or `builtin`.
     #[arg(short = 'x', value_name = "WHAT")]
     reference: Option<String>,
     /// Run a self-contained demo: a built-in origin and the example VCL.
@@ -129,7 +129,17 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
                 print!("{}", lacquer_server::params::reference_markdown());
                 Ok(ExitCode::SUCCESS)
             }
-            other => anyhow::bail!("-x {other}: unknown reference (try: parameter)"),
+            "vsl" => {
+                print!("{}", lacquer_vsl::tags::reference_rst());
+                Ok(ExitCode::SUCCESS)
+            }
+            "builtin" => {
+                print!("{}", lacquer_vcl::compile::BUILTIN_VCL);
+                Ok(ExitCode::SUCCESS)
+            }
+            other => {
+                anyhow::bail!("-x {other}: unknown reference (try: parameter, vsl, builtin)")
+            }
         };
     }
     let mut params = lacquer_server::params::ParamSet::default();
