@@ -74,10 +74,13 @@ pub fn draw(f: &mut Frame, model: &Model, st: &mut ViewState) {
         })
         .collect();
     f.render_widget(Table::new(body, widths).header(header), table);
-    let desc = rows
-        .get(st.cursor)
-        .map(|p| format!("{}: {}", p.name, p.long))
-        .unwrap_or_default();
+    let desc = match &model.error {
+        Some(e) => format!("cannot read the counters (values are stale): {e}"),
+        None => rows
+            .get(st.cursor)
+            .map(|p| format!("{}: {}", p.name, p.long))
+            .unwrap_or_default(),
+    };
     let status = match &st.input {
         Some(text) => format!("filter (globs, ^ excludes; Enter applies, Esc cancels): {text}"),
         None => format!(
@@ -185,11 +188,18 @@ pub fn run(source: &mut Source, mut st: ViewState) -> Result<(), String> {
                 continue;
             }
             let now = Instant::now();
-            let snap = source.snapshot()?;
-            if source.take_reopened() {
-                model = Model::new();
+            match source.snapshot() {
+                Ok(snap) => {
+                    if source.take_reopened() {
+                        model = Model::new();
+                    }
+                    model.update(snap, now.duration_since(last).as_secs_f64());
+                    model.error = None;
+                }
+                // The daemon stopped or restarts: keep the last values on
+                // screen, say why they are stale, and try again.
+                Err(e) => model.error = Some(e),
             }
-            model.update(snap, now.duration_since(last).as_secs_f64());
             last = now;
         }
     })();
@@ -309,6 +319,10 @@ mod tests {
         let s = screen(&t);
         assert!(s[4].starts_with("MAIN.uptime"), "{s:?}");
         assert!(s[10].starts_with("MAIN.cache_miss: about"), "{s:?}");
+        let mut m = m;
+        m.error = Some("gone".to_string());
+        t.draw(|f| draw(f, &m, &mut st)).unwrap();
+        assert!(screen(&t)[10].starts_with("cannot read the counters (values are stale): gone"));
         st.input = Some("VBE".to_string());
         t.draw(|f| draw(f, &m, &mut st)).unwrap();
         assert!(

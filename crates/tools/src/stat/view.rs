@@ -95,6 +95,8 @@ pub struct Model {
     pub main_uptime: Option<u64>,
     /// Hit rate (`cache_hit / (cache_hit + cache_miss)`) moving averages.
     pub hitrate: [MovingAvg; 3],
+    /// Why the latest snapshot could not be taken, if it could not.
+    pub error: Option<String>,
     last_hit_miss: Option<(u64, u64)>,
 }
 
@@ -113,6 +115,7 @@ impl Model {
             mgt_uptime: None,
             main_uptime: None,
             hitrate: windows(),
+            error: None,
             last_hit_miss: None,
         }
     }
