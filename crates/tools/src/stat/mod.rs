@@ -157,3 +157,67 @@ pub fn run(a: &StatArgs) -> Result<String, String> {
         Ok(vsc::render_once(&snap))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lacquer_vsl::vsc::{Vsc, VscConfig, tables};
+
+    fn parse(args: &[&str]) -> Result<StatArgs, String> {
+        StatArgs::try_parse_from(std::iter::once("lacquer stat").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn options() {
+        let a = parse(&[
+            "-w",
+            "0.5",
+            "-f",
+            "MAIN.*",
+            "-f",
+            "^*uptime",
+            "--listen",
+            "127.0.0.1:9131",
+        ])
+        .unwrap();
+        assert_eq!(a.interval, 0.5);
+        assert_eq!(a.filter, ["MAIN.*", "^*uptime"]);
+        assert_eq!(a.listen.as_deref(), Some("127.0.0.1:9131"));
+        assert_eq!(parse(&[]).unwrap().interval, 1.0);
+        for bad in ["0", "-0.5", "nan", "inf", "x", "3601"] {
+            let e = parse(&[&format!("-w{bad}")]).unwrap_err();
+            assert!(
+                e.contains("give seconds between 0.1 and 3600"),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn source_reopens_a_replaced_file_and_says_so() {
+        let dir = std::env::temp_dir().join(format!("lq-stat-source-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = vsc::vsc_path(&dir);
+        let mut src = Source::new(path.clone());
+        let e = src.snapshot().unwrap_err();
+        assert!(e.contains("_.vsc"), "{e}");
+        let vsc = Vsc::create(&path, &VscConfig::default()).unwrap();
+        let m = vsc.add_section(&tables::MAIN, "MAIN").unwrap();
+        m.add(tables::Main::cache_hit, 3);
+        let snap = src.snapshot().unwrap();
+        assert!(src.take_reopened());
+        assert!(!src.take_reopened(), "said once");
+        assert_eq!(vsc::lookup(&snap, "cache_hit").unwrap().value, 3);
+        assert_eq!(select(snap.clone(), &[]).len(), snap.len());
+        assert_eq!(select(snap, &["MAIN.cache_hit".to_string()]).len(), 1);
+        // A restarted daemon creates a new file: read it, and say so.
+        drop(m);
+        let vsc2 = Vsc::create(&path, &VscConfig::default()).unwrap();
+        let _m2 = vsc2.add_section(&tables::MAIN, "MAIN").unwrap();
+        let snap = src.snapshot().unwrap();
+        assert!(src.take_reopened());
+        assert_eq!(vsc::lookup(&snap, "cache_hit").unwrap().value, 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -249,7 +249,7 @@ pub enum Outcome {
 
 /// Shortest and longest refresh interval `+`/`-` reach, in milliseconds.
 const MIN_INTERVAL_MS: u64 = 100;
-const MAX_INTERVAL_MS: u64 = 60_000;
+const MAX_INTERVAL_MS: u64 = 3_600_000;
 
 /// The operator's choices in the live view.
 #[derive(Clone, Debug)]
