@@ -8,7 +8,8 @@ const USAGE: &str = "usage: lacquer <command> [options]
 
 commands:
   log         show the transaction log (varnishlog)
-  stat        show counters (varnishstat: -1, -j, --prometheus, -f)
+  stat        show counters (varnishstat: live view, -1, -j, --prometheus,
+              -f, -w; --listen ADDR serves /metrics and /stats.json)
   adm         management CLI client (varnishadm)
   vtc         run varnishtest .vtc files against lacquerd
   vcl check   compile VCL files and report errors
