@@ -669,6 +669,33 @@ where
     Delivered::Done(transmit(t, conn, None, Some(b)).await)
 }
 
+/// Body segments at least this long are written from storage directly
+/// instead of being copied into the output buffer first.
+const DIRECT_WRITE: usize = 8 * 1024;
+
+/// Writes `a` then `b` with vectored writes (one system call when the
+/// socket takes both).
+async fn write_both<S>(stream: &mut S, mut a: &[u8], mut b: &[u8]) -> std::io::Result<()>
+where
+    S: AsyncWrite + Unpin,
+{
+    while !a.is_empty() {
+        let n = stream
+            .write_vectored(&[std::io::IoSlice::new(a), std::io::IoSlice::new(b)])
+            .await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        if n < a.len() {
+            a = &a[n..];
+        } else {
+            b = &b[n - a.len()..];
+            a = &[];
+        }
+    }
+    stream.write_all(b).await
+}
+
 /// Writes `t.resp` and the body (from the object, or the synthetic bytes).
 async fn transmit<S>(
     t: &mut ReqTask,
@@ -878,6 +905,19 @@ where
                 continue;
             }
             body_bytes += seg.len() as u64;
+            if seg.len() >= DIRECT_WRITE {
+                // Large segments go out straight from storage, together
+                // with what is pending, in one vectored write: no copy.
+                if chunked {
+                    lacquer_http::encode_chunk_header(seg.len(), &mut out);
+                }
+                write_both(&mut conn.stream, &out, seg).await?;
+                out.clear();
+                if chunked {
+                    out.extend_from_slice(b"\r\n");
+                }
+                continue;
+            }
             if chunked {
                 lacquer_http::encode_chunk(seg, &mut out);
             } else {
