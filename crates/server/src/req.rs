@@ -696,6 +696,16 @@ where
     stream.write_all(b).await
 }
 
+/// Polls `f` once: its output if it is ready now, `None` if it would wait
+/// (its waker stays registered, so it can be awaited afterwards).
+async fn poll_once<F: std::future::Future>(mut f: std::pin::Pin<&mut F>) -> Option<F::Output> {
+    std::future::poll_fn(|cx| match f.as_mut().poll(cx) {
+        std::task::Poll::Ready(v) => std::task::Poll::Ready(Some(v)),
+        std::task::Poll::Pending => std::task::Poll::Ready(None),
+    })
+    .await
+}
+
 /// Writes `t.resp` and the body (from the object, or the synthetic bytes).
 async fn transmit<S>(
     t: &mut ReqTask,
@@ -744,6 +754,18 @@ where
         (Some(o), _) => {
             let data = o.data();
             body_len = o.body().final_len();
+            if body_len.is_none() {
+                // Still being fetched: the backend's Content-Length (the
+                // fetch drops it whenever a filter changes the length)
+                // frames the response, as varnishd does, unless
+                // vcl_deliver removed it.
+                body_len = t
+                    .resp
+                    .headers
+                    .get("content-length")
+                    .and_then(|v| std::str::from_utf8(v).ok())
+                    .and_then(|v| v.trim().parse::<u64>().ok());
+            }
             // A HEAD that was passed stores no body: the backend's
             // Content-Length still describes the resource (as varnishd).
             if head_only
@@ -886,11 +908,27 @@ where
         let mut plain = Vec::new();
         // Small bodies go out with the head in one write.
         loop {
-            let seg = match tokio::time::timeout(idle_send, reader.next()).await {
-                Err(_) => return Err(std::io::Error::other("idle send timeout")),
-                Ok(Err(e)) => return Err(std::io::Error::other(e.to_string())),
-                Ok(Ok(None)) => break,
-                Ok(Ok(Some(s))) => s,
+            let mut next = std::pin::pin!(reader.next());
+            let item = match poll_once(next.as_mut()).await {
+                Some(item) => item,
+                None => {
+                    // The fetch has nothing more yet: what is buffered (the
+                    // head, small segments) goes out before waiting, so a
+                    // streamed body reaches the client as it arrives.
+                    if !out.is_empty() {
+                        conn.stream.write_all(&out).await?;
+                        out.clear();
+                    }
+                    match tokio::time::timeout(idle_send, next).await {
+                        Err(_) => return Err(std::io::Error::other("idle send timeout")),
+                        Ok(item) => item,
+                    }
+                }
+            };
+            let seg = match item {
+                Err(e) => return Err(std::io::Error::other(e.to_string())),
+                Ok(None) => break,
+                Ok(Some(s)) => s,
             };
             let seg: &[u8] = match gz.as_mut() {
                 Some(g) => {

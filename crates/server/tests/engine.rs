@@ -271,3 +271,61 @@ async fn keepalive_pipelining_and_http10() {
     assert_eq!(r.text(), "/3");
     assert_eq!(r.header("connection"), Some("close"));
 }
+
+/// A miss is delivered while it is fetched and keeps the backend's
+/// Content-Length (varnishd does too): the client sees the length before
+/// the backend has sent the body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_miss_keeps_the_backend_content_length() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let origin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let oaddr = origin.local_addr().unwrap();
+    let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let (mut s, _) = origin.accept().await.unwrap();
+        let mut req = Vec::new();
+        let mut b = [0u8; 1024];
+        while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = s.read(&mut b).await.unwrap();
+            assert!(n > 0);
+            req.extend_from_slice(&b[..n]);
+        }
+        let body = vec![b'x'; 200_000];
+        s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n")
+            .await
+            .unwrap();
+        s.write_all(&body[..1000]).await.unwrap();
+        // The rest only once the client has the response head.
+        go_rx.await.unwrap();
+        s.write_all(&body[1000..]).await.unwrap();
+        // Hold the connection until the cache is done with it.
+        let _ = s.read(&mut b).await;
+    });
+    let l = lacquer(&vcl_with(oaddr, ""), &[]).await;
+    let mut c = tokio::net::TcpStream::connect(l.first_addr().unwrap())
+        .await
+        .unwrap();
+    c.write_all(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(10), c.read(&mut b))
+            .await
+            .expect("head while the body is still being fetched")
+            .unwrap();
+        assert!(n > 0);
+        head.push(b[0]);
+    }
+    let head = String::from_utf8(head).unwrap().to_ascii_lowercase();
+    assert!(head.contains("content-length: 200000\r\n"), "{head}");
+    assert!(!head.contains("transfer-encoding"), "{head}");
+    go_tx.send(()).unwrap();
+    let mut body = vec![0u8; 200_000];
+    tokio::time::timeout(Duration::from_secs(10), c.read_exact(&mut body))
+        .await
+        .expect("body")
+        .unwrap();
+    assert!(body.iter().all(|&x| x == b'x'));
+}
