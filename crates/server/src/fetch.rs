@@ -575,18 +575,24 @@ fn object_from(bo: &BoTask, kind: ObjKind) -> NewObject {
         status: bo.beresp.status,
         // Copied: a slice would keep the whole response read buffer alive.
         reason: Bytes::copy_from_slice(&bo.beresp.reason),
-        headers: object_headers(&bo.beresp),
+        headers: object_headers(&bo.beresp, bo.uncacheable || kind != ObjKind::Normal),
         gzip: false,
         body: NewBody::Empty,
     }
 }
 
-/// Headers stored in an object: beresp without hop-by-hop fields.
-fn object_headers(beresp: &RespMsg) -> Vec<(Bytes, Bytes)> {
+/// Headers stored in an object: beresp without hop-by-hop fields. As
+/// varnishd, an uncacheable object (pass, hit-for-miss/pass) only loses
+/// what a pass drops (`HTTPH_A_PASS`) and keeps e.g. the backend's
+/// `Accept-Ranges`, which cached objects drop (`HTTPH_A_INS`).
+fn object_headers(beresp: &RespMsg, uncacheable: bool) -> Vec<(Bytes, Bytes)> {
     let mut out = lacquer_http::Headers::new();
-    beresp
-        .headers
-        .copy_filtered(lacquer_http::FILTER_INSERT, &mut out);
+    let mask = if uncacheable {
+        lacquer_http::FILTER_PASS
+    } else {
+        lacquer_http::FILTER_INSERT
+    };
+    beresp.headers.copy_filtered(mask, &mut out);
     out.iter()
         .map(|(k, v)| (Bytes::copy_from_slice(k), Bytes::copy_from_slice(v)))
         .collect()

@@ -126,17 +126,38 @@ where
                 break "RX_OVERFLOW";
             }
             Err(e) => {
+                // As varnishd: the bad request is a transaction of its own,
+                // answered with a bare status line, and the session ends.
                 sh.counters.inc(Main::client_req_400);
-                sh.counters.inc(Main::sc_rx_bad);
+                let junk = e.kind() == lacquer_http::ErrorKind::Malformed;
+                sh.counters.inc(if junk {
+                    Main::sc_rx_junk
+                } else {
+                    Main::sc_rx_bad
+                });
                 let status = e.status().unwrap_or(400);
-                let mut r = RespMsg::new(status);
-                r.headers.append("Connection", "close");
-                let mut out = Vec::new();
-                r.write_head(&mut out);
-                let _ = conn.stream.write_all(&out).await;
+                let reason = crate::msg::reason(status);
+                let out = format!("HTTP/1.1 {status} {reason}\r\n\r\n");
+                let _ = conn.stream.write_all(out.as_bytes()).await;
                 let _ = conn.stream.flush().await;
+                let head = &conn.rbuf[..head_end(&conn.rbuf)];
+                let vxid = sh.vxid.next();
+                svsl.log(Tag::Link, format_args!("req {vxid} rxreq"));
                 svsl.log_str(Tag::Debug, e.message());
-                break "RX_BAD";
+                svsl.flush();
+                let mut vsl = VslBuf::new(sh.vsl.clone(), Vxid::client(vxid));
+                let now = rfc2616::now();
+                vsl.log(Tag::Begin, format_args!("req {svxid} rxreq"));
+                vsl.log_timestamp("Start", now, 0.0, 0.0);
+                vsl.log_timestamp("Req", now, 0.0, 0.0);
+                vsl.log_bytes(Tag::HttpGarbage, head);
+                vsl.log_str(Tag::RespProtocol, "HTTP/1.1");
+                vsl.log(Tag::RespStatus, format_args!("{status}"));
+                vsl.log_str(Tag::RespReason, reason);
+                let (rx, tx) = (head.len(), out.len());
+                vsl.log(Tag::ReqAcct, format_args!("{rx} 0 {rx} {tx} 0 {tx}"));
+                vsl.log_str(Tag::End, "");
+                break if junk { "RX_JUNK" } else { "RX_BAD" };
             }
         };
         let req_hdr_bytes = crate::msg::request_head_len(&head);
@@ -297,6 +318,17 @@ where
     end(&sh, &mut svsl, t_open, reason)
 }
 
+/// Where the (bad) head in `buf` ends: after its blank line, or all of
+/// `buf` when there is none.
+fn head_end(buf: &[u8]) -> usize {
+    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4);
+    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
+    match (crlf, lf) {
+        (Some(a), Some(b)) => a.min(b),
+        (a, b) => a.or(b).unwrap_or(buf.len()),
+    }
+}
+
 fn end(sh: &Shared, svsl: &mut VslBuf, t_open: f64, reason: &str) {
     sh.counters.inc(Main::sess_closed);
     svsl.log(
@@ -318,4 +350,16 @@ pub struct SessInfoArgs {
     pub listener: Arc<str>,
     pub endpoint: Arc<str>,
     pub unix: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::head_end;
+
+    #[test]
+    fn bad_head_ends_at_its_first_blank_line() {
+        assert_eq!(head_end(b"GET\n\nGET / HTTP/1.1\r\n\r\n"), 5);
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\nA: b\r\n\r\nrest"), 24);
+        assert_eq!(head_end(b"GET / HTT"), 9);
+    }
 }
