@@ -114,6 +114,17 @@ fn main() -> ExitCode {
     }
 }
 
+/// How the demo tells users to run the `lacquer` tool: the binary next to
+/// this one when it was built, else through cargo.
+fn tool_command() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join("lacquer")))
+        .filter(|p| p.is_file())
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "cargo run -q --release -p lacquer --".to_string())
+}
+
 fn run(args: Args) -> anyhow::Result<ExitCode> {
     use lacquer_server::daemon::{self, BootVcl, Config};
     if args.version {
@@ -202,7 +213,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .map_err(|e| format!("Cannot start the demo origin: {e}"))?;
             eprint!(
                 "{}",
-                lacquer_server::demo::instructions(&listen_text, origin)
+                lacquer_server::demo::instructions(&listen_text, origin, &tool_command())
             );
             BootVcl::Inline(lacquer_server::demo::demo_vcl(origin.port()))
         } else {

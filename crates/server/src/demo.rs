@@ -58,11 +58,19 @@ async fn serve(mut s: TcpStream) {
              <p>Path: {}</p>\n<p>Generated: {now}</p>\n",
             html_escape(&path)
         );
-        let cc = if private { "private" } else { "max-age=60" };
+        // `/status/NNN` answers with that status (uncached), to show
+        // errors in `lacquer log` and the counters.
+        let status = demo_status(&path);
+        let cc = if private || status != 200 {
+            "private"
+        } else {
+            "max-age=60"
+        };
         let head_only = head.is_head();
         let resp = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\
+            "HTTP/1.1 {status} {}\r\nContent-Type: text/html; charset=utf-8\r\n\
              Cache-Control: {cc}\r\nContent-Length: {}\r\nDate: {now}\r\n\r\n",
+            crate::msg::reason(status),
             body.len()
         );
         let mut out = resp.into_bytes();
@@ -75,6 +83,16 @@ async fn serve(mut s: TcpStream) {
     }
 }
 
+/// The status a demo path asks for: `NNN` of `/status/NNN` when it is a
+/// status code from 200 to 599 that carries a body (not 204 or 304), 200
+/// otherwise.
+fn demo_status(path: &str) -> u16 {
+    path.strip_prefix("/status/")
+        .and_then(|n| n.parse::<u16>().ok())
+        .filter(|n| (200..=599).contains(n) && *n != 204 && *n != 304)
+        .unwrap_or(200)
+}
+
 fn html_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -83,7 +101,8 @@ fn html_escape(s: &str) -> String {
 }
 
 /// What `--demo` prints once it serves.
-pub fn instructions(listen: &str, origin: SocketAddr) -> String {
+/// `tool` is how to run the `lacquer` binary on this machine.
+pub fn instructions(listen: &str, origin: SocketAddr, tool: &str) -> String {
     format!(
         "Lacquer demo: cache on http://{listen}/ in front of a demo origin on {origin}\n\
          \n\
@@ -94,6 +113,13 @@ pub fn instructions(listen: &str, origin: SocketAddr) -> String {
          \x20 curl -si http://{listen}/hello | grep -Ei '^(HTTP|Age|X-Varnish|X-Cache)'\n\
          \x20 curl -si http://{listen}/private/page | grep -Ei '^(HTTP|Age|X-Varnish|X-Cache)'\n\
          \n\
+         Errors, as operators look for them (the origin answers /status/NNN\n\
+         with that status):\n\
+         \n\
+         \x20 curl -s -o /dev/null http://{listen}/status/503\n\
+         \x20 {tool} log -d -q '(*Error) or (BerespStatus >= 500)'\n\
+         \x20 {tool} stat -1 -f 'MAIN.cache_*' -f 'MAIN.client_req'\n\
+         \n\
          Press Ctrl-C to stop.\n"
     )
 }
@@ -101,6 +127,16 @@ pub fn instructions(listen: &str, origin: SocketAddr) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_paths() {
+        assert_eq!(demo_status("/status/503"), 503);
+        assert_eq!(demo_status("/status/404"), 404);
+        assert_eq!(demo_status("/status/204"), 200);
+        assert_eq!(demo_status("/status/99"), 200);
+        assert_eq!(demo_status("/status/x"), 200);
+        assert_eq!(demo_status("/hello"), 200);
+    }
 
     #[test]
     fn vcl_gets_the_port() {
