@@ -913,7 +913,19 @@ impl Context for BoTask {
             },
             VarId::BerespStorage | VarId::BerespStorageHint => match &self.storage {
                 Some(s) => Value::Stevedore(s.clone()),
-                None => Value::Null,
+                // Before VCL picks one, the store varnishd would use:
+                // Transient for uncacheable fetches, else the first store.
+                None => {
+                    let stores = self.sh.cache.stores();
+                    let pick = stores
+                        .iter()
+                        .find(|s| self.uncacheable == (s.name() == "Transient"))
+                        .or(stores.first());
+                    match pick {
+                        Some(s) => Value::Stevedore(Arc::from(s.name())),
+                        None => Value::Null,
+                    }
+                }
             },
             VarId::Now => Value::Time(self.now),
             other => {

@@ -137,8 +137,11 @@ impl Value {
                 Some(n) => out.extend_from_slice(n.as_bytes()),
                 None => return Err(ConvError(format!("unknown ACL #{i}"))),
             },
-            Value::Probe(n) | Value::Stevedore(n) | Value::Enum(n) => {
-                out.extend_from_slice(n.as_bytes())
+            Value::Probe(n) | Value::Enum(n) => out.extend_from_slice(n.as_bytes()),
+            // As varnishd: a store reads as its VCL name, `storage.<name>`.
+            Value::Stevedore(n) => {
+                out.extend_from_slice(b"storage.");
+                out.extend_from_slice(n.as_bytes());
             }
             Value::Header(_, h) => out.extend_from_slice(h.name.as_bytes()),
             Value::Http(w) => out.extend_from_slice(w.name().as_bytes()),
@@ -507,6 +510,7 @@ mod tests {
             name: "default".into(),
         };
         assert_eq!(s(&Value::Backend(b)), "default");
+        assert_eq!(s(&Value::Stevedore("s0".into())), "storage.s0");
         let mut out = Vec::new();
         assert!(!Value::Null.append_to(&mut out, &[]).unwrap());
         assert!(out.is_empty());
