@@ -53,6 +53,7 @@ where
         vxid: svxid,
         vxid_str: svxid.to_string(),
         client: sess.client,
+        client_ip: bytes::Bytes::from(sess.client.ip().to_string()),
         local: sess.local,
         listener: sess.listener.clone(),
         endpoint: sess.endpoint.clone(),

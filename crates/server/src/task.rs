@@ -29,6 +29,8 @@ pub struct SessInfo {
     /// `sess.xid` as VCL reads it.
     pub vxid_str: String,
     pub client: SocketAddr,
+    /// `client.ip` as text: what `client.identity` reads until VCL sets it.
+    pub client_ip: Bytes,
     /// The address the connection was accepted on.
     pub local: SocketAddr,
     /// The listener's name (`a0`, …) and address as written.
@@ -305,7 +307,7 @@ impl Context for ReqTask {
             VarId::RespFilters => b"",
             VarId::ClientIdentity => match &self.client_identity {
                 Some(i) => i,
-                None => return Ok(None),
+                None => &self.sess.client_ip,
             },
             VarId::ServerHostname => self.sh.hostname.as_bytes(),
             VarId::ServerIdentity => self.sh.identity.as_bytes(),
@@ -810,7 +812,7 @@ impl Context for BoTask {
             },
             VarId::ClientIdentity => match &self.client_identity {
                 Some(i) => i,
-                None => return Ok(None),
+                None => &self.sess.client_ip,
             },
             VarId::ServerHostname => self.sh.hostname.as_bytes(),
             VarId::ServerIdentity => self.sh.identity.as_bytes(),

@@ -65,10 +65,13 @@ impl BackendRt {
                 Address::Tcp(pick)
             }
         };
+        // The Host a bereq without one gets: .host_header, else .host, and
+        // 0.0.0.0 for a Unix-socket (.path) backend, as varnishd.
         let host = def
             .host_header
             .clone()
-            .or_else(|| (!def.host.is_empty()).then(|| def.host.clone()));
+            .or_else(|| (!def.host.is_empty()).then(|| def.host.clone()))
+            .or_else(|| def.path.is_some().then(|| "0.0.0.0".to_string()));
         let probe = def.probe.and_then(|i| probes.get(i)).map(|p| {
             ProbeSpec::new(
                 p.url.as_deref(),
