@@ -30,6 +30,12 @@ impl Counters {
         self.main.add(c, n);
     }
 
+    /// Decrements a gauge.
+    #[inline]
+    pub fn sub(&self, c: Main, n: u64) {
+        self.main.sub(c, n);
+    }
+
     #[inline]
     pub fn set(&self, c: Main, v: u64) {
         self.main.set(c, v);

@@ -13,12 +13,34 @@ use lacquer_vcl::subs::BuiltinSub;
 use lacquer_vsl::Tag;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use bytes::Bytes;
+
+use crate::counters::Main;
 use crate::msg::ReqMsg;
 use crate::req::{After, ClientConn, new_bo};
 use crate::task::ReqTask;
 
-/// Runs a pipe; the client connection always closes afterwards.
-pub async fn pipe<S>(t: &mut ReqTask, conn: &mut ClientConn<S>, scratch: &mut Scratch) -> After
+/// How a pipe ended.
+pub enum Piped {
+    /// The tunnel ran (or broke); the client connection closes.
+    Done(After),
+    /// No tunnel: the client gets a synthetic response (`vcl_pipe`
+    /// returned synth, or `pipe_sess_max` pipes are already open).
+    Synth(u16, Option<Bytes>),
+}
+
+/// Counts an open pipe in `MAIN.n_pipe` for as long as it lives.
+struct PipeSlot<'a>(&'a crate::counters::Counters);
+
+impl Drop for PipeSlot<'_> {
+    fn drop(&mut self) {
+        self.0.sub(Main::n_pipe, 1);
+    }
+}
+
+/// Runs a pipe; unless it ends in a synthetic response, the client
+/// connection closes afterwards.
+pub async fn pipe<S>(t: &mut ReqTask, conn: &mut ClientConn<S>, scratch: &mut Scratch) -> Piped
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
@@ -41,8 +63,26 @@ where
     crate::fetch::log_bereq(&mut bo);
     let vcl = t.vcl.clone();
     let action = vcl.run(BuiltinSub::Pipe, &mut bo, scratch);
+    let sh = t.sh.clone();
     let result = match action {
-        Action::Pipe => run_pipe(&mut bo, conn).await,
+        Action::Pipe => {
+            // As varnishd: at most pipe_sess_max tunnels (0: no limit);
+            // one more gets a 503.
+            let max = sh.params().uint("pipe_sess_max");
+            if max > 0 && sh.counters.get(Main::n_pipe) >= max {
+                sh.counters.inc(Main::pipe_limited);
+                bo.vsl.log_str(Tag::FetchError, "pipe_sess_max reached");
+                bo.vsl.log_str(Tag::End, "");
+                return Piped::Synth(503, None);
+            }
+            sh.counters.inc(Main::n_pipe);
+            let _slot = PipeSlot(&sh.counters);
+            run_pipe(&mut bo, conn).await
+        }
+        Action::Synth { status, reason } => {
+            bo.vsl.log_str(Tag::End, "");
+            return Piped::Synth(status, reason);
+        }
         _ => Err("vcl_pipe did not return pipe".into()),
     };
     if let Err(e) = result {
@@ -50,7 +90,7 @@ where
     }
     bo.vsl.log_str(Tag::End, "");
     bo.vsl.flush();
-    After::Close
+    Piped::Done(After::Close)
 }
 
 async fn run_pipe<S>(bo: &mut crate::task::BoTask, conn: &mut ClientConn<S>) -> Result<(), String>

@@ -313,7 +313,10 @@ where
             }
             State::Pipe => {
                 sh.counters.inc(Main::s_pipe);
-                return crate::pipe::pipe(t, conn, &mut scratch).await;
+                match crate::pipe::pipe(t, conn, &mut scratch).await {
+                    crate::pipe::Piped::Done(after) => return after,
+                    crate::pipe::Piped::Synth(status, reason) => State::Synth { status, reason },
+                }
             }
             State::Deliver { obj, hit, pass } => {
                 match deliver(t, conn, obj, hit, pass, &mut scratch).await {
