@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use lacquer_vcl::exec::{Action, Scratch};
 use lacquer_vcl::subs::BuiltinSub;
-use lacquer_vsl::Tag;
+use lacquer_vsl::{Tag, Vxid};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use bytes::Bytes;
@@ -47,7 +47,8 @@ where
     let vxid = t.sh.vxid.next();
     t.vsl.log(Tag::Link, format_args!("bereq {vxid} pipe"));
     let mut headers = t.req.headers.clone();
-    headers.set("X-Varnish", vxid.to_string());
+    // As varnishd: a pipe's X-Varnish names the client request.
+    headers.set("X-Varnish", t.vxid.to_string());
     headers.set("Connection", "close");
     let bereq = ReqMsg {
         method: t.req.method.clone(),
@@ -60,9 +61,15 @@ where
     bo.cur_sub = BuiltinSub::Pipe;
     bo.vsl
         .log(Tag::Begin, format_args!("bereq {} pipe", t.vxid));
+    bo.vsl.log_timestamp("Start", bo.t_bereq, 0.0, 0.0);
     crate::fetch::log_bereq(&mut bo);
+    // As varnishd, vcl_pipe logs into the client request's transaction:
+    // what the request logged so far goes out first, to keep its order.
+    t.vsl.flush();
+    bo.vsl.set_vxid(Vxid::client(t.vxid));
     let vcl = t.vcl.clone();
     let action = vcl.run(BuiltinSub::Pipe, &mut bo, scratch);
+    bo.vsl.set_vxid(Vxid::backend(vxid));
     let sh = t.sh.clone();
     let result = match action {
         Action::Pipe => {
@@ -83,7 +90,12 @@ where
             bo.vsl.log_str(Tag::End, "");
             return Piped::Synth(status, reason);
         }
-        _ => Err("vcl_pipe did not return pipe".into()),
+        _ => {
+            bo.vsl.log_str(Tag::BereqAcct, "0 0 0 0 0 0");
+            bo.vsl.log_str(Tag::End, "");
+            crate::req::vcl_failed(t);
+            return Piped::Synth(503, Some(Bytes::from_static(b"VCL failed")));
+        }
     };
     if let Err(e) = result {
         bo.vsl.log_str(Tag::FetchError, &e);

@@ -33,7 +33,7 @@ use crate::fetch::{FetchJob, FetchMode, FetchOutcome};
 use crate::gzip::Gunzip;
 use crate::msg::{ReqMsg, RespMsg};
 use crate::rfc2616;
-use crate::task::{BoTask, ReqTask};
+use crate::task::{BoTask, ReqTask, SessInfo};
 
 /// `Via` header value Lacquer adds to responses.
 pub const VIA: &str = "1.1 varnish (Lacquer/0.1)";
@@ -60,9 +60,19 @@ pub enum After {
     Close,
 }
 
+/// Where a request goes once vcl_hash has run.
+enum AfterHash {
+    Lookup,
+    Pass,
+    Pipe,
+    Synth { status: u16, reason: Option<Bytes> },
+}
+
 enum State {
     Recv,
-    Hash,
+    /// vcl_hash, which runs after every vcl_recv (as in varnishd), then
+    /// where vcl_recv was going.
+    Hash(AfterHash),
     Lookup,
     Miss {
         busy: lacquer_cache::BusyObj,
@@ -146,18 +156,20 @@ where
                         if ae_rules {
                             normalise_ae(&mut t.req.headers);
                         }
-                        State::Hash
+                        State::Hash(AfterHash::Lookup)
                     }
-                    Action::Pass { .. } => State::Pass,
-                    Action::Pipe => State::Pipe,
+                    Action::Pass { .. } => State::Hash(AfterHash::Pass),
+                    Action::Pipe => State::Hash(AfterHash::Pipe),
                     Action::Purge => {
                         if ae_rules {
                             normalise_ae(&mut t.req.headers);
                         }
                         t.purging = true;
-                        State::Hash
+                        State::Hash(AfterHash::Lookup)
                     }
-                    Action::Synth { status, reason } => State::Synth { status, reason },
+                    Action::Synth { status, reason } => {
+                        State::Hash(AfterHash::Synth { status, reason })
+                    }
                     Action::Restart => State::Restart,
                     Action::Vcl(label) if t.restarts == 0 && !vcl_switched => {
                         match sh.vcl_by_label(&label) {
@@ -175,22 +187,24 @@ where
                             },
                         }
                     }
-                    _ => State::Synth {
-                        status: 503,
-                        reason: Some(Bytes::from_static(b"VCL failed")),
-                    },
+                    _ => fail_synth(t),
                 }
             }
-            State::Hash => {
+            State::Hash(next) => {
                 t.hash = Some(lacquer_cache::HashBuilder::new());
                 let vcl = t.vcl.clone();
                 let action = vcl.run(BuiltinSub::Hash, t, &mut scratch);
                 let h = t.hash.take().unwrap_or_default();
                 t.digest = Some(h.finish());
-                match action {
-                    Action::Lookup if t.purging => State::Purge,
-                    Action::Lookup => State::Lookup,
-                    _ => fail_synth(),
+                match (action, next) {
+                    (Action::Lookup, AfterHash::Lookup) if t.purging => State::Purge,
+                    (Action::Lookup, AfterHash::Lookup) => State::Lookup,
+                    (Action::Lookup, AfterHash::Pass) => State::Pass,
+                    (Action::Lookup, AfterHash::Pipe) => State::Pipe,
+                    (Action::Lookup, AfterHash::Synth { status, reason }) => {
+                        State::Synth { status, reason }
+                    }
+                    _ => fail_synth(t),
                 }
             }
             State::Lookup => lookup(t).await,
@@ -202,7 +216,7 @@ where
                 match vcl.run(BuiltinSub::Purge, t, &mut scratch) {
                     Action::Synth { status, reason } => State::Synth { status, reason },
                     Action::Restart => State::Restart,
-                    _ => fail_synth(),
+                    _ => fail_synth(t),
                 }
             }
             State::Hit(obj, bgfetch) => {
@@ -251,7 +265,7 @@ where
                     }
                     _ => {
                         t.obj = None;
-                        fail_synth()
+                        fail_synth(t)
                     }
                 }
             }
@@ -277,16 +291,18 @@ where
                                 hit: false,
                                 pass: false,
                             },
+                            // A failed fetch (vcl_backend_* failed or
+                            // abandoned) is a plain 503, as varnishd.
                             None => State::Synth {
                                 status: 503,
-                                reason: Some(Bytes::from_static(b"Backend fetch failed")),
+                                reason: None,
                             },
                         }
                     }
                     Action::Pass { .. } => State::Pass,
                     Action::Synth { status, reason } => State::Synth { status, reason },
                     Action::Restart => State::Restart,
-                    _ => fail_synth(),
+                    _ => fail_synth(t),
                 }
             }
             State::Pass => {
@@ -300,15 +316,17 @@ where
                                 hit: t.is_hit,
                                 pass: true,
                             },
+                            // A failed fetch (vcl_backend_* failed or
+                            // abandoned) is a plain 503, as varnishd.
                             None => State::Synth {
                                 status: 503,
-                                reason: Some(Bytes::from_static(b"Backend fetch failed")),
+                                reason: None,
                             },
                         }
                     }
                     Action::Synth { status, reason } => State::Synth { status, reason },
                     Action::Restart => State::Restart,
-                    _ => fail_synth(),
+                    _ => fail_synth(t),
                 }
             }
             State::Pipe => {
@@ -344,6 +362,7 @@ where
                         reason: None,
                     }
                 } else {
+                    restart_vxid(t);
                     t.resp = RespMsg::new(200);
                     State::Recv
                 }
@@ -352,11 +371,62 @@ where
     }
 }
 
-fn fail_synth() -> State {
+/// The records that open a request's log (`ReqStart` and the request as
+/// received), written when it arrives and again after each restart.
+pub(crate) fn log_req_start(vsl: &mut lacquer_vsl::VslBuf, sess: &SessInfo, req: &ReqMsg) {
+    vsl.log(
+        Tag::ReqStart,
+        format_args!(
+            "{} {} {}",
+            sess.client.ip(),
+            sess.client.port(),
+            sess.listener
+        ),
+    );
+    vsl.log_bytes(Tag::ReqMethod, &req.method);
+    vsl.log_bytes(Tag::ReqURL, &req.url);
+    vsl.log_bytes(Tag::ReqProtocol, &req.proto);
+    for (k, v) in req.headers.iter() {
+        vsl.log_header(Tag::ReqHeader, k, v);
+    }
+}
+
+/// As varnishd, a restart continues under a new vxid: the old transaction
+/// ends with a `Link` to the new one, which begins with `req <old> restart`
+/// and logs the request again.
+fn restart_vxid(t: &mut ReqTask) {
+    let now = rfc2616::now();
+    t.vsl
+        .log_timestamp("Restart", now, now - t.t_req, now - t.t_last);
+    let new = t.sh.vxid.next();
+    t.vsl.log(Tag::Link, format_args!("req {new} restart"));
+    t.vsl.log_str(Tag::End, "");
+    t.vsl.flush();
+    let old = t.vxid;
+    t.vxid = new;
+    t.vxid_str = new.to_string();
+    t.vsl.set_vxid(lacquer_vsl::Vxid::client(new));
+    t.vsl.log(Tag::Begin, format_args!("req {old} restart"));
+    t.vsl.log_timestamp("Start", now, now - t.t_req, 0.0);
+    t.t_last = now;
+    let sess = t.sess.clone();
+    log_req_start(&mut t.vsl, &sess, &t.req);
+}
+
+/// A client-side subroutine failed: a 503 "VCL failed", and the
+/// connection closes after it.
+fn fail_synth(t: &mut ReqTask) -> State {
+    vcl_failed(t);
     State::Synth {
         status: 503,
         reason: Some(Bytes::from_static(b"VCL failed")),
     }
+}
+
+/// A client-side subroutine failed (`MAIN.vcl_fail` counts it where VCL
+/// runs): the connection closes after the response.
+pub(crate) fn vcl_failed(t: &mut ReqTask) {
+    t.vcl_failed = true;
 }
 
 /// `Accept-Encoding` after vcl_recv when `http_gzip_support` is on: `gzip`
@@ -617,7 +687,10 @@ where
         Action::Deliver => {}
         Action::Restart => return Delivered::Restart,
         Action::Synth { status, reason } => return Delivered::Synth(status, reason),
-        _ => return Delivered::Synth(503, Some(Bytes::from_static(b"VCL failed"))),
+        _ => {
+            vcl_failed(t);
+            return Delivered::Synth(503, Some(Bytes::from_static(b"VCL failed")));
+        }
     }
     Delivered::Done(transmit(t, conn, Some(obj), None).await)
 }
@@ -657,6 +730,7 @@ where
         Action::Restart => return Delivered::Restart,
         _ => {
             // A failing vcl_synth gets a bare 500 and a closed connection.
+            vcl_failed(t);
             t.resp = RespMsg::new(500);
             t.resp
                 .headers
@@ -728,7 +802,8 @@ where
         lacquer_http::Version::Http11
     };
     let mut keep = lacquer_http::persistence(&t.req.headers, req_version).keep_alive()
-        && !t.resp.headers.has_token("connection", "close");
+        && !t.resp.headers.has_token("connection", "close")
+        && !t.vcl_failed;
     // What vcl_deliver/vcl_synth left (already logged); delivery's own
     // changes are logged below as they differ.
     let (status0, reason0) = (t.resp.status, t.resp.reason.clone());

@@ -209,22 +209,12 @@ where
         let mut vsl = VslBuf::with_capacity(sh.vsl.clone(), Vxid::client(vxid), 2048);
         let t_req = rfc2616::now();
         vsl.log(Tag::Begin, format_args!("req {svxid} rxreq"));
-        vsl.log_timestamp("Start", t_req, t_req - t_open, 0.0);
-        vsl.log(
-            Tag::ReqStart,
-            format_args!(
-                "{} {} {}",
-                info.client.ip(),
-                info.client.port(),
-                info.listener
-            ),
-        );
-        vsl.log_bytes(Tag::ReqMethod, &req.method);
-        vsl.log_bytes(Tag::ReqURL, &req.url);
-        vsl.log_bytes(Tag::ReqProtocol, &req.proto);
-        for (k, v) in req.headers.iter() {
-            vsl.log_header(Tag::ReqHeader, k, v);
-        }
+        // As varnishd: Start and Req (the head is complete), then the VCL
+        // the request runs on.
+        vsl.log_timestamp("Start", t_req, 0.0, 0.0);
+        vsl.log_timestamp("Req", t_req, 0.0, 0.0);
+        vsl.log_str(Tag::VCL_use, &vcl.name);
+        crate::req::log_req_start(&mut vsl, &info, &req);
         let mut task = ReqTask {
             sh: sh.clone(),
             vcl,
@@ -250,6 +240,7 @@ where
             storage: None,
             hash: None,
             purging: false,
+            vcl_failed: false,
             req_hdr_bytes: req_hdr_bytes as u64,
             digest: None,
             resp: RespMsg::new(200),
@@ -311,7 +302,12 @@ where
         task.vsl.log_str(Tag::End, "");
         task.vsl.flush();
         tmo = task.timeouts;
+        let vcl_failed = task.vcl_failed;
         drop(task);
+        if vcl_failed {
+            sh.counters.inc(Main::sc_vcl_failure);
+            break "VCL_FAILURE";
+        }
         if after == After::Close {
             break "REQ_CLOSE";
         }

@@ -218,6 +218,9 @@ pub struct ReqTask {
     pub hash: Option<lacquer_cache::HashBuilder>,
     /// `return (purge)` was taken: the lookup after vcl_hash purges.
     pub purging: bool,
+    /// A client-side VCL subroutine failed: the response closes the
+    /// connection (varnishd's `SC_VCL_FAILURE`, which latches).
+    pub vcl_failed: bool,
     /// Bytes of the request head, for `ReqAcct`.
     pub req_hdr_bytes: u64,
     pub digest: Option<lacquer_cache::Digest>,
@@ -1130,6 +1133,8 @@ pub trait TaskSub {
     fn task_vsl(&mut self) -> Option<&mut VslBuf> {
         None
     }
+    /// A subroutine of this task returned fail (`MAIN.vcl_fail`).
+    fn count_vcl_fail(&self) {}
 }
 
 impl TaskSub for ReqTask {
@@ -1139,6 +1144,9 @@ impl TaskSub for ReqTask {
     fn task_vsl(&mut self) -> Option<&mut VslBuf> {
         Some(&mut self.vsl)
     }
+    fn count_vcl_fail(&self) {
+        self.sh.counters.inc(crate::counters::Main::vcl_fail);
+    }
 }
 
 impl TaskSub for BoTask {
@@ -1147,5 +1155,8 @@ impl TaskSub for BoTask {
     }
     fn task_vsl(&mut self) -> Option<&mut VslBuf> {
         Some(&mut self.vsl)
+    }
+    fn count_vcl_fail(&self) {
+        self.sh.counters.inc(crate::counters::Main::vcl_fail);
     }
 }

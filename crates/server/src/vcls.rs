@@ -199,6 +199,9 @@ impl LoadedVcl {
             vsl.log_str(Tag::VCL_call, call_name(m));
         }
         let action = self.code.run(m, ctx, &*self.vmods, scratch);
+        if matches!(action, Action::Fail) {
+            ctx.count_vcl_fail();
+        }
         if let Some(vsl) = ctx.task_vsl() {
             vsl.log_str(Tag::VCL_return, action.kind().name());
         }
