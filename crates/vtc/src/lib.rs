@@ -55,6 +55,7 @@ pub mod runner;
 pub mod script;
 pub mod server;
 pub mod sources;
+pub mod term;
 pub mod text;
 pub mod tunnel;
 pub mod varnish;
