@@ -312,6 +312,16 @@ pub fn gzip(input: &[u8], level: u32) -> R<Vec<u8>> {
     enc.finish().map_err(|e| fail!("Gzip error: {e}"))
 }
 
+/// Append received bytes to a receive buffer whose first `pos` bytes are
+/// consumed, reusing the buffer when everything was consumed.
+pub fn append_compacting(buf: &mut Vec<u8>, pos: &mut usize, data: &[u8]) {
+    if *pos > 0 && *pos == buf.len() {
+        buf.clear();
+        *pos = 0;
+    }
+    buf.extend_from_slice(data);
+}
+
 /// Gunzip a whole body, with varnishtest's error texts.
 pub fn gunzip_bytes(body: &[u8]) -> Result<Vec<u8>, String> {
     if body.len() < 2 || body[0] != 0x1f || body[1] != 0x8b {
@@ -666,11 +676,7 @@ impl<'a> Http<'a> {
                 }
             }
             Ok(n) => {
-                if self.rx_pos > 0 && self.rx_pos == self.rx.len() {
-                    self.rx.clear();
-                    self.rx_pos = 0;
-                }
-                self.rx.extend_from_slice(&buf[..n]);
+                append_compacting(&mut self.rx, &mut self.rx_pos, &buf[..n]);
                 Ok(true)
             }
             Err(e)

@@ -343,14 +343,7 @@ impl Process {
 
     fn expect_text(&self, ctx: &Ctx, lin: &str, col: &str, pat: &str) -> R<()> {
         let (rows, cols) = lock(&self.shared.screen).size();
-        let y = crate::http::c_long(lin).unwrap_or(0);
-        if y < 0 || y > i64::from(rows) {
-            bail!("-expect-text: line {y} is not on the screen (1..{rows}, 0 for any)");
-        }
-        let x = crate::http::c_long(col).unwrap_or(0);
-        if x < 0 || x > i64::from(cols) {
-            bail!("-expect-text: column {x} is not on the screen (1..{cols}, 0 for any)");
-        }
+        let (y, x) = position("-expect-text", lin, col, (rows, cols))?;
         let l = pat.chars().count() as i64;
         if x > 0 && x + l - 1 > i64::from(cols) {
             bail!(
@@ -413,14 +406,7 @@ impl Process {
     fn match_text(&self, ctx: &Ctx, lin: &str, col: &str, re: &str) -> R<()> {
         let scr = lock(&self.shared.screen);
         let (rows, cols) = scr.size();
-        let y = crate::http::c_long(lin).unwrap_or(0);
-        if y < 0 || y > i64::from(rows) {
-            bail!("-match-text: line {y} is not on the screen (1..{rows}, 0 for any)");
-        }
-        let x = crate::http::c_long(col).unwrap_or(0);
-        if x < 0 || x > i64::from(cols) {
-            bail!("-match-text: column {x} is not on the screen (1..{cols}, 0 for any)");
-        }
+        let (y, x) = position("-match-text", lin, col, (rows, cols))?;
         let rx =
             crate::text::compile_regex(re).map_err(|e| fail!("invalid regexp \"{re}\" ({e})"))?;
         let (y0, x0) = ((y.max(1) - 1) as u16, (x.max(1) - 1) as usize);
@@ -440,14 +426,7 @@ impl Process {
         let scr = lock(&self.shared.screen);
         let (rows, cols) = scr.size();
         let (r, c) = scr.cursor();
-        let y = crate::http::c_long(lin).unwrap_or(0);
-        if y < 0 || y > i64::from(rows) {
-            bail!("-expect-cursor: line {y} is not on the screen (1..{rows}, 0 for any)");
-        }
-        let x = crate::http::c_long(col).unwrap_or(0);
-        if x < 0 || x > i64::from(cols) {
-            bail!("-expect-cursor: column {x} is not on the screen (1..{cols}, 0 for any)");
-        }
+        let (y, x) = position("-expect-cursor", lin, col, (rows, cols))?;
         if y != 0 && y - 1 != i64::from(r) {
             bail!("Cursor on line {} (expected {y})", r + 1);
         }
@@ -500,6 +479,20 @@ impl Process {
             }
         }
     }
+}
+
+/// Parse a `LIN COL` screen position (1-based, 0 meaning "any") checked
+/// against the screen size.
+fn position(what: &str, lin: &str, col: &str, (rows, cols): (u16, u16)) -> R<(i64, i64)> {
+    let y = crate::http::c_long(lin).unwrap_or(0);
+    if y < 0 || y > i64::from(rows) {
+        bail!("{what}: line {y} is not on the screen (1..{rows}, 0 for any)");
+    }
+    let x = crate::http::c_long(col).unwrap_or(0);
+    if x < 0 || x > i64::from(cols) {
+        bail!("{what}: column {x} is not on the screen (1..{cols}, 0 for any)");
+    }
+    Ok((y, x))
 }
 
 /// Check an exit status against `-expect-exit` and the signal sent.

@@ -184,6 +184,16 @@ fn error_code(s: &str, what: &str) -> R<u32> {
     }
 }
 
+/// The bytes of a `-data`/`-pad`-like option (`literal` names the one
+/// taking text; the other takes a length of generated text).
+fn text_or_synth(opt: &str, literal: &str, v: &str) -> R<Vec<u8>> {
+    if opt == literal {
+        Ok(bytes(v))
+    } else {
+        Ok(http::synth_body(strtou32(v, opt, 0)? as usize))
+    }
+}
+
 fn huff_arg(s: &str, what: &str) -> R<bool> {
     match s {
         "plain" => Ok(false),
@@ -531,13 +541,7 @@ impl Conn {
                 .set_read_timeout(left.min(Duration::from_millis(100)));
             match rd.sock.read(&mut chunk) {
                 Ok(0) => return Err("HTTP2 rx EOF".into()),
-                Ok(k) => {
-                    if rd.pos > 0 && rd.pos == rd.buf.len() {
-                        rd.buf.clear();
-                        rd.pos = 0;
-                    }
-                    rd.buf.extend_from_slice(&chunk[..k]);
-                }
+                Ok(k) => http::append_compacting(&mut rd.buf, &mut rd.pos, &chunk[..k]),
                 Err(e)
                     if matches!(
                         e.kind(),
@@ -1238,12 +1242,7 @@ impl Conn {
                     if pad.is_some() {
                         bail!("{what}: padding given twice");
                     }
-                    let v = arg(cmd, i + 1)?;
-                    pad = Some(if a == "-pad" {
-                        bytes(v)
-                    } else {
-                        http::synth_body(strtou32(v, "-padlen", 0)? as usize)
-                    });
+                    pad = Some(text_or_synth(a, "-pad", arg(cmd, i + 1)?)?);
                     i += 1;
                 }
                 "-body" | "-bodyfrom" | "-bodylen" | "-gzipbody" | "-gziplen"
@@ -1360,24 +1359,14 @@ impl Conn {
                     if body.is_some() {
                         bail!("txdata: data given twice");
                     }
-                    let v = arg(cmd, i + 1)?;
-                    body = Some(if a == "-data" {
-                        bytes(v)
-                    } else {
-                        http::synth_body(strtou32(v, "-datalen", 0)? as usize)
-                    });
+                    body = Some(text_or_synth(a, "-data", arg(cmd, i + 1)?)?);
                     i += 1;
                 }
                 "-pad" | "-padlen" => {
                     if pad.is_some() {
                         bail!("txdata: padding given twice");
                     }
-                    let v = arg(cmd, i + 1)?;
-                    pad = Some(if a == "-pad" {
-                        bytes(v)
-                    } else {
-                        http::synth_body(strtou32(v, "-padlen", 0)? as usize)
-                    });
+                    pad = Some(text_or_synth(a, "-pad", arg(cmd, i + 1)?)?);
                     i += 1;
                 }
                 "-nostrend" => fl &= !flags::END_STREAM,
