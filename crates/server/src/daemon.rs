@@ -281,8 +281,8 @@ impl Context for InitTask {
         Err("vmod tcp works on client connections only".to_string())
     }
 
-    fn tcp_info(&self) -> Option<lacquer_vcl::exec::TcpInfo> {
-        None
+    fn tcp_info(&self) -> Result<lacquer_vcl::exec::TcpInfo, String> {
+        Err(nope("tcp.dump_info"))
     }
 }
 
@@ -343,16 +343,29 @@ impl Drop for SessGuard {
 
 /// A bound listener ready to accept.
 enum Bound {
-    Tcp(TcpListener, Arc<str>, Arc<str>),
-    Unix(UnixListener, Arc<str>, Arc<str>, PathBuf),
+    Tcp(TcpListener, Named),
+    Unix(UnixListener, Named, PathBuf),
+}
+
+/// What a listener tells its sessions about itself.
+#[derive(Clone)]
+struct Named {
+    name: Arc<str>,
+    /// The address as the operator wrote it.
+    written: Arc<str>,
+    /// `PROXY` listener: sessions start with a PROXY protocol header.
+    proxy: bool,
 }
 
 fn bind_all(specs: &[ListenSpec], backlog: u32) -> Result<Vec<Bound>, String> {
     let mut out = Vec::new();
     for spec in specs {
         for ep in &spec.endpoints {
-            let name: Arc<str> = Arc::from(spec.name.as_str());
-            let written: Arc<str> = Arc::from(spec.written.as_str());
+            let named = Named {
+                name: Arc::from(spec.name.as_str()),
+                written: Arc::from(spec.written.as_str()),
+                proxy: spec.proto == crate::listen::Proto::Proxy,
+            };
             match ep {
                 Endpoint::Tcp(addr) => {
                     let sock = if addr.is_ipv4() {
@@ -375,7 +388,7 @@ fn bind_all(specs: &[ListenSpec], backlog: u32) -> Result<Vec<Bound>, String> {
                     let l = sock
                         .listen(backlog)
                         .map_err(|e| format!("Could not listen on {addr}: {e}"))?;
-                    out.push(Bound::Tcp(l, name, written));
+                    out.push(Bound::Tcp(l, named));
                 }
                 Endpoint::Unix { path, mode } => {
                     let _ = std::fs::remove_file(path);
@@ -387,7 +400,7 @@ fn bind_all(specs: &[ListenSpec], backlog: u32) -> Result<Vec<Bound>, String> {
                         std::fs::set_permissions(path, std::fs::Permissions::from_mode(*m))
                             .map_err(|e| format!("Could not chmod {}: {e}", path.display()))?;
                     }
-                    out.push(Bound::Unix(l, name, written, path.clone()));
+                    out.push(Bound::Unix(l, named, path.clone()));
                 }
             }
         }
@@ -397,7 +410,7 @@ fn bind_all(specs: &[ListenSpec], backlog: u32) -> Result<Vec<Bound>, String> {
 
 fn printable(b: &Bound) -> BoundListener {
     match b {
-        Bound::Tcp(l, name, _) => {
+        Bound::Tcp(l, Named { name, .. }) => {
             let a = l
                 .local_addr()
                 .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
@@ -406,7 +419,7 @@ fn printable(b: &Bound) -> BoundListener {
                 printable: format!("{} {}", a.ip(), a.port()),
             }
         }
-        Bound::Unix(_, name, _, path) => BoundListener {
+        Bound::Unix(_, Named { name, .. }, path) => BoundListener {
             name: name.to_string(),
             printable: format!("{} -", path.display()),
         },
@@ -415,7 +428,7 @@ fn printable(b: &Bound) -> BoundListener {
 
 fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
     match b {
-        Bound::Tcp(l, name, written) => {
+        Bound::Tcp(l, named) => {
             tokio::spawn(async move {
                 loop {
                     let (s, peer) = match l.accept().await {
@@ -432,22 +445,24 @@ fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
                     }
                     let _ = s.set_nodelay(true);
                     let local = s.local_addr().unwrap_or(peer);
+                    let (s, ctl) = crate::sock::client_stream(s);
                     let args = SessInfoArgs {
                         client: peer,
                         local,
-                        listener: name.clone(),
-                        endpoint: written.clone(),
+                        listener: named.name.clone(),
+                        endpoint: named.written.clone(),
                         unix: false,
+                        proxy: named.proxy,
                     };
                     let sh = sh.clone();
                     tokio::spawn(async move {
                         let _g = SessGuard::new();
-                        crate::session::serve(sh, s, args).await;
+                        crate::session::serve(sh, s, args, Some(ctl)).await;
                     });
                 }
             });
         }
-        Bound::Unix(l, name, written, _) => {
+        Bound::Unix(l, named, _) => {
             tokio::spawn(async move {
                 loop {
                     let (s, _) = match l.accept().await {
@@ -465,14 +480,15 @@ fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
                     let args = SessInfoArgs {
                         client: zero,
                         local: zero,
-                        listener: name.clone(),
-                        endpoint: written.clone(),
+                        listener: named.name.clone(),
+                        endpoint: named.written.clone(),
                         unix: true,
+                        proxy: named.proxy,
                     };
                     let sh = sh.clone();
                     tokio::spawn(async move {
                         let _g = SessGuard::new();
-                        crate::session::serve(sh, s, args).await;
+                        crate::session::serve(sh, s, args, None).await;
                     });
                 }
             });

@@ -309,6 +309,9 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         );
         bo.log_ts("Bereq", rfc2616::now());
         let sent = async {
+            if let Some(p) = backend.proxy_preface(&bo.sess) {
+                conn.stream.write_all(&p).await?;
+            }
             if !conn.reused
                 && let Some(p) = &backend.preamble
             {
@@ -805,7 +808,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         }
     } else if let Some(len) = prefetched_len {
         body_done(bo, f, len);
-    } else if backend_keeps_alive(bo) {
+    } else if reusable(bo, &f) {
         f.backend.pool.recycle(f.conn);
     }
     bo.vsl.log(
@@ -881,11 +884,17 @@ fn backend_keeps_alive(bo: &BoTask) -> bool {
     lacquer_http::persistence(&bo.beresp.headers, version).keep_alive()
 }
 
+/// Whether the connection may go back to the pool: the backend keeps it
+/// alive and it did not start with a PROXY header naming this client.
+fn reusable(bo: &BoTask, f: &Fetched) -> bool {
+    f.backend.proxy_header.is_none() && backend_keeps_alive(bo)
+}
+
 /// The body is in: timestamps, length, and the connection goes back to
 /// the pool when the framing allows.
 fn body_done(bo: &mut BoTask, f: Fetched, len: u64) {
     let port = f.conn.local_port();
-    if f.body != BodyKind::Eof && backend_keeps_alive(bo) {
+    if f.body != BodyKind::Eof && reusable(bo, &f) {
         bo.vsl.log(
             Tag::BackendClose,
             format_args!("{port} {} recycle", f.backend.vcl_name),

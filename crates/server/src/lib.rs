@@ -19,6 +19,7 @@ pub mod pipe;
 pub mod req;
 pub mod rfc2616;
 pub mod session;
+pub mod sock;
 pub mod state;
 pub mod stats;
 pub mod task;

@@ -128,7 +128,7 @@ where
         .get(Duration::from_secs_f64(connect.max(0.001)), Duration::ZERO)
         .await
         .map_err(|e| format!("backend {}: {e}", backend.name))?;
-    let mut head = Vec::new();
+    let mut head = backend.proxy_preface(&bo.sess).unwrap_or_default();
     if !be_conn.reused
         && let Some(p) = &backend.preamble
     {

@@ -105,7 +105,7 @@ where
     let max_restarts = sh.params().uint("max_restarts") as u32;
     sh.counters.inc(Main::client_req);
     // X-Forwarded-For gets the client address appended, once.
-    let ip = t.sess.client.ip().to_string();
+    let ip = t.sess.client_ip.clone();
     match t.req.headers.get("x-forwarded-for").map(<[u8]>::to_vec) {
         Some(mut v) => {
             for (k, old) in t.req.headers.iter() {
@@ -121,13 +121,12 @@ where
                 .map(<[u8]>::to_vec)
                 .unwrap_or(v);
             v.extend_from_slice(b", ");
-            v.extend_from_slice(ip.as_bytes());
+            v.extend_from_slice(&ip);
             t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &v);
             t.req.headers.set("X-Forwarded-For", v);
         }
         None => {
-            t.vsl
-                .log_header(Tag::ReqHeader, b"X-Forwarded-For", ip.as_bytes());
+            t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &ip);
             t.req.headers.append("X-Forwarded-For", ip);
         }
     }
@@ -378,8 +377,8 @@ pub(crate) fn log_req_start(vsl: &mut lacquer_vsl::VslBuf, sess: &SessInfo, req:
         Tag::ReqStart,
         format_args!(
             "{} {} {}",
-            sess.client.ip(),
-            sess.client.port(),
+            String::from_utf8_lossy(&sess.client_ip),
+            sess.client_port,
             sess.listener
         ),
     );

@@ -4,14 +4,18 @@
 //!
 //! 1. accepted (counted in `sess_conn`, logged `SessOpen`), refused at once
 //!    while the cache is stopped;
-//! 2. wait for a request head, at most `timeout_idle` (a closed or silent
+//! 2. on a `PROXY` listener, read the PROXY protocol header first (within
+//!    `timeout_idle`; junk, an overflow or a refused header closes the
+//!    session as varnishd does) and take the client and server addresses
+//!    it names;
+//! 3. wait for a request head, at most `timeout_idle` (a closed or silent
 //!    connection ends here);
-//! 3. a malformed head gets a bare `400` and the connection closes; a good
+//! 4. a malformed head gets a bare `400` and the connection closes; a good
 //!    head becomes a request transaction run by [`crate::req::handle`];
-//! 4. a request body is read completely before VCL runs (at most 64 MiB,
+//! 5. a request body is read completely before VCL runs (at most 64 MiB,
 //!    held in memory), so the next pipelined request starts at the right
 //!    byte and VCL can inspect the body;
-//! 5. back to 2 while both sides keep the connection alive.
+//! 6. back to 3 while both sides keep the connection alive.
 //!
 //! Nothing here blocks a thread: a slow client costs one task.
 
@@ -43,26 +47,30 @@ fn timeouts(sh: &Shared) -> SessTimeouts {
 }
 
 /// Serves one client connection until it closes.
-pub async fn serve<S>(sh: Arc<Shared>, stream: S, sess: SessInfoArgs)
-where
+///
+/// `sock` is the handle VCL tunes a TCP client socket through (`None` on
+/// Unix sockets).
+pub async fn serve<S>(
+    sh: Arc<Shared>,
+    stream: S,
+    sess: SessInfoArgs,
+    sock: Option<crate::sock::SockCtl>,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
     let t_open = rfc2616::now();
     let svxid = sh.vxid.next();
-    let info = Arc::new(SessInfo {
-        vxid: svxid,
-        vxid_str: svxid.to_string(),
-        client: sess.client,
-        client_ip: bytes::Bytes::from(sess.client.ip().to_string()),
-        local: sess.local,
-        listener: sess.listener.clone(),
-        endpoint: sess.endpoint.clone(),
-        unix: sess.unix,
-    });
     sh.counters.inc(Main::sess_conn);
     sh.counters.inc(Main::s_sess);
     let mut svsl = VslBuf::new(sh.vsl.clone(), Vxid::client(svxid));
-    svsl.log_str(Tag::Begin, "sess 0 HTTP/1");
+    svsl.log_str(
+        Tag::Begin,
+        if sess.proxy {
+            "sess 0 PROXY"
+        } else {
+            "sess 0 HTTP/1"
+        },
+    );
     svsl.log(
         Tag::SessOpen,
         format_args!(
@@ -75,11 +83,50 @@ where
             t_open
         ),
     );
-    svsl.flush();
     let mut conn = ClientConn {
         stream,
         rbuf: BytesMut::with_capacity(8192),
     };
+    let mut info = SessInfo {
+        vxid: svxid,
+        vxid_str: svxid.to_string(),
+        client: sess.client,
+        client_ip: bytes::Bytes::from(sess.client.ip().to_string()),
+        client_port: sess.client.port().to_string(),
+        server: sess.local,
+        peer: sess.client,
+        local: sess.local,
+        listener: sess.listener.clone(),
+        endpoint: sess.endpoint.clone(),
+        unix: sess.unix,
+        proxy_tlvs: Vec::new(),
+    };
+    if sess.proxy {
+        let idle = sh.params().duration("timeout_idle");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(idle.max(0.001));
+        match read_proxy(&mut conn, &mut svsl, deadline).await {
+            Ok(p) => {
+                if let Some(a) = p.addrs {
+                    info.client = a.client;
+                    info.client_ip = bytes::Bytes::from(a.client_ip);
+                    info.client_port = a.client_port;
+                    info.server = a.server;
+                }
+                info.proxy_tlvs = p.tlvs;
+            }
+            Err(reason) => {
+                sh.counters.inc(match reason {
+                    "RX_OVERFLOW" => Main::sc_rx_overflow,
+                    "RX_TIMEOUT" => Main::sc_rx_timeout,
+                    "REM_CLOSE" => Main::sc_rem_close,
+                    _ => Main::sc_rx_junk,
+                });
+                return end(&sh, &mut svsl, t_open, reason);
+            }
+        }
+    }
+    svsl.flush();
+    let info = Arc::new(info);
     let mut tmo = timeouts(&sh);
     let reason = loop {
         if !conn.rbuf.is_empty() {
@@ -250,6 +297,7 @@ where
             privs: Default::default(),
             req_body: None,
             req_body_failed: false,
+            sock: sock.clone(),
             now: t_req,
             cur_sub: lacquer_vcl::subs::BuiltinSub::Recv,
             t_last: t_req,
@@ -315,6 +363,46 @@ where
     end(&sh, &mut svsl, t_open, reason)
 }
 
+/// Reads and parses the PROXY header a `PROXY` listener expects before
+/// HTTP, within `deadline` (the session's `timeout_idle`), logging what
+/// varnishd logs. Bytes after the header stay in the read buffer as the
+/// start of the first request. `Err` is the session close reason: junk,
+/// an overflow, a timeout, the client closing, or a header refused.
+async fn read_proxy<S>(
+    conn: &mut ClientConn<S>,
+    svsl: &mut VslBuf,
+    deadline: tokio::time::Instant,
+) -> Result<lacquer_http::proxy::Proxied, &'static str>
+where
+    S: AsyncRead + Unpin,
+{
+    use lacquer_http::proxy::{Record, Scan, parse, scan};
+    loop {
+        match scan(&conn.rbuf) {
+            Scan::Complete(n) => {
+                let header = conn.rbuf.split_to(n);
+                let parsed = parse(&header);
+                for r in &parsed.log {
+                    match r {
+                        Record::Proxy(t) => svsl.log_str(Tag::Proxy, t),
+                        Record::Garbage(t) => svsl.log_str(Tag::ProxyGarbage, t),
+                    }
+                }
+                return parsed.result.map_err(|()| "RX_JUNK");
+            }
+            Scan::Junk => return Err("RX_JUNK"),
+            Scan::Overflow => return Err("RX_OVERFLOW"),
+            Scan::More => {}
+        }
+        conn.rbuf.reserve(2048);
+        match tokio::time::timeout_at(deadline, conn.stream.read_buf(&mut conn.rbuf)).await {
+            Err(_) => return Err("RX_TIMEOUT"),
+            Ok(Ok(0)) | Ok(Err(_)) => return Err("REM_CLOSE"),
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
 /// Where the (bad) head in `buf` ends: after its blank line, or all of
 /// `buf` when there is none.
 fn head_end(buf: &[u8]) -> usize {
@@ -347,6 +435,8 @@ pub struct SessInfoArgs {
     pub listener: Arc<str>,
     pub endpoint: Arc<str>,
     pub unix: bool,
+    /// The listener expects a PROXY protocol header first (`-a …,PROXY`).
+    pub proxy: bool,
 }
 
 #[cfg(test)]

@@ -132,6 +132,12 @@ pub fn ok(body: &str, extra: &str) -> Vec<u8> {
 /// Starts lacquerd with `vcl` (where `${b1}` is replaced by the first
 /// backend's `.host`/`.port` block).
 pub async fn lacquer(vcl: &str, params: &[&str]) -> Running {
+    lacquer_on(vcl, params, "127.0.0.1:0").await
+}
+
+/// Starts lacquerd as [`lacquer`] does, listening on `listen` (an `-a`
+/// argument, e.g. `127.0.0.1:0,PROXY`).
+pub async fn lacquer_on(vcl: &str, params: &[&str], listen: &str) -> Running {
     let mut p = ParamSet::default();
     for a in params {
         p.apply_arg(a).unwrap();
@@ -143,7 +149,7 @@ pub async fn lacquer(vcl: &str, params: &[&str]) -> Running {
     ));
     p.set("vsl_space", "1M").unwrap();
     let cfg = Config {
-        listen: vec![lacquer_server::listen::parse_listen("127.0.0.1:0", 0).unwrap()],
+        listen: vec![lacquer_server::listen::parse_listen(listen, 0).unwrap()],
         vcl: BootVcl::Inline(vcl.to_string()),
         storage: vec!["malloc,64m".to_string()],
         params: p,

@@ -179,8 +179,9 @@ pub trait Context {
     fn peer_cred(&self) -> Option<(u32, u32)>;
     /// `vmod tcp`: changes an option of the client's TCP socket.
     fn tcp_set(&mut self, op: TcpOp<'_>) -> Result<(), String>;
-    /// `vmod tcp`: `TCP_INFO` of the client's socket, `None` when not TCP.
-    fn tcp_info(&self) -> Option<TcpInfo>;
+    /// `vmod tcp`: `TCP_INFO` of the client's socket; `Err` says why there
+    /// is none (not a TCP connection, or the kernel's answer).
+    fn tcp_info(&self) -> Result<TcpInfo, String>;
 }
 
 /// A change to the client's TCP socket requested by `vmod tcp`.

@@ -433,7 +433,10 @@ impl Context for MockContext {
         Ok(())
     }
 
-    fn tcp_info(&self) -> Option<TcpInfo> {
-        self.vmod.tcp.clone()
+    fn tcp_info(&self) -> Result<TcpInfo, String> {
+        self.vmod
+            .tcp
+            .clone()
+            .ok_or_else(|| "no TCP_INFO set in the mock".to_string())
     }
 }
