@@ -16,7 +16,7 @@ use clap::Parser;
     disable_help_flag = true
 )]
 struct Args {
-    /// Listen address: [name=][address][:port][,PROTO][,mode=M] (repeatable).
+    /// Listen address: [name=][address][:port][,PROTO][,user=U][,group=G][,mode=M] (repeatable).
     #[arg(short = 'a', value_name = "ADDRESS")]
     listen: Vec<String>,
     /// Backend host[:port], used with the builtin VCL (instead of -f).
@@ -43,7 +43,8 @@ struct Args {
     /// Identity of this instance (server.identity).
     #[arg(short = 'i', value_name = "IDENTITY")]
     identity: Option<String>,
-    /// Jail (accepted for compatibility; Lacquer does not change user).
+    /// Jail: none, or unix[,user=U][,workuser=W][,ccgroup=G] (checked as
+    /// varnishd does; Lacquer does not switch users).
     #[arg(short = 'j', value_name = "JAIL")]
     jail: Option<String>,
     /// Shared-memory log size (vsl_space).
@@ -152,6 +153,12 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
                 anyhow::bail!("-x {other}: unknown reference (try: parameter, vsl, builtin)")
             }
         };
+    }
+    if let Some(j) = &args.jail {
+        let jail = lacquer_server::jail::parse_jail(j).map_err(anyhow::Error::msg)?;
+        if let Some(n) = jail.notice() {
+            eprintln!("{n}");
+        }
     }
     let mut params = lacquer_server::params::ParamSet::default();
     for p in &args.params {

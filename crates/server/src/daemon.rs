@@ -390,11 +390,21 @@ fn bind_all(specs: &[ListenSpec], backlog: u32) -> Result<Vec<Bound>, String> {
                         .map_err(|e| format!("Could not listen on {addr}: {e}"))?;
                     out.push(Bound::Tcp(l, named));
                 }
-                Endpoint::Unix { path, mode } => {
+                Endpoint::Unix {
+                    path,
+                    mode,
+                    uid,
+                    gid,
+                } => {
                     let _ = std::fs::remove_file(path);
                     let l = UnixListener::bind(path).map_err(|e| {
                         format!("Could not bind Unix socket {}: {e}", path.display())
                     })?;
+                    if uid.is_some() || gid.is_some() {
+                        std::os::unix::fs::chown(path, *uid, *gid).map_err(|e| {
+                            format!("Could not change the owner of {}: {e}", path.display())
+                        })?;
+                    }
                     if let Some(m) = mode {
                         use std::os::unix::fs::PermissionsExt;
                         std::fs::set_permissions(path, std::fs::Permissions::from_mode(*m))

@@ -11,6 +11,7 @@ pub mod daemon;
 pub mod demo;
 pub mod fetch;
 pub mod gzip;
+pub mod jail;
 pub mod listen;
 pub mod mgt;
 pub mod msg;
