@@ -18,6 +18,7 @@ pub mod msg;
 pub mod params;
 pub mod pipe;
 pub mod req;
+pub mod reqbody;
 pub mod rfc2616;
 pub mod session;
 pub mod sock;

@@ -12,9 +12,10 @@
 //!    connection ends here);
 //! 4. a malformed head gets a bare `400` and the connection closes; a good
 //!    head becomes a request transaction run by [`crate::req::handle`];
-//! 5. a request body is read completely before VCL runs (at most 64 MiB,
-//!    held in memory), so the next pipelined request starts at the right
-//!    byte and VCL can inspect the body;
+//! 5. a request body stays on the connection until a pass streams it to
+//!    the backend (only what `std.cache_req_body()` may keep is read before
+//!    VCL runs); one nobody read is discarded after the response, so the
+//!    next pipelined request starts at the right byte (`crate::reqbody`);
 //! 6. back to 3 while both sides keep the connection alive.
 //!
 //! Nothing here blocks a thread: a slow client costs one task.
@@ -29,9 +30,9 @@ use lacquer_http::{BodyKind, Limits, parse_request_buf};
 use lacquer_vsl::{Tag, VslBuf, Vxid};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::bodyio::BodyStream;
 use crate::msg::{ReqMsg, RespMsg};
 use crate::req::{After, ClientConn};
+use crate::reqbody::{Pending, ReqBody};
 use crate::rfc2616;
 use crate::state::Shared;
 use crate::task::{ReqTask, SessInfo, SessTimeouts};
@@ -297,6 +298,8 @@ pub async fn serve<S>(
             privs: Default::default(),
             req_body: None,
             req_body_failed: false,
+            body_pending: None,
+            body_broken: false,
             sock: sock.clone(),
             now: t_req,
             cur_sub: lacquer_vcl::subs::BuiltinSub::Recv,
@@ -304,8 +307,9 @@ pub async fn serve<S>(
         };
         task.backend_hint = task.vcl.default_backend();
         sh.counters.add(Main::s_req_hdrbytes, req_hdr_bytes as u64);
-        // The request body is read before VCL runs, so that VCL (and
-        // std.cache_req_body) can use it and a pass can forward it.
+        // The request body stays on the connection (see crate::reqbody),
+        // except what std.cache_req_body() may keep, read ahead here.
+        let body_timeout = Duration::from_secs_f64(tmo.timeout_idle.max(0.001));
         if body_kind != BodyKind::None {
             if expect == lacquer_http::Expect::Continue
                 && conn
@@ -316,34 +320,48 @@ pub async fn serve<S>(
             {
                 break "REM_CLOSE";
             }
-            let mut s = BodyStream::new(body_kind, false);
-            let t = Duration::from_secs_f64(tmo.timeout_idle.max(0.001));
-            match s
-                .collect(&mut conn.stream, &mut conn.rbuf, t, MAX_REQ_BODY)
+            let prefetch = task.vcl.req_body_prefetch;
+            let ahead = if prefetch == 0 {
+                Ok((ReqBody::Pending(Pending::new(body_kind)), 0))
+            } else {
+                ReqBody::read_ahead(
+                    body_kind,
+                    &mut conn.stream,
+                    &mut conn.rbuf,
+                    body_timeout,
+                    prefetch,
+                )
                 .await
-            {
-                Ok(b) => {
-                    sh.counters.add(Main::s_req_bodybytes, b.len() as u64);
-                    task.req_body = Some(b);
-                }
-                Err(e) => {
-                    task.vsl
-                        .log(Tag::ReqAcct, format_args!("body read error: {e}"));
-                    task.vsl.flush();
-                    sh.counters.inc(Main::sc_rx_body);
-                    // A body that never completes (timeout, EOF) ends the
-                    // session silently, as varnishd; bad framing gets a 400.
-                    if matches!(e, crate::bodyio::BodyIoError::Framing(_)) {
-                        let _ = conn
-                            .stream
-                            .write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
-                            .await;
+            };
+            match ahead {
+                Ok((b, n)) => {
+                    sh.counters.add(Main::s_req_bodybytes, n);
+                    match b {
+                        ReqBody::Cached(b) => task.req_body = Some(b),
+                        ReqBody::Pending(p) => task.body_pending = Some(p),
+                        ReqBody::None => {}
                     }
-                    break "RX_BODY";
                 }
+                Err(e) => break body_error(&sh, &mut task, &mut conn, e).await,
             }
         }
-        let after = crate::req::handle(&mut task, &mut conn).await;
+        let mut after = crate::req::handle(&mut task, &mut conn).await;
+        if task.body_broken {
+            after = After::Close;
+        }
+        // A body nobody read is read now and thrown away, so the next
+        // request starts at the right byte.
+        if let Some(p) = task.body_pending.take()
+            && after != After::Close
+        {
+            match p
+                .discard(&mut conn.stream, &mut conn.rbuf, body_timeout)
+                .await
+            {
+                Ok(n) => sh.counters.add(Main::s_req_bodybytes, n),
+                Err(_) => after = After::Close,
+            }
+        }
         let now = rfc2616::now();
         task.vsl
             .log_timestamp("Resp", now, now - t_req, now - task.now);
@@ -403,6 +421,30 @@ where
     }
 }
 
+/// A request body could not be read ahead: the session ends (with a 400
+/// for bad framing; silently for a timeout or EOF, as varnishd).
+async fn body_error<S>(
+    sh: &Shared,
+    task: &mut ReqTask,
+    conn: &mut ClientConn<S>,
+    e: crate::bodyio::BodyIoError,
+) -> &'static str
+where
+    S: AsyncWrite + Unpin,
+{
+    task.vsl
+        .log(Tag::ReqAcct, format_args!("body read error: {e}"));
+    task.vsl.flush();
+    sh.counters.inc(Main::sc_rx_body);
+    if matches!(e, crate::bodyio::BodyIoError::Framing(_)) {
+        let _ = conn
+            .stream
+            .write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
+            .await;
+    }
+    "RX_BODY"
+}
+
 /// Where the (bad) head in `buf` ends: after its blank line, or all of
 /// `buf` when there is none.
 fn head_end(buf: &[u8]) -> usize {
@@ -423,9 +465,6 @@ fn end(sh: &Shared, svsl: &mut VslBuf, t_open: f64, reason: &str) {
     svsl.log_str(Tag::End, "");
     svsl.flush();
 }
-
-/// The largest request body Lacquer accepts (it is held in memory).
-const MAX_REQ_BODY: u64 = 64 << 20;
 
 /// What the acceptor knows about a new connection.
 #[derive(Clone, Debug)]

@@ -245,6 +245,12 @@ pub struct ReqTask {
     /// `std.cache_req_body()` was asked to keep a body larger than its
     /// limit: varnishd gives up on such a request and closes.
     pub req_body_failed: bool,
+    /// The body (or its rest) still on the connection: what a pass
+    /// streams to the backend (see [`crate::reqbody`]).
+    pub body_pending: Option<crate::reqbody::Pending>,
+    /// Reading the body failed or stopped midway: the connection cannot
+    /// carry another request.
+    pub body_broken: bool,
     /// The client's TCP socket, for `std.set_ip_tos()` and vmod `tcp`
     /// (`None` on Unix sockets).
     pub sock: Option<crate::sock::SockCtl>,
@@ -571,10 +577,19 @@ impl Context for ReqTask {
     }
 
     fn cache_req_body(&mut self, max: u64) -> Result<bool, String> {
-        // The body was read when the request arrived.
-        let fits = self.req_body.as_ref().is_none_or(|b| b.len() as u64 <= max);
+        // What fits any limit in this VCL was read ahead before VCL ran; a
+        // body still pending is larger than that.
+        let fits = match &self.req_body {
+            Some(b) => b.len() as u64 <= max,
+            None => self.body_pending.is_none(),
+        };
         if !fits {
             self.req_body_failed = true;
+        } else if let Some(b) = &self.req_body {
+            // As varnishd: a cached body is forwarded with its length.
+            let len = b.len().to_string();
+            self.req.headers.remove("transfer-encoding");
+            self.req.headers.set("Content-Length", len);
         }
         Ok(fits)
     }

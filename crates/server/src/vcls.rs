@@ -170,6 +170,9 @@ pub struct LoadedVcl {
     pub vmods: Arc<dyn Vmods + Send + Sync>,
     /// Source files (name, text) for `vcl.show`.
     pub sources: Vec<(String, String)>,
+    /// How much of a request body is read before VCL runs, so that
+    /// `std.cache_req_body()` can keep it (see [`crate::reqbody`]).
+    pub req_body_prefetch: u64,
     probes: std::sync::Mutex<Vec<JoinHandle<()>>>,
     warm: AtomicBool,
 }
@@ -180,6 +183,20 @@ impl std::fmt::Debug for LoadedVcl {
             .field("name", &self.name)
             .finish()
     }
+}
+
+/// The largest limit `std.cache_req_body()` is called with: its constant
+/// argument, [`crate::reqbody::DYNAMIC_PREFETCH`] for a computed one, 0
+/// when the VCL never calls it.
+fn req_body_prefetch(ir: &lacquer_vcl::ir::Program) -> u64 {
+    ir.first_args_of("std", "cache_req_body")
+        .into_iter()
+        .map(|a| match a {
+            Some(lacquer_vcl::ir::Value::Bytes(b)) => b.max(0.0) as u64,
+            _ => crate::reqbody::DYNAMIC_PREFETCH,
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// A method as `VCL_call` names it.
@@ -487,6 +504,7 @@ pub fn compile(
         .filter(|(_, f)| f.kind() != lacquer_vcl::source::FileKind::Builtin)
         .map(|(_, f)| (f.name().to_string(), f.text().to_string()))
         .collect();
+    let prefetch = req_body_prefetch(&ir);
     Ok(LoadedVcl {
         name: vcl_name.to_string(),
         ir,
@@ -495,6 +513,7 @@ pub fn compile(
         host,
         vmods: Arc::new(vmods),
         sources,
+        req_body_prefetch: prefetch,
         probes: Default::default(),
         warm: AtomicBool::new(false),
     })
