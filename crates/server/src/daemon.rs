@@ -436,6 +436,46 @@ fn printable(b: &Bound) -> BoundListener {
     }
 }
 
+/// An `accept()` failed: counted by cause (`MAIN.sess_fail_*`) and logged
+/// (`SessError`) as varnishd does, then a short pause so that a resource
+/// shortage (out of file descriptors) does not spin.
+async fn accept_failed(
+    sh: &Shared,
+    name: &str,
+    local: Option<SocketAddr>,
+    fd: i32,
+    e: &std::io::Error,
+) {
+    use nix::errno::Errno;
+    let errno = e.raw_os_error().unwrap_or(0);
+    let by_cause = match Errno::from_raw(errno) {
+        Errno::ECONNABORTED => Main::sess_fail_econnaborted,
+        Errno::EINTR => Main::sess_fail_eintr,
+        Errno::EMFILE => Main::sess_fail_emfile,
+        Errno::EBADF => Main::sess_fail_ebadf,
+        Errno::ENOBUFS | Errno::ENOMEM => Main::sess_fail_enomem,
+        _ => Main::sess_fail_other,
+    };
+    sh.counters.inc(by_cause);
+    sh.counters.inc(Main::sess_fail);
+    // Unix sockets report 0.0.0.0 0, as varnishd.
+    let local = local.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let message = e.to_string();
+    let message = message.split(" (os error").next().unwrap_or_default();
+    sh.vsl.log_immediate(
+        lacquer_vsl::Tag::SessError,
+        lacquer_vsl::Vxid::plain(0),
+        format_args!(
+            "{name} {} {} {fd} {errno} \"{message}\"",
+            local.ip(),
+            local.port()
+        ),
+    );
+    if by_cause != Main::sess_fail_econnaborted && by_cause != Main::sess_fail_eintr {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
     match b {
         Bound::Tcp(l, named) => {
@@ -443,9 +483,10 @@ fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
                 loop {
                     let (s, peer) = match l.accept().await {
                         Ok(x) => x,
-                        Err(_) => {
-                            sh.counters.inc(Main::sess_fail);
-                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        Err(e) => {
+                            let local = l.local_addr().ok();
+                            let fd = std::os::fd::AsRawFd::as_raw_fd(&l);
+                            accept_failed(&sh, &named.name, local, fd, &e).await;
                             continue;
                         }
                     };
@@ -477,9 +518,9 @@ fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
                 loop {
                     let (s, _) = match l.accept().await {
                         Ok(x) => x,
-                        Err(_) => {
-                            sh.counters.inc(Main::sess_fail);
-                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        Err(e) => {
+                            let fd = std::os::fd::AsRawFd::as_raw_fd(&l);
+                            accept_failed(&sh, &named.name, None, fd, &e).await;
                             continue;
                         }
                     };
