@@ -287,6 +287,9 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
     {
         bo.bereq.headers.append("Host", h.clone());
     }
+    if bo.has_body && matches!(job.req_body, FetchBody::Taken) {
+        return Err("req.body not cached: it cannot be sent again".to_string());
+    }
     if !bo.has_body && !matches!(job.req_body, FetchBody::None) {
         // `unset bereq.body`: no body, so no framing for one either.
         bo.bereq.headers.remove("content-length");
@@ -358,9 +361,6 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             match std::mem::replace(&mut job.req_body, FetchBody::Taken) {
                 FetchBody::Stream { length, mut rx } => {
                     send_stream(&mut conn.stream, length, &mut rx).await?;
-                }
-                FetchBody::Taken => {
-                    return Err("req.body not cached: it cannot be sent again".to_string());
                 }
                 other => job.req_body = other,
             }

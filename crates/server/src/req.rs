@@ -622,7 +622,15 @@ where
         }
         let (tx, rx) = tokio::sync::mpsc::channel(CHANNEL_SEGMENTS);
         stream = Some((p, tx));
+        t.body_taken = true;
         FetchBody::Stream { length, rx }
+    } else if t.body_taken {
+        // A restarted request whose body an earlier pass streamed.
+        t.vsl.log_str(
+            Tag::VCL_Error,
+            "Uncached req.body can only be consumed once.",
+        );
+        FetchBody::Taken
     } else {
         FetchBody::None
     };

@@ -300,6 +300,7 @@ pub async fn serve<S>(
             req_body_failed: false,
             body_pending: None,
             body_broken: false,
+            body_taken: false,
             sock: sock.clone(),
             now: t_req,
             cur_sub: lacquer_vcl::subs::BuiltinSub::Recv,

@@ -251,6 +251,8 @@ pub struct ReqTask {
     /// Reading the body failed or stopped midway: the connection cannot
     /// carry another request.
     pub body_broken: bool,
+    /// A pass streamed the body already: it cannot be sent again.
+    pub body_taken: bool,
     /// The client's TCP socket, for `std.set_ip_tos()` and vmod `tcp`
     /// (`None` on Unix sockets).
     pub sock: Option<crate::sock::SockCtl>,

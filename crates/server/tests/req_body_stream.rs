@@ -248,3 +248,19 @@ async fn streamed_body_is_not_retried_cached_one_is() {
     assert_eq!(r.status, 200);
     assert_eq!(r.text(), "3 5 length", "sent again on the retry");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_after_a_streamed_body_fails_the_second_fetch() {
+    let be = sink().await;
+    let vcl = "sub vcl_recv { return (pass); }
+        sub vcl_deliver { if (req.restarts == 0) { return (restart); } }";
+    let l = lacquer(&vcl_with(be.addr, vcl), &[]).await;
+    let r = raw(
+        l.first_addr().unwrap(),
+        b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello",
+        false,
+    )
+    .await;
+    assert_eq!(r.status, 503, "the body cannot be sent a second time");
+    assert_eq!(be.requests.load(Ordering::SeqCst), 1);
+}
