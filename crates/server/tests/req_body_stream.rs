@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use common::*;
-use lacquer_http::{BodyKind, ChunkedDecoder, Limits, parse_request_buf};
+use lacquer_http::{BodyKind, ChunkedDecoder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -38,15 +38,8 @@ async fn sink() -> Sink {
             tokio::spawn(async move {
                 let mut buf = BytesMut::with_capacity(64 << 10);
                 loop {
-                    let head = loop {
-                        match parse_request_buf(&mut buf, &Limits::request()) {
-                            Ok(Some(h)) => break h,
-                            Ok(None) => {}
-                            Err(_) => return,
-                        }
-                        if s.read_buf(&mut buf).await.unwrap_or(0) == 0 {
-                            return;
-                        }
+                    let Some(head) = read_head(&mut s, &mut buf).await else {
+                        return;
                     };
                     let n = requests.fetch_add(1, Ordering::SeqCst) + 1;
                     let mut got = 0u64;

@@ -71,16 +71,8 @@ where
             tokio::spawn(async move {
                 let mut buf = BytesMut::new();
                 loop {
-                    let head = loop {
-                        match parse_request_buf(&mut buf, &Limits::request()) {
-                            Ok(Some(h)) => break h,
-                            Ok(None) => {}
-                            Err(_) => return,
-                        }
-                        match s.read_buf(&mut buf).await {
-                            Ok(n) if n > 0 => {}
-                            _ => return,
-                        }
+                    let Some(head) = read_head(&mut s, &mut buf).await else {
+                        return;
                     };
                     let mut body = Vec::new();
                     if let BodyKind::Length(n) = head.body {
@@ -118,6 +110,21 @@ where
         }
     });
     Backend { addr, hits, seen }
+}
+
+/// Reads one request head off `s` (what follows stays in `buf`); `None`
+/// when the connection closes or sends something unparsable first.
+pub async fn read_head(s: &mut TcpStream, buf: &mut BytesMut) -> Option<lacquer_http::RequestHead> {
+    loop {
+        match parse_request_buf(buf, &Limits::request()) {
+            Ok(Some(h)) => return Some(h),
+            Ok(None) => {}
+            Err(_) => return None,
+        }
+        if s.read_buf(buf).await.unwrap_or(0) == 0 {
+            return None;
+        }
+    }
 }
 
 /// A plain `200` response with a body and extra headers.
