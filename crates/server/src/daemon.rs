@@ -269,6 +269,10 @@ impl Context for InitTask {
     fn proxy_tlv(&self, _: u8) -> Option<&[u8]> {
         None
     }
+    fn session_workspace_free(&self) -> i64 {
+        0
+    }
+
     fn peer_cred(&self) -> Option<(u32, u32)> {
         None
     }

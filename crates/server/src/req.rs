@@ -652,6 +652,7 @@ where
             r = &mut pump => match r {
                 Ok((n, left)) => {
                     t.sh.counters.add(Main::s_req_bodybytes, n);
+                    t.req_body_bytes += n;
                     t.body_pending = left;
                 }
                 Err(e) => {
@@ -1125,8 +1126,8 @@ where
         format_args!(
             "{} {} {} {} {} {}",
             t.req_hdr_bytes,
-            0,
-            t.req_hdr_bytes,
+            t.req_body_bytes,
+            t.req_hdr_bytes + t.req_body_bytes,
             hdr_bytes,
             body_bytes,
             hdr_bytes + body_bytes

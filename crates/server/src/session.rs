@@ -101,11 +101,15 @@ pub async fn serve<S>(
         endpoint: sess.endpoint.clone(),
         unix: sess.unix,
         proxy_tlvs: Vec::new(),
+        ws_free: 0,
     };
+    let mut ws = SessWs::new(sh.params().bytes("workspace_session"));
     if sess.proxy {
+        // SessOpen is visible while the header is awaited.
+        svsl.flush();
         let idle = sh.params().duration("timeout_idle");
         let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(idle.max(0.001));
-        match read_proxy(&mut conn, &mut svsl, deadline).await {
+        match read_proxy(&mut conn, &mut svsl, &mut ws, deadline).await {
             Ok(p) => {
                 if let Some(a) = p.addrs {
                     info.client = a.client;
@@ -114,6 +118,11 @@ pub async fn serve<S>(
                     info.server = a.server;
                 }
                 info.proxy_tlvs = p.tlvs;
+            }
+            Err(WS_OVERFLOW) => {
+                sh.counters.inc(Main::ws_session_overflow);
+                sh.counters.inc(Main::sc_rx_junk);
+                return end(&sh, &mut svsl, t_open, "RX_JUNK");
             }
             Err(reason) => {
                 sh.counters.inc(match reason {
@@ -126,6 +135,14 @@ pub async fn serve<S>(
             }
         }
     }
+    // The HTTP/1 protocol's private data comes last.
+    if !ws.alloc(POINTER) {
+        svsl.log_str(Tag::Error, "insufficient workspace (proto_priv)");
+        sh.counters.inc(Main::ws_session_overflow);
+        sh.counters.inc(Main::sc_rx_junk);
+        return end(&sh, &mut svsl, t_open, "RX_JUNK");
+    }
+    info.ws_free = ws.free();
     svsl.flush();
     let info = Arc::new(info);
     let mut tmo = timeouts(&sh);
@@ -290,6 +307,7 @@ pub async fn serve<S>(
             purging: false,
             vcl_failed: false,
             req_hdr_bytes: req_hdr_bytes as u64,
+            req_body_bytes: 0,
             digest: None,
             resp: RespMsg::new(200),
             obj: None,
@@ -337,6 +355,7 @@ pub async fn serve<S>(
             match ahead {
                 Ok((b, n)) => {
                     sh.counters.add(Main::s_req_bodybytes, n);
+                    task.req_body_bytes = n;
                     match b {
                         ReqBody::Cached(b) => task.req_body = Some(b),
                         ReqBody::Pending(p) => task.body_pending = Some(p),
@@ -390,6 +409,7 @@ pub async fn serve<S>(
 async fn read_proxy<S>(
     conn: &mut ClientConn<S>,
     svsl: &mut VslBuf,
+    ws: &mut SessWs,
     deadline: tokio::time::Instant,
 ) -> Result<lacquer_http::proxy::Proxied, &'static str>
 where
@@ -401,13 +421,34 @@ where
             Scan::Complete(n) => {
                 let header = conn.rbuf.split_to(n);
                 let parsed = parse(&header);
+                // As varnishd: the addresses and the client's address as
+                // text go into the session workspace before the Proxy
+                // record, the TLVs after it.
+                if let Ok(p) = &parsed.result
+                    && let Some(a) = &p.addrs
+                    && !(ws.alloc(SUCKADDR)
+                        && ws.alloc(SUCKADDR)
+                        && ws.alloc(a.client_ip.len() as u64 + 1)
+                        && ws.alloc(a.client_port.len() as u64 + 1))
+                {
+                    svsl.log_str(Tag::Error, "insufficient workspace");
+                    return Err(WS_OVERFLOW);
+                }
                 for r in &parsed.log {
                     match r {
                         Record::Proxy(t) => svsl.log_str(Tag::Proxy, t),
                         Record::Garbage(t) => svsl.log_str(Tag::ProxyGarbage, t),
                     }
                 }
-                return parsed.result.map_err(|()| "RX_JUNK");
+                let p = parsed.result.map_err(|()| "RX_JUNK")?;
+                if p.version == 2
+                    && p.addrs.is_some()
+                    && !(ws.alloc(TLV_HEAD + p.tlvs.len() as u64) && ws.alloc(POINTER))
+                {
+                    svsl.log_str(Tag::Error, "insufficient workspace");
+                    return Err(WS_OVERFLOW);
+                }
+                return Ok(p);
             }
             Scan::Junk => return Err("RX_JUNK"),
             Scan::Overflow => return Err("RX_OVERFLOW"),
@@ -419,6 +460,55 @@ where
             Ok(Ok(0)) | Ok(Err(_)) => return Err("REM_CLOSE"),
             Ok(Ok(_)) => {}
         }
+    }
+}
+
+/// The session workspace (`workspace_session`) as varnishd 7.1 on a 64-bit
+/// host fills it: the session itself and its socket addresses, then what a
+/// PROXY header adds (two more addresses, the client address as text, the
+/// TLVs), then the HTTP/1 protocol's private pointer. Lacquer keeps these
+/// elsewhere, but accounts them with varnishd's sizes so that a
+/// `workspace_session` too small for a connection fails it as varnishd
+/// does (`Error insufficient workspace`, `MAIN.ws_session_overflow`), and
+/// `vtc.workspace_free(session)` reads the same.
+#[derive(Clone, Copy, Debug)]
+pub struct SessWs {
+    size: u64,
+    used: u64,
+}
+
+/// What a session uses before any PROXY header.
+const SESS_BASE: u64 = 280;
+/// A socket address (`struct suckaddr`).
+const SUCKADDR: u64 = 32;
+/// The header of the kept TLV copy, and a pointer-sized attribute.
+const TLV_HEAD: u64 = 8;
+const POINTER: u64 = 8;
+/// `read_proxy`'s answer when the session workspace overflowed.
+const WS_OVERFLOW: &str = "WS_OVERFLOW";
+
+impl SessWs {
+    fn new(size: u64) -> Self {
+        SessWs {
+            size,
+            used: SESS_BASE.min(size),
+        }
+    }
+
+    /// Takes `n` bytes (rounded up to 8, as varnishd aligns), or `false`
+    /// when they do not fit.
+    fn alloc(&mut self, n: u64) -> bool {
+        let n = n.div_ceil(8) * 8;
+        if self.used + n > self.size {
+            return false;
+        }
+        self.used += n;
+        true
+    }
+
+    /// Bytes left.
+    pub fn free(&self) -> u64 {
+        self.size - self.used
     }
 }
 
@@ -481,7 +571,33 @@ pub struct SessInfoArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::head_end;
+    use super::{POINTER, SUCKADDR, SessWs, TLV_HEAD, head_end};
+
+    /// The figures varnishd 7.1 reports through vtc.workspace_free(session)
+    /// with workspace_session 768: a plain connection, a PROXY v1 one and a
+    /// PROXY v2 one carrying 89 bytes of TLVs.
+    #[test]
+    fn session_workspace_as_varnishd() {
+        let mut plain = SessWs::new(768);
+        assert!(plain.alloc(POINTER));
+        assert_eq!(plain.free(), 480);
+        let mut v1 = SessWs::new(768);
+        for n in [SUCKADDR, SUCKADDR, 8, 5, POINTER] {
+            assert!(v1.alloc(n));
+        }
+        assert_eq!(v1.free(), 400);
+        let mut v2 = SessWs::new(768);
+        for n in [SUCKADDR, SUCKADDR, 14, 6, TLV_HEAD + 89, POINTER, POINTER] {
+            assert!(v2.alloc(n));
+        }
+        assert_eq!(v2.free(), 280);
+        // o00006: 480 bytes hold that header but not the protocol's pointer.
+        let mut tight = SessWs::new(480);
+        for n in [SUCKADDR, SUCKADDR, 14, 6, TLV_HEAD + 89, POINTER] {
+            assert!(tight.alloc(n));
+        }
+        assert!(!tight.alloc(POINTER));
+    }
 
     #[test]
     fn bad_head_ends_at_its_first_blank_line() {

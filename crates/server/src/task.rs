@@ -47,6 +47,9 @@ pub struct SessInfo {
     pub unix: bool,
     /// The TLVs of the session's PROXY v2 header (empty without one).
     pub proxy_tlvs: Vec<u8>,
+    /// What is left of the session workspace as varnishd would have it
+    /// (see [`crate::session::SessWs`]).
+    pub ws_free: u64,
 }
 
 /// Per-session timeouts VCL may change (`sess.*`).
@@ -232,6 +235,8 @@ pub struct ReqTask {
     pub vcl_failed: bool,
     /// Bytes of the request head, for `ReqAcct`.
     pub req_hdr_bytes: u64,
+    /// Bytes of the request body read so far, for `ReqAcct`.
+    pub req_body_bytes: u64,
     pub digest: Option<lacquer_cache::Digest>,
     pub resp: RespMsg,
     /// The object being delivered or hit.
@@ -632,6 +637,10 @@ impl Context for ReqTask {
 
     fn proxy_tlv(&self, kind: u8) -> Option<&[u8]> {
         lacquer_http::proxy::find_tlv(&self.sess.proxy_tlvs, kind)
+    }
+
+    fn session_workspace_free(&self) -> i64 {
+        self.sess.ws_free as i64
     }
 
     fn peer_cred(&self) -> Option<(u32, u32)> {
@@ -1126,6 +1135,10 @@ impl Context for BoTask {
 
     fn proxy_tlv(&self, _kind: u8) -> Option<&[u8]> {
         None
+    }
+
+    fn session_workspace_free(&self) -> i64 {
+        self.sess.ws_free as i64
     }
 
     fn peer_cred(&self) -> Option<(u32, u32)> {

@@ -3,9 +3,12 @@
 //! NULL backend/storage/IP values, C type sizes and PROXY header
 //! construction.
 //!
-//! The workspace functions and the VSL writers are not provided: Lacquer
-//! has no per-task workspaces to exhaust and no way to write arbitrary log
-//! tags from VCL, so VCLs using them fail to compile rather than pretend.
+//! Of the workspace functions only `workspace_free(session)` is provided,
+//! from the server's accounting of the session workspace; Lacquer has no
+//! client, backend or thread workspaces (calls for them fail the task), and
+//! no way to write arbitrary log tags from VCL, so VCLs using the other
+//! workspace functions or the VSL writers fail to compile rather than
+//! pretend.
 //! `vtc.panic()` fails the task with the message instead of crashing the
 //! process.
 
@@ -28,6 +31,7 @@ $Function VOID panic(STRANDS)
 $Function VOID sleep(DURATION)
 $Function INT typesize(STRING)
 $Function BLOB proxy_header(ENUM {v1, v2} version, IP client, IP server, STRING authority=0)
+$Function INT workspace_free(ENUM {client, backend, session, thread})
 "#;
 
 pub(crate) static MODULE: ModuleImpl = ModuleImpl {
@@ -41,6 +45,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("sleep", sleep),
         ("typesize", typesize),
         ("proxy_header", proxy_header),
+        ("workspace_free", workspace_free),
     ],
     classes: &[],
 };
@@ -141,6 +146,18 @@ fn proxy_header(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
         lacquer_http::proxy::encode_v1(&c.ip().to_string(), &c.port().to_string(), s)
     };
     Ok(Value::Blob(header.into()))
+}
+
+/// The session workspace is accounted as varnishd fills it; the others
+/// have no counterpart in Lacquer, which allocates per object instead.
+fn workspace_free(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    match a.enum_(0)? {
+        Some("session") => Ok(Value::Int(ctx.session_workspace_free())),
+        other => Err(format!(
+            "vtc.workspace_free({}): Lacquer has no such workspace; only the session workspace is accounted",
+            other.unwrap_or_default()
+        )),
+    }
 }
 
 #[cfg(test)]

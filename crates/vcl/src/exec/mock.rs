@@ -415,6 +415,10 @@ impl Context for MockContext {
         self.vmod.proxy_tlvs.get(&kind).map(|v| &v[..])
     }
 
+    fn session_workspace_free(&self) -> i64 {
+        480
+    }
+
     fn peer_cred(&self) -> Option<(u32, u32)> {
         self.vmod.peer_cred
     }
