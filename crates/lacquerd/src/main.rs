@@ -203,6 +203,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     for (i, a) in listen_args.iter().enumerate() {
         listen.push(lacquer_server::listen::parse_listen(a, i)?);
     }
+    lacquer_server::listen::check_distinct(&listen)?;
     let workdir = args
         .workdir
         .as_deref()

@@ -730,6 +730,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     });
     sh.apply_params(&params);
     let sections = crate::stats::Sections::new(&vsc, &sh).map_err(|e| e.to_string())?;
+    let bound = bind_all(&cfg.listen, params.uint("listen_depth") as u32)?;
     // The boot VCL.
     let text = match &cfg.vcl {
         BootVcl::File(p) => Some((
@@ -752,8 +753,8 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         drop(reg);
         sh.active.store(Arc::new(Some(v)));
     }
-    // Listeners.
-    let bound = bind_all(&cfg.listen, params.uint("listen_depth") as u32)?;
+    // Listeners (bound before the boot VCL compiles, as varnishd binds
+    // them while reading its arguments; they accept once it is loaded).
     *sh.listeners.lock().unwrap_or_else(|e| e.into_inner()) = bound.iter().map(printable).collect();
     for b in bound {
         spawn_acceptor(sh.clone(), b);

@@ -185,6 +185,10 @@ pub fn parse_listen(arg: &str, index: usize) -> Result<ListenSpec, ListenError> 
     }
     let proto = proto.unwrap_or(Proto::Http);
     let endpoints = if unix {
+        // sun_path holds 108 bytes with the terminating NUL.
+        if addr.len() > 107 {
+            return Err(bad(arg, format!("Got no socket(s) for {addr}")));
+        }
         vec![Endpoint::Unix {
             path: PathBuf::from(addr),
             mode,
@@ -200,6 +204,30 @@ pub fn parse_listen(arg: &str, index: usize) -> Result<ListenSpec, ListenError> 
         endpoints,
         proto,
     })
+}
+
+/// Refuses two `-a` arguments that name one address, as varnishd does
+/// before it binds anything.
+pub fn check_distinct(specs: &[ListenSpec]) -> Result<(), ListenError> {
+    for (i, a) in specs.iter().enumerate() {
+        for b in &specs[i + 1..] {
+            let same = |x: &Endpoint, y: &Endpoint| match (x, y) {
+                (Endpoint::Unix { path: p, .. }, Endpoint::Unix { path: q, .. }) => p == q,
+                (Endpoint::Tcp(p), Endpoint::Tcp(q)) => p == q && p.port() != 0,
+                _ => false,
+            };
+            if a.endpoints
+                .iter()
+                .any(|x| b.endpoints.iter().any(|y| same(x, y)))
+            {
+                return Err(ListenError::Bad(format!(
+                    "-a arguments {} and {} have same address",
+                    a.written, b.written
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Resolves `host[:port]`, `[v6]:port`, `:port` or `host` (port 80).
@@ -368,6 +396,30 @@ mod tests {
         assert_eq!(
             e("foo/bar.sock"),
             "Unix domain socket addresses must be absolute paths in -a (foo/bar.sock)"
+        );
+    }
+
+    #[test]
+    fn same_address_twice_is_refused() {
+        let specs = [
+            parse_listen("127.0.0.1:38484", 0).unwrap(),
+            parse_listen("127.0.0.1:38484", 1).unwrap(),
+        ];
+        assert_eq!(
+            check_distinct(&specs).unwrap_err().to_string(),
+            "-a arguments 127.0.0.1:38484 and 127.0.0.1:38484 have same address"
+        );
+        let any_port = [
+            parse_listen("127.0.0.1:0", 0).unwrap(),
+            parse_listen("127.0.0.1:0", 1).unwrap(),
+        ];
+        assert!(check_distinct(&any_port).is_ok(), "port 0 picks two ports");
+        let long = format!("/{}", "x".repeat(120));
+        assert!(
+            parse_listen(&long, 0)
+                .unwrap_err()
+                .to_string()
+                .starts_with("Got no socket(s) for /xxx")
         );
     }
 
