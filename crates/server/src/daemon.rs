@@ -506,7 +506,6 @@ fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
                         local,
                         listener: named.name.clone(),
                         endpoint: named.written.clone(),
-                        unix: false,
                         proxy: named.proxy,
                     };
                     let sh = sh.clone();
@@ -531,13 +530,14 @@ fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
                     if !sh.is_running() {
                         continue;
                     }
+                    // Unix-socket sessions report 0.0.0.0 addresses, as
+                    // varnishd (a PROXY header may still name others).
                     let zero = SocketAddr::from(([0, 0, 0, 0], 0));
                     let args = SessInfoArgs {
                         client: zero,
                         local: zero,
                         listener: named.name.clone(),
                         endpoint: named.written.clone(),
-                        unix: true,
                         proxy: named.proxy,
                     };
                     let sh = sh.clone();

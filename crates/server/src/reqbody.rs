@@ -44,12 +44,9 @@ pub struct Pending {
     prefix: Vec<Bytes>,
 }
 
-/// What a request has of its body.
-#[derive(Debug, Default)]
+/// What reading ahead got of a body.
+#[derive(Debug)]
 pub enum ReqBody {
-    /// No body, or it was consumed.
-    #[default]
-    None,
     /// Read completely and kept.
     Cached(Bytes),
     /// Still (at least partly) on the connection.
@@ -120,11 +117,6 @@ impl ReqBody {
             }),
             have,
         ))
-    }
-
-    /// Whether body bytes may still be on the connection.
-    pub fn is_pending(&self) -> bool {
-        matches!(self, ReqBody::Pending(_))
     }
 }
 
@@ -225,7 +217,7 @@ mod tests {
         let (b, n) = ReqBody::read_ahead(BodyKind::Length(5), &mut r, &mut buf, T, 4)
             .await
             .unwrap();
-        assert!(b.is_pending());
+        assert!(matches!(b, ReqBody::Pending(_)));
         assert_eq!((n, buf.len()), (0, 5), "nothing read for a known-big body");
 
         let wire = b"3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n";
@@ -234,7 +226,7 @@ mod tests {
         let (b, n) = ReqBody::read_ahead(BodyKind::Chunked, &mut r, &mut buf, T, 2)
             .await
             .unwrap();
-        assert!(b.is_pending());
+        assert!(matches!(b, ReqBody::Pending(_)));
         assert!(n > 2);
         let ReqBody::Pending(p) = b else {
             unreachable!()

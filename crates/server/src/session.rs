@@ -99,7 +99,6 @@ pub async fn serve<S>(
         local: sess.local,
         listener: sess.listener.clone(),
         endpoint: sess.endpoint.clone(),
-        unix: sess.unix,
         proxy_tlvs: Vec::new(),
         ws_free: 0,
     };
@@ -359,7 +358,6 @@ pub async fn serve<S>(
                     match b {
                         ReqBody::Cached(b) => task.req_body = Some(b),
                         ReqBody::Pending(p) => task.body_pending = Some(p),
-                        ReqBody::None => {}
                     }
                 }
                 Err(e) => break body_error(&sh, &mut task, &mut conn, e).await,
@@ -564,7 +562,6 @@ pub struct SessInfoArgs {
     pub local: SocketAddr,
     pub listener: Arc<str>,
     pub endpoint: Arc<str>,
-    pub unix: bool,
     /// The listener expects a PROXY protocol header first (`-a …,PROXY`).
     pub proxy: bool,
 }

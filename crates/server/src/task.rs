@@ -43,8 +43,6 @@ pub struct SessInfo {
     /// The listener's name (`a0`, …) and address as written.
     pub listener: Arc<str>,
     pub endpoint: Arc<str>,
-    /// Unix-socket listeners report 0.0.0.0 addresses, as varnishd does.
-    pub unix: bool,
     /// The TLVs of the session's PROXY v2 header (empty without one).
     pub proxy_tlvs: Vec<u8>,
     /// What is left of the session workspace as varnishd would have it
