@@ -58,6 +58,7 @@ mod error;
 pub mod framing;
 pub mod headers;
 pub mod parse;
+pub mod proxy;
 pub mod status;
 pub mod write;
 

@@ -16,7 +16,7 @@ use clap::Parser;
     disable_help_flag = true
 )]
 struct Args {
-    /// Listen address: [name=][address][:port][,PROTO][,mode=M] (repeatable).
+    /// Listen address: [name=][address][:port][,PROTO][,user=U][,group=G][,mode=M] (repeatable).
     #[arg(short = 'a', value_name = "ADDRESS")]
     listen: Vec<String>,
     /// Backend host[:port], used with the builtin VCL (instead of -f).
@@ -43,7 +43,8 @@ struct Args {
     /// Identity of this instance (server.identity).
     #[arg(short = 'i', value_name = "IDENTITY")]
     identity: Option<String>,
-    /// Jail (accepted for compatibility; Lacquer does not change user).
+    /// Jail: none, or unix[,user=U][,workuser=W][,ccgroup=G] (checked as
+    /// varnishd does; Lacquer does not switch users).
     #[arg(short = 'j', value_name = "JAIL")]
     jail: Option<String>,
     /// Shared-memory log size (vsl_space).
@@ -153,6 +154,12 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         };
     }
+    if let Some(j) = &args.jail {
+        let jail = lacquer_server::jail::parse_jail(j).map_err(anyhow::Error::msg)?;
+        if let Some(n) = jail.notice() {
+            eprintln!("{n}");
+        }
+    }
     let mut params = lacquer_server::params::ParamSet::default();
     for p in &args.params {
         params.apply_arg(p)?;
@@ -196,6 +203,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     for (i, a) in listen_args.iter().enumerate() {
         listen.push(lacquer_server::listen::parse_listen(a, i)?);
     }
+    lacquer_server::listen::check_distinct(&listen)?;
     let workdir = args
         .workdir
         .as_deref()

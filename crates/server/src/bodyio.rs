@@ -143,27 +143,6 @@ impl BodyStream {
             }
         }
     }
-
-    /// Reads the rest of the body into one buffer, refusing more than `max`
-    /// bytes.
-    pub async fn collect<R: AsyncRead + Unpin>(
-        &mut self,
-        r: &mut R,
-        buf: &mut BytesMut,
-        timeout: Duration,
-        max: u64,
-    ) -> Result<Bytes, BodyIoError> {
-        let mut out = BytesMut::new();
-        while let Some(seg) = self.next(r, buf, timeout).await? {
-            if (out.len() + seg.len()) as u64 > max {
-                return Err(BodyIoError::Framing(format!(
-                    "body larger than {max} bytes"
-                )));
-            }
-            out.extend_from_slice(&seg);
-        }
-        Ok(out.freeze())
-    }
 }
 
 #[cfg(test)]
@@ -216,8 +195,5 @@ mod tests {
             s.next(&mut r, &mut BytesMut::new(), t).await,
             Err(BodyIoError::Framing(_))
         ));
-        let mut r: &[u8] = b"0123456789";
-        let mut s = BodyStream::new(BodyKind::Length(10), true);
-        assert!(s.collect(&mut r, &mut BytesMut::new(), t, 5).await.is_err());
     }
 }

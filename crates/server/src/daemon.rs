@@ -269,6 +269,10 @@ impl Context for InitTask {
     fn proxy_tlv(&self, _: u8) -> Option<&[u8]> {
         None
     }
+    fn session_workspace_free(&self) -> i64 {
+        0
+    }
+
     fn peer_cred(&self) -> Option<(u32, u32)> {
         None
     }
@@ -281,8 +285,8 @@ impl Context for InitTask {
         Err("vmod tcp works on client connections only".to_string())
     }
 
-    fn tcp_info(&self) -> Option<lacquer_vcl::exec::TcpInfo> {
-        None
+    fn tcp_info(&self) -> Result<lacquer_vcl::exec::TcpInfo, String> {
+        Err(nope("tcp.dump_info"))
     }
 }
 
@@ -343,16 +347,29 @@ impl Drop for SessGuard {
 
 /// A bound listener ready to accept.
 enum Bound {
-    Tcp(TcpListener, Arc<str>, Arc<str>),
-    Unix(UnixListener, Arc<str>, Arc<str>, PathBuf),
+    Tcp(TcpListener, Named),
+    Unix(UnixListener, Named, PathBuf),
+}
+
+/// What a listener tells its sessions about itself.
+#[derive(Clone)]
+struct Named {
+    name: Arc<str>,
+    /// The address as the operator wrote it.
+    written: Arc<str>,
+    /// `PROXY` listener: sessions start with a PROXY protocol header.
+    proxy: bool,
 }
 
 fn bind_all(specs: &[ListenSpec], backlog: u32) -> Result<Vec<Bound>, String> {
     let mut out = Vec::new();
     for spec in specs {
         for ep in &spec.endpoints {
-            let name: Arc<str> = Arc::from(spec.name.as_str());
-            let written: Arc<str> = Arc::from(spec.written.as_str());
+            let named = Named {
+                name: Arc::from(spec.name.as_str()),
+                written: Arc::from(spec.written.as_str()),
+                proxy: spec.proto == crate::listen::Proto::Proxy,
+            };
             match ep {
                 Endpoint::Tcp(addr) => {
                     let sock = if addr.is_ipv4() {
@@ -375,19 +392,29 @@ fn bind_all(specs: &[ListenSpec], backlog: u32) -> Result<Vec<Bound>, String> {
                     let l = sock
                         .listen(backlog)
                         .map_err(|e| format!("Could not listen on {addr}: {e}"))?;
-                    out.push(Bound::Tcp(l, name, written));
+                    out.push(Bound::Tcp(l, named));
                 }
-                Endpoint::Unix { path, mode } => {
+                Endpoint::Unix {
+                    path,
+                    mode,
+                    uid,
+                    gid,
+                } => {
                     let _ = std::fs::remove_file(path);
                     let l = UnixListener::bind(path).map_err(|e| {
                         format!("Could not bind Unix socket {}: {e}", path.display())
                     })?;
+                    if uid.is_some() || gid.is_some() {
+                        std::os::unix::fs::chown(path, *uid, *gid).map_err(|e| {
+                            format!("Could not change the owner of {}: {e}", path.display())
+                        })?;
+                    }
                     if let Some(m) = mode {
                         use std::os::unix::fs::PermissionsExt;
                         std::fs::set_permissions(path, std::fs::Permissions::from_mode(*m))
                             .map_err(|e| format!("Could not chmod {}: {e}", path.display()))?;
                     }
-                    out.push(Bound::Unix(l, name, written, path.clone()));
+                    out.push(Bound::Unix(l, named, path.clone()));
                 }
             }
         }
@@ -397,7 +424,7 @@ fn bind_all(specs: &[ListenSpec], backlog: u32) -> Result<Vec<Bound>, String> {
 
 fn printable(b: &Bound) -> BoundListener {
     match b {
-        Bound::Tcp(l, name, _) => {
+        Bound::Tcp(l, Named { name, .. }) => {
             let a = l
                 .local_addr()
                 .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
@@ -406,23 +433,64 @@ fn printable(b: &Bound) -> BoundListener {
                 printable: format!("{} {}", a.ip(), a.port()),
             }
         }
-        Bound::Unix(_, name, _, path) => BoundListener {
+        Bound::Unix(_, Named { name, .. }, path) => BoundListener {
             name: name.to_string(),
             printable: format!("{} -", path.display()),
         },
     }
 }
 
+/// An `accept()` failed: counted by cause (`MAIN.sess_fail_*`) and logged
+/// (`SessError`) as varnishd does, then a short pause so that a resource
+/// shortage (out of file descriptors) does not spin.
+async fn accept_failed(
+    sh: &Shared,
+    name: &str,
+    local: Option<SocketAddr>,
+    fd: i32,
+    e: &std::io::Error,
+) {
+    use nix::errno::Errno;
+    let errno = e.raw_os_error().unwrap_or(0);
+    let by_cause = match Errno::from_raw(errno) {
+        Errno::ECONNABORTED => Main::sess_fail_econnaborted,
+        Errno::EINTR => Main::sess_fail_eintr,
+        Errno::EMFILE => Main::sess_fail_emfile,
+        Errno::EBADF => Main::sess_fail_ebadf,
+        Errno::ENOBUFS | Errno::ENOMEM => Main::sess_fail_enomem,
+        _ => Main::sess_fail_other,
+    };
+    sh.counters.inc(by_cause);
+    sh.counters.inc(Main::sess_fail);
+    // Unix sockets report 0.0.0.0 0, as varnishd.
+    let local = local.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let message = e.to_string();
+    let message = message.split(" (os error").next().unwrap_or_default();
+    sh.vsl.log_immediate(
+        lacquer_vsl::Tag::SessError,
+        lacquer_vsl::Vxid::plain(0),
+        format_args!(
+            "{name} {} {} {fd} {errno} \"{message}\"",
+            local.ip(),
+            local.port()
+        ),
+    );
+    if by_cause != Main::sess_fail_econnaborted && by_cause != Main::sess_fail_eintr {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
     match b {
-        Bound::Tcp(l, name, written) => {
+        Bound::Tcp(l, named) => {
             tokio::spawn(async move {
                 loop {
                     let (s, peer) = match l.accept().await {
                         Ok(x) => x,
-                        Err(_) => {
-                            sh.counters.inc(Main::sess_fail);
-                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        Err(e) => {
+                            let local = l.local_addr().ok();
+                            let fd = std::os::fd::AsRawFd::as_raw_fd(&l);
+                            accept_failed(&sh, &named.name, local, fd, &e).await;
                             continue;
                         }
                     };
@@ -432,47 +500,50 @@ fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
                     }
                     let _ = s.set_nodelay(true);
                     let local = s.local_addr().unwrap_or(peer);
+                    let (s, ctl) = crate::sock::client_stream(s);
                     let args = SessInfoArgs {
                         client: peer,
                         local,
-                        listener: name.clone(),
-                        endpoint: written.clone(),
-                        unix: false,
+                        listener: named.name.clone(),
+                        endpoint: named.written.clone(),
+                        proxy: named.proxy,
                     };
                     let sh = sh.clone();
                     tokio::spawn(async move {
                         let _g = SessGuard::new();
-                        crate::session::serve(sh, s, args).await;
+                        crate::session::serve(sh, s, args, Some(ctl)).await;
                     });
                 }
             });
         }
-        Bound::Unix(l, name, written, _) => {
+        Bound::Unix(l, named, _) => {
             tokio::spawn(async move {
                 loop {
                     let (s, _) = match l.accept().await {
                         Ok(x) => x,
-                        Err(_) => {
-                            sh.counters.inc(Main::sess_fail);
-                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        Err(e) => {
+                            let fd = std::os::fd::AsRawFd::as_raw_fd(&l);
+                            accept_failed(&sh, &named.name, None, fd, &e).await;
                             continue;
                         }
                     };
                     if !sh.is_running() {
                         continue;
                     }
+                    // Unix-socket sessions report 0.0.0.0 addresses, as
+                    // varnishd (a PROXY header may still name others).
                     let zero = SocketAddr::from(([0, 0, 0, 0], 0));
                     let args = SessInfoArgs {
                         client: zero,
                         local: zero,
-                        listener: name.clone(),
-                        endpoint: written.clone(),
-                        unix: true,
+                        listener: named.name.clone(),
+                        endpoint: named.written.clone(),
+                        proxy: named.proxy,
                     };
                     let sh = sh.clone();
                     tokio::spawn(async move {
                         let _g = SessGuard::new();
-                        crate::session::serve(sh, s, args).await;
+                        crate::session::serve(sh, s, args, None).await;
                     });
                 }
             });
@@ -659,6 +730,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     });
     sh.apply_params(&params);
     let sections = crate::stats::Sections::new(&vsc, &sh).map_err(|e| e.to_string())?;
+    let bound = bind_all(&cfg.listen, params.uint("listen_depth") as u32)?;
     // The boot VCL.
     let text = match &cfg.vcl {
         BootVcl::File(p) => Some((
@@ -681,8 +753,8 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         drop(reg);
         sh.active.store(Arc::new(Some(v)));
     }
-    // Listeners.
-    let bound = bind_all(&cfg.listen, params.uint("listen_depth") as u32)?;
+    // Listeners (bound before the boot VCL compiles, as varnishd binds
+    // them while reading its arguments; they accept once it is loaded).
     *sh.listeners.lock().unwrap_or_else(|e| e.into_inner()) = bound.iter().map(printable).collect();
     for b in bound {
         spawn_acceptor(sh.clone(), b);

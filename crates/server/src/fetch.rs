@@ -33,6 +33,7 @@ use crate::backend::pool::ConnectError;
 use crate::bodyio::{BodyIoError, BodyStream};
 use crate::gzip::{Gunzip, Gzip, is_gzip_encoding};
 use crate::msg::RespMsg;
+use crate::reqbody::FetchBody;
 use crate::rfc2616::{self, Defaults, RespInfo};
 use crate::task::BoTask;
 use crate::vcls::BackendRt;
@@ -66,7 +67,7 @@ pub struct FetchJob {
     pub bo: BoTask,
     pub mode: FetchMode,
     /// The client request body, for a pass.
-    pub req_body: Option<Bytes>,
+    pub req_body: crate::reqbody::FetchBody,
     pub notify: Option<oneshot::Sender<FetchOutcome>>,
 }
 
@@ -126,6 +127,10 @@ pub async fn run(mut job: FetchJob) {
         };
         match backend_error(&mut job, &mut scratch, status, reason) {
             ErrorNext::Done => break,
+            ErrorNext::Retry if no_retry(&mut job) => {
+                fail(&mut job);
+                break;
+            }
             ErrorNext::Retry if job.bo.retries < max_retries => {
                 job.bo.retries += 1;
                 continue;
@@ -145,6 +150,18 @@ pub async fn run(mut job: FetchJob) {
     }
     job.bo.vsl.log_str(Tag::End, "");
     job.bo.vsl.flush();
+}
+
+/// A request body streamed from the client is gone once sent: as varnishd,
+/// such a fetch cannot be retried (logged, and the fetch fails).
+fn no_retry(job: &mut FetchJob) -> bool {
+    if !matches!(job.req_body, FetchBody::Taken) {
+        return false;
+    }
+    job.bo
+        .vsl
+        .log_str(Tag::Error, "Retry not possible, req.body not cached");
+    true
 }
 
 fn fail(job: &mut FetchJob) {
@@ -202,6 +219,9 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
             }
             Action::Retry => {
                 drop(fetched);
+                if no_retry(job) {
+                    return Err(Step::Fail);
+                }
                 if job.bo.retries >= max_retries {
                     job.bo.retries += 1;
                     // As varnishd: out of retries here means a 503 from
@@ -268,13 +288,16 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
     {
         bo.bereq.headers.append("Host", h.clone());
     }
+    if bo.has_body && matches!(job.req_body, FetchBody::Taken) {
+        return Err("req.body not cached: it cannot be sent again".to_string());
+    }
+    if !bo.has_body && !matches!(job.req_body, FetchBody::None) {
+        // `unset bereq.body`: no body, so no framing for one either.
+        bo.bereq.headers.remove("content-length");
+        bo.bereq.headers.remove("transfer-encoding");
+    }
     let mut head = Vec::with_capacity(1024);
     bo.bereq.write_head(&mut head);
-    let body = if bo.has_body {
-        job.req_body.clone()
-    } else {
-        None
-    };
     // A reused connection the backend closed meanwhile is retried once
     // with a fresh one, as varnishd does.
     let mut tries = 0;
@@ -310,13 +333,18 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         );
         bo.log_ts("Bereq", rfc2616::now());
         let sent = async {
+            if let Some(p) = backend.proxy_preface(&bo.sess) {
+                conn.stream.write_all(&p).await?;
+            }
             if !conn.reused
                 && let Some(p) = &backend.preamble
             {
                 conn.stream.write_all(p).await?;
             }
             conn.stream.write_all(&head).await?;
-            if let Some(b) = &body {
+            if bo.has_body
+                && let FetchBody::Cached(b) = &job.req_body
+            {
                 conn.stream.write_all(b).await?;
             }
             conn.stream.flush().await
@@ -329,6 +357,14 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             }
             bo.sh.counters.inc(Main::backend_fail);
             return Err(format!("backend write error: {e}"));
+        }
+        if bo.has_body {
+            match std::mem::replace(&mut job.req_body, FetchBody::Taken) {
+                FetchBody::Stream { length, mut rx } => {
+                    send_stream(&mut conn.stream, length, &mut rx).await?;
+                }
+                other => job.req_body = other,
+            }
         }
         let mut rbuf = BytesMut::with_capacity(8192);
         let deadline = tokio::time::Instant::now() + secs(first_byte);
@@ -350,7 +386,12 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 Err(_) => {
                     return Err("first byte timeout".to_string());
                 }
-                Ok(Ok(0)) | Ok(Err(_)) if conn.reused && tries == 1 && rbuf.is_empty() => {
+                Ok(Ok(0)) | Ok(Err(_))
+                    if conn.reused
+                        && tries == 1
+                        && rbuf.is_empty()
+                        && !matches!(job.req_body, FetchBody::Taken) =>
+                {
                     break_retry(bo, conn.local_port(), &backend.vcl_name);
                     break None;
                 }
@@ -394,6 +435,41 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             body,
         });
     }
+}
+
+/// Sends a request body streamed from the client: segments as they come,
+/// chunk-encoded when the client sent it chunked (`length` is `None`).
+async fn send_stream<W>(
+    w: &mut W,
+    length: Option<u64>,
+    rx: &mut tokio::sync::mpsc::Receiver<crate::reqbody::Segment>,
+) -> Result<(), String>
+where
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    let werr = |e: std::io::Error| format!("backend write error: {e}");
+    let mut size = Vec::with_capacity(18);
+    loop {
+        let seg = match rx.recv().await {
+            None => return Err("req.body read error: the client went away".to_string()),
+            Some(Err(e)) => return Err(e),
+            Some(Ok(seg)) if seg.is_empty() => break,
+            Some(Ok(seg)) => seg,
+        };
+        if length.is_none() {
+            size.clear();
+            lacquer_http::encode_chunk_header(seg.len(), &mut size);
+            w.write_all(&size).await.map_err(werr)?;
+        }
+        w.write_all(&seg).await.map_err(werr)?;
+        if length.is_none() {
+            w.write_all(lacquer_http::CHUNK_END).await.map_err(werr)?;
+        }
+    }
+    if length.is_none() {
+        w.write_all(lacquer_http::LAST_CHUNK).await.map_err(werr)?;
+    }
+    w.flush().await.map_err(werr)
 }
 
 /// A reused backend connection turned out closed: the request is sent once
@@ -806,7 +882,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         }
     } else if let Some(len) = prefetched_len {
         body_done(bo, f, len);
-    } else if backend_keeps_alive(bo) {
+    } else if reusable(bo, &f) {
         f.backend.pool.recycle(f.conn);
     }
     bo.vsl.log(
@@ -882,11 +958,17 @@ fn backend_keeps_alive(bo: &BoTask) -> bool {
     lacquer_http::persistence(&bo.beresp.headers, version).keep_alive()
 }
 
+/// Whether the connection may go back to the pool: the backend keeps it
+/// alive and it did not start with a PROXY header naming this client.
+fn reusable(bo: &BoTask, f: &Fetched) -> bool {
+    f.backend.proxy_header.is_none() && backend_keeps_alive(bo)
+}
+
 /// The body is in: timestamps, length, and the connection goes back to
 /// the pool when the framing allows.
 fn body_done(bo: &mut BoTask, f: Fetched, len: u64) {
     let port = f.conn.local_port();
-    if f.body != BodyKind::Eof && backend_keeps_alive(bo) {
+    if f.body != BodyKind::Eof && reusable(bo, &f) {
         bo.vsl.log(
             Tag::BackendClose,
             format_args!("{port} {} recycle", f.backend.vcl_name),

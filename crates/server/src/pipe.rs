@@ -85,7 +85,20 @@ where
             }
             sh.counters.inc(Main::n_pipe);
             let _slot = PipeSlot(&sh.counters);
-            run_pipe(&mut bo, conn).await
+            // What was read of the body goes first; the rest follows
+            // straight from the connection.
+            let lead = match (&t.req_body, t.body_pending.take()) {
+                (Some(b), _) => Ok(vec![b.clone()]),
+                (None, Some(p)) => p
+                    .raw_prefix()
+                    .map(<[Bytes]>::to_vec)
+                    .ok_or_else(|| "pipe: part of a chunked body was read ahead".to_string()),
+                (None, None) => Ok(Vec::new()),
+            };
+            match lead {
+                Ok(lead) => run_pipe(&mut bo, conn, &lead).await,
+                Err(e) => Err(e),
+            }
         }
         Action::Synth { status, reason } => {
             bo.vsl.log_str(Tag::End, "");
@@ -106,7 +119,11 @@ where
     Piped::Done(After::Close)
 }
 
-async fn run_pipe<S>(bo: &mut crate::task::BoTask, conn: &mut ClientConn<S>) -> Result<(), String>
+async fn run_pipe<S>(
+    bo: &mut crate::task::BoTask,
+    conn: &mut ClientConn<S>,
+    lead: &[Bytes],
+) -> Result<(), String>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
@@ -129,13 +146,16 @@ where
         .get(Duration::from_secs_f64(connect.max(0.001)), Duration::ZERO)
         .await
         .map_err(|e| format!("backend {}: {e}", backend.name))?;
-    let mut head = Vec::new();
+    let mut head = backend.proxy_preface(&bo.sess).unwrap_or_default();
     if !be_conn.reused
         && let Some(p) = &backend.preamble
     {
         head.extend_from_slice(p);
     }
     bo.bereq.write_head(&mut head);
+    for b in lead {
+        head.extend_from_slice(b);
+    }
     head.extend_from_slice(&conn.rbuf.split());
     be_conn
         .stream

@@ -286,7 +286,7 @@ where
                         } else {
                             FetchMode::Miss { busy, stale }
                         };
-                        match fetch(t, mode, false).await {
+                        match fetch(t, conn, mode, false).await {
                             Some(obj) => State::Deliver {
                                 obj,
                                 hit: false,
@@ -311,7 +311,7 @@ where
                 match vcl.run(BuiltinSub::Pass, t, &mut scratch) {
                     Action::Fetch => {
                         sh.counters.inc(Main::s_pass);
-                        match fetch(t, FetchMode::Pass, true).await {
+                        match fetch(t, conn, FetchMode::Pass, true).await {
                             Some(obj) => State::Deliver {
                                 obj,
                                 hit: t.is_hit,
@@ -378,7 +378,7 @@ pub(crate) fn log_req_start(vsl: &mut lacquer_vsl::VslBuf, sess: &SessInfo, req:
     vsl.log_with(Tag::ReqStart, |o| {
         o.extend_from_slice(&sess.client_ip);
         o.push(b' ');
-        lacquer_vsl::push_u64(o, u64::from(sess.client.port()));
+        o.extend_from_slice(sess.client_port.as_bytes());
         o.push(b' ');
         o.extend_from_slice(sess.listener.as_bytes());
     });
@@ -589,20 +589,59 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
     }
 }
 
-/// Starts a fetch and waits for its object.
-async fn fetch(t: &mut ReqTask, mode: FetchMode, pass: bool) -> Option<ObjRef> {
+/// Starts a fetch and waits for its object. A pass forwards the request
+/// body: a cached one whole, else streamed off the client connection while
+/// the fetch sends it (see [`crate::reqbody`]).
+async fn fetch<S>(
+    t: &mut ReqTask,
+    conn: &mut ClientConn<S>,
+    mode: FetchMode,
+    pass: bool,
+) -> Option<ObjRef>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    use crate::reqbody::{CHANNEL_SEGMENTS, FetchBody};
     let vxid = t.sh.vxid.next();
     let how = if pass { "pass" } else { "fetch" };
     t.vsl.log(Tag::Link, format_args!("bereq {vxid} {how}"));
     let bereq = make_bereq(t, pass, vxid);
     let mut bo = new_bo(t, pass, bereq, vxid);
-    let req_body = if pass { t.req_body.clone() } else { None };
-    if let Some(b) = &req_body {
-        bo.has_body = true;
+    let mut stream = None;
+    let req_body = if !pass {
+        FetchBody::None
+    } else if let Some(b) = &t.req_body {
         bo.bereq.headers.remove("transfer-encoding");
         bo.bereq.headers.set("Content-Length", b.len().to_string());
-    }
-    let (tx, rx) = oneshot::channel();
+        FetchBody::Cached(b.clone())
+    } else if let Some(p) = t.body_pending.take() {
+        let length = p.length();
+        match length {
+            Some(n) => {
+                bo.bereq.headers.remove("transfer-encoding");
+                bo.bereq.headers.set("Content-Length", n.to_string());
+            }
+            None => {
+                bo.bereq.headers.remove("content-length");
+                bo.bereq.headers.set("Transfer-Encoding", "chunked");
+            }
+        }
+        let (tx, rx) = tokio::sync::mpsc::channel(CHANNEL_SEGMENTS);
+        stream = Some((p, tx));
+        t.body_taken = true;
+        FetchBody::Stream { length, rx }
+    } else if t.body_taken {
+        // A restarted request whose body an earlier pass streamed.
+        t.vsl.log_str(
+            Tag::VCL_Error,
+            "Uncached req.body can only be consumed once.",
+        );
+        FetchBody::Taken
+    } else {
+        FetchBody::None
+    };
+    bo.has_body = !matches!(req_body, FetchBody::None);
+    let (tx, mut rx) = oneshot::channel();
     let job = FetchJob {
         bo,
         mode,
@@ -610,7 +649,36 @@ async fn fetch(t: &mut ReqTask, mode: FetchMode, pass: bool) -> Option<ObjRef> {
         notify: Some(tx),
     };
     tokio::spawn(crate::fetch::run(job));
-    let got = rx.await;
+    let mut early = None;
+    if let Some((p, body_tx)) = stream {
+        let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
+        let pump = p.pump(&mut conn.stream, &mut conn.rbuf, timeout, &body_tx);
+        tokio::pin!(pump);
+        tokio::select! {
+            r = &mut pump => match r {
+                Ok((n, left)) => {
+                    t.sh.counters.add(Main::s_req_bodybytes, n);
+                    t.req_body_bytes += n;
+                    t.body_pending = left;
+                }
+                Err(e) => {
+                    t.vsl
+                        .log(Tag::FetchError, format_args!("req.body read error: {e}"));
+                    t.body_broken = true;
+                }
+            },
+            // The backend answered before taking the whole body: what is
+            // left of it can no longer be found on the connection.
+            got = &mut rx => {
+                t.body_broken = true;
+                early = Some(got);
+            }
+        }
+    }
+    let got = match early {
+        Some(got) => got,
+        None => rx.await,
+    };
     t.sh.counters.inc(Main::s_fetch);
     match got {
         Ok(FetchOutcome::Object(o)) => Some(o),
@@ -629,7 +697,7 @@ fn start_bgfetch(t: &mut ReqTask, busy: lacquer_cache::BusyObj, stale: ObjRef) {
     let job = FetchJob {
         bo,
         mode: FetchMode::Background { busy, stale },
-        req_body: None,
+        req_body: crate::reqbody::FetchBody::None,
         notify: None,
     };
     tokio::spawn(crate::fetch::run(job));
@@ -1068,11 +1136,18 @@ where
     .unwrap_or_else(|_| Err(std::io::Error::other("send timeout")));
     sh.counters.add(Main::s_resp_hdrbytes, hdr_bytes);
     sh.counters.add(Main::s_resp_bodybytes, body_bytes);
-    let rx = t.req_hdr_bytes;
+    let (rxh, rxb) = (t.req_hdr_bytes, t.req_body_bytes);
     t.vsl.log_with(Tag::ReqAcct, |o| {
-        for (i, n) in [rx, 0, rx, hdr_bytes, body_bytes, hdr_bytes + body_bytes]
-            .into_iter()
-            .enumerate()
+        for (i, n) in [
+            rxh,
+            rxb,
+            rxh + rxb,
+            hdr_bytes,
+            body_bytes,
+            hdr_bytes + body_bytes,
+        ]
+        .into_iter()
+        .enumerate()
         {
             if i > 0 {
                 o.push(b' ');

@@ -4,14 +4,19 @@
 //!
 //! 1. accepted (counted in `sess_conn`, logged `SessOpen`), refused at once
 //!    while the cache is stopped;
-//! 2. wait for a request head, at most `timeout_idle` (a closed or silent
+//! 2. on a `PROXY` listener, read the PROXY protocol header first (within
+//!    `timeout_idle`; junk, an overflow or a refused header closes the
+//!    session as varnishd does) and take the client and server addresses
+//!    it names;
+//! 3. wait for a request head, at most `timeout_idle` (a closed or silent
 //!    connection ends here);
-//! 3. a malformed head gets a bare `400` and the connection closes; a good
+//! 4. a malformed head gets a bare `400` and the connection closes; a good
 //!    head becomes a request transaction run by [`crate::req::handle`];
-//! 4. a request body is read completely before VCL runs (at most 64 MiB,
-//!    held in memory), so the next pipelined request starts at the right
-//!    byte and VCL can inspect the body;
-//! 5. back to 2 while both sides keep the connection alive.
+//! 5. a request body stays on the connection until a pass streams it to
+//!    the backend (only what `std.cache_req_body()` may keep is read before
+//!    VCL runs); one nobody read is discarded after the response, so the
+//!    next pipelined request starts at the right byte (`crate::reqbody`);
+//! 6. back to 3 while both sides keep the connection alive.
 //!
 //! Nothing here blocks a thread: a slow client costs one task.
 
@@ -26,9 +31,9 @@ use lacquer_http::{BodyKind, Limits, parse_request_buf};
 use lacquer_vsl::{Tag, VslBuf, Vxid};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::bodyio::BodyStream;
 use crate::msg::{ReqMsg, RespMsg};
 use crate::req::{After, ClientConn};
+use crate::reqbody::{Pending, ReqBody};
 use crate::rfc2616;
 use crate::state::Shared;
 use crate::task::{ReqTask, SessInfo, SessTimeouts};
@@ -44,26 +49,30 @@ fn timeouts(sh: &Shared) -> SessTimeouts {
 }
 
 /// Serves one client connection until it closes.
-pub async fn serve<S>(sh: Arc<Shared>, stream: S, sess: SessInfoArgs)
-where
+///
+/// `sock` is the handle VCL tunes a TCP client socket through (`None` on
+/// Unix sockets).
+pub async fn serve<S>(
+    sh: Arc<Shared>,
+    stream: S,
+    sess: SessInfoArgs,
+    sock: Option<crate::sock::SockCtl>,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
     let t_open = rfc2616::now();
     let svxid = sh.vxid.next();
-    let info = Arc::new(SessInfo {
-        vxid: svxid,
-        vxid_str: svxid.to_string(),
-        client: sess.client,
-        client_ip: bytes::Bytes::from(sess.client.ip().to_string()),
-        local: sess.local,
-        listener: sess.listener.clone(),
-        endpoint: sess.endpoint.clone(),
-        unix: sess.unix,
-    });
     sh.counters.inc(Main::sess_conn);
     sh.counters.inc(Main::s_sess);
     let mut svsl = VslBuf::new(sh.vsl.clone(), Vxid::client(svxid));
-    svsl.log_str(Tag::Begin, "sess 0 HTTP/1");
+    svsl.log_str(
+        Tag::Begin,
+        if sess.proxy {
+            "sess 0 PROXY"
+        } else {
+            "sess 0 HTTP/1"
+        },
+    );
     svsl.log(
         Tag::SessOpen,
         format_args!(
@@ -76,11 +85,66 @@ where
             t_open
         ),
     );
-    svsl.flush();
     let mut conn = ClientConn {
         stream,
         rbuf: BytesMut::with_capacity(8192),
     };
+    let mut info = SessInfo {
+        vxid: svxid,
+        vxid_str: svxid.to_string(),
+        client: sess.client,
+        client_ip: bytes::Bytes::from(sess.client.ip().to_string()),
+        client_port: sess.client.port().to_string(),
+        server: sess.local,
+        peer: sess.client,
+        local: sess.local,
+        listener: sess.listener.clone(),
+        endpoint: sess.endpoint.clone(),
+        proxy_tlvs: Vec::new(),
+        ws_free: 0,
+    };
+    let mut ws = SessWs::new(sh.params().bytes("workspace_session"));
+    if sess.proxy {
+        // SessOpen is visible while the header is awaited.
+        svsl.flush();
+        let idle = sh.params().duration("timeout_idle");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(idle.max(0.001));
+        match read_proxy(&mut conn, &mut svsl, &mut ws, deadline).await {
+            Ok(p) => {
+                if let Some(a) = p.addrs {
+                    info.client = a.client;
+                    info.client_ip = bytes::Bytes::from(a.client_ip);
+                    info.client_port = a.client_port;
+                    info.server = a.server;
+                }
+                info.proxy_tlvs = p.tlvs;
+            }
+            Err(WS_OVERFLOW) => {
+                sh.counters.inc(Main::ws_session_overflow);
+                sh.counters.inc(Main::sc_rx_junk);
+                return end(&sh, &mut svsl, t_open, "RX_JUNK");
+            }
+            Err(reason) => {
+                sh.counters.inc(match reason {
+                    "RX_OVERFLOW" => Main::sc_rx_overflow,
+                    "RX_TIMEOUT" => Main::sc_rx_timeout,
+                    "REM_CLOSE" => Main::sc_rem_close,
+                    _ => Main::sc_rx_junk,
+                });
+                return end(&sh, &mut svsl, t_open, reason);
+            }
+        }
+    }
+    // The HTTP/1 protocol's private data comes last.
+    if !ws.alloc(POINTER) {
+        svsl.log_str(Tag::Error, "insufficient workspace (proto_priv)");
+        sh.counters.inc(Main::ws_session_overflow);
+        sh.counters.inc(Main::sc_rx_junk);
+        return end(&sh, &mut svsl, t_open, "RX_JUNK");
+    }
+    info.ws_free = ws.free();
+    svsl.flush();
+    let info = Arc::new(info);
     let mut tmo = timeouts(&sh);
     // Each request's log buffer reuses the allocation of the one before.
     let mut spare_log = Vec::with_capacity(2048);
@@ -252,6 +316,7 @@ where
             purging: false,
             vcl_failed: false,
             req_hdr_bytes: req_hdr_bytes as u64,
+            req_body_bytes: 0,
             digest: None,
             resp: RespMsg::new(200),
             obj: None,
@@ -260,14 +325,19 @@ where
             privs: Default::default(),
             req_body: None,
             req_body_failed: false,
+            body_pending: None,
+            body_broken: false,
+            body_taken: false,
+            sock: sock.clone(),
             now: t_req,
             cur_sub: lacquer_vcl::subs::BuiltinSub::Recv,
             t_last: t_req,
         };
         task.backend_hint = task.vcl.default_backend();
         sh.counters.add(Main::s_req_hdrbytes, req_hdr_bytes as u64);
-        // The request body is read before VCL runs, so that VCL (and
-        // std.cache_req_body) can use it and a pass can forward it.
+        // The request body stays on the connection (see crate::reqbody),
+        // except what std.cache_req_body() may keep, read ahead here.
+        let body_timeout = Duration::from_secs_f64(tmo.timeout_idle.max(0.001));
         if body_kind != BodyKind::None {
             if expect == lacquer_http::Expect::Continue
                 && conn
@@ -278,34 +348,48 @@ where
             {
                 break "REM_CLOSE";
             }
-            let mut s = BodyStream::new(body_kind, false);
-            let t = Duration::from_secs_f64(tmo.timeout_idle.max(0.001));
-            match s
-                .collect(&mut conn.stream, &mut conn.rbuf, t, MAX_REQ_BODY)
+            let prefetch = task.vcl.req_body_prefetch;
+            let ahead = if prefetch == 0 {
+                Ok((ReqBody::Pending(Pending::new(body_kind)), 0))
+            } else {
+                ReqBody::read_ahead(
+                    body_kind,
+                    &mut conn.stream,
+                    &mut conn.rbuf,
+                    body_timeout,
+                    prefetch,
+                )
                 .await
-            {
-                Ok(b) => {
-                    sh.counters.add(Main::s_req_bodybytes, b.len() as u64);
-                    task.req_body = Some(b);
-                }
-                Err(e) => {
-                    task.vsl
-                        .log(Tag::ReqAcct, format_args!("body read error: {e}"));
-                    task.vsl.flush();
-                    sh.counters.inc(Main::sc_rx_body);
-                    // A body that never completes (timeout, EOF) ends the
-                    // session silently, as varnishd; bad framing gets a 400.
-                    if matches!(e, crate::bodyio::BodyIoError::Framing(_)) {
-                        let _ = conn
-                            .stream
-                            .write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
-                            .await;
+            };
+            match ahead {
+                Ok((b, n)) => {
+                    sh.counters.add(Main::s_req_bodybytes, n);
+                    task.req_body_bytes = n;
+                    match b {
+                        ReqBody::Cached(b) => task.req_body = Some(b),
+                        ReqBody::Pending(p) => task.body_pending = Some(p),
                     }
-                    break "RX_BODY";
                 }
+                Err(e) => break body_error(&sh, &mut task, &mut conn, e).await,
             }
         }
-        let after = crate::req::handle(&mut task, &mut conn).await;
+        let mut after = crate::req::handle(&mut task, &mut conn).await;
+        if task.body_broken {
+            after = After::Close;
+        }
+        // A body nobody read is read now and thrown away, so the next
+        // request starts at the right byte.
+        if let Some(p) = task.body_pending.take()
+            && after != After::Close
+        {
+            match p
+                .discard(&mut conn.stream, &mut conn.rbuf, body_timeout)
+                .await
+            {
+                Ok(n) => sh.counters.add(Main::s_req_bodybytes, n),
+                Err(_) => after = After::Close,
+            }
+        }
         let now = rfc2616::now();
         task.vsl
             .log_timestamp("Resp", now, now - t_req, now - task.now);
@@ -366,6 +450,141 @@ where
     }
 }
 
+/// Reads and parses the PROXY header a `PROXY` listener expects before
+/// HTTP, within `deadline` (the session's `timeout_idle`), logging what
+/// varnishd logs. Bytes after the header stay in the read buffer as the
+/// start of the first request. `Err` is the session close reason: junk,
+/// an overflow, a timeout, the client closing, or a header refused.
+async fn read_proxy<S>(
+    conn: &mut ClientConn<S>,
+    svsl: &mut VslBuf,
+    ws: &mut SessWs,
+    deadline: tokio::time::Instant,
+) -> Result<lacquer_http::proxy::Proxied, &'static str>
+where
+    S: AsyncRead + Unpin,
+{
+    use lacquer_http::proxy::{Record, Scan, parse, scan};
+    loop {
+        match scan(&conn.rbuf) {
+            Scan::Complete(n) => {
+                let header = conn.rbuf.split_to(n);
+                let parsed = parse(&header);
+                // As varnishd: the addresses and the client's address as
+                // text go into the session workspace before the Proxy
+                // record, the TLVs after it.
+                if let Ok(p) = &parsed.result
+                    && let Some(a) = &p.addrs
+                    && !(ws.alloc(SUCKADDR)
+                        && ws.alloc(SUCKADDR)
+                        && ws.alloc(a.client_ip.len() as u64 + 1)
+                        && ws.alloc(a.client_port.len() as u64 + 1))
+                {
+                    svsl.log_str(Tag::Error, "insufficient workspace");
+                    return Err(WS_OVERFLOW);
+                }
+                for r in &parsed.log {
+                    match r {
+                        Record::Proxy(t) => svsl.log_str(Tag::Proxy, t),
+                        Record::Garbage(t) => svsl.log_str(Tag::ProxyGarbage, t),
+                    }
+                }
+                let p = parsed.result.map_err(|()| "RX_JUNK")?;
+                if p.version == 2
+                    && p.addrs.is_some()
+                    && !(ws.alloc(TLV_HEAD + p.tlvs.len() as u64) && ws.alloc(POINTER))
+                {
+                    svsl.log_str(Tag::Error, "insufficient workspace");
+                    return Err(WS_OVERFLOW);
+                }
+                return Ok(p);
+            }
+            Scan::Junk => return Err("RX_JUNK"),
+            Scan::Overflow => return Err("RX_OVERFLOW"),
+            Scan::More => {}
+        }
+        conn.rbuf.reserve(2048);
+        match tokio::time::timeout_at(deadline, conn.stream.read_buf(&mut conn.rbuf)).await {
+            Err(_) => return Err("RX_TIMEOUT"),
+            Ok(Ok(0)) | Ok(Err(_)) => return Err("REM_CLOSE"),
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+/// The session workspace (`workspace_session`) as varnishd 7.1 on a 64-bit
+/// host fills it: the session itself and its socket addresses, then what a
+/// PROXY header adds (two more addresses, the client address as text, the
+/// TLVs), then the HTTP/1 protocol's private pointer. Lacquer keeps these
+/// elsewhere, but accounts them with varnishd's sizes so that a
+/// `workspace_session` too small for a connection fails it as varnishd
+/// does (`Error insufficient workspace`, `MAIN.ws_session_overflow`), and
+/// `vtc.workspace_free(session)` reads the same.
+#[derive(Clone, Copy, Debug)]
+pub struct SessWs {
+    size: u64,
+    used: u64,
+}
+
+/// What a session uses before any PROXY header.
+const SESS_BASE: u64 = 280;
+/// A socket address (`struct suckaddr`).
+const SUCKADDR: u64 = 32;
+/// The header of the kept TLV copy, and a pointer-sized attribute.
+const TLV_HEAD: u64 = 8;
+const POINTER: u64 = 8;
+/// `read_proxy`'s answer when the session workspace overflowed.
+const WS_OVERFLOW: &str = "WS_OVERFLOW";
+
+impl SessWs {
+    fn new(size: u64) -> Self {
+        SessWs {
+            size,
+            used: SESS_BASE.min(size),
+        }
+    }
+
+    /// Takes `n` bytes (rounded up to 8, as varnishd aligns), or `false`
+    /// when they do not fit.
+    fn alloc(&mut self, n: u64) -> bool {
+        let n = n.div_ceil(8) * 8;
+        if self.used + n > self.size {
+            return false;
+        }
+        self.used += n;
+        true
+    }
+
+    /// Bytes left.
+    pub fn free(&self) -> u64 {
+        self.size - self.used
+    }
+}
+
+/// A request body could not be read ahead: the session ends (with a 400
+/// for bad framing; silently for a timeout or EOF, as varnishd).
+async fn body_error<S>(
+    sh: &Shared,
+    task: &mut ReqTask,
+    conn: &mut ClientConn<S>,
+    e: crate::bodyio::BodyIoError,
+) -> &'static str
+where
+    S: AsyncWrite + Unpin,
+{
+    task.vsl
+        .log(Tag::ReqAcct, format_args!("body read error: {e}"));
+    task.vsl.flush();
+    sh.counters.inc(Main::sc_rx_body);
+    if matches!(e, crate::bodyio::BodyIoError::Framing(_)) {
+        let _ = conn
+            .stream
+            .write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
+            .await;
+    }
+    "RX_BODY"
+}
+
 /// Where the (bad) head in `buf` ends: after its blank line, or all of
 /// `buf` when there is none.
 fn head_end(buf: &[u8]) -> usize {
@@ -387,9 +606,6 @@ fn end(sh: &Shared, svsl: &mut VslBuf, t_open: f64, reason: &str) {
     svsl.flush();
 }
 
-/// The largest request body Lacquer accepts (it is held in memory).
-const MAX_REQ_BODY: u64 = 64 << 20;
-
 /// What the acceptor knows about a new connection.
 #[derive(Clone, Debug)]
 pub struct SessInfoArgs {
@@ -397,12 +613,39 @@ pub struct SessInfoArgs {
     pub local: SocketAddr,
     pub listener: Arc<str>,
     pub endpoint: Arc<str>,
-    pub unix: bool,
+    /// The listener expects a PROXY protocol header first (`-a …,PROXY`).
+    pub proxy: bool,
 }
 
 #[cfg(test)]
 mod tests {
-    use super::head_end;
+    use super::{POINTER, SUCKADDR, SessWs, TLV_HEAD, head_end};
+
+    /// The figures varnishd 7.1 reports through vtc.workspace_free(session)
+    /// with workspace_session 768: a plain connection, a PROXY v1 one and a
+    /// PROXY v2 one carrying 89 bytes of TLVs.
+    #[test]
+    fn session_workspace_as_varnishd() {
+        let mut plain = SessWs::new(768);
+        assert!(plain.alloc(POINTER));
+        assert_eq!(plain.free(), 480);
+        let mut v1 = SessWs::new(768);
+        for n in [SUCKADDR, SUCKADDR, 8, 5, POINTER] {
+            assert!(v1.alloc(n));
+        }
+        assert_eq!(v1.free(), 400);
+        let mut v2 = SessWs::new(768);
+        for n in [SUCKADDR, SUCKADDR, 14, 6, TLV_HEAD + 89, POINTER, POINTER] {
+            assert!(v2.alloc(n));
+        }
+        assert_eq!(v2.free(), 280);
+        // o00006: 480 bytes hold that header but not the protocol's pointer.
+        let mut tight = SessWs::new(480);
+        for n in [SUCKADDR, SUCKADDR, 14, 6, TLV_HEAD + 89, POINTER] {
+            assert!(tight.alloc(n));
+        }
+        assert!(!tight.alloc(POINTER));
+    }
 
     #[test]
     fn bad_head_ends_at_its_first_blank_line() {

@@ -28,16 +28,26 @@ pub struct SessInfo {
     pub vxid: u32,
     /// `sess.xid` as VCL reads it.
     pub vxid_str: String,
+    /// `client.ip`: the client a PROXY header named, else the peer.
     pub client: SocketAddr,
-    /// `client.ip` as text: what `client.identity` reads until VCL sets it.
+    /// `client.ip` as text (as a PROXY v1 header wrote it): what
+    /// `X-Forwarded-For`, `ReqStart` and `client.identity` show.
     pub client_ip: Bytes,
-    /// The address the connection was accepted on.
+    pub client_port: String,
+    /// `server.ip`: the address a PROXY header named, else `local`.
+    pub server: SocketAddr,
+    /// `remote.ip`: the connection's peer.
+    pub peer: SocketAddr,
+    /// `local.ip`: the address the connection was accepted on.
     pub local: SocketAddr,
     /// The listener's name (`a0`, …) and address as written.
     pub listener: Arc<str>,
     pub endpoint: Arc<str>,
-    /// Unix-socket listeners report 0.0.0.0 addresses, as varnishd does.
-    pub unix: bool,
+    /// The TLVs of the session's PROXY v2 header (empty without one).
+    pub proxy_tlvs: Vec<u8>,
+    /// What is left of the session workspace as varnishd would have it
+    /// (see [`crate::session::SessWs`]).
+    pub ws_free: u64,
 }
 
 /// Per-session timeouts VCL may change (`sess.*`).
@@ -223,6 +233,8 @@ pub struct ReqTask {
     pub vcl_failed: bool,
     /// Bytes of the request head, for `ReqAcct`.
     pub req_hdr_bytes: u64,
+    /// Bytes of the request body read so far, for `ReqAcct`.
+    pub req_body_bytes: u64,
     pub digest: Option<lacquer_cache::Digest>,
     pub resp: RespMsg,
     /// The object being delivered or hit.
@@ -236,6 +248,17 @@ pub struct ReqTask {
     /// `std.cache_req_body()` was asked to keep a body larger than its
     /// limit: varnishd gives up on such a request and closes.
     pub req_body_failed: bool,
+    /// The body (or its rest) still on the connection: what a pass
+    /// streams to the backend (see [`crate::reqbody`]).
+    pub body_pending: Option<crate::reqbody::Pending>,
+    /// Reading the body failed or stopped midway: the connection cannot
+    /// carry another request.
+    pub body_broken: bool,
+    /// A pass streamed the body already: it cannot be sent again.
+    pub body_taken: bool,
+    /// The client's TCP socket, for `std.set_ip_tos()` and vmod `tcp`
+    /// (`None` on Unix sockets).
+    pub sock: Option<crate::sock::SockCtl>,
     pub now: f64,
     /// The built-in subroutine running now.
     pub cur_sub: BuiltinSub,
@@ -244,22 +267,6 @@ pub struct ReqTask {
 }
 
 impl ReqTask {
-    fn client_ip(&self) -> SocketAddr {
-        if self.sess.unix {
-            SocketAddr::from(([0, 0, 0, 0], 0))
-        } else {
-            self.sess.client
-        }
-    }
-
-    fn local_ip(&self) -> SocketAddr {
-        if self.sess.unix {
-            SocketAddr::from(([0, 0, 0, 0], 0))
-        } else {
-            self.sess.local
-        }
-    }
-
     fn obj(&self) -> Result<&ObjRef, String> {
         self.obj
             .as_ref()
@@ -351,8 +358,10 @@ impl Context for ReqTask {
 
     fn get(&self, var: VarId) -> Result<Value, String> {
         Ok(match var {
-            VarId::ClientIp | VarId::RemoteIp => Value::Ip(self.client_ip()),
-            VarId::ServerIp | VarId::LocalIp => Value::Ip(self.local_ip()),
+            VarId::ClientIp => Value::Ip(self.sess.client),
+            VarId::RemoteIp => Value::Ip(self.sess.peer),
+            VarId::ServerIp => Value::Ip(self.sess.server),
+            VarId::LocalIp => Value::Ip(self.sess.local),
             VarId::ReqRestarts => Value::Int(i64::from(self.restarts)),
             VarId::ReqTime | VarId::ReqTopTime => Value::Time(self.t_req),
             VarId::ReqTtl => self.ttl.map_or(Value::Duration(-1.0), Value::Duration),
@@ -573,10 +582,19 @@ impl Context for ReqTask {
     }
 
     fn cache_req_body(&mut self, max: u64) -> Result<bool, String> {
-        // The body was read when the request arrived.
-        let fits = self.req_body.as_ref().is_none_or(|b| b.len() as u64 <= max);
+        // What fits any limit in this VCL was read ahead before VCL ran; a
+        // body still pending is larger than that.
+        let fits = match &self.req_body {
+            Some(b) => b.len() as u64 <= max,
+            None => self.body_pending.is_none(),
+        };
         if !fits {
             self.req_body_failed = true;
+        } else if let Some(b) = &self.req_body {
+            // As varnishd: a cached body is forwarded with its length.
+            let len = b.len().to_string();
+            self.req.headers.remove("transfer-encoding");
+            self.req.headers.set("Content-Length", len);
         }
         Ok(fits)
     }
@@ -585,8 +603,14 @@ impl Context for ReqTask {
         // `100 Continue` is sent when the body is read, before VCL runs.
     }
 
-    fn set_ip_tos(&mut self, _tos: i64) -> Result<(), String> {
-        Err("std.set_ip_tos() is not available in Lacquer yet".to_string())
+    fn set_ip_tos(&mut self, tos: i64) -> Result<(), String> {
+        // As varnishd: silently nothing on a connection without IP.
+        match &self.sock {
+            Some(s) => s
+                .set_tos(tos)
+                .map_err(|e| format!("std.set_ip_tos({tos}): {e}")),
+            None => Ok(()),
+        }
     }
 
     fn timestamp(&mut self, label: &[u8]) {
@@ -609,8 +633,12 @@ impl Context for ReqTask {
         self.digest
     }
 
-    fn proxy_tlv(&self, _kind: u8) -> Option<&[u8]> {
-        None
+    fn proxy_tlv(&self, kind: u8) -> Option<&[u8]> {
+        lacquer_http::proxy::find_tlv(&self.sess.proxy_tlvs, kind)
+    }
+
+    fn session_workspace_free(&self) -> i64 {
+        self.sess.ws_free as i64
     }
 
     fn peer_cred(&self) -> Option<(u32, u32)> {
@@ -622,17 +650,26 @@ impl Context for ReqTask {
     }
 
     fn tcp_set(&mut self, op: lacquer_vcl::exec::TcpOp<'_>) -> Result<(), String> {
-        Err(format!(
-            "vmod tcp: {} is not available in Lacquer yet",
-            match op {
-                lacquer_vcl::exec::TcpOp::Congestion(_) => "setting the congestion algorithm",
-                lacquer_vcl::exec::TcpOp::PacingRate(_) => "socket pacing",
+        use lacquer_vcl::exec::TcpOp;
+        let sock = self
+            .sock
+            .as_ref()
+            .ok_or("not a TCP connection (Unix socket)")?;
+        match op {
+            TcpOp::Congestion(name) => sock.set_congestion(name).map_err(|e| e.to_string()),
+            TcpOp::PacingRate(rate) => {
+                sock.set_pacing(rate);
+                Ok(())
             }
-        ))
+        }
     }
 
-    fn tcp_info(&self) -> Option<lacquer_vcl::exec::TcpInfo> {
-        None
+    fn tcp_info(&self) -> Result<lacquer_vcl::exec::TcpInfo, String> {
+        self.sock
+            .as_ref()
+            .ok_or("not a TCP connection (Unix socket)")?
+            .tcp_info()
+            .map_err(|e| format!("TCP_INFO: {e}"))
     }
 }
 
@@ -873,8 +910,10 @@ impl Context for BoTask {
 
     fn get(&self, var: VarId) -> Result<Value, String> {
         Ok(match var {
-            VarId::ClientIp | VarId::RemoteIp => Value::Ip(self.sess.client),
-            VarId::ServerIp | VarId::LocalIp => Value::Ip(self.sess.local),
+            VarId::ClientIp => Value::Ip(self.sess.client),
+            VarId::RemoteIp => Value::Ip(self.sess.peer),
+            VarId::ServerIp => Value::Ip(self.sess.server),
+            VarId::LocalIp => Value::Ip(self.sess.local),
             VarId::BereqRetries => Value::Int(i64::from(self.retries)),
             VarId::BereqTime => Value::Time(self.t_bereq),
             VarId::BereqBackend => match &self.backend {
@@ -1096,6 +1135,10 @@ impl Context for BoTask {
         None
     }
 
+    fn session_workspace_free(&self) -> i64 {
+        self.sess.ws_free as i64
+    }
+
     fn peer_cred(&self) -> Option<(u32, u32)> {
         None
     }
@@ -1108,8 +1151,8 @@ impl Context for BoTask {
         Err("vmod tcp works on client connections only".to_string())
     }
 
-    fn tcp_info(&self) -> Option<lacquer_vcl::exec::TcpInfo> {
-        None
+    fn tcp_info(&self) -> Result<lacquer_vcl::exec::TcpInfo, String> {
+        Err("vmod tcp works on client connections only".to_string())
     }
 }
 

@@ -40,6 +40,10 @@ pub struct BackendRt {
     pub between_bytes_timeout: Option<f64>,
     /// Bytes sent first on every new connection (`.preamble`).
     pub preamble: Option<Arc<[u8]>>,
+    /// PROXY protocol version sent first on each connection
+    /// (`.proxy_header`); such connections are never reused, since the
+    /// header names one client.
+    pub proxy_header: Option<u8>,
 }
 
 impl std::fmt::Debug for BackendRt {
@@ -72,8 +76,9 @@ impl BackendRt {
             .clone()
             .or_else(|| (!def.host.is_empty()).then(|| def.host.clone()))
             .or_else(|| def.path.is_some().then(|| "0.0.0.0".to_string()));
+        let proxy_header = def.proxy_header.and_then(|v| u8::try_from(v).ok());
         let probe = def.probe.and_then(|i| probes.get(i)).map(|p| {
-            ProbeSpec::new(
+            let mut spec = ProbeSpec::new(
                 p.url.as_deref(),
                 p.request.as_deref(),
                 host.as_deref().unwrap_or("localhost"),
@@ -83,7 +88,9 @@ impl BackendRt {
                 p.window.map(|v| v.min(64) as u32),
                 p.threshold.map(|v| v.min(64) as u32),
                 p.initial.map(|v| v.min(64) as u32),
-            )
+            );
+            spec.proxy_header = proxy_header;
+            spec
         });
         let health = match &probe {
             Some(spec) => Health::probed(spec),
@@ -101,7 +108,23 @@ impl BackendRt {
             first_byte_timeout: def.first_byte_timeout,
             between_bytes_timeout: def.between_bytes_timeout,
             preamble: def.preamble.clone(),
+            proxy_header,
         }
+    }
+
+    /// The PROXY header this backend is sent first for a client session
+    /// (`.proxy_header`): the session's client and server addresses, as
+    /// varnishd sends them (v1 with the client address as received).
+    pub fn proxy_preface(&self, sess: &crate::task::SessInfo) -> Option<Vec<u8>> {
+        use lacquer_http::proxy::{encode_v1, encode_v2};
+        Some(match self.proxy_header? {
+            1 => encode_v1(
+                &String::from_utf8_lossy(&sess.client_ip),
+                &sess.client_port,
+                sess.server,
+            ),
+            _ => encode_v2(sess.client, sess.server, None),
+        })
     }
 
     /// Whether fetches may use this backend now.
@@ -147,6 +170,9 @@ pub struct LoadedVcl {
     pub vmods: Arc<dyn Vmods + Send + Sync>,
     /// Source files (name, text) for `vcl.show`.
     pub sources: Vec<(String, String)>,
+    /// How much of a request body is read before VCL runs, so that
+    /// `std.cache_req_body()` can keep it (see [`crate::reqbody`]).
+    pub req_body_prefetch: u64,
     probes: std::sync::Mutex<Vec<JoinHandle<()>>>,
     warm: AtomicBool,
 }
@@ -157,6 +183,20 @@ impl std::fmt::Debug for LoadedVcl {
             .field("name", &self.name)
             .finish()
     }
+}
+
+/// The largest limit `std.cache_req_body()` is called with: its constant
+/// argument, [`crate::reqbody::DYNAMIC_PREFETCH`] for a computed one, 0
+/// when the VCL never calls it.
+fn req_body_prefetch(ir: &lacquer_vcl::ir::Program) -> u64 {
+    ir.first_args_of("std", "cache_req_body")
+        .into_iter()
+        .map(|a| match a {
+            Some(lacquer_vcl::ir::Value::Bytes(b)) => b.max(0.0) as u64,
+            _ => crate::reqbody::DYNAMIC_PREFETCH,
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// A method as `VCL_call` names it.
@@ -464,6 +504,7 @@ pub fn compile(
         .filter(|(_, f)| f.kind() != lacquer_vcl::source::FileKind::Builtin)
         .map(|(_, f)| (f.name().to_string(), f.text().to_string()))
         .collect();
+    let prefetch = req_body_prefetch(&ir);
     Ok(LoadedVcl {
         name: vcl_name.to_string(),
         ir,
@@ -472,6 +513,7 @@ pub fn compile(
         host,
         vmods: Arc::new(vmods),
         sources,
+        req_body_prefetch: prefetch,
         probes: Default::default(),
         warm: AtomicBool::new(false),
     })

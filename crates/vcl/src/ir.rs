@@ -71,6 +71,38 @@ impl Program {
         &self.subs[self.methods[m.index()]]
     }
 
+    /// The first argument of every call to the vmod function
+    /// `vmod.func` (the vmod's own name, not its alias) in the program:
+    /// `Some` with the constant when it is one, `None` when it is computed
+    /// at run time. Lets the server plan ahead for calls it cannot
+    /// suspend, like `std.cache_req_body()` which must read the body.
+    pub fn first_args_of(&self, vmod: &str, func: &str) -> Vec<Option<&Value>> {
+        let Some((vi, fi)) = self.vmods.iter().enumerate().find_map(|(i, v)| {
+            (v.name == vmod)
+                .then(|| v.decl.function(func).map(|(f, _)| (i, f)))
+                .flatten()
+        }) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for sub in &self.subs {
+            walk_stmts(&sub.body, &mut |e| {
+                if let ExprKind::VmodCall { vmod, func, args } = &e.kind
+                    && (*vmod, *func) == (vi, fi)
+                {
+                    out.push(match args.first() {
+                        Some(CallArg::Value(Expr {
+                            kind: ExprKind::Const(v),
+                            ..
+                        })) => Some(v),
+                        _ => None,
+                    });
+                }
+            });
+        }
+        out
+    }
+
     /// Builds every regex matcher now (they are otherwise built on first
     /// use); call after loading, e.g. from a background thread. Returns the
     /// patterns the engine refused (they never match).
@@ -674,6 +706,82 @@ pub enum ExprKind {
         method: TypeMethod,
         operand: Box<Expr>,
     },
+}
+
+/// Calls `f` on every expression in `stmts`, outer expressions first.
+fn walk_stmts<'a>(stmts: &'a [Stmt], f: &mut impl FnMut(&'a Expr)) {
+    for s in stmts {
+        match s {
+            Stmt::Set { value: e, .. }
+            | Stmt::CallDynamic(e)
+            | Stmt::Synthetic(e)
+            | Stmt::Ban(e)
+            | Stmt::HashData(e)
+            | Stmt::Eval(e) => walk_expr(e, f),
+            Stmt::If { arms, otherwise } => {
+                for (cond, body) in arms {
+                    walk_expr(cond, f);
+                    walk_stmts(body, f);
+                }
+                walk_stmts(otherwise, f);
+            }
+            Stmt::Return(Return::Action { args, .. }) => {
+                for a in args {
+                    walk_expr(a, f);
+                }
+            }
+            Stmt::New { args, .. } => walk_args(args, f),
+            Stmt::Unset(_) | Stmt::Call(_) | Stmt::Return(_) => {}
+        }
+    }
+}
+
+fn walk_args<'a>(args: &'a [CallArg], f: &mut impl FnMut(&'a Expr)) {
+    for a in args {
+        if let CallArg::Value(e) = a {
+            walk_expr(e, f);
+        }
+    }
+}
+
+fn walk_expr<'a>(e: &'a Expr, f: &mut impl FnMut(&'a Expr)) {
+    f(e);
+    match &e.kind {
+        ExprKind::ToString(x)
+        | ExprKind::ToBool(x)
+        | ExprKind::Not(x)
+        | ExprKind::Neg(x)
+        | ExprKind::TypeMethod { operand: x, .. }
+        | ExprKind::RegexMatch { subject: x, .. }
+        | ExprKind::AclMatch { ip: x, .. } => walk_expr(x, f),
+        ExprKind::Concat(xs) | ExprKind::And(xs) | ExprKind::Or(xs) => {
+            for x in xs {
+                walk_expr(x, f);
+            }
+        }
+        ExprKind::Arith { lhs, rhs, .. } | ExprKind::Cmp { lhs, rhs, .. } => {
+            walk_expr(lhs, f);
+            walk_expr(rhs, f);
+        }
+        ExprKind::Regsub {
+            subject,
+            replacement,
+            ..
+        } => {
+            walk_expr(subject, f);
+            walk_expr(replacement, f);
+        }
+        ExprKind::VmodCall { args, .. } | ExprKind::MethodCall { args, .. } => walk_args(args, f),
+        ExprKind::Const(_)
+        | ExprKind::Var(_)
+        | ExprKind::Backend(_)
+        | ExprKind::DefaultBackend
+        | ExprKind::Probe(_)
+        | ExprKind::Acl(_)
+        | ExprKind::Sub(_)
+        | ExprKind::Stevedore(_)
+        | ExprKind::Instance(_) => {}
+    }
 }
 
 #[cfg(test)]

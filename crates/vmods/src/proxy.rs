@@ -41,9 +41,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
 
 type R = Result<Value, String>;
 
-const PP2_TYPE_ALPN: u8 = 0x01;
-const PP2_TYPE_AUTHORITY: u8 = 0x02;
-const PP2_TYPE_SSL: u8 = 0x20;
+use lacquer_http::proxy::{PP2_TYPE_ALPN, PP2_TYPE_AUTHORITY, PP2_TYPE_SSL};
 const PP2_SUBTYPE_SSL_VERSION: u8 = 0x21;
 const PP2_SUBTYPE_SSL_CN: u8 = 0x22;
 const PP2_SUBTYPE_SSL_CIPHER: u8 = 0x23;
@@ -67,22 +65,9 @@ fn ssl(ctx: &dyn Context) -> Option<(u8, u32, &[u8])> {
     Some((v[0], u32::from_be_bytes([v[1], v[2], v[3], v[4]]), &v[5..]))
 }
 
-/// Finds a sub-TLV (type, 16-bit length, value) in the SSL TLV.
-pub(crate) fn sub_tlv(mut data: &[u8], kind: u8) -> Option<&[u8]> {
-    while data.len() >= 3 {
-        let len = u16::from_be_bytes([data[1], data[2]]) as usize;
-        let value = data.get(3..3 + len)?;
-        if data[0] == kind {
-            return Some(value);
-        }
-        data = &data[3 + len..];
-    }
-    None
-}
-
 fn ssl_sub(ctx: &dyn Context, kind: u8) -> Value {
     ssl(ctx)
-        .and_then(|(_, _, subs)| sub_tlv(subs, kind))
+        .and_then(|(_, _, subs)| lacquer_http::proxy::find_tlv(subs, kind))
         .map_or(Value::Null, |v| string(v.to_vec()))
 }
 

@@ -3,9 +3,12 @@
 //! NULL backend/storage/IP values, C type sizes and PROXY header
 //! construction.
 //!
-//! The workspace functions and the VSL writers are not provided: Lacquer
-//! has no per-task workspaces to exhaust and no way to write arbitrary log
-//! tags from VCL, so VCLs using them fail to compile rather than pretend.
+//! Of the workspace functions only `workspace_free(session)` is provided,
+//! from the server's accounting of the session workspace; Lacquer has no
+//! client, backend or thread workspaces (calls for them fail the task), and
+//! no way to write arbitrary log tags from VCL, so VCLs using the other
+//! workspace functions or the VSL writers fail to compile rather than
+//! pretend.
 //! `vtc.panic()` fails the task with the message instead of crashing the
 //! process.
 
@@ -28,6 +31,7 @@ $Function VOID panic(STRANDS)
 $Function VOID sleep(DURATION)
 $Function INT typesize(STRING)
 $Function BLOB proxy_header(ENUM {v1, v2} version, IP client, IP server, STRING authority=0)
+$Function INT workspace_free(ENUM {client, backend, session, thread})
 "#;
 
 pub(crate) static MODULE: ModuleImpl = ModuleImpl {
@@ -41,6 +45,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("sleep", sleep),
         ("typesize", typesize),
         ("proxy_header", proxy_header),
+        ("workspace_free", workspace_free),
     ],
     classes: &[],
 };
@@ -130,62 +135,29 @@ fn typesize(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(Value::Int(typesize_of(a.str_or_empty(0)?)))
 }
 
-/// A PROXY protocol header (v1 text or v2 binary with an optional
-/// authority TLV) for these addresses.
-pub(crate) fn proxy_header_bytes(
-    v2: bool,
-    c: SocketAddr,
-    s: SocketAddr,
-    authority: Option<&[u8]>,
-) -> Vec<u8> {
-    if !v2 {
-        let fam = if c.is_ipv4() { "TCP4" } else { "TCP6" };
-        return format!(
-            "PROXY {fam} {} {} {} {}\r\n",
-            c.ip(),
-            s.ip(),
-            c.port(),
-            s.port()
-        )
-        .into_bytes();
-    }
-    let mut out = b"\r\n\r\n\0\r\nQUIT\n".to_vec();
-    out.push(0x21); // version 2, PROXY command
-    let mut body = Vec::new();
-    match (c, s) {
-        (SocketAddr::V4(c), SocketAddr::V4(s)) => {
-            out.push(0x11);
-            body.extend_from_slice(&c.ip().octets());
-            body.extend_from_slice(&s.ip().octets());
-        }
-        _ => {
-            out.push(0x21);
-            let v6 = |a: SocketAddr| match a {
-                SocketAddr::V4(a) => a.ip().to_ipv6_mapped().octets(),
-                SocketAddr::V6(a) => a.ip().octets(),
-            };
-            body.extend_from_slice(&v6(c));
-            body.extend_from_slice(&v6(s));
-        }
-    }
-    body.extend_from_slice(&c.port().to_be_bytes());
-    body.extend_from_slice(&s.port().to_be_bytes());
-    if let Some(auth) = authority {
-        body.push(0x02);
-        body.extend_from_slice(&(auth.len() as u16).to_be_bytes());
-        body.extend_from_slice(auth);
-    }
-    out.extend_from_slice(&(body.len() as u16).to_be_bytes());
-    out.extend_from_slice(&body);
-    out
-}
-
 fn proxy_header(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     let v2 = a.enum_(0)? == Some("v2");
     let c = a.ip(1)?.ok_or("vtc.proxy_header(): client IP is NULL")?;
     let s = a.ip(2)?.ok_or("vtc.proxy_header(): server IP is NULL")?;
     let auth = a.str(3)?.filter(|x| !x.is_empty());
-    Ok(Value::Blob(proxy_header_bytes(v2, c, s, auth).into()))
+    let header = if v2 {
+        lacquer_http::proxy::encode_v2(c, s, auth)
+    } else {
+        lacquer_http::proxy::encode_v1(&c.ip().to_string(), &c.port().to_string(), s)
+    };
+    Ok(Value::Blob(header.into()))
+}
+
+/// The session workspace is accounted as varnishd fills it; the others
+/// have no counterpart in Lacquer, which allocates per object instead.
+fn workspace_free(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    match a.enum_(0)? {
+        Some("session") => Ok(Value::Int(ctx.session_workspace_free())),
+        other => Err(format!(
+            "vtc.workspace_free({}): Lacquer has no such workspace; only the session workspace is accounted",
+            other.unwrap_or_default()
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -201,21 +173,6 @@ mod tests {
         assert_eq!(typesize_of(b"pi"), 16);
         assert_eq!(typesize_of(b""), 0);
         assert_eq!(typesize_of(b"x"), -1);
-    }
-
-    #[test]
-    fn proxy_headers() {
-        let c: SocketAddr = "1.2.3.4:1234".parse().unwrap();
-        let s: SocketAddr = "5.6.7.8:80".parse().unwrap();
-        assert_eq!(
-            proxy_header_bytes(false, c, s, None),
-            b"PROXY TCP4 1.2.3.4 5.6.7.8 1234 80\r\n"
-        );
-        let v2 = proxy_header_bytes(true, c, s, Some(b"a.b"));
-        assert_eq!(&v2[..12], b"\r\n\r\n\0\r\nQUIT\n");
-        assert_eq!(v2[12..14], [0x21, 0x11]);
-        assert_eq!(u16::from_be_bytes([v2[14], v2[15]]) as usize, v2.len() - 16);
-        assert_eq!(&v2[v2.len() - 6..], b"\x02\x00\x03a.b");
     }
 
     #[test]

@@ -26,6 +26,9 @@ pub struct ProbeSpec {
     pub window: u32,
     pub threshold: u32,
     pub initial: u32,
+    /// PROXY protocol version sent before the request (the backend's
+    /// `.proxy_header`), naming the probe's own connection.
+    pub proxy_header: Option<u8>,
 }
 
 impl ProbeSpec {
@@ -71,6 +74,7 @@ impl ProbeSpec {
             window,
             threshold,
             initial: initial.unwrap_or(threshold.saturating_sub(1)).min(window),
+            proxy_header: None,
         }
     }
 }
@@ -95,24 +99,40 @@ pub async fn poll(addr: &Address, spec: &ProbeSpec) -> PollResult {
     let start = Instant::now();
     let mut r = PollResult::default();
     let fut = async {
-        let mut stream = match addr {
+        // Without a TCP connection, a PROXY header names 0.0.0.0 as both ends.
+        let zero = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
+        let (mut stream, ends) = match addr {
             Address::Tcp(a) => match tokio::net::TcpStream::connect(a).await {
                 Ok(s) => {
                     r.connected_v4 = a.is_ipv4();
                     r.connected_v6 = a.is_ipv6();
-                    Stream::Tcp(s)
+                    let local = s.local_addr().unwrap_or(zero);
+                    (Stream::Tcp(s), (local, *a))
                 }
                 Err(_) => return,
             },
             Address::Unix(p) => match tokio::net::UnixStream::connect(p).await {
                 Ok(s) => {
                     r.connected_unix = true;
-                    Stream::Unix(s)
+                    (Stream::Unix(s), (zero, zero))
                 }
                 Err(_) => return,
             },
         };
-        if stream.write_all(&spec.request).await.is_err() {
+        let preface = match spec.proxy_header {
+            None => Vec::new(),
+            Some(1) => lacquer_http::proxy::encode_v1(
+                &ends.0.ip().to_string(),
+                &ends.0.port().to_string(),
+                ends.1,
+            ),
+            Some(_) => lacquer_http::proxy::encode_v2(ends.0, ends.1, None),
+        };
+        if stream
+            .write_all(&[&preface[..], &spec.request].concat())
+            .await
+            .is_err()
+        {
             return;
         }
         r.sent = true;

@@ -71,16 +71,8 @@ where
             tokio::spawn(async move {
                 let mut buf = BytesMut::new();
                 loop {
-                    let head = loop {
-                        match parse_request_buf(&mut buf, &Limits::request()) {
-                            Ok(Some(h)) => break h,
-                            Ok(None) => {}
-                            Err(_) => return,
-                        }
-                        match s.read_buf(&mut buf).await {
-                            Ok(n) if n > 0 => {}
-                            _ => return,
-                        }
+                    let Some(head) = read_head(&mut s, &mut buf).await else {
+                        return;
                     };
                     let mut body = Vec::new();
                     if let BodyKind::Length(n) = head.body {
@@ -120,6 +112,21 @@ where
     Backend { addr, hits, seen }
 }
 
+/// Reads one request head off `s` (what follows stays in `buf`); `None`
+/// when the connection closes or sends something unparsable first.
+pub async fn read_head(s: &mut TcpStream, buf: &mut BytesMut) -> Option<lacquer_http::RequestHead> {
+    loop {
+        match parse_request_buf(buf, &Limits::request()) {
+            Ok(Some(h)) => return Some(h),
+            Ok(None) => {}
+            Err(_) => return None,
+        }
+        if s.read_buf(buf).await.unwrap_or(0) == 0 {
+            return None;
+        }
+    }
+}
+
 /// A plain `200` response with a body and extra headers.
 pub fn ok(body: &str, extra: &str) -> Vec<u8> {
     format!(
@@ -132,6 +139,12 @@ pub fn ok(body: &str, extra: &str) -> Vec<u8> {
 /// Starts lacquerd with `vcl` (where `${b1}` is replaced by the first
 /// backend's `.host`/`.port` block).
 pub async fn lacquer(vcl: &str, params: &[&str]) -> Running {
+    lacquer_on(vcl, params, "127.0.0.1:0").await
+}
+
+/// Starts lacquerd as [`lacquer`] does, listening on `listen` (an `-a`
+/// argument, e.g. `127.0.0.1:0,PROXY`).
+pub async fn lacquer_on(vcl: &str, params: &[&str], listen: &str) -> Running {
     let mut p = ParamSet::default();
     for a in params {
         p.apply_arg(a).unwrap();
@@ -143,7 +156,7 @@ pub async fn lacquer(vcl: &str, params: &[&str]) -> Running {
     ));
     p.set("vsl_space", "1M").unwrap();
     let cfg = Config {
-        listen: vec![lacquer_server::listen::parse_listen("127.0.0.1:0", 0).unwrap()],
+        listen: vec![lacquer_server::listen::parse_listen(listen, 0).unwrap()],
         vcl: BootVcl::Inline(vcl.to_string()),
         storage: vec!["malloc,64m".to_string()],
         params: p,

@@ -177,10 +177,14 @@ pub trait Context {
     fn proxy_tlv(&self, kind: u8) -> Option<&[u8]>;
     /// Peer credentials (uid, gid) of a client on a Unix domain socket.
     fn peer_cred(&self) -> Option<(u32, u32)>;
+    /// Bytes left in the session workspace as varnishd would have it
+    /// (`vtc.workspace_free(session)`).
+    fn session_workspace_free(&self) -> i64;
     /// `vmod tcp`: changes an option of the client's TCP socket.
     fn tcp_set(&mut self, op: TcpOp<'_>) -> Result<(), String>;
-    /// `vmod tcp`: `TCP_INFO` of the client's socket, `None` when not TCP.
-    fn tcp_info(&self) -> Option<TcpInfo>;
+    /// `vmod tcp`: `TCP_INFO` of the client's socket; `Err` says why there
+    /// is none (not a TCP connection, or the kernel's answer).
+    fn tcp_info(&self) -> Result<TcpInfo, String>;
 }
 
 /// A change to the client's TCP socket requested by `vmod tcp`.

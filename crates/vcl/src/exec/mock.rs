@@ -415,6 +415,10 @@ impl Context for MockContext {
         self.vmod.proxy_tlvs.get(&kind).map(|v| &v[..])
     }
 
+    fn session_workspace_free(&self) -> i64 {
+        480
+    }
+
     fn peer_cred(&self) -> Option<(u32, u32)> {
         self.vmod.peer_cred
     }
@@ -433,7 +437,10 @@ impl Context for MockContext {
         Ok(())
     }
 
-    fn tcp_info(&self) -> Option<TcpInfo> {
-        self.vmod.tcp.clone()
+    fn tcp_info(&self) -> Result<TcpInfo, String> {
+        self.vmod
+            .tcp
+            .clone()
+            .ok_or_else(|| "no TCP_INFO set in the mock".to_string())
     }
 }

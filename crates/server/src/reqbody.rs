@@ -1,0 +1,269 @@
+//! The client's request body: left on the connection until something needs
+//! it, as in varnishd, so an upload through a pass is streamed to the
+//! backend with a few buffers of memory whatever its size.
+//!
+//! - Before VCL runs, only as much is read as `std.cache_req_body()` could
+//!   want (the largest constant limit it is called with in the VCL; a
+//!   computed limit means [`DYNAMIC_PREFETCH`]): VCL cannot wait for I/O, so
+//!   the body a call may keep is read ahead. A VCL that never calls it
+//!   reads nothing ahead. A body that fits is *cached*: a pass sends it
+//!   with `Content-Length` and a retry can send it again.
+//! - Otherwise a pass fetch streams it: the session reads segments off the
+//!   socket and hands them to the fetch task through a channel of
+//!   [`CHANNEL_SEGMENTS`] segments (each at most one socket read), so
+//!   memory per upload stays bounded. A `Content-Length` body keeps its
+//!   length, a chunked one is sent chunked. If the client stops early
+//!   (EOF, `timeout_idle`, bad chunking) the fetch fails with a 503, and a
+//!   retry is refused ("req.body not cached"), since the bytes are gone.
+//! - A body nobody used (a hit, a synth, a failed fetch) is read and
+//!   discarded after the response, so the connection stays usable; if that
+//!   fails the connection closes.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use lacquer_http::BodyKind;
+use tokio::io::AsyncRead;
+use tokio::sync::mpsc;
+
+use crate::bodyio::{BodyIoError, BodyStream};
+
+/// How much is read ahead when the VCL calls `std.cache_req_body()` with
+/// a limit computed at run time.
+pub const DYNAMIC_PREFETCH: u64 = 64 << 20;
+
+/// Segments in flight between the client connection and a fetch.
+pub const CHANNEL_SEGMENTS: usize = 4;
+
+/// A request body not (completely) read yet.
+#[derive(Debug)]
+pub struct Pending {
+    stream: BodyStream,
+    kind: BodyKind,
+    /// Segments already read ahead (less than the whole body).
+    prefix: Vec<Bytes>,
+}
+
+/// What reading ahead got of a body.
+#[derive(Debug)]
+pub enum ReqBody {
+    /// Read completely and kept.
+    Cached(Bytes),
+    /// Still (at least partly) on the connection.
+    Pending(Pending),
+}
+
+/// A segment for the fetch, or why the body could not be read. An empty
+/// segment marks the end of the body: a channel that closes without it
+/// means the body is incomplete.
+pub type Segment = Result<Bytes, String>;
+
+/// The body as a fetch sends it.
+#[derive(Debug)]
+pub enum FetchBody {
+    None,
+    /// Kept in memory: sent with `Content-Length`, again on a retry.
+    Cached(Bytes),
+    /// Streamed from the client: sent once, with the client's framing
+    /// (`Length`) or chunked.
+    Stream {
+        length: Option<u64>,
+        rx: mpsc::Receiver<Segment>,
+    },
+    /// Streamed already: it cannot be sent again (no retry).
+    Taken,
+}
+
+impl ReqBody {
+    /// Reads ahead up to `limit` bytes of a body framed as `kind`: the
+    /// whole body when it fits (cached), else what was read stays as the
+    /// prefix of a pending body.
+    pub async fn read_ahead<R: AsyncRead + Unpin>(
+        kind: BodyKind,
+        r: &mut R,
+        buf: &mut BytesMut,
+        timeout: Duration,
+        limit: u64,
+    ) -> Result<(ReqBody, u64), BodyIoError> {
+        let mut stream = BodyStream::new(kind, false);
+        let mut prefix = Vec::new();
+        let mut have = 0u64;
+        if let BodyKind::Length(n) = kind
+            && n > limit
+        {
+            // Known to be too big: nothing to gain from reading ahead.
+            return Ok((ReqBody::Pending(Pending::new(kind)), 0));
+        }
+        while have <= limit {
+            match stream.next(r, buf, timeout).await? {
+                Some(seg) => {
+                    have += seg.len() as u64;
+                    prefix.push(seg);
+                }
+                None => {
+                    let mut all = BytesMut::with_capacity(have as usize);
+                    for s in &prefix {
+                        all.extend_from_slice(s);
+                    }
+                    return Ok((ReqBody::Cached(all.freeze()), have));
+                }
+            }
+        }
+        Ok((
+            ReqBody::Pending(Pending {
+                stream,
+                kind,
+                prefix,
+            }),
+            have,
+        ))
+    }
+}
+
+impl Pending {
+    /// A body framed as `kind`, nothing of which was read yet.
+    pub fn new(kind: BodyKind) -> Self {
+        Pending {
+            stream: BodyStream::new(kind, false),
+            kind,
+            prefix: Vec::new(),
+        }
+    }
+
+    /// The length a fetch announces (`None`: chunked or until close).
+    pub fn length(&self) -> Option<u64> {
+        match self.kind {
+            BodyKind::Length(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// Feeds the rest of the body into `tx`, a segment at a time, then the
+    /// end marker. Returns the bytes read off the connection and, when the
+    /// fetch stopped listening first, what is left of the body (to be
+    /// discarded). A read failure is sent to the fetch and returned.
+    pub async fn pump<R: AsyncRead + Unpin>(
+        mut self,
+        r: &mut R,
+        buf: &mut BytesMut,
+        timeout: Duration,
+        tx: &mpsc::Sender<Segment>,
+    ) -> Result<(u64, Option<Pending>), BodyIoError> {
+        let mut read = 0u64;
+        for seg in std::mem::take(&mut self.prefix) {
+            if tx.send(Ok(seg)).await.is_err() {
+                return Ok((read, Some(self)));
+            }
+        }
+        loop {
+            match self.stream.next(r, buf, timeout).await {
+                Ok(Some(seg)) => {
+                    read += seg.len() as u64;
+                    if tx.send(Ok(seg)).await.is_err() {
+                        return Ok((read, Some(self)));
+                    }
+                }
+                Ok(None) => {
+                    let _ = tx.send(Ok(Bytes::new())).await;
+                    return Ok((read, None));
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(format!("req.body read error: {e}"))).await;
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// The segments read ahead, when the body is framed by length (they
+    /// can be forwarded as they came, e.g. down a pipe); `None` for a
+    /// chunked body, whose read-ahead was decoded.
+    pub fn raw_prefix(&self) -> Option<&[Bytes]> {
+        matches!(self.kind, BodyKind::Length(_)).then_some(&self.prefix[..])
+    }
+
+    /// Reads the rest of the body and throws it away; the bytes read.
+    pub async fn discard<R: AsyncRead + Unpin>(
+        mut self,
+        r: &mut R,
+        buf: &mut BytesMut,
+        timeout: Duration,
+    ) -> Result<u64, BodyIoError> {
+        let mut read = 0u64;
+        while let Some(seg) = self.stream.next(r, buf, timeout).await? {
+            read += seg.len() as u64;
+        }
+        Ok(read)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: Duration = Duration::from_secs(1);
+
+    #[tokio::test]
+    async fn small_body_is_cached_big_one_stays_pending() {
+        let mut r: &[u8] = b"";
+        let mut buf = BytesMut::from(&b"hello"[..]);
+        let (b, n) = ReqBody::read_ahead(BodyKind::Length(5), &mut r, &mut buf, T, 10)
+            .await
+            .unwrap();
+        assert!(matches!(&b, ReqBody::Cached(x) if &x[..] == b"hello"));
+        assert_eq!(n, 5);
+
+        let mut buf = BytesMut::from(&b"hello"[..]);
+        let (b, n) = ReqBody::read_ahead(BodyKind::Length(5), &mut r, &mut buf, T, 4)
+            .await
+            .unwrap();
+        assert!(matches!(b, ReqBody::Pending(_)));
+        assert_eq!((n, buf.len()), (0, 5), "nothing read for a known-big body");
+
+        let wire = b"3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n";
+        let mut buf = BytesMut::new();
+        let mut r: &[u8] = wire;
+        let (b, n) = ReqBody::read_ahead(BodyKind::Chunked, &mut r, &mut buf, T, 2)
+            .await
+            .unwrap();
+        assert!(matches!(b, ReqBody::Pending(_)));
+        assert!(n > 2);
+        let ReqBody::Pending(p) = b else {
+            unreachable!()
+        };
+        let (tx, mut rx) = mpsc::channel(CHANNEL_SEGMENTS);
+        let (_, left) = p.pump(&mut r, &mut buf, T, &tx).await.unwrap();
+        assert!(left.is_none());
+        drop(tx);
+        let mut all = Vec::new();
+        let mut ended = false;
+        while let Some(s) = rx.recv().await {
+            let s = s.unwrap();
+            ended = s.is_empty();
+            all.extend_from_slice(&s);
+        }
+        assert!(ended, "the end marker comes last");
+        assert_eq!(all, b"abcdef", "prefix then the rest, in order");
+    }
+
+    #[tokio::test]
+    async fn short_body_reaches_the_fetch_as_an_error() {
+        let mut r: &[u8] = b"only";
+        let mut buf = BytesMut::new();
+        let p = Pending::new(BodyKind::Length(10));
+        let (tx, mut rx) = mpsc::channel(CHANNEL_SEGMENTS);
+        assert!(p.pump(&mut r, &mut buf, T, &tx).await.is_err());
+        assert_eq!(&rx.recv().await.unwrap().unwrap()[..], b"only");
+        let e = rx.recv().await.unwrap().unwrap_err();
+        assert!(e.starts_with("req.body read error"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn discard_leaves_the_next_request() {
+        let mut r: &[u8] = b"";
+        let mut buf = BytesMut::from(&b"abcGET / HTTP/1.1\r\n"[..]);
+        let p = Pending::new(BodyKind::Length(3));
+        assert_eq!(p.discard(&mut r, &mut buf, T).await.unwrap(), 3);
+        assert_eq!(&buf[..], b"GET / HTTP/1.1\r\n");
+    }
+}

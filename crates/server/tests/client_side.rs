@@ -1,0 +1,173 @@
+//! End-to-end tests of what happens on the client connection itself: the
+//! PROXY protocol on `PROXY` listeners, request bodies streamed to the
+//! backend, and client socket options set from VCL.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const NO: Duration = Duration::ZERO;
+
+/// Reads until the peer closes (or 5 s pass): what the client got.
+async fn read_to_close(s: &mut TcpStream) -> Vec<u8> {
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_listener_takes_the_client_from_the_header() {
+    let be = backend(|_| (NO, ok("b", ""))).await;
+    let vcl = vcl_with(
+        be.addr,
+        r#"
+        import std;
+        sub vcl_recv { return (pass); }
+        sub vcl_deliver {
+            set resp.http.ci = client.ip;
+            set resp.http.cp = std.port(client.ip);
+            set resp.http.si = server.ip;
+            set resp.http.ri = remote.ip;
+            set resp.http.li = local.ip;
+        }"#,
+    );
+    let l = lacquer_on(&vcl, &[], "127.0.0.1:0,PROXY").await;
+    let a = l.first_addr().unwrap();
+
+    // v1, with the request in the same packet.
+    let r = raw(
+        a,
+        b"PROXY TCP4 1.2.3.4 5.6.7.8 1234 80\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n",
+        false,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("ci"), Some("1.2.3.4"));
+    assert_eq!(r.header("cp"), Some("1234"));
+    assert_eq!(r.header("si"), Some("5.6.7.8"));
+    assert_eq!(r.header("ri"), Some("127.0.0.1"));
+    assert_eq!(r.header("li"), Some("127.0.0.1"));
+    assert_eq!(be.last().header("x-forwarded-for"), Some("1.2.3.4"));
+
+    // v2 with TLVs, sent in two pieces.
+    let hdr = lacquer_http::proxy::encode_v2(
+        "[2001:db8::1]:4000".parse().unwrap(),
+        "[2001:db8::2]:443".parse().unwrap(),
+        Some(b"example.com"),
+    );
+    let mut s = TcpStream::connect(a).await.unwrap();
+    s.write_all(&hdr[..10]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    s.write_all(&hdr[10..]).await.unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nX-Forwarded-For: 9.9.9.9\r\n\r\n")
+        .await
+        .unwrap();
+    let r = read_resp(&mut s, false).await;
+    assert_eq!(r.header("ci"), Some("2001:db8::1"));
+    assert_eq!(r.header("si"), Some("2001:db8::2"));
+    assert_eq!(
+        be.last().header("x-forwarded-for"),
+        Some("9.9.9.9, 2001:db8::1")
+    );
+
+    // Plain HTTP on a PROXY listener, and a refused header: closed unanswered.
+    for junk in [
+        &b"GET / HTTP/1.1\r\nHost: t\r\n\r\n"[..],
+        b"PROXY TCP4 1.2.3.4 5.6.7.8 1234\r\nGET / HTTP/1.1\r\n\r\n",
+    ] {
+        let mut s = TcpStream::connect(a).await.unwrap();
+        s.write_all(junk).await.unwrap();
+        assert_eq!(read_to_close(&mut s).await, b"");
+    }
+    assert_eq!(be.count(), 2, "dropped connections never reach the backend");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_header_times_out_with_timeout_idle() {
+    let vcl = "vcl 4.1; backend b none;";
+    let l = lacquer_on(vcl, &["timeout_idle=0.3"], "127.0.0.1:0,PROXY").await;
+    let a = l.first_addr().unwrap();
+    let mut s = TcpStream::connect(a).await.unwrap();
+    let t0 = std::time::Instant::now();
+    s.write_all(b"PROXY TCP4 1.2.3.4").await.unwrap();
+    assert_eq!(read_to_close(&mut s).await, b"");
+    let took = t0.elapsed();
+    assert!(
+        took >= Duration::from_millis(250) && took < Duration::from_secs(3),
+        "closed after {took:?}"
+    );
+}
+
+/// Fetches `url` on a fresh connection and returns the response with the
+/// time it took to read it whole.
+async fn timed_get(a: std::net::SocketAddr, url: &str) -> (Resp, Duration) {
+    let t0 = std::time::Instant::now();
+    let r = get(a, url, "").await;
+    (r, t0.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn socket_pace_limits_delivery_rate() {
+    const SIZE: usize = 3 << 20;
+    let body = "x".repeat(SIZE);
+    let be = backend(move |_| (NO, ok(&body, "Cache-Control: max-age=60\r\n"))).await;
+    let vcl = vcl_with(
+        be.addr,
+        r#"
+        import tcp;
+        sub vcl_recv {
+            if (req.url ~ "^/paced") {
+                tcp.set_socket_pace(1000);
+            }
+        }"#,
+    );
+    let l = lacquer(&vcl, &[]).await;
+    let a = l.first_addr().unwrap();
+    let (r, fast) = timed_get(a, "/obj").await;
+    assert_eq!(r.body.len(), SIZE);
+    let (r, _) = timed_get(a, "/paced").await;
+    assert_eq!(r.body.len(), SIZE);
+    // A hit at 1000 KB/s: 3 MiB take about 3 s.
+    let (r, paced) = timed_get(a, "/paced").await;
+    assert_eq!(r.body.len(), SIZE);
+    assert!(r.header("age").is_some(), "a hit");
+    assert!(
+        paced >= Duration::from_millis(2500) && paced < Duration::from_secs(6),
+        "paced hit took {paced:?}"
+    );
+    let (_, unpaced) = timed_get(a, "/obj").await;
+    assert!(
+        unpaced < Duration::from_secs(1),
+        "unpaced hit took {unpaced:?} (miss: {fast:?})"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_socket_options_from_vcl() {
+    let be = backend(|_| (NO, ok("b", ""))).await;
+    let vcl = vcl_with(
+        be.addr,
+        r#"
+        import std;
+        import tcp;
+        sub vcl_recv { return (pass); }
+        sub vcl_deliver {
+            std.set_ip_tos(16);
+            tcp.dump_info();
+            set resp.http.rtt = tcp.get_estimated_rtt();
+            set resp.http.reno = tcp.congestion_algorithm("reno");
+            set resp.http.bogus = tcp.congestion_algorithm("no-such-algorithm");
+        }"#,
+    );
+    let l = lacquer(&vcl, &[]).await;
+    let r = get(l.first_addr().unwrap(), "/", "").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("reno"), Some("0"));
+    assert_eq!(r.header("bogus"), Some("-1"));
+    let rtt: f64 = r.header("rtt").unwrap().parse().unwrap();
+    assert!((0.0..1000.0).contains(&rtt), "rtt {rtt}");
+}
