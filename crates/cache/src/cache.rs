@@ -218,6 +218,9 @@ pub struct NewObject {
     pub headers: Vec<(Bytes, Bytes)>,
     /// Whether the stored body is gzip-compressed.
     pub gzip: bool,
+    /// ESI instructions for delivering the body (opaque to the cache; the
+    /// server writes and reads them), when the body has ESI markup.
+    pub esi: Option<Bytes>,
     /// Body source.
     pub body: NewBody,
 }
@@ -1112,6 +1115,7 @@ impl Inner {
             reason,
             headers,
             gzip,
+            esi,
             body,
         } = obj;
         let (body, writer): (Body, Option<BodyWriter>) = match body {
@@ -1127,6 +1131,7 @@ impl Inner {
             reason,
             headers: StoredHeaders::new(&headers),
             gzip,
+            esi,
             body,
         };
         let overhead = std::mem::size_of::<ObjCore>()

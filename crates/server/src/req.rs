@@ -103,33 +103,9 @@ where
     let sh = t.sh.clone();
     let mut scratch = Scratch::default();
     let max_restarts = sh.params().uint("max_restarts") as u32;
-    sh.counters.inc(Main::client_req);
-    // X-Forwarded-For gets the client address appended, once.
-    let ip = t.sess.client.ip().to_string();
-    match t.req.headers.get("x-forwarded-for").map(<[u8]>::to_vec) {
-        Some(mut v) => {
-            for (k, old) in t.req.headers.iter() {
-                if k.eq_ignore_ascii_case(b"x-forwarded-for") {
-                    t.vsl.log_header(Tag::ReqUnset, k, old);
-                }
-            }
-            t.req.headers.collect("x-forwarded-for");
-            v = t
-                .req
-                .headers
-                .get("x-forwarded-for")
-                .map(<[u8]>::to_vec)
-                .unwrap_or(v);
-            v.extend_from_slice(b", ");
-            v.extend_from_slice(ip.as_bytes());
-            t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &v);
-            t.req.headers.set("X-Forwarded-For", v);
-        }
-        None => {
-            t.vsl
-                .log_header(Tag::ReqHeader, b"X-Forwarded-For", ip.as_bytes());
-            t.req.headers.append("X-Forwarded-For", ip);
-        }
+    if t.esi_level == 0 {
+        sh.counters.inc(Main::client_req);
+        add_xff(t);
     }
     t.req_orig = t.req.clone();
     let mut state = State::Recv;
@@ -159,6 +135,13 @@ where
                         State::Hash(AfterHash::Lookup)
                     }
                     Action::Pass { .. } => State::Hash(AfterHash::Pass),
+                    Action::Pipe if t.esi_level > 0 => {
+                        t.vsl.log_str(
+                            Tag::VCL_Error,
+                            "vcl_recv{} returns pipe for ESI included object.  Doing pass.",
+                        );
+                        State::Hash(AfterHash::Pass)
+                    }
                     Action::Pipe => State::Hash(AfterHash::Pipe),
                     Action::Purge => {
                         if ae_rules {
@@ -371,6 +354,37 @@ where
     }
 }
 
+/// X-Forwarded-For gets the client address appended, once per client
+/// request.
+fn add_xff(t: &mut ReqTask) {
+    let ip = t.sess.client.ip().to_string();
+    match t.req.headers.get("x-forwarded-for").map(<[u8]>::to_vec) {
+        Some(mut v) => {
+            for (k, old) in t.req.headers.iter() {
+                if k.eq_ignore_ascii_case(b"x-forwarded-for") {
+                    t.vsl.log_header(Tag::ReqUnset, k, old);
+                }
+            }
+            t.req.headers.collect("x-forwarded-for");
+            v = t
+                .req
+                .headers
+                .get("x-forwarded-for")
+                .map(<[u8]>::to_vec)
+                .unwrap_or(v);
+            v.extend_from_slice(b", ");
+            v.extend_from_slice(ip.as_bytes());
+            t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &v);
+            t.req.headers.set("X-Forwarded-For", v);
+        }
+        None => {
+            t.vsl
+                .log_header(Tag::ReqHeader, b"X-Forwarded-For", ip.as_bytes());
+            t.req.headers.append("X-Forwarded-For", ip);
+        }
+    }
+}
+
 /// The records that open a request's log (`ReqStart` and the request as
 /// received), written when it arrives and again after each restart.
 pub(crate) fn log_req_start(vsl: &mut lacquer_vsl::VslBuf, sess: &SessInfo, req: &ReqMsg) {
@@ -411,6 +425,21 @@ fn restart_vxid(t: &mut ReqTask) {
     t.t_last = now;
     let sess = t.sess.clone();
     log_req_start(&mut t.vsl, &sess, &t.req);
+}
+
+/// An ESI response's validator is weak: its bytes depend on the includes.
+fn weaken_etag(t: &mut ReqTask) {
+    let Some(etag) = t.resp.headers.get("etag").map(Bytes::copy_from_slice) else {
+        return;
+    };
+    if etag.starts_with(b"W/") {
+        return;
+    }
+    let mut weak = b"W/".to_vec();
+    weak.extend_from_slice(&etag);
+    t.vsl.log_header(Tag::RespUnset, b"ETag", &etag);
+    t.vsl.log_header(Tag::RespHeader, b"ETag", &weak);
+    t.resp.headers.set("ETag", weak);
 }
 
 /// A client-side subroutine failed: a 503 "VCL failed", and the
@@ -752,9 +781,9 @@ const DIRECT_WRITE: usize = 8 * 1024;
 
 /// Writes `a` then `b` with vectored writes (one system call when the
 /// socket takes both).
-async fn write_both<S>(stream: &mut S, mut a: &[u8], mut b: &[u8]) -> std::io::Result<()>
+pub(crate) async fn write_both<S>(stream: &mut S, mut a: &[u8], mut b: &[u8]) -> std::io::Result<()>
 where
-    S: AsyncWrite + Unpin,
+    S: AsyncWrite + Unpin + ?Sized,
 {
     while !a.is_empty() {
         let n = stream
@@ -793,6 +822,10 @@ async fn transmit<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
+    if t.esi_level > 0 {
+        // An ESI include: its body goes into the including response.
+        return crate::esi::deliver::include_body(t, conn, obj, synth).await;
+    }
     let sh = t.sh.clone();
     let params = sh.params();
     let head_only = &t.req.method[..] == b"HEAD";
@@ -828,6 +861,7 @@ where
     let mut range: Option<(u64, u64)> = None;
     let mut gunzip = false;
     let mut send_body = true;
+    let mut esi: Option<crate::esi::Program> = None;
     match (&obj, &synth) {
         (Some(o), _) => {
             let data = o.data();
@@ -869,6 +903,20 @@ where
                 t.resp.headers.remove("content-encoding");
                 body_len = None;
             }
+            if t.esi
+                && !head_only
+                && let Some(code) = data.esi.clone()
+            {
+                match crate::esi::Program::new(code) {
+                    Ok(p) => {
+                        // The length is not known before the includes ran.
+                        esi = Some(p);
+                        body_len = None;
+                        weaken_etag(t);
+                    }
+                    Err(e) => t.vsl.log(Tag::Error, format_args!("{e}")),
+                }
+            }
             if t.resp.status == 200
                 && !gunzip
                 && not_modified(
@@ -885,6 +933,7 @@ where
             } else if t.resp.status == 200
                 && params.flag("http_range_support")
                 && !gunzip
+                && esi.is_none()
                 && let Some(r) = t.req.headers.get("range")
             {
                 match apply_range(r, body_len) {
@@ -978,6 +1027,18 @@ where
             return conn.stream.flush().await;
         }
         let o = obj.as_ref().expect("object or synth body");
+        if let Some(prog) = esi.take() {
+            let framing = crate::esi::deliver::TopFraming {
+                chunked,
+                gzip: prog.gzip() && !gunzip,
+                idle_send,
+            };
+            let head = std::mem::take(&mut out);
+            let (r, n) =
+                crate::esi::deliver::deliver_top(t, &mut conn.stream, o, prog, framing, head).await;
+            body_bytes = n;
+            return r;
+        }
         let mut reader = match range {
             Some((s, e)) => o.body().range_reader(s, Some(e + 1)),
             None => o.body().reader(),

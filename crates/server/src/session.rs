@@ -233,7 +233,7 @@ where
             hash_always_miss: false,
             hash_ignore_busy: false,
             hash_ignore_vary: false,
-            esi: false,
+            esi: true,
             is_hitmiss: false,
             is_hitpass: false,
             is_hit: false,
@@ -253,6 +253,9 @@ where
             now: t_req,
             cur_sub: lacquer_vcl::subs::BuiltinSub::Recv,
             t_last: t_req,
+            esi_level: 0,
+            top: None,
+            esi_sink: None,
         };
         task.backend_hint = task.vcl.default_backend();
         sh.counters.add(Main::s_req_hdrbytes, req_hdr_bytes as u64);

@@ -188,6 +188,13 @@ fn storage_value(sh: &Shared, var: VarId, name: &str) -> Result<Value, String> {
     })
 }
 
+/// The top-level request of an ESI include tree, as `req_top.*` reads it.
+#[derive(Debug)]
+pub struct TopReq {
+    pub req: ReqMsg,
+    pub t_req: f64,
+}
+
 /// A client request while it runs client-side VCL.
 pub struct ReqTask {
     pub sh: Arc<Shared>,
@@ -241,6 +248,14 @@ pub struct ReqTask {
     pub cur_sub: BuiltinSub,
     /// Time of the last `Timestamp` record.
     pub t_last: f64,
+    /// ESI depth: 0 for a client's request, n for an include n levels down.
+    pub esi_level: u32,
+    /// What `req_top.*` reads in an ESI include (the request itself at
+    /// level 0).
+    pub top: Option<Arc<TopReq>>,
+    /// The response an ESI include writes its body into, lent by the
+    /// including request for the include's run.
+    pub esi_sink: Option<Box<crate::esi::deliver::EsiSink>>,
 }
 
 impl ReqTask {
@@ -265,12 +280,18 @@ impl ReqTask {
             .as_ref()
             .ok_or_else(|| "no object in this context".to_string())
     }
+
+    /// The request `req_top.*` refers to.
+    fn top_req(&self) -> &ReqMsg {
+        self.top.as_ref().map_or(&self.req, |t| &t.req)
+    }
 }
 
 impl Context for ReqTask {
     fn header(&self, which: HttpWhich, name: &HeaderName) -> Option<&[u8]> {
         match which {
-            HttpWhich::Req | HttpWhich::ReqTop => http_header(&self.req.headers, name),
+            HttpWhich::Req => http_header(&self.req.headers, name),
+            HttpWhich::ReqTop => http_header(&self.top_req().headers, name),
             HttpWhich::Resp => http_header(&self.resp.headers, name),
             HttpWhich::Obj => self.obj.as_ref().and_then(|o| obj_header(o, &name.lower)),
             HttpWhich::Bereq | HttpWhich::Beresp => None,
@@ -297,9 +318,12 @@ impl Context for ReqTask {
 
     fn get_str(&self, var: VarId) -> Result<Option<&[u8]>, String> {
         Ok(Some(match var {
-            VarId::ReqMethod | VarId::ReqTopMethod => &self.req.method,
-            VarId::ReqUrl | VarId::ReqTopUrl => &self.req.url,
-            VarId::ReqProto | VarId::ReqTopProto => &self.req.proto,
+            VarId::ReqMethod => &self.req.method,
+            VarId::ReqUrl => &self.req.url,
+            VarId::ReqProto => &self.req.proto,
+            VarId::ReqTopMethod => &self.top_req().method,
+            VarId::ReqTopUrl => &self.top_req().url,
+            VarId::ReqTopProto => &self.top_req().proto,
             VarId::RespProto => &self.resp.proto,
             VarId::RespReason => &self.resp.reason,
             VarId::ObjProto => b"HTTP/1.1",
@@ -354,7 +378,8 @@ impl Context for ReqTask {
             VarId::ClientIp | VarId::RemoteIp => Value::Ip(self.client_ip()),
             VarId::ServerIp | VarId::LocalIp => Value::Ip(self.local_ip()),
             VarId::ReqRestarts => Value::Int(i64::from(self.restarts)),
-            VarId::ReqTime | VarId::ReqTopTime => Value::Time(self.t_req),
+            VarId::ReqTime => Value::Time(self.t_req),
+            VarId::ReqTopTime => Value::Time(self.top.as_ref().map_or(self.t_req, |t| t.t_req)),
             VarId::ReqTtl => self.ttl.map_or(Value::Duration(-1.0), Value::Duration),
             VarId::ReqGrace => self.grace.map_or(Value::Duration(-1.0), Value::Duration),
             VarId::ReqBackendHint => match &self.backend_hint {
@@ -371,7 +396,7 @@ impl Context for ReqTask {
                     .is_some_and(crate::gzip::accepts_gzip),
             ),
             VarId::ReqEsi => Value::Bool(self.esi),
-            VarId::ReqEsiLevel => Value::Int(0),
+            VarId::ReqEsiLevel => Value::Int(i64::from(self.esi_level)),
             VarId::ReqIsHitmiss => Value::Bool(self.is_hitmiss),
             VarId::ReqIsHitpass => Value::Bool(self.is_hitpass),
             VarId::ReqStorage => match &self.storage {
@@ -386,7 +411,7 @@ impl Context for ReqTask {
             VarId::RespIsStreaming => {
                 Value::Bool(self.obj.as_ref().is_some_and(|o| !o.body().is_finished()))
             }
-            VarId::RespDoEsi => Value::Bool(false),
+            VarId::RespDoEsi => Value::Bool(self.esi),
             VarId::RespTime => Value::Time(self.now),
             VarId::ObjStatus => Value::Int(i64::from(self.obj()?.data().status)),
             VarId::ObjHits => Value::Int(self.obj()?.hits() as i64),
@@ -409,7 +434,7 @@ impl Context for ReqTask {
                 let f = self.obj()?.flags();
                 f.private() || f.hit_for_miss() || f.hit_for_pass()
             }),
-            VarId::ObjCanEsi => Value::Bool(false),
+            VarId::ObjCanEsi => Value::Bool(self.obj()?.data().esi.is_some()),
             VarId::ObjStorage => match self.obj()?.store_name() {
                 Some(n) => Value::Stevedore(Arc::from(n)),
                 None => Value::Null,
@@ -436,7 +461,13 @@ impl Context for ReqTask {
             VarId::ReqHashAlwaysMiss => self.hash_always_miss = as_bool(&value)?,
             VarId::ReqHashIgnoreBusy => self.hash_ignore_busy = as_bool(&value)?,
             VarId::ReqHashIgnoreVary => self.hash_ignore_vary = as_bool(&value)?,
-            VarId::ReqEsi => self.esi = as_bool(&value)?,
+            // As varnishd: only the top request can turn ESI off this way.
+            VarId::ReqEsi => {
+                let v = as_bool(&value)?;
+                if self.esi_level == 0 {
+                    self.esi = v;
+                }
+            }
             VarId::ReqStorage => self.storage = stevedore_name(value)?,
             VarId::RespStatus => {
                 let s = vcl_status(as_int(&value)?)?;
@@ -446,7 +477,7 @@ impl Context for ReqTask {
                 self.vsl.log(Tag::RespStatus, format_args!("{s}"));
                 self.vsl.log_bytes(Tag::RespReason, &self.resp.reason);
             }
-            VarId::RespDoEsi => {}
+            VarId::RespDoEsi => self.esi = as_bool(&value)?,
             VarId::RespBody => match value {
                 Value::Str(s) | Value::Blob(s) => {
                     self.synth_body.clear();
@@ -519,7 +550,8 @@ impl Context for ReqTask {
 
     fn headers(&self, which: HttpWhich) -> Vec<(&[u8], &[u8])> {
         match which {
-            HttpWhich::Req | HttpWhich::ReqTop => self.req.headers.iter().collect(),
+            HttpWhich::Req => self.req.headers.iter().collect(),
+            HttpWhich::ReqTop => self.top_req().headers.iter().collect(),
             HttpWhich::Resp => self.resp.headers.iter().collect(),
             HttpWhich::Obj => self
                 .obj
