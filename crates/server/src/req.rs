@@ -1115,6 +1115,8 @@ where
     .unwrap_or_else(|_| Err(std::io::Error::other("send timeout")));
     sh.counters.add(Main::s_resp_hdrbytes, hdr_bytes);
     sh.counters.add(Main::s_resp_bodybytes, body_bytes);
+    let now = rfc2616::now();
+    t.vsl.log_timestamp("Resp", now, now - t.t_req, now - t.now);
     t.vsl.log(
         Tag::ReqAcct,
         format_args!(

@@ -299,9 +299,6 @@ where
             }
         }
         let after = crate::req::handle(&mut task, &mut conn).await;
-        let now = rfc2616::now();
-        task.vsl
-            .log_timestamp("Resp", now, now - t_req, now - task.now);
         task.vsl.log_str(Tag::End, "");
         task.vsl.flush();
         tmo = task.timeouts;

@@ -319,6 +319,14 @@ fn inflate(d: &mut Decompress, mut input: &[u8], out: &mut Vec<u8>) -> io::Resul
     Ok(())
 }
 
+/// Inflates one verbatim range of a gzip'ed ESI object on its own.
+pub fn inflate_range(data: &[u8]) -> io::Result<Vec<u8>> {
+    let mut d = Decompress::new(false);
+    let mut out = Vec::new();
+    inflate(&mut d, data, &mut out)?;
+    Ok(out)
+}
+
 /// Delivers one ESI object into `sink` by its instructions.
 async fn walk(
     t: &mut ReqTask,
