@@ -43,8 +43,9 @@ pub enum FetchMode {
         busy: BusyObj,
         stale: Option<ObjRef>,
     },
-    /// A hit-for-miss: fill `busy`, nobody waits on it.
-    HitMiss { busy: BusyObj },
+    /// A hit-for-miss: fill `busy`, nobody waits on it; the object replaces
+    /// the hit-for-miss `marker`.
+    HitMiss { busy: BusyObj, marker: ObjRef },
     /// A grace hit's background refresh.
     Background { busy: BusyObj, stale: ObjRef },
     /// A pass: the object is private to the requesting client.
@@ -152,7 +153,7 @@ fn fail(job: &mut FetchJob) {
     }
     match std::mem::replace(&mut job.mode, FetchMode::Pass) {
         FetchMode::Miss { busy, .. }
-        | FetchMode::HitMiss { busy }
+        | FetchMode::HitMiss { busy, .. }
         | FetchMode::Background { busy, .. } => busy.fail(),
         FetchMode::Pass => {}
     }
@@ -753,7 +754,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         FetchMode::Pass => (None, None),
         FetchMode::Miss { busy, stale } => (Some(busy), stale),
         FetchMode::Background { busy, stale } => (Some(busy), Some(stale)),
-        FetchMode::HitMiss { busy } => (Some(busy), None),
+        FetchMode::HitMiss { busy, marker } => (Some(busy), Some(marker)),
     };
     let inserted = match busy {
         None => bo.sh.cache.insert_private(new, &store),
@@ -1060,7 +1061,7 @@ fn backend_error(
     let inserted = match std::mem::replace(&mut job.mode, FetchMode::Pass) {
         FetchMode::Pass => bo.sh.cache.insert_private(new, &store),
         FetchMode::Miss { busy, .. }
-        | FetchMode::HitMiss { busy }
+        | FetchMode::HitMiss { busy, .. }
         | FetchMode::Background { busy, .. } => busy.unbusy(new, &store),
     };
     match inserted {

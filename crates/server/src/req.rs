@@ -77,7 +77,8 @@ enum State {
     Miss {
         busy: lacquer_cache::BusyObj,
         stale: Option<ObjRef>,
-        hitmiss: bool,
+        /// A hit-for-miss: the marker the fetched object replaces.
+        hitmiss: Option<ObjRef>,
     },
     Hit(ObjRef, Option<lacquer_cache::BusyObj>),
     Pass,
@@ -260,13 +261,12 @@ where
                 let vcl = t.vcl.clone();
                 match vcl.run(BuiltinSub::Miss, t, &mut scratch) {
                     Action::Fetch => {
-                        if !hitmiss {
-                            sh.counters.inc(Main::cache_miss);
-                        }
-                        let mode = if hitmiss {
-                            FetchMode::HitMiss { busy }
-                        } else {
-                            FetchMode::Miss { busy, stale }
+                        let mode = match hitmiss {
+                            Some(marker) => FetchMode::HitMiss { busy, marker },
+                            None => {
+                                sh.counters.inc(Main::cache_miss);
+                                FetchMode::Miss { busy, stale }
+                            }
                         };
                         match fetch(t, mode, false).await {
                             Some(obj) => State::Deliver {
@@ -498,9 +498,14 @@ async fn lookup(t: &mut ReqTask) -> State {
             Lookup::Miss { busy, stale } => State::Miss {
                 busy,
                 stale,
-                hitmiss: false,
+                hitmiss: None,
             },
-            Lookup::HitMiss { busy, vxid, dttl } => {
+            Lookup::HitMiss {
+                busy,
+                marker,
+                vxid,
+                dttl,
+            } => {
                 t.is_hitmiss = true;
                 sh.counters.inc(Main::cache_hitmiss);
                 sh.counters.inc(Main::cache_miss);
@@ -508,7 +513,7 @@ async fn lookup(t: &mut ReqTask) -> State {
                 State::Miss {
                     busy,
                     stale: None,
-                    hitmiss: true,
+                    hitmiss: Some(marker),
                 }
             }
             Lookup::HitPass { vxid, dttl } => {
