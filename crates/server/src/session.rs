@@ -26,7 +26,7 @@ use lacquer_vsl::{Tag, VslBuf, Vxid};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::bodyio::BodyStream;
-use crate::msg::{ReqMsg, RespMsg};
+use crate::msg::ReqMsg;
 use crate::req::{After, ClientConn};
 use crate::rfc2616;
 use crate::state::Shared;
@@ -215,49 +215,8 @@ where
         vsl.log_timestamp("Req", t_req, 0.0, 0.0);
         vsl.log_str(Tag::VCL_use, &vcl.name);
         crate::req::log_req_start(&mut vsl, &info, &req);
-        let mut task = ReqTask {
-            sh: sh.clone(),
-            vcl,
-            sess: info.clone(),
-            timeouts: tmo,
-            vxid,
-            vxid_str: vxid.to_string(),
-            req_orig: req.clone(),
-            req,
-            t_req,
-            restarts: 0,
-            client_identity: None,
-            backend_hint: None,
-            ttl: None,
-            grace: None,
-            hash_always_miss: false,
-            hash_ignore_busy: false,
-            hash_ignore_vary: false,
-            esi: true,
-            is_hitmiss: false,
-            is_hitpass: false,
-            is_hit: false,
-            storage: None,
-            hash: None,
-            purging: false,
-            vcl_failed: false,
-            req_hdr_bytes: req_hdr_bytes as u64,
-            digest: None,
-            resp: RespMsg::new(200),
-            obj: None,
-            synth_body: Vec::new(),
-            vsl,
-            privs: Default::default(),
-            req_body: None,
-            req_body_failed: false,
-            now: t_req,
-            cur_sub: lacquer_vcl::subs::BuiltinSub::Recv,
-            t_last: t_req,
-            esi_level: 0,
-            top: None,
-            esi_sink: None,
-        };
-        task.backend_hint = task.vcl.default_backend();
+        let mut task = ReqTask::new(sh.clone(), vcl, info.clone(), tmo, vxid, req, t_req, vsl);
+        task.req_hdr_bytes = req_hdr_bytes as u64;
         sh.counters.add(Main::s_req_hdrbytes, req_hdr_bytes as u64);
         // The request body is read before VCL runs, so that VCL (and
         // std.cache_req_body) can use it and a pass can forward it.

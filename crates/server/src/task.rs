@@ -259,6 +259,64 @@ pub struct ReqTask {
 }
 
 impl ReqTask {
+    /// A request about to run client-side VCL from its start, with the
+    /// VCL's default backend (an ESI include sets its level, `top` and
+    /// sink afterwards).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        sh: Arc<Shared>,
+        vcl: Arc<LoadedVcl>,
+        sess: Arc<SessInfo>,
+        timeouts: SessTimeouts,
+        vxid: u32,
+        req: ReqMsg,
+        t_req: f64,
+        vsl: VslBuf,
+    ) -> ReqTask {
+        ReqTask {
+            sh,
+            backend_hint: vcl.default_backend(),
+            vcl,
+            sess,
+            timeouts,
+            vxid,
+            vxid_str: vxid.to_string(),
+            req_orig: req.clone(),
+            req,
+            t_req,
+            restarts: 0,
+            client_identity: None,
+            ttl: None,
+            grace: None,
+            hash_always_miss: false,
+            hash_ignore_busy: false,
+            hash_ignore_vary: false,
+            esi: true,
+            is_hitmiss: false,
+            is_hitpass: false,
+            is_hit: false,
+            storage: None,
+            hash: None,
+            purging: false,
+            vcl_failed: false,
+            req_hdr_bytes: 0,
+            digest: None,
+            resp: RespMsg::new(200),
+            obj: None,
+            synth_body: Vec::new(),
+            vsl,
+            privs: Default::default(),
+            req_body: None,
+            req_body_failed: false,
+            now: t_req,
+            cur_sub: BuiltinSub::Recv,
+            t_last: t_req,
+            esi_level: 0,
+            top: None,
+            esi_sink: None,
+        }
+    }
+
     fn client_ip(&self) -> SocketAddr {
         if self.sess.unix {
             SocketAddr::from(([0, 0, 0, 0], 0))

@@ -477,49 +477,19 @@ fn include<'a>(
         let saved_abort_on_error = sink.abort_on_error;
         sink.abort_on_error = abort_on_error;
         let bytes_before = sink.bytes;
-        let vcl = parent.vcl.clone();
-        let mut child = ReqTask {
-            sh: sh.clone(),
-            backend_hint: vcl.default_backend(),
-            vcl,
-            sess: parent.sess.clone(),
-            timeouts: parent.timeouts,
+        let mut child = ReqTask::new(
+            sh.clone(),
+            parent.vcl.clone(),
+            parent.sess.clone(),
+            parent.timeouts,
             vxid,
-            vxid_str: vxid.to_string(),
-            req_orig: req.clone(),
             req,
-            t_req: now,
-            restarts: 0,
-            client_identity: None,
-            ttl: None,
-            grace: None,
-            hash_always_miss: false,
-            hash_ignore_busy: false,
-            hash_ignore_vary: false,
-            esi: true,
-            is_hitmiss: false,
-            is_hitpass: false,
-            is_hit: false,
-            storage: None,
-            hash: None,
-            purging: false,
-            vcl_failed: false,
-            req_hdr_bytes: 0,
-            digest: None,
-            resp: crate::msg::RespMsg::new(200),
-            obj: None,
-            synth_body: Vec::new(),
-            vsl,
-            privs: Default::default(),
-            req_body: None,
-            req_body_failed: false,
             now,
-            cur_sub: lacquer_vcl::subs::BuiltinSub::Recv,
-            t_last: now,
-            esi_level: parent.esi_level + 1,
-            top: Some(top),
-            esi_sink: Some(Box::new(std::mem::take(sink))),
-        };
+            vsl,
+        );
+        child.esi_level = parent.esi_level + 1;
+        child.top = Some(top);
+        child.esi_sink = Some(Box::new(std::mem::take(sink)));
         {
             let mut conn = ClientConn {
                 stream: EsiStream { inner: w },

@@ -256,12 +256,16 @@ fn is_sp(c: u8) -> bool {
     matches!(c, b' ' | b'\t')
 }
 
+/// varnishd's XML name-start class: letters, `_`, `:` and any non-ASCII
+/// byte.
 fn is_xml_name_start(c: u8) -> bool {
     c.is_ascii_alphabetic() || c == b'_' || c == b':' || c >= 0x80
 }
 
+/// varnishd's XML name class: ASCII only (a non-ASCII byte inside an
+/// attribute name is an error there).
 fn is_xml_name(c: u8) -> bool {
-    is_xml_name_start(c) || c.is_ascii_digit() || c == b'-' || c == b'.'
+    c.is_ascii_alphanumeric() || matches!(c, b'_' | b':' | b'-' | b'.')
 }
 
 /// Matches `input` against `table`: `Some(entry index or None for the
