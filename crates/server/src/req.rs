@@ -439,7 +439,8 @@ fn weaken_etag(t: &mut ReqTask) {
     weak.extend_from_slice(&etag);
     t.vsl.log_header(Tag::RespUnset, b"ETag", &etag);
     t.vsl.log_header(Tag::RespHeader, b"ETag", &weak);
-    t.resp.headers.set("ETag", weak);
+    t.resp.headers.remove("etag");
+    t.resp.headers.append("ETag", weak);
 }
 
 /// A client-side subroutine failed: a 503 "VCL failed", and the
@@ -867,6 +868,7 @@ where
     let mut gunzip = false;
     let mut send_body = true;
     let mut esi: Option<crate::esi::Program> = None;
+    let mut esi_head = false;
     match (&obj, &synth) {
         (Some(o), _) => {
             let data = o.data();
@@ -909,17 +911,19 @@ where
                 body_len = None;
             }
             if t.esi
-                && !head_only
                 && let Some(code) = data.esi.clone()
             {
-                match crate::esi::Program::new(code) {
-                    Ok(p) => {
-                        // The length is not known before the includes ran.
-                        esi = Some(p);
-                        body_len = None;
-                        weaken_etag(t);
+                // The length is not known before the includes ran (a HEAD
+                // gets no length either, as varnishd).
+                body_len = None;
+                weaken_etag(t);
+                if head_only {
+                    esi_head = true;
+                } else {
+                    match crate::esi::Program::new(code) {
+                        Ok(p) => esi = Some(p),
+                        Err(e) => t.vsl.log(Tag::Error, format_args!("{e}")),
                     }
-                    Err(e) => t.vsl.log(Tag::Error, format_args!("{e}")),
                 }
             }
             if t.resp.status == 200
@@ -974,7 +978,8 @@ where
         (None, None) => body_len = Some(0),
     }
     let no_body_status = t.resp.status < 200 || t.resp.status == 204 || t.resp.status == 304;
-    let chunked = send_body && !no_body_status && body_len.is_none() && !t.req.is_http10();
+    let chunked =
+        send_body && !no_body_status && body_len.is_none() && !t.req.is_http10() && !esi_head;
     if body_len.is_none() && t.req.is_http10() {
         keep = false;
     }

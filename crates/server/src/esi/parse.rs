@@ -115,7 +115,6 @@ enum State {
     AttrVal,
     Until,
     Match,
-    MatchBuf,
 }
 
 /// A keyword table: literals tried in order, and where an unmatched input
@@ -159,9 +158,6 @@ static BOM: Table = Table {
     entries: &[(b"\xeb\xbb\xbf", State::Start)],
     default: State::Bom,
 };
-
-/// The longest literal of any table: what a split keyword can need.
-const TAG_MAX: usize = 8;
 
 /// The element whose end (`>`) runs its action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,13 +215,12 @@ pub struct Parser {
     esicmt_armed: bool,
     esicmt_pos: usize,
 
-    /// A keyword being matched across pieces.
+    /// The keyword table being matched.
     table: Option<&'static Table>,
-    tag: [u8; TAG_MAX],
-    tag_len: usize,
-    /// Bytes of an earlier piece a short keyword match left over, still to
-    /// be seen by the `Until` scanner.
-    replay: Vec<u8>,
+    /// The start of a keyword that the end of a piece cut: parsed again
+    /// with the next piece, so that the result never depends on how the
+    /// body was cut (at most the longest keyword, 8 bytes).
+    carry: Vec<u8>,
 
     element: Option<Element>,
     attrs: Option<&'static Table>,
@@ -313,9 +308,7 @@ impl Parser {
             esicmt_armed: false,
             esicmt_pos: 0,
             table: None,
-            tag: [0; TAG_MAX],
-            tag_len: 0,
-            replay: Vec::new(),
+            carry: Vec::new(),
             element: None,
             attrs: None,
             attr_name: None,
@@ -434,6 +427,16 @@ impl Parser {
         if buf.is_empty() {
             return;
         }
+        if self.carry.is_empty() {
+            self.parse(buf, ds);
+        } else {
+            let mut joined = std::mem::take(&mut self.carry);
+            joined.extend_from_slice(buf);
+            self.parse(&joined, ds);
+        }
+    }
+
+    fn parse(&mut self, buf: &[u8], ds: &mut dyn Downstream) {
         let mut ver = 0usize;
         if self.startup {
             // A gzip header must come out as a skip range, or an object
@@ -496,7 +499,6 @@ impl Parser {
                         p += 1;
                         self.state = State::NextTag;
                     } else {
-                        self.tag_len = 0;
                         while p < e {
                             p += 1;
                             if buf[p - 1] == b'>' {
@@ -612,7 +614,6 @@ impl Parser {
                     self.state = State::TagError;
                 }
                 State::InTag => {
-                    self.tag_len = 0;
                     while p < e && is_lws(buf[p]) && !self.emptytag {
                         p += 1;
                         self.canattr = true;
@@ -724,20 +725,10 @@ impl Parser {
                     }
                 }
                 State::Until => {
-                    let mut replay = std::mem::take(&mut self.replay);
-                    for &b in &replay {
-                        if self.until_step(b) {
+                    while p < e {
+                        p += 1;
+                        if self.until_step(buf[p - 1]) {
                             break;
-                        }
-                    }
-                    replay.clear();
-                    self.replay = replay;
-                    if self.state == State::Until {
-                        while p < e {
-                            p += 1;
-                            if self.until_step(buf[p - 1]) {
-                                break;
-                            }
                         }
                     }
                     if p == e && !self.remove {
@@ -754,39 +745,10 @@ impl Parser {
                             self.matched(table, hit);
                         }
                         None => {
-                            let n = e - p;
-                            self.tag[..n].copy_from_slice(&buf[p..]);
-                            self.tag_len = n;
-                            self.state = State::MatchBuf;
-                            p = e;
-                        }
-                    }
-                }
-                State::MatchBuf => {
-                    let table = self.table.unwrap_or(&START_TAG);
-                    let n = (TAG_MAX - self.tag_len).min(e - p);
-                    let mut probe = [0u8; TAG_MAX];
-                    probe[..self.tag_len].copy_from_slice(&self.tag[..self.tag_len]);
-                    probe[self.tag_len..self.tag_len + n].copy_from_slice(&buf[p..p + n]);
-                    match lookup(table, &probe[..self.tag_len + n]) {
-                        None => {
-                            self.tag[..self.tag_len + n]
-                                .copy_from_slice(&probe[..self.tag_len + n]);
-                            self.tag_len += n;
-                            p += n;
-                        }
-                        Some(hit) => {
-                            let used = hit.map_or(0, |i| table.entries[i].0.len());
-                            if used >= self.tag_len {
-                                p += used - self.tag_len;
-                            } else {
-                                // A shorter keyword matched than what was
-                                // held back: the rest belongs to the next
-                                // state (only `<!--` + comment text does this).
-                                self.replay.clear();
-                                self.replay.extend_from_slice(&self.tag[used..self.tag_len]);
-                            }
-                            self.matched(table, hit);
+                            // The piece ends inside a keyword: keep its
+                            // start for the next piece.
+                            self.carry.extend_from_slice(&buf[p..]);
+                            break;
                         }
                     }
                 }
@@ -837,10 +799,6 @@ impl Parser {
             };
         }
         self.table = None;
-        self.tag_len = 0;
-        if self.state != State::Until && self.state != State::Comment {
-            self.replay.clear();
-        }
     }
 
     /// An attribute value of the current element is complete.
@@ -947,6 +905,15 @@ impl Parser {
     pub fn finish(&mut self, ds: &mut dyn Downstream) -> Option<Vec<Instr>> {
         self.include_src = None;
         self.attr_val = None;
+        let carry = std::mem::take(&mut self.carry);
+        if !carry.is_empty() {
+            let mut ver = 0;
+            if self.in_esi_tag || self.remove {
+                self.mark(&carry, &mut ver, carry.len(), Mark::Skip, ds);
+            } else {
+                self.mark_pending(&carry, &mut ver, carry.len());
+            }
+        }
         if !matches!(
             self.state,
             State::Start | State::Bom | State::TestXml | State::NotXml | State::NextTag
@@ -1184,6 +1151,22 @@ mod tests {
                 Instr::Skip(_)
             ]
         ));
+    }
+
+    #[test]
+    fn a_keyword_cut_by_the_piece_boundary_parses_as_if_whole() {
+        // A broken byte-order mark cut after its first byte (found by the
+        // fuzz target): the check for '<' still sees that byte.
+        let bom = Features {
+            remove_bom: true,
+            ..Features::default()
+        };
+        let body: &[u8] = b"\xeb\x8b<esi:include src=\"/x\"/>";
+        let (whole, d1) = parse_pieces(&[body], bom);
+        let (split, d2) = parse_pieces(&[&body[..1], &body[1..]], bom);
+        assert_eq!(whole, split);
+        assert_eq!(d1, d2);
+        assert!(whole.is_none());
     }
 
     #[test]
