@@ -16,6 +16,7 @@
 //! `beresp.do_stream`, when its body is complete).
 
 use crate::counters::Main;
+use crate::pid;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -95,7 +96,7 @@ fn secs(s: f64) -> Duration {
 
 /// Runs a fetch to completion.
 pub async fn run(mut job: FetchJob) {
-    let max_retries = job.bo.sh.params().uint("max_retries") as u32;
+    let max_retries = job.bo.sh.params().uint(pid!("max_retries")) as u32;
     let mut scratch = Scratch::default();
     job.bo.vsl.log(
         Tag::Begin,
@@ -162,7 +163,7 @@ fn fail(job: &mut FetchJob) {
 /// One pass through vcl_backend_fetch, the backend and vcl_backend_response,
 /// repeated on `retry`.
 async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> {
-    let max_retries = job.bo.sh.params().uint("max_retries") as u32;
+    let max_retries = job.bo.sh.params().uint(pid!("max_retries")) as u32;
     loop {
         let vcl = job.bo.vcl.clone();
         job.bo.now = rfc2616::now();
@@ -245,18 +246,18 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
     let connect_timeout = bo
         .connect_timeout
         .or(backend.connect_timeout)
-        .unwrap_or_else(|| params.duration("connect_timeout"));
+        .unwrap_or_else(|| params.duration(pid!("connect_timeout")));
     let first_byte = bo
         .first_byte_timeout
         .or(backend.first_byte_timeout)
-        .unwrap_or_else(|| params.duration("first_byte_timeout"));
-    let idle = params.duration("backend_idle_timeout");
+        .unwrap_or_else(|| params.duration(pid!("first_byte_timeout")));
+    let idle = params.duration(pid!("backend_idle_timeout"));
     let limits = Limits {
         require_host: false,
         ..Limits::from_varnish_params(
-            params.bytes("http_resp_hdr_len") as usize,
-            params.bytes("http_resp_size") as usize,
-            params.uint("http_max_hdr") as usize,
+            params.bytes(pid!("http_resp_hdr_len")) as usize,
+            params.bytes(pid!("http_resp_size")) as usize,
+            params.uint(pid!("http_max_hdr")) as usize,
         )
     };
     drop(params);
@@ -471,10 +472,10 @@ fn log_resp(bo: &mut BoTask, first: Tag) {
 fn compute_ttl(bo: &mut BoTask) {
     let params = bo.sh.params();
     let d = Defaults {
-        ttl: params.duration("default_ttl"),
-        grace: params.duration("default_grace"),
-        keep: params.duration("default_keep"),
-        clock_skew: params.uint("clock_skew") as f64,
+        ttl: params.duration(pid!("default_ttl")),
+        grace: params.duration(pid!("default_grace")),
+        keep: params.duration(pid!("default_keep")),
+        clock_skew: params.uint(pid!("clock_skew")) as f64,
     };
     drop(params);
     if !bo.beresp.headers.contains("date") {
@@ -543,7 +544,7 @@ fn pick_store(bo: &BoTask, private: bool) -> lacquer_cache::StoreRef {
         bo.sh.counters.inc(Main::beresp_uncacheable);
         return cache.transient();
     }
-    let shortlived = bo.sh.params().duration("shortlived");
+    let shortlived = bo.sh.params().duration(pid!("shortlived"));
     if bo.ttl + bo.grace + bo.keep < shortlived {
         bo.sh.counters.inc(Main::beresp_shortlived);
         return cache.transient();
@@ -663,7 +664,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             bo.beresp.headers.remove("content-length");
             stored_gzip = false;
         } else if bo.do_gzip && !backend_gzip && f.body != BodyKind::None {
-            gzip = Some(Gzip::new(bo.sh.params().uint("gzip_level") as u32));
+            gzip = Some(Gzip::new(bo.sh.params().uint(pid!("gzip_level")) as u32));
             bo.beresp.headers.set("Content-Encoding", "gzip");
             bo.beresp.headers.remove("content-length");
             stored_gzip = true;
@@ -673,7 +674,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         }
     }
     if stored_gzip
-        && bo.sh.params().flag("http_gzip_support")
+        && bo.sh.params().flag(pid!("http_gzip_support"))
         && !bo.beresp.headers.has_token("vary", "accept-encoding")
     {
         add_vary_ae(&mut bo.beresp.headers);
@@ -742,7 +743,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     // With http_gzip_support every fetch asks the backend for gzip and
     // clients get gunzipped copies as needed, so Accept-Encoding does not
     // split variants.
-    let gzip_support = bo.sh.params().flag("http_gzip_support");
+    let gzip_support = bo.sh.params().flag(pid!("http_gzip_support"));
     let vary_spec = bo.beresp.headers.get("vary").map(|v| {
         if gzip_support {
             strip_token(v, b"accept-encoding")
@@ -843,7 +844,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
 fn between_bytes(bo: &BoTask, f: &Fetched) -> f64 {
     bo.between_bytes_timeout
         .or(f.backend.between_bytes_timeout)
-        .unwrap_or_else(|| bo.sh.params().duration("between_bytes_timeout"))
+        .unwrap_or_else(|| bo.sh.params().duration(pid!("between_bytes_timeout")))
 }
 
 /// Reads a backend body through the gzip filters VCL chose, or the ESI

@@ -26,6 +26,19 @@ pub struct RespMsg {
     pub headers: Headers,
 }
 
+impl ReqMsg {
+    /// A request with nothing in it (no allocation): a placeholder until
+    /// the real one is known.
+    pub fn empty() -> ReqMsg {
+        ReqMsg {
+            method: Bytes::new(),
+            url: Bytes::new(),
+            proto: Bytes::new(),
+            headers: Headers::new(),
+        }
+    }
+}
+
 impl From<RequestHead> for ReqMsg {
     fn from(h: RequestHead) -> Self {
         ReqMsg {

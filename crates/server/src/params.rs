@@ -1336,6 +1336,72 @@ impl Default for ParamSet {
     }
 }
 
+/// A parameter named in the code: its index in [`PARAMS`], found at compile
+/// time by [`pid!`](crate::pid) so the request path reads parameters by
+/// index instead of hashing names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pid(usize);
+
+impl Pid {
+    /// The parameter called `name`. In a `const` context (see
+    /// [`pid!`](crate::pid)) an unknown name fails the build.
+    pub const fn of(name: &str) -> Pid {
+        let mut i = 0;
+        while i < PARAMS.len() {
+            if const_eq(PARAMS[i].name.as_bytes(), name.as_bytes()) {
+                return Pid(i);
+            }
+            i += 1;
+        }
+        panic!("no such parameter in params::PARAMS");
+    }
+}
+
+const fn const_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// `pid!("name")`: the [`Pid`] of a parameter, resolved and checked at
+/// compile time.
+#[macro_export]
+macro_rules! pid {
+    ($name:literal) => {
+        const { $crate::params::Pid::of($name) }
+    };
+}
+
+/// How code names a parameter: by name (looked up) or by [`Pid`].
+pub trait ParamKey: Copy {
+    /// Index in [`PARAMS`].
+    ///
+    /// # Panics
+    /// If a name is not in [`PARAMS`]: callers name parameters statically.
+    fn index(self) -> usize;
+}
+
+impl ParamKey for &str {
+    fn index(self) -> usize {
+        param_index(self).unwrap_or_else(|| panic!("no parameter named {self}"))
+    }
+}
+
+impl ParamKey for Pid {
+    #[inline]
+    fn index(self) -> usize {
+        self.0
+    }
+}
+
 impl ParamSet {
     /// Sets `name` from its text form.
     pub fn set(&mut self, name: &str, text: &str) -> Result<(), ParamError> {
@@ -1355,52 +1421,51 @@ impl ParamSet {
         self.set(name.trim(), value)
     }
 
-    /// The current value of `name`.
+    /// The current value of a parameter.
     ///
     /// # Panics
-    /// If `name` is not in [`PARAMS`]: callers name parameters statically.
-    pub fn get(&self, name: &str) -> &Value {
-        let i = param_index(name).unwrap_or_else(|| panic!("no parameter named {name}"));
-        &self.values[i]
+    /// If a name is not in [`PARAMS`]: callers name parameters statically.
+    pub fn get(&self, key: impl ParamKey) -> &Value {
+        &self.values[key.index()]
     }
 
     /// A duration parameter in seconds.
-    pub fn duration(&self, name: &str) -> f64 {
-        match self.get(name) {
+    pub fn duration(&self, key: impl ParamKey) -> f64 {
+        match self.get(key) {
             Value::Duration(d) => *d,
-            v => panic!("parameter {name} is not a duration: {v:?}"),
+            v => panic!("parameter {} is not a duration: {v:?}", name_of(key)),
         }
     }
 
     /// A byte-size parameter.
-    pub fn bytes(&self, name: &str) -> u64 {
-        match self.get(name) {
+    pub fn bytes(&self, key: impl ParamKey) -> u64 {
+        match self.get(key) {
             Value::Bytes(b) => *b,
-            v => panic!("parameter {name} is not a byte size: {v:?}"),
+            v => panic!("parameter {} is not a byte size: {v:?}", name_of(key)),
         }
     }
 
     /// An integer parameter.
-    pub fn uint(&self, name: &str) -> u64 {
-        match self.get(name) {
+    pub fn uint(&self, key: impl ParamKey) -> u64 {
+        match self.get(key) {
             Value::Uint(u) => *u,
-            v => panic!("parameter {name} is not an integer: {v:?}"),
+            v => panic!("parameter {} is not an integer: {v:?}", name_of(key)),
         }
     }
 
     /// A boolean parameter.
-    pub fn flag(&self, name: &str) -> bool {
-        match self.get(name) {
+    pub fn flag(&self, key: impl ParamKey) -> bool {
+        match self.get(key) {
             Value::Bool(b) => *b,
-            v => panic!("parameter {name} is not a boolean: {v:?}"),
+            v => panic!("parameter {} is not a boolean: {v:?}", name_of(key)),
         }
     }
 
     /// Whether bit `bit` of a bits parameter is set.
-    pub fn bit(&self, name: &str, bit: &str) -> bool {
-        match self.get(name) {
+    pub fn bit(&self, key: impl ParamKey, bit: &str) -> bool {
+        match self.get(key) {
             Value::Bits(b) => b.iter().any(|n| n == bit),
-            v => panic!("parameter {name} is not a bit set: {v:?}"),
+            v => panic!("parameter {} is not a bit set: {v:?}", name_of(key)),
         }
     }
 
@@ -1408,6 +1473,10 @@ impl ParamSet {
     pub fn is_default(&self, name: &str) -> bool {
         lookup(name).is_some_and(|p| *self.get(name) == p.default_value())
     }
+}
+
+fn name_of(key: impl ParamKey) -> &'static str {
+    PARAMS[key.index()].name
 }
 
 /// The parameter reference (`lacquerd -x parameter`), generated from [`PARAMS`].

@@ -6,6 +6,7 @@
 //! `vcl_pipe`) so that the backend does not keep the connection for
 //! requests that were never meant for it. The connection is never pooled.
 
+use crate::pid;
 use std::time::Duration;
 
 use lacquer_vcl::exec::{Action, Scratch};
@@ -75,7 +76,7 @@ where
         Action::Pipe => {
             // As varnishd: at most pipe_sess_max tunnels (0: no limit);
             // one more gets a 503.
-            let max = sh.params().uint("pipe_sess_max");
+            let max = sh.params().uint(pid!("pipe_sess_max"));
             if max > 0 && sh.counters.get(Main::n_pipe) >= max {
                 sh.counters.inc(Main::pipe_limited);
                 bo.vsl.log_str(Tag::FetchError, "pipe_sess_max reached");
@@ -120,8 +121,8 @@ where
     let params = bo.sh.params();
     let connect = backend
         .connect_timeout
-        .unwrap_or_else(|| params.duration("connect_timeout"));
-    let idle = Duration::from_secs_f64(params.duration("pipe_timeout").max(0.001));
+        .unwrap_or_else(|| params.duration(pid!("connect_timeout")));
+    let idle = Duration::from_secs_f64(params.duration(pid!("pipe_timeout")).max(0.001));
     drop(params);
     let mut be_conn = backend
         .pool

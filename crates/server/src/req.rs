@@ -17,6 +17,8 @@
 //! users see the transactions they expect.
 
 use crate::counters::Main;
+use crate::pid;
+use lacquer_vsl::push_u64;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -103,7 +105,7 @@ where
 {
     let sh = t.sh.clone();
     let mut scratch = Scratch::default();
-    let max_restarts = sh.params().uint("max_restarts") as u32;
+    let max_restarts = sh.params().uint(pid!("max_restarts")) as u32;
     if t.esi_level == 0 {
         sh.counters.inc(Main::client_req);
         add_xff(t);
@@ -127,7 +129,7 @@ where
                         .log_str(Tag::FetchError, "Request body too big to cache");
                     return After::Close;
                 }
-                let ae_rules = sh.params().flag("http_gzip_support");
+                let ae_rules = sh.params().flag(pid!("http_gzip_support"));
                 match action {
                     Action::Hash | Action::Lookup => {
                         if ae_rules {
@@ -357,7 +359,7 @@ where
 /// X-Forwarded-For gets the client address appended, once per client
 /// request.
 fn add_xff(t: &mut ReqTask) {
-    let ip = t.sess.client.ip().to_string();
+    let ip = t.sess.client_ip.clone();
     match t.req.headers.get("x-forwarded-for").map(<[u8]>::to_vec) {
         Some(mut v) => {
             for (k, old) in t.req.headers.iter() {
@@ -373,13 +375,12 @@ fn add_xff(t: &mut ReqTask) {
                 .map(<[u8]>::to_vec)
                 .unwrap_or(v);
             v.extend_from_slice(b", ");
-            v.extend_from_slice(ip.as_bytes());
+            v.extend_from_slice(&ip);
             t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &v);
             t.req.headers.set("X-Forwarded-For", v);
         }
         None => {
-            t.vsl
-                .log_header(Tag::ReqHeader, b"X-Forwarded-For", ip.as_bytes());
+            t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &ip);
             t.req.headers.append("X-Forwarded-For", ip);
         }
     }
@@ -388,15 +389,13 @@ fn add_xff(t: &mut ReqTask) {
 /// The records that open a request's log (`ReqStart` and the request as
 /// received), written when it arrives and again after each restart.
 pub(crate) fn log_req_start(vsl: &mut lacquer_vsl::VslBuf, sess: &SessInfo, req: &ReqMsg) {
-    vsl.log(
-        Tag::ReqStart,
-        format_args!(
-            "{} {} {}",
-            sess.client.ip(),
-            sess.client.port(),
-            sess.listener
-        ),
-    );
+    vsl.log_with(Tag::ReqStart, |o| {
+        o.extend_from_slice(&sess.client_ip);
+        o.push(b' ');
+        lacquer_vsl::push_u64(o, u64::from(sess.client.port()));
+        o.push(b' ');
+        o.extend_from_slice(sess.listener.as_bytes());
+    });
     vsl.log_bytes(Tag::ReqMethod, &req.method);
     vsl.log_bytes(Tag::ReqURL, &req.url);
     vsl.log_bytes(Tag::ReqProtocol, &req.proto);
@@ -457,6 +456,12 @@ fn fail_synth(t: &mut ReqTask) -> State {
 /// runs): the connection closes after the response.
 pub(crate) fn vcl_failed(t: &mut ReqTask) {
     t.vcl_failed = true;
+}
+
+/// `n` in decimal, for header values (one exact-size allocation).
+pub(crate) fn decimal(n: u64) -> Bytes {
+    let mut buf = [0u8; 20];
+    Bytes::copy_from_slice(lacquer_vsl::u64_digits(n, &mut buf))
 }
 
 /// `Accept-Encoding` after vcl_recv when `http_gzip_support` is on: `gzip`
@@ -552,7 +557,7 @@ fn make_bereq(t: &ReqTask, pass: bool, vxid: u32) -> ReqMsg {
     } else {
         Bytes::from_static(b"GET")
     };
-    if !pass && t.sh.params().flag("http_gzip_support") {
+    if !pass && t.sh.params().flag(pid!("http_gzip_support")) {
         h.set("Accept-Encoding", "gzip");
     }
     h.append("X-Varnish", vxid.to_string());
@@ -674,7 +679,7 @@ enum Delivered {
 fn log_resp(t: &mut ReqTask) {
     t.vsl.log_bytes(Tag::RespProtocol, &t.resp.proto);
     t.vsl
-        .log(Tag::RespStatus, format_args!("{}", t.resp.status));
+        .log_with(Tag::RespStatus, |o| push_u64(o, u64::from(t.resp.status)));
     t.vsl.log_bytes(Tag::RespReason, &t.resp.reason);
     for (k, v) in t.resp.headers.iter() {
         t.vsl.log_header(Tag::RespHeader, k, v);
@@ -702,15 +707,24 @@ where
     let (buf, ranges) = data.headers.shared();
     resp.headers = lacquer_http::Headers::from_packed(buf.clone(), ranges, 8);
     let xv = if hit {
-        format!("{} {}", t.vxid, obj.vxid())
+        let (mut a, mut b) = ([0u8; 20], [0u8; 20]);
+        let (x, y) = (
+            lacquer_vsl::u64_digits(u64::from(t.vxid), &mut a),
+            lacquer_vsl::u64_digits(u64::from(obj.vxid()), &mut b),
+        );
+        let mut v = bytes::BytesMut::with_capacity(x.len() + 1 + y.len());
+        v.extend_from_slice(x);
+        v.extend_from_slice(b" ");
+        v.extend_from_slice(y);
+        v.freeze()
     } else {
-        t.vxid.to_string()
+        decimal(u64::from(t.vxid))
     };
     resp.headers.set("X-Varnish", xv);
     let age = (t.now - obj.t_origin()).max(0.0) as u64;
-    resp.headers.set("Age", age.to_string());
+    resp.headers.set("Age", decimal(age));
     resp.headers.append("Via", VIA);
-    if !pass && sh.params().flag("http_range_support") && resp.status == 200 {
+    if !pass && sh.params().flag(pid!("http_range_support")) && resp.status == 200 {
         resp.headers.set("Accept-Ranges", "bytes");
     }
     t.resp = resp;
@@ -756,7 +770,7 @@ where
     t.synth_body.clear();
     log_resp(t);
     let vcl = t.vcl.clone();
-    let max_restarts = t.sh.params().uint("max_restarts") as u32;
+    let max_restarts = t.sh.params().uint(pid!("max_restarts")) as u32;
     match vcl.run(BuiltinSub::Synth, t, scratch) {
         Action::Deliver => {}
         // Past the limit a restart from vcl_synth delivers (as varnishd),
@@ -899,7 +913,7 @@ where
                 body_len = Some(cl);
             }
             if data.gzip
-                && params.flag("http_gzip_support")
+                && params.flag(pid!("http_gzip_support"))
                 && !t
                     .req
                     .headers
@@ -940,7 +954,7 @@ where
                 t.resp.reason = Bytes::from_static(b"Not Modified");
                 send_body = false;
             } else if t.resp.status == 200
-                && params.flag("http_range_support")
+                && params.flag(pid!("http_range_support"))
                 && !gunzip
                 && esi.is_none()
                 && let Some(r) = t.req.headers.get("range")
@@ -986,7 +1000,7 @@ where
     if no_body_status {
         t.resp.headers.remove("content-length");
     } else if let Some(l) = body_len {
-        t.resp.headers.set("Content-Length", l.to_string());
+        t.resp.headers.set("Content-Length", decimal(l));
     } else {
         t.resp.headers.remove("content-length");
         if chunked {
@@ -996,8 +1010,8 @@ where
     let conn_hdr = if keep { "keep-alive" } else { "close" };
     t.resp.headers.append("Connection", conn_hdr);
     if t.resp.status != status0 {
-        t.vsl
-            .log(Tag::RespStatus, format_args!("{}", t.resp.status));
+        let status = u64::from(t.resp.status);
+        t.vsl.log_with(Tag::RespStatus, |o| push_u64(o, status));
     }
     if t.resp.reason != reason0 {
         t.vsl.log_bytes(Tag::RespReason, &t.resp.reason);
@@ -1127,18 +1141,18 @@ where
     sh.counters.add(Main::s_resp_bodybytes, body_bytes);
     let now = rfc2616::now();
     t.vsl.log_timestamp("Resp", now, now - t.t_req, now - t.now);
-    t.vsl.log(
-        Tag::ReqAcct,
-        format_args!(
-            "{} {} {} {} {} {}",
-            t.req_hdr_bytes,
-            0,
-            t.req_hdr_bytes,
-            hdr_bytes,
-            body_bytes,
-            hdr_bytes + body_bytes
-        ),
-    );
+    let rx = t.req_hdr_bytes;
+    t.vsl.log_with(Tag::ReqAcct, |o| {
+        for (i, n) in [rx, 0, rx, hdr_bytes, body_bytes, hdr_bytes + body_bytes]
+            .into_iter()
+            .enumerate()
+        {
+            if i > 0 {
+                o.push(b' ');
+            }
+            push_u64(o, n);
+        }
+    });
     match result {
         Ok(()) if keep => After::KeepAlive,
         Ok(()) => After::Close,

@@ -16,6 +16,7 @@
 //! Nothing here blocks a thread: a slow client costs one task.
 
 use crate::counters::Main;
+use crate::pid;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,10 +36,10 @@ use crate::task::{ReqTask, SessInfo, SessTimeouts};
 fn timeouts(sh: &Shared) -> SessTimeouts {
     let p = sh.params();
     SessTimeouts {
-        timeout_idle: p.duration("timeout_idle"),
-        timeout_linger: p.duration("timeout_linger"),
-        send_timeout: p.duration("send_timeout"),
-        idle_send_timeout: p.duration("idle_send_timeout"),
+        timeout_idle: p.duration(pid!("timeout_idle")),
+        timeout_linger: p.duration(pid!("timeout_linger")),
+        send_timeout: p.duration(pid!("send_timeout")),
+        idle_send_timeout: p.duration(pid!("idle_send_timeout")),
     }
 }
 
@@ -81,6 +82,13 @@ where
         rbuf: BytesMut::with_capacity(8192),
     };
     let mut tmo = timeouts(&sh);
+    // Each request's log buffer reuses the allocation of the one before.
+    let mut spare_log = Vec::with_capacity(2048);
+    // One idle timer for the connection's life, re-armed only when it
+    // fires early (see `read_more`): no timer-wheel work per request.
+    let mut idle_timer = Box::pin(tokio::time::sleep(Duration::from_secs_f64(
+        tmo.timeout_idle.max(0.001),
+    )));
     let reason = loop {
         if !conn.rbuf.is_empty() {
             // The client sent the next request before the previous answer.
@@ -89,11 +97,11 @@ where
         let params = sh.params();
         let limits = Limits {
             require_host: false,
-            https_scheme: params.bit("feature", "https_scheme"),
+            https_scheme: params.bit(pid!("feature"), "https_scheme"),
             ..Limits::from_varnish_params(
-                params.bytes("http_req_hdr_len") as usize,
-                params.bytes("http_req_size") as usize,
-                params.uint("http_max_hdr") as usize,
+                params.bytes(pid!("http_req_hdr_len")) as usize,
+                params.bytes(pid!("http_req_size")) as usize,
+                params.uint(pid!("http_max_hdr")) as usize,
             )
         };
         drop(params);
@@ -106,16 +114,17 @@ where
                 Err(e) => break Err(e),
             }
             conn.rbuf.reserve(8192);
-            match tokio::time::timeout(idle, conn.stream.read_buf(&mut conn.rbuf)).await {
-                Err(_) => {
+            let deadline = tokio::time::Instant::now() + idle;
+            match read_more(&mut conn, idle_timer.as_mut(), deadline).await {
+                None => {
                     sh.counters.inc(Main::sc_rx_timeout);
                     return end(&sh, &mut svsl, t_open, "RX_TIMEOUT");
                 }
-                Ok(Ok(0)) | Ok(Err(_)) => {
+                Some(Ok(0)) | Some(Err(_)) => {
                     sh.counters.inc(Main::sc_rem_close);
                     return end(&sh, &mut svsl, t_open, "REM_CLOSE");
                 }
-                Ok(Ok(_)) => {}
+                Some(Ok(_)) => {}
             }
         };
         let head = match head {
@@ -204,11 +213,11 @@ where
             break "OVERLOAD";
         };
         let vxid = sh.vxid.next();
-        svsl.log(Tag::Link, format_args!("req {vxid} rxreq"));
+        log_req_link(&mut svsl, Tag::Link, vxid);
         svsl.flush();
-        let mut vsl = VslBuf::with_capacity(sh.vsl.clone(), Vxid::client(vxid), 2048);
+        let mut vsl = VslBuf::with_buffer(sh.vsl.clone(), Vxid::client(vxid), spare_log);
         let t_req = rfc2616::now();
-        vsl.log(Tag::Begin, format_args!("req {svxid} rxreq"));
+        log_req_link(&mut vsl, Tag::Begin, svxid);
         // As varnishd: Start and Req (the head is complete), then the VCL
         // the request runs on.
         vsl.log_timestamp("Start", t_req, 0.0, 0.0);
@@ -259,7 +268,7 @@ where
         }
         let after = crate::req::handle(&mut task, &mut conn).await;
         task.vsl.log_str(Tag::End, "");
-        task.vsl.flush();
+        spare_log = task.vsl.take_buffer();
         tmo = task.timeouts;
         let vcl_failed = task.vcl_failed;
         drop(task);
@@ -272,6 +281,47 @@ where
         }
     };
     end(&sh, &mut svsl, t_open, reason)
+}
+
+/// `req VXID rxreq`: the session's `Link` to a request, or the request's
+/// `Begin` naming its session.
+fn log_req_link(vsl: &mut VslBuf, tag: Tag, vxid: u32) {
+    vsl.log_with(tag, |o| {
+        o.extend_from_slice(b"req ");
+        lacquer_vsl::push_u64(o, u64::from(vxid));
+        o.extend_from_slice(b" rxreq");
+    });
+}
+
+/// Reads more of the client's bytes, or `None` once `deadline` passes.
+///
+/// `timer` is the connection's idle timer. It may be armed for an earlier
+/// deadline than this one (a previous wait's); when it fires before
+/// `deadline` it is moved there and the wait goes on, so the common case —
+/// the next request arrives in time — never touches the timer wheel.
+async fn read_more<S>(
+    conn: &mut ClientConn<S>,
+    mut timer: std::pin::Pin<&mut tokio::time::Sleep>,
+    deadline: tokio::time::Instant,
+) -> Option<std::io::Result<usize>>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    if timer.deadline() > deadline {
+        timer.as_mut().reset(deadline);
+    }
+    loop {
+        tokio::select! {
+            biased;
+            r = conn.stream.read_buf(&mut conn.rbuf) => return Some(r),
+            () = timer.as_mut() => {
+                if tokio::time::Instant::now() >= deadline {
+                    return None;
+                }
+                timer.as_mut().reset(deadline);
+            }
+        }
+    }
 }
 
 /// Where the (bad) head in `buf` ends: after its blank line, or all of

@@ -281,7 +281,8 @@ impl ReqTask {
             timeouts,
             vxid,
             vxid_str: vxid.to_string(),
-            req_orig: req.clone(),
+            // Set by `req::handle` once X-Forwarded-For is added.
+            req_orig: ReqMsg::empty(),
             req,
             t_req,
             restarts: 0,

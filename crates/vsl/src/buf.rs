@@ -68,6 +68,27 @@ impl VslBuf {
         b
     }
 
+    /// A new buffer that reuses `bytes`' allocation (its contents are
+    /// discarded): a session hands each request the buffer of the one
+    /// before, so a keep-alive connection allocates its log buffer once.
+    pub fn with_buffer(vsl: Arc<Vsl>, vxid: Vxid, mut bytes: Vec<u8>) -> VslBuf {
+        bytes.clear();
+        let limit = vsl.buffer_words() * 8;
+        VslBuf {
+            vsl,
+            vxid,
+            bytes,
+            limit,
+        }
+    }
+
+    /// Publishes what is buffered and hands back the empty buffer's
+    /// allocation (see [`VslBuf::with_buffer`]).
+    pub fn take_buffer(&mut self) -> Vec<u8> {
+        self.flush();
+        std::mem::take(&mut self.bytes)
+    }
+
     /// The transaction id records are logged under.
     pub fn vxid(&self) -> Vxid {
         self.vxid
@@ -227,39 +248,86 @@ pub fn push_fixed6(out: &mut Vec<u8>, v: f64) {
         return;
     }
     let scaled = v * 1e6;
-    let micros = scaled.round();
-    if micros.abs() >= 9.0e18 || (scaled - scaled.trunc()).abs() == 0.5 {
-        // Beyond exact integer range, or a tie where the decimal expansion
-        // decides the rounding: let the float formatter do it exactly.
+    // Below 2^53 the integer part of `scaled` and the fraction are exact.
+    if scaled.abs() >= 9.0e15 {
         let _ = std::io::Write::write_fmt(out, format_args!("{v:.6}"));
         return;
     }
-    let m = micros as i64;
-    if m < 0 {
-        out.push(b'-');
+    let whole = scaled as i64;
+    let frac = scaled - whole as f64;
+    if frac.abs() == 0.5 {
+        // A tie where the decimal expansion of `v` decides the rounding:
+        // let the float formatter do it exactly.
+        let _ = std::io::Write::write_fmt(out, format_args!("{v:.6}"));
+        return;
     }
-    let m = m.unsigned_abs();
-    let (int, frac) = (m / 1_000_000, m % 1_000_000);
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    let mut n = int;
-    loop {
+    let micros = if frac > 0.5 {
+        whole + 1
+    } else if frac < -0.5 {
+        whole - 1
+    } else {
+        whole
+    };
+    // Digits are written backwards into a stack buffer, two at a time.
+    let mut buf = [0u8; 24];
+    let mut i = buf.len();
+    let m = micros.unsigned_abs();
+    let (mut int, mut fr) = (m / 1_000_000, m % 1_000_000);
+    for _ in 0..3 {
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(pair(fr % 100));
+        fr /= 100;
+    }
+    i -= 1;
+    buf[i] = b'.';
+    while int >= 10 {
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(pair(int % 100));
+        int /= 100;
+    }
+    if int > 0 || buf[i] == b'.' {
         i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+        buf[i] = b'0' + int as u8;
     }
-    out.extend_from_slice(&digits[i..]);
-    out.push(b'.');
-    let mut f = [b'0'; 6];
-    let mut n = frac;
-    for d in f.iter_mut().rev() {
-        *d = b'0' + (n % 10) as u8;
-        n /= 10;
+    if v.is_sign_negative() {
+        i -= 1;
+        buf[i] = b'-';
     }
-    out.extend_from_slice(&f);
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// Appends `n` in decimal without formatting machinery.
+pub fn push_u64(out: &mut Vec<u8>, n: u64) {
+    let mut buf = [0u8; 20];
+    out.extend_from_slice(u64_digits(n, &mut buf));
+}
+
+/// The decimal digits of `n`, written at the end of `buf`.
+pub fn u64_digits(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    while n >= 10 {
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(pair(n % 100));
+        n /= 100;
+    }
+    if n > 0 || i == buf.len() {
+        i -= 1;
+        buf[i] = b'0' + n as u8;
+    }
+    &buf[i..]
+}
+
+/// The two decimal digits of `n` (below 100).
+#[inline]
+fn pair(n: u64) -> &'static [u8] {
+    const DIGITS: &[u8; 200] = b"\
+        0001020304050607080910111213141516171819\
+        2021222324252627282930313233343536373839\
+        4041424344454647484950515253545556575859\
+        6061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899";
+    let n = n as usize * 2;
+    &DIGITS[n..n + 2]
 }
 
 /// Formats `args` into `out`, stopping silently when `out` reaches `limit`
@@ -386,10 +454,34 @@ mod tests {
             12.9999996,
             0.0000005,
             1e-9,
+            -1e-9,
+            -0.0,
+            99.9999996,
+            1234567890123.0,
         ] {
             let mut out = Vec::new();
             push_fixed6(&mut out, v);
             assert_eq!(String::from_utf8(out).unwrap(), format!("{v:.6}"), "{v}");
+        }
+        // A sweep over magnitudes from nanoseconds to epoch times, both
+        // signs, against the float formatter.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mant = (x >> 11) as f64 / (1u64 << 53) as f64;
+            let exp = (x % 20) as i32 - 9;
+            let sign = if x & 1 == 0 { 1.0 } else { -1.0 };
+            let v = sign * mant * 10f64.powi(exp);
+            let mut out = Vec::new();
+            push_fixed6(&mut out, v);
+            assert_eq!(String::from_utf8(out).unwrap(), format!("{v:.6}"), "{v:e}");
+        }
+        for n in [0, 7, 10, 99, 100, 101, 65535, 1_000_000, u64::MAX] {
+            let mut out = Vec::new();
+            push_u64(&mut out, n);
+            assert_eq!(out, n.to_string().as_bytes());
         }
         let mut out = Vec::new();
         push_fixed6(&mut out, f64::NAN);

@@ -72,7 +72,7 @@ mod shm;
 pub mod tags;
 pub mod vsc;
 
-pub use buf::{VslBuf, push_fixed6};
+pub use buf::{VslBuf, push_fixed6, push_u64, u64_digits};
 pub use group::{Grouper, Grouping, Transaction, TxType};
 pub use query::Query;
 pub use record::{Record, Side, Vxid};

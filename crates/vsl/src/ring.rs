@@ -346,11 +346,6 @@ impl Vsl {
         if batch.is_empty() {
             return;
         }
-        let word = |i: usize| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&batch[i * 8..i * 8 + 8]);
-            u64::from_le_bytes(b)
-        };
         let nw = batch.len() / 8;
         // Poisoning only means another writer panicked mid-copy; the ring
         // protocol still holds (readers see that record as not committed).
@@ -362,29 +357,34 @@ impl Vsl {
         // above (pairs with the acquire fence in `VslReader::next_event`).
         fence(Ordering::Release);
         let end = q + n;
+        let ring = self.nwords as usize;
+        // A batch is at most a buffer (a quarter of the ring at most, see
+        // `buffer_words`) plus one record, so it never laps itself.
+        assert!(nw <= ring, "log batch of {nw} words exceeds the ring");
+        let at0 = (q % self.nwords) as usize;
+        // 1. The whole batch, in at most two runs (the ring may wrap). Record
+        //    headers go in without the COMMITTED bit, so readers treat these
+        //    records as not yet written.
+        let first_run = nw.min(ring - at0);
+        store_run(w.run(DATA + at0, first_run), &batch[..first_run * 8]);
+        store_run(w.run(DATA, nw - first_run), &batch[first_run * 8..]);
+        // 2. Publish each header with release ordering: a reader that sees a
+        //    committed header sees its record's body, stored above.
         let mut next_seg = q.div_ceil(self.segsize);
         let mut i = 0;
         let mut nrec = 0;
-        // Ring position of the current record, advanced by addition (one
-        // division per batch, not one per word: batches are kilobytes).
-        let ring = self.nwords as usize;
-        let mut at = (q % self.nwords) as usize;
+        let mut at = at0;
         while i < nw {
             nrec += 1;
             let p = q + i as u64;
-            let w0 = word(i);
-            let rw = record_words(w0);
-            let mut s = at;
-            for k in 1..rw {
-                s += 1;
-                if s == ring {
-                    s = 0;
-                }
-                w.at(DATA + s).store(word(i + k), Ordering::Relaxed);
-            }
+            let w0 = word_at(batch, i);
             w.at(DATA + at)
                 .store(w0 | COMMITTED | (p & 0xffff_ffff), Ordering::Release);
-            at = (at + rw) % ring;
+            let rw = record_words(w0);
+            at += rw;
+            if at >= ring {
+                at -= ring;
+            }
             while next_seg * self.segsize <= p {
                 self.mark_segment(&w, next_seg, p);
                 next_seg += 1;
@@ -402,6 +402,25 @@ impl Vsl {
     fn mark_segment(&self, w: &Words<'_>, seg: u64, start: u64) {
         w.at(H_SEG + (seg % SEGMENTS as u64) as usize)
             .fetch_max(start, Ordering::Release);
+    }
+}
+
+/// Word `i` of an encoded batch.
+#[inline]
+fn word_at(batch: &[u8], i: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&batch[i * 8..i * 8 + 8]);
+    u64::from_le_bytes(b)
+}
+
+/// Stores the little-endian words of `src` into `dst` (equal lengths).
+#[inline]
+fn store_run(dst: &[AtomicU64], src: &[u8]) {
+    debug_assert_eq!(dst.len() * 8, src.len());
+    for (d, s) in dst.iter().zip(src.chunks_exact(8)) {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(s);
+        d.store(u64::from_le_bytes(b), Ordering::Relaxed);
     }
 }
 

@@ -157,6 +157,13 @@ impl<'a> Words<'a> {
     pub(crate) fn at(&self, i: usize) -> &'a AtomicU64 {
         &self.slice[i]
     }
+
+    /// The `len` words from `start` (panics when out of range: internal
+    /// invariant), for copies that run without a bounds check per word.
+    #[inline]
+    pub(crate) fn run(&self, start: usize, len: usize) -> &'a [AtomicU64] {
+        &self.slice[start..start + len]
+    }
 }
 
 /// Read-only view of mapped words: loads only.

@@ -115,7 +115,7 @@ impl Client {
 
     fn run(
         &self,
-        ctx: &Ctx,
+        ctx: &Arc<Ctx>,
         connect: &str,
         spec: &str,
         line: usize,

@@ -329,9 +329,16 @@ impl Ctx {
     /// `${tmpdir}`, `setenv` overrides, and the daemon under test reachable
     /// as `varnishd` first on PATH.
     pub fn shell_command(&self, script: &str) -> Command {
-        let mut c = Command::new("/bin/sh");
+        let mut c = self.command("/bin/sh");
         c.arg("-c");
         c.arg(crate::text::os_str(script));
+        c
+    }
+
+    /// A command for `program` in the test's environment (see
+    /// [`Ctx::shell_command`]).
+    pub fn command(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
         c.current_dir(&self.tmpdir);
         let bindir = self.tmpdir.join(".vtc-bin");
         let path = std::env::var("PATH").unwrap_or_default();

@@ -33,7 +33,16 @@ impl Stream {
         }
     }
 
-    fn set_read_timeout(&self, d: Duration) {
+    /// A second handle on the same connection.
+    pub fn try_clone(&self) -> std::io::Result<Stream> {
+        Ok(match self {
+            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+        })
+    }
+
+    /// Bound the next reads to `d` (at least 1 ms).
+    pub fn set_read_timeout(&self, d: Duration) {
         let d = Some(d.max(Duration::from_millis(1)));
         let _ = match self {
             Stream::Tcp(s) => s.set_read_timeout(d),
@@ -41,14 +50,16 @@ impl Stream {
         };
     }
 
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+    /// Read some bytes.
+    pub fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
         }
     }
 
-    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+    /// Write all of `buf`.
+    pub fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
         match self {
             Stream::Tcp(s) => s.write_all(buf),
             Stream::Unix(s) => s.write_all(buf),
@@ -301,9 +312,33 @@ pub fn gzip(input: &[u8], level: u32) -> R<Vec<u8>> {
     enc.finish().map_err(|e| fail!("Gzip error: {e}"))
 }
 
+/// Append received bytes to a receive buffer whose first `pos` bytes are
+/// consumed, reusing the buffer when everything was consumed.
+pub fn append_compacting(buf: &mut Vec<u8>, pos: &mut usize, data: &[u8]) {
+    if *pos > 0 && *pos == buf.len() {
+        buf.clear();
+        *pos = 0;
+    }
+    buf.extend_from_slice(data);
+}
+
+/// Gunzip a whole body, with varnishtest's error texts.
+pub fn gunzip_bytes(body: &[u8]) -> Result<Vec<u8>, String> {
+    if body.len() < 2 || body[0] != 0x1f || body[1] != 0x8b {
+        return Err("Gunzip error: body lacks gzip magic".to_string());
+    }
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(body)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("Gunzip error = {e}"))?;
+    Ok(out)
+}
+
 /// One HTTP connection of a client or server actor.
 pub struct Http<'a> {
     ctx: &'a Ctx,
+    actx: Arc<Ctx>,
+    h2: Option<Arc<crate::h2::Conn>>,
     name: String,
     stream: Option<Stream>,
     listener: Option<&'a Listener>,
@@ -328,7 +363,7 @@ pub struct Http<'a> {
 impl<'a> Http<'a> {
     /// A session on `stream`. Servers pass their listener (for `accept`).
     pub fn new(
-        ctx: &'a Ctx,
+        ctx: &'a Arc<Ctx>,
         name: &str,
         stream: Stream,
         listener: Option<&'a Listener>,
@@ -338,6 +373,8 @@ impl<'a> Http<'a> {
         let (ip, port, _) = stream.peer();
         Http {
             ctx,
+            actx: ctx.clone(),
+            h2: None,
             name: name.to_string(),
             stream: Some(stream),
             listener,
@@ -389,9 +426,183 @@ impl<'a> Http<'a> {
         )
     }
 
-    /// Take the connection back (to keep it across `-keepalive` repeats).
+    /// Take the connection back (to keep it across `-keepalive` repeats),
+    /// after the HTTP/2 streams, if any, are done.
     pub fn into_stream(mut self) -> Option<Stream> {
+        if self.stop_h2().is_err() {
+            return None;
+        }
         self.stream.take()
+    }
+
+    /// Leave HTTP/2: wait for the streams, and keep whatever they read
+    /// ahead for HTTP/1 use of the connection.
+    fn stop_h2(&mut self) -> R<()> {
+        if let Some(c) = self.h2.take() {
+            let rest = c.stop()?;
+            let mut v = self.rx[self.rx_pos..].to_vec();
+            v.extend_from_slice(&rest);
+            self.rx = v;
+            self.rx_pos = 0;
+        }
+        Ok(())
+    }
+
+    /// Switch the connection to HTTP/2 (after the preface).
+    fn start_h2(&mut self) -> R<()> {
+        let leftover = self.rx[self.rx_pos..].to_vec();
+        self.rx.clear();
+        self.rx_pos = 0;
+        let s = self
+            .stream
+            .as_ref()
+            .ok_or_else(|| fail!("connection is closed"))?;
+        let c = crate::h2::Conn::start(
+            self.actx.clone(),
+            &self.name,
+            self.is_server,
+            s,
+            leftover,
+            crate::h2::Options {
+                fatal: self.fatal,
+                timeout: self.timeout,
+                cancel: self.cancel.clone(),
+            },
+        )?;
+        self.h2 = Some(c);
+        Ok(())
+    }
+
+    fn txpri(&mut self, cmd: &Cmd) -> R<()> {
+        self.only(cmd, false)?;
+        let p = crate::h2::frame::PREFACE;
+        self.ctx.dump(4, &self.name, "txpri", &latin1(p));
+        // Dribble the preface out in two writes, as varnishtest does.
+        let r = self.stream()?.write_all(&p[..18]);
+        if let Err(e) = r {
+            self.soft_fail(format!("Write failed: {e}"))?;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        let r = self.stream()?.write_all(&p[18..]);
+        if let Err(e) = r {
+            self.soft_fail(format!("Write failed: {e}"))?;
+        }
+        self.start_h2()
+    }
+
+    fn rxpri(&mut self, cmd: &Cmd) -> R<()> {
+        self.only(cmd, true)?;
+        let p = crate::h2::frame::PREFACE;
+        let got = self.take(p.len())?;
+        if got.len() < p.len() {
+            bail!("Couldn't retrieve connection preface");
+        }
+        if got != p[..] {
+            bail!("Received invalid preface");
+        }
+        self.start_h2()
+    }
+
+    /// The `stream` command: implies the preface and SETTINGS exchange
+    /// when HTTP/2 is not started yet.
+    fn stream_cmd(&mut self, cmd: &Cmd) -> R<()> {
+        if self.h2.is_none() {
+            self.log(4, "Not in H/2 mode, do what's needed");
+            let pri = Cmd {
+                line: cmd.line,
+                args: vec![if self.is_server { "rxpri" } else { "txpri" }.into()],
+                lines: vec![cmd.line],
+            };
+            if self.is_server {
+                self.rxpri(&pri)?;
+            } else {
+                self.txpri(&pri)?;
+            }
+            self.h2_stream0(cmd.line, "-run")?;
+        }
+        let c = self
+            .h2
+            .clone()
+            .ok_or_else(|| fail!("HTTP/2 is not started"))?;
+        c.cmd_stream(cmd)
+    }
+
+    /// Run the SETTINGS preamble on stream 0 (`-run` or `-start`).
+    fn h2_stream0(&mut self, line: usize, how: &str) -> R<()> {
+        let c = self
+            .h2
+            .clone()
+            .ok_or_else(|| fail!("HTTP/2 is not started"))?;
+        c.cmd_stream(&Cmd {
+            line,
+            args: vec![
+                "stream".into(),
+                "0".into(),
+                crate::h2::PREAMBLE.into(),
+                how.into(),
+            ],
+            lines: vec![line; 4],
+        })
+    }
+
+    /// `upgrade` (server): answer an `h2c` upgrade request and start
+    /// HTTP/2 with the SETTINGS exchange running on stream 0.
+    fn upgrade(&mut self, cmd: &Cmd) -> R<()> {
+        self.only(cmd, true)?;
+        if Self::find_header(&self.req, "Upgrade") != Some("h2c") {
+            bail!("Req misses \"Upgrade: h2c\" header");
+        }
+        if Self::find_header(&self.req, "Connection") != Some("Upgrade, HTTP2-Settings") {
+            bail!("Req misses \"Connection: Upgrade, HTTP2-Settings\" header");
+        }
+        let settings = Self::find_header(&self.req, "HTTP2-Settings")
+            .ok_or_else(|| fail!("Req misses \"HTTP2-Settings\" header"))?
+            .to_string();
+        let resp = Cmd {
+            line: cmd.line,
+            args: [
+                "txresp",
+                "-status",
+                "101",
+                "-hdr",
+                "Connection: Upgrade",
+                "-hdr",
+                "Upgrade: h2c",
+            ]
+            .map(String::from)
+            .to_vec(),
+            lines: vec![cmd.line; 7],
+        };
+        self.txresp(&resp)?;
+        let pri = Cmd {
+            line: cmd.line,
+            args: vec!["rxpri".into()],
+            lines: vec![cmd.line],
+        };
+        self.rxpri(&pri)?;
+        if let Some(c) = &self.h2 {
+            c.b64_settings(&settings)?;
+        }
+        self.h2_stream0(cmd.line, "-start")
+    }
+
+    /// The client side of `txreq -up SETTINGS`: check the 101, send the
+    /// preface and start the SETTINGS exchange on stream 0.
+    fn upgrade_client(&mut self, line: usize, settings: &str) -> R<()> {
+        let mk = |a: &[&str]| Cmd {
+            line,
+            args: a.iter().map(|s| s.to_string()).collect(),
+            lines: vec![line; a.len()],
+        };
+        self.command(&mk(&["rxresp"]))?;
+        self.command(&mk(&["expect", "resp.status", "==", "101"]))?;
+        self.command(&mk(&["expect", "resp.http.connection", "==", "Upgrade"]))?;
+        self.command(&mk(&["expect", "resp.http.upgrade", "==", "h2c"]))?;
+        self.txpri(&mk(&["txpri"]))?;
+        if let Some(c) = &self.h2 {
+            c.b64_settings(settings)?;
+        }
+        self.h2_stream0(line, "-start")
     }
 
     fn log(&self, lvl: u8, msg: &str) {
@@ -465,11 +676,7 @@ impl<'a> Http<'a> {
                 }
             }
             Ok(n) => {
-                if self.rx_pos > 0 && self.rx_pos == self.rx.len() {
-                    self.rx.clear();
-                    self.rx_pos = 0;
-                }
-                self.rx.extend_from_slice(&buf[..n]);
+                append_compacting(&mut self.rx, &mut self.rx_pos, &buf[..n]);
                 Ok(true)
             }
             Err(e)
@@ -750,7 +957,7 @@ impl<'a> Http<'a> {
             "resp.chunklen" => Some(self.chunklen.clone()),
             "req.bodylen" | "resp.bodylen" => Some(self.bodylen.clone()),
             "req.body" | "resp.body" => body(),
-            "h2.state" => Some("false".into()),
+            "h2.state" => Some(self.h2.is_some().to_string()),
             _ => {
                 if let Some(h) = spec.strip_prefix("req.http.") {
                     Self::find_header(&self.req, h).map(str::to_string)
@@ -764,6 +971,9 @@ impl<'a> Http<'a> {
     }
 
     fn only(&self, cmd: &Cmd, server: bool) -> R<()> {
+        if self.h2.is_some() && !matches!(cmd.args[0].as_str(), "close" | "accept") {
+            bail!("\"{}\" only possible before H/2 upgrade", cmd.args[0]);
+        }
         if self.is_server != server {
             bail!(
                 "\"{}\" only possible in {}",
@@ -934,6 +1144,7 @@ impl<'a> Http<'a> {
         let av = &cmd.args;
         let (mut method, mut url, mut proto) = ("GET", "/", "HTTP/1.1");
         let mut nouseragent = false;
+        let mut up: Option<String> = None;
         self.head_method = false;
         let mut i = 1;
         while i < av.len() {
@@ -951,13 +1162,24 @@ impl<'a> Http<'a> {
                     self.head_method = method == "HEAD";
                     i += 1;
                 }
-                "-up" => bail!("HTTP/2 not supported by runner (txreq -up)"),
+                "-up" => {
+                    up = Some(cmd.arg(i + 1)?.to_string());
+                    i += 1;
+                }
                 "-nouseragent" => nouseragent = true,
                 _ => break,
             }
             i += 1;
         }
         let mut out = bytes(&format!("{method} {url} {proto}\r\n"));
+        if let Some(u) = &up {
+            out.extend_from_slice(
+                format!(
+                    "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: {u}\r\n"
+                )
+                .as_bytes(),
+            );
+        }
         let nohost = proto != "HTTP/1.1";
         // varnishtest 7.1 adds no User-Agent, Date or Server headers.
         let _ = nouseragent;
@@ -965,7 +1187,11 @@ impl<'a> Http<'a> {
         if i < av.len() {
             bail!("Unknown http txreq spec: {}", av[i]);
         }
-        self.write("txreq", &out)
+        self.write("txreq", &out)?;
+        match up {
+            Some(u) => self.upgrade_client(cmd.line, &u),
+            None => Ok(()),
+        }
     }
 
     fn txresp(&mut self, cmd: &Cmd) -> R<()> {
@@ -1187,14 +1413,16 @@ impl<'a> Http<'a> {
                 if self.timeout.is_nan() {
                     bail!("timeout is not a number ({t})");
                 }
+                if let Some(c) = &self.h2 {
+                    c.set_timeout(self.timeout);
+                }
                 Ok(())
             }
-            "fatal" => {
-                self.fatal = true;
-                Ok(())
-            }
-            "non_fatal" => {
-                self.fatal = false;
+            "fatal" | "non_fatal" => {
+                self.fatal = av[0] == "fatal";
+                if let Some(c) = &self.h2 {
+                    c.set_fatal(self.fatal);
+                }
                 Ok(())
             }
             "gunzip" => self.gunzip(),
@@ -1205,6 +1433,7 @@ impl<'a> Http<'a> {
             }
             "close" => {
                 self.only(cmd, true)?;
+                self.stop_h2()?;
                 if let Some(h) = self.stream.as_ref().and_then(Stream::handle) {
                     h.shutdown();
                 }
@@ -1216,6 +1445,7 @@ impl<'a> Http<'a> {
             }
             "accept" => {
                 self.only(cmd, true)?;
+                self.stop_h2()?;
                 if let Some(h) = self.stream.as_ref().and_then(Stream::handle) {
                     h.shutdown();
                 }
@@ -1255,8 +1485,26 @@ impl<'a> Http<'a> {
                 }
                 Ok(())
             }
-            "rxpri" | "txpri" | "stream" | "settings" | "upgrade" => {
-                bail!("HTTP/2 not supported by runner ({})", av[0])
+            "txpri" => self.txpri(cmd),
+            "rxpri" => self.rxpri(cmd),
+            "stream" => self.stream_cmd(cmd),
+            "upgrade" => self.upgrade(cmd),
+            "settings" => {
+                let Some(c) = &self.h2 else {
+                    bail!("Only possible in H/2 mode");
+                };
+                let mut i = 1;
+                while i < av.len() {
+                    if av[i] != "-dectbl" {
+                        bail!("Unknown settings spec: {}", av[i]);
+                    }
+                    let v = cmd.arg(i + 1)?;
+                    let n = c_long(v)
+                        .ok_or_else(|| fail!("-dectbl takes an integer as argument (found {v})"))?;
+                    c.resize_dec(n as u32);
+                    i += 2;
+                }
+                Ok(())
             }
             _ => match crate::commands::common(self.ctx, &self.name, cmd)? {
                 true => Ok(()),
@@ -1284,6 +1532,7 @@ impl<'a> Http<'a> {
 
     fn expect_close(&mut self) -> R<()> {
         self.log(4, "Expecting close");
+        self.stop_h2()?;
         // Bytes already buffered count as received data.
         loop {
             while self.rx_pos < self.rx.len() {
@@ -1330,6 +1579,7 @@ impl Drop for Http<'_> {
     /// Close the connection for real: the abort registry holds duplicates
     /// of every socket, so dropping ours alone would not send a FIN.
     fn drop(&mut self) {
+        let _ = self.stop_h2();
         if let Some(h) = self.stream.as_ref().and_then(Stream::handle) {
             h.shutdown();
         }

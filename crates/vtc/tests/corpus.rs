@@ -33,8 +33,8 @@ fn cfg() -> Arc<Config> {
     Arc::new(c)
 }
 
-/// Self-tests of the runner from the corpus that use no daemon, HTTP/2,
-/// tunnels or terminal emulation.
+/// Self-tests of the runner from the corpus that use no daemon, tunnels
+/// or outside tools.
 const SELF_TESTS: &[&str] = &[
     "a00002.vtc",
     "a00003.vtc",
@@ -51,6 +51,32 @@ const SELF_TESTS: &[&str] = &[
     "a00020.vtc",
     "a00021.vtc",
     "a00022.vtc",
+    "a02000.vtc",
+    "a02001.vtc",
+    "a02002.vtc",
+    "a02003.vtc",
+    "a02004.vtc",
+    "a02005.vtc",
+    "a02006.vtc",
+    "a02007.vtc",
+    "a02008.vtc",
+    "a02009.vtc",
+    "a02010.vtc",
+    "a02011.vtc",
+    "a02012.vtc",
+    "a02013.vtc",
+    "a02014.vtc",
+    "a02015.vtc",
+    "a02016.vtc",
+    "a02017.vtc",
+    "a02018.vtc",
+    "a02019.vtc",
+    "a02020.vtc",
+    "a02021.vtc",
+    "a02023.vtc",
+    "a02024.vtc",
+    "a02025.vtc",
+    "a02026.vtc",
 ];
 
 #[test]
@@ -117,4 +143,58 @@ fn unknown_macro_is_an_error() {
     let f = r.failure.unwrap();
     assert_eq!(f.line, 3);
     assert!(f.msg.contains("Macro ${nope} not found"));
+}
+
+#[test]
+fn h2_malformed_frame_is_a_clear_failure() {
+    // A PING frame one byte short, then a frame for stream 1 with a bad
+    // HPACK index: both must fail the test with a message, not panic.
+    let p = write(
+        "h2bad.vtc",
+        "varnishtest \"x\"\nserver s1 {\n rxpri\n stream 0 {\n  sendhex \"00 00 07 06 00 00 00 00 00 31 32 33 34 35 36 37\"\n } -run\n} -start\n\
+         client c1 -connect ${s1_sock} {\n txpri\n stream 0 {\n  rxping\n } -run\n} -run\n",
+    );
+    let r = run_test(&p, cfg());
+    assert_eq!(r.status, Status::Failed);
+    let f = r.failure.unwrap();
+    assert_eq!(f.actor, "c1.0");
+    assert!(f.msg.contains("PING frame: size should be 8"), "{}", f.msg);
+
+    let p = write(
+        "h2hpack.vtc",
+        "varnishtest \"x\"\nserver s1 {\n stream 1 {\n  rxreq\n  txresp -idxHdr 99\n } -run\n} -start\n\
+         client c1 -connect ${s1_sock} {\n stream 1 {\n  txreq\n  rxresp\n } -run\n} -run\n",
+    );
+    let r = run_test(&p, cfg());
+    assert_eq!(r.status, Status::Failed);
+    let f = r.failure.unwrap();
+    assert!(f.msg.contains("Header decoding failed"), "{}", f.msg);
+    assert!(f.msg.contains("index 99"), "{}", f.msg);
+}
+
+#[test]
+fn process_screen() {
+    let p = write(
+        "term.vtc",
+        "varnishtest \"x\"\nprocess p1 {printf 'ab\\033[3;5Hxy'} -run\n\
+         process p1 -expect-text 3 5 xy -expect-text 0 0 ab -expect-cursor 3 7\n\
+         process p1 -match-text 1 1 \"^ab +\\n\"\n\
+         process p2 {stty size; echo $TERM} -winsz 30 100 -run -expect-text 0 1 \"30 100\" -expect-text 2 1 xterm\n\
+         process p3 {exit 3} -expect-exit 3 -run\n",
+    );
+    let r = run_test(&p, cfg());
+    assert_eq!(
+        r.status,
+        Status::Passed,
+        "{:?}\n{}",
+        r.failure,
+        r.log.join("\n")
+    );
+    let p = write(
+        "termfail.vtc",
+        "varnishtest \"x\"\nprocess p1 {printf abc} -run\nprocess p1 -expect-cursor 2 1\n",
+    );
+    let r = run_test(&p, cfg());
+    let f = r.failure.unwrap();
+    assert!(f.msg.contains("Cursor on line 1 (expected 2)"), "{}", f.msg);
 }

@@ -34,6 +34,7 @@ use super::{Instr, Program};
 use crate::counters::Main;
 use crate::gzip::Gunzip;
 use crate::msg::ReqMsg;
+use crate::pid;
 use crate::req::{After, ClientConn};
 use crate::rfc2616;
 use crate::task::{ReqTask, TopReq};
@@ -445,8 +446,9 @@ fn include<'a>(
     Box::pin(async move {
         let sh = parent.sh.clone();
         let params = sh.params();
-        let max_depth = params.uint("max_esi_depth");
-        let abort_on_error = params.bit("feature", "esi_include_onerror") && !continue_on_error;
+        let max_depth = params.uint(pid!("max_esi_depth"));
+        let abort_on_error =
+            params.bit(pid!("feature"), "esi_include_onerror") && !continue_on_error;
         drop(params);
         if u64::from(parent.esi_level) >= max_depth {
             parent.vsl.log(
@@ -569,7 +571,7 @@ where
     };
     let w: &mut (dyn AsyncWrite + Unpin + Send) = &mut conn.stream;
     let status = t.resp.status % 1000;
-    let onerror = t.sh.params().bit("feature", "esi_include_onerror");
+    let onerror = t.sh.params().bit(pid!("feature"), "esi_include_onerror");
     let result = if onerror && status != 200 && status != 204 {
         Err(io::Error::other("include status"))
     } else {
@@ -584,7 +586,7 @@ where
                     }
                 },
                 None => {
-                    let gzip_support = t.sh.params().flag("http_gzip_support");
+                    let gzip_support = t.sh.params().flag(pid!("http_gzip_support"));
                     object_body(w, &mut sink, &o, gzip_support).await
                 }
             },

@@ -18,6 +18,7 @@ use lacquer_vsl::Tag;
 use super::parse::{Diag, Downstream, Features, Flush, Parser, Severity};
 use crate::counters::Main;
 use crate::gzip::Gunzip;
+use crate::pid;
 use crate::task::BoTask;
 
 /// The fixed gzip header of objects Lacquer compresses.
@@ -165,13 +166,13 @@ pub fn stage(bo: &mut BoTask, backend_gzip: bool) -> EsiFetch {
         bo.do_gzip
     };
     let features = Features {
-        remove_bom: params.bit("feature", "esi_remove_bom"),
-        disable_xml_check: params.bit("feature", "esi_disable_xml_check"),
-        ignore_other_elements: params.bit("feature", "esi_ignore_other_elements"),
-        ignore_https: params.bit("feature", "esi_ignore_https"),
+        remove_bom: params.bit(pid!("feature"), "esi_remove_bom"),
+        disable_xml_check: params.bit(pid!("feature"), "esi_disable_xml_check"),
+        ignore_other_elements: params.bit(pid!("feature"), "esi_ignore_other_elements"),
+        ignore_https: params.bit(pid!("feature"), "esi_ignore_https"),
     };
-    let level = params.uint("gzip_level") as u32;
-    let chop = params.bit("debug", "esi_chop");
+    let level = params.uint(pid!("gzip_level")) as u32;
+    let chop = params.bit(pid!("debug"), "esi_chop");
     drop(params);
     if backend_gzip && !gzip_out {
         bo.beresp.headers.remove("content-encoding");
