@@ -19,6 +19,7 @@ use lacquer_vcl::vars::VarId;
 use lacquer_vsl::{Tag, VslBuf};
 
 use crate::msg::{ReqMsg, RespMsg};
+use crate::pid;
 use crate::state::Shared;
 use crate::vcls::LoadedVcl;
 
@@ -340,6 +341,38 @@ impl ReqTask {
             .ok_or_else(|| "no object in this context".to_string())
     }
 
+    /// `resp.filters`: what delivery will do to the object's body, as
+    /// varnishd lists it (`esi`, `gunzip`, `range`).
+    fn delivery_filters(&self) -> &'static [u8] {
+        const LISTS: [&[u8]; 8] = [
+            b"",
+            b"esi",
+            b"gunzip",
+            b"esi gunzip",
+            b"range",
+            b"esi range",
+            b"gunzip range",
+            b"esi gunzip range",
+        ];
+        let Some(obj) = &self.obj else {
+            return b"";
+        };
+        let data = obj.data();
+        let params = self.sh.params();
+        let esi = self.esi && data.esi.is_some() && obj.body().len_so_far() != 0;
+        let gunzip = params.flag(pid!("http_gzip_support"))
+            && data.gzip
+            && !self
+                .req
+                .headers
+                .get("accept-encoding")
+                .is_some_and(crate::gzip::accepts_gzip);
+        let range = params.flag(pid!("http_range_support"))
+            && self.resp.status == 200
+            && self.req.headers.contains("range");
+        LISTS[usize::from(esi) | usize::from(gunzip) << 1 | usize::from(range) << 2]
+    }
+
     /// The request `req_top.*` refers to.
     fn top_req(&self) -> &ReqMsg {
         self.top.as_ref().map_or(&self.req, |t| &t.req)
@@ -390,7 +423,7 @@ impl Context for ReqTask {
             VarId::ReqTransport => b"HTTP/1",
             VarId::ReqXid => self.vxid_str.as_bytes(),
             VarId::SessXid => self.sess.vxid_str.as_bytes(),
-            VarId::RespFilters => b"",
+            VarId::RespFilters => self.delivery_filters(),
             VarId::ClientIdentity => match &self.client_identity {
                 Some(i) => i,
                 None => &self.sess.client_ip,
@@ -423,6 +456,13 @@ impl Context for ReqTask {
             VarId::RespProto => self.resp.proto = v,
             VarId::RespReason => self.resp.reason = v,
             VarId::ClientIdentity => self.client_identity = Some(v),
+            VarId::RespFilters => {
+                return Err(
+                    "resp.filters cannot be set in Lacquer: delivery chooses its filters \
+                     (esi, gunzip, range) itself; use resp.do_esi or req.http.Range instead"
+                        .to_string(),
+                );
+            }
             VarId::RespBody => {
                 self.synth_body.clear();
                 self.synth_body.extend_from_slice(value);
