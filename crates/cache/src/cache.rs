@@ -144,9 +144,13 @@ pub enum Lookup {
         stale: Option<ObjRef>,
     },
     /// Hit-for-miss (`HSH_HITMISS`): fetch into `busy` without others waiting.
+    /// A successful fetch replaces the marker: the server kills `marker`
+    /// ([`Cache::kill`]), as varnishd does, so markers do not pile up.
     HitMiss {
         /// Busy objcore to fetch into.
         busy: BusyObj,
+        /// The hit-for-miss object found.
+        marker: ObjRef,
         /// vxid of the hit-for-miss object (for the `HitMiss` log record).
         vxid: u32,
         /// Its remaining ttl.
@@ -218,6 +222,9 @@ pub struct NewObject {
     pub headers: Vec<(Bytes, Bytes)>,
     /// Whether the stored body is gzip-compressed.
     pub gzip: bool,
+    /// ESI instructions for delivering the body (opaque to the cache; the
+    /// server writes and reads them), when the body has ESI markup.
+    pub esi: Option<Bytes>,
     /// Body source.
     pub body: NewBody,
 }
@@ -871,6 +878,7 @@ impl Inner {
             if f & F_HFM != 0 {
                 return Lookup::HitMiss {
                     busy: self.new_busy(head, req.digest),
+                    marker: ObjRef(Arc::clone(&oc)),
                     vxid,
                     dttl,
                 };
@@ -884,6 +892,7 @@ impl Inner {
                 vxid: e.vxid.load(Ordering::Relaxed),
                 dttl: e.ttl_end(req.req_ttl) - now,
                 busy: self.new_busy(head, req.digest),
+                marker: ObjRef(Arc::clone(e)),
             };
         }
         let in_grace = |e: &Arc<ObjCore>| e.grace_end(req.req_ttl, req.req_grace) >= now;
@@ -1112,6 +1121,7 @@ impl Inner {
             reason,
             headers,
             gzip,
+            esi,
             body,
         } = obj;
         let (body, writer): (Body, Option<BodyWriter>) = match body {
@@ -1127,6 +1137,7 @@ impl Inner {
             reason,
             headers: StoredHeaders::new(&headers),
             gzip,
+            esi,
             body,
         };
         let overhead = std::mem::size_of::<ObjCore>()

@@ -96,6 +96,8 @@ pub struct ObjectData {
     pub headers: StoredHeaders,
     /// Whether the stored body is gzip-compressed by the cache.
     pub gzip: bool,
+    /// ESI instructions (`obj.can_esi` when present), opaque to the cache.
+    pub esi: Option<Bytes>,
     /// The body (possibly still being fetched).
     pub body: Body,
 }
@@ -117,7 +119,7 @@ impl ObjectData {
     }
 
     pub(crate) fn header_bytes(&self) -> usize {
-        self.reason.len() + self.headers.heap_size()
+        self.reason.len() + self.headers.heap_size() + self.esi.as_ref().map_or(0, Bytes::len)
     }
 }
 

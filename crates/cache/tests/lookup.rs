@@ -161,7 +161,9 @@ fn hit_for_pass_and_hit_for_miss() {
     let b = lookup(&c, &d, T0 + 1.0);
     for l in [a, b] {
         match l {
-            Lookup::HitMiss { vxid, dttl, busy } => {
+            Lookup::HitMiss {
+                vxid, dttl, busy, ..
+            } => {
                 assert_eq!(vxid, 8);
                 assert_eq!(dttl, 59.0);
                 drop(busy);

@@ -74,6 +74,7 @@ fn per_object_overhead_is_small() {
                 reason: Bytes::from_static(b"OK"),
                 headers: headers(),
                 gzip: false,
+                esi: None,
                 body: NewBody::Complete(Body::from_segments(vec![body])),
             },
             &store,

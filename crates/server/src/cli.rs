@@ -66,6 +66,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("ban", "ban <field> <operator> <arg> [&& <field> <oper> <arg> ...]", "Invalidate every object matching all the conditions.", 3, None, false, false),
     cmd!("ban.list", "ban.list [-j]", "List the bans still in force.", 0, Some(0), true, false),
     cmd!("banner", "banner", "Print the welcome banner.", 0, Some(0), false, false),
+    cmd!("debug.fragfetch", "debug.fragfetch <size>", "Cut fetched bodies into pieces of at most <size> bytes (test-only: needs -p debug=+vtc_mode).", 1, Some(1), false, true),
     cmd!("debug.listen_address", "debug.listen_address", "Print the addresses the listeners are bound to.", 0, Some(0), false, true),
     cmd!("debug.xid", "debug.xid [<xid> [<cachesize>]]", "Print, or set, the next transaction id.", 0, Some(2), false, true),
     cmd!("help", "help [-j|<command>]", "List commands, or explain one.", 0, Some(1), true, false),

@@ -726,6 +726,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         started: Instant::now(),
         listeners: Default::default(),
         running: AtomicBool::new(false),
+        fetch_frag: std::sync::atomic::AtomicUsize::new(0),
         workdir: cfg.workdir.clone(),
     });
     sh.apply_params(&params);

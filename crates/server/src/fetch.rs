@@ -45,8 +45,9 @@ pub enum FetchMode {
         busy: BusyObj,
         stale: Option<ObjRef>,
     },
-    /// A hit-for-miss: fill `busy`, nobody waits on it.
-    HitMiss { busy: BusyObj },
+    /// A hit-for-miss: fill `busy`, nobody waits on it; the object replaces
+    /// the hit-for-miss `marker`.
+    HitMiss { busy: BusyObj, marker: ObjRef },
     /// A grace hit's background refresh.
     Background { busy: BusyObj, stale: ObjRef },
     /// A pass: the object is private to the requesting client.
@@ -170,7 +171,7 @@ fn fail(job: &mut FetchJob) {
     }
     match std::mem::replace(&mut job.mode, FetchMode::Pass) {
         FetchMode::Miss { busy, .. }
-        | FetchMode::HitMiss { busy }
+        | FetchMode::HitMiss { busy, .. }
         | FetchMode::Background { busy, .. } => busy.fail(),
         FetchMode::Pass => {}
     }
@@ -654,6 +655,7 @@ fn object_from(bo: &BoTask, kind: ObjKind) -> NewObject {
         reason: Bytes::copy_from_slice(&bo.beresp.reason),
         headers: object_headers(&bo.beresp, bo.uncacheable || kind != ObjKind::Normal),
         gzip: false,
+        esi: None,
         body: NewBody::Empty,
     }
 }
@@ -726,7 +728,12 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     let mut gunzip = None;
     let mut gzip = None;
     let mut stored_gzip = backend_gzip;
-    if reuse_body.is_none() {
+    let mut esi = None;
+    if reuse_body.is_none() && bo.do_esi && f.body != BodyKind::None {
+        let e = crate::esi::fetch::stage(bo, backend_gzip);
+        stored_gzip = e.stores_gzip();
+        esi = Some(e);
+    } else if reuse_body.is_none() {
         if bo.do_gunzip && backend_gzip {
             gunzip = Some(Gunzip::new());
             bo.beresp.headers.remove("content-encoding");
@@ -760,6 +767,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     // Without streaming the whole body is read before the object exists,
     // so a broken body still ends in vcl_backend_error (as varnishd).
     let mut prefetched: Option<(lacquer_storage::Body, u64)> = None;
+    let mut esi_done = None;
     if !bo.do_stream && reuse_body.is_none() && f.body != BodyKind::None {
         let mut segs = Vec::new();
         let mut len = 0u64;
@@ -768,6 +776,8 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             &mut f,
             &mut gunzip,
             &mut gzip,
+            &mut esi,
+            bo.sh.fetch_fragment(),
             |seg| {
                 len += seg.len() as u64;
                 segs.push(seg);
@@ -775,14 +785,15 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             },
         )
         .await;
-        if let Err(msg) = r {
-            bo.vsl.log_str(Tag::FetchError, &msg);
+        if let Err(msg) = &r {
+            bo.vsl.log_str(Tag::FetchError, msg);
             bo.vsl.log(
                 Tag::BackendClose,
                 format_args!("{} {} close", f.conn.local_port(), f.backend.vcl_name),
             );
             return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
         }
+        esi_done = r.ok().flatten();
         prefetched = Some((lacquer_storage::Body::from_segments(segs), len));
     }
     let prefetched_len = prefetched.as_ref().map(|(_, l)| *l);
@@ -792,6 +803,11 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         .log(Tag::Storage, format_args!("malloc {}", store.name()));
     let new = NewObject {
         gzip: stored_gzip,
+        esi: match (&reuse_body, &esi_done) {
+            (Some(_), _) => replaced_esi(&job.mode),
+            (None, Some(done)) => done.esi.clone(),
+            (None, None) => None,
+        },
         body: match (&reuse_body, prefetched.map(|(b, _)| b), f.body) {
             (Some(b), _, _) => NewBody::Complete(b.clone()),
             (None, Some(b), _) => NewBody::Complete(b),
@@ -815,7 +831,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         FetchMode::Pass => (None, None),
         FetchMode::Miss { busy, stale } => (Some(busy), stale),
         FetchMode::Background { busy, stale } => (Some(busy), Some(stale)),
-        FetchMode::HitMiss { busy } => (Some(busy), None),
+        FetchMode::HitMiss { busy, marker } => (Some(busy), Some(marker)),
     };
     let inserted = match busy {
         None => bo.sh.cache.insert_private(new, &store),
@@ -859,17 +875,22 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             }
         ),
     );
+    if let Some(done) = &esi_done {
+        crate::esi::fetch::log_done(bo, done);
+    }
     if let Some(mut writer) = unbusied.body {
         let result = pump_body(
             between_bytes(bo, &f),
             &mut f,
             &mut gunzip,
             &mut gzip,
+            &mut None,
+            bo.sh.fetch_fragment(),
             |seg| writer.push(seg).map_err(|e| e.to_string()),
         )
         .await;
         match result {
-            Ok(()) => {
+            Ok(_) => {
                 let len = writer.len();
                 writer.finish();
                 body_done(bo, f, len);
@@ -902,15 +923,18 @@ fn between_bytes(bo: &BoTask, f: &Fetched) -> f64 {
         .unwrap_or_else(|| bo.sh.params().duration(pid!("between_bytes_timeout")))
 }
 
-/// Reads a backend body through the gzip filters VCL chose, handing each
-/// piece to `push`.
+/// Reads a backend body through the gzip filters VCL chose, or the ESI
+/// stage, handing each piece to `push`; what the ESI stage found once the
+/// body is complete.
 async fn pump_body(
     bbt: f64,
     f: &mut Fetched,
     gunzip: &mut Option<Gunzip>,
     gzip: &mut Option<Gzip>,
+    esi: &mut Option<crate::esi::fetch::EsiFetch>,
+    frag: usize,
     mut push: impl FnMut(Bytes) -> Result<(), String>,
-) -> Result<(), String> {
+) -> Result<Option<crate::esi::fetch::Finished>, String> {
     let mut stream = BodyStream::new(f.body, true);
     let mut out = Vec::new();
     loop {
@@ -923,18 +947,37 @@ async fn pump_body(
             Err(BodyIoError::Timeout) => return Err("backend read timeout".into()),
             Err(e) => return Err(format!("backend body error: {e}")),
         };
-        let seg = if let Some(g) = gunzip.as_mut() {
-            out.clear();
-            g.feed(&seg, &mut out).map_err(|e| e.to_string())?;
-            Bytes::copy_from_slice(&out)
-        } else if let Some(z) = gzip.as_mut() {
-            out.clear();
-            z.feed(&seg, &mut out);
-            Bytes::copy_from_slice(&out)
-        } else {
-            seg
-        };
-        push(seg)?;
+        // `debug.fragfetch` cuts the body into small pieces.
+        let mut rest = seg;
+        while !rest.is_empty() {
+            let seg = rest.split_to(frag.min(rest.len()));
+            if let Some(e) = esi.as_mut() {
+                let mut failed = None;
+                e.feed(seg, &mut |b: Bytes| {
+                    if failed.is_none()
+                        && let Err(x) = push(b)
+                    {
+                        failed = Some(x);
+                    }
+                })?;
+                if let Some(x) = failed {
+                    return Err(x);
+                }
+                continue;
+            }
+            let seg = if let Some(g) = gunzip.as_mut() {
+                out.clear();
+                g.feed(&seg, &mut out).map_err(|e| e.to_string())?;
+                Bytes::copy_from_slice(&out)
+            } else if let Some(z) = gzip.as_mut() {
+                out.clear();
+                z.feed(&seg, &mut out);
+                Bytes::copy_from_slice(&out)
+            } else {
+                seg
+            };
+            push(seg)?;
+        }
     }
     if let Some(g) = gunzip {
         g.finish().map_err(|e| e.to_string())?;
@@ -944,7 +987,34 @@ async fn pump_body(
         z.finish(&mut out);
         push(Bytes::copy_from_slice(&out))?;
     }
-    Ok(())
+    match esi.take() {
+        Some(e) => {
+            let mut failed = None;
+            let done = e.finish(&mut |b: Bytes| {
+                if failed.is_none()
+                    && let Err(x) = push(b)
+                {
+                    failed = Some(x);
+                }
+            })?;
+            match failed {
+                Some(x) => Err(x),
+                None => Ok(Some(done)),
+            }
+        }
+        None => Ok(None),
+    }
+}
+
+/// The ESI instructions of the object a 304 refreshed, kept with its body.
+fn replaced_esi(mode: &FetchMode) -> Option<Bytes> {
+    match mode {
+        FetchMode::Miss {
+            stale: Some(stale), ..
+        }
+        | FetchMode::Background { stale, .. } => stale.data().esi.clone(),
+        _ => None,
+    }
 }
 
 /// Whether the backend lets its connection be reused: HTTP/1.1 unless it
@@ -1074,7 +1144,7 @@ fn backend_error(
     let inserted = match std::mem::replace(&mut job.mode, FetchMode::Pass) {
         FetchMode::Pass => bo.sh.cache.insert_private(new, &store),
         FetchMode::Miss { busy, .. }
-        | FetchMode::HitMiss { busy }
+        | FetchMode::HitMiss { busy, .. }
         | FetchMode::Background { busy, .. } => busy.unbusy(new, &store),
     };
     match inserted {

@@ -9,6 +9,7 @@ pub mod cond;
 pub mod counters;
 pub mod daemon;
 pub mod demo;
+pub mod esi;
 pub mod fetch;
 pub mod gzip;
 pub mod jail;

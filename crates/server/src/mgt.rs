@@ -267,6 +267,24 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
             }
             Reply::ok(s)
         }
+        "debug.fragfetch" => {
+            if !sh.params().bit("debug", "vtc_mode") {
+                return Reply::err(
+                    status::CANT,
+                    "debug.fragfetch is a test-only command: start with -p debug=+vtc_mode",
+                );
+            }
+            match plain[0].parse::<usize>() {
+                Ok(n) => {
+                    sh.fetch_frag.store(n, std::sync::atomic::Ordering::Relaxed);
+                    Reply::ok("")
+                }
+                Err(_) => Reply::err(
+                    status::PARAM,
+                    format!("Invalid size {} (a number of bytes)", plain[0]),
+                ),
+            }
+        }
         "debug.xid" => {
             if let Some(v) = plain.first() {
                 // The next transaction gets the id after the one given.

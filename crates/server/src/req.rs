@@ -79,7 +79,8 @@ enum State {
     Miss {
         busy: lacquer_cache::BusyObj,
         stale: Option<ObjRef>,
-        hitmiss: bool,
+        /// A hit-for-miss: the marker the fetched object replaces.
+        hitmiss: Option<ObjRef>,
     },
     Hit(ObjRef, Option<lacquer_cache::BusyObj>),
     Pass,
@@ -105,32 +106,9 @@ where
     let sh = t.sh.clone();
     let mut scratch = Scratch::default();
     let max_restarts = sh.params().uint(pid!("max_restarts")) as u32;
-    sh.counters.inc(Main::client_req);
-    // X-Forwarded-For gets the client address appended, once.
-    let ip = t.sess.client_ip.clone();
-    match t.req.headers.get("x-forwarded-for").map(<[u8]>::to_vec) {
-        Some(mut v) => {
-            for (k, old) in t.req.headers.iter() {
-                if k.eq_ignore_ascii_case(b"x-forwarded-for") {
-                    t.vsl.log_header(Tag::ReqUnset, k, old);
-                }
-            }
-            t.req.headers.collect("x-forwarded-for");
-            v = t
-                .req
-                .headers
-                .get("x-forwarded-for")
-                .map(<[u8]>::to_vec)
-                .unwrap_or(v);
-            v.extend_from_slice(b", ");
-            v.extend_from_slice(&ip);
-            t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &v);
-            t.req.headers.set("X-Forwarded-For", v);
-        }
-        None => {
-            t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &ip);
-            t.req.headers.append("X-Forwarded-For", ip);
-        }
+    if t.esi_level == 0 {
+        sh.counters.inc(Main::client_req);
+        add_xff(t);
     }
     t.req_orig = t.req.clone();
     let mut state = State::Recv;
@@ -160,6 +138,13 @@ where
                         State::Hash(AfterHash::Lookup)
                     }
                     Action::Pass { .. } => State::Hash(AfterHash::Pass),
+                    Action::Pipe if t.esi_level > 0 => {
+                        t.vsl.log_str(
+                            Tag::VCL_Error,
+                            "vcl_recv{} returns pipe for ESI included object.  Doing pass.",
+                        );
+                        State::Hash(AfterHash::Pass)
+                    }
                     Action::Pipe => State::Hash(AfterHash::Pipe),
                     Action::Purge => {
                         if ae_rules {
@@ -278,13 +263,12 @@ where
                 let vcl = t.vcl.clone();
                 match vcl.run(BuiltinSub::Miss, t, &mut scratch) {
                     Action::Fetch => {
-                        if !hitmiss {
-                            sh.counters.inc(Main::cache_miss);
-                        }
-                        let mode = if hitmiss {
-                            FetchMode::HitMiss { busy }
-                        } else {
-                            FetchMode::Miss { busy, stale }
+                        let mode = match hitmiss {
+                            Some(marker) => FetchMode::HitMiss { busy, marker },
+                            None => {
+                                sh.counters.inc(Main::cache_miss);
+                                FetchMode::Miss { busy, stale }
+                            }
                         };
                         match fetch(t, conn, mode, false).await {
                             Some(obj) => State::Deliver {
@@ -372,6 +356,36 @@ where
     }
 }
 
+/// X-Forwarded-For gets the client address appended, once per client
+/// request.
+fn add_xff(t: &mut ReqTask) {
+    let ip = t.sess.client_ip.clone();
+    match t.req.headers.get("x-forwarded-for").map(<[u8]>::to_vec) {
+        Some(mut v) => {
+            for (k, old) in t.req.headers.iter() {
+                if k.eq_ignore_ascii_case(b"x-forwarded-for") {
+                    t.vsl.log_header(Tag::ReqUnset, k, old);
+                }
+            }
+            t.req.headers.collect("x-forwarded-for");
+            v = t
+                .req
+                .headers
+                .get("x-forwarded-for")
+                .map(<[u8]>::to_vec)
+                .unwrap_or(v);
+            v.extend_from_slice(b", ");
+            v.extend_from_slice(&ip);
+            t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &v);
+            t.req.headers.set("X-Forwarded-For", v);
+        }
+        None => {
+            t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &ip);
+            t.req.headers.append("X-Forwarded-For", ip);
+        }
+    }
+}
+
 /// The records that open a request's log (`ReqStart` and the request as
 /// received), written when it arrives and again after each restart.
 pub(crate) fn log_req_start(vsl: &mut lacquer_vsl::VslBuf, sess: &SessInfo, req: &ReqMsg) {
@@ -410,6 +424,22 @@ fn restart_vxid(t: &mut ReqTask) {
     t.t_last = now;
     let sess = t.sess.clone();
     log_req_start(&mut t.vsl, &sess, &t.req);
+}
+
+/// An ESI response's validator is weak: its bytes depend on the includes.
+fn weaken_etag(t: &mut ReqTask) {
+    let Some(etag) = t.resp.headers.get("etag").map(Bytes::copy_from_slice) else {
+        return;
+    };
+    if etag.starts_with(b"W/") {
+        return;
+    }
+    let mut weak = b"W/".to_vec();
+    weak.extend_from_slice(&etag);
+    t.vsl.log_header(Tag::RespUnset, b"ETag", &etag);
+    t.vsl.log_header(Tag::RespHeader, b"ETag", &weak);
+    t.resp.headers.remove("etag");
+    t.resp.headers.append("ETag", weak);
 }
 
 /// A client-side subroutine failed: a 503 "VCL failed", and the
@@ -474,9 +504,14 @@ async fn lookup(t: &mut ReqTask) -> State {
             Lookup::Miss { busy, stale } => State::Miss {
                 busy,
                 stale,
-                hitmiss: false,
+                hitmiss: None,
             },
-            Lookup::HitMiss { busy, vxid, dttl } => {
+            Lookup::HitMiss {
+                busy,
+                marker,
+                vxid,
+                dttl,
+            } => {
                 t.is_hitmiss = true;
                 sh.counters.inc(Main::cache_hitmiss);
                 sh.counters.inc(Main::cache_miss);
@@ -484,7 +519,7 @@ async fn lookup(t: &mut ReqTask) -> State {
                 State::Miss {
                     busy,
                     stale: None,
-                    hitmiss: true,
+                    hitmiss: Some(marker),
                 }
             }
             Lookup::HitPass { vxid, dttl } => {
@@ -834,9 +869,9 @@ const DIRECT_WRITE: usize = 8 * 1024;
 
 /// Writes `a` then `b` with vectored writes (one system call when the
 /// socket takes both).
-async fn write_both<S>(stream: &mut S, mut a: &[u8], mut b: &[u8]) -> std::io::Result<()>
+pub(crate) async fn write_both<S>(stream: &mut S, mut a: &[u8], mut b: &[u8]) -> std::io::Result<()>
 where
-    S: AsyncWrite + Unpin,
+    S: AsyncWrite + Unpin + ?Sized,
 {
     while !a.is_empty() {
         let n = stream
@@ -875,6 +910,10 @@ async fn transmit<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
+    if t.esi_level > 0 {
+        // An ESI include: its body goes into the including response.
+        return crate::esi::deliver::include_body(t, conn, obj, synth).await;
+    }
     let sh = t.sh.clone();
     let params = sh.params();
     let head_only = &t.req.method[..] == b"HEAD";
@@ -910,6 +949,8 @@ where
     let mut range: Option<(u64, u64)> = None;
     let mut gunzip = false;
     let mut send_body = true;
+    let mut esi: Option<crate::esi::Program> = None;
+    let mut esi_head = false;
     match (&obj, &synth) {
         (Some(o), _) => {
             let data = o.data();
@@ -951,6 +992,22 @@ where
                 t.resp.headers.remove("content-encoding");
                 body_len = None;
             }
+            if t.esi
+                && let Some(code) = data.esi.clone()
+            {
+                // The length is not known before the includes ran (a HEAD
+                // gets no length either, as varnishd).
+                body_len = None;
+                weaken_etag(t);
+                if head_only {
+                    esi_head = true;
+                } else {
+                    match crate::esi::Program::new(code) {
+                        Ok(p) => esi = Some(p),
+                        Err(e) => t.vsl.log(Tag::Error, format_args!("{e}")),
+                    }
+                }
+            }
             if t.resp.status == 200
                 && !gunzip
                 && not_modified(
@@ -967,6 +1024,7 @@ where
             } else if t.resp.status == 200
                 && params.flag(pid!("http_range_support"))
                 && !gunzip
+                && esi.is_none()
                 && let Some(r) = t.req.headers.get("range")
             {
                 match apply_range(r, body_len) {
@@ -1002,7 +1060,8 @@ where
         (None, None) => body_len = Some(0),
     }
     let no_body_status = t.resp.status < 200 || t.resp.status == 204 || t.resp.status == 304;
-    let chunked = send_body && !no_body_status && body_len.is_none() && !t.req.is_http10();
+    let chunked =
+        send_body && !no_body_status && body_len.is_none() && !t.req.is_http10() && !esi_head;
     if body_len.is_none() && t.req.is_http10() {
         keep = false;
     }
@@ -1060,6 +1119,18 @@ where
             return conn.stream.flush().await;
         }
         let o = obj.as_ref().expect("object or synth body");
+        if let Some(prog) = esi.take() {
+            let framing = crate::esi::deliver::TopFraming {
+                chunked,
+                gzip: prog.gzip() && !gunzip,
+                idle_send,
+            };
+            let head = std::mem::take(&mut out);
+            let (r, n) =
+                crate::esi::deliver::deliver_top(t, &mut conn.stream, o, prog, framing, head).await;
+            body_bytes = n;
+            return r;
+        }
         let mut reader = match range {
             Some((s, e)) => o.body().range_reader(s, Some(e + 1)),
             None => o.body().reader(),
@@ -1136,6 +1207,8 @@ where
     .unwrap_or_else(|_| Err(std::io::Error::other("send timeout")));
     sh.counters.add(Main::s_resp_hdrbytes, hdr_bytes);
     sh.counters.add(Main::s_resp_bodybytes, body_bytes);
+    let now = rfc2616::now();
+    t.vsl.log_timestamp("Resp", now, now - t.t_req, now - t.now);
     let (rxh, rxb) = (t.req_hdr_bytes, t.req_body_bytes);
     t.vsl.log_with(Tag::ReqAcct, |o| {
         for (i, n) in [

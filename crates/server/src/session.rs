@@ -31,7 +31,7 @@ use lacquer_http::{BodyKind, Limits, parse_request_buf};
 use lacquer_vsl::{Tag, VslBuf, Vxid};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::msg::{ReqMsg, RespMsg};
+use crate::msg::ReqMsg;
 use crate::req::{After, ClientConn};
 use crate::reqbody::{Pending, ReqBody};
 use crate::rfc2616;
@@ -288,52 +288,9 @@ pub async fn serve<S>(
         vsl.log_timestamp("Req", t_req, 0.0, 0.0);
         vsl.log_str(Tag::VCL_use, &vcl.name);
         crate::req::log_req_start(&mut vsl, &info, &req);
-        let mut task = ReqTask {
-            sh: sh.clone(),
-            vcl,
-            sess: info.clone(),
-            timeouts: tmo,
-            vxid,
-            vxid_str: vxid.to_string(),
-            // Set by `req::handle` once X-Forwarded-For is added.
-            req_orig: ReqMsg::empty(),
-            req,
-            t_req,
-            restarts: 0,
-            client_identity: None,
-            backend_hint: None,
-            ttl: None,
-            grace: None,
-            hash_always_miss: false,
-            hash_ignore_busy: false,
-            hash_ignore_vary: false,
-            esi: false,
-            is_hitmiss: false,
-            is_hitpass: false,
-            is_hit: false,
-            storage: None,
-            hash: None,
-            purging: false,
-            vcl_failed: false,
-            req_hdr_bytes: req_hdr_bytes as u64,
-            req_body_bytes: 0,
-            digest: None,
-            resp: RespMsg::new(200),
-            obj: None,
-            synth_body: Vec::new(),
-            vsl,
-            privs: Default::default(),
-            req_body: None,
-            req_body_failed: false,
-            body_pending: None,
-            body_broken: false,
-            body_taken: false,
-            sock: sock.clone(),
-            now: t_req,
-            cur_sub: lacquer_vcl::subs::BuiltinSub::Recv,
-            t_last: t_req,
-        };
-        task.backend_hint = task.vcl.default_backend();
+        let mut task = ReqTask::new(sh.clone(), vcl, info.clone(), tmo, vxid, req, t_req, vsl);
+        task.req_hdr_bytes = req_hdr_bytes as u64;
+        task.sock = sock.clone();
         sh.counters.add(Main::s_req_hdrbytes, req_hdr_bytes as u64);
         // The request body stays on the connection (see crate::reqbody),
         // except what std.cache_req_body() may keep, read ahead here.
@@ -390,9 +347,6 @@ pub async fn serve<S>(
                 Err(_) => after = After::Close,
             }
         }
-        let now = rfc2616::now();
-        task.vsl
-            .log_timestamp("Resp", now, now - t_req, now - task.now);
         task.vsl.log_str(Tag::End, "");
         spare_log = task.vsl.take_buffer();
         tmo = task.timeouts;

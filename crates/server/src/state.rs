@@ -5,7 +5,7 @@
 //! management-side registries (loaded VCLs, labels), which requests never
 //! touch.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -46,6 +46,9 @@ pub struct Shared {
     /// False between `stop` and `start`: new connections are refused.
     pub running: AtomicBool,
     pub workdir: std::path::PathBuf,
+    /// `debug.fragfetch`: the largest body piece a fetch handles at once
+    /// (0: as read).
+    pub fetch_frag: AtomicUsize,
 }
 
 impl std::fmt::Debug for Shared {
@@ -105,6 +108,14 @@ impl Shared {
     /// Adds a ban from VCL or the CLI; the error text is Varnish's.
     pub fn add_ban(&self, spec: &str, now: f64) -> Result<(), String> {
         self.cache.ban_str(spec, now).map_err(|e| e.to_string())
+    }
+
+    /// The piece size fetches cut bodies into (`debug.fragfetch`).
+    pub fn fetch_fragment(&self) -> usize {
+        match self.fetch_frag.load(Ordering::Relaxed) {
+            0 => usize::MAX,
+            n => n,
+        }
     }
 
     /// The store called `name`.

@@ -19,6 +19,7 @@ use lacquer_vcl::vars::VarId;
 use lacquer_vsl::{Tag, VslBuf};
 
 use crate::msg::{ReqMsg, RespMsg};
+use crate::pid;
 use crate::state::Shared;
 use crate::vcls::LoadedVcl;
 
@@ -198,6 +199,13 @@ fn storage_value(sh: &Shared, var: VarId, name: &str) -> Result<Value, String> {
     })
 }
 
+/// The top-level request of an ESI include tree, as `req_top.*` reads it.
+#[derive(Debug)]
+pub struct TopReq {
+    pub req: ReqMsg,
+    pub t_req: f64,
+}
+
 /// A client request while it runs client-side VCL.
 pub struct ReqTask {
     pub sh: Arc<Shared>,
@@ -264,20 +272,130 @@ pub struct ReqTask {
     pub cur_sub: BuiltinSub,
     /// Time of the last `Timestamp` record.
     pub t_last: f64,
+    /// ESI depth: 0 for a client's request, n for an include n levels down.
+    pub esi_level: u32,
+    /// What `req_top.*` reads in an ESI include (the request itself at
+    /// level 0).
+    pub top: Option<Arc<TopReq>>,
+    /// The response an ESI include writes its body into, lent by the
+    /// including request for the include's run.
+    pub esi_sink: Option<Box<crate::esi::deliver::EsiSink>>,
 }
 
 impl ReqTask {
+    /// A request about to run client-side VCL from its start, with the
+    /// VCL's default backend (an ESI include sets its level, `top` and
+    /// sink afterwards).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        sh: Arc<Shared>,
+        vcl: Arc<LoadedVcl>,
+        sess: Arc<SessInfo>,
+        timeouts: SessTimeouts,
+        vxid: u32,
+        req: ReqMsg,
+        t_req: f64,
+        vsl: VslBuf,
+    ) -> ReqTask {
+        ReqTask {
+            sh,
+            backend_hint: vcl.default_backend(),
+            vcl,
+            sess,
+            timeouts,
+            vxid,
+            vxid_str: vxid.to_string(),
+            // Set by `req::handle` once X-Forwarded-For is added.
+            req_orig: ReqMsg::empty(),
+            req,
+            t_req,
+            restarts: 0,
+            client_identity: None,
+            ttl: None,
+            grace: None,
+            hash_always_miss: false,
+            hash_ignore_busy: false,
+            hash_ignore_vary: false,
+            esi: true,
+            is_hitmiss: false,
+            is_hitpass: false,
+            is_hit: false,
+            storage: None,
+            hash: None,
+            purging: false,
+            vcl_failed: false,
+            req_hdr_bytes: 0,
+            req_body_bytes: 0,
+            digest: None,
+            resp: RespMsg::new(200),
+            obj: None,
+            synth_body: Vec::new(),
+            vsl,
+            privs: Default::default(),
+            req_body: None,
+            req_body_failed: false,
+            body_pending: None,
+            body_broken: false,
+            body_taken: false,
+            sock: None,
+            now: t_req,
+            cur_sub: BuiltinSub::Recv,
+            t_last: t_req,
+            esi_level: 0,
+            top: None,
+            esi_sink: None,
+        }
+    }
+
     fn obj(&self) -> Result<&ObjRef, String> {
         self.obj
             .as_ref()
             .ok_or_else(|| "no object in this context".to_string())
+    }
+
+    /// `resp.filters`: what delivery will do to the object's body, as
+    /// varnishd lists it (`esi`, `gunzip`, `range`).
+    fn delivery_filters(&self) -> &'static [u8] {
+        const LISTS: [&[u8]; 8] = [
+            b"",
+            b"esi",
+            b"gunzip",
+            b"esi gunzip",
+            b"range",
+            b"esi range",
+            b"gunzip range",
+            b"esi gunzip range",
+        ];
+        let Some(obj) = &self.obj else {
+            return b"";
+        };
+        let data = obj.data();
+        let params = self.sh.params();
+        let esi = self.esi && data.esi.is_some() && obj.body().len_so_far() != 0;
+        let gunzip = params.flag(pid!("http_gzip_support"))
+            && data.gzip
+            && !self
+                .req
+                .headers
+                .get("accept-encoding")
+                .is_some_and(crate::gzip::accepts_gzip);
+        let range = params.flag(pid!("http_range_support"))
+            && self.resp.status == 200
+            && self.req.headers.contains("range");
+        LISTS[usize::from(esi) | usize::from(gunzip) << 1 | usize::from(range) << 2]
+    }
+
+    /// The request `req_top.*` refers to.
+    fn top_req(&self) -> &ReqMsg {
+        self.top.as_ref().map_or(&self.req, |t| &t.req)
     }
 }
 
 impl Context for ReqTask {
     fn header(&self, which: HttpWhich, name: &HeaderName) -> Option<&[u8]> {
         match which {
-            HttpWhich::Req | HttpWhich::ReqTop => http_header(&self.req.headers, name),
+            HttpWhich::Req => http_header(&self.req.headers, name),
+            HttpWhich::ReqTop => http_header(&self.top_req().headers, name),
             HttpWhich::Resp => http_header(&self.resp.headers, name),
             HttpWhich::Obj => self.obj.as_ref().and_then(|o| obj_header(o, &name.lower)),
             HttpWhich::Bereq | HttpWhich::Beresp => None,
@@ -304,9 +422,12 @@ impl Context for ReqTask {
 
     fn get_str(&self, var: VarId) -> Result<Option<&[u8]>, String> {
         Ok(Some(match var {
-            VarId::ReqMethod | VarId::ReqTopMethod => &self.req.method,
-            VarId::ReqUrl | VarId::ReqTopUrl => &self.req.url,
-            VarId::ReqProto | VarId::ReqTopProto => &self.req.proto,
+            VarId::ReqMethod => &self.req.method,
+            VarId::ReqUrl => &self.req.url,
+            VarId::ReqProto => &self.req.proto,
+            VarId::ReqTopMethod => &self.top_req().method,
+            VarId::ReqTopUrl => &self.top_req().url,
+            VarId::ReqTopProto => &self.top_req().proto,
             VarId::RespProto => &self.resp.proto,
             VarId::RespReason => &self.resp.reason,
             VarId::ObjProto => b"HTTP/1.1",
@@ -314,7 +435,7 @@ impl Context for ReqTask {
             VarId::ReqTransport => b"HTTP/1",
             VarId::ReqXid => self.vxid_str.as_bytes(),
             VarId::SessXid => self.sess.vxid_str.as_bytes(),
-            VarId::RespFilters => b"",
+            VarId::RespFilters => self.delivery_filters(),
             VarId::ClientIdentity => match &self.client_identity {
                 Some(i) => i,
                 None => &self.sess.client_ip,
@@ -347,6 +468,13 @@ impl Context for ReqTask {
             VarId::RespProto => self.resp.proto = v,
             VarId::RespReason => self.resp.reason = v,
             VarId::ClientIdentity => self.client_identity = Some(v),
+            VarId::RespFilters => {
+                return Err(
+                    "resp.filters cannot be set in Lacquer: delivery chooses its filters \
+                     (esi, gunzip, range) itself; use resp.do_esi or req.http.Range instead"
+                        .to_string(),
+                );
+            }
             VarId::RespBody => {
                 self.synth_body.clear();
                 self.synth_body.extend_from_slice(value);
@@ -363,7 +491,8 @@ impl Context for ReqTask {
             VarId::ServerIp => Value::Ip(self.sess.server),
             VarId::LocalIp => Value::Ip(self.sess.local),
             VarId::ReqRestarts => Value::Int(i64::from(self.restarts)),
-            VarId::ReqTime | VarId::ReqTopTime => Value::Time(self.t_req),
+            VarId::ReqTime => Value::Time(self.t_req),
+            VarId::ReqTopTime => Value::Time(self.top.as_ref().map_or(self.t_req, |t| t.t_req)),
             VarId::ReqTtl => self.ttl.map_or(Value::Duration(-1.0), Value::Duration),
             VarId::ReqGrace => self.grace.map_or(Value::Duration(-1.0), Value::Duration),
             VarId::ReqBackendHint => match &self.backend_hint {
@@ -380,7 +509,7 @@ impl Context for ReqTask {
                     .is_some_and(crate::gzip::accepts_gzip),
             ),
             VarId::ReqEsi => Value::Bool(self.esi),
-            VarId::ReqEsiLevel => Value::Int(0),
+            VarId::ReqEsiLevel => Value::Int(i64::from(self.esi_level)),
             VarId::ReqIsHitmiss => Value::Bool(self.is_hitmiss),
             VarId::ReqIsHitpass => Value::Bool(self.is_hitpass),
             VarId::ReqStorage => match &self.storage {
@@ -395,7 +524,7 @@ impl Context for ReqTask {
             VarId::RespIsStreaming => {
                 Value::Bool(self.obj.as_ref().is_some_and(|o| !o.body().is_finished()))
             }
-            VarId::RespDoEsi => Value::Bool(false),
+            VarId::RespDoEsi => Value::Bool(self.esi),
             VarId::RespTime => Value::Time(self.now),
             VarId::ObjStatus => Value::Int(i64::from(self.obj()?.data().status)),
             VarId::ObjHits => Value::Int(self.obj()?.hits() as i64),
@@ -418,7 +547,7 @@ impl Context for ReqTask {
                 let f = self.obj()?.flags();
                 f.private() || f.hit_for_miss() || f.hit_for_pass()
             }),
-            VarId::ObjCanEsi => Value::Bool(false),
+            VarId::ObjCanEsi => Value::Bool(self.obj()?.data().esi.is_some()),
             VarId::ObjStorage => match self.obj()?.store_name() {
                 Some(n) => Value::Stevedore(Arc::from(n)),
                 None => Value::Null,
@@ -445,7 +574,13 @@ impl Context for ReqTask {
             VarId::ReqHashAlwaysMiss => self.hash_always_miss = as_bool(&value)?,
             VarId::ReqHashIgnoreBusy => self.hash_ignore_busy = as_bool(&value)?,
             VarId::ReqHashIgnoreVary => self.hash_ignore_vary = as_bool(&value)?,
-            VarId::ReqEsi => self.esi = as_bool(&value)?,
+            // As varnishd: only the top request can turn ESI off this way.
+            VarId::ReqEsi => {
+                let v = as_bool(&value)?;
+                if self.esi_level == 0 {
+                    self.esi = v;
+                }
+            }
             VarId::ReqStorage => self.storage = stevedore_name(value)?,
             VarId::RespStatus => {
                 let s = vcl_status(as_int(&value)?)?;
@@ -455,7 +590,7 @@ impl Context for ReqTask {
                 self.vsl.log(Tag::RespStatus, format_args!("{s}"));
                 self.vsl.log_bytes(Tag::RespReason, &self.resp.reason);
             }
-            VarId::RespDoEsi => {}
+            VarId::RespDoEsi => self.esi = as_bool(&value)?,
             VarId::RespBody => match value {
                 Value::Str(s) | Value::Blob(s) => {
                     self.synth_body.clear();
@@ -528,7 +663,8 @@ impl Context for ReqTask {
 
     fn headers(&self, which: HttpWhich) -> Vec<(&[u8], &[u8])> {
         match which {
-            HttpWhich::Req | HttpWhich::ReqTop => self.req.headers.iter().collect(),
+            HttpWhich::Req => self.req.headers.iter().collect(),
+            HttpWhich::ReqTop => self.top_req().headers.iter().collect(),
             HttpWhich::Resp => self.resp.headers.iter().collect(),
             HttpWhich::Obj => self
                 .obj
