@@ -82,8 +82,18 @@ fn hostname() -> String {
         .unwrap_or_else(|| "localhost".to_string())
 }
 
-/// The VCL `-b` stands for.
+/// The VCL `-b` stands for: `none` (any case) declares a backend that
+/// never answers, an absolute path a Unix-socket backend, anything else
+/// `host[:port]`.
 pub fn backend_vcl(spec: &str) -> Result<String, String> {
+    if spec.eq_ignore_ascii_case("none") {
+        return Ok("vcl 4.1;\nbackend default none;\n".to_string());
+    }
+    if spec.starts_with('/') {
+        return Ok(format!(
+            "vcl 4.1;\nbackend default {{\n    .path = \"{spec}\";\n}}\n"
+        ));
+    }
     let (host, port) = crate::listen::split_host_port(spec)?;
     if host.is_empty() {
         return Err(format!("-b '{spec}': no host given"));
@@ -786,4 +796,25 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         shared: sh,
         cli_done,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::backend_vcl;
+
+    #[test]
+    fn b_argument_forms() {
+        assert_eq!(
+            backend_vcl("None").unwrap(),
+            "vcl 4.1;\nbackend default none;\n"
+        );
+        assert!(
+            backend_vcl("/run/origin.sock")
+                .unwrap()
+                .contains(".path = \"/run/origin.sock\";")
+        );
+        let tcp = backend_vcl("127.0.0.1:8080").unwrap();
+        assert!(tcp.contains(".host = \"127.0.0.1\";") && tcp.contains(".port = \"8080\";"));
+        assert!(backend_vcl(":80").is_err());
+    }
 }
