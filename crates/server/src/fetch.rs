@@ -250,6 +250,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         .or(backend.first_byte_timeout)
         .unwrap_or_else(|| params.duration("first_byte_timeout"));
     let idle = params.duration("backend_idle_timeout");
+    let holddown = crate::backend::holddown(&params);
     let limits = Limits {
         require_host: false,
         ..Limits::from_varnish_params(
@@ -259,7 +260,19 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         )
     };
     drop(params);
-    bo.beresp_backend = Some(be.clone());
+    // beresp.backend is the backend the director picked, not the director.
+    bo.beresp_backend = Some(
+        vcl.backends
+            .iter()
+            .position(|x| Arc::ptr_eq(x, &backend))
+            .map_or_else(
+                || be.clone(),
+                |id| lacquer_vcl::exec::Backend {
+                    id: id as u32,
+                    name: Arc::from(backend.vcl_name.as_str()),
+                },
+            ),
+    );
     bo.beresp_backend_ip = backend.tcp_addr();
     // Host header from the backend definition when the request has none.
     if !bo.bereq.headers.contains("host")
@@ -279,7 +292,11 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
     let mut tries = 0;
     loop {
         tries += 1;
-        let mut conn = match backend.pool.get(secs(connect_timeout), secs(idle)).await {
+        let mut conn = match backend
+            .pool
+            .get(secs(connect_timeout), secs(idle), holddown)
+            .await
+        {
             Ok(c) => c,
             Err(ConnectError::Busy(_)) => {
                 bo.sh.counters.inc(Main::backend_busy);
