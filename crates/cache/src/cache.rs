@@ -463,6 +463,7 @@ impl Cache {
                 let mut found = None;
                 let mut exp: Option<usize> = None;
                 let mut exp_t_origin = 0.0;
+                let mut predicted: Option<VarySpec> = None;
                 for (i, oc) in head.cores.iter().enumerate() {
                     let f = oc.flags();
                     if f & (F_DYING | F_FAILED) != 0 {
@@ -472,9 +473,8 @@ impl Cache {
                         if req.ignore_busy {
                             continue;
                         }
-                        if !req.ignore_vary
-                            && oc.vary.get().is_some_and(|v| !v.matches(req.headers))
-                        {
+                        let vary = oc.vary.get().or_else(|| oc.predicted_vary.get());
+                        if !req.ignore_vary && vary.is_some_and(|v| !v.matches(req.headers)) {
                             vary_skipped += 1;
                             continue;
                         }
@@ -500,8 +500,14 @@ impl Cache {
                         removed.push(Arc::clone(oc));
                         continue;
                     }
-                    if !req.ignore_vary && oc.vary.get().is_some_and(|v| !v.matches(req.headers)) {
+                    if !req.ignore_vary
+                        && let Some(v) = oc.vary.get()
+                        && !v.matches(req.headers)
+                    {
                         vary_skipped += 1;
+                        if predicted.is_none() {
+                            predicted = Some(v.for_request(req.headers));
+                        }
                         continue;
                     }
                     if oc.ttl_end(req.req_ttl) > now {
@@ -519,7 +525,11 @@ impl Cache {
                 if !removed.is_empty() {
                     head.cores.retain(|oc| oc.flags() & F_DYING == 0);
                 }
-                inner.decide(head, req, found, exp, busy_found, &mut touch)
+                let kind = inner.decide(head, req, found, exp, busy_found, &mut touch);
+                if let (Lookup::Miss { busy, .. }, Some(p)) = (&kind, predicted) {
+                    let _ = busy.oc.predicted_vary.set(p);
+                }
+                kind
             }
         };
         for oc in &removed {

@@ -156,6 +156,10 @@ pub(crate) struct ObjCore {
     /// Id of the newest ban this object was checked against; 0 = no reference.
     pub(crate) ban_id: AtomicU64,
     pub(crate) vary: OnceLock<VarySpec>,
+    /// While busy and before its response is known: the variant it is
+    /// expected to be, from the Vary of the variants the request that
+    /// created it did not match. Requests of other variants need not wait.
+    pub(crate) predicted_vary: OnceLock<VarySpec>,
     pub(crate) data: OnceLock<ObjectData>,
     pub(crate) store: OnceLock<StoreRef>,
     /// Bytes and allocations charged to `store`, returned on drop.
@@ -181,6 +185,7 @@ impl ObjCore {
             lru_key: AtomicU64::new(0),
             ban_id: AtomicU64::new(ban_id),
             vary: OnceLock::new(),
+            predicted_vary: OnceLock::new(),
             data: OnceLock::new(),
             store: OnceLock::new(),
             charged: AtomicU64::new(0),
