@@ -218,6 +218,9 @@ pub struct NewObject {
     pub headers: Vec<(Bytes, Bytes)>,
     /// Whether the stored body is gzip-compressed.
     pub gzip: bool,
+    /// Whether the fetch gzipped or gunzipped the backend's body (a 304
+    /// refreshing the object must then weaken its new ETag).
+    pub gzip_changed: bool,
     /// Body source.
     pub body: NewBody,
 }
@@ -643,6 +646,26 @@ impl Cache {
         if !requeue.is_empty() {
             lock(&inner.exp).extend(requeue);
         }
+        n
+    }
+
+    /// Removes every object that is not being fetched, as a restart of
+    /// varnishd's child (whose memory storage does not survive it) would;
+    /// returns how many went.
+    pub fn clear(&self) -> usize {
+        let inner = &self.inner;
+        let entries: Vec<_> = lock(&inner.exp).drain().collect();
+        let mut keep = Vec::new();
+        let mut n = 0;
+        for e in entries {
+            let Some(oc) = e.oc.upgrade() else { continue };
+            if oc.flags() & F_BUSY != 0 {
+                keep.push(e);
+            } else if inner.kill(&oc) {
+                n += 1;
+            }
+        }
+        lock(&inner.exp).extend(keep);
         n
     }
 
@@ -1122,6 +1145,7 @@ impl Inner {
             reason,
             headers,
             gzip,
+            gzip_changed,
             body,
         } = obj;
         let (body, writer): (Body, Option<BodyWriter>) = match body {
@@ -1137,6 +1161,7 @@ impl Inner {
             reason,
             headers: StoredHeaders::new(&headers),
             gzip,
+            gzip_changed,
             body,
         };
         let overhead = std::mem::size_of::<ObjCore>()

@@ -96,6 +96,8 @@ pub struct ObjectData {
     pub headers: StoredHeaders,
     /// Whether the stored body is gzip-compressed by the cache.
     pub gzip: bool,
+    /// Whether the fetch gzipped or gunzipped the backend's body.
+    pub gzip_changed: bool,
     /// The body (possibly still being fetched).
     pub body: Body,
 }

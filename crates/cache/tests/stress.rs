@@ -49,6 +49,7 @@ async fn fetch(c: &Cache, busy: BusyObj, key: u64, now: f64, rng: &mut Rng) {
         reason: Bytes::from_static(b"OK"),
         headers: vec![(Bytes::from_static(b"X-Key"), Bytes::from(hdr))],
         gzip: false,
+        gzip_changed: false,
         body: if kind == ObjKind::Normal {
             NewBody::Streamed
         } else {

@@ -448,6 +448,7 @@ fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
                         listener: name.clone(),
                         endpoint: written.clone(),
                         unix: false,
+                        sock: crate::txio::ClientSock::of(&s),
                     };
                     let sh = sh.clone();
                     tokio::spawn(async move {
@@ -478,6 +479,7 @@ fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
                         listener: name.clone(),
                         endpoint: written.clone(),
                         unix: true,
+                        sock: crate::txio::ClientSock::of(&s),
                     };
                     let sh = sh.clone();
                     tokio::spawn(async move {

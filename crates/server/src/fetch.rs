@@ -30,7 +30,7 @@ use tokio::sync::oneshot;
 
 use crate::backend::pool::ConnectError;
 use crate::bodyio::{BodyIoError, BodyStream};
-use crate::gzip::{Gunzip, Gzip, is_gzip_encoding};
+use crate::gzip::FetchChain;
 use crate::msg::RespMsg;
 use crate::rfc2616::{self, Defaults, RespInfo};
 use crate::task::BoTask;
@@ -185,6 +185,8 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         };
         job.bo.now = rfc2616::now();
         job.bo.t_beresp = job.bo.now;
+        job.bo.beresp_has_body = !matches!(fetched.body, BodyKind::None | BodyKind::Length(0));
+        job.bo.vfp_filters = None;
         compute_ttl(&mut job.bo);
         let mut fetched = fetched;
         fetched.reuse = merge_304(job)?;
@@ -594,6 +596,7 @@ fn object_from(bo: &BoTask, kind: ObjKind) -> NewObject {
         reason: Bytes::copy_from_slice(&bo.beresp.reason),
         headers: object_headers(&bo.beresp, bo.uncacheable || kind != ObjKind::Normal),
         gzip: false,
+        gzip_changed: false,
         body: NewBody::Empty,
     }
 }
@@ -636,6 +639,12 @@ fn merge_304(job: &mut FetchJob) -> Result<Option<lacquer_storage::Body>, Step> 
         return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
     };
     let data = stale.data();
+    if data.gzip_changed {
+        // The stored encoding is ours, not the backend's: its new
+        // Content-Encoding does not apply and its ETag cannot be strong.
+        bo.beresp.headers.remove("content-encoding");
+        crate::gzip::weaken_etag(&mut bo.beresp.headers);
+    }
     bo.beresp.headers.remove("content-length");
     let mut merged = lacquer_http::Headers::new();
     for (k, v) in data.headers.to_pairs() {
@@ -657,36 +666,48 @@ fn merge_304(job: &mut FetchJob) -> Result<Option<lacquer_storage::Body>, Step> 
 async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Result<(), Step> {
     let reuse_body = f.reuse.take();
     let bo = &mut job.bo;
-    // Body filters chosen by VCL.
-    let backend_gzip = bo
-        .beresp
-        .headers
-        .get("content-encoding")
-        .is_some_and(is_gzip_encoding);
-    let mut gunzip = None;
-    let mut gzip = None;
-    let mut stored_gzip = backend_gzip;
-    if reuse_body.is_none() {
-        if bo.do_gunzip && backend_gzip {
-            gunzip = Some(Gunzip::new());
-            bo.beresp.headers.remove("content-encoding");
-            bo.beresp.headers.remove("content-length");
-            stored_gzip = false;
-        } else if bo.do_gzip && !backend_gzip && f.body != BodyKind::None {
-            gzip = Some(Gzip::new(bo.sh.params().uint("gzip_level") as u32));
-            bo.beresp.headers.set("Content-Encoding", "gzip");
-            bo.beresp.headers.remove("content-length");
-            stored_gzip = true;
-        } else if backend_gzip && stored_gzip {
-            // Validate gzip from the backend while storing it.
-            gunzip = None;
-        }
+    // Body filters: VCL's beresp.filters, else varnishd's choice. A 304
+    // refresh reuses the stale body as it was stored.
+    if matches!(f.body, BodyKind::Length(0)) {
+        bo.beresp.headers.remove("content-encoding");
     }
-    if stored_gzip
-        && bo.sh.params().flag("http_gzip_support")
-        && !bo.beresp.headers.has_token("vary", "accept-encoding")
-    {
-        add_vary_ae(&mut bo.beresp.headers);
+    let mut chain = match &reuse_body {
+        Some(_) => {
+            let stale = match &job.mode {
+                FetchMode::Miss { stale, .. } => stale.clone(),
+                FetchMode::Background { stale, .. } => Some(stale.clone()),
+                _ => None,
+            };
+            FetchChain::unfiltered(
+                stale.as_ref().is_some_and(|o| o.data().gzip),
+                stale.as_ref().is_some_and(|o| o.data().gzip_changed),
+            )
+        }
+        None if bo.beresp_has_body || bo.vfp_filters.is_some() => {
+            let names = bo.fetch_filter_names();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let params = bo.sh.params();
+            let (support, level) = (
+                params.flag("http_gzip_support"),
+                params.uint("gzip_level") as u32,
+            );
+            drop(params);
+            match crate::gzip::build_fetch_filters(&names, &mut bo.beresp.headers, support, level) {
+                Ok(c) => c,
+                Err(msg) => {
+                    bo.vsl.log_str(Tag::FetchError, &msg);
+                    return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+                }
+            }
+        }
+        None => FetchChain::default(),
+    };
+    for filter in chain.filters() {
+        bo.sh.counters.inc(match filter {
+            crate::gzip::FetchFilter::Gzip(_) => Main::n_gzip,
+            crate::gzip::FetchFilter::Gunzip(_) => Main::n_gunzip,
+            crate::gzip::FetchFilter::TestGunzip(..) => Main::n_test_gunzip,
+        });
     }
     let kind = match hfp_ttl {
         Some(_) => ObjKind::HitForPass,
@@ -703,17 +724,11 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     if !bo.do_stream && reuse_body.is_none() && f.body != BodyKind::None {
         let mut segs = Vec::new();
         let mut len = 0u64;
-        let r = pump_body(
-            between_bytes(bo, &f),
-            &mut f,
-            &mut gunzip,
-            &mut gzip,
-            |seg| {
-                len += seg.len() as u64;
-                segs.push(seg);
-                Ok(())
-            },
-        )
+        let r = pump_body(between_bytes(bo, &f), &mut f, &mut chain, |seg| {
+            len += seg.len() as u64;
+            segs.push(seg);
+            Ok(())
+        })
         .await;
         if let Err(msg) = r {
             bo.vsl.log_str(Tag::FetchError, &msg);
@@ -731,7 +746,8 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     bo.vsl
         .log(Tag::Storage, format_args!("malloc {}", store.name()));
     let new = NewObject {
-        gzip: stored_gzip,
+        gzip: chain.gzip,
+        gzip_changed: chain.changed,
         body: match (&reuse_body, prefetched.map(|(b, _)| b), f.body) {
             (Some(b), _, _) => NewBody::Complete(b.clone()),
             (None, Some(b), _) => NewBody::Complete(b),
@@ -800,13 +816,9 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         ),
     );
     if let Some(mut writer) = unbusied.body {
-        let result = pump_body(
-            between_bytes(bo, &f),
-            &mut f,
-            &mut gunzip,
-            &mut gzip,
-            |seg| writer.push(seg).map_err(|e| e.to_string()),
-        )
+        let result = pump_body(between_bytes(bo, &f), &mut f, &mut chain, |seg| {
+            writer.push(seg).map_err(|e| e.to_string())
+        })
         .await;
         match result {
             Ok(()) => {
@@ -842,17 +854,15 @@ fn between_bytes(bo: &BoTask, f: &Fetched) -> f64 {
         .unwrap_or_else(|| bo.sh.params().duration("between_bytes_timeout"))
 }
 
-/// Reads a backend body through the gzip filters VCL chose, handing each
-/// piece to `push`.
+/// Reads a backend body through the fetch filters, handing each piece to
+/// `push`.
 async fn pump_body(
     bbt: f64,
     f: &mut Fetched,
-    gunzip: &mut Option<Gunzip>,
-    gzip: &mut Option<Gzip>,
+    chain: &mut FetchChain,
     mut push: impl FnMut(Bytes) -> Result<(), String>,
 ) -> Result<(), String> {
     let mut stream = BodyStream::new(f.body, true);
-    let mut out = Vec::new();
     loop {
         let seg = match stream
             .next(&mut f.conn.stream, &mut f.rbuf, secs(bbt))
@@ -863,26 +873,14 @@ async fn pump_body(
             Err(BodyIoError::Timeout) => return Err("backend read timeout".into()),
             Err(e) => return Err(format!("backend body error: {e}")),
         };
-        let seg = if let Some(g) = gunzip.as_mut() {
-            out.clear();
-            g.feed(&seg, &mut out).map_err(|e| e.to_string())?;
-            Bytes::copy_from_slice(&out)
-        } else if let Some(z) = gzip.as_mut() {
-            out.clear();
-            z.feed(&seg, &mut out);
-            Bytes::copy_from_slice(&out)
-        } else {
-            seg
-        };
-        push(seg)?;
+        let seg = chain.feed(seg).map_err(|e| e.to_string())?;
+        if !seg.is_empty() {
+            push(seg)?;
+        }
     }
-    if let Some(g) = gunzip {
-        g.finish().map_err(|e| e.to_string())?;
-    }
-    if let Some(z) = gzip.take() {
-        out.clear();
-        z.finish(&mut out);
-        push(Bytes::copy_from_slice(&out))?;
+    let tail = chain.finish().map_err(|e| e.to_string())?;
+    if !tail.is_empty() {
+        push(tail)?;
     }
     Ok(())
 }
@@ -932,17 +930,6 @@ fn strip_token(list: &[u8], token: &[u8]) -> Vec<u8> {
         out.extend_from_slice(t);
     }
     out
-}
-
-fn add_vary_ae(h: &mut lacquer_http::Headers) {
-    match h.get("vary").map(<[u8]>::to_vec) {
-        Some(v) if !v.is_empty() => {
-            let mut nv = v;
-            nv.extend_from_slice(b", Accept-Encoding");
-            h.set("Vary", nv);
-        }
-        _ => h.set("Vary", "Accept-Encoding"),
-    }
 }
 
 /// The body status as `Fetch_Body` logs it (varnishd's number and name).
@@ -1002,6 +989,7 @@ fn backend_error(
     let store = bo.sh.cache.transient();
     let new = NewObject {
         gzip: false,
+        gzip_changed: false,
         body: NewBody::Complete(lacquer_storage::Body::from_segments(vec![body])),
         ..object_from(bo, kind)
     };

@@ -22,5 +22,6 @@ pub mod session;
 pub mod state;
 pub mod stats;
 pub mod task;
+pub mod txio;
 pub mod vcls;
 pub mod vxid;

@@ -17,7 +17,6 @@
 //! users see the transactions they expect.
 
 use crate::counters::Main;
-use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use lacquer_cache::{HeaderLookup, Lookup, LookupRequest, ObjRef};
@@ -25,7 +24,7 @@ use lacquer_http::Headers;
 use lacquer_vcl::exec::{Action, Scratch};
 use lacquer_vcl::subs::BuiltinSub;
 use lacquer_vsl::Tag;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::oneshot;
 
 use crate::cond::{RangeOutcome, apply_range, not_modified};
@@ -34,6 +33,7 @@ use crate::gzip::Gunzip;
 use crate::msg::{ReqMsg, RespMsg};
 use crate::rfc2616;
 use crate::task::{BoTask, ReqTask, SessInfo};
+use crate::txio::{TimedWriter, TxError};
 
 /// `Via` header value Lacquer adds to responses.
 pub const VIA: &str = "1.1 varnish (Lacquer/0.1)";
@@ -54,10 +54,12 @@ pub struct ClientConn<S> {
 }
 
 /// How a request ended for its connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum After {
     KeepAlive,
     Close,
+    /// Writing the response failed: the session ends for this reason.
+    TxFailed(TxError),
 }
 
 /// Where a request goes once vcl_hash has run.
@@ -490,6 +492,7 @@ async fn lookup(t: &mut ReqTask) -> State {
             }
             Lookup::Busy(waiter) => {
                 waiter.wait().await;
+                t.log_ts("Waitinglist");
                 t.now = rfc2616::now();
                 continue;
             }
@@ -566,6 +569,8 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         do_gzip: false,
         do_gunzip: false,
         do_esi: false,
+        vfp_filters: None,
+        beresp_has_body: false,
         was_304: false,
         storage: None,
         synth_body: Vec::new(),
@@ -606,6 +611,7 @@ async fn fetch(t: &mut ReqTask, mode: FetchMode, pass: bool) -> Option<ObjRef> {
     };
     tokio::spawn(crate::fetch::run(job));
     let got = rx.await;
+    t.log_ts("Fetch");
     t.sh.counters.inc(Main::s_fetch);
     match got {
         Ok(FetchOutcome::Object(o)) => Some(o),
@@ -683,6 +689,7 @@ where
     log_resp(t);
     let vcl = t.vcl.clone();
     let action = vcl.run(BuiltinSub::Deliver, t, scratch);
+    t.log_ts("Process");
     match action {
         Action::Deliver => {}
         Action::Restart => return Delivered::Restart,
@@ -722,7 +729,9 @@ where
     log_resp(t);
     let vcl = t.vcl.clone();
     let max_restarts = t.sh.params().uint("max_restarts") as u32;
-    match vcl.run(BuiltinSub::Synth, t, scratch) {
+    let action = vcl.run(BuiltinSub::Synth, t, scratch);
+    t.log_ts("Process");
+    match action {
         Action::Deliver => {}
         // Past the limit a restart from vcl_synth delivers (as varnishd),
         // so a synth that always restarts cannot loop.
@@ -749,29 +758,6 @@ where
 /// Body segments at least this long are written from storage directly
 /// instead of being copied into the output buffer first.
 const DIRECT_WRITE: usize = 8 * 1024;
-
-/// Writes `a` then `b` with vectored writes (one system call when the
-/// socket takes both).
-async fn write_both<S>(stream: &mut S, mut a: &[u8], mut b: &[u8]) -> std::io::Result<()>
-where
-    S: AsyncWrite + Unpin,
-{
-    while !a.is_empty() {
-        let n = stream
-            .write_vectored(&[std::io::IoSlice::new(a), std::io::IoSlice::new(b)])
-            .await?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        if n < a.len() {
-            a = &a[n..];
-        } else {
-            b = &b[n - a.len()..];
-            a = &[];
-        }
-    }
-    stream.write_all(b).await
-}
 
 /// Polls `f` once: its output if it is ready now, `None` if it would wait
 /// (its waker stays registered, so it can be awaited afterwards).
@@ -866,8 +852,15 @@ where
                     .is_some_and(crate::gzip::accepts_gzip)
             {
                 gunzip = true;
+                sh.counters.inc(Main::n_gunzip);
                 t.resp.headers.remove("content-encoding");
-                body_len = None;
+                // As varnishd: the plain length is known once the object
+                // is complete (its gzip trailer says it).
+                body_len = o
+                    .body()
+                    .segments()
+                    .and_then(crate::gzip::gzip_plain_len)
+                    .filter(|l| *l > 0);
             }
             if t.resp.status == 200
                 && !gunzip
@@ -884,7 +877,7 @@ where
                 send_body = false;
             } else if t.resp.status == 200
                 && params.flag("http_range_support")
-                && !gunzip
+                && (!gunzip || body_len.is_some())
                 && let Some(r) = t.req.headers.get("range")
             {
                 match apply_range(r, body_len) {
@@ -958,29 +951,31 @@ where
     }
     t.vsl
         .log_header(Tag::RespHeader, b"Connection", conn_hdr.as_bytes());
-    let send_timeout = Duration::from_secs_f64(t.timeouts.send_timeout.max(0.001));
-    let idle_send = Duration::from_secs_f64(t.timeouts.idle_send_timeout.max(0.001));
+    let (send_timeout, idle_send) = (t.timeouts.send_timeout, t.timeouts.idle_send_timeout);
     drop(params);
     let mut out = Vec::with_capacity(512);
     t.resp.write_head(&mut out);
     let hdr_bytes = out.len() as u64;
     let write_body = send_body && !head_only && !no_body_status;
     let mut body_bytes = 0u64;
-    let result: std::io::Result<()> = tokio::time::timeout(send_timeout, async {
+    let mut w = TimedWriter::new(&mut conn.stream, send_timeout, idle_send);
+    let vsl = &mut t.vsl;
+    let result: Result<(), TxError> = async {
         if !write_body {
-            conn.stream.write_all(&out).await?;
-            return conn.stream.flush().await;
+            w.write(vsl, &[&out]).await?;
+            return w.flush(vsl).await;
         }
         if let Some(b) = &synth {
-            out.extend_from_slice(b);
             body_bytes = b.len() as u64;
-            conn.stream.write_all(&out).await?;
-            return conn.stream.flush().await;
+            w.write(vsl, &[&out, b]).await?;
+            return w.flush(vsl).await;
         }
         let o = obj.as_ref().expect("object or synth body");
-        let mut reader = match range {
-            Some((s, e)) => o.body().range_reader(s, Some(e + 1)),
-            None => o.body().reader(),
+        // A range of a gunzipped body is cut from the plain bytes.
+        let (mut reader, mut plain_range) = match (range, gunzip) {
+            (Some((s, e)), false) => (o.body().range_reader(s, Some(e + 1)), None),
+            (Some((s, e)), true) => (o.body().reader(), Some((s, e + 1 - s))),
+            (None, _) => (o.body().reader(), None),
         };
         let mut gz = gunzip.then(Gunzip::new);
         let mut plain = Vec::new();
@@ -994,29 +989,39 @@ where
                     // head, small segments) goes out before waiting, so a
                     // streamed body reaches the client as it arrives.
                     if !out.is_empty() {
-                        conn.stream.write_all(&out).await?;
+                        w.write(vsl, &[&out]).await?;
                         out.clear();
                     }
-                    match tokio::time::timeout(idle_send, next).await {
-                        Err(_) => return Err(std::io::Error::other("idle send timeout")),
-                        Ok(item) => item,
-                    }
+                    next.await
                 }
             };
             let seg = match item {
-                Err(e) => return Err(std::io::Error::other(e.to_string())),
+                Err(e) => {
+                    vsl.log(Tag::Debug, format_args!("Body of the object failed: {e}"));
+                    return Err(TxError::Failed);
+                }
                 Ok(None) => break,
                 Ok(Some(s)) => s,
             };
-            let seg: &[u8] = match gz.as_mut() {
+            let mut seg: &[u8] = match gz.as_mut() {
                 Some(g) => {
                     plain.clear();
-                    g.feed(&seg, &mut plain)
-                        .map_err(|e| std::io::Error::other(e.to_string()))?;
+                    if let Err(e) = g.feed(&seg, &mut plain) {
+                        vsl.log(Tag::Debug, format_args!("Gunzip of the object failed: {e}"));
+                        return Err(TxError::Failed);
+                    }
                     &plain
                 }
                 None => &seg,
             };
+            if let Some((skip, take)) = plain_range.as_mut() {
+                let drop_n = (*skip).min(seg.len() as u64) as usize;
+                *skip -= drop_n as u64;
+                seg = &seg[drop_n..];
+                let keep_n = (*take).min(seg.len() as u64) as usize;
+                *take -= keep_n as u64;
+                seg = &seg[..keep_n];
+            }
             if seg.is_empty() {
                 continue;
             }
@@ -1027,7 +1032,7 @@ where
                 if chunked {
                     lacquer_http::encode_chunk_header(seg.len(), &mut out);
                 }
-                write_both(&mut conn.stream, &out, seg).await?;
+                w.write(vsl, &[&out, seg]).await?;
                 out.clear();
                 if chunked {
                     out.extend_from_slice(b"\r\n");
@@ -1040,18 +1045,17 @@ where
                 out.extend_from_slice(seg);
             }
             if out.len() >= 16 * 1024 {
-                conn.stream.write_all(&out).await?;
+                w.write(vsl, &[&out]).await?;
                 out.clear();
             }
         }
         if chunked {
             out.extend_from_slice(lacquer_http::LAST_CHUNK);
         }
-        conn.stream.write_all(&out).await?;
-        conn.stream.flush().await
-    })
-    .await
-    .unwrap_or_else(|_| Err(std::io::Error::other("send timeout")));
+        w.write(vsl, &[&out]).await?;
+        w.flush(vsl).await
+    }
+    .await;
     sh.counters.add(Main::s_resp_hdrbytes, hdr_bytes);
     sh.counters.add(Main::s_resp_bodybytes, body_bytes);
     t.vsl.log(
@@ -1069,6 +1073,6 @@ where
     match result {
         Ok(()) if keep => After::KeepAlive,
         Ok(()) => After::Close,
-        Err(_) => After::Close,
+        Err(e) => After::TxFailed(e),
     }
 }

@@ -253,6 +253,7 @@ where
             now: t_req,
             cur_sub: lacquer_vcl::subs::BuiltinSub::Recv,
             t_last: t_req,
+            client_sock: sess.sock.clone(),
         };
         task.backend_hint = task.vcl.default_backend();
         sh.counters.add(Main::s_req_hdrbytes, req_hdr_bytes as u64);
@@ -275,6 +276,7 @@ where
                 .await
             {
                 Ok(b) => {
+                    task.log_ts("ReqBody");
                     sh.counters.add(Main::s_req_bodybytes, b.len() as u64);
                     task.req_body = Some(b);
                 }
@@ -298,7 +300,7 @@ where
         let after = crate::req::handle(&mut task, &mut conn).await;
         let now = rfc2616::now();
         task.vsl
-            .log_timestamp("Resp", now, now - t_req, now - task.now);
+            .log_timestamp("Resp", now, now - t_req, now - task.t_last);
         task.vsl.log_str(Tag::End, "");
         task.vsl.flush();
         tmo = task.timeouts;
@@ -308,8 +310,16 @@ where
             sh.counters.inc(Main::sc_vcl_failure);
             break "VCL_FAILURE";
         }
-        if after == After::Close {
-            break "REQ_CLOSE";
+        match after {
+            After::KeepAlive => {}
+            After::Close => break "REQ_CLOSE",
+            After::TxFailed(e) => {
+                sh.counters.inc(match e {
+                    crate::txio::TxError::Closed => Main::sc_rem_close,
+                    crate::txio::TxError::Failed => Main::sc_tx_error,
+                });
+                break e.close_reason();
+            }
         }
     };
     end(&sh, &mut svsl, t_open, reason)
@@ -347,6 +357,8 @@ pub struct SessInfoArgs {
     pub listener: Arc<str>,
     pub endpoint: Arc<str>,
     pub unix: bool,
+    /// The client's socket, for options VCL sets on it.
+    pub sock: crate::txio::ClientSock,
 }
 
 #[cfg(test)]

@@ -241,9 +241,19 @@ pub struct ReqTask {
     pub cur_sub: BuiltinSub,
     /// Time of the last `Timestamp` record.
     pub t_last: f64,
+    /// The client's socket, for the options VCL may change.
+    pub client_sock: crate::txio::ClientSock,
 }
 
 impl ReqTask {
+    /// Logs a `Timestamp` record: since the request began, since the last.
+    pub fn log_ts(&mut self, label: &str) {
+        let now = crate::rfc2616::now();
+        self.vsl
+            .log_timestamp(label, now, now - self.t_req, now - self.t_last);
+        self.t_last = now;
+    }
+
     fn client_ip(&self) -> SocketAddr {
         if self.sess.unix {
             SocketAddr::from(([0, 0, 0, 0], 0))
@@ -622,11 +632,20 @@ impl Context for ReqTask {
     }
 
     fn tcp_set(&mut self, op: lacquer_vcl::exec::TcpOp<'_>) -> Result<(), String> {
+        if let lacquer_vcl::exec::TcpOp::SendBuffer(size) = op {
+            let (fd, old, actual) = self.client_sock.set_send_buffer(size)?;
+            self.vsl.log(
+                Tag::Debug,
+                format_args!("SO_SNDBUF fd={fd} old={old} new={size} actual={actual}"),
+            );
+            return Ok(());
+        }
         Err(format!(
             "vmod tcp: {} is not available in Lacquer yet",
             match op {
                 lacquer_vcl::exec::TcpOp::Congestion(_) => "setting the congestion algorithm",
                 lacquer_vcl::exec::TcpOp::PacingRate(_) => "socket pacing",
+                lacquer_vcl::exec::TcpOp::SendBuffer(_) => unreachable!("handled above"),
             }
         ))
     }
@@ -677,6 +696,10 @@ pub struct BoTask {
     pub do_gzip: bool,
     pub do_gunzip: bool,
     pub do_esi: bool,
+    /// `beresp.filters` as VCL set it (None: varnishd's default list).
+    pub vfp_filters: Option<String>,
+    /// The backend response has a body to filter.
+    pub beresp_has_body: bool,
     pub was_304: bool,
     pub storage: Option<Arc<str>>,
     /// `beresp.body` / `synthetic()` output in `vcl_backend_error`.
@@ -696,6 +719,24 @@ pub struct BoTask {
 }
 
 impl BoTask {
+    /// The fetch filters the body will go through: what VCL set in
+    /// `beresp.filters`, else varnishd's choice for the response as it is.
+    pub fn fetch_filter_names(&self) -> Vec<String> {
+        match &self.vfp_filters {
+            Some(l) => l.split_whitespace().map(str::to_string).collect(),
+            None => crate::gzip::default_fetch_filters(
+                &self.beresp.headers,
+                self.beresp_has_body,
+                self.do_gzip,
+                self.do_gunzip,
+                self.sh.params().flag("http_gzip_support"),
+            )
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+        }
+    }
+
     /// The assignments VCL makes to backend-side variables.
     fn set_inner(&mut self, var: VarId, value: Value) -> Result<(), String> {
         match var {
@@ -827,15 +868,6 @@ impl Context for BoTask {
                 Some(s) => s.as_bytes(),
                 None => return Ok(None),
             },
-            VarId::BerespFilters => {
-                if self.do_gunzip {
-                    b"gunzip"
-                } else if self.do_gzip {
-                    b"gzip"
-                } else {
-                    b""
-                }
-            }
             other => return Err(not_here(other)),
         }))
     }
@@ -865,6 +897,9 @@ impl Context for BoTask {
             }
             VarId::BerespStorageHint => {
                 self.storage = Some(Arc::from(String::from_utf8_lossy(value).as_ref()))
+            }
+            VarId::BerespFilters => {
+                self.vfp_filters = Some(String::from_utf8_lossy(value).into_owned())
             }
             other => return Err(not_here(other)),
         }
@@ -933,6 +968,7 @@ impl Context for BoTask {
                 }
             },
             VarId::Now => Value::Time(self.now),
+            VarId::BerespFilters => Value::Str(Bytes::from(self.fetch_filter_names().join(" "))),
             other => {
                 return match self.get_str(other)? {
                     Some(s) => Ok(Value::Str(Bytes::copy_from_slice(s))),

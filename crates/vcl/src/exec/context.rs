@@ -190,6 +190,8 @@ pub enum TcpOp<'a> {
     Congestion(&'a [u8]),
     /// `SO_MAX_PACING_RATE`, in bytes per second.
     PacingRate(u64),
+    /// `SO_SNDBUF`, in bytes (`debug.sndbuf()`).
+    SendBuffer(u64),
 }
 
 /// The `TCP_INFO` fields `vmod tcp` reports.

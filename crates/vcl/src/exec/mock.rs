@@ -429,6 +429,7 @@ impl Context for MockContext {
                 tcp.congestion = name.to_vec();
             }
             TcpOp::PacingRate(r) => self.vmod.pacing.push(r),
+            TcpOp::SendBuffer(b) => tcp.snd_mss = b.min(u64::from(u32::MAX)) as u32,
         }
         Ok(())
     }
