@@ -65,7 +65,7 @@ impl Shared {
     /// Changes one parameter (copy-on-write).
     pub fn set_param(&self, name: &str, value: &str) -> Result<(), crate::params::ParamError> {
         let mut p = ParamSet::clone(&self.params.load());
-        p.set(name, value)?;
+        p.set_unless_protected(name, value)?;
         self.apply_params(&p);
         self.params.store(Arc::new(p));
         Ok(())
