@@ -114,7 +114,7 @@ async fn worker(c: Cache, seed: u64) {
                 continue;
             }
             5 => {
-                c.ban_lurker_step(now, 0.0, 50);
+                c.ban_lurker_step(now, 0.0, 50, 0);
                 continue;
             }
             _ => {}
@@ -187,7 +187,7 @@ async fn run_round(round: u64) {
     c.expire_due(far);
     // Objects nobody looked up again may still hold old ban references: the
     // lurker (obj bans) and trimming clean those once they are gone.
-    c.ban_lurker_step(far, 0.0, usize::MAX);
+    c.ban_lurker_step(far, 0.0, usize::MAX, 0);
     assert_eq!(get(&s.n_object), 0, "objects leaked");
     assert_eq!(get(&s.n_objectcore), 0, "objcores leaked");
     assert_eq!(get(&s.n_objecthead), 0, "objheads leaked");

@@ -780,6 +780,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
                     now,
                     p.duration("ban_lurker_age"),
                     p.uint("ban_lurker_batch") as usize,
+                    p.uint("ban_cutoff") as usize,
                 );
             }
             if n.is_multiple_of(10) {

@@ -86,6 +86,10 @@ impl Sections {
             g(&cs.bans_lurker_tests_tested),
         );
         c.set(Main::bans_lurker_obj_killed, g(&cs.bans_lurker_obj_killed));
+        c.set(
+            Main::bans_lurker_obj_killed_cutoff,
+            g(&cs.bans_lurker_obj_killed_cutoff),
+        );
         c.set(Main::bans_dups, g(&cs.bans_dups));
         for (store, sec) in sh.stores.iter().zip(&self.sma) {
             let st = store.stats();
