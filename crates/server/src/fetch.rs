@@ -202,7 +202,15 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
                 return deliver(job, fetched, Some(ttl.unwrap_or(job.bo.ttl))).await;
             }
             Action::Retry => {
-                drop(fetched);
+                // As varnishd: a response without a body leaves the
+                // connection reusable; one with a body is closed.
+                if matches!(fetched.body, BodyKind::None | BodyKind::Length(0))
+                    && backend_keeps_alive(&job.bo)
+                {
+                    fetched.backend.pool.recycle(fetched.conn);
+                } else {
+                    drop(fetched);
+                }
                 if job.bo.retries >= max_retries {
                     job.bo.retries += 1;
                     // As varnishd: out of retries here means a 503 from
@@ -553,30 +561,24 @@ fn collect_header(h: &mut lacquer_http::Headers, lower: &str, name: &'static str
 }
 
 /// The store an object goes to.
-fn pick_store(bo: &BoTask, private: bool) -> lacquer_cache::StoreRef {
+/// The store an object goes to; `None` when VCL set `beresp.storage` to
+/// no store (the fetch then fails, as varnishd's "Could not get storage").
+fn pick_store(bo: &BoTask, private: bool) -> Option<lacquer_cache::StoreRef> {
     let cache = &bo.sh.cache;
     // As varnishd's vbf_allocobj: uncacheable and short-lived objects go to
     // Transient whatever storage VCL asked for, and are counted.
     if private || bo.uncacheable {
         bo.sh.counters.inc(Main::beresp_uncacheable);
-        return cache.transient();
+        return Some(cache.transient());
     }
     let shortlived = bo.sh.params().duration("shortlived");
     if bo.ttl + bo.grace + bo.keep < shortlived {
         bo.sh.counters.inc(Main::beresp_shortlived);
-        return cache.transient();
+        return Some(cache.transient());
     }
-    if let Some(name) = &bo.storage
-        && let Some(s) = cache.store(name)
-    {
-        return s;
-    }
-    cache
-        .stores()
-        .iter()
-        .find(|s| s.name() != "Transient")
-        .cloned()
-        .unwrap_or_else(|| cache.transient())
+    let name = bo.storage.as_ref()?;
+    // A hint naming no store falls back to the next one in turn.
+    Some(cache.store(name).unwrap_or_else(|| cache.next_store()))
 }
 
 /// The parts of a new object that come from `beresp` and the timing;
@@ -715,7 +717,10 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         None => ObjKind::Normal,
     };
     if let Some(t) = hfp_ttl {
+        // A hit-for-pass lasts exactly its ttl: no grace, no keep.
         bo.ttl = t + (bo.now - bo.t_origin);
+        bo.grace = 0.0;
+        bo.keep = 0.0;
     }
     log_resp(bo, Tag::ObjProtocol);
     // Without streaming the whole body is read before the object exists,
@@ -742,7 +747,10 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     }
     let prefetched_len = prefetched.as_ref().map(|(_, l)| *l);
     let private = matches!(job.mode, FetchMode::Pass);
-    let store = pick_store(bo, private);
+    let Some(store) = pick_store(bo, private) else {
+        bo.vsl.log_str(Tag::FetchError, "Could not get storage");
+        return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+    };
     bo.vsl
         .log(Tag::Storage, format_args!("malloc {}", store.name()));
     let new = NewObject {
@@ -972,7 +980,6 @@ fn backend_error(
     bo.ttl = 0.0;
     bo.grace = 0.0;
     bo.keep = 0.0;
-    bo.uncacheable = true;
     let vcl = bo.vcl.clone();
     match vcl.run(BuiltinSub::BackendError, bo, scratch) {
         Action::Deliver => {}

@@ -265,7 +265,8 @@ impl FetchFilter {
     }
 }
 
-/// What a fetch's filters did to the object.
+/// What a fetch's filters did to the object (`gzip`: the stored body is
+/// known to be gzip, so clients that do not accept it get it gunzipped).
 #[derive(Debug, Default)]
 pub struct FetchChain {
     filters: Vec<FetchFilter>,
@@ -322,7 +323,7 @@ impl FetchChain {
     }
 }
 
-/// The fetch filters varnishd picks when VCL did not set `beresp.filters`
+/// The fetch filter varnishd picks when VCL did not set `beresp.filters`
 /// (ESI aside): `do_gunzip` on a gzip body, `do_gzip` on a plain one,
 /// else a test of a gzip body. `do_gzip`/`do_gunzip` only count with
 /// `http_gzip_support`; an empty body gets none.
@@ -332,27 +333,23 @@ pub fn default_fetch_filters(
     do_gzip: bool,
     do_gunzip: bool,
     gzip_support: bool,
-) -> Vec<&'static str> {
-    let mut out = Vec::new();
+) -> &'static str {
     if !has_body {
-        return out;
+        return "";
     }
     let (do_gzip, do_gunzip) = (do_gzip && gzip_support, do_gunzip && gzip_support);
     let ce = headers.get("content-encoding");
     let is_gzip = ce.is_some_and(|v| v.eq_ignore_ascii_case(b"gzip"));
     let is_plain = ce.is_none();
-    let do_gunzip = do_gunzip && is_gzip;
-    let do_gzip = do_gzip && is_plain;
-    if do_gunzip {
-        out.push("gunzip");
+    if do_gunzip && is_gzip {
+        "gunzip"
+    } else if do_gzip && is_plain {
+        "gzip"
+    } else if is_gzip {
+        "testgunzip"
+    } else {
+        ""
     }
-    if do_gzip {
-        out.push("gzip");
-    }
-    if is_gzip && !do_gunzip {
-        out.push("testgunzip");
-    }
-    out
 }
 
 /// Builds the filters `names` asks for, in data order, applying what each
@@ -367,12 +364,10 @@ pub fn build_fetch_filters(
     gzip_support: bool,
     level: u32,
 ) -> Result<FetchChain, String> {
-    let mut chain = FetchChain {
-        gzip: headers
-            .get("content-encoding")
-            .is_some_and(|v| v.eq_ignore_ascii_case(b"gzip")),
-        ..FetchChain::default()
-    };
+    // As varnishd, only a filter marks the object gzip (gzip, testgunzip):
+    // a body stored unfiltered is delivered as it is, whatever its
+    // Content-Encoding says.
+    let mut chain = FetchChain::default();
     for name in names {
         let is_gzip = headers
             .get("content-encoding")
@@ -540,9 +535,9 @@ mod tests {
         let mut h = lacquer_http::Headers::new();
         h.append("ETag", "\"x\"");
         h.append("Content-Length", "3");
-        assert_eq!(default_fetch_filters(&h, true, true, true, true), ["gzip"]);
-        assert!(default_fetch_filters(&h, false, true, false, true).is_empty());
-        assert!(default_fetch_filters(&h, true, true, false, false).is_empty());
+        assert_eq!(default_fetch_filters(&h, true, true, true, true), "gzip");
+        assert_eq!(default_fetch_filters(&h, false, true, false, true), "");
+        assert_eq!(default_fetch_filters(&h, true, true, false, false), "");
         let mut chain = build_fetch_filters(&["gzip"], &mut h, true, 6).unwrap();
         assert!(chain.gzip && chain.changed);
         assert_eq!(h.get("content-encoding"), Some(&b"gzip"[..]));

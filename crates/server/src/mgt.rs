@@ -415,6 +415,24 @@ fn vcl_discard(sh: &Arc<Shared>, names: &[&str]) -> Reply {
             return Reply::err(status::CANT, format!("Cannot discard active VCL: {n}"));
         }
         if reg.labels.contains_key(*n) {
+            // A label that VCLs switch to (return (vcl(...))) stays.
+            let users: Vec<&str> = reg
+                .order
+                .iter()
+                .filter(|v| {
+                    reg.vcls
+                        .get(v.as_str())
+                        .is_some_and(|e| e.vcl.ir.labels.iter().any(|l| l == n))
+                })
+                .map(String::as_str)
+                .collect();
+            if !users.is_empty() {
+                let mut msg = format!("Cannot discard VCL label {n}, other VCLs depend on it:");
+                for u in users {
+                    let _ = write!(msg, "\n\t{u}");
+                }
+                return Reply::err(status::CANT, msg);
+            }
             reg.labels.remove(*n);
             continue;
         }

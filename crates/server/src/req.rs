@@ -536,7 +536,7 @@ fn make_bereq(t: &ReqTask, pass: bool, vxid: u32) -> ReqMsg {
 pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
     let sh = &t.sh;
     let bereq_orig = bereq.clone();
-    BoTask {
+    let mut bo = BoTask {
         sh: sh.clone(),
         vcl: t.vcl.clone(),
         sess: t.sess.clone(),
@@ -573,6 +573,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         beresp_has_body: false,
         was_304: false,
         storage: None,
+        storage_hint: None,
         synth_body: Vec::new(),
         client_identity: t.client_identity.clone(),
         vsl: lacquer_vsl::VslBuf::with_capacity(
@@ -586,7 +587,16 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         cur_sub: BuiltinSub::BackendFetch,
         t_last: rfc2616::now(),
         pipe_req: None,
-    }
+    };
+    // As varnishd: the store is chosen when the fetch starts, in turn among
+    // the stores (Transient for a pass); VCL may change it.
+    let store = if pass {
+        sh.cache.transient()
+    } else {
+        sh.cache.next_store()
+    };
+    bo.set_storage(Some(std::sync::Arc::from(store.name())));
+    bo
 }
 
 /// Starts a fetch and waits for its object.
@@ -865,6 +875,8 @@ where
             if t.resp.status == 200
                 && !gunzip
                 && not_modified(
+                    // With a Range, only a strong ETag match counts.
+                    t.req.headers.contains("range"),
                     t.req.headers.get("if-none-match"),
                     t.req.headers.get("if-modified-since"),
                     t.resp.headers.get("etag"),
@@ -879,6 +891,12 @@ where
                 && params.flag("http_range_support")
                 && (!gunzip || body_len.is_some())
                 && let Some(r) = t.req.headers.get("range")
+                && crate::cond::if_range_allows(
+                    t.req.headers.get("if-range"),
+                    t.resp.headers.get("etag"),
+                    t.resp.headers.get("last-modified"),
+                    t.resp.headers.get("date"),
+                )
             {
                 match apply_range(r, body_len) {
                     RangeOutcome::Full => {}

@@ -181,7 +181,11 @@ fn storage_value(sh: &Shared, var: VarId, name: &str) -> Result<Value, String> {
         .ok_or_else(|| format!("no storage named {name}"))?;
     let st = store.stats();
     Ok(match var {
-        VarId::StorageFreeSpace => Value::Bytes(st.g_space.load(Ordering::Relaxed) as i64),
+        // An unlimited store has all the space VCL can count, as varnishd's.
+        VarId::StorageFreeSpace => Value::Bytes(match store.limit() {
+            None => lacquer_vcl::exec::value::INT_MAX,
+            Some(_) => st.g_space.load(Ordering::Relaxed) as i64,
+        }),
         VarId::StorageUsedSpace => Value::Bytes(st.g_bytes.load(Ordering::Relaxed) as i64),
         VarId::StorageHappy => Value::Bool(true),
         other => return Err(not_here(other)),
@@ -701,7 +705,10 @@ pub struct BoTask {
     /// The backend response has a body to filter.
     pub beresp_has_body: bool,
     pub was_304: bool,
+    /// The store the object goes to (`beresp.storage`), by name.
     pub storage: Option<Arc<str>>,
+    /// `beresp.storage_hint` as VCL reads it (`storage.<name>`).
+    pub storage_hint: Option<String>,
     /// `beresp.body` / `synthetic()` output in `vcl_backend_error`.
     pub synth_body: Vec<u8>,
     pub client_identity: Option<Bytes>,
@@ -722,19 +729,29 @@ impl BoTask {
     /// The fetch filters the body will go through: what VCL set in
     /// `beresp.filters`, else varnishd's choice for the response as it is.
     pub fn fetch_filter_names(&self) -> Vec<String> {
-        match &self.vfp_filters {
-            Some(l) => l.split_whitespace().map(str::to_string).collect(),
-            None => crate::gzip::default_fetch_filters(
-                &self.beresp.headers,
-                self.beresp_has_body,
-                self.do_gzip,
-                self.do_gunzip,
-                self.sh.params().flag("http_gzip_support"),
-            )
-            .into_iter()
-            .map(str::to_string)
-            .collect(),
-        }
+        let list = match &self.vfp_filters {
+            Some(l) => l.as_str(),
+            None => self.default_fetch_filters(),
+        };
+        list.split_whitespace().map(str::to_string).collect()
+    }
+
+    /// varnishd's default `beresp.filters` for the response as it is now.
+    fn default_fetch_filters(&self) -> &'static str {
+        crate::gzip::default_fetch_filters(
+            &self.beresp.headers,
+            self.beresp_has_body,
+            self.do_gzip,
+            self.do_gunzip,
+            self.sh.params().flag("http_gzip_support"),
+        )
+    }
+
+    /// Sets the store the object goes to (and what `beresp.storage_hint`
+    /// reads).
+    pub fn set_storage(&mut self, name: Option<Arc<str>>) {
+        self.storage_hint = name.as_ref().map(|n| format!("storage.{n}"));
+        self.storage = name;
     }
 
     /// The assignments VCL makes to backend-side variables.
@@ -759,6 +776,20 @@ impl BoTask {
             VarId::BerespGrace => self.grace = as_f64(&value)?.max(0.0),
             VarId::BerespKeep => self.keep = as_f64(&value)?.max(0.0),
             VarId::BerespDoStream => self.do_stream = as_bool(&value)?,
+            // As varnishd: once VCL fixed beresp.filters, the flags that
+            // choose them mean nothing and setting one fails.
+            VarId::BerespDoGzip | VarId::BerespDoGunzip | VarId::BerespDoEsi
+                if self.vfp_filters.is_some() =>
+            {
+                return Err(format!(
+                    "beresp.filters are already fixed, {} is undefined",
+                    match var {
+                        VarId::BerespDoGzip => "beresp.do_gzip",
+                        VarId::BerespDoGunzip => "beresp.do_gunzip",
+                        _ => "beresp.do_esi",
+                    }
+                ));
+            }
             VarId::BerespDoGzip => self.do_gzip = as_bool(&value)?,
             VarId::BerespDoGunzip => self.do_gunzip = as_bool(&value)?,
             VarId::BerespDoEsi => self.do_esi = as_bool(&value)?,
@@ -769,7 +800,7 @@ impl BoTask {
                 }
             }
             VarId::BerespStorage | VarId::BerespStorageHint => {
-                self.storage = stevedore_name(value)?
+                self.set_storage(stevedore_name(value)?)
             }
             VarId::BerespBody => match value {
                 Value::Str(s) | Value::Blob(s) => {
@@ -864,9 +895,13 @@ impl Context for BoTask {
             VarId::LocalSocket => self.sess.listener.as_bytes(),
             VarId::BereqXid => self.vxid_str.as_bytes(),
             VarId::SessXid => self.sess.vxid_str.as_bytes(),
-            VarId::BerespStorageHint => match &self.storage {
+            VarId::BerespStorageHint => match &self.storage_hint {
                 Some(s) => s.as_bytes(),
                 None => return Ok(None),
+            },
+            VarId::BerespFilters => match &self.vfp_filters {
+                Some(l) => l.as_bytes(),
+                None => self.default_fetch_filters().as_bytes(),
             },
             other => return Err(not_here(other)),
         }))
@@ -896,7 +931,7 @@ impl Context for BoTask {
                 self.synth_body.extend_from_slice(value);
             }
             VarId::BerespStorageHint => {
-                self.storage = Some(Arc::from(String::from_utf8_lossy(value).as_ref()))
+                self.set_storage(Some(Arc::from(String::from_utf8_lossy(value).as_ref())))
             }
             VarId::BerespFilters => {
                 self.vfp_filters = Some(String::from_utf8_lossy(value).into_owned())
@@ -951,24 +986,11 @@ impl Context for BoTask {
                 Some(a) => Value::Ip(a),
                 None => Value::Null,
             },
-            VarId::BerespStorage | VarId::BerespStorageHint => match &self.storage {
+            VarId::BerespStorage => match &self.storage {
                 Some(s) => Value::Stevedore(s.clone()),
-                // Before VCL picks one, the store varnishd would use:
-                // Transient for uncacheable fetches, else the first store.
-                None => {
-                    let stores = self.sh.cache.stores();
-                    let pick = stores
-                        .iter()
-                        .find(|s| self.uncacheable == (s.name() == "Transient"))
-                        .or(stores.first());
-                    match pick {
-                        Some(s) => Value::Stevedore(Arc::from(s.name())),
-                        None => Value::Null,
-                    }
-                }
+                None => Value::Null,
             },
             VarId::Now => Value::Time(self.now),
-            VarId::BerespFilters => Value::Str(Bytes::from(self.fetch_filter_names().join(" "))),
             other => {
                 return match self.get_str(other)? {
                     Some(s) => Ok(Value::Str(Bytes::copy_from_slice(s))),

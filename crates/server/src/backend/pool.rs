@@ -35,11 +35,13 @@ pub enum Address {
     Unix(PathBuf),
 }
 
+/// `ip port`, as log records show a peer; a Unix socket has no address
+/// and shows as `0.0.0.0 0`, as varnishd's.
 impl std::fmt::Display for Address {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Address::Tcp(a) => write!(f, "{} {}", a.ip(), a.port()),
-            Address::Unix(p) => write!(f, "{}", p.display()),
+            Address::Unix(_) => f.write_str("0.0.0.0 0"),
         }
     }
 }
