@@ -186,7 +186,9 @@ impl Context for InitTask {
     fn header(&self, _: HttpWhich, _: &HeaderName) -> Option<&[u8]> {
         None
     }
-    fn set_header(&mut self, _: HttpWhich, _: &HeaderName, _: &[u8]) {}
+    fn set_header(&mut self, _: HttpWhich, _: &HeaderName, _: &[u8]) -> Result<(), String> {
+        Ok(())
+    }
     fn unset_header(&mut self, _: HttpWhich, _: &HeaderName) {}
     fn get_str(&self, var: VarId) -> Result<Option<&[u8]>, String> {
         match var {

@@ -83,6 +83,10 @@ struct Fetched {
     backend: Arc<BackendRt>,
     rbuf: BytesMut,
     body: BodyKind,
+    /// The request went out with `Connection: close`, or the response
+    /// came with it (or as HTTP/1.0 without keep-alive): the connection is
+    /// not reused, whatever VCL does to the headers afterwards.
+    close: bool,
 }
 
 /// The reason of the 503 a failed fetch produces.
@@ -205,7 +209,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
                 // As varnishd: a response without a body leaves the
                 // connection reusable; one with a body is closed.
                 if matches!(fetched.body, BodyKind::None | BodyKind::Length(0))
-                    && backend_keeps_alive(&job.bo)
+                    && backend_keeps_alive(&job.bo, &fetched)
                 {
                     fetched.backend.pool.recycle(fetched.conn);
                 } else {
@@ -393,6 +397,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             .body_kind(is_head)
             .map_err(|e| format!("http format error: {}", e.message()))?;
         bo.beresp = RespMsg::from(head);
+        let close = bo.bereq.headers.has_token("connection", "close") || !persistent(&bo.beresp);
         bo.log_ts("Beresp", rfc2616::now());
         bo.sh.counters.inc(Main::backend_req);
         bo.sh.counters.inc(if is_head {
@@ -418,6 +423,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             backend,
             rbuf,
             body,
+            close,
         });
     }
 }
@@ -718,6 +724,10 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     };
     if let Some(t) = hfp_ttl {
         // A hit-for-pass lasts exactly its ttl: no grace, no keep.
+        bo.vsl.log(
+            Tag::TTL,
+            format_args!("HFP {t:.0} 0 0 {:.0} uncacheable", bo.t_origin),
+        );
         bo.ttl = t + (bo.now - bo.t_origin);
         bo.grace = 0.0;
         bo.keep = 0.0;
@@ -842,7 +852,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         }
     } else if let Some(len) = prefetched_len {
         body_done(bo, f, len);
-    } else if backend_keeps_alive(bo) {
+    } else if backend_keeps_alive(bo, &f) {
         f.backend.pool.recycle(f.conn);
     }
     bo.vsl.log(
@@ -893,22 +903,28 @@ async fn pump_body(
     Ok(())
 }
 
-/// Whether the backend lets its connection be reused: HTTP/1.1 unless it
-/// said `Connection: close`, HTTP/1.0 only with `Connection: keep-alive`.
-fn backend_keeps_alive(bo: &BoTask) -> bool {
-    let version = if &bo.beresp.proto[..] == b"HTTP/1.0" {
+/// Whether the backend connection may be reused: not when the request
+/// asked to close it, and as the response says (HTTP/1.1 unless
+/// `Connection: close`, HTTP/1.0 only with `Connection: keep-alive`).
+fn backend_keeps_alive(bo: &BoTask, f: &Fetched) -> bool {
+    !f.close && persistent(&bo.beresp)
+}
+
+/// Whether a response lets its connection be reused.
+fn persistent(beresp: &RespMsg) -> bool {
+    let version = if &beresp.proto[..] == b"HTTP/1.0" {
         lacquer_http::Version::Http10
     } else {
         lacquer_http::Version::Http11
     };
-    lacquer_http::persistence(&bo.beresp.headers, version).keep_alive()
+    lacquer_http::persistence(&beresp.headers, version).keep_alive()
 }
 
 /// The body is in: timestamps, length, and the connection goes back to
 /// the pool when the framing allows.
 fn body_done(bo: &mut BoTask, f: Fetched, len: u64) {
     let port = f.conn.local_port();
-    if f.body != BodyKind::Eof && backend_keeps_alive(bo) {
+    if f.body != BodyKind::Eof && backend_keeps_alive(bo, &f) {
         bo.vsl.log(
             Tag::BackendClose,
             format_args!("{port} {} recycle", f.backend.vcl_name),

@@ -225,11 +225,25 @@ where
                 t.obj = Some(obj.clone());
                 // As varnishd: the Hit record comes before vcl_hit.
                 let ttl_left = obj.t_origin() + obj.ttl() - t.now;
+                // As varnishd: a hit on an object still being fetched also
+                // shows how much has arrived, and the length when known.
+                let fetching = (!obj.body().is_finished()).then(|| {
+                    let cl = crate::task::obj_header(&obj, b"content-length")
+                        .and_then(|v| std::str::from_utf8(v).ok())
+                        .and_then(|v| v.trim().parse::<u64>().ok());
+                    (obj.body().len_so_far(), cl)
+                });
                 t.vsl.log_with(Tag::Hit, |o| {
                     let _ = std::io::Write::write_fmt(o, format_args!("{}", obj.vxid()));
                     for v in [ttl_left, obj.grace(), obj.keep()] {
                         o.push(b' ');
                         lacquer_vsl::push_fixed6(o, v);
+                    }
+                    if let Some((so_far, len)) = fetching {
+                        let _ = std::io::Write::write_fmt(o, format_args!(" {so_far}"));
+                        if let Some(l) = len {
+                            let _ = std::io::Write::write_fmt(o, format_args!(" {l}"));
+                        }
                     }
                 });
                 let vcl = t.vcl.clone();

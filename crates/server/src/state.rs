@@ -83,6 +83,7 @@ impl Shared {
             self.vsl.set_mask(set);
         }
         let _ = self.vsl.set_reclen(p.bytes("vsl_reclen") as usize);
+        self.vsl.set_sync(p.bit("debug", "syncvsl"));
     }
 
     /// The active VCL, if one is loaded and in use.

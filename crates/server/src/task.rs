@@ -88,6 +88,22 @@ fn log_lines(vsl: &mut VslBuf, tag: Tag, h: &lacquer_http::Headers, lower: &[u8]
 
 /// `set <which>.http.<name> = value` as varnishd does it: the old lines are
 /// logged as unset, the new one as set.
+/// With `feature=+validate_headers` (the default), VCL may not set a
+/// header value varnishd would refuse to send (control characters such as
+/// CR or LF): the task fails, as varnishd's "Bad header".
+fn check_header(sh: &Shared, name: &HeaderName, value: &[u8]) -> Result<(), String> {
+    if lacquer_http::headers::is_valid_value(value)
+        || !sh.params().bit("feature", "validate_headers")
+    {
+        return Ok(());
+    }
+    Err(format!(
+        "Bad header {}: {}",
+        name.name,
+        String::from_utf8_lossy(value)
+    ))
+}
+
 fn set_logged(
     vsl: &mut VslBuf,
     which: HttpWhich,
@@ -291,13 +307,20 @@ impl Context for ReqTask {
         }
     }
 
-    fn set_header(&mut self, which: HttpWhich, name: &HeaderName, value: &[u8]) {
+    fn set_header(
+        &mut self,
+        which: HttpWhich,
+        name: &HeaderName,
+        value: &[u8],
+    ) -> Result<(), String> {
+        check_header(&self.sh, name, value)?;
         let h = match which {
             HttpWhich::Req | HttpWhich::ReqTop => &mut self.req.headers,
             HttpWhich::Resp => &mut self.resp.headers,
-            _ => return,
+            _ => return Ok(()),
         };
         set_logged(&mut self.vsl, which, h, name, value);
+        Ok(())
     }
 
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
@@ -839,17 +862,24 @@ impl Context for BoTask {
         }
     }
 
-    fn set_header(&mut self, which: HttpWhich, name: &HeaderName, value: &[u8]) {
+    fn set_header(
+        &mut self,
+        which: HttpWhich,
+        name: &HeaderName,
+        value: &[u8],
+    ) -> Result<(), String> {
+        check_header(&self.sh, name, value)?;
         let h = match which {
             HttpWhich::Bereq => &mut self.bereq.headers,
             HttpWhich::Beresp => &mut self.beresp.headers,
             HttpWhich::Req | HttpWhich::ReqTop => match &mut self.pipe_req {
                 Some(r) => &mut r.headers,
-                None => return,
+                None => return Ok(()),
             },
-            _ => return,
+            _ => return Ok(()),
         };
         set_logged(&mut self.vsl, which, h, name, value);
+        Ok(())
     }
 
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {

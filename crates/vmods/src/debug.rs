@@ -275,7 +275,7 @@ fn concatenate(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
 fn sethdr(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let (which, name) = a.header(0)?;
     let v = a.str_or_empty(1)?;
-    ctx.set_header(which, name, v);
+    ctx.set_header(which, name, v)?;
     Ok(Value::Null)
 }
 

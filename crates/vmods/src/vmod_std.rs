@@ -152,7 +152,7 @@ fn collect(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
         }
         vals.join(sep)
     };
-    ctx.set_header(which, name, &joined);
+    ctx.set_header(which, name, &joined)?;
     Ok(Value::Null)
 }
 
