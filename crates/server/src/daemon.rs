@@ -7,7 +7,7 @@
 //! each failure is reported with what to fix.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -563,6 +563,8 @@ where
 pub struct Running {
     pub shared: Arc<Shared>,
     cli_done: Option<tokio::task::JoinHandle<()>>,
+    /// The locked pid files, held for as long as the daemon runs.
+    _pidfiles: Vec<std::fs::File>,
 }
 
 impl std::fmt::Debug for Running {
@@ -619,6 +621,11 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
             cfg.workdir.display()
         )
     })?;
+    let mut pidfiles = Vec::new();
+    if let Some(p) = &cfg.pidfile {
+        pidfiles.push(lock_pidfile(p)?);
+    }
+    pidfiles.push(lock_pidfile(&cfg.workdir.join("_.pid"))?);
     let params = cfg.params.clone();
     let vsl_cfg = VslConfig {
         space: params.bytes("vsl_space") as usize,
@@ -700,10 +707,6 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     *sh.listeners.lock().unwrap_or_else(|e| e.into_inner()) = bound.iter().map(printable).collect();
     for b in bound {
         spawn_acceptor(sh.clone(), b);
-    }
-    if let Some(p) = &cfg.pidfile {
-        std::fs::write(p, format!("{}\n", std::process::id()))
-            .map_err(|e| format!("Cannot write pid file {}: {e}", p.display()))?;
     }
     // As varnishd: without -S a random secret is made in the working
     // directory, and -T/-M connections must answer its challenge.
@@ -800,12 +803,61 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     Ok(Running {
         shared: sh,
         cli_done,
+        _pidfiles: pidfiles,
     })
+}
+
+/// Opens, locks and fills a pid file, as varnishd does with `-P` and with
+/// `_.pid` in its working directory: a second daemon on the same working
+/// directory (whose log and counters it would clobber) or pid file is
+/// refused.
+fn lock_pidfile(p: &Path) -> Result<std::fs::File, String> {
+    use std::io::{Read, Write};
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(p)
+        .map_err(|e| format!("Could not open pid-file {}: {e}", p.display()))?;
+    match f.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut pid = String::new();
+            let _ = f.read_to_string(&mut pid);
+            return Err(format!("Varnishd is already running (pid={})", pid.trim()));
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(format!("Could not lock pid-file {}: {e}", p.display()));
+        }
+    }
+    f.set_len(0)
+        .and_then(|_| f.write_all(format!("{}\n", std::process::id()).as_bytes()))
+        .map_err(|e| format!("Could not write pid-file {}: {e}", p.display()))?;
+    Ok(f)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::backend_vcl;
+    use super::{backend_vcl, lock_pidfile};
+
+    #[test]
+    fn a_pid_file_is_held_by_one_daemon() {
+        let dir = std::env::temp_dir().join(format!("lq-pid-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("_.pid");
+        let held = lock_pidfile(&p).unwrap();
+        let pid = std::process::id();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), format!("{pid}\n"));
+        assert_eq!(
+            lock_pidfile(&p).unwrap_err(),
+            format!("Varnishd is already running (pid={pid})")
+        );
+        drop(held);
+        assert!(lock_pidfile(&p).is_ok(), "released with its holder");
+        let err = lock_pidfile(&dir.join("no/such/dir/x.pid")).unwrap_err();
+        assert!(err.starts_with("Could not open pid-file"), "{err}");
+    }
 
     #[test]
     fn b_argument_forms() {
