@@ -886,6 +886,7 @@ fn backend_list(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) 
                     "{}\n Current states  good: {good:2} threshold: {:2} window: {window:2}",
                     b.name, spec.threshold
                 );
+                s.push_str(&b.health.history());
             }
         }
     }
