@@ -360,6 +360,7 @@ enum Bound {
 }
 
 fn bind_all(specs: &[ListenSpec], backlog: u32) -> Result<Vec<Bound>, String> {
+    crate::listen::check_distinct(specs)?;
     let mut out = Vec::new();
     for spec in specs {
         for ep in &spec.endpoints {
@@ -389,7 +390,12 @@ fn bind_all(specs: &[ListenSpec], backlog: u32) -> Result<Vec<Bound>, String> {
                         .map_err(|e| format!("Could not listen on {addr}: {e}"))?;
                     out.push(Bound::Tcp(l, name, written));
                 }
-                Endpoint::Unix { path, mode } => {
+                Endpoint::Unix {
+                    path,
+                    mode,
+                    uid,
+                    gid,
+                } => {
                     let _ = std::fs::remove_file(path);
                     let l = UnixListener::bind(path).map_err(|e| {
                         format!("Could not bind Unix socket {}: {e}", path.display())
@@ -398,6 +404,10 @@ fn bind_all(specs: &[ListenSpec], backlog: u32) -> Result<Vec<Bound>, String> {
                         use std::os::unix::fs::PermissionsExt;
                         std::fs::set_permissions(path, std::fs::Permissions::from_mode(*m))
                             .map_err(|e| format!("Could not chmod {}: {e}", path.display()))?;
+                    }
+                    if uid.is_some() || gid.is_some() {
+                        std::os::unix::fs::chown(path, *uid, *gid)
+                            .map_err(|e| format!("Could not chown {}: {e}", path.display()))?;
                     }
                     out.push(Bound::Unix(l, name, written, path.clone()));
                 }
@@ -680,6 +690,10 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     });
     sh.apply_params(&params);
     let sections = crate::stats::Sections::new(&vsc, &sh).map_err(|e| e.to_string())?;
+    // Listeners are bound before the boot VCL is compiled, as varnishd
+    // opens them while reading its arguments: a bad -a is reported first.
+    let bound = bind_all(&cfg.listen, params.uint("listen_depth") as u32)?;
+    *sh.listeners.lock().unwrap_or_else(|e| e.into_inner()) = bound.iter().map(printable).collect();
     // The boot VCL.
     let text = match &cfg.vcl {
         BootVcl::File(p) => Some((
@@ -702,9 +716,6 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         drop(reg);
         sh.active.store(Arc::new(Some(v)));
     }
-    // Listeners.
-    let bound = bind_all(&cfg.listen, params.uint("listen_depth") as u32)?;
-    *sh.listeners.lock().unwrap_or_else(|e| e.into_inner()) = bound.iter().map(printable).collect();
     for b in bound {
         spawn_acceptor(sh.clone(), b);
     }

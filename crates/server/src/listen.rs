@@ -25,6 +25,9 @@ pub enum Endpoint {
         path: PathBuf,
         /// Permission bits for the socket file (`mode=`), octal.
         mode: Option<u32>,
+        /// Owner and group of the socket file (`user=`, `group=`).
+        uid: Option<u32>,
+        gid: Option<u32>,
     },
 }
 
@@ -70,44 +73,84 @@ pub fn parse_listen(arg: &str, index: usize) -> Result<ListenSpec, ListenError> 
         }
         None => (format!("a{index}"), first),
     };
-    let mut proto = Proto::Http;
-    let mut mode = None;
+    // As varnishd: a sub-arg without '=' names the protocol (once); the
+    // others only apply to Unix domain sockets.
+    let is_path = addr.starts_with('/');
+    if !is_path && addr.contains('/') {
+        return Err(bad(
+            arg,
+            format!("Unix domain socket addresses must be absolute paths in -a ({addr})"),
+        ));
+    }
+    let mut proto = None;
+    let (mut mode, mut uid, mut gid) = (None, None, None);
     for opt in parts {
-        match opt.split_once('=') {
-            None if opt.eq_ignore_ascii_case("HTTP") => proto = Proto::Http,
-            None if opt.eq_ignore_ascii_case("PROXY") => proto = Proto::Proxy,
-            Some(("mode", m)) => {
-                mode = Some(
-                    u32::from_str_radix(m, 8)
-                        .ok()
-                        .filter(|m| *m <= 0o777)
-                        .ok_or_else(|| {
-                            bad(arg, format!("invalid mode \"{m}\" (octal, e.g. 0660)"))
-                        })?,
-                )
-            }
-            // Ownership changes need privileges Lacquer does not assume;
-            // they are accepted and applied by the operator's service manager.
-            Some(("user" | "group", _)) => {}
-            _ => {
+        let Some((key, val)) = opt.split_once('=') else {
+            if proto.is_some() {
                 return Err(bad(
                     arg,
-                    format!(
-                        "unknown option \"{opt}\" (expected HTTP, PROXY, user=, group= or mode=)"
-                    ),
+                    format!("Too many protocol sub-args in -a ({opt})"),
                 ));
             }
+            proto = Some(if opt.eq_ignore_ascii_case("HTTP") {
+                Proto::Http
+            } else if opt.eq_ignore_ascii_case("PROXY") {
+                Proto::Proxy
+            } else {
+                return Err(bad(arg, format!("Unknown protocol '{opt}'")));
+            });
+            continue;
+        };
+        if !is_path {
+            return Err(bad(
+                arg,
+                format!("Invalid sub-arg {opt} for IP addresses in -a"),
+            ));
+        }
+        match key {
+            "user" => {
+                if uid.is_some() {
+                    return Err(bad(arg, format!("Too many user sub-args in -a ({opt})")));
+                }
+                uid = Some(
+                    id_of("/etc/passwd", val)
+                        .ok_or_else(|| bad(arg, format!("Unknown user {val} in -a")))?,
+                );
+            }
+            "group" => {
+                if gid.is_some() {
+                    return Err(bad(arg, format!("Too many group sub-args in -a ({opt})")));
+                }
+                gid = Some(
+                    id_of("/etc/group", val)
+                        .ok_or_else(|| bad(arg, format!("Unknown group {val} in -a")))?,
+                );
+            }
+            "mode" => {
+                if mode.is_some() {
+                    return Err(bad(arg, format!("Too many mode sub-args in -a ({opt})")));
+                }
+                mode = Some(parse_mode(val).map_err(|why| bad(arg, why))?);
+            }
+            _ => return Err(bad(arg, format!("Invalid sub-arg {opt} in -a"))),
         }
     }
-    let endpoints = if addr.starts_with('/') {
+    let proto = proto.unwrap_or(Proto::Http);
+    let endpoints = if is_path {
+        // sockaddr_un holds 107 bytes and a NUL.
+        if addr.len() > 107 {
+            return Err(bad(
+                arg,
+                format!("Got no socket(s) for {addr}: path too long for a Unix domain socket"),
+            ));
+        }
         vec![Endpoint::Unix {
             path: PathBuf::from(addr),
             mode,
+            uid,
+            gid,
         }]
     } else {
-        if mode.is_some() {
-            return Err(bad(arg, "mode= applies only to Unix domain sockets"));
-        }
         resolve(addr).map_err(|why| bad(arg, why))?
     };
     Ok(ListenSpec {
@@ -116,6 +159,60 @@ pub fn parse_listen(arg: &str, index: usize) -> Result<ListenSpec, ListenError> 
         endpoints,
         proto,
     })
+}
+
+/// A `mode=` sub-arg: octal, 1 to 0777, with varnishd's messages.
+fn parse_mode(val: &str) -> Result<u32, String> {
+    if val.is_empty() {
+        return Err("Empty mode sub-arg in -a".to_string());
+    }
+    let digits = val.strip_prefix(['-', '+']).unwrap_or(val);
+    if digits.is_empty() || !digits.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+        return Err(format!("Invalid mode sub-arg {val} in -a"));
+    }
+    let m = i64::from_str_radix(val, 8)
+        .map_err(|e| format!("Cannot parse mode sub-arg {val} in -a: {e}"))?;
+    if !(1..=0o777).contains(&m) {
+        return Err(format!("Mode sub-arg {val} out of range in -a"));
+    }
+    Ok(m as u32)
+}
+
+/// The numeric id of a user or group, from `/etc/passwd` or `/etc/group`
+/// (`name:x:id:...`), as getpwnam/getgrnam would give it.
+fn id_of(file: &str, name: &str) -> Option<u32> {
+    if name.is_empty() {
+        return None;
+    }
+    let text = std::fs::read_to_string(file).ok()?;
+    text.lines().find_map(|l| {
+        let mut f = l.split(':');
+        (f.next()? == name).then_some(())?;
+        f.nth(1)?.parse().ok()
+    })
+}
+
+/// Refuses two `-a` arguments that would bind the same address (varnishd's
+/// "have same address").
+pub fn check_distinct(specs: &[ListenSpec]) -> Result<(), String> {
+    for (i, a) in specs.iter().enumerate() {
+        for b in &specs[i + 1..] {
+            let same = a.endpoints.iter().any(|x| {
+                b.endpoints.iter().any(|y| match (x, y) {
+                    (Endpoint::Tcp(p), Endpoint::Tcp(q)) => p == q,
+                    (Endpoint::Unix { path: p, .. }, Endpoint::Unix { path: q, .. }) => p == q,
+                    _ => false,
+                })
+            });
+            if same {
+                return Err(format!(
+                    "-a arguments {} and {} have same address",
+                    a.written, b.written
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Resolves `host[:port]`, `[v6]:port`, `:port` or `host` (port 80).
@@ -227,11 +324,46 @@ mod tests {
             s.endpoints,
             vec![Endpoint::Unix {
                 path: "/tmp/l.sock".into(),
-                mode: Some(0o660)
+                mode: Some(0o660),
+                uid: None,
+                gid: None,
             }]
         );
-        assert!(parse_listen("/tmp/l.sock,mode=999", 0).is_err());
-        assert!(parse_listen("127.0.0.1:80,mode=600", 0).is_err());
+        let err = |a: &str| parse_listen(a, 0).unwrap_err().to_string();
+        assert!(err("/tmp/l.sock,mode=999").contains("Invalid mode sub-arg 999"));
+        assert!(err("/tmp/l.sock,mode=").contains("Empty mode sub-arg"));
+        assert!(err("/tmp/l.sock,mode=1666").contains("Mode sub-arg 1666 out of range"));
+        assert!(err("/tmp/l.sock,mode=0").contains("Mode sub-arg 0 out of range"));
+        assert!(err("/tmp/l.sock,mode=-1").contains("Mode sub-arg -1 out of range"));
+        assert!(
+            err(&format!("/tmp/l.sock,mode={}", "7".repeat(30)))
+                .contains("Cannot parse mode sub-arg 7")
+        );
+        assert!(err("/tmp/l.sock,mode=6,mode=6").contains("Too many mode sub-args"));
+        assert!(err("127.0.0.1:80,mode=600").contains("Invalid sub-arg mode=600 for IP addresses"));
+        assert!(err("/tmp/l.sock,user=").contains("Unknown user "));
+        assert!(err("/tmp/l.sock,group=").contains("Unknown group "));
+        assert!(err("/tmp/l.sock,=foo").contains("Invalid sub-arg =foo"));
+        assert!(err("foo/bar.sock").contains("must be absolute paths"));
+        assert!(err(&format!("/{}", "x".repeat(120))).contains("Got no socket"));
+        let root = parse_listen("/tmp/l.sock,user=root,group=root", 0).unwrap();
+        assert!(matches!(
+            root.endpoints[0],
+            Endpoint::Unix {
+                uid: Some(0),
+                gid: Some(0),
+                ..
+            }
+        ));
+        let twice = [
+            parse_listen("/tmp/l.sock", 0).unwrap(),
+            parse_listen("/tmp/l.sock", 1).unwrap(),
+        ];
+        assert!(
+            check_distinct(&twice)
+                .unwrap_err()
+                .contains("have same address")
+        );
     }
 
     #[test]
@@ -239,7 +371,9 @@ mod tests {
         let e = parse_listen("127.0.0.1:notaport", 0).unwrap_err();
         assert!(e.to_string().contains("invalid port \"notaport\""), "{e}");
         let e = parse_listen("127.0.0.1:80,SPDY", 0).unwrap_err();
-        assert!(e.to_string().contains("unknown option"), "{e}");
+        assert!(e.to_string().contains("Unknown protocol 'SPDY'"), "{e}");
+        let e = parse_listen("127.0.0.1:80,PROXY,FOO", 0).unwrap_err();
+        assert!(e.to_string().contains("Too many protocol sub-args"), "{e}");
         assert!(parse_listen("[::1:80", 0).is_err());
         assert!(parse_listen("bad name=:80", 0).is_err());
     }
