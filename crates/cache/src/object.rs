@@ -98,6 +98,8 @@ pub struct ObjectData {
     pub gzip: bool,
     /// ESI instructions (`obj.can_esi` when present), opaque to the cache.
     pub esi: Option<Bytes>,
+    /// Whether the fetch gzipped or gunzipped the backend's body.
+    pub gzip_changed: bool,
     /// The body (possibly still being fetched).
     pub body: Body,
 }
@@ -158,6 +160,10 @@ pub(crate) struct ObjCore {
     /// Id of the newest ban this object was checked against; 0 = no reference.
     pub(crate) ban_id: AtomicU64,
     pub(crate) vary: OnceLock<VarySpec>,
+    /// While busy and before its response is known: the variant it is
+    /// expected to be, from the Vary of the variants the request that
+    /// created it did not match. Requests of other variants need not wait.
+    pub(crate) predicted_vary: OnceLock<VarySpec>,
     pub(crate) data: OnceLock<ObjectData>,
     pub(crate) store: OnceLock<StoreRef>,
     /// Bytes and allocations charged to `store`, returned on drop.
@@ -183,6 +189,7 @@ impl ObjCore {
             lru_key: AtomicU64::new(0),
             ban_id: AtomicU64::new(ban_id),
             vary: OnceLock::new(),
+            predicted_vary: OnceLock::new(),
             data: OnceLock::new(),
             store: OnceLock::new(),
             charged: AtomicU64::new(0),

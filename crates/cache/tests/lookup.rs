@@ -225,6 +225,37 @@ fn vary_variants() {
 }
 
 #[test]
+fn predictive_vary_on_busy_objects() {
+    let c = cache();
+    let d = digest("/pv");
+    let s0 = c.store("s0").unwrap();
+    let h = |v: &'static str| -> Vec<(&str, &str)> { vec![("Foo", v)] };
+    let l = |h: &Vec<(&str, &str)>| c.lookup(&LookupRequest::new(&d, b"/pv", h, T0 + 1.0)).kind;
+    let (busy, _) = expect_miss(l(&h("1")));
+    busy.set_vary(VarySpec::capture([&b"Foo"[..]], &h("1")).unwrap());
+    busy.unbusy(new_obj(meta(1, T0, 60.0, 0.0, 0.0), b"one"), &s0)
+        .unwrap();
+    // A miss past a variant with Vary: Foo is expected to vary the same
+    // way before its response is known...
+    let (busy2, _) = expect_miss(l(&h("2")));
+    // ...so a third variant does not wait for it, the same one does.
+    let (busy3, _) = expect_miss(l(&h("3")));
+    assert!(matches!(l(&h("2")), Lookup::Busy(_)));
+    // Without a variant to predict from, everyone waits.
+    let d2 = digest("/pv2");
+    let (first, _) = expect_miss(
+        c.lookup(&LookupRequest::new(&d2, b"/pv2", &h("1"), T0))
+            .kind,
+    );
+    assert!(matches!(
+        c.lookup(&LookupRequest::new(&d2, b"/pv2", &h("2"), T0))
+            .kind,
+        Lookup::Busy(_)
+    ));
+    drop((busy2, busy3, first));
+}
+
+#[test]
 fn always_miss_and_ignore_busy() {
     let c = cache();
     let d = digest("/am");

@@ -75,6 +75,7 @@ fn per_object_overhead_is_small() {
                 headers: headers(),
                 gzip: false,
                 esi: None,
+                gzip_changed: false,
                 body: NewBody::Complete(Body::from_segments(vec![body])),
             },
             &store,

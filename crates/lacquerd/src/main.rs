@@ -164,6 +164,11 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     for p in &args.params {
         params.apply_arg(p)?;
     }
+    for list in &args.readonly {
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            params.protect(name)?;
+        }
+    }
     if let Some(t) = &args.ttl {
         params.set("default_ttl", t)?;
     }

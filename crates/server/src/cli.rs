@@ -274,6 +274,13 @@ impl RequestReader {
         if words.is_empty() {
             return Line::Empty;
         }
+        // As varnishd, a leading '-' (which in -I files means "failure is
+        // not fatal") is not part of the command's name.
+        if let Some(name) = words[0].strip_prefix('-')
+            && !name.is_empty()
+        {
+            words[0] = name.to_string();
+        }
         let last = words.len() - 1;
         if words.len() >= 2 && words[last - 1] == "<<" {
             let token = words.pop().expect("checked length");
@@ -315,10 +322,14 @@ pub fn check_args(words: &[String]) -> Result<&'static Command, Reply> {
     Ok(cmd)
 }
 
-/// The text of `help` (no argument): every non-debug command's syntax.
-pub fn help_text() -> String {
+/// The text of `help`: the syntax of every ordinary command (`help`),
+/// every debug command (`help -d`) or both (`help -a`).
+pub fn help_text(ordinary: bool, debug: bool) -> String {
     let mut s = String::new();
-    for c in COMMANDS.iter().filter(|c| !c.debug) {
+    for c in COMMANDS
+        .iter()
+        .filter(|c| if c.debug { debug } else { ordinary })
+    {
         s.push_str(c.syntax);
         s.push('\n');
     }
@@ -442,7 +453,11 @@ mod tests {
             auth_response("abcdefghijklmnopqrstuvwxyzabcdef", b"secret\n"),
             "4612dbda0cbd8dcf32665ded74ada5fb344bbaea6f2e41ad9a99688eab0784f4"
         );
-        assert!(help_text().contains("vcl.load <configname> <filename> [auto|cold|warm]\n"));
-        assert!(!help_text().contains("debug.xid"));
+        let plain = help_text(true, false);
+        assert!(plain.contains("vcl.load <configname> <filename> [auto|cold|warm]\n"));
+        assert!(!plain.contains("debug.xid"));
+        assert!(help_text(false, true).contains("debug.xid"));
+        assert!(!help_text(false, true).contains("vcl.load"));
+        assert!(help_text(true, true).contains("debug.xid"));
     }
 }

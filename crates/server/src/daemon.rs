@@ -7,7 +7,7 @@
 //! each failure is reported with what to fix.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -82,8 +82,18 @@ fn hostname() -> String {
         .unwrap_or_else(|| "localhost".to_string())
 }
 
-/// The VCL `-b` stands for.
+/// The VCL `-b` stands for: `none` (any case) declares a backend that
+/// never answers, an absolute path a Unix-socket backend, anything else
+/// `host[:port]`.
 pub fn backend_vcl(spec: &str) -> Result<String, String> {
+    if spec.eq_ignore_ascii_case("none") {
+        return Ok("vcl 4.1;\nbackend default none;\n".to_string());
+    }
+    if spec.starts_with('/') {
+        return Ok(format!(
+            "vcl 4.1;\nbackend default {{\n    .path = \"{spec}\";\n}}\n"
+        ));
+    }
     let (host, port) = crate::listen::split_host_port(spec)?;
     if host.is_empty() {
         return Err(format!("-b '{spec}': no host given"));
@@ -176,7 +186,9 @@ impl Context for InitTask {
     fn header(&self, _: HttpWhich, _: &HeaderName) -> Option<&[u8]> {
         None
     }
-    fn set_header(&mut self, _: HttpWhich, _: &HeaderName, _: &[u8]) {}
+    fn set_header(&mut self, _: HttpWhich, _: &HeaderName, _: &[u8]) -> Result<(), String> {
+        Ok(())
+    }
     fn unset_header(&mut self, _: HttpWhich, _: &HeaderName) {}
     fn get_str(&self, var: VarId) -> Result<Option<&[u8]>, String> {
         match var {
@@ -620,6 +632,8 @@ where
 pub struct Running {
     pub shared: Arc<Shared>,
     cli_done: Option<tokio::task::JoinHandle<()>>,
+    /// The locked pid files, held for as long as the daemon runs.
+    _pidfiles: Vec<std::fs::File>,
 }
 
 impl std::fmt::Debug for Running {
@@ -676,6 +690,11 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
             cfg.workdir.display()
         )
     })?;
+    let mut pidfiles = Vec::new();
+    if let Some(p) = &cfg.pidfile {
+        pidfiles.push(lock_pidfile(p)?);
+    }
+    pidfiles.push(lock_pidfile(&cfg.workdir.join("_.pid"))?);
     let params = cfg.params.clone();
     let vsl_cfg = VslConfig {
         space: params.bytes("vsl_space") as usize,
@@ -760,10 +779,6 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     for b in bound {
         spawn_acceptor(sh.clone(), b);
     }
-    if let Some(p) = &cfg.pidfile {
-        std::fs::write(p, format!("{}\n", std::process::id()))
-            .map_err(|e| format!("Cannot write pid file {}: {e}", p.display()))?;
-    }
     // As varnishd: without -S a random secret is made in the working
     // directory, and -T/-M connections must answer its challenge.
     let secret_path = match &cfg.secret {
@@ -841,6 +856,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
                     now,
                     p.duration("ban_lurker_age"),
                     p.uint("ban_lurker_batch") as usize,
+                    p.uint("ban_cutoff") as usize,
                 );
             }
             if n.is_multiple_of(10) {
@@ -858,5 +874,75 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     Ok(Running {
         shared: sh,
         cli_done,
+        _pidfiles: pidfiles,
     })
+}
+
+/// Opens, locks and fills a pid file, as varnishd does with `-P` and with
+/// `_.pid` in its working directory: a second daemon on the same working
+/// directory (whose log and counters it would clobber) or pid file is
+/// refused.
+fn lock_pidfile(p: &Path) -> Result<std::fs::File, String> {
+    use std::io::{Read, Write};
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(p)
+        .map_err(|e| format!("Could not open pid-file {}: {e}", p.display()))?;
+    match f.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut pid = String::new();
+            let _ = f.read_to_string(&mut pid);
+            return Err(format!("Varnishd is already running (pid={})", pid.trim()));
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(format!("Could not lock pid-file {}: {e}", p.display()));
+        }
+    }
+    f.set_len(0)
+        .and_then(|_| f.write_all(format!("{}\n", std::process::id()).as_bytes()))
+        .map_err(|e| format!("Could not write pid-file {}: {e}", p.display()))?;
+    Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{backend_vcl, lock_pidfile};
+
+    #[test]
+    fn a_pid_file_is_held_by_one_daemon() {
+        let dir = std::env::temp_dir().join(format!("lq-pid-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("_.pid");
+        let held = lock_pidfile(&p).unwrap();
+        let pid = std::process::id();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), format!("{pid}\n"));
+        assert_eq!(
+            lock_pidfile(&p).unwrap_err(),
+            format!("Varnishd is already running (pid={pid})")
+        );
+        drop(held);
+        assert!(lock_pidfile(&p).is_ok(), "released with its holder");
+        let err = lock_pidfile(&dir.join("no/such/dir/x.pid")).unwrap_err();
+        assert!(err.starts_with("Could not open pid-file"), "{err}");
+    }
+
+    #[test]
+    fn b_argument_forms() {
+        assert_eq!(
+            backend_vcl("None").unwrap(),
+            "vcl 4.1;\nbackend default none;\n"
+        );
+        assert!(
+            backend_vcl("/run/origin.sock")
+                .unwrap()
+                .contains(".path = \"/run/origin.sock\";")
+        );
+        let tcp = backend_vcl("127.0.0.1:8080").unwrap();
+        assert!(tcp.contains(".host = \"127.0.0.1\";") && tcp.contains(".port = \"8080\";"));
+        assert!(backend_vcl(":80").is_err());
+    }
 }

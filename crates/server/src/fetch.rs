@@ -31,7 +31,7 @@ use tokio::sync::oneshot;
 
 use crate::backend::pool::ConnectError;
 use crate::bodyio::{BodyIoError, BodyStream};
-use crate::gzip::{Gunzip, Gzip, is_gzip_encoding};
+use crate::gzip::FetchChain;
 use crate::msg::RespMsg;
 use crate::reqbody::FetchBody;
 use crate::rfc2616::{self, Defaults, RespInfo};
@@ -86,6 +86,10 @@ struct Fetched {
     backend: Arc<BackendRt>,
     rbuf: BytesMut,
     body: BodyKind,
+    /// The request went out with `Connection: close`, or the response
+    /// came with it (or as HTTP/1.0 without keep-alive): the connection is
+    /// not reused, whatever VCL does to the headers afterwards.
+    close: bool,
 }
 
 /// The reason of the 503 a failed fetch produces.
@@ -204,6 +208,8 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         };
         job.bo.now = rfc2616::now();
         job.bo.t_beresp = job.bo.now;
+        job.bo.beresp_has_body = !matches!(fetched.body, BodyKind::None | BodyKind::Length(0));
+        job.bo.vfp_filters = None;
         compute_ttl(&mut job.bo);
         let mut fetched = fetched;
         fetched.reuse = merge_304(job)?;
@@ -219,7 +225,15 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
                 return deliver(job, fetched, Some(ttl.unwrap_or(job.bo.ttl))).await;
             }
             Action::Retry => {
-                drop(fetched);
+                // As varnishd: a response without a body leaves the
+                // connection reusable; one with a body is closed.
+                if matches!(fetched.body, BodyKind::None | BodyKind::Length(0))
+                    && reusable(&job.bo, &fetched)
+                {
+                    fetched.backend.pool.recycle(fetched.conn);
+                } else {
+                    drop(fetched);
+                }
                 if no_retry(job) {
                     return Err(Step::Fail);
                 }
@@ -272,6 +286,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         .or(backend.first_byte_timeout)
         .unwrap_or_else(|| params.duration(pid!("first_byte_timeout")));
     let idle = params.duration(pid!("backend_idle_timeout"));
+    let holddown = crate::backend::holddown(&params);
     let limits = Limits {
         require_host: false,
         ..Limits::from_varnish_params(
@@ -281,7 +296,19 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         )
     };
     drop(params);
-    bo.beresp_backend = Some(be.clone());
+    // beresp.backend is the backend the director picked, not the director.
+    bo.beresp_backend = Some(
+        vcl.backends
+            .iter()
+            .position(|x| Arc::ptr_eq(x, &backend))
+            .map_or_else(
+                || be.clone(),
+                |id| lacquer_vcl::exec::Backend {
+                    id: id as u32,
+                    name: Arc::from(backend.vcl_name.as_str()),
+                },
+            ),
+    );
     bo.beresp_backend_ip = backend.tcp_addr();
     // Host header from the backend definition when the request has none.
     if !bo.bereq.headers.contains("host")
@@ -304,7 +331,11 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
     let mut tries = 0;
     loop {
         tries += 1;
-        let mut conn = match backend.pool.get(secs(connect_timeout), secs(idle)).await {
+        let mut conn = match backend
+            .pool
+            .get(secs(connect_timeout), secs(idle), holddown)
+            .await
+        {
             Ok(c) => c,
             Err(ConnectError::Busy(_)) => {
                 bo.sh.counters.inc(Main::backend_busy);
@@ -409,6 +440,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             .body_kind(is_head)
             .map_err(|e| format!("http format error: {}", e.message()))?;
         bo.beresp = RespMsg::from(head);
+        let close = bo.bereq.headers.has_token("connection", "close") || !persistent(&bo.beresp);
         bo.log_ts("Beresp", rfc2616::now());
         bo.sh.counters.inc(Main::backend_req);
         bo.sh.counters.inc(if is_head {
@@ -434,6 +466,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             backend,
             rbuf,
             body,
+            close,
         });
     }
 }
@@ -612,30 +645,24 @@ fn collect_header(h: &mut lacquer_http::Headers, lower: &str, name: &'static str
 }
 
 /// The store an object goes to.
-fn pick_store(bo: &BoTask, private: bool) -> lacquer_cache::StoreRef {
+/// The store an object goes to; `None` when VCL set `beresp.storage` to
+/// no store (the fetch then fails, as varnishd's "Could not get storage").
+fn pick_store(bo: &BoTask, private: bool) -> Option<lacquer_cache::StoreRef> {
     let cache = &bo.sh.cache;
     // As varnishd's vbf_allocobj: uncacheable and short-lived objects go to
     // Transient whatever storage VCL asked for, and are counted.
     if private || bo.uncacheable {
         bo.sh.counters.inc(Main::beresp_uncacheable);
-        return cache.transient();
+        return Some(cache.transient());
     }
     let shortlived = bo.sh.params().duration(pid!("shortlived"));
     if bo.ttl + bo.grace + bo.keep < shortlived {
         bo.sh.counters.inc(Main::beresp_shortlived);
-        return cache.transient();
+        return Some(cache.transient());
     }
-    if let Some(name) = &bo.storage
-        && let Some(s) = cache.store(name)
-    {
-        return s;
-    }
-    cache
-        .stores()
-        .iter()
-        .find(|s| s.name() != "Transient")
-        .cloned()
-        .unwrap_or_else(|| cache.transient())
+    let name = bo.storage.as_ref()?;
+    // A hint naming no store falls back to the next one in turn.
+    Some(cache.store(name).unwrap_or_else(|| cache.next_store()))
 }
 
 /// The parts of a new object that come from `beresp` and the timing;
@@ -656,6 +683,7 @@ fn object_from(bo: &BoTask, kind: ObjKind) -> NewObject {
         headers: object_headers(&bo.beresp, bo.uncacheable || kind != ObjKind::Normal),
         gzip: false,
         esi: None,
+        gzip_changed: false,
         body: NewBody::Empty,
     }
 }
@@ -698,6 +726,12 @@ fn merge_304(job: &mut FetchJob) -> Result<Option<lacquer_storage::Body>, Step> 
         return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
     };
     let data = stale.data();
+    if data.gzip_changed {
+        // The stored encoding is ours, not the backend's: its new
+        // Content-Encoding does not apply and its ETag cannot be strong.
+        bo.beresp.headers.remove("content-encoding");
+        crate::gzip::weaken_etag(&mut bo.beresp.headers);
+    }
     bo.beresp.headers.remove("content-length");
     let mut merged = lacquer_http::Headers::new();
     for (k, v) in data.headers.to_pairs() {
@@ -719,41 +753,64 @@ fn merge_304(job: &mut FetchJob) -> Result<Option<lacquer_storage::Body>, Step> 
 async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Result<(), Step> {
     let reuse_body = f.reuse.take();
     let bo = &mut job.bo;
-    // Body filters chosen by VCL.
+    // Body filters: VCL's beresp.filters, else varnishd's choice. A 304
+    // refresh reuses the stale body as it was stored.
+    if matches!(f.body, BodyKind::Length(0)) {
+        bo.beresp.headers.remove("content-encoding");
+    }
     let backend_gzip = bo
         .beresp
         .headers
         .get("content-encoding")
-        .is_some_and(is_gzip_encoding);
-    let mut gunzip = None;
-    let mut gzip = None;
-    let mut stored_gzip = backend_gzip;
+        .is_some_and(crate::gzip::is_gzip_encoding);
     let mut esi = None;
-    if reuse_body.is_none() && bo.do_esi && f.body != BodyKind::None {
-        let e = crate::esi::fetch::stage(bo, backend_gzip);
-        stored_gzip = e.stores_gzip();
-        esi = Some(e);
-    } else if reuse_body.is_none() {
-        if bo.do_gunzip && backend_gzip {
-            gunzip = Some(Gunzip::new());
-            bo.beresp.headers.remove("content-encoding");
-            bo.beresp.headers.remove("content-length");
-            stored_gzip = false;
-        } else if bo.do_gzip && !backend_gzip && f.body != BodyKind::None {
-            gzip = Some(Gzip::new(bo.sh.params().uint(pid!("gzip_level")) as u32));
-            bo.beresp.headers.set("Content-Encoding", "gzip");
-            bo.beresp.headers.remove("content-length");
-            stored_gzip = true;
-        } else if backend_gzip && stored_gzip {
-            // Validate gzip from the backend while storing it.
-            gunzip = None;
+    let mut chain = match &reuse_body {
+        Some(_) => {
+            let stale = match &job.mode {
+                FetchMode::Miss { stale, .. } => stale.clone(),
+                FetchMode::Background { stale, .. } => Some(stale.clone()),
+                _ => None,
+            };
+            FetchChain::unfiltered(
+                stale.as_ref().is_some_and(|o| o.data().gzip),
+                stale.as_ref().is_some_and(|o| o.data().gzip_changed),
+            )
         }
-    }
-    if stored_gzip
-        && bo.sh.params().flag(pid!("http_gzip_support"))
-        && !bo.beresp.headers.has_token("vary", "accept-encoding")
-    {
-        add_vary_ae(&mut bo.beresp.headers);
+        // The ESI stage does its own gzip work (see crate::esi::fetch).
+        None if bo.do_esi && f.body != BodyKind::None => {
+            let e = crate::esi::fetch::stage(bo, backend_gzip);
+            let stored_gzip = e.stores_gzip();
+            if stored_gzip && bo.sh.params().flag(pid!("http_gzip_support")) {
+                crate::gzip::add_vary_accept_encoding(&mut bo.beresp.headers);
+            }
+            esi = Some(e);
+            FetchChain::unfiltered(stored_gzip, stored_gzip != backend_gzip)
+        }
+        None if bo.beresp_has_body || bo.vfp_filters.is_some() => {
+            let names = bo.fetch_filter_names();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let params = bo.sh.params();
+            let (support, level) = (
+                params.flag(pid!("http_gzip_support")),
+                params.uint(pid!("gzip_level")) as u32,
+            );
+            drop(params);
+            match crate::gzip::build_fetch_filters(&names, &mut bo.beresp.headers, support, level) {
+                Ok(c) => c,
+                Err(msg) => {
+                    bo.vsl.log_str(Tag::FetchError, &msg);
+                    return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+                }
+            }
+        }
+        None => FetchChain::default(),
+    };
+    for filter in chain.filters() {
+        bo.sh.counters.inc(match filter {
+            crate::gzip::FetchFilter::Gzip(_) => Main::n_gzip,
+            crate::gzip::FetchFilter::Gunzip(_) => Main::n_gunzip,
+            crate::gzip::FetchFilter::TestGunzip(..) => Main::n_test_gunzip,
+        });
     }
     let kind = match hfp_ttl {
         Some(_) => ObjKind::HitForPass,
@@ -761,7 +818,14 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         None => ObjKind::Normal,
     };
     if let Some(t) = hfp_ttl {
+        // A hit-for-pass lasts exactly its ttl: no grace, no keep.
+        bo.vsl.log(
+            Tag::TTL,
+            format_args!("HFP {t:.0} 0 0 {:.0} uncacheable", bo.t_origin),
+        );
         bo.ttl = t + (bo.now - bo.t_origin);
+        bo.grace = 0.0;
+        bo.keep = 0.0;
     }
     log_resp(bo, Tag::ObjProtocol);
     // Without streaming the whole body is read before the object exists,
@@ -774,8 +838,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         let r = pump_body(
             between_bytes(bo, &f),
             &mut f,
-            &mut gunzip,
-            &mut gzip,
+            &mut chain,
             &mut esi,
             bo.sh.fetch_fragment(),
             |seg| {
@@ -798,11 +861,15 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     }
     let prefetched_len = prefetched.as_ref().map(|(_, l)| *l);
     let private = matches!(job.mode, FetchMode::Pass);
-    let store = pick_store(bo, private);
+    let Some(store) = pick_store(bo, private) else {
+        bo.vsl.log_str(Tag::FetchError, "Could not get storage");
+        return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+    };
     bo.vsl
         .log(Tag::Storage, format_args!("malloc {}", store.name()));
     let new = NewObject {
-        gzip: stored_gzip,
+        gzip: chain.gzip,
+        gzip_changed: chain.changed,
         esi: match (&reuse_body, &esi_done) {
             (Some(_), _) => replaced_esi(&job.mode),
             (None, Some(done)) => done.esi.clone(),
@@ -882,8 +949,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         let result = pump_body(
             between_bytes(bo, &f),
             &mut f,
-            &mut gunzip,
-            &mut gzip,
+            &mut chain,
             &mut None,
             bo.sh.fetch_fragment(),
             |seg| writer.push(seg).map_err(|e| e.to_string()),
@@ -923,20 +989,18 @@ fn between_bytes(bo: &BoTask, f: &Fetched) -> f64 {
         .unwrap_or_else(|| bo.sh.params().duration(pid!("between_bytes_timeout")))
 }
 
-/// Reads a backend body through the gzip filters VCL chose, or the ESI
-/// stage, handing each piece to `push`; what the ESI stage found once the
-/// body is complete.
+/// Reads a backend body through the fetch filters, or the ESI stage,
+/// handing each piece to `push`; what the ESI stage found once the body is
+/// complete.
 async fn pump_body(
     bbt: f64,
     f: &mut Fetched,
-    gunzip: &mut Option<Gunzip>,
-    gzip: &mut Option<Gzip>,
+    chain: &mut FetchChain,
     esi: &mut Option<crate::esi::fetch::EsiFetch>,
     frag: usize,
     mut push: impl FnMut(Bytes) -> Result<(), String>,
 ) -> Result<Option<crate::esi::fetch::Finished>, String> {
     let mut stream = BodyStream::new(f.body, true);
-    let mut out = Vec::new();
     loop {
         let seg = match stream
             .next(&mut f.conn.stream, &mut f.rbuf, secs(bbt))
@@ -965,27 +1029,16 @@ async fn pump_body(
                 }
                 continue;
             }
-            let seg = if let Some(g) = gunzip.as_mut() {
-                out.clear();
-                g.feed(&seg, &mut out).map_err(|e| e.to_string())?;
-                Bytes::copy_from_slice(&out)
-            } else if let Some(z) = gzip.as_mut() {
-                out.clear();
-                z.feed(&seg, &mut out);
-                Bytes::copy_from_slice(&out)
-            } else {
-                seg
-            };
+            let seg = chain.feed(seg).map_err(|e| e.to_string())?;
+            if seg.is_empty() {
+                continue;
+            }
             push(seg)?;
         }
     }
-    if let Some(g) = gunzip {
-        g.finish().map_err(|e| e.to_string())?;
-    }
-    if let Some(z) = gzip.take() {
-        out.clear();
-        z.finish(&mut out);
-        push(Bytes::copy_from_slice(&out))?;
+    let tail = chain.finish().map_err(|e| e.to_string())?;
+    if !tail.is_empty() {
+        push(tail)?;
     }
     match esi.take() {
         Some(e) => {
@@ -1017,21 +1070,27 @@ fn replaced_esi(mode: &FetchMode) -> Option<Bytes> {
     }
 }
 
-/// Whether the backend lets its connection be reused: HTTP/1.1 unless it
-/// said `Connection: close`, HTTP/1.0 only with `Connection: keep-alive`.
-fn backend_keeps_alive(bo: &BoTask) -> bool {
-    let version = if &bo.beresp.proto[..] == b"HTTP/1.0" {
+/// Whether the backend connection may be reused: not when the request
+/// asked to close it, and as the response says (HTTP/1.1 unless
+/// `Connection: close`, HTTP/1.0 only with `Connection: keep-alive`).
+fn backend_keeps_alive(bo: &BoTask, f: &Fetched) -> bool {
+    !f.close && persistent(&bo.beresp)
+}
+
+/// Whether a response lets its connection be reused.
+fn persistent(beresp: &RespMsg) -> bool {
+    let version = if &beresp.proto[..] == b"HTTP/1.0" {
         lacquer_http::Version::Http10
     } else {
         lacquer_http::Version::Http11
     };
-    lacquer_http::persistence(&bo.beresp.headers, version).keep_alive()
+    lacquer_http::persistence(&beresp.headers, version).keep_alive()
 }
 
 /// Whether the connection may go back to the pool: the backend keeps it
 /// alive and it did not start with a PROXY header naming this client.
 fn reusable(bo: &BoTask, f: &Fetched) -> bool {
-    f.backend.proxy_header.is_none() && backend_keeps_alive(bo)
+    f.backend.proxy_header.is_none() && backend_keeps_alive(bo, f)
 }
 
 /// The body is in: timestamps, length, and the connection goes back to
@@ -1068,17 +1127,6 @@ fn strip_token(list: &[u8], token: &[u8]) -> Vec<u8> {
         out.extend_from_slice(t);
     }
     out
-}
-
-fn add_vary_ae(h: &mut lacquer_http::Headers) {
-    match h.get("vary").map(<[u8]>::to_vec) {
-        Some(v) if !v.is_empty() => {
-            let mut nv = v;
-            nv.extend_from_slice(b", Accept-Encoding");
-            h.set("Vary", nv);
-        }
-        _ => h.set("Vary", "Accept-Encoding"),
-    }
 }
 
 /// The body status as `Fetch_Body` logs it (varnishd's number and name).
@@ -1121,7 +1169,6 @@ fn backend_error(
     bo.ttl = 0.0;
     bo.grace = 0.0;
     bo.keep = 0.0;
-    bo.uncacheable = true;
     let vcl = bo.vcl.clone();
     match vcl.run(BuiltinSub::BackendError, bo, scratch) {
         Action::Deliver => {}
@@ -1138,6 +1185,7 @@ fn backend_error(
     let store = bo.sh.cache.transient();
     let new = NewObject {
         gzip: false,
+        gzip_changed: false,
         body: NewBody::Complete(lacquer_storage::Body::from_segments(vec![body])),
         ..object_from(bo, kind)
     };

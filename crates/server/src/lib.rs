@@ -26,5 +26,6 @@ pub mod sock;
 pub mod state;
 pub mod stats;
 pub mod task;
+pub mod txio;
 pub mod vcls;
 pub mod vxid;

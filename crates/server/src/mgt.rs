@@ -172,17 +172,24 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
                 return Reply::err(status::CANT, "Child in state stopped");
             }
             sh.running.store(false, Ordering::Release);
+            // varnishd's child takes its memory storage with it.
+            sh.cache.clear();
             Reply::ok("")
         }
         "pid" => {
             let pid = std::process::id();
-            if json {
+            if json && sh.is_running() {
                 Reply::ok(format!(
                     "{}  {{\"master\": {pid}, \"worker\": {pid}}}\n]",
                     json_head(words)
                 ))
-            } else {
+            } else if json {
+                Reply::ok(format!("{}  {{\"master\": {pid}}}\n]", json_head(words)))
+            } else if sh.is_running() {
                 Reply::ok(format!("Master: {pid:>10}\nWorker: {pid:>10}\n"))
+            } else {
+                // No worker while the child is stopped.
+                Reply::ok(format!("Master: {pid:>10}\n"))
             }
         }
         "vcl.load" => vcl_load(sh, plain[0], Source::File(plain[1]), plain.get(2).copied()),
@@ -201,8 +208,11 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
         "vcl.deps" => vcl_deps(sh),
         "param.show" => param_show(sh, &plain, json, words),
         "param.set" => match sh.set_param(plain[0], plain[1]) {
+            // With -j the reply is the parameter as param.show -j shows it.
+            Ok(()) if json => param_show(sh, &plain[..1], true, words),
             Ok(()) => Reply::ok(""),
             Err(e @ params::ParamError::Unknown(_)) => Reply::err(status::PARAM, e.to_string()),
+            Err(e @ params::ParamError::Protected(_)) => Reply::err(status::AUTH, e.to_string()),
             Err(e) => Reply::err(
                 status::PARAM,
                 format!(
@@ -325,7 +335,10 @@ fn help(words: &[String], plain: &[&str], json: bool) -> Reply {
         return Reply::ok(s);
     }
     match plain.first() {
-        None => Reply::ok(crate::cli::help_text()),
+        None => Reply::ok(crate::cli::help_text(true, false)),
+        Some(&"-a") => Reply::ok(crate::cli::help_text(true, true)),
+        Some(&"-d") => Reply::ok(crate::cli::help_text(false, true)),
+        Some(flag) if flag.starts_with('-') => Reply::err(status::UNKNOWN, "Unknown flag"),
         Some(name) => match crate::cli::command(name) {
             Some(c) => Reply::ok(format!("{}\n{}\n", c.syntax, c.help)),
             None => Reply::err(
@@ -420,6 +433,24 @@ fn vcl_discard(sh: &Arc<Shared>, names: &[&str]) -> Reply {
             return Reply::err(status::CANT, format!("Cannot discard active VCL: {n}"));
         }
         if reg.labels.contains_key(*n) {
+            // A label that VCLs switch to (return (vcl(...))) stays.
+            let users: Vec<&str> = reg
+                .order
+                .iter()
+                .filter(|v| {
+                    reg.vcls
+                        .get(v.as_str())
+                        .is_some_and(|e| e.vcl.ir.labels.iter().any(|l| l == n))
+                })
+                .map(String::as_str)
+                .collect();
+            if !users.is_empty() {
+                let mut msg = format!("Cannot discard VCL label {n}, other VCLs depend on it:");
+                for u in users {
+                    let _ = write!(msg, "\n\t{u}");
+                }
+                return Reply::err(status::CANT, msg);
+            }
             reg.labels.remove(*n);
             continue;
         }
@@ -600,6 +631,17 @@ fn vcl_label(sh: &Arc<Shared>, label: &str, target: &str) -> Reply {
     if !reg.vcls.contains_key(target) {
         return Reply::err(status::PARAM, format!("No VCL named {target}"));
     }
+    if let Some(path) = label_loop(&reg, label, target) {
+        let mut msg = String::new();
+        for line in path.iter().rev() {
+            let _ = writeln!(msg, "{line}");
+        }
+        let _ = write!(
+            msg,
+            "Pointing label {label} at {target} would create a loop"
+        );
+        return Reply::err(status::PARAM, msg);
+    }
     reg.labels.insert(label.to_string(), target.to_string());
     // Moving the label `vcl.use` chose moves the active VCL with it.
     if reg.active_label.as_deref() == Some(label)
@@ -612,6 +654,44 @@ fn vcl_label(sh: &Arc<Shared>, label: &str, target: &str) -> Reply {
         sh.active.store(Arc::new(Some(vcl)));
     }
     Reply::ok("")
+}
+
+/// Whether pointing `label` at `target` lets a request switch VCLs in a
+/// circle (`return (vcl(...))` through labels back to `label`): the chain
+/// of uses that would, from `target` on.
+fn label_loop(reg: &crate::vcls::VclRegistry, label: &str, target: &str) -> Option<Vec<String>> {
+    let mut path = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    fn walk(
+        reg: &crate::vcls::VclRegistry,
+        label: &str,
+        vcl: &str,
+        path: &mut Vec<String>,
+        seen: &mut std::collections::HashSet<String>,
+    ) -> bool {
+        if !seen.insert(vcl.to_string()) {
+            return false;
+        }
+        let Some(e) = reg.vcls.get(vcl) else {
+            return false;
+        };
+        for used in &e.vcl.ir.labels {
+            path.push(format!("Vcl {vcl} uses Label {used}"));
+            if used == label {
+                return true;
+            }
+            if let Some(next) = reg.labels.get(used) {
+                path.push(format!("Label {used} points to vcl {next}"));
+                if walk(reg, label, next, path, seen) {
+                    return true;
+                }
+                path.pop();
+            }
+            path.pop();
+        }
+        false
+    }
+    walk(reg, label, target, &mut path, &mut seen).then_some(path)
 }
 
 fn vcl_state(sh: &Arc<Shared>, name: &str, temp: &str) -> Reply {
@@ -661,6 +741,12 @@ fn param_line(p: &Param, v: &params::Value, is_default: bool) -> String {
 
 fn param_show(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) -> Reply {
     let long = plain.contains(&"-l");
+    if long && json {
+        return Reply::err(status::PARAM, "-l and -j cannot be combined");
+    }
+    if plain.iter().filter(|a| **a != "-l").count() > 1 {
+        return Reply::err(status::TOOMANY, "Too many parameters");
+    }
     let which = plain.iter().find(|a| **a != "-l").copied();
     let ps = sh.params();
     let selected: Vec<&Param> = match which {
@@ -818,6 +904,7 @@ fn backend_list(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) 
                     "{}\n Current states  good: {good:2} threshold: {:2} window: {window:2}",
                     b.name, spec.threshold
                 );
+                s.push_str(&b.health.history());
             }
         }
     }

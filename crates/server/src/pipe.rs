@@ -140,10 +140,15 @@ where
         .connect_timeout
         .unwrap_or_else(|| params.duration(pid!("connect_timeout")));
     let idle = Duration::from_secs_f64(params.duration(pid!("pipe_timeout")).max(0.001));
+    let holddown = crate::backend::holddown(&params);
     drop(params);
     let mut be_conn = backend
         .pool
-        .get(Duration::from_secs_f64(connect.max(0.001)), Duration::ZERO)
+        .get(
+            Duration::from_secs_f64(connect.max(0.001)),
+            Duration::ZERO,
+            holddown,
+        )
         .await
         .map_err(|e| format!("backend {}: {e}", backend.name))?;
     let mut head = backend.proxy_preface(&bo.sess).unwrap_or_default();

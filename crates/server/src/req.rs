@@ -36,6 +36,7 @@ use crate::gzip::Gunzip;
 use crate::msg::{ReqMsg, RespMsg};
 use crate::rfc2616;
 use crate::task::{BoTask, ReqTask, SessInfo};
+use crate::txio::{TimedWriter, TxError};
 
 /// `Via` header value Lacquer adds to responses.
 pub const VIA: &str = "1.1 varnish (Lacquer/0.1)";
@@ -56,10 +57,12 @@ pub struct ClientConn<S> {
 }
 
 /// How a request ended for its connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum After {
     KeepAlive,
     Close,
+    /// Writing the response failed: the session ends for this reason.
+    TxFailed(TxError),
 }
 
 /// Where a request goes once vcl_hash has run.
@@ -209,11 +212,25 @@ where
                 t.obj = Some(obj.clone());
                 // As varnishd: the Hit record comes before vcl_hit.
                 let ttl_left = obj.t_origin() + obj.ttl() - t.now;
+                // As varnishd: a hit on an object still being fetched also
+                // shows how much has arrived, and the length when known.
+                let fetching = (!obj.body().is_finished()).then(|| {
+                    let cl = crate::task::obj_header(&obj, b"content-length")
+                        .and_then(|v| std::str::from_utf8(v).ok())
+                        .and_then(|v| v.trim().parse::<u64>().ok());
+                    (obj.body().len_so_far(), cl)
+                });
                 t.vsl.log_with(Tag::Hit, |o| {
                     let _ = std::io::Write::write_fmt(o, format_args!("{}", obj.vxid()));
                     for v in [ttl_left, obj.grace(), obj.keep()] {
                         o.push(b' ');
                         lacquer_vsl::push_fixed6(o, v);
+                    }
+                    if let Some((so_far, len)) = fetching {
+                        let _ = std::io::Write::write_fmt(o, format_args!(" {so_far}"));
+                        if let Some(l) = len {
+                            let _ = std::io::Write::write_fmt(o, format_args!(" {l}"));
+                        }
                     }
                 });
                 let vcl = t.vcl.clone();
@@ -530,6 +547,7 @@ async fn lookup(t: &mut ReqTask) -> State {
             }
             Lookup::Busy(waiter) => {
                 waiter.wait().await;
+                t.log_ts("Waitinglist");
                 t.now = rfc2616::now();
                 continue;
             }
@@ -573,7 +591,7 @@ fn make_bereq(t: &ReqTask, pass: bool, vxid: u32) -> ReqMsg {
 pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
     let sh = &t.sh;
     let bereq_orig = bereq.clone();
-    BoTask {
+    let mut bo = BoTask {
         sh: sh.clone(),
         vcl: t.vcl.clone(),
         sess: t.sess.clone(),
@@ -606,8 +624,11 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         do_gzip: false,
         do_gunzip: false,
         do_esi: false,
+        vfp_filters: None,
+        beresp_has_body: false,
         was_304: false,
         storage: None,
+        storage_hint: None,
         synth_body: Vec::new(),
         client_identity: t.client_identity.clone(),
         vsl: lacquer_vsl::VslBuf::with_capacity(
@@ -621,7 +642,16 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         cur_sub: BuiltinSub::BackendFetch,
         t_last: rfc2616::now(),
         pipe_req: None,
-    }
+    };
+    // As varnishd: the store is chosen when the fetch starts, in turn among
+    // the stores (Transient for a pass); VCL may change it.
+    let store = if pass {
+        sh.cache.transient()
+    } else {
+        sh.cache.next_store()
+    };
+    bo.set_storage(Some(std::sync::Arc::from(store.name())));
+    bo
 }
 
 /// Starts a fetch and waits for its object. A pass forwards the request
@@ -714,6 +744,7 @@ where
         Some(got) => got,
         None => rx.await,
     };
+    t.log_ts("Fetch");
     t.sh.counters.inc(Main::s_fetch);
     match got {
         Ok(FetchOutcome::Object(o)) => Some(o),
@@ -800,6 +831,7 @@ where
     log_resp(t);
     let vcl = t.vcl.clone();
     let action = vcl.run(BuiltinSub::Deliver, t, scratch);
+    t.log_ts("Process");
     match action {
         Action::Deliver => {}
         Action::Restart => return Delivered::Restart,
@@ -839,7 +871,9 @@ where
     log_resp(t);
     let vcl = t.vcl.clone();
     let max_restarts = t.sh.params().uint(pid!("max_restarts")) as u32;
-    match vcl.run(BuiltinSub::Synth, t, scratch) {
+    let action = vcl.run(BuiltinSub::Synth, t, scratch);
+    t.log_ts("Process");
+    match action {
         Action::Deliver => {}
         // Past the limit a restart from vcl_synth delivers (as varnishd),
         // so a synth that always restarts cannot loop.
@@ -989,8 +1023,15 @@ where
                     .is_some_and(crate::gzip::accepts_gzip)
             {
                 gunzip = true;
+                sh.counters.inc(Main::n_gunzip);
                 t.resp.headers.remove("content-encoding");
-                body_len = None;
+                // As varnishd: the plain length is known once the object
+                // is complete (its gzip trailer says it).
+                body_len = o
+                    .body()
+                    .segments()
+                    .and_then(crate::gzip::gzip_plain_len)
+                    .filter(|l| *l > 0);
             }
             if t.esi
                 && let Some(code) = data.esi.clone()
@@ -1011,6 +1052,8 @@ where
             if t.resp.status == 200
                 && !gunzip
                 && not_modified(
+                    // With a Range, only a strong ETag match counts.
+                    t.req.headers.contains("range"),
                     t.req.headers.get("if-none-match"),
                     t.req.headers.get("if-modified-since"),
                     t.resp.headers.get("etag"),
@@ -1023,9 +1066,15 @@ where
                 send_body = false;
             } else if t.resp.status == 200
                 && params.flag(pid!("http_range_support"))
-                && !gunzip
+                && (!gunzip || body_len.is_some())
                 && esi.is_none()
                 && let Some(r) = t.req.headers.get("range")
+                && crate::cond::if_range_allows(
+                    t.req.headers.get("if-range"),
+                    t.resp.headers.get("etag"),
+                    t.resp.headers.get("last-modified"),
+                    t.resp.headers.get("date"),
+                )
             {
                 match apply_range(r, body_len) {
                     RangeOutcome::Full => {}
@@ -1099,116 +1148,148 @@ where
     }
     t.vsl
         .log_header(Tag::RespHeader, b"Connection", conn_hdr.as_bytes());
-    let send_timeout = Duration::from_secs_f64(t.timeouts.send_timeout.max(0.001));
-    let idle_send = Duration::from_secs_f64(t.timeouts.idle_send_timeout.max(0.001));
+    let (send_timeout, idle_send) = (t.timeouts.send_timeout, t.timeouts.idle_send_timeout);
     drop(params);
     let mut out = Vec::with_capacity(512);
     t.resp.write_head(&mut out);
     let hdr_bytes = out.len() as u64;
     let write_body = send_body && !head_only && !no_body_status;
     let mut body_bytes = 0u64;
-    let result: std::io::Result<()> = tokio::time::timeout(send_timeout, async {
-        if !write_body {
-            conn.stream.write_all(&out).await?;
-            return conn.stream.flush().await;
-        }
-        if let Some(b) = &synth {
-            out.extend_from_slice(b);
-            body_bytes = b.len() as u64;
-            conn.stream.write_all(&out).await?;
-            return conn.stream.flush().await;
-        }
-        let o = obj.as_ref().expect("object or synth body");
-        if let Some(prog) = esi.take() {
-            let framing = crate::esi::deliver::TopFraming {
-                chunked,
-                gzip: prog.gzip() && !gunzip,
-                idle_send,
-            };
-            let head = std::mem::take(&mut out);
-            let (r, n) =
-                crate::esi::deliver::deliver_top(t, &mut conn.stream, o, prog, framing, head).await;
-            body_bytes = n;
-            return r;
-        }
-        let mut reader = match range {
-            Some((s, e)) => o.body().range_reader(s, Some(e + 1)),
-            None => o.body().reader(),
+    let result: Result<(), TxError> = if write_body
+        && synth.is_none()
+        && let Some(o) = obj.as_ref()
+        && let Some(prog) = esi.take()
+    {
+        // ESI delivery writes as includes complete; send_timeout bounds
+        // the whole of it, idle_send_timeout each write (see esi::deliver).
+        let framing = crate::esi::deliver::TopFraming {
+            chunked,
+            gzip: prog.gzip() && !gunzip,
+            idle_send: Duration::from_secs_f64(idle_send.max(0.001)),
         };
-        let mut gz = gunzip.then(Gunzip::new);
-        let mut plain = Vec::new();
-        // Small bodies go out with the head in one write.
-        loop {
-            let mut next = std::pin::pin!(reader.next());
-            let item = match poll_once(next.as_mut()).await {
-                Some(item) => item,
-                None => {
-                    // The fetch has nothing more yet: what is buffered (the
-                    // head, small segments) goes out before waiting, so a
-                    // streamed body reaches the client as it arrives.
-                    if !out.is_empty() {
-                        conn.stream.write_all(&out).await?;
-                        out.clear();
+        let head = std::mem::take(&mut out);
+        let top = crate::esi::deliver::deliver_top(t, &mut conn.stream, o, prog, framing, head);
+        match tokio::time::timeout(Duration::from_secs_f64(send_timeout.max(0.0)), top).await {
+            Ok((r, n)) => {
+                body_bytes = n;
+                r.map_err(|e| {
+                    t.vsl.log(Tag::Debug, format_args!("Write error: {e}"));
+                    if e.kind() == std::io::ErrorKind::BrokenPipe {
+                        TxError::Closed
+                    } else {
+                        TxError::Failed
                     }
-                    match tokio::time::timeout(idle_send, next).await {
-                        Err(_) => return Err(std::io::Error::other("idle send timeout")),
-                        Ok(item) => item,
-                    }
-                }
-            };
-            let seg = match item {
-                Err(e) => return Err(std::io::Error::other(e.to_string())),
-                Ok(None) => break,
-                Ok(Some(s)) => s,
-            };
-            let seg: &[u8] = match gz.as_mut() {
-                Some(g) => {
-                    plain.clear();
-                    g.feed(&seg, &mut plain)
-                        .map_err(|e| std::io::Error::other(e.to_string()))?;
-                    &plain
-                }
-                None => &seg,
-            };
-            if seg.is_empty() {
-                continue;
+                })
             }
-            body_bytes += seg.len() as u64;
-            if seg.len() >= DIRECT_WRITE {
-                // Large segments go out straight from storage, together
-                // with what is pending, in one vectored write: no copy.
-                if chunked {
-                    lacquer_http::encode_chunk_header(seg.len(), &mut out);
+            Err(_) => {
+                t.vsl
+                    .log_str(Tag::Debug, "Hit total send timeout in ESI delivery");
+                Err(TxError::Failed)
+            }
+        }
+    } else {
+        let mut w = TimedWriter::new(&mut conn.stream, send_timeout, idle_send);
+        let vsl = &mut t.vsl;
+        async {
+            if !write_body {
+                w.write(vsl, &[&out]).await?;
+                return w.flush(vsl).await;
+            }
+            if let Some(b) = &synth {
+                body_bytes = b.len() as u64;
+                w.write(vsl, &[&out, b]).await?;
+                return w.flush(vsl).await;
+            }
+            let o = obj.as_ref().expect("object or synth body");
+            // A range of a gunzipped body is cut from the plain bytes.
+            let (mut reader, mut plain_range) = match (range, gunzip) {
+                (Some((s, e)), false) => (o.body().range_reader(s, Some(e + 1)), None),
+                (Some((s, e)), true) => (o.body().reader(), Some((s, e + 1 - s))),
+                (None, _) => (o.body().reader(), None),
+            };
+            let mut gz = gunzip.then(Gunzip::new);
+            let mut plain = Vec::new();
+            // Small bodies go out with the head in one write.
+            loop {
+                let mut next = std::pin::pin!(reader.next());
+                let item = match poll_once(next.as_mut()).await {
+                    Some(item) => item,
+                    None => {
+                        // The fetch has nothing more yet: what is buffered (the
+                        // head, small segments) goes out before waiting, so a
+                        // streamed body reaches the client as it arrives.
+                        if !out.is_empty() {
+                            w.write(vsl, &[&out]).await?;
+                            out.clear();
+                        }
+                        next.await
+                    }
+                };
+                let seg = match item {
+                    Err(e) => {
+                        vsl.log(Tag::Debug, format_args!("Body of the object failed: {e}"));
+                        return Err(TxError::Failed);
+                    }
+                    Ok(None) => break,
+                    Ok(Some(s)) => s,
+                };
+                let mut seg: &[u8] = match gz.as_mut() {
+                    Some(g) => {
+                        plain.clear();
+                        if let Err(e) = g.feed(&seg, &mut plain) {
+                            vsl.log(Tag::Debug, format_args!("Gunzip of the object failed: {e}"));
+                            return Err(TxError::Failed);
+                        }
+                        &plain
+                    }
+                    None => &seg,
+                };
+                if let Some((skip, take)) = plain_range.as_mut() {
+                    let drop_n = (*skip).min(seg.len() as u64) as usize;
+                    *skip -= drop_n as u64;
+                    seg = &seg[drop_n..];
+                    let keep_n = (*take).min(seg.len() as u64) as usize;
+                    *take -= keep_n as u64;
+                    seg = &seg[..keep_n];
                 }
-                write_both(&mut conn.stream, &out, seg).await?;
-                out.clear();
-                if chunked {
-                    out.extend_from_slice(b"\r\n");
+                if seg.is_empty() {
+                    continue;
                 }
-                continue;
+                body_bytes += seg.len() as u64;
+                if seg.len() >= DIRECT_WRITE {
+                    // Large segments go out straight from storage, together
+                    // with what is pending, in one vectored write: no copy.
+                    if chunked {
+                        lacquer_http::encode_chunk_header(seg.len(), &mut out);
+                    }
+                    w.write(vsl, &[&out, seg]).await?;
+                    out.clear();
+                    if chunked {
+                        out.extend_from_slice(b"\r\n");
+                    }
+                    continue;
+                }
+                if chunked {
+                    lacquer_http::encode_chunk(seg, &mut out);
+                } else {
+                    out.extend_from_slice(seg);
+                }
+                if out.len() >= 16 * 1024 {
+                    w.write(vsl, &[&out]).await?;
+                    out.clear();
+                }
             }
             if chunked {
-                lacquer_http::encode_chunk(seg, &mut out);
-            } else {
-                out.extend_from_slice(seg);
+                out.extend_from_slice(lacquer_http::LAST_CHUNK);
             }
-            if out.len() >= 16 * 1024 {
-                conn.stream.write_all(&out).await?;
-                out.clear();
-            }
+            w.write(vsl, &[&out]).await?;
+            w.flush(vsl).await
         }
-        if chunked {
-            out.extend_from_slice(lacquer_http::LAST_CHUNK);
-        }
-        conn.stream.write_all(&out).await?;
-        conn.stream.flush().await
-    })
-    .await
-    .unwrap_or_else(|_| Err(std::io::Error::other("send timeout")));
+        .await
+    };
     sh.counters.add(Main::s_resp_hdrbytes, hdr_bytes);
     sh.counters.add(Main::s_resp_bodybytes, body_bytes);
-    let now = rfc2616::now();
-    t.vsl.log_timestamp("Resp", now, now - t.t_req, now - t.now);
+    t.log_ts("Resp");
     let (rxh, rxb) = (t.req_hdr_bytes, t.req_body_bytes);
     t.vsl.log_with(Tag::ReqAcct, |o| {
         for (i, n) in [
@@ -1231,6 +1312,6 @@ where
     match result {
         Ok(()) if keep => After::KeepAlive,
         Ok(()) => After::Close,
-        Err(_) => After::Close,
+        Err(e) => After::TxFailed(e),
     }
 }

@@ -323,7 +323,10 @@ pub async fn serve<S>(
                     sh.counters.add(Main::s_req_bodybytes, n);
                     task.req_body_bytes = n;
                     match b {
-                        ReqBody::Cached(b) => task.req_body = Some(b),
+                        ReqBody::Cached(b) => {
+                            task.req_body = Some(b);
+                            task.log_ts("ReqBody");
+                        }
                         ReqBody::Pending(p) => task.body_pending = Some(p),
                     }
                 }
@@ -337,7 +340,7 @@ pub async fn serve<S>(
         // A body nobody read is read now and thrown away, so the next
         // request starts at the right byte.
         if let Some(p) = task.body_pending.take()
-            && after != After::Close
+            && !matches!(after, After::Close)
         {
             match p
                 .discard(&mut conn.stream, &mut conn.rbuf, body_timeout)
@@ -356,8 +359,16 @@ pub async fn serve<S>(
             sh.counters.inc(Main::sc_vcl_failure);
             break "VCL_FAILURE";
         }
-        if after == After::Close {
-            break "REQ_CLOSE";
+        match after {
+            After::KeepAlive => {}
+            After::Close => break "REQ_CLOSE",
+            After::TxFailed(e) => {
+                sh.counters.inc(match e {
+                    crate::txio::TxError::Closed => Main::sc_rem_close,
+                    crate::txio::TxError::Failed => Main::sc_tx_error,
+                });
+                break e.close_reason();
+            }
         }
     };
     end(&sh, &mut svsl, t_open, reason)

@@ -68,7 +68,7 @@ impl Shared {
     /// Changes one parameter (copy-on-write).
     pub fn set_param(&self, name: &str, value: &str) -> Result<(), crate::params::ParamError> {
         let mut p = ParamSet::clone(&self.params.load());
-        p.set(name, value)?;
+        p.set_unless_protected(name, value)?;
         self.apply_params(&p);
         self.params.store(Arc::new(p));
         Ok(())
@@ -86,6 +86,7 @@ impl Shared {
             self.vsl.set_mask(set);
         }
         let _ = self.vsl.set_reclen(p.bytes("vsl_reclen") as usize);
+        self.vsl.set_sync(p.bit("debug", "syncvsl"));
     }
 
     /// The active VCL, if one is loaded and in use.

@@ -10,7 +10,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 
-use lacquer_vsl::vsc::tables::{SMA, Sma, VBE, Vbe};
+use lacquer_vsl::vsc::tables::{LCK, Lck, SMA, Sma, VBE, Vbe};
 use lacquer_vsl::vsc::{Section, Vsc, VscError};
 
 use crate::counters::Main;
@@ -21,6 +21,7 @@ use crate::vcls::BackendRt;
 pub struct Sections {
     vsc: Vsc,
     sma: Vec<Section>,
+    lck_conn_pool: Section,
     vbe: Mutex<Vec<(Weak<BackendRt>, Section)>>,
 }
 
@@ -39,6 +40,7 @@ impl Sections {
         Ok(Sections {
             vsc: vsc.clone(),
             sma,
+            lck_conn_pool: vsc.add_section(&LCK, "LCK.conn_pool")?,
             vbe: Mutex::new(Vec::new()),
         })
     }
@@ -84,6 +86,10 @@ impl Sections {
             g(&cs.bans_lurker_tests_tested),
         );
         c.set(Main::bans_lurker_obj_killed, g(&cs.bans_lurker_obj_killed));
+        c.set(
+            Main::bans_lurker_obj_killed_cutoff,
+            g(&cs.bans_lurker_obj_killed_cutoff),
+        );
         c.set(Main::bans_dups, g(&cs.bans_dups));
         for (store, sec) in sh.stores.iter().zip(&self.sma) {
             let st = store.stats();
@@ -96,6 +102,10 @@ impl Sections {
             sec.set(Sma::g_space, g(&st.g_space));
         }
         self.publish_backends(sh);
+        let lck = &crate::backend::pool::CONN_POOL_LOCKS;
+        self.lck_conn_pool.set(Lck::creat, g(&lck.creat));
+        self.lck_conn_pool.set(Lck::destroy, g(&lck.destroy));
+        self.lck_conn_pool.set(Lck::locks, g(&lck.locks));
     }
 
     fn publish_backends(&self, sh: &Shared) {
@@ -122,7 +132,14 @@ impl Sections {
             sec.set(Vbe::conn, b.pool.open_connections() as u64);
             sec.set(Vbe::req, g(&ps.opened) + g(&ps.reused));
             sec.set(Vbe::fail, g(&ps.fail));
+            sec.set(Vbe::fail_eacces, g(&ps.fail_eacces));
+            sec.set(Vbe::fail_eaddrnotavail, g(&ps.fail_eaddrnotavail));
+            sec.set(Vbe::fail_econnrefused, g(&ps.fail_econnrefused));
+            sec.set(Vbe::fail_enetunreach, g(&ps.fail_enetunreach));
+            sec.set(Vbe::fail_etimedout, g(&ps.fail_etimedout));
+            sec.set(Vbe::fail_other, g(&ps.fail_other));
             sec.set(Vbe::busy, g(&ps.busy));
+            sec.set(Vbe::helddown, g(&ps.helddown));
         }
     }
 }

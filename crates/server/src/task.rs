@@ -99,6 +99,22 @@ fn log_lines(vsl: &mut VslBuf, tag: Tag, h: &lacquer_http::Headers, lower: &[u8]
 
 /// `set <which>.http.<name> = value` as varnishd does it: the old lines are
 /// logged as unset, the new one as set.
+/// With `feature=+validate_headers` (the default), VCL may not set a
+/// header value varnishd would refuse to send (control characters such as
+/// CR or LF): the task fails, as varnishd's "Bad header".
+fn check_header(sh: &Shared, name: &HeaderName, value: &[u8]) -> Result<(), String> {
+    if lacquer_http::headers::is_valid_value(value)
+        || !sh.params().bit("feature", "validate_headers")
+    {
+        return Ok(());
+    }
+    Err(format!(
+        "Bad header {}: {}",
+        name.name,
+        String::from_utf8_lossy(value)
+    ))
+}
+
 fn set_logged(
     vsl: &mut VslBuf,
     which: HttpWhich,
@@ -192,7 +208,11 @@ fn storage_value(sh: &Shared, var: VarId, name: &str) -> Result<Value, String> {
         .ok_or_else(|| format!("no storage named {name}"))?;
     let st = store.stats();
     Ok(match var {
-        VarId::StorageFreeSpace => Value::Bytes(st.g_space.load(Ordering::Relaxed) as i64),
+        // An unlimited store has all the space VCL can count, as varnishd's.
+        VarId::StorageFreeSpace => Value::Bytes(match store.limit() {
+            None => lacquer_vcl::exec::value::INT_MAX,
+            Some(_) => st.g_space.load(Ordering::Relaxed) as i64,
+        }),
         VarId::StorageUsedSpace => Value::Bytes(st.g_bytes.load(Ordering::Relaxed) as i64),
         VarId::StorageHappy => Value::Bool(true),
         other => return Err(not_here(other)),
@@ -347,6 +367,14 @@ impl ReqTask {
         }
     }
 
+    /// Logs a `Timestamp` record: since the request began, since the last.
+    pub fn log_ts(&mut self, label: &str) {
+        let now = crate::rfc2616::now();
+        self.vsl
+            .log_timestamp(label, now, now - self.t_req, now - self.t_last);
+        self.t_last = now;
+    }
+
     fn obj(&self) -> Result<&ObjRef, String> {
         self.obj
             .as_ref()
@@ -402,13 +430,20 @@ impl Context for ReqTask {
         }
     }
 
-    fn set_header(&mut self, which: HttpWhich, name: &HeaderName, value: &[u8]) {
+    fn set_header(
+        &mut self,
+        which: HttpWhich,
+        name: &HeaderName,
+        value: &[u8],
+    ) -> Result<(), String> {
+        check_header(&self.sh, name, value)?;
         let h = match which {
             HttpWhich::Req | HttpWhich::ReqTop => &mut self.req.headers,
             HttpWhich::Resp => &mut self.resp.headers,
-            _ => return,
+            _ => return Ok(()),
         };
         set_logged(&mut self.vsl, which, h, name, value);
+        Ok(())
     }
 
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
@@ -797,6 +832,14 @@ impl Context for ReqTask {
                 sock.set_pacing(rate);
                 Ok(())
             }
+            TcpOp::SendBuffer(size) => {
+                let (fd, old, actual) = sock.set_send_buffer(size)?;
+                self.vsl.log(
+                    Tag::Debug,
+                    format_args!("SO_SNDBUF fd={fd} old={old} new={size} actual={actual}"),
+                );
+                Ok(())
+            }
         }
     }
 
@@ -850,8 +893,15 @@ pub struct BoTask {
     pub do_gzip: bool,
     pub do_gunzip: bool,
     pub do_esi: bool,
+    /// `beresp.filters` as VCL set it (None: varnishd's default list).
+    pub vfp_filters: Option<String>,
+    /// The backend response has a body to filter.
+    pub beresp_has_body: bool,
     pub was_304: bool,
+    /// The store the object goes to (`beresp.storage`), by name.
     pub storage: Option<Arc<str>>,
+    /// `beresp.storage_hint` as VCL reads it (`storage.<name>`).
+    pub storage_hint: Option<String>,
     /// `beresp.body` / `synthetic()` output in `vcl_backend_error`.
     pub synth_body: Vec<u8>,
     pub client_identity: Option<Bytes>,
@@ -869,6 +919,34 @@ pub struct BoTask {
 }
 
 impl BoTask {
+    /// The fetch filters the body will go through: what VCL set in
+    /// `beresp.filters`, else varnishd's choice for the response as it is.
+    pub fn fetch_filter_names(&self) -> Vec<String> {
+        let list = match &self.vfp_filters {
+            Some(l) => l.as_str(),
+            None => self.default_fetch_filters(),
+        };
+        list.split_whitespace().map(str::to_string).collect()
+    }
+
+    /// varnishd's default `beresp.filters` for the response as it is now.
+    fn default_fetch_filters(&self) -> &'static str {
+        crate::gzip::default_fetch_filters(
+            &self.beresp.headers,
+            self.beresp_has_body,
+            self.do_gzip,
+            self.do_gunzip,
+            self.sh.params().flag("http_gzip_support"),
+        )
+    }
+
+    /// Sets the store the object goes to (and what `beresp.storage_hint`
+    /// reads).
+    pub fn set_storage(&mut self, name: Option<Arc<str>>) {
+        self.storage_hint = name.as_ref().map(|n| format!("storage.{n}"));
+        self.storage = name;
+    }
+
     /// The assignments VCL makes to backend-side variables.
     fn set_inner(&mut self, var: VarId, value: Value) -> Result<(), String> {
         match var {
@@ -891,6 +969,20 @@ impl BoTask {
             VarId::BerespGrace => self.grace = as_f64(&value)?.max(0.0),
             VarId::BerespKeep => self.keep = as_f64(&value)?.max(0.0),
             VarId::BerespDoStream => self.do_stream = as_bool(&value)?,
+            // As varnishd: once VCL fixed beresp.filters, the flags that
+            // choose them mean nothing and setting one fails.
+            VarId::BerespDoGzip | VarId::BerespDoGunzip | VarId::BerespDoEsi
+                if self.vfp_filters.is_some() =>
+            {
+                return Err(format!(
+                    "beresp.filters are already fixed, {} is undefined",
+                    match var {
+                        VarId::BerespDoGzip => "beresp.do_gzip",
+                        VarId::BerespDoGunzip => "beresp.do_gunzip",
+                        _ => "beresp.do_esi",
+                    }
+                ));
+            }
             VarId::BerespDoGzip => self.do_gzip = as_bool(&value)?,
             VarId::BerespDoGunzip => self.do_gunzip = as_bool(&value)?,
             VarId::BerespDoEsi => self.do_esi = as_bool(&value)?,
@@ -901,7 +993,7 @@ impl BoTask {
                 }
             }
             VarId::BerespStorage | VarId::BerespStorageHint => {
-                self.storage = stevedore_name(value)?
+                self.set_storage(stevedore_name(value)?)
             }
             VarId::BerespBody => match value {
                 Value::Str(s) | Value::Blob(s) => {
@@ -940,17 +1032,24 @@ impl Context for BoTask {
         }
     }
 
-    fn set_header(&mut self, which: HttpWhich, name: &HeaderName, value: &[u8]) {
+    fn set_header(
+        &mut self,
+        which: HttpWhich,
+        name: &HeaderName,
+        value: &[u8],
+    ) -> Result<(), String> {
+        check_header(&self.sh, name, value)?;
         let h = match which {
             HttpWhich::Bereq => &mut self.bereq.headers,
             HttpWhich::Beresp => &mut self.beresp.headers,
             HttpWhich::Req | HttpWhich::ReqTop => match &mut self.pipe_req {
                 Some(r) => &mut r.headers,
-                None => return,
+                None => return Ok(()),
             },
-            _ => return,
+            _ => return Ok(()),
         };
         set_logged(&mut self.vsl, which, h, name, value);
+        Ok(())
     }
 
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
@@ -996,19 +1095,14 @@ impl Context for BoTask {
             VarId::LocalSocket => self.sess.listener.as_bytes(),
             VarId::BereqXid => self.vxid_str.as_bytes(),
             VarId::SessXid => self.sess.vxid_str.as_bytes(),
-            VarId::BerespStorageHint => match &self.storage {
+            VarId::BerespStorageHint => match &self.storage_hint {
                 Some(s) => s.as_bytes(),
                 None => return Ok(None),
             },
-            VarId::BerespFilters => {
-                if self.do_gunzip {
-                    b"gunzip"
-                } else if self.do_gzip {
-                    b"gzip"
-                } else {
-                    b""
-                }
-            }
+            VarId::BerespFilters => match &self.vfp_filters {
+                Some(l) => l.as_bytes(),
+                None => self.default_fetch_filters().as_bytes(),
+            },
             other => return Err(not_here(other)),
         }))
     }
@@ -1037,7 +1131,10 @@ impl Context for BoTask {
                 self.synth_body.extend_from_slice(value);
             }
             VarId::BerespStorageHint => {
-                self.storage = Some(Arc::from(String::from_utf8_lossy(value).as_ref()))
+                self.set_storage(Some(Arc::from(String::from_utf8_lossy(value).as_ref())))
+            }
+            VarId::BerespFilters => {
+                self.vfp_filters = Some(String::from_utf8_lossy(value).into_owned())
             }
             other => return Err(not_here(other)),
         }
@@ -1091,21 +1188,9 @@ impl Context for BoTask {
                 Some(a) => Value::Ip(a),
                 None => Value::Null,
             },
-            VarId::BerespStorage | VarId::BerespStorageHint => match &self.storage {
+            VarId::BerespStorage => match &self.storage {
                 Some(s) => Value::Stevedore(s.clone()),
-                // Before VCL picks one, the store varnishd would use:
-                // Transient for uncacheable fetches, else the first store.
-                None => {
-                    let stores = self.sh.cache.stores();
-                    let pick = stores
-                        .iter()
-                        .find(|s| self.uncacheable == (s.name() == "Transient"))
-                        .or(stores.first());
-                    match pick {
-                        Some(s) => Value::Stevedore(Arc::from(s.name())),
-                        None => Value::Null,
-                    }
-                }
+                None => Value::Null,
             },
             VarId::Now => Value::Time(self.now),
             other => {

@@ -100,7 +100,11 @@ impl BackendRt {
             vcl_name: def.name.clone(),
             name: format!("{vcl}.{}", def.name),
             none: def.none,
-            pool: Pool::new(addr, def.max_connections.map(|m| m as usize)),
+            pool: Pool::new(
+                addr,
+                def.preamble.clone(),
+                def.max_connections.map(|m| m as usize),
+            ),
             health,
             probe,
             host_header: host,

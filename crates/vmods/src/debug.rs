@@ -10,7 +10,8 @@
 //! (`concatenate`, `collect`, `return_strands`, `sethdr`, object `concat`),
 //! optional arguments mixed with PRIV ones (object `obj_opt`),
 //! `re_quote`, `validhdr`, `store_ip`/`get_ip`, `client_ip`/`client_port`,
-//! `priv_perf`, the ACL pass-through functions (`null_acl`, `acl`, object
+//! `priv_perf`, `sndbuf` (the client socket's send buffer), the ACL
+//! pass-through functions (`null_acl`, `acl`, object
 //! `aclobj`) and `test_probe`.
 //!
 //! Left out because they need server internals this crate cannot reach
@@ -76,6 +77,8 @@ $Restrict client backend
 $Function STRING client_port()
 $Restrict client backend
 $Function DURATION priv_perf(INT size, INT rounds=10000)
+$Function VOID sndbuf(BYTES sndbuf)
+$Restrict client
 "#;
 
 pub(crate) static MODULE: ModuleImpl = ModuleImpl {
@@ -102,6 +105,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("client_ip", client_ip),
         ("client_port", client_port),
         ("priv_perf", priv_perf),
+        ("sndbuf", sndbuf),
     ],
     classes: &[
         ClassImpl {
@@ -271,7 +275,7 @@ fn concatenate(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
 fn sethdr(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let (which, name) = a.header(0)?;
     let v = a.str_or_empty(1)?;
-    ctx.set_header(which, name, v);
+    ctx.set_header(which, name, v)?;
     Ok(Value::Null)
 }
 
@@ -347,6 +351,13 @@ fn client_port(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
 /// Times `rounds` lookups of each of `size` per-task private values; the
 /// average time per lookup in nanoseconds, returned as that many seconds
 /// (as Varnish does).
+/// Sets the client socket's send buffer (the server logs `SO_SNDBUF`).
+fn sndbuf(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let size = a.bytes_val(0)?.unwrap_or(0).max(0) as u64;
+    ctx.tcp_set(lacquer_vcl::exec::TcpOp::SendBuffer(size))?;
+    Ok(Value::Null)
+}
+
 fn priv_perf(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     let size = a.int(0)?.unwrap_or(0);
     let rounds = a.int(1)?.unwrap_or(10000);

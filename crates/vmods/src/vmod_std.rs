@@ -152,7 +152,7 @@ fn collect(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
         }
         vals.join(sep)
     };
-    ctx.set_header(which, name, &joined);
+    ctx.set_header(which, name, &joined)?;
     Ok(Value::Null)
 }
 
@@ -691,7 +691,16 @@ pub(crate) fn parse_time(s: &[u8]) -> Option<f64> {
                 let w = WDAY.iter().position(|x| *x == wd)?;
                 let (h, mi, se) = hms(t)?;
                 let y = y.parse().ok().filter(|_| y.len() == 4)?;
-                build_time(y, month(mo)?, two_digits(d)?, h, mi, se, Some(w))
+                // A one-digit day ("Thu, 4 Jan 2018") is taken too, as the
+                // server's header date parsing does.
+                let d = match d.len() {
+                    1 => d
+                        .parse()
+                        .ok()
+                        .filter(|_| d.as_bytes()[0].is_ascii_digit())?,
+                    _ => two_digits(d)?,
+                };
+                build_time(y, month(mo)?, d, h, mi, se, Some(w))
             }
             [dmy, t, "GMT"] => {
                 let w = WDAY_LONG.iter().position(|x| *x == wd)?;
@@ -963,6 +972,11 @@ mod tests {
             Some(1_292_803_200.0)
         );
         assert_eq!(parse_time(b"Monday, 20-Dec-30 00:00:00 GMT"), None);
+        assert_eq!(
+            parse_time(b"Thu, 4 Jan 2018 06:26:29 GMT"),
+            parse_time(b"Thu, 04 Jan 2018 06:26:29 GMT")
+        );
+        assert!(parse_time(b"Thu, 04 Jan 2018 06:26:29 GMT").is_some());
         assert_eq!(
             parse_time(b"Friday, 20-Dec-30 00:00:00 GMT"),
             Some(1_923_955_200.0)

@@ -137,6 +137,8 @@ impl VslBuf {
         if self.bytes.len() >= self.limit {
             self.vsl.note_overflow_flush();
             self.flush();
+        } else if self.vsl.is_sync() {
+            self.flush();
         }
     }
 
@@ -382,6 +384,19 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn sync_mode_publishes_each_record_at_once() {
+        let (d, vsl) = setup("sync", 64 * 1024);
+        let mut b = VslBuf::new(vsl.clone(), Vxid::client(7));
+        b.log_str(Tag::ReqMethod, "buffered");
+        assert!(b.buffered_bytes() > 0);
+        vsl.set_sync(true);
+        b.log_str(Tag::ReqMethod, "at once");
+        assert_eq!(b.buffered_bytes(), 0);
+        let t = texts(&vsl_path(&d));
+        assert!(t.iter().any(|l| l.ends_with("at once")), "{t:?}");
     }
 
     #[test]

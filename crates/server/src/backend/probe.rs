@@ -201,7 +201,12 @@ pub struct Health {
 
 #[derive(Debug, Clone)]
 struct Window {
+    /// Happy polls, newest in the lowest bit.
     bits: u64,
+    /// The other stages of each poll, in the order of [`flags`]: IPv4,
+    /// IPv6 and Unix connects, send errors, sends, receive errors,
+    /// receives.
+    stages: [u64; 7],
     avg: f64,
     polls: u32,
 }
@@ -224,6 +229,7 @@ impl Health {
             changed: Default::default(),
             state: Mutex::new(Window {
                 bits: 0,
+                stages: [0; 7],
                 avg: 0.0,
                 polls: 0,
             }),
@@ -243,6 +249,7 @@ impl Health {
             changed: Default::default(),
             state: Mutex::new(Window {
                 bits,
+                stages: [0; 7],
                 avg: 0.0,
                 polls: 0,
             }),
@@ -291,6 +298,9 @@ impl Health {
     pub fn record(&self, spec: &ProbeSpec, r: &PollResult) -> Transition {
         let mut w = self.state.lock().unwrap_or_else(|e| e.into_inner());
         w.bits = (w.bits << 1) | u64::from(r.good);
+        for (stage, c) in w.stages.iter_mut().zip(flags(r).bytes()) {
+            *stage = (*stage << 1) | u64::from(c != b'-');
+        }
         if r.good {
             // Running average over up to four polls, as varnishd reports it.
             w.polls = (w.polls + 1).min(4);
@@ -325,6 +335,44 @@ fn mask(window: u32) -> u64 {
         u64::MAX
     } else {
         (1u64 << window) - 1
+    }
+}
+
+impl Health {
+    /// The probe history as `backend.list -p` shows it: the average time
+    /// of good polls, then one line per stage that happened at least once
+    /// in the last 64 polls, oldest poll on the left.
+    pub fn history(&self) -> String {
+        const STAGES: [(char, &str); 8] = [
+            ('4', "Good IPv4"),
+            ('6', "Good IPv6"),
+            ('U', "Good UNIX"),
+            ('x', "Error Xmit"),
+            ('X', "Good Xmit"),
+            ('r', "Error Recv"),
+            ('R', "Good Recv"),
+            ('H', "Happy"),
+        ];
+        let w = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = format!(
+            "  Average response time of good probes: {:.6}\n  Oldest {} Newest\n",
+            w.avg,
+            "=".repeat(50)
+        );
+        let maps = w.stages.iter().copied().chain([w.bits]);
+        for (map, (c, name)) in maps.zip(STAGES) {
+            if map == 0 {
+                continue;
+            }
+            out.push_str("  ");
+            for i in (0..64).rev() {
+                out.push(if map >> i & 1 == 1 { c } else { '-' });
+            }
+            out.push(' ');
+            out.push_str(name);
+            out.push('\n');
+        }
+        out
     }
 }
 
@@ -425,5 +473,38 @@ mod tests {
         assert!(h.healthy());
         h.set_admin(Admin::Auto);
         assert!(!h.healthy());
+    }
+
+    #[test]
+    fn history_lines() {
+        let s = spec();
+        let h = Health::probed(&s);
+        let good = PollResult {
+            connected_v4: true,
+            sent: true,
+            received: true,
+            good: true,
+            ..Default::default()
+        };
+        let refused = PollResult::default();
+        h.record(&s, &good);
+        h.record(&s, &refused);
+        let text = h.history();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("  Average response time of good probes: "));
+        assert_eq!(lines[1], format!("  Oldest {} Newest", "=".repeat(50)));
+        // Initial 2 happy, then the good poll, then the refused one.
+        assert!(
+            lines.contains(&format!("  {}HHH- Happy", "-".repeat(60)).as_str()),
+            "{text}"
+        );
+        assert!(
+            lines.contains(&format!("  {}4- Good IPv4", "-".repeat(62)).as_str()),
+            "{text}"
+        );
+        assert!(
+            !text.contains("Good UNIX"),
+            "stages that never happened are left out"
+        );
     }
 }

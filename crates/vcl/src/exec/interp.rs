@@ -358,9 +358,7 @@ impl<C: Context> Exec<'_, C> {
             Target::Header(w, h) => {
                 let mut buf = self.take_buf();
                 let r = self.append_str(e, &mut buf);
-                if r.is_ok() {
-                    self.ctx.set_header(*w, h, &buf);
-                }
+                let r = r.and_then(|_| self.ctx.set_header(*w, h, &buf).map_err(fail));
                 self.give_buf(buf);
                 r?;
             }
