@@ -162,6 +162,19 @@ struct InitTask {
     errors: Vec<String>,
 }
 
+impl InitTask {
+    fn new(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>, sub: BuiltinSub) -> Self {
+        InitTask {
+            sh: sh.clone(),
+            vcl: vcl.clone(),
+            privs: Default::default(),
+            sub,
+            now: crate::rfc2616::now(),
+            errors: Vec::new(),
+        }
+    }
+}
+
 impl crate::task::TaskSub for InitTask {
     fn set_sub(&mut self, m: BuiltinSub) {
         self.sub = m;
@@ -215,6 +228,11 @@ impl Context for InitTask {
     fn log(&mut self, kind: LogKind, msg: &[u8]) {
         let text = String::from_utf8_lossy(msg).into_owned();
         if kind == LogKind::Error {
+            // vcl_init's failures go to the CLI answer, not the log.
+            if self.sub == BuiltinSub::Init {
+                self.errors.push(text);
+                return;
+            }
             self.errors.push(text.clone());
         }
         self.sh.vsl.log_immediate(
@@ -286,27 +304,49 @@ impl Context for InitTask {
     }
 }
 
-/// Runs `vcl_init` of a freshly compiled VCL; an error message if it failed.
+/// Runs `vcl_init` of a freshly compiled VCL; an error message if it
+/// failed, after `vcl_fini` has run to undo what init did, as varnishd.
 pub fn init_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) -> Result<(), String> {
-    let mut t = InitTask {
-        sh: sh.clone(),
-        vcl: vcl.clone(),
-        privs: Default::default(),
-        sub: BuiltinSub::Init,
-        now: crate::rfc2616::now(),
-        errors: Vec::new(),
+    let failed = |msg: String| {
+        format!(
+            "VCL \"{}\" Failed initialization\nMessage:\n\t{msg}",
+            vcl.name
+        )
     };
+    vcl.event(lacquer_vmods::VclEvent::Load, sh)
+        .map_err(failed)?;
+    let mut t = InitTask::new(sh, vcl, BuiltinSub::Init);
     let mut scratch = Scratch::default();
     match vcl.run(BuiltinSub::Init, &mut t, &mut scratch) {
         lacquer_vcl::exec::Action::Ok => Ok(()),
-        _ => Err(format!(
-            "VCL \"{}\" Failed initialization{}",
-            vcl.name,
-            t.errors
-                .first()
-                .map(|e| format!("\nMessage:\n\t{e}"))
-                .unwrap_or_default()
-        )),
+        _ => {
+            let first = t.errors.into_iter().next();
+            fini_vcl(sh, vcl);
+            Err(format!(
+                "VCL \"{}\" Failed initialization{}",
+                vcl.name,
+                first
+                    .map(|e| format!("\nMessage:\n\t{e}"))
+                    .unwrap_or_default()
+            ))
+        }
+    }
+}
+
+/// Runs `vcl_fini` of a VCL about to be freed. Failing there changes
+/// nothing (the VCL goes anyway); varnishd logs that it had no effect.
+pub fn fini_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) {
+    let mut t = InitTask::new(sh, vcl, BuiltinSub::Fini);
+    let mut scratch = Scratch::default();
+    if !matches!(
+        vcl.run(BuiltinSub::Fini, &mut t, &mut scratch),
+        lacquer_vcl::exec::Action::Ok
+    ) {
+        sh.vsl.log_immediate(
+            Tag::VCL_Error,
+            lacquer_vsl::Vxid::plain(0),
+            format_args!("VRT_fail() from vcl_fini{{}} has no effect"),
+        );
     }
 }
 
@@ -674,7 +714,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         let opts = crate::mgt::load_options(&sh);
         let v = Arc::new(vcls::compile("boot", &file, &text, &opts).map_err(|e| e.message)?);
         init_vcl(&sh, &v)?;
-        v.warm_up(sh.vsl.clone());
+        v.warm_up(&sh)?;
         let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
         reg.insert(v.clone(), Temp::Auto);
         reg.active = Some("boot".to_string());
@@ -770,6 +810,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
                     p.uint("ban_lurker_batch") as usize,
                 );
             }
+            crate::mgt::cool_idle_vcls(&hk);
             if n.is_multiple_of(10) {
                 let idle = Duration::from_secs_f64(p.duration("backend_idle_timeout"));
                 if let Some(v) = hk.active_vcl() {

@@ -259,7 +259,11 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         )
     };
     drop(params);
-    bo.beresp_backend = Some(be.clone());
+    // beresp.backend is what the directors picked, not the director.
+    bo.beresp_backend = Some(lacquer_vcl::exec::Backend {
+        id: backend.id,
+        name: Arc::from(backend.vcl_name.as_str()),
+    });
     bo.beresp_backend_ip = backend.tcp_addr();
     // Host header from the backend definition when the request has none.
     if !bo.bereq.headers.contains("host")

@@ -131,6 +131,7 @@ fn ban_list_json(sh: &Arc<Shared>, words: &[String]) -> String {
 
 /// Runs one command (already checked against the command table).
 pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
+    poll_discarded(sh);
     let cmd = words[0].as_str();
     let args = &words[1..];
     let (json, plain) = json_flag(args);
@@ -163,6 +164,20 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
             }
             if sh.active_vcl().is_none() {
                 return Reply::err(status::CANT, "No VCL available");
+            }
+            // VCLs set warm while stopped warm up now, and may refuse.
+            let warm: Vec<Arc<vcls::LoadedVcl>> = {
+                let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
+                reg.vcls
+                    .iter()
+                    .filter(|(n, e)| e.temp == Temp::Warm || reg.active.as_ref() == Some(*n))
+                    .map(|(_, e)| e.vcl.clone())
+                    .collect()
+            };
+            for v in &warm {
+                if let Err(e) = v.warm_up(sh) {
+                    return Reply::err(status::CANT, e);
+                }
             }
             sh.running.store(true, Ordering::Release);
             Reply::ok("")
@@ -343,6 +358,22 @@ fn vcl_load(sh: &Arc<Shared>, name: &str, src: Source<'_>, temp: Option<&str>) -
     {
         return Reply::err(status::PARAM, format!("Already a VCL named {name}"));
     }
+    let (max, handling) = {
+        let p = sh.params();
+        (p.uint("max_vcl"), p.uint("max_vcl_handling"))
+    };
+    let count = {
+        let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
+        (reg.vcls.len() + reg.discarded.len()) as u64
+    };
+    if count >= max && handling == 2 {
+        return Reply::err(
+            status::CANT,
+            format!(
+                "Too many ({count}) VCLs already loaded\n(See max_vcl and max_vcl_handling parameters)"
+            ),
+        );
+    }
     let opts = load_options(sh);
     let loaded = match src {
         Source::File(path) => vcls::compile_path(name, std::path::Path::new(path), &opts),
@@ -354,13 +385,22 @@ fn vcl_load(sh: &Arc<Shared>, name: &str, src: Source<'_>, temp: Option<&str>) -
             if let Err(e) = crate::daemon::init_vcl(sh, &v) {
                 return Reply::err(status::CANT, e);
             }
-            if temp != Temp::Cold {
-                v.warm_up(sh.vsl.clone());
+            if temp != Temp::Cold
+                && let Err(e) = v.warm_up(sh)
+            {
+                crate::daemon::fini_vcl(sh, &v);
+                return Reply::err(status::CANT, e);
             }
             sh.vcls
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(v, temp);
+            if count + 1 > max && handling == 1 {
+                return Reply::ok(format!(
+                    "VCL compiled.\n{} VCLs loaded\nRemember to vcl.discard the old/unused VCLs.\n(See max_vcl and max_vcl_handling parameters)",
+                    count + 1
+                ));
+            }
             Reply::ok("VCL compiled.\n")
         }
         Err(e) => Reply::err(
@@ -387,12 +427,63 @@ fn vcl_use(sh: &Arc<Shared>, name: &str) -> Reply {
         return Reply::err(status::CANT, format!("VCL '{name}' is cold"));
     }
     let vcl = entry.vcl.clone();
-    vcl.warm_up(sh.vsl.clone());
+    if let Err(e) = vcl.warm_up(sh) {
+        return Reply::err(status::CANT, e);
+    }
     reg.active_label = (target != name).then(|| name.to_string());
     reg.active = Some(target);
     drop(reg);
     sh.active.store(Arc::new(Some(vcl)));
     Reply::ok(format!("VCL '{name}' now active"))
+}
+
+/// Frees the discarded VCLs no request uses any more, running their
+/// `vcl_fini`. Like varnishd, this happens when the CLI is next used.
+pub fn poll_discarded(sh: &Arc<Shared>) {
+    let gone: Vec<Arc<vcls::LoadedVcl>> = {
+        let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
+        let (gone, busy) = std::mem::take(&mut reg.discarded)
+            .into_iter()
+            .partition(|v| Arc::strong_count(v) == 1);
+        reg.discarded = busy;
+        gone
+    };
+    for v in &gone {
+        crate::daemon::fini_vcl(sh, v);
+        // The VCL goes whatever its vmods think of it.
+        let _ = v.event(lacquer_vmods::VclEvent::Discard, sh);
+    }
+}
+
+/// Cools the `auto` VCLs that have sat warm and unused for `vcl_cooldown`
+/// seconds (varnishd's VCL poker); called by housekeeping.
+pub fn cool_idle_vcls(sh: &Arc<Shared>) {
+    let cooldown = std::time::Duration::from_secs_f64(sh.params().duration("vcl_cooldown"));
+    let now = std::time::Instant::now();
+    let mut cold = Vec::new();
+    {
+        let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
+        let active = reg.active.clone();
+        let labelled: Vec<String> = reg.labels.values().cloned().collect();
+        for (name, e) in reg.vcls.iter_mut() {
+            let idle = e.temp == Temp::Auto
+                && e.vcl.is_warm()
+                && active.as_deref() != Some(name.as_str())
+                && !labelled.contains(name);
+            if !idle {
+                e.idle_since = None;
+                continue;
+            }
+            let since = *e.idle_since.get_or_insert(now);
+            if now.duration_since(since) >= cooldown {
+                e.idle_since = None;
+                cold.push(e.vcl.clone());
+            }
+        }
+    }
+    for v in cold {
+        v.cool_down(sh);
+    }
 }
 
 fn vcl_discard(sh: &Arc<Shared>, names: &[&str]) -> Reply {
@@ -410,12 +501,16 @@ fn vcl_discard(sh: &Arc<Shared>, names: &[&str]) -> Reply {
         }
         match reg.vcls.remove(*n) {
             Some(e) => {
-                e.vcl.cool_down();
+                e.vcl.cool_down(sh);
                 reg.order.retain(|o| o != n);
+                // Requests still running on it keep it until they end.
+                reg.discarded.push(e.vcl);
             }
             None => return Reply::err(status::PARAM, format!("No VCL named {n}")),
         }
     }
+    drop(reg);
+    poll_discarded(sh);
     Reply::ok("")
 }
 
@@ -446,6 +541,7 @@ fn table(rows: &[Vec<String>]) -> String {
 }
 
 fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
+    let running = sh.is_running();
     let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
     let mut rows = Vec::new();
     let mut js = Vec::new();
@@ -465,11 +561,21 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
         };
         let temp = if e.vcl.is_warm() { "warm" } else { "cold" };
         let nlabels = reg.labels.values().filter(|t| *t == name).count();
+        // References beyond the registry's (and the active slot's) are
+        // requests running on this VCL.
+        let held = 1 + usize::from(status == "active");
+        let busy = Arc::strong_count(&e.vcl).saturating_sub(held);
         let mut row = vec![
             status.to_string(),
             state.to_string(),
             temp.to_string(),
-            "0".to_string(),
+            // A stopped daemon lists no busy counts, as varnishd's manager
+            // answering without its child.
+            if running {
+                busy.to_string()
+            } else {
+                "-".to_string()
+            },
             name.clone(),
         ];
         if nlabels > 0 {
@@ -481,9 +587,23 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
         }
         rows.push(row);
         js.push(format!(
-            "  {{\n    \"status\": \"{status}\",\n    \"state\": \"{state}\",\n    \"temperature\": \"{temp}\",\n    \"busy\": 0,\n    \"name\": {}{}\n}}",
+            "  {{\n    \"status\": \"{status}\",\n    \"state\": \"{state}\",\n    \"temperature\": \"{temp}\",\n    \"busy\": {busy},\n    \"name\": {}{}\n}}",
             json_str(name),
             if nlabels > 0 { format!(",\n    \"labels\": {nlabels}") } else { String::new() }
+        ));
+    }
+    for v in &reg.discarded {
+        let busy = Arc::strong_count(v).saturating_sub(1);
+        rows.push(vec![
+            "discarded".to_string(),
+            "auto".to_string(),
+            "cooling".to_string(),
+            busy.to_string(),
+            v.name.clone(),
+        ]);
+        js.push(format!(
+            "  {{\n    \"status\": \"discarded\",\n    \"state\": \"auto\",\n    \"temperature\": \"cooling\",\n    \"busy\": {busy},\n    \"name\": {}\n}}",
+            json_str(&v.name)
         ));
     }
     for (label, target) in &reg.labels {
@@ -588,7 +708,9 @@ fn vcl_label(sh: &Arc<Shared>, label: &str, target: &str) -> Reply {
         && let Some(e) = reg.vcls.get(target)
     {
         let vcl = e.vcl.clone();
-        vcl.warm_up(sh.vsl.clone());
+        if let Err(e) = vcl.warm_up(sh) {
+            return Reply::err(status::CANT, e);
+        }
         reg.active = Some(target.to_string());
         drop(reg);
         sh.active.store(Arc::new(Some(vcl)));
@@ -608,11 +730,19 @@ fn vcl_state(sh: &Arc<Shared>, name: &str, temp: &str) -> Reply {
     if t == Temp::Cold && is_active {
         return Reply::err(status::CANT, "Cannot set the active VCL cold.");
     }
-    e.temp = t;
     match t {
-        Temp::Cold => e.vcl.cool_down(),
-        _ => e.vcl.warm_up(sh.vsl.clone()),
+        Temp::Cold => e.vcl.cool_down(sh),
+        // A stopped daemon warms it up at `start`.
+        Temp::Warm if !sh.is_running() => {}
+        Temp::Warm => {
+            if let Err(err) = e.vcl.warm_up(sh) {
+                return Reply::err(status::CANT, err);
+            }
+        }
+        // Auto keeps the temperature it has; the cooldown decides.
+        Temp::Auto => {}
     }
+    e.temp = t;
     Reply::ok("")
 }
 
@@ -726,7 +856,7 @@ fn matching_backends(sh: &Arc<Shared>, pattern: Option<&str>) -> Vec<Arc<vcls::B
         let Some(e) = reg.vcls.get(name) else {
             continue;
         };
-        for b in &e.vcl.backends {
+        for b in &e.vcl.all_backends() {
             let ok = match pattern {
                 None => reg.active.as_deref() == Some(name.as_str()),
                 Some(p) if p.contains('.') => glob(p, &b.name),

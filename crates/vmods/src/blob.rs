@@ -41,6 +41,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ctor: new_blob,
         methods: &[("get", obj_get as MethodImpl), ("encode", obj_encode)],
     }],
+    event: None,
 };
 
 type R = Result<Value, String>;

@@ -13,12 +13,14 @@
 //! `priv_perf`, the ACL pass-through functions (`null_acl`, `acl`, object
 //! `aclobj`) and `test_probe`.
 //!
+//! Dynamic backends (`dyn`, `dyn_uds`) and the failing director
+//! (`director`) live in [`dynamic`], on the host's runtime backend API.
+//!
 //! Left out because they need server internals this crate cannot reach
 //! (they fail to compile rather than pretend): calling a SUB (`call`,
 //! `check_call`, `caller`, ...), matching an ACL (`match_acl`,
-//! `sweep_acl`), delivery filters (`rot52`), the lookup catflap, dynamic
-//! backends (`dyn`, `dyn_uds`), stack/workspace probes, VSC counters and
-//! VCL temperature events. The `Debug` log lines Varnish's functions emit
+//! `sweep_acl`), delivery filters (`rot52`), the lookup catflap,
+//! stack/workspace probes, VSC counters and VCL temperature events. The `Debug` log lines Varnish's functions emit
 //! are not written: the executor has no Debug log kind.
 //!
 //! `PRIV_TOP` state is kept in the task's private state: identical to
@@ -28,6 +30,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use lacquer_vcl::exec::{Context, Value};
+
+mod dynamic;
 
 use crate::args::{Args, lossy, string};
 use crate::{AnyObj, ClassImpl, Env, FuncImpl, MethodImpl, ModuleImpl, Obj, this};
@@ -76,6 +80,14 @@ $Restrict client backend
 $Function STRING client_port()
 $Restrict client backend
 $Function DURATION priv_perf(INT size, INT rounds=10000)
+$Object dyn(STRING addr, STRING port, PROBE probe=0)
+$Method BACKEND .backend()
+$Method VOID .refresh(STRING addr, STRING port, PROBE probe=0)
+$Object dyn_uds(STRING path)
+$Method BACKEND .backend()
+$Method VOID .refresh(STRING path)
+$Object director()
+$Method BACKEND .fail()
 "#;
 
 pub(crate) static MODULE: ModuleImpl = ModuleImpl {
@@ -134,10 +146,50 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
             ctor: new_concat,
             methods: &[("get", concat_get as MethodImpl)],
         },
+        ClassImpl {
+            name: "dyn",
+            ctor: dynamic::new_dyn,
+            methods: &[
+                ("backend", dynamic::backend as MethodImpl),
+                ("refresh", dynamic::refresh),
+            ],
+        },
+        ClassImpl {
+            name: "dyn_uds",
+            ctor: dynamic::new_dyn_uds,
+            methods: &[
+                ("backend", dynamic::backend as MethodImpl),
+                ("refresh", dynamic::refresh_uds),
+            ],
+        },
+        ClassImpl {
+            name: "director",
+            ctor: dynamic::new_director,
+            methods: &[("fail", dynamic::director_fail as MethodImpl)],
+        },
     ],
+    event: Some(event),
 };
 
 type R = Result<Value, String>;
+
+/// Logs every temperature change as `Debug` records, and refuses to load
+/// when `nuke_limit` is 42 or to warm up when `max_esi_depth` is 42, so
+/// that the suite can watch events and their failures.
+fn event(_: &Env, ev: crate::VclEvent, cx: &dyn crate::EventCtx) -> Result<(), String> {
+    let is_42 = |p: &str| cx.param(p).is_some_and(|v| v.trim() == "42");
+    match ev {
+        crate::VclEvent::Load if is_42("nuke_limit") => Err("nuke_limit is not the answer.".into()),
+        crate::VclEvent::Warm if is_42("max_esi_depth") => {
+            Err("max_esi_depth is not the answer.".into())
+        }
+        crate::VclEvent::Warm | crate::VclEvent::Cold => {
+            cx.log_debug(&format!("{}: {}", cx.vcl_name(), ev.name()));
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
 
 /// The vmod's `PRIV_TASK` (shared by every function of the vmod, as in
 /// Varnish where the private pointer is per vmod and task).

@@ -135,6 +135,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
             ],
         },
     ],
+    event: None,
 };
 
 type R = Result<Value, String>;
@@ -181,7 +182,7 @@ impl Simple {
     fn healthy_members(&self) -> Vec<(Backend, f64, bool)> {
         let m = self.members.read().unwrap_or_else(|e| e.into_inner());
         m.iter()
-            .map(|(b, w)| (b.clone(), *w, self.host.backend_healthy(b)))
+            .map(|(b, w)| (b.clone(), *w, self.host.usable(b)))
             .collect()
     }
 
@@ -215,7 +216,7 @@ impl Simple {
                 let n = m.len();
                 for _ in 0..n {
                     let i = self.cursor.fetch_add(1, Ordering::Relaxed) % n;
-                    if self.host.backend_healthy(&m[i].0) {
+                    if self.host.usable(&m[i].0) {
                         return Some(m[i].0.clone());
                     }
                 }
@@ -231,7 +232,7 @@ impl Simple {
                 };
                 for k in 0..n {
                     let i = (start + k) % n;
-                    if self.host.backend_healthy(&m[i].0) {
+                    if self.host.usable(&m[i].0) {
                         self.cursor.store(i, Ordering::Relaxed);
                         return Some(m[i].0.clone());
                     }
@@ -248,9 +249,9 @@ impl Director for Simple {
     fn resolve(&self, _: &mut dyn Context) -> Option<Backend> {
         self.pick()
     }
-    fn healthy(&self) -> bool {
+    fn healthy(&self) -> Result<bool, String> {
         let m = self.members.read().unwrap_or_else(|e| e.into_inner());
-        m.iter().any(|(b, _)| self.host.backend_healthy(b))
+        Ok(m.iter().any(|(b, _)| self.host.usable(b)))
     }
 }
 
@@ -680,7 +681,7 @@ impl Shard {
                 if !picked[c] {
                     picked[c] = true;
                     pickcount += 1;
-                    let healthy = self.host.backend_healthy(&ring.backends[c]);
+                    let healthy = self.host.usable(&ring.backends[c]);
                     let mut chosen = false;
                     let mut to_last = false;
                     let mut to_prev = false;
@@ -839,10 +840,10 @@ impl Director for Shard {
         let p = self.params(ctx);
         self.pick(ctx, &p)
     }
-    fn healthy(&self) -> bool {
+    fn healthy(&self) -> Result<bool, String> {
         self.apply_pending();
         let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
-        ring.backends.iter().any(|b| self.host.backend_healthy(b))
+        Ok(ring.backends.iter().any(|b| self.host.usable(b)))
     }
 }
 

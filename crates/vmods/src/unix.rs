@@ -30,6 +30,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("gid", gid),
     ],
     classes: &[],
+    event: None,
 };
 
 type R = Result<Value, String>;

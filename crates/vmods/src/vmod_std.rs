@@ -96,6 +96,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("time2real", time2real),
     ],
     classes: &[],
+    event: None,
 };
 
 type R = Result<Value, String>;
@@ -379,7 +380,7 @@ fn getenv(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
 
 fn healthy(env: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(Value::Bool(match a.backend(0)? {
-        Some(b) => env.host.backend_healthy(b),
+        Some(b) => env.host.backend_healthy(b)?,
         None => false,
     }))
 }

@@ -70,7 +70,7 @@ fn round_robin_skips_sick_and_layers_under_fallback() {
     r.host.set_sick("s3", true);
     r.host.set_sick("s4", true);
     assert!(r.host.resolve(c, &fb).is_none());
-    assert!(!lacquer_vmods::Host::backend_healthy(&*r.host, &fb));
+    assert!(!lacquer_vmods::Host::backend_healthy(&*r.host, &fb).unwrap());
 }
 
 #[test]
