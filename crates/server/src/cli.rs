@@ -67,6 +67,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("ban.list", "ban.list [-j]", "List the bans still in force.", 0, Some(0), true, false),
     cmd!("banner", "banner", "Print the welcome banner.", 0, Some(0), false, false),
     cmd!("debug.listen_address", "debug.listen_address", "Print the addresses the listeners are bound to.", 0, Some(0), false, true),
+    cmd!("debug.srandom", "debug.srandom [<seed>]", "Seed the random generator of std.random() and the random directors (default 1), for repeatable tests.", 0, Some(1), false, true),
     cmd!("debug.xid", "debug.xid [<xid> [<cachesize>]]", "Print, or set, the next transaction id.", 0, Some(2), false, true),
     cmd!("help", "help [-j|<command>]", "List commands, or explain one.", 0, Some(1), true, false),
     cmd!("panic.clear", "panic.clear [-z]", "Forget the last panic; -z also zeroes the panic counters.", 0, Some(1), false, false),

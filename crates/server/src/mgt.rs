@@ -282,6 +282,20 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
             }
             Reply::ok(s)
         }
+        "debug.srandom" => match plain.first().map(|v| v.parse::<u32>()) {
+            None => {
+                lacquer_vmods::rnd::seed(1);
+                Reply::ok("")
+            }
+            Some(Ok(seed)) => {
+                lacquer_vmods::rnd::seed(seed);
+                Reply::ok("")
+            }
+            Some(Err(_)) => Reply::err(
+                status::PARAM,
+                format!("Invalid seed {} (want an unsigned integer)", plain[0]),
+            ),
+        },
         "debug.xid" => {
             if let Some(v) = plain.first() {
                 // The next transaction gets the id after the one given.

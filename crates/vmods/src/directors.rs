@@ -18,7 +18,7 @@ use lacquer_vcl::subs::BuiltinSub;
 use sha2::{Digest, Sha256};
 
 use crate::args::{Args, lossy};
-use crate::vmod_std::random_f64;
+use crate::rnd::next_f64 as random_f64;
 use crate::{AnyObj, ClassImpl, Director, Env, FuncImpl, Host, MethodImpl, ModuleImpl, Obj, this};
 
 const DECL: &str = r#"
@@ -239,7 +239,7 @@ impl Simple {
                 }
                 None
             }
-            Kind::Random => self.pick_weighted(random_f64()),
+            Kind::Random => self.pick_weighted(crate::rnd::next_unit()),
             Kind::Hash => None,
         }
     }

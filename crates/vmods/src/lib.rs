@@ -51,6 +51,7 @@ mod header;
 mod host;
 mod proxy;
 mod purge;
+pub mod rnd;
 mod saintmode;
 mod str_vmod;
 mod tcp;
