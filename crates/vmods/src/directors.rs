@@ -641,21 +641,10 @@ impl Shard {
         }
     }
 
-    fn key_for(&self, ctx: &mut dyn Context, p: &Params) -> u32 {
-        match p.by {
-            By::Key | By::Blob => p.key,
-            By::Hash if backend_side(ctx) => match ctx.digest() {
-                Some(d) => u32::from_be_bytes([d[0], d[1], d[2], d[3]]),
-                None => url_key(ctx),
-            },
-            By::Hash | By::Url => url_key(ctx),
-        }
-    }
-
     /// Varnish's ring walk (`sharddir_pick_be`), with warmup and rampup.
     fn pick(&self, ctx: &mut dyn Context, p: &Params) -> Option<Backend> {
         self.apply_pending();
-        let key = self.key_for(ctx, p);
+        let key = key_for(ctx, p);
         let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
         let n = ring.backends.len();
         if n == 0 || ring.points.is_empty() {
@@ -809,6 +798,20 @@ fn merge(set: Params, explicit: Params) -> Params {
         } else {
             set.healthy
         },
+    }
+}
+
+/// The ring key for a parameter set: the given key, else on the backend
+/// side the first four bytes of the object's hash for `by=HASH`, else the
+/// hash of the URL.
+fn key_for(ctx: &mut dyn Context, p: &Params) -> u32 {
+    match p.by {
+        By::Key | By::Blob => p.key,
+        By::Hash if backend_side(ctx) => match ctx.digest() {
+            Some(d) => u32::from_be_bytes([d[0], d[1], d[2], d[3]]),
+            None => url_key(ctx),
+        },
+        By::Hash | By::Url => url_key(ctx),
     }
 }
 
@@ -1021,8 +1024,15 @@ fn shard_backend(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R 
         }
         return Ok(Value::Backend(obj.be.clone()));
     }
-    let p = match set {
-        Some(set) => merge(set.current(ctx), explicit),
+    // Resolving now starts from what a lazy .backend() earlier in this
+    // backend task stored (else the associated parameter set), unless a
+    // parameter set is passed here; the arguments given override it.
+    let base = match a.blob(7)? {
+        Some(_) => set.map(|set| set.current(ctx)),
+        None => Some(s.params(ctx)),
+    };
+    let p = match base {
+        Some(base) => merge(base, explicit),
         None => explicit,
     };
     Ok(s.pick(ctx, &p).map_or(Value::Null, Value::Backend))
@@ -1098,11 +1108,7 @@ fn param_get_by(_: &Env, o: &AnyObj, ctx: &mut dyn Context, _: &Args<'_>) -> R {
 
 fn param_get_key(_: &Env, o: &AnyObj, ctx: &mut dyn Context, _: &Args<'_>) -> R {
     let p = param_get(o, ctx);
-    let key = match p.by {
-        By::Key | By::Blob => p.key,
-        By::Hash | By::Url => url_key(ctx),
-    };
-    Ok(Value::Int(key as i64))
+    Ok(Value::Int(key_for(ctx, &p) as i64))
 }
 
 fn param_get_alt(_: &Env, o: &AnyObj, ctx: &mut dyn Context, _: &Args<'_>) -> R {
