@@ -248,7 +248,21 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
         }
         "ban.list" if json => Reply::ok(ban_list_json(sh, words)),
         "ban.list" => Reply::ok(sh.cache.ban_list()),
-        "backend.list" => backend_list(sh, &plain, json, words),
+        "backend.list" => {
+            // Short flags may come bundled (`-pj`), as getopt allows.
+            let bundled = |a: &str| {
+                a.len() > 2
+                    && a.starts_with('-')
+                    && a[1..].chars().all(|c| c == 'p' || c == 'j')
+            };
+            let json = json || plain.iter().any(|a| bundled(a) && a.contains('j'));
+            let plain: Vec<&str> = plain
+                .iter()
+                .map(|a| if bundled(a) && a.contains('p') { "-p" } else { *a })
+                .filter(|a| !bundled(a))
+                .collect();
+            backend_list(sh, &plain, json, words)
+        }
         "backend.set_health" => backend_set_health(sh, plain[0], plain[1]),
         "storage.list" if json => {
             let items: Vec<String> = sh
