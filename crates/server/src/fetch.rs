@@ -70,8 +70,12 @@ pub struct FetchJob {
 }
 
 enum Step {
-    /// Run vcl_backend_error with this status/reason (reason None: default).
+    /// The fetch failed: run vcl_backend_error with this status/reason
+    /// (reason None: default).
     Error(u16, Option<Bytes>),
+    /// VCL returned `error(...)`: vcl_backend_error runs, but the fetch
+    /// did not fail (`fetch_failed` is not counted).
+    VclError(u16, Option<Bytes>),
     Fail,
 }
 
@@ -121,7 +125,11 @@ pub async fn run(mut job: FetchJob) {
                 fail(&mut job);
                 break;
             }
-            Err(Step::Error(s, r)) => (s, r),
+            Err(Step::Error(s, r)) => {
+                job.bo.sh.counters.inc(Main::fetch_failed);
+                (s, r)
+            }
+            Err(Step::VclError(s, r)) => (s, r),
         };
         match backend_error(&mut job, &mut scratch, status, reason) {
             ErrorNext::Done => break,
@@ -167,7 +175,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         job.bo.now = rfc2616::now();
         match vcl.run(BuiltinSub::BackendFetch, &mut job.bo, scratch) {
             Action::Fetch => job.bo.log_ts("Fetch", rfc2616::now()),
-            Action::Error { status, reason } => return Err(Step::Error(status, reason)),
+            Action::Error { status, reason } => return Err(Step::VclError(status, reason)),
             Action::Abandon | Action::Fail => return Err(Step::Fail),
             other => {
                 job.bo
@@ -213,7 +221,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
                 job.bo.retries += 1;
                 continue;
             }
-            Action::Error { status, reason } => return Err(Step::Error(status, reason)),
+            Action::Error { status, reason } => return Err(Step::VclError(status, reason)),
             Action::Abandon | Action::Fail => return Err(Step::Fail),
             other => {
                 job.bo
@@ -956,7 +964,6 @@ fn backend_error(
     reason: Option<Bytes>,
 ) -> ErrorNext {
     let bo = &mut job.bo;
-    bo.sh.counters.inc(Main::fetch_failed);
     bo.now = rfc2616::now();
     bo.log_ts("Error", bo.now);
     bo.beresp = RespMsg::new(status);

@@ -251,14 +251,18 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
         "backend.list" => {
             // Short flags may come bundled (`-pj`), as getopt allows.
             let bundled = |a: &str| {
-                a.len() > 2
-                    && a.starts_with('-')
-                    && a[1..].chars().all(|c| c == 'p' || c == 'j')
+                a.len() > 2 && a.starts_with('-') && a[1..].chars().all(|c| c == 'p' || c == 'j')
             };
             let json = json || plain.iter().any(|a| bundled(a) && a.contains('j'));
             let plain: Vec<&str> = plain
                 .iter()
-                .map(|a| if bundled(a) && a.contains('p') { "-p" } else { *a })
+                .map(|a| {
+                    if bundled(a) && a.contains('p') {
+                        "-p"
+                    } else {
+                        *a
+                    }
+                })
                 .filter(|a| !bundled(a))
                 .collect();
             backend_list(sh, &plain, json, words)
