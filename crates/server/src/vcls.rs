@@ -403,6 +403,15 @@ impl std::fmt::Debug for VclHost {
 /// Polls one backend forever, logging each verdict as `Backend_health`.
 fn spawn_probe(b: Arc<BackendRt>, spec: ProbeSpec, vsl: Arc<lacquer_vsl::Vsl>) -> JoinHandle<()> {
     tokio::spawn(async move {
+        let (verdict, flags, good) = b.health.initial_record(&spec);
+        vsl.log_immediate(
+            lacquer_vsl::Tag::Backend_health,
+            lacquer_vsl::Vxid::plain(0),
+            format_args!(
+                "{} {verdict} {flags} {good} {} {} 0.000000 0.000000 \"\"",
+                b.vcl_name, spec.threshold, spec.window
+            ),
+        );
         loop {
             let r = probe::poll(b.pool.address(), &spec).await;
             let tr = b.health.record(&spec, &r);
@@ -410,8 +419,8 @@ fn spawn_probe(b: Arc<BackendRt>, spec: ProbeSpec, vsl: Arc<lacquer_vsl::Vsl>) -
                 lacquer_vsl::Tag::Backend_health,
                 lacquer_vsl::Vxid::plain(0),
                 format_args!(
-                    "{} {} {} {} {} {} {:.6} {:.6} {}",
-                    b.name,
+                    "{} {} {} {} {} {} {:.6} {:.6} \"{}\"",
+                    b.vcl_name,
                     tr.verdict,
                     probe::flags(&r),
                     tr.good,

@@ -189,7 +189,7 @@ struct Window {
 /// What a poll did to the health, for the `Backend_health` log record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transition {
-    /// `Went healthy`, `Back healthy`, `Still healthy`, `Went sick`, `Still sick`.
+    /// `Went healthy`, `Still healthy`, `Went sick`, `Still sick`.
     pub verdict: &'static str,
     pub good: u32,
     pub avg: f64,
@@ -260,6 +260,25 @@ impl Health {
         self.admin.store(a as u8, Ordering::Relaxed);
     }
 
+    /// The record varnishd logs when probing starts: the verdict of the
+    /// initial window, its flags (`H` when the newest initial poll counts
+    /// as good) and the number of good polls in it.
+    pub fn initial_record(&self, spec: &ProbeSpec) -> (&'static str, &'static str, u32) {
+        let w = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let good = (w.bits & mask(spec.window)).count_ones();
+        let verdict = if good >= spec.threshold {
+            "Went healthy"
+        } else {
+            "Went sick"
+        };
+        let flags = if w.bits & 1 == 1 {
+            "-------H"
+        } else {
+            "--------"
+        };
+        (verdict, flags, good)
+    }
+
     /// Good polls in the window and the window size, as `backend.list`
     /// shows them (`3/8`).
     pub fn window_counts(&self, spec: &ProbeSpec) -> (u32, u32) {
@@ -287,7 +306,7 @@ impl Health {
             self.changed.store(t.to_bits(), Ordering::Relaxed);
         }
         let verdict = match (was, now_healthy) {
-            (false, true) => "Back healthy",
+            (false, true) => "Went healthy",
             (true, true) => "Still healthy",
             (true, false) => "Went sick",
             (false, false) => "Still sick",
@@ -396,7 +415,7 @@ mod tests {
             ..Default::default()
         };
         let bad = PollResult::default();
-        assert_eq!(h.record(&s, &good).verdict, "Back healthy");
+        assert_eq!(h.record(&s, &good).verdict, "Went healthy");
         assert!(h.healthy());
         assert_eq!(h.record(&s, &bad).verdict, "Still healthy");
         assert_eq!(h.record(&s, &bad).verdict, "Went sick");
