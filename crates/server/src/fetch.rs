@@ -817,8 +817,12 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         }
     } else if let Some(len) = prefetched_len {
         body_done(bo, f, len);
-    } else if backend_keeps_alive(bo) {
-        f.backend.pool.recycle(f.conn);
+    } else {
+        // No body to read: the (empty) body is complete now.
+        bo.log_ts("BerespBody", rfc2616::now());
+        if backend_keeps_alive(bo) {
+            f.backend.pool.recycle(f.conn);
+        }
     }
     bo.vsl.log(
         Tag::BereqAcct,
