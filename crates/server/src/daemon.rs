@@ -236,11 +236,7 @@ impl Context for InitTask {
             self.errors.push(text.clone());
         }
         self.sh.vsl.log_immediate(
-            if kind == LogKind::Error {
-                Tag::VCL_Error
-            } else {
-                Tag::VCL_Log
-            },
+            crate::task::log_kind_tag(kind),
             lacquer_vsl::Vxid::plain(0),
             format_args!("{text}"),
         );
@@ -313,13 +309,19 @@ pub fn init_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) -> Result<(), String> {
             vcl.name
         )
     };
+    vcl.host.attach_log(sh.vsl.clone());
     vcl.event(lacquer_vmods::VclEvent::Load, sh)
         .map_err(failed)?;
     let mut t = InitTask::new(sh, vcl, BuiltinSub::Init);
     let mut scratch = Scratch::default();
-    match vcl.run(BuiltinSub::Init, &mut t, &mut scratch) {
-        lacquer_vcl::exec::Action::Ok => Ok(()),
-        _ => {
+    let action = vcl.run(BuiltinSub::Init, &mut t, &mut scratch);
+    // The task's end may fail it too.
+    let at_end = t.privs.finish();
+    let ok = matches!(action, lacquer_vcl::exec::Action::Ok) && at_end.is_empty();
+    t.errors.extend(at_end);
+    match ok {
+        true => Ok(()),
+        false => {
             let first = t.errors.into_iter().next();
             fini_vcl(sh, vcl);
             Err(format!(
@@ -338,10 +340,12 @@ pub fn init_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) -> Result<(), String> {
 pub fn fini_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) {
     let mut t = InitTask::new(sh, vcl, BuiltinSub::Fini);
     let mut scratch = Scratch::default();
-    if !matches!(
-        vcl.run(BuiltinSub::Fini, &mut t, &mut scratch),
-        lacquer_vcl::exec::Action::Ok
-    ) {
+    let action = vcl.run(BuiltinSub::Fini, &mut t, &mut scratch);
+    let at_end = t.privs.finish();
+    for e in &at_end {
+        t.log(LogKind::Error, e.as_bytes());
+    }
+    if !matches!(action, lacquer_vcl::exec::Action::Ok) || !at_end.is_empty() {
         sh.vsl.log_immediate(
             Tag::VCL_Error,
             lacquer_vsl::Vxid::plain(0),
@@ -713,8 +717,10 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     if let Some((file, text)) = text {
         let opts = crate::mgt::load_options(&sh);
         let v = Arc::new(vcls::compile("boot", &file, &text, &opts).map_err(|e| e.message)?);
-        init_vcl(&sh, &v)?;
-        v.warm_up(&sh)?;
+        // Without -d the cache starts at once; with it, at `start`.
+        if !cfg.debug {
+            crate::mgt::child_load(&sh, &v, Temp::Auto)?;
+        }
         let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
         reg.insert(v.clone(), Temp::Auto);
         reg.active = Some("boot".to_string());

@@ -131,7 +131,133 @@ fn ban_list_json(sh: &Arc<Shared>, words: &[String]) -> String {
 
 /// Runs one command (already checked against the command table).
 pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
+    // What varnishd's cache process serves it logs; it notices discarded
+    // VCLs that went idle before each command.
+    let child = sh.is_running() && crate::cli::command(&words[0]).is_some_and(|c| c.child);
+    if child {
+        cli_log(sh, &format!("Rd {}", request_line(words)));
+    }
     poll_discarded(sh);
+    let reply = serve(sh, words);
+    if child {
+        cli_log_reply(sh, reply.status, &reply.body);
+    }
+    reply
+}
+
+/// A request as the cache process receives it: words re-quoted where
+/// they need it.
+fn request_line(words: &[String]) -> String {
+    let quote = |w: &String| {
+        if !w.is_empty() && !w.contains(|c: char| c.is_whitespace() || c == '"' || c == '\\') {
+            return w.clone();
+        }
+        let mut q = String::from("\"");
+        for c in w.chars() {
+            match c {
+                '"' => q.push_str("\\\""),
+                '\\' => q.push_str("\\\\"),
+                '\n' => q.push_str("\\n"),
+                c => q.push(c),
+            }
+        }
+        q.push('"');
+        q
+    };
+    words.iter().map(quote).collect::<Vec<_>>().join(" ")
+}
+
+/// Writes one `CLI` log record outside any transaction.
+fn cli_log(sh: &Shared, text: &str) {
+    sh.vsl.log_immediate(
+        lacquer_vsl::Tag::CLI,
+        lacquer_vsl::Vxid::plain(0),
+        format_args!("{text}"),
+    );
+}
+
+/// Logs the cache process's answer: `Wr <status> <length> <text>`.
+fn cli_log_reply(sh: &Shared, status: u16, body: &str) {
+    cli_log(sh, &format!("Wr {status:03} {} {body}", body.len()));
+}
+
+/// Has the cache side load a compiled VCL, as varnishd's manager asks its
+/// child to: vmod load events and `vcl_init` run, and the VCL warms up
+/// unless cold, all logged inside the `vcl.load` request the child gets.
+pub fn child_load(sh: &Arc<Shared>, v: &Arc<vcls::LoadedVcl>, temp: Temp) -> Result<(), String> {
+    let warm = temp != Temp::Cold;
+    cli_log(
+        sh,
+        &format!(
+            "Rd vcl.load \"{}\" {} {}{}",
+            v.name,
+            v.source_name(),
+            u8::from(warm),
+            temp.name()
+        ),
+    );
+    let r = crate::daemon::init_vcl(sh, v).and_then(|()| {
+        v.set_initialized();
+        if warm {
+            v.warm_up(sh)
+                .inspect_err(|_| crate::daemon::fini_vcl(sh, v))
+        } else {
+            Ok(())
+        }
+    });
+    match &r {
+        Ok(()) => cli_log_reply(
+            sh,
+            status::OK,
+            &format!("Loaded \"{}\" as \"{}\"", v.source_name(), v.name),
+        ),
+        Err(e) => cli_log_reply(sh, status::CANT, e),
+    }
+    r
+}
+
+/// Starts the cache side: the VCLs loaded while stopped are loaded into
+/// it, those that should be warm warm up, the active one is put to use.
+fn start(sh: &Arc<Shared>) -> Reply {
+    let (pending, warm, active) = {
+        let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
+        let pending: Vec<(Arc<vcls::LoadedVcl>, Temp)> = reg
+            .order
+            .iter()
+            .filter_map(|n| reg.vcls.get(n))
+            .filter(|e| !e.vcl.is_initialized())
+            .map(|e| (e.vcl.clone(), e.temp))
+            .collect();
+        let warm: Vec<Arc<vcls::LoadedVcl>> = reg
+            .vcls
+            .iter()
+            .filter(|(n, e)| e.temp == Temp::Warm || reg.active.as_ref() == Some(*n))
+            .map(|(_, e)| e.vcl.clone())
+            .collect();
+        (pending, warm, reg.active.clone())
+    };
+    for (v, t) in &pending {
+        if let Err(e) = child_load(sh, v, *t) {
+            return Reply::err(status::CANT, e);
+        }
+    }
+    // VCLs set warm while stopped warm up now, and may refuse.
+    for v in &warm {
+        if let Err(e) = v.warm_up(sh) {
+            return Reply::err(status::CANT, e);
+        }
+    }
+    if let Some(a) = active {
+        cli_log(sh, &format!("Rd vcl.use \"{a}\""));
+        cli_log_reply(sh, status::OK, &format!("VCL '{a}' now active"));
+    }
+    cli_log(sh, "Rd start");
+    cli_log_reply(sh, status::OK, "");
+    sh.running.store(true, Ordering::Release);
+    Reply::ok("")
+}
+
+fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
     let cmd = words[0].as_str();
     let args = &words[1..];
     let (json, plain) = json_flag(args);
@@ -165,22 +291,7 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
             if sh.active_vcl().is_none() {
                 return Reply::err(status::CANT, "No VCL available");
             }
-            // VCLs set warm while stopped warm up now, and may refuse.
-            let warm: Vec<Arc<vcls::LoadedVcl>> = {
-                let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
-                reg.vcls
-                    .iter()
-                    .filter(|(n, e)| e.temp == Temp::Warm || reg.active.as_ref() == Some(*n))
-                    .map(|(_, e)| e.vcl.clone())
-                    .collect()
-            };
-            for v in &warm {
-                if let Err(e) = v.warm_up(sh) {
-                    return Reply::err(status::CANT, e);
-                }
-            }
-            sh.running.store(true, Ordering::Release);
-            Reply::ok("")
+            start(sh)
         }
         "stop" => {
             if !sh.is_running() {
@@ -414,13 +525,10 @@ fn vcl_load(sh: &Arc<Shared>, name: &str, src: Source<'_>, temp: Option<&str>) -
     match loaded {
         Ok(v) => {
             let v = Arc::new(v);
-            if let Err(e) = crate::daemon::init_vcl(sh, &v) {
-                return Reply::err(status::CANT, e);
-            }
-            if temp != Temp::Cold
-                && let Err(e) = v.warm_up(sh)
+            // A stopped cache loads it at `start`.
+            if sh.is_running()
+                && let Err(e) = child_load(sh, &v, temp)
             {
-                crate::daemon::fini_vcl(sh, &v);
                 return Reply::err(status::CANT, e);
             }
             sh.vcls
@@ -459,7 +567,9 @@ fn vcl_use(sh: &Arc<Shared>, name: &str) -> Reply {
         return Reply::err(status::CANT, format!("VCL '{name}' is cold"));
     }
     let vcl = entry.vcl.clone();
-    if let Err(e) = vcl.warm_up(sh) {
+    if sh.is_running()
+        && let Err(e) = vcl.warm_up(sh)
+    {
         return Reply::err(status::CANT, e);
     }
     reg.active_label = (target != name).then(|| name.to_string());
@@ -480,7 +590,7 @@ pub fn poll_discarded(sh: &Arc<Shared>) {
         reg.discarded = busy;
         gone
     };
-    for v in &gone {
+    for v in gone.iter().filter(|v| v.is_initialized()) {
         crate::daemon::fini_vcl(sh, v);
         // The VCL goes whatever its vmods think of it.
         let _ = v.event(lacquer_vmods::VclEvent::Discard, sh);
@@ -520,30 +630,65 @@ pub fn cool_idle_vcls(sh: &Arc<Shared>) {
 
 fn vcl_discard(sh: &Arc<Shared>, names: &[&str]) -> Reply {
     let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
+    let mut gone = Vec::new();
+    let mut refused = None;
     for n in names {
         if reg.active.as_deref() == Some(*n) || reg.active_label.as_deref() == Some(*n) {
-            return Reply::err(status::CANT, format!("Cannot discard active VCL: {n}"));
+            refused = Some(Reply::err(
+                status::CANT,
+                format!("Cannot discard active VCL: {n}"),
+            ));
+            break;
         }
         if reg.labels.contains_key(*n) {
             reg.labels.remove(*n);
             continue;
         }
         if reg.labels.values().any(|t| t == n) {
-            return Reply::err(status::CANT, format!("Cannot discard labeled VCL: {n}"));
+            refused = Some(Reply::err(
+                status::CANT,
+                format!("Cannot discard labeled VCL: {n}"),
+            ));
+            break;
         }
         match reg.vcls.remove(*n) {
             Some(e) => {
-                e.vcl.cool_down(sh);
                 reg.order.retain(|o| o != n);
-                // Requests still running on it keep it until they end.
-                reg.discarded.push(e.vcl);
+                gone.push(e.vcl);
             }
-            None => return Reply::err(status::PARAM, format!("No VCL named {n}")),
+            None => {
+                refused = Some(Reply::err(status::PARAM, format!("No VCL named {n}")));
+                break;
+            }
         }
     }
     drop(reg);
-    poll_discarded(sh);
-    Reply::ok("")
+    // The cache process is told to cool each down, then to discard it;
+    // requests still running on one keep it until they end.
+    let running = sh.is_running();
+    for v in gone {
+        if running {
+            cli_log(
+                sh,
+                &format!("Rd vcl.state {} 0{}", v.name, Temp::Cold.name()),
+            );
+        }
+        v.cool_down(sh);
+        if running {
+            cli_log_reply(sh, status::OK, "");
+            cli_log(sh, &format!("Rd vcl.discard {}", v.name));
+        }
+        sh.vcls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .discarded
+            .push(v);
+        poll_discarded(sh);
+        if running {
+            cli_log_reply(sh, status::OK, "");
+        }
+    }
+    refused.unwrap_or_else(|| Reply::ok(""))
 }
 
 /// Lays out rows as varnishd's text tables: each column as wide as its
@@ -591,7 +736,13 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
             Temp::Warm => "warm",
             Temp::Cold => "cold",
         };
-        let temp = if e.vcl.is_warm() { "warm" } else { "cold" };
+        // A stopped cache lists the temperature each VCL will start with.
+        let warm = if running {
+            e.vcl.is_warm()
+        } else {
+            e.temp != Temp::Cold
+        };
+        let temp = if warm { "warm" } else { "cold" };
         let nlabels = reg.labels.values().filter(|t| *t == name).count();
         // References beyond the registry's (and the active slot's) are
         // requests running on this VCL.
@@ -740,7 +891,9 @@ fn vcl_label(sh: &Arc<Shared>, label: &str, target: &str) -> Reply {
         && let Some(e) = reg.vcls.get(target)
     {
         let vcl = e.vcl.clone();
-        if let Err(e) = vcl.warm_up(sh) {
+        if sh.is_running()
+            && let Err(e) = vcl.warm_up(sh)
+        {
             return Reply::err(status::CANT, e);
         }
         reg.active = Some(target.to_string());

@@ -166,6 +166,15 @@ pub enum Temp {
 }
 
 impl Temp {
+    /// The name `vcl.list` and the cache process's `vcl.load` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Temp::Auto => "auto",
+            Temp::Warm => "warm",
+            Temp::Cold => "cold",
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Temp> {
         match s {
             "auto" => Some(Temp::Auto),
@@ -187,6 +196,9 @@ pub struct LoadedVcl {
     /// Source files (name, text) for `vcl.show`.
     pub sources: Vec<(String, String)>,
     warm: AtomicBool,
+    /// Whether `vcl_init` has run: a VCL loaded while the cache is stopped
+    /// is initialised at `start`, as varnishd's child loads it then.
+    initialized: AtomicBool,
 }
 
 impl std::fmt::Debug for LoadedVcl {
@@ -331,6 +343,22 @@ impl LoadedVcl {
     pub fn is_warm(&self) -> bool {
         self.warm.load(Ordering::Acquire)
     }
+
+    pub fn is_initialized(&self) -> bool {
+        self.initialized.load(Ordering::Acquire)
+    }
+
+    /// Records that `vcl_init` ran (successfully).
+    pub fn set_initialized(&self) {
+        self.initialized.store(true, Ordering::Release);
+    }
+
+    /// The name of the main source file (`<vcl.inline>` for inline VCL).
+    pub fn source_name(&self) -> &str {
+        self.sources
+            .first()
+            .map_or("<vcl.inline>", |(n, _)| n.as_str())
+    }
 }
 
 /// What vmod event handlers see of the daemon.
@@ -386,6 +414,8 @@ struct Probing {
 /// directors and backends they create, and the probes polling them.
 pub struct VclHost {
     vcl: String,
+    /// The daemon's log, attached when the VCL is initialised.
+    log: std::sync::OnceLock<Arc<lacquer_vsl::Vsl>>,
     backends: Vec<Arc<BackendRt>>,
     probe_defs: Vec<ProbeDef>,
     extras: std::sync::RwLock<Extras>,
@@ -440,6 +470,7 @@ impl VclHost {
     fn new(vcl: &str, backends: Vec<Arc<BackendRt>>, probe_defs: Vec<ProbeDef>) -> Self {
         VclHost {
             vcl: vcl.to_string(),
+            log: std::sync::OnceLock::new(),
             extras: std::sync::RwLock::new(Extras {
                 next: backends.len() as u32,
                 by_id: BTreeMap::new(),
@@ -483,6 +514,11 @@ impl VclHost {
                 Extra::Director(..) => None,
             })
             .collect()
+    }
+
+    /// Gives the vmods of this VCL the daemon's log (`Host::log`).
+    pub fn attach_log(&self, vsl: Arc<lacquer_vsl::Vsl>) {
+        let _ = self.log.set(vsl);
     }
 
     fn start_probes(&self, vsl: Arc<lacquer_vsl::Vsl>) {
@@ -614,6 +650,16 @@ impl lacquer_vmods::Host for VclHost {
         }
     }
 
+    fn log(&self, kind: lacquer_vcl::exec::LogKind, msg: &str) {
+        if let Some(vsl) = self.log.get() {
+            vsl.log_immediate(
+                crate::task::log_kind_tag(kind),
+                lacquer_vsl::Vxid::plain(0),
+                format_args!("{msg}"),
+            );
+        }
+    }
+
     fn xkey_purge(&self, _keys: &[&[u8]], _soft: bool) -> i64 {
         0
     }
@@ -694,6 +740,7 @@ pub fn compile(
         vmods: Arc::new(vmods),
         sources,
         warm: AtomicBool::new(false),
+        initialized: AtomicBool::new(false),
     })
 }
 

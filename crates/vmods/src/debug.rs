@@ -80,6 +80,8 @@ $Restrict client backend
 $Function STRING client_port()
 $Restrict client backend
 $Function DURATION priv_perf(INT size, INT rounds=10000)
+$Function VOID fail_task_fini()
+$Function VOID ok_task_fini()
 $Object dyn(STRING addr, STRING port, PROBE probe=0)
 $Method BACKEND .backend()
 $Method VOID .refresh(STRING addr, STRING port, PROBE probe=0)
@@ -114,6 +116,8 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("client_ip", client_ip),
         ("client_port", client_port),
         ("priv_perf", priv_perf),
+        ("fail_task_fini", fail_task_fini),
+        ("ok_task_fini", ok_task_fini),
     ],
     classes: &[
         ClassImpl {
@@ -295,6 +299,26 @@ fn argtest(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
 
 fn fail(_: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
     Err("Forced failure".into())
+}
+
+/// Set by `ok_task_fini()`: the task may end quietly after all.
+struct FiniAllowed;
+
+/// Makes the end of the task fail, unless `ok_task_fini()` is called
+/// before it ends.
+fn fail_task_fini(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    ctx.privs().remove::<FiniAllowed>(0);
+    ctx.privs()
+        .on_finish(Box::new(|p| match p.get::<FiniAllowed>(0) {
+            Some(_) => Ok(()),
+            None => Err("thou shalt not fini".into()),
+        }));
+    Ok(Value::Null)
+}
+
+fn ok_task_fini(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    ctx.privs().insert(0, FiniAllowed);
+    Ok(Value::Null)
 }
 
 fn null_acl(_: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {

@@ -22,7 +22,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use lacquer_vcl::exec::{Backend, Context};
+use lacquer_vcl::exec::{Backend, Context, LogKind};
 
 /// A load-balancing director created by a vmod.
 pub trait Director: Send + Sync {
@@ -85,6 +85,10 @@ pub trait Host: Send + Sync {
     fn delete_backend(&self, backend: &Backend);
     /// Finds a backend of the current VCL by name (`directors.lookup()`).
     fn lookup_backend(&self, name: &str) -> Option<Backend>;
+    /// Writes a log record outside any transaction (vxid 0), for what a
+    /// vmod does on its own rather than for a task (the shard director's
+    /// hash ring dump, changes applied when a task ends).
+    fn log(&self, kind: LogKind, msg: &str);
     /// Invalidates every object tagged (by its `xkey` response headers)
     /// with one of `keys`; `soft` expires them but keeps them for grace
     /// and keep. Returns the number of objects affected.

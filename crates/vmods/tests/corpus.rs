@@ -22,7 +22,7 @@ use std::sync::Arc;
 use common::TestHost;
 use lacquer_vcl::exec::code::Program;
 use lacquer_vcl::exec::mock::MockContext;
-use lacquer_vcl::exec::{Action, Backend, LogKind, Scratch};
+use lacquer_vcl::exec::{Action, Backend, Context as _, LogKind, Scratch};
 use lacquer_vcl::subs::BuiltinSub;
 use lacquer_vmods::Runtime;
 
@@ -82,8 +82,12 @@ fn run_init(ir: &lacquer_vcl::ir::Program) -> Result<(), Vec<String>> {
     let prog = Program::from_ir(ir).map_err(|e| vec![e])?;
     let mut c = MockContext::new("GET", "/");
     c.vmod.sub = Some(BuiltinSub::Init);
-    match prog.run(BuiltinSub::Init, &mut c, &rt, &mut Scratch::default()) {
-        Action::Ok => Ok(()),
+    let action = prog.run(BuiltinSub::Init, &mut c, &rt, &mut Scratch::default());
+    // The end of the init task may fail it too, as in the daemon.
+    let at_end = c.privs().finish();
+    match action {
+        Action::Ok if at_end.is_empty() => Ok(()),
+        Action::Ok => Err(at_end),
         other => {
             let mut e: Vec<String> = c
                 .logs_of(LogKind::Error)

@@ -201,7 +201,8 @@ impl Health {
         Health {
             admin: AtomicU8::new(Admin::Auto as u8),
             probed_healthy: AtomicBool::new(true),
-            changed: Default::default(),
+            // A new backend counts as having just changed, as varnishd's.
+            changed: now_secs().to_bits().into(),
             state: Mutex::new(Window {
                 bits: 0,
                 avg: 0.0,
@@ -220,7 +221,7 @@ impl Health {
         Health {
             admin: AtomicU8::new(Admin::Auto as u8),
             probed_healthy: AtomicBool::new(spec.initial >= spec.threshold),
-            changed: Default::default(),
+            changed: now_secs().to_bits().into(),
             state: Mutex::new(Window {
                 bits,
                 avg: 0.0,
@@ -251,13 +252,20 @@ impl Health {
         }
     }
 
-    /// When the probed health last changed (0 if never).
+    /// When the health last changed (creation time if never).
     pub fn last_change(&self) -> f64 {
         f64::from_bits(self.changed.load(Ordering::Relaxed))
     }
 
+    /// Overrides the probed health; when that changes whether the backend
+    /// is usable, it counts as a health change (the shard director's
+    /// rampup starts from it).
     pub fn set_admin(&self, a: Admin) {
+        let was = self.healthy();
         self.admin.store(a as u8, Ordering::Relaxed);
+        if self.healthy() != was {
+            self.changed.store(now_secs().to_bits(), Ordering::Relaxed);
+        }
     }
 
     /// The record varnishd logs when probing starts: the verdict of the
@@ -299,11 +307,7 @@ impl Health {
         let now_healthy = good >= spec.threshold;
         let was = self.probed_healthy.swap(now_healthy, Ordering::Relaxed);
         if was != now_healthy {
-            let t = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs_f64())
-                .unwrap_or(0.0);
-            self.changed.store(t.to_bits(), Ordering::Relaxed);
+            self.changed.store(now_secs().to_bits(), Ordering::Relaxed);
         }
         let verdict = match (was, now_healthy) {
             (false, true) => "Went healthy",
@@ -317,6 +321,14 @@ impl Health {
             avg: w.avg,
         }
     }
+}
+
+/// Seconds since the epoch.
+fn now_secs() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 fn mask(window: u32) -> u64 {

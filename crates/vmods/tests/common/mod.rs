@@ -36,6 +36,8 @@ pub struct TestHost {
     pub dynamic: Mutex<Vec<DynamicBackend>>,
     /// Backends retired by `delete_backend`.
     pub deleted: Mutex<Vec<Backend>>,
+    /// Records written through `Host::log`.
+    pub logged: Mutex<Vec<(lacquer_vcl::exec::LogKind, String)>>,
 }
 
 impl TestHost {
@@ -90,6 +92,10 @@ impl Host for TestHost {
 
     fn delete_backend(&self, backend: &Backend) {
         self.deleted.lock().unwrap().push(backend.clone());
+    }
+
+    fn log(&self, kind: lacquer_vcl::exec::LogKind, msg: &str) {
+        self.logged.lock().unwrap().push((kind, msg.to_string()));
     }
 
     fn backend_changed(&self, b: &Backend) -> f64 {
