@@ -534,22 +534,35 @@ fn vcl_load(sh: &Arc<Shared>, name: &str, src: Source<'_>, temp: Option<&str>) -
             sh.vcls
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(v, temp);
-            if count + 1 > max && handling == 1 {
-                return Reply::ok(format!(
-                    "VCL compiled.\n{} VCLs loaded\nRemember to vcl.discard the old/unused VCLs.\n(See max_vcl and max_vcl_handling parameters)",
-                    count + 1
-                ));
+                .insert(v.clone(), temp);
+            let mut out = String::new();
+            if !v.warnings.is_empty() {
+                let _ = write!(out, "Message from VCC-compiler:\n{}", v.warnings);
             }
-            Reply::ok("VCL compiled.\n")
+            out.push_str("VCL compiled.\n");
+            if count + 1 > max && handling == 1 {
+                let _ = write!(
+                    out,
+                    "{} VCLs loaded\nRemember to vcl.discard the old/unused VCLs.\n(See max_vcl and max_vcl_handling parameters)",
+                    count + 1
+                );
+            }
+            Reply::ok(out)
         }
-        Err(e) => Reply::err(
-            status::PARAM,
-            format!(
-                "Message from VCC-compiler:\n{}\nRunning VCC-compiler failed, exited with 2\nVCL compilation failed",
-                e.message.trim_end()
-            ),
-        ),
+        Err(e) => {
+            // The diagnostics keep their blank lines (vcc ends a source
+            // excerpt with one); only a missing final newline is added.
+            let mut msg = e.message;
+            if !msg.ends_with('\n') {
+                msg.push('\n');
+            }
+            Reply::err(
+                status::PARAM,
+                format!(
+                    "Message from VCC-compiler:\n{msg}Running VCC-compiler failed, exited with 2\nVCL compilation failed"
+                ),
+            )
+        }
     }
 }
 

@@ -195,6 +195,8 @@ pub struct LoadedVcl {
     pub vmods: Arc<lacquer_vmods::Runtime>,
     /// Source files (name, text) for `vcl.show`.
     pub sources: Vec<(String, String)>,
+    /// The compiler's warnings, rendered as `vcl.load` reports them.
+    pub warnings: String,
     warm: AtomicBool,
     /// Whether `vcl_init` has run: a VCL loaded while the cache is stopped
     /// is initialised at `start`, as varnishd's child loads it then.
@@ -708,6 +710,7 @@ pub fn compile(
             message: d.render(&sm),
         },
     )?;
+    let warnings: String = ir.warnings.iter().map(|w| w.render(&sm)).collect();
     let code = exec::code::Program::from_ir(&ir).map_err(|message| LoadError { message })?;
     let backends: Vec<Arc<BackendRt>> = ir
         .backends
@@ -739,6 +742,7 @@ pub fn compile(
         host,
         vmods: Arc::new(vmods),
         sources,
+        warnings,
         warm: AtomicBool::new(false),
         initialized: AtomicBool::new(false),
     })
