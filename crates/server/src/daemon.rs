@@ -419,6 +419,12 @@ fn bind_all(specs: &[ListenSpec], backlog: u32) -> Result<Vec<Bound>, String> {
                     let l = sock
                         .listen(backlog)
                         .map_err(|e| format!("Could not listen on {addr}: {e}"))?;
+                    // local.endpoint names the address really bound (the
+                    // port the kernel chose for `:0`).
+                    let written = match l.local_addr() {
+                        Ok(a) => Arc::from(a.to_string().as_str()),
+                        Err(_) => written,
+                    };
                     out.push(Bound::Tcp(l, name, written));
                 }
                 Endpoint::Unix { path, mode } => {

@@ -22,7 +22,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 
 /// Where a backend listens.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Address {
     Tcp(SocketAddr),
     Unix(PathBuf),
@@ -143,12 +143,39 @@ struct Idle {
     since: Instant,
 }
 
+/// Idle connections to one endpoint, shared by every backend (of any
+/// VCL) that connects there the same way, as varnishd's connection pools:
+/// a connection one VCL's backend left open is reused by another's.
+type IdleSet = Mutex<Vec<Idle>>;
+
+/// What makes connections interchangeable: the address and the bytes sent
+/// first on a new connection (`.preamble`).
+type Endpoint = (Address, Option<Arc<[u8]>>);
+
+/// The idle set for an endpoint, created on first use; sets nobody uses
+/// any more are forgotten.
+fn shared_idle(key: Endpoint) -> Arc<IdleSet> {
+    static SETS: Mutex<Vec<(Endpoint, std::sync::Weak<IdleSet>)>> = Mutex::new(Vec::new());
+    let mut sets = SETS.lock().unwrap_or_else(|e| e.into_inner());
+    sets.retain(|(_, w)| w.strong_count() > 0);
+    if let Some(set) = sets
+        .iter()
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, w)| w.upgrade())
+    {
+        return set;
+    }
+    let set = Arc::new(Mutex::new(Vec::new()));
+    sets.push((key, Arc::downgrade(&set)));
+    set
+}
+
 /// The connections of one backend.
 pub struct Pool {
     addr: Address,
     max_connections: Option<usize>,
     open: Arc<AtomicUsize>,
-    idle: Mutex<Vec<Idle>>,
+    idle: Arc<IdleSet>,
     pub stats: PoolStats,
 }
 
@@ -202,12 +229,14 @@ impl Conn {
 }
 
 impl Pool {
-    pub fn new(addr: Address, max_connections: Option<usize>) -> Self {
+    /// A backend's pool; its idle connections are shared with the other
+    /// backends that connect to `addr` with the same `preamble`.
+    pub fn new(addr: Address, max_connections: Option<usize>, preamble: Option<Arc<[u8]>>) -> Self {
         Pool {
+            idle: shared_idle((addr.clone(), preamble)),
             addr,
             max_connections: max_connections.filter(|m| *m > 0),
             open: Arc::new(AtomicUsize::new(0)),
-            idle: Mutex::new(Vec::new()),
             stats: PoolStats::default(),
         }
     }
@@ -354,7 +383,7 @@ mod tests {
 
     #[tokio::test]
     async fn reuse_and_counting() {
-        let pool = Pool::new(Address::Tcp(echo_server().await), Some(1));
+        let pool = Pool::new(Address::Tcp(echo_server().await), Some(1), None);
         let mut c = pool.get(T, T).await.unwrap();
         assert!(!c.reused);
         assert_eq!(pool.open_connections(), 1);
@@ -378,7 +407,7 @@ mod tests {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap()
         };
-        let pool = Pool::new(Address::Tcp(addr), None);
+        let pool = Pool::new(Address::Tcp(addr), None, None);
         assert!(matches!(pool.get(T, T).await, Err(ConnectError::Io(_))));
         assert_eq!(pool.stats.fail.load(Ordering::Relaxed), 1);
         assert_eq!(pool.open_connections(), 0);
@@ -391,7 +420,7 @@ mod tests {
                 drop(s);
             }
         });
-        let pool = Pool::new(Address::Tcp(addr), None);
+        let pool = Pool::new(Address::Tcp(addr), None, None);
         let c = pool.get(T, T).await.unwrap();
         pool.recycle(c);
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -402,7 +431,7 @@ mod tests {
 
     #[tokio::test]
     async fn idle_expiry() {
-        let pool = Pool::new(Address::Tcp(echo_server().await), None);
+        let pool = Pool::new(Address::Tcp(echo_server().await), None, None);
         let c = pool.get(T, T).await.unwrap();
         pool.recycle(c);
         assert_eq!(pool.idle_count(), 1);
