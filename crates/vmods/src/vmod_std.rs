@@ -863,6 +863,10 @@ fn ban(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
         Some(spec) => ctx.ban(spec),
     };
     let ok = result.is_ok();
+    if let Err(e) = &result {
+        // Logged without failing the task, as varnishd's VRT_ban_string.
+        ctx.log(LogKind::Error, format!("ban(): {e}").as_bytes());
+    }
     let msg = result.err().map(Bytes::from).unwrap_or_default();
     ctx.privs().insert(0, BanError(msg));
     Ok(Value::Bool(ok))
