@@ -636,6 +636,27 @@ impl Cache {
         n
     }
 
+    /// Removes every object not being fetched, as a restarting cache
+    /// process loses its storage; returns how many went.
+    pub fn clear(&self) -> usize {
+        let inner = &self.inner;
+        let entries: Vec<_> = std::mem::take(&mut *lock(&inner.exp)).into_vec();
+        let mut n = 0;
+        let mut keep = Vec::new();
+        for e in entries {
+            let Some(oc) = e.oc.upgrade() else { continue };
+            if oc.flags() & F_BUSY != 0 {
+                keep.push(e);
+            } else if inner.kill(&oc) {
+                n += 1;
+            }
+        }
+        if !keep.is_empty() {
+            lock(&inner.exp).extend(keep);
+        }
+        n
+    }
+
     /// When the next object expires (for scheduling the sweeper), if any.
     pub fn next_expiry(&self) -> Option<f64> {
         lock(&self.inner.exp).peek().map(|e| e.when)

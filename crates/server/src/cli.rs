@@ -95,6 +95,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("vcl.load", "vcl.load <configname> <filename> [auto|cold|warm]", "Compile and load a VCL file.", 2, Some(3), false, false, false),
     cmd!("vcl.show", "vcl.show [-v] [<configname>]", "Print the source of a VCL.", 0, Some(2), false, false, true),
     cmd!("vcl.state", "vcl.state <configname> [auto|cold|warm]", "Force the temperature of a VCL.", 2, Some(2), false, false, true),
+    cmd!("vcl.symtab", "vcl.symtab", "Dump the symbols each loaded VCL defines.", 0, Some(0), false, true, false),
     cmd!("vcl.use", "vcl.use <configname|label>", "Send new requests to this VCL.", 1, Some(1), false, false, true),
 ];
 

@@ -298,6 +298,8 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
                 return Reply::err(status::CANT, "Child in state stopped");
             }
             sh.running.store(false, Ordering::Release);
+            // Stopping varnishd's cache process loses what it stored.
+            sh.cache.clear();
             Reply::ok("")
         }
         "pid" => {
@@ -325,6 +327,7 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
         "vcl.label" => vcl_label(sh, plain[0], plain[1]),
         "vcl.state" => vcl_state(sh, plain[0], plain[1]),
         "vcl.deps" => vcl_deps(sh),
+        "vcl.symtab" => vcl_symtab(sh),
         "param.show" => param_show(sh, &plain, json, words),
         "param.set" => match sh.set_param(plain[0], plain[1]) {
             Ok(()) => Reply::ok(""),
@@ -641,38 +644,69 @@ pub fn cool_idle_vcls(sh: &Arc<Shared>) {
     }
 }
 
-fn vcl_discard(sh: &Arc<Shared>, names: &[&str]) -> Reply {
+fn vcl_discard(sh: &Arc<Shared>, patterns: &[&str]) -> Reply {
     let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
-    let mut gone = Vec::new();
-    let mut refused = None;
-    for n in names {
-        if reg.active.as_deref() == Some(*n) || reg.active_label.as_deref() == Some(*n) {
-            refused = Some(Reply::err(
-                status::CANT,
-                format!("Cannot discard active VCL: {n}"),
-            ));
-            break;
+    // Every VCL and label a pattern matches is discarded, or none is.
+    let names: Vec<String> = reg.order.iter().chain(reg.labels.keys()).cloned().collect();
+    let mut marked: Vec<String> = Vec::new();
+    for pat in patterns {
+        let hits: Vec<&String> = names.iter().filter(|n| glob(pat, n)).collect();
+        if hits.is_empty() {
+            return Reply::err(status::PARAM, format!("No VCL name matches {pat}\n"));
         }
-        if reg.labels.contains_key(*n) {
-            reg.labels.remove(*n);
+        for n in hits {
+            if reg.active.as_deref() == Some(n.as_str())
+                || reg.active_label.as_deref() == Some(n.as_str())
+            {
+                return Reply::err(
+                    status::CANT,
+                    format!("Cannot discard active VCL program {n}\n"),
+                );
+            }
+            if !marked.contains(n) {
+                marked.push(n.clone());
+            }
+        }
+    }
+    // What depends on a discarded VCL or label must go with it.
+    for n in &marked {
+        let dependents: Vec<&String> = if reg.labels.contains_key(n) {
+            reg.order
+                .iter()
+                .filter(|v| reg.labels_used_by(v).contains(n))
+                .collect()
+        } else {
+            reg.labels
+                .iter()
+                .filter(|(_, t)| *t == n)
+                .map(|(l, _)| l)
+                .collect()
+        };
+        let left: Vec<&&String> = dependents.iter().filter(|d| !marked.contains(d)).collect();
+        if !left.is_empty() {
+            let mut msg = if reg.labels.contains_key(n) {
+                format!("Cannot discard VCL label {n}, other VCLs depend on it:\n")
+            } else {
+                format!("Cannot discard labeled VCL program {n}:\n")
+            };
+            for (k, d) in left.iter().enumerate() {
+                if k == 5 {
+                    msg.push_str("\t[...]");
+                    break;
+                }
+                let _ = writeln!(msg, "\t{d}");
+            }
+            return Reply::err(status::CANT, msg);
+        }
+    }
+    let mut gone = Vec::new();
+    for n in &marked {
+        if reg.labels.remove(n).is_some() {
             continue;
         }
-        if reg.labels.values().any(|t| t == n) {
-            refused = Some(Reply::err(
-                status::CANT,
-                format!("Cannot discard labeled VCL: {n}"),
-            ));
-            break;
-        }
-        match reg.vcls.remove(*n) {
-            Some(e) => {
-                reg.order.retain(|o| o != n);
-                gone.push(e.vcl);
-            }
-            None => {
-                refused = Some(Reply::err(status::PARAM, format!("No VCL named {n}")));
-                break;
-            }
+        if let Some(e) = reg.vcls.remove(n) {
+            reg.order.retain(|o| o != n);
+            gone.push(e.vcl);
         }
     }
     drop(reg);
@@ -701,7 +735,7 @@ fn vcl_discard(sh: &Arc<Shared>, names: &[&str]) -> Reply {
             cli_log_reply(sh, status::OK, "");
         }
     }
-    refused.unwrap_or_else(|| Reply::ok(""))
+    Reply::ok("")
 }
 
 /// Lays out rows as varnishd's text tables: each column as wide as its
@@ -898,6 +932,16 @@ fn vcl_label(sh: &Arc<Shared>, label: &str, target: &str) -> Reply {
     if !reg.vcls.contains_key(target) {
         return Reply::err(status::PARAM, format!("No VCL named {target}"));
     }
+    // Moving a label may not make a VCL reach itself through labels.
+    if reg.labels.get(label).is_some_and(|t| t != target) {
+        let mut why = String::new();
+        if reg.leads_to(target, label, &mut why) {
+            return Reply::err(
+                status::PARAM,
+                format!("{why}Pointing label {label} at {target} would create a loop"),
+            );
+        }
+    }
     reg.labels.insert(label.to_string(), target.to_string());
     // Moving the label `vcl.use` chose moves the active VCL with it.
     if reg.active_label.as_deref() == Some(label)
@@ -942,6 +986,40 @@ fn vcl_state(sh: &Arc<Shared>, name: &str, temp: &str) -> Reply {
     }
     e.temp = t;
     Reply::ok("")
+}
+
+/// Every symbol each VCL defines, by kind.
+fn vcl_symtab(sh: &Arc<Shared>) -> Reply {
+    let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
+    let mut s = String::new();
+    for name in &reg.order {
+        let Some(e) = reg.vcls.get(name) else {
+            continue;
+        };
+        let ir = &e.vcl.ir;
+        let _ = writeln!(s, "VCL {name}:");
+        let kinds: [(&str, Vec<&str>); 7] = [
+            (
+                "backend",
+                ir.backends.iter().map(|b| b.name.as_str()).collect(),
+            ),
+            ("probe", ir.probes.iter().map(|p| p.name.as_str()).collect()),
+            ("acl", ir.acls.iter().map(|a| a.name.as_str()).collect()),
+            ("sub", ir.subs.iter().map(|x| x.name.as_str()).collect()),
+            ("vmod", ir.vmods.iter().map(|v| v.alias.as_str()).collect()),
+            (
+                "object",
+                ir.instances.iter().map(|i| i.name.as_str()).collect(),
+            ),
+            ("label", ir.labels.iter().map(String::as_str).collect()),
+        ];
+        for (kind, names) in kinds {
+            for n in names {
+                let _ = writeln!(s, "\t{kind}\t{n}");
+            }
+        }
+    }
+    Reply::ok(s)
 }
 
 fn vcl_deps(sh: &Arc<Shared>) -> Reply {
@@ -1034,12 +1112,43 @@ fn param_show(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) ->
 }
 
 /// Shell-style glob matching for backend patterns.
+/// Shell-style glob matching (fnmatch without flags): `*`, `?` and
+/// bracket classes (`[a-c]`, `[!x]`); a `[` without its `]` is literal.
 fn glob(pat: &str, s: &str) -> bool {
+    /// The class at the start of `p` (just after `[`): whether `c` is in
+    /// it, and the pattern after the closing `]`.
+    fn class(p: &[u8], c: u8) -> Option<(bool, &[u8])> {
+        let (neg, mut i) = match p.first() {
+            Some(b'!' | b'^') => (true, 1),
+            _ => (false, 0),
+        };
+        let mut hit = false;
+        let mut first = true;
+        loop {
+            let a = *p.get(i)?;
+            if a == b']' && !first {
+                return Some((hit != neg, &p[i + 1..]));
+            }
+            first = false;
+            if p.get(i + 1) == Some(&b'-') && p.get(i + 2).is_some_and(|b| *b != b']') {
+                hit |= (a..=p[i + 2]).contains(&c);
+                i += 3;
+            } else {
+                hit |= a == c;
+                i += 1;
+            }
+        }
+    }
     fn m(p: &[u8], s: &[u8]) -> bool {
         match (p.first(), s.first()) {
             (None, None) => true,
             (Some(b'*'), _) => m(&p[1..], s) || (!s.is_empty() && m(p, &s[1..])),
             (Some(b'?'), Some(_)) => m(&p[1..], &s[1..]),
+            (Some(b'['), Some(c)) => match class(&p[1..], *c) {
+                Some((true, rest)) => m(rest, &s[1..]),
+                Some((false, _)) => false,
+                None => *c == b'[' && m(&p[1..], &s[1..]),
+            },
             (Some(a), Some(b)) if a == b => m(&p[1..], &s[1..]),
             _ => false,
         }
@@ -1194,5 +1303,11 @@ mod tests {
         assert!(glob("boot.*", "boot.default"));
         assert!(glob("*def*", "boot.default"));
         assert!(!glob("b?x", "boot"));
+        assert!(glob("vcl[1-7]", "vcl3"));
+        assert!(!glob("vcl[1-7]", "vcl8"));
+        assert!(glob("vcl[A-B]", "vclB"));
+        assert!(glob("x[!a]", "xb"));
+        assert!(!glob("x[!a]", "xa"));
+        assert!(glob("a[", "a["));
     }
 }

@@ -805,6 +805,36 @@ impl VclRegistry {
         );
     }
 
+    /// The labels a VCL's `return (vcl(...))` statements use.
+    pub fn labels_used_by(&self, vcl: &str) -> &[String] {
+        self.vcls
+            .get(vcl)
+            .map_or(&[], |e| e.vcl.ir.labels.as_slice())
+    }
+
+    /// Whether `from` (a VCL or label) leads to `target` through label
+    /// targets and labels used; the path is written to `why`, one link a
+    /// line, as varnishd explains a loop.
+    pub fn leads_to(&self, from: &str, target: &str, why: &mut String) -> bool {
+        if from == target {
+            return true;
+        }
+        if let Some(to) = self.labels.get(from) {
+            if self.leads_to(to, target, why) {
+                why.push_str(&format!("Label {from} points to vcl {to}\n"));
+                return true;
+            }
+            return false;
+        }
+        for l in self.labels_used_by(from) {
+            if self.leads_to(l, target, why) {
+                why.push_str(&format!("Vcl {from} uses Label {l}\n"));
+                return true;
+            }
+        }
+        false
+    }
+
     /// The VCL a name or label refers to.
     pub fn resolve(&self, name: &str) -> Option<Arc<LoadedVcl>> {
         let target = self.labels.get(name).map(String::as_str).unwrap_or(name);
