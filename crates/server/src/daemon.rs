@@ -309,7 +309,7 @@ pub fn init_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) -> Result<(), String> {
             vcl.name
         )
     };
-    vcl.host.attach_log(sh.vsl.clone());
+    vcl.host.attach(sh);
     vcl.event(lacquer_vmods::VclEvent::Load, sh)
         .map_err(failed)?;
     let mut t = InitTask::new(sh, vcl, BuiltinSub::Init);
@@ -627,7 +627,9 @@ impl Running {
 
 /// Builds the shared state and starts serving; returns when the daemon
 /// should exit.
-pub async fn run(cfg: Config) -> Result<(), String> {
+/// Serves until told to stop; the exit status bits say whether the cache
+/// process panicked meanwhile (`0x40`, as varnishd's manager).
+pub async fn run(cfg: Config) -> Result<u8, String> {
     let r = start(cfg).await?;
     // Run until a signal, or until the reverse/debug CLI goes away.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -644,7 +646,7 @@ pub async fn run(cfg: Config) -> Result<(), String> {
     while SESSIONS.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    Ok(())
+    Ok(r.shared.mgt.exit_bits())
 }
 
 /// Builds the shared state and starts serving in the background.
@@ -705,6 +707,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         started: Instant::now(),
         listeners: Default::default(),
         running: AtomicBool::new(false),
+        mgt: Default::default(),
         workdir: cfg.workdir.clone(),
     });
     sh.apply_params(&params);
@@ -802,6 +805,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         )));
     }
     if !cfg.debug && sh.active_vcl().is_some() {
+        sh.mgt.child_start.fetch_add(1, Ordering::Relaxed);
         sh.running.store(true, Ordering::Release);
     }
     // Housekeeping.

@@ -14,6 +14,7 @@ pub mod gzip;
 pub mod listen;
 pub mod mgt;
 pub mod msg;
+pub mod panic;
 pub mod params;
 pub mod pipe;
 pub mod req;

@@ -253,6 +253,7 @@ fn start(sh: &Arc<Shared>) -> Reply {
     }
     cli_log(sh, "Rd start");
     cli_log_reply(sh, status::OK, "");
+    sh.mgt.child_start.fetch_add(1, Ordering::Relaxed);
     sh.running.store(true, Ordering::Release);
     Reply::ok("")
 }
@@ -397,11 +398,23 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
             }
             Reply::ok(s)
         }
-        "panic.show" => Reply::err(
-            status::CANT,
-            "Child has not panicked or panic has been cleared",
-        ),
-        "panic.clear" => Reply::err(status::CANT, "No panic to clear"),
+        "panic.show" => match sh.mgt.show() {
+            Some(text) if json => {
+                Reply::ok(format!("{}  {}\n]", json_head(words), json_str(&text)))
+            }
+            Some(text) => Reply::ok(text),
+            None => Reply::err(
+                status::CANT,
+                "Child has not panicked or panic has been cleared",
+            ),
+        },
+        "panic.clear" => {
+            if sh.mgt.clear(plain.contains(&"-z")) {
+                Reply::ok("")
+            } else {
+                Reply::err(status::CANT, "No panic to clear")
+            }
+        }
         "debug.listen_address" => {
             let mut s = String::new();
             for l in sh

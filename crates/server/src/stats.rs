@@ -10,7 +10,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 
-use lacquer_vsl::vsc::tables::{SMA, Sma, VBE, Vbe};
+use lacquer_vsl::vsc::tables::{MGT, Mgt, SMA, Sma, VBE, Vbe};
 use lacquer_vsl::vsc::{Section, Vsc, VscError};
 
 use crate::counters::Main;
@@ -20,6 +20,7 @@ use crate::vcls::BackendRt;
 /// Sections whose values are copied on each tick.
 pub struct Sections {
     vsc: Vsc,
+    mgt: Section,
     sma: Vec<Section>,
     vbe: Mutex<Vec<(Weak<BackendRt>, Section)>>,
 }
@@ -38,6 +39,7 @@ impl Sections {
         }
         Ok(Sections {
             vsc: vsc.clone(),
+            mgt: vsc.add_section(&MGT, "MGT")?,
             sma,
             vbe: Mutex::new(Vec::new()),
         })
@@ -47,6 +49,12 @@ impl Sections {
     pub fn publish(&self, sh: &Arc<Shared>) {
         let c = &sh.counters;
         c.set(Main::uptime, sh.started.elapsed().as_secs());
+        let m = &sh.mgt;
+        self.mgt.set(Mgt::uptime, sh.started.elapsed().as_secs());
+        self.mgt
+            .set(Mgt::child_start, m.child_start.load(Ordering::Relaxed));
+        self.mgt
+            .set(Mgt::child_panic, m.child_panic.load(Ordering::Relaxed));
         // Lacquer runs on async tasks, not thread pools; the pool gauges
         // report the configured shape (pools of thread_pool_min workers)
         // so tools and tests reading them see what varnishd would keep.

@@ -420,8 +420,9 @@ struct Probing {
 /// directors and backends they create, and the probes polling them.
 pub struct VclHost {
     vcl: String,
-    /// The daemon's log, attached when the VCL is initialised.
-    log: std::sync::OnceLock<Arc<lacquer_vsl::Vsl>>,
+    /// The daemon, attached when the VCL is initialised (weak: the daemon
+    /// owns its VCLs).
+    daemon: std::sync::OnceLock<std::sync::Weak<Shared>>,
     backends: Vec<Arc<BackendRt>>,
     probe_defs: Vec<ProbeDef>,
     extras: std::sync::RwLock<Extras>,
@@ -476,7 +477,7 @@ impl VclHost {
     fn new(vcl: &str, backends: Vec<Arc<BackendRt>>, probe_defs: Vec<ProbeDef>) -> Self {
         VclHost {
             vcl: vcl.to_string(),
-            log: std::sync::OnceLock::new(),
+            daemon: std::sync::OnceLock::new(),
             extras: std::sync::RwLock::new(Extras {
                 next: backends.len() as u32,
                 by_id: BTreeMap::new(),
@@ -522,9 +523,9 @@ impl VclHost {
             .collect()
     }
 
-    /// Gives the vmods of this VCL the daemon's log (`Host::log`).
-    pub fn attach_log(&self, vsl: Arc<lacquer_vsl::Vsl>) {
-        let _ = self.log.set(vsl);
+    /// Gives the vmods of this VCL the daemon (`Host::log`, `Host::panic`).
+    pub fn attach(&self, sh: &Arc<Shared>) {
+        let _ = self.daemon.set(Arc::downgrade(sh));
     }
 
     fn start_probes(&self, vsl: Arc<lacquer_vsl::Vsl>) {
@@ -656,9 +657,15 @@ impl lacquer_vmods::Host for VclHost {
         }
     }
 
+    fn panic(&self, why: &str) {
+        if let Some(sh) = self.daemon.get().and_then(std::sync::Weak::upgrade) {
+            crate::panic::panic(&sh, why);
+        }
+    }
+
     fn log(&self, kind: lacquer_vcl::exec::LogKind, msg: &str) {
-        if let Some(vsl) = self.log.get() {
-            vsl.log_immediate(
+        if let Some(sh) = self.daemon.get().and_then(std::sync::Weak::upgrade) {
+            sh.vsl.log_immediate(
                 crate::task::log_kind_tag(kind),
                 lacquer_vsl::Vxid::plain(0),
                 format_args!("{msg}"),

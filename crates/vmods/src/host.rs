@@ -89,6 +89,9 @@ pub trait Host: Send + Sync {
     /// vmod does on its own rather than for a task (the shard director's
     /// hash ring dump, changes applied when a task ends).
     fn log(&self, kind: LogKind, msg: &str);
+    /// The cache process panics with `why` (test vmods only: `vtc.panic`):
+    /// it stops serving and loses its objects, as varnishd's child dying.
+    fn panic(&self, why: &str);
     /// Invalidates every object tagged (by its `xkey` response headers)
     /// with one of `keys`; `soft` expires them but keeps them for grace
     /// and keep. Returns the number of objects affected.

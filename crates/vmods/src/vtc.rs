@@ -109,8 +109,11 @@ fn null(_: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
     Ok(Value::Null)
 }
 
-fn panic(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
-    Err(format!("vtc.panic(): {}", lossy(a.str_or_empty(0)?)))
+/// Panics the cache process (its requests fail, it stops serving).
+fn panic(env: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let why = lossy(a.str_or_empty(0)?).into_owned();
+    env.host.panic(&why);
+    Err(format!("vtc.panic(): {why}"))
 }
 
 fn sleep(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {

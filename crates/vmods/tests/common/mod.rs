@@ -98,6 +98,13 @@ impl Host for TestHost {
         self.logged.lock().unwrap().push((kind, msg.to_string()));
     }
 
+    fn panic(&self, why: &str) {
+        self.logged
+            .lock()
+            .unwrap()
+            .push((lacquer_vcl::exec::LogKind::Error, format!("panic: {why}")));
+    }
+
     fn backend_changed(&self, b: &Backend) -> f64 {
         self.changed
             .lock()
