@@ -615,7 +615,7 @@ pub fn poll_discarded(sh: &Arc<Shared>) {
         let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
         let (gone, busy) = std::mem::take(&mut reg.discarded)
             .into_iter()
-            .partition(|v| Arc::strong_count(v) == 1);
+            .partition(|v| Arc::strong_count(v) == 1 && v.host.holders().is_empty());
         reg.discarded = busy;
         gone
     };
@@ -768,7 +768,10 @@ fn table(rows: &[Vec<String>]) -> String {
             if i + 1 == r.len() {
                 line.push_str(c);
             } else {
-                let _ = write!(line, "{c:<width$}", width = w[i] + 3);
+                // varnishd's table writer sizes every column after the
+                // first one character wider than its widest cell.
+                let extra = usize::from(i > 0);
+                let _ = write!(line, "{c:<width$}", width = w[i] + extra + 3);
             }
         }
         s.push_str(line.trim_end());
@@ -797,12 +800,11 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
             Temp::Cold => "cold",
         };
         // A stopped cache lists the temperature each VCL will start with.
-        let warm = if running {
-            e.vcl.is_warm()
-        } else {
-            e.temp != Temp::Cold
+        let temp = match running {
+            true => e.vcl.temperature(),
+            false if e.temp != Temp::Cold => "warm",
+            false => "cold",
         };
-        let temp = if warm { "warm" } else { "cold" };
         let nlabels = reg.labels.values().filter(|t| *t == name).count();
         // References beyond the registry's (and the active slot's) are
         // requests running on this VCL.
@@ -813,9 +815,9 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
             state.to_string(),
             temp.to_string(),
             // A stopped daemon lists no busy counts, as varnishd's manager
-            // answering without its child.
+            // answering without its child; the child right-aligns them.
             if running {
-                busy.to_string()
+                format!("{busy:>6}")
             } else {
                 "-".to_string()
             },
@@ -841,7 +843,7 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
             "discarded".to_string(),
             "auto".to_string(),
             "cooling".to_string(),
-            busy.to_string(),
+            format!("{busy:>6}"),
             v.name.clone(),
         ]);
         js.push(format!(
@@ -854,7 +856,11 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
             "available".to_string(),
             "label".to_string(),
             "warm".to_string(),
-            "0".to_string(),
+            if running {
+                format!("{:>6}", 0)
+            } else {
+                "-".to_string()
+            },
             label.clone(),
             "->".to_string(),
             target.clone(),
@@ -1283,12 +1289,9 @@ mod tests {
             vec!["active".into(), "auto".into(), "boot".into()],
             vec!["available".into(), "label".into(), "x".into()],
         ]);
-        assert_eq!(
-            t,
-            "active      auto     boot\navailable   label    x\n"
-                .replace("auto     ", "auto    ")
-                .replace("label    ", "label   ")
-        );
+        // As varnishd's vcl.list: three spaces after the first column,
+        // one more after the others.
+        assert_eq!(t, "active      auto     boot\navailable   label    x\n");
     }
 
     #[test]

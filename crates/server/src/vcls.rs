@@ -305,6 +305,18 @@ impl LoadedVcl {
     /// Warms the VCL up: its vmods hear `Warm` (and may refuse, leaving it
     /// cold), then its backends' probes start.
     pub fn warm_up(self: &Arc<Self>, sh: &Shared) -> Result<(), String> {
+        if self.is_warm() {
+            return Ok(());
+        }
+        // Still cooling: whoever holds it must let go first.
+        let holders = self.host.holders();
+        if !holders.is_empty() {
+            let mut msg = format!("VCL {} is waiting for:", self.name);
+            for h in holders {
+                msg.push_str(&format!("\n\t- {h}"));
+            }
+            return Err(msg);
+        }
         if self.warm.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
@@ -348,6 +360,18 @@ impl LoadedVcl {
 
     pub fn is_warm(&self) -> bool {
         self.warm.load(Ordering::Acquire)
+    }
+
+    /// The temperature `vcl.list` shows: warm, cold, or cooling while a
+    /// vmod still holds a VCL that was asked to cool.
+    pub fn temperature(&self) -> &'static str {
+        if self.is_warm() {
+            "warm"
+        } else if self.host.holders().is_empty() {
+            "cold"
+        } else {
+            "cooling"
+        }
     }
 
     pub fn is_initialized(&self) -> bool {
@@ -427,6 +451,9 @@ pub struct VclHost {
     probe_defs: Vec<ProbeDef>,
     extras: std::sync::RwLock<Extras>,
     probing: std::sync::Mutex<Probing>,
+    /// Holds vmods keep on the VCL (`Host::hold`), by id, with who holds.
+    holds: std::sync::Mutex<BTreeMap<u64, String>>,
+    next_hold: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for VclHost {
@@ -485,6 +512,8 @@ impl VclHost {
             backends,
             probe_defs,
             probing: Default::default(),
+            holds: Default::default(),
+            next_hold: Default::default(),
         }
     }
 
@@ -520,6 +549,16 @@ impl VclHost {
                 Extra::Dynamic(b) => Some(b.clone()),
                 Extra::Director(..) => None,
             })
+            .collect()
+    }
+
+    /// Who holds the VCL back from going cold, if anyone.
+    pub fn holders(&self) -> Vec<String> {
+        self.holds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
             .collect()
     }
 
@@ -655,6 +694,22 @@ impl lacquer_vmods::Host for VclHost {
         {
             h.abort();
         }
+    }
+
+    fn hold(&self, who: &str) -> u64 {
+        let id = self.next_hold.fetch_add(1, Ordering::Relaxed);
+        self.holds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, who.to_string());
+        id
+    }
+
+    fn release(&self, id: u64) {
+        self.holds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
     }
 
     fn panic(&self, why: &str) {

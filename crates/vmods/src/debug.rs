@@ -16,11 +16,17 @@
 //! Dynamic backends (`dyn`, `dyn_uds`) and the failing director
 //! (`director`) live in [`dynamic`], on the host's runtime backend API.
 //!
+//! Lifecycle events go through [`event`]: temperature changes are logged,
+//! `nuke_limit`/`max_esi_depth` of 42 refuse load/warm-up, and
+//! `vcl_discard_delay()` keeps a cooling VCL held for a while
+//! ([`crate::Host::hold`]); `fail_task_fini()` fails the end of a task.
+//!
 //! Left out because they need server internals this crate cannot reach
 //! (they fail to compile rather than pretend): calling a SUB (`call`,
 //! `check_call`, `caller`, ...), matching an ACL (`match_acl`,
 //! `sweep_acl`), delivery filters (`rot52`), the lookup catflap,
-//! stack/workspace probes, VSC counters and VCL temperature events. The `Debug` log lines Varnish's functions emit
+//! stack/workspace probes, VSC counters and backends created from events
+//! (`cold_backend`, `cooling_backend`). The `Debug` log lines Varnish's functions emit
 //! are not written: the executor has no Debug log kind.
 //!
 //! `PRIV_TOP` state is kept in the task's private state: identical to
@@ -80,6 +86,7 @@ $Restrict client backend
 $Function STRING client_port()
 $Restrict client backend
 $Function DURATION priv_perf(INT size, INT rounds=10000)
+$Function VOID vcl_discard_delay(PRIV_VCL, DURATION)
 $Function VOID fail_task_fini()
 $Function VOID ok_task_fini()
 $Object dyn(STRING addr, STRING port, PROBE probe=0)
@@ -116,6 +123,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("client_ip", client_ip),
         ("client_port", client_port),
         ("priv_perf", priv_perf),
+        ("vcl_discard_delay", vcl_discard_delay),
         ("fail_task_fini", fail_task_fini),
         ("ok_task_fini", ok_task_fini),
     ],
@@ -180,15 +188,29 @@ type R = Result<Value, String>;
 /// Logs every temperature change as `Debug` records, and refuses to load
 /// when `nuke_limit` is 42 or to warm up when `max_esi_depth` is 42, so
 /// that the suite can watch events and their failures.
-fn event(_: &Env, ev: crate::VclEvent, cx: &dyn crate::EventCtx) -> Result<(), String> {
+fn event(env: &Env, ev: crate::VclEvent, cx: &dyn crate::EventCtx) -> Result<(), String> {
     let is_42 = |p: &str| cx.param(p).is_some_and(|v| v.trim() == "42");
     match ev {
         crate::VclEvent::Load if is_42("nuke_limit") => Err("nuke_limit is not the answer.".into()),
         crate::VclEvent::Warm if is_42("max_esi_depth") => {
             Err("max_esi_depth is not the answer.".into())
         }
-        crate::VclEvent::Warm | crate::VclEvent::Cold => {
+        crate::VclEvent::Warm => {
             cx.log_debug(&format!("{}: {}", cx.vcl_name(), ev.name()));
+            Ok(())
+        }
+        crate::VclEvent::Cold => {
+            cx.log_debug(&format!("{}: {}", cx.vcl_name(), ev.name()));
+            // Keep the VCL cooling for the delay vcl_discard_delay() set.
+            let delay = env.vcl_state().get::<DiscardDelay>(0).map(|d| d.0);
+            if let Some(d) = delay {
+                let host = env.host.clone();
+                let id = host.hold(&format!("vmod-debug ref on {}", cx.vcl_name()));
+                std::thread::spawn(move || {
+                    std::thread::sleep(std::time::Duration::from_secs_f64(d));
+                    host.release(id);
+                });
+            }
             Ok(())
         }
         _ => Ok(()),
@@ -299,6 +321,18 @@ fn argtest(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
 
 fn fail(_: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
     Err("Forced failure".into())
+}
+
+/// How long `vcl_discard_delay()` keeps the VCL cooling after it is told
+/// to go cold.
+struct DiscardDelay(f64);
+
+fn vcl_discard_delay(env: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let d = a.duration(0)?.unwrap_or(0.0);
+    if d.is_finite() && d > 0.0 {
+        env.vcl_state().insert(0, DiscardDelay(d));
+    }
+    Ok(Value::Null)
 }
 
 /// Set by `ok_task_fini()`: the task may end quietly after all.

@@ -89,6 +89,13 @@ pub trait Host: Send + Sync {
     /// vmod does on its own rather than for a task (the shard director's
     /// hash ring dump, changes applied when a task ends).
     fn log(&self, kind: LogKind, msg: &str);
+    /// Holds the VCL back from going cold on behalf of `who` (Varnish's
+    /// VCL references from vmods): while held, a VCL asked to cool stays
+    /// `cooling`, cannot be warmed again, and is not freed. Returns the
+    /// hold's id for [`Host::release`].
+    fn hold(&self, who: &str) -> u64;
+    /// Ends a hold taken with [`Host::hold`].
+    fn release(&self, id: u64);
     /// The cache process panics with `why` (test vmods only: `vtc.panic`):
     /// it stops serving and loses its objects, as varnishd's child dying.
     fn panic(&self, why: &str);

@@ -36,6 +36,8 @@ pub struct TestHost {
     pub dynamic: Mutex<Vec<DynamicBackend>>,
     /// Backends retired by `delete_backend`.
     pub deleted: Mutex<Vec<Backend>>,
+    /// Holds taken through `Host::hold` (None once released).
+    pub holds: Mutex<Vec<Option<String>>>,
     /// Records written through `Host::log`.
     pub logged: Mutex<Vec<(lacquer_vcl::exec::LogKind, String)>>,
 }
@@ -96,6 +98,18 @@ impl Host for TestHost {
 
     fn log(&self, kind: lacquer_vcl::exec::LogKind, msg: &str) {
         self.logged.lock().unwrap().push((kind, msg.to_string()));
+    }
+
+    fn hold(&self, who: &str) -> u64 {
+        let mut h = self.holds.lock().unwrap();
+        h.push(Some(who.to_string()));
+        h.len() as u64 - 1
+    }
+
+    fn release(&self, id: u64) {
+        if let Some(slot) = self.holds.lock().unwrap().get_mut(id as usize) {
+            *slot = None;
+        }
     }
 
     fn panic(&self, why: &str) {
