@@ -131,6 +131,21 @@ fn expire_due_sweeps() {
 }
 
 #[test]
+fn clear_empties_the_cache() {
+    let c = cache();
+    for i in 0..3 {
+        let d = digest(&format!("/c{i}"));
+        insert(&c, &d, meta(i, T0, 100.0, 0.0, 0.0), b"x");
+    }
+    expect_hit(lookup(&c, &digest("/c1"), T0 + 1.0));
+    assert_eq!(c.clear(), 3);
+    assert_eq!(get(&c.stats().n_object), 0);
+    let (busy, _) = expect_miss(lookup(&c, &digest("/c1"), T0 + 1.0));
+    drop(busy);
+    assert_eq!(c.next_expiry(), None);
+}
+
+#[test]
 fn hit_for_pass_and_hit_for_miss() {
     let c = cache();
     let t = c.transient();

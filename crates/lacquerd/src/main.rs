@@ -248,7 +248,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         daemon::run(cfg).await
     });
     match result {
-        Ok(()) => Ok(ExitCode::SUCCESS),
+        Ok(bits) => Ok(ExitCode::from(bits)),
         Err(msg) => {
             eprintln!("Error: {msg}");
             Ok(ExitCode::from(2))

@@ -172,6 +172,19 @@ struct InitTask {
     errors: Vec<String>,
 }
 
+impl InitTask {
+    fn new(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>, sub: BuiltinSub) -> Self {
+        InitTask {
+            sh: sh.clone(),
+            vcl: vcl.clone(),
+            privs: Default::default(),
+            sub,
+            now: crate::rfc2616::now(),
+            errors: Vec::new(),
+        }
+    }
+}
+
 impl crate::task::TaskSub for InitTask {
     fn set_sub(&mut self, m: BuiltinSub) {
         self.sub = m;
@@ -227,14 +240,15 @@ impl Context for InitTask {
     fn log(&mut self, kind: LogKind, msg: &[u8]) {
         let text = String::from_utf8_lossy(msg).into_owned();
         if kind == LogKind::Error {
+            // vcl_init's failures go to the CLI answer, not the log.
+            if self.sub == BuiltinSub::Init {
+                self.errors.push(text);
+                return;
+            }
             self.errors.push(text.clone());
         }
         self.sh.vsl.log_immediate(
-            if kind == LogKind::Error {
-                Tag::VCL_Error
-            } else {
-                Tag::VCL_Log
-            },
+            crate::task::log_kind_tag(kind),
             lacquer_vsl::Vxid::plain(0),
             format_args!("{text}"),
         );
@@ -302,27 +316,57 @@ impl Context for InitTask {
     }
 }
 
-/// Runs `vcl_init` of a freshly compiled VCL; an error message if it failed.
+/// Runs `vcl_init` of a freshly compiled VCL; an error message if it
+/// failed, after `vcl_fini` has run to undo what init did, as varnishd.
 pub fn init_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) -> Result<(), String> {
-    let mut t = InitTask {
-        sh: sh.clone(),
-        vcl: vcl.clone(),
-        privs: Default::default(),
-        sub: BuiltinSub::Init,
-        now: crate::rfc2616::now(),
-        errors: Vec::new(),
+    let failed = |msg: String| {
+        format!(
+            "VCL \"{}\" Failed initialization\nMessage:\n\t{msg}",
+            vcl.name
+        )
     };
+    vcl.host.attach(sh);
+    vcl.event(lacquer_vmods::VclEvent::Load, sh)
+        .map_err(failed)?;
+    let mut t = InitTask::new(sh, vcl, BuiltinSub::Init);
     let mut scratch = Scratch::default();
-    match vcl.run(BuiltinSub::Init, &mut t, &mut scratch) {
-        lacquer_vcl::exec::Action::Ok => Ok(()),
-        _ => Err(format!(
-            "VCL \"{}\" Failed initialization{}",
-            vcl.name,
-            t.errors
-                .first()
-                .map(|e| format!("\nMessage:\n\t{e}"))
-                .unwrap_or_default()
-        )),
+    let action = vcl.run(BuiltinSub::Init, &mut t, &mut scratch);
+    // The task's end may fail it too.
+    let at_end = t.privs.finish();
+    let ok = matches!(action, lacquer_vcl::exec::Action::Ok) && at_end.is_empty();
+    t.errors.extend(at_end);
+    match ok {
+        true => Ok(()),
+        false => {
+            let first = t.errors.into_iter().next();
+            fini_vcl(sh, vcl);
+            Err(format!(
+                "VCL \"{}\" Failed initialization{}",
+                vcl.name,
+                first
+                    .map(|e| format!("\nMessage:\n\t{e}"))
+                    .unwrap_or_default()
+            ))
+        }
+    }
+}
+
+/// Runs `vcl_fini` of a VCL about to be freed. Failing there changes
+/// nothing (the VCL goes anyway); varnishd logs that it had no effect.
+pub fn fini_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) {
+    let mut t = InitTask::new(sh, vcl, BuiltinSub::Fini);
+    let mut scratch = Scratch::default();
+    let action = vcl.run(BuiltinSub::Fini, &mut t, &mut scratch);
+    let at_end = t.privs.finish();
+    for e in &at_end {
+        t.log(LogKind::Error, e.as_bytes());
+    }
+    if !matches!(action, lacquer_vcl::exec::Action::Ok) || !at_end.is_empty() {
+        sh.vsl.log_immediate(
+            Tag::VCL_Error,
+            lacquer_vsl::Vxid::plain(0),
+            format_args!("VRT_fail() from vcl_fini{{}} has no effect"),
+        );
     }
 }
 
@@ -404,6 +448,12 @@ fn bind_all(specs: &[ListenSpec], backlog: u32) -> Result<Vec<Bound>, String> {
                     let l = sock
                         .listen(backlog)
                         .map_err(|e| format!("Could not listen on {addr}: {e}"))?;
+                    // local.endpoint names the address really bound (the
+                    // port the kernel chose for `:0`).
+                    let mut named = named;
+                    if let Ok(a) = l.local_addr() {
+                        named.written = Arc::from(a.to_string().as_str());
+                    }
                     out.push(Bound::Tcp(l, named));
                 }
                 Endpoint::Unix {
@@ -662,7 +712,9 @@ impl Running {
 
 /// Builds the shared state and starts serving; returns when the daemon
 /// should exit.
-pub async fn run(cfg: Config) -> Result<(), String> {
+/// Serves until told to stop; the exit status bits say whether the cache
+/// process panicked meanwhile (`0x40`, as varnishd's manager).
+pub async fn run(cfg: Config) -> Result<u8, String> {
     let r = start(cfg).await?;
     // Run until a signal, or until the reverse/debug CLI goes away.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -679,7 +731,7 @@ pub async fn run(cfg: Config) -> Result<(), String> {
     while SESSIONS.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    Ok(())
+    Ok(r.shared.mgt.exit_bits())
 }
 
 /// Builds the shared state and starts serving in the background.
@@ -746,6 +798,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         listeners: Default::default(),
         running: AtomicBool::new(false),
         fetch_frag: std::sync::atomic::AtomicUsize::new(0),
+        mgt: Default::default(),
         workdir: cfg.workdir.clone(),
     });
     sh.apply_params(&params);
@@ -765,8 +818,10 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     if let Some((file, text)) = text {
         let opts = crate::mgt::load_options(&sh);
         let v = Arc::new(vcls::compile("boot", &file, &text, &opts).map_err(|e| e.message)?);
-        init_vcl(&sh, &v)?;
-        v.warm_up(sh.vsl.clone());
+        // Without -d the cache starts at once; with it, at `start`.
+        if !cfg.debug {
+            crate::mgt::child_load(&sh, &v, Temp::Auto)?;
+        }
         let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
         reg.insert(v.clone(), Temp::Auto);
         reg.active = Some("boot".to_string());
@@ -838,6 +893,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         )));
     }
     if !cfg.debug && sh.active_vcl().is_some() {
+        sh.mgt.child_start.fetch_add(1, Ordering::Relaxed);
         sh.running.store(true, Ordering::Release);
     }
     // Housekeeping.
@@ -859,6 +915,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
                     p.uint("ban_cutoff") as usize,
                 );
             }
+            crate::mgt::cool_idle_vcls(&hk);
             if n.is_multiple_of(10) {
                 let idle = Duration::from_secs_f64(p.duration("backend_idle_timeout"));
                 if let Some(v) = hk.active_vcl() {

@@ -73,8 +73,12 @@ pub struct FetchJob {
 }
 
 enum Step {
-    /// Run vcl_backend_error with this status/reason (reason None: default).
+    /// The fetch failed: run vcl_backend_error with this status/reason
+    /// (reason None: default).
     Error(u16, Option<Bytes>),
+    /// VCL returned `error(...)`: vcl_backend_error runs, but the fetch
+    /// did not fail (`fetch_failed` is not counted).
+    VclError(u16, Option<Bytes>),
     Fail,
 }
 
@@ -128,7 +132,11 @@ pub async fn run(mut job: FetchJob) {
                 fail(&mut job);
                 break;
             }
-            Err(Step::Error(s, r)) => (s, r),
+            Err(Step::Error(s, r)) => {
+                job.bo.sh.counters.inc(Main::fetch_failed);
+                (s, r)
+            }
+            Err(Step::VclError(s, r)) => (s, r),
         };
         match backend_error(&mut job, &mut scratch, status, reason) {
             ErrorNext::Done => break,
@@ -190,7 +198,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         job.bo.now = rfc2616::now();
         match vcl.run(BuiltinSub::BackendFetch, &mut job.bo, scratch) {
             Action::Fetch => job.bo.log_ts("Fetch", rfc2616::now()),
-            Action::Error { status, reason } => return Err(Step::Error(status, reason)),
+            Action::Error { status, reason } => return Err(Step::VclError(status, reason)),
             Action::Abandon | Action::Fail => return Err(Step::Fail),
             other => {
                 job.bo
@@ -249,7 +257,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
                 job.bo.retries += 1;
                 continue;
             }
-            Action::Error { status, reason } => return Err(Step::Error(status, reason)),
+            Action::Error { status, reason } => return Err(Step::VclError(status, reason)),
             Action::Abandon | Action::Fail => return Err(Step::Fail),
             other => {
                 job.bo
@@ -296,19 +304,11 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         )
     };
     drop(params);
-    // beresp.backend is the backend the director picked, not the director.
-    bo.beresp_backend = Some(
-        vcl.backends
-            .iter()
-            .position(|x| Arc::ptr_eq(x, &backend))
-            .map_or_else(
-                || be.clone(),
-                |id| lacquer_vcl::exec::Backend {
-                    id: id as u32,
-                    name: Arc::from(backend.vcl_name.as_str()),
-                },
-            ),
-    );
+    // beresp.backend is what the directors picked, not the director.
+    bo.beresp_backend = Some(lacquer_vcl::exec::Backend {
+        id: backend.id,
+        name: Arc::from(backend.vcl_name.as_str()),
+    });
     bo.beresp_backend_ip = backend.tcp_addr();
     // Host header from the backend definition when the request has none.
     if !bo.bereq.headers.contains("host")
@@ -969,8 +969,12 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         }
     } else if let Some(len) = prefetched_len {
         body_done(bo, f, len);
-    } else if reusable(bo, &f) {
-        f.backend.pool.recycle(f.conn);
+    } else {
+        // No body to read: the (empty) body is complete now.
+        bo.log_ts("BerespBody", rfc2616::now());
+        if reusable(bo, &f) {
+            f.backend.pool.recycle(f.conn);
+        }
     }
     bo.vsl.log(
         Tag::BereqAcct,
@@ -1153,7 +1157,6 @@ fn backend_error(
     reason: Option<Bytes>,
 ) -> ErrorNext {
     let bo = &mut job.bo;
-    bo.sh.counters.inc(Main::fetch_failed);
     bo.now = rfc2616::now();
     bo.log_ts("Error", bo.now);
     bo.beresp = RespMsg::new(status);

@@ -16,6 +16,7 @@ pub mod jail;
 pub mod listen;
 pub mod mgt;
 pub mod msg;
+pub mod panic;
 pub mod params;
 pub mod pipe;
 pub mod req;

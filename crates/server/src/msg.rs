@@ -84,13 +84,9 @@ impl RespMsg {
 
     /// Appends the status line and headers (and the final empty line).
     pub fn write_head(&self, out: &mut impl WriteBuf) {
-        // As varnishd, VCL's 1xxx statuses go out as their last three
-        // digits.
-        let status = if self.status > 999 {
-            self.status % 1000
-        } else {
-            self.status
-        };
+        // Statuses above 999 carry VCL signals in their top digits; the
+        // wire gets the last three, as varnishd.
+        let status = self.status % 1000;
         out.reserve_bytes(self.proto.len() + self.reason.len() + self.headers.wire_len() + 16);
         out.put(&self.proto);
         out.put(b" ");

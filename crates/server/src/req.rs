@@ -166,6 +166,7 @@ where
                                 vcl_switched = true;
                                 t.vsl
                                     .log(Tag::VCL_use, format_args!("{} via {}", v.name, label));
+                                t.backend_hint = v.default_backend();
                                 t.vcl = v;
                                 t.req = t.req_orig.clone();
                                 State::Recv
@@ -604,7 +605,8 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         t_bereq: rfc2616::now(),
         t_beresp: 0.0,
         retries: 0,
-        backend: t.backend_hint.clone().or_else(|| t.vcl.default_backend()),
+        // The hint starts as the default backend; VCL may set it NULL.
+        backend: t.backend_hint.clone(),
         beresp_backend: None,
         beresp_backend_ip: None,
         connect_timeout: None,

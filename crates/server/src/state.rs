@@ -45,6 +45,9 @@ pub struct Shared {
     pub listeners: Mutex<Vec<BoundListener>>,
     /// False between `stop` and `start`: new connections are refused.
     pub running: AtomicBool,
+    /// The management side's view of the cache process (`MGT.*`, the
+    /// last panic).
+    pub mgt: crate::panic::MgtState,
     pub workdir: std::path::PathBuf,
     /// `debug.fragfetch`: the largest body piece a fetch handles at once
     /// (0: as read).

@@ -145,11 +145,15 @@ fn unset_logged(
     h.remove(&name.lower[..]);
 }
 
-fn log_kind_tag(kind: LogKind) -> Tag {
+/// The log tag a VCL log record of this kind gets.
+pub(crate) fn log_kind_tag(kind: LogKind) -> Tag {
     match kind {
         LogKind::Log => Tag::VCL_Log,
         LogKind::Error => Tag::VCL_Error,
         LogKind::Acl => Tag::VCL_acl,
+        LogKind::Problem => Tag::Error,
+        LogKind::Notice => Tag::Notice,
+        LogKind::Debug => Tag::Debug,
     }
 }
 

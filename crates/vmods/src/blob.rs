@@ -41,6 +41,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ctor: new_blob,
         methods: &[("get", obj_get as MethodImpl), ("encode", obj_encode)],
     }],
+    event: None,
 };
 
 type R = Result<Value, String>;
@@ -160,12 +161,14 @@ fn hex_val(b: u8) -> Option<u8> {
 }
 
 /// Decodes `input` (only its first `length` bytes when `length > 0`).
-pub(crate) fn decode_bytes(enc: Enc, length: i64, input: &[u8]) -> Result<Vec<u8>, String> {
-    let input = if length > 0 && (length as usize) < input.len() {
-        &input[..length as usize]
+pub(crate) fn decode_bytes(enc: Enc, length: i64, whole: &[u8]) -> Result<Vec<u8>, String> {
+    let input = if length > 0 && (length as usize) < whole.len() {
+        &whole[..length as usize]
     } else {
-        input
+        whole
     };
+    // Errors quote the input as given, not the part `length` kept.
+    let decode_error = |_: &[u8]| decode_error(whole);
     match enc {
         Enc::Identity => Ok(input.to_vec()),
         Enc::Hex => {
@@ -226,9 +229,19 @@ pub(crate) fn decode_bytes(enc: Enc, length: i64, input: &[u8]) -> Result<Vec<u8
     }
 }
 
+/// An encoded result as a VCL string: like Varnish's C strings it ends at
+/// the first NUL byte (only IDENTITY can produce one).
+fn c_string(mut v: Vec<u8>) -> Value {
+    if let Some(n) = v.iter().position(|&b| b == 0) {
+        v.truncate(n);
+    }
+    string(v)
+}
+
 fn case_upper(enc: Enc, case: Option<&str>) -> Result<bool, String> {
     match (enc, case.unwrap_or("DEFAULT")) {
-        (_, "DEFAULT") => Ok(enc == Enc::Url),
+        // Varnish's hex and URL encoders write lowercase unless told UPPER.
+        (_, "DEFAULT") => Ok(false),
         (Enc::Hex | Enc::Url, c) => Ok(c == "UPPER"),
         (e, c) => Err(format!(
             "vmod blob error: case {c} is illegal with encoding {}",
@@ -248,7 +261,7 @@ fn encode(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     let enc = Enc::parse(a.enum_(0)?)?;
     let upper = case_upper(enc, a.enum_(1)?)?;
     let data = a.blob(2)?.cloned().unwrap_or_default();
-    Ok(string(encode_bytes(enc, upper, &data)))
+    Ok(c_string(encode_bytes(enc, upper, &data)))
 }
 
 fn transcode(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
@@ -257,7 +270,7 @@ fn transcode(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     let upper = case_upper(enc, a.enum_(2)?)?;
     let data = decode_bytes(dec, a.int(3)?.unwrap_or(0), a.str_or_empty(4)?)
         .map_err(|e| format!("vmod blob error: cannot decode, {e}"))?;
-    Ok(string(encode_bytes(enc, upper, &data)))
+    Ok(c_string(encode_bytes(enc, upper, &data)))
 }
 
 fn same(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
@@ -315,7 +328,7 @@ fn obj_get(_: &Env, o: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
 fn obj_encode(_: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> R {
     let enc = Enc::parse(a.enum_(0)?)?;
     let upper = case_upper(enc, a.enum_(1)?)?;
-    Ok(string(encode_bytes(enc, upper, &this::<BlobObj>(o).data)))
+    Ok(c_string(encode_bytes(enc, upper, &this::<BlobObj>(o).data)))
 }
 
 #[cfg(test)]
@@ -372,7 +385,7 @@ mod tests {
     #[test]
     fn case_rules() {
         assert!(!case_upper(Enc::Hex, None).unwrap());
-        assert!(case_upper(Enc::Url, None).unwrap());
+        assert!(!case_upper(Enc::Url, None).unwrap());
         assert!(case_upper(Enc::Hex, Some("UPPER")).unwrap());
         assert_eq!(
             case_upper(Enc::Identity, Some("LOWER")).unwrap_err(),

@@ -47,6 +47,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("set", set),
     ],
     classes: &[],
+    event: None,
 };
 
 type R = Result<Value, String>;

@@ -8,7 +8,6 @@
 
 use std::io::Write as _;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use lacquer_vcl::exec::value::{INT_MAX, INT_MIN, parse_bytes, parse_decimal, parse_duration};
@@ -96,35 +95,17 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("time2real", time2real),
     ],
     classes: &[],
+    event: None,
 };
 
 type R = Result<Value, String>;
 
 // ---- numbers ----------------------------------------------------------
 
-/// A small, fast pseudo-random generator (xorshift64*), seeded from the
-/// clock; not for cryptography, like Varnish's testable random.
-pub(crate) fn random_f64() -> f64 {
-    static STATE: AtomicU64 = AtomicU64::new(0);
-    let mut x = STATE.load(Ordering::Relaxed);
-    if x == 0 {
-        x = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0x9e37_79b9_7f4a_7c15)
-            | 1;
-    }
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    STATE.store(x, Ordering::Relaxed);
-    (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
-}
-
 fn random(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     let lo = a.real(0)?.unwrap_or(0.0);
     let hi = a.real(1)?.unwrap_or(0.0);
-    Ok(Value::Real(lo + (hi - lo) * random_f64()))
+    Ok(Value::Real(lo + (hi - lo) * crate::rnd::next_f64()))
 }
 
 fn round(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
@@ -379,7 +360,7 @@ fn getenv(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
 
 fn healthy(env: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(Value::Bool(match a.backend(0)? {
-        Some(b) => env.host.backend_healthy(b),
+        Some(b) => env.host.backend_healthy(b)?,
         None => false,
     }))
 }
@@ -891,6 +872,10 @@ fn ban(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
         Some(spec) => ctx.ban(spec),
     };
     let ok = result.is_ok();
+    if let Err(e) = &result {
+        // Logged without failing the task, as varnishd's VRT_ban_string.
+        ctx.log(LogKind::Error, format!("ban(): {e}").as_bytes());
+    }
     let msg = result.err().map(Bytes::from).unwrap_or_default();
     ctx.privs().insert(0, BanError(msg));
     Ok(Value::Bool(ok))
@@ -1032,7 +1017,7 @@ mod tests {
     #[test]
     fn random_in_range() {
         for _ in 0..1000 {
-            let r = random_f64();
+            let r = crate::rnd::next_f64();
             assert!((0.0..1.0).contains(&r));
         }
     }

@@ -214,7 +214,7 @@ struct Window {
 /// What a poll did to the health, for the `Backend_health` log record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transition {
-    /// `Went healthy`, `Back healthy`, `Still healthy`, `Went sick`, `Still sick`.
+    /// `Went healthy`, `Still healthy`, `Went sick`, `Still sick`.
     pub verdict: &'static str,
     pub good: u32,
     pub avg: f64,
@@ -226,7 +226,8 @@ impl Health {
         Health {
             admin: AtomicU8::new(Admin::Auto as u8),
             probed_healthy: AtomicBool::new(true),
-            changed: Default::default(),
+            // A new backend counts as having just changed, as varnishd's.
+            changed: now_secs().to_bits().into(),
             state: Mutex::new(Window {
                 bits: 0,
                 stages: [0; 7],
@@ -246,7 +247,7 @@ impl Health {
         Health {
             admin: AtomicU8::new(Admin::Auto as u8),
             probed_healthy: AtomicBool::new(spec.initial >= spec.threshold),
-            changed: Default::default(),
+            changed: now_secs().to_bits().into(),
             state: Mutex::new(Window {
                 bits,
                 stages: [0; 7],
@@ -278,13 +279,39 @@ impl Health {
         }
     }
 
-    /// When the probed health last changed (0 if never).
+    /// When the health last changed (creation time if never).
     pub fn last_change(&self) -> f64 {
         f64::from_bits(self.changed.load(Ordering::Relaxed))
     }
 
+    /// Overrides the probed health; when that changes whether the backend
+    /// is usable, it counts as a health change (the shard director's
+    /// rampup starts from it).
     pub fn set_admin(&self, a: Admin) {
+        let was = self.healthy();
         self.admin.store(a as u8, Ordering::Relaxed);
+        if self.healthy() != was {
+            self.changed.store(now_secs().to_bits(), Ordering::Relaxed);
+        }
+    }
+
+    /// The record varnishd logs when probing starts: the verdict of the
+    /// initial window, its flags (`H` when the newest initial poll counts
+    /// as good) and the number of good polls in it.
+    pub fn initial_record(&self, spec: &ProbeSpec) -> (&'static str, &'static str, u32) {
+        let w = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let good = (w.bits & mask(spec.window)).count_ones();
+        let verdict = if good >= spec.threshold {
+            "Went healthy"
+        } else {
+            "Went sick"
+        };
+        let flags = if w.bits & 1 == 1 {
+            "-------H"
+        } else {
+            "--------"
+        };
+        (verdict, flags, good)
     }
 
     /// Good polls in the window and the window size, as `backend.list`
@@ -310,14 +337,10 @@ impl Health {
         let now_healthy = good >= spec.threshold;
         let was = self.probed_healthy.swap(now_healthy, Ordering::Relaxed);
         if was != now_healthy {
-            let t = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs_f64())
-                .unwrap_or(0.0);
-            self.changed.store(t.to_bits(), Ordering::Relaxed);
+            self.changed.store(now_secs().to_bits(), Ordering::Relaxed);
         }
         let verdict = match (was, now_healthy) {
-            (false, true) => "Back healthy",
+            (false, true) => "Went healthy",
             (true, true) => "Still healthy",
             (true, false) => "Went sick",
             (false, false) => "Still sick",
@@ -328,6 +351,14 @@ impl Health {
             avg: w.avg,
         }
     }
+}
+
+/// Seconds since the epoch.
+fn now_secs() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 fn mask(window: u32) -> u64 {
@@ -464,7 +495,7 @@ mod tests {
             ..Default::default()
         };
         let bad = PollResult::default();
-        assert_eq!(h.record(&s, &good).verdict, "Back healthy");
+        assert_eq!(h.record(&s, &good).verdict, "Went healthy");
         assert!(h.healthy());
         assert_eq!(h.record(&s, &bad).verdict, "Still healthy");
         assert_eq!(h.record(&s, &bad).verdict, "Went sick");

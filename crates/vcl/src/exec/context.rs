@@ -79,6 +79,12 @@ pub enum LogKind {
     Error,
     /// `VCL_acl`: the result of a logged ACL match.
     Acl,
+    /// `Error`: a problem a vmod reports without failing the task.
+    Problem,
+    /// `Notice`: something worth knowing about how a request was handled.
+    Notice,
+    /// `Debug`: diagnostics (masked from the log unless asked for).
+    Debug,
 }
 
 /// What the executor needs from the task it runs for. One implementation per

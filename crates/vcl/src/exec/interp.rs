@@ -327,9 +327,13 @@ impl<C: Context> Exec<'_, C> {
             Stmt::Ban(e) => {
                 let mut buf = self.take_buf();
                 let r = self.append_str(e, &mut buf);
-                if r.is_ok()
-                    && let Err(reason) = self.ctx.ban(&buf)
-                {
+                // A failed ban is logged; the task goes on.
+                let failed = match r {
+                    Ok(false) => Some("Null argument".to_string()),
+                    Ok(true) => self.ctx.ban(&buf).err(),
+                    Err(_) => None,
+                };
+                if let Some(reason) = failed {
                     let msg = format!("ban(): {reason}");
                     self.ctx.log(LogKind::Error, msg.as_bytes());
                 }
