@@ -46,7 +46,7 @@ use regex_automata::nfa::thompson;
 use regex_automata::util::primitives::StateID;
 use regex_automata::util::start;
 use regex_automata::util::syntax;
-use regex_syntax::hir::Look;
+use regex_syntax::hir::{Hir, HirKind, Look};
 
 /// A compiled regular expression.
 #[derive(Clone, Debug)]
@@ -59,9 +59,46 @@ pub struct Regex {
     /// Set when the pattern cannot match the empty string and compiles to a
     /// small DFA: matches are found by anchored runs from candidate starts.
     dfa: Option<StartDfa>,
+    /// Set when every capture group sits at a fixed distance from the
+    /// match's start and end (`;(a|bc)=`, `^/x/(.*)$`): (from start, from
+    /// end) for groups 1.., read off the match without any engine.
+    fixed_groups: Option<Box<[(usize, usize)]>>,
     /// Set when the pattern has capture groups and is one-pass: the groups
     /// of a match found are read with it instead of the engine.
     onepass: Option<onepass::DFA>,
+}
+
+/// The groups of a pattern whose capture groups are all direct parts of
+/// its top-level sequence, with fixed-length parts before and after each:
+/// (bytes from the match's start, bytes from its end) per group.
+fn fixed_groups(pattern: &str, unicode: bool) -> Option<Box<[(usize, usize)]>> {
+    let sc = syntax::Config::new().unicode(unicode).utf8(false);
+    let hir = syntax::parse_with(pattern, &sc).ok()?;
+    let groups = hir.properties().explicit_captures_len();
+    if groups == 0 {
+        return None;
+    }
+    let items = match hir.kind() {
+        HirKind::Concat(items) => &items[..],
+        _ => std::slice::from_ref(&hir),
+    };
+    let fixed = |h: &Hir| {
+        let p = h.properties();
+        match (p.minimum_len(), p.maximum_len()) {
+            (Some(a), Some(b)) if a == b => Some(a),
+            _ => None,
+        }
+    };
+    let mut out = vec![None; groups];
+    for (k, item) in items.iter().enumerate() {
+        if let HirKind::Capture(c) = item.kind() {
+            let before: Option<usize> = items[..k].iter().map(fixed).sum();
+            let after: Option<usize> = items[k + 1..].iter().map(fixed).sum();
+            let slot = out.get_mut((c.index as usize).checked_sub(1)?)?;
+            *slot = Some((before?, after?));
+        }
+    }
+    out.into_iter().collect::<Option<Vec<_>>>().map(Into::into)
 }
 
 /// Largest DFA (bytes) built for a pattern; bigger ones use the engine.
@@ -179,10 +216,10 @@ impl FirstBytes {
 const MAX_FIRST_BYTES: usize = 128;
 
 /// A DFA copied out of `regex-automata`'s dense DFA into a table whose
-/// state numbering puts the dead state first, then the give-up state, then
-/// the match states, so the hot loop tells a plain state from any other
-/// with one comparison. State numbers are premultiplied by the row length
-/// (a power of two).
+/// state numbering puts every state that needs attention first (dead,
+/// give-up, match states, states the search can skip through), so the hot
+/// loop tells a plain state from any other with one comparison. State
+/// numbers are premultiplied by the row length (a power of two).
 #[derive(Clone, Debug)]
 struct Table {
     /// Byte to column (`regex-automata`'s byte classes).
@@ -191,9 +228,16 @@ struct Table {
     trans: Box<[u32]>,
     /// log2 of the row length.
     shift: u32,
-    /// States from here on are plain; below it, after dead (0) and give-up
-    /// (one row), come the match states.
+    /// The numbering: dead (0), give-up (one row), match states whose
+    /// loop can be skipped, from `first_match_plain` other match states,
+    /// from `first_plain_skip` non-match states whose loop can be skipped,
+    /// from `first_plain` the rest.
+    first_match_plain: u32,
+    first_plain_skip: u32,
     first_plain: u32,
+    /// Per state (by row): the bytes that leave it, for states that stay
+    /// put on all others.
+    skip: Box<[Skip]>,
     /// Per state (by row): a match ends at the end of the subject.
     eoi_match: Box<[bool]>,
     /// The start state at the beginning of the subject.
@@ -201,6 +245,35 @@ struct Table {
     /// The start state after each possible preceding byte (it matters for
     /// `\b`, `(?m)^` and the like); dead when not needed.
     start_after: Box<[u32; 256]>,
+}
+
+/// The bytes that leave a state which every other byte leads back to
+/// (`[^;]*`, `.*`): the search jumps to the next of them with `memchr`.
+#[derive(Clone, Copy, Debug)]
+enum Skip {
+    No,
+    To1(u8),
+    To2(u8, u8),
+    To3(u8, u8, u8),
+    /// No byte leaves the state.
+    ToEnd,
+}
+
+impl Skip {
+    /// The first position at or after `from` holding a byte that leaves
+    /// the state (the subject's length if none).
+    #[inline]
+    fn next(self, h: &[u8], from: usize) -> usize {
+        let tail = &h[from..];
+        let at = match self {
+            Skip::No => Some(0),
+            Skip::To1(a) => memchr::memchr(a, tail),
+            Skip::To2(a, b) => memchr::memchr2(a, b, tail),
+            Skip::To3(a, b, c) => memchr::memchr3(a, b, c, tail),
+            Skip::ToEnd => None,
+        };
+        from + at.unwrap_or(tail.len())
+    }
 }
 
 /// How a run of a [`Table`] ended.
@@ -246,7 +319,7 @@ impl Table {
                 reps.push(b);
             }
         }
-        // The reachable states, then their numbering: matches, then plain.
+        // The reachable states.
         let mut seen: HashMap<StateID, u32> = HashMap::new();
         let mut order: Vec<StateID> = Vec::new();
         let mut queue: Vec<StateID> = vec![text];
@@ -259,8 +332,29 @@ impl Table {
             order.push(s);
             queue.extend(reps.iter().map(|b| dfa.next_state(s, *b)));
         }
-        order.sort_by_key(|s| !dfa.is_match_state(*s));
-        let matches = order.iter().filter(|s| dfa.is_match_state(**s)).count();
+        // Which states can be skipped through, and the numbering.
+        let skip_of = |s: StateID| -> Skip {
+            let leaving: Vec<u8> = (0..=255u8).filter(|b| dfa.next_state(s, *b) != s).collect();
+            match leaving[..] {
+                [] => Skip::ToEnd,
+                [a] => Skip::To1(a),
+                [a, b] => Skip::To2(a, b),
+                [a, b, c] => Skip::To3(a, b, c),
+                _ => Skip::No,
+            }
+        };
+        let rank = |s: &StateID| {
+            let skips = !matches!(skip_of(*s), Skip::No);
+            match (dfa.is_match_state(*s), skips) {
+                (true, true) => 0,
+                (true, false) => 1,
+                (false, true) => 2,
+                (false, false) => 3,
+            }
+        };
+        order.sort_by_key(rank);
+        let count = |r: u8| order.iter().filter(|s| rank(s) == r).count();
+        let (n0, n1, n2) = (count(0), count(1), count(2));
         let stride = reps.len().next_power_of_two();
         let shift = stride.trailing_zeros();
         let rows = 2 + order.len();
@@ -279,22 +373,28 @@ impl Table {
         };
         let mut trans = vec![DEAD; rows * stride];
         let mut eoi_match = vec![false; rows];
+        let mut skip = vec![Skip::No; rows];
         for s in &order {
             let row = num(*s) as usize;
             for (c, &b) in reps.iter().enumerate() {
                 trans[row + c] = num(dfa.next_state(*s, b));
             }
             eoi_match[row >> shift] = dfa.is_match_state(dfa.next_eoi_state(*s));
+            skip[row >> shift] = skip_of(*s);
         }
         let mut start_after = Box::new([DEAD; 256]);
         for (slot, s) in start_after.iter_mut().zip(&after) {
             *slot = num(*s);
         }
+        let boundary = |n: usize| u32::try_from((2 + n) << shift).ok();
         Some(Table {
             classes: Box::new(classes),
             trans: trans.into(),
             shift,
-            first_plain: u32::try_from((2 + matches) << shift).ok()?,
+            first_match_plain: boundary(n0)?,
+            first_plain_skip: boundary(n0 + n1)?,
+            first_plain: boundary(n0 + n1 + n2)?,
+            skip: skip.into(),
             eoi_match: eoi_match.into(),
             start_text: num(text),
             start_after,
@@ -320,30 +420,44 @@ impl Table {
     /// the first match. Adds the bytes read to `work`.
     #[inline(always)]
     fn run(&self, h: &[u8], p: usize, mut sid: u32, earliest: bool, work: &mut usize) -> Run {
-        let give_up = 1u32 << self.shift;
+        let first_match = 2u32 << self.shift;
         let (trans, classes, first_plain) = (&self.trans[..], &*self.classes, self.first_plain);
         let mut last = None;
-        for (k, &b) in h[p..].iter().enumerate() {
+        let mut i = p;
+        while let Some(&b) = h.get(i) {
             sid = trans[sid as usize + usize::from(classes[usize::from(b)])];
+            i += 1;
             if sid < first_plain {
                 // Matches are reported one byte late: a match state here
-                // means a match ended before this byte.
-                if sid > give_up {
-                    last = Some(p + k);
+                // means a match ended before the byte just read.
+                let skips = if sid >= self.first_plain_skip {
+                    true
+                } else if sid >= first_match {
+                    last = Some(i - 1);
                     if earliest {
-                        *work += k + 1;
-                        return Run::Done(last);
+                        break;
                     }
+                    sid < self.first_match_plain
                 } else if sid == DEAD {
-                    *work += k + 1;
-                    return Run::Done(last);
+                    break;
                 } else {
                     return Run::GiveUp;
+                };
+                if skips {
+                    // Every byte up to the next one that leaves the state
+                    // leads back to it. (A match state that loops holds a
+                    // finished match, so the byte or end of subject that
+                    // leaves it reports the match's end.)
+                    i = self.skip[(sid >> self.shift) as usize].next(h, i);
                 }
             }
         }
-        *work += h.len() - p + 1;
-        if self.eoi_match[(sid >> self.shift) as usize] {
+        *work += i - p + 1;
+        if i == h.len()
+            && !(earliest && last.is_some())
+            && sid != DEAD
+            && self.eoi_match[(sid >> self.shift) as usize]
+        {
             last = Some(h.len());
         }
         Run::Done(last)
@@ -499,11 +613,12 @@ impl Regex {
                 unicode = true;
                 regex::bytes::RegexBuilder::new(pattern).build()
             });
-        let (mut dfa, mut one) = (None, None);
+        let (mut dfa, mut one, mut fixed) = (None, None, None);
         let engine = match bytes {
             Ok(r) => {
                 dfa = StartDfa::build(pattern, unicode);
-                if r.captures_len() > 1 {
+                fixed = fixed_groups(pattern, unicode);
+                if r.captures_len() > 1 && fixed.is_none() {
                     one = onepass::DFA::builder()
                         .syntax(syntax::Config::new().unicode(unicode).utf8(false))
                         .thompson(thompson::Config::new().utf8(false))
@@ -522,6 +637,7 @@ impl Regex {
             engine,
             literal: Literal::parse(pattern),
             dfa,
+            fixed_groups: fixed,
             onepass: one,
         })
     }
@@ -561,16 +677,26 @@ impl Regex {
         if let Some(l) = self.literal.as_ref().filter(|l| !l.bytes.is_empty()) {
             return Ok(l.find(subject));
         }
-        let mut at = 0;
         // The DFA only serves patterns that cannot match empty, so
         // `not_empty` changes nothing for it.
         if let Some(d) = &self.dfa {
-            match d.search(subject, 0, false) {
-                DfaSearch::Found(s, e) => return Ok(Some((s, e))),
-                DfaSearch::None => return Ok(None),
-                DfaSearch::HandOver(p) => at = p,
-            }
+            return match d.search(subject, 0, false) {
+                DfaSearch::Found(s, e) => Ok(Some((s, e))),
+                DfaSearch::None => Ok(None),
+                DfaSearch::HandOver(p) => self.engine_find(subject, p, not_empty),
+            };
         }
+        self.engine_find(subject, 0, not_empty)
+    }
+
+    /// [`Regex::find`] by the general engine, for a match starting at or
+    /// after `at`.
+    fn engine_find(
+        &self,
+        subject: &[u8],
+        mut at: usize,
+        not_empty: bool,
+    ) -> Result<Option<(usize, usize)>, String> {
         match &self.engine {
             Engine::Bytes(r) => {
                 while at <= subject.len() {
@@ -613,6 +739,21 @@ impl Regex {
         groups[0] = Some((start, end));
         if self.literal.is_some() {
             return Ok(groups);
+        }
+        if let Some(fixed) = &self.fixed_groups {
+            let spans = fixed.iter().map(|(before, after)| {
+                let (s, e) = (start + before, end.checked_sub(*after)?);
+                (s <= e).then_some((s, e))
+            });
+            let mut whole = true;
+            for (g, span) in groups.iter_mut().skip(1).zip(spans) {
+                whole &= span.is_some();
+                *g = span;
+            }
+            // Always whole for a real match; the engine decides otherwise.
+            if whole {
+                return Ok(groups);
+            }
         }
         if let Some(op) = &self.onepass {
             let mut slots = [None; 20];
@@ -677,26 +818,103 @@ impl Regex {
         let groups_wanted = sub
             .windows(2)
             .any(|w| w[0] == b'\\' && (b'1'..=b'9').contains(&w[1]));
-        let mut rest = subject;
-        let mut not_empty = false;
-        while let Some((start, end)) = self.find(rest, not_empty)? {
-            out.extend_from_slice(&rest[..start]);
-            let groups = if groups_wanted {
-                self.groups(rest, start, end)?
-            } else {
-                let mut g = [None; 10];
-                g[0] = Some((start, end));
-                g
-            };
-            expand(sub, rest, &groups, out);
+        // Matches after the first must be non-empty (PCRE's NOTEMPTY).
+        let (mut rest, mut next) = match (&self.literal, &self.dfa) {
+            (None, Some(d)) => {
+                match self.substitute_dfa(d, subject, sub, all, groups_wanted, out)? {
+                    None => return Ok(()),
+                    Some((origin, at)) => {
+                        let rest = &subject[origin..];
+                        (rest, self.engine_find(rest, at, origin > 0)?)
+                    }
+                }
+            }
+            _ => (subject, self.find(subject, false)?),
+        };
+        while let Some((start, end)) = next {
+            self.replace(rest, start, end, sub, groups_wanted, out)?;
             rest = &rest[end..];
             if !all {
                 break;
             }
-            not_empty = true;
+            next = self.find(rest, true)?;
         }
         out.extend_from_slice(rest);
         Ok(())
+    }
+
+    /// Appends `rest` up to the match at `start..end`, then the expanded
+    /// substitution.
+    fn replace(
+        &self,
+        rest: &[u8],
+        start: usize,
+        end: usize,
+        sub: &[u8],
+        groups_wanted: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<(), String> {
+        out.extend_from_slice(&rest[..start]);
+        let groups = if groups_wanted {
+            self.groups(rest, start, end)?
+        } else {
+            let mut g = [None; 10];
+            g[0] = Some((start, end));
+            g
+        };
+        expand(sub, rest, &groups, out);
+        Ok(())
+    }
+
+    /// [`Regex::substitute`] by DFA runs over the whole subject: each
+    /// remainder after a match is searched as a subject of its own (its
+    /// start is the subject's start for `^` and `\b`) without slicing or
+    /// re-entering the search. `Some((origin, at))` hands the rest over to
+    /// the engine: the remainder starting at `origin` has no match before
+    /// `at` (relative to it).
+    fn substitute_dfa(
+        &self,
+        d: &StartDfa,
+        subject: &[u8],
+        sub: &[u8],
+        all: bool,
+        groups_wanted: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<(usize, usize)>, String> {
+        let t = &d.anchored;
+        let budget = 4 * subject.len() + 64;
+        let (mut origin, mut p, mut work) = (0, 0, 0);
+        loop {
+            let c = if d.only_at_start {
+                (p == origin).then_some(origin)
+            } else {
+                d.first.next(subject, p)
+            };
+            let Some(c) = c else { break };
+            let sid = if c == origin {
+                t.start_text
+            } else {
+                t.start(subject, c)
+            };
+            match t.run(subject, c, sid, false, &mut work) {
+                Run::Done(Some(e)) => {
+                    let rest = &subject[origin..];
+                    self.replace(rest, c - origin, e - origin, sub, groups_wanted, out)?;
+                    (origin, p) = (e, e);
+                    if !all {
+                        break;
+                    }
+                }
+                Run::Done(None) if d.only_at_start => break,
+                Run::Done(None) => p = c + 1,
+                Run::GiveUp => return Ok(Some((origin, c - origin))),
+            }
+            if work > budget {
+                return Ok(Some((origin, p - origin)));
+            }
+        }
+        out.extend_from_slice(&subject[origin..]);
+        Ok(None)
     }
 }
 
@@ -1094,5 +1312,16 @@ mod tests {
         let mut out = Vec::new();
         r.substitute(&s, b"X", true, &mut out).unwrap();
         assert_eq!(out, b"X");
+        // The same in a substitution, with matches before and after the
+        // hand-over.
+        let mut s = b"ab-".to_vec();
+        s.extend(std::iter::repeat_n(b'a', 10_000));
+        s.extend_from_slice(b"-ab-aab");
+        let mut out = Vec::new();
+        r.substitute(&s, b"X", true, &mut out).unwrap();
+        let mut want = b"X-".to_vec();
+        want.extend(std::iter::repeat_n(b'a', 10_000));
+        want.extend_from_slice(b"-X-X");
+        assert_eq!(out, want);
     }
 }
