@@ -100,7 +100,11 @@ pub fn request() -> MockContext {
         .with_header(bereq, "Accept", "text/html,application/xhtml+xml")
         .with_header(bereq, "Accept-Encoding", "gzip")
         .with_header(bereq, "Accept-Language", "en-US,en;q=0.9,de;q=0.8")
-        .with_header(bereq, "Cookie", "session=3f2a9c0e8b7d4f61a5c2e9d8b7a6f5e4; lang=en")
+        .with_header(
+            bereq,
+            "Cookie",
+            "session=3f2a9c0e8b7d4f61a5c2e9d8b7a6f5e4; lang=en",
+        )
         .with_header(bereq, "X-Forwarded-For", "203.0.113.9")
         .with_header(bereq, "X-Forwarded-Proto", "https")
         .with_header(bereq, "X-Device", "mobile")

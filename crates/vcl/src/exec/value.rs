@@ -131,7 +131,7 @@ impl Value {
             }
             Value::Real(r) | Value::Duration(r) => append_real(out, *r)?,
             Value::Time(t) => append_http_date(out, *t)?,
-            Value::Ip(sa) => push_fmt(out, format_args!("{}", sa.ip())),
+            Value::Ip(sa) => append_ip(out, sa.ip()),
             Value::Backend(b) => out.extend_from_slice(b.name.as_bytes()),
             Value::Acl(i) => match acl_names.get(*i as usize) {
                 Some(n) => out.extend_from_slice(n.as_bytes()),
@@ -219,6 +219,28 @@ fn append_base64(out: &mut Vec<u8>, data: &[u8]) {
                 out.push(b'=');
             }
         }
+    }
+}
+
+/// An address as `inet_ntop` prints it; IPv4 without going through `fmt`
+/// (client addresses are converted on most requests).
+fn append_ip(out: &mut Vec<u8>, ip: std::net::IpAddr) {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            for (i, o) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                if o >= 100 {
+                    out.push(b'0' + o / 100);
+                }
+                if o >= 10 {
+                    out.push(b'0' + o / 10 % 10);
+                }
+                out.push(b'0' + o % 10);
+            }
+        }
+        std::net::IpAddr::V6(v6) => push_fmt(out, format_args!("{v6}")),
     }
 }
 
@@ -505,6 +527,12 @@ mod tests {
         assert_eq!(s(&Value::Blob(Bytes::new())), "::");
         assert_eq!(s(&Value::Ip("127.0.0.1:80".parse().unwrap())), "127.0.0.1");
         assert_eq!(s(&Value::Ip("[::1]:80".parse().unwrap())), "::1");
+        // Every octet value prints as std (and inet_ntop) print it.
+        for o in 0..=255u8 {
+            let ip = std::net::Ipv4Addr::new(o, 0, 255, o);
+            let sa = std::net::SocketAddr::from((ip, 1));
+            assert_eq!(s(&Value::Ip(sa)), ip.to_string());
+        }
         let b = Backend {
             id: 3,
             name: "default".into(),
