@@ -247,29 +247,50 @@ struct Table {
     start_after: Box<[u32; 256]>,
 }
 
-/// The bytes that leave a state which every other byte leads back to
-/// (`[^;]*`, `.*`): the search jumps to the next of them with `memchr`.
-#[derive(Clone, Copy, Debug)]
+/// The bytes that leave a state which most other bytes lead back to
+/// (`[^;]*`, `.*`, the unanchored start): the search jumps to the next of
+/// them with `memchr`, or a byte table when there are more than three.
+#[derive(Clone, Debug)]
 enum Skip {
     No,
     To1(u8),
     To2(u8, u8),
     To3(u8, u8, u8),
+    /// At most [`MAX_FIRST_BYTES`] bytes leave the state.
+    ToAny(Box<[bool; 256]>),
     /// No byte leaves the state.
     ToEnd,
 }
 
 impl Skip {
+    fn new(leaving: &[u8]) -> Skip {
+        match *leaving {
+            [] => Skip::ToEnd,
+            [a] => Skip::To1(a),
+            [a, b] => Skip::To2(a, b),
+            [a, b, c] => Skip::To3(a, b, c),
+            _ if leaving.len() <= MAX_FIRST_BYTES => {
+                let mut set = [false; 256];
+                for b in leaving {
+                    set[usize::from(*b)] = true;
+                }
+                Skip::ToAny(Box::new(set))
+            }
+            _ => Skip::No,
+        }
+    }
+
     /// The first position at or after `from` holding a byte that leaves
     /// the state (the subject's length if none).
     #[inline]
-    fn next(self, h: &[u8], from: usize) -> usize {
+    fn next(&self, h: &[u8], from: usize) -> usize {
         let tail = &h[from..];
         let at = match self {
             Skip::No => Some(0),
-            Skip::To1(a) => memchr::memchr(a, tail),
-            Skip::To2(a, b) => memchr::memchr2(a, b, tail),
-            Skip::To3(a, b, c) => memchr::memchr3(a, b, c, tail),
+            Skip::To1(a) => memchr::memchr(*a, tail),
+            Skip::To2(a, b) => memchr::memchr2(*a, *b, tail),
+            Skip::To3(a, b, c) => memchr::memchr3(*a, *b, *c, tail),
+            Skip::ToAny(set) => tail.iter().position(|b| set[usize::from(*b)]),
             Skip::ToEnd => None,
         };
         from + at.unwrap_or(tail.len())
@@ -335,13 +356,7 @@ impl Table {
         // Which states can be skipped through, and the numbering.
         let skip_of = |s: StateID| -> Skip {
             let leaving: Vec<u8> = (0..=255u8).filter(|b| dfa.next_state(s, *b) != s).collect();
-            match leaving[..] {
-                [] => Skip::ToEnd,
-                [a] => Skip::To1(a),
-                [a, b] => Skip::To2(a, b),
-                [a, b, c] => Skip::To3(a, b, c),
-                _ => Skip::No,
-            }
+            Skip::new(&leaving)
         };
         let rank = |s: &StateID| {
             let skips = !matches!(skip_of(*s), Skip::No);
