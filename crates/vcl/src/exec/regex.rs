@@ -353,22 +353,27 @@ impl Table {
             order.push(s);
             queue.extend(reps.iter().map(|b| dfa.next_state(s, *b)));
         }
-        // Which states can be skipped through, and the numbering.
-        let skip_of = |s: StateID| -> Skip {
-            let leaving: Vec<u8> = (0..=255u8).filter(|b| dfa.next_state(s, *b) != s).collect();
-            Skip::new(&leaving)
-        };
-        let rank = |s: &StateID| {
-            let skips = !matches!(skip_of(*s), Skip::No);
-            match (dfa.is_match_state(*s), skips) {
-                (true, true) => 0,
-                (true, false) => 1,
-                (false, true) => 2,
-                (false, false) => 3,
-            }
-        };
-        order.sort_by_key(rank);
-        let count = |r: u8| order.iter().filter(|s| rank(s) == r).count();
+        // Which states can be skipped through (judged per class), and the
+        // numbering: skippable matches, other matches, skippable others,
+        // the rest.
+        let mut states: Vec<(u8, StateID, Skip)> = order
+            .iter()
+            .map(|&s| {
+                let leaving: Vec<u8> = (0..=255u8)
+                    .filter(|b| dfa.next_state(s, reps[usize::from(classes[usize::from(*b)])]) != s)
+                    .collect();
+                let skip = Skip::new(&leaving);
+                let rank = match (dfa.is_match_state(s), matches!(skip, Skip::No)) {
+                    (true, false) => 0,
+                    (true, true) => 1,
+                    (false, false) => 2,
+                    (false, true) => 3,
+                };
+                (rank, s, skip)
+            })
+            .collect();
+        states.sort_by_key(|(rank, ..)| *rank);
+        let count = |r: u8| states.iter().filter(|(rank, ..)| *rank == r).count();
         let (n0, n1, n2) = (count(0), count(1), count(2));
         let stride = reps.len().next_power_of_two();
         let shift = stride.trailing_zeros();
@@ -376,7 +381,7 @@ impl Table {
         if rows * stride * 4 > DFA_SIZE_LIMIT {
             return None;
         }
-        for (i, s) in order.iter().enumerate() {
+        for (i, (_, s, _)) in states.iter().enumerate() {
             seen.insert(*s, u32::try_from((2 + i) << shift).ok()?);
         }
         let num = |s: StateID| -> u32 {
@@ -389,13 +394,13 @@ impl Table {
         let mut trans = vec![DEAD; rows * stride];
         let mut eoi_match = vec![false; rows];
         let mut skip = vec![Skip::No; rows];
-        for s in &order {
-            let row = num(*s) as usize;
+        for (_, s, state_skip) in states {
+            let row = num(s) as usize;
             for (c, &b) in reps.iter().enumerate() {
-                trans[row + c] = num(dfa.next_state(*s, b));
+                trans[row + c] = num(dfa.next_state(s, b));
             }
-            eoi_match[row >> shift] = dfa.is_match_state(dfa.next_eoi_state(*s));
-            skip[row >> shift] = skip_of(*s);
+            eoi_match[row >> shift] = dfa.is_match_state(dfa.next_eoi_state(s));
+            skip[row >> shift] = state_skip;
         }
         let mut start_after = Box::new([DEAD; 256]);
         for (slot, s) in start_after.iter_mut().zip(&after) {
