@@ -235,8 +235,8 @@ struct Table {
     first_match_plain: u32,
     first_plain_skip: u32,
     first_plain: u32,
-    /// Per state (by row): the bytes that leave it, for states that stay
-    /// put on all others.
+    /// Per state (by row): the bytes that leave it, for states that most
+    /// bytes lead back to.
     skip: Box<[Skip]>,
     /// Per state (by row): a match ends at the end of the subject.
     eoi_match: Box<[bool]>,
