@@ -394,12 +394,17 @@ impl<'a, C: Context> Exec<'a, C> {
         match target {
             Target::Header(w, h) => {
                 if let Expr::Const(Value::Str(v)) = e {
-                    self.ctx.set_header(*w, h, v);
-                    return Ok(());
+                    let r = self.ctx.set_header(*w, h, v);
+                    return self.check(r);
                 }
                 let mut buf = self.take_buf();
-                let r = self.append_str(e, &mut buf);
-                let r = r.and_then(|_| self.ctx.set_header(*w, h, &buf).map_err(fail));
+                let r = match self.append_str(e, &mut buf) {
+                    Ok(_) => {
+                        let r = self.ctx.set_header(*w, h, &buf);
+                        self.check(r)
+                    }
+                    Err(f) => Err(f),
+                };
                 self.give_buf(buf);
                 r?;
             }
