@@ -757,10 +757,18 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         let mut n: u64 = 0;
+        let mut last_ping = std::time::Instant::now();
         loop {
             tick.tick().await;
             n += 1;
             let now = crate::rfc2616::now();
+            let ping = hk.params().uint("ping_interval");
+            if ping > 0 && last_ping.elapsed() >= Duration::from_secs(ping) {
+                // varnishd's manager pings its child this often, and the
+                // log shows it; operators and tests look for it there.
+                last_ping = std::time::Instant::now();
+                crate::mgt::dispatch(&hk, &["ping".to_string()]);
+            }
             hk.cache.expire_due(now);
             let p = hk.params();
             if p.duration("ban_lurker_sleep") > 0.0 {

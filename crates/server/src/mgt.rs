@@ -129,8 +129,31 @@ fn ban_list_json(sh: &Arc<Shared>, words: &[String]) -> String {
     json_list(words, &items)
 }
 
-/// Runs one command (already checked against the command table).
+/// Runs one command (already checked against the command table). The
+/// commands varnishd's child executes are logged as `CLI` records, `Rd`
+/// with the command and `Wr` with the reply, as the child logs them.
 pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
+    let logged = crate::cli::command(&words[0]).is_some_and(|c| c.child);
+    let vx = lacquer_vsl::Vxid::NONE;
+    if logged {
+        sh.vsl.log_immediate(
+            lacquer_vsl::Tag::CLI,
+            vx,
+            format_args!("Rd {}", words.join(" ")),
+        );
+    }
+    let r = execute(sh, words);
+    if logged {
+        sh.vsl.log_immediate(
+            lacquer_vsl::Tag::CLI,
+            vx,
+            format_args!("Wr {} {} {}", r.status, r.body.len(), r.body),
+        );
+    }
+    r
+}
+
+fn execute(sh: &Arc<Shared>, words: &[String]) -> Reply {
     let cmd = words[0].as_str();
     let args = &words[1..];
     let (json, plain) = json_flag(args);

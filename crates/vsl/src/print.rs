@@ -136,6 +136,7 @@ pub struct RecordFilter {
     suppress_re: Vec<(Option<TagSet>, Regex)>,
     client_only: bool,
     backend_only: bool,
+    caseless: bool,
 }
 
 impl RecordFilter {
@@ -151,9 +152,18 @@ impl RecordFilter {
         self.seen = true;
     }
 
+    /// `-C`: the regular expressions of later `-I`/`-X` ignore case.
+    pub fn set_caseless(&mut self, caseless: bool) {
+        self.caseless = caseless;
+    }
+
+    fn tags(opt: &str, list: &str) -> Result<TagSet, String> {
+        TagSet::from_list(list).map_err(|e| format!("{opt}: {}", e.list_message()))
+    }
+
     /// `-i taglist`: show records with these tags (globs allowed).
     pub fn include_tags(&mut self, list: &str) -> Result<(), String> {
-        let tags = TagSet::from_list(list).map_err(|e| format!("-i: {e}"))?;
+        let tags = RecordFilter::tags("-i", list)?;
         self.first_include();
         for t in tags.iter() {
             self.suppress.remove(t);
@@ -163,7 +173,7 @@ impl RecordFilter {
 
     /// `-x taglist`: hide records with these tags.
     pub fn exclude_tags(&mut self, list: &str) -> Result<(), String> {
-        let tags = TagSet::from_list(list).map_err(|e| format!("-x: {e}"))?;
+        let tags = RecordFilter::tags("-x", list)?;
         self.seen = true;
         for t in tags.iter() {
             self.suppress.insert(t);
@@ -171,21 +181,19 @@ impl RecordFilter {
         Ok(())
     }
 
-    fn parse_re(opt: &str, arg: &str) -> Result<(Option<TagSet>, Regex), String> {
+    fn parse_re(&self, opt: &str, arg: &str) -> Result<(Option<TagSet>, Regex), String> {
         let (tags, re) = match arg.split_once(':') {
-            Some((list, re)) => (
-                Some(TagSet::from_list(list).map_err(|e| format!("{opt}: {e}"))?),
-                re,
-            ),
+            Some((list, re)) => (Some(RecordFilter::tags(opt, list)?), re),
             None => (None, arg),
         };
-        let re = Regex::new(re).map_err(|e| format!("{opt}: bad regular expression: {e}"))?;
+        let re = crate::re::compile(re, self.caseless)
+            .map_err(|e| format!("{opt}: Regex error at position {} ({})", e.pos, e.msg))?;
         Ok((tags, re))
     }
 
     /// `-I [taglist:]regex`: show records whose payload matches.
     pub fn include_regex(&mut self, arg: &str) -> Result<(), String> {
-        let f = RecordFilter::parse_re("-I", arg)?;
+        let f = self.parse_re("-I", arg)?;
         self.first_include();
         self.select_re.push(f);
         Ok(())
@@ -193,7 +201,7 @@ impl RecordFilter {
 
     /// `-X [taglist:]regex`: hide records whose payload matches.
     pub fn exclude_regex(&mut self, arg: &str) -> Result<(), String> {
-        let f = RecordFilter::parse_re("-X", arg)?;
+        let f = self.parse_re("-X", arg)?;
         self.seen = true;
         self.suppress_re.push(f);
         Ok(())
