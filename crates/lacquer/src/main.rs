@@ -78,7 +78,7 @@ fn run_tool(cmd: &str, name: &str, args: &[String]) -> Option<i32> {
         "top" => lacquer_tools::top::main(name, args),
         "hist" => lacquer_tools::hist::main(name, args),
         "stat" => lacquer_tools::stat::main(args),
-        "adm" => lacquer_tools::adm::main(args),
+        "adm" => lacquer_tools::adm::main(name, args),
         _ => return None,
     })
 }

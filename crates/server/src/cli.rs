@@ -88,7 +88,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("storage.list", "storage.list [-j]", "List the stores.", 0, Some(0), true, false, true),
     cmd!("vcl.deps", "vcl.deps [-j]", "List loaded VCLs and the labels pointing at them.", 0, Some(0), true, false, false),
     cmd!("vcl.discard", "vcl.discard <name_pattern>...", "Unload the named VCLs when they are no longer in use.", 1, None, false, false, true),
-    cmd!("vcl.inline", "vcl.inline <configname> <quoted_VCLstring> [auto|cold|warm]", "Compile and load VCL source given inline.", 2, Some(3), false, false, false),
+    cmd!("vcl.inline", "vcl.inline <configname> <quoted_VCLstring> [auto|cold|warm]", "Compile and load VCL source given inline.", 2, Some(3), false, false, true),
     cmd!("vcl.label", "vcl.label <label> <configname>", "Point a label at a VCL.", 2, Some(2), false, false, true),
     cmd!("vcl.list", "vcl.list [-j]", "List loaded VCLs.", 0, Some(0), true, false, true),
     cmd!("vcl.load", "vcl.load <configname> <filename> [auto|cold|warm]", "Compile and load a VCL file.", 2, Some(3), false, false, true),

@@ -142,6 +142,8 @@ pub async fn run(mut job: FetchJob) {
             }
         }
     }
+    let acct = job.bo.acct.record();
+    job.bo.vsl.log_str(Tag::BereqAcct, &acct);
     job.bo.vsl.log_str(Tag::End, "");
     job.bo.vsl.flush();
 }
@@ -261,10 +263,12 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
     drop(params);
     bo.beresp_backend = Some(be.clone());
     bo.beresp_backend_ip = backend.tcp_addr();
-    // Host header from the backend definition when the request has none.
+    // Host header from the backend definition when the request has none,
+    // logged as varnishd logs it.
     if !bo.bereq.headers.contains("host")
         && let Some(h) = &backend.host_header
     {
+        bo.vsl.log_header(Tag::BereqHeader, b"Host", h.as_bytes());
         bo.bereq.headers.append("Host", h.clone());
     }
     let mut head = Vec::with_capacity(1024);
@@ -302,7 +306,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 "{} {} {} {} {}",
                 conn.local_port(),
                 backend.vcl_name,
-                backend.pool.address(),
+                backend.pool.address().log_peer(),
                 conn.local_addr_string(),
                 if conn.reused { "reuse" } else { "connect" }
             ),
@@ -329,13 +333,20 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             bo.sh.counters.inc(Main::backend_fail);
             return Err(format!("backend write error: {e}"));
         }
+        bo.acct.bereq_hdr += head.len() as u64;
+        bo.acct.bereq_body += body.as_ref().map_or(0, |b| b.len() as u64);
         let mut rbuf = BytesMut::with_capacity(8192);
         let deadline = tokio::time::Instant::now() + secs(first_byte);
         let head = loop {
+            let before = rbuf.len();
             match parse_response_buf(&mut rbuf, &limits) {
-                Ok(Some(h)) => break Some(h),
+                Ok(Some(h)) => {
+                    bo.acct.beresp_hdr += (before - rbuf.len()) as u64;
+                    break Some(h);
+                }
                 Ok(None) => {}
                 Err(e) => {
+                    bo.acct.beresp_hdr += before as u64;
                     return Err(format!("http format error: {}", e.message()));
                 }
             }
@@ -808,10 +819,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     } else if backend_keeps_alive(bo) {
         f.backend.pool.recycle(f.conn);
     }
-    bo.vsl.log(
-        Tag::BereqAcct,
-        format_args!("0 0 0 0 0 {}", obj.body().len_so_far()),
-    );
+    bo.acct.beresp_body += obj.body().len_so_far();
     if let Some(n) = job.notify.take() {
         let _ = n.send(FetchOutcome::Object(obj));
     }

@@ -136,11 +136,16 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
     let logged = crate::cli::command(&words[0]).is_some_and(|c| c.child);
     let vx = lacquer_vsl::Vxid::NONE;
     if logged {
-        sh.vsl.log_immediate(
-            lacquer_vsl::Tag::CLI,
-            vx,
-            format_args!("Rd {}", words.join(" ")),
-        );
+        // varnishd's manager compiles inline VCL and has its child load
+        // the result: the child's log shows a vcl.load.
+        let line = match words {
+            [cmd, name, ..] if cmd == "vcl.inline" => {
+                format!("vcl.load \"{name}\" (inline VCL)")
+            }
+            _ => words.join(" "),
+        };
+        sh.vsl
+            .log_immediate(lacquer_vsl::Tag::CLI, vx, format_args!("Rd {line}"));
     }
     let r = execute(sh, words);
     if logged {

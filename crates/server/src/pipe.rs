@@ -71,7 +71,7 @@ where
     let action = vcl.run(BuiltinSub::Pipe, &mut bo, scratch);
     bo.vsl.set_vxid(Vxid::backend(vxid));
     let sh = t.sh.clone();
-    let result = match action {
+    let (result, pipe_acct) = match action {
         Action::Pipe => {
             // As varnishd: at most pipe_sess_max tunnels (0: no limit);
             // one more gets a 503.
@@ -84,7 +84,13 @@ where
             }
             sh.counters.inc(Main::n_pipe);
             let _slot = PipeSlot(&sh.counters);
-            run_pipe(&mut bo, conn).await
+            let mut acct = PipeAcct {
+                t_process: crate::rfc2616::now(),
+                ..PipeAcct::default()
+            };
+            let body = t.req_body.clone();
+            let r = run_pipe(&mut bo, conn, body, &mut acct).await;
+            (r, Some(acct))
         }
         Action::Synth { status, reason } => {
             bo.vsl.log_str(Tag::End, "");
@@ -100,12 +106,53 @@ where
     if let Err(e) = result {
         bo.vsl.log_str(Tag::FetchError, &e);
     }
+    bo.vsl.log_str(Tag::BereqAcct, "0 0 0 0 0 0");
     bo.vsl.log_str(Tag::End, "");
     bo.vsl.flush();
+    // As varnishd, the tunnel's byte counts go into the client request's
+    // transaction: its head, the bereq head, bytes piped in and out.
+    if let Some(a) = pipe_acct {
+        crate::req::log_ts_at(t, "Process", a.t_process);
+        if a.t_sent > 0.0 {
+            crate::req::log_ts_at(t, "Pipe", a.t_sent);
+        }
+        crate::req::log_ts(t, "PipeSess");
+        t.piped = true;
+        t.acct_record = Some((
+            Tag::PipeAcct,
+            format!(
+                "{} {} {} {}",
+                t.req_hdr_bytes, a.bereq_hdr, a.piped_in, a.piped_out
+            ),
+        ));
+        sh.counters.add(Main::s_pipe_hdrbytes, t.req_hdr_bytes);
+        sh.counters.add(Main::s_pipe_in, a.piped_in);
+        sh.counters.add(Main::s_pipe_out, a.piped_out);
+    }
     Piped::Done(After::Close)
 }
 
-async fn run_pipe<S>(bo: &mut crate::task::BoTask, conn: &mut ClientConn<S>) -> Result<(), String>
+/// What a tunnel moved, for `PipeAcct` and the `s_pipe_*` counters.
+#[derive(Debug, Default)]
+struct PipeAcct {
+    /// Bytes of the bereq head sent to the backend.
+    bereq_hdr: u64,
+    /// Bytes from the client passed on after the head.
+    piped_in: u64,
+    /// Bytes from the backend passed on to the client.
+    piped_out: u64,
+    /// When vcl_pipe was done.
+    t_process: f64,
+    /// When the bereq went to the backend (0 if it did not).
+    t_sent: f64,
+}
+
+async fn run_pipe<S>(
+    bo: &mut crate::task::BoTask,
+    conn: &mut ClientConn<S>,
+    body: Option<Bytes>,
+    acct: &mut PipeAcct,
+) -> Result<(), String>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
@@ -134,19 +181,42 @@ where
     {
         head.extend_from_slice(p);
     }
+    let at = head.len();
     bo.bereq.write_head(&mut head);
-    head.extend_from_slice(&conn.rbuf.split());
+    acct.bereq_hdr = (head.len() - at) as u64;
+    // The session read the request body before VCL ran: it goes first,
+    // framed as the request says, then whatever the client sent after.
+    let mut pending = Vec::new();
+    if let Some(b) = body.filter(|b| !b.is_empty()) {
+        let chunked = bo
+            .bereq
+            .headers
+            .get("transfer-encoding")
+            .is_some_and(|te| te.eq_ignore_ascii_case(b"chunked"));
+        if chunked {
+            pending.extend_from_slice(format!("{:x}\r\n", b.len()).as_bytes());
+            pending.extend_from_slice(&b);
+            pending.extend_from_slice(b"\r\n");
+            pending.extend_from_slice(lacquer_http::LAST_CHUNK);
+        } else {
+            pending.extend_from_slice(&b);
+        }
+    }
+    pending.extend_from_slice(&conn.rbuf.split());
+    acct.piped_in = pending.len() as u64;
+    head.extend_from_slice(&pending);
     be_conn
         .stream
         .write_all(&head)
         .await
         .map_err(|e| format!("pipe write: {e}"))?;
+    acct.t_sent = crate::rfc2616::now();
     let (mut cr, mut cw) = tokio::io::split(&mut conn.stream);
     let (mut br, mut bw) = tokio::io::split(&mut be_conn.stream);
     let mut cbuf = vec![0u8; 16 * 1024];
     let mut bbuf = vec![0u8; 16 * 1024];
     let (mut c_open, mut b_open) = (true, true);
-    let (mut to_backend, mut to_client) = (head.len() as u64, 0u64);
+    let (mut to_backend, mut to_client) = (acct.piped_in, 0u64);
     while c_open && b_open {
         tokio::select! {
             r = tokio::time::timeout(idle, cr.read(&mut cbuf)), if c_open => match r {
@@ -166,7 +236,7 @@ where
         }
     }
     let _ = cw.flush().await;
-    bo.vsl
-        .log(Tag::PipeAcct, format_args!("0 0 {to_backend} {to_client}"));
+    acct.piped_in = to_backend;
+    acct.piped_out = to_client;
     Ok(())
 }

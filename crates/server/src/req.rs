@@ -569,6 +569,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         was_304: false,
         storage: None,
         synth_body: Vec::new(),
+        acct: Default::default(),
         client_identity: t.client_identity.clone(),
         vsl: lacquer_vsl::VslBuf::with_capacity(
             sh.vsl.clone(),
@@ -608,9 +609,24 @@ async fn fetch(t: &mut ReqTask, mode: FetchMode, pass: bool) -> Option<ObjRef> {
     let got = rx.await;
     t.sh.counters.inc(Main::s_fetch);
     match got {
-        Ok(FetchOutcome::Object(o)) => Some(o),
+        Ok(FetchOutcome::Object(o)) => {
+            log_ts(t, "Fetch");
+            Some(o)
+        }
         Ok(FetchOutcome::Failed) | Err(_) => None,
     }
+}
+
+/// Logs a client `Timestamp` record (time, since the request started,
+/// since the last one), as varnishd marks the request's stages.
+pub fn log_ts(t: &mut ReqTask, label: &str) {
+    log_ts_at(t, label, rfc2616::now());
+}
+
+/// [`log_ts`] for a moment already past.
+pub fn log_ts_at(t: &mut ReqTask, label: &str, at: f64) {
+    t.vsl.log_timestamp(label, at, at - t.t_req, at - t.t_last);
+    t.t_last = at;
 }
 
 /// Starts a background refresh of a stale object delivered in grace.
@@ -684,7 +700,7 @@ where
     let vcl = t.vcl.clone();
     let action = vcl.run(BuiltinSub::Deliver, t, scratch);
     match action {
-        Action::Deliver => {}
+        Action::Deliver => log_ts(t, "Process"),
         Action::Restart => return Delivered::Restart,
         Action::Synth { status, reason } => return Delivered::Synth(status, reason),
         _ => {
@@ -742,6 +758,7 @@ where
             log_resp(t);
         }
     }
+    log_ts(t, "Process");
     let b = Bytes::from(std::mem::take(&mut t.synth_body));
     Delivered::Done(transmit(t, conn, None, Some(b)).await)
 }
@@ -1054,18 +1071,18 @@ where
     .unwrap_or_else(|_| Err(std::io::Error::other("send timeout")));
     sh.counters.add(Main::s_resp_hdrbytes, hdr_bytes);
     sh.counters.add(Main::s_resp_bodybytes, body_bytes);
-    t.vsl.log(
+    t.acct_record = Some((
         Tag::ReqAcct,
-        format_args!(
+        format!(
             "{} {} {} {} {} {}",
             t.req_hdr_bytes,
-            0,
-            t.req_hdr_bytes,
+            t.req_body_bytes,
+            t.req_hdr_bytes + t.req_body_bytes,
             hdr_bytes,
             body_bytes,
             hdr_bytes + body_bytes
         ),
-    );
+    ));
     match result {
         Ok(()) if keep => After::KeepAlive,
         Ok(()) => After::Close,

@@ -156,6 +156,8 @@ where
                 vsl.log(Tag::RespStatus, format_args!("{status}"));
                 vsl.log_str(Tag::RespReason, reason);
                 let (rx, tx) = (head.len(), out.len());
+                sh.counters.add(Main::s_req_hdrbytes, rx as u64);
+                sh.counters.add(Main::s_resp_hdrbytes, tx as u64);
                 vsl.log(Tag::ReqAcct, format_args!("{rx} 0 {rx} {tx} 0 {tx}"));
                 vsl.log_str(Tag::End, "");
                 break if junk { "RX_JUNK" } else { "RX_BAD" };
@@ -242,6 +244,9 @@ where
             purging: false,
             vcl_failed: false,
             req_hdr_bytes: req_hdr_bytes as u64,
+            req_body_bytes: 0,
+            acct_record: None,
+            piped: false,
             digest: None,
             resp: RespMsg::new(200),
             obj: None,
@@ -276,6 +281,7 @@ where
             {
                 Ok(b) => {
                     sh.counters.add(Main::s_req_bodybytes, b.len() as u64);
+                    task.req_body_bytes = b.len() as u64;
                     task.req_body = Some(b);
                 }
                 Err(e) => {
@@ -297,8 +303,13 @@ where
         }
         let after = crate::req::handle(&mut task, &mut conn).await;
         let now = rfc2616::now();
-        task.vsl
-            .log_timestamp("Resp", now, now - t_req, now - task.now);
+        if !task.piped {
+            task.vsl
+                .log_timestamp("Resp", now, now - t_req, now - task.t_last);
+        }
+        if let Some((tag, rec)) = task.acct_record.take() {
+            task.vsl.log_str(tag, &rec);
+        }
         task.vsl.log_str(Tag::End, "");
         task.vsl.flush();
         tmo = task.timeouts;

@@ -123,6 +123,7 @@ fn log_kind_tag(kind: LogKind) -> Tag {
         LogKind::Log => Tag::VCL_Log,
         LogKind::Error => Tag::VCL_Error,
         LogKind::Acl => Tag::VCL_acl,
+        LogKind::Debug => Tag::Debug,
     }
 }
 
@@ -223,6 +224,13 @@ pub struct ReqTask {
     pub vcl_failed: bool,
     /// Bytes of the request head, for `ReqAcct`.
     pub req_hdr_bytes: u64,
+    /// Bytes of the request body read, for `ReqAcct`.
+    pub req_body_bytes: u64,
+    /// The accounting record (`ReqAcct`, or `PipeAcct` for a pipe) that
+    /// ends the transaction, logged after its last timestamp.
+    pub acct_record: Option<(Tag, String)>,
+    /// The request was piped: no `Resp` timestamp.
+    pub piped: bool,
     pub digest: Option<lacquer_cache::Digest>,
     pub resp: RespMsg,
     /// The object being delivered or hit.
@@ -693,6 +701,34 @@ pub struct BoTask {
     pub t_last: f64,
     /// The client request while `vcl_pipe` runs (it sees `req` and `bereq`).
     pub pipe_req: Option<Box<ReqMsg>>,
+    /// Bytes sent to and received from the backend, for `BereqAcct`.
+    pub acct: BereqAcct,
+}
+
+/// What a fetch sent and received, in `BereqAcct`'s order (heads and
+/// bodies; the record adds the totals).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BereqAcct {
+    pub bereq_hdr: u64,
+    pub bereq_body: u64,
+    pub beresp_hdr: u64,
+    pub beresp_body: u64,
+}
+
+impl BereqAcct {
+    /// The `BereqAcct` record: sent head, body, total; received head,
+    /// body, total.
+    pub fn record(&self) -> String {
+        format!(
+            "{} {} {} {} {} {}",
+            self.bereq_hdr,
+            self.bereq_body,
+            self.bereq_hdr + self.bereq_body,
+            self.beresp_hdr,
+            self.beresp_body,
+            self.beresp_hdr + self.beresp_body
+        )
+    }
 }
 
 impl BoTask {

@@ -9,7 +9,7 @@ use std::io::{BufWriter, Write};
 use std::time::Duration;
 
 use lacquer_vsl::file::FileWriter;
-use lacquer_vsl::print::{PrintOptions, RecordFilter, format_group};
+use lacquer_vsl::print::{PrintOptions, RecordFilter, format_group_bytes};
 use lacquer_vsl::{Tag, Transaction};
 
 use crate::vut::{self, Common, Exit, Getopt, Prog, Reader, Signals, Step};
@@ -198,7 +198,7 @@ fn write_group(
     filter: &RecordFilter,
 ) -> std::io::Result<()> {
     match out {
-        Output::Text(w) => w.write_all(format_group(g, opts, &|r| filter.matches(r)).as_bytes()),
+        Output::Text(w) => w.write_all(&format_group_bytes(g, opts, &|r| filter.matches(r))),
         Output::Binary(w) => {
             for t in g {
                 for r in &t.records {

@@ -1,5 +1,6 @@
-//! `lacquer ncsa` and `lacquer top -1` against the real varnishncsa and
-//! varnishtop 7.1: each case in `data/ncsa.golden` and `data/top.golden`
+//! `lacquer log`, `lacquer ncsa` and `lacquer top -1` against the real
+//! varnishlog, varnishncsa and varnishtop 7.1: each case in
+//! `data/log.golden`, `data/ncsa.golden` and `data/top.golden`
 //! names a binary log file (written by Varnish's varnishlog, or built
 //! record by record) and the tool's arguments, and holds what the Varnish
 //! tool printed (`data/gen-golden.sh` regenerates them where Varnish is
@@ -92,4 +93,34 @@ fn top_once_matches_varnishtop_byte_for_byte() {
             Err(e) => (1, e.into_bytes()),
         }
     });
+}
+
+#[test]
+fn log_matches_varnishlog_byte_for_byte() {
+    check("log.golden", &|args, out| {
+        let mut args = args.to_vec();
+        args.extend([
+            "-A".to_string(),
+            "-w".to_string(),
+            out.display().to_string(),
+        ]);
+        let code = lacquer_tools::log::main("varnishlog", &args);
+        (code, std::fs::read(out).unwrap_or_default())
+    });
+}
+
+#[test]
+fn log_files_round_trip_byte_for_byte() {
+    // What varnishlog -w wrote, read and written again by lacquer log.
+    let tmp = std::env::temp_dir().join(format!("lq-golden-rt-{}", std::process::id()));
+    let src = data().join("varnish-u3.bin");
+    let args: Vec<String> = ["-g", "raw", "-r", src.to_str().unwrap(), "-w"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([tmp.display().to_string()])
+        .collect();
+    assert_eq!(lacquer_tools::log::main("varnishlog", &args), 0);
+    let got = std::fs::read(&tmp).unwrap();
+    std::fs::remove_file(&tmp).unwrap();
+    assert_eq!(got, std::fs::read(src).unwrap());
 }

@@ -192,7 +192,17 @@ impl Format {
                 'u' => Item::User,
                 'U' => Item::Slot(Slot::Path, "-", txt("-")),
                 '{' => {
-                    let Some(close) = rest.find('}') else {
+                    // Braces nest: %{{%F}T{%T}}t formats "{%F}T{%T}".
+                    let mut depth = 1;
+                    let close = rest.char_indices().find_map(|(i, c)| {
+                        match c {
+                            '{' => depth += 1,
+                            '}' => depth -= 1,
+                            _ => {}
+                        }
+                        (depth == 0).then_some(i)
+                    });
+                    let Some(close) = close else {
                         return Err(format!("Unmatched bracket at: {at}"));
                     };
                     let arg = &rest[..close];
@@ -385,11 +395,10 @@ impl Format {
             if !json && r.tag.flags() & (F_BINARY | F_UNSAFE) != 0 {
                 continue;
             }
-            let mut data: &[u8] = &r.data;
-            while data.last() == Some(&0) {
-                data = &data[..data.len() - 1];
-            }
-            self.scan(&mut v, r, data, backend);
+            // Text payloads carry no terminator here; binary and unsafe
+            // ones keep all their bytes (a Debug record's NUL included,
+            // which -j shows as \u0000, as varnishncsa does).
+            self.scan(&mut v, r, &r.data, backend);
             if v.skip {
                 return None;
             }
@@ -697,6 +706,8 @@ mod tests {
         assert_eq!(err("abc%"), "Unknown format specifier at: %");
         assert_eq!(err("%%"), "Unknown format specifier at: %%");
         assert_eq!(err("%{VSL::}x"), "Tag not unique: :");
+        assert_eq!(err("%{{%F}t"), "Unmatched bracket at: %{{%F}t");
+        assert!(Format::parse("%{{%F}T{%T}}t %{{{%FT%T}}}t", false).is_ok());
         assert_eq!(
             err("%{VSL:Debug}x"),
             "Tag Debug can contain control characters"

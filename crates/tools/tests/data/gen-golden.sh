@@ -41,3 +41,16 @@ for f in varnish-u3.bin fields.bin escapes.bin controls.bin empty.bin; do
   case_ $f -1 -f -I 'ReqHeader:^[Hh]' -C
   case_ $f -1 -g request -q 'RespStatus == 200'
 done
+
+tool=varnishlog
+out=log.golden
+: > $out
+for f in varnish-u3.bin fields.bin escapes.bin controls.bin empty.bin; do
+  case_ $f
+  case_ $f -g raw
+  case_ $f -g request -v
+  case_ $f -g session -i 'Req*' -x ReqHeader
+  case_ $f -b -I 'BereqHeader:^[Hh]' -C
+  case_ $f -c -q 'RespStatus >= 400 or ReqURL ~ "^/x"'
+  case_ $f -g raw -X 'Timestamp:Resp' -k 5
+done

@@ -79,6 +79,8 @@ pub enum LogKind {
     Error,
     /// `VCL_acl`: the result of a logged ACL match.
     Acl,
+    /// `Debug`: a vmod's debugging note.
+    Debug,
 }
 
 /// What the executor needs from the task it runs for. One implementation per
