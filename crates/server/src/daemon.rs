@@ -656,9 +656,11 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         listeners: Default::default(),
         running: AtomicBool::new(false),
         workdir: cfg.workdir.clone(),
+        stats: std::sync::OnceLock::new(),
     });
     sh.apply_params(&params);
-    let sections = crate::stats::Sections::new(&vsc, &sh).map_err(|e| e.to_string())?;
+    let sections = Arc::new(crate::stats::Sections::new(&vsc, &sh).map_err(|e| e.to_string())?);
+    let _ = sh.stats.set(sections.clone());
     // The boot VCL.
     let text = match &cfg.vcl {
         BootVcl::File(p) => Some((

@@ -389,6 +389,9 @@ fn vcl_load(sh: &Arc<Shared>, name: &str, src: Source<'_>, temp: Option<&str>) -
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(v, temp);
+            if let Some(s) = sh.stats.get() {
+                s.publish(sh);
+            }
             Reply::ok("VCL compiled.\n")
         }
         Err(e) => Reply::err(

@@ -46,6 +46,10 @@ pub struct Shared {
     /// False between `stop` and `start`: new connections are refused.
     pub running: AtomicBool,
     pub workdir: std::path::PathBuf,
+    /// The counter sections copied on each housekeeping tick; a VCL load
+    /// publishes at once, so its backends' VBE counters exist as soon as
+    /// the load is answered (as varnishd creates them with the backends).
+    pub stats: std::sync::OnceLock<Arc<crate::stats::Sections>>,
 }
 
 impl std::fmt::Debug for Shared {
