@@ -777,16 +777,25 @@ impl Reader {
                     // The daemon restarted: follow its new log.
                     *reader = VslReader::open(&lacquer_vsl::vsl_path(dir), *start).ok();
                 }
-                match reader {
-                    Some(r) => {
-                        let ev = r.next_event();
-                        if ev == ReadEvent::Idle && self.dump {
-                            return Ok(None);
-                        }
-                        Ok(Some(ev))
+                let ev = match reader {
+                    Some(r) => r.next_event(),
+                    None => ReadEvent::Idle,
+                };
+                if ev == ReadEvent::Idle {
+                    if self.dump {
+                        return Ok(None);
                     }
-                    None => Ok(Some(ReadEvent::Idle)),
+                    // A detached tool (-D) whose daemon's working directory
+                    // was removed has nothing left to follow: it ends
+                    // instead of lingering.
+                    if is_daemon_child()
+                        && self.last_expire.elapsed() >= Duration::from_millis(500)
+                        && !dir.exists()
+                    {
+                        return Ok(None);
+                    }
                 }
+                Ok(Some(ev))
             }
         }
     }
