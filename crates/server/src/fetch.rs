@@ -814,10 +814,9 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
                 writer.fail();
             }
         }
-    } else if let Some(len) = prefetched_len {
-        body_done(bo, f, len);
-    } else if backend_keeps_alive(bo) {
-        f.backend.pool.recycle(f.conn);
+    } else {
+        // A prefetched body, or none: the same close and length records.
+        body_done(bo, f, prefetched_len.unwrap_or(0));
     }
     bo.acct.beresp_body += obj.body().len_so_far();
     if let Some(n) = job.notify.take() {
@@ -893,12 +892,21 @@ fn backend_keeps_alive(bo: &BoTask) -> bool {
 /// the pool when the framing allows.
 fn body_done(bo: &mut BoTask, f: Fetched, len: u64) {
     let port = f.conn.local_port();
-    if f.body != BodyKind::Eof && backend_keeps_alive(bo) {
+    let keep_alive = backend_keeps_alive(bo);
+    if f.body != BodyKind::Eof && keep_alive {
         bo.vsl.log(
             Tag::BackendClose,
             format_args!("{port} {} recycle", f.backend.vcl_name),
         );
         f.backend.pool.recycle(f.conn);
+    } else if !keep_alive {
+        bo.vsl.log(
+            Tag::BackendClose,
+            format_args!(
+                "{port} {} close Backend/VCL requested close",
+                f.backend.vcl_name
+            ),
+        );
     } else {
         bo.vsl.log(
             Tag::BackendClose,
