@@ -800,9 +800,11 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         fetch_frag: std::sync::atomic::AtomicUsize::new(0),
         mgt: Default::default(),
         workdir: cfg.workdir.clone(),
+        stats: std::sync::OnceLock::new(),
     });
     sh.apply_params(&params);
-    let sections = crate::stats::Sections::new(&vsc, &sh).map_err(|e| e.to_string())?;
+    let sections = Arc::new(crate::stats::Sections::new(&vsc, &sh).map_err(|e| e.to_string())?);
+    let _ = sh.stats.set(sections.clone());
     let bound = bind_all(&cfg.listen, params.uint("listen_depth") as u32)?;
     // The boot VCL.
     let text = match &cfg.vcl {
@@ -901,10 +903,18 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         let mut n: u64 = 0;
+        let mut last_ping = std::time::Instant::now();
         loop {
             tick.tick().await;
             n += 1;
             let now = crate::rfc2616::now();
+            let ping = hk.params().uint("ping_interval");
+            if ping > 0 && last_ping.elapsed() >= Duration::from_secs(ping) {
+                // varnishd's manager pings its child this often, and the
+                // log shows it; operators and tests look for it there.
+                last_ping = std::time::Instant::now();
+                crate::mgt::dispatch(&hk, &["ping".to_string()]);
+            }
             hk.cache.expire_due(now);
             let p = hk.params();
             if p.duration("ban_lurker_sleep") > 0.0 {

@@ -161,6 +161,8 @@ pub async fn run(mut job: FetchJob) {
             }
         }
     }
+    let acct = job.bo.acct.record();
+    job.bo.vsl.log_str(Tag::BereqAcct, &acct);
     job.bo.vsl.log_str(Tag::End, "");
     job.bo.vsl.flush();
 }
@@ -310,10 +312,12 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         name: Arc::from(backend.vcl_name.as_str()),
     });
     bo.beresp_backend_ip = backend.tcp_addr();
-    // Host header from the backend definition when the request has none.
+    // Host header from the backend definition when the request has none,
+    // logged as varnishd logs it.
     if !bo.bereq.headers.contains("host")
         && let Some(h) = &backend.host_header
     {
+        bo.vsl.log_header(Tag::BereqHeader, b"Host", h.as_bytes());
         bo.bereq.headers.append("Host", h.clone());
     }
     if bo.has_body && matches!(job.req_body, FetchBody::Taken) {
@@ -358,7 +362,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 "{} {} {} {} {}",
                 conn.local_port(),
                 backend.vcl_name,
-                backend.pool.address(),
+                backend.pool.address().log_peer(),
                 conn.local_addr_string(),
                 if conn.reused { "reuse" } else { "connect" }
             ),
@@ -390,21 +394,32 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             bo.sh.counters.inc(Main::backend_fail);
             return Err(format!("backend write error: {e}"));
         }
+        bo.acct.bereq_hdr += head.len() as u64;
         if bo.has_body {
             match std::mem::replace(&mut job.req_body, FetchBody::Taken) {
                 FetchBody::Stream { length, mut rx } => {
-                    send_stream(&mut conn.stream, length, &mut rx).await?;
+                    bo.acct.bereq_body += send_stream(&mut conn.stream, length, &mut rx).await?;
                 }
-                other => job.req_body = other,
+                other => {
+                    if let FetchBody::Cached(b) = &other {
+                        bo.acct.bereq_body += b.len() as u64;
+                    }
+                    job.req_body = other;
+                }
             }
         }
         let mut rbuf = BytesMut::with_capacity(8192);
         let deadline = tokio::time::Instant::now() + secs(first_byte);
         let head = loop {
+            let before = rbuf.len();
             match parse_response_buf(&mut rbuf, &limits) {
-                Ok(Some(h)) => break Some(h),
+                Ok(Some(h)) => {
+                    bo.acct.beresp_hdr += (before - rbuf.len()) as u64;
+                    break Some(h);
+                }
                 Ok(None) => {}
                 Err(e) => {
+                    bo.acct.beresp_hdr += before as u64;
                     return Err(format!("http format error: {}", e.message()));
                 }
             }
@@ -477,12 +492,13 @@ async fn send_stream<W>(
     w: &mut W,
     length: Option<u64>,
     rx: &mut tokio::sync::mpsc::Receiver<crate::reqbody::Segment>,
-) -> Result<(), String>
+) -> Result<u64, String>
 where
     W: tokio::io::AsyncWrite + Unpin,
 {
     let werr = |e: std::io::Error| format!("backend write error: {e}");
     let mut size = Vec::with_capacity(18);
+    let mut sent = 0u64;
     loop {
         let seg = match rx.recv().await {
             None => return Err("req.body read error: the client went away".to_string()),
@@ -496,6 +512,7 @@ where
             w.write_all(&size).await.map_err(werr)?;
         }
         w.write_all(&seg).await.map_err(werr)?;
+        sent += seg.len() as u64;
         if length.is_none() {
             w.write_all(lacquer_http::CHUNK_END).await.map_err(werr)?;
         }
@@ -503,7 +520,8 @@ where
     if length.is_none() {
         w.write_all(lacquer_http::LAST_CHUNK).await.map_err(werr)?;
     }
-    w.flush().await.map_err(werr)
+    w.flush().await.map_err(werr)?;
+    Ok(sent)
 }
 
 /// A reused backend connection turned out closed: the request is sent once
@@ -967,19 +985,11 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
                 writer.fail();
             }
         }
-    } else if let Some(len) = prefetched_len {
-        body_done(bo, f, len);
     } else {
-        // No body to read: the (empty) body is complete now.
-        bo.log_ts("BerespBody", rfc2616::now());
-        if reusable(bo, &f) {
-            f.backend.pool.recycle(f.conn);
-        }
+        // A prefetched body, or none: the same close and length records.
+        body_done(bo, f, prefetched_len.unwrap_or(0));
     }
-    bo.vsl.log(
-        Tag::BereqAcct,
-        format_args!("0 0 0 0 0 {}", obj.body().len_so_far()),
-    );
+    bo.acct.beresp_body += obj.body().len_so_far();
     if let Some(n) = job.notify.take() {
         let _ = n.send(FetchOutcome::Object(obj));
     }
@@ -1101,12 +1111,21 @@ fn reusable(bo: &BoTask, f: &Fetched) -> bool {
 /// the pool when the framing allows.
 fn body_done(bo: &mut BoTask, f: Fetched, len: u64) {
     let port = f.conn.local_port();
-    if f.body != BodyKind::Eof && reusable(bo, &f) {
+    let keep_alive = reusable(bo, &f);
+    if f.body != BodyKind::Eof && keep_alive {
         bo.vsl.log(
             Tag::BackendClose,
             format_args!("{port} {} recycle", f.backend.vcl_name),
         );
         f.backend.pool.recycle(f.conn);
+    } else if !keep_alive {
+        bo.vsl.log(
+            Tag::BackendClose,
+            format_args!(
+                "{port} {} close Backend/VCL requested close",
+                f.backend.vcl_name
+            ),
+        );
     } else {
         bo.vsl.log(
             Tag::BackendClose,

@@ -129,7 +129,9 @@ fn ban_list_json(sh: &Arc<Shared>, words: &[String]) -> String {
     json_list(words, &items)
 }
 
-/// Runs one command (already checked against the command table).
+/// Runs one command (already checked against the command table). The
+/// commands varnishd's child executes are logged as `CLI` records, `Rd`
+/// with the command and `Wr` with the reply, as the child logs them.
 pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
     // What varnishd's cache process serves it logs; it notices discarded
     // VCLs that went idle before each command.
@@ -580,6 +582,10 @@ fn vcl_load(sh: &Arc<Shared>, name: &str, src: Source<'_>, temp: Option<&str>) -
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(v.clone(), temp);
+            // The new backends' VBE counters exist once the load is answered.
+            if let Some(s) = sh.stats.get() {
+                s.publish(sh);
+            }
             let mut out = String::new();
             if !v.warnings.is_empty() {
                 let _ = write!(out, "Message from VCC-compiler:\n{}", v.warnings);

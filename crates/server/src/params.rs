@@ -674,8 +674,8 @@ pub static PARAMS: &[Param] = &[
         uint(Some(0), None),
         "3",
         "seconds",
-        IGNORED,
-        "Manager-to-child pings; Lacquer runs as a single process."
+        USED,
+        "Interval between the pings the daemon logs as CLI records (Rd ping, Wr 200 PONG), where varnishd's manager pings its child; 0 turns them off."
     ),
     p!(
         "pipe_sess_max",

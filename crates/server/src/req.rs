@@ -632,6 +632,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         storage: None,
         storage_hint: None,
         synth_body: Vec::new(),
+        acct: Default::default(),
         client_identity: t.client_identity.clone(),
         vsl: lacquer_vsl::VslBuf::with_capacity(
             sh.vsl.clone(),
@@ -752,6 +753,12 @@ where
         Ok(FetchOutcome::Object(o)) => Some(o),
         Ok(FetchOutcome::Failed) | Err(_) => None,
     }
+}
+
+/// [`ReqTask::log_ts`] for a moment already past.
+pub fn log_ts_at(t: &mut ReqTask, label: &str, at: f64) {
+    t.vsl.log_timestamp(label, at, at - t.t_req, at - t.t_last);
+    t.t_last = at;
 }
 
 /// Starts a background refresh of a stale object delivered in grace.

@@ -229,6 +229,8 @@ pub async fn serve<S>(
                 vsl.log(Tag::RespStatus, format_args!("{status}"));
                 vsl.log_str(Tag::RespReason, reason);
                 let (rx, tx) = (head.len(), out.len());
+                sh.counters.add(Main::s_req_hdrbytes, rx as u64);
+                sh.counters.add(Main::s_resp_hdrbytes, tx as u64);
                 vsl.log(Tag::ReqAcct, format_args!("{rx} 0 {rx} {tx} 0 {tx}"));
                 vsl.log_str(Tag::End, "");
                 break if junk { "RX_JUNK" } else { "RX_BAD" };

@@ -52,6 +52,10 @@ pub struct Shared {
     /// `debug.fragfetch`: the largest body piece a fetch handles at once
     /// (0: as read).
     pub fetch_frag: AtomicUsize,
+    /// The counter sections copied on each housekeeping tick; a VCL load
+    /// publishes at once, so its backends' VBE counters exist as soon as
+    /// the load is answered (as varnishd creates them with the backends).
+    pub stats: std::sync::OnceLock<Arc<crate::stats::Sections>>,
 }
 
 impl std::fmt::Debug for Shared {

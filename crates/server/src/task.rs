@@ -920,6 +920,34 @@ pub struct BoTask {
     pub t_last: f64,
     /// The client request while `vcl_pipe` runs (it sees `req` and `bereq`).
     pub pipe_req: Option<Box<ReqMsg>>,
+    /// Bytes sent to and received from the backend, for `BereqAcct`.
+    pub acct: BereqAcct,
+}
+
+/// What a fetch sent and received, in `BereqAcct`'s order (heads and
+/// bodies; the record adds the totals).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BereqAcct {
+    pub bereq_hdr: u64,
+    pub bereq_body: u64,
+    pub beresp_hdr: u64,
+    pub beresp_body: u64,
+}
+
+impl BereqAcct {
+    /// The `BereqAcct` record: sent head, body, total; received head,
+    /// body, total.
+    pub fn record(&self) -> String {
+        format!(
+            "{} {} {} {} {} {}",
+            self.bereq_hdr,
+            self.bereq_body,
+            self.bereq_hdr + self.bereq_body,
+            self.beresp_hdr,
+            self.beresp_body,
+            self.beresp_hdr + self.beresp_body
+        )
+    }
 }
 
 impl BoTask {

@@ -6,7 +6,6 @@
 //! `fallback` argument when given, and fails the VCL otherwise; exactly one
 //! source argument may be given to the multi-source conversions.
 
-use std::io::Write as _;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 
 use bytes::Bytes;
@@ -551,56 +550,7 @@ pub(crate) fn parse_ip(s: &str, default_port: &str, resolve: bool) -> Option<Soc
 
 // ---- time -------------------------------------------------------------
 
-const WDAY: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-const WDAY_LONG: [&str; 7] = [
-    "Thursday",
-    "Friday",
-    "Saturday",
-    "Sunday",
-    "Monday",
-    "Tuesday",
-    "Wednesday",
-];
-const MONTH: [&str; 12] = [
-    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-];
-const MONTH_LONG: [&str; 12] = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
-
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let m = m as i64;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d as i64 - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
+use lacquer_vcl::exec::value::{MONTH, WDAY, WDAY_LONG, days_from_civil, strftime};
 
 fn days_in_month(y: i64, m: u32) -> u32 {
     match m {
@@ -709,69 +659,6 @@ pub(crate) fn parse_time(s: &[u8]) -> Option<f64> {
             _ => None,
         }
     }
-}
-
-/// `strftime(3)` for UTC with the common conversions; unknown conversions
-/// are copied as written.
-pub(crate) fn strftime(t: f64, fmt: &[u8]) -> Vec<u8> {
-    let secs = t.floor() as i64;
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    let (hh, mm, ss) = (rem / 3600, rem / 60 % 60, rem % 60);
-    let wd = days.rem_euclid(7) as usize; // 0 = Thursday
-    let wday_sun0 = (wd + 4) % 7; // 0 = Sunday
-    let yday = days - days_from_civil(y, 1, 1);
-    let mut out = Vec::with_capacity(fmt.len() + 16);
-    let mut it = fmt.iter().copied();
-    while let Some(c) = it.next() {
-        if c != b'%' {
-            out.push(c);
-            continue;
-        }
-        let Some(k) = it.next() else {
-            out.push(b'%');
-            break;
-        };
-        let _ = match k {
-            b'Y' => write!(out, "{y}"),
-            b'C' => write!(out, "{:02}", y.div_euclid(100)),
-            b'y' => write!(out, "{:02}", y.rem_euclid(100)),
-            b'm' => write!(out, "{m:02}"),
-            b'd' => write!(out, "{d:02}"),
-            b'e' => write!(out, "{d:2}"),
-            b'H' => write!(out, "{hh:02}"),
-            b'I' => write!(out, "{:02}", if hh % 12 == 0 { 12 } else { hh % 12 }),
-            b'M' => write!(out, "{mm:02}"),
-            b'S' => write!(out, "{ss:02}"),
-            b'p' => write!(out, "{}", if hh < 12 { "AM" } else { "PM" }),
-            b'j' => write!(out, "{:03}", yday + 1),
-            b'a' => write!(out, "{}", WDAY[wd]),
-            b'A' => write!(out, "{}", WDAY_LONG[wd]),
-            b'b' | b'h' => write!(out, "{}", MONTH[(m - 1) as usize]),
-            b'B' => write!(out, "{}", MONTH_LONG[(m - 1) as usize]),
-            b'u' => write!(out, "{}", if wday_sun0 == 0 { 7 } else { wday_sun0 }),
-            b'w' => write!(out, "{wday_sun0}"),
-            b's' => write!(out, "{secs}"),
-            b'F' => write!(out, "{y}-{m:02}-{d:02}"),
-            b'T' => write!(out, "{hh:02}:{mm:02}:{ss:02}"),
-            b'R' => write!(out, "{hh:02}:{mm:02}"),
-            b'D' => write!(out, "{m:02}/{d:02}/{:02}", y.rem_euclid(100)),
-            b'c' => write!(
-                out,
-                "{} {} {d:2} {hh:02}:{mm:02}:{ss:02} {y}",
-                WDAY[wd],
-                MONTH[(m - 1) as usize]
-            ),
-            b'Z' => write!(out, "GMT"),
-            b'z' => write!(out, "+0000"),
-            b'n' => writeln!(out),
-            b't' => write!(out, "\t"),
-            b'%' => write!(out, "%"),
-            other => write!(out, "%{}", other as char),
-        };
-    }
-    out
 }
 
 fn strftime_fn(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {

@@ -123,6 +123,11 @@ impl VslBuf {
     /// [`Vsl::max_payload`]), fills in the header, pads, and flushes if full.
     #[inline]
     fn finish(&mut self, start: usize, tag: Tag) {
+        if tag == Tag::Debug {
+            // varnishd's Debug records keep their C string terminator,
+            // and tools show it (varnishncsa -j prints it as \u0000).
+            self.bytes.push(0);
+        }
         let reclen = self.vsl.max_payload(tag);
         let mut len = self.bytes.len() - start - 16;
         if len > reclen {

@@ -35,8 +35,17 @@ pub enum Address {
     Unix(PathBuf),
 }
 
-/// `ip port`, as log records show a peer; a Unix socket has no address
-/// and shows as `0.0.0.0 0`, as varnishd's.
+impl Address {
+    /// The peer as `BackendOpen` records show it: `ip port`, and
+    /// `0.0.0.0 0` for a Unix socket, as varnishd logs them.
+    pub fn log_peer(&self) -> String {
+        match self {
+            Address::Tcp(_) => self.to_string(),
+            Address::Unix(_) => "0.0.0.0 0".to_string(),
+        }
+    }
+}
+
 impl std::fmt::Display for Address {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -319,9 +319,37 @@ fn c_exp(r: f64) -> String {
     }
 }
 
-const WDAY: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-const MONTH: [&str; 12] = [
+/// Abbreviated weekday names, indexed by days since the epoch modulo 7
+/// (1970-01-01 was a Thursday).
+pub const WDAY: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+/// Full weekday names, indexed like [`WDAY`].
+pub const WDAY_LONG: [&str; 7] = [
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+];
+/// Abbreviated month names.
+pub const MONTH: [&str; 12] = [
     "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+/// Full month names.
+pub const MONTH_LONG: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
 ];
 
 /// Days since 1970-01-01 to (year, month 1-12, day 1-31), proleptic
@@ -340,7 +368,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 }
 
 /// Days since the epoch of a civil date (inverse of `civil_from_days`).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y.rem_euclid(400);
@@ -382,6 +410,70 @@ pub fn append_http_date(out: &mut Vec<u8>, t: f64) -> Result<(), ConvError> {
     two(out, rem % 60);
     out.extend_from_slice(b" GMT");
     Ok(())
+}
+
+/// `strftime(3)` for UTC with the common conversions (`std.strftime()`,
+/// varnishncsa's `%{...}t`); unknown conversions are copied as written.
+pub fn strftime(t: f64, fmt: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let secs = t.floor() as i64;
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    let (hh, mm, ss) = (rem / 3600, rem / 60 % 60, rem % 60);
+    let wd = days.rem_euclid(7) as usize; // 0 = Thursday
+    let wday_sun0 = (wd + 4) % 7; // 0 = Sunday
+    let yday = days - days_from_civil(y, 1, 1);
+    let mut out = Vec::with_capacity(fmt.len() + 16);
+    let mut it = fmt.iter().copied();
+    while let Some(c) = it.next() {
+        if c != b'%' {
+            out.push(c);
+            continue;
+        }
+        let Some(k) = it.next() else {
+            out.push(b'%');
+            break;
+        };
+        let _ = match k {
+            b'Y' => write!(out, "{y}"),
+            b'C' => write!(out, "{:02}", y.div_euclid(100)),
+            b'y' => write!(out, "{:02}", y.rem_euclid(100)),
+            b'm' => write!(out, "{m:02}"),
+            b'd' => write!(out, "{d:02}"),
+            b'e' => write!(out, "{d:2}"),
+            b'H' => write!(out, "{hh:02}"),
+            b'I' => write!(out, "{:02}", if hh % 12 == 0 { 12 } else { hh % 12 }),
+            b'M' => write!(out, "{mm:02}"),
+            b'S' => write!(out, "{ss:02}"),
+            b'p' => write!(out, "{}", if hh < 12 { "AM" } else { "PM" }),
+            b'j' => write!(out, "{:03}", yday + 1),
+            b'a' => write!(out, "{}", WDAY[wd]),
+            b'A' => write!(out, "{}", WDAY_LONG[wd]),
+            b'b' | b'h' => write!(out, "{}", MONTH[(m - 1) as usize]),
+            b'B' => write!(out, "{}", MONTH_LONG[(m - 1) as usize]),
+            b'u' => write!(out, "{}", if wday_sun0 == 0 { 7 } else { wday_sun0 }),
+            b'w' => write!(out, "{wday_sun0}"),
+            b's' => write!(out, "{secs}"),
+            b'F' => write!(out, "{y}-{m:02}-{d:02}"),
+            b'T' => write!(out, "{hh:02}:{mm:02}:{ss:02}"),
+            b'R' => write!(out, "{hh:02}:{mm:02}"),
+            b'D' => write!(out, "{m:02}/{d:02}/{:02}", y.rem_euclid(100)),
+            b'c' => write!(
+                out,
+                "{} {} {d:2} {hh:02}:{mm:02}:{ss:02} {y}",
+                WDAY[wd],
+                MONTH[(m - 1) as usize]
+            ),
+            b'Z' => write!(out, "GMT"),
+            b'z' => write!(out, "+0000"),
+            b'n' => writeln!(out),
+            b't' => write!(out, "\t"),
+            b'%' => write!(out, "%"),
+            other => write!(out, "%{}", other as char),
+        };
+    }
+    out
 }
 
 /// Formats a TIME as an HTTP date string.
