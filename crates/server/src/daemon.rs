@@ -269,8 +269,13 @@ impl Context for InitTask {
     fn proxy_tlv(&self, _: u8) -> Option<&[u8]> {
         None
     }
-    fn session_workspace_free(&self) -> i64 {
-        0
+    /// `vcl_init`/`vcl_fini` run without a task workspace: nothing they
+    /// build is charged.
+    fn workspace(
+        &mut self,
+        _: lacquer_vcl::exec::WsKind,
+    ) -> Option<&mut dyn lacquer_vcl::exec::Workspace> {
+        None
     }
 
     fn peer_cred(&self) -> Option<(u32, u32)> {
@@ -301,7 +306,13 @@ pub fn init_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) -> Result<(), String> {
         errors: Vec::new(),
     };
     let mut scratch = Scratch::default();
-    match vcl.run(BuiltinSub::Init, &mut t, &mut scratch) {
+    let mut action = vcl.run(BuiltinSub::Init, &mut t, &mut scratch);
+    // vcl_init's vmod state is let go when it ends; a vmod may fail then.
+    if let Some(e) = t.privs.leave() {
+        t.errors.push(e);
+        action = lacquer_vcl::exec::Action::Fail;
+    }
+    match action {
         lacquer_vcl::exec::Action::Ok => Ok(()),
         _ => Err(format!(
             "VCL \"{}\" Failed initialization{}",

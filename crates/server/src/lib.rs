@@ -27,3 +27,4 @@ pub mod stats;
 pub mod task;
 pub mod vcls;
 pub mod vxid;
+pub mod ws;

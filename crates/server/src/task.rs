@@ -13,14 +13,16 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use lacquer_cache::ObjRef;
-use lacquer_vcl::exec::{Backend, Context, HeaderName, HttpWhich, LogKind, Value};
+use lacquer_vcl::exec::{Backend, Context, HeaderName, HttpWhich, LogKind, Value, WsKind, WsMark};
 use lacquer_vcl::subs::BuiltinSub;
 use lacquer_vcl::vars::VarId;
 use lacquer_vsl::{Tag, VslBuf};
 
+use crate::counters::Main;
 use crate::msg::{ReqMsg, RespMsg};
 use crate::state::Shared;
 use crate::vcls::LoadedVcl;
+use crate::ws::Workspace;
 
 /// Facts about the client connection a request arrived on.
 #[derive(Debug)]
@@ -45,9 +47,6 @@ pub struct SessInfo {
     pub endpoint: Arc<str>,
     /// The TLVs of the session's PROXY v2 header (empty without one).
     pub proxy_tlvs: Vec<u8>,
-    /// What is left of the session workspace as varnishd would have it
-    /// (see [`crate::session::SessWs`]).
-    pub ws_free: u64,
 }
 
 /// Per-session timeouts VCL may change (`sess.*`).
@@ -113,6 +112,57 @@ fn set_logged(
         Bytes::copy_from_slice(name.name.as_bytes()),
         Bytes::copy_from_slice(value),
     );
+}
+
+/// Charges a header line VCL sets to the task's workspace: `false`, with
+/// varnishd's `LostHeader` record, when it does not fit.
+fn charge_header(ws: &mut Workspace, vsl: &mut VslBuf, name: &[u8], value: &[u8]) -> bool {
+    let ok = ws.take(crate::ws::header_len(name, value));
+    ws.flush_trace(vsl);
+    if !ok {
+        vsl.log_with(Tag::LostHeader, |o| {
+            o.extend_from_slice(name);
+            o.push(b':');
+        });
+    }
+    ok
+}
+
+/// Charges header lines a vmod puts in place of an object's lines: those
+/// that were not there before are new strings.
+fn charge_lines(
+    ws: &mut Workspace,
+    vsl: &mut VslBuf,
+    old: &lacquer_http::Headers,
+    lines: &[(Vec<u8>, Vec<u8>)],
+) -> Result<(), String> {
+    for (k, v) in lines {
+        let kept = old.iter().any(|(ok, ov)| ok == &k[..] && ov == &v[..]);
+        if !kept && !charge_header(ws, vsl, k, v) {
+            return Err("Workspace overflow (headers)".to_string());
+        }
+    }
+    Ok(())
+}
+
+/// Charges a STRING variable's new value (method, URL, protocol, reason,
+/// identity); the error is varnishd's `VCL_Error` when it does not fit.
+fn charge_str(
+    ws: &mut Workspace,
+    vsl: &mut VslBuf,
+    var: VarId,
+    value: &[u8],
+) -> Result<(), String> {
+    let ok = ws.take(value.len() as u64 + 1);
+    ws.flush_trace(vsl);
+    if ok {
+        return Ok(());
+    }
+    let name = lacquer_vcl::vars::VARIABLES
+        .iter()
+        .find(|d| d.id == var)
+        .map_or("variable", |d| d.name);
+    Err(format!("Workspace overflow ({name})"))
 }
 
 /// `unset <which>.http.<name>`, logging what goes.
@@ -245,6 +295,9 @@ pub struct ReqTask {
     pub privs: lacquer_vcl::exec::privs::TaskPrivs,
     /// Request body kept by `std.cache_req_body`.
     pub req_body: Option<Bytes>,
+    /// `std.cache_req_body()` kept the body: it goes with any fetch, not
+    /// only a pass.
+    pub req_body_kept: bool,
     /// `std.cache_req_body()` was asked to keep a body larger than its
     /// limit: varnishd gives up on such a request and closes.
     pub req_body_failed: bool,
@@ -264,9 +317,27 @@ pub struct ReqTask {
     pub cur_sub: BuiltinSub,
     /// Time of the last `Timestamp` record.
     pub t_last: f64,
+    /// The client workspace (`workspace_client`, see [`crate::ws`]).
+    pub ws: Workspace,
+    /// Where [`ReqTask::ws`] stood once the request head was in:
+    /// `std.rollback(req)` and a VCL failure go back there.
+    pub ws_req: WsMark,
+    /// The connection's workspace, lent to the request while it runs.
+    pub sess_ws: Workspace,
+    /// The worker scratch workspace (`workspace_thread`).
+    pub thread_ws: Workspace,
 }
 
 impl ReqTask {
+    /// Goes back to the workspace as it was when the request arrived
+    /// (varnishd's `Req_Rollback`), counting an overflow it clears.
+    pub fn ws_rollback(&mut self) {
+        if self.ws.rollback(self.ws_req) {
+            self.sh.counters.inc(Main::ws_client_overflow);
+        }
+        self.ws.flush_trace(&mut self.vsl);
+    }
+
     fn obj(&self) -> Result<&ObjRef, String> {
         self.obj
             .as_ref()
@@ -290,7 +361,9 @@ impl Context for ReqTask {
             HttpWhich::Resp => &mut self.resp.headers,
             _ => return,
         };
-        set_logged(&mut self.vsl, which, h, name, value);
+        if charge_header(&mut self.ws, &mut self.vsl, name.name.as_bytes(), value) {
+            set_logged(&mut self.vsl, which, h, name, value);
+        }
     }
 
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
@@ -337,6 +410,9 @@ impl Context for ReqTask {
             VarId::RespReason => Some(Tag::RespReason),
             _ => None,
         };
+        if !matches!(var, VarId::RespBody) {
+            charge_str(&mut self.ws, &mut self.vsl, var, value)?;
+        }
         if let Some(tag) = tag {
             self.vsl.log_bytes(tag, value);
         }
@@ -506,6 +582,7 @@ impl Context for ReqTask {
     }
 
     fn log(&mut self, kind: LogKind, msg: &[u8]) {
+        self.ws.flush_trace(&mut self.vsl);
         self.vsl.log_bytes(log_kind_tag(kind), msg);
     }
 
@@ -550,6 +627,9 @@ impl Context for ReqTask {
             HttpWhich::Resp => &mut self.resp.headers,
             w => return Err(format!("{} is read-only here", w.name())),
         };
+        if !charge_header(&mut self.ws, &mut self.vsl, name.name.as_bytes(), value) {
+            return Ok(());
+        }
         h.append(
             Bytes::copy_from_slice(name.name.as_bytes()),
             Bytes::copy_from_slice(value),
@@ -567,6 +647,7 @@ impl Context for ReqTask {
             HttpWhich::Resp => &mut self.resp.headers,
             w => return Err(format!("{} is read-only here", w.name())),
         };
+        charge_lines(&mut self.ws, &mut self.vsl, h, &lines)?;
         *h = headers_from(lines);
         Ok(())
     }
@@ -574,8 +655,12 @@ impl Context for ReqTask {
     fn rollback(&mut self, which: HttpWhich) -> Result<(), String> {
         match which {
             HttpWhich::Req | HttpWhich::ReqTop => {
+                // As varnishd: the request, its vmod state and its
+                // workspace go back to how the request arrived.
                 self.req = self.req_orig.clone();
-                Ok(())
+                let failed = self.privs.leave();
+                self.ws_rollback();
+                failed.map_or(Ok(()), Err)
             }
             w => Err(format!("cannot roll back {} here", w.name())),
         }
@@ -591,6 +676,7 @@ impl Context for ReqTask {
         if !fits {
             self.req_body_failed = true;
         } else if let Some(b) = &self.req_body {
+            self.req_body_kept = true;
             // As varnishd: a cached body is forwarded with its length.
             let len = b.len().to_string();
             self.req.headers.remove("transfer-encoding");
@@ -637,8 +723,13 @@ impl Context for ReqTask {
         lacquer_http::proxy::find_tlv(&self.sess.proxy_tlvs, kind)
     }
 
-    fn session_workspace_free(&self) -> i64 {
-        self.sess.ws_free as i64
+    fn workspace(&mut self, which: WsKind) -> Option<&mut dyn lacquer_vcl::exec::Workspace> {
+        Some(match which {
+            WsKind::Task => &mut self.ws,
+            WsKind::Session => &mut self.sess_ws,
+            WsKind::Thread => &mut self.thread_ws,
+            WsKind::Backend => return None,
+        })
     }
 
     fn peer_cred(&self) -> Option<(u32, u32)> {
@@ -730,9 +821,26 @@ pub struct BoTask {
     pub t_last: f64,
     /// The client request while `vcl_pipe` runs (it sees `req` and `bereq`).
     pub pipe_req: Option<Box<ReqMsg>>,
+    /// The backend workspace (`workspace_backend`, see [`crate::ws`]).
+    pub ws: Workspace,
+    /// Where [`BoTask::ws`] stood once the backend request was built:
+    /// `std.rollback(bereq)` goes back there.
+    pub ws_bo: WsMark,
+    /// `std.rollback(bereq)` in `vcl_backend_response` let go of the
+    /// backend's response: only a retry can fetch again.
+    pub beresp_dropped: bool,
 }
 
 impl BoTask {
+    /// Goes back to the workspace as it was when the backend request was
+    /// built, counting an overflow it clears.
+    pub fn ws_rollback(&mut self) {
+        if self.ws.rollback(self.ws_bo) {
+            self.sh.counters.inc(Main::ws_backend_overflow);
+        }
+        self.ws.flush_trace(&mut self.vsl);
+    }
+
     /// The assignments VCL makes to backend-side variables.
     fn set_inner(&mut self, var: VarId, value: Value) -> Result<(), String> {
         match var {
@@ -814,7 +922,9 @@ impl Context for BoTask {
             },
             _ => return,
         };
-        set_logged(&mut self.vsl, which, h, name, value);
+        if charge_header(&mut self.ws, &mut self.vsl, name.name.as_bytes(), value) {
+            set_logged(&mut self.vsl, which, h, name, value);
+        }
     }
 
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
@@ -887,6 +997,9 @@ impl Context for BoTask {
             VarId::BerespReason => Some(Tag::BerespReason),
             _ => None,
         };
+        if !matches!(var, VarId::BerespBody) {
+            charge_str(&mut self.ws, &mut self.vsl, var, value)?;
+        }
         if let Some(tag) = tag {
             self.vsl.log_bytes(tag, value);
         }
@@ -1032,6 +1145,7 @@ impl Context for BoTask {
     }
 
     fn log(&mut self, kind: LogKind, msg: &[u8]) {
+        self.ws.flush_trace(&mut self.vsl);
         self.vsl.log_bytes(log_kind_tag(kind), msg);
     }
 
@@ -1071,6 +1185,9 @@ impl Context for BoTask {
             HttpWhich::Beresp => &mut self.beresp.headers,
             w => return Err(format!("{} is read-only here", w.name())),
         };
+        if !charge_header(&mut self.ws, &mut self.vsl, name.name.as_bytes(), value) {
+            return Ok(());
+        }
         h.append(
             Bytes::copy_from_slice(name.name.as_bytes()),
             Bytes::copy_from_slice(value),
@@ -1088,6 +1205,7 @@ impl Context for BoTask {
             HttpWhich::Beresp => &mut self.beresp.headers,
             w => return Err(format!("{} is read-only here", w.name())),
         };
+        charge_lines(&mut self.ws, &mut self.vsl, h, &lines)?;
         *h = headers_from(lines);
         Ok(())
     }
@@ -1096,7 +1214,12 @@ impl Context for BoTask {
         match which {
             HttpWhich::Bereq => {
                 self.bereq = self.bereq_orig.clone();
-                Ok(())
+                let failed = self.privs.leave();
+                self.ws_rollback();
+                if self.cur_sub == BuiltinSub::BackendResponse {
+                    self.beresp_dropped = true;
+                }
+                failed.map_or(Ok(()), Err)
             }
             w => Err(format!("cannot roll back {} here", w.name())),
         }
@@ -1135,8 +1258,11 @@ impl Context for BoTask {
         None
     }
 
-    fn session_workspace_free(&self) -> i64 {
-        self.sess.ws_free as i64
+    fn workspace(&mut self, which: WsKind) -> Option<&mut dyn lacquer_vcl::exec::Workspace> {
+        match which {
+            WsKind::Task | WsKind::Backend => Some(&mut self.ws),
+            WsKind::Session | WsKind::Thread => None,
+        }
     }
 
     fn peer_cred(&self) -> Option<(u32, u32)> {

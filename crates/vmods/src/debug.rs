@@ -50,6 +50,8 @@ $Method STRING .test_priv_task(STRING s="")
 $Method STRING .test_priv_top(STRING s="")
 $Function STRING argtest(STRING one, REAL two=2, STRING three="3", STRING comma=",", INT four=4, [STRING opt])
 $Function VOID fail()
+$Function VOID fail_task_fini()
+$Function VOID ok_task_fini()
 $Function BOOL fail2()
 $Function ACL null_acl()
 $Function ACL acl(ACL acl)
@@ -86,6 +88,8 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("test_priv_top", test_priv_top),
         ("argtest", argtest),
         ("fail", fail),
+        ("fail_task_fini", fail_task_fini),
+        ("ok_task_fini", ok_task_fini),
         ("fail2", fail),
         ("null_acl", null_acl),
         ("acl", first_arg),
@@ -239,6 +243,19 @@ fn argtest(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
         u8::from(a.given(5)),
         opt.map_or("<undef>".into(), lossy),
     )))
+}
+
+/// The task fails when its vmod state is let go (`std.rollback()`).
+fn fail_task_fini(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    ctx.privs()
+        .fail_on_leave(Some("thou shalt not fini".to_string()));
+    Ok(Value::Null)
+}
+
+/// Undoes `fail_task_fini()`.
+fn ok_task_fini(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    ctx.privs().fail_on_leave(None);
+    Ok(Value::Null)
 }
 
 fn fail(_: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use lacquer_vcl::exec::value::{INT_MAX, INT_MIN, parse_bytes, parse_decimal, parse_duration};
-use lacquer_vcl::exec::{Context, HttpWhich, LogKind, Value};
+use lacquer_vcl::exec::{Context, HttpWhich, LogKind, Value, WsKind};
 
 use crate::args::{Args, lossy, string};
 use crate::{Env, FuncImpl, ModuleImpl};
@@ -833,9 +833,19 @@ fn log(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(Value::Null)
 }
 
-fn syslog(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+fn syslog(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let pri = a.int(0)?.unwrap_or(0);
     let msg = a.str_or_empty(1)?;
+    // As varnishd: the message is put together in the workspace, given
+    // back once sent; a message that does not fit is not sent.
+    if let Some(ws) = ctx.workspace(WsKind::Task) {
+        let mark = ws.snapshot();
+        let fits = ws.alloc(msg.len() as u64 + 1);
+        ws.reset(mark);
+        if !fits {
+            return Ok(Value::Null);
+        }
+    }
     let mut line = format!("<{pri}>varnishd[{}]: ", std::process::id()).into_bytes();
     line.extend_from_slice(msg);
     // Best effort, like syslog(3): a missing syslog daemon is not an error.

@@ -82,7 +82,12 @@ fn run_init(ir: &lacquer_vcl::ir::Program) -> Result<(), Vec<String>> {
     let prog = Program::from_ir(ir).map_err(|e| vec![e])?;
     let mut c = MockContext::new("GET", "/");
     c.vmod.sub = Some(BuiltinSub::Init);
-    match prog.run(BuiltinSub::Init, &mut c, &rt, &mut Scratch::default()) {
+    let action = prog.run(BuiltinSub::Init, &mut c, &rt, &mut Scratch::default());
+    // vcl_init's vmod state is let go when it ends; a vmod may fail then.
+    if let Some(e) = c.vmod.privs.leave() {
+        return Err(vec![e]);
+    }
+    match action {
         Action::Ok => Ok(()),
         other => {
             let mut e: Vec<String> = c

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use super::Action;
 use super::acl::AclResult;
 use super::code::{Expr, Program, ReturnAction, Stmt, SubId, Target};
-use super::context::{Context, LogKind, VmodArg, Vmods};
+use super::context::{Context, LogKind, VmodArg, Vmods, WsKind};
 use super::value::{ConvError, Value};
 use crate::subs::BuiltinSub;
 use crate::types::{ArithOp, CmpOp};
@@ -225,7 +225,33 @@ fn arith(op: ArithOp, a: Value, b: Value) -> Result<Value, Fail> {
     })
 }
 
+/// Whether turning `v` into text takes workspace in varnishd (numbers,
+/// times and addresses are printed there; strings, BOOLs and names are
+/// used in place).
+fn printed(v: &Value) -> bool {
+    matches!(
+        v,
+        Value::Int(_)
+            | Value::Real(_)
+            | Value::Duration(_)
+            | Value::Time(_)
+            | Value::Bytes(_)
+            | Value::Ip(_)
+    )
+}
+
 impl<C: Context> Exec<'_, C> {
+    /// Charges a string of `len` bytes (and its terminating NUL, as
+    /// varnishd stores it) to the task's workspace: `false` when it does
+    /// not fit (the workspace is then marked overflowed). A task without a
+    /// workspace takes anything.
+    fn ws_charge(&mut self, len: usize) -> bool {
+        match self.ctx.workspace(WsKind::Task) {
+            Some(ws) => ws.alloc(len as u64 + 1),
+            None => true,
+        }
+    }
+
     fn take_buf(&mut self) -> Vec<u8> {
         self.bufs.pop().unwrap_or_default()
     }
@@ -526,6 +552,7 @@ impl<C: Context> Exec<'_, C> {
             } => {
                 let mut subj = self.take_buf();
                 let mut with = self.take_buf();
+                let at = out.len();
                 let r = self
                     .append_str(subject, &mut subj)
                     .and_then(|_| self.append_str(sub, &mut with))
@@ -533,6 +560,16 @@ impl<C: Context> Exec<'_, C> {
                         Self::regex(self.prog, *regex)?
                             .substitute(&subj, &with, *all, out)
                             .map_err(fail)
+                    })
+                    .and_then(|()| {
+                        // As varnishd: a substitution's result is a new
+                        // string in the workspace (an unchanged subject is
+                        // used in place).
+                        let changed = out[at..] != subj[..];
+                        if changed && !self.ws_charge(out.len() - at) {
+                            return Err(fail("regsub: Out of workspace".into()));
+                        }
+                        Ok(())
                     });
                 self.give_buf(subj);
                 self.give_buf(with);
@@ -540,7 +577,15 @@ impl<C: Context> Exec<'_, C> {
             }
             _ => {
                 let v = self.eval(e)?;
-                Ok(v.append_to(out, &self.prog.acl_names)?)
+                let at = out.len();
+                let nonnull = v.append_to(out, &self.prog.acl_names)?;
+                // As varnishd: a printed value that does not fit in the
+                // workspace is NULL (and the workspace overflowed).
+                if nonnull && printed(&v) && !self.ws_charge(out.len() - at) {
+                    out.truncate(at);
+                    return Ok(false);
+                }
+                Ok(nonnull)
             }
         }
     }

@@ -16,6 +16,9 @@ use std::collections::HashMap;
 #[derive(Default)]
 pub struct TaskPrivs {
     slots: HashMap<(TypeId, u64), Box<dyn Any + Send>>,
+    /// A vmod asked that letting go of its state fail the task, with this
+    /// message (a `PRIV_TASK` finalizer calling `VRT_fail` in varnishd).
+    fini_failure: Option<String>,
 }
 
 impl std::fmt::Debug for TaskPrivs {
@@ -77,6 +80,18 @@ impl TaskPrivs {
         self.slots.clear();
     }
 
+    /// Makes [`TaskPrivs::leave`] fail the task with `msg` (`None`: not).
+    pub fn fail_on_leave(&mut self, msg: Option<String>) {
+        self.fini_failure = msg;
+    }
+
+    /// Lets go of all state as the task leaves it (`std.rollback()`, the
+    /// end of the task): the failure a vmod asked for, if any.
+    pub fn leave(&mut self) -> Option<String> {
+        self.slots.clear();
+        self.fini_failure.take()
+    }
+
     /// True if nothing is stored.
     pub fn is_empty(&self) -> bool {
         self.slots.is_empty()
@@ -107,5 +122,15 @@ mod tests {
         assert_eq!(p.get::<Jar>(1), Some(&Jar(b"x".to_vec())));
         p.clear();
         assert!(p.is_empty());
+    }
+
+    #[test]
+    fn leaving_reports_a_requested_failure_once() {
+        let mut p = TaskPrivs::new();
+        p.insert(0u64, 1u8);
+        p.fail_on_leave(Some("no".into()));
+        assert_eq!(p.leave(), Some("no".to_string()));
+        assert!(p.is_empty());
+        assert_eq!(p.leave(), None);
     }
 }
