@@ -68,7 +68,13 @@ enum AfterHash {
     Lookup,
     Pass,
     Pipe,
-    Synth { status: u16, reason: Option<Bytes> },
+    Synth {
+        status: u16,
+        reason: Option<Bytes>,
+    },
+    /// `return (vcl(...))` where it is not allowed: vcl_hash runs, then
+    /// the error is logged and a plain 503 follows.
+    IllegalVcl(&'static str),
 }
 
 enum State {
@@ -195,6 +201,9 @@ where
                             },
                         }
                     }
+                    Action::Vcl(_) if t.restarts > 0 => {
+                        State::Hash(AfterHash::IllegalVcl("Not after restarts"))
+                    }
                     _ => fail_synth(t),
                 }
             }
@@ -211,6 +220,14 @@ where
                     (Action::Lookup, AfterHash::Pipe) => State::Pipe,
                     (Action::Lookup, AfterHash::Synth { status, reason }) => {
                         State::Synth { status, reason }
+                    }
+                    (Action::Lookup, AfterHash::IllegalVcl(why)) => {
+                        t.vsl
+                            .log(Tag::VCL_Error, format_args!("Illegal return(vcl): {why}"));
+                        State::Synth {
+                            status: 503,
+                            reason: None,
+                        }
                     }
                     _ => fail_synth(t),
                 }

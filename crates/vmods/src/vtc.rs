@@ -121,16 +121,17 @@ fn sleep(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
 }
 
 /// Size of a C struct with members of the given types (`p` pointer, `i`
-/// int, `d` double, `f` float, `l` long, `s` short, `z` size_t, `o`
-/// off_t, `j` intmax_t) on this 64-bit platform, with natural alignment;
-/// -1 for an unknown type letter.
+/// int, `u` unsigned, `d` double, `f` float, `l` long, `s` short, `c`
+/// char, `z` size_t, `o` off_t, `j` intmax_t) on this 64-bit platform,
+/// with natural alignment; -1 for an unknown type letter.
 pub(crate) fn typesize_of(s: &[u8]) -> i64 {
     let (mut size, mut max_align) = (0u64, 0u64);
     for c in s {
         let l = match c {
             b'p' | b'd' | b'l' | b'z' | b'o' | b'j' => 8,
-            b'i' | b'f' => 4,
+            b'i' | b'u' | b'f' => 4,
             b's' => 2,
+            b'c' => 1,
             _ => return -1,
         };
         max_align = max_align.max(l);
@@ -259,6 +260,9 @@ mod tests {
         assert_eq!(typesize_of(b"si"), 8);
         assert_eq!(typesize_of(b"ip"), 16);
         assert_eq!(typesize_of(b"pi"), 16);
+        // varnishd 7.1's figures for a BLOB descriptor and a char.
+        assert_eq!(typesize_of(b"uzp"), 24);
+        assert_eq!(typesize_of(b"c"), 1);
         assert_eq!(typesize_of(b""), 0);
         assert_eq!(typesize_of(b"x"), -1);
     }

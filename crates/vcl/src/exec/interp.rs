@@ -19,6 +19,10 @@ use super::value::{ConvError, Value};
 use crate::subs::BuiltinSub;
 use crate::types::{ArithOp, CmpOp};
 
+/// What a BLOB's descriptor takes in varnishd's workspace (type, length,
+/// pointer).
+const BLOB_STRUCT: u64 = 24;
+
 /// Deepest `call` nesting accepted before the task fails (the compiler
 /// rejects recursion, so only a malformed program reaches it).
 const MAX_CALL_DEPTH: usize = 64;
@@ -246,8 +250,13 @@ impl<C: Context> Exec<'_, C> {
     /// not fit (the workspace is then marked overflowed). A task without a
     /// workspace takes anything.
     fn ws_charge(&mut self, len: usize) -> bool {
+        self.ws_take(len as u64 + 1)
+    }
+
+    /// Charges `n` bytes to the task's workspace (see [`Self::ws_charge`]).
+    fn ws_take(&mut self, n: u64) -> bool {
         match self.ctx.workspace(WsKind::Task) {
-            Some(ws) => ws.alloc(len as u64 + 1),
+            Some(ws) => ws.alloc(n),
             None => true,
         }
     }
@@ -729,7 +738,19 @@ impl<C: Context> Exec<'_, C> {
                 Some(v) => Value::Str(Bytes::copy_from_slice(v)),
                 None => Value::Null,
             },
-            Expr::Var(id) => self.ctx.get(*id)?,
+            Expr::Var(id) => match self.ctx.get(*id)? {
+                // As varnishd: reading a BLOB variable (req.hash) makes
+                // a BLOB descriptor in the workspace.
+                Value::Blob(b) if !self.ws_take(BLOB_STRUCT) => {
+                    drop(b);
+                    let name = crate::vars::VARIABLES
+                        .iter()
+                        .find(|d| d.id == *id)
+                        .map_or("BLOB", |d| d.name);
+                    return Err(fail(format!("Workspace overflow ({name})")));
+                }
+                v => v,
+            },
             Expr::Header(w, h) => match self.ctx.header(*w, h) {
                 Some(v) => Value::Str(Bytes::copy_from_slice(v)),
                 None => Value::Null,
