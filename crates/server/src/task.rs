@@ -128,6 +128,43 @@ fn charge_header(ws: &mut Workspace, vsl: &mut VslBuf, name: &[u8], value: &[u8]
     ok
 }
 
+/// `set <which>.http.<name> = value` within varnishd's limits: the line
+/// must fit in the workspace (else `LostHeader name:`), and, the old lines
+/// gone, in the object's header slots (`http_max_hdr`): else `LostHeader`
+/// with the line, `Error out of workspace`, `MAIN.losthdr`, and the
+/// workspace is marked overflowed, which fails the task at delivery.
+fn set_limited(
+    sh: &Shared,
+    ws: &mut Workspace,
+    vsl: &mut VslBuf,
+    which: HttpWhich,
+    h: &mut lacquer_http::Headers,
+    name: &HeaderName,
+    value: &[u8],
+) {
+    if !charge_header(ws, vsl, name.name.as_bytes(), value) {
+        return;
+    }
+    let others = h
+        .iter()
+        .filter(|(k, _)| !k.eq_ignore_ascii_case(&name.lower))
+        .count();
+    if others < ws.header_slots() {
+        set_logged(vsl, which, h, name, value);
+        return;
+    }
+    unset_logged(vsl, which, h, name);
+    lost_slot(sh, ws, vsl, name.name.as_bytes(), value);
+}
+
+/// A header line that found no free slot in its HTTP object.
+fn lost_slot(sh: &Shared, ws: &mut Workspace, vsl: &mut VslBuf, name: &[u8], value: &[u8]) {
+    vsl.log_header(Tag::LostHeader, name, value);
+    vsl.log(Tag::Error, format_args!("out of workspace ({})", ws.id()));
+    sh.counters.inc(Main::losthdr);
+    lacquer_vcl::exec::Workspace::mark_overflow(ws);
+}
+
 /// Charges header lines a vmod puts in place of an object's lines: those
 /// that were not there before are new strings.
 fn charge_lines(
@@ -361,9 +398,7 @@ impl Context for ReqTask {
             HttpWhich::Resp => &mut self.resp.headers,
             _ => return,
         };
-        if charge_header(&mut self.ws, &mut self.vsl, name.name.as_bytes(), value) {
-            set_logged(&mut self.vsl, which, h, name, value);
-        }
+        set_limited(&self.sh, &mut self.ws, &mut self.vsl, which, h, name, value);
     }
 
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
@@ -410,7 +445,10 @@ impl Context for ReqTask {
             VarId::RespReason => Some(Tag::RespReason),
             _ => None,
         };
-        if !matches!(var, VarId::RespBody) {
+        // A value set again unchanged is used in place (varnishd's single
+        // strand), so it takes no new workspace.
+        let unchanged = matches!(self.get_str(var), Ok(Some(cur)) if cur == value);
+        if !unchanged && !matches!(var, VarId::RespBody) {
             charge_str(&mut self.ws, &mut self.vsl, var, value)?;
         }
         if let Some(tag) = tag {
@@ -628,6 +666,16 @@ impl Context for ReqTask {
             w => return Err(format!("{} is read-only here", w.name())),
         };
         if !charge_header(&mut self.ws, &mut self.vsl, name.name.as_bytes(), value) {
+            return Ok(());
+        }
+        if h.len() >= self.ws.header_slots() {
+            lost_slot(
+                &self.sh,
+                &mut self.ws,
+                &mut self.vsl,
+                name.name.as_bytes(),
+                value,
+            );
             return Ok(());
         }
         h.append(
@@ -922,9 +970,7 @@ impl Context for BoTask {
             },
             _ => return,
         };
-        if charge_header(&mut self.ws, &mut self.vsl, name.name.as_bytes(), value) {
-            set_logged(&mut self.vsl, which, h, name, value);
-        }
+        set_limited(&self.sh, &mut self.ws, &mut self.vsl, which, h, name, value);
     }
 
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
@@ -997,7 +1043,8 @@ impl Context for BoTask {
             VarId::BerespReason => Some(Tag::BerespReason),
             _ => None,
         };
-        if !matches!(var, VarId::BerespBody) {
+        let unchanged = matches!(self.get_str(var), Ok(Some(cur)) if cur == value);
+        if !unchanged && !matches!(var, VarId::BerespBody) {
             charge_str(&mut self.ws, &mut self.vsl, var, value)?;
         }
         if let Some(tag) = tag {
@@ -1186,6 +1233,16 @@ impl Context for BoTask {
             w => return Err(format!("{} is read-only here", w.name())),
         };
         if !charge_header(&mut self.ws, &mut self.vsl, name.name.as_bytes(), value) {
+            return Ok(());
+        }
+        if h.len() >= self.ws.header_slots() {
+            lost_slot(
+                &self.sh,
+                &mut self.ws,
+                &mut self.vsl,
+                name.name.as_bytes(),
+                value,
+            );
             return Ok(());
         }
         h.append(

@@ -41,6 +41,8 @@ pub mod size {
     /// …and a task has this many HTTP objects (req, req0, resp; bereq0,
     /// bereq, beresp).
     pub const HTTP_OBJECTS: u64 = 3;
+    /// The header slots of an HTTP object that its start line takes.
+    pub const START_LINE_SLOTS: usize = 5;
     /// A fetch's backend connection state (`struct http_conn`).
     pub const HTC: u64 = 104;
     /// The entry of the processor that reads a response body.
@@ -73,6 +75,9 @@ pub struct Workspace {
     size: u64,
     used: u64,
     overflowed: bool,
+    /// Header lines each HTTP object of the task holds (`http_max_hdr`
+    /// less the slots of the start line).
+    header_slots: usize,
     /// With `-p debug=+workspace`: the records of each operation, waiting
     /// to be written to the task's log ([`Workspace::flush_trace`]).
     trace: Option<Vec<String>>,
@@ -83,13 +88,22 @@ impl Workspace {
         let trace = params
             .is_some_and(|p| p.bit(pid!("debug"), "workspace"))
             .then(Vec::new);
+        let header_slots = params.map_or(0, |p| {
+            (p.uint(pid!("http_max_hdr")) as usize).saturating_sub(size::START_LINE_SLOTS)
+        });
         Workspace {
             id,
             size: size / 8 * 8,
             used: 0,
             overflowed: false,
+            header_slots,
             trace,
         }
+    }
+
+    /// How many header lines an HTTP object of this task holds.
+    pub fn header_slots(&self) -> usize {
+        self.header_slots
     }
 
     /// The workspace of a client request, sized as varnishd sizes it from

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use lacquer_vcl::exec::value::{INT_MAX, INT_MIN, parse_bytes, parse_decimal, parse_duration};
 use lacquer_vcl::exec::{Context, HttpWhich, LogKind, Value, WsKind};
 
-use crate::args::{Args, lossy, string};
+use crate::args::{Args, lossy, string, ws_string};
 use crate::{Env, FuncImpl, ModuleImpl};
 
 const DECL: &str = r#"
@@ -172,19 +172,24 @@ pub(crate) fn querysort(url: &[u8]) -> Vec<u8> {
     out
 }
 
-fn querysort_fn(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+fn querysort_fn(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(match a.str(0)? {
         None => Value::Null,
-        Some(u) => string(querysort(u)),
+        Some(u) => {
+            let sorted = querysort(u);
+            ws_string(ctx, sorted)
+        }
     })
 }
 
-fn toupper(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
-    Ok(string(a.str_or_empty(0)?.to_ascii_uppercase()))
+fn toupper(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let s = a.str_or_empty(0)?.to_ascii_uppercase();
+    Ok(ws_string(ctx, s))
 }
 
-fn tolower(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
-    Ok(string(a.str_or_empty(0)?.to_ascii_lowercase()))
+fn tolower(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let s = a.str_or_empty(0)?.to_ascii_lowercase();
+    Ok(ws_string(ctx, s))
 }
 
 fn strstr(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
