@@ -47,6 +47,8 @@ fn main() {
                 Bytes::from_static(b"text/plain"),
             )],
             gzip: false,
+            esi: None,
+            gzip_changed: false,
             body: NewBody::Complete(Body::from_segments(vec![Bytes::from(vec![b'x'; 1024])])),
         };
         busy.unbusy(obj, &store).expect("unlimited store");

@@ -144,9 +144,13 @@ pub enum Lookup {
         stale: Option<ObjRef>,
     },
     /// Hit-for-miss (`HSH_HITMISS`): fetch into `busy` without others waiting.
+    /// A successful fetch replaces the marker: the server kills `marker`
+    /// ([`Cache::kill`]), as varnishd does, so markers do not pile up.
     HitMiss {
         /// Busy objcore to fetch into.
         busy: BusyObj,
+        /// The hit-for-miss object found.
+        marker: ObjRef,
         /// vxid of the hit-for-miss object (for the `HitMiss` log record).
         vxid: u32,
         /// Its remaining ttl.
@@ -218,6 +222,12 @@ pub struct NewObject {
     pub headers: Vec<(Bytes, Bytes)>,
     /// Whether the stored body is gzip-compressed.
     pub gzip: bool,
+    /// ESI instructions for delivering the body (opaque to the cache; the
+    /// server writes and reads them), when the body has ESI markup.
+    pub esi: Option<Bytes>,
+    /// Whether the fetch gzipped or gunzipped the backend's body (a 304
+    /// refreshing the object must then weaken its new ETag).
+    pub gzip_changed: bool,
     /// Body source.
     pub body: NewBody,
 }
@@ -339,6 +349,8 @@ pub(crate) struct Inner {
     bans: RwLock<BanList>,
     newest_ban: AtomicU64,
     lurker_cursor: AtomicUsize,
+    /// Round-robin position among the non-Transient stores.
+    next_store: AtomicUsize,
     events: OnceLock<EventSink>,
 }
 
@@ -398,6 +410,7 @@ impl Cache {
                 newest_ban: AtomicU64::new(bans.newest().id),
                 bans: RwLock::new(bans),
                 lurker_cursor: AtomicUsize::new(0),
+                next_store: AtomicUsize::new(0),
                 events: OnceLock::new(),
                 stats,
             }),
@@ -428,6 +441,23 @@ impl Cache {
     /// All stores, in configuration order (`Transient` included).
     pub fn stores(&self) -> &[StoreRef] {
         &self.inner.stores
+    }
+
+    /// The store the next cacheable object goes to when VCL names none:
+    /// the non-Transient stores in turn (varnishd's `STV_next`), Transient
+    /// when there is no other.
+    pub fn next_store(&self) -> StoreRef {
+        let stores: Vec<&StoreRef> = self
+            .inner
+            .stores
+            .iter()
+            .filter(|s| s.name() != "Transient")
+            .collect();
+        if stores.is_empty() {
+            return self.transient();
+        }
+        let i = self.inner.next_store.fetch_add(1, Ordering::Relaxed);
+        stores[i % stores.len()].clone()
     }
 
     /// The `Transient` store.
@@ -463,6 +493,7 @@ impl Cache {
                 let mut found = None;
                 let mut exp: Option<usize> = None;
                 let mut exp_t_origin = 0.0;
+                let mut predicted: Option<VarySpec> = None;
                 for (i, oc) in head.cores.iter().enumerate() {
                     let f = oc.flags();
                     if f & (F_DYING | F_FAILED) != 0 {
@@ -472,9 +503,8 @@ impl Cache {
                         if req.ignore_busy {
                             continue;
                         }
-                        if !req.ignore_vary
-                            && oc.vary.get().is_some_and(|v| !v.matches(req.headers))
-                        {
+                        let vary = oc.vary.get().or_else(|| oc.predicted_vary.get());
+                        if !req.ignore_vary && vary.is_some_and(|v| !v.matches(req.headers)) {
                             vary_skipped += 1;
                             continue;
                         }
@@ -500,8 +530,14 @@ impl Cache {
                         removed.push(Arc::clone(oc));
                         continue;
                     }
-                    if !req.ignore_vary && oc.vary.get().is_some_and(|v| !v.matches(req.headers)) {
+                    if !req.ignore_vary
+                        && let Some(v) = oc.vary.get()
+                        && !v.matches(req.headers)
+                    {
                         vary_skipped += 1;
+                        if predicted.is_none() {
+                            predicted = Some(v.for_request(req.headers));
+                        }
                         continue;
                     }
                     if oc.ttl_end(req.req_ttl) > now {
@@ -519,7 +555,11 @@ impl Cache {
                 if !removed.is_empty() {
                     head.cores.retain(|oc| oc.flags() & F_DYING == 0);
                 }
-                inner.decide(head, req, found, exp, busy_found, &mut touch)
+                let kind = inner.decide(head, req, found, exp, busy_found, &mut touch);
+                if let (Lookup::Miss { busy, .. }, Some(p)) = (&kind, predicted) {
+                    let _ = busy.oc.predicted_vary.set(p);
+                }
+                kind
             }
         };
         for oc in &removed {
@@ -636,6 +676,26 @@ impl Cache {
         n
     }
 
+    /// Removes every object that is not being fetched, as a restart of
+    /// varnishd's child (whose memory storage does not survive it) would;
+    /// returns how many went.
+    pub fn clear(&self) -> usize {
+        let inner = &self.inner;
+        let entries: Vec<_> = lock(&inner.exp).drain().collect();
+        let mut keep = Vec::new();
+        let mut n = 0;
+        for e in entries {
+            let Some(oc) = e.oc.upgrade() else { continue };
+            if oc.flags() & F_BUSY != 0 {
+                keep.push(e);
+            } else if inner.kill(&oc) {
+                n += 1;
+            }
+        }
+        lock(&inner.exp).extend(keep);
+        n
+    }
+
     /// When the next object expires (for scheduling the sweeper), if any.
     pub fn next_expiry(&self) -> Option<f64> {
         lock(&self.inner.exp).peek().map(|e| e.when)
@@ -681,35 +741,53 @@ impl Cache {
     }
 
     /// One step of the ban lurker: test up to about `budget` objects against
-    /// `obj.*`-only bans older than `lurker_age` seconds, kill matches, move
-    /// survivors' ban references forward, mark bans no object is older than as
-    /// completed and drop unreferenced bans from the list's tail. Call it
-    /// periodically (`ban_lurker_sleep`); it walks the shards round-robin.
-    pub fn ban_lurker_step(&self, now: f64, lurker_age: f64, budget: usize) -> LurkerReport {
+    /// `obj.*`-only bans older than `lurker_age` seconds (oldest first, req
+    /// bans and younger ones skipped), kill matches, move survivors' ban
+    /// references forward up to the first ban they were not tested against,
+    /// mark the tested bans completed once a whole pass is done and drop
+    /// unreferenced bans from the list's tail. With `cutoff` (`ban_cutoff`,
+    /// 0 for none), objects hanging on a ban older than the `cutoff`-th
+    /// newest are removed untested. Call it periodically
+    /// (`ban_lurker_sleep`); it walks the shards round-robin.
+    pub fn ban_lurker_step(
+        &self,
+        now: f64,
+        lurker_age: f64,
+        budget: usize,
+        cutoff: usize,
+    ) -> LurkerReport {
         let inner = &self.inner;
         let stats = &inner.stats;
         let mut report = LurkerReport::default();
-        let (lurkable, target) = {
+        // As varnishd's lurker: every obj ban old enough is lurkable; req
+        // bans and younger ones are left to lookups, and objects cannot
+        // move past them.
+        let (lurkable, newest_lurkable, stops, cutoff_id) = {
             let list = inner.bans_read();
+            // Objects hanging on a ban older than this one are dropped.
+            let cutoff_id = (cutoff > 0 && list.list.len() > cutoff)
+                .then(|| list.list[list.list.len() - cutoff].id);
             let mut lurkable = Vec::new();
-            let mut barrier = None;
+            let mut stops = Vec::new();
             for b in &list.list {
                 if b.is_completed() {
                     continue;
                 }
-                let ok = !b.req && b.spec.is_some() && b.time <= now - lurker_age;
-                if !ok {
-                    barrier = Some(b.id);
-                    break;
+                if !b.req && b.spec.is_some() && b.time <= now - lurker_age {
+                    lurkable.push(Arc::clone(b));
+                } else {
+                    stops.push(b.id);
                 }
-                lurkable.push(Arc::clone(b));
             }
-            (lurkable, barrier.map_or(list.newest().id, |b| b - 1))
+            let newest = lurkable.last().map_or(0, |b| b.id);
+            (lurkable, newest, stops, cutoff_id)
         };
+        // Objects on bans older than this are looked at.
+        let horizon = newest_lurkable.max(cutoff_id.unwrap_or(0));
         let nshards = inner.shards.len();
         let mut examined = 0usize;
         let mut visited = 0usize;
-        while examined < budget && visited < nshards {
+        while horizon > 0 && examined < budget && visited < nshards {
             let si = inner.lurker_cursor.fetch_add(1, Ordering::Relaxed) & inner.shard_mask;
             visited += 1;
             let cands: Vec<Arc<ObjCore>> = {
@@ -719,7 +797,7 @@ impl Cache {
                     .flat_map(|h| h.cores.iter())
                     .filter(|oc| {
                         let b = oc.ban_id.load(Ordering::Acquire);
-                        oc.flags() & (F_BUSY | F_DYING | F_FAILED) == 0 && b != 0 && b < target
+                        oc.flags() & (F_BUSY | F_DYING | F_FAILED) == 0 && b != 0 && b < horizon
                     })
                     .cloned()
                     .collect()
@@ -728,16 +806,21 @@ impl Cache {
                 examined += 1;
                 let cur = oc.ban_id.load(Ordering::Acquire);
                 let Some(data) = oc.data.get() else { continue };
-                if cur == 0 || cur >= target {
+                if cur == 0 || cur >= horizon {
+                    continue;
+                }
+                if cutoff_id.is_some_and(|c| cur < c) {
+                    if inner.kill(&oc) {
+                        CacheStats::inc(&stats.bans_lurker_obj_killed_cutoff);
+                        report.killed += 1;
+                    }
                     continue;
                 }
                 let obj = ban_object(&oc, data);
                 let mut hit = false;
                 let mut tested = false;
-                for b in lurkable.iter().rev() {
-                    if b.id <= cur {
-                        break;
-                    }
+                // Oldest first, as varnishd tests them.
+                for b in lurkable.iter().filter(|b| b.id > cur) {
                     if b.is_completed() {
                         continue;
                     }
@@ -763,11 +846,34 @@ impl Cache {
                         report.killed += 1;
                     }
                 } else {
-                    inner.move_ban(&oc, cur, target);
+                    // Checked against every lurkable ban newer than its own:
+                    // it moves up to just before the first ban it still has
+                    // to be checked against at lookup.
+                    let dest = {
+                        let list = inner.bans_read();
+                        let stop = stops.iter().copied().find(|id| *id > cur);
+                        list.list
+                            .iter()
+                            .map(|b| b.id)
+                            .filter(|id| *id > cur && stop.is_none_or(|s| *id < s))
+                            .max()
+                    };
+                    if let Some(dest) = dest {
+                        inner.move_ban(&oc, cur, dest);
+                    }
                 }
             }
         }
-        report.completed = inner.bans_read().complete_moot(stats);
+        // A full pass tested every object hanging on an older ban against
+        // every lurkable ban: those are complete.
+        if !lurkable.is_empty() && visited == nshards && examined < budget {
+            for b in &lurkable {
+                if !b.is_completed() && b.mark_completed(stats) {
+                    report.completed += 1;
+                }
+            }
+        }
+        report.completed += inner.bans_read().complete_moot(stats);
         report.deleted = inner.bans_write().trim(stats);
         report
     }
@@ -871,6 +977,7 @@ impl Inner {
             if f & F_HFM != 0 {
                 return Lookup::HitMiss {
                     busy: self.new_busy(head, req.digest),
+                    marker: ObjRef(Arc::clone(&oc)),
                     vxid,
                     dttl,
                 };
@@ -884,6 +991,7 @@ impl Inner {
                 vxid: e.vxid.load(Ordering::Relaxed),
                 dttl: e.ttl_end(req.req_ttl) - now,
                 busy: self.new_busy(head, req.digest),
+                marker: ObjRef(Arc::clone(e)),
             };
         }
         let in_grace = |e: &Arc<ObjCore>| e.grace_end(req.req_ttl, req.req_grace) >= now;
@@ -1112,6 +1220,8 @@ impl Inner {
             reason,
             headers,
             gzip,
+            esi,
+            gzip_changed,
             body,
         } = obj;
         let (body, writer): (Body, Option<BodyWriter>) = match body {
@@ -1127,6 +1237,8 @@ impl Inner {
             reason,
             headers: StoredHeaders::new(&headers),
             gzip,
+            esi,
+            gzip_changed,
             body,
         };
         let overhead = std::mem::size_of::<ObjCore>()

@@ -42,6 +42,8 @@
 //!                 reason: Bytes::from_static(b"OK"),
 //!                 headers: vec![(Bytes::from_static(b"Content-Type"), Bytes::from_static(b"text/html"))],
 //!                 gzip: false,
+//!                 esi: None,
+//!                 gzip_changed: false,
 //!                 body: NewBody::Streamed,
 //!             };
 //!             let mut inserted = busy.unbusy(new, &s0).expect("storage");

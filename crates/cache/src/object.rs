@@ -96,6 +96,10 @@ pub struct ObjectData {
     pub headers: StoredHeaders,
     /// Whether the stored body is gzip-compressed by the cache.
     pub gzip: bool,
+    /// ESI instructions (`obj.can_esi` when present), opaque to the cache.
+    pub esi: Option<Bytes>,
+    /// Whether the fetch gzipped or gunzipped the backend's body.
+    pub gzip_changed: bool,
     /// The body (possibly still being fetched).
     pub body: Body,
 }
@@ -117,7 +121,7 @@ impl ObjectData {
     }
 
     pub(crate) fn header_bytes(&self) -> usize {
-        self.reason.len() + self.headers.heap_size()
+        self.reason.len() + self.headers.heap_size() + self.esi.as_ref().map_or(0, Bytes::len)
     }
 }
 
@@ -156,6 +160,10 @@ pub(crate) struct ObjCore {
     /// Id of the newest ban this object was checked against; 0 = no reference.
     pub(crate) ban_id: AtomicU64,
     pub(crate) vary: OnceLock<VarySpec>,
+    /// While busy and before its response is known: the variant it is
+    /// expected to be, from the Vary of the variants the request that
+    /// created it did not match. Requests of other variants need not wait.
+    pub(crate) predicted_vary: OnceLock<VarySpec>,
     pub(crate) data: OnceLock<ObjectData>,
     pub(crate) store: OnceLock<StoreRef>,
     /// Bytes and allocations charged to `store`, returned on drop.
@@ -181,6 +189,7 @@ impl ObjCore {
             lru_key: AtomicU64::new(0),
             ban_id: AtomicU64::new(ban_id),
             vary: OnceLock::new(),
+            predicted_vary: OnceLock::new(),
             data: OnceLock::new(),
             store: OnceLock::new(),
             charged: AtomicU64::new(0),

@@ -53,6 +53,9 @@ pub struct CacheStats {
     pub bans_lurker_tests_tested: AtomicU64,
     /// Objects killed by the ban lurker.
     pub bans_lurker_obj_killed: AtomicU64,
+    /// Objects the lurker removed untested because their ban was past
+    /// `ban_cutoff`.
+    pub bans_lurker_obj_killed_cutoff: AtomicU64,
     /// Bans marked completed because a newer identical ban was added.
     pub bans_dups: AtomicU64,
 }

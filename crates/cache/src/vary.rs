@@ -93,6 +93,25 @@ impl VarySpec {
         })
     }
 
+    /// The same header names with `req`'s values: the variant `req` would
+    /// get if the response varies as this one did (varnishd's predictive
+    /// vary for busy objects).
+    pub fn for_request(&self, req: &dyn HeaderLookup) -> VarySpec {
+        VarySpec {
+            never: self.never,
+            entries: self
+                .entries
+                .iter()
+                .map(|(n, _)| {
+                    (
+                        n.clone(),
+                        req.header(n).map(|v| Box::<[u8]>::from(trim_end(v))),
+                    )
+                })
+                .collect(),
+        }
+    }
+
     /// Whether a request may use the variant.
     pub fn matches(&self, req: &dyn HeaderLookup) -> bool {
         !self.never

@@ -147,18 +147,18 @@ fn lurker_kills_obj_bans_completes_and_trims() {
     assert_eq!(get(&c.stats().bans_dups), 1);
     assert_eq!(get(&c.stats().bans_completed), 2);
     // Too young for the lurker (ban_lurker_age 60s): nothing happens.
-    let r = c.ban_lurker_step(T0 + 2.0, 60.0, 1000);
+    let r = c.ban_lurker_step(T0 + 2.0, 60.0, 1000, 0);
     assert_eq!(r.killed, 0);
     assert_eq!(r.tested, 0);
-    let r = c.ban_lurker_step(T0 + 100.0, 60.0, 1000);
+    let r = c.ban_lurker_step(T0 + 100.0, 60.0, 1000, 0);
     assert_eq!(r.tested, 40);
     assert_eq!(r.killed, 10);
     assert_eq!(get(&c.stats().bans_lurker_obj_killed), 10);
     assert_eq!(get(&c.stats().n_object), 30);
     // All objects now past the ban: it completed, the old ones were trimmed.
     assert!(r.completed >= 1);
-    assert_eq!(r.deleted, 1, "{r:?}");
-    // The boot ban went in the first step, the duplicate in this one.
+    // The boot ban and the duplicate, both behind every object now.
+    assert_eq!(r.deleted, 2, "{r:?}");
     assert_eq!(get(&c.stats().bans_deleted), 2);
     let list = c.ban_list();
     assert_eq!(list.lines().count(), 2, "{list}");
@@ -171,7 +171,7 @@ fn lurker_kills_obj_bans_completes_and_trims() {
         }
     }
     // A later lurker step on a quiet list changes nothing.
-    let r = c.ban_lurker_step(T0 + 200.0, 60.0, 1000);
+    let r = c.ban_lurker_step(T0 + 200.0, 60.0, 1000, 0);
     assert_eq!((r.killed, r.deleted), (0, 0));
 }
 
@@ -182,21 +182,48 @@ fn lurker_cannot_pass_req_bans_but_lookup_can() {
     insert_with_headers(&c, &d, 1, 200, &[]);
     c.ban_str("req.url ~ nothing", T0 + 1.0).unwrap();
     c.ban_str("obj.status == 404", T0 + 1.0).unwrap();
-    let r = c.ban_lurker_step(T0 + 100.0, 0.0, 1000);
+    let r = c.ban_lurker_step(T0 + 100.0, 0.0, 1000, 0);
     assert_eq!(r.killed, 0);
     assert_eq!(get(&c.stats().bans), 3);
-    // The lookup tests both (one object check, two tests) and moves the
-    // object to the newest ban.
+    // The lurker tested the object against the obj ban beyond the req ban
+    // (as varnishd) and completed it, but could not move the object past
+    // the req ban.
+    assert_eq!(get(&c.stats().bans_lurker_tested), 1);
+    assert!(
+        c.ban_list().contains(" C  obj.status == 404"),
+        "{}",
+        c.ban_list()
+    );
+    // The lookup tests only the req ban (one object check, one test) and
+    // moves the object to the newest ban.
     expect_hit(lookup_url(&c, &d, "/mixed", T0 + 101.0).kind);
     assert_eq!(get(&c.stats().bans_tested), 1);
-    assert_eq!(get(&c.stats().bans_tests_tested), 2);
-    let r = c.ban_lurker_step(T0 + 102.0, 0.0, 1000);
+    assert_eq!(get(&c.stats().bans_tests_tested), 1);
+    let r = c.ban_lurker_step(T0 + 102.0, 0.0, 1000, 0);
     assert!(r.deleted >= 2, "{r:?}");
     assert_eq!(get(&c.stats().bans), 1);
     assert_eq!(
         get(&c.stats().bans_added) - get(&c.stats().bans_deleted),
         get(&c.stats().bans)
     );
+}
+
+#[test]
+fn ban_cutoff_drops_objects_on_old_bans_untested() {
+    let c = cache();
+    let d = digest("/old");
+    insert_with_headers(&c, &d, 1, 200, &[]);
+    for i in 0..5 {
+        c.ban_str(&format!("obj.http.nomatch == {i}"), T0 + 1.0)
+            .unwrap();
+    }
+    // Six bans (boot + 5), cutoff 4: the object hangs on the boot ban,
+    // past the cutoff, and goes without being tested.
+    let r = c.ban_lurker_step(T0 + 100.0, 0.0, 1000, 4);
+    assert_eq!(r.killed, 1);
+    assert_eq!(get(&c.stats().bans_lurker_obj_killed_cutoff), 1);
+    assert_eq!(get(&c.stats().bans_lurker_tested), 0);
+    assert_eq!(get(&c.stats().n_object), 0);
 }
 
 #[test]
@@ -207,7 +234,7 @@ fn ban_duration_fields() {
     insert(&c, &d1, meta(1, T0, 60.0, 0.0, 0.0), b"x");
     insert(&c, &d2, meta(2, T0, 86400.0 * 2.0, 0.0, 0.0), b"x");
     c.ban_str("obj.ttl > 1d", T0 + 1.0).unwrap();
-    let r = c.ban_lurker_step(T0 + 2.0, 0.0, 100);
+    let r = c.ban_lurker_step(T0 + 2.0, 0.0, 100, 0);
     assert_eq!(r.killed, 1);
     expect_hit(lookup(&c, &d1, T0 + 3.0));
     expect_miss(lookup(&c, &d2, T0 + 3.0));

@@ -131,6 +131,21 @@ fn expire_due_sweeps() {
 }
 
 #[test]
+fn clear_empties_the_cache() {
+    let c = cache();
+    for i in 0..3 {
+        let d = digest(&format!("/c{i}"));
+        insert(&c, &d, meta(i, T0, 100.0, 0.0, 0.0), b"x");
+    }
+    expect_hit(lookup(&c, &digest("/c1"), T0 + 1.0));
+    assert_eq!(c.clear(), 3);
+    assert_eq!(get(&c.stats().n_object), 0);
+    let (busy, _) = expect_miss(lookup(&c, &digest("/c1"), T0 + 1.0));
+    drop(busy);
+    assert_eq!(c.next_expiry(), None);
+}
+
+#[test]
 fn hit_for_pass_and_hit_for_miss() {
     let c = cache();
     let t = c.transient();
@@ -161,7 +176,9 @@ fn hit_for_pass_and_hit_for_miss() {
     let b = lookup(&c, &d, T0 + 1.0);
     for l in [a, b] {
         match l {
-            Lookup::HitMiss { vxid, dttl, busy } => {
+            Lookup::HitMiss {
+                vxid, dttl, busy, ..
+            } => {
                 assert_eq!(vxid, 8);
                 assert_eq!(dttl, 59.0);
                 drop(busy);
@@ -220,6 +237,37 @@ fn vary_variants() {
     assert_eq!(expect_hit(c.lookup(&r).kind).vxid(), 2);
     assert_eq!(get(&c.stats().n_objecthead), 1);
     assert_eq!(get(&c.stats().n_object), 2);
+}
+
+#[test]
+fn predictive_vary_on_busy_objects() {
+    let c = cache();
+    let d = digest("/pv");
+    let s0 = c.store("s0").unwrap();
+    let h = |v: &'static str| -> Vec<(&str, &str)> { vec![("Foo", v)] };
+    let l = |h: &Vec<(&str, &str)>| c.lookup(&LookupRequest::new(&d, b"/pv", h, T0 + 1.0)).kind;
+    let (busy, _) = expect_miss(l(&h("1")));
+    busy.set_vary(VarySpec::capture([&b"Foo"[..]], &h("1")).unwrap());
+    busy.unbusy(new_obj(meta(1, T0, 60.0, 0.0, 0.0), b"one"), &s0)
+        .unwrap();
+    // A miss past a variant with Vary: Foo is expected to vary the same
+    // way before its response is known...
+    let (busy2, _) = expect_miss(l(&h("2")));
+    // ...so a third variant does not wait for it, the same one does.
+    let (busy3, _) = expect_miss(l(&h("3")));
+    assert!(matches!(l(&h("2")), Lookup::Busy(_)));
+    // Without a variant to predict from, everyone waits.
+    let d2 = digest("/pv2");
+    let (first, _) = expect_miss(
+        c.lookup(&LookupRequest::new(&d2, b"/pv2", &h("1"), T0))
+            .kind,
+    );
+    assert!(matches!(
+        c.lookup(&LookupRequest::new(&d2, b"/pv2", &h("2"), T0))
+            .kind,
+        Lookup::Busy(_)
+    ));
+    drop((busy2, busy3, first));
 }
 
 #[test]

@@ -74,6 +74,8 @@ fn per_object_overhead_is_small() {
                 reason: Bytes::from_static(b"OK"),
                 headers: headers(),
                 gzip: false,
+                esi: None,
+                gzip_changed: false,
                 body: NewBody::Complete(Body::from_segments(vec![body])),
             },
             &store,

@@ -49,6 +49,8 @@ async fn fetch(c: &Cache, busy: BusyObj, key: u64, now: f64, rng: &mut Rng) {
         reason: Bytes::from_static(b"OK"),
         headers: vec![(Bytes::from_static(b"X-Key"), Bytes::from(hdr))],
         gzip: false,
+        esi: None,
+        gzip_changed: false,
         body: if kind == ObjKind::Normal {
             NewBody::Streamed
         } else {
@@ -113,7 +115,7 @@ async fn worker(c: Cache, seed: u64) {
                 continue;
             }
             5 => {
-                c.ban_lurker_step(now, 0.0, 50);
+                c.ban_lurker_step(now, 0.0, 50, 0);
                 continue;
             }
             _ => {}
@@ -186,7 +188,7 @@ async fn run_round(round: u64) {
     c.expire_due(far);
     // Objects nobody looked up again may still hold old ban references: the
     // lurker (obj bans) and trimming clean those once they are gone.
-    c.ban_lurker_step(far, 0.0, usize::MAX);
+    c.ban_lurker_step(far, 0.0, usize::MAX, 0);
     assert_eq!(get(&s.n_object), 0, "objects leaked");
     assert_eq!(get(&s.n_objectcore), 0, "objcores leaked");
     assert_eq!(get(&s.n_objecthead), 0, "objheads leaked");

@@ -71,7 +71,8 @@ struct Args {
     /// Storage: [name=]malloc[,size] (repeatable).
     #[arg(short = 's', value_name = "STORAGE")]
     storage: Vec<String>,
-    /// Management CLI listen address.
+    /// Management CLI listen address (default: a free localhost port;
+    /// `none` for no management port).
     #[arg(short = 'T', value_name = "ADDRESS:PORT")]
     admin: Option<String>,
     /// Default TTL (default_ttl).
@@ -164,6 +165,11 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     for p in &args.params {
         params.apply_arg(p)?;
     }
+    for list in &args.readonly {
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            params.protect(name)?;
+        }
+    }
     if let Some(t) = &args.ttl {
         params.set("default_ttl", t)?;
     }
@@ -234,7 +240,13 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             params,
             workdir,
             identity: args.identity.clone(),
-            admin: args.admin.clone(),
+            // As varnishd: a management port on a free localhost port
+            // unless -T says where, or -T none for none.
+            admin: match args.admin.as_deref() {
+                None => Some("localhost:0".to_string()),
+                Some("none") => None,
+                Some(a) => Some(a.to_string()),
+            },
             secret: args.secret.as_ref().map(Into::into),
             reverse_cli: args.reverse_cli.clone(),
             debug: args.debug,
@@ -243,7 +255,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         daemon::run(cfg).await
     });
     match result {
-        Ok(()) => Ok(ExitCode::SUCCESS),
+        Ok(bits) => Ok(ExitCode::from(bits)),
         Err(msg) => {
             eprintln!("Error: {msg}");
             Ok(ExitCode::from(2))

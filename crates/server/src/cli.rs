@@ -41,10 +41,14 @@ pub struct Command {
     pub json: bool,
     /// Debug commands are hidden from `help` unless asked for by name.
     pub debug: bool,
+    /// Served by varnishd's cache process when it runs, which logs each
+    /// one as `CLI` records (`Rd <request>`, `Wr <status> <length>
+    /// <answer>`); the others only the manager sees.
+    pub child: bool,
 }
 
 macro_rules! cmd {
-    ($name:literal, $syntax:literal, $help:literal, $min:expr, $max:expr, $json:expr, $debug:expr) => {
+    ($name:literal, $syntax:literal, $help:literal, $min:expr, $max:expr, $json:expr, $debug:expr, $child:expr) => {
         Command {
             name: $name,
             syntax: $syntax,
@@ -53,6 +57,7 @@ macro_rules! cmd {
             max_args: $max,
             json: $json,
             debug: $debug,
+            child: $child,
         }
     };
 }
@@ -60,36 +65,39 @@ macro_rules! cmd {
 /// Every command, sorted by name.
 #[rustfmt::skip]
 pub static COMMANDS: &[Command] = &[
-    cmd!("auth", "auth <response>", "Authenticate with the response to the challenge.", 1, Some(1), false, false),
-    cmd!("backend.list", "backend.list [-j] [-p] [<backend_pattern>]", "List backends and their health.", 0, Some(2), true, false),
-    cmd!("backend.set_health", "backend.set_health <backend_pattern> [auto|healthy|sick]", "Force the health of the matching backends, or return them to probing.", 2, Some(2), false, false),
-    cmd!("ban", "ban <field> <operator> <arg> [&& <field> <oper> <arg> ...]", "Invalidate every object matching all the conditions.", 3, None, false, false),
-    cmd!("ban.list", "ban.list [-j]", "List the bans still in force.", 0, Some(0), true, false),
-    cmd!("banner", "banner", "Print the welcome banner.", 0, Some(0), false, false),
-    cmd!("debug.listen_address", "debug.listen_address", "Print the addresses the listeners are bound to.", 0, Some(0), false, true),
-    cmd!("debug.xid", "debug.xid [<xid> [<cachesize>]]", "Print, or set, the next transaction id.", 0, Some(2), false, true),
-    cmd!("help", "help [-j|<command>]", "List commands, or explain one.", 0, Some(1), true, false),
-    cmd!("panic.clear", "panic.clear [-z]", "Forget the last panic; -z also zeroes the panic counters.", 0, Some(1), false, false),
-    cmd!("panic.show", "panic.show [-j]", "Print the last panic, if any.", 0, Some(0), true, false),
-    cmd!("param.reset", "param.reset <param>", "Return a parameter to its default.", 1, Some(1), false, false),
-    cmd!("param.set", "param.set [-j] <param> <value>", "Change a parameter.", 2, Some(2), true, false),
-    cmd!("param.show", "param.show [-l|-j] [<param>|changed]", "Print parameters and their values.", 0, Some(2), true, false),
-    cmd!("pid", "pid [-j]", "Print the process id.", 0, Some(0), true, false),
-    cmd!("ping", "ping [-j] [<timestamp>]", "Keep the connection alive.", 0, Some(1), true, false),
-    cmd!("quit", "quit", "Close the connection.", 0, Some(0), false, false),
-    cmd!("start", "start", "Start serving requests.", 0, Some(0), false, false),
-    cmd!("status", "status [-j]", "Print whether the cache is serving.", 0, Some(0), true, false),
-    cmd!("stop", "stop", "Stop serving requests.", 0, Some(0), false, false),
-    cmd!("storage.list", "storage.list [-j]", "List the stores.", 0, Some(0), true, false),
-    cmd!("vcl.deps", "vcl.deps [-j]", "List loaded VCLs and the labels pointing at them.", 0, Some(0), true, false),
-    cmd!("vcl.discard", "vcl.discard <name_pattern>...", "Unload the named VCLs when they are no longer in use.", 1, None, false, false),
-    cmd!("vcl.inline", "vcl.inline <configname> <quoted_VCLstring> [auto|cold|warm]", "Compile and load VCL source given inline.", 2, Some(3), false, false),
-    cmd!("vcl.label", "vcl.label <label> <configname>", "Point a label at a VCL.", 2, Some(2), false, false),
-    cmd!("vcl.list", "vcl.list [-j]", "List loaded VCLs.", 0, Some(0), true, false),
-    cmd!("vcl.load", "vcl.load <configname> <filename> [auto|cold|warm]", "Compile and load a VCL file.", 2, Some(3), false, false),
-    cmd!("vcl.show", "vcl.show [-v] [<configname>]", "Print the source of a VCL.", 0, Some(2), false, false),
-    cmd!("vcl.state", "vcl.state <configname> [auto|cold|warm]", "Force the temperature of a VCL.", 2, Some(2), false, false),
-    cmd!("vcl.use", "vcl.use <configname|label>", "Send new requests to this VCL.", 1, Some(1), false, false),
+    cmd!("auth", "auth <response>", "Authenticate with the response to the challenge.", 1, Some(1), false, false, false),
+    cmd!("backend.list", "backend.list [-j] [-p] [<backend_pattern>]", "List backends and their health.", 0, Some(2), true, false, true),
+    cmd!("backend.set_health", "backend.set_health <backend_pattern> [auto|healthy|sick]", "Force the health of the matching backends, or return them to probing.", 2, Some(2), false, false, true),
+    cmd!("ban", "ban <field> <operator> <arg> [&& <field> <oper> <arg> ...]", "Invalidate every object matching all the conditions.", 3, None, false, false, true),
+    cmd!("ban.list", "ban.list [-j]", "List the bans still in force.", 0, Some(0), true, false, true),
+    cmd!("banner", "banner", "Print the welcome banner.", 0, Some(0), false, false, false),
+    cmd!("debug.fragfetch", "debug.fragfetch <size>", "Cut fetched bodies into pieces of at most <size> bytes (test-only: needs -p debug=+vtc_mode).", 1, Some(1), false, true, true),
+    cmd!("debug.listen_address", "debug.listen_address", "Print the addresses the listeners are bound to.", 0, Some(0), false, true, true),
+    cmd!("debug.srandom", "debug.srandom [<seed>]", "Seed the random generator of std.random() and the random directors (default 1), for repeatable tests.", 0, Some(1), false, true, true),
+    cmd!("debug.xid", "debug.xid [<xid> [<cachesize>]]", "Print, or set, the next transaction id.", 0, Some(2), false, true, true),
+    cmd!("help", "help [-j|<command>]", "List commands, or explain one.", 0, Some(1), true, false, false),
+    cmd!("panic.clear", "panic.clear [-z]", "Forget the last panic; -z also zeroes the panic counters.", 0, Some(1), false, false, false),
+    cmd!("panic.show", "panic.show [-j]", "Print the last panic, if any.", 0, Some(0), true, false, false),
+    cmd!("param.reset", "param.reset <param>", "Return a parameter to its default.", 1, Some(1), false, false, false),
+    cmd!("param.set", "param.set [-j] <param> <value>", "Change a parameter.", 2, Some(2), true, false, false),
+    cmd!("param.show", "param.show [-l|-j] [<param>|changed]", "Print parameters and their values.", 0, Some(2), true, false, false),
+    cmd!("pid", "pid [-j]", "Print the process id.", 0, Some(0), true, false, false),
+    cmd!("ping", "ping [-j] [<timestamp>]", "Keep the connection alive.", 0, Some(1), true, false, false),
+    cmd!("quit", "quit", "Close the connection.", 0, Some(0), false, false, false),
+    cmd!("start", "start", "Start serving requests.", 0, Some(0), false, false, false),
+    cmd!("status", "status [-j]", "Print whether the cache is serving.", 0, Some(0), true, false, false),
+    cmd!("stop", "stop", "Stop serving requests.", 0, Some(0), false, false, false),
+    cmd!("storage.list", "storage.list [-j]", "List the stores.", 0, Some(0), true, false, true),
+    cmd!("vcl.deps", "vcl.deps [-j]", "List loaded VCLs and the labels pointing at them.", 0, Some(0), true, false, false),
+    cmd!("vcl.discard", "vcl.discard <name_pattern>...", "Unload the named VCLs when they are no longer in use.", 1, None, false, false, false),
+    cmd!("vcl.inline", "vcl.inline <configname> <quoted_VCLstring> [auto|cold|warm]", "Compile and load VCL source given inline.", 2, Some(3), false, false, false),
+    cmd!("vcl.label", "vcl.label <label> <configname>", "Point a label at a VCL.", 2, Some(2), false, false, true),
+    cmd!("vcl.list", "vcl.list [-j]", "List loaded VCLs.", 0, Some(0), true, false, true),
+    cmd!("vcl.load", "vcl.load <configname> <filename> [auto|cold|warm]", "Compile and load a VCL file.", 2, Some(3), false, false, false),
+    cmd!("vcl.show", "vcl.show [-v] [<configname>]", "Print the source of a VCL.", 0, Some(2), false, false, true),
+    cmd!("vcl.state", "vcl.state <configname> [auto|cold|warm]", "Force the temperature of a VCL.", 2, Some(2), false, false, true),
+    cmd!("vcl.symtab", "vcl.symtab", "Dump the symbols each loaded VCL defines.", 0, Some(0), false, true, false),
+    cmd!("vcl.use", "vcl.use <configname|label>", "Send new requests to this VCL.", 1, Some(1), false, false, true),
 ];
 
 /// Looks a command up by name.
@@ -273,6 +281,13 @@ impl RequestReader {
         if words.is_empty() {
             return Line::Empty;
         }
+        // As varnishd, a leading '-' (which in -I files means "failure is
+        // not fatal") is not part of the command's name.
+        if let Some(name) = words[0].strip_prefix('-')
+            && !name.is_empty()
+        {
+            words[0] = name.to_string();
+        }
         let last = words.len() - 1;
         if words.len() >= 2 && words[last - 1] == "<<" {
             let token = words.pop().expect("checked length");
@@ -314,10 +329,14 @@ pub fn check_args(words: &[String]) -> Result<&'static Command, Reply> {
     Ok(cmd)
 }
 
-/// The text of `help` (no argument): every non-debug command's syntax.
-pub fn help_text() -> String {
+/// The text of `help`: the syntax of every ordinary command (`help`),
+/// every debug command (`help -d`) or both (`help -a`).
+pub fn help_text(ordinary: bool, debug: bool) -> String {
     let mut s = String::new();
-    for c in COMMANDS.iter().filter(|c| !c.debug) {
+    for c in COMMANDS
+        .iter()
+        .filter(|c| if c.debug { debug } else { ordinary })
+    {
         s.push_str(c.syntax);
         s.push('\n');
     }
@@ -441,7 +460,11 @@ mod tests {
             auth_response("abcdefghijklmnopqrstuvwxyzabcdef", b"secret\n"),
             "4612dbda0cbd8dcf32665ded74ada5fb344bbaea6f2e41ad9a99688eab0784f4"
         );
-        assert!(help_text().contains("vcl.load <configname> <filename> [auto|cold|warm]\n"));
-        assert!(!help_text().contains("debug.xid"));
+        let plain = help_text(true, false);
+        assert!(plain.contains("vcl.load <configname> <filename> [auto|cold|warm]\n"));
+        assert!(!plain.contains("debug.xid"));
+        assert!(help_text(false, true).contains("debug.xid"));
+        assert!(!help_text(false, true).contains("vcl.load"));
+        assert!(help_text(true, true).contains("debug.xid"));
     }
 }

@@ -12,8 +12,10 @@ use crate::rfc2616::parse_http_date;
 /// Whether a 200 response may be answered with 304 Not Modified.
 ///
 /// `t_req` is when the request arrived: an `If-Modified-Since` in the
-/// future is ignored.
+/// future is ignored. With `strong` (the request has a `Range`), a weak
+/// ETag never matches.
 pub fn not_modified(
+    strong: bool,
     if_none_match: Option<&[u8]>,
     if_modified_since: Option<&[u8]>,
     etag: Option<&[u8]>,
@@ -21,7 +23,13 @@ pub fn not_modified(
     t_req: f64,
 ) -> bool {
     if let Some(inm) = if_none_match {
-        return etag.is_some_and(|e| etag_list_matches(inm, e));
+        return etag.is_some_and(|e| {
+            if strong {
+                etag_list_matches_strongly(inm, e)
+            } else {
+                etag_list_matches(inm, e)
+            }
+        });
     }
     if let Some(ims) = if_modified_since {
         let Some(ims) = parse_http_date(ims) else {
@@ -61,6 +69,42 @@ pub fn etag_list_matches(list: &[u8], etag: &[u8]) -> bool {
     }
     let etag = strip_weak(etag);
     list.split(|b| *b == b',').any(|e| strip_weak(e) == etag)
+}
+
+/// Strong comparison (RFC 7232 2.3.2), as varnishd uses when the request
+/// also has a `Range`: weak tags never match.
+pub fn etag_list_matches_strongly(list: &[u8], etag: &[u8]) -> bool {
+    let etag = trim(etag);
+    if etag.starts_with(b"W/") {
+        return false;
+    }
+    trim(list) == b"*" || list.split(|b| *b == b',').any(|e| trim(e) == etag)
+}
+
+/// Whether an `If-Range` lets the `Range` apply (RFC 7233 3.2, as
+/// varnishd checks it): none, a strong ETag equal to the response's, or a
+/// date equal to its `Last-Modified` that is at least a second older than
+/// its `Date`. Otherwise the whole response is sent.
+pub fn if_range_allows(
+    if_range: Option<&[u8]>,
+    etag: Option<&[u8]>,
+    last_modified: Option<&[u8]>,
+    date: Option<&[u8]>,
+) -> bool {
+    let Some(ir) = if_range.map(trim) else {
+        return true;
+    };
+    if ir.starts_with(b"\"") {
+        return etag.is_some_and(|e| !e.starts_with(b"W/") && trim(e) == ir);
+    }
+    let (Some(ims), Some(lm), Some(d)) = (
+        parse_http_date(ir),
+        last_modified.and_then(parse_http_date),
+        date.and_then(parse_http_date),
+    ) else {
+        return false;
+    };
+    lm == ims && lm + 1.0 <= d
 }
 
 /// The outcome of applying a `Range` header to a response body.
@@ -131,8 +175,8 @@ pub fn apply_range(range: &[u8], len: Option<u64>) -> RangeOutcome {
             };
             (l, end)
         }
-        (Some(_), None, None) => return Full,
-        (Some(l), Some(h), None) => (l, h),
+        // As varnishd 7.1: no length, no range (a 200 with everything).
+        (Some(_), _, None) => return Full,
     };
     if end < start {
         return Unsatisfiable {
@@ -178,6 +222,7 @@ mod tests {
     #[test]
     fn etags() {
         assert!(not_modified(
+            false,
             Some(b"\"a\""),
             None,
             Some(b"\"a\""),
@@ -185,6 +230,7 @@ mod tests {
             0.0
         ));
         assert!(not_modified(
+            false,
             Some(b"W/\"a\""),
             None,
             Some(b"\"a\""),
@@ -192,24 +238,59 @@ mod tests {
             0.0
         ));
         assert!(not_modified(
+            false,
             Some(b"\"x\", \"a\""),
             None,
             Some(b"W/\"a\""),
             None,
             0.0
         ));
-        assert!(not_modified(Some(b"*"), None, Some(b"\"q\""), None, 0.0));
+        assert!(not_modified(
+            false,
+            Some(b"*"),
+            None,
+            Some(b"\"q\""),
+            None,
+            0.0
+        ));
         assert!(!not_modified(
+            false,
             Some(b"\"b\""),
             None,
             Some(b"\"a\""),
             None,
             0.0
         ));
-        assert!(!not_modified(Some(b"*"), None, None, None, 0.0));
+        assert!(!not_modified(false, Some(b"*"), None, None, None, 0.0));
+        // With a Range, only strong tags match.
+        assert!(not_modified(
+            true,
+            Some(b"\"a\""),
+            None,
+            Some(b"\"a\""),
+            None,
+            0.0
+        ));
+        assert!(!not_modified(
+            true,
+            Some(b"W/\"a\""),
+            None,
+            Some(b"\"a\""),
+            None,
+            0.0
+        ));
+        assert!(!not_modified(
+            true,
+            Some(b"\"a\""),
+            None,
+            Some(b"W/\"a\""),
+            None,
+            0.0
+        ));
         // If-None-Match takes precedence over If-Modified-Since.
         let lm = format_http_date(1000.0);
         assert!(!not_modified(
+            false,
             Some(b"\"b\""),
             Some(lm.as_bytes()),
             Some(b"\"a\""),
@@ -224,13 +305,21 @@ mod tests {
         let later = format_http_date(1500.0);
         let earlier = format_http_date(500.0);
         let ims = |v: &String, lm: &String| {
-            not_modified(None, Some(v.as_bytes()), None, Some(lm.as_bytes()), 2000.0)
+            not_modified(
+                false,
+                None,
+                Some(v.as_bytes()),
+                None,
+                Some(lm.as_bytes()),
+                2000.0,
+            )
         };
         assert!(ims(&lm, &lm));
         assert!(ims(&later, &lm));
         assert!(!ims(&earlier, &lm));
         // A date in the future (after the request) is ignored.
         assert!(!not_modified(
+            false,
             None,
             Some(format_http_date(3000.0).as_bytes()),
             None,
@@ -238,13 +327,21 @@ mod tests {
             2000.0
         ));
         assert!(!not_modified(
+            false,
             None,
             Some(b"junk"),
             None,
             Some(lm.as_bytes()),
             2000.0
         ));
-        assert!(!not_modified(None, Some(lm.as_bytes()), None, None, 2000.0));
+        assert!(!not_modified(
+            false,
+            None,
+            Some(lm.as_bytes()),
+            None,
+            None,
+            2000.0
+        ));
     }
 
     #[test]
@@ -275,6 +372,34 @@ mod tests {
         // Unknown length (still streaming).
         assert_eq!(r("bytes=-10", None), Full);
         assert_eq!(r("bytes=10-", None), Full);
-        assert_eq!(r("bytes=10-20", None), Partial { start: 10, end: 20 });
+        assert_eq!(r("bytes=10-20", None), Full);
+    }
+
+    #[test]
+    fn if_range() {
+        let lm = format_http_date(1000.0);
+        let d = format_http_date(2000.0);
+        let ok = |ir: &str, etag: Option<&str>| {
+            if_range_allows(
+                Some(ir.as_bytes()),
+                etag.map(str::as_bytes),
+                Some(lm.as_bytes()),
+                Some(d.as_bytes()),
+            )
+        };
+        assert!(if_range_allows(None, None, None, None));
+        assert!(ok("\"foo\"", Some("\"foo\"")));
+        assert!(!ok("\"fooled\"", Some("\"foo\"")));
+        assert!(!ok("\"foo\"", Some("W/\"foo\"")));
+        assert!(ok(&lm, None));
+        assert!(!ok(&format_http_date(999.0), None));
+        assert!(!ok("not a date", None));
+        // Last-Modified too close to Date: not a strong validator.
+        assert!(!if_range_allows(
+            Some(lm.as_bytes()),
+            None,
+            Some(lm.as_bytes()),
+            Some(lm.as_bytes())
+        ));
     }
 }

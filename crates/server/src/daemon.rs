@@ -7,7 +7,7 @@
 //! each failure is reported with what to fix.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -82,8 +82,18 @@ fn hostname() -> String {
         .unwrap_or_else(|| "localhost".to_string())
 }
 
-/// The VCL `-b` stands for.
+/// The VCL `-b` stands for: `none` (any case) declares a backend that
+/// never answers, an absolute path a Unix-socket backend, anything else
+/// `host[:port]`.
 pub fn backend_vcl(spec: &str) -> Result<String, String> {
+    if spec.eq_ignore_ascii_case("none") {
+        return Ok("vcl 4.1;\nbackend default none;\n".to_string());
+    }
+    if spec.starts_with('/') {
+        return Ok(format!(
+            "vcl 4.1;\nbackend default {{\n    .path = \"{spec}\";\n}}\n"
+        ));
+    }
     let (host, port) = crate::listen::split_host_port(spec)?;
     if host.is_empty() {
         return Err(format!("-b '{spec}': no host given"));
@@ -162,6 +172,19 @@ struct InitTask {
     errors: Vec<String>,
 }
 
+impl InitTask {
+    fn new(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>, sub: BuiltinSub) -> Self {
+        InitTask {
+            sh: sh.clone(),
+            vcl: vcl.clone(),
+            privs: Default::default(),
+            sub,
+            now: crate::rfc2616::now(),
+            errors: Vec::new(),
+        }
+    }
+}
+
 impl crate::task::TaskSub for InitTask {
     fn set_sub(&mut self, m: BuiltinSub) {
         self.sub = m;
@@ -176,7 +199,9 @@ impl Context for InitTask {
     fn header(&self, _: HttpWhich, _: &HeaderName) -> Option<&[u8]> {
         None
     }
-    fn set_header(&mut self, _: HttpWhich, _: &HeaderName, _: &[u8]) {}
+    fn set_header(&mut self, _: HttpWhich, _: &HeaderName, _: &[u8]) -> Result<(), String> {
+        Ok(())
+    }
     fn unset_header(&mut self, _: HttpWhich, _: &HeaderName) {}
     fn get_str(&self, var: VarId) -> Result<Option<&[u8]>, String> {
         match var {
@@ -215,14 +240,15 @@ impl Context for InitTask {
     fn log(&mut self, kind: LogKind, msg: &[u8]) {
         let text = String::from_utf8_lossy(msg).into_owned();
         if kind == LogKind::Error {
+            // vcl_init's failures go to the CLI answer, not the log.
+            if self.sub == BuiltinSub::Init {
+                self.errors.push(text);
+                return;
+            }
             self.errors.push(text.clone());
         }
         self.sh.vsl.log_immediate(
-            if kind == LogKind::Error {
-                Tag::VCL_Error
-            } else {
-                Tag::VCL_Log
-            },
+            crate::task::log_kind_tag(kind),
             lacquer_vsl::Vxid::plain(0),
             format_args!("{text}"),
         );
@@ -295,33 +321,57 @@ impl Context for InitTask {
     }
 }
 
-/// Runs `vcl_init` of a freshly compiled VCL; an error message if it failed.
+/// Runs `vcl_init` of a freshly compiled VCL; an error message if it
+/// failed, after `vcl_fini` has run to undo what init did, as varnishd.
 pub fn init_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) -> Result<(), String> {
-    let mut t = InitTask {
-        sh: sh.clone(),
-        vcl: vcl.clone(),
-        privs: Default::default(),
-        sub: BuiltinSub::Init,
-        now: crate::rfc2616::now(),
-        errors: Vec::new(),
+    let failed = |msg: String| {
+        format!(
+            "VCL \"{}\" Failed initialization\nMessage:\n\t{msg}",
+            vcl.name
+        )
     };
+    vcl.host.attach(sh);
+    vcl.event(lacquer_vmods::VclEvent::Load, sh)
+        .map_err(failed)?;
+    let mut t = InitTask::new(sh, vcl, BuiltinSub::Init);
     let mut scratch = Scratch::default();
-    let mut action = vcl.run(BuiltinSub::Init, &mut t, &mut scratch);
-    // vcl_init's vmod state is let go when it ends; a vmod may fail then.
-    if let Some(e) = t.privs.leave() {
-        t.errors.push(e);
-        action = lacquer_vcl::exec::Action::Fail;
+    let action = vcl.run(BuiltinSub::Init, &mut t, &mut scratch);
+    // The task's end may fail it too.
+    let at_end = t.privs.finish();
+    let ok = matches!(action, lacquer_vcl::exec::Action::Ok) && at_end.is_empty();
+    t.errors.extend(at_end);
+    match ok {
+        true => Ok(()),
+        false => {
+            let first = t.errors.into_iter().next();
+            fini_vcl(sh, vcl);
+            Err(format!(
+                "VCL \"{}\" Failed initialization{}",
+                vcl.name,
+                first
+                    .map(|e| format!("\nMessage:\n\t{e}"))
+                    .unwrap_or_default()
+            ))
+        }
     }
-    match action {
-        lacquer_vcl::exec::Action::Ok => Ok(()),
-        _ => Err(format!(
-            "VCL \"{}\" Failed initialization{}",
-            vcl.name,
-            t.errors
-                .first()
-                .map(|e| format!("\nMessage:\n\t{e}"))
-                .unwrap_or_default()
-        )),
+}
+
+/// Runs `vcl_fini` of a VCL about to be freed. Failing there changes
+/// nothing (the VCL goes anyway); varnishd logs that it had no effect.
+pub fn fini_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) {
+    let mut t = InitTask::new(sh, vcl, BuiltinSub::Fini);
+    let mut scratch = Scratch::default();
+    let action = vcl.run(BuiltinSub::Fini, &mut t, &mut scratch);
+    let at_end = t.privs.finish();
+    for e in &at_end {
+        t.log(LogKind::Error, e.as_bytes());
+    }
+    if !matches!(action, lacquer_vcl::exec::Action::Ok) || !at_end.is_empty() {
+        sh.vsl.log_immediate(
+            Tag::VCL_Error,
+            lacquer_vsl::Vxid::plain(0),
+            format_args!("VRT_fail() from vcl_fini{{}} has no effect"),
+        );
     }
 }
 
@@ -403,6 +453,12 @@ fn bind_all(specs: &[ListenSpec], backlog: u32) -> Result<Vec<Bound>, String> {
                     let l = sock
                         .listen(backlog)
                         .map_err(|e| format!("Could not listen on {addr}: {e}"))?;
+                    // local.endpoint names the address really bound (the
+                    // port the kernel chose for `:0`).
+                    let mut named = named;
+                    if let Ok(a) = l.local_addr() {
+                        named.written = Arc::from(a.to_string().as_str());
+                    }
                     out.push(Bound::Tcp(l, named));
                 }
                 Endpoint::Unix {
@@ -631,6 +687,8 @@ where
 pub struct Running {
     pub shared: Arc<Shared>,
     cli_done: Option<tokio::task::JoinHandle<()>>,
+    /// The locked pid files, held for as long as the daemon runs.
+    _pidfiles: Vec<std::fs::File>,
 }
 
 impl std::fmt::Debug for Running {
@@ -659,7 +717,9 @@ impl Running {
 
 /// Builds the shared state and starts serving; returns when the daemon
 /// should exit.
-pub async fn run(cfg: Config) -> Result<(), String> {
+/// Serves until told to stop; the exit status bits say whether the cache
+/// process panicked meanwhile (`0x40`, as varnishd's manager).
+pub async fn run(cfg: Config) -> Result<u8, String> {
     let r = start(cfg).await?;
     // Run until a signal, or until the reverse/debug CLI goes away.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -676,7 +736,7 @@ pub async fn run(cfg: Config) -> Result<(), String> {
     while SESSIONS.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    Ok(())
+    Ok(r.shared.mgt.exit_bits())
 }
 
 /// Builds the shared state and starts serving in the background.
@@ -687,6 +747,11 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
             cfg.workdir.display()
         )
     })?;
+    let mut pidfiles = Vec::new();
+    if let Some(p) = &cfg.pidfile {
+        pidfiles.push(lock_pidfile(p)?);
+    }
+    pidfiles.push(lock_pidfile(&cfg.workdir.join("_.pid"))?);
     let params = cfg.params.clone();
     let vsl_cfg = VslConfig {
         space: params.bytes("vsl_space") as usize,
@@ -737,10 +802,14 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         started: Instant::now(),
         listeners: Default::default(),
         running: AtomicBool::new(false),
+        fetch_frag: std::sync::atomic::AtomicUsize::new(0),
+        mgt: Default::default(),
         workdir: cfg.workdir.clone(),
+        stats: std::sync::OnceLock::new(),
     });
     sh.apply_params(&params);
-    let sections = crate::stats::Sections::new(&vsc, &sh).map_err(|e| e.to_string())?;
+    let sections = Arc::new(crate::stats::Sections::new(&vsc, &sh).map_err(|e| e.to_string())?);
+    let _ = sh.stats.set(sections.clone());
     let bound = bind_all(&cfg.listen, params.uint("listen_depth") as u32)?;
     // The boot VCL.
     let text = match &cfg.vcl {
@@ -756,8 +825,10 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     if let Some((file, text)) = text {
         let opts = crate::mgt::load_options(&sh);
         let v = Arc::new(vcls::compile("boot", &file, &text, &opts).map_err(|e| e.message)?);
-        init_vcl(&sh, &v)?;
-        v.warm_up(sh.vsl.clone());
+        // Without -d the cache starts at once; with it, at `start`.
+        if !cfg.debug {
+            crate::mgt::child_load(&sh, &v, Temp::Auto)?;
+        }
         let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
         reg.insert(v.clone(), Temp::Auto);
         reg.active = Some("boot".to_string());
@@ -769,10 +840,6 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     *sh.listeners.lock().unwrap_or_else(|e| e.into_inner()) = bound.iter().map(printable).collect();
     for b in bound {
         spawn_acceptor(sh.clone(), b);
-    }
-    if let Some(p) = &cfg.pidfile {
-        std::fs::write(p, format!("{}\n", std::process::id()))
-            .map_err(|e| format!("Cannot write pid file {}: {e}", p.display()))?;
     }
     // As varnishd: without -S a random secret is made in the working
     // directory, and -T/-M connections must answer its challenge.
@@ -833,6 +900,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         )));
     }
     if !cfg.debug && sh.active_vcl().is_some() {
+        sh.mgt.child_start.fetch_add(1, Ordering::Relaxed);
         sh.running.store(true, Ordering::Release);
     }
     // Housekeeping.
@@ -840,10 +908,18 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         let mut n: u64 = 0;
+        let mut last_ping = std::time::Instant::now();
         loop {
             tick.tick().await;
             n += 1;
             let now = crate::rfc2616::now();
+            let ping = hk.params().uint("ping_interval");
+            if ping > 0 && last_ping.elapsed() >= Duration::from_secs(ping) {
+                // varnishd's manager pings its child this often, and the
+                // log shows it; operators and tests look for it there.
+                last_ping = std::time::Instant::now();
+                crate::mgt::dispatch(&hk, &["ping".to_string()]);
+            }
             hk.cache.expire_due(now);
             let p = hk.params();
             if p.duration("ban_lurker_sleep") > 0.0 {
@@ -851,8 +927,10 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
                     now,
                     p.duration("ban_lurker_age"),
                     p.uint("ban_lurker_batch") as usize,
+                    p.uint("ban_cutoff") as usize,
                 );
             }
+            crate::mgt::cool_idle_vcls(&hk);
             if n.is_multiple_of(10) {
                 let idle = Duration::from_secs_f64(p.duration("backend_idle_timeout"));
                 if let Some(v) = hk.active_vcl() {
@@ -868,5 +946,75 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     Ok(Running {
         shared: sh,
         cli_done,
+        _pidfiles: pidfiles,
     })
+}
+
+/// Opens, locks and fills a pid file, as varnishd does with `-P` and with
+/// `_.pid` in its working directory: a second daemon on the same working
+/// directory (whose log and counters it would clobber) or pid file is
+/// refused.
+fn lock_pidfile(p: &Path) -> Result<std::fs::File, String> {
+    use std::io::{Read, Write};
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(p)
+        .map_err(|e| format!("Could not open pid-file {}: {e}", p.display()))?;
+    match f.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut pid = String::new();
+            let _ = f.read_to_string(&mut pid);
+            return Err(format!("Varnishd is already running (pid={})", pid.trim()));
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(format!("Could not lock pid-file {}: {e}", p.display()));
+        }
+    }
+    f.set_len(0)
+        .and_then(|_| f.write_all(format!("{}\n", std::process::id()).as_bytes()))
+        .map_err(|e| format!("Could not write pid-file {}: {e}", p.display()))?;
+    Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{backend_vcl, lock_pidfile};
+
+    #[test]
+    fn a_pid_file_is_held_by_one_daemon() {
+        let dir = std::env::temp_dir().join(format!("lq-pid-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("_.pid");
+        let held = lock_pidfile(&p).unwrap();
+        let pid = std::process::id();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), format!("{pid}\n"));
+        assert_eq!(
+            lock_pidfile(&p).unwrap_err(),
+            format!("Varnishd is already running (pid={pid})")
+        );
+        drop(held);
+        assert!(lock_pidfile(&p).is_ok(), "released with its holder");
+        let err = lock_pidfile(&dir.join("no/such/dir/x.pid")).unwrap_err();
+        assert!(err.starts_with("Could not open pid-file"), "{err}");
+    }
+
+    #[test]
+    fn b_argument_forms() {
+        assert_eq!(
+            backend_vcl("None").unwrap(),
+            "vcl 4.1;\nbackend default none;\n"
+        );
+        assert!(
+            backend_vcl("/run/origin.sock")
+                .unwrap()
+                .contains(".path = \"/run/origin.sock\";")
+        );
+        let tcp = backend_vcl("127.0.0.1:8080").unwrap();
+        assert!(tcp.contains(".host = \"127.0.0.1\";") && tcp.contains(".port = \"8080\";"));
+        assert!(backend_vcl(":80").is_err());
+    }
 }

@@ -31,7 +31,7 @@ use tokio::sync::oneshot;
 
 use crate::backend::pool::ConnectError;
 use crate::bodyio::{BodyIoError, BodyStream};
-use crate::gzip::{Gunzip, Gzip, is_gzip_encoding};
+use crate::gzip::FetchChain;
 use crate::msg::RespMsg;
 use crate::reqbody::FetchBody;
 use crate::rfc2616::{self, Defaults, RespInfo};
@@ -46,8 +46,9 @@ pub enum FetchMode {
         busy: BusyObj,
         stale: Option<ObjRef>,
     },
-    /// A hit-for-miss: fill `busy`, nobody waits on it.
-    HitMiss { busy: BusyObj },
+    /// A hit-for-miss: fill `busy`, nobody waits on it; the object replaces
+    /// the hit-for-miss `marker`.
+    HitMiss { busy: BusyObj, marker: ObjRef },
     /// A grace hit's background refresh.
     Background { busy: BusyObj, stale: ObjRef },
     /// A pass: the object is private to the requesting client.
@@ -73,8 +74,12 @@ pub struct FetchJob {
 }
 
 enum Step {
-    /// Run vcl_backend_error with this status/reason (reason None: default).
+    /// The fetch failed: run vcl_backend_error with this status/reason
+    /// (reason None: default).
     Error(u16, Option<Bytes>),
+    /// VCL returned `error(...)`: vcl_backend_error runs, but the fetch
+    /// did not fail (`fetch_failed` is not counted).
+    VclError(u16, Option<Bytes>),
     Fail,
 }
 
@@ -86,6 +91,10 @@ struct Fetched {
     backend: Arc<BackendRt>,
     rbuf: BytesMut,
     body: BodyKind,
+    /// The request went out with `Connection: close`, or the response
+    /// came with it (or as HTTP/1.0 without keep-alive): the connection is
+    /// not reused, whatever VCL does to the headers afterwards.
+    close: bool,
 }
 
 /// The reason of the 503 a failed fetch produces.
@@ -124,7 +133,11 @@ pub async fn run(mut job: FetchJob) {
                 fail(&mut job);
                 break;
             }
-            Err(Step::Error(s, r)) => (s, r),
+            Err(Step::Error(s, r)) => {
+                job.bo.sh.counters.inc(Main::fetch_failed);
+                (s, r)
+            }
+            Err(Step::VclError(s, r)) => (s, r),
         };
         match backend_error(&mut job, &mut scratch, status, reason) {
             ErrorNext::Done => break,
@@ -153,6 +166,8 @@ pub async fn run(mut job: FetchJob) {
         job.bo.sh.counters.inc(Main::ws_backend_overflow);
     }
     job.bo.ws.flush_trace(&mut job.bo.vsl);
+    let acct = job.bo.acct.record();
+    job.bo.vsl.log_str(Tag::BereqAcct, &acct);
     job.bo.vsl.log_str(Tag::End, "");
     job.bo.vsl.flush();
 }
@@ -175,7 +190,7 @@ fn fail(job: &mut FetchJob) {
     }
     match std::mem::replace(&mut job.mode, FetchMode::Pass) {
         FetchMode::Miss { busy, .. }
-        | FetchMode::HitMiss { busy }
+        | FetchMode::HitMiss { busy, .. }
         | FetchMode::Background { busy, .. } => busy.fail(),
         FetchMode::Pass => {}
     }
@@ -197,7 +212,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
                 return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
             }
             Action::Fetch => job.bo.log_ts("Fetch", rfc2616::now()),
-            Action::Error { status, reason } => return Err(Step::Error(status, reason)),
+            Action::Error { status, reason } => return Err(Step::VclError(status, reason)),
             Action::Abandon | Action::Fail => return Err(Step::Fail),
             other => {
                 job.bo
@@ -215,6 +230,8 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         };
         job.bo.now = rfc2616::now();
         job.bo.t_beresp = job.bo.now;
+        job.bo.beresp_has_body = !matches!(fetched.body, BodyKind::None | BodyKind::Length(0));
+        job.bo.vfp_filters = None;
         compute_ttl(&mut job.bo);
         let mut fetched = fetched;
         fetched.reuse = merge_304(job)?;
@@ -255,7 +272,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
                 job.bo.retries += 1;
                 continue;
             }
-            Action::Error { status, reason } => return Err(Step::Error(status, reason)),
+            Action::Error { status, reason } => return Err(Step::VclError(status, reason)),
             Action::Abandon | Action::Fail => return Err(Step::Fail),
             other => {
                 job.bo
@@ -292,6 +309,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         .or(backend.first_byte_timeout)
         .unwrap_or_else(|| params.duration(pid!("first_byte_timeout")));
     let idle = params.duration(pid!("backend_idle_timeout"));
+    let holddown = crate::backend::holddown(&params);
     let limits = Limits {
         require_host: false,
         ..Limits::from_varnish_params(
@@ -301,12 +319,18 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         )
     };
     drop(params);
-    bo.beresp_backend = Some(be.clone());
+    // beresp.backend is what the directors picked, not the director.
+    bo.beresp_backend = Some(lacquer_vcl::exec::Backend {
+        id: backend.id,
+        name: Arc::from(backend.vcl_name.as_str()),
+    });
     bo.beresp_backend_ip = backend.tcp_addr();
-    // Host header from the backend definition when the request has none.
+    // Host header from the backend definition when the request has none,
+    // logged as varnishd logs it.
     if !bo.bereq.headers.contains("host")
         && let Some(h) = &backend.host_header
     {
+        bo.vsl.log_header(Tag::BereqHeader, b"Host", h.as_bytes());
         bo.bereq.headers.append("Host", h.clone());
     }
     if bo.has_body && matches!(job.req_body, FetchBody::Taken) {
@@ -327,7 +351,11 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
     let mut tries = 0;
     loop {
         tries += 1;
-        let mut conn = match backend.pool.get(secs(connect_timeout), secs(idle)).await {
+        let mut conn = match backend
+            .pool
+            .get(secs(connect_timeout), secs(idle), holddown)
+            .await
+        {
             Ok(c) => c,
             Err(ConnectError::Busy(_)) => {
                 bo.sh.counters.inc(Main::backend_busy);
@@ -350,7 +378,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 "{} {} {} {} {}",
                 conn.local_port(),
                 backend.vcl_name,
-                backend.pool.address(),
+                backend.pool.address().log_peer(),
                 conn.local_addr_string(),
                 if conn.reused { "reuse" } else { "connect" }
             ),
@@ -380,21 +408,32 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             bo.sh.counters.inc(Main::backend_fail);
             return Err(format!("backend write error: {e}"));
         }
+        bo.acct.bereq_hdr += head.len() as u64;
         if bo.has_body {
             match std::mem::replace(&mut job.req_body, FetchBody::Taken) {
                 FetchBody::Stream { length, mut rx } => {
-                    send_stream(&mut conn.stream, length, &mut rx).await?;
+                    bo.acct.bereq_body += send_stream(&mut conn.stream, length, &mut rx).await?;
                 }
-                other => job.req_body = other,
+                other => {
+                    if let FetchBody::Cached(b) = &other {
+                        bo.acct.bereq_body += b.len() as u64;
+                    }
+                    job.req_body = other;
+                }
             }
         }
         let mut rbuf = BytesMut::with_capacity(8192);
         let deadline = tokio::time::Instant::now() + secs(first_byte);
         let head = loop {
+            let before = rbuf.len();
             match parse_response_buf(&mut rbuf, &limits) {
-                Ok(Some(h)) => break Some(h),
+                Ok(Some(h)) => {
+                    bo.acct.beresp_hdr += (before - rbuf.len()) as u64;
+                    break Some(h);
+                }
                 Ok(None) => {}
                 Err(e) => {
+                    bo.acct.beresp_hdr += before as u64;
                     return Err(format!("http format error: {}", e.message()));
                 }
             }
@@ -441,6 +480,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             bo.ws.take(size::VFP_ENTRY);
         }
         bo.beresp = RespMsg::from(head);
+        let close = bo.bereq.headers.has_token("connection", "close") || !persistent(&bo.beresp);
         bo.log_ts("Beresp", rfc2616::now());
         bo.sh.counters.inc(Main::backend_req);
         bo.sh.counters.inc(if is_head {
@@ -466,6 +506,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             backend,
             rbuf,
             body,
+            close,
         });
     }
 }
@@ -476,12 +517,13 @@ async fn send_stream<W>(
     w: &mut W,
     length: Option<u64>,
     rx: &mut tokio::sync::mpsc::Receiver<crate::reqbody::Segment>,
-) -> Result<(), String>
+) -> Result<u64, String>
 where
     W: tokio::io::AsyncWrite + Unpin,
 {
     let werr = |e: std::io::Error| format!("backend write error: {e}");
     let mut size = Vec::with_capacity(18);
+    let mut sent = 0u64;
     loop {
         let seg = match rx.recv().await {
             None => return Err("req.body read error: the client went away".to_string()),
@@ -495,6 +537,7 @@ where
             w.write_all(&size).await.map_err(werr)?;
         }
         w.write_all(&seg).await.map_err(werr)?;
+        sent += seg.len() as u64;
         if length.is_none() {
             w.write_all(lacquer_http::CHUNK_END).await.map_err(werr)?;
         }
@@ -502,7 +545,8 @@ where
     if length.is_none() {
         w.write_all(lacquer_http::LAST_CHUNK).await.map_err(werr)?;
     }
-    w.flush().await.map_err(werr)
+    w.flush().await.map_err(werr)?;
+    Ok(sent)
 }
 
 /// A reused backend connection turned out closed: the request is sent once
@@ -645,30 +689,24 @@ fn collect_header(h: &mut lacquer_http::Headers, lower: &str, name: &'static str
 }
 
 /// The store an object goes to.
-fn pick_store(bo: &BoTask, private: bool) -> lacquer_cache::StoreRef {
+/// The store an object goes to; `None` when VCL set `beresp.storage` to
+/// no store (the fetch then fails, as varnishd's "Could not get storage").
+fn pick_store(bo: &BoTask, private: bool) -> Option<lacquer_cache::StoreRef> {
     let cache = &bo.sh.cache;
     // As varnishd's vbf_allocobj: uncacheable and short-lived objects go to
     // Transient whatever storage VCL asked for, and are counted.
     if private || bo.uncacheable {
         bo.sh.counters.inc(Main::beresp_uncacheable);
-        return cache.transient();
+        return Some(cache.transient());
     }
     let shortlived = bo.sh.params().duration(pid!("shortlived"));
     if bo.ttl + bo.grace + bo.keep < shortlived {
         bo.sh.counters.inc(Main::beresp_shortlived);
-        return cache.transient();
+        return Some(cache.transient());
     }
-    if let Some(name) = &bo.storage
-        && let Some(s) = cache.store(name)
-    {
-        return s;
-    }
-    cache
-        .stores()
-        .iter()
-        .find(|s| s.name() != "Transient")
-        .cloned()
-        .unwrap_or_else(|| cache.transient())
+    let name = bo.storage.as_ref()?;
+    // A hint naming no store falls back to the next one in turn.
+    Some(cache.store(name).unwrap_or_else(|| cache.next_store()))
 }
 
 /// The parts of a new object that come from `beresp` and the timing;
@@ -688,6 +726,8 @@ fn object_from(bo: &BoTask, kind: ObjKind) -> NewObject {
         reason: Bytes::copy_from_slice(&bo.beresp.reason),
         headers: object_headers(&bo.beresp, bo.uncacheable || kind != ObjKind::Normal),
         gzip: false,
+        esi: None,
+        gzip_changed: false,
         body: NewBody::Empty,
     }
 }
@@ -730,6 +770,12 @@ fn merge_304(job: &mut FetchJob) -> Result<Option<lacquer_storage::Body>, Step> 
         return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
     };
     let data = stale.data();
+    if data.gzip_changed {
+        // The stored encoding is ours, not the backend's: its new
+        // Content-Encoding does not apply and its ETag cannot be strong.
+        bo.beresp.headers.remove("content-encoding");
+        crate::gzip::weaken_etag(&mut bo.beresp.headers);
+    }
     bo.beresp.headers.remove("content-length");
     let mut merged = lacquer_http::Headers::new();
     for (k, v) in data.headers.to_pairs() {
@@ -751,36 +797,64 @@ fn merge_304(job: &mut FetchJob) -> Result<Option<lacquer_storage::Body>, Step> 
 async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Result<(), Step> {
     let reuse_body = f.reuse.take();
     let bo = &mut job.bo;
-    // Body filters chosen by VCL.
+    // Body filters: VCL's beresp.filters, else varnishd's choice. A 304
+    // refresh reuses the stale body as it was stored.
+    if matches!(f.body, BodyKind::Length(0)) {
+        bo.beresp.headers.remove("content-encoding");
+    }
     let backend_gzip = bo
         .beresp
         .headers
         .get("content-encoding")
-        .is_some_and(is_gzip_encoding);
-    let mut gunzip = None;
-    let mut gzip = None;
-    let mut stored_gzip = backend_gzip;
-    if reuse_body.is_none() {
-        if bo.do_gunzip && backend_gzip {
-            gunzip = Some(Gunzip::new());
-            bo.beresp.headers.remove("content-encoding");
-            bo.beresp.headers.remove("content-length");
-            stored_gzip = false;
-        } else if bo.do_gzip && !backend_gzip && f.body != BodyKind::None {
-            gzip = Some(Gzip::new(bo.sh.params().uint(pid!("gzip_level")) as u32));
-            bo.beresp.headers.set("Content-Encoding", "gzip");
-            bo.beresp.headers.remove("content-length");
-            stored_gzip = true;
-        } else if backend_gzip && stored_gzip {
-            // Validate gzip from the backend while storing it.
-            gunzip = None;
+        .is_some_and(crate::gzip::is_gzip_encoding);
+    let mut esi = None;
+    let mut chain = match &reuse_body {
+        Some(_) => {
+            let stale = match &job.mode {
+                FetchMode::Miss { stale, .. } => stale.clone(),
+                FetchMode::Background { stale, .. } => Some(stale.clone()),
+                _ => None,
+            };
+            FetchChain::unfiltered(
+                stale.as_ref().is_some_and(|o| o.data().gzip),
+                stale.as_ref().is_some_and(|o| o.data().gzip_changed),
+            )
         }
-    }
-    if stored_gzip
-        && bo.sh.params().flag(pid!("http_gzip_support"))
-        && !bo.beresp.headers.has_token("vary", "accept-encoding")
-    {
-        add_vary_ae(&mut bo.beresp.headers);
+        // The ESI stage does its own gzip work (see crate::esi::fetch).
+        None if bo.do_esi && f.body != BodyKind::None => {
+            let e = crate::esi::fetch::stage(bo, backend_gzip);
+            let stored_gzip = e.stores_gzip();
+            if stored_gzip && bo.sh.params().flag(pid!("http_gzip_support")) {
+                crate::gzip::add_vary_accept_encoding(&mut bo.beresp.headers);
+            }
+            esi = Some(e);
+            FetchChain::unfiltered(stored_gzip, stored_gzip != backend_gzip)
+        }
+        None if bo.beresp_has_body || bo.vfp_filters.is_some() => {
+            let names = bo.fetch_filter_names();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let params = bo.sh.params();
+            let (support, level) = (
+                params.flag(pid!("http_gzip_support")),
+                params.uint(pid!("gzip_level")) as u32,
+            );
+            drop(params);
+            match crate::gzip::build_fetch_filters(&names, &mut bo.beresp.headers, support, level) {
+                Ok(c) => c,
+                Err(msg) => {
+                    bo.vsl.log_str(Tag::FetchError, &msg);
+                    return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+                }
+            }
+        }
+        None => FetchChain::default(),
+    };
+    for filter in chain.filters() {
+        bo.sh.counters.inc(match filter {
+            crate::gzip::FetchFilter::Gzip(_) => Main::n_gzip,
+            crate::gzip::FetchFilter::Gunzip(_) => Main::n_gunzip,
+            crate::gzip::FetchFilter::TestGunzip(..) => Main::n_test_gunzip,
+        });
     }
     let kind = match hfp_ttl {
         Some(_) => ObjKind::HitForPass,
@@ -788,20 +862,29 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         None => ObjKind::Normal,
     };
     if let Some(t) = hfp_ttl {
+        // A hit-for-pass lasts exactly its ttl: no grace, no keep.
+        bo.vsl.log(
+            Tag::TTL,
+            format_args!("HFP {t:.0} 0 0 {:.0} uncacheable", bo.t_origin),
+        );
         bo.ttl = t + (bo.now - bo.t_origin);
+        bo.grace = 0.0;
+        bo.keep = 0.0;
     }
     log_resp(bo, Tag::ObjProtocol);
     // Without streaming the whole body is read before the object exists,
     // so a broken body still ends in vcl_backend_error (as varnishd).
     let mut prefetched: Option<(lacquer_storage::Body, u64)> = None;
+    let mut esi_done = None;
     if !bo.do_stream && reuse_body.is_none() && f.body != BodyKind::None {
         let mut segs = Vec::new();
         let mut len = 0u64;
         let r = pump_body(
             between_bytes(bo, &f),
             &mut f,
-            &mut gunzip,
-            &mut gzip,
+            &mut chain,
+            &mut esi,
+            bo.sh.fetch_fragment(),
             |seg| {
                 len += seg.len() as u64;
                 segs.push(seg);
@@ -809,23 +892,33 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             },
         )
         .await;
-        if let Err(msg) = r {
-            bo.vsl.log_str(Tag::FetchError, &msg);
+        if let Err(msg) = &r {
+            bo.vsl.log_str(Tag::FetchError, msg);
             bo.vsl.log(
                 Tag::BackendClose,
                 format_args!("{} {} close", f.conn.local_port(), f.backend.vcl_name),
             );
             return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
         }
+        esi_done = r.ok().flatten();
         prefetched = Some((lacquer_storage::Body::from_segments(segs), len));
     }
     let prefetched_len = prefetched.as_ref().map(|(_, l)| *l);
     let private = matches!(job.mode, FetchMode::Pass);
-    let store = pick_store(bo, private);
+    let Some(store) = pick_store(bo, private) else {
+        bo.vsl.log_str(Tag::FetchError, "Could not get storage");
+        return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+    };
     bo.vsl
         .log(Tag::Storage, format_args!("malloc {}", store.name()));
     let new = NewObject {
-        gzip: stored_gzip,
+        gzip: chain.gzip,
+        gzip_changed: chain.changed,
+        esi: match (&reuse_body, &esi_done) {
+            (Some(_), _) => replaced_esi(&job.mode),
+            (None, Some(done)) => done.esi.clone(),
+            (None, None) => None,
+        },
         body: match (&reuse_body, prefetched.map(|(b, _)| b), f.body) {
             (Some(b), _, _) => NewBody::Complete(b.clone()),
             (None, Some(b), _) => NewBody::Complete(b),
@@ -849,7 +942,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         FetchMode::Pass => (None, None),
         FetchMode::Miss { busy, stale } => (Some(busy), stale),
         FetchMode::Background { busy, stale } => (Some(busy), Some(stale)),
-        FetchMode::HitMiss { busy } => (Some(busy), None),
+        FetchMode::HitMiss { busy, marker } => (Some(busy), Some(marker)),
     };
     let inserted = match busy {
         None => bo.sh.cache.insert_private(new, &store),
@@ -893,17 +986,21 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             }
         ),
     );
+    if let Some(done) = &esi_done {
+        crate::esi::fetch::log_done(bo, done);
+    }
     if let Some(mut writer) = unbusied.body {
         let result = pump_body(
             between_bytes(bo, &f),
             &mut f,
-            &mut gunzip,
-            &mut gzip,
+            &mut chain,
+            &mut None,
+            bo.sh.fetch_fragment(),
             |seg| writer.push(seg).map_err(|e| e.to_string()),
         )
         .await;
         match result {
-            Ok(()) => {
+            Ok(_) => {
                 let len = writer.len();
                 writer.finish();
                 body_done(bo, f, len);
@@ -914,15 +1011,11 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
                 writer.fail();
             }
         }
-    } else if let Some(len) = prefetched_len {
-        body_done(bo, f, len);
-    } else if reusable(bo, &f) {
-        f.backend.pool.recycle(f.conn);
+    } else {
+        // A prefetched body, or none: the same close and length records.
+        body_done(bo, f, prefetched_len.unwrap_or(0));
     }
-    bo.vsl.log(
-        Tag::BereqAcct,
-        format_args!("0 0 0 0 0 {}", obj.body().len_so_far()),
-    );
+    bo.acct.beresp_body += obj.body().len_so_far();
     if let Some(n) = job.notify.take() {
         let _ = n.send(FetchOutcome::Object(obj));
     }
@@ -936,17 +1029,18 @@ fn between_bytes(bo: &BoTask, f: &Fetched) -> f64 {
         .unwrap_or_else(|| bo.sh.params().duration(pid!("between_bytes_timeout")))
 }
 
-/// Reads a backend body through the gzip filters VCL chose, handing each
-/// piece to `push`.
+/// Reads a backend body through the fetch filters, or the ESI stage,
+/// handing each piece to `push`; what the ESI stage found once the body is
+/// complete.
 async fn pump_body(
     bbt: f64,
     f: &mut Fetched,
-    gunzip: &mut Option<Gunzip>,
-    gzip: &mut Option<Gzip>,
+    chain: &mut FetchChain,
+    esi: &mut Option<crate::esi::fetch::EsiFetch>,
+    frag: usize,
     mut push: impl FnMut(Bytes) -> Result<(), String>,
-) -> Result<(), String> {
+) -> Result<Option<crate::esi::fetch::Finished>, String> {
     let mut stream = BodyStream::new(f.body, true);
-    let mut out = Vec::new();
     loop {
         let seg = match stream
             .next(&mut f.conn.stream, &mut f.rbuf, secs(bbt))
@@ -957,45 +1051,86 @@ async fn pump_body(
             Err(BodyIoError::Timeout) => return Err("backend read timeout".into()),
             Err(e) => return Err(format!("backend body error: {e}")),
         };
-        let seg = if let Some(g) = gunzip.as_mut() {
-            out.clear();
-            g.feed(&seg, &mut out).map_err(|e| e.to_string())?;
-            Bytes::copy_from_slice(&out)
-        } else if let Some(z) = gzip.as_mut() {
-            out.clear();
-            z.feed(&seg, &mut out);
-            Bytes::copy_from_slice(&out)
-        } else {
-            seg
-        };
-        push(seg)?;
+        // `debug.fragfetch` cuts the body into small pieces.
+        let mut rest = seg;
+        while !rest.is_empty() {
+            let seg = rest.split_to(frag.min(rest.len()));
+            if let Some(e) = esi.as_mut() {
+                let mut failed = None;
+                e.feed(seg, &mut |b: Bytes| {
+                    if failed.is_none()
+                        && let Err(x) = push(b)
+                    {
+                        failed = Some(x);
+                    }
+                })?;
+                if let Some(x) = failed {
+                    return Err(x);
+                }
+                continue;
+            }
+            let seg = chain.feed(seg).map_err(|e| e.to_string())?;
+            if seg.is_empty() {
+                continue;
+            }
+            push(seg)?;
+        }
     }
-    if let Some(g) = gunzip {
-        g.finish().map_err(|e| e.to_string())?;
+    let tail = chain.finish().map_err(|e| e.to_string())?;
+    if !tail.is_empty() {
+        push(tail)?;
     }
-    if let Some(z) = gzip.take() {
-        out.clear();
-        z.finish(&mut out);
-        push(Bytes::copy_from_slice(&out))?;
+    match esi.take() {
+        Some(e) => {
+            let mut failed = None;
+            let done = e.finish(&mut |b: Bytes| {
+                if failed.is_none()
+                    && let Err(x) = push(b)
+                {
+                    failed = Some(x);
+                }
+            })?;
+            match failed {
+                Some(x) => Err(x),
+                None => Ok(Some(done)),
+            }
+        }
+        None => Ok(None),
     }
-    Ok(())
 }
 
-/// Whether the backend lets its connection be reused: HTTP/1.1 unless it
-/// said `Connection: close`, HTTP/1.0 only with `Connection: keep-alive`.
-fn backend_keeps_alive(bo: &BoTask) -> bool {
-    let version = if &bo.beresp.proto[..] == b"HTTP/1.0" {
+/// The ESI instructions of the object a 304 refreshed, kept with its body.
+fn replaced_esi(mode: &FetchMode) -> Option<Bytes> {
+    match mode {
+        FetchMode::Miss {
+            stale: Some(stale), ..
+        }
+        | FetchMode::Background { stale, .. } => stale.data().esi.clone(),
+        _ => None,
+    }
+}
+
+/// Whether the backend connection may be reused: not when the request
+/// asked to close it, and as the response says (HTTP/1.1 unless
+/// `Connection: close`, HTTP/1.0 only with `Connection: keep-alive`).
+fn backend_keeps_alive(bo: &BoTask, f: &Fetched) -> bool {
+    !f.close && persistent(&bo.beresp)
+}
+
+/// Whether a response lets its connection be reused.
+fn persistent(beresp: &RespMsg) -> bool {
+    let version = if &beresp.proto[..] == b"HTTP/1.0" {
         lacquer_http::Version::Http10
     } else {
         lacquer_http::Version::Http11
     };
-    lacquer_http::persistence(&bo.beresp.headers, version).keep_alive()
+    lacquer_http::persistence(&beresp.headers, version).keep_alive()
 }
 
 /// Whether the connection may go back to the pool: the backend keeps it
 /// alive and it did not start with a PROXY header naming this client.
 fn reusable(bo: &BoTask, f: &Fetched) -> bool {
-    f.backend.proxy_header.is_none() && backend_keeps_alive(bo)
+    f.backend.proxy_header.is_none() && backend_keeps_alive(bo, f)
 }
 
 /// A response given up before its body was read (a retry, a rollback):
@@ -1018,12 +1153,21 @@ fn let_go(bo: &mut BoTask, f: Fetched) {
 /// the pool when the framing allows.
 fn body_done(bo: &mut BoTask, f: Fetched, len: u64) {
     let port = f.conn.local_port();
-    if f.body != BodyKind::Eof && reusable(bo, &f) {
+    let keep_alive = reusable(bo, &f);
+    if f.body != BodyKind::Eof && keep_alive {
         bo.vsl.log(
             Tag::BackendClose,
             format_args!("{port} {} recycle", f.backend.vcl_name),
         );
         f.backend.pool.recycle(f.conn);
+    } else if !keep_alive {
+        bo.vsl.log(
+            Tag::BackendClose,
+            format_args!(
+                "{port} {} close Backend/VCL requested close",
+                f.backend.vcl_name
+            ),
+        );
     } else {
         bo.vsl.log(
             Tag::BackendClose,
@@ -1050,17 +1194,6 @@ fn strip_token(list: &[u8], token: &[u8]) -> Vec<u8> {
     out
 }
 
-fn add_vary_ae(h: &mut lacquer_http::Headers) {
-    match h.get("vary").map(<[u8]>::to_vec) {
-        Some(v) if !v.is_empty() => {
-            let mut nv = v;
-            nv.extend_from_slice(b", Accept-Encoding");
-            h.set("Vary", nv);
-        }
-        _ => h.set("Vary", "Accept-Encoding"),
-    }
-}
-
 /// The body status as `Fetch_Body` logs it (varnishd's number and name).
 fn body_kind_name(k: BodyKind) -> &'static str {
     match k {
@@ -1085,7 +1218,6 @@ fn backend_error(
     reason: Option<Bytes>,
 ) -> ErrorNext {
     let bo = &mut job.bo;
-    bo.sh.counters.inc(Main::fetch_failed);
     bo.now = rfc2616::now();
     bo.log_ts("Error", bo.now);
     bo.beresp = RespMsg::new(status);
@@ -1101,7 +1233,6 @@ fn backend_error(
     bo.ttl = 0.0;
     bo.grace = 0.0;
     bo.keep = 0.0;
-    bo.uncacheable = true;
     let vcl = bo.vcl.clone();
     match vcl.run(BuiltinSub::BackendError, bo, scratch) {
         Action::Deliver => {}
@@ -1118,13 +1249,14 @@ fn backend_error(
     let store = bo.sh.cache.transient();
     let new = NewObject {
         gzip: false,
+        gzip_changed: false,
         body: NewBody::Complete(lacquer_storage::Body::from_segments(vec![body])),
         ..object_from(bo, kind)
     };
     let inserted = match std::mem::replace(&mut job.mode, FetchMode::Pass) {
         FetchMode::Pass => bo.sh.cache.insert_private(new, &store),
         FetchMode::Miss { busy, .. }
-        | FetchMode::HitMiss { busy }
+        | FetchMode::HitMiss { busy, .. }
         | FetchMode::Background { busy, .. } => busy.unbusy(new, &store),
     };
     match inserted {

@@ -3,9 +3,15 @@
 //!
 //! Bodies move as segments; each filter takes one input segment and yields
 //! the output produced so far, so a streamed object reaches clients while it
-//! is still being fetched. The gzip filter flushes at each segment boundary
-//! for the same reason. Invalid gzip from a backend is an error the fetch
-//! reports (`FetchError Invalid Gzip data`), never a panic.
+//! is still being fetched. As varnishd's, the gzip filter does not flush
+//! before the end (no empty sync blocks: small bodies stay small).
+//! Invalid gzip from a backend is an error the fetch reports (`FetchError
+//! Invalid Gzip data`), never a panic.
+//!
+//! The fetch filters (`gzip`, `gunzip`, `testgunzip`) are chosen as
+//! varnishd chooses them, or named by VCL in `beresp.filters`, and change
+//! the response headers as varnishd's do (encoding, length, weak ETag,
+//! `Vary: Accept-Encoding`).
 
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 
@@ -20,13 +26,18 @@ pub enum GzipError {
     Truncated,
 }
 
-/// Whether a request's `Accept-Encoding` accepts gzip (a `gzip` token whose
-/// `q` is not zero).
+/// Whether a request's `Accept-Encoding` accepts gzip (a `gzip` or
+/// `x-gzip` token whose `q` is above zero).
 pub fn accepts_gzip(accept_encoding: &[u8]) -> bool {
+    accepts_coding(accept_encoding, b"x-gzip") || accepts_coding(accept_encoding, b"gzip")
+}
+
+/// Whether `coding` is listed with a `q` above zero (or none).
+fn accepts_coding(accept_encoding: &[u8], coding_wanted: &[u8]) -> bool {
     for item in accept_encoding.split(|b| *b == b',') {
         let mut parts = item.split(|b| *b == b';');
         let coding = trim(parts.next().unwrap_or_default());
-        if !coding.eq_ignore_ascii_case(b"gzip") {
+        if !coding.eq_ignore_ascii_case(coding_wanted) {
             continue;
         }
         let q = parts
@@ -129,7 +140,7 @@ impl Gunzip {
     }
 }
 
-/// Incremental gzip encoder that flushes at each segment boundary.
+/// Incremental gzip encoder.
 pub struct Gzip {
     z: Compress,
     header_written: bool,
@@ -157,12 +168,12 @@ impl Gzip {
         }
     }
 
-    /// Compresses `input`, appending gzip bytes to `out`, and flushes so
-    /// that everything given so far can be decoded by the client.
+    /// Compresses `input`, appending the gzip bytes zlib has ready to
+    /// `out`. As varnishd, nothing is flushed before the end.
     pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) {
         self.header(out);
         self.crc.update(input);
-        self.run(input, out, FlushCompress::Sync);
+        self.run(input, out, FlushCompress::None);
     }
 
     /// Ends the stream (final block and trailer).
@@ -199,6 +210,248 @@ impl Gzip {
     }
 }
 
+/// A fetch body filter, as varnishd's VFPs of the same names.
+pub enum FetchFilter {
+    /// Compresses a plain body.
+    Gzip(Gzip),
+    /// Decompresses a gzip body.
+    Gunzip(Gunzip),
+    /// Passes a gzip body through unchanged while checking that it
+    /// decodes, so that a broken one fails the fetch instead of reaching
+    /// clients.
+    TestGunzip(Gunzip, Vec<u8>),
+}
+
+impl std::fmt::Debug for FetchFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FetchFilter {
+    /// The filter's name in `beresp.filters`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            FetchFilter::Gzip(_) => "gzip",
+            FetchFilter::Gunzip(_) => "gunzip",
+            FetchFilter::TestGunzip(..) => "testgunzip",
+        }
+    }
+
+    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), GzipError> {
+        match self {
+            FetchFilter::Gzip(z) => {
+                z.feed(input, out);
+                Ok(())
+            }
+            FetchFilter::Gunzip(g) => g.feed(input, out),
+            FetchFilter::TestGunzip(g, sink) => {
+                sink.clear();
+                g.feed(input, sink)?;
+                out.extend_from_slice(input);
+                Ok(())
+            }
+        }
+    }
+
+    fn finish(self, out: &mut Vec<u8>) -> Result<(), GzipError> {
+        match self {
+            FetchFilter::Gzip(z) => {
+                z.finish(out);
+                Ok(())
+            }
+            FetchFilter::Gunzip(g) | FetchFilter::TestGunzip(g, _) => g.finish().map(drop),
+        }
+    }
+}
+
+/// What a fetch's filters did to the object (`gzip`: the stored body is
+/// known to be gzip, so clients that do not accept it get it gunzipped).
+#[derive(Debug, Default)]
+pub struct FetchChain {
+    filters: Vec<FetchFilter>,
+    /// The stored body is gzip.
+    pub gzip: bool,
+    /// A filter changed the encoding (gzip or gunzip ran).
+    pub changed: bool,
+}
+
+impl FetchChain {
+    /// No filters, over a body stored as it was (`gzip`, `changed` as the
+    /// object it comes from says).
+    pub fn unfiltered(gzip: bool, changed: bool) -> FetchChain {
+        FetchChain {
+            filters: Vec::new(),
+            gzip,
+            changed,
+        }
+    }
+
+    /// The filters in data order (first sees the backend's bytes).
+    pub fn filters(&self) -> &[FetchFilter] {
+        &self.filters
+    }
+
+    /// Passes one body segment through every filter.
+    pub fn feed(&mut self, seg: bytes::Bytes) -> Result<bytes::Bytes, GzipError> {
+        if self.filters.is_empty() {
+            return Ok(seg);
+        }
+        let mut data = seg.to_vec();
+        let mut out = Vec::new();
+        for f in &mut self.filters {
+            out.clear();
+            f.feed(&data, &mut out)?;
+            std::mem::swap(&mut data, &mut out);
+        }
+        Ok(bytes::Bytes::from(data))
+    }
+
+    /// Ends every filter; returns what they still had to say.
+    pub fn finish(&mut self) -> Result<bytes::Bytes, GzipError> {
+        let mut pending: Vec<u8> = Vec::new();
+        for mut f in std::mem::take(&mut self.filters) {
+            let mut out = Vec::new();
+            if !pending.is_empty() {
+                f.feed(&pending, &mut out)?;
+            }
+            f.finish(&mut out)?;
+            pending = out;
+        }
+        Ok(bytes::Bytes::from(pending))
+    }
+}
+
+/// The fetch filter varnishd picks when VCL did not set `beresp.filters`
+/// (ESI aside): `do_gunzip` on a gzip body, `do_gzip` on a plain one,
+/// else a test of a gzip body. `do_gzip`/`do_gunzip` only count with
+/// `http_gzip_support`; an empty body gets none.
+pub fn default_fetch_filters(
+    headers: &lacquer_http::Headers,
+    has_body: bool,
+    do_gzip: bool,
+    do_gunzip: bool,
+    gzip_support: bool,
+) -> &'static str {
+    if !has_body {
+        return "";
+    }
+    let (do_gzip, do_gunzip) = (do_gzip && gzip_support, do_gunzip && gzip_support);
+    let ce = headers.get("content-encoding");
+    let is_gzip = ce.is_some_and(|v| v.eq_ignore_ascii_case(b"gzip"));
+    let is_plain = ce.is_none();
+    if do_gunzip && is_gzip {
+        "gunzip"
+    } else if do_gzip && is_plain {
+        "gzip"
+    } else if is_gzip {
+        "testgunzip"
+    } else {
+        ""
+    }
+}
+
+/// Builds the filters `names` asks for, in data order, applying what each
+/// does to the response headers as it is set up: `gzip` is skipped for a
+/// body that already has a `Content-Encoding`, `gunzip` and `testgunzip`
+/// for one that is not gzip; gzip and gunzip drop `Content-Length` and
+/// weaken the ETag; gzip and testgunzip add `Vary: Accept-Encoding`.
+/// An unknown name is an error naming it.
+pub fn build_fetch_filters(
+    names: &[&str],
+    headers: &mut lacquer_http::Headers,
+    gzip_support: bool,
+    level: u32,
+) -> Result<FetchChain, String> {
+    // As varnishd, only a filter marks the object gzip (gzip, testgunzip):
+    // a body stored unfiltered is delivered as it is, whatever its
+    // Content-Encoding says.
+    let mut chain = FetchChain::default();
+    for name in names {
+        let is_gzip = headers
+            .get("content-encoding")
+            .is_some_and(|v| v.eq_ignore_ascii_case(b"gzip"));
+        let filter = match *name {
+            "gzip" if headers.contains("content-encoding") => continue,
+            "gzip" => FetchFilter::Gzip(Gzip::new(level)),
+            "gunzip" | "testgunzip" if !is_gzip => continue,
+            "gunzip" => FetchFilter::Gunzip(Gunzip::new()),
+            "testgunzip" => FetchFilter::TestGunzip(Gunzip::new(), Vec::new()),
+            other => return Err(format!("Filter '{other}' not found")),
+        };
+        if !matches!(filter, FetchFilter::TestGunzip(..)) {
+            headers.remove("content-encoding");
+            headers.remove("content-length");
+            weaken_etag(headers);
+            chain.changed = true;
+        }
+        match filter {
+            FetchFilter::Gzip(_) => {
+                headers.set("Content-Encoding", "gzip");
+                chain.gzip = true;
+            }
+            FetchFilter::Gunzip(_) => chain.gzip = false,
+            FetchFilter::TestGunzip(..) => chain.gzip = true,
+        }
+        if !matches!(filter, FetchFilter::Gunzip(_)) && gzip_support {
+            add_vary_accept_encoding(headers);
+        }
+        chain.filters.push(filter);
+    }
+    Ok(chain)
+}
+
+/// Makes a strong `ETag` weak (`W/"x"`): a re-encoded body is not
+/// byte-identical to what the origin tagged.
+pub fn weaken_etag(headers: &mut lacquer_http::Headers) {
+    if let Some(v) = headers.get("etag")
+        && !v.starts_with(b"W/")
+    {
+        let mut w = b"W/".to_vec();
+        w.extend_from_slice(v);
+        headers.set("ETag", w);
+    }
+}
+
+/// Adds `Accept-Encoding` to `Vary` unless it is there already.
+pub fn add_vary_accept_encoding(headers: &mut lacquer_http::Headers) {
+    if headers.has_token("vary", "accept-encoding") {
+        return;
+    }
+    match headers.get("vary").map(<[u8]>::to_vec) {
+        Some(mut v) if !v.is_empty() => {
+            v.extend_from_slice(b", Accept-Encoding");
+            headers.set("Vary", v);
+        }
+        _ => headers.set("Vary", "Accept-Encoding"),
+    }
+}
+
+/// The uncompressed length of a complete, valid gzip body, from its
+/// trailer (ISIZE, the length modulo 2^32), when that cannot be ambiguous:
+/// deflate expands at most ~1032:1, so bodies under 4 MiB are certain.
+pub fn gzip_plain_len(segments: &[bytes::Bytes]) -> Option<u64> {
+    let total: usize = segments.iter().map(|s| s.len()).sum();
+    if !(18..4 << 20).contains(&total) {
+        return None;
+    }
+    let mut tail = [0u8; 4];
+    let mut need = 4;
+    for seg in segments.iter().rev() {
+        for b in seg.iter().rev() {
+            if need == 0 {
+                break;
+            }
+            need -= 1;
+            tail[need] = *b;
+        }
+        if need == 0 {
+            break;
+        }
+    }
+    Some(u64::from(u32::from_le_bytes(tail)))
+}
+
 /// Gzips a whole buffer (used for synthetic and small bodies).
 pub fn gzip_all(data: &[u8], level: u32) -> Vec<u8> {
     let mut out = Vec::with_capacity(data.len() / 2 + 32);
@@ -231,6 +484,10 @@ mod tests {
         assert!(!accepts_gzip(b"gzip; q=0.0"));
         assert!(!accepts_gzip(b"deflate, br"));
         assert!(!accepts_gzip(b"xgzip"));
+        assert!(accepts_gzip(b"gzip;q=0, x-gzip"));
+        assert!(accepts_gzip(b"x-gzip;q=0.4, gzip"));
+        assert!(!accepts_gzip(b"gzip;q=-1"));
+        assert!(accepts_gzip(b"gzip;q=0.0000001"));
         assert!(is_gzip_encoding(b"x-gzip"));
         assert!(!is_gzip_encoding(b"br"));
     }
@@ -241,11 +498,13 @@ mod tests {
         let mut z = Vec::new();
         let mut g = Gzip::new(6);
         for chunk in data.chunks(7_777) {
-            let before = z.len();
             g.feed(chunk, &mut z);
-            assert!(z.len() > before, "each segment is flushed");
         }
         g.finish(&mut z);
+        assert_eq!(
+            gzip_plain_len(&[bytes::Bytes::from(z.clone())]),
+            Some(200_000)
+        );
         // A standard decoder agrees.
         let mut check = Vec::new();
         flate2::read::GzDecoder::new(&z[..])
@@ -261,6 +520,58 @@ mod tests {
         assert_eq!(u.finish().unwrap(), data.len() as u64);
         assert_eq!(out, data);
         assert_eq!(gunzip_all(&gzip_all(b"", 9)).unwrap(), b"");
+    }
+
+    #[test]
+    fn small_bodies_compress_as_varnishd() {
+        // varnishd's gzip of "baz" is 23 bytes: header, one final fixed
+        // block, trailer.
+        assert_eq!(gzip_all(b"baz", 6).len(), 23);
+    }
+
+    #[test]
+    fn fetch_filter_choice_and_header_effects() {
+        let mut h = lacquer_http::Headers::new();
+        h.append("ETag", "\"x\"");
+        h.append("Content-Length", "3");
+        assert_eq!(default_fetch_filters(&h, true, true, true, true), "gzip");
+        assert_eq!(default_fetch_filters(&h, false, true, false, true), "");
+        assert_eq!(default_fetch_filters(&h, true, true, false, false), "");
+        let mut chain = build_fetch_filters(&["gzip"], &mut h, true, 6).unwrap();
+        assert!(chain.gzip && chain.changed);
+        assert_eq!(h.get("content-encoding"), Some(&b"gzip"[..]));
+        assert_eq!(h.get("etag"), Some(&b"W/\"x\""[..]));
+        assert_eq!(h.get("vary"), Some(&b"Accept-Encoding"[..]));
+        assert!(!h.contains("content-length"));
+        let mut z = chain
+            .feed(bytes::Bytes::from_static(b"baz"))
+            .unwrap()
+            .to_vec();
+        z.extend_from_slice(&chain.finish().unwrap());
+        assert_eq!(gunzip_all(&z).unwrap(), b"baz");
+        // Now gzip: the default is to test it; gunzip takes it back.
+        assert_eq!(
+            default_fetch_filters(&h, true, false, false, true),
+            "testgunzip"
+        );
+        assert_eq!(default_fetch_filters(&h, true, false, true, true), "gunzip");
+        // A chain: gzip is skipped while encoded, gunzip while plain.
+        let mut h2 = h.clone();
+        let chain = build_fetch_filters(&["gzip", "gunzip", "gunzip"], &mut h2, true, 6).unwrap();
+        assert_eq!(chain.filters().len(), 1);
+        assert!(!chain.gzip && !h2.contains("content-encoding"));
+        assert_eq!(
+            build_fetch_filters(&["rot13"], &mut h2, true, 6).unwrap_err(),
+            "Filter 'rot13' not found"
+        );
+        // testgunzip passes bytes through and rejects broken ones.
+        let mut t = build_fetch_filters(&["testgunzip"], &mut h, true, 6).unwrap();
+        assert_eq!(&t.feed(bytes::Bytes::from(z.clone())).unwrap()[..], &z[..]);
+        assert!(t.finish().unwrap().is_empty());
+        let mut t = build_fetch_filters(&["testgunzip"], &mut h, true, 6).unwrap();
+        t.feed(bytes::Bytes::copy_from_slice(&z[..z.len() - 3]))
+            .unwrap();
+        assert_eq!(t.finish(), Err(GzipError::Truncated));
     }
 
     #[test]

@@ -129,8 +129,138 @@ fn ban_list_json(sh: &Arc<Shared>, words: &[String]) -> String {
     json_list(words, &items)
 }
 
-/// Runs one command (already checked against the command table).
+/// Runs one command (already checked against the command table). The
+/// commands varnishd's child executes are logged as `CLI` records, `Rd`
+/// with the command and `Wr` with the reply, as the child logs them.
 pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
+    // What varnishd's cache process serves it logs; it notices discarded
+    // VCLs that went idle before each command.
+    let child = sh.is_running() && crate::cli::command(&words[0]).is_some_and(|c| c.child);
+    if child {
+        cli_log(sh, &format!("Rd {}", request_line(words)));
+    }
+    poll_discarded(sh);
+    let reply = serve(sh, words);
+    if child {
+        cli_log_reply(sh, reply.status, &reply.body);
+    }
+    reply
+}
+
+/// A request as the cache process receives it: words re-quoted where
+/// they need it.
+fn request_line(words: &[String]) -> String {
+    let quote = |w: &String| {
+        if !w.is_empty() && !w.contains(|c: char| c.is_whitespace() || c == '"' || c == '\\') {
+            return w.clone();
+        }
+        let mut q = String::from("\"");
+        for c in w.chars() {
+            match c {
+                '"' => q.push_str("\\\""),
+                '\\' => q.push_str("\\\\"),
+                '\n' => q.push_str("\\n"),
+                c => q.push(c),
+            }
+        }
+        q.push('"');
+        q
+    };
+    words.iter().map(quote).collect::<Vec<_>>().join(" ")
+}
+
+/// Writes one `CLI` log record outside any transaction.
+fn cli_log(sh: &Shared, text: &str) {
+    sh.vsl.log_immediate(
+        lacquer_vsl::Tag::CLI,
+        lacquer_vsl::Vxid::plain(0),
+        format_args!("{text}"),
+    );
+}
+
+/// Logs the cache process's answer: `Wr <status> <length> <text>`.
+fn cli_log_reply(sh: &Shared, status: u16, body: &str) {
+    cli_log(sh, &format!("Wr {status:03} {} {body}", body.len()));
+}
+
+/// Has the cache side load a compiled VCL, as varnishd's manager asks its
+/// child to: vmod load events and `vcl_init` run, and the VCL warms up
+/// unless cold, all logged inside the `vcl.load` request the child gets.
+pub fn child_load(sh: &Arc<Shared>, v: &Arc<vcls::LoadedVcl>, temp: Temp) -> Result<(), String> {
+    let warm = temp != Temp::Cold;
+    cli_log(
+        sh,
+        &format!(
+            "Rd vcl.load \"{}\" {} {}{}",
+            v.name,
+            v.source_name(),
+            u8::from(warm),
+            temp.name()
+        ),
+    );
+    let r = crate::daemon::init_vcl(sh, v).and_then(|()| {
+        v.set_initialized();
+        if warm {
+            v.warm_up(sh)
+                .inspect_err(|_| crate::daemon::fini_vcl(sh, v))
+        } else {
+            Ok(())
+        }
+    });
+    match &r {
+        Ok(()) => cli_log_reply(
+            sh,
+            status::OK,
+            &format!("Loaded \"{}\" as \"{}\"", v.source_name(), v.name),
+        ),
+        Err(e) => cli_log_reply(sh, status::CANT, e),
+    }
+    r
+}
+
+/// Starts the cache side: the VCLs loaded while stopped are loaded into
+/// it, those that should be warm warm up, the active one is put to use.
+fn start(sh: &Arc<Shared>) -> Reply {
+    let (pending, warm, active) = {
+        let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
+        let pending: Vec<(Arc<vcls::LoadedVcl>, Temp)> = reg
+            .order
+            .iter()
+            .filter_map(|n| reg.vcls.get(n))
+            .filter(|e| !e.vcl.is_initialized())
+            .map(|e| (e.vcl.clone(), e.temp))
+            .collect();
+        let warm: Vec<Arc<vcls::LoadedVcl>> = reg
+            .vcls
+            .iter()
+            .filter(|(n, e)| e.temp == Temp::Warm || reg.active.as_ref() == Some(*n))
+            .map(|(_, e)| e.vcl.clone())
+            .collect();
+        (pending, warm, reg.active.clone())
+    };
+    for (v, t) in &pending {
+        if let Err(e) = child_load(sh, v, *t) {
+            return Reply::err(status::CANT, e);
+        }
+    }
+    // VCLs set warm while stopped warm up now, and may refuse.
+    for v in &warm {
+        if let Err(e) = v.warm_up(sh) {
+            return Reply::err(status::CANT, e);
+        }
+    }
+    if let Some(a) = active {
+        cli_log(sh, &format!("Rd vcl.use \"{a}\""));
+        cli_log_reply(sh, status::OK, &format!("VCL '{a}' now active"));
+    }
+    cli_log(sh, "Rd start");
+    cli_log_reply(sh, status::OK, "");
+    sh.mgt.child_start.fetch_add(1, Ordering::Relaxed);
+    sh.running.store(true, Ordering::Release);
+    Reply::ok("")
+}
+
+fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
     let cmd = words[0].as_str();
     let args = &words[1..];
     let (json, plain) = json_flag(args);
@@ -164,25 +294,31 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
             if sh.active_vcl().is_none() {
                 return Reply::err(status::CANT, "No VCL available");
             }
-            sh.running.store(true, Ordering::Release);
-            Reply::ok("")
+            start(sh)
         }
         "stop" => {
             if !sh.is_running() {
                 return Reply::err(status::CANT, "Child in state stopped");
             }
             sh.running.store(false, Ordering::Release);
+            // varnishd's child takes its memory storage with it.
+            sh.cache.clear();
             Reply::ok("")
         }
         "pid" => {
             let pid = std::process::id();
-            if json {
+            if json && sh.is_running() {
                 Reply::ok(format!(
                     "{}  {{\"master\": {pid}, \"worker\": {pid}}}\n]",
                     json_head(words)
                 ))
-            } else {
+            } else if json {
+                Reply::ok(format!("{}  {{\"master\": {pid}}}\n]", json_head(words)))
+            } else if sh.is_running() {
                 Reply::ok(format!("Master: {pid:>10}\nWorker: {pid:>10}\n"))
+            } else {
+                // No worker while the child is stopped.
+                Reply::ok(format!("Master: {pid:>10}\n"))
             }
         }
         "vcl.load" => vcl_load(sh, plain[0], Source::File(plain[1]), plain.get(2).copied()),
@@ -199,10 +335,14 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
         "vcl.label" => vcl_label(sh, plain[0], plain[1]),
         "vcl.state" => vcl_state(sh, plain[0], plain[1]),
         "vcl.deps" => vcl_deps(sh),
+        "vcl.symtab" => vcl_symtab(sh),
         "param.show" => param_show(sh, &plain, json, words),
         "param.set" => match sh.set_param(plain[0], plain[1]) {
+            // With -j the reply is the parameter as param.show -j shows it.
+            Ok(()) if json => param_show(sh, &plain[..1], true, words),
             Ok(()) => Reply::ok(""),
             Err(e @ params::ParamError::Unknown(_)) => Reply::err(status::PARAM, e.to_string()),
+            Err(e @ params::ParamError::Protected(_)) => Reply::err(status::AUTH, e.to_string()),
             Err(e) => Reply::err(
                 status::PARAM,
                 format!(
@@ -233,7 +373,25 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
         }
         "ban.list" if json => Reply::ok(ban_list_json(sh, words)),
         "ban.list" => Reply::ok(sh.cache.ban_list()),
-        "backend.list" => backend_list(sh, &plain, json, words),
+        "backend.list" => {
+            // Short flags may come bundled (`-pj`), as getopt allows.
+            let bundled = |a: &str| {
+                a.len() > 2 && a.starts_with('-') && a[1..].chars().all(|c| c == 'p' || c == 'j')
+            };
+            let json = json || plain.iter().any(|a| bundled(a) && a.contains('j'));
+            let plain: Vec<&str> = plain
+                .iter()
+                .map(|a| {
+                    if bundled(a) && a.contains('p') {
+                        "-p"
+                    } else {
+                        *a
+                    }
+                })
+                .filter(|a| !bundled(a))
+                .collect();
+            backend_list(sh, &plain, json, words)
+        }
         "backend.set_health" => backend_set_health(sh, plain[0], plain[1]),
         "storage.list" if json => {
             let items: Vec<String> = sh
@@ -250,11 +408,23 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
             }
             Reply::ok(s)
         }
-        "panic.show" => Reply::err(
-            status::CANT,
-            "Child has not panicked or panic has been cleared",
-        ),
-        "panic.clear" => Reply::err(status::CANT, "No panic to clear"),
+        "panic.show" => match sh.mgt.show() {
+            Some(text) if json => {
+                Reply::ok(format!("{}  {}\n]", json_head(words), json_str(&text)))
+            }
+            Some(text) => Reply::ok(text),
+            None => Reply::err(
+                status::CANT,
+                "Child has not panicked or panic has been cleared",
+            ),
+        },
+        "panic.clear" => {
+            if sh.mgt.clear(plain.contains(&"-z")) {
+                Reply::ok("")
+            } else {
+                Reply::err(status::CANT, "No panic to clear")
+            }
+        }
         "debug.listen_address" => {
             let mut s = String::new();
             for l in sh
@@ -267,6 +437,38 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
             }
             Reply::ok(s)
         }
+        "debug.fragfetch" => {
+            if !sh.params().bit("debug", "vtc_mode") {
+                return Reply::err(
+                    status::CANT,
+                    "debug.fragfetch is a test-only command: start with -p debug=+vtc_mode",
+                );
+            }
+            match plain[0].parse::<usize>() {
+                Ok(n) => {
+                    sh.fetch_frag.store(n, std::sync::atomic::Ordering::Relaxed);
+                    Reply::ok("")
+                }
+                Err(_) => Reply::err(
+                    status::PARAM,
+                    format!("Invalid size {} (a number of bytes)", plain[0]),
+                ),
+            }
+        }
+        "debug.srandom" => match plain.first().map(|v| v.parse::<u32>()) {
+            None => {
+                lacquer_vmods::rnd::seed(1);
+                Reply::ok("")
+            }
+            Some(Ok(seed)) => {
+                lacquer_vmods::rnd::seed(seed);
+                Reply::ok("")
+            }
+            Some(Err(_)) => Reply::err(
+                status::PARAM,
+                format!("Invalid seed {} (want an unsigned integer)", plain[0]),
+            ),
+        },
         "debug.xid" => {
             if let Some(v) = plain.first() {
                 // The next transaction gets the id after the one given.
@@ -307,7 +509,10 @@ fn help(words: &[String], plain: &[&str], json: bool) -> Reply {
         return Reply::ok(s);
     }
     match plain.first() {
-        None => Reply::ok(crate::cli::help_text()),
+        None => Reply::ok(crate::cli::help_text(true, false)),
+        Some(&"-a") => Reply::ok(crate::cli::help_text(true, true)),
+        Some(&"-d") => Reply::ok(crate::cli::help_text(false, true)),
+        Some(flag) if flag.starts_with('-') => Reply::err(status::UNKNOWN, "Unknown flag"),
         Some(name) => match crate::cli::command(name) {
             Some(c) => Reply::ok(format!("{}\n{}\n", c.syntax, c.help)),
             None => Reply::err(
@@ -343,6 +548,22 @@ fn vcl_load(sh: &Arc<Shared>, name: &str, src: Source<'_>, temp: Option<&str>) -
     {
         return Reply::err(status::PARAM, format!("Already a VCL named {name}"));
     }
+    let (max, handling) = {
+        let p = sh.params();
+        (p.uint("max_vcl"), p.uint("max_vcl_handling"))
+    };
+    let count = {
+        let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
+        (reg.vcls.len() + reg.discarded.len()) as u64
+    };
+    if count >= max && handling == 2 {
+        return Reply::err(
+            status::CANT,
+            format!(
+                "Too many ({count}) VCLs already loaded\n(See max_vcl and max_vcl_handling parameters)"
+            ),
+        );
+    }
     let opts = load_options(sh);
     let loaded = match src {
         Source::File(path) => vcls::compile_path(name, std::path::Path::new(path), &opts),
@@ -351,25 +572,48 @@ fn vcl_load(sh: &Arc<Shared>, name: &str, src: Source<'_>, temp: Option<&str>) -
     match loaded {
         Ok(v) => {
             let v = Arc::new(v);
-            if let Err(e) = crate::daemon::init_vcl(sh, &v) {
+            // A stopped cache loads it at `start`.
+            if sh.is_running()
+                && let Err(e) = child_load(sh, &v, temp)
+            {
                 return Reply::err(status::CANT, e);
-            }
-            if temp != Temp::Cold {
-                v.warm_up(sh.vsl.clone());
             }
             sh.vcls
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(v, temp);
-            Reply::ok("VCL compiled.\n")
+                .insert(v.clone(), temp);
+            // The new backends' VBE counters exist once the load is answered.
+            if let Some(s) = sh.stats.get() {
+                s.publish(sh);
+            }
+            let mut out = String::new();
+            if !v.warnings.is_empty() {
+                let _ = write!(out, "Message from VCC-compiler:\n{}", v.warnings);
+            }
+            out.push_str("VCL compiled.\n");
+            if count + 1 > max && handling == 1 {
+                let _ = write!(
+                    out,
+                    "{} VCLs loaded\nRemember to vcl.discard the old/unused VCLs.\n(See max_vcl and max_vcl_handling parameters)",
+                    count + 1
+                );
+            }
+            Reply::ok(out)
         }
-        Err(e) => Reply::err(
-            status::PARAM,
-            format!(
-                "Message from VCC-compiler:\n{}\nRunning VCC-compiler failed, exited with 2\nVCL compilation failed",
-                e.message.trim_end()
-            ),
-        ),
+        Err(e) => {
+            // The diagnostics keep their blank lines (vcc ends a source
+            // excerpt with one); only a missing final newline is added.
+            let mut msg = e.message;
+            if !msg.ends_with('\n') {
+                msg.push('\n');
+            }
+            Reply::err(
+                status::PARAM,
+                format!(
+                    "Message from VCC-compiler:\n{msg}Running VCC-compiler failed, exited with 2\nVCL compilation failed"
+                ),
+            )
+        }
     }
 }
 
@@ -387,7 +631,11 @@ fn vcl_use(sh: &Arc<Shared>, name: &str) -> Reply {
         return Reply::err(status::CANT, format!("VCL '{name}' is cold"));
     }
     let vcl = entry.vcl.clone();
-    vcl.warm_up(sh.vsl.clone());
+    if sh.is_running()
+        && let Err(e) = vcl.warm_up(sh)
+    {
+        return Reply::err(status::CANT, e);
+    }
     reg.active_label = (target != name).then(|| name.to_string());
     reg.active = Some(target);
     drop(reg);
@@ -395,25 +643,144 @@ fn vcl_use(sh: &Arc<Shared>, name: &str) -> Reply {
     Reply::ok(format!("VCL '{name}' now active"))
 }
 
-fn vcl_discard(sh: &Arc<Shared>, names: &[&str]) -> Reply {
-    let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
-    for n in names {
-        if reg.active.as_deref() == Some(*n) || reg.active_label.as_deref() == Some(*n) {
-            return Reply::err(status::CANT, format!("Cannot discard active VCL: {n}"));
+/// Frees the discarded VCLs no request uses any more, running their
+/// `vcl_fini`. Like varnishd, this happens when the CLI is next used.
+pub fn poll_discarded(sh: &Arc<Shared>) {
+    let gone: Vec<Arc<vcls::LoadedVcl>> = {
+        let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
+        let (gone, busy) = std::mem::take(&mut reg.discarded)
+            .into_iter()
+            .partition(|v| Arc::strong_count(v) == 1 && v.host.holders().is_empty());
+        reg.discarded = busy;
+        gone
+    };
+    for v in gone.iter().filter(|v| v.is_initialized()) {
+        crate::daemon::fini_vcl(sh, v);
+        // The VCL goes whatever its vmods think of it.
+        let _ = v.event(lacquer_vmods::VclEvent::Discard, sh);
+    }
+}
+
+/// Cools the `auto` VCLs that have sat warm and unused for `vcl_cooldown`
+/// seconds (varnishd's VCL poker); called by housekeeping.
+pub fn cool_idle_vcls(sh: &Arc<Shared>) {
+    let cooldown = std::time::Duration::from_secs_f64(sh.params().duration("vcl_cooldown"));
+    let now = std::time::Instant::now();
+    let mut cold = Vec::new();
+    {
+        let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
+        let active = reg.active.clone();
+        let labelled: Vec<String> = reg.labels.values().cloned().collect();
+        for (name, e) in reg.vcls.iter_mut() {
+            let idle = e.temp == Temp::Auto
+                && e.vcl.is_warm()
+                && active.as_deref() != Some(name.as_str())
+                && !labelled.contains(name);
+            if !idle {
+                e.idle_since = None;
+                continue;
+            }
+            let since = *e.idle_since.get_or_insert(now);
+            if now.duration_since(since) >= cooldown {
+                e.idle_since = None;
+                cold.push(e.vcl.clone());
+            }
         }
-        if reg.labels.contains_key(*n) {
-            reg.labels.remove(*n);
+    }
+    for v in cold {
+        v.cool_down(sh);
+    }
+}
+
+fn vcl_discard(sh: &Arc<Shared>, patterns: &[&str]) -> Reply {
+    let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
+    // Every VCL and label a pattern matches is discarded, or none is.
+    let names: Vec<String> = reg.order.iter().chain(reg.labels.keys()).cloned().collect();
+    let mut marked: Vec<String> = Vec::new();
+    for pat in patterns {
+        let hits: Vec<&String> = names.iter().filter(|n| glob(pat, n)).collect();
+        if hits.is_empty() {
+            return Reply::err(status::PARAM, format!("No VCL name matches {pat}\n"));
+        }
+        for n in hits {
+            if reg.active.as_deref() == Some(n.as_str())
+                || reg.active_label.as_deref() == Some(n.as_str())
+            {
+                return Reply::err(
+                    status::CANT,
+                    format!("Cannot discard active VCL program {n}\n"),
+                );
+            }
+            if !marked.contains(n) {
+                marked.push(n.clone());
+            }
+        }
+    }
+    // What depends on a discarded VCL or label must go with it.
+    for n in &marked {
+        let dependents: Vec<&String> = if reg.labels.contains_key(n) {
+            reg.order
+                .iter()
+                .filter(|v| reg.labels_used_by(v).contains(n))
+                .collect()
+        } else {
+            reg.labels
+                .iter()
+                .filter(|(_, t)| *t == n)
+                .map(|(l, _)| l)
+                .collect()
+        };
+        let left: Vec<&&String> = dependents.iter().filter(|d| !marked.contains(d)).collect();
+        if !left.is_empty() {
+            let mut msg = if reg.labels.contains_key(n) {
+                format!("Cannot discard VCL label {n}, other VCLs depend on it:\n")
+            } else {
+                format!("Cannot discard labeled VCL program {n}:\n")
+            };
+            for (k, d) in left.iter().enumerate() {
+                if k == 5 {
+                    msg.push_str("\t[...]");
+                    break;
+                }
+                let _ = writeln!(msg, "\t{d}");
+            }
+            return Reply::err(status::CANT, msg);
+        }
+    }
+    let mut gone = Vec::new();
+    for n in &marked {
+        if reg.labels.remove(n).is_some() {
             continue;
         }
-        if reg.labels.values().any(|t| t == n) {
-            return Reply::err(status::CANT, format!("Cannot discard labeled VCL: {n}"));
+        if let Some(e) = reg.vcls.remove(n) {
+            reg.order.retain(|o| o != n);
+            gone.push(e.vcl);
         }
-        match reg.vcls.remove(*n) {
-            Some(e) => {
-                e.vcl.cool_down();
-                reg.order.retain(|o| o != n);
-            }
-            None => return Reply::err(status::PARAM, format!("No VCL named {n}")),
+    }
+    drop(reg);
+    // The cache process is told to cool each down, then to discard it;
+    // requests still running on one keep it until they end.
+    let running = sh.is_running();
+    for v in gone {
+        if running {
+            cli_log(
+                sh,
+                &format!("Rd vcl.state {} 0{}", v.name, Temp::Cold.name()),
+            );
+        }
+        v.cool_down(sh);
+        if running {
+            cli_log_reply(sh, status::OK, "");
+            cli_log(sh, &format!("Rd vcl.discard {}", v.name));
+        }
+        sh.vcls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .discarded
+            .push(v);
+        poll_discarded(sh);
+        if running {
+            cli_log_reply(sh, status::OK, "");
         }
     }
     Reply::ok("")
@@ -436,7 +803,10 @@ fn table(rows: &[Vec<String>]) -> String {
             if i + 1 == r.len() {
                 line.push_str(c);
             } else {
-                let _ = write!(line, "{c:<width$}", width = w[i] + 3);
+                // varnishd's table writer sizes every column after the
+                // first one character wider than its widest cell.
+                let extra = usize::from(i > 0);
+                let _ = write!(line, "{c:<width$}", width = w[i] + extra + 3);
             }
         }
         s.push_str(line.trim_end());
@@ -446,6 +816,7 @@ fn table(rows: &[Vec<String>]) -> String {
 }
 
 fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
+    let running = sh.is_running();
     let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
     let mut rows = Vec::new();
     let mut js = Vec::new();
@@ -463,13 +834,28 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
             Temp::Warm => "warm",
             Temp::Cold => "cold",
         };
-        let temp = if e.vcl.is_warm() { "warm" } else { "cold" };
+        // A stopped cache lists the temperature each VCL will start with.
+        let temp = match running {
+            true => e.vcl.temperature(),
+            false if e.temp != Temp::Cold => "warm",
+            false => "cold",
+        };
         let nlabels = reg.labels.values().filter(|t| *t == name).count();
+        // References beyond the registry's (and the active slot's) are
+        // requests running on this VCL.
+        let held = 1 + usize::from(status == "active");
+        let busy = Arc::strong_count(&e.vcl).saturating_sub(held);
         let mut row = vec![
             status.to_string(),
             state.to_string(),
             temp.to_string(),
-            "0".to_string(),
+            // A stopped daemon lists no busy counts, as varnishd's manager
+            // answering without its child; the child right-aligns them.
+            if running {
+                format!("{busy:>6}")
+            } else {
+                "-".to_string()
+            },
             name.clone(),
         ];
         if nlabels > 0 {
@@ -481,9 +867,23 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
         }
         rows.push(row);
         js.push(format!(
-            "  {{\n    \"status\": \"{status}\",\n    \"state\": \"{state}\",\n    \"temperature\": \"{temp}\",\n    \"busy\": 0,\n    \"name\": {}{}\n}}",
+            "  {{\n    \"status\": \"{status}\",\n    \"state\": \"{state}\",\n    \"temperature\": \"{temp}\",\n    \"busy\": {busy},\n    \"name\": {}{}\n}}",
             json_str(name),
             if nlabels > 0 { format!(",\n    \"labels\": {nlabels}") } else { String::new() }
+        ));
+    }
+    for v in &reg.discarded {
+        let busy = Arc::strong_count(v).saturating_sub(1);
+        rows.push(vec![
+            "discarded".to_string(),
+            "auto".to_string(),
+            "cooling".to_string(),
+            format!("{busy:>6}"),
+            v.name.clone(),
+        ]);
+        js.push(format!(
+            "  {{\n    \"status\": \"discarded\",\n    \"state\": \"auto\",\n    \"temperature\": \"cooling\",\n    \"busy\": {busy},\n    \"name\": {}\n}}",
+            json_str(&v.name)
         ));
     }
     for (label, target) in &reg.labels {
@@ -491,7 +891,11 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
             "available".to_string(),
             "label".to_string(),
             "warm".to_string(),
-            "0".to_string(),
+            if running {
+                format!("{:>6}", 0)
+            } else {
+                "-".to_string()
+            },
             label.clone(),
             "->".to_string(),
             target.clone(),
@@ -582,13 +986,27 @@ fn vcl_label(sh: &Arc<Shared>, label: &str, target: &str) -> Reply {
     if !reg.vcls.contains_key(target) {
         return Reply::err(status::PARAM, format!("No VCL named {target}"));
     }
+    // Moving a label may not make a VCL reach itself through labels.
+    if reg.labels.get(label).is_some_and(|t| t != target) {
+        let mut why = String::new();
+        if reg.leads_to(target, label, &mut why) {
+            return Reply::err(
+                status::PARAM,
+                format!("{why}Pointing label {label} at {target} would create a loop"),
+            );
+        }
+    }
     reg.labels.insert(label.to_string(), target.to_string());
     // Moving the label `vcl.use` chose moves the active VCL with it.
     if reg.active_label.as_deref() == Some(label)
         && let Some(e) = reg.vcls.get(target)
     {
         let vcl = e.vcl.clone();
-        vcl.warm_up(sh.vsl.clone());
+        if sh.is_running()
+            && let Err(e) = vcl.warm_up(sh)
+        {
+            return Reply::err(status::CANT, e);
+        }
         reg.active = Some(target.to_string());
         drop(reg);
         sh.active.store(Arc::new(Some(vcl)));
@@ -608,12 +1026,54 @@ fn vcl_state(sh: &Arc<Shared>, name: &str, temp: &str) -> Reply {
     if t == Temp::Cold && is_active {
         return Reply::err(status::CANT, "Cannot set the active VCL cold.");
     }
-    e.temp = t;
     match t {
-        Temp::Cold => e.vcl.cool_down(),
-        _ => e.vcl.warm_up(sh.vsl.clone()),
+        Temp::Cold => e.vcl.cool_down(sh),
+        // A stopped daemon warms it up at `start`.
+        Temp::Warm if !sh.is_running() => {}
+        Temp::Warm => {
+            if let Err(err) = e.vcl.warm_up(sh) {
+                return Reply::err(status::CANT, err);
+            }
+        }
+        // Auto keeps the temperature it has; the cooldown decides.
+        Temp::Auto => {}
     }
+    e.temp = t;
     Reply::ok("")
+}
+
+/// Every symbol each VCL defines, by kind.
+fn vcl_symtab(sh: &Arc<Shared>) -> Reply {
+    let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
+    let mut s = String::new();
+    for name in &reg.order {
+        let Some(e) = reg.vcls.get(name) else {
+            continue;
+        };
+        let ir = &e.vcl.ir;
+        let _ = writeln!(s, "VCL {name}:");
+        let kinds: [(&str, Vec<&str>); 7] = [
+            (
+                "backend",
+                ir.backends.iter().map(|b| b.name.as_str()).collect(),
+            ),
+            ("probe", ir.probes.iter().map(|p| p.name.as_str()).collect()),
+            ("acl", ir.acls.iter().map(|a| a.name.as_str()).collect()),
+            ("sub", ir.subs.iter().map(|x| x.name.as_str()).collect()),
+            ("vmod", ir.vmods.iter().map(|v| v.alias.as_str()).collect()),
+            (
+                "object",
+                ir.instances.iter().map(|i| i.name.as_str()).collect(),
+            ),
+            ("label", ir.labels.iter().map(String::as_str).collect()),
+        ];
+        for (kind, names) in kinds {
+            for n in names {
+                let _ = writeln!(s, "\t{kind}\t{n}");
+            }
+        }
+    }
+    Reply::ok(s)
 }
 
 fn vcl_deps(sh: &Arc<Shared>) -> Reply {
@@ -643,6 +1103,12 @@ fn param_line(p: &Param, v: &params::Value, is_default: bool) -> String {
 
 fn param_show(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) -> Reply {
     let long = plain.contains(&"-l");
+    if long && json {
+        return Reply::err(status::PARAM, "-l and -j cannot be combined");
+    }
+    if plain.iter().filter(|a| **a != "-l").count() > 1 {
+        return Reply::err(status::TOOMANY, "Too many parameters");
+    }
     let which = plain.iter().find(|a| **a != "-l").copied();
     let ps = sh.params();
     let selected: Vec<&Param> = match which {
@@ -706,12 +1172,43 @@ fn param_show(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) ->
 }
 
 /// Shell-style glob matching for backend patterns.
+/// Shell-style glob matching (fnmatch without flags): `*`, `?` and
+/// bracket classes (`[a-c]`, `[!x]`); a `[` without its `]` is literal.
 fn glob(pat: &str, s: &str) -> bool {
+    /// The class at the start of `p` (just after `[`): whether `c` is in
+    /// it, and the pattern after the closing `]`.
+    fn class(p: &[u8], c: u8) -> Option<(bool, &[u8])> {
+        let (neg, mut i) = match p.first() {
+            Some(b'!' | b'^') => (true, 1),
+            _ => (false, 0),
+        };
+        let mut hit = false;
+        let mut first = true;
+        loop {
+            let a = *p.get(i)?;
+            if a == b']' && !first {
+                return Some((hit != neg, &p[i + 1..]));
+            }
+            first = false;
+            if p.get(i + 1) == Some(&b'-') && p.get(i + 2).is_some_and(|b| *b != b']') {
+                hit |= (a..=p[i + 2]).contains(&c);
+                i += 3;
+            } else {
+                hit |= a == c;
+                i += 1;
+            }
+        }
+    }
     fn m(p: &[u8], s: &[u8]) -> bool {
         match (p.first(), s.first()) {
             (None, None) => true,
             (Some(b'*'), _) => m(&p[1..], s) || (!s.is_empty() && m(p, &s[1..])),
             (Some(b'?'), Some(_)) => m(&p[1..], &s[1..]),
+            (Some(b'['), Some(c)) => match class(&p[1..], *c) {
+                Some((true, rest)) => m(rest, &s[1..]),
+                Some((false, _)) => false,
+                None => *c == b'[' && m(&p[1..], &s[1..]),
+            },
             (Some(a), Some(b)) if a == b => m(&p[1..], &s[1..]),
             _ => false,
         }
@@ -726,7 +1223,7 @@ fn matching_backends(sh: &Arc<Shared>, pattern: Option<&str>) -> Vec<Arc<vcls::B
         let Some(e) = reg.vcls.get(name) else {
             continue;
         };
-        for b in &e.vcl.backends {
+        for b in &e.vcl.all_backends() {
             let ok = match pattern {
                 None => reg.active.as_deref() == Some(name.as_str()),
                 Some(p) if p.contains('.') => glob(p, &b.name),
@@ -800,6 +1297,7 @@ fn backend_list(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) 
                     "{}\n Current states  good: {good:2} threshold: {:2} window: {window:2}",
                     b.name, spec.threshold
                 );
+                s.push_str(&b.health.history());
             }
         }
     }
@@ -833,12 +1331,9 @@ mod tests {
             vec!["active".into(), "auto".into(), "boot".into()],
             vec!["available".into(), "label".into(), "x".into()],
         ]);
-        assert_eq!(
-            t,
-            "active      auto     boot\navailable   label    x\n"
-                .replace("auto     ", "auto    ")
-                .replace("label    ", "label   ")
-        );
+        // As varnishd's vcl.list: three spaces after the first column,
+        // one more after the others.
+        assert_eq!(t, "active      auto     boot\navailable   label    x\n");
     }
 
     #[test]
@@ -866,5 +1361,11 @@ mod tests {
         assert!(glob("boot.*", "boot.default"));
         assert!(glob("*def*", "boot.default"));
         assert!(!glob("b?x", "boot"));
+        assert!(glob("vcl[1-7]", "vcl3"));
+        assert!(!glob("vcl[1-7]", "vcl8"));
+        assert!(glob("vcl[A-B]", "vclB"));
+        assert!(glob("x[!a]", "xb"));
+        assert!(!glob("x[!a]", "xa"));
+        assert!(glob("a[", "a["));
     }
 }

@@ -84,7 +84,9 @@ impl RespMsg {
 
     /// Appends the status line and headers (and the final empty line).
     pub fn write_head(&self, out: &mut impl WriteBuf) {
-        let status = self.status.min(999);
+        // Statuses above 999 carry VCL signals in their top digits; the
+        // wire gets the last three, as varnishd.
+        let status = self.status % 1000;
         out.reserve_bytes(self.proto.len() + self.reason.len() + self.headers.wire_len() + 16);
         out.put(&self.proto);
         out.put(b" ");

@@ -87,8 +87,7 @@ const DEBUG_BITS: &[&str] = &[
     "lck",
 ];
 const EXPERIMENTAL_BITS: &[&str] = &["drop_pools"];
-/// Bits of `vsl_mask` are VSL tag names; they are checked against the tag
-/// table by the log subsystem, so any identifier is accepted here.
+/// Bits of `vsl_mask` are VSL tag names, checked against the tag table.
 const ANY_BITS: &[&str] = &[];
 
 const fn dur(min: Option<f64>, max: Option<f64>) -> Kind {
@@ -675,8 +674,8 @@ pub static PARAMS: &[Param] = &[
         uint(Some(0), None),
         "3",
         "seconds",
-        IGNORED,
-        "Manager-to-child pings; Lacquer runs as a single process."
+        USED,
+        "Interval between the pings the daemon logs as CLI records (Rd ping, Wr 200 PONG), where varnishd's manager pings its child; 0 turns them off."
     ),
     p!(
         "pipe_sess_max",
@@ -1075,6 +1074,11 @@ pub enum ParamError {
     TooSmall { name: String, min: String },
     #[error("Must be no more than {max} (parameter \"{name}\")")]
     TooBig { name: String, max: String },
+    #[error("parameter \"{0}\" is protected.")]
+    Protected(String),
+    /// Out of the range another parameter's value sets.
+    #[error("Must be {bound} ({by})")]
+    Related { bound: String, by: String },
 }
 
 fn invalid(p: &Param, value: &str, why: impl Into<String>) -> ParamError {
@@ -1264,8 +1268,7 @@ impl Param {
                         }
                     };
                     let known = if names.is_empty() {
-                        !name.is_empty()
-                            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                        lacquer_vsl::Tag::from_name(name).is_some()
                     } else {
                         names.contains(&name)
                     };
@@ -1326,12 +1329,15 @@ impl fmt::Display for Value {
 #[derive(Clone, Debug)]
 pub struct ParamSet {
     values: Vec<Value>,
+    /// Made read-only by `-r`: the CLI may not change them.
+    protected: Vec<bool>,
 }
 
 impl Default for ParamSet {
     fn default() -> Self {
         ParamSet {
             values: PARAMS.iter().map(Param::default_value).collect(),
+            protected: vec![false; PARAMS.len()],
         }
     }
 }
@@ -1407,8 +1413,53 @@ impl ParamSet {
     pub fn set(&mut self, name: &str, text: &str) -> Result<(), ParamError> {
         let i = param_index(name).ok_or_else(|| ParamError::Unknown(name.to_string()))?;
         let v = PARAMS[i].parse(text, Some(&self.values[i]))?;
+        self.check_related(name, &v)?;
         self.values[i] = v;
         Ok(())
+    }
+
+    /// The bounds one parameter puts on another, as varnishd's: a pool's
+    /// minimum is at most its maximum, and the reserve at most 95% of the
+    /// minimum.
+    fn check_related(&self, name: &str, v: &Value) -> Result<(), ParamError> {
+        let Value::Uint(n) = *v else { return Ok(()) };
+        let rel = |bound: String, by: &str| {
+            Err(ParamError::Related {
+                bound,
+                by: by.to_string(),
+            })
+        };
+        match name {
+            "thread_pool_min" if n > self.uint("thread_pool_max") => rel(
+                format!("no more than {}", self.uint("thread_pool_max")),
+                "thread_pool_max",
+            ),
+            "thread_pool_max" if n < self.uint("thread_pool_min") => rel(
+                format!("at least {}", self.uint("thread_pool_min")),
+                "thread_pool_min",
+            ),
+            "thread_pool_reserve" if n > self.uint("thread_pool_min") * 95 / 100 => rel(
+                format!("no more than {}", self.uint("thread_pool_min") * 95 / 100),
+                "95% of thread_pool_min",
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    /// Makes a parameter read-only (`-r`): later [`ParamSet::set_unless_protected`]
+    /// calls, which the CLI makes, are refused.
+    pub fn protect(&mut self, name: &str) -> Result<(), ParamError> {
+        let i = param_index(name).ok_or_else(|| ParamError::Unknown(name.to_string()))?;
+        self.protected[i] = true;
+        Ok(())
+    }
+
+    /// [`ParamSet::set`], unless `-r` made the parameter read-only.
+    pub fn set_unless_protected(&mut self, name: &str, text: &str) -> Result<(), ParamError> {
+        if param_index(name).is_some_and(|i| self.protected[i]) {
+            return Err(ParamError::Protected(name.to_string()));
+        }
+        self.set(name, text)
     }
 
     /// Applies a `-p name=value` argument.

@@ -72,7 +72,7 @@ where
     let action = vcl.run(BuiltinSub::Pipe, &mut bo, scratch);
     bo.vsl.set_vxid(Vxid::backend(vxid));
     let sh = t.sh.clone();
-    let result = match action {
+    let (result, pipe_acct) = match action {
         Action::Pipe => {
             // As varnishd: at most pipe_sess_max tunnels (0: no limit);
             // one more gets a 503.
@@ -95,10 +95,15 @@ where
                     .ok_or_else(|| "pipe: part of a chunked body was read ahead".to_string()),
                 (None, None) => Ok(Vec::new()),
             };
-            match lead {
-                Ok(lead) => run_pipe(&mut bo, conn, &lead).await,
+            let mut acct = PipeAcct {
+                t_process: crate::rfc2616::now(),
+                ..PipeAcct::default()
+            };
+            let r = match lead {
+                Ok(lead) => run_pipe(&mut bo, conn, &lead, &mut acct).await,
                 Err(e) => Err(e),
-            }
+            };
+            (r, Some(acct))
         }
         Action::Synth { status, reason } => {
             bo.vsl.log_str(Tag::End, "");
@@ -114,15 +119,51 @@ where
     if let Err(e) = result {
         bo.vsl.log_str(Tag::FetchError, &e);
     }
+    bo.vsl.log_str(Tag::BereqAcct, "0 0 0 0 0 0");
     bo.vsl.log_str(Tag::End, "");
     bo.vsl.flush();
+    // As varnishd, the tunnel's byte counts go into the client request's
+    // transaction: its head, the bereq head, bytes piped in and out.
+    if let Some(a) = pipe_acct {
+        crate::req::log_ts_at(t, "Process", a.t_process);
+        if a.t_sent > 0.0 {
+            crate::req::log_ts_at(t, "Pipe", a.t_sent);
+        }
+        t.log_ts("PipeSess");
+        t.vsl.log(
+            Tag::PipeAcct,
+            format_args!(
+                "{} {} {} {}",
+                t.req_hdr_bytes, a.bereq_hdr, a.piped_in, a.piped_out
+            ),
+        );
+        sh.counters.add(Main::s_pipe_hdrbytes, t.req_hdr_bytes);
+        sh.counters.add(Main::s_pipe_in, a.piped_in);
+        sh.counters.add(Main::s_pipe_out, a.piped_out);
+    }
     Piped::Done(After::Close)
+}
+
+/// What a tunnel moved, for `PipeAcct` and the `s_pipe_*` counters.
+#[derive(Debug, Default)]
+struct PipeAcct {
+    /// Bytes of the bereq head sent to the backend.
+    bereq_hdr: u64,
+    /// Bytes from the client passed on after the head.
+    piped_in: u64,
+    /// Bytes from the backend passed on to the client.
+    piped_out: u64,
+    /// When vcl_pipe was done.
+    t_process: f64,
+    /// When the bereq went to the backend (0 if it did not).
+    t_sent: f64,
 }
 
 async fn run_pipe<S>(
     bo: &mut crate::task::BoTask,
     conn: &mut ClientConn<S>,
     lead: &[Bytes],
+    acct: &mut PipeAcct,
 ) -> Result<(), String>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
@@ -140,10 +181,15 @@ where
         .connect_timeout
         .unwrap_or_else(|| params.duration(pid!("connect_timeout")));
     let idle = Duration::from_secs_f64(params.duration(pid!("pipe_timeout")).max(0.001));
+    let holddown = crate::backend::holddown(&params);
     drop(params);
     let mut be_conn = backend
         .pool
-        .get(Duration::from_secs_f64(connect.max(0.001)), Duration::ZERO)
+        .get(
+            Duration::from_secs_f64(connect.max(0.001)),
+            Duration::ZERO,
+            holddown,
+        )
         .await
         .map_err(|e| format!("backend {}: {e}", backend.name))?;
     let mut head = backend.proxy_preface(&bo.sess).unwrap_or_default();
@@ -152,22 +198,29 @@ where
     {
         head.extend_from_slice(p);
     }
+    let at = head.len();
     bo.bereq.write_head(&mut head);
+    acct.bereq_hdr = (head.len() - at) as u64;
+    // What was read of the body goes first, then whatever the client sent
+    // after it.
+    let pending_at = head.len();
     for b in lead {
         head.extend_from_slice(b);
     }
     head.extend_from_slice(&conn.rbuf.split());
+    acct.piped_in = (head.len() - pending_at) as u64;
     be_conn
         .stream
         .write_all(&head)
         .await
         .map_err(|e| format!("pipe write: {e}"))?;
+    acct.t_sent = crate::rfc2616::now();
     let (mut cr, mut cw) = tokio::io::split(&mut conn.stream);
     let (mut br, mut bw) = tokio::io::split(&mut be_conn.stream);
     let mut cbuf = vec![0u8; 16 * 1024];
     let mut bbuf = vec![0u8; 16 * 1024];
     let (mut c_open, mut b_open) = (true, true);
-    let (mut to_backend, mut to_client) = (head.len() as u64, 0u64);
+    let (mut to_backend, mut to_client) = (acct.piped_in, 0u64);
     while c_open && b_open {
         tokio::select! {
             r = tokio::time::timeout(idle, cr.read(&mut cbuf)), if c_open => match r {
@@ -187,7 +240,7 @@ where
         }
     }
     let _ = cw.flush().await;
-    bo.vsl
-        .log(Tag::PipeAcct, format_args!("0 0 {to_backend} {to_client}"));
+    acct.piped_in = to_backend;
+    acct.piped_out = to_client;
     Ok(())
 }

@@ -36,6 +36,7 @@ use crate::gzip::Gunzip;
 use crate::msg::{ReqMsg, RespMsg};
 use crate::rfc2616;
 use crate::task::{BoTask, ReqTask, SessInfo};
+use crate::txio::{TimedWriter, TxError};
 use crate::ws::{Workspace, header_len};
 
 /// `Via` header value Lacquer adds to responses.
@@ -57,10 +58,12 @@ pub struct ClientConn<S> {
 }
 
 /// How a request ended for its connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum After {
     KeepAlive,
     Close,
+    /// Writing the response failed: the session ends for this reason.
+    TxFailed(TxError),
 }
 
 /// Where a request goes once vcl_hash has run.
@@ -86,7 +89,8 @@ enum State {
     Miss {
         busy: lacquer_cache::BusyObj,
         stale: Option<ObjRef>,
-        hitmiss: bool,
+        /// A hit-for-miss: the marker the fetched object replaces.
+        hitmiss: Option<ObjRef>,
     },
     Hit(ObjRef, Option<lacquer_cache::BusyObj>),
     Pass,
@@ -112,38 +116,14 @@ where
     let sh = t.sh.clone();
     let mut scratch = Scratch::default();
     let max_restarts = sh.params().uint(pid!("max_restarts")) as u32;
-    sh.counters.inc(Main::client_req);
     // As varnishd: the received head is the first thing in the client
-    // workspace, and what std.rollback(req) goes back to.
+    // workspace, and what std.rollback(req) goes back to (an ESI include's
+    // request is built from its parent's and has nothing to add).
     t.ws.take(t.req_hdr_bytes);
     t.ws_req = t.ws.snapshot();
-    // X-Forwarded-For gets the client address appended, once.
-    let ip = t.sess.client_ip.clone();
-    match t.req.headers.get("x-forwarded-for").map(<[u8]>::to_vec) {
-        Some(mut v) => {
-            for (k, old) in t.req.headers.iter() {
-                if k.eq_ignore_ascii_case(b"x-forwarded-for") {
-                    t.vsl.log_header(Tag::ReqUnset, k, old);
-                }
-            }
-            t.req.headers.collect("x-forwarded-for");
-            v = t
-                .req
-                .headers
-                .get("x-forwarded-for")
-                .map(<[u8]>::to_vec)
-                .unwrap_or(v);
-            v.extend_from_slice(b", ");
-            v.extend_from_slice(&ip);
-            t.ws.take(header_len(b"X-Forwarded-For", &v));
-            t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &v);
-            t.req.headers.set("X-Forwarded-For", v);
-        }
-        None => {
-            t.ws.take(header_len(b"X-Forwarded-For", &ip));
-            t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &ip);
-            t.req.headers.append("X-Forwarded-For", ip);
-        }
+    if t.esi_level == 0 {
+        sh.counters.inc(Main::client_req);
+        add_xff(t);
     }
     t.req_orig = t.req.clone();
     let mut state = State::Recv;
@@ -173,6 +153,13 @@ where
                         State::Hash(AfterHash::Lookup)
                     }
                     Action::Pass { .. } => State::Hash(AfterHash::Pass),
+                    Action::Pipe if t.esi_level > 0 => {
+                        t.vsl.log_str(
+                            Tag::VCL_Error,
+                            "vcl_recv{} returns pipe for ESI included object.  Doing pass.",
+                        );
+                        State::Hash(AfterHash::Pass)
+                    }
                     Action::Pipe => State::Hash(AfterHash::Pipe),
                     Action::Purge => {
                         if ae_rules {
@@ -191,6 +178,7 @@ where
                                 vcl_switched = true;
                                 t.vsl
                                     .log(Tag::VCL_use, format_args!("{} via {}", v.name, label));
+                                t.backend_hint = v.default_backend();
                                 t.vcl = v;
                                 t.req = t.req_orig.clone();
                                 State::Recv
@@ -248,11 +236,25 @@ where
                 t.obj = Some(obj.clone());
                 // As varnishd: the Hit record comes before vcl_hit.
                 let ttl_left = obj.t_origin() + obj.ttl() - t.now;
+                // As varnishd: a hit on an object still being fetched also
+                // shows how much has arrived, and the length when known.
+                let fetching = (!obj.body().is_finished()).then(|| {
+                    let cl = crate::task::obj_header(&obj, b"content-length")
+                        .and_then(|v| std::str::from_utf8(v).ok())
+                        .and_then(|v| v.trim().parse::<u64>().ok());
+                    (obj.body().len_so_far(), cl)
+                });
                 t.vsl.log_with(Tag::Hit, |o| {
                     let _ = std::io::Write::write_fmt(o, format_args!("{}", obj.vxid()));
                     for v in [ttl_left, obj.grace(), obj.keep()] {
                         o.push(b' ');
                         lacquer_vsl::push_fixed6(o, v);
+                    }
+                    if let Some((so_far, len)) = fetching {
+                        let _ = std::io::Write::write_fmt(o, format_args!(" {so_far}"));
+                        if let Some(l) = len {
+                            let _ = std::io::Write::write_fmt(o, format_args!(" {l}"));
+                        }
                     }
                 });
                 let vcl = t.vcl.clone();
@@ -302,13 +304,12 @@ where
                 let vcl = t.vcl.clone();
                 match vcl.run(BuiltinSub::Miss, t, &mut scratch) {
                     Action::Fetch => {
-                        if !hitmiss {
-                            sh.counters.inc(Main::cache_miss);
-                        }
-                        let mode = if hitmiss {
-                            FetchMode::HitMiss { busy }
-                        } else {
-                            FetchMode::Miss { busy, stale }
+                        let mode = match hitmiss {
+                            Some(marker) => FetchMode::HitMiss { busy, marker },
+                            None => {
+                                sh.counters.inc(Main::cache_miss);
+                                FetchMode::Miss { busy, stale }
+                            }
                         };
                         match fetch(t, conn, mode, false).await {
                             Some(obj) => State::Deliver {
@@ -396,6 +397,38 @@ where
     }
 }
 
+/// X-Forwarded-For gets the client address appended, once per client
+/// request.
+fn add_xff(t: &mut ReqTask) {
+    let ip = t.sess.client_ip.clone();
+    match t.req.headers.get("x-forwarded-for").map(<[u8]>::to_vec) {
+        Some(mut v) => {
+            for (k, old) in t.req.headers.iter() {
+                if k.eq_ignore_ascii_case(b"x-forwarded-for") {
+                    t.vsl.log_header(Tag::ReqUnset, k, old);
+                }
+            }
+            t.req.headers.collect("x-forwarded-for");
+            v = t
+                .req
+                .headers
+                .get("x-forwarded-for")
+                .map(<[u8]>::to_vec)
+                .unwrap_or(v);
+            v.extend_from_slice(b", ");
+            v.extend_from_slice(&ip);
+            t.ws.take(header_len(b"X-Forwarded-For", &v));
+            t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &v);
+            t.req.headers.set("X-Forwarded-For", v);
+        }
+        None => {
+            t.ws.take(header_len(b"X-Forwarded-For", &ip));
+            t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &ip);
+            t.req.headers.append("X-Forwarded-For", ip);
+        }
+    }
+}
+
 /// The records that open a request's log (`ReqStart` and the request as
 /// received), written when it arrives and again after each restart.
 pub(crate) fn log_req_start(vsl: &mut lacquer_vsl::VslBuf, sess: &SessInfo, req: &ReqMsg) {
@@ -434,6 +467,22 @@ fn restart_vxid(t: &mut ReqTask) {
     t.t_last = now;
     let sess = t.sess.clone();
     log_req_start(&mut t.vsl, &sess, &t.req);
+}
+
+/// An ESI response's validator is weak: its bytes depend on the includes.
+fn weaken_etag(t: &mut ReqTask) {
+    let Some(etag) = t.resp.headers.get("etag").map(Bytes::copy_from_slice) else {
+        return;
+    };
+    if etag.starts_with(b"W/") {
+        return;
+    }
+    let mut weak = b"W/".to_vec();
+    weak.extend_from_slice(&etag);
+    t.vsl.log_header(Tag::RespUnset, b"ETag", &etag);
+    t.vsl.log_header(Tag::RespHeader, b"ETag", &weak);
+    t.resp.headers.remove("etag");
+    t.resp.headers.append("ETag", weak);
 }
 
 /// A client-side subroutine failed: a 503 "VCL failed", and the
@@ -500,9 +549,14 @@ async fn lookup(t: &mut ReqTask) -> State {
             Lookup::Miss { busy, stale } => State::Miss {
                 busy,
                 stale,
-                hitmiss: false,
+                hitmiss: None,
             },
-            Lookup::HitMiss { busy, vxid, dttl } => {
+            Lookup::HitMiss {
+                busy,
+                marker,
+                vxid,
+                dttl,
+            } => {
                 t.is_hitmiss = true;
                 sh.counters.inc(Main::cache_hitmiss);
                 sh.counters.inc(Main::cache_miss);
@@ -510,7 +564,7 @@ async fn lookup(t: &mut ReqTask) -> State {
                 State::Miss {
                     busy,
                     stale: None,
-                    hitmiss: true,
+                    hitmiss: Some(marker),
                 }
             }
             Lookup::HitPass { vxid, dttl } => {
@@ -521,6 +575,7 @@ async fn lookup(t: &mut ReqTask) -> State {
             }
             Lookup::Busy(waiter) => {
                 waiter.wait().await;
+                t.log_ts("Waitinglist");
                 t.now = rfc2616::now();
                 continue;
             }
@@ -585,7 +640,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
     for (k, v) in bereq.headers.iter().filter(|(k, _)| is_xv(k)) {
         ws.take(header_len(k, v));
     }
-    BoTask {
+    let mut bo = BoTask {
         sh: sh.clone(),
         vcl: t.vcl.clone(),
         sess: t.sess.clone(),
@@ -598,7 +653,8 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         t_bereq: rfc2616::now(),
         t_beresp: 0.0,
         retries: 0,
-        backend: t.backend_hint.clone().or_else(|| t.vcl.default_backend()),
+        // The hint starts as the default backend; VCL may set it NULL.
+        backend: t.backend_hint.clone(),
         beresp_backend: None,
         beresp_backend_ip: None,
         connect_timeout: None,
@@ -618,9 +674,13 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         do_gzip: false,
         do_gunzip: false,
         do_esi: false,
+        vfp_filters: None,
+        beresp_has_body: false,
         was_304: false,
         storage: None,
+        storage_hint: None,
         synth_body: Vec::new(),
+        acct: Default::default(),
         client_identity: t.client_identity.clone(),
         vsl: lacquer_vsl::VslBuf::with_capacity(
             sh.vsl.clone(),
@@ -636,7 +696,16 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         ws,
         ws_bo,
         beresp_dropped: false,
-    }
+    };
+    // As varnishd: the store is chosen when the fetch starts, in turn among
+    // the stores (Transient for a pass); VCL may change it.
+    let store = if pass {
+        sh.cache.transient()
+    } else {
+        sh.cache.next_store()
+    };
+    bo.set_storage(Some(std::sync::Arc::from(store.name())));
+    bo
 }
 
 /// Starts a fetch and waits for its object. A body `std.cache_req_body()`
@@ -728,11 +797,18 @@ where
         Some(got) => got,
         None => rx.await,
     };
+    t.log_ts("Fetch");
     t.sh.counters.inc(Main::s_fetch);
     match got {
         Ok(FetchOutcome::Object(o)) => Some(o),
         Ok(FetchOutcome::Failed) | Err(_) => None,
     }
+}
+
+/// [`ReqTask::log_ts`] for a moment already past.
+pub fn log_ts_at(t: &mut ReqTask, label: &str, at: f64) {
+    t.vsl.log_timestamp(label, at, at - t.t_req, at - t.t_last);
+    t.t_last = at;
 }
 
 /// Starts a background refresh of a stale object delivered in grace.
@@ -824,6 +900,7 @@ where
     log_resp(t);
     let vcl = t.vcl.clone();
     let action = vcl.run(BuiltinSub::Deliver, t, scratch);
+    t.log_ts("Process");
     match action {
         Action::Deliver => {}
         Action::Restart => return Delivered::Restart,
@@ -866,7 +943,9 @@ where
     log_resp(t);
     let vcl = t.vcl.clone();
     let max_restarts = t.sh.params().uint(pid!("max_restarts")) as u32;
-    match vcl.run(BuiltinSub::Synth, t, scratch) {
+    let action = vcl.run(BuiltinSub::Synth, t, scratch);
+    t.log_ts("Process");
+    match action {
         Action::Deliver => {}
         // Past the limit a restart from vcl_synth delivers (as varnishd),
         // so a synth that always restarts cannot loop.
@@ -896,9 +975,9 @@ const DIRECT_WRITE: usize = 8 * 1024;
 
 /// Writes `a` then `b` with vectored writes (one system call when the
 /// socket takes both).
-async fn write_both<S>(stream: &mut S, mut a: &[u8], mut b: &[u8]) -> std::io::Result<()>
+pub(crate) async fn write_both<S>(stream: &mut S, mut a: &[u8], mut b: &[u8]) -> std::io::Result<()>
 where
-    S: AsyncWrite + Unpin,
+    S: AsyncWrite + Unpin + ?Sized,
 {
     while !a.is_empty() {
         let n = stream
@@ -946,6 +1025,7 @@ where
         conn.stream.flush().await
     })
     .await;
+    t.log_ts("Resp");
     // As varnishd, the bytes of this answer are not accounted.
     let (rxh, rxb) = (t.req_hdr_bytes, t.req_body_bytes);
     t.vsl.log(
@@ -965,6 +1045,10 @@ async fn transmit<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
+    if t.esi_level > 0 {
+        // An ESI include: its body goes into the including response.
+        return crate::esi::deliver::include_body(t, conn, obj, synth).await;
+    }
     let sh = t.sh.clone();
     let params = sh.params();
     let head_only = &t.req.method[..] == b"HEAD";
@@ -1000,6 +1084,8 @@ where
     let mut range: Option<(u64, u64)> = None;
     let mut gunzip = false;
     let mut send_body = true;
+    let mut esi: Option<crate::esi::Program> = None;
+    let mut esi_head = false;
     match (&obj, &synth) {
         (Some(o), _) => {
             let data = o.data();
@@ -1038,12 +1124,37 @@ where
                     .is_some_and(crate::gzip::accepts_gzip)
             {
                 gunzip = true;
+                sh.counters.inc(Main::n_gunzip);
                 t.resp.headers.remove("content-encoding");
+                // As varnishd: the plain length is known once the object
+                // is complete (its gzip trailer says it).
+                body_len = o
+                    .body()
+                    .segments()
+                    .and_then(crate::gzip::gzip_plain_len)
+                    .filter(|l| *l > 0);
+            }
+            if t.esi
+                && let Some(code) = data.esi.clone()
+            {
+                // The length is not known before the includes ran (a HEAD
+                // gets no length either, as varnishd).
                 body_len = None;
+                weaken_etag(t);
+                if head_only {
+                    esi_head = true;
+                } else {
+                    match crate::esi::Program::new(code) {
+                        Ok(p) => esi = Some(p),
+                        Err(e) => t.vsl.log(Tag::Error, format_args!("{e}")),
+                    }
+                }
             }
             if t.resp.status == 200
                 && !gunzip
                 && not_modified(
+                    // With a Range, only a strong ETag match counts.
+                    t.req.headers.contains("range"),
                     t.req.headers.get("if-none-match"),
                     t.req.headers.get("if-modified-since"),
                     t.resp.headers.get("etag"),
@@ -1056,8 +1167,15 @@ where
                 send_body = false;
             } else if t.resp.status == 200
                 && params.flag(pid!("http_range_support"))
-                && !gunzip
+                && (!gunzip || body_len.is_some())
+                && esi.is_none()
                 && let Some(r) = t.req.headers.get("range")
+                && crate::cond::if_range_allows(
+                    t.req.headers.get("if-range"),
+                    t.resp.headers.get("etag"),
+                    t.resp.headers.get("last-modified"),
+                    t.resp.headers.get("date"),
+                )
             {
                 match apply_range(r, body_len) {
                     RangeOutcome::Full => {}
@@ -1092,7 +1210,8 @@ where
         (None, None) => body_len = Some(0),
     }
     let no_body_status = t.resp.status < 200 || t.resp.status == 204 || t.resp.status == 304;
-    let chunked = send_body && !no_body_status && body_len.is_none() && !t.req.is_http10();
+    let chunked =
+        send_body && !no_body_status && body_len.is_none() && !t.req.is_http10() && !esi_head;
     if body_len.is_none() && t.req.is_http10() {
         keep = false;
     }
@@ -1130,106 +1249,153 @@ where
     }
     t.vsl
         .log_header(Tag::RespHeader, b"Connection", conn_hdr.as_bytes());
-    let send_timeout = Duration::from_secs_f64(t.timeouts.send_timeout.max(0.001));
+    let (send_timeout, idle_send) = (t.timeouts.send_timeout, t.timeouts.idle_send_timeout);
     if t.ws.overflowed() {
         drop(params);
-        return overflowed_500(t, conn, send_timeout).await;
+        let timeout = Duration::from_secs_f64(send_timeout.max(0.001));
+        return overflowed_500(t, conn, timeout).await;
     }
-    let idle_send = Duration::from_secs_f64(t.timeouts.idle_send_timeout.max(0.001));
     drop(params);
     let mut out = Vec::with_capacity(512);
     t.resp.write_head(&mut out);
     let hdr_bytes = out.len() as u64;
     let write_body = send_body && !head_only && !no_body_status;
     let mut body_bytes = 0u64;
-    let result: std::io::Result<()> = tokio::time::timeout(send_timeout, async {
-        if !write_body {
-            conn.stream.write_all(&out).await?;
-            return conn.stream.flush().await;
-        }
-        if let Some(b) = &synth {
-            out.extend_from_slice(b);
-            body_bytes = b.len() as u64;
-            conn.stream.write_all(&out).await?;
-            return conn.stream.flush().await;
-        }
-        let o = obj.as_ref().expect("object or synth body");
-        let mut reader = match range {
-            Some((s, e)) => o.body().range_reader(s, Some(e + 1)),
-            None => o.body().reader(),
+    let result: Result<(), TxError> = if write_body
+        && synth.is_none()
+        && let Some(o) = obj.as_ref()
+        && let Some(prog) = esi.take()
+    {
+        // ESI delivery writes as includes complete; send_timeout bounds
+        // the whole of it, idle_send_timeout each write (see esi::deliver).
+        let framing = crate::esi::deliver::TopFraming {
+            chunked,
+            gzip: prog.gzip() && !gunzip,
+            idle_send: Duration::from_secs_f64(idle_send.max(0.001)),
         };
-        let mut gz = gunzip.then(Gunzip::new);
-        let mut plain = Vec::new();
-        // Small bodies go out with the head in one write.
-        loop {
-            let mut next = std::pin::pin!(reader.next());
-            let item = match poll_once(next.as_mut()).await {
-                Some(item) => item,
-                None => {
-                    // The fetch has nothing more yet: what is buffered (the
-                    // head, small segments) goes out before waiting, so a
-                    // streamed body reaches the client as it arrives.
-                    if !out.is_empty() {
-                        conn.stream.write_all(&out).await?;
-                        out.clear();
+        let head = std::mem::take(&mut out);
+        let top = crate::esi::deliver::deliver_top(t, &mut conn.stream, o, prog, framing, head);
+        match tokio::time::timeout(Duration::from_secs_f64(send_timeout.max(0.0)), top).await {
+            Ok((r, n)) => {
+                body_bytes = n;
+                r.map_err(|e| {
+                    t.vsl.log(Tag::Debug, format_args!("Write error: {e}"));
+                    if e.kind() == std::io::ErrorKind::BrokenPipe {
+                        TxError::Closed
+                    } else {
+                        TxError::Failed
                     }
-                    match tokio::time::timeout(idle_send, next).await {
-                        Err(_) => return Err(std::io::Error::other("idle send timeout")),
-                        Ok(item) => item,
-                    }
-                }
-            };
-            let seg = match item {
-                Err(e) => return Err(std::io::Error::other(e.to_string())),
-                Ok(None) => break,
-                Ok(Some(s)) => s,
-            };
-            let seg: &[u8] = match gz.as_mut() {
-                Some(g) => {
-                    plain.clear();
-                    g.feed(&seg, &mut plain)
-                        .map_err(|e| std::io::Error::other(e.to_string()))?;
-                    &plain
-                }
-                None => &seg,
-            };
-            if seg.is_empty() {
-                continue;
+                })
             }
-            body_bytes += seg.len() as u64;
-            if seg.len() >= DIRECT_WRITE {
-                // Large segments go out straight from storage, together
-                // with what is pending, in one vectored write: no copy.
-                if chunked {
-                    lacquer_http::encode_chunk_header(seg.len(), &mut out);
+            Err(_) => {
+                t.vsl
+                    .log_str(Tag::Debug, "Hit total send timeout in ESI delivery");
+                Err(TxError::Failed)
+            }
+        }
+    } else {
+        let mut w = TimedWriter::new(&mut conn.stream, send_timeout, idle_send);
+        let vsl = &mut t.vsl;
+        async {
+            if !write_body {
+                w.write(vsl, &[&out]).await?;
+                return w.flush(vsl).await;
+            }
+            if let Some(b) = &synth {
+                body_bytes = b.len() as u64;
+                w.write(vsl, &[&out, b]).await?;
+                return w.flush(vsl).await;
+            }
+            let o = obj.as_ref().expect("object or synth body");
+            // A range of a gunzipped body is cut from the plain bytes.
+            let (mut reader, mut plain_range) = match (range, gunzip) {
+                (Some((s, e)), false) => (o.body().range_reader(s, Some(e + 1)), None),
+                (Some((s, e)), true) => (o.body().reader(), Some((s, e + 1 - s))),
+                (None, _) => (o.body().reader(), None),
+            };
+            let mut gz = gunzip.then(Gunzip::new);
+            let mut plain = Vec::new();
+            // Small bodies go out with the head in one write.
+            loop {
+                let mut next = std::pin::pin!(reader.next());
+                let item = match poll_once(next.as_mut()).await {
+                    Some(item) => item,
+                    None => {
+                        // The fetch has nothing more yet: what is buffered (the
+                        // head, small segments) goes out before waiting, so a
+                        // streamed body reaches the client as it arrives.
+                        if !out.is_empty() {
+                            w.write(vsl, &[&out]).await?;
+                            out.clear();
+                        }
+                        next.await
+                    }
+                };
+                let seg = match item {
+                    Err(e) => {
+                        vsl.log(Tag::Debug, format_args!("Body of the object failed: {e}"));
+                        return Err(TxError::Failed);
+                    }
+                    Ok(None) => break,
+                    Ok(Some(s)) => s,
+                };
+                let mut seg: &[u8] = match gz.as_mut() {
+                    Some(g) => {
+                        plain.clear();
+                        if let Err(e) = g.feed(&seg, &mut plain) {
+                            vsl.log(Tag::Debug, format_args!("Gunzip of the object failed: {e}"));
+                            return Err(TxError::Failed);
+                        }
+                        &plain
+                    }
+                    None => &seg,
+                };
+                if let Some((skip, take)) = plain_range.as_mut() {
+                    let drop_n = (*skip).min(seg.len() as u64) as usize;
+                    *skip -= drop_n as u64;
+                    seg = &seg[drop_n..];
+                    let keep_n = (*take).min(seg.len() as u64) as usize;
+                    *take -= keep_n as u64;
+                    seg = &seg[..keep_n];
                 }
-                write_both(&mut conn.stream, &out, seg).await?;
-                out.clear();
-                if chunked {
-                    out.extend_from_slice(b"\r\n");
+                if seg.is_empty() {
+                    continue;
                 }
-                continue;
+                body_bytes += seg.len() as u64;
+                if seg.len() >= DIRECT_WRITE {
+                    // Large segments go out straight from storage, together
+                    // with what is pending, in one vectored write: no copy.
+                    if chunked {
+                        lacquer_http::encode_chunk_header(seg.len(), &mut out);
+                    }
+                    w.write(vsl, &[&out, seg]).await?;
+                    out.clear();
+                    if chunked {
+                        out.extend_from_slice(b"\r\n");
+                    }
+                    continue;
+                }
+                if chunked {
+                    lacquer_http::encode_chunk(seg, &mut out);
+                } else {
+                    out.extend_from_slice(seg);
+                }
+                if out.len() >= 16 * 1024 {
+                    w.write(vsl, &[&out]).await?;
+                    out.clear();
+                }
             }
             if chunked {
-                lacquer_http::encode_chunk(seg, &mut out);
-            } else {
-                out.extend_from_slice(seg);
+                out.extend_from_slice(lacquer_http::LAST_CHUNK);
             }
-            if out.len() >= 16 * 1024 {
-                conn.stream.write_all(&out).await?;
-                out.clear();
-            }
+            w.write(vsl, &[&out]).await?;
+            w.flush(vsl).await
         }
-        if chunked {
-            out.extend_from_slice(lacquer_http::LAST_CHUNK);
-        }
-        conn.stream.write_all(&out).await?;
-        conn.stream.flush().await
-    })
-    .await
-    .unwrap_or_else(|_| Err(std::io::Error::other("send timeout")));
+        .await
+    };
     sh.counters.add(Main::s_resp_hdrbytes, hdr_bytes);
     sh.counters.add(Main::s_resp_bodybytes, body_bytes);
+    t.log_ts("Resp");
     let (rxh, rxb) = (t.req_hdr_bytes, t.req_body_bytes);
     t.vsl.log_with(Tag::ReqAcct, |o| {
         for (i, n) in [
@@ -1252,6 +1418,6 @@ where
     match result {
         Ok(()) if keep => After::KeepAlive,
         Ok(()) => After::Close,
-        Err(_) => After::Close,
+        Err(e) => After::TxFailed(e),
     }
 }

@@ -31,7 +31,7 @@ use lacquer_http::{BodyKind, Limits, parse_request_buf};
 use lacquer_vsl::{Tag, VslBuf, Vxid};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::msg::{ReqMsg, RespMsg};
+use crate::msg::ReqMsg;
 use crate::req::{After, ClientConn};
 use crate::reqbody::{Pending, ReqBody};
 use crate::rfc2616;
@@ -229,6 +229,8 @@ pub async fn serve<S>(
                 vsl.log(Tag::RespStatus, format_args!("{status}"));
                 vsl.log_str(Tag::RespReason, reason);
                 let (rx, tx) = (head.len(), out.len());
+                sh.counters.add(Main::s_req_hdrbytes, rx as u64);
+                sh.counters.add(Main::s_resp_hdrbytes, tx as u64);
                 vsl.log(Tag::ReqAcct, format_args!("{rx} 0 {rx} {tx} 0 {tx}"));
                 vsl.log_str(Tag::End, "");
                 break if junk { "RX_JUNK" } else { "RX_BAD" };
@@ -288,59 +290,12 @@ pub async fn serve<S>(
         vsl.log_timestamp("Req", t_req, 0.0, 0.0);
         vsl.log_str(Tag::VCL_use, &vcl.name);
         crate::req::log_req_start(&mut vsl, &info, &req);
-        let mut task = ReqTask {
-            sh: sh.clone(),
-            vcl,
-            sess: info.clone(),
-            timeouts: tmo,
-            vxid,
-            vxid_str: vxid.to_string(),
-            // Set by `req::handle` once X-Forwarded-For is added.
-            req_orig: ReqMsg::empty(),
-            req,
-            t_req,
-            restarts: 0,
-            client_identity: None,
-            backend_hint: None,
-            ttl: None,
-            grace: None,
-            hash_always_miss: false,
-            hash_ignore_busy: false,
-            hash_ignore_vary: false,
-            esi: false,
-            is_hitmiss: false,
-            is_hitpass: false,
-            is_hit: false,
-            storage: None,
-            hash: None,
-            purging: false,
-            vcl_failed: false,
-            req_hdr_bytes: req_hdr_bytes as u64,
-            req_body_bytes: 0,
-            digest: None,
-            resp: RespMsg::new(200),
-            obj: None,
-            synth_body: Vec::new(),
-            vsl,
-            privs: Default::default(),
-            req_body: None,
-            req_body_kept: false,
-            req_body_failed: false,
-            body_pending: None,
-            body_broken: false,
-            body_taken: false,
-            sock: sock.clone(),
-            now: t_req,
-            cur_sub: lacquer_vcl::subs::BuiltinSub::Recv,
-            t_last: t_req,
-            ws: Workspace::client(&sh.params()),
-            ws_req: lacquer_vcl::exec::WsMark(Some(0)),
-            // The session's workspace is lent to the request and given
-            // back when it ends.
-            sess_ws: std::mem::replace(&mut ws, Workspace::session(0)),
-            thread_ws: Workspace::thread(&sh.params()),
-        };
-        task.backend_hint = task.vcl.default_backend();
+        let mut task = ReqTask::new(sh.clone(), vcl, info.clone(), tmo, vxid, req, t_req, vsl);
+        task.req_hdr_bytes = req_hdr_bytes as u64;
+        task.sock = sock.clone();
+        // The session's workspace is lent to the request and given back
+        // when it ends.
+        task.sess_ws = std::mem::replace(&mut ws, Workspace::session(0));
         sh.counters.add(Main::s_req_hdrbytes, req_hdr_bytes as u64);
         // The request body stays on the connection (see crate::reqbody),
         // except what std.cache_req_body() may keep, read ahead here.
@@ -373,7 +328,10 @@ pub async fn serve<S>(
                     sh.counters.add(Main::s_req_bodybytes, n);
                     task.req_body_bytes = n;
                     match b {
-                        ReqBody::Cached(b) => task.req_body = Some(b),
+                        ReqBody::Cached(b) => {
+                            task.req_body = Some(b);
+                            task.log_ts("ReqBody");
+                        }
                         ReqBody::Pending(p) => task.body_pending = Some(p),
                     }
                 }
@@ -387,7 +345,7 @@ pub async fn serve<S>(
         // A body nobody read is read now and thrown away, so the next
         // request starts at the right byte.
         if let Some(p) = task.body_pending.take()
-            && after != After::Close
+            && !matches!(after, After::Close)
         {
             match p
                 .discard(&mut conn.stream, &mut conn.rbuf, body_timeout)
@@ -398,9 +356,6 @@ pub async fn serve<S>(
             }
         }
         task.ws.flush_trace(&mut task.vsl);
-        let now = rfc2616::now();
-        task.vsl
-            .log_timestamp("Resp", now, now - t_req, now - task.now);
         task.vsl.log_str(Tag::End, "");
         if lacquer_vcl::exec::Workspace::overflowed(&task.ws) {
             sh.counters.inc(Main::ws_client_overflow);
@@ -414,8 +369,16 @@ pub async fn serve<S>(
             sh.counters.inc(Main::sc_vcl_failure);
             break "VCL_FAILURE";
         }
-        if after == After::Close {
-            break "REQ_CLOSE";
+        match after {
+            After::KeepAlive => {}
+            After::Close => break "REQ_CLOSE",
+            After::TxFailed(e) => {
+                sh.counters.inc(match e {
+                    crate::txio::TxError::Closed => Main::sc_rem_close,
+                    crate::txio::TxError::Failed => Main::sc_tx_error,
+                });
+                break e.close_reason();
+            }
         }
     };
     end(&sh, &mut svsl, t_open, reason)

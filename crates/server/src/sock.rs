@@ -210,6 +210,18 @@ impl SockCtl {
         Ok(name)
     }
 
+    /// `SO_SNDBUF` (`debug.sndbuf()`): returns the descriptor, the old and
+    /// the resulting sizes (the kernel doubles and bounds what it is given).
+    pub fn set_send_buffer(&self, size: u64) -> Result<(i32, usize, usize), String> {
+        let s = SockRef::from(&*self.tcp);
+        let err = |e: io::Error| format!("SO_SNDBUF: {e}");
+        let old = s.send_buffer_size().map_err(err)?;
+        s.set_send_buffer_size(usize::try_from(size).unwrap_or(usize::MAX))
+            .map_err(err)?;
+        let actual = s.send_buffer_size().map_err(err)?;
+        Ok((std::os::fd::AsRawFd::as_raw_fd(&*self.tcp), old, actual))
+    }
+
     /// Paces delivery to `bytes_per_sec` (0: no pacing) from the next write on.
     pub fn set_pacing(&self, bytes_per_sec: u64) {
         self.pace.store(bytes_per_sec, Ordering::Relaxed);

@@ -5,7 +5,7 @@
 //! management-side registries (loaded VCLs, labels), which requests never
 //! touch.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -45,7 +45,17 @@ pub struct Shared {
     pub listeners: Mutex<Vec<BoundListener>>,
     /// False between `stop` and `start`: new connections are refused.
     pub running: AtomicBool,
+    /// The management side's view of the cache process (`MGT.*`, the
+    /// last panic).
+    pub mgt: crate::panic::MgtState,
     pub workdir: std::path::PathBuf,
+    /// `debug.fragfetch`: the largest body piece a fetch handles at once
+    /// (0: as read).
+    pub fetch_frag: AtomicUsize,
+    /// The counter sections copied on each housekeeping tick; a VCL load
+    /// publishes at once, so its backends' VBE counters exist as soon as
+    /// the load is answered (as varnishd creates them with the backends).
+    pub stats: std::sync::OnceLock<Arc<crate::stats::Sections>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -65,7 +75,7 @@ impl Shared {
     /// Changes one parameter (copy-on-write).
     pub fn set_param(&self, name: &str, value: &str) -> Result<(), crate::params::ParamError> {
         let mut p = ParamSet::clone(&self.params.load());
-        p.set(name, value)?;
+        p.set_unless_protected(name, value)?;
         self.apply_params(&p);
         self.params.store(Arc::new(p));
         Ok(())
@@ -83,6 +93,7 @@ impl Shared {
             self.vsl.set_mask(set);
         }
         let _ = self.vsl.set_reclen(p.bytes("vsl_reclen") as usize);
+        self.vsl.set_sync(p.bit("debug", "syncvsl"));
     }
 
     /// The active VCL, if one is loaded and in use.
@@ -105,6 +116,14 @@ impl Shared {
     /// Adds a ban from VCL or the CLI; the error text is Varnish's.
     pub fn add_ban(&self, spec: &str, now: f64) -> Result<(), String> {
         self.cache.ban_str(spec, now).map_err(|e| e.to_string())
+    }
+
+    /// The piece size fetches cut bodies into (`debug.fragfetch`).
+    pub fn fetch_fragment(&self) -> usize {
+        match self.fetch_frag.load(Ordering::Relaxed) {
+            0 => usize::MAX,
+            n => n,
+        }
     }
 
     /// The store called `name`.

@@ -10,7 +10,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 
-use lacquer_vsl::vsc::tables::{SMA, Sma, VBE, Vbe};
+use lacquer_vsl::vsc::tables::{LCK, Lck, MGT, Mgt, SMA, Sma, VBE, Vbe};
 use lacquer_vsl::vsc::{Section, Vsc, VscError};
 
 use crate::counters::Main;
@@ -20,7 +20,9 @@ use crate::vcls::BackendRt;
 /// Sections whose values are copied on each tick.
 pub struct Sections {
     vsc: Vsc,
+    mgt: Section,
     sma: Vec<Section>,
+    lck_conn_pool: Section,
     vbe: Mutex<Vec<(Weak<BackendRt>, Section)>>,
 }
 
@@ -38,7 +40,9 @@ impl Sections {
         }
         Ok(Sections {
             vsc: vsc.clone(),
+            mgt: vsc.add_section(&MGT, "MGT")?,
             sma,
+            lck_conn_pool: vsc.add_section(&LCK, "LCK.conn_pool")?,
             vbe: Mutex::new(Vec::new()),
         })
     }
@@ -47,6 +51,12 @@ impl Sections {
     pub fn publish(&self, sh: &Arc<Shared>) {
         let c = &sh.counters;
         c.set(Main::uptime, sh.started.elapsed().as_secs());
+        let m = &sh.mgt;
+        self.mgt.set(Mgt::uptime, sh.started.elapsed().as_secs());
+        self.mgt
+            .set(Mgt::child_start, m.child_start.load(Ordering::Relaxed));
+        self.mgt
+            .set(Mgt::child_panic, m.child_panic.load(Ordering::Relaxed));
         // Lacquer runs on async tasks, not thread pools; the pool gauges
         // report the configured shape (pools of thread_pool_min workers)
         // so tools and tests reading them see what varnishd would keep.
@@ -84,6 +94,10 @@ impl Sections {
             g(&cs.bans_lurker_tests_tested),
         );
         c.set(Main::bans_lurker_obj_killed, g(&cs.bans_lurker_obj_killed));
+        c.set(
+            Main::bans_lurker_obj_killed_cutoff,
+            g(&cs.bans_lurker_obj_killed_cutoff),
+        );
         c.set(Main::bans_dups, g(&cs.bans_dups));
         for (store, sec) in sh.stores.iter().zip(&self.sma) {
             let st = store.stats();
@@ -96,24 +110,48 @@ impl Sections {
             sec.set(Sma::g_space, g(&st.g_space));
         }
         self.publish_backends(sh);
+        let lck = &crate::backend::pool::CONN_POOL_LOCKS;
+        self.lck_conn_pool.set(Lck::creat, g(&lck.creat));
+        self.lck_conn_pool.set(Lck::destroy, g(&lck.destroy));
+        self.lck_conn_pool.set(Lck::locks, g(&lck.locks));
     }
 
     fn publish_backends(&self, sh: &Shared) {
         let mut vbe = self.vbe.lock().unwrap_or_else(|e| e.into_inner());
-        // Sections of backends that went away are removed (dropping them).
-        vbe.retain(|(w, _)| w.strong_count() > 0);
         let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
-        for e in reg.vcls.values() {
-            for b in &e.vcl.backends {
-                let known = vbe
-                    .iter()
-                    .any(|(w, _)| w.upgrade().is_some_and(|x| Arc::ptr_eq(&x, b)));
-                if !known && let Ok(sec) = self.vsc.add_section(&VBE, &format!("VBE.{}", b.name)) {
-                    vbe.push((Arc::downgrade(b), sec));
-                }
+        // Backends of every VCL still loaded count in n_backend (a
+        // discarded one until its last request is gone); only those of
+        // warm VCLs have VBE counters, as varnishd's.
+        let mut n_backend = 0u64;
+        let mut warm = Vec::new();
+        for vcl in reg.vcls.values().map(|e| &e.vcl).chain(&reg.discarded) {
+            let all = vcl.all_backends();
+            n_backend += all.iter().filter(|b| !b.none).count() as u64;
+            if vcl.is_warm() {
+                warm.extend(all);
             }
         }
+        let (avail, discarded) = (reg.vcls.len() as u64, reg.discarded.len() as u64);
         drop(reg);
+        let c = &sh.counters;
+        c.set(Main::n_backend, n_backend);
+        c.set(Main::n_vcl, avail + discarded);
+        c.set(Main::n_vcl_avail, avail);
+        c.set(Main::n_vcl_discard, discarded);
+        // Sections of backends that went away or went cold are removed
+        // (dropping them).
+        vbe.retain(|(w, _)| {
+            w.upgrade()
+                .is_some_and(|x| warm.iter().any(|b| Arc::ptr_eq(&x, b)))
+        });
+        for b in &warm {
+            let known = vbe
+                .iter()
+                .any(|(w, _)| w.upgrade().is_some_and(|x| Arc::ptr_eq(&x, b)));
+            if !known && let Ok(sec) = self.vsc.add_section(&VBE, &format!("VBE.{}", b.name)) {
+                vbe.push((Arc::downgrade(b), sec));
+            }
+        }
         for (w, sec) in vbe.iter() {
             let Some(b) = w.upgrade() else { continue };
             let ps = &b.pool.stats;
@@ -122,7 +160,14 @@ impl Sections {
             sec.set(Vbe::conn, b.pool.open_connections() as u64);
             sec.set(Vbe::req, g(&ps.opened) + g(&ps.reused));
             sec.set(Vbe::fail, g(&ps.fail));
+            sec.set(Vbe::fail_eacces, g(&ps.fail_eacces));
+            sec.set(Vbe::fail_eaddrnotavail, g(&ps.fail_eaddrnotavail));
+            sec.set(Vbe::fail_econnrefused, g(&ps.fail_econnrefused));
+            sec.set(Vbe::fail_enetunreach, g(&ps.fail_enetunreach));
+            sec.set(Vbe::fail_etimedout, g(&ps.fail_etimedout));
+            sec.set(Vbe::fail_other, g(&ps.fail_other));
             sec.set(Vbe::busy, g(&ps.busy));
+            sec.set(Vbe::helddown, g(&ps.helddown));
         }
     }
 }

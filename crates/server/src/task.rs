@@ -20,6 +20,7 @@ use lacquer_vsl::{Tag, VslBuf};
 
 use crate::counters::Main;
 use crate::msg::{ReqMsg, RespMsg};
+use crate::pid;
 use crate::state::Shared;
 use crate::vcls::LoadedVcl;
 use crate::ws::Workspace;
@@ -97,6 +98,22 @@ fn log_lines(vsl: &mut VslBuf, tag: Tag, h: &lacquer_http::Headers, lower: &[u8]
 
 /// `set <which>.http.<name> = value` as varnishd does it: the old lines are
 /// logged as unset, the new one as set.
+/// With `feature=+validate_headers` (the default), VCL may not set a
+/// header value varnishd would refuse to send (control characters such as
+/// CR or LF): the task fails, as varnishd's "Bad header".
+fn check_header(sh: &Shared, name: &HeaderName, value: &[u8]) -> Result<(), String> {
+    if lacquer_http::headers::is_valid_value(value)
+        || !sh.params().bit("feature", "validate_headers")
+    {
+        return Ok(());
+    }
+    Err(format!(
+        "Bad header {}: {}",
+        name.name,
+        String::from_utf8_lossy(value)
+    ))
+}
+
 fn set_logged(
     vsl: &mut VslBuf,
     which: HttpWhich,
@@ -215,11 +232,15 @@ fn unset_logged(
     h.remove(&name.lower[..]);
 }
 
-fn log_kind_tag(kind: LogKind) -> Tag {
+/// The log tag a VCL log record of this kind gets.
+pub(crate) fn log_kind_tag(kind: LogKind) -> Tag {
     match kind {
         LogKind::Log => Tag::VCL_Log,
         LogKind::Error => Tag::VCL_Error,
         LogKind::Acl => Tag::VCL_acl,
+        LogKind::Problem => Tag::Error,
+        LogKind::Notice => Tag::Notice,
+        LogKind::Debug => Tag::Debug,
     }
 }
 
@@ -278,11 +299,22 @@ fn storage_value(sh: &Shared, var: VarId, name: &str) -> Result<Value, String> {
         .ok_or_else(|| format!("no storage named {name}"))?;
     let st = store.stats();
     Ok(match var {
-        VarId::StorageFreeSpace => Value::Bytes(st.g_space.load(Ordering::Relaxed) as i64),
+        // An unlimited store has all the space VCL can count, as varnishd's.
+        VarId::StorageFreeSpace => Value::Bytes(match store.limit() {
+            None => lacquer_vcl::exec::value::INT_MAX,
+            Some(_) => st.g_space.load(Ordering::Relaxed) as i64,
+        }),
         VarId::StorageUsedSpace => Value::Bytes(st.g_bytes.load(Ordering::Relaxed) as i64),
         VarId::StorageHappy => Value::Bool(true),
         other => return Err(not_here(other)),
     })
+}
+
+/// The top-level request of an ESI include tree, as `req_top.*` reads it.
+#[derive(Debug)]
+pub struct TopReq {
+    pub req: ReqMsg,
+    pub t_req: f64,
 }
 
 /// A client request while it runs client-side VCL.
@@ -363,9 +395,100 @@ pub struct ReqTask {
     pub sess_ws: Workspace,
     /// The worker scratch workspace (`workspace_thread`).
     pub thread_ws: Workspace,
+    /// ESI depth: 0 for a client's request, n for an include n levels down.
+    pub esi_level: u32,
+    /// What `req_top.*` reads in an ESI include (the request itself at
+    /// level 0).
+    pub top: Option<Arc<TopReq>>,
+    /// The response an ESI include writes its body into, lent by the
+    /// including request for the include's run.
+    pub esi_sink: Option<Box<crate::esi::deliver::EsiSink>>,
 }
 
 impl ReqTask {
+    /// A request about to run client-side VCL from its start, with the
+    /// VCL's default backend (an ESI include sets its level, `top` and
+    /// sink afterwards).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        sh: Arc<Shared>,
+        vcl: Arc<LoadedVcl>,
+        sess: Arc<SessInfo>,
+        timeouts: SessTimeouts,
+        vxid: u32,
+        req: ReqMsg,
+        t_req: f64,
+        vsl: VslBuf,
+    ) -> ReqTask {
+        let params = sh.params();
+        let ws = Workspace::client(&params);
+        let thread_ws = Workspace::thread(&params);
+        drop(params);
+        ReqTask {
+            sh,
+            backend_hint: vcl.default_backend(),
+            vcl,
+            sess,
+            timeouts,
+            vxid,
+            vxid_str: vxid.to_string(),
+            // Set by `req::handle` once X-Forwarded-For is added.
+            req_orig: ReqMsg::empty(),
+            req,
+            t_req,
+            restarts: 0,
+            client_identity: None,
+            ttl: None,
+            grace: None,
+            hash_always_miss: false,
+            hash_ignore_busy: false,
+            hash_ignore_vary: false,
+            esi: true,
+            is_hitmiss: false,
+            is_hitpass: false,
+            is_hit: false,
+            storage: None,
+            hash: None,
+            purging: false,
+            vcl_failed: false,
+            req_hdr_bytes: 0,
+            req_body_bytes: 0,
+            digest: None,
+            resp: RespMsg::new(200),
+            obj: None,
+            synth_body: Vec::new(),
+            vsl,
+            privs: Default::default(),
+            req_body: None,
+            req_body_failed: false,
+            body_pending: None,
+            req_body_kept: false,
+            body_broken: false,
+            body_taken: false,
+            sock: None,
+            now: t_req,
+            cur_sub: BuiltinSub::Recv,
+            t_last: t_req,
+            esi_level: 0,
+            top: None,
+            esi_sink: None,
+            ws,
+            ws_req: WsMark(Some(0)),
+            // The session lends its workspace (the caller puts it here
+            // and takes it back when the request ends).
+            sess_ws: Workspace::session(0),
+            thread_ws,
+        }
+    }
+
+    /// Logs a `Timestamp` record: since the request began, since the last.
+    pub fn log_ts(&mut self, label: &str) {
+        let now = crate::rfc2616::now();
+        self.vsl
+            .log_timestamp(label, now, now - self.t_req, now - self.t_last);
+        self.t_last = now;
+    }
+
     /// Goes back to the workspace as it was when the request arrived
     /// (varnishd's `Req_Rollback`), counting an overflow it clears.
     pub fn ws_rollback(&mut self) {
@@ -380,25 +503,70 @@ impl ReqTask {
             .as_ref()
             .ok_or_else(|| "no object in this context".to_string())
     }
+
+    /// `resp.filters`: what delivery will do to the object's body, as
+    /// varnishd lists it (`esi`, `gunzip`, `range`).
+    fn delivery_filters(&self) -> &'static [u8] {
+        const LISTS: [&[u8]; 8] = [
+            b"",
+            b"esi",
+            b"gunzip",
+            b"esi gunzip",
+            b"range",
+            b"esi range",
+            b"gunzip range",
+            b"esi gunzip range",
+        ];
+        let Some(obj) = &self.obj else {
+            return b"";
+        };
+        let data = obj.data();
+        let params = self.sh.params();
+        let esi = self.esi && data.esi.is_some() && obj.body().len_so_far() != 0;
+        let gunzip = params.flag(pid!("http_gzip_support"))
+            && data.gzip
+            && !self
+                .req
+                .headers
+                .get("accept-encoding")
+                .is_some_and(crate::gzip::accepts_gzip);
+        let range = params.flag(pid!("http_range_support"))
+            && self.resp.status == 200
+            && self.req.headers.contains("range");
+        LISTS[usize::from(esi) | usize::from(gunzip) << 1 | usize::from(range) << 2]
+    }
+
+    /// The request `req_top.*` refers to.
+    fn top_req(&self) -> &ReqMsg {
+        self.top.as_ref().map_or(&self.req, |t| &t.req)
+    }
 }
 
 impl Context for ReqTask {
     fn header(&self, which: HttpWhich, name: &HeaderName) -> Option<&[u8]> {
         match which {
-            HttpWhich::Req | HttpWhich::ReqTop => http_header(&self.req.headers, name),
+            HttpWhich::Req => http_header(&self.req.headers, name),
+            HttpWhich::ReqTop => http_header(&self.top_req().headers, name),
             HttpWhich::Resp => http_header(&self.resp.headers, name),
             HttpWhich::Obj => self.obj.as_ref().and_then(|o| obj_header(o, &name.lower)),
             HttpWhich::Bereq | HttpWhich::Beresp => None,
         }
     }
 
-    fn set_header(&mut self, which: HttpWhich, name: &HeaderName, value: &[u8]) {
+    fn set_header(
+        &mut self,
+        which: HttpWhich,
+        name: &HeaderName,
+        value: &[u8],
+    ) -> Result<(), String> {
+        check_header(&self.sh, name, value)?;
         let h = match which {
             HttpWhich::Req | HttpWhich::ReqTop => &mut self.req.headers,
             HttpWhich::Resp => &mut self.resp.headers,
-            _ => return,
+            _ => return Ok(()),
         };
         set_limited(&self.sh, &mut self.ws, &mut self.vsl, which, h, name, value);
+        Ok(())
     }
 
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
@@ -412,9 +580,12 @@ impl Context for ReqTask {
 
     fn get_str(&self, var: VarId) -> Result<Option<&[u8]>, String> {
         Ok(Some(match var {
-            VarId::ReqMethod | VarId::ReqTopMethod => &self.req.method,
-            VarId::ReqUrl | VarId::ReqTopUrl => &self.req.url,
-            VarId::ReqProto | VarId::ReqTopProto => &self.req.proto,
+            VarId::ReqMethod => &self.req.method,
+            VarId::ReqUrl => &self.req.url,
+            VarId::ReqProto => &self.req.proto,
+            VarId::ReqTopMethod => &self.top_req().method,
+            VarId::ReqTopUrl => &self.top_req().url,
+            VarId::ReqTopProto => &self.top_req().proto,
             VarId::RespProto => &self.resp.proto,
             VarId::RespReason => &self.resp.reason,
             VarId::ObjProto => b"HTTP/1.1",
@@ -422,7 +593,7 @@ impl Context for ReqTask {
             VarId::ReqTransport => b"HTTP/1",
             VarId::ReqXid => self.vxid_str.as_bytes(),
             VarId::SessXid => self.sess.vxid_str.as_bytes(),
-            VarId::RespFilters => b"",
+            VarId::RespFilters => self.delivery_filters(),
             VarId::ClientIdentity => match &self.client_identity {
                 Some(i) => i,
                 None => &self.sess.client_ip,
@@ -461,6 +632,13 @@ impl Context for ReqTask {
             VarId::RespProto => self.resp.proto = v,
             VarId::RespReason => self.resp.reason = v,
             VarId::ClientIdentity => self.client_identity = Some(v),
+            VarId::RespFilters => {
+                return Err(
+                    "resp.filters cannot be set in Lacquer: delivery chooses its filters \
+                     (esi, gunzip, range) itself; use resp.do_esi or req.http.Range instead"
+                        .to_string(),
+                );
+            }
             VarId::RespBody => {
                 self.synth_body.clear();
                 self.synth_body.extend_from_slice(value);
@@ -477,7 +655,8 @@ impl Context for ReqTask {
             VarId::ServerIp => Value::Ip(self.sess.server),
             VarId::LocalIp => Value::Ip(self.sess.local),
             VarId::ReqRestarts => Value::Int(i64::from(self.restarts)),
-            VarId::ReqTime | VarId::ReqTopTime => Value::Time(self.t_req),
+            VarId::ReqTime => Value::Time(self.t_req),
+            VarId::ReqTopTime => Value::Time(self.top.as_ref().map_or(self.t_req, |t| t.t_req)),
             VarId::ReqTtl => self.ttl.map_or(Value::Duration(-1.0), Value::Duration),
             VarId::ReqGrace => self.grace.map_or(Value::Duration(-1.0), Value::Duration),
             VarId::ReqBackendHint => match &self.backend_hint {
@@ -494,7 +673,7 @@ impl Context for ReqTask {
                     .is_some_and(crate::gzip::accepts_gzip),
             ),
             VarId::ReqEsi => Value::Bool(self.esi),
-            VarId::ReqEsiLevel => Value::Int(0),
+            VarId::ReqEsiLevel => Value::Int(i64::from(self.esi_level)),
             VarId::ReqIsHitmiss => Value::Bool(self.is_hitmiss),
             VarId::ReqIsHitpass => Value::Bool(self.is_hitpass),
             VarId::ReqStorage => match &self.storage {
@@ -509,7 +688,7 @@ impl Context for ReqTask {
             VarId::RespIsStreaming => {
                 Value::Bool(self.obj.as_ref().is_some_and(|o| !o.body().is_finished()))
             }
-            VarId::RespDoEsi => Value::Bool(false),
+            VarId::RespDoEsi => Value::Bool(self.esi),
             VarId::RespTime => Value::Time(self.now),
             VarId::ObjStatus => Value::Int(i64::from(self.obj()?.data().status)),
             VarId::ObjHits => Value::Int(self.obj()?.hits() as i64),
@@ -532,7 +711,7 @@ impl Context for ReqTask {
                 let f = self.obj()?.flags();
                 f.private() || f.hit_for_miss() || f.hit_for_pass()
             }),
-            VarId::ObjCanEsi => Value::Bool(false),
+            VarId::ObjCanEsi => Value::Bool(self.obj()?.data().esi.is_some()),
             VarId::ObjStorage => match self.obj()?.store_name() {
                 Some(n) => Value::Stevedore(Arc::from(n)),
                 None => Value::Null,
@@ -559,7 +738,13 @@ impl Context for ReqTask {
             VarId::ReqHashAlwaysMiss => self.hash_always_miss = as_bool(&value)?,
             VarId::ReqHashIgnoreBusy => self.hash_ignore_busy = as_bool(&value)?,
             VarId::ReqHashIgnoreVary => self.hash_ignore_vary = as_bool(&value)?,
-            VarId::ReqEsi => self.esi = as_bool(&value)?,
+            // As varnishd: only the top request can turn ESI off this way.
+            VarId::ReqEsi => {
+                let v = as_bool(&value)?;
+                if self.esi_level == 0 {
+                    self.esi = v;
+                }
+            }
             VarId::ReqStorage => self.storage = stevedore_name(value)?,
             VarId::RespStatus => {
                 let s = vcl_status(as_int(&value)?)?;
@@ -569,7 +754,7 @@ impl Context for ReqTask {
                 self.vsl.log(Tag::RespStatus, format_args!("{s}"));
                 self.vsl.log_bytes(Tag::RespReason, &self.resp.reason);
             }
-            VarId::RespDoEsi => {}
+            VarId::RespDoEsi => self.esi = as_bool(&value)?,
             VarId::RespBody => match value {
                 Value::Str(s) | Value::Blob(s) => {
                     self.synth_body.clear();
@@ -643,7 +828,8 @@ impl Context for ReqTask {
 
     fn headers(&self, which: HttpWhich) -> Vec<(&[u8], &[u8])> {
         match which {
-            HttpWhich::Req | HttpWhich::ReqTop => self.req.headers.iter().collect(),
+            HttpWhich::Req => self.req.headers.iter().collect(),
+            HttpWhich::ReqTop => self.top_req().headers.iter().collect(),
             HttpWhich::Resp => self.resp.headers.iter().collect(),
             HttpWhich::Obj => self
                 .obj
@@ -706,7 +892,7 @@ impl Context for ReqTask {
                 // As varnishd: the request, its vmod state and its
                 // workspace go back to how the request arrived.
                 self.req = self.req_orig.clone();
-                let failed = self.privs.leave();
+                let failed = self.privs.finish().into_iter().next();
                 self.ws_rollback();
                 failed.map_or(Ok(()), Err)
             }
@@ -800,6 +986,14 @@ impl Context for ReqTask {
                 sock.set_pacing(rate);
                 Ok(())
             }
+            TcpOp::SendBuffer(size) => {
+                let (fd, old, actual) = sock.set_send_buffer(size)?;
+                self.vsl.log(
+                    Tag::Debug,
+                    format_args!("SO_SNDBUF fd={fd} old={old} new={size} actual={actual}"),
+                );
+                Ok(())
+            }
         }
     }
 
@@ -853,8 +1047,15 @@ pub struct BoTask {
     pub do_gzip: bool,
     pub do_gunzip: bool,
     pub do_esi: bool,
+    /// `beresp.filters` as VCL set it (None: varnishd's default list).
+    pub vfp_filters: Option<String>,
+    /// The backend response has a body to filter.
+    pub beresp_has_body: bool,
     pub was_304: bool,
+    /// The store the object goes to (`beresp.storage`), by name.
     pub storage: Option<Arc<str>>,
+    /// `beresp.storage_hint` as VCL reads it (`storage.<name>`).
+    pub storage_hint: Option<String>,
     /// `beresp.body` / `synthetic()` output in `vcl_backend_error`.
     pub synth_body: Vec<u8>,
     pub client_identity: Option<Bytes>,
@@ -877,9 +1078,65 @@ pub struct BoTask {
     /// `std.rollback(bereq)` in `vcl_backend_response` let go of the
     /// backend's response: only a retry can fetch again.
     pub beresp_dropped: bool,
+    /// Bytes sent to and received from the backend, for `BereqAcct`.
+    pub acct: BereqAcct,
+}
+
+/// What a fetch sent and received, in `BereqAcct`'s order (heads and
+/// bodies; the record adds the totals).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BereqAcct {
+    pub bereq_hdr: u64,
+    pub bereq_body: u64,
+    pub beresp_hdr: u64,
+    pub beresp_body: u64,
+}
+
+impl BereqAcct {
+    /// The `BereqAcct` record: sent head, body, total; received head,
+    /// body, total.
+    pub fn record(&self) -> String {
+        format!(
+            "{} {} {} {} {} {}",
+            self.bereq_hdr,
+            self.bereq_body,
+            self.bereq_hdr + self.bereq_body,
+            self.beresp_hdr,
+            self.beresp_body,
+            self.beresp_hdr + self.beresp_body
+        )
+    }
 }
 
 impl BoTask {
+    /// The fetch filters the body will go through: what VCL set in
+    /// `beresp.filters`, else varnishd's choice for the response as it is.
+    pub fn fetch_filter_names(&self) -> Vec<String> {
+        let list = match &self.vfp_filters {
+            Some(l) => l.as_str(),
+            None => self.default_fetch_filters(),
+        };
+        list.split_whitespace().map(str::to_string).collect()
+    }
+
+    /// varnishd's default `beresp.filters` for the response as it is now.
+    fn default_fetch_filters(&self) -> &'static str {
+        crate::gzip::default_fetch_filters(
+            &self.beresp.headers,
+            self.beresp_has_body,
+            self.do_gzip,
+            self.do_gunzip,
+            self.sh.params().flag("http_gzip_support"),
+        )
+    }
+
+    /// Sets the store the object goes to (and what `beresp.storage_hint`
+    /// reads).
+    pub fn set_storage(&mut self, name: Option<Arc<str>>) {
+        self.storage_hint = name.as_ref().map(|n| format!("storage.{n}"));
+        self.storage = name;
+    }
+
     /// Goes back to the workspace as it was when the backend request was
     /// built, counting an overflow it clears.
     pub fn ws_rollback(&mut self) {
@@ -911,6 +1168,20 @@ impl BoTask {
             VarId::BerespGrace => self.grace = as_f64(&value)?.max(0.0),
             VarId::BerespKeep => self.keep = as_f64(&value)?.max(0.0),
             VarId::BerespDoStream => self.do_stream = as_bool(&value)?,
+            // As varnishd: once VCL fixed beresp.filters, the flags that
+            // choose them mean nothing and setting one fails.
+            VarId::BerespDoGzip | VarId::BerespDoGunzip | VarId::BerespDoEsi
+                if self.vfp_filters.is_some() =>
+            {
+                return Err(format!(
+                    "beresp.filters are already fixed, {} is undefined",
+                    match var {
+                        VarId::BerespDoGzip => "beresp.do_gzip",
+                        VarId::BerespDoGunzip => "beresp.do_gunzip",
+                        _ => "beresp.do_esi",
+                    }
+                ));
+            }
             VarId::BerespDoGzip => self.do_gzip = as_bool(&value)?,
             VarId::BerespDoGunzip => self.do_gunzip = as_bool(&value)?,
             VarId::BerespDoEsi => self.do_esi = as_bool(&value)?,
@@ -921,7 +1192,7 @@ impl BoTask {
                 }
             }
             VarId::BerespStorage | VarId::BerespStorageHint => {
-                self.storage = stevedore_name(value)?
+                self.set_storage(stevedore_name(value)?)
             }
             VarId::BerespBody => match value {
                 Value::Str(s) | Value::Blob(s) => {
@@ -960,17 +1231,24 @@ impl Context for BoTask {
         }
     }
 
-    fn set_header(&mut self, which: HttpWhich, name: &HeaderName, value: &[u8]) {
+    fn set_header(
+        &mut self,
+        which: HttpWhich,
+        name: &HeaderName,
+        value: &[u8],
+    ) -> Result<(), String> {
+        check_header(&self.sh, name, value)?;
         let h = match which {
             HttpWhich::Bereq => &mut self.bereq.headers,
             HttpWhich::Beresp => &mut self.beresp.headers,
             HttpWhich::Req | HttpWhich::ReqTop => match &mut self.pipe_req {
                 Some(r) => &mut r.headers,
-                None => return,
+                None => return Ok(()),
             },
-            _ => return,
+            _ => return Ok(()),
         };
         set_limited(&self.sh, &mut self.ws, &mut self.vsl, which, h, name, value);
+        Ok(())
     }
 
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
@@ -1016,19 +1294,14 @@ impl Context for BoTask {
             VarId::LocalSocket => self.sess.listener.as_bytes(),
             VarId::BereqXid => self.vxid_str.as_bytes(),
             VarId::SessXid => self.sess.vxid_str.as_bytes(),
-            VarId::BerespStorageHint => match &self.storage {
+            VarId::BerespStorageHint => match &self.storage_hint {
                 Some(s) => s.as_bytes(),
                 None => return Ok(None),
             },
-            VarId::BerespFilters => {
-                if self.do_gunzip {
-                    b"gunzip"
-                } else if self.do_gzip {
-                    b"gzip"
-                } else {
-                    b""
-                }
-            }
+            VarId::BerespFilters => match &self.vfp_filters {
+                Some(l) => l.as_bytes(),
+                None => self.default_fetch_filters().as_bytes(),
+            },
             other => return Err(not_here(other)),
         }))
     }
@@ -1061,7 +1334,10 @@ impl Context for BoTask {
                 self.synth_body.extend_from_slice(value);
             }
             VarId::BerespStorageHint => {
-                self.storage = Some(Arc::from(String::from_utf8_lossy(value).as_ref()))
+                self.set_storage(Some(Arc::from(String::from_utf8_lossy(value).as_ref())))
+            }
+            VarId::BerespFilters => {
+                self.vfp_filters = Some(String::from_utf8_lossy(value).into_owned())
             }
             other => return Err(not_here(other)),
         }
@@ -1115,21 +1391,9 @@ impl Context for BoTask {
                 Some(a) => Value::Ip(a),
                 None => Value::Null,
             },
-            VarId::BerespStorage | VarId::BerespStorageHint => match &self.storage {
+            VarId::BerespStorage => match &self.storage {
                 Some(s) => Value::Stevedore(s.clone()),
-                // Before VCL picks one, the store varnishd would use:
-                // Transient for uncacheable fetches, else the first store.
-                None => {
-                    let stores = self.sh.cache.stores();
-                    let pick = stores
-                        .iter()
-                        .find(|s| self.uncacheable == (s.name() == "Transient"))
-                        .or(stores.first());
-                    match pick {
-                        Some(s) => Value::Stevedore(Arc::from(s.name())),
-                        None => Value::Null,
-                    }
-                }
+                None => Value::Null,
             },
             VarId::Now => Value::Time(self.now),
             other => {
@@ -1271,7 +1535,7 @@ impl Context for BoTask {
         match which {
             HttpWhich::Bereq => {
                 self.bereq = self.bereq_orig.clone();
-                let failed = self.privs.leave();
+                let failed = self.privs.finish().into_iter().next();
                 self.ws_rollback();
                 if self.cur_sub == BuiltinSub::BackendResponse {
                     self.beresp_dropped = true;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use lacquer_vcl::diag::Diagnostics;
-use lacquer_vcl::exec::{self, Action, Backend, Context, Scratch, Value, Vmods};
+use lacquer_vcl::exec::{self, Action, Backend, Context, Scratch, Value};
 use lacquer_vcl::ir::{BackendDef, ProbeDef, Program};
 use lacquer_vcl::source::SourceMap;
 use lacquer_vcl::subs::BuiltinSub;
@@ -21,11 +21,16 @@ use tokio::task::JoinHandle;
 
 use crate::backend::pool::{Address, Pool};
 use crate::backend::probe::{self, Health, ProbeSpec};
+use crate::state::Shared;
 use crate::task::TaskSub;
+use lacquer_vmods::{DynamicBackend, Endpoint, VclEvent};
 use lacquer_vsl::Tag;
 
 /// A backend of a loaded VCL, ready for fetches.
 pub struct BackendRt {
+    /// The identity VCL values carry (`Backend::id`): the declaration
+    /// index for a VCL backend, a fresh number for one made at runtime.
+    pub id: u32,
     /// The name in VCL (`default`).
     pub vcl_name: String,
     /// `<vcl>.<backend>`, as `backend.list` and counters name it.
@@ -54,8 +59,23 @@ impl std::fmt::Debug for BackendRt {
     }
 }
 
+/// The probe spec of a VCL probe for a backend whose Host is `host`.
+fn probe_spec(p: &ProbeDef, host: Option<&str>) -> ProbeSpec {
+    ProbeSpec::new(
+        p.url.as_deref(),
+        p.request.as_deref(),
+        host.unwrap_or("localhost"),
+        p.expected_response.map(|v| v.min(999) as u16),
+        p.timeout,
+        p.interval,
+        p.window.map(|v| v.min(64) as u32),
+        p.threshold.map(|v| v.min(64) as u32),
+        p.initial.map(|v| v.min(64) as u32),
+    )
+}
+
 impl BackendRt {
-    fn new(vcl: &str, def: &BackendDef, probes: &[ProbeDef], prefer_ipv6: bool) -> Self {
+    fn new(vcl: &str, id: u32, def: &BackendDef, probes: &[ProbeDef], prefer_ipv6: bool) -> Self {
         let addr = match &def.path {
             Some(p) => Address::Unix(p.into()),
             None => {
@@ -78,17 +98,7 @@ impl BackendRt {
             .or_else(|| def.path.is_some().then(|| "0.0.0.0".to_string()));
         let proxy_header = def.proxy_header.and_then(|v| u8::try_from(v).ok());
         let probe = def.probe.and_then(|i| probes.get(i)).map(|p| {
-            let mut spec = ProbeSpec::new(
-                p.url.as_deref(),
-                p.request.as_deref(),
-                host.as_deref().unwrap_or("localhost"),
-                p.expected_response.map(|v| v.min(999) as u16),
-                p.timeout,
-                p.interval,
-                p.window.map(|v| v.min(64) as u32),
-                p.threshold.map(|v| v.min(64) as u32),
-                p.initial.map(|v| v.min(64) as u32),
-            );
+            let mut spec = probe_spec(p, host.as_deref());
             spec.proxy_header = proxy_header;
             spec
         });
@@ -97,10 +107,15 @@ impl BackendRt {
             None => Health::unprobed(),
         };
         BackendRt {
+            id,
             vcl_name: def.name.clone(),
             name: format!("{vcl}.{}", def.name),
             none: def.none,
-            pool: Pool::new(addr, def.max_connections.map(|m| m as usize)),
+            pool: Pool::new(
+                addr,
+                def.preamble.clone(),
+                def.max_connections.map(|m| m as usize),
+            ),
             health,
             probe,
             host_header: host,
@@ -127,6 +142,34 @@ impl BackendRt {
         })
     }
 
+    /// A backend a vmod creates at runtime.
+    fn dynamic(vcl: &str, id: u32, spec: DynamicBackend, probe: Option<&ProbeDef>) -> Self {
+        let addr = match spec.endpoint {
+            Endpoint::Tcp(a) => Address::Tcp(a),
+            Endpoint::Unix(p) => Address::Unix(p),
+        };
+        let probe = probe.map(|p| probe_spec(p, spec.host_header.as_deref()));
+        let health = match &probe {
+            Some(spec) => Health::probed(spec),
+            None => Health::unprobed(),
+        };
+        BackendRt {
+            id,
+            name: format!("{vcl}.{}", spec.name),
+            vcl_name: spec.name,
+            none: false,
+            pool: Pool::new(addr, None, None),
+            health,
+            probe,
+            host_header: spec.host_header,
+            connect_timeout: None,
+            first_byte_timeout: None,
+            between_bytes_timeout: None,
+            preamble: None,
+            proxy_header: None,
+        }
+    }
+
     /// Whether fetches may use this backend now.
     pub fn healthy(&self) -> bool {
         !self.none && self.health.healthy()
@@ -150,6 +193,15 @@ pub enum Temp {
 }
 
 impl Temp {
+    /// The name `vcl.list` and the cache process's `vcl.load` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Temp::Auto => "auto",
+            Temp::Warm => "warm",
+            Temp::Cold => "cold",
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Temp> {
         match s {
             "auto" => Some(Temp::Auto),
@@ -167,14 +219,18 @@ pub struct LoadedVcl {
     pub code: exec::code::Program,
     pub backends: Vec<Arc<BackendRt>>,
     pub host: Arc<VclHost>,
-    pub vmods: Arc<dyn Vmods + Send + Sync>,
+    pub vmods: Arc<lacquer_vmods::Runtime>,
     /// Source files (name, text) for `vcl.show`.
     pub sources: Vec<(String, String)>,
     /// How much of a request body is read before VCL runs, so that
     /// `std.cache_req_body()` can keep it (see [`crate::reqbody`]).
     pub req_body_prefetch: u64,
-    probes: std::sync::Mutex<Vec<JoinHandle<()>>>,
+    /// The compiler's warnings, rendered as `vcl.load` reports them.
+    pub warnings: String,
     warm: AtomicBool,
+    /// Whether `vcl_init` has run: a VCL loaded while the cache is stopped
+    /// is initialised at `start`, as varnishd's child loads it then.
+    initialized: AtomicBool,
 }
 
 impl std::fmt::Debug for LoadedVcl {
@@ -263,11 +319,10 @@ impl LoadedVcl {
         let mut b = b.clone();
         // Directors may be layered; a cycle of directors ends here.
         for _ in 0..16 {
-            if let Some(rt) = self.backends.get(b.id as usize) {
-                return Some(rt.clone());
+            match self.host.lookup(b.id)? {
+                Target::Backend(rt) => return Some(rt),
+                Target::Director(d) => b = d.resolve(ctx)?,
             }
-            let d = self.host.director(b.id)?;
-            b = d.resolve(ctx)?;
         }
         None
     }
@@ -277,11 +332,7 @@ impl LoadedVcl {
         match v {
             Value::Backend(b) => Ok(match self.resolve_backend(b, ctx) {
                 Some(rt) => Value::Backend(Backend {
-                    id: self
-                        .backends
-                        .iter()
-                        .position(|x| Arc::ptr_eq(x, &rt))
-                        .unwrap_or(0) as u32,
+                    id: rt.id,
                     name: Arc::from(rt.vcl_name.as_str()),
                 }),
                 None => Value::Null,
@@ -291,74 +342,158 @@ impl LoadedVcl {
         }
     }
 
-    /// Starts the probes of this VCL's backends.
-    pub fn warm_up(self: &Arc<Self>, vsl: Arc<lacquer_vsl::Vsl>) {
+    /// Warms the VCL up: its vmods hear `Warm` (and may refuse, leaving it
+    /// cold), then its backends' probes start.
+    pub fn warm_up(self: &Arc<Self>, sh: &Shared) -> Result<(), String> {
+        if self.is_warm() {
+            return Ok(());
+        }
+        // Still cooling: whoever holds it must let go first.
+        let holders = self.host.holders();
+        if !holders.is_empty() {
+            let mut msg = format!("VCL {} is waiting for:", self.name);
+            for h in holders {
+                msg.push_str(&format!("\n\t- {h}"));
+            }
+            return Err(msg);
+        }
         if self.warm.swap(true, Ordering::AcqRel) {
-            return;
+            return Ok(());
         }
-        let mut handles = self.probes.lock().unwrap_or_else(|e| e.into_inner());
-        for b in &self.backends {
-            let Some(spec) = b.probe.clone() else {
-                continue;
-            };
-            let b = b.clone();
-            let vsl = vsl.clone();
-            handles.push(tokio::spawn(async move {
-                loop {
-                    let r = probe::poll(b.pool.address(), &spec).await;
-                    let tr = b.health.record(&spec, &r);
-                    vsl.log_immediate(
-                        lacquer_vsl::Tag::Backend_health,
-                        lacquer_vsl::Vxid::plain(0),
-                        format_args!(
-                            "{} {} {} {} {} {} {:.6} {:.6} {}",
-                            b.name,
-                            tr.verdict,
-                            probe::flags(&r),
-                            tr.good,
-                            spec.threshold,
-                            spec.window,
-                            r.elapsed,
-                            tr.avg,
-                            r.status_line
-                        ),
-                    );
-                    tokio::time::sleep(spec.interval).await;
-                }
-            }));
+        if let Err(e) = self.event(VclEvent::Warm, sh) {
+            self.warm.store(false, Ordering::Release);
+            return Err(e);
         }
+        self.host.start_probes(sh.vsl.clone());
+        Ok(())
     }
 
-    /// Stops the probes (the VCL went cold or is discarded).
-    pub fn cool_down(&self) {
-        self.warm.store(false, Ordering::Release);
-        for h in self
-            .probes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
-        {
-            h.abort();
+    /// Cools the VCL down (it went cold or is discarded): probes stop and
+    /// its vmods hear `Cold`.
+    pub fn cool_down(&self, sh: &Shared) {
+        if !self.warm.swap(false, Ordering::AcqRel) {
+            return;
         }
+        self.host.stop_probes();
+        // Nothing to undo if a vmod minds going cold.
+        let _ = self.event(VclEvent::Cold, sh);
+    }
+
+    /// Tells this VCL's vmods about a lifecycle event.
+    pub fn event(&self, ev: VclEvent, sh: &Shared) -> Result<(), String> {
+        self.vmods.event(
+            ev,
+            &EventCx {
+                sh,
+                vcl: &self.name,
+            },
+        )
+    }
+
+    /// Every backend of this VCL now: the declared ones, then those vmods
+    /// created at runtime and have not retired.
+    pub fn all_backends(&self) -> Vec<Arc<BackendRt>> {
+        let mut v = self.backends.clone();
+        v.extend(self.host.dynamic_backends());
+        v
     }
 
     pub fn is_warm(&self) -> bool {
         self.warm.load(Ordering::Acquire)
     }
-}
 
-impl Drop for LoadedVcl {
-    fn drop(&mut self) {
-        self.cool_down();
+    /// The temperature `vcl.list` shows: warm, cold, or cooling while a
+    /// vmod still holds a VCL that was asked to cool.
+    pub fn temperature(&self) -> &'static str {
+        if self.is_warm() {
+            "warm"
+        } else if self.host.holders().is_empty() {
+            "cold"
+        } else {
+            "cooling"
+        }
+    }
+
+    pub fn is_initialized(&self) -> bool {
+        self.initialized.load(Ordering::Acquire)
+    }
+
+    /// Records that `vcl_init` ran (successfully).
+    pub fn set_initialized(&self) {
+        self.initialized.store(true, Ordering::Release);
+    }
+
+    /// The name of the main source file (`<vcl.inline>` for inline VCL).
+    pub fn source_name(&self) -> &str {
+        self.sources
+            .first()
+            .map_or("<vcl.inline>", |(n, _)| n.as_str())
     }
 }
 
-/// What the vmods of one VCL see of the server: its backends and the
-/// directors they create.
+/// What vmod event handlers see of the daemon.
+struct EventCx<'a> {
+    sh: &'a Shared,
+    vcl: &'a str,
+}
+
+impl lacquer_vmods::EventCtx for EventCx<'_> {
+    fn vcl_name(&self) -> &str {
+        self.vcl
+    }
+    fn param(&self, name: &str) -> Option<String> {
+        crate::params::lookup(name).map(|p| self.sh.params().get(p.name).to_string())
+    }
+    fn log_debug(&self, msg: &str) {
+        self.sh.vsl.log_immediate(
+            Tag::Debug,
+            lacquer_vsl::Vxid::plain(0),
+            format_args!("{msg}"),
+        );
+    }
+}
+
+/// What a backend id stands for beyond the declared backends.
+enum Extra {
+    Director(String, Arc<dyn lacquer_vmods::Director>),
+    Dynamic(Arc<BackendRt>),
+}
+
+/// What a backend value resolves to, one layer down.
+enum Target {
+    Backend(Arc<BackendRt>),
+    Director(Arc<dyn lacquer_vmods::Director>),
+}
+
+/// Directors and runtime backends, by id. Ids are never reused, so a
+/// handle to something gone resolves to nothing rather than to a newcomer.
+struct Extras {
+    next: u32,
+    by_id: BTreeMap<u32, Extra>,
+}
+
+/// Probe tasks of a warm VCL, by backend id.
+#[derive(Default)]
+struct Probing {
+    /// Set while warm: backends created meanwhile start probing at once.
+    vsl: Option<Arc<lacquer_vsl::Vsl>>,
+    tasks: BTreeMap<u32, JoinHandle<()>>,
+}
+
+/// What the vmods of one VCL see of the server: its backends, the
+/// directors and backends they create, and the probes polling them.
 pub struct VclHost {
+    vcl: String,
+    /// The daemon, attached when the VCL is initialised (weak: the daemon
+    /// owns its VCLs).
+    daemon: std::sync::OnceLock<std::sync::Weak<Shared>>,
     backends: Vec<Arc<BackendRt>>,
-    /// Directors by registration order; their ids follow the backends'.
-    directors: std::sync::RwLock<Vec<(String, Arc<dyn lacquer_vmods::Director>)>>,
+    probe_defs: Vec<ProbeDef>,
+    extras: std::sync::RwLock<Extras>,
+    probing: std::sync::Mutex<Probing>,
+    /// Holds vmods keep on the VCL (`Host::hold`), by id, with who holds.
+    holds: std::sync::Mutex<BTreeMap<u64, String>>,
+    next_hold: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for VclHost {
@@ -369,42 +504,159 @@ impl std::fmt::Debug for VclHost {
     }
 }
 
+/// Polls one backend forever, logging each verdict as `Backend_health`.
+fn spawn_probe(b: Arc<BackendRt>, spec: ProbeSpec, vsl: Arc<lacquer_vsl::Vsl>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let (verdict, flags, good) = b.health.initial_record(&spec);
+        vsl.log_immediate(
+            lacquer_vsl::Tag::Backend_health,
+            lacquer_vsl::Vxid::plain(0),
+            format_args!(
+                "{} {verdict} {flags} {good} {} {} 0.000000 0.000000 \"\"",
+                b.vcl_name, spec.threshold, spec.window
+            ),
+        );
+        loop {
+            let r = probe::poll(b.pool.address(), &spec).await;
+            let tr = b.health.record(&spec, &r);
+            vsl.log_immediate(
+                lacquer_vsl::Tag::Backend_health,
+                lacquer_vsl::Vxid::plain(0),
+                format_args!(
+                    "{} {} {} {} {} {} {:.6} {:.6} \"{}\"",
+                    b.vcl_name,
+                    tr.verdict,
+                    probe::flags(&r),
+                    tr.good,
+                    spec.threshold,
+                    spec.window,
+                    r.elapsed,
+                    tr.avg,
+                    r.status_line
+                ),
+            );
+            tokio::time::sleep(spec.interval).await;
+        }
+    })
+}
+
 impl VclHost {
-    fn director(&self, id: u32) -> Option<Arc<dyn lacquer_vmods::Director>> {
-        let i = (id as usize).checked_sub(self.backends.len())?;
-        self.directors
-            .read()
+    fn new(vcl: &str, backends: Vec<Arc<BackendRt>>, probe_defs: Vec<ProbeDef>) -> Self {
+        VclHost {
+            vcl: vcl.to_string(),
+            daemon: std::sync::OnceLock::new(),
+            extras: std::sync::RwLock::new(Extras {
+                next: backends.len() as u32,
+                by_id: BTreeMap::new(),
+            }),
+            backends,
+            probe_defs,
+            probing: Default::default(),
+            holds: Default::default(),
+            next_hold: Default::default(),
+        }
+    }
+
+    fn extras(&self) -> std::sync::RwLockReadGuard<'_, Extras> {
+        self.extras.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn extras_mut(&self) -> std::sync::RwLockWriteGuard<'_, Extras> {
+        self.extras.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn probing(&self) -> std::sync::MutexGuard<'_, Probing> {
+        self.probing.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What a backend id stands for, if it is still there.
+    fn lookup(&self, id: u32) -> Option<Target> {
+        if let Some(b) = self.backends.get(id as usize) {
+            return Some(Target::Backend(b.clone()));
+        }
+        Some(match self.extras().by_id.get(&id)? {
+            Extra::Director(_, d) => Target::Director(d.clone()),
+            Extra::Dynamic(b) => Target::Backend(b.clone()),
+        })
+    }
+
+    /// The backends vmods created and have not retired, oldest first.
+    fn dynamic_backends(&self) -> Vec<Arc<BackendRt>> {
+        self.extras()
+            .by_id
+            .values()
+            .filter_map(|e| match e {
+                Extra::Dynamic(b) => Some(b.clone()),
+                Extra::Director(..) => None,
+            })
+            .collect()
+    }
+
+    /// Who holds the VCL back from going cold, if anyone.
+    pub fn holders(&self) -> Vec<String> {
+        self.holds
+            .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(i)
-            .map(|(_, d)| d.clone())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Gives the vmods of this VCL the daemon (`Host::log`, `Host::panic`).
+    pub fn attach(&self, sh: &Arc<Shared>) {
+        let _ = self.daemon.set(Arc::downgrade(sh));
+    }
+
+    fn start_probes(&self, vsl: Arc<lacquer_vsl::Vsl>) {
+        let all: Vec<Arc<BackendRt>> = self
+            .backends
+            .iter()
+            .cloned()
+            .chain(self.dynamic_backends())
+            .collect();
+        let mut p = self.probing();
+        for b in all {
+            if let Some(spec) = b.probe.clone() {
+                p.tasks
+                    .entry(b.id)
+                    .or_insert_with(|| spawn_probe(b.clone(), spec, vsl.clone()));
+            }
+        }
+        p.vsl = Some(vsl);
+    }
+
+    fn stop_probes(&self) {
+        let mut p = self.probing();
+        p.vsl = None;
+        for (_, h) in std::mem::take(&mut p.tasks) {
+            h.abort();
+        }
     }
 }
 
-/// Stands in for a director whose VCL object is gone.
-struct Removed;
-
-impl lacquer_vmods::Director for Removed {
-    fn resolve(&self, _ctx: &mut dyn Context) -> Option<Backend> {
-        None
-    }
-    fn healthy(&self) -> bool {
-        false
+impl Drop for VclHost {
+    fn drop(&mut self) {
+        self.stop_probes();
     }
 }
 
 impl lacquer_vmods::Host for VclHost {
-    fn backend_healthy(&self, backend: &Backend) -> bool {
-        match self.backends.get(backend.id as usize) {
-            Some(b) => b.healthy(),
-            None => self.director(backend.id).is_some_and(|d| d.healthy()),
+    fn backend_healthy(&self, backend: &Backend) -> Result<bool, String> {
+        match self.lookup(backend.id) {
+            Some(Target::Backend(b)) => Ok(b.healthy()),
+            Some(Target::Director(d)) => d.healthy(),
+            None => Ok(false),
         }
     }
 
     fn add_director(&self, name: &str, director: Arc<dyn lacquer_vmods::Director>) -> Backend {
-        let mut ds = self.directors.write().unwrap_or_else(|e| e.into_inner());
-        ds.push((name.to_string(), director));
+        let mut ex = self.extras_mut();
+        let id = ex.next;
+        ex.next += 1;
+        ex.by_id
+            .insert(id, Extra::Director(name.to_string(), director));
         Backend {
-            id: (self.backends.len() + ds.len() - 1) as u32,
+            id,
             name: Arc::from(name),
         }
     }
@@ -416,26 +668,103 @@ impl lacquer_vmods::Host for VclHost {
                 name: Arc::from(name),
             });
         }
-        let ds = self.directors.read().unwrap_or_else(|e| e.into_inner());
-        ds.iter().position(|(n, _)| n == name).map(|i| Backend {
-            id: (self.backends.len() + i) as u32,
-            name: Arc::from(name),
+        self.extras().by_id.iter().find_map(|(id, e)| match e {
+            Extra::Director(n, _) if n == name => Some(Backend {
+                id: *id,
+                name: Arc::from(name),
+            }),
+            _ => None,
         })
     }
 
     fn backend_changed(&self, backend: &Backend) -> f64 {
-        self.backends
-            .get(backend.id as usize)
-            .map_or(0.0, |b| b.health.last_change())
+        match self.lookup(backend.id) {
+            Some(Target::Backend(b)) => b.health.last_change(),
+            _ => 0.0,
+        }
     }
 
     fn remove_director(&self, backend: &Backend) {
-        if let Some(i) = (backend.id as usize).checked_sub(self.backends.len()) {
-            let mut ds = self.directors.write().unwrap_or_else(|e| e.into_inner());
-            // Keep later ids stable: the slot stays, unusable.
-            if let Some(slot) = ds.get_mut(i) {
-                slot.1 = Arc::new(Removed);
+        let mut ex = self.extras_mut();
+        if matches!(ex.by_id.get(&backend.id), Some(Extra::Director(..))) {
+            ex.by_id.remove(&backend.id);
+        }
+    }
+
+    fn new_backend(&self, spec: DynamicBackend) -> Result<Backend, String> {
+        let probe = match &spec.probe {
+            None => None,
+            Some(name) => Some(
+                self.probe_defs
+                    .iter()
+                    .find(|p| &p.name == name)
+                    .ok_or_else(|| format!("backend {}: no probe named {name}", spec.name))?,
+            ),
+        };
+        let name: Arc<str> = Arc::from(spec.name.as_str());
+        let b = {
+            let mut ex = self.extras_mut();
+            let id = ex.next;
+            ex.next = ex
+                .next
+                .checked_add(1)
+                .ok_or_else(|| format!("backend {}: out of backend ids", spec.name))?;
+            let b = Arc::new(BackendRt::dynamic(&self.vcl, id, spec, probe));
+            ex.by_id.insert(id, Extra::Dynamic(b.clone()));
+            b
+        };
+        // A warm VCL probes the newcomer at once; a cold one when it warms.
+        let mut p = self.probing();
+        if let (Some(vsl), Some(spec)) = (p.vsl.clone(), b.probe.clone()) {
+            p.tasks.insert(b.id, spawn_probe(b.clone(), spec, vsl));
+        }
+        Ok(Backend { id: b.id, name })
+    }
+
+    fn delete_backend(&self, backend: &Backend) {
+        let removed = {
+            let mut ex = self.extras_mut();
+            match ex.by_id.get(&backend.id) {
+                Some(Extra::Dynamic(_)) => ex.by_id.remove(&backend.id),
+                _ => None,
             }
+        };
+        if removed.is_some()
+            && let Some(h) = self.probing().tasks.remove(&backend.id)
+        {
+            h.abort();
+        }
+    }
+
+    fn hold(&self, who: &str) -> u64 {
+        let id = self.next_hold.fetch_add(1, Ordering::Relaxed);
+        self.holds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, who.to_string());
+        id
+    }
+
+    fn release(&self, id: u64) {
+        self.holds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+    }
+
+    fn panic(&self, why: &str) {
+        if let Some(sh) = self.daemon.get().and_then(std::sync::Weak::upgrade) {
+            crate::panic::panic(&sh, why);
+        }
+    }
+
+    fn log(&self, kind: lacquer_vcl::exec::LogKind, msg: &str) {
+        if let Some(sh) = self.daemon.get().and_then(std::sync::Weak::upgrade) {
+            sh.vsl.log_immediate(
+                crate::task::log_kind_tag(kind),
+                lacquer_vsl::Vxid::plain(0),
+                format_args!("{msg}"),
+            );
         }
     }
 
@@ -487,16 +816,23 @@ pub fn compile(
             message: d.render(&sm),
         },
     )?;
+    let warnings: String = ir.warnings.iter().map(|w| w.render(&sm)).collect();
     let code = exec::code::Program::from_ir(&ir).map_err(|message| LoadError { message })?;
     let backends: Vec<Arc<BackendRt>> = ir
         .backends
         .iter()
-        .map(|d| Arc::new(BackendRt::new(vcl_name, d, &ir.probes, opts.prefer_ipv6)))
+        .enumerate()
+        .map(|(i, d)| {
+            Arc::new(BackendRt::new(
+                vcl_name,
+                i as u32,
+                d,
+                &ir.probes,
+                opts.prefer_ipv6,
+            ))
+        })
         .collect();
-    let host = Arc::new(VclHost {
-        backends: backends.clone(),
-        directors: Default::default(),
-    });
+    let host = Arc::new(VclHost::new(vcl_name, backends.clone(), ir.probes.clone()));
     let vmods = lacquer_vmods::Runtime::new(&ir.vmods, &ir.instances, ir.version, host.clone())
         .map_err(|message| LoadError { message })?;
     let sources = sm
@@ -514,8 +850,9 @@ pub fn compile(
         vmods: Arc::new(vmods),
         sources,
         req_body_prefetch: prefetch,
-        probes: Default::default(),
+        warnings,
         warm: AtomicBool::new(false),
+        initialized: AtomicBool::new(false),
     })
 }
 
@@ -536,6 +873,9 @@ pub fn compile_path(
 pub struct Entry {
     pub vcl: Arc<LoadedVcl>,
     pub temp: Temp,
+    /// Since when an `auto` VCL has been warm with nothing using it (not
+    /// active, no label); it goes cold `vcl_cooldown` seconds later.
+    pub idle_since: Option<std::time::Instant>,
 }
 
 /// Loaded VCLs and labels (management side).
@@ -549,6 +889,9 @@ pub struct VclRegistry {
     pub active_label: Option<String>,
     /// Load order, for `vcl.list`.
     pub order: Vec<String>,
+    /// Discarded VCLs that requests still use; freed (and their
+    /// `vcl_fini` run) once the last of those is gone.
+    pub discarded: Vec<Arc<LoadedVcl>>,
 }
 
 impl VclRegistry {
@@ -556,7 +899,44 @@ impl VclRegistry {
         let name = vcl.name.clone();
         self.order.retain(|n| n != &name);
         self.order.push(name.clone());
-        self.vcls.insert(name, Entry { vcl, temp });
+        self.vcls.insert(
+            name,
+            Entry {
+                vcl,
+                temp,
+                idle_since: None,
+            },
+        );
+    }
+
+    /// The labels a VCL's `return (vcl(...))` statements use.
+    pub fn labels_used_by(&self, vcl: &str) -> &[String] {
+        self.vcls
+            .get(vcl)
+            .map_or(&[], |e| e.vcl.ir.labels.as_slice())
+    }
+
+    /// Whether `from` (a VCL or label) leads to `target` through label
+    /// targets and labels used; the path is written to `why`, one link a
+    /// line, as varnishd explains a loop.
+    pub fn leads_to(&self, from: &str, target: &str, why: &mut String) -> bool {
+        if from == target {
+            return true;
+        }
+        if let Some(to) = self.labels.get(from) {
+            if self.leads_to(to, target, why) {
+                why.push_str(&format!("Label {from} points to vcl {to}\n"));
+                return true;
+            }
+            return false;
+        }
+        for l in self.labels_used_by(from) {
+            if self.leads_to(l, target, why) {
+                why.push_str(&format!("Vcl {from} uses Label {l}\n"));
+                return true;
+            }
+        }
+        false
     }
 
     /// The VCL a name or label refers to.

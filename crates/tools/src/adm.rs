@@ -36,29 +36,6 @@ pub fn read_reply(r: &mut impl Read) -> Result<(u16, String), String> {
     Ok((status, String::from_utf8_lossy(&body).into_owned()))
 }
 
-/// Quotes one argument for the CLI line.
-pub fn quote(arg: &str) -> String {
-    if !arg.is_empty()
-        && !arg
-            .bytes()
-            .any(|b| b.is_ascii_whitespace() || b == b'"' || b == b'\\')
-    {
-        return arg.to_string();
-    }
-    let mut s = String::from("\"");
-    for c in arg.chars() {
-        match c {
-            '"' => s.push_str("\\\""),
-            '\\' => s.push_str("\\\\"),
-            '\n' => s.push_str("\\n"),
-            '\t' => s.push_str("\\t"),
-            c => s.push(c),
-        }
-    }
-    s.push('"');
-    s
-}
-
 fn auth_response(challenge: &str, secret: &[u8]) -> String {
     let mut h = Sha256::new();
     h.update(challenge.as_bytes());
@@ -75,28 +52,65 @@ pub struct Session {
 }
 
 impl Session {
-    /// Connects to `addr` (`host:port` or `host port`), authenticating with
-    /// `secret` when the daemon asks.
-    pub fn connect(addr: &str, secret: Option<&[u8]>) -> Result<Session, String> {
+    /// Connects to `addr` (`host:port` or `host port`) within `timeout`,
+    /// authenticates with `secret` when the daemon asks, and checks that it
+    /// answers a ping, as varnishadm does. Errors are varnishadm's messages.
+    pub fn connect(
+        addr: &str,
+        secret: Option<&std::path::Path>,
+        timeout: Duration,
+    ) -> Result<Session, String> {
+        use std::net::ToSocketAddrs;
         let a = addr.trim().replace(' ', ":");
-        let mut stream = TcpStream::connect(&a).map_err(|e| format!("connect {a}: {e}"))?;
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
-        let (st, body) = read_reply(&mut stream)?;
-        if st == 107 {
-            let secret = secret.ok_or("the daemon requires authentication: give -S secretfile")?;
-            let challenge = body.lines().next().unwrap_or_default();
-            let line = format!("auth {}\n", auth_response(challenge, secret));
-            stream
-                .write_all(line.as_bytes())
-                .map_err(|e| e.to_string())?;
-            let (st, body) = read_reply(&mut stream)?;
-            if st != 200 {
-                return Err(format!("authentication failed: {st} {body}"));
+        let failed = |e: &dyn std::fmt::Display| format!("Connection failed ({a}): {e}");
+        let targets: Vec<_> = a.to_socket_addrs().map_err(|e| failed(&e))?.collect();
+        let mut last = None;
+        let mut stream = None;
+        for t in targets {
+            match TcpStream::connect_timeout(&t, timeout) {
+                Ok(s) => {
+                    stream = Some(s);
+                    break;
+                }
+                Err(e) => last = Some(e),
             }
-        } else if st != 200 {
-            return Err(format!("unexpected banner status {st}: {body}"));
         }
-        Ok(Session { stream })
+        let Some(mut stream) = stream else {
+            return Err(failed(
+                &last.map_or("no address".to_string(), |e| e.to_string()),
+            ));
+        };
+        let _ = stream.set_read_timeout(Some(timeout));
+        // A reply that cannot be read counts as varnishd's 400 (CLIS_COMMS).
+        let reply = |stream: &mut TcpStream| read_reply(stream).unwrap_or_else(|e| (400, e));
+        let (st, body) = reply(&mut stream);
+        let (st, body) = if st == 107 {
+            // The secret is read only when the daemon asks for it.
+            let path = secret.ok_or("Authentication required")?;
+            let secret = std::fs::read(path).map_err(|e| {
+                format!(
+                    "Cannot open {}: {}",
+                    path.display(),
+                    crate::vut::io_reason(&e)
+                )
+            })?;
+            let challenge = body.lines().next().unwrap_or_default();
+            let line = format!("auth {}\n", auth_response(challenge, &secret));
+            if let Err(e) = stream.write_all(line.as_bytes()) {
+                return Err(failed(&e));
+            }
+            reply(&mut stream)
+        } else {
+            (st, body)
+        };
+        if st != 200 {
+            return Err(format!("Rejected {st}\n{body}"));
+        }
+        let mut sess = Session { stream };
+        match sess.send("ping") {
+            Ok((200, pong)) if pong.starts_with("PONG") => Ok(sess),
+            _ => Err("No pong received from server".to_string()),
+        }
     }
 
     /// Sends one command line and returns the reply.
@@ -108,110 +122,178 @@ impl Session {
     }
 }
 
-fn usage() -> i32 {
-    eprintln!("usage: lacquer adm [-n workdir] [-T host:port] [-S secretfile] [command [args...]]");
-    2
+fn usage(name: &str) -> String {
+    format!(
+        "Usage: {name} [-h] [-n ident] [-p] [-S secretfile] [-T [address]:port] [-t timeout] [command [...]]\n\t-n is mutually exclusive with -S and -T\n"
+    )
 }
 
-/// Runs `lacquer adm`; returns the process exit code.
-pub fn main(args: &[String]) -> i32 {
-    let mut t = None;
-    let mut s: Option<PathBuf> = None;
-    let mut n = None;
-    let mut i = 0;
-    while i < args.len() {
-        match args[i].as_str() {
-            "-T" | "-S" | "-n" if i + 1 < args.len() => {
-                let v = args[i + 1].clone();
-                match args[i].as_str() {
-                    "-T" => t = Some(v),
-                    "-S" => s = Some(v.into()),
-                    _ => n = Some(v),
-                }
-                i += 2;
+/// `lacquer adm` options (varnishadm's).
+#[derive(Debug, Default, PartialEq)]
+pub struct AdmArgs {
+    /// `-T`.
+    pub address: Option<String>,
+    /// `-S`.
+    pub secret: Option<PathBuf>,
+    /// `-n`.
+    pub workdir: Option<String>,
+    /// `-p`: print replies as the protocol frames them (status line first).
+    pub pass: bool,
+    /// `-t`: seconds to wait for the daemon.
+    pub timeout: Option<f64>,
+    /// The command, if given on the command line.
+    pub command: Vec<String>,
+}
+
+impl AdmArgs {
+    /// Parses the command line like varnishadm: options stop at the first
+    /// word of the command. Errors are the exit status and message.
+    pub fn parse(name: &str, args: &[String]) -> Result<AdmArgs, (i32, String)> {
+        let mut a = AdmArgs::default();
+        let mut i = 0;
+        while i < args.len() {
+            let arg = args[i].as_str();
+            if arg == "--" {
+                i += 1;
+                break;
             }
-            "-h" | "--help" => return usage(),
-            a if a.starts_with('-') && a.len() > 1 => return usage(),
-            _ => break,
+            if !arg.starts_with('-') || arg.len() < 2 {
+                break;
+            }
+            let opt = &arg[1..2];
+            let takes = matches!(opt, "n" | "S" | "T" | "t");
+            let val = if !takes {
+                None
+            } else if arg.len() > 2 {
+                Some(arg[2..].to_string())
+            } else if i + 1 < args.len() {
+                i += 1;
+                Some(args[i].clone())
+            } else {
+                return Err((
+                    1,
+                    format!(
+                        "{name}: option requires an argument -- '{opt}'\n{}",
+                        usage(name)
+                    ),
+                ));
+            };
+            let v = val.unwrap_or_default();
+            match opt {
+                "h" => return Err((0, usage(name))),
+                "p" => a.pass = true,
+                "n" => a.workdir = Some(v),
+                "S" => a.secret = Some(v.into()),
+                "T" => a.address = Some(v),
+                "t" => match v.parse::<f64>() {
+                    Ok(t) if t.is_finite() && t >= 0.0 => a.timeout = Some(t),
+                    _ => return Err((2, format!("-t: Invalid argument: {v}\n"))),
+                },
+                _ => {
+                    return Err((
+                        1,
+                        format!("{name}: invalid option -- '{opt}'\n{}", usage(name)),
+                    ));
+                }
+            }
+            i += 1;
         }
+        if a.workdir.is_some() && (a.address.is_some() || a.secret.is_some()) {
+            return Err((1, usage(name)));
+        }
+        a.command = args[i..].to_vec();
+        Ok(a)
     }
-    let cmd = &args[i..];
+}
+
+/// Prints a reply as varnishadm does: the body, or with `-p` the status
+/// line the protocol frames it with and the body.
+fn print_reply(pass: bool, st: u16, body: &str) {
+    let mut out = std::io::stdout();
+    let _ = if pass {
+        write!(out, "{st:<3} {:<8}\n{body}", body.len())
+    } else {
+        writeln!(out, "{body}")
+    };
+    let _ = out.flush();
+}
+
+/// Runs `lacquer adm` as `name`; returns the process exit code.
+pub fn main(name: &str, args: &[String]) -> i32 {
+    let a = match AdmArgs::parse(name, args) {
+        Ok(a) => a,
+        Err((code, msg)) => {
+            eprint!("{msg}");
+            return code;
+        }
+    };
+    let mut t = a.address.clone();
+    let mut s = a.secret.clone();
     if t.is_none() {
-        let f = crate::workdir(n.as_deref()).join(ADMIN_FILE);
-        match std::fs::read_to_string(&f) {
-            Ok(text) => {
-                for line in text.lines() {
-                    if let Some(v) = line.strip_prefix("T ") {
-                        t = Some(v.to_string());
-                    } else if let Some(v) = line.strip_prefix("S ")
-                        && s.is_none()
-                    {
-                        s = Some(v.into());
-                    }
-                }
-            }
-            Err(e) => {
-                eprintln!(
-                    "lacquer adm: no -T given and {} unreadable ({e}); is lacquerd running with -T?",
-                    f.display()
-                );
-                return 2;
+        // The daemon notes its -T address (and -S file) in its directory.
+        let f = crate::workdir(a.workdir.as_deref()).join(ADMIN_FILE);
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            eprintln!("Could not get hold of varnishd, is it running?");
+            return 1;
+        };
+        for line in text.lines() {
+            if let Some(v) = line.strip_prefix("T ") {
+                t = Some(v.to_string());
+            } else if let Some(v) = line.strip_prefix("S ")
+                && s.is_none()
+            {
+                s = Some(v.into());
             }
         }
     }
     let Some(t) = t else {
-        eprintln!("lacquer adm: the daemon has no management address (-T)");
-        return 2;
+        eprintln!("No -T in shared memory");
+        return 1;
     };
-    let secret = match &s {
-        Some(p) => match std::fs::read(p) {
-            Ok(b) => Some(b),
-            Err(e) => {
-                eprintln!("lacquer adm: cannot read secret file {}: {e}", p.display());
-                return 2;
-            }
-        },
-        None => None,
-    };
-    let mut sess = match Session::connect(&t, secret.as_deref()) {
+    let timeout = Duration::from_secs_f64(a.timeout.unwrap_or(5.0).max(0.001));
+    let mut sess = match Session::connect(&t, s.as_deref(), timeout) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("lacquer adm: {e}");
-            return 2;
+            eprintln!("{e}");
+            return 1;
         }
     };
-    if !cmd.is_empty() {
-        let line: Vec<String> = cmd.iter().map(|a| quote(a)).collect();
-        return match sess.send(&line.join(" ")) {
-            Ok((st, body)) => {
-                println!("{body}");
-                if st == 200 { 0 } else { 1 }
-            }
-            Err(e) => {
-                eprintln!("lacquer adm: {e}");
-                1
-            }
-        };
-    }
-    for line in BufReader::new(std::io::stdin()).lines() {
-        let Ok(line) = line else { break };
-        if line.trim().is_empty() {
-            continue;
-        }
+    // One command from the command line, else each line of standard input
+    // as it comes (a terminal or a script feeding commands one by one).
+    let lines: Box<dyn Iterator<Item = String>> = if a.command.is_empty() {
+        Box::new(
+            BufReader::new(std::io::stdin())
+                .lines()
+                .map_while(Result::ok)
+                .filter(|l| !l.trim().is_empty()),
+        )
+    } else {
+        // As varnishadm: the words as given, separated by spaces (so
+        // `varnishadm "param.show x"` works, and quoting is the caller's).
+        Box::new(std::iter::once(a.command.join(" ")))
+    };
+    let mut code = 0;
+    for line in lines {
         match sess.send(&line) {
             Ok((st, body)) => {
-                println!("{st}\n{body}");
+                print_reply(a.pass, st, &body);
+                if st != 200 {
+                    if !a.pass {
+                        eprintln!("Command failed with error code {st}");
+                    }
+                    code = 1;
+                }
                 if st == 500 {
                     break;
                 }
             }
             Err(e) => {
-                eprintln!("lacquer adm: {e}");
+                eprintln!("{name}: {e}");
                 return 1;
             }
         }
     }
-    0
+    code
 }
 
 #[cfg(test)]
@@ -219,11 +301,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quoting() {
-        assert_eq!(quote("vcl.list"), "vcl.list");
-        assert_eq!(quote("a b"), "\"a b\"");
-        assert_eq!(quote("q\"x"), "\"q\\\"x\"");
-        assert_eq!(quote(""), "\"\"");
+    fn options() {
+        let p = |v: &[&str]| {
+            AdmArgs::parse(
+                "varnishadm",
+                &v.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            )
+        };
+        let a = p(&["-n", "x", "-p", "vcl.list", "-j"]).unwrap();
+        assert_eq!(a.command, ["vcl.list", "-j"]);
+        assert!(a.pass);
+        assert_eq!(
+            p(&["-t", "foobar"]).unwrap_err(),
+            (2, "-t: Invalid argument: foobar\n".to_string())
+        );
+        let (code, msg) = p(&["-Q"]).unwrap_err();
+        assert_eq!(code, 1);
+        assert!(msg.contains("Usage: varnishadm [-h]"), "{msg}");
+        assert_eq!(p(&["-h"]).unwrap_err().0, 0);
+        assert_eq!(p(&["-n", "x", "-T", "y"]).unwrap_err().0, 1);
     }
 
     #[test]

@@ -1,11 +1,18 @@
-//! The operator tools behind `lacquer log`, `lacquer stat` and
-//! `lacquer adm`: readers of the daemon's shared-memory log and counters,
-//! and a management CLI client, with varnishlog's, varnishstat's and
-//! varnishadm's options and output formats.
+//! The operator tools behind `lacquer log`, `ncsa`, `top`, `hist`, `stat`
+//! and `adm`: readers of the daemon's shared-memory log (or of binary log
+//! files) and counters, and a management CLI client, with varnishlog's,
+//! varnishncsa's, varnishtop's, varnishhist's, varnishstat's and
+//! varnishadm's options and output formats. [`vut`] holds what the log
+//! tools share.
 
 pub mod adm;
+pub mod hist;
 pub mod log;
+pub mod ncsa;
+pub mod screen;
 pub mod stat;
+pub mod top;
+pub mod vut;
 
 use std::path::PathBuf;
 
@@ -19,7 +26,8 @@ pub fn workdir(n: Option<&str>) -> PathBuf {
     }
 }
 
-fn hostname() -> String {
+/// The host's name, the daemon's default identity (`-i`).
+pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .ok()

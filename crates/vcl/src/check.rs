@@ -683,7 +683,10 @@ impl<'a> Checker<'a> {
                     lit.span,
                 );
             }
-            check_uds_path(p).map_err(|m| Box::new(Diagnostic::error(m, lit.span)))?;
+            let span = lit.span;
+            if let Some(w) = check_uds_path(p).map_err(|m| Box::new(Diagnostic::error(m, span)))? {
+                self.warnings.push(Diagnostic::warning(w, span));
+            }
         }
         if let Some(lit) = fields.string("host") {
             check_ipv6_brackets(&lit.value)
@@ -2867,21 +2870,35 @@ fn check_ipv6_brackets(host: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A backend `.path` must be absolute and, if it exists, a socket.
-fn check_uds_path(path: &str) -> Result<(), String> {
+/// A backend `.path` must be absolute and, if it exists, a socket. One
+/// that does not exist yet only earns a warning (returned): the socket may
+/// appear before the VCL is used.
+fn check_uds_path(path: &str) -> Result<Option<String>, String> {
     if !path.starts_with('/') {
         return Err(format!("Must be an absolute path:\n\t{path}"));
     }
     #[cfg(unix)]
     {
         use std::os::unix::fs::FileTypeExt;
-        if let Ok(md) = std::fs::metadata(path)
-            && !md.file_type().is_socket()
-        {
-            return Err(format!("Not a socket:\n\t{path}"));
+        match std::fs::metadata(path) {
+            Ok(md) if !md.file_type().is_socket() => {
+                return Err(format!("Not a socket:\n\t{path}"));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                // The OS's text without Rust's " (os error N)", as strerror.
+                let text = e.to_string();
+                let text = text.split(" (os error").next().unwrap_or(&text);
+                let msg = format!("Backend path: Cannot stat: {text}");
+                return if e.kind() == std::io::ErrorKind::NotFound {
+                    Ok(Some(msg))
+                } else {
+                    Err(msg)
+                };
+            }
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 fn split_host_port(s: &str) -> (&str, Option<&str>) {

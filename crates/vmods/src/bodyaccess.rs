@@ -25,6 +25,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("log_req_body", log_req_body),
     ],
     classes: &[],
+    event: None,
 };
 
 type R = Result<Value, String>;

@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 use lacquer_vcl::exec::value::http_date;
-use lacquer_vcl::exec::{Context, Value};
+use lacquer_vcl::exec::{Context, LogKind, Value};
 
 use crate::args::{Args, string};
 use crate::{Env, FuncImpl, ModuleImpl};
@@ -47,6 +47,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("set", set),
     ],
     classes: &[],
+    event: None,
 };
 
 type R = Result<Value, String>;
@@ -187,6 +188,9 @@ fn isset(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
 
 fn parse(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let h = a.bytes(0)?.unwrap_or_default();
+    if h.is_empty() {
+        ctx.log(LogKind::Debug, b"cookie: nothing to parse");
+    }
     let j = jar(ctx);
     j.0.clear();
     for (k, v) in parse_cookies(&h) {

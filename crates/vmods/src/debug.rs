@@ -10,15 +10,24 @@
 //! (`concatenate`, `collect`, `return_strands`, `sethdr`, object `concat`),
 //! optional arguments mixed with PRIV ones (object `obj_opt`),
 //! `re_quote`, `validhdr`, `store_ip`/`get_ip`, `client_ip`/`client_port`,
-//! `priv_perf`, the ACL pass-through functions (`null_acl`, `acl`, object
+//! `priv_perf`, `sndbuf` (the client socket's send buffer), the ACL
+//! pass-through functions (`null_acl`, `acl`, object
 //! `aclobj`) and `test_probe`.
+//!
+//! Dynamic backends (`dyn`, `dyn_uds`) and the failing director
+//! (`director`) live in [`dynamic`], on the host's runtime backend API.
+//!
+//! Lifecycle events go through [`event`]: temperature changes are logged,
+//! `nuke_limit`/`max_esi_depth` of 42 refuse load/warm-up, and
+//! `vcl_discard_delay()` keeps a cooling VCL held for a while
+//! ([`crate::Host::hold`]); `fail_task_fini()` fails the end of a task.
 //!
 //! Left out because they need server internals this crate cannot reach
 //! (they fail to compile rather than pretend): calling a SUB (`call`,
 //! `check_call`, `caller`, ...), matching an ACL (`match_acl`,
-//! `sweep_acl`), delivery filters (`rot52`), the lookup catflap, dynamic
-//! backends (`dyn`, `dyn_uds`), stack/workspace probes, VSC counters and
-//! VCL temperature events. The `Debug` log lines Varnish's functions emit
+//! `sweep_acl`), delivery filters (`rot52`), the lookup catflap,
+//! stack/workspace probes, VSC counters and backends created from events
+//! (`cold_backend`, `cooling_backend`). The `Debug` log lines Varnish's functions emit
 //! are not written: the executor has no Debug log kind.
 //!
 //! `PRIV_TOP` state is kept in the task's private state: identical to
@@ -28,6 +37,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use lacquer_vcl::exec::{Context, Value, WsKind};
+
+mod dynamic;
 
 use crate::args::{Args, lossy, string};
 use crate::{AnyObj, ClassImpl, Env, FuncImpl, MethodImpl, ModuleImpl, Obj, this};
@@ -50,8 +61,6 @@ $Method STRING .test_priv_task(STRING s="")
 $Method STRING .test_priv_top(STRING s="")
 $Function STRING argtest(STRING one, REAL two=2, STRING three="3", STRING comma=",", INT four=4, [STRING opt])
 $Function VOID fail()
-$Function VOID fail_task_fini()
-$Function VOID ok_task_fini()
 $Function BOOL fail2()
 $Function ACL null_acl()
 $Function ACL acl(ACL acl)
@@ -78,6 +87,19 @@ $Restrict client backend
 $Function STRING client_port()
 $Restrict client backend
 $Function DURATION priv_perf(INT size, INT rounds=10000)
+$Function VOID sndbuf(BYTES sndbuf)
+$Restrict client
+$Function VOID vcl_discard_delay(PRIV_VCL, DURATION)
+$Function VOID fail_task_fini()
+$Function VOID ok_task_fini()
+$Object dyn(STRING addr, STRING port, PROBE probe=0)
+$Method BACKEND .backend()
+$Method VOID .refresh(STRING addr, STRING port, PROBE probe=0)
+$Object dyn_uds(STRING path)
+$Method BACKEND .backend()
+$Method VOID .refresh(STRING path)
+$Object director()
+$Method BACKEND .fail()
 "#;
 
 pub(crate) static MODULE: ModuleImpl = ModuleImpl {
@@ -88,8 +110,6 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("test_priv_top", test_priv_top),
         ("argtest", argtest),
         ("fail", fail),
-        ("fail_task_fini", fail_task_fini),
-        ("ok_task_fini", ok_task_fini),
         ("fail2", fail),
         ("null_acl", null_acl),
         ("acl", first_arg),
@@ -106,6 +126,10 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("client_ip", client_ip),
         ("client_port", client_port),
         ("priv_perf", priv_perf),
+        ("sndbuf", sndbuf),
+        ("vcl_discard_delay", vcl_discard_delay),
+        ("fail_task_fini", fail_task_fini),
+        ("ok_task_fini", ok_task_fini),
     ],
     classes: &[
         ClassImpl {
@@ -138,10 +162,64 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
             ctor: new_concat,
             methods: &[("get", concat_get as MethodImpl)],
         },
+        ClassImpl {
+            name: "dyn",
+            ctor: dynamic::new_dyn,
+            methods: &[
+                ("backend", dynamic::backend as MethodImpl),
+                ("refresh", dynamic::refresh),
+            ],
+        },
+        ClassImpl {
+            name: "dyn_uds",
+            ctor: dynamic::new_dyn_uds,
+            methods: &[
+                ("backend", dynamic::backend as MethodImpl),
+                ("refresh", dynamic::refresh_uds),
+            ],
+        },
+        ClassImpl {
+            name: "director",
+            ctor: dynamic::new_director,
+            methods: &[("fail", dynamic::director_fail as MethodImpl)],
+        },
     ],
+    event: Some(event),
 };
 
 type R = Result<Value, String>;
+
+/// Logs every temperature change as `Debug` records, and refuses to load
+/// when `nuke_limit` is 42 or to warm up when `max_esi_depth` is 42, so
+/// that the suite can watch events and their failures.
+fn event(env: &Env, ev: crate::VclEvent, cx: &dyn crate::EventCtx) -> Result<(), String> {
+    let is_42 = |p: &str| cx.param(p).is_some_and(|v| v.trim() == "42");
+    match ev {
+        crate::VclEvent::Load if is_42("nuke_limit") => Err("nuke_limit is not the answer.".into()),
+        crate::VclEvent::Warm if is_42("max_esi_depth") => {
+            Err("max_esi_depth is not the answer.".into())
+        }
+        crate::VclEvent::Warm => {
+            cx.log_debug(&format!("{}: {}", cx.vcl_name(), ev.name()));
+            Ok(())
+        }
+        crate::VclEvent::Cold => {
+            cx.log_debug(&format!("{}: {}", cx.vcl_name(), ev.name()));
+            // Keep the VCL cooling for the delay vcl_discard_delay() set.
+            let delay = env.vcl_state().get::<DiscardDelay>(0).map(|d| d.0);
+            if let Some(d) = delay {
+                let host = env.host.clone();
+                let id = host.hold(&format!("vmod-debug ref on {}", cx.vcl_name()));
+                std::thread::spawn(move || {
+                    std::thread::sleep(std::time::Duration::from_secs_f64(d));
+                    host.release(id);
+                });
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
 
 /// The vmod's `PRIV_TASK` (shared by every function of the vmod, as in
 /// Varnish where the private pointer is per vmod and task).
@@ -245,21 +323,40 @@ fn argtest(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     )))
 }
 
-/// The task fails when its vmod state is let go (`std.rollback()`).
-fn fail_task_fini(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
-    ctx.privs()
-        .fail_on_leave(Some("thou shalt not fini".to_string()));
-    Ok(Value::Null)
-}
-
-/// Undoes `fail_task_fini()`.
-fn ok_task_fini(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
-    ctx.privs().fail_on_leave(None);
-    Ok(Value::Null)
-}
-
 fn fail(_: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
     Err("Forced failure".into())
+}
+
+/// How long `vcl_discard_delay()` keeps the VCL cooling after it is told
+/// to go cold.
+struct DiscardDelay(f64);
+
+fn vcl_discard_delay(env: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let d = a.duration(0)?.unwrap_or(0.0);
+    if d.is_finite() && d > 0.0 {
+        env.vcl_state().insert(0, DiscardDelay(d));
+    }
+    Ok(Value::Null)
+}
+
+/// Set by `ok_task_fini()`: the task may end quietly after all.
+struct FiniAllowed;
+
+/// Makes the end of the task fail, unless `ok_task_fini()` is called
+/// before it ends.
+fn fail_task_fini(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    ctx.privs().remove::<FiniAllowed>(0);
+    ctx.privs()
+        .on_finish(Box::new(|p| match p.get::<FiniAllowed>(0) {
+            Some(_) => Ok(()),
+            None => Err("thou shalt not fini".into()),
+        }));
+    Ok(Value::Null)
+}
+
+fn ok_task_fini(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    ctx.privs().insert(0, FiniAllowed);
+    Ok(Value::Null)
 }
 
 fn null_acl(_: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
@@ -311,7 +408,7 @@ fn collect(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
 fn sethdr(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let (which, name) = a.header(0)?;
     let v = a.str_or_empty(1)?;
-    ctx.set_header(which, name, v);
+    ctx.set_header(which, name, v)?;
     Ok(Value::Null)
 }
 
@@ -387,6 +484,13 @@ fn client_port(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
 /// Times `rounds` lookups of each of `size` per-task private values; the
 /// average time per lookup in nanoseconds, returned as that many seconds
 /// (as Varnish does).
+/// Sets the client socket's send buffer (the server logs `SO_SNDBUF`).
+fn sndbuf(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let size = a.bytes_val(0)?.unwrap_or(0).max(0) as u64;
+    ctx.tcp_set(lacquer_vcl::exec::TcpOp::SendBuffer(size))?;
+    Ok(Value::Null)
+}
+
 fn priv_perf(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     let size = a.int(0)?.unwrap_or(0);
     let rounds = a.int(1)?.unwrap_or(10000);

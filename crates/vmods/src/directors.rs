@@ -17,8 +17,10 @@ use lacquer_vcl::exec::{Backend, Context, LogKind, Value};
 use lacquer_vcl::subs::BuiltinSub;
 use sha2::{Digest, Sha256};
 
+mod shard_cfg;
+
 use crate::args::{Args, lossy};
-use crate::vmod_std::random_f64;
+use crate::rnd::next_f64 as random_f64;
 use crate::{AnyObj, ClassImpl, Director, Env, FuncImpl, Host, MethodImpl, ModuleImpl, Obj, this};
 
 const DECL: &str = r#"
@@ -135,6 +137,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
             ],
         },
     ],
+    event: None,
 };
 
 type R = Result<Value, String>;
@@ -181,7 +184,7 @@ impl Simple {
     fn healthy_members(&self) -> Vec<(Backend, f64, bool)> {
         let m = self.members.read().unwrap_or_else(|e| e.into_inner());
         m.iter()
-            .map(|(b, w)| (b.clone(), *w, self.host.backend_healthy(b)))
+            .map(|(b, w)| (b.clone(), *w, self.host.usable(b)))
             .collect()
     }
 
@@ -215,7 +218,7 @@ impl Simple {
                 let n = m.len();
                 for _ in 0..n {
                     let i = self.cursor.fetch_add(1, Ordering::Relaxed) % n;
-                    if self.host.backend_healthy(&m[i].0) {
+                    if self.host.usable(&m[i].0) {
                         return Some(m[i].0.clone());
                     }
                 }
@@ -231,14 +234,14 @@ impl Simple {
                 };
                 for k in 0..n {
                     let i = (start + k) % n;
-                    if self.host.backend_healthy(&m[i].0) {
+                    if self.host.usable(&m[i].0) {
                         self.cursor.store(i, Ordering::Relaxed);
                         return Some(m[i].0.clone());
                     }
                 }
                 None
             }
-            Kind::Random => self.pick_weighted(random_f64()),
+            Kind::Random => self.pick_weighted(crate::rnd::next_unit()),
             Kind::Hash => None,
         }
     }
@@ -248,9 +251,9 @@ impl Director for Simple {
     fn resolve(&self, _: &mut dyn Context) -> Option<Backend> {
         self.pick()
     }
-    fn healthy(&self) -> bool {
+    fn healthy(&self) -> Result<bool, String> {
         let m = self.members.read().unwrap_or_else(|e| e.into_inner());
-        m.iter().any(|(b, _)| self.host.backend_healthy(b))
+        Ok(m.iter().any(|(b, _)| self.host.usable(b)))
     }
 }
 
@@ -461,7 +464,7 @@ fn apply_args(
             }
             _ => {
                 let m = format!("{who} by=BLOB but no or empty key_blob - using key 0");
-                ctx.log(LogKind::Error, m.as_bytes());
+                ctx.log(LogKind::Problem, m.as_bytes());
                 p.key = 0;
             }
         },
@@ -569,16 +572,7 @@ fn param_from_blob(b: &Bytes) -> Option<Arc<ParamObj>> {
     sets.get(id as usize).and_then(|w| w.upgrade())
 }
 
-#[derive(Clone, Debug)]
-struct ShardMember {
-    be: Backend,
-    ident: Option<Bytes>,
-    weight: f64,
-    /// This backend's rampup, else the director's.
-    rampup: Option<f64>,
-}
-
-#[derive(Default)]
+#[derive(Clone, Debug, Default)]
 struct Ring {
     backends: Vec<Backend>,
     rampups: Vec<Option<f64>>,
@@ -586,75 +580,110 @@ struct Ring {
     points: Vec<(u32, usize)>,
 }
 
+/// Debug flags (`.debug()`): log ring lookups, and the ring when built.
+const DBG_LOOKUP: i64 = 1;
+const DBG_CIRCLE: i64 = 2;
+
 struct Shard {
     id: u64,
     name: String,
     host: Arc<dyn Host>,
-    /// Configured backends (changes apply at `reconfigure`).
-    members: Mutex<Vec<ShardMember>>,
-    dirty: Mutex<bool>,
+    /// The backend list in effect (changes apply at `reconfigure`).
+    members: Mutex<Vec<shard_cfg::Member>>,
     ring: RwLock<Ring>,
-    replicas: Mutex<u32>,
     warmup: Mutex<f64>,
     rampup: Mutex<f64>,
     param: Mutex<Option<Arc<ParamObj>>>,
+    debug: std::sync::atomic::AtomicI64,
+}
+
+/// The changes one task asked of one shard director; applied by
+/// `.reconfigure()`, or with the default replicas when the task ends.
+struct Pending {
+    shard: Arc<Shard>,
+    changes: Vec<shard_cfg::Change>,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if self.changes.is_empty() {
+            return;
+        }
+        let changes = std::mem::take(&mut self.changes);
+        let host = self.shard.host.clone();
+        let name = self.shard.name.clone();
+        let mut log = |kind: LogKind, msg: String| {
+            host.log(kind, &format!("vmod_directors: shard {name}: {msg}"));
+        };
+        self.shard.reconfigure(&changes, 67, &mut log);
+    }
 }
 
 impl Shard {
     fn err(&self, ctx: &mut dyn Context, msg: &str) {
         let m = format!("vmod_directors: shard {}: {msg}", self.name);
-        ctx.log(LogKind::Error, m.as_bytes());
+        ctx.log(LogKind::Problem, m.as_bytes());
     }
 
-    fn rebuild(&self, replicas: u32) {
-        let members = self.members.lock().unwrap_or_else(|e| e.into_inner());
+    /// Records a change for this task.
+    fn change(self: &Arc<Self>, ctx: &mut dyn Context, c: shard_cfg::Change) {
+        let me = self.clone();
+        ctx.privs()
+            .get_or_insert_with(self.id, || Pending {
+                shard: me,
+                changes: Vec::new(),
+            })
+            .changes
+            .push(c);
+    }
+
+    /// Applies `changes` and rebuilds the ring; false (and an error) when
+    /// no backend is left. `log` gets the notices and errors.
+    fn reconfigure(
+        &self,
+        changes: &[shard_cfg::Change],
+        replicas: u32,
+        log: &mut dyn FnMut(LogKind, String),
+    ) -> bool {
+        let mut members = self.members.lock().unwrap_or_else(|e| e.into_inner());
+        *members = shard_cfg::apply(&members, changes, replicas, &mut |n| {
+            log(LogKind::Notice, n)
+        });
+        if members.is_empty() {
+            *self.ring.write().unwrap_or_else(|e| e.into_inner()) = Ring::default();
+            log(LogKind::Problem, ".reconfigure() no backends".into());
+            return false;
+        }
+        let rmax = (u32::MAX - 1) / members.len() as u32;
         let mut ring = Ring::default();
-        let rmax = if members.is_empty() {
-            0
-        } else {
-            (u32::MAX - 1) / members.len() as u32
-        };
         for (i, m) in members.iter().enumerate() {
-            let ident: Bytes = m
-                .ident
-                .clone()
-                .unwrap_or_else(|| Bytes::from(m.be.name.to_string()));
-            let r = ((replicas as f64 * m.weight.max(1.0)) as u64).min(rmax as u64) as u32;
-            for j in 0..r {
+            for j in 0..m.replicas.min(rmax) {
                 ring.points
-                    .push((hash32(&[&ident, j.to_string().as_bytes()]), i));
+                    .push((hash32(&[m.key(), j.to_string().as_bytes()]), i));
             }
             ring.backends.push(m.be.clone());
             ring.rampups.push(m.rampup);
         }
-        ring.points.sort_unstable();
+        drop(members);
+        // Ties keep insertion order, as a stable sort of Varnish's points.
+        ring.points.sort_by_key(|(p, _)| *p);
+        if self.debug.load(Ordering::Relaxed) & DBG_CIRCLE != 0 {
+            for (i, (p, h)) in ring.points.iter().enumerate() {
+                self.host.log(
+                    LogKind::Debug,
+                    &format!(
+                        "vmod_directors: shard: hashcircle[{i:5}] = {{point = {p:8x}, host = {h:2}}}"
+                    ),
+                );
+            }
+        }
         *self.ring.write().unwrap_or_else(|e| e.into_inner()) = ring;
-        *self.dirty.lock().unwrap_or_else(|e| e.into_inner()) = false;
-    }
-
-    fn apply_pending(&self) {
-        let dirty = *self.dirty.lock().unwrap_or_else(|e| e.into_inner());
-        if dirty {
-            let r = *self.replicas.lock().unwrap_or_else(|e| e.into_inner());
-            self.rebuild(r);
-        }
-    }
-
-    fn key_for(&self, ctx: &mut dyn Context, p: &Params) -> u32 {
-        match p.by {
-            By::Key | By::Blob => p.key,
-            By::Hash if backend_side(ctx) => match ctx.digest() {
-                Some(d) => u32::from_be_bytes([d[0], d[1], d[2], d[3]]),
-                None => url_key(ctx),
-            },
-            By::Hash | By::Url => url_key(ctx),
-        }
+        true
     }
 
     /// Varnish's ring walk (`sharddir_pick_be`), with warmup and rampup.
     fn pick(&self, ctx: &mut dyn Context, p: &Params) -> Option<Backend> {
-        self.apply_pending();
-        let key = self.key_for(ctx, p);
+        let key = key_for(ctx, p);
         let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
         let n = ring.backends.len();
         if n == 0 || ring.points.is_empty() {
@@ -664,6 +693,15 @@ impl Shard {
         }
         let alt = p.alt.clamp(0, n as i64 - 1);
         let mut idx = lookup_point(&ring.points, key);
+        if self.debug.load(Ordering::Relaxed) & DBG_LOOKUP != 0 {
+            self.host.log(
+                LogKind::Debug,
+                &format!(
+                    "vmod_directors: shard: lookup key {key:x} idx {idx} host {}",
+                    ring.points[idx].1
+                ),
+            );
+        }
         let mut picked = vec![false; n];
         let mut pickcount = 0;
         let mut previous: Option<usize> = None;
@@ -680,7 +718,7 @@ impl Shard {
                 if !picked[c] {
                     picked[c] = true;
                     pickcount += 1;
-                    let healthy = self.host.backend_healthy(&ring.backends[c]);
+                    let healthy = self.host.usable(&ring.backends[c]);
                     let mut chosen = false;
                     let mut to_last = false;
                     let mut to_prev = false;
@@ -811,6 +849,20 @@ fn merge(set: Params, explicit: Params) -> Params {
     }
 }
 
+/// The ring key for a parameter set: the given key, else on the backend
+/// side the first four bytes of the object's hash for `by=HASH`, else the
+/// hash of the URL.
+fn key_for(ctx: &mut dyn Context, p: &Params) -> u32 {
+    match p.by {
+        By::Key | By::Blob => p.key,
+        By::Hash if backend_side(ctx) => match ctx.digest() {
+            Some(d) => u32::from_be_bytes([d[0], d[1], d[2], d[3]]),
+            None => url_key(ctx),
+        },
+        By::Hash | By::Url => url_key(ctx),
+    }
+}
+
 fn url_key(ctx: &mut dyn Context) -> u32 {
     use lacquer_vcl::vars::VarId;
     let var = if backend_side(ctx) && ctx.sub() != BuiltinSub::Pipe {
@@ -839,10 +891,9 @@ impl Director for Shard {
         let p = self.params(ctx);
         self.pick(ctx, &p)
     }
-    fn healthy(&self) -> bool {
-        self.apply_pending();
+    fn healthy(&self) -> Result<bool, String> {
         let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
-        ring.backends.iter().any(|b| self.host.backend_healthy(b))
+        Ok(ring.backends.iter().any(|b| self.host.usable(b)))
     }
 }
 
@@ -854,12 +905,11 @@ fn new_shard(env: &Env, _: &mut dyn Context, name: &str, _: &Args<'_>) -> Result
         name: name.to_string(),
         host: env.host.clone(),
         members: Mutex::new(Vec::new()),
-        dirty: Mutex::new(false),
         ring: RwLock::new(Ring::default()),
-        replicas: Mutex::new(67),
         warmup: Mutex::new(0.0),
         rampup: Mutex::new(0.0),
         param: Mutex::new(None),
+        debug: std::sync::atomic::AtomicI64::new(0),
     });
     let be = env.add_director(name, dir.clone());
     Ok(Arc::new(ShardObj { dir, be }))
@@ -868,11 +918,13 @@ fn new_shard(env: &Env, _: &mut dyn Context, name: &str, _: &Args<'_>) -> Result
 fn shard_set_warmup(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let s = &this::<ShardObj>(o).dir;
     let p = a.real(0)?.unwrap_or(0.0);
-    if !(0.0..=1.0).contains(&p) {
-        s.err(
-            ctx,
-            &format!("set_warmup: probability {p} out of range [0..1]"),
+    // A probability of 1 would never pick the chosen backend.
+    if !(0.0..1.0).contains(&p) {
+        let m = format!(
+            "vmod_directors: shard {}: .set_warmup({p:.6}) ignored",
+            s.name
         );
+        ctx.log(LogKind::Notice, m.as_bytes());
         return Ok(Value::Null);
     }
     *s.warmup.lock().unwrap_or_else(|e| e.into_inner()) = p;
@@ -900,7 +952,7 @@ fn shard_associate(_: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> R 
     Ok(Value::Null)
 }
 
-fn shard_add_backend(_: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> R {
+fn shard_add_backend(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let s = &this::<ShardObj>(o).dir;
     let Some(be) = a.backend(0)? else {
         return Err(format!(
@@ -909,31 +961,29 @@ fn shard_add_backend(_: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> 
         ));
     };
     let ident = a.bytes(1)?.filter(|i| !i.is_empty());
-    let weight = a.real(3)?.unwrap_or(1.0);
-    let mut m = s.members.lock().unwrap_or_else(|e| e.into_inner());
-    let id_of = |x: &ShardMember| {
-        x.ident
-            .clone()
-            .unwrap_or_else(|| Bytes::from(x.be.name.to_string()))
-    };
-    let new = ShardMember {
+    let mut weight = 1.0;
+    if let Some(w) = a.real(3)? {
+        if w >= 1.0 {
+            weight = w;
+        } else {
+            let m = format!(
+                "vmod_directors: shard {}: .add_backend(weight={w:.6}) ignored",
+                s.name
+            );
+            ctx.log(LogKind::Notice, m.as_bytes());
+        }
+    }
+    let c = shard_cfg::Change::Add {
         be: be.clone(),
         ident,
-        weight,
         rampup: a.duration(2)?,
+        weight,
     };
-    let new_id = id_of(&new);
-    if let Some(existing) = m.iter_mut().find(|x| x.be == new.be && id_of(x) == new_id) {
-        existing.weight = weight;
-        existing.rampup = new.rampup;
-    } else {
-        m.push(new);
-    }
-    *s.dirty.lock().unwrap_or_else(|e| e.into_inner()) = true;
+    s.change(ctx, c);
     Ok(Value::Bool(true))
 }
 
-fn shard_remove_backend(_: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> R {
+fn shard_remove_backend(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let s = &this::<ShardObj>(o).dir;
     let be = a.backend(0)?.cloned();
     let ident = a.bytes(1)?.filter(|i| !i.is_empty());
@@ -943,24 +993,13 @@ fn shard_remove_backend(_: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'_>) 
             s.name
         ));
     }
-    let mut m = s.members.lock().unwrap_or_else(|e| e.into_inner());
-    m.retain(|x| {
-        let id = x
-            .ident
-            .clone()
-            .unwrap_or_else(|| Bytes::from(x.be.name.to_string()));
-        let be_match = be.as_ref().is_none_or(|b| *b == x.be);
-        let id_match = ident.as_ref().is_none_or(|i| *i == id);
-        !(be_match && id_match)
-    });
-    *s.dirty.lock().unwrap_or_else(|e| e.into_inner()) = true;
+    s.change(ctx, shard_cfg::Change::Remove { be, ident });
     Ok(Value::Bool(true))
 }
 
-fn shard_clear(_: &Env, o: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
+fn shard_clear(_: &Env, o: &AnyObj, ctx: &mut dyn Context, _: &Args<'_>) -> R {
     let s = &this::<ShardObj>(o).dir;
-    s.members.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    *s.dirty.lock().unwrap_or_else(|e| e.into_inner()) = true;
+    s.change(ctx, shard_cfg::Change::Clear);
     Ok(Value::Bool(true))
 }
 
@@ -968,12 +1007,27 @@ fn shard_reconfigure(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -
     let s = &this::<ShardObj>(o).dir;
     let r = a.int(0)?.unwrap_or(67);
     if r <= 0 || r > u32::MAX as i64 {
-        s.err(ctx, &format!("reconfigure: invalid replicas argument {r}"));
+        s.err(
+            ctx,
+            &format!(".reconfigure() invalid replicas argument {r}"),
+        );
         return Ok(Value::Bool(false));
     }
-    *s.replicas.lock().unwrap_or_else(|e| e.into_inner()) = r as u32;
-    s.rebuild(r as u32);
-    Ok(Value::Bool(true))
+    let Some(mut pending) = ctx.privs().remove::<Pending>(s.id) else {
+        return Ok(Value::Bool(true));
+    };
+    let changes = std::mem::take(&mut pending.changes);
+    if changes.is_empty() {
+        return Ok(Value::Bool(true));
+    }
+    let name = s.name.clone();
+    let mut log = |kind: LogKind, msg: String| {
+        ctx.log(
+            kind,
+            format!("vmod_directors: shard {name}: {msg}").as_bytes(),
+        );
+    };
+    Ok(Value::Bool(s.reconfigure(&changes, r as u32, &mut log)))
 }
 
 fn shard_key(_: &Env, _: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> R {
@@ -1020,15 +1074,24 @@ fn shard_backend(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R 
         }
         return Ok(Value::Backend(obj.be.clone()));
     }
-    let p = match set {
-        Some(set) => merge(set.current(ctx), explicit),
+    // Resolving now starts from what a lazy .backend() earlier in this
+    // backend task stored (else the associated parameter set), unless a
+    // parameter set is passed here; the arguments given override it.
+    let base = match a.blob(7)? {
+        Some(_) => set.map(|set| set.current(ctx)),
+        None => Some(s.params(ctx)),
+    };
+    let p = match base {
+        Some(base) => merge(base, explicit),
         None => explicit,
     };
     Ok(s.pick(ctx, &p).map_or(Value::Null, Value::Backend))
 }
 
-fn shard_debug(_: &Env, _: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
-    // Debug flags only select extra log output in Varnish.
+/// Selects extra `Debug` output: 1 ring lookups, 2 the ring when built.
+fn shard_debug(_: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let s = &this::<ShardObj>(o).dir;
+    s.debug.store(a.int(0)?.unwrap_or(0), Ordering::Relaxed);
     Ok(Value::Null)
 }
 
@@ -1097,11 +1160,7 @@ fn param_get_by(_: &Env, o: &AnyObj, ctx: &mut dyn Context, _: &Args<'_>) -> R {
 
 fn param_get_key(_: &Env, o: &AnyObj, ctx: &mut dyn Context, _: &Args<'_>) -> R {
     let p = param_get(o, ctx);
-    let key = match p.by {
-        By::Key | By::Blob => p.key,
-        By::Hash | By::Url => url_key(ctx),
-    };
-    Ok(Value::Int(key as i64))
+    Ok(Value::Int(key_for(ctx, &p) as i64))
 }
 
 fn param_get_alt(_: &Env, o: &AnyObj, ctx: &mut dyn Context, _: &Args<'_>) -> R {

@@ -33,6 +33,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("dyn", dyn_header),
     ],
     classes: &[],
+    event: None,
 };
 
 type R = Result<Value, String>;

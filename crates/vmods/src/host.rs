@@ -9,26 +9,63 @@
 //! a request is about to be sent to such a backend, the server calls
 //! [`Director::resolve`] (repeatedly, for layered directors) until it gets
 //! a real backend.
+//!
+//! Vmods may also create real backends at runtime ([`Host::new_backend`],
+//! Varnish's `VRT_new_backend`): each gets its own connection pool, `VBE`
+//! counters and optional health probe, shows in `backend.list`, and lives
+//! until [`Host::delete_backend`] retires it or its VCL is discarded. A
+//! retired backend's handle stays a valid value but resolves to nothing
+//! and reads as sick; fetches already using it finish on their own
+//! connection.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use lacquer_vcl::exec::{Backend, Context};
+use lacquer_vcl::exec::{Backend, Context, LogKind};
 
 /// A load-balancing director created by a vmod.
 pub trait Director: Send + Sync {
     /// Picks a backend (possibly another director) for the task, or `None`
     /// when no healthy backend is available.
     fn resolve(&self, ctx: &mut dyn Context) -> Option<Backend>;
-    /// Whether the director has any healthy backend.
-    fn healthy(&self) -> bool;
+    /// Whether the director has any healthy backend; an error fails the
+    /// VCL task that asked (Varnish's `VRT_fail` in a healthy callback).
+    fn healthy(&self) -> Result<bool, String>;
+}
+
+/// Where a backend created at runtime connects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    Tcp(SocketAddr),
+    /// An absolute path to a Unix domain socket.
+    Unix(PathBuf),
+}
+
+/// A backend a vmod asks the server to create at runtime.
+#[derive(Clone, Debug)]
+pub struct DynamicBackend {
+    /// The name VCL and `backend.list` show (`<vcl>.<name>`), usually the
+    /// vmod object's name.
+    pub name: String,
+    pub endpoint: Endpoint,
+    /// The `Host` header a backend request without one gets.
+    pub host_header: Option<String>,
+    /// A probe declared in the VCL, by name, to poll the backend with.
+    pub probe: Option<String>,
 }
 
 /// Server services shared by all tasks.
 pub trait Host: Send + Sync {
     /// Whether a backend is healthy (probe state and admin health). For a
     /// backend that is a registered director, the server answers with
-    /// [`Director::healthy`].
-    fn backend_healthy(&self, backend: &Backend) -> bool;
+    /// [`Director::healthy`], whose error fails the asking task.
+    fn backend_healthy(&self, backend: &Backend) -> Result<bool, String>;
+    /// [`Host::backend_healthy`] where a failing director counts as sick
+    /// (a director weighing its members).
+    fn usable(&self, backend: &Backend) -> bool {
+        self.backend_healthy(backend).unwrap_or(false)
+    }
     /// When the backend's health last changed (seconds since the epoch, 0
     /// if never); the shard director's rampup uses it.
     fn backend_changed(&self, backend: &Backend) -> f64;
@@ -38,8 +75,30 @@ pub trait Host: Send + Sync {
     /// Forgets a director registered by [`Host::add_director`]; called when
     /// the VCL that created it is dropped ([`crate::Runtime`]'s `Drop`).
     fn remove_director(&self, backend: &Backend);
+    /// Creates a backend at runtime for the VCL this host serves. Fails
+    /// (with the reason) when the VCL is being discarded or the probe is
+    /// unknown.
+    fn new_backend(&self, spec: DynamicBackend) -> Result<Backend, String>;
+    /// Retires a backend made by [`Host::new_backend`]: its probe stops,
+    /// it leaves `backend.list` and its counters go; the handle resolves to
+    /// nothing from now on. Other handles are left alone.
+    fn delete_backend(&self, backend: &Backend);
     /// Finds a backend of the current VCL by name (`directors.lookup()`).
     fn lookup_backend(&self, name: &str) -> Option<Backend>;
+    /// Writes a log record outside any transaction (vxid 0), for what a
+    /// vmod does on its own rather than for a task (the shard director's
+    /// hash ring dump, changes applied when a task ends).
+    fn log(&self, kind: LogKind, msg: &str);
+    /// Holds the VCL back from going cold on behalf of `who` (Varnish's
+    /// VCL references from vmods): while held, a VCL asked to cool stays
+    /// `cooling`, cannot be warmed again, and is not freed. Returns the
+    /// hold's id for [`Host::release`].
+    fn hold(&self, who: &str) -> u64;
+    /// Ends a hold taken with [`Host::hold`].
+    fn release(&self, id: u64);
+    /// The cache process panics with `why` (test vmods only: `vtc.panic`):
+    /// it stops serving and loses its objects, as varnishd's child dying.
+    fn panic(&self, why: &str);
     /// Invalidates every object tagged (by its `xkey` response headers)
     /// with one of `keys`; `soft` expires them but keeps them for grace
     /// and keep. Returns the number of objects affected.

@@ -51,6 +51,7 @@ mod header;
 mod host;
 mod proxy;
 mod purge;
+pub mod rnd;
 mod saintmode;
 mod str_vmod;
 mod tcp;
@@ -61,7 +62,7 @@ mod vsthrottle;
 mod vtc;
 mod xkey;
 
-pub use host::{Director, Host};
+pub use host::{Director, DynamicBackend, Endpoint, Host};
 
 use args::Args;
 
@@ -84,12 +85,50 @@ pub(crate) struct ClassImpl {
     pub methods: &'static [(&'static str, MethodImpl)],
 }
 
-/// The implementation side of one vmod: its declaration text and its
-/// functions and classes by declared name.
+/// A VCL lifecycle event vmods may react to (Varnish's `$Event`): `Load`
+/// before `vcl_init`, `Warm` and `Cold` as the VCL's temperature changes,
+/// `Discard` when it is freed. A handler failing `Load` or `Warm` stops
+/// that transition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VclEvent {
+    Load,
+    Warm,
+    Cold,
+    Discard,
+}
+
+impl VclEvent {
+    /// Varnish's name for the event, as vmods log it.
+    pub fn name(self) -> &'static str {
+        match self {
+            VclEvent::Load => "VCL_EVENT_LOAD",
+            VclEvent::Warm => "VCL_EVENT_WARM",
+            VclEvent::Cold => "VCL_EVENT_COLD",
+            VclEvent::Discard => "VCL_EVENT_DISCARD",
+        }
+    }
+}
+
+/// What an event handler may consult: the VCL, the daemon's parameters
+/// and the log.
+pub trait EventCtx {
+    fn vcl_name(&self) -> &str;
+    /// A runtime parameter's current value as `param.show` prints it.
+    fn param(&self, name: &str) -> Option<String>;
+    /// Writes a `Debug` record outside any transaction.
+    fn log_debug(&self, msg: &str);
+}
+
+/// A vmod's event handler.
+pub(crate) type EventImpl = fn(&Env, VclEvent, &dyn EventCtx) -> Result<(), String>;
+
+/// The implementation side of one vmod: its declaration text, its
+/// functions and classes by declared name, and its event handler.
 pub(crate) struct ModuleImpl {
     pub decl: &'static str,
     pub functions: &'static [(&'static str, FuncImpl)],
     pub classes: &'static [ClassImpl],
+    pub event: Option<EventImpl>,
 }
 
 /// Every implemented vmod.
@@ -214,6 +253,7 @@ impl Env {
 }
 
 struct LoadedVmod {
+    event: Option<EventImpl>,
     functions: Vec<FuncImpl>,
     classes: Vec<&'static ClassImpl>,
     /// Method implementations per class, in declaration order.
@@ -296,6 +336,7 @@ impl Runtime {
                 methods.push(ms);
             }
             vmods.push(LoadedVmod {
+                event: module.event,
                 functions,
                 classes,
                 methods,
@@ -341,6 +382,19 @@ impl Runtime {
         host: Arc<dyn Host>,
     ) -> Result<Runtime, String> {
         Runtime::new(&program.vmods, &program.instances, program.version, host)
+    }
+}
+
+impl Runtime {
+    /// Tells every imported vmod with a handler about a lifecycle event,
+    /// in import order; the first failure stops there and is returned.
+    pub fn event(&self, ev: VclEvent, cx: &dyn EventCtx) -> Result<(), String> {
+        for v in &self.vmods {
+            if let Some(f) = v.event {
+                f(&self.env, ev, cx)?;
+            }
+        }
+        Ok(())
     }
 }
 

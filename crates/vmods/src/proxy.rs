@@ -37,6 +37,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("cert_key", cert_key),
     ],
     classes: &[],
+    event: None,
 };
 
 type R = Result<Value, String>;

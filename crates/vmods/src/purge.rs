@@ -19,6 +19,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
     decl: DECL,
     functions: &[("hard", hard as FuncImpl), ("soft", soft)],
     classes: &[],
+    event: None,
 };
 
 fn hard(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> Result<Value, String> {

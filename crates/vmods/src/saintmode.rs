@@ -37,6 +37,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
             ("is_healthy", sm_healthy),
         ],
     }],
+    event: None,
 };
 
 type R = Result<Value, String>;
@@ -65,7 +66,7 @@ impl Saint {
     }
 
     fn healthy_at(&self, t: f64) -> bool {
-        self.host.backend_healthy(&self.backend) && (self.live(t).len() as i64) < self.threshold
+        self.host.usable(&self.backend) && (self.live(t).len() as i64) < self.threshold
     }
 }
 
@@ -80,8 +81,8 @@ impl Director for Saint {
             _ => Some(self.backend.clone()),
         }
     }
-    fn healthy(&self) -> bool {
-        self.healthy_at(now())
+    fn healthy(&self) -> Result<bool, String> {
+        Ok(self.healthy_at(now()))
     }
 }
 
@@ -157,5 +158,5 @@ fn sm_count(_: &Env, o: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
 }
 
 fn sm_healthy(_: &Env, o: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
-    Ok(Value::Bool(this::<SaintObj>(o).dir.healthy()))
+    Ok(Value::Bool(this::<SaintObj>(o).dir.healthy()?))
 }

@@ -32,6 +32,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("token_intersect", token_intersect),
     ],
     classes: &[],
+    event: None,
 };
 
 type R = Result<Value, String>;

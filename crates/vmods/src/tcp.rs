@@ -25,6 +25,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("set_socket_pace", set_socket_pace),
     ],
     classes: &[],
+    event: None,
 };
 
 type R = Result<Value, String>;

@@ -5,6 +5,7 @@
 //! or -1 (ids), like Varnish.
 
 use lacquer_vcl::exec::{Context, LogKind, Value};
+use lacquer_vcl::subs::BuiltinSub;
 
 use crate::args::{Args, string};
 use crate::{Env, FuncImpl, ModuleImpl};
@@ -12,13 +13,9 @@ use crate::{Env, FuncImpl, ModuleImpl};
 const DECL: &str = r#"
 $Module unix
 $Function STRING user()
-$Restrict client backend
 $Function STRING group()
-$Restrict client backend
 $Function INT uid()
-$Restrict client backend
 $Function INT gid()
-$Restrict client backend
 "#;
 
 pub(crate) static MODULE: ModuleImpl = ModuleImpl {
@@ -30,17 +27,25 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("gid", gid),
     ],
     classes: &[],
+    event: None,
 };
 
 type R = Result<Value, String>;
 
-fn cred(ctx: &mut dyn Context, what: &str) -> Option<(u32, u32)> {
+/// The peer's credentials. There is no connection in vcl_init/vcl_fini:
+/// calling there fails the VCL (a runtime check, as Varnish 7.1 does it).
+fn cred(ctx: &mut dyn Context) -> Result<Option<(u32, u32)>, String> {
+    if matches!(ctx.sub(), BuiltinSub::Init | BuiltinSub::Fini) {
+        return Err("vmod unix failure: may not be called in vcl_init or vcl_fini".into());
+    }
     let c = ctx.peer_cred();
     if c.is_none() {
-        let msg = format!("vmod unix: {what}(): not listening on a Unix domain socket");
-        ctx.log(LogKind::Error, msg.as_bytes());
+        ctx.log(
+            LogKind::Error,
+            b"vmod unix error: not listening on a Unix domain socket",
+        );
     }
-    c
+    Ok(c)
 }
 
 /// Name of the entry with this id in a passwd/group style file (third
@@ -55,21 +60,21 @@ pub(crate) fn name_for_id(file: &str, id: u32) -> Option<String> {
 }
 
 fn user(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
-    Ok(cred(ctx, "user")
+    Ok(cred(ctx)?
         .and_then(|(u, _)| name_for_id("/etc/passwd", u))
         .map_or(Value::Null, string))
 }
 
 fn group(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
-    Ok(cred(ctx, "group")
+    Ok(cred(ctx)?
         .and_then(|(_, g)| name_for_id("/etc/group", g))
         .map_or(Value::Null, string))
 }
 
 fn uid(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
-    Ok(Value::Int(cred(ctx, "uid").map_or(-1, |(u, _)| u as i64)))
+    Ok(Value::Int(cred(ctx)?.map_or(-1, |(u, _)| u as i64)))
 }
 
 fn gid(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
-    Ok(Value::Int(cred(ctx, "gid").map_or(-1, |(_, g)| g as i64)))
+    Ok(Value::Int(cred(ctx)?.map_or(-1, |(_, g)| g as i64)))
 }

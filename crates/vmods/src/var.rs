@@ -60,6 +60,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("clear", clear),
     ],
     classes: &[],
+    event: None,
 };
 
 type R = Result<Value, String>;

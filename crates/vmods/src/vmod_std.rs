@@ -6,9 +6,7 @@
 //! `fallback` argument when given, and fails the VCL otherwise; exactly one
 //! source argument may be given to the multi-source conversions.
 
-use std::io::Write as _;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use lacquer_vcl::exec::value::{INT_MAX, INT_MIN, parse_bytes, parse_decimal, parse_duration};
@@ -96,35 +94,17 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("time2real", time2real),
     ],
     classes: &[],
+    event: None,
 };
 
 type R = Result<Value, String>;
 
 // ---- numbers ----------------------------------------------------------
 
-/// A small, fast pseudo-random generator (xorshift64*), seeded from the
-/// clock; not for cryptography, like Varnish's testable random.
-pub(crate) fn random_f64() -> f64 {
-    static STATE: AtomicU64 = AtomicU64::new(0);
-    let mut x = STATE.load(Ordering::Relaxed);
-    if x == 0 {
-        x = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0x9e37_79b9_7f4a_7c15)
-            | 1;
-    }
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    STATE.store(x, Ordering::Relaxed);
-    (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
-}
-
 fn random(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     let lo = a.real(0)?.unwrap_or(0.0);
     let hi = a.real(1)?.unwrap_or(0.0);
-    Ok(Value::Real(lo + (hi - lo) * random_f64()))
+    Ok(Value::Real(lo + (hi - lo) * crate::rnd::next_f64()))
 }
 
 fn round(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
@@ -152,7 +132,7 @@ fn collect(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
         }
         vals.join(sep)
     };
-    ctx.set_header(which, name, &joined);
+    ctx.set_header(which, name, &joined)?;
     Ok(Value::Null)
 }
 
@@ -384,7 +364,7 @@ fn getenv(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
 
 fn healthy(env: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(Value::Bool(match a.backend(0)? {
-        Some(b) => env.host.backend_healthy(b),
+        Some(b) => env.host.backend_healthy(b)?,
         None => false,
     }))
 }
@@ -575,56 +555,7 @@ pub(crate) fn parse_ip(s: &str, default_port: &str, resolve: bool) -> Option<Soc
 
 // ---- time -------------------------------------------------------------
 
-const WDAY: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-const WDAY_LONG: [&str; 7] = [
-    "Thursday",
-    "Friday",
-    "Saturday",
-    "Sunday",
-    "Monday",
-    "Tuesday",
-    "Wednesday",
-];
-const MONTH: [&str; 12] = [
-    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-];
-const MONTH_LONG: [&str; 12] = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
-
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let m = m as i64;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d as i64 - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
+use lacquer_vcl::exec::value::{MONTH, WDAY, WDAY_LONG, days_from_civil, strftime};
 
 fn days_in_month(y: i64, m: u32) -> u32 {
     match m {
@@ -696,7 +627,16 @@ pub(crate) fn parse_time(s: &[u8]) -> Option<f64> {
                 let w = WDAY.iter().position(|x| *x == wd)?;
                 let (h, mi, se) = hms(t)?;
                 let y = y.parse().ok().filter(|_| y.len() == 4)?;
-                build_time(y, month(mo)?, two_digits(d)?, h, mi, se, Some(w))
+                // A one-digit day ("Thu, 4 Jan 2018") is taken too, as the
+                // server's header date parsing does.
+                let d = match d.len() {
+                    1 => d
+                        .parse()
+                        .ok()
+                        .filter(|_| d.as_bytes()[0].is_ascii_digit())?,
+                    _ => two_digits(d)?,
+                };
+                build_time(y, month(mo)?, d, h, mi, se, Some(w))
             }
             [dmy, t, "GMT"] => {
                 let w = WDAY_LONG.iter().position(|x| *x == wd)?;
@@ -724,69 +664,6 @@ pub(crate) fn parse_time(s: &[u8]) -> Option<f64> {
             _ => None,
         }
     }
-}
-
-/// `strftime(3)` for UTC with the common conversions; unknown conversions
-/// are copied as written.
-pub(crate) fn strftime(t: f64, fmt: &[u8]) -> Vec<u8> {
-    let secs = t.floor() as i64;
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    let (hh, mm, ss) = (rem / 3600, rem / 60 % 60, rem % 60);
-    let wd = days.rem_euclid(7) as usize; // 0 = Thursday
-    let wday_sun0 = (wd + 4) % 7; // 0 = Sunday
-    let yday = days - days_from_civil(y, 1, 1);
-    let mut out = Vec::with_capacity(fmt.len() + 16);
-    let mut it = fmt.iter().copied();
-    while let Some(c) = it.next() {
-        if c != b'%' {
-            out.push(c);
-            continue;
-        }
-        let Some(k) = it.next() else {
-            out.push(b'%');
-            break;
-        };
-        let _ = match k {
-            b'Y' => write!(out, "{y}"),
-            b'C' => write!(out, "{:02}", y.div_euclid(100)),
-            b'y' => write!(out, "{:02}", y.rem_euclid(100)),
-            b'm' => write!(out, "{m:02}"),
-            b'd' => write!(out, "{d:02}"),
-            b'e' => write!(out, "{d:2}"),
-            b'H' => write!(out, "{hh:02}"),
-            b'I' => write!(out, "{:02}", if hh % 12 == 0 { 12 } else { hh % 12 }),
-            b'M' => write!(out, "{mm:02}"),
-            b'S' => write!(out, "{ss:02}"),
-            b'p' => write!(out, "{}", if hh < 12 { "AM" } else { "PM" }),
-            b'j' => write!(out, "{:03}", yday + 1),
-            b'a' => write!(out, "{}", WDAY[wd]),
-            b'A' => write!(out, "{}", WDAY_LONG[wd]),
-            b'b' | b'h' => write!(out, "{}", MONTH[(m - 1) as usize]),
-            b'B' => write!(out, "{}", MONTH_LONG[(m - 1) as usize]),
-            b'u' => write!(out, "{}", if wday_sun0 == 0 { 7 } else { wday_sun0 }),
-            b'w' => write!(out, "{wday_sun0}"),
-            b's' => write!(out, "{secs}"),
-            b'F' => write!(out, "{y}-{m:02}-{d:02}"),
-            b'T' => write!(out, "{hh:02}:{mm:02}:{ss:02}"),
-            b'R' => write!(out, "{hh:02}:{mm:02}"),
-            b'D' => write!(out, "{m:02}/{d:02}/{:02}", y.rem_euclid(100)),
-            b'c' => write!(
-                out,
-                "{} {} {d:2} {hh:02}:{mm:02}:{ss:02} {y}",
-                WDAY[wd],
-                MONTH[(m - 1) as usize]
-            ),
-            b'Z' => write!(out, "GMT"),
-            b'z' => write!(out, "+0000"),
-            b'n' => writeln!(out),
-            b't' => write!(out, "\t"),
-            b'%' => write!(out, "%"),
-            other => write!(out, "%{}", other as char),
-        };
-    }
-    out
 }
 
 fn strftime_fn(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
@@ -897,6 +774,10 @@ fn ban(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
         Some(spec) => ctx.ban(spec),
     };
     let ok = result.is_ok();
+    if let Err(e) = &result {
+        // Logged without failing the task, as varnishd's VRT_ban_string.
+        ctx.log(LogKind::Error, format!("ban(): {e}").as_bytes());
+    }
     let msg = result.err().map(Bytes::from).unwrap_or_default();
     ctx.privs().insert(0, BanError(msg));
     Ok(Value::Bool(ok))
@@ -979,6 +860,11 @@ mod tests {
         );
         assert_eq!(parse_time(b"Monday, 20-Dec-30 00:00:00 GMT"), None);
         assert_eq!(
+            parse_time(b"Thu, 4 Jan 2018 06:26:29 GMT"),
+            parse_time(b"Thu, 04 Jan 2018 06:26:29 GMT")
+        );
+        assert!(parse_time(b"Thu, 04 Jan 2018 06:26:29 GMT").is_some());
+        assert_eq!(
             parse_time(b"Friday, 20-Dec-30 00:00:00 GMT"),
             Some(1_923_955_200.0)
         );
@@ -1033,7 +919,7 @@ mod tests {
     #[test]
     fn random_in_range() {
         for _ in 0..1000 {
-            let r = random_f64();
+            let r = crate::rnd::next_f64();
             assert!((0.0..1.0).contains(&r));
         }
     }

@@ -31,6 +31,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("blocked", blocked),
     ],
     classes: &[],
+    event: None,
 };
 
 type R = Result<Value, String>;

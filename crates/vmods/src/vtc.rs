@@ -59,6 +59,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("workspace_overflow", workspace_overflow),
     ],
     classes: &[],
+    event: None,
 };
 
 type R = Result<Value, String>;
@@ -74,7 +75,23 @@ fn parse_addr(s: &str) -> Option<SocketAddr> {
     (h, p.parse::<u16>().ok()?).to_socket_addrs().ok()?.next()
 }
 
+/// Runs a blocking wait. On the daemon's multi-threaded runtime the worker
+/// hands its other tasks to a peer first, so a VCL sleeping here never
+/// starves the requests that are to wake it (the suite sleeps in one
+/// request while another swaps a backend).
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
 fn barrier_sync(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    blocking(|| barrier_wait(a))
+}
+
+fn barrier_wait(a: &Args<'_>) -> R {
     let addr = lossy(a.str_or_empty(0)?).into_owned();
     let timeout = a.duration(1)?.unwrap_or(0.0);
     let fail = |m: String| Err(format!("vtc.barrier_sync(\"{addr}\"): {m}"));
@@ -108,14 +125,17 @@ fn null(_: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
     Ok(Value::Null)
 }
 
-fn panic(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
-    Err(format!("vtc.panic(): {}", lossy(a.str_or_empty(0)?)))
+/// Panics the cache process (its requests fail, it stops serving).
+fn panic(env: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let why = lossy(a.str_or_empty(0)?).into_owned();
+    env.host.panic(&why);
+    Err(format!("vtc.panic(): {why}"))
 }
 
 fn sleep(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     let d = a.duration(0)?.unwrap_or(0.0);
     if d > 0.0 && d.is_finite() {
-        std::thread::sleep(Duration::from_secs_f64(d));
+        blocking(|| std::thread::sleep(Duration::from_secs_f64(d)));
     }
     Ok(Value::Null)
 }

@@ -17,6 +17,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
     decl: DECL,
     functions: &[("purge", purge as FuncImpl), ("softpurge", softpurge)],
     classes: &[],
+    event: None,
 };
 
 /// Splits a key list on whitespace and commas, like the xkey header.

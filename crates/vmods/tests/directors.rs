@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use lacquer_vcl::exec::Context as _;
 use lacquer_vcl::exec::mock::MockContext;
 use lacquer_vcl::exec::{Backend, Value};
 use lacquer_vcl::subs::BuiltinSub;
@@ -70,7 +71,7 @@ fn round_robin_skips_sick_and_layers_under_fallback() {
     r.host.set_sick("s3", true);
     r.host.set_sick("s4", true);
     assert!(r.host.resolve(c, &fb).is_none());
-    assert!(!lacquer_vmods::Host::backend_healthy(&*r.host, &fb));
+    assert!(!lacquer_vmods::Host::backend_healthy(&*r.host, &fb).unwrap());
 }
 
 #[test]
@@ -268,7 +269,9 @@ fn shard_key_and_lazy_resolution() {
         r.method(c, "vd", "add_backend", vec![Some(be(i as u32 + 1, n))])
             .unwrap();
     }
-    // No explicit reconfigure: applied when first used.
+    // No explicit reconfigure: the changes apply (with 67 replicas) when
+    // the vcl_init task ends and drops its private state.
+    c.privs().clear();
     let key = r.method(c, "vd", "key", vec![s("foo")]).unwrap();
     assert!(matches!(key, Value::Int(k) if (0..=u32::MAX as i64).contains(&k)));
     r.method(c, "p", "set", vec![e("KEY"), Some(Value::Int(1))])
@@ -336,19 +339,26 @@ fn shard_key_and_lazy_resolution() {
         Ok(Value::Bool(true))
     );
     assert_eq!(r.method(c, "vd", "clear", vec![]), Ok(Value::Bool(true)));
-    assert_eq!(
+    let pick = |r: &Rig| {
         r.method(
             &mut req(),
             "vd",
             "backend",
-            vec![e("KEY"), Some(Value::Int(1))]
-        ),
-        Ok(Value::Null)
-    );
+            vec![e("KEY"), Some(Value::Int(1))],
+        )
+    };
+    // Other tasks keep the old ring until the changes are applied.
+    assert_eq!(pick(&r), Ok(Value::Backend(picked)));
     assert_eq!(
         r.method(c, "vd", "reconfigure", vec![Some(Value::Int(0))]),
         Ok(Value::Bool(false))
     );
+    // Clearing everything leaves no backend: reconfigure says so.
+    assert_eq!(
+        r.method(c, "vd", "reconfigure", vec![]),
+        Ok(Value::Bool(false))
+    );
+    assert_eq!(pick(&r), Ok(Value::Null));
 }
 
 #[test]

@@ -1062,3 +1062,46 @@ fn debug_optional_arguments_with_privs() {
         "obj oo2 obj_s *undef* obj_b true met_s *undef* met_b *undef*"
     );
 }
+
+/// d00008.vtc / d00032.vtc: `debug.dyn` makes a backend through the host
+/// and every refresh replaces (and retires) it; `dyn_uds` checks its path.
+#[test]
+fn debug_dynamic_backends() {
+    use lacquer_vmods::Endpoint;
+    let r = Rig::new(
+        &["debug"],
+        &[
+            ("d", "debug", "dyn"),
+            ("u", "debug", "dyn_uds"),
+            ("bad", "debug", "dyn"),
+        ],
+    );
+    let c = &mut req();
+    let err = r.new_obj(c, "bad", vec![s(""), s("")]).unwrap_err();
+    assert_eq!(err, "Missing dynamic backend address or port");
+    r.new_obj(c, "d", vec![s("127.0.0.1"), s("8080")]).unwrap();
+    let Ok(Value::Backend(first)) = r.method(c, "d", "backend", vec![]) else {
+        panic!("dyn.backend() is not a backend");
+    };
+    assert_eq!(&*first.name, "d");
+    r.method(c, "d", "refresh", vec![s("127.0.0.2"), s("9090")])
+        .unwrap();
+    let Ok(Value::Backend(second)) = r.method(c, "d", "backend", vec![]) else {
+        panic!("dyn.backend() is not a backend");
+    };
+    assert_ne!(first, second);
+    assert_eq!(*r.host.deleted.lock().unwrap(), vec![first]);
+    let made = r.host.dynamic.lock().unwrap().clone();
+    assert_eq!(
+        made[1].endpoint,
+        Endpoint::Tcp("127.0.0.2:9090".parse().unwrap())
+    );
+    assert_eq!(made[1].host_header.as_deref(), Some("127.0.0.2"));
+    let rel = r.new_obj(c, "u", vec![s("s1.sock")]).unwrap_err();
+    assert_eq!(rel, "path must be an absolute path: s1.sock");
+    let dir = std::env::temp_dir();
+    let e = r
+        .new_obj(c, "u", vec![s(dir.to_str().unwrap())])
+        .unwrap_err();
+    assert!(e.ends_with("is not a socket"), "{e}");
+}

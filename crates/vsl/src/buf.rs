@@ -123,6 +123,11 @@ impl VslBuf {
     /// [`Vsl::max_payload`]), fills in the header, pads, and flushes if full.
     #[inline]
     fn finish(&mut self, start: usize, tag: Tag) {
+        if tag == Tag::Debug {
+            // varnishd's Debug records keep their C string terminator,
+            // and tools show it (varnishncsa -j prints it as \u0000).
+            self.bytes.push(0);
+        }
         let reclen = self.vsl.max_payload(tag);
         let mut len = self.bytes.len() - start - 16;
         if len > reclen {
@@ -136,6 +141,8 @@ impl VslBuf {
         self.bytes.resize(padded, 0);
         if self.bytes.len() >= self.limit {
             self.vsl.note_overflow_flush();
+            self.flush();
+        } else if self.vsl.is_sync() {
             self.flush();
         }
     }
@@ -382,6 +389,19 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn sync_mode_publishes_each_record_at_once() {
+        let (d, vsl) = setup("sync", 64 * 1024);
+        let mut b = VslBuf::new(vsl.clone(), Vxid::client(7));
+        b.log_str(Tag::ReqMethod, "buffered");
+        assert!(b.buffered_bytes() > 0);
+        vsl.set_sync(true);
+        b.log_str(Tag::ReqMethod, "at once");
+        assert_eq!(b.buffered_bytes(), 0);
+        let t = texts(&vsl_path(&d));
+        assert!(t.iter().any(|l| l.ends_with("at once")), "{t:?}");
     }
 
     #[test]

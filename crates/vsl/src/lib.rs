@@ -7,9 +7,11 @@
 //! * [`tags`]: the table of all Varnish 7.1 log tags.
 //! * [`ring`]: the log file, its writer ([`Vsl`]) and reader ([`VslReader`]).
 //! * [`buf`]: the per-task hot-path buffer ([`VslBuf`], [`vsl!`]).
+//! * [`file`]: Varnish's binary log file format (`varnishlog -w`/`-r`).
 //! * [`group`]: grouping records into transactions (`-g raw|vxid|request|session`).
 //! * [`mod@print`]: varnishlog-identical output and record filters.
 //! * [`query`]: the VSL query language of vsl-query(7) (`-q`).
+//! * [`re`]: regular expressions with PCRE-worded errors (`-I`, `-X`, `~`).
 //! * [`vsc`]: the counters file, counter tables and varnishstat renderers.
 //!
 //! # Example
@@ -63,9 +65,11 @@
 //! ```
 
 pub mod buf;
+pub mod file;
 pub mod group;
 pub mod print;
 pub mod query;
+pub mod re;
 pub mod record;
 pub mod ring;
 mod shm;

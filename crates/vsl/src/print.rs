@@ -7,7 +7,7 @@
 //! (`      1001 ReqURL         c /`). Payloads of binary or unsafe tags are
 //! printed quoted with `%xx` escapes for non-printable bytes.
 
-use std::fmt::Write;
+use std::io::Write;
 
 use regex::bytes::Regex;
 
@@ -27,38 +27,37 @@ pub struct PrintOptions {
     pub backend_only: bool,
 }
 
-/// Appends the payload of `rec` as varnishlog prints it.
-pub fn push_payload(out: &mut String, tag: Tag, data: &[u8]) {
+/// Appends the payload of `rec` as varnishlog prints it: text as its raw
+/// bytes, binary and unsafe payloads quoted with `%xx` escapes.
+pub fn push_payload(out: &mut Vec<u8>, tag: Tag, data: &[u8]) {
     if tag.flags() & (F_BINARY | F_UNSAFE) != 0 {
-        out.push('"');
-        let mut d = data;
-        if tag == Tag::Debug && d.last() == Some(&0) {
-            d = &d[..d.len() - 1];
-        }
-        for &c in d {
+        out.push(b'"');
+        // All bytes, a Debug record's terminating NUL too (`%00`), as
+        // varnishlog prints them.
+        for &c in data {
             if (b' '..=b'~').contains(&c) {
-                out.push(char::from(c));
+                out.push(c);
             } else {
                 let _ = write!(out, "%{c:02x}");
             }
         }
-        out.push('"');
+        out.push(b'"');
     } else {
         // Text payloads end at a NUL, as with C's "%.*s".
         let end = data.iter().position(|&c| c == 0).unwrap_or(data.len());
-        out.push_str(&String::from_utf8_lossy(&data[..end]));
+        out.extend_from_slice(&data[..end]);
     }
 }
 
 /// Appends `TAG            payload\n` (grouped, terse form).
-pub fn push_record_terse(out: &mut String, rec: &Record) {
+pub fn push_record_terse(out: &mut Vec<u8>, rec: &Record) {
     let _ = write!(out, "{:<14} ", rec.tag.name());
     push_payload(out, rec.tag, &rec.data);
-    out.push('\n');
+    out.push(b'\n');
 }
 
 /// Appends `      VXID TAG            s payload\n` (raw and verbose form).
-pub fn push_record_verbose(out: &mut String, rec: &Record) {
+pub fn push_record_verbose(out: &mut Vec<u8>, rec: &Record) {
     let _ = write!(
         out,
         "{:>10} {:<14} {} ",
@@ -67,18 +66,29 @@ pub fn push_record_verbose(out: &mut String, rec: &Record) {
         rec.vxid.side().letter()
     );
     push_payload(out, rec.tag, &rec.data);
-    out.push('\n');
+    out.push(b'\n');
 }
 
-/// Formats a reported group exactly like varnishlog: transaction headers,
-/// level prefixes, and a blank line after grouped output. Records for which
-/// `show` returns false are left out (varnishlog's `-i/-x/-I/-X`).
+/// Formats a reported group exactly like varnishlog, as text (payload
+/// bytes that are not UTF-8 are replaced; [`format_group_bytes`] keeps
+/// them).
 pub fn format_group(
     group: &[Transaction],
     opts: PrintOptions,
     show: &dyn Fn(&Record) -> bool,
 ) -> String {
-    let mut out = String::new();
+    String::from_utf8_lossy(&format_group_bytes(group, opts, show)).into_owned()
+}
+
+/// Formats a reported group exactly like varnishlog: transaction headers,
+/// level prefixes, and a blank line after grouped output. Records for which
+/// `show` returns false are left out (varnishlog's `-i/-x/-I/-X`).
+pub fn format_group_bytes(
+    group: &[Transaction],
+    opts: PrintOptions,
+    show: &dyn Fn(&Record) -> bool,
+) -> Vec<u8> {
+    let mut out = Vec::new();
     let mut delim = false;
     for t in group {
         if opts.client_only || opts.backend_only {
@@ -94,20 +104,20 @@ pub fn format_group(
         }
         let verbose = t.level == 0 || opts.verbose;
         if t.level > 0 {
-            push_level(&mut out, t.level, '*');
+            push_level(&mut out, t.level, b'*');
             if verbose {
-                out.push_str(&" ".repeat(11));
+                out.extend_from_slice(&[b' '; 11]);
             }
             let _ = write!(out, "{} ", t.tx_type.label());
             if verbose {
-                out.push_str("  ");
+                out.extend_from_slice(b"  ");
             }
             let _ = writeln!(out, "{:<10}", t.vxid);
             delim = true;
         }
         for r in t.records.iter().filter(|r| show(r)) {
             if t.level > 0 {
-                push_level(&mut out, t.level, '-');
+                push_level(&mut out, t.level, b'-');
             }
             if verbose {
                 push_record_verbose(&mut out, r);
@@ -117,7 +127,7 @@ pub fn format_group(
         }
     }
     if delim {
-        out.push('\n');
+        out.push(b'\n');
     }
     out
 }
@@ -136,6 +146,7 @@ pub struct RecordFilter {
     suppress_re: Vec<(Option<TagSet>, Regex)>,
     client_only: bool,
     backend_only: bool,
+    caseless: bool,
 }
 
 impl RecordFilter {
@@ -151,9 +162,18 @@ impl RecordFilter {
         self.seen = true;
     }
 
+    /// `-C`: the regular expressions of later `-I`/`-X` ignore case.
+    pub fn set_caseless(&mut self, caseless: bool) {
+        self.caseless = caseless;
+    }
+
+    fn tags(opt: &str, list: &str) -> Result<TagSet, String> {
+        TagSet::from_list(list).map_err(|e| format!("{opt}: {}", e.list_message()))
+    }
+
     /// `-i taglist`: show records with these tags (globs allowed).
     pub fn include_tags(&mut self, list: &str) -> Result<(), String> {
-        let tags = TagSet::from_list(list).map_err(|e| format!("-i: {e}"))?;
+        let tags = RecordFilter::tags("-i", list)?;
         self.first_include();
         for t in tags.iter() {
             self.suppress.remove(t);
@@ -163,7 +183,7 @@ impl RecordFilter {
 
     /// `-x taglist`: hide records with these tags.
     pub fn exclude_tags(&mut self, list: &str) -> Result<(), String> {
-        let tags = TagSet::from_list(list).map_err(|e| format!("-x: {e}"))?;
+        let tags = RecordFilter::tags("-x", list)?;
         self.seen = true;
         for t in tags.iter() {
             self.suppress.insert(t);
@@ -171,21 +191,19 @@ impl RecordFilter {
         Ok(())
     }
 
-    fn parse_re(opt: &str, arg: &str) -> Result<(Option<TagSet>, Regex), String> {
+    fn parse_re(&self, opt: &str, arg: &str) -> Result<(Option<TagSet>, Regex), String> {
         let (tags, re) = match arg.split_once(':') {
-            Some((list, re)) => (
-                Some(TagSet::from_list(list).map_err(|e| format!("{opt}: {e}"))?),
-                re,
-            ),
+            Some((list, re)) => (Some(RecordFilter::tags(opt, list)?), re),
             None => (None, arg),
         };
-        let re = Regex::new(re).map_err(|e| format!("{opt}: bad regular expression: {e}"))?;
+        let re = crate::re::compile(re, self.caseless)
+            .map_err(|e| format!("{opt}: Regex error at position {} ({})", e.pos, e.msg))?;
         Ok((tags, re))
     }
 
     /// `-I [taglist:]regex`: show records whose payload matches.
     pub fn include_regex(&mut self, arg: &str) -> Result<(), String> {
-        let f = RecordFilter::parse_re("-I", arg)?;
+        let f = self.parse_re("-I", arg)?;
         self.first_include();
         self.select_re.push(f);
         Ok(())
@@ -193,7 +211,7 @@ impl RecordFilter {
 
     /// `-X [taglist:]regex`: hide records whose payload matches.
     pub fn exclude_regex(&mut self, arg: &str) -> Result<(), String> {
-        let f = RecordFilter::parse_re("-X", arg)?;
+        let f = self.parse_re("-X", arg)?;
         self.seen = true;
         self.suppress_re.push(f);
         Ok(())
@@ -236,15 +254,13 @@ impl RecordFilter {
     }
 }
 
-fn push_level(out: &mut String, level: u32, c: char) {
+fn push_level(out: &mut Vec<u8>, level: u32, c: u8) {
     if level > 3 {
-        let _ = write!(out, "{c}{}{c} ", level % 10);
+        let _ = write!(out, "{}{}{} ", c as char, level % 10, c as char);
     } else {
         let n = level as usize;
-        for _ in 0..n {
-            out.push(c);
-        }
-        out.push_str(&" ".repeat(4 - n));
+        out.extend(std::iter::repeat_n(c, n));
+        out.extend(std::iter::repeat_n(b' ', 4 - n));
     }
 }
 
@@ -351,14 +367,17 @@ mod tests {
 
     #[test]
     fn binary_payloads_and_deep_levels() {
-        let mut s = String::new();
+        let mut s = Vec::new();
         push_payload(&mut s, Tag::H2RxHdr, &[0, 1, b'a', 0xff]);
-        assert_eq!(s, "\"%00%01a%ff\"");
-        let mut s = String::new();
+        assert_eq!(s, b"\"%00%01a%ff\"");
+        let mut s = Vec::new();
         push_payload(&mut s, Tag::ReqURL, b"/a\0junk");
-        assert_eq!(s, "/a");
-        let mut s = String::new();
-        push_level(&mut s, 5, '*');
-        assert_eq!(s, "*5* ");
+        assert_eq!(s, b"/a");
+        let mut s = Vec::new();
+        push_payload(&mut s, Tag::ReqHeader, b"X: \xff");
+        assert_eq!(s, b"X: \xff");
+        let mut s = Vec::new();
+        push_level(&mut s, 5, b'*');
+        assert_eq!(s, b"*5* ");
     }
 }

@@ -20,11 +20,11 @@
 
 use std::fmt;
 
-use regex::bytes::{Regex, RegexBuilder};
+use regex::bytes::Regex;
 
 use crate::group::Transaction;
 use crate::record::Record;
-use crate::tags::TagSet;
+use crate::tags::{TagError, TagSet};
 
 /// A query syntax or semantic error, with its position.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -36,6 +36,26 @@ pub struct QueryError {
     pub col: usize,
     /// What is wrong.
     pub msg: String,
+}
+
+impl QueryError {
+    /// The report Varnish's tools print for a bad `-q`/`-Q`: a heading,
+    /// the message with its position, the offending line of `text` and a
+    /// marker under the position.
+    pub fn varnish_report(&self, text: &str) -> String {
+        let line = logical_lines(text)
+            .into_iter()
+            .find(|(n, _)| *n == self.line)
+            .map(|(_, l)| l)
+            .unwrap_or_default();
+        format!(
+            "Query expression error:\n{} (Pos {})\n{}\n{}^\n",
+            self.msg,
+            self.col,
+            line,
+            "-".repeat(self.col.saturating_sub(1))
+        )
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,6 +150,7 @@ impl Query {
                 line: line_no,
                 caseless,
             };
+            p.lex_check()?;
             p.skip_ws();
             if p.at_end() {
                 continue;
@@ -137,7 +158,7 @@ impl Query {
             let e = p.expr(0)?;
             p.skip_ws();
             if !p.at_end() {
-                return Err(p.err("unexpected text after the end of the expression"));
+                return Err(p.expected("'and' or 'or'"));
             }
             expr = Some(match expr {
                 None => e,
@@ -244,6 +265,63 @@ impl Parser<'_> {
         self.err_at(self.pos, msg)
     }
 
+    /// Varnish's "Expected X got 'TOKEN'" for the token at the cursor.
+    fn expected(&mut self, what: &str) -> QueryError {
+        self.skip_ws();
+        let tok = String::from_utf8_lossy(self.peek_token()).into_owned();
+        self.err(format!("Expected {what} got '{tok}'"))
+    }
+
+    /// The text of the token at the cursor: a word, a quoted string, an
+    /// operator or one punctuation character (empty at the end).
+    fn peek_token(&self) -> &[u8] {
+        let rest = &self.s[self.pos..];
+        let Some(&c) = rest.first() else {
+            return rest;
+        };
+        let len = if is_word(c) {
+            rest.iter().take_while(|&&b| is_word(b)).count()
+        } else if c == b'"' || c == b'\'' {
+            rest.iter()
+                .skip(1)
+                .position(|&b| b == c)
+                .map_or(rest.len(), |i| i + 2)
+        } else if [b"==", b"!=", b"<=", b">=", b"!~"]
+            .iter()
+            .any(|op| rest.starts_with(*op))
+        {
+            2
+        } else {
+            1
+        };
+        &rest[..len]
+    }
+
+    /// Varnish's lexer pass: characters outside the query alphabet are a
+    /// syntax error, and every quoted string must end on its line.
+    fn lex_check(&self) -> Result<(), QueryError> {
+        let mut i = 0;
+        while i < self.s.len() {
+            let c = self.s[i];
+            if c == b'"' || c == b'\'' {
+                let start = i;
+                i += 1;
+                loop {
+                    match self.s.get(i) {
+                        None => return Err(self.err_at(start, "Unterminated string")),
+                        Some(b'\\') => i += 2,
+                        Some(&q) if q == c => break,
+                        Some(_) => i += 1,
+                    }
+                }
+            } else if !(is_word(c) || c.is_ascii_whitespace() || b"=!<>~(){}[]:,".contains(&c)) {
+                return Err(self.err_at(i, "Syntax error"));
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+
     fn err_at(&self, pos: usize, msg: impl Into<String>) -> QueryError {
         QueryError {
             line: self.line,
@@ -323,52 +401,49 @@ impl Parser<'_> {
         }
         self.skip_ws();
         match self.peek() {
-            None => Err(self.err("expected an expression, found the end of the query")),
+            None => Err(self.expected("VSL tag name")),
             Some(b'(') => {
                 self.pos += 1;
                 let e = self.expr(depth + 1)?;
                 self.skip_ws();
                 if self.peek() != Some(b')') {
-                    return Err(self.err("expected ')'"));
+                    return Err(self.expected("')'"));
                 }
                 self.pos += 1;
                 Ok(e)
             }
             Some(_) => {
                 if self.peek_word() == b"vxid" {
-                    let save = self.pos;
-                    self.pos += 4;
-                    self.skip_ws();
-                    if let Some(op) = self.operator() {
-                        return self.vxid_expr(op);
-                    }
-                    self.pos = save;
+                    return self.vxid_expr();
                 }
                 self.cond()
             }
         }
     }
 
-    fn vxid_expr(&mut self, op: (Op, usize)) -> Result<Expr, QueryError> {
-        let (op, at) = op;
-        let Op::Num(nop) = op else {
-            return Err(self.err_at(
-                at,
-                "vxid can only be compared with a numerical operator (== != < <= > >=)",
-            ));
+    /// `vxid OP INTEGER`: only numerical operators, an integer, and no tag
+    /// list, level, prefix or field.
+    fn vxid_expr(&mut self) -> Result<Expr, QueryError> {
+        self.pos += 4;
+        if matches!(self.peek(), Some(b'[' | b',' | b':')) {
+            return Err(self.err("Unexpected taglist selection for vxid"));
+        }
+        self.skip_ws();
+        let nop = match self.operator() {
+            Some((Op::Num(nop), _)) => nop,
+            Some((_, at)) => {
+                self.pos = at;
+                return Err(self.expected("vxid operator"));
+            }
+            None => return Err(self.expected("vxid operator")),
         };
         self.skip_ws();
-        let start = self.pos;
-        let (word, _) = self.operand()?;
-        let n = std::str::from_utf8(&word)
-            .ok()
-            .and_then(|w| w.parse::<i64>().ok())
-            .ok_or_else(|| {
-                self.err_at(
-                    start,
-                    "expected an integer transaction id after vxid operator",
-                )
-            })?;
+        let tok = String::from_utf8_lossy(self.peek_token()).into_owned();
+        let n = parse_strtoll(&tok)
+            .filter(|(_, rest)| rest.is_empty())
+            .map(|(n, _)| n)
+            .ok_or_else(|| self.err(format!("Expected integer got '{tok}'")))?;
+        self.pos += tok.len();
         Ok(Expr::Vxid(nop, n))
     }
 
@@ -405,7 +480,7 @@ impl Parser<'_> {
 
     /// An operand: quoted string or unquoted word. Returns bytes and
     /// whether it was quoted.
-    fn operand(&mut self) -> Result<(Vec<u8>, bool), QueryError> {
+    fn operand(&mut self, what: &str) -> Result<(Vec<u8>, bool), QueryError> {
         self.skip_ws();
         match self.peek() {
             Some(q @ (b'"' | b'\'')) => {
@@ -414,12 +489,12 @@ impl Parser<'_> {
                 let mut v = Vec::new();
                 loop {
                     match self.peek() {
-                        None => return Err(self.err_at(start, "unterminated quoted string")),
+                        None => return Err(self.err_at(start, "Unterminated string")),
                         Some(b'\\') => {
                             self.pos += 1;
                             match self.peek() {
                                 None => {
-                                    return Err(self.err_at(start, "unterminated quoted string"));
+                                    return Err(self.err_at(start, "Unterminated string"));
                                 }
                                 Some(c) => {
                                     // Keep escapes other than the quote
@@ -444,8 +519,7 @@ impl Parser<'_> {
                 }
             }
             Some(c) if is_word(c) => Ok((self.take_word().to_vec(), false)),
-            Some(_) => Err(self.err("expected an operand: a number, a word or a quoted string")),
-            None => Err(self.err("expected an operand, found the end of the query")),
+            _ => Err(self.expected(what)),
         }
     }
 
@@ -460,12 +534,23 @@ impl Parser<'_> {
         loop {
             self.skip_ws();
             let start = self.pos;
-            let glob = self.take_word();
-            if glob.is_empty() {
-                return Err(self.err("expected a VSL tag name or glob"));
+            if !self.peek().is_some_and(is_word) {
+                return Err(self.expected("VSL tag name"));
             }
-            let glob = String::from_utf8_lossy(glob).into_owned();
-            let set = TagSet::from_glob(&glob).map_err(|e| self.err_at(start, e.to_string()))?;
+            let glob = String::from_utf8_lossy(self.take_word()).into_owned();
+            if glob == "vxid" {
+                return Err(self.err_at(start, "Unexpected taglist selection for vxid"));
+            }
+            let set = TagSet::from_glob(&glob).map_err(|e| {
+                self.err_at(
+                    start,
+                    match e {
+                        TagError::Ambiguous(_) => "Tag name is ambiguous",
+                        TagError::BadGlob(_) => "Syntax error in tag name",
+                        TagError::Unknown(_) | TagError::NoMatch(_) => "Tag name matches zero tags",
+                    },
+                )
+            })?;
             for t in set.iter() {
                 tags.insert(t);
             }
@@ -478,36 +563,43 @@ impl Parser<'_> {
         let mut prefix = None;
         if self.peek() == Some(b':') {
             self.pos += 1;
-            let p = self.take_word();
-            if p.is_empty() {
-                return Err(self.err("expected a record prefix (such as a header name) after ':'"));
-            }
-            prefix = Some(p.to_vec());
+            let p = match self.peek() {
+                Some(c) if is_word(c) => self.take_word().to_vec(),
+                Some(b'"' | b'\'') => unescape(&self.operand("string")?.0),
+                _ => return Err(self.expected("string")),
+            };
+            prefix = Some(p);
         }
         let mut field = None;
         if self.peek() == Some(b'[') {
             self.pos += 1;
+            self.skip_ws();
             let start = self.pos;
-            let mut n: usize = 0;
-            while let Some(c @ b'0'..=b'9') = self.peek() {
-                n = n
-                    .checked_mul(10)
-                    .and_then(|n| n.checked_add(usize::from(c - b'0')))
-                    .ok_or_else(|| self.err_at(start, "field number too large"))?;
-                self.pos += 1;
+            if !self.peek().is_some_and(is_word) {
+                return Err(self.expected("integer"));
             }
-            if self.pos == start || n == 0 {
-                return Err(self.err_at(start, "expected a field number of 1 or more in '[...]'"));
-            }
+            let n = std::str::from_utf8(self.take_word())
+                .ok()
+                .filter(|w| w.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|w| w.parse::<usize>().ok())
+                .filter(|&n| n > 0)
+                .ok_or_else(|| self.err_at(start, "Expected positive integer"))?;
+            self.skip_ws();
             if self.peek() != Some(b']') {
-                return Err(self.err("expected ']' after the field number"));
+                return Err(self.expected("']'"));
             }
             self.pos += 1;
             field = Some(n);
         }
         self.skip_ws();
         let test = match self.operator() {
-            None => Test::Exists,
+            None => {
+                let next = self.peek_word();
+                if !next.is_empty() && next != b"and" && next != b"or" {
+                    return Err(self.expected("operator"));
+                }
+                Test::Exists
+            }
             Some((op, _)) => self.test(op)?,
         };
         Ok(Expr::Cond(Cond {
@@ -520,35 +612,30 @@ impl Parser<'_> {
     }
 
     fn level(&mut self) -> Result<Level, QueryError> {
-        let open = self.pos;
         self.pos += 1;
         self.skip_ws();
         let start = self.pos;
-        let mut n: u32 = 0;
-        while let Some(c @ b'0'..=b'9') = self.peek() {
-            n = n
-                .checked_mul(10)
-                .and_then(|n| n.checked_add(u32::from(c - b'0')))
-                .ok_or_else(|| self.err_at(start, "level too large"))?;
-            self.pos += 1;
+        if !self.peek().is_some_and(is_word) {
+            return Err(self.expected("integer"));
         }
-        if self.pos == start {
-            return Err(self.err_at(open, "expected a level number in '{...}'"));
+        let word = self.take_word().to_vec();
+        if word.first() == Some(&b'-') {
+            return Err(self.err_at(start, "Expected positive integer"));
         }
-        let level = match self.peek() {
-            Some(b'+') => {
-                self.pos += 1;
-                Level::AtLeast(n)
-            }
-            Some(b'-') => {
-                self.pos += 1;
-                Level::AtMost(n)
-            }
-            _ => Level::Eq(n),
+        let digits = word.iter().take_while(|b| b.is_ascii_digit()).count();
+        let n: u32 = std::str::from_utf8(&word[..digits])
+            .ok()
+            .and_then(|d| d.parse().ok())
+            .ok_or_else(|| self.err_at(start, "Syntax error in level limit"))?;
+        let level = match &word[digits..] {
+            b"+" => Level::AtLeast(n),
+            b"-" => Level::AtMost(n),
+            b"" => Level::Eq(n),
+            _ => return Err(self.err_at(start, "Syntax error in level limit")),
         };
         self.skip_ws();
         if self.peek() != Some(b'}') {
-            return Err(self.err("expected '}' after the level"));
+            return Err(self.expected("'}'"));
         }
         self.pos += 1;
         Ok(level)
@@ -557,39 +644,35 @@ impl Parser<'_> {
     fn test(&mut self, op: Op) -> Result<Test, QueryError> {
         self.skip_ws();
         let start = self.pos;
-        let (v, quoted) = self.operand()?;
+        let what = match op {
+            Op::Num(_) => "number",
+            Op::StrEq | Op::StrNe => "string",
+            Op::Match | Op::NoMatch => "regular expression",
+        };
+        let (v, quoted) = self.operand(what)?;
         match op {
             Op::Num(nop) => {
                 // Quoted numbers are accepted too, as Varnish does.
                 let v = if quoted { unescape(&v) } else { v };
                 let s = std::str::from_utf8(&v).unwrap_or("");
                 if s.contains('.') {
-                    parse_milli(s).map(|m| Test::Float(nop, m)).ok_or_else(|| {
-                        self.err_at(start, format!("floating point parse error: \"{s}\""))
-                    })
+                    parse_milli(s)
+                        .map(|m| Test::Float(nop, m))
+                        .ok_or_else(|| self.err_at(start, "Floating point parse error"))
                 } else {
                     parse_strtoll(s)
                         .filter(|(_, rest)| rest.is_empty())
                         .map(|(i, _)| Test::Int(nop, i))
-                        .ok_or_else(|| self.err_at(start, format!("integer parse error: \"{s}\"")))
+                        .ok_or_else(|| self.err_at(start, "Integer parse error"))
                 }
             }
             Op::StrEq => Ok(Test::StrEq(unescape(&v), self.caseless)),
             Op::StrNe => Ok(Test::StrNe(unescape(&v), self.caseless)),
             Op::Match | Op::NoMatch => {
                 let pat = String::from_utf8_lossy(&v).into_owned();
-                let re = RegexBuilder::new(&pat)
-                    .case_insensitive(self.caseless)
-                    .build()
-                    .map_err(|e| {
-                        self.err_at(
-                            start,
-                            format!(
-                                "bad regular expression: {}",
-                                e.to_string().replace('\n', " ")
-                            ),
-                        )
-                    })?;
+                let re = crate::re::compile(&pat, self.caseless).map_err(|e| {
+                    self.err_at(start, format!("Regular expression error: {}", e.msg))
+                })?;
                 Ok(if op == Op::Match {
                     Test::Match(re)
                 } else {
@@ -846,25 +929,75 @@ mod tests {
     fn errors_have_positions() {
         for (s, needle, col) in [
             ("", "empty query", 1),
-            ("ReqURL ==", "expected an operand", 10),
-            ("ReqURL == abc", "integer parse error", 11),
-            ("ReqURL == 1e-3", "integer parse error", 11),
-            ("ReqURL == 1.2.3", "floating point parse error", 11),
-            ("NoSuchTag", "unknown VSL tag", 1),
-            ("ReqURL ~ \"(\"", "bad regular expression", 10),
-            ("(ReqURL", "expected ')'", 8),
-            ("ReqURL and", "expected an expression", 11),
-            ("{x}ReqURL", "level number", 1),
-            ("ReqURL[0]", "field number", 8),
-            ("ReqURL eq \"abc", "unterminated", 11),
-            ("ReqURL )", "unexpected text", 8),
-            ("vxid ~ 3", "numerical operator", 6),
-            ("Req*x", "only allowed at the start or the end", 1),
+            ("ReqURL ==", "Expected number got ''", 10),
+            ("ReqURL == abc", "Integer parse error", 11),
+            ("ReqURL == 1e-3", "Integer parse error", 11),
+            ("ReqURL == 1.2.3", "Floating point parse error", 11),
+            ("NoSuchTag", "Tag name matches zero tags", 1),
+            ("Resp", "Tag name is ambiguous", 1),
+            (
+                "ReqURL ~ \"(\"",
+                "Regular expression error: missing closing",
+                10,
+            ),
+            ("(ReqURL", "Expected ')' got ''", 8),
+            ("ReqURL and", "Expected VSL tag name got ''", 11),
+            ("{x}ReqURL", "Syntax error in level limit", 2),
+            ("{}", "Expected integer got '}'", 2),
+            ("{-1}", "Expected positive integer", 2),
+            ("{1a}", "Syntax error in level limit", 2),
+            ("[]", "Expected VSL tag name got '['", 1),
+            ("ReqURL[0]", "Expected positive integer", 8),
+            ("ReqHeader:[]", "Expected string got '['", 11),
+            ("ReqHeader:foo[]", "Expected integer got ']'", 15),
+            ("ReqHeader:foo[a]", "Expected positive integer", 15),
+            ("ReqURL eq \"abc", "Unterminated string", 11),
+            ("\"b\\la", "Unterminated string", 1),
+            (" / ", "Syntax error", 2),
+            ("ReqURL )", "Expected 'and' or 'or' got ')'", 8),
+            ("vxid ~ 3", "Expected vxid operator got '~'", 6),
+            ("vxid eq 3", "Expected vxid operator got 'eq'", 6),
+            ("vxid != 1001.5", "Expected integer got '1001.5'", 9),
+            (
+                "vxid[1] >= 1001",
+                "Unexpected taglist selection for vxid",
+                5,
+            ),
+            (
+                "{1}vxid <= 1001",
+                "Unexpected taglist selection for vxid",
+                4,
+            ),
+            (
+                "vxid,Link > 1001",
+                "Unexpected taglist selection for vxid",
+                5,
+            ),
+            (
+                "Link,vxid > 1001",
+                "Unexpected taglist selection for vxid",
+                6,
+            ),
+            ("Req*x", "Syntax error in tag name", 1),
+            ("*x* eq \"foo\"", "Syntax error in tag name", 1),
+            ("RespStatus > >", "Expected number got '>'", 14),
+            ("ReqMethod eq >", "Expected string got '>'", 14),
+            ("ReqMethod ~ >", "Expected regular expression got '>'", 13),
+            (
+                "RespStatus ReqMethod 200",
+                "Expected operator got 'ReqMethod'",
+                12,
+            ),
         ] {
             let e = Query::parse(s).unwrap_err();
             assert!(e.msg.contains(needle), "{s}: {e}");
             assert_eq!(e.col, col, "{s}: {e}");
         }
+        let e = Query::parse("RespStatus > foo").unwrap_err();
+        assert_eq!(
+            e.varnish_report("RespStatus > foo"),
+            "Query expression error:\nInteger parse error (Pos 14)\nRespStatus > foo\n-------------^\n"
+        );
         let e = Query::parse("ReqURL\nReqURL ==").unwrap_err();
         assert_eq!(e.line, 2);
         let deep = "(".repeat(500) + "ReqURL" + &")".repeat(500);

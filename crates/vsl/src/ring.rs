@@ -29,7 +29,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex};
 
 use crate::record::{Record, Vxid};
@@ -143,6 +143,8 @@ pub struct Vsl {
     mask: [AtomicU64; 2],
     reclen: AtomicUsize,
     buffer: AtomicUsize,
+    /// Every record is published as it is logged (`debug=+syncvsl`).
+    sync: AtomicBool,
     /// Serialises reservation and copy: a writer preempted between the two
     /// could otherwise be lapped and scribble over newer records.
     write_lock: Mutex<()>,
@@ -216,6 +218,7 @@ impl Vsl {
             mask: [AtomicU64::new(bits[0]), AtomicU64::new(bits[1])],
             reclen: AtomicUsize::new(cfg.reclen),
             buffer: AtomicUsize::new(cfg.buffer.max(64)),
+            sync: AtomicBool::new(false),
             write_lock: Mutex::new(()),
             records: AtomicU64::new(0),
             writes: AtomicU64::new(0),
@@ -279,6 +282,17 @@ impl Vsl {
     /// Changes `vsl_buffer` at runtime (takes effect for new buffers).
     pub fn set_buffer(&self, bytes: usize) {
         self.buffer.store(bytes.max(64), Ordering::Relaxed);
+    }
+
+    /// Makes every [`crate::VslBuf`] publish each record at once instead of
+    /// when its transaction ends (varnishd's `debug=+syncvsl`), so readers
+    /// see a transaction that is still running.
+    pub fn set_sync(&self, sync: bool) {
+        self.sync.store(sync, Ordering::Relaxed);
+    }
+
+    pub(crate) fn is_sync(&self) -> bool {
+        self.sync.load(Ordering::Relaxed)
     }
 
     /// Words a [`crate::VslBuf`] may hold before it must flush: `vsl_buffer`,

@@ -267,6 +267,18 @@ pub enum TagError {
     NoMatch(String),
 }
 
+impl TagError {
+    /// The message Varnish's tools print for a bad tag list (`-i`, `-x`,
+    /// the tag part of `-I`/`-X`), after the option name.
+    pub fn list_message(&self) -> String {
+        match self {
+            TagError::Unknown(n) | TagError::NoMatch(n) => format!("\"{n}\" matches zero tags"),
+            TagError::Ambiguous(n) => format!("\"{n}\" is ambiguous"),
+            TagError::BadGlob(n) => format!("Syntax error in \"{n}\""),
+        }
+    }
+}
+
 /// A set of tags (bitset over tag numbers).
 #[derive(Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct TagSet([u64; 2]);

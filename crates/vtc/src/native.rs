@@ -57,7 +57,8 @@ fn to_rec(vxid: u32, r: &Record) -> LogRecord {
         vxid: u64::from(vxid),
         tag: r.tag.name().to_string(),
         kind: r.vxid.side().letter(),
-        data: String::from_utf8_lossy(&r.data).into_owned(),
+        // Debug records end with the NUL varnishd logs them with.
+        data: String::from_utf8_lossy(r.data.strip_suffix(b"\0").unwrap_or(&r.data)).into_owned(),
     }
 }
 

@@ -72,6 +72,49 @@ fn unused_port() -> u16 {
         .unwrap_or(9)
 }
 
+/// The Varnish tool names a test may run in `shell` and `process`
+/// commands; `lacquer` answers to each of them (it dispatches on its name).
+pub const TOOL_NAMES: &[&str] = &[
+    "varnishadm",
+    "varnishhist",
+    "varnishlog",
+    "varnishncsa",
+    "varnishstat",
+    "varnishtop",
+];
+
+/// When the daemon is lacquerd, makes the Varnish tool names in `bindir`
+/// (first on the PATH of the test's shells and processes) run lacquer's
+/// tools, so `varnishlog -n ${v1_name}` reads lacquerd's log. With real
+/// varnishd nothing is linked and the installed tools run.
+fn link_tools(bindir: &Path, daemon: &Path) {
+    if crate::native::is_varnishd(daemon) {
+        return;
+    }
+    let Some(lacquer) = tools_binary(daemon) else {
+        return;
+    };
+    for name in TOOL_NAMES {
+        let _ = std::os::unix::fs::symlink(&lacquer, bindir.join(name));
+    }
+}
+
+/// The `lacquer` binary: this process when it is one, else the one next to
+/// the daemon, else the one on `$PATH`.
+fn tools_binary(daemon: &Path) -> Option<PathBuf> {
+    let is_lacquer = |p: &Path| p.file_name().is_some_and(|n| n == "lacquer") && p.is_file();
+    if let Ok(exe) = std::env::current_exe()
+        && is_lacquer(&exe)
+    {
+        return Some(exe);
+    }
+    let sibling = daemon.with_file_name("lacquer");
+    if daemon.parent().is_some_and(|d| !d.as_os_str().is_empty()) && is_lacquer(&sibling) {
+        return std::path::absolute(sibling).ok();
+    }
+    crate::find_in_path("lacquer")
+}
+
 /// Run one test file.
 pub fn run_test(file: &Path, cfg: Arc<Config>) -> TestResult {
     let start = Instant::now();
@@ -95,6 +138,7 @@ pub fn run_test(file: &Path, cfg: Arc<Config>) -> TestResult {
     let bindir = tmpdir.join(".vtc-bin");
     let _ = std::fs::create_dir(&bindir);
     let _ = std::os::unix::fs::symlink(&cfg.varnishd, bindir.join("varnishd"));
+    link_tools(&bindir, &cfg.varnishd);
     let mut m = Macros::new();
     m.define("pwd", &cfg.pwd.display().to_string());
     m.define("localhost", "127.0.0.1");

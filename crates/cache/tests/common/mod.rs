@@ -56,6 +56,8 @@ pub fn new_obj(meta: ObjMeta, body: &'static [u8]) -> NewObject {
             (Bytes::from_static(b"ETag"), Bytes::from_static(b"\"abc\"")),
         ],
         gzip: false,
+        esi: None,
+        gzip_changed: false,
         body: NewBody::Complete(Body::from_segments(vec![Bytes::from_static(body)])),
     }
 }

@@ -7,14 +7,21 @@
 //! its end and both sides agreed to keep it alive; otherwise it just drops
 //! it. The count of open connections is decremented on drop, so a panicking
 //! or cancelled fetch never leaks a `.max_connections` slot.
+//!
+//! As varnishd's connection pools, idle connections belong to the
+//! *endpoint* (address and `.preamble`), not to one backend: every backend
+//! of every loaded VCL that names the same endpoint shares them, so a VCL
+//! reload keeps using the connections the previous VCL opened. An endpoint
+//! lives as long as some backend refers to it; its idle connections close
+//! when the last one goes. `LCK.conn_pool.*` counts the endpoints' locks.
 
+use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -22,17 +29,28 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 
 /// Where a backend listens.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Address {
     Tcp(SocketAddr),
     Unix(PathBuf),
+}
+
+impl Address {
+    /// The peer as `BackendOpen` records show it: `ip port`, and
+    /// `0.0.0.0 0` for a Unix socket, as varnishd logs them.
+    pub fn log_peer(&self) -> String {
+        match self {
+            Address::Tcp(_) => self.to_string(),
+            Address::Unix(_) => "0.0.0.0 0".to_string(),
+        }
+    }
 }
 
 impl std::fmt::Display for Address {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Address::Tcp(a) => write!(f, "{} {}", a.ip(), a.port()),
-            Address::Unix(p) => write!(f, "{}", p.display()),
+            Address::Unix(_) => f.write_str("0.0.0.0 0"),
         }
     }
 }
@@ -117,6 +135,8 @@ impl Stream {
 pub enum ConnectError {
     #[error("backend at max_connections ({0})")]
     Busy(usize),
+    #[error("held down after a connect error ({0:.3}s left)")]
+    HeldDown(f64),
     #[error("connect timed out after {0:.3}s")]
     Timeout(f64),
     #[error("connect failed: {0}")]
@@ -130,12 +150,39 @@ pub struct PoolStats {
     pub opened: AtomicU64,
     /// Fetches that reused an idle connection.
     pub reused: AtomicU64,
-    /// Connection attempts that failed.
+    /// Connection attempts that failed (all causes).
     pub fail: AtomicU64,
+    /// Failed attempts by cause, as `VBE.*.fail_*` break `fail` down.
+    pub fail_eacces: AtomicU64,
+    pub fail_eaddrnotavail: AtomicU64,
+    pub fail_econnrefused: AtomicU64,
+    pub fail_enetunreach: AtomicU64,
+    pub fail_etimedout: AtomicU64,
+    pub fail_other: AtomicU64,
+    /// Connection attempts not made because the endpoint was held down.
+    pub helddown: AtomicU64,
     /// Requests refused because of `.max_connections`.
     pub busy: AtomicU64,
     /// Idle connections closed because they expired or went stale.
     pub closed_idle: AtomicU64,
+}
+
+impl PoolStats {
+    /// Counts a failed connection attempt under its cause.
+    fn count_failure(&self, e: Option<&io::Error>) {
+        self.fail.fetch_add(1, Ordering::Relaxed);
+        let by_cause = match e.map(io::Error::kind) {
+            None | Some(io::ErrorKind::TimedOut) => &self.fail_etimedout,
+            Some(io::ErrorKind::ConnectionRefused) => &self.fail_econnrefused,
+            Some(io::ErrorKind::PermissionDenied) => &self.fail_eacces,
+            Some(io::ErrorKind::AddrNotAvailable) => &self.fail_eaddrnotavail,
+            Some(io::ErrorKind::NetworkUnreachable) | Some(io::ErrorKind::HostUnreachable) => {
+                &self.fail_enetunreach
+            }
+            Some(_) => &self.fail_other,
+        };
+        by_cause.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 struct Idle {
@@ -143,12 +190,111 @@ struct Idle {
     since: Instant,
 }
 
-/// The connections of one backend.
+/// Lock counters of the endpoint pools (`LCK.conn_pool.*`).
+#[derive(Debug, Default)]
+pub struct LockStats {
+    /// Endpoint pools (and so their locks) created.
+    pub creat: AtomicU64,
+    /// Endpoint pools destroyed.
+    pub destroy: AtomicU64,
+    /// Acquisitions of an endpoint's lock.
+    pub locks: AtomicU64,
+}
+
+/// `LCK.conn_pool.*` of this process.
+pub static CONN_POOL_LOCKS: LockStats = LockStats {
+    creat: AtomicU64::new(0),
+    destroy: AtomicU64::new(0),
+    locks: AtomicU64::new(0),
+};
+
+/// What identifies an endpoint: connections to the same address opened
+/// with the same preamble are interchangeable.
+type EndpointKey = (Address, Option<Arc<[u8]>>);
+
+/// Every live endpoint, so that backends naming the same one share it.
+static ENDPOINTS: LazyLock<Mutex<HashMap<EndpointKey, Weak<Endpoint>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// How long an endpoint is left alone after a failed connect
+/// (`backend_local_error_holddown`, `backend_remote_error_holddown`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Holddown {
+    /// After a local error (no address or port, permission).
+    pub local: Duration,
+    /// After the remote side refused or could not be reached.
+    pub remote: Duration,
+}
+
+impl Holddown {
+    /// The holddown a failed connect earns, if any (as varnishd's
+    /// connection pools choose it).
+    fn after(&self, e: &io::Error) -> Option<Duration> {
+        let d = match e.kind() {
+            io::ErrorKind::PermissionDenied | io::ErrorKind::AddrNotAvailable => self.local,
+            io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::NetworkUnreachable
+            | io::ErrorKind::HostUnreachable => self.remote,
+            _ => return None,
+        };
+        (!d.is_zero()).then_some(d)
+    }
+}
+
+/// What an endpoint's lock protects.
+#[derive(Default)]
+struct EndpointState {
+    idle: Vec<Idle>,
+    /// No new connection is tried before this (after a connect error).
+    holddown_until: Option<Instant>,
+}
+
+/// The idle connections to one endpoint, shared by all backends naming it.
+struct Endpoint {
+    key: EndpointKey,
+    state: Mutex<EndpointState>,
+}
+
+impl Endpoint {
+    /// The live endpoint for `key`, or a new one.
+    fn get(key: EndpointKey) -> Arc<Endpoint> {
+        let mut all = ENDPOINTS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(ep) = all.get(&key).and_then(Weak::upgrade) {
+            return ep;
+        }
+        CONN_POOL_LOCKS.creat.fetch_add(1, Ordering::Relaxed);
+        let ep = Arc::new(Endpoint {
+            key: key.clone(),
+            state: Mutex::new(EndpointState::default()),
+        });
+        all.insert(key, Arc::downgrade(&ep));
+        ep
+    }
+
+    fn lock(&self) -> MutexGuard<'_, EndpointState> {
+        CONN_POOL_LOCKS.locks.fetch_add(1, Ordering::Relaxed);
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        CONN_POOL_LOCKS.destroy.fetch_add(1, Ordering::Relaxed);
+        let mut all = ENDPOINTS.lock().unwrap_or_else(|e| e.into_inner());
+        // A new endpoint for the same key may already have replaced this one.
+        if all.get(&self.key).is_some_and(|w| w.strong_count() == 0) {
+            all.remove(&self.key);
+        }
+    }
+}
+
+/// The connections of one backend: its own count and limit, over the idle
+/// connections of its endpoint.
 pub struct Pool {
     addr: Address,
     max_connections: Option<usize>,
     open: Arc<AtomicUsize>,
-    idle: Mutex<Vec<Idle>>,
+    endpoint: Arc<Endpoint>,
     pub stats: PoolStats,
 }
 
@@ -202,12 +348,14 @@ impl Conn {
 }
 
 impl Pool {
-    pub fn new(addr: Address, max_connections: Option<usize>) -> Self {
+    /// A backend's pool over the endpoint `addr` (with the `.preamble` its
+    /// new connections start with).
+    pub fn new(addr: Address, preamble: Option<Arc<[u8]>>, max_connections: Option<usize>) -> Self {
         Pool {
+            endpoint: Endpoint::get((addr.clone(), preamble)),
             addr,
             max_connections: max_connections.filter(|m| *m > 0),
             open: Arc::new(AtomicUsize::new(0)),
-            idle: Mutex::new(Vec::new()),
             stats: PoolStats::default(),
         }
     }
@@ -226,20 +374,29 @@ impl Pool {
         &self,
         connect_timeout: Duration,
         idle_timeout: Duration,
+        holddown: Holddown,
     ) -> Result<Conn, ConnectError> {
         if let Some(conn) = self.take_idle(idle_timeout) {
             self.stats.reused.fetch_add(1, Ordering::Relaxed);
             return Ok(conn);
         }
+        let held = self.endpoint.lock().holddown_until;
+        if let Some(left) = held.and_then(|t| t.checked_duration_since(Instant::now())) {
+            self.stats.helddown.fetch_add(1, Ordering::Relaxed);
+            return Err(ConnectError::HeldDown(left.as_secs_f64()));
+        }
         let slot = self.reserve()?;
         let stream = match tokio::time::timeout(connect_timeout, self.connect()).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
-                self.stats.fail.fetch_add(1, Ordering::Relaxed);
+                self.stats.count_failure(Some(&e));
+                if let Some(d) = holddown.after(&e) {
+                    self.endpoint.lock().holddown_until = Some(Instant::now() + d);
+                }
                 return Err(ConnectError::Io(e));
             }
             Err(_) => {
-                self.stats.fail.fetch_add(1, Ordering::Relaxed);
+                self.stats.count_failure(None);
                 return Err(ConnectError::Timeout(connect_timeout.as_secs_f64()));
             }
         };
@@ -276,10 +433,11 @@ impl Pool {
     }
 
     fn take_idle(&self, idle_timeout: Duration) -> Option<Conn> {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.endpoint.lock();
+        let idle = &mut state.idle;
         while let Some(i) = idle.pop() {
             if i.since.elapsed() < idle_timeout && !i.stream.is_stale() {
-                drop(idle);
+                drop(state);
                 // The slot was released when the connection went idle.
                 self.open.fetch_add(1, Ordering::AcqRel);
                 return Some(Conn {
@@ -298,8 +456,7 @@ impl Pool {
         let Conn { stream, slot, .. } = conn;
         // Idle connections do not count against max_connections.
         drop(slot);
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.push(Idle {
+        self.endpoint.lock().idle.push(Idle {
             stream,
             since: Instant::now(),
         });
@@ -307,7 +464,8 @@ impl Pool {
 
     /// Closes idle connections older than `idle_timeout`; returns how many.
     pub fn reap(&self, idle_timeout: Duration) -> usize {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.endpoint.lock();
+        let idle = &mut state.idle;
         let before = idle.len();
         idle.retain(|i| i.since.elapsed() < idle_timeout);
         let n = before - idle.len();
@@ -319,7 +477,7 @@ impl Pool {
 
     /// Idle connections waiting for reuse.
     pub fn idle_count(&self) -> usize {
-        self.idle.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.endpoint.lock().idle.len()
     }
 }
 
@@ -354,17 +512,20 @@ mod tests {
 
     #[tokio::test]
     async fn reuse_and_counting() {
-        let pool = Pool::new(Address::Tcp(echo_server().await), Some(1));
-        let mut c = pool.get(T, T).await.unwrap();
+        let pool = Pool::new(Address::Tcp(echo_server().await), None, Some(1));
+        let mut c = pool.get(T, T, Holddown::default()).await.unwrap();
         assert!(!c.reused);
         assert_eq!(pool.open_connections(), 1);
-        assert!(matches!(pool.get(T, T).await, Err(ConnectError::Busy(1))));
+        assert!(matches!(
+            pool.get(T, T, Holddown::default()).await,
+            Err(ConnectError::Busy(1))
+        ));
         c.stream.write_all(b"x").await.unwrap();
         let mut b = [0u8; 1];
         c.stream.read_exact(&mut b).await.unwrap();
         pool.recycle(c);
         assert_eq!(pool.open_connections(), 0);
-        let c = pool.get(T, T).await.unwrap();
+        let c = pool.get(T, T, Holddown::default()).await.unwrap();
         assert!(c.reused);
         assert_eq!(pool.stats.reused.load(Ordering::Relaxed), 1);
         drop(c);
@@ -378,8 +539,11 @@ mod tests {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap()
         };
-        let pool = Pool::new(Address::Tcp(addr), None);
-        assert!(matches!(pool.get(T, T).await, Err(ConnectError::Io(_))));
+        let pool = Pool::new(Address::Tcp(addr), None, None);
+        assert!(matches!(
+            pool.get(T, T, Holddown::default()).await,
+            Err(ConnectError::Io(_))
+        ));
         assert_eq!(pool.stats.fail.load(Ordering::Relaxed), 1);
         assert_eq!(pool.open_connections(), 0);
 
@@ -391,19 +555,19 @@ mod tests {
                 drop(s);
             }
         });
-        let pool = Pool::new(Address::Tcp(addr), None);
-        let c = pool.get(T, T).await.unwrap();
+        let pool = Pool::new(Address::Tcp(addr), None, None);
+        let c = pool.get(T, T, Holddown::default()).await.unwrap();
         pool.recycle(c);
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let c = pool.get(T, T).await.unwrap();
+        let c = pool.get(T, T, Holddown::default()).await.unwrap();
         assert!(!c.reused, "a closed idle connection must not be reused");
         assert_eq!(pool.stats.closed_idle.load(Ordering::Relaxed), 1);
     }
 
     #[tokio::test]
     async fn idle_expiry() {
-        let pool = Pool::new(Address::Tcp(echo_server().await), None);
-        let c = pool.get(T, T).await.unwrap();
+        let pool = Pool::new(Address::Tcp(echo_server().await), None, None);
+        let c = pool.get(T, T, Holddown::default()).await.unwrap();
         pool.recycle(c);
         assert_eq!(pool.idle_count(), 1);
         assert_eq!(pool.reap(Duration::ZERO), 1);

@@ -201,7 +201,12 @@ pub struct Health {
 
 #[derive(Debug, Clone)]
 struct Window {
+    /// Happy polls, newest in the lowest bit.
     bits: u64,
+    /// The other stages of each poll, in the order of [`flags`]: IPv4,
+    /// IPv6 and Unix connects, send errors, sends, receive errors,
+    /// receives.
+    stages: [u64; 7],
     avg: f64,
     polls: u32,
 }
@@ -209,7 +214,7 @@ struct Window {
 /// What a poll did to the health, for the `Backend_health` log record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transition {
-    /// `Went healthy`, `Back healthy`, `Still healthy`, `Went sick`, `Still sick`.
+    /// `Went healthy`, `Still healthy`, `Went sick`, `Still sick`.
     pub verdict: &'static str,
     pub good: u32,
     pub avg: f64,
@@ -221,9 +226,11 @@ impl Health {
         Health {
             admin: AtomicU8::new(Admin::Auto as u8),
             probed_healthy: AtomicBool::new(true),
-            changed: Default::default(),
+            // A new backend counts as having just changed, as varnishd's.
+            changed: now_secs().to_bits().into(),
             state: Mutex::new(Window {
                 bits: 0,
+                stages: [0; 7],
                 avg: 0.0,
                 polls: 0,
             }),
@@ -240,9 +247,10 @@ impl Health {
         Health {
             admin: AtomicU8::new(Admin::Auto as u8),
             probed_healthy: AtomicBool::new(spec.initial >= spec.threshold),
-            changed: Default::default(),
+            changed: now_secs().to_bits().into(),
             state: Mutex::new(Window {
                 bits,
+                stages: [0; 7],
                 avg: 0.0,
                 polls: 0,
             }),
@@ -271,13 +279,39 @@ impl Health {
         }
     }
 
-    /// When the probed health last changed (0 if never).
+    /// When the health last changed (creation time if never).
     pub fn last_change(&self) -> f64 {
         f64::from_bits(self.changed.load(Ordering::Relaxed))
     }
 
+    /// Overrides the probed health; when that changes whether the backend
+    /// is usable, it counts as a health change (the shard director's
+    /// rampup starts from it).
     pub fn set_admin(&self, a: Admin) {
+        let was = self.healthy();
         self.admin.store(a as u8, Ordering::Relaxed);
+        if self.healthy() != was {
+            self.changed.store(now_secs().to_bits(), Ordering::Relaxed);
+        }
+    }
+
+    /// The record varnishd logs when probing starts: the verdict of the
+    /// initial window, its flags (`H` when the newest initial poll counts
+    /// as good) and the number of good polls in it.
+    pub fn initial_record(&self, spec: &ProbeSpec) -> (&'static str, &'static str, u32) {
+        let w = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let good = (w.bits & mask(spec.window)).count_ones();
+        let verdict = if good >= spec.threshold {
+            "Went healthy"
+        } else {
+            "Went sick"
+        };
+        let flags = if w.bits & 1 == 1 {
+            "-------H"
+        } else {
+            "--------"
+        };
+        (verdict, flags, good)
     }
 
     /// Good polls in the window and the window size, as `backend.list`
@@ -291,6 +325,9 @@ impl Health {
     pub fn record(&self, spec: &ProbeSpec, r: &PollResult) -> Transition {
         let mut w = self.state.lock().unwrap_or_else(|e| e.into_inner());
         w.bits = (w.bits << 1) | u64::from(r.good);
+        for (stage, c) in w.stages.iter_mut().zip(flags(r).bytes()) {
+            *stage = (*stage << 1) | u64::from(c != b'-');
+        }
         if r.good {
             // Running average over up to four polls, as varnishd reports it.
             w.polls = (w.polls + 1).min(4);
@@ -300,14 +337,10 @@ impl Health {
         let now_healthy = good >= spec.threshold;
         let was = self.probed_healthy.swap(now_healthy, Ordering::Relaxed);
         if was != now_healthy {
-            let t = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs_f64())
-                .unwrap_or(0.0);
-            self.changed.store(t.to_bits(), Ordering::Relaxed);
+            self.changed.store(now_secs().to_bits(), Ordering::Relaxed);
         }
         let verdict = match (was, now_healthy) {
-            (false, true) => "Back healthy",
+            (false, true) => "Went healthy",
             (true, true) => "Still healthy",
             (true, false) => "Went sick",
             (false, false) => "Still sick",
@@ -320,11 +353,57 @@ impl Health {
     }
 }
 
+/// Seconds since the epoch.
+fn now_secs() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
 fn mask(window: u32) -> u64 {
     if window >= 64 {
         u64::MAX
     } else {
         (1u64 << window) - 1
+    }
+}
+
+impl Health {
+    /// The probe history as `backend.list -p` shows it: the average time
+    /// of good polls, then one line per stage that happened at least once
+    /// in the last 64 polls, oldest poll on the left.
+    pub fn history(&self) -> String {
+        const STAGES: [(char, &str); 8] = [
+            ('4', "Good IPv4"),
+            ('6', "Good IPv6"),
+            ('U', "Good UNIX"),
+            ('x', "Error Xmit"),
+            ('X', "Good Xmit"),
+            ('r', "Error Recv"),
+            ('R', "Good Recv"),
+            ('H', "Happy"),
+        ];
+        let w = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = format!(
+            "  Average response time of good probes: {:.6}\n  Oldest {} Newest\n",
+            w.avg,
+            "=".repeat(50)
+        );
+        let maps = w.stages.iter().copied().chain([w.bits]);
+        for (map, (c, name)) in maps.zip(STAGES) {
+            if map == 0 {
+                continue;
+            }
+            out.push_str("  ");
+            for i in (0..64).rev() {
+                out.push(if map >> i & 1 == 1 { c } else { '-' });
+            }
+            out.push(' ');
+            out.push_str(name);
+            out.push('\n');
+        }
+        out
     }
 }
 
@@ -416,7 +495,7 @@ mod tests {
             ..Default::default()
         };
         let bad = PollResult::default();
-        assert_eq!(h.record(&s, &good).verdict, "Back healthy");
+        assert_eq!(h.record(&s, &good).verdict, "Went healthy");
         assert!(h.healthy());
         assert_eq!(h.record(&s, &bad).verdict, "Still healthy");
         assert_eq!(h.record(&s, &bad).verdict, "Went sick");
@@ -425,5 +504,38 @@ mod tests {
         assert!(h.healthy());
         h.set_admin(Admin::Auto);
         assert!(!h.healthy());
+    }
+
+    #[test]
+    fn history_lines() {
+        let s = spec();
+        let h = Health::probed(&s);
+        let good = PollResult {
+            connected_v4: true,
+            sent: true,
+            received: true,
+            good: true,
+            ..Default::default()
+        };
+        let refused = PollResult::default();
+        h.record(&s, &good);
+        h.record(&s, &refused);
+        let text = h.history();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("  Average response time of good probes: "));
+        assert_eq!(lines[1], format!("  Oldest {} Newest", "=".repeat(50)));
+        // Initial 2 happy, then the good poll, then the refused one.
+        assert!(
+            lines.contains(&format!("  {}HHH- Happy", "-".repeat(60)).as_str()),
+            "{text}"
+        );
+        assert!(
+            lines.contains(&format!("  {}4- Good IPv4", "-".repeat(62)).as_str()),
+            "{text}"
+        );
+        assert!(
+            !text.contains("Good UNIX"),
+            "stages that never happened are left out"
+        );
     }
 }

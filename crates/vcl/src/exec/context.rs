@@ -79,6 +79,12 @@ pub enum LogKind {
     Error,
     /// `VCL_acl`: the result of a logged ACL match.
     Acl,
+    /// `Error`: a problem a vmod reports without failing the task.
+    Problem,
+    /// `Notice`: something worth knowing about how a request was handled.
+    Notice,
+    /// `Debug`: diagnostics (masked from the log unless asked for).
+    Debug,
 }
 
 /// What the executor needs from the task it runs for. One implementation per
@@ -91,8 +97,14 @@ pub trait Context {
     /// The value of a header, the first one if it occurs several times;
     /// `None` if absent. `name.lower` is already lowercase.
     fn header(&self, which: HttpWhich, name: &HeaderName) -> Option<&[u8]>;
-    /// Replaces every occurrence of the header by one with this value.
-    fn set_header(&mut self, which: HttpWhich, name: &HeaderName, value: &[u8]);
+    /// Replaces every occurrence of the header by one with this value; an
+    /// error (a value the server refuses, e.g. with a newline) fails VCL.
+    fn set_header(
+        &mut self,
+        which: HttpWhich,
+        name: &HeaderName,
+        value: &[u8],
+    ) -> Result<(), String>;
     /// Removes every occurrence of the header.
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName);
 
@@ -236,6 +248,8 @@ pub enum TcpOp<'a> {
     Congestion(&'a [u8]),
     /// `SO_MAX_PACING_RATE`, in bytes per second.
     PacingRate(u64),
+    /// `SO_SNDBUF`, in bytes (`debug.sndbuf()`).
+    SendBuffer(u64),
 }
 
 /// The `TCP_INFO` fields `vmod tcp` reports.

@@ -6,6 +6,11 @@
 //! common statements allocate nothing once the pool is warm. A runtime error
 //! is logged as `VCL_Error` and ends the method with [`Action::Fail`], like
 //! `VRT_fail`.
+//!
+//! Speed: evaluation functions return `Result<_, Failed>` where [`Failed`]
+//! carries nothing (the message waits in `Exec::failure`), so results are
+//! one register wide; rare statements live in functions of their own so
+//! that the hot ones keep small frames.
 
 use std::cmp::Ordering;
 
@@ -15,7 +20,7 @@ use super::Action;
 use super::acl::AclResult;
 use super::code::{Expr, Program, ReturnAction, Stmt, SubId, Target};
 use super::context::{Context, LogKind, VmodArg, Vmods, WsKind};
-use super::value::{ConvError, Value};
+use super::value::Value;
 use crate::subs::BuiltinSub;
 use crate::types::{ArithOp, CmpOp};
 
@@ -37,25 +42,12 @@ pub struct Scratch {
     stack: Vec<SubId>,
 }
 
-/// Why evaluation stopped early: a runtime error message. Boxed so that
-/// `Result<Flow, Fail>` stays two words and returns in registers.
-struct Fail(Box<str>);
+/// Evaluation stopped on a runtime error; the message is in
+/// `Exec::failure`.
+struct Failed;
 
-fn fail(msg: String) -> Fail {
-    Fail(msg.into_boxed_str())
-}
-
-impl From<ConvError> for Fail {
-    fn from(e: ConvError) -> Fail {
-        fail(e.0)
-    }
-}
-
-impl From<String> for Fail {
-    fn from(e: String) -> Fail {
-        fail(e)
-    }
-}
+/// The result of evaluating something.
+type Res<T> = Result<T, Failed>;
 
 /// How a statement ended. Kept one byte wide (the chosen action waits in
 /// `Exec::action`) so unwinding through nested blocks copies nothing big.
@@ -75,6 +67,8 @@ struct Exec<'a, C: Context> {
     stack: &'a mut Vec<SubId>,
     /// The action of the `return` being unwound.
     action: Option<Action>,
+    /// The message of the runtime error being unwound.
+    failure: Option<Box<str>>,
 }
 
 impl Program {
@@ -112,11 +106,13 @@ impl Program {
             bufs: &mut scratch.bufs,
             stack: &mut scratch.stack,
             action: None,
+            failure: None,
         };
         match ex.call(sub) {
             Ok(Flow::Return) => ex.action.take().unwrap_or(Action::Ok),
             Ok(Flow::Next | Flow::ReturnSub) => Action::Ok,
-            Err(Fail(msg)) => {
+            Err(Failed) => {
+                let msg = ex.failure.take().unwrap_or_default();
                 ex.ctx.log(LogKind::Error, msg.as_bytes());
                 Action::Fail
             }
@@ -151,7 +147,7 @@ fn str_cmp(op: CmpOp, a: Option<&[u8]>, b: Option<&[u8]>, strands: bool) -> bool
     cmp_result(op, Some(ord))
 }
 
-fn value_cmp(op: CmpOp, a: &Value, b: &Value) -> Result<bool, Fail> {
+fn value_cmp(op: CmpOp, a: &Value, b: &Value) -> Result<bool, String> {
     use Value as V;
     let ord = match (a, b) {
         (V::Int(x), V::Int(y)) | (V::Bytes(x), V::Bytes(y)) => Some(x.cmp(y)),
@@ -171,11 +167,11 @@ fn value_cmp(op: CmpOp, a: &Value, b: &Value) -> Result<bool, Fail> {
             Some(x.cmp(y))
         }
         _ => {
-            return Err(fail(format!(
+            return Err(format!(
                 "cannot compare {} with {}",
                 a.type_name(),
                 b.type_name()
-            )));
+            ));
         }
     };
     Ok(cmp_result(op, ord))
@@ -191,13 +187,13 @@ fn real_op(op: ArithOp, a: f64, b: f64) -> f64 {
     }
 }
 
-fn int_op(op: ArithOp, a: i64, b: i64) -> Result<i64, Fail> {
+fn int_op(op: ArithOp, a: i64, b: i64) -> Result<i64, String> {
     Ok(match op {
         ArithOp::Add => a.wrapping_add(b),
         ArithOp::Sub => a.wrapping_sub(b),
         ArithOp::Mul => a.wrapping_mul(b),
         ArithOp::Div | ArithOp::Mod if b == 0 => {
-            return Err(fail("INT division by zero".into()));
+            return Err("INT division by zero".into());
         }
         ArithOp::Div => a.wrapping_div(b),
         ArithOp::Mod => a.wrapping_rem(b),
@@ -205,7 +201,7 @@ fn int_op(op: ArithOp, a: i64, b: i64) -> Result<i64, Fail> {
 }
 
 /// Arithmetic with the result types of Varnish's operator table.
-fn arith(op: ArithOp, a: Value, b: Value) -> Result<Value, Fail> {
+fn arith(op: ArithOp, a: Value, b: Value) -> Result<Value, String> {
     use Value as V;
     Ok(match (a, b) {
         (V::Int(x), V::Int(y)) => V::Int(int_op(op, x, y)?),
@@ -219,12 +215,12 @@ fn arith(op: ArithOp, a: Value, b: Value) -> Result<Value, Fail> {
         (V::Time(x), V::Duration(y)) => V::Time(real_op(op, x, y)),
         (V::Time(x), V::Time(y)) if op == ArithOp::Sub => V::Duration(x - y),
         (a, b) => {
-            return Err(fail(format!(
+            return Err(format!(
                 "{} {} {} not possible",
                 a.type_name(),
                 op.symbol(),
                 b.type_name()
-            )));
+            ));
         }
     })
 }
@@ -244,7 +240,24 @@ fn printed(v: &Value) -> bool {
     )
 }
 
-impl<C: Context> Exec<'_, C> {
+impl<'a, C: Context> Exec<'a, C> {
+    /// Records a runtime error; the caller returns the `Failed` it gets.
+    #[cold]
+    #[inline(never)]
+    fn fail(&mut self, msg: impl Into<String>) -> Failed {
+        self.failure = Some(msg.into().into_boxed_str());
+        Failed
+    }
+
+    /// Converts the result of a context or vmod call.
+    #[inline]
+    fn check<T>(&mut self, r: Result<T, String>) -> Res<T> {
+        match r {
+            Ok(v) => Ok(v),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
     /// Charges a string of `len` bytes (and its terminating NUL, as
     /// varnishd stores it) to the task's workspace: `false` when it does
     /// not fit (the workspace is then marked overflowed). A task without a
@@ -270,13 +283,13 @@ impl<C: Context> Exec<'_, C> {
         self.bufs.push(b);
     }
 
-    fn call(&mut self, sub: SubId) -> Result<Flow, Fail> {
+    fn call(&mut self, sub: SubId) -> Res<Flow> {
         let prog = self.prog;
         let Some(code) = prog.subs.get(sub as usize) else {
-            return Err(fail(format!("call to unknown subroutine #{sub}")));
+            return Err(self.fail(format!("call to unknown subroutine #{sub}")));
         };
         if self.stack.len() >= MAX_CALL_DEPTH {
-            return Err(fail(format!(
+            return Err(self.fail(format!(
                 "Recursive call to \"sub {}{{}}\" (call depth {MAX_CALL_DEPTH})",
                 code.name
             )));
@@ -287,7 +300,7 @@ impl<C: Context> Exec<'_, C> {
         r
     }
 
-    fn block(&mut self, stmts: &[Stmt]) -> Result<Flow, Fail> {
+    fn block(&mut self, stmts: &[Stmt]) -> Res<Flow> {
         for s in stmts {
             match self.stmt(s)? {
                 Flow::Next => {}
@@ -297,13 +310,10 @@ impl<C: Context> Exec<'_, C> {
         Ok(Flow::Next)
     }
 
-    fn stmt(&mut self, s: &Stmt) -> Result<Flow, Fail> {
+    fn stmt(&mut self, s: &Stmt) -> Res<Flow> {
         match s {
             Stmt::Set(target, e) => self.set(target, e)?,
-            Stmt::Unset(target) => match target {
-                Target::Header(w, h) => self.ctx.unset_header(*w, h),
-                Target::StrVar(id) | Target::Var(id) => self.ctx.unset(*id)?,
-            },
+            Stmt::Unset(Target::Header(w, h)) => self.ctx.unset_header(*w, h),
             Stmt::If(branches, otherwise) => {
                 for (cond, body) in branches.iter() {
                     if self.eval_bool(cond)? {
@@ -318,28 +328,42 @@ impl<C: Context> Exec<'_, C> {
                     other => Ok(other),
                 };
             }
+            Stmt::Return(a) => {
+                let action = self.action(a)?;
+                self.action = Some(action);
+                return Ok(Flow::Return);
+            }
+            Stmt::ReturnSub => return Ok(Flow::ReturnSub),
+            _ => return self.stmt_rare(s),
+        }
+        Ok(Flow::Next)
+    }
+
+    /// The statements a request runs a few of at most.
+    #[inline(never)]
+    fn stmt_rare(&mut self, s: &Stmt) -> Res<Flow> {
+        match s {
+            Stmt::Unset(Target::StrVar(id) | Target::Var(id)) => {
+                let r = self.ctx.unset(*id);
+                self.check(r)?;
+            }
             Stmt::CallDynamic(e) => {
                 let sub = match self.eval(e)? {
                     Value::Sub(s) => s,
-                    Value::Null => return Err(fail("Tried to call a NULL SUB".into())),
+                    Value::Null => return Err(self.fail("Tried to call a NULL SUB")),
                     other => {
-                        return Err(fail(format!("cannot call a {}", other.type_name())));
+                        return Err(self.fail(format!("cannot call a {}", other.type_name())));
                     }
                 };
                 if self.stack.contains(&sub) {
                     let name = self.prog.subs.get(sub as usize).map_or("?", |s| &s.name);
-                    return Err(fail(format!("Recursive call to \"sub {name}{{}}\"")));
+                    return Err(self.fail(format!("Recursive call to \"sub {name}{{}}\"")));
                 }
                 return match self.call(sub)? {
                     Flow::ReturnSub => Ok(Flow::Next),
                     other => Ok(other),
                 };
             }
-            Stmt::Return(a) => {
-                self.action = Some(self.action(a)?);
-                return Ok(Flow::Return);
-            }
-            Stmt::ReturnSub => return Ok(Flow::ReturnSub),
             Stmt::HashData(e) => {
                 let mut buf = self.take_buf();
                 let r = self.append_str(e, &mut buf);
@@ -362,9 +386,13 @@ impl<C: Context> Exec<'_, C> {
             Stmt::Ban(e) => {
                 let mut buf = self.take_buf();
                 let r = self.append_str(e, &mut buf);
-                if r.is_ok()
-                    && let Err(reason) = self.ctx.ban(&buf)
-                {
+                // A failed ban is logged; the task goes on.
+                let failed = match r {
+                    Ok(false) => Some("Null argument".to_string()),
+                    Ok(true) => self.ctx.ban(&buf).err(),
+                    Err(_) => None,
+                };
+                if let Some(reason) = failed {
                     let msg = format!("ban(): {reason}");
                     self.ctx.log(LogKind::Error, msg.as_bytes());
                 }
@@ -381,44 +409,82 @@ impl<C: Context> Exec<'_, C> {
                 args,
             } => {
                 let args = self.eval_args(args)?;
-                self.vmods
-                    .construct(&mut *self.ctx, *class, *instance, name, &args)?;
+                let r = self
+                    .vmods
+                    .construct(&mut *self.ctx, *class, *instance, name, &args);
+                self.check(r)?;
             }
+            // Handled by `stmt`.
+            Stmt::Set(..)
+            | Stmt::Unset(Target::Header(..))
+            | Stmt::If(..)
+            | Stmt::Call(_)
+            | Stmt::Return(_)
+            | Stmt::ReturnSub => return self.stmt(s),
         }
         Ok(Flow::Next)
     }
 
-    fn set(&mut self, target: &Target, e: &Expr) -> Result<(), Fail> {
+    fn set(&mut self, target: &Target, e: &Expr) -> Res<()> {
         match target {
             Target::Header(w, h) => {
-                let mut buf = self.take_buf();
-                let r = self.append_str(e, &mut buf);
-                if r.is_ok() {
-                    self.ctx.set_header(*w, h, &buf);
+                if let Expr::Const(Value::Str(v)) = e {
+                    let r = self.ctx.set_header(*w, h, v);
+                    return self.check(r);
                 }
+                let mut buf = self.take_buf();
+                let r = match self.append_str(e, &mut buf) {
+                    Ok(_) => {
+                        let r = self.ctx.set_header(*w, h, &buf);
+                        self.check(r)
+                    }
+                    Err(f) => Err(f),
+                };
                 self.give_buf(buf);
                 r?;
             }
             Target::StrVar(id) => {
                 let mut buf = self.take_buf();
-                let r = self
-                    .append_str(e, &mut buf)
-                    .and_then(|_| self.ctx.set_str(*id, &buf).map_err(fail));
+                let r = match self.append_str(e, &mut buf) {
+                    Ok(_) => {
+                        let r = self.ctx.set_str(*id, &buf);
+                        self.check(r)
+                    }
+                    Err(f) => Err(f),
+                };
                 self.give_buf(buf);
                 r?;
             }
             Target::Var(id) => {
                 let v = self.eval(e)?;
-                self.ctx.set(*id, v)?;
+                let r = self.ctx.set(*id, v);
+                self.check(r)?;
             }
         }
         Ok(())
     }
 
-    fn action(&mut self, a: &ReturnAction) -> Result<Action, Fail> {
+    fn action(&mut self, a: &ReturnAction) -> Res<Action> {
         Ok(match a {
             ReturnAction::Abandon => Action::Abandon,
             ReturnAction::Deliver => Action::Deliver,
+            ReturnAction::Fetch => Action::Fetch,
+            ReturnAction::Hash => Action::Hash,
+            ReturnAction::Lookup => Action::Lookup,
+            ReturnAction::Ok => Action::Ok,
+            ReturnAction::Pipe => Action::Pipe,
+            ReturnAction::Purge => Action::Purge,
+            ReturnAction::Restart => Action::Restart,
+            ReturnAction::Retry => Action::Retry,
+            ReturnAction::Pass(None) => Action::Pass { ttl: None },
+            _ => return self.action_with_args(a),
+        })
+    }
+
+    /// The actions with arguments to evaluate.
+    #[inline(never)]
+    fn action_with_args(&mut self, a: &ReturnAction) -> Res<Action> {
+        Ok(match a {
             ReturnAction::Fail(reason) => {
                 if let Some(e) = reason {
                     let mut buf = self.take_buf();
@@ -431,14 +497,6 @@ impl<C: Context> Exec<'_, C> {
                 }
                 Action::Fail
             }
-            ReturnAction::Fetch => Action::Fetch,
-            ReturnAction::Hash => Action::Hash,
-            ReturnAction::Lookup => Action::Lookup,
-            ReturnAction::Ok => Action::Ok,
-            ReturnAction::Pipe => Action::Pipe,
-            ReturnAction::Purge => Action::Purge,
-            ReturnAction::Restart => Action::Restart,
-            ReturnAction::Retry => Action::Retry,
             ReturnAction::Pass(ttl) => Action::Pass {
                 ttl: match ttl {
                     None => None,
@@ -446,7 +504,7 @@ impl<C: Context> Exec<'_, C> {
                         Value::Duration(d) | Value::Real(d) => Some(d),
                         Value::Int(i) => Some(i as f64),
                         other => {
-                            return Err(fail(format!(
+                            return Err(self.fail(format!(
                                 "pass() needs a DURATION, got {}",
                                 other.type_name()
                             )));
@@ -463,24 +521,27 @@ impl<C: Context> Exec<'_, C> {
                 Action::Error { status, reason }
             }
             ReturnAction::Vcl(label) => Action::Vcl(label.clone()),
+            ReturnAction::Abandon
+            | ReturnAction::Deliver
+            | ReturnAction::Fetch
+            | ReturnAction::Hash
+            | ReturnAction::Lookup
+            | ReturnAction::Ok
+            | ReturnAction::Pipe
+            | ReturnAction::Purge
+            | ReturnAction::Restart
+            | ReturnAction::Retry => return self.action(a),
         })
     }
 
     /// `synth(status, reason)` arguments as `VRT_synth` takes them: a status
     /// outside 100..=65535 becomes 503; a NULL or absent reason is `None`
     /// (the server uses the standard reason phrase of `status % 1000`).
-    fn status_reason(
-        &mut self,
-        status: &Expr,
-        reason: Option<&Expr>,
-    ) -> Result<(u16, Option<Bytes>), Fail> {
+    fn status_reason(&mut self, status: &Expr, reason: Option<&Expr>) -> Res<(u16, Option<Bytes>)> {
         let status = match self.eval(status)? {
             Value::Int(i) => i,
             other => {
-                return Err(fail(format!(
-                    "status must be an INT, got {}",
-                    other.type_name()
-                )));
+                return Err(self.fail(format!("status must be an INT, got {}", other.type_name())));
             }
         };
         let status = u16::try_from(status)
@@ -492,10 +553,10 @@ impl<C: Context> Exec<'_, C> {
             Some(e) => {
                 let mut buf = self.take_buf();
                 let r = self.append_str(e, &mut buf);
-                let out = r
-                    .as_ref()
-                    .ok()
-                    .and_then(|nonnull| nonnull.then(|| Bytes::copy_from_slice(&buf)));
+                let out = match r {
+                    Ok(true) => Some(Bytes::copy_from_slice(&buf)),
+                    _ => None,
+                };
                 self.give_buf(buf);
                 r?;
                 out
@@ -504,7 +565,7 @@ impl<C: Context> Exec<'_, C> {
         Ok((status, reason))
     }
 
-    fn eval_args(&mut self, args: &[Option<Expr>]) -> Result<Vec<VmodArg>, Fail> {
+    fn eval_args(&mut self, args: &[Option<Expr>]) -> Res<Vec<VmodArg>> {
         let mut out = Vec::with_capacity(args.len());
         for a in args {
             out.push(match a {
@@ -517,7 +578,7 @@ impl<C: Context> Exec<'_, C> {
 
     /// Appends the string form of `e` to `out`; `Ok(false)` when the value
     /// is NULL (nothing appended).
-    fn append_str(&mut self, e: &Expr, out: &mut Vec<u8>) -> Result<bool, Fail> {
+    fn append_str(&mut self, e: &Expr, out: &mut Vec<u8>) -> Res<bool> {
         match e {
             Expr::Const(Value::Str(s)) => {
                 out.extend_from_slice(s);
@@ -530,12 +591,13 @@ impl<C: Context> Exec<'_, C> {
                 }
                 None => Ok(false),
             },
-            Expr::StrVar(id) => match self.ctx.get_str(*id)? {
-                Some(v) => {
+            Expr::StrVar(id) => match self.ctx.get_str(*id) {
+                Ok(Some(v)) => {
                     out.extend_from_slice(v);
                     Ok(true)
                 }
-                None => Ok(false),
+                Ok(None) => Ok(false),
+                Err(e) => Err(self.fail(e)),
             },
             Expr::Concat(parts) => {
                 for p in parts.iter() {
@@ -543,6 +605,54 @@ impl<C: Context> Exec<'_, C> {
                 }
                 Ok(true)
             }
+            Expr::Regsub {
+                all,
+                subject,
+                regex,
+                sub,
+            } => {
+                let re = self.regex(*regex)?;
+                let all = *all;
+                let at = out.len();
+                // Each branch says whether the result differs from the
+                // subject.
+                let r = if let Expr::Const(Value::Str(with)) = &**sub {
+                    // The usual shape: a literal replacement, and a subject
+                    // read in place (no copies).
+                    self.with_str(subject, |s| {
+                        let s = s.unwrap_or_default();
+                        re.substitute(s, with, all, out).map(|()| out[at..] != *s)
+                    })?
+                } else {
+                    let mut subj = self.take_buf();
+                    let mut with = self.take_buf();
+                    let r = self
+                        .append_str(subject, &mut subj)
+                        .and_then(|_| self.append_str(sub, &mut with))
+                        .map(|_| {
+                            re.substitute(&subj, &with, all, out)
+                                .map(|()| out[at..] != subj[..])
+                        });
+                    self.give_buf(subj);
+                    self.give_buf(with);
+                    r?
+                };
+                let changed = self.check(r)?;
+                // As varnishd: a substitution's result is a new string in
+                // the workspace (an unchanged subject is used in place).
+                if changed && !self.ws_charge(out.len() - at) {
+                    return Err(self.fail("regsub: Out of workspace"));
+                }
+                Ok(true)
+            }
+            _ => self.append_str_rare(e, out),
+        }
+    }
+
+    /// `append_str` of values that are not strings already.
+    #[inline(never)]
+    fn append_str_rare(&mut self, e: &Expr, out: &mut Vec<u8>) -> Res<bool> {
+        match e {
             Expr::Case { upper, inner } => {
                 let at = out.len();
                 let nonnull = self.append_str(inner, out)?;
@@ -553,41 +663,14 @@ impl<C: Context> Exec<'_, C> {
                 }
                 Ok(nonnull)
             }
-            Expr::Regsub {
-                all,
-                subject,
-                regex,
-                sub,
-            } => {
-                let mut subj = self.take_buf();
-                let mut with = self.take_buf();
-                let at = out.len();
-                let r = self
-                    .append_str(subject, &mut subj)
-                    .and_then(|_| self.append_str(sub, &mut with))
-                    .and_then(|_| {
-                        Self::regex(self.prog, *regex)?
-                            .substitute(&subj, &with, *all, out)
-                            .map_err(fail)
-                    })
-                    .and_then(|()| {
-                        // As varnishd: a substitution's result is a new
-                        // string in the workspace (an unchanged subject is
-                        // used in place).
-                        let changed = out[at..] != subj[..];
-                        if changed && !self.ws_charge(out.len() - at) {
-                            return Err(fail("regsub: Out of workspace".into()));
-                        }
-                        Ok(())
-                    });
-                self.give_buf(subj);
-                self.give_buf(with);
-                r.map(|_| true)
-            }
             _ => {
                 let v = self.eval(e)?;
+                let prog = self.prog;
                 let at = out.len();
-                let nonnull = v.append_to(out, &self.prog.acl_names)?;
+                let nonnull = match v.append_to(out, &prog.acl_names) {
+                    Ok(nonnull) => nonnull,
+                    Err(e) => return Err(self.fail(e.0)),
+                };
                 // As varnishd: a printed value that does not fit in the
                 // workspace is NULL (and the workspace overflowed).
                 if nonnull && printed(&v) && !self.ws_charge(out.len() - at) {
@@ -599,37 +682,40 @@ impl<C: Context> Exec<'_, C> {
         }
     }
 
-    fn regex(prog: &Program, i: u32) -> Result<&super::regex::Regex, Fail> {
-        prog.regexes
-            .get(i as usize)
-            .ok_or_else(|| fail(format!("unknown regex #{i}")))
+    fn regex(&mut self, i: u32) -> Res<&'a super::regex::Regex> {
+        let prog = self.prog;
+        match prog.regexes.get(i as usize) {
+            Some(r) => Ok(r),
+            None => Err(self.fail(format!("unknown regex #{i}"))),
+        }
     }
 
     /// Runs `f` on the string form of `e` without copying when `e` is a
     /// plain read.
-    fn with_str<R>(&mut self, e: &Expr, f: impl FnOnce(Option<&[u8]>) -> R) -> Result<R, Fail> {
+    fn with_str<R>(&mut self, e: &Expr, f: impl FnOnce(Option<&[u8]>) -> R) -> Res<R> {
         match e {
             Expr::Const(Value::Str(s)) => Ok(f(Some(s))),
             Expr::Const(Value::Null) => Ok(f(None)),
             Expr::Header(w, h) => Ok(f(self.ctx.header(*w, h))),
-            Expr::StrVar(id) => Ok(f(self.ctx.get_str(*id)?)),
+            Expr::StrVar(id) => match self.ctx.get_str(*id) {
+                Ok(v) => Ok(f(v)),
+                Err(e) => Err(self.fail(e)),
+            },
             _ => {
                 let mut buf = self.take_buf();
                 let r = self.append_str(e, &mut buf);
-                let out = r
-                    .as_ref()
-                    .ok()
-                    .map(|nonnull| f(nonnull.then_some(&buf[..])));
+                let out = match r {
+                    Ok(nonnull) => Ok(f(nonnull.then_some(&buf[..]))),
+                    Err(f) => Err(f),
+                };
                 self.give_buf(buf);
-                r?;
-                Ok(out.expect("set when append_str succeeded"))
+                out
             }
         }
     }
 
-    fn eval_bool(&mut self, e: &Expr) -> Result<bool, Fail> {
+    fn eval_bool(&mut self, e: &Expr) -> Res<bool> {
         match e {
-            Expr::Const(Value::Bool(b)) => Ok(*b),
             Expr::Not(inner) => Ok(!self.eval_bool(inner)?),
             Expr::And(parts) => {
                 for p in parts.iter() {
@@ -649,7 +735,10 @@ impl<C: Context> Exec<'_, C> {
             }
             Expr::ToBool(inner) => match &**inner {
                 Expr::Header(w, h) => Ok(self.ctx.header(*w, h).is_some()),
-                Expr::StrVar(id) => Ok(self.ctx.get_str(*id)?.is_some()),
+                Expr::StrVar(id) => match self.ctx.get_str(*id) {
+                    Ok(v) => Ok(v.is_some()),
+                    Err(e) => Err(self.fail(e)),
+                },
                 other => Ok(self.eval(other)?.truthy()),
             },
             Expr::Match {
@@ -657,9 +746,8 @@ impl<C: Context> Exec<'_, C> {
                 regex,
                 negate,
             } => {
-                let re = Self::regex(self.prog, *regex)?;
-                let r = self.with_str(subject, |s| re.is_match(s.unwrap_or(b"")))?;
-                match r {
+                let re = self.regex(*regex)?;
+                match self.with_str(subject, |s| re.is_match(s.unwrap_or_default()))? {
                     Ok(m) => Ok(m != *negate),
                     Err(msg) => {
                         // Varnish logs matching failures and reads them as
@@ -669,13 +757,41 @@ impl<C: Context> Exec<'_, C> {
                     }
                 }
             }
+            Expr::StrCmp {
+                op,
+                left,
+                right,
+                strands,
+            } if matches!(**right, Expr::Const(_)) => {
+                let (op, strands) = (*op, *strands);
+                let c = match &**right {
+                    Expr::Const(Value::Str(s)) => Some(&s[..]),
+                    _ => None,
+                };
+                self.with_str(left, |l| str_cmp(op, l, c, strands))
+            }
+            Expr::Cmp(op, a, b) => {
+                let a = self.operand(a)?;
+                let b = self.operand(b)?;
+                let r = value_cmp(*op, &a, &b);
+                self.check(r)
+            }
+            _ => self.eval_bool_rare(e),
+        }
+    }
+
+    /// The conditions a request evaluates a few of at most.
+    #[inline(never)]
+    fn eval_bool_rare(&mut self, e: &Expr) -> Res<bool> {
+        match e {
+            Expr::Const(Value::Bool(b)) => Ok(*b),
             Expr::AclMatch { ip, acl, negate } => {
                 let prog = self.prog;
                 let Some(acl) = prog.acls.get(*acl as usize) else {
-                    return Err(fail(format!("unknown ACL #{acl}")));
+                    return Err(self.fail(format!("unknown ACL #{acl}")));
                 };
                 let Value::Ip(sa) = self.eval(ip)? else {
-                    return Err(fail("VRT_acl_match: Illegal IP".into()));
+                    return Err(self.fail("VRT_acl_match: Illegal IP"));
                 };
                 let r = acl.lookup(sa.ip());
                 if acl.log {
@@ -691,29 +807,16 @@ impl<C: Context> Exec<'_, C> {
                 strands,
             } => {
                 let (op, strands) = (*op, *strands);
-                if let Expr::Const(c) = &**right {
-                    let c = match c {
-                        Value::Str(s) => Some(&s[..]),
-                        _ => None,
-                    };
-                    return self.with_str(left, |l| str_cmp(op, l, c, strands));
-                }
                 let mut lb = self.take_buf();
-                let r = self.append_str(left, &mut lb);
-                let out = match r {
+                let out = match self.append_str(left, &mut lb) {
                     Ok(lnn) => {
                         let lv = lnn.then_some(&lb[..]);
                         self.with_str(right, |rv| str_cmp(op, lv, rv, strands))
                     }
-                    Err(e) => Err(e),
+                    Err(f) => Err(f),
                 };
                 self.give_buf(lb);
                 out
-            }
-            Expr::Cmp(op, a, b) => {
-                let a = self.operand(a)?;
-                let b = self.operand(b)?;
-                value_cmp(*op, &a, &b)
             }
             other => Ok(self.eval(other)?.truthy()),
         }
@@ -723,39 +826,48 @@ impl<C: Context> Exec<'_, C> {
     /// nearly always a literal or a variable: those are handled here
     /// without entering the large `eval` frame.
     #[inline]
-    fn operand(&mut self, e: &Expr) -> Result<Value, Fail> {
+    fn operand(&mut self, e: &Expr) -> Res<Value> {
         match e {
             Expr::Const(v) => Ok(v.clone()),
-            Expr::Var(id) => Ok(self.ctx.get(*id)?),
+            Expr::Var(id) => {
+                let r = self.ctx.get(*id);
+                self.check(r)
+            }
             _ => self.eval(e),
         }
     }
 
-    fn eval(&mut self, e: &Expr) -> Result<Value, Fail> {
+    fn eval(&mut self, e: &Expr) -> Res<Value> {
         Ok(match e {
             Expr::Const(v) => v.clone(),
-            Expr::StrVar(id) => match self.ctx.get_str(*id)? {
-                Some(v) => Value::Str(Bytes::copy_from_slice(v)),
-                None => Value::Null,
+            Expr::StrVar(id) => match self.ctx.get_str(*id) {
+                Ok(Some(v)) => Value::Str(Bytes::copy_from_slice(v)),
+                Ok(None) => Value::Null,
+                Err(e) => return Err(self.fail(e)),
             },
-            Expr::Var(id) => match self.ctx.get(*id)? {
-                // As varnishd: reading a BLOB variable (req.hash) makes
-                // a BLOB descriptor in the workspace.
-                Value::Blob(b) if !self.ws_take(BLOB_STRUCT) => {
-                    drop(b);
-                    let name = crate::vars::VARIABLES
-                        .iter()
-                        .find(|d| d.id == *id)
-                        .map_or("BLOB", |d| d.name);
-                    return Err(fail(format!("Workspace overflow ({name})")));
+            Expr::Var(id) => {
+                let r = self.ctx.get(*id);
+                match self.check(r)? {
+                    // As varnishd: reading a BLOB variable (req.hash) makes
+                    // a BLOB descriptor in the workspace.
+                    Value::Blob(_) if !self.ws_take(BLOB_STRUCT) => {
+                        let name = crate::vars::VARIABLES
+                            .iter()
+                            .find(|d| d.id == *id)
+                            .map_or("BLOB", |d| d.name);
+                        return Err(self.fail(format!("Workspace overflow ({name})")));
+                    }
+                    v => v,
                 }
-                v => v,
-            },
+            }
             Expr::Header(w, h) => match self.ctx.header(*w, h) {
                 Some(v) => Value::Str(Bytes::copy_from_slice(v)),
                 None => Value::Null,
             },
-            Expr::Storage(id, name) => self.ctx.storage_var(*id, name)?,
+            Expr::Storage(id, name) => {
+                let r = self.ctx.storage_var(*id, name);
+                self.check(r)?
+            }
             Expr::Concat(_) | Expr::Regsub { .. } => {
                 let mut buf = self.take_buf();
                 let r = self.append_str(e, &mut buf);
@@ -778,19 +890,21 @@ impl<C: Context> Exec<'_, C> {
                 Value::Duration(d) => Value::Duration(-d),
                 Value::Bytes(b) => Value::Bytes(b.wrapping_neg()),
                 other => {
-                    return Err(fail(format!("cannot negate {}", other.type_name())));
+                    return Err(self.fail(format!("cannot negate {}", other.type_name())));
                 }
             },
             Expr::Arith(op, a, b) => {
                 let a = self.operand(a)?;
                 let b = self.operand(b)?;
-                arith(*op, a, b)?
+                let r = arith(*op, a, b);
+                self.check(r)?
             }
             Expr::Case { upper, inner } => match self.eval(inner)? {
                 Value::Null => Value::Null,
                 v => {
                     let mut buf = self.take_buf();
-                    let r = v.append_to(&mut buf, &self.prog.acl_names);
+                    let prog = self.prog;
+                    let r = v.append_to(&mut buf, &prog.acl_names);
                     if *upper {
                         buf.make_ascii_uppercase();
                     } else {
@@ -798,17 +912,21 @@ impl<C: Context> Exec<'_, C> {
                     }
                     let out = Value::Str(Bytes::copy_from_slice(&buf));
                     self.give_buf(buf);
-                    r?;
+                    if let Err(e) = r {
+                        return Err(self.fail(e.0));
+                    }
                     out
                 }
             },
             Expr::Resolve(inner) => {
                 let b = self.eval(inner)?;
-                self.ctx.resolve_backend(&b)?
+                let r = self.ctx.resolve_backend(&b);
+                self.check(r)?
             }
             Expr::Call(f, args) => {
                 let args = self.eval_args(args)?;
-                self.vmods.call(&mut *self.ctx, *f, &args)?
+                let r = self.vmods.call(&mut *self.ctx, *f, &args);
+                self.check(r)?
             }
             Expr::Method {
                 instance,
@@ -816,8 +934,8 @@ impl<C: Context> Exec<'_, C> {
                 args,
             } => {
                 let args = self.eval_args(args)?;
-                self.vmods
-                    .method(&mut *self.ctx, *instance, *method, &args)?
+                let r = self.vmods.method(&mut *self.ctx, *instance, *method, &args);
+                self.check(r)?
             }
         })
     }
@@ -838,7 +956,7 @@ mod tests {
 
     #[test]
     fn arithmetic_rules() {
-        let v = |r: Result<Value, Fail>| r.ok().unwrap();
+        let v = |r: Result<Value, String>| r.unwrap();
         assert_eq!(
             v(arith(ArithOp::Div, Value::Int(7), Value::Int(2))),
             Value::Int(3)

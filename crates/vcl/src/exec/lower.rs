@@ -160,6 +160,7 @@ impl Lower<'_> {
                     Stmt::Return(ReturnAction::Vcl(Arc::from(label.as_str())))
                 }
                 ir::Return::Action { action, args } => {
+                    let bare = args.is_empty();
                     let mut args = args.iter();
                     let mut next = |l: &mut Self| args.next().map(|e| l.expr(e)).transpose();
                     use subs::Action as A;
@@ -176,6 +177,8 @@ impl Lower<'_> {
                         A::Purge => ReturnAction::Purge,
                         A::Restart => ReturnAction::Restart,
                         A::Retry => ReturnAction::Retry,
+                        // A bare `return (error)` is error(503), as varnishd.
+                        A::Error if bare => ReturnAction::Error(Expr::Const(Value::Int(503)), None),
                         A::Synth | A::Error => {
                             let status = next(self)?.ok_or("synth/error without a status")?;
                             let reason = next(self)?;

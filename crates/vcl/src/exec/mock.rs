@@ -268,7 +268,12 @@ impl Context for MockContext {
         h.position(&name.lower).map(|i| &h.headers[i].1[..])
     }
 
-    fn set_header(&mut self, which: HttpWhich, name: &HeaderName, value: &[u8]) {
+    fn set_header(
+        &mut self,
+        which: HttpWhich,
+        name: &HeaderName,
+        value: &[u8],
+    ) -> Result<(), String> {
         let h = &mut self.http[slot(which)];
         match h.position(&name.lower) {
             Some(i) => {
@@ -286,6 +291,7 @@ impl Context for MockContext {
             }
             None => h.headers.push((name.name.clone(), value.to_vec())),
         }
+        Ok(())
     }
 
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
@@ -489,6 +495,7 @@ impl Context for MockContext {
                 tcp.congestion = name.to_vec();
             }
             TcpOp::PacingRate(r) => self.vmod.pacing.push(r),
+            TcpOp::SendBuffer(b) => tcp.snd_mss = b.min(u64::from(u32::MAX)) as u32,
         }
         Ok(())
     }

@@ -12,13 +12,16 @@
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 
+/// A check run when the task ends ([`TaskPrivs::finish`]); an error is
+/// the task failing at its end (Varnish's `VRT_fail` from a `PRIV_TASK`
+/// fini callback).
+pub type FiniCheck = Box<dyn FnOnce(&TaskPrivs) -> Result<(), String> + Send>;
+
 /// Type-keyed state store for one task.
 #[derive(Default)]
 pub struct TaskPrivs {
     slots: HashMap<(TypeId, u64), Box<dyn Any + Send>>,
-    /// A vmod asked that letting go of its state fail the task, with this
-    /// message (a `PRIV_TASK` finalizer calling `VRT_fail` in varnishd).
-    fini_failure: Option<String>,
+    finis: Vec<FiniCheck>,
 }
 
 impl std::fmt::Debug for TaskPrivs {
@@ -78,23 +81,27 @@ impl TaskPrivs {
     /// Drops all state (the task is over, or is being restarted clean).
     pub fn clear(&mut self) {
         self.slots.clear();
+        self.finis.clear();
     }
 
-    /// Makes [`TaskPrivs::leave`] fail the task with `msg` (`None`: not).
-    pub fn fail_on_leave(&mut self, msg: Option<String>) {
-        self.fini_failure = msg;
+    /// Registers a check to run when the task ends.
+    pub fn on_finish(&mut self, check: FiniCheck) {
+        self.finis.push(check);
     }
 
-    /// Lets go of all state as the task leaves it (`std.rollback()`, the
-    /// end of the task): the failure a vmod asked for, if any.
-    pub fn leave(&mut self) -> Option<String> {
-        self.slots.clear();
-        self.fini_failure.take()
+    /// Ends the task: runs the registered checks (in registration order,
+    /// against the state as the task left it), then drops all state.
+    /// Returns the checks' errors.
+    pub fn finish(&mut self) -> Vec<String> {
+        let checks = std::mem::take(&mut self.finis);
+        let errors = checks.into_iter().filter_map(|c| c(self).err()).collect();
+        self.clear();
+        errors
     }
 
     /// True if nothing is stored.
     pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+        self.slots.is_empty() && self.finis.is_empty()
     }
 }
 
@@ -104,6 +111,19 @@ mod tests {
 
     #[derive(Debug, PartialEq)]
     struct Jar(Vec<u8>);
+
+    #[test]
+    fn finish_runs_checks_then_drops_state() {
+        let mut p = TaskPrivs::new();
+        p.insert(0, Jar(b"ok".to_vec()));
+        p.on_finish(Box::new(|p: &TaskPrivs| match p.get::<Jar>(0) {
+            Some(j) if j.0 == b"ok" => Err("jar still full".into()),
+            _ => Ok(()),
+        }));
+        assert_eq!(p.finish(), ["jar still full"]);
+        assert!(p.is_empty());
+        assert!(p.finish().is_empty());
+    }
 
     #[test]
     fn keyed_by_type_and_number() {
@@ -122,15 +142,5 @@ mod tests {
         assert_eq!(p.get::<Jar>(1), Some(&Jar(b"x".to_vec())));
         p.clear();
         assert!(p.is_empty());
-    }
-
-    #[test]
-    fn leaving_reports_a_requested_failure_once() {
-        let mut p = TaskPrivs::new();
-        p.insert(0u64, 1u8);
-        p.fail_on_leave(Some("no".into()));
-        assert_eq!(p.leave(), Some("no".to_string()));
-        assert!(p.is_empty());
-        assert_eq!(p.leave(), None);
     }
 }

@@ -14,10 +14,12 @@ use lacquer_vcl::ir::{ImportedVmod, InstanceDef};
 use lacquer_vcl::types::Type;
 use lacquer_vcl::vars::VclVersion;
 use lacquer_vcl::vmod::{ArgType, DefaultValue, FuncDecl, VmodDecl};
-use lacquer_vmods::{Director, Host, Runtime, registry_with_test_vmods};
+use lacquer_vmods::{Director, DynamicBackend, Host, Runtime, registry_with_test_vmods};
 
 /// Directors get ids from here up.
 pub const DIRECTOR_BASE: u32 = 1000;
+/// Backends made at runtime get ids from here up.
+pub const DYNAMIC_BASE: u32 = 2000;
 
 /// A server double: backends are healthy unless marked sick; directors
 /// are kept in registration order.
@@ -30,6 +32,14 @@ pub struct TestHost {
     pub xkey_calls: Mutex<Vec<(Vec<String>, bool)>>,
     /// Health change times by backend name.
     pub changed: Mutex<std::collections::HashMap<String, f64>>,
+    /// Backends made by `new_backend`, in creation order.
+    pub dynamic: Mutex<Vec<DynamicBackend>>,
+    /// Backends retired by `delete_backend`.
+    pub deleted: Mutex<Vec<Backend>>,
+    /// Holds taken through `Host::hold` (None once released).
+    pub holds: Mutex<Vec<Option<String>>>,
+    /// Records written through `Host::log`.
+    pub logged: Mutex<Vec<(lacquer_vcl::exec::LogKind, String)>>,
 }
 
 impl TestHost {
@@ -59,14 +69,54 @@ impl TestHost {
 }
 
 impl Host for TestHost {
-    fn backend_healthy(&self, b: &Backend) -> bool {
+    fn backend_healthy(&self, b: &Backend) -> Result<bool, String> {
+        if b.id >= DYNAMIC_BASE {
+            return Ok(!self.deleted.lock().unwrap().contains(b));
+        }
         if b.id >= DIRECTOR_BASE {
             let d = self.directors.lock().unwrap()[(b.id - DIRECTOR_BASE) as usize]
                 .1
                 .clone();
             return d.healthy();
         }
-        !self.sick.lock().unwrap().contains(&*b.name)
+        Ok(!self.sick.lock().unwrap().contains(&*b.name))
+    }
+
+    fn new_backend(&self, spec: DynamicBackend) -> Result<Backend, String> {
+        let mut d = self.dynamic.lock().unwrap();
+        let name = spec.name.clone();
+        d.push(spec);
+        Ok(Backend {
+            id: DYNAMIC_BASE + d.len() as u32 - 1,
+            name: name.into(),
+        })
+    }
+
+    fn delete_backend(&self, backend: &Backend) {
+        self.deleted.lock().unwrap().push(backend.clone());
+    }
+
+    fn log(&self, kind: lacquer_vcl::exec::LogKind, msg: &str) {
+        self.logged.lock().unwrap().push((kind, msg.to_string()));
+    }
+
+    fn hold(&self, who: &str) -> u64 {
+        let mut h = self.holds.lock().unwrap();
+        h.push(Some(who.to_string()));
+        h.len() as u64 - 1
+    }
+
+    fn release(&self, id: u64) {
+        if let Some(slot) = self.holds.lock().unwrap().get_mut(id as usize) {
+            *slot = None;
+        }
+    }
+
+    fn panic(&self, why: &str) {
+        self.logged
+            .lock()
+            .unwrap()
+            .push((lacquer_vcl::exec::LogKind::Error, format!("panic: {why}")));
     }
 
     fn backend_changed(&self, b: &Backend) -> f64 {
