@@ -174,6 +174,29 @@ fn set_limited(
     lost_slot(sh, ws, vsl, name.name.as_bytes(), value);
 }
 
+/// A vmod's `add_header` within the same limits as [`set_limited`]: the
+/// line must fit in the workspace and in a free header slot.
+fn add_limited(
+    sh: &Shared,
+    ws: &mut Workspace,
+    vsl: &mut VslBuf,
+    h: &mut lacquer_http::Headers,
+    name: &HeaderName,
+    value: &[u8],
+) {
+    if !charge_header(ws, vsl, name.name.as_bytes(), value) {
+        return;
+    }
+    if h.len() >= ws.header_slots() {
+        lost_slot(sh, ws, vsl, name.name.as_bytes(), value);
+        return;
+    }
+    h.append(
+        Bytes::copy_from_slice(name.name.as_bytes()),
+        Bytes::copy_from_slice(value),
+    );
+}
+
 /// A header line that found no free slot in its HTTP object.
 fn lost_slot(sh: &Shared, ws: &mut Workspace, vsl: &mut VslBuf, name: &[u8], value: &[u8]) {
     vsl.log_header(Tag::LostHeader, name, value);
@@ -851,23 +874,7 @@ impl Context for ReqTask {
             HttpWhich::Resp => &mut self.resp.headers,
             w => return Err(format!("{} is read-only here", w.name())),
         };
-        if !charge_header(&mut self.ws, &mut self.vsl, name.name.as_bytes(), value) {
-            return Ok(());
-        }
-        if h.len() >= self.ws.header_slots() {
-            lost_slot(
-                &self.sh,
-                &mut self.ws,
-                &mut self.vsl,
-                name.name.as_bytes(),
-                value,
-            );
-            return Ok(());
-        }
-        h.append(
-            Bytes::copy_from_slice(name.name.as_bytes()),
-            Bytes::copy_from_slice(value),
-        );
+        add_limited(&self.sh, &mut self.ws, &mut self.vsl, h, name, value);
         Ok(())
     }
 
@@ -1496,23 +1503,7 @@ impl Context for BoTask {
             HttpWhich::Beresp => &mut self.beresp.headers,
             w => return Err(format!("{} is read-only here", w.name())),
         };
-        if !charge_header(&mut self.ws, &mut self.vsl, name.name.as_bytes(), value) {
-            return Ok(());
-        }
-        if h.len() >= self.ws.header_slots() {
-            lost_slot(
-                &self.sh,
-                &mut self.ws,
-                &mut self.vsl,
-                name.name.as_bytes(),
-                value,
-            );
-            return Ok(());
-        }
-        h.append(
-            Bytes::copy_from_slice(name.name.as_bytes()),
-            Bytes::copy_from_slice(value),
-        );
+        add_limited(&self.sh, &mut self.ws, &mut self.vsl, h, name, value);
         Ok(())
     }
 
