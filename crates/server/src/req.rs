@@ -777,6 +777,10 @@ where
                 Ok((n, left)) => {
                     t.sh.counters.add(Main::s_req_bodybytes, n);
                     t.req_body_bytes += n;
+                    // As varnishd: the body read to its end is timestamped.
+                    if left.is_none() {
+                        t.log_ts("ReqBody");
+                    }
                     t.body_pending = left;
                 }
                 Err(e) => {
