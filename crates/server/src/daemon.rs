@@ -608,9 +608,15 @@ fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
                         proxy: named.proxy,
                     };
                     let sh = sh.clone();
+                    // VCL's handle on the socket (debug.sndbuf()) works on
+                    // a duplicate of the descriptor.
+                    let ctl = std::os::fd::AsFd::as_fd(&s)
+                        .try_clone_to_owned()
+                        .ok()
+                        .map(crate::sock::unix_ctl);
                     tokio::spawn(async move {
                         let _g = SessGuard::new();
-                        crate::session::serve(sh, s, args, None).await;
+                        crate::session::serve(sh, s, args, ctl).await;
                     });
                 }
             });

@@ -52,8 +52,8 @@ fn timeouts(sh: &Shared) -> SessTimeouts {
 
 /// Serves one client connection until it closes.
 ///
-/// `sock` is the handle VCL tunes a TCP client socket through (`None` on
-/// Unix sockets).
+/// `sock` is the handle VCL tunes the client socket through (on a Unix
+/// socket only `SO_SNDBUF` applies).
 pub async fn serve<S>(
     sh: Arc<Shared>,
     stream: S,

@@ -401,8 +401,8 @@ pub struct ReqTask {
     pub body_broken: bool,
     /// A pass streamed the body already: it cannot be sent again.
     pub body_taken: bool,
-    /// The client's TCP socket, for `std.set_ip_tos()` and vmod `tcp`
-    /// (`None` on Unix sockets).
+    /// The client's socket, for `std.set_ip_tos()`, vmod `tcp` and
+    /// `debug.sndbuf()` (a Unix socket takes only the last).
     pub sock: Option<crate::sock::SockCtl>,
     pub now: f64,
     /// The built-in subroutine running now.
@@ -932,7 +932,7 @@ impl Context for ReqTask {
 
     fn set_ip_tos(&mut self, tos: i64) -> Result<(), String> {
         // As varnishd: silently nothing on a connection without IP.
-        match &self.sock {
+        match self.sock.as_ref().filter(|s| s.is_tcp()) {
             Some(s) => s
                 .set_tos(tos)
                 .map_err(|e| format!("std.set_ip_tos({tos}): {e}")),
@@ -983,9 +983,12 @@ impl Context for ReqTask {
 
     fn tcp_set(&mut self, op: lacquer_vcl::exec::TcpOp<'_>) -> Result<(), String> {
         use lacquer_vcl::exec::TcpOp;
+        // SO_SNDBUF applies to any socket, the rest to TCP only.
+        let any_socket = matches!(op, TcpOp::SendBuffer(_));
         let sock = self
             .sock
             .as_ref()
+            .filter(|s| any_socket || s.is_tcp())
             .ok_or("not a TCP connection (Unix socket)")?;
         match op {
             TcpOp::Congestion(name) => sock.set_congestion(name).map_err(|e| e.to_string()),
@@ -1007,6 +1010,7 @@ impl Context for ReqTask {
     fn tcp_info(&self) -> Result<lacquer_vcl::exec::TcpInfo, String> {
         self.sock
             .as_ref()
+            .filter(|s| s.is_tcp())
             .ok_or("not a TCP connection (Unix socket)")?
             .tcp_info()
             .map_err(|e| format!("TCP_INFO: {e}"))
