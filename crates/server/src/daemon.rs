@@ -295,8 +295,13 @@ impl Context for InitTask {
     fn proxy_tlv(&self, _: u8) -> Option<&[u8]> {
         None
     }
-    fn session_workspace_free(&self) -> i64 {
-        0
+    /// `vcl_init`/`vcl_fini` run without a task workspace: nothing they
+    /// build is charged.
+    fn workspace(
+        &mut self,
+        _: lacquer_vcl::exec::WsKind,
+    ) -> Option<&mut dyn lacquer_vcl::exec::Workspace> {
+        None
     }
 
     fn peer_cred(&self) -> Option<(u32, u32)> {
@@ -603,9 +608,15 @@ fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
                         proxy: named.proxy,
                     };
                     let sh = sh.clone();
+                    // VCL's handle on the socket (debug.sndbuf()) works on
+                    // a duplicate of the descriptor.
+                    let ctl = std::os::fd::AsFd::as_fd(&s)
+                        .try_clone_to_owned()
+                        .ok()
+                        .map(crate::sock::unix_ctl);
                     tokio::spawn(async move {
                         let _g = SessGuard::new();
-                        crate::session::serve(sh, s, args, None).await;
+                        crate::session::serve(sh, s, args, ctl).await;
                     });
                 }
             });

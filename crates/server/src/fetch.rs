@@ -23,7 +23,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use lacquer_cache::{BusyObj, NewBody, NewObject, ObjKind, ObjMeta, ObjRef};
 use lacquer_http::{BodyKind, Limits, parse_response_buf};
-use lacquer_vcl::exec::{Action, Scratch};
+use lacquer_vcl::exec::{Action, Scratch, Workspace as _};
 use lacquer_vcl::subs::BuiltinSub;
 use lacquer_vsl::Tag;
 use tokio::io::AsyncWriteExt;
@@ -37,6 +37,7 @@ use crate::reqbody::FetchBody;
 use crate::rfc2616::{self, Defaults, RespInfo};
 use crate::task::BoTask;
 use crate::vcls::BackendRt;
+use crate::ws::{header_len, size};
 
 /// What the fetch is for.
 pub enum FetchMode {
@@ -161,6 +162,10 @@ pub async fn run(mut job: FetchJob) {
             }
         }
     }
+    if job.bo.ws.overflowed() {
+        job.bo.sh.counters.inc(Main::ws_backend_overflow);
+    }
+    job.bo.ws.flush_trace(&mut job.bo.vsl);
     let acct = job.bo.acct.record();
     job.bo.vsl.log_str(Tag::BereqAcct, &acct);
     job.bo.vsl.log_str(Tag::End, "");
@@ -199,6 +204,13 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         let vcl = job.bo.vcl.clone();
         job.bo.now = rfc2616::now();
         match vcl.run(BuiltinSub::BackendFetch, &mut job.bo, scratch) {
+            // As varnishd: a backend request that overflowed the workspace
+            // is not sent.
+            Action::Fetch if job.bo.ws.overflowed() => {
+                job.bo.ws.flush_trace(&mut job.bo.vsl);
+                job.bo.vsl.log_str(Tag::FetchError, "out of workspace");
+                return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+            }
             Action::Fetch => job.bo.log_ts("Fetch", rfc2616::now()),
             Action::Error { status, reason } => return Err(Step::VclError(status, reason)),
             Action::Abandon | Action::Fail => return Err(Step::Fail),
@@ -223,7 +235,16 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         compute_ttl(&mut job.bo);
         let mut fetched = fetched;
         fetched.reuse = merge_304(job)?;
+        job.bo.beresp_dropped = false;
         let action = vcl.run(BuiltinSub::BackendResponse, &mut job.bo, scratch);
+        if job.bo.beresp_dropped && matches!(action, Action::Deliver | Action::Pass { .. }) {
+            // As varnishd: the rollback let go of the response.
+            let_go(&mut job.bo, fetched);
+            job.bo
+                .vsl
+                .log_str(Tag::FetchError, "No backend connection (rollback?)");
+            return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+        }
         if matches!(action, Action::Deliver | Action::Pass { .. }) {
             job.bo.log_ts("Process", rfc2616::now());
         }
@@ -235,15 +256,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
                 return deliver(job, fetched, Some(ttl.unwrap_or(job.bo.ttl))).await;
             }
             Action::Retry => {
-                // As varnishd: a response without a body leaves the
-                // connection reusable; one with a body is closed.
-                if matches!(fetched.body, BodyKind::None | BodyKind::Length(0))
-                    && reusable(&job.bo, &fetched)
-                {
-                    fetched.backend.pool.recycle(fetched.conn);
-                } else {
-                    drop(fetched);
-                }
+                let_go(&mut job.bo, fetched);
                 if no_retry(job) {
                     return Err(Step::Fail);
                 }
@@ -323,7 +336,10 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
     if bo.has_body && matches!(job.req_body, FetchBody::Taken) {
         return Err("req.body not cached: it cannot be sent again".to_string());
     }
-    if !bo.has_body && !matches!(job.req_body, FetchBody::None) {
+    // As varnishd 7.1, `unset bereq.body` (which builtin.vcl does for
+    // every GET) drops only a body still on the client connection: one
+    // std.cache_req_body() kept is sent all the same.
+    if !bo.has_body && matches!(job.req_body, FetchBody::Stream { .. } | FetchBody::Taken) {
         // `unset bereq.body`: no body, so no framing for one either.
         bo.bereq.headers.remove("content-length");
         bo.bereq.headers.remove("transfer-encoding");
@@ -378,9 +394,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 conn.stream.write_all(p).await?;
             }
             conn.stream.write_all(&head).await?;
-            if bo.has_body
-                && let FetchBody::Cached(b) = &job.req_body
-            {
+            if let FetchBody::Cached(b) = &job.req_body {
                 conn.stream.write_all(b).await?;
             }
             conn.stream.flush().await
@@ -454,6 +468,17 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         let body = head
             .body_kind(is_head)
             .map_err(|e| format!("http format error: {}", e.message()))?;
+        // As varnishd: the connection state, the bytes read with the head
+        // and the body's reader go into the fetch's workspace.
+        let got = lacquer_http::response_head_len(&head) as u64;
+        bo.ws.take(size::HTC);
+        if !bo.ws.take(got + rbuf.len() as u64) {
+            // varnishd reads the head into the workspace: it did not fit.
+            return Err("http first read error: overflow".to_string());
+        }
+        if body != BodyKind::None {
+            bo.ws.take(size::VFP_ENTRY);
+        }
         bo.beresp = RespMsg::from(head);
         let close = bo.bereq.headers.has_token("connection", "close") || !persistent(&bo.beresp);
         bo.log_ts("Beresp", rfc2616::now());
@@ -607,6 +632,7 @@ fn compute_ttl(bo: &mut BoTask) {
     drop(params);
     if !bo.beresp.headers.contains("date") {
         let date = rfc2616::format_http_date(bo.now);
+        bo.ws.take(header_len(b"Date", date.as_bytes()));
         bo.vsl
             .log_header(Tag::BerespHeader, b"Date", date.as_bytes());
         bo.beresp.headers.append("Date", date);
@@ -1107,6 +1133,22 @@ fn reusable(bo: &BoTask, f: &Fetched) -> bool {
     f.backend.proxy_header.is_none() && backend_keeps_alive(bo, f)
 }
 
+/// A response given up before its body was read (a retry, a rollback):
+/// the connection goes back to the pool when no body is left on it.
+fn let_go(bo: &mut BoTask, f: Fetched) {
+    let empty = matches!(f.body, BodyKind::None | BodyKind::Length(0)) && f.rbuf.is_empty();
+    let recycle = empty && reusable(bo, &f);
+    let port = f.conn.local_port();
+    let how = if recycle { "recycle" } else { "close" };
+    bo.vsl.log(
+        Tag::BackendClose,
+        format_args!("{port} {} {how}", f.backend.vcl_name),
+    );
+    if recycle {
+        f.backend.pool.recycle(f.conn);
+    }
+}
+
 /// The body is in: timestamps, length, and the connection goes back to
 /// the pool when the framing allows.
 fn body_done(bo: &mut BoTask, f: Fetched, len: u64) {
@@ -1182,9 +1224,9 @@ fn backend_error(
     if let Some(r) = reason {
         bo.beresp.reason = r;
     }
-    bo.beresp
-        .headers
-        .append("Date", rfc2616::format_http_date(bo.now));
+    let date = rfc2616::format_http_date(bo.now);
+    bo.ws.take(header_len(b"Date", date.as_bytes()));
+    bo.beresp.headers.append("Date", date);
     bo.beresp.headers.append("Server", "Varnish");
     bo.synth_body.clear();
     bo.t_origin = bo.now;

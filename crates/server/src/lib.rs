@@ -30,3 +30,4 @@ pub mod task;
 pub mod txio;
 pub mod vcls;
 pub mod vxid;
+pub mod ws;

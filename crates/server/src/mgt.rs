@@ -249,6 +249,11 @@ fn start(sh: &Arc<Shared>) -> Reply {
             return Reply::err(status::CANT, e);
         }
     }
+    // The backends of the VCLs now warm have their VBE counters as soon as
+    // `start` is answered, as with a load while running.
+    if let Some(s) = sh.stats.get() {
+        s.publish(sh);
+    }
     if let Some(a) = active {
         cli_log(sh, &format!("Rd vcl.use \"{a}\""));
         cli_log_reply(sh, status::OK, &format!("VCL '{a}' now active"));

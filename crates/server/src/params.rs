@@ -1034,8 +1034,8 @@ pub static PARAMS: &[Param] = &[
         bytes(Some(256), Some(8 * K)),
         "2k",
         "bytes",
-        IGNORED,
-        "Per-thread scratch space; Lacquer has no worker threads per request."
+        USED,
+        "Per-task worker scratch space (what vmods may use besides the task's workspace)."
     ),
 ];
 

@@ -24,7 +24,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use lacquer_cache::{HeaderLookup, Lookup, LookupRequest, ObjRef};
 use lacquer_http::Headers;
-use lacquer_vcl::exec::{Action, Scratch};
+use lacquer_vcl::exec::{Action, Scratch, Workspace as _};
 use lacquer_vcl::subs::BuiltinSub;
 use lacquer_vsl::Tag;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -37,6 +37,7 @@ use crate::msg::{ReqMsg, RespMsg};
 use crate::rfc2616;
 use crate::task::{BoTask, ReqTask, SessInfo};
 use crate::txio::{TimedWriter, TxError};
+use crate::ws::{Workspace, header_len};
 
 /// `Via` header value Lacquer adds to responses.
 pub const VIA: &str = "1.1 varnish (Lacquer/0.1)";
@@ -70,7 +71,13 @@ enum AfterHash {
     Lookup,
     Pass,
     Pipe,
-    Synth { status: u16, reason: Option<Bytes> },
+    Synth {
+        status: u16,
+        reason: Option<Bytes>,
+    },
+    /// `return (vcl(...))` where it is not allowed: vcl_hash runs, then
+    /// the error is logged and a plain 503 follows.
+    IllegalVcl(&'static str),
 }
 
 enum State {
@@ -109,6 +116,11 @@ where
     let sh = t.sh.clone();
     let mut scratch = Scratch::default();
     let max_restarts = sh.params().uint(pid!("max_restarts")) as u32;
+    // As varnishd: the received head is the first thing in the client
+    // workspace, and what std.rollback(req) goes back to (an ESI include's
+    // request is built from its parent's and has nothing to add).
+    t.ws.take(t.req_hdr_bytes);
+    t.ws_req = t.ws.snapshot();
     if t.esi_level == 0 {
         sh.counters.inc(Main::client_req);
         add_xff(t);
@@ -177,6 +189,9 @@ where
                             },
                         }
                     }
+                    Action::Vcl(_) if t.restarts > 0 => {
+                        State::Hash(AfterHash::IllegalVcl("Not after restarts"))
+                    }
                     _ => fail_synth(t),
                 }
             }
@@ -193,6 +208,14 @@ where
                     (Action::Lookup, AfterHash::Pipe) => State::Pipe,
                     (Action::Lookup, AfterHash::Synth { status, reason }) => {
                         State::Synth { status, reason }
+                    }
+                    (Action::Lookup, AfterHash::IllegalVcl(why)) => {
+                        t.vsl
+                            .log(Tag::VCL_Error, format_args!("Illegal return(vcl): {why}"));
+                        State::Synth {
+                            status: 503,
+                            reason: None,
+                        }
                     }
                     _ => fail_synth(t),
                 }
@@ -394,10 +417,12 @@ fn add_xff(t: &mut ReqTask) {
                 .unwrap_or(v);
             v.extend_from_slice(b", ");
             v.extend_from_slice(&ip);
+            t.ws.take(header_len(b"X-Forwarded-For", &v));
             t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &v);
             t.req.headers.set("X-Forwarded-For", v);
         }
         None => {
+            t.ws.take(header_len(b"X-Forwarded-For", &ip));
             t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &ip);
             t.req.headers.append("X-Forwarded-For", ip);
         }
@@ -474,6 +499,8 @@ fn fail_synth(t: &mut ReqTask) -> State {
 /// runs): the connection closes after the response.
 pub(crate) fn vcl_failed(t: &mut ReqTask) {
     t.vcl_failed = true;
+    // As varnishd: the workspace goes back to the request as received.
+    t.ws_rollback();
 }
 
 /// `n` in decimal, for header values (one exact-size allocation).
@@ -579,6 +606,13 @@ fn make_bereq(t: &ReqTask, pass: bool, vxid: u32) -> ReqMsg {
     if !pass && t.sh.params().flag(pid!("http_gzip_support")) {
         h.set("Accept-Encoding", "gzip");
     }
+    if let Some(b) = t.req_body.as_ref().filter(|_| pass || t.req_body_kept) {
+        // As varnishd: a body std.cache_req_body() kept goes to the
+        // backend with its length, whatever the method (a cache fetch
+        // sends it with its GET too).
+        h.remove("transfer-encoding");
+        h.set("Content-Length", decimal(b.len() as u64));
+    }
     h.append("X-Varnish", vxid.to_string());
     ReqMsg {
         method,
@@ -592,6 +626,20 @@ fn make_bereq(t: &ReqTask, pass: bool, vxid: u32) -> ReqMsg {
 pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
     let sh = &t.sh;
     let bereq_orig = bereq.clone();
+    // As varnishd: the backend request is copied into the fetch's
+    // workspace; std.rollback(bereq) comes back to it before X-Varnish.
+    let mut ws = Workspace::backend(&sh.params());
+    for part in [&bereq.method, &bereq.url, &bereq.proto] {
+        ws.take(part.len() as u64 + 1);
+    }
+    let is_xv = |k: &[u8]| k.eq_ignore_ascii_case(b"x-varnish");
+    for (k, v) in bereq.headers.iter().filter(|(k, _)| !is_xv(k)) {
+        ws.take(header_len(k, v));
+    }
+    let ws_bo = ws.snapshot();
+    for (k, v) in bereq.headers.iter().filter(|(k, _)| is_xv(k)) {
+        ws.take(header_len(k, v));
+    }
     let mut bo = BoTask {
         sh: sh.clone(),
         vcl: t.vcl.clone(),
@@ -645,6 +693,9 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         cur_sub: BuiltinSub::BackendFetch,
         t_last: rfc2616::now(),
         pipe_req: None,
+        ws,
+        ws_bo,
+        beresp_dropped: false,
     };
     // As varnishd: the store is chosen when the fetch starts, in turn among
     // the stores (Transient for a pass); VCL may change it.
@@ -657,9 +708,10 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
     bo
 }
 
-/// Starts a fetch and waits for its object. A pass forwards the request
-/// body: a cached one whole, else streamed off the client connection while
-/// the fetch sends it (see [`crate::reqbody`]).
+/// Starts a fetch and waits for its object. A body `std.cache_req_body()`
+/// kept goes to the backend whole, with any fetch; a pass also forwards a
+/// body it did not keep, streamed off the client connection while the
+/// fetch sends it (see [`crate::reqbody`]).
 async fn fetch<S>(
     t: &mut ReqTask,
     conn: &mut ClientConn<S>,
@@ -676,12 +728,10 @@ where
     let bereq = make_bereq(t, pass, vxid);
     let mut bo = new_bo(t, pass, bereq, vxid);
     let mut stream = None;
-    let req_body = if !pass {
-        FetchBody::None
-    } else if let Some(b) = &t.req_body {
-        bo.bereq.headers.remove("transfer-encoding");
-        bo.bereq.headers.set("Content-Length", b.len().to_string());
+    let req_body = if let Some(b) = t.req_body.as_ref().filter(|_| pass || t.req_body_kept) {
         FetchBody::Cached(b.clone())
+    } else if !pass {
+        FetchBody::None
     } else if let Some(p) = t.body_pending.take() {
         let length = p.length();
         match length {
@@ -727,6 +777,10 @@ where
                 Ok((n, left)) => {
                     t.sh.counters.add(Main::s_req_bodybytes, n);
                     t.req_body_bytes += n;
+                    // As varnishd: the body read to its end is timestamped.
+                    if left.is_none() {
+                        t.log_ts("ReqBody");
+                    }
                     t.body_pending = left;
                 }
                 Err(e) => {
@@ -769,10 +823,15 @@ fn start_bgfetch(t: &mut ReqTask, busy: lacquer_cache::BusyObj, stale: ObjRef) {
     let mut bo = new_bo(t, false, bereq, vxid);
     bo.is_bgfetch = true;
     t.sh.counters.inc(Main::s_bgfetch);
+    let req_body = match t.req_body.as_ref().filter(|_| t.req_body_kept) {
+        Some(b) => crate::reqbody::FetchBody::Cached(b.clone()),
+        None => crate::reqbody::FetchBody::None,
+    };
+    bo.has_body = matches!(req_body, crate::reqbody::FetchBody::Cached(_));
     let job = FetchJob {
         bo,
         mode: FetchMode::Background { busy, stale },
-        req_body: crate::reqbody::FetchBody::None,
+        req_body,
         notify: None,
     };
     tokio::spawn(crate::fetch::run(job));
@@ -828,11 +887,16 @@ where
     } else {
         decimal(u64::from(t.vxid))
     };
+    // As varnishd: X-Varnish, Age and Accept-Ranges are printed into the
+    // client workspace (Via is a constant).
+    t.ws.take(header_len(b"X-Varnish", &xv));
     resp.headers.set("X-Varnish", xv);
-    let age = (t.now - obj.t_origin()).max(0.0) as u64;
-    resp.headers.set("Age", decimal(age));
+    let age = decimal((t.now - obj.t_origin()).max(0.0) as u64);
+    t.ws.take(header_len(b"Age", &age));
+    resp.headers.set("Age", age);
     resp.headers.append("Via", VIA);
     if !pass && sh.params().flag(pid!("http_range_support")) && resp.status == 200 {
+        t.ws.take(header_len(b"Accept-Ranges", b"bytes"));
         resp.headers.set("Accept-Ranges", "bytes");
     }
     t.resp = resp;
@@ -870,10 +934,13 @@ where
     if let Some(r) = reason {
         resp.reason = r;
     }
-    resp.headers
-        .append("Date", rfc2616::format_http_date(t.now));
+    let date = rfc2616::format_http_date(t.now);
+    let xv = t.vxid.to_string();
+    t.ws.take(header_len(b"Date", date.as_bytes()));
+    t.ws.take(header_len(b"X-Varnish", xv.as_bytes()));
+    resp.headers.append("Date", date);
     resp.headers.append("Server", "Varnish");
-    resp.headers.append("X-Varnish", t.vxid.to_string());
+    resp.headers.append("X-Varnish", xv);
     t.resp = resp;
     t.obj = None;
     t.synth_body.clear();
@@ -941,6 +1008,35 @@ async fn poll_once<F: std::future::Future>(mut f: std::pin::Pin<&mut F>) -> Opti
         std::task::Poll::Pending => std::task::Poll::Ready(None),
     })
     .await
+}
+
+/// The response when the client workspace overflowed before delivery, as
+/// varnishd's: a fixed 500 written as is, and the connection closes.
+async fn overflowed_500<S>(t: &mut ReqTask, conn: &mut ClientConn<S>, timeout: Duration) -> After
+where
+    S: AsyncWrite + Unpin,
+{
+    const R_500: &[u8] =
+        b"HTTP/1.1 500 Internal Server Error\r\nServer: Varnish\r\nConnection: close\r\n\r\n";
+    t.ws.flush_trace(&mut t.vsl);
+    t.vsl.log_str(Tag::Error, "workspace_client overflow");
+    t.vsl.log_str(Tag::RespProtocol, "HTTP/1.1");
+    t.vsl.log_str(Tag::RespStatus, "500");
+    t.vsl.log_str(Tag::RespReason, "Internal Server Error");
+    t.sh.counters.inc(Main::client_resp_500);
+    let _ = tokio::time::timeout(timeout, async {
+        conn.stream.write_all(R_500).await?;
+        conn.stream.flush().await
+    })
+    .await;
+    t.log_ts("Resp");
+    // As varnishd, the bytes of this answer are not accounted.
+    let (rxh, rxb) = (t.req_hdr_bytes, t.req_body_bytes);
+    t.vsl.log(
+        Tag::ReqAcct,
+        format_args!("{rxh} {rxb} {} 0 0 0", rxh + rxb),
+    );
+    After::Close
 }
 
 /// Writes `t.resp` and the body (from the object, or the synthetic bytes).
@@ -1158,6 +1254,11 @@ where
     t.vsl
         .log_header(Tag::RespHeader, b"Connection", conn_hdr.as_bytes());
     let (send_timeout, idle_send) = (t.timeouts.send_timeout, t.timeouts.idle_send_timeout);
+    if t.ws.overflowed() {
+        drop(params);
+        let timeout = Duration::from_secs_f64(send_timeout.max(0.001));
+        return overflowed_500(t, conn, timeout).await;
+    }
     drop(params);
     let mut out = Vec::with_capacity(512);
     t.resp.write_head(&mut out);

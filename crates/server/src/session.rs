@@ -37,6 +37,8 @@ use crate::reqbody::{Pending, ReqBody};
 use crate::rfc2616;
 use crate::state::Shared;
 use crate::task::{ReqTask, SessInfo, SessTimeouts};
+use crate::ws::Workspace;
+use crate::ws::size::{POINTER, SUCKADDR, TLV_HEAD};
 
 fn timeouts(sh: &Shared) -> SessTimeouts {
     let p = sh.params();
@@ -50,8 +52,8 @@ fn timeouts(sh: &Shared) -> SessTimeouts {
 
 /// Serves one client connection until it closes.
 ///
-/// `sock` is the handle VCL tunes a TCP client socket through (`None` on
-/// Unix sockets).
+/// `sock` is the handle VCL tunes the client socket through (on a Unix
+/// socket only `SO_SNDBUF` applies).
 pub async fn serve<S>(
     sh: Arc<Shared>,
     stream: S,
@@ -101,9 +103,8 @@ pub async fn serve<S>(
         listener: sess.listener.clone(),
         endpoint: sess.endpoint.clone(),
         proxy_tlvs: Vec::new(),
-        ws_free: 0,
     };
-    let mut ws = SessWs::new(sh.params().bytes("workspace_session"));
+    let mut ws = Workspace::session(sh.params().bytes(pid!("workspace_session")));
     if sess.proxy {
         // SessOpen is visible while the header is awaited.
         svsl.flush();
@@ -136,13 +137,12 @@ pub async fn serve<S>(
         }
     }
     // The HTTP/1 protocol's private data comes last.
-    if !ws.alloc(POINTER) {
+    if !ws.take(POINTER) {
         svsl.log_str(Tag::Error, "insufficient workspace (proto_priv)");
         sh.counters.inc(Main::ws_session_overflow);
         sh.counters.inc(Main::sc_rx_junk);
         return end(&sh, &mut svsl, t_open, "RX_JUNK");
     }
-    info.ws_free = ws.free();
     svsl.flush();
     let info = Arc::new(info);
     let mut tmo = timeouts(&sh);
@@ -293,6 +293,9 @@ pub async fn serve<S>(
         let mut task = ReqTask::new(sh.clone(), vcl, info.clone(), tmo, vxid, req, t_req, vsl);
         task.req_hdr_bytes = req_hdr_bytes as u64;
         task.sock = sock.clone();
+        // The session's workspace is lent to the request and given back
+        // when it ends.
+        task.sess_ws = std::mem::replace(&mut ws, Workspace::session(0));
         sh.counters.add(Main::s_req_hdrbytes, req_hdr_bytes as u64);
         // The request body stays on the connection (see crate::reqbody),
         // except what std.cache_req_body() may keep, read ahead here.
@@ -352,9 +355,14 @@ pub async fn serve<S>(
                 Err(_) => after = After::Close,
             }
         }
+        task.ws.flush_trace(&mut task.vsl);
         task.vsl.log_str(Tag::End, "");
+        if lacquer_vcl::exec::Workspace::overflowed(&task.ws) {
+            sh.counters.inc(Main::ws_client_overflow);
+        }
         spare_log = task.vsl.take_buffer();
         tmo = task.timeouts;
+        ws = std::mem::replace(&mut task.sess_ws, Workspace::session(0));
         let vcl_failed = task.vcl_failed;
         drop(task);
         if vcl_failed {
@@ -425,7 +433,7 @@ where
 async fn read_proxy<S>(
     conn: &mut ClientConn<S>,
     svsl: &mut VslBuf,
-    ws: &mut SessWs,
+    ws: &mut Workspace,
     deadline: tokio::time::Instant,
 ) -> Result<lacquer_http::proxy::Proxied, &'static str>
 where
@@ -442,10 +450,10 @@ where
                 // record, the TLVs after it.
                 if let Ok(p) = &parsed.result
                     && let Some(a) = &p.addrs
-                    && !(ws.alloc(SUCKADDR)
-                        && ws.alloc(SUCKADDR)
-                        && ws.alloc(a.client_ip.len() as u64 + 1)
-                        && ws.alloc(a.client_port.len() as u64 + 1))
+                    && !(ws.take(SUCKADDR)
+                        && ws.take(SUCKADDR)
+                        && ws.take(a.client_ip.len() as u64 + 1)
+                        && ws.take(a.client_port.len() as u64 + 1))
                 {
                     svsl.log_str(Tag::Error, "insufficient workspace");
                     return Err(WS_OVERFLOW);
@@ -459,7 +467,7 @@ where
                 let p = parsed.result.map_err(|()| "RX_JUNK")?;
                 if p.version == 2
                     && p.addrs.is_some()
-                    && !(ws.alloc(TLV_HEAD + p.tlvs.len() as u64) && ws.alloc(POINTER))
+                    && !(ws.take(TLV_HEAD + p.tlvs.len() as u64) && ws.take(POINTER))
                 {
                     svsl.log_str(Tag::Error, "insufficient workspace");
                     return Err(WS_OVERFLOW);
@@ -479,54 +487,8 @@ where
     }
 }
 
-/// The session workspace (`workspace_session`) as varnishd 7.1 on a 64-bit
-/// host fills it: the session itself and its socket addresses, then what a
-/// PROXY header adds (two more addresses, the client address as text, the
-/// TLVs), then the HTTP/1 protocol's private pointer. Lacquer keeps these
-/// elsewhere, but accounts them with varnishd's sizes so that a
-/// `workspace_session` too small for a connection fails it as varnishd
-/// does (`Error insufficient workspace`, `MAIN.ws_session_overflow`), and
-/// `vtc.workspace_free(session)` reads the same.
-#[derive(Clone, Copy, Debug)]
-pub struct SessWs {
-    size: u64,
-    used: u64,
-}
-
-/// What a session uses before any PROXY header.
-const SESS_BASE: u64 = 280;
-/// A socket address (`struct suckaddr`).
-const SUCKADDR: u64 = 32;
-/// The header of the kept TLV copy, and a pointer-sized attribute.
-const TLV_HEAD: u64 = 8;
-const POINTER: u64 = 8;
 /// `read_proxy`'s answer when the session workspace overflowed.
 const WS_OVERFLOW: &str = "WS_OVERFLOW";
-
-impl SessWs {
-    fn new(size: u64) -> Self {
-        SessWs {
-            size,
-            used: SESS_BASE.min(size),
-        }
-    }
-
-    /// Takes `n` bytes (rounded up to 8, as varnishd aligns), or `false`
-    /// when they do not fit.
-    fn alloc(&mut self, n: u64) -> bool {
-        let n = n.div_ceil(8) * 8;
-        if self.used + n > self.size {
-            return false;
-        }
-        self.used += n;
-        true
-    }
-
-    /// Bytes left.
-    pub fn free(&self) -> u64 {
-        self.size - self.used
-    }
-}
 
 /// A request body could not be read ahead: the session ends (with a 400
 /// for bad framing; silently for a timeout or EOF, as varnishd).
@@ -586,33 +548,7 @@ pub struct SessInfoArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::{POINTER, SUCKADDR, SessWs, TLV_HEAD, head_end};
-
-    /// The figures varnishd 7.1 reports through vtc.workspace_free(session)
-    /// with workspace_session 768: a plain connection, a PROXY v1 one and a
-    /// PROXY v2 one carrying 89 bytes of TLVs.
-    #[test]
-    fn session_workspace_as_varnishd() {
-        let mut plain = SessWs::new(768);
-        assert!(plain.alloc(POINTER));
-        assert_eq!(plain.free(), 480);
-        let mut v1 = SessWs::new(768);
-        for n in [SUCKADDR, SUCKADDR, 8, 5, POINTER] {
-            assert!(v1.alloc(n));
-        }
-        assert_eq!(v1.free(), 400);
-        let mut v2 = SessWs::new(768);
-        for n in [SUCKADDR, SUCKADDR, 14, 6, TLV_HEAD + 89, POINTER, POINTER] {
-            assert!(v2.alloc(n));
-        }
-        assert_eq!(v2.free(), 280);
-        // o00006: 480 bytes hold that header but not the protocol's pointer.
-        let mut tight = SessWs::new(480);
-        for n in [SUCKADDR, SUCKADDR, 14, 6, TLV_HEAD + 89, POINTER] {
-            assert!(tight.alloc(n));
-        }
-        assert!(!tight.alloc(POINTER));
-    }
+    use super::head_end;
 
     #[test]
     fn bad_head_ends_at_its_first_blank_line() {

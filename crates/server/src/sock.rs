@@ -16,11 +16,16 @@
 //!   (what `ss -ti` reads), which finds the connection by its addresses;
 //!   [`diag_request`] and [`parse_diag_reply`] are the sans-io halves.
 //!
+//! On a Unix-socket connection the handle holds a duplicate of the
+//! session's descriptor: `SO_SNDBUF` (`debug.sndbuf()`) applies there too,
+//! the TCP options answer that the connection is not TCP.
+//!
 //! The handle holds the socket only as long as the session's request
 //! task: a fetch that outlives the client never keeps its connection open.
 
 use std::io::{self, Read};
 use std::net::{IpAddr, Shutdown, SocketAddr};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,9 +52,21 @@ pub struct ClientStream {
 /// The request task's handle on the client socket.
 #[derive(Clone)]
 pub struct SockCtl {
-    tcp: Arc<TcpStream>,
+    conn: Conn,
     pace: Arc<AtomicU64>,
 }
+
+/// The socket behind a [`SockCtl`].
+#[derive(Clone)]
+enum Conn {
+    Tcp(Arc<TcpStream>),
+    /// A Unix-socket connection (a duplicate of the session's descriptor):
+    /// only options of any socket (`SO_SNDBUF`) apply.
+    Unix(Arc<OwnedFd>),
+}
+
+/// What a TCP-only option answers on a Unix socket.
+const NOT_TCP: &str = "not a TCP connection (Unix socket)";
 
 /// Splits an accepted connection into the session's stream and the
 /// handle VCL uses.
@@ -63,8 +80,20 @@ pub fn client_stream(tcp: TcpStream) -> (ClientStream, SockCtl) {
             next: None,
             sleep: None,
         },
-        SockCtl { tcp, pace },
+        SockCtl {
+            conn: Conn::Tcp(tcp),
+            pace,
+        },
     )
+}
+
+/// The handle of a Unix-socket connection, on a duplicate of its
+/// descriptor (the session keeps the stream).
+pub fn unix_ctl(fd: OwnedFd) -> SockCtl {
+    SockCtl {
+        conn: Conn::Unix(Arc::new(fd)),
+        pace: Arc::new(AtomicU64::new(0)),
+    }
 }
 
 /// How many bytes one paced write may carry: about 20 ms at `rate`, at
@@ -181,6 +210,19 @@ impl AsyncWrite for ClientStream {
 }
 
 impl SockCtl {
+    /// The TCP connection; an error on a Unix socket.
+    fn tcp(&self) -> io::Result<&TcpStream> {
+        match &self.conn {
+            Conn::Tcp(t) => Ok(t),
+            Conn::Unix(_) => Err(io::Error::new(io::ErrorKind::Unsupported, NOT_TCP)),
+        }
+    }
+
+    /// Whether the connection is TCP (else a Unix socket).
+    pub fn is_tcp(&self) -> bool {
+        matches!(self.conn, Conn::Tcp(_))
+    }
+
     /// `std.set_ip_tos()`: the IPv4 TOS byte or the IPv6 traffic class.
     pub fn set_tos(&self, tos: i64) -> io::Result<()> {
         let tos = u32::try_from(tos)
@@ -189,8 +231,9 @@ impl SockCtl {
             .ok_or_else(|| {
                 io::Error::new(io::ErrorKind::InvalidInput, format!("{tos} is not 0..255"))
             })?;
-        let s = SockRef::from(&*self.tcp);
-        match self.tcp.local_addr()? {
+        let tcp = self.tcp()?;
+        let s = SockRef::from(tcp);
+        match tcp.local_addr()? {
             SocketAddr::V4(_) => s.set_tos_v4(tos),
             SocketAddr::V6(_) => s.set_tclass_v6(tos),
         }
@@ -198,12 +241,12 @@ impl SockCtl {
 
     /// `TCP_CONGESTION`: switches the congestion control algorithm.
     pub fn set_congestion(&self, name: &[u8]) -> io::Result<()> {
-        SockRef::from(&*self.tcp).set_tcp_congestion(name)
+        SockRef::from(self.tcp()?).set_tcp_congestion(name)
     }
 
     /// The congestion control algorithm in use.
     pub fn congestion(&self) -> io::Result<Vec<u8>> {
-        let mut name = SockRef::from(&*self.tcp).tcp_congestion()?;
+        let mut name = SockRef::from(self.tcp()?).tcp_congestion()?;
         if let Some(nul) = name.iter().position(|&b| b == 0) {
             name.truncate(nul);
         }
@@ -213,13 +256,16 @@ impl SockCtl {
     /// `SO_SNDBUF` (`debug.sndbuf()`): returns the descriptor, the old and
     /// the resulting sizes (the kernel doubles and bounds what it is given).
     pub fn set_send_buffer(&self, size: u64) -> Result<(i32, usize, usize), String> {
-        let s = SockRef::from(&*self.tcp);
+        let (s, fd) = match &self.conn {
+            Conn::Tcp(t) => (SockRef::from(&**t), t.as_raw_fd()),
+            Conn::Unix(f) => (SockRef::from(&**f), f.as_raw_fd()),
+        };
         let err = |e: io::Error| format!("SO_SNDBUF: {e}");
         let old = s.send_buffer_size().map_err(err)?;
         s.set_send_buffer_size(usize::try_from(size).unwrap_or(usize::MAX))
             .map_err(err)?;
         let actual = s.send_buffer_size().map_err(err)?;
-        Ok((std::os::fd::AsRawFd::as_raw_fd(&*self.tcp), old, actual))
+        Ok((fd, old, actual))
     }
 
     /// Paces delivery to `bytes_per_sec` (0: no pacing) from the next write on.
@@ -229,8 +275,9 @@ impl SockCtl {
 
     /// `TCP_INFO` of the connection, through sock_diag.
     pub fn tcp_info(&self) -> io::Result<TcpInfo> {
-        let local = self.tcp.local_addr()?;
-        let peer = self.tcp.peer_addr()?;
+        let tcp = self.tcp()?;
+        let local = tcp.local_addr()?;
+        let peer = tcp.peer_addr()?;
         let nl = Socket::new(
             Domain::from(AF_NETLINK),
             Type::DGRAM,

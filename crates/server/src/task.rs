@@ -13,15 +13,17 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use lacquer_cache::ObjRef;
-use lacquer_vcl::exec::{Backend, Context, HeaderName, HttpWhich, LogKind, Value};
+use lacquer_vcl::exec::{Backend, Context, HeaderName, HttpWhich, LogKind, Value, WsKind, WsMark};
 use lacquer_vcl::subs::BuiltinSub;
 use lacquer_vcl::vars::VarId;
 use lacquer_vsl::{Tag, VslBuf};
 
+use crate::counters::Main;
 use crate::msg::{ReqMsg, RespMsg};
 use crate::pid;
 use crate::state::Shared;
 use crate::vcls::LoadedVcl;
+use crate::ws::Workspace;
 
 /// Facts about the client connection a request arrived on.
 #[derive(Debug)]
@@ -46,9 +48,6 @@ pub struct SessInfo {
     pub endpoint: Arc<str>,
     /// The TLVs of the session's PROXY v2 header (empty without one).
     pub proxy_tlvs: Vec<u8>,
-    /// What is left of the session workspace as varnishd would have it
-    /// (see [`crate::session::SessWs`]).
-    pub ws_free: u64,
 }
 
 /// Per-session timeouts VCL may change (`sess.*`).
@@ -130,6 +129,117 @@ fn set_logged(
         Bytes::copy_from_slice(name.name.as_bytes()),
         Bytes::copy_from_slice(value),
     );
+}
+
+/// Charges a header line VCL sets to the task's workspace: `false`, with
+/// varnishd's `LostHeader` record, when it does not fit.
+fn charge_header(ws: &mut Workspace, vsl: &mut VslBuf, name: &[u8], value: &[u8]) -> bool {
+    let ok = ws.take(crate::ws::header_len(name, value));
+    ws.flush_trace(vsl);
+    if !ok {
+        vsl.log_with(Tag::LostHeader, |o| {
+            o.extend_from_slice(name);
+            o.push(b':');
+        });
+    }
+    ok
+}
+
+/// `set <which>.http.<name> = value` within varnishd's limits: the line
+/// must fit in the workspace (else `LostHeader name:`), and, the old lines
+/// gone, in the object's header slots (`http_max_hdr`): else `LostHeader`
+/// with the line, `Error out of workspace`, `MAIN.losthdr`, and the
+/// workspace is marked overflowed, which fails the task at delivery.
+fn set_limited(
+    sh: &Shared,
+    ws: &mut Workspace,
+    vsl: &mut VslBuf,
+    which: HttpWhich,
+    h: &mut lacquer_http::Headers,
+    name: &HeaderName,
+    value: &[u8],
+) {
+    if !charge_header(ws, vsl, name.name.as_bytes(), value) {
+        return;
+    }
+    let others = h
+        .iter()
+        .filter(|(k, _)| !k.eq_ignore_ascii_case(&name.lower))
+        .count();
+    if others < ws.header_slots() {
+        set_logged(vsl, which, h, name, value);
+        return;
+    }
+    unset_logged(vsl, which, h, name);
+    lost_slot(sh, ws, vsl, name.name.as_bytes(), value);
+}
+
+/// A vmod's `add_header` within the same limits as [`set_limited`]: the
+/// line must fit in the workspace and in a free header slot.
+fn add_limited(
+    sh: &Shared,
+    ws: &mut Workspace,
+    vsl: &mut VslBuf,
+    h: &mut lacquer_http::Headers,
+    name: &HeaderName,
+    value: &[u8],
+) {
+    if !charge_header(ws, vsl, name.name.as_bytes(), value) {
+        return;
+    }
+    if h.len() >= ws.header_slots() {
+        lost_slot(sh, ws, vsl, name.name.as_bytes(), value);
+        return;
+    }
+    h.append(
+        Bytes::copy_from_slice(name.name.as_bytes()),
+        Bytes::copy_from_slice(value),
+    );
+}
+
+/// A header line that found no free slot in its HTTP object.
+fn lost_slot(sh: &Shared, ws: &mut Workspace, vsl: &mut VslBuf, name: &[u8], value: &[u8]) {
+    vsl.log_header(Tag::LostHeader, name, value);
+    vsl.log(Tag::Error, format_args!("out of workspace ({})", ws.id()));
+    sh.counters.inc(Main::losthdr);
+    lacquer_vcl::exec::Workspace::mark_overflow(ws);
+}
+
+/// Charges header lines a vmod puts in place of an object's lines: those
+/// that were not there before are new strings.
+fn charge_lines(
+    ws: &mut Workspace,
+    vsl: &mut VslBuf,
+    old: &lacquer_http::Headers,
+    lines: &[(Vec<u8>, Vec<u8>)],
+) -> Result<(), String> {
+    for (k, v) in lines {
+        let kept = old.iter().any(|(ok, ov)| ok == &k[..] && ov == &v[..]);
+        if !kept && !charge_header(ws, vsl, k, v) {
+            return Err("Workspace overflow (headers)".to_string());
+        }
+    }
+    Ok(())
+}
+
+/// Charges a STRING variable's new value (method, URL, protocol, reason,
+/// identity); the error is varnishd's `VCL_Error` when it does not fit.
+fn charge_str(
+    ws: &mut Workspace,
+    vsl: &mut VslBuf,
+    var: VarId,
+    value: &[u8],
+) -> Result<(), String> {
+    let ok = ws.take(value.len() as u64 + 1);
+    ws.flush_trace(vsl);
+    if ok {
+        return Ok(());
+    }
+    let name = lacquer_vcl::vars::VARIABLES
+        .iter()
+        .find(|d| d.id == var)
+        .map_or("variable", |d| d.name);
+    Err(format!("Workspace overflow ({name})"))
 }
 
 /// `unset <which>.http.<name>`, logging what goes.
@@ -277,6 +387,9 @@ pub struct ReqTask {
     pub privs: lacquer_vcl::exec::privs::TaskPrivs,
     /// Request body kept by `std.cache_req_body`.
     pub req_body: Option<Bytes>,
+    /// `std.cache_req_body()` kept the body: it goes with any fetch, not
+    /// only a pass.
+    pub req_body_kept: bool,
     /// `std.cache_req_body()` was asked to keep a body larger than its
     /// limit: varnishd gives up on such a request and closes.
     pub req_body_failed: bool,
@@ -288,14 +401,23 @@ pub struct ReqTask {
     pub body_broken: bool,
     /// A pass streamed the body already: it cannot be sent again.
     pub body_taken: bool,
-    /// The client's TCP socket, for `std.set_ip_tos()` and vmod `tcp`
-    /// (`None` on Unix sockets).
+    /// The client's socket, for `std.set_ip_tos()`, vmod `tcp` and
+    /// `debug.sndbuf()` (a Unix socket takes only the last).
     pub sock: Option<crate::sock::SockCtl>,
     pub now: f64,
     /// The built-in subroutine running now.
     pub cur_sub: BuiltinSub,
     /// Time of the last `Timestamp` record.
     pub t_last: f64,
+    /// The client workspace (`workspace_client`, see [`crate::ws`]).
+    pub ws: Workspace,
+    /// Where [`ReqTask::ws`] stood once the request head was in:
+    /// `std.rollback(req)` and a VCL failure go back there.
+    pub ws_req: WsMark,
+    /// The connection's workspace, lent to the request while it runs.
+    pub sess_ws: Workspace,
+    /// The worker scratch workspace (`workspace_thread`).
+    pub thread_ws: Workspace,
     /// ESI depth: 0 for a client's request, n for an include n levels down.
     pub esi_level: u32,
     /// What `req_top.*` reads in an ESI include (the request itself at
@@ -321,6 +443,10 @@ impl ReqTask {
         t_req: f64,
         vsl: VslBuf,
     ) -> ReqTask {
+        let params = sh.params();
+        let ws = Workspace::client(&params);
+        let thread_ws = Workspace::thread(&params);
+        drop(params);
         ReqTask {
             sh,
             backend_hint: vcl.default_backend(),
@@ -359,6 +485,7 @@ impl ReqTask {
             req_body: None,
             req_body_failed: false,
             body_pending: None,
+            req_body_kept: false,
             body_broken: false,
             body_taken: false,
             sock: None,
@@ -368,6 +495,12 @@ impl ReqTask {
             esi_level: 0,
             top: None,
             esi_sink: None,
+            ws,
+            ws_req: WsMark(Some(0)),
+            // The session lends its workspace (the caller puts it here
+            // and takes it back when the request ends).
+            sess_ws: Workspace::session(0),
+            thread_ws,
         }
     }
 
@@ -377,6 +510,15 @@ impl ReqTask {
         self.vsl
             .log_timestamp(label, now, now - self.t_req, now - self.t_last);
         self.t_last = now;
+    }
+
+    /// Goes back to the workspace as it was when the request arrived
+    /// (varnishd's `Req_Rollback`), counting an overflow it clears.
+    pub fn ws_rollback(&mut self) {
+        if self.ws.rollback(self.ws_req) {
+            self.sh.counters.inc(Main::ws_client_overflow);
+        }
+        self.ws.flush_trace(&mut self.vsl);
     }
 
     fn obj(&self) -> Result<&ObjRef, String> {
@@ -446,7 +588,7 @@ impl Context for ReqTask {
             HttpWhich::Resp => &mut self.resp.headers,
             _ => return Ok(()),
         };
-        set_logged(&mut self.vsl, which, h, name, value);
+        set_limited(&self.sh, &mut self.ws, &mut self.vsl, which, h, name, value);
         Ok(())
     }
 
@@ -497,6 +639,12 @@ impl Context for ReqTask {
             VarId::RespReason => Some(Tag::RespReason),
             _ => None,
         };
+        // A value set again unchanged is used in place (varnishd's single
+        // strand), so it takes no new workspace.
+        let unchanged = matches!(self.get_str(var), Ok(Some(cur)) if cur == value);
+        if !unchanged && !matches!(var, VarId::RespBody) {
+            charge_str(&mut self.ws, &mut self.vsl, var, value)?;
+        }
         if let Some(tag) = tag {
             self.vsl.log_bytes(tag, value);
         }
@@ -680,6 +828,7 @@ impl Context for ReqTask {
     }
 
     fn log(&mut self, kind: LogKind, msg: &[u8]) {
+        self.ws.flush_trace(&mut self.vsl);
         self.vsl.log_bytes(log_kind_tag(kind), msg);
     }
 
@@ -725,10 +874,7 @@ impl Context for ReqTask {
             HttpWhich::Resp => &mut self.resp.headers,
             w => return Err(format!("{} is read-only here", w.name())),
         };
-        h.append(
-            Bytes::copy_from_slice(name.name.as_bytes()),
-            Bytes::copy_from_slice(value),
-        );
+        add_limited(&self.sh, &mut self.ws, &mut self.vsl, h, name, value);
         Ok(())
     }
 
@@ -742,6 +888,7 @@ impl Context for ReqTask {
             HttpWhich::Resp => &mut self.resp.headers,
             w => return Err(format!("{} is read-only here", w.name())),
         };
+        charge_lines(&mut self.ws, &mut self.vsl, h, &lines)?;
         *h = headers_from(lines);
         Ok(())
     }
@@ -749,8 +896,12 @@ impl Context for ReqTask {
     fn rollback(&mut self, which: HttpWhich) -> Result<(), String> {
         match which {
             HttpWhich::Req | HttpWhich::ReqTop => {
+                // As varnishd: the request, its vmod state and its
+                // workspace go back to how the request arrived.
                 self.req = self.req_orig.clone();
-                Ok(())
+                let failed = self.privs.finish().into_iter().next();
+                self.ws_rollback();
+                failed.map_or(Ok(()), Err)
             }
             w => Err(format!("cannot roll back {} here", w.name())),
         }
@@ -766,6 +917,7 @@ impl Context for ReqTask {
         if !fits {
             self.req_body_failed = true;
         } else if let Some(b) = &self.req_body {
+            self.req_body_kept = true;
             // As varnishd: a cached body is forwarded with its length.
             let len = b.len().to_string();
             self.req.headers.remove("transfer-encoding");
@@ -780,7 +932,7 @@ impl Context for ReqTask {
 
     fn set_ip_tos(&mut self, tos: i64) -> Result<(), String> {
         // As varnishd: silently nothing on a connection without IP.
-        match &self.sock {
+        match self.sock.as_ref().filter(|s| s.is_tcp()) {
             Some(s) => s
                 .set_tos(tos)
                 .map_err(|e| format!("std.set_ip_tos({tos}): {e}")),
@@ -812,8 +964,13 @@ impl Context for ReqTask {
         lacquer_http::proxy::find_tlv(&self.sess.proxy_tlvs, kind)
     }
 
-    fn session_workspace_free(&self) -> i64 {
-        self.sess.ws_free as i64
+    fn workspace(&mut self, which: WsKind) -> Option<&mut dyn lacquer_vcl::exec::Workspace> {
+        Some(match which {
+            WsKind::Task => &mut self.ws,
+            WsKind::Session => &mut self.sess_ws,
+            WsKind::Thread => &mut self.thread_ws,
+            WsKind::Backend => return None,
+        })
     }
 
     fn peer_cred(&self) -> Option<(u32, u32)> {
@@ -826,9 +983,12 @@ impl Context for ReqTask {
 
     fn tcp_set(&mut self, op: lacquer_vcl::exec::TcpOp<'_>) -> Result<(), String> {
         use lacquer_vcl::exec::TcpOp;
+        // SO_SNDBUF applies to any socket, the rest to TCP only.
+        let any_socket = matches!(op, TcpOp::SendBuffer(_));
         let sock = self
             .sock
             .as_ref()
+            .filter(|s| any_socket || s.is_tcp())
             .ok_or("not a TCP connection (Unix socket)")?;
         match op {
             TcpOp::Congestion(name) => sock.set_congestion(name).map_err(|e| e.to_string()),
@@ -850,6 +1010,7 @@ impl Context for ReqTask {
     fn tcp_info(&self) -> Result<lacquer_vcl::exec::TcpInfo, String> {
         self.sock
             .as_ref()
+            .filter(|s| s.is_tcp())
             .ok_or("not a TCP connection (Unix socket)")?
             .tcp_info()
             .map_err(|e| format!("TCP_INFO: {e}"))
@@ -920,6 +1081,14 @@ pub struct BoTask {
     pub t_last: f64,
     /// The client request while `vcl_pipe` runs (it sees `req` and `bereq`).
     pub pipe_req: Option<Box<ReqMsg>>,
+    /// The backend workspace (`workspace_backend`, see [`crate::ws`]).
+    pub ws: Workspace,
+    /// Where [`BoTask::ws`] stood once the backend request was built:
+    /// `std.rollback(bereq)` goes back there.
+    pub ws_bo: WsMark,
+    /// `std.rollback(bereq)` in `vcl_backend_response` let go of the
+    /// backend's response: only a retry can fetch again.
+    pub beresp_dropped: bool,
     /// Bytes sent to and received from the backend, for `BereqAcct`.
     pub acct: BereqAcct,
 }
@@ -977,6 +1146,15 @@ impl BoTask {
     pub fn set_storage(&mut self, name: Option<Arc<str>>) {
         self.storage_hint = name.as_ref().map(|n| format!("storage.{n}"));
         self.storage = name;
+    }
+
+    /// Goes back to the workspace as it was when the backend request was
+    /// built, counting an overflow it clears.
+    pub fn ws_rollback(&mut self) {
+        if self.ws.rollback(self.ws_bo) {
+            self.sh.counters.inc(Main::ws_backend_overflow);
+        }
+        self.ws.flush_trace(&mut self.vsl);
     }
 
     /// The assignments VCL makes to backend-side variables.
@@ -1080,7 +1258,7 @@ impl Context for BoTask {
             },
             _ => return Ok(()),
         };
-        set_logged(&mut self.vsl, which, h, name, value);
+        set_limited(&self.sh, &mut self.ws, &mut self.vsl, which, h, name, value);
         Ok(())
     }
 
@@ -1149,6 +1327,10 @@ impl Context for BoTask {
             VarId::BerespReason => Some(Tag::BerespReason),
             _ => None,
         };
+        let unchanged = matches!(self.get_str(var), Ok(Some(cur)) if cur == value);
+        if !unchanged && !matches!(var, VarId::BerespBody) {
+            charge_str(&mut self.ws, &mut self.vsl, var, value)?;
+        }
         if let Some(tag) = tag {
             self.vsl.log_bytes(tag, value);
         }
@@ -1285,6 +1467,7 @@ impl Context for BoTask {
     }
 
     fn log(&mut self, kind: LogKind, msg: &[u8]) {
+        self.ws.flush_trace(&mut self.vsl);
         self.vsl.log_bytes(log_kind_tag(kind), msg);
     }
 
@@ -1324,10 +1507,7 @@ impl Context for BoTask {
             HttpWhich::Beresp => &mut self.beresp.headers,
             w => return Err(format!("{} is read-only here", w.name())),
         };
-        h.append(
-            Bytes::copy_from_slice(name.name.as_bytes()),
-            Bytes::copy_from_slice(value),
-        );
+        add_limited(&self.sh, &mut self.ws, &mut self.vsl, h, name, value);
         Ok(())
     }
 
@@ -1341,6 +1521,7 @@ impl Context for BoTask {
             HttpWhich::Beresp => &mut self.beresp.headers,
             w => return Err(format!("{} is read-only here", w.name())),
         };
+        charge_lines(&mut self.ws, &mut self.vsl, h, &lines)?;
         *h = headers_from(lines);
         Ok(())
     }
@@ -1349,7 +1530,12 @@ impl Context for BoTask {
         match which {
             HttpWhich::Bereq => {
                 self.bereq = self.bereq_orig.clone();
-                Ok(())
+                let failed = self.privs.finish().into_iter().next();
+                self.ws_rollback();
+                if self.cur_sub == BuiltinSub::BackendResponse {
+                    self.beresp_dropped = true;
+                }
+                failed.map_or(Ok(()), Err)
             }
             w => Err(format!("cannot roll back {} here", w.name())),
         }
@@ -1388,8 +1574,11 @@ impl Context for BoTask {
         None
     }
 
-    fn session_workspace_free(&self) -> i64 {
-        self.sess.ws_free as i64
+    fn workspace(&mut self, which: WsKind) -> Option<&mut dyn lacquer_vcl::exec::Workspace> {
+        match which {
+            WsKind::Task | WsKind::Backend => Some(&mut self.ws),
+            WsKind::Session | WsKind::Thread => None,
+        }
     }
 
     fn peer_cred(&self) -> Option<(u32, u32)> {

@@ -1,6 +1,7 @@
 //! End-to-end tests of what happens on the client connection itself: the
-//! PROXY protocol on `PROXY` listeners, request bodies streamed to the
-//! backend, and client socket options set from VCL.
+//! PROXY protocol on `PROXY` listeners, request bodies streamed or cached
+//! for the backend, client socket options set from VCL, and the client
+//! workspace bounding what VCL adds to a request.
 
 mod common;
 
@@ -170,4 +171,101 @@ async fn client_socket_options_from_vcl() {
     assert_eq!(r.header("bogus"), Some("-1"));
     let rtt: f64 = r.header("rtt").unwrap().parse().unwrap();
     assert!((0.0..1000.0).contains(&rtt), "rtt {rtt}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cached_request_body_goes_with_a_cache_miss() {
+    let be = backend(|_| (NO, ok("b", "Cache-Control: no-cache\r\n"))).await;
+    let vcl = vcl_with(
+        be.addr,
+        r#"
+        import std;
+        sub vcl_recv {
+            if (req.url != "/uncached") {
+                std.cache_req_body(1KB);
+            }
+            return (hash);
+        }
+        sub vcl_backend_fetch {
+            if (bereq.url == "/post") {
+                set bereq.method = "POST";
+            }
+        }"#,
+    );
+    let l = lacquer(&vcl, &[]).await;
+    let a = l.first_addr().unwrap();
+    // As varnishd: the miss is a GET, and the kept body goes with it.
+    let r = raw(
+        a,
+        b"POST /get HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhello body",
+        false,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let seen = be.last();
+    assert_eq!(seen.method, "GET");
+    assert_eq!(seen.header("content-length"), Some("10"));
+    assert_eq!(seen.body, b"hello body");
+    // Chunked from the client, sent with its length; VCL chose the method.
+    let r = raw(
+        a,
+        b"POST /post HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+        false,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let seen = be.last();
+    assert_eq!(seen.method, "POST");
+    assert_eq!(seen.header("content-length"), Some("11"));
+    assert_eq!(seen.header("transfer-encoding"), None);
+    assert_eq!(seen.body, b"hello world");
+    // A body not kept does not go with a miss.
+    let r = raw(
+        a,
+        b"POST /uncached HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello",
+        false,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let seen = be.last();
+    assert_eq!(seen.method, "GET");
+    assert_eq!(seen.header("content-length"), None);
+    assert!(seen.body.is_empty());
+    assert_eq!(be.count(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workspace_client_bounds_what_vcl_adds() {
+    let be = backend(|_| (NO, ok("b", ""))).await;
+    // Forty headers of a hundred bytes each: 4.4k of workspace.
+    let mut sets = String::new();
+    for i in 0..40 {
+        sets.push_str(&format!("set resp.http.x{i} = req.http.filler;\n"));
+    }
+    let vcl = vcl_with(
+        be.addr,
+        &format!(
+            "sub vcl_recv {{ set req.http.filler = \"{}\"; }}\nsub vcl_deliver {{\n{sets}}}",
+            "f".repeat(100)
+        ),
+    );
+    let roomy = lacquer(&vcl, &[]).await;
+    let r = get(roomy.first_addr().unwrap(), "/", "").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x39").map(str::len), Some(100));
+    // 24k leaves about 3.9k once varnishd's structures and log buffer are
+    // taken out: the headers do not fit, and the request fails at delivery
+    // with varnishd's bare 500.
+    let tight = lacquer(&vcl, &["workspace_client=24k"]).await;
+    let mut s = TcpStream::connect(tight.first_addr().unwrap())
+        .await
+        .unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
+    let out = String::from_utf8(read_to_close(&mut s).await).unwrap();
+    assert_eq!(
+        out,
+        "HTTP/1.1 500 Internal Server Error\r\nServer: Varnish\r\nConnection: close\r\n\r\n"
+    );
 }

@@ -223,3 +223,42 @@ fn pcre_quoting_is_translated() {
     let mut c = client("GET", "/aXb?");
     assert_eq!(run(&p, BuiltinSub::Recv, &mut c), Action::Hash);
 }
+
+/// What the executor charges to the task's workspace, as varnishd 7.1
+/// allocates: a printed number (with its NUL, rounded to 8) and a regsub
+/// result; an unchanged regsub subject and plain strings take nothing. A
+/// printed number that does not fit is NULL; a regsub result that does not
+/// fit fails the task.
+#[test]
+fn strings_built_are_charged_to_the_workspace() {
+    use lacquer_vcl::exec::Workspace as _;
+    use lacquer_vcl::exec::mock::MockWs;
+    let p = build(
+        r#"sub vcl_deliver {
+            set resp.http.n = resp.status;
+            set resp.http.same = regsub(req.url, "nomatch", "x");
+            set resp.http.s = "plain" + req.url;
+            set resp.http.r = regsub(req.url, "^/", "/abc");
+        }"#,
+    );
+    let mut c = client("GET", "/u");
+    c.vars.insert(VarId::RespStatus, Value::Int(12345679));
+    c.ws = Some(MockWs::new(1000));
+    assert_eq!(run(&p, BuiltinSub::Deliver, &mut c), Action::Deliver);
+    // "12345679" + NUL -> 16; "/abcu" + NUL -> 8.
+    let ws = c.ws.unwrap();
+    assert_eq!(ws.used, 24);
+    assert!(!ws.overflowed());
+    assert_eq!(get(&c, RESP, "r").as_deref(), Some("/abcu"));
+
+    let mut c = client("GET", "/u");
+    c.vars.insert(VarId::RespStatus, Value::Int(12345679));
+    c.ws = Some(MockWs::new(4));
+    assert_eq!(run(&p, BuiltinSub::Deliver, &mut c), Action::Fail);
+    assert_eq!(get(&c, RESP, "n").as_deref(), Some(""), "NULL number");
+    assert!(c.ws.unwrap().overflowed());
+    assert_eq!(
+        c.logs_of(LogKind::Error),
+        ["regsub: Out of workspace".to_string()]
+    );
+}

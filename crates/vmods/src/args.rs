@@ -10,7 +10,7 @@
 use std::net::SocketAddr;
 
 use bytes::Bytes;
-use lacquer_vcl::exec::{Backend, HeaderName, HttpWhich, Value, VmodArg};
+use lacquer_vcl::exec::{Backend, Context, HeaderName, HttpWhich, Value, VmodArg, WsKind};
 use std::sync::Arc;
 
 /// The compiler passes the `=0` (NULL) default of a non-string argument
@@ -175,6 +175,17 @@ impl Args<'_> {
 /// A string value built from owned bytes.
 pub(crate) fn string(v: impl Into<Bytes>) -> Value {
     Value::Str(v.into())
+}
+
+/// A string a vmod built, as scratch of the task's workspace (with its
+/// NUL, as varnishd stores it): NULL, and the workspace marked
+/// overflowed, when it does not fit (varnishd's `VRT_StrandsWS`).
+pub(crate) fn ws_string(ctx: &mut dyn Context, v: impl Into<Bytes>) -> Value {
+    let b: Bytes = v.into();
+    let fits = ctx
+        .workspace(WsKind::Task)
+        .is_none_or(|ws| ws.alloc(b.len() as u64 + 1));
+    if fits { Value::Str(b) } else { Value::Null }
 }
 
 /// Lossy UTF-8 view of a VCL string, for messages and parsing.

@@ -3,10 +3,12 @@
 //! slice BLOBs, and hold a constant BLOB in an object.
 //!
 //! Errors are VCL failures with Varnish's messages (`vmod blob error:
-//! ...`).
+//! ...`). Decoded bytes, the BLOB descriptors and encoded strings are
+//! scratch of the task's workspace, charged as varnishd allocates them:
+//! one that does not fit fails the task with varnishd's message.
 
 use bytes::Bytes;
-use lacquer_vcl::exec::{Context, Value};
+use lacquer_vcl::exec::{Context, Value, WsKind};
 
 use crate::args::{Args, lossy, string};
 use crate::{AnyObj, ClassImpl, Env, FuncImpl, MethodImpl, ModuleImpl, Obj, this};
@@ -100,7 +102,8 @@ impl Enc {
     }
 }
 
-/// Encodes `data`; `upper` selects uppercase hex digits (HEX, URL).
+/// Encodes `data`; `upper` selects uppercase hex digits (HEX, URL; the
+/// default is lowercase).
 pub(crate) fn encode_bytes(enc: Enc, upper: bool, data: &[u8]) -> Vec<u8> {
     let hex: &[u8; 16] = if upper {
         b"0123456789ABCDEF"
@@ -232,10 +235,15 @@ pub(crate) fn decode_bytes(enc: Enc, length: i64, whole: &[u8]) -> Result<Vec<u8
 /// An encoded result as a VCL string: like Varnish's C strings it ends at
 /// the first NUL byte (only IDENTITY can produce one).
 fn c_string(mut v: Vec<u8>) -> Value {
+    truncate_at_nul(&mut v);
+    string(v)
+}
+
+/// Cuts `v` at its first NUL byte, where a C string would end.
+fn truncate_at_nul(v: &mut Vec<u8>) {
     if let Some(n) = v.iter().position(|&b| b == 0) {
         v.truncate(n);
     }
-    string(v)
 }
 
 fn case_upper(enc: Enc, case: Option<&str>) -> Result<bool, String> {
@@ -250,27 +258,67 @@ fn case_upper(enc: Enc, case: Option<&str>) -> Result<bool, String> {
     }
 }
 
-fn decode(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
-    let enc = Enc::parse(a.enum_(0)?)?;
-    let data = decode_bytes(enc, a.int(1)?.unwrap_or(0), a.str_or_empty(2)?)
-        .map_err(|e| format!("vmod blob error: cannot decode, {e}"))?;
+/// What a BLOB's descriptor takes in varnishd's workspace (type, length,
+/// pointer: `vtc.typesize("uzp")`).
+const BLOB_STRUCT: u64 = 24;
+
+/// Bytes left in the task's workspace (all the room there is for a task
+/// without one).
+fn ws_free(ctx: &mut dyn Context) -> u64 {
+    ctx.workspace(WsKind::Task).map_or(u64::MAX, |w| w.free())
+}
+
+/// Takes `n` bytes of the task's workspace; `false` when they do not fit.
+fn ws_take(ctx: &mut dyn Context, n: u64) -> bool {
+    ctx.workspace(WsKind::Task).is_none_or(|w| w.alloc(n))
+}
+
+/// A decoded BLOB put in the workspace as varnishd does: the bytes, then
+/// its descriptor (an empty BLOB is a constant).
+fn ws_blob(ctx: &mut dyn Context, data: Vec<u8>, what: &str) -> R {
+    if data.is_empty() {
+        return Ok(Value::Blob(Bytes::new()));
+    }
+    if data.len() as u64 > ws_free(ctx) {
+        return Err("vmod blob error: cannot decode, out of space".into());
+    }
+    if !(ws_take(ctx, data.len() as u64) && ws_take(ctx, BLOB_STRUCT)) {
+        return Err(format!("Workspace overflow ({what})"));
+    }
     Ok(Value::Blob(data.into()))
 }
 
-fn encode(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+/// An encoded string put in the workspace (with its NUL; as a C string
+/// it ends at the first NUL, which only IDENTITY can produce).
+fn ws_encoded(ctx: &mut dyn Context, mut out: Vec<u8>) -> R {
+    truncate_at_nul(&mut out);
+    if !ws_take(ctx, out.len() as u64 + 1) {
+        return Err("vmod blob error: cannot encode, out of space".into());
+    }
+    Ok(string(out))
+}
+
+fn decode(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let enc = Enc::parse(a.enum_(0)?)?;
+    let data = decode_bytes(enc, a.int(1)?.unwrap_or(0), a.str_or_empty(2)?)
+        .map_err(|e| format!("vmod blob error: cannot decode, {e}"))?;
+    ws_blob(ctx, data, "blob.decode")
+}
+
+fn encode(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let enc = Enc::parse(a.enum_(0)?)?;
     let upper = case_upper(enc, a.enum_(1)?)?;
     let data = a.blob(2)?.cloned().unwrap_or_default();
-    Ok(c_string(encode_bytes(enc, upper, &data)))
+    ws_encoded(ctx, encode_bytes(enc, upper, &data))
 }
 
-fn transcode(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+fn transcode(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let dec = Enc::parse(a.enum_(0)?)?;
     let enc = Enc::parse(a.enum_(1)?)?;
     let upper = case_upper(enc, a.enum_(2)?)?;
     let data = decode_bytes(dec, a.int(3)?.unwrap_or(0), a.str_or_empty(4)?)
         .map_err(|e| format!("vmod blob error: cannot decode, {e}"))?;
-    Ok(c_string(encode_bytes(enc, upper, &data)))
+    ws_encoded(ctx, encode_bytes(enc, upper, &data))
 }
 
 fn same(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
@@ -293,7 +341,7 @@ fn length(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(Value::Int(a.blob(0)?.map_or(0, |b| b.len() as i64)))
 }
 
-fn sub(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+fn sub(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let b = a.blob(0)?.cloned().unwrap_or_default();
     let len = a.bytes_val(1)?.unwrap_or(0);
     let off = a.bytes_val(2)?.unwrap_or(0);
@@ -305,6 +353,10 @@ fn sub(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
             "vmod blob error: size {len} from offset {off} requires more bytes than blob length {} in blob.sub()",
             b.len()
         ));
+    }
+    // The sub-BLOB points into the BLOB: only its descriptor is new.
+    if !ws_take(ctx, BLOB_STRUCT) {
+        return Err("Workspace overflow (blob.sub)".into());
     }
     Ok(Value::Blob(b.slice(off as usize..(off + len) as usize)))
 }

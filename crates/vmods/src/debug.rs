@@ -36,7 +36,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use lacquer_vcl::exec::{Context, Value};
+use lacquer_vcl::exec::{Context, Value, WsKind};
 
 mod dynamic;
 
@@ -115,7 +115,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("acl", first_arg),
         ("test_probe", test_probe),
         ("concatenate", concatenate),
-        ("collect", concatenate),
+        ("collect", collect),
         ("sethdr", sethdr),
         ("return_strands", concatenate),
         ("store_ip", store_ip),
@@ -378,8 +378,31 @@ fn test_probe(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     }
 }
 
-fn concatenate(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
-    Ok(Value::Str(a.bytes(0)?.unwrap_or_default()))
+/// The strands put together in the workspace (varnishd's
+/// `VRT_StrandsWS`): NULL, the workspace marked overflowed, when they do
+/// not fit. A single string is used in place.
+fn concatenate(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let s = a.bytes(0)?.unwrap_or_default();
+    if !s.is_empty()
+        && let Some(ws) = ctx.workspace(WsKind::Task)
+        && !ws.alloc(s.len() as u64 + 1)
+    {
+        return Ok(Value::Null);
+    }
+    Ok(Value::Str(s))
+}
+
+/// As `concatenate`, but one that does not fit fails the task
+/// (varnishd's `VRT_STRANDS_string`).
+fn collect(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let s = a.bytes(0)?.unwrap_or_default();
+    if !s.is_empty()
+        && let Some(ws) = ctx.workspace(WsKind::Task)
+        && !ws.alloc(s.len() as u64 + 1)
+    {
+        return Err("Workspace overflow".to_string());
+    }
+    Ok(Value::Str(s))
 }
 
 fn sethdr(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {

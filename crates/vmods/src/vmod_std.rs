@@ -10,9 +10,9 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 
 use bytes::Bytes;
 use lacquer_vcl::exec::value::{INT_MAX, INT_MIN, parse_bytes, parse_decimal, parse_duration};
-use lacquer_vcl::exec::{Context, HttpWhich, LogKind, Value};
+use lacquer_vcl::exec::{Context, HttpWhich, LogKind, Value, WsKind};
 
-use crate::args::{Args, lossy, string};
+use crate::args::{Args, lossy, string, ws_string};
 use crate::{Env, FuncImpl, ModuleImpl};
 
 const DECL: &str = r#"
@@ -152,19 +152,24 @@ pub(crate) fn querysort(url: &[u8]) -> Vec<u8> {
     out
 }
 
-fn querysort_fn(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+fn querysort_fn(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(match a.str(0)? {
         None => Value::Null,
-        Some(u) => string(querysort(u)),
+        Some(u) => {
+            let sorted = querysort(u);
+            ws_string(ctx, sorted)
+        }
     })
 }
 
-fn toupper(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
-    Ok(string(a.str_or_empty(0)?.to_ascii_uppercase()))
+fn toupper(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let s = a.str_or_empty(0)?.to_ascii_uppercase();
+    Ok(ws_string(ctx, s))
 }
 
-fn tolower(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
-    Ok(string(a.str_or_empty(0)?.to_ascii_lowercase()))
+fn tolower(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let s = a.str_or_empty(0)?.to_ascii_lowercase();
+    Ok(ws_string(ctx, s))
 }
 
 fn strstr(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
@@ -710,9 +715,19 @@ fn log(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(Value::Null)
 }
 
-fn syslog(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+fn syslog(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let pri = a.int(0)?.unwrap_or(0);
     let msg = a.str_or_empty(1)?;
+    // As varnishd: the message is put together in the workspace, given
+    // back once sent; a message that does not fit is not sent.
+    if let Some(ws) = ctx.workspace(WsKind::Task) {
+        let mark = ws.snapshot();
+        let fits = ws.alloc(msg.len() as u64 + 1);
+        ws.reset(mark);
+        if !fits {
+            return Ok(Value::Null);
+        }
+    }
     let mut line = format!("<{pri}>varnishd[{}]: ", std::process::id()).into_bytes();
     line.extend_from_slice(msg);
     // Best effort, like syslog(3): a missing syslog daemon is not an error.

@@ -3,12 +3,11 @@
 //! NULL backend/storage/IP values, C type sizes and PROXY header
 //! construction.
 //!
-//! Of the workspace functions only `workspace_free(session)` is provided,
-//! from the server's accounting of the session workspace; Lacquer has no
-//! client, backend or thread workspaces (calls for them fail the task), and
-//! no way to write arbitrary log tags from VCL, so VCLs using the other
-//! workspace functions or the VSL writers fail to compile rather than
-//! pretend.
+//! The workspace functions work on the task's workspaces as the server
+//! accounts them (see the `Workspace` trait): `client` is the running
+//! task's own, as in varnishd. `workspace_dump` (which reads arena bytes
+//! Lacquer does not have) and the VSL writers are not provided, so VCLs
+//! using them fail to compile rather than pretend.
 //! `vtc.panic()` fails the task with the message instead of crashing the
 //! process.
 
@@ -16,7 +15,7 @@ use std::io::Read;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-use lacquer_vcl::exec::{Context, Value};
+use lacquer_vcl::exec::{Context, Value, Workspace, WsKind, WsMark};
 
 use crate::args::{Args, lossy};
 use crate::{Env, FuncImpl, ModuleImpl};
@@ -31,7 +30,13 @@ $Function VOID panic(STRANDS)
 $Function VOID sleep(DURATION)
 $Function INT typesize(STRING)
 $Function BLOB proxy_header(ENUM {v1, v2} version, IP client, IP server, STRING authority=0)
+$Function VOID workspace_alloc(ENUM {client, backend, session, thread}, INT size)
+$Function BYTES workspace_reserve(ENUM {client, backend, session, thread}, INT size)
 $Function INT workspace_free(ENUM {client, backend, session, thread})
+$Function VOID workspace_snapshot(ENUM {client, backend, session, thread})
+$Function VOID workspace_reset(ENUM {client, backend, session, thread})
+$Function BOOL workspace_overflowed(ENUM {client, backend, session, thread})
+$Function VOID workspace_overflow(ENUM {client, backend, session, thread})
 "#;
 
 pub(crate) static MODULE: ModuleImpl = ModuleImpl {
@@ -45,7 +50,13 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("sleep", sleep),
         ("typesize", typesize),
         ("proxy_header", proxy_header),
+        ("workspace_alloc", workspace_alloc),
+        ("workspace_reserve", workspace_reserve),
         ("workspace_free", workspace_free),
+        ("workspace_snapshot", workspace_snapshot),
+        ("workspace_reset", workspace_reset),
+        ("workspace_overflowed", workspace_overflowed),
+        ("workspace_overflow", workspace_overflow),
     ],
     classes: &[],
     event: None,
@@ -130,16 +141,17 @@ fn sleep(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
 }
 
 /// Size of a C struct with members of the given types (`p` pointer, `i`
-/// int, `d` double, `f` float, `l` long, `s` short, `z` size_t, `o`
-/// off_t, `j` intmax_t) on this 64-bit platform, with natural alignment;
-/// -1 for an unknown type letter.
+/// int, `u` unsigned, `d` double, `f` float, `l` long, `s` short, `c`
+/// char, `z` size_t, `o` off_t, `j` intmax_t) on this 64-bit platform,
+/// with natural alignment; -1 for an unknown type letter.
 pub(crate) fn typesize_of(s: &[u8]) -> i64 {
     let (mut size, mut max_align) = (0u64, 0u64);
     for c in s {
         let l = match c {
             b'p' | b'd' | b'l' | b'z' | b'o' | b'j' => 8,
-            b'i' | b'f' => 4,
+            b'i' | b'u' | b'f' => 4,
             b's' => 2,
+            b'c' => 1,
             _ => return -1,
         };
         max_align = max_align.max(l);
@@ -168,16 +180,93 @@ fn proxy_header(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(Value::Blob(header.into()))
 }
 
-/// The session workspace is accounted as varnishd fills it; the others
-/// have no counterpart in Lacquer, which allocates per object instead.
-fn workspace_free(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
-    match a.enum_(0)? {
-        Some("session") => Ok(Value::Int(ctx.session_workspace_free())),
-        other => Err(format!(
-            "vtc.workspace_free({}): Lacquer has no such workspace; only the session workspace is accounted",
-            other.unwrap_or_default()
-        )),
+/// The workspace a `vtc.workspace_*` call names: an error (failing the
+/// task) when the task has no such workspace, where varnishd would crash.
+fn ws<'c>(
+    ctx: &'c mut dyn Context,
+    a: &Args<'_>,
+    f: &str,
+) -> Result<&'c mut dyn Workspace, String> {
+    let name = a.enum_(0)?.unwrap_or_default();
+    let which = match name {
+        "client" => WsKind::Task,
+        "backend" => WsKind::Backend,
+        "session" => WsKind::Session,
+        _ => WsKind::Thread,
+    };
+    ctx.workspace(which)
+        .ok_or_else(|| format!("vtc.{f}({name}): no such workspace in this task"))
+}
+
+/// A size argument: a negative one asks for all but that many bytes.
+fn wanted(ws: &dyn Workspace, size: i64) -> i64 {
+    if size < 0 {
+        size.saturating_add(i64::try_from(ws.free()).unwrap_or(i64::MAX))
+    } else {
+        size
     }
+}
+
+fn workspace_alloc(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let size = a.int(1)?.unwrap_or(0);
+    let ws = ws(ctx, a, "workspace_alloc")?;
+    let n = wanted(ws, size);
+    if n <= 0 {
+        return Err("Attempted negative WS allocation".to_string());
+    }
+    if !ws.alloc(n as u64) {
+        return Err("vtc.workspace_alloc".to_string());
+    }
+    Ok(Value::Null)
+}
+
+/// Reserves and releases at once: the size reserved, 0 when it does not
+/// fit (which does not mark the workspace overflowed).
+fn workspace_reserve(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let size = a.int(1)?.unwrap_or(0);
+    let ws = ws(ctx, a, "workspace_reserve")?;
+    let n = wanted(ws, size);
+    if n <= 0 {
+        return Err("Attempted negative WS reservation".to_string());
+    }
+    let fits = u64::try_from(n).is_ok_and(|n| n <= ws.free());
+    Ok(Value::Bytes(if fits { n } else { 0 }))
+}
+
+fn workspace_free(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let ws = ws(ctx, a, "workspace_free")?;
+    Ok(Value::Int(i64::try_from(ws.free()).unwrap_or(i64::MAX)))
+}
+
+/// The one snapshot `vtc.workspace_snapshot()` keeps per VCL (as
+/// varnishd's vmod, concurrent tasks cannot each have theirs).
+struct Snapshot(WsMark);
+
+fn workspace_snapshot(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let mark = ws(ctx, a, "workspace_snapshot")?.snapshot();
+    env.vcl_state().insert(0, Snapshot(mark));
+    Ok(Value::Null)
+}
+
+fn workspace_reset(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let mark = env
+        .vcl_state()
+        .get::<Snapshot>(0)
+        .map(|s| s.0)
+        .ok_or("vtc.workspace_reset(): no snapshot taken")?;
+    ws(ctx, a, "workspace_reset")?.reset(mark);
+    Ok(Value::Null)
+}
+
+fn workspace_overflowed(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    Ok(Value::Bool(
+        ws(ctx, a, "workspace_overflowed")?.overflowed(),
+    ))
+}
+
+fn workspace_overflow(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    ws(ctx, a, "workspace_overflow")?.mark_overflow();
+    Ok(Value::Null)
 }
 
 #[cfg(test)]
@@ -191,6 +280,9 @@ mod tests {
         assert_eq!(typesize_of(b"si"), 8);
         assert_eq!(typesize_of(b"ip"), 16);
         assert_eq!(typesize_of(b"pi"), 16);
+        // varnishd 7.1's figures for a BLOB descriptor and a char.
+        assert_eq!(typesize_of(b"uzp"), 24);
+        assert_eq!(typesize_of(b"c"), 1);
         assert_eq!(typesize_of(b""), 0);
         assert_eq!(typesize_of(b"x"), -1);
     }

@@ -516,6 +516,11 @@ fn include<'a>(
         child
             .vsl
             .log(Tag::ReqAcct, format_args!("0 0 0 0 {sent} {sent}"));
+        // The include's own workspace ends with it.
+        child.ws.flush_trace(&mut child.vsl);
+        if lacquer_vcl::exec::Workspace::overflowed(&child.ws) {
+            sh.counters.inc(crate::counters::Main::ws_client_overflow);
+        }
         child.vsl.log_str(Tag::End, "");
         child.vsl.flush();
         if sink.failed {

@@ -189,14 +189,56 @@ pub trait Context {
     fn proxy_tlv(&self, kind: u8) -> Option<&[u8]>;
     /// Peer credentials (uid, gid) of a client on a Unix domain socket.
     fn peer_cred(&self) -> Option<(u32, u32)>;
-    /// Bytes left in the session workspace as varnishd would have it
-    /// (`vtc.workspace_free(session)`).
-    fn session_workspace_free(&self) -> i64;
+    /// One of the task's workspaces (varnishd's per-task memory budgets),
+    /// `None` when the task has no such workspace here (a client request
+    /// has no backend workspace; `vcl_init` has none at all). The executor
+    /// charges the strings it builds to [`WsKind::Task`].
+    fn workspace(&mut self, which: WsKind) -> Option<&mut dyn Workspace>;
     /// `vmod tcp`: changes an option of the client's TCP socket.
     fn tcp_set(&mut self, op: TcpOp<'_>) -> Result<(), String>;
     /// `vmod tcp`: `TCP_INFO` of the client's socket; `Err` says why there
     /// is none (not a TCP connection, or the kernel's answer).
     fn tcp_info(&self) -> Result<TcpInfo, String>;
+}
+
+/// Which workspace of a task (the ENUM of `vtc.workspace_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WsKind {
+    /// The running task's own workspace (varnishd's `ctx->ws`): the
+    /// client workspace of a request, the backend workspace of a fetch.
+    /// This is what `vtc`'s `client` names, in either kind of task.
+    Task,
+    /// The backend workspace (`workspace_backend`); only a fetch has one.
+    Backend,
+    /// The client connection's workspace (`workspace_session`).
+    Session,
+    /// The worker's scratch workspace (`workspace_thread`).
+    Thread,
+}
+
+/// A point in a workspace to go back to; `None` when taken while the
+/// workspace was overflowed (going back to it then changes nothing, as in
+/// varnishd).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WsMark(pub Option<u64>);
+
+/// A workspace as the executor and vmods use it: a byte budget fixed when
+/// the task starts, that what VCL builds is charged to, marked overflowed
+/// once something does not fit (the task then fails in a defined way).
+pub trait Workspace {
+    /// Bytes left.
+    fn free(&self) -> u64;
+    /// Takes `n` bytes (rounded up to 8, as varnishd aligns); `false` when
+    /// they do not fit, and the workspace is then marked overflowed.
+    fn alloc(&mut self, n: u64) -> bool;
+    /// The current point, for [`Workspace::reset`].
+    fn snapshot(&mut self) -> WsMark;
+    /// Gives back everything taken since `mark`.
+    fn reset(&mut self, mark: WsMark);
+    /// Marks the workspace overflowed without taking anything.
+    fn mark_overflow(&mut self);
+    /// Whether something did not fit.
+    fn overflowed(&self) -> bool;
 }
 
 /// A change to the client's TCP socket requested by `vmod tcp`.

@@ -19,10 +19,14 @@ use bytes::Bytes;
 use super::Action;
 use super::acl::AclResult;
 use super::code::{Expr, Program, ReturnAction, Stmt, SubId, Target};
-use super::context::{Context, LogKind, VmodArg, Vmods};
+use super::context::{Context, LogKind, VmodArg, Vmods, WsKind};
 use super::value::Value;
 use crate::subs::BuiltinSub;
 use crate::types::{ArithOp, CmpOp};
+
+/// What a BLOB's descriptor takes in varnishd's workspace (type, length,
+/// pointer).
+const BLOB_STRUCT: u64 = 24;
 
 /// Deepest `call` nesting accepted before the task fails (the compiler
 /// rejects recursion, so only a malformed program reaches it).
@@ -221,6 +225,21 @@ fn arith(op: ArithOp, a: Value, b: Value) -> Result<Value, String> {
     })
 }
 
+/// Whether turning `v` into text takes workspace in varnishd (numbers,
+/// times and addresses are printed there; strings, BOOLs and names are
+/// used in place).
+fn printed(v: &Value) -> bool {
+    matches!(
+        v,
+        Value::Int(_)
+            | Value::Real(_)
+            | Value::Duration(_)
+            | Value::Time(_)
+            | Value::Bytes(_)
+            | Value::Ip(_)
+    )
+}
+
 impl<'a, C: Context> Exec<'a, C> {
     /// Records a runtime error; the caller returns the `Failed` it gets.
     #[cold]
@@ -236,6 +255,22 @@ impl<'a, C: Context> Exec<'a, C> {
         match r {
             Ok(v) => Ok(v),
             Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    /// Charges a string of `len` bytes (and its terminating NUL, as
+    /// varnishd stores it) to the task's workspace: `false` when it does
+    /// not fit (the workspace is then marked overflowed). A task without a
+    /// workspace takes anything.
+    fn ws_charge(&mut self, len: usize) -> bool {
+        self.ws_take(len as u64 + 1)
+    }
+
+    /// Charges `n` bytes to the task's workspace (see [`Self::ws_charge`]).
+    fn ws_take(&mut self, n: u64) -> bool {
+        match self.ctx.workspace(WsKind::Task) {
+            Some(ws) => ws.alloc(n),
+            None => true,
         }
     }
 
@@ -578,11 +613,15 @@ impl<'a, C: Context> Exec<'a, C> {
             } => {
                 let re = self.regex(*regex)?;
                 let all = *all;
+                let at = out.len();
+                // Each branch says whether the result differs from the
+                // subject.
                 let r = if let Expr::Const(Value::Str(with)) = &**sub {
                     // The usual shape: a literal replacement, and a subject
                     // read in place (no copies).
                     self.with_str(subject, |s| {
-                        re.substitute(s.unwrap_or_default(), with, all, out)
+                        let s = s.unwrap_or_default();
+                        re.substitute(s, with, all, out).map(|()| out[at..] != *s)
                     })?
                 } else {
                     let mut subj = self.take_buf();
@@ -590,12 +629,20 @@ impl<'a, C: Context> Exec<'a, C> {
                     let r = self
                         .append_str(subject, &mut subj)
                         .and_then(|_| self.append_str(sub, &mut with))
-                        .map(|_| re.substitute(&subj, &with, all, out));
+                        .map(|_| {
+                            re.substitute(&subj, &with, all, out)
+                                .map(|()| out[at..] != subj[..])
+                        });
                     self.give_buf(subj);
                     self.give_buf(with);
                     r?
                 };
-                self.check(r)?;
+                let changed = self.check(r)?;
+                // As varnishd: a substitution's result is a new string in
+                // the workspace (an unchanged subject is used in place).
+                if changed && !self.ws_charge(out.len() - at) {
+                    return Err(self.fail("regsub: Out of workspace"));
+                }
                 Ok(true)
             }
             _ => self.append_str_rare(e, out),
@@ -619,10 +666,18 @@ impl<'a, C: Context> Exec<'a, C> {
             _ => {
                 let v = self.eval(e)?;
                 let prog = self.prog;
-                match v.append_to(out, &prog.acl_names) {
-                    Ok(nonnull) => Ok(nonnull),
-                    Err(e) => Err(self.fail(e.0)),
+                let at = out.len();
+                let nonnull = match v.append_to(out, &prog.acl_names) {
+                    Ok(nonnull) => nonnull,
+                    Err(e) => return Err(self.fail(e.0)),
+                };
+                // As varnishd: a printed value that does not fit in the
+                // workspace is NULL (and the workspace overflowed).
+                if nonnull && printed(&v) && !self.ws_charge(out.len() - at) {
+                    out.truncate(at);
+                    return Ok(false);
                 }
+                Ok(nonnull)
             }
         }
     }
@@ -792,7 +847,18 @@ impl<'a, C: Context> Exec<'a, C> {
             },
             Expr::Var(id) => {
                 let r = self.ctx.get(*id);
-                self.check(r)?
+                match self.check(r)? {
+                    // As varnishd: reading a BLOB variable (req.hash) makes
+                    // a BLOB descriptor in the workspace.
+                    Value::Blob(_) if !self.ws_take(BLOB_STRUCT) => {
+                        let name = crate::vars::VARIABLES
+                            .iter()
+                            .find(|d| d.id == *id)
+                            .map_or("BLOB", |d| d.name);
+                        return Err(self.fail(format!("Workspace overflow ({name})")));
+                    }
+                    v => v,
+                }
             }
             Expr::Header(w, h) => match self.ctx.header(*w, h) {
                 Some(v) => Value::Str(Bytes::copy_from_slice(v)),

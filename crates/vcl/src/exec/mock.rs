@@ -6,7 +6,9 @@
 
 use std::collections::HashMap;
 
-use super::context::{Context, HeaderName, HttpWhich, LogKind, TcpInfo, TcpOp};
+use super::context::{
+    Context, HeaderName, HttpWhich, LogKind, TcpInfo, TcpOp, Workspace, WsKind, WsMark,
+};
 use super::privs::TaskPrivs;
 use super::value::Value;
 use crate::subs::BuiltinSub;
@@ -91,8 +93,59 @@ pub struct MockContext {
     pub ban_error: Option<String>,
     pub logs: Vec<(LogKind, String)>,
     pub now: f64,
+    /// The task's workspace, when a test wants charges accounted
+    /// (`None`: the mock has no workspace and takes any size).
+    pub ws: Option<MockWs>,
     /// What the vmod services of the context see and record.
     pub vmod: MockVmodState,
+}
+
+/// A plain workspace for the mock: a size, what is used, the overflow mark.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MockWs {
+    pub size: u64,
+    pub used: u64,
+    pub overflowed: bool,
+}
+
+impl MockWs {
+    /// An empty workspace of `size` bytes.
+    pub fn new(size: u64) -> MockWs {
+        MockWs {
+            size,
+            used: 0,
+            overflowed: false,
+        }
+    }
+}
+
+impl Workspace for MockWs {
+    fn free(&self) -> u64 {
+        self.size - self.used
+    }
+    fn alloc(&mut self, n: u64) -> bool {
+        let n = n.div_ceil(8) * 8;
+        if n > self.free() {
+            self.overflowed = true;
+            return false;
+        }
+        self.used += n;
+        true
+    }
+    fn snapshot(&mut self) -> WsMark {
+        WsMark((!self.overflowed).then_some(self.used))
+    }
+    fn reset(&mut self, mark: WsMark) {
+        if let WsMark(Some(at)) = mark {
+            self.used = at.min(self.used);
+        }
+    }
+    fn mark_overflow(&mut self) {
+        self.overflowed = true;
+    }
+    fn overflowed(&self) -> bool {
+        self.overflowed
+    }
 }
 
 /// The mock's side of the vmod services ([`Context::privs`] and the
@@ -421,8 +474,11 @@ impl Context for MockContext {
         self.vmod.proxy_tlvs.get(&kind).map(|v| &v[..])
     }
 
-    fn session_workspace_free(&self) -> i64 {
-        480
+    fn workspace(&mut self, which: WsKind) -> Option<&mut dyn Workspace> {
+        match which {
+            WsKind::Task => self.ws.as_mut().map(|w| w as &mut dyn Workspace),
+            _ => None,
+        }
     }
 
     fn peer_cred(&self) -> Option<(u32, u32)> {

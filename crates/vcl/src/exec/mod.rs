@@ -42,6 +42,7 @@ pub mod value;
 
 pub use context::{
     Context, FuncRef, HeaderName, HttpWhich, LogKind, NoVmods, TcpInfo, TcpOp, VmodArg, Vmods,
+    Workspace, WsKind, WsMark,
 };
 pub use interp::Scratch;
 pub use value::{Backend, Value};
