@@ -127,6 +127,19 @@ fn tool_command() -> String {
         .unwrap_or_else(|| "cargo run -q --release -p lacquer --".to_string())
 }
 
+/// `s` as one shell word: unchanged when it has no characters a shell treats
+/// specially, otherwise in single quotes.
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:=,@".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
 fn run(args: Args) -> anyhow::Result<ExitCode> {
     use lacquer_server::daemon::{self, BootVcl, Config};
     if args.version {
@@ -220,6 +233,12 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         .build()?;
     let demo = args.demo;
     let listen_text = listen_args[0].clone();
+    // The tools find the daemon's log and counters by work directory: when
+    // the user chose one, the printed commands must name it too.
+    let workdir_arg = match &args.workdir {
+        Some(n) => format!(" -n {}", shell_quote(n)),
+        None => String::new(),
+    };
     let result = rt.block_on(async move {
         let vcl = if demo {
             let origin = lacquer_server::demo::start_origin()
@@ -227,7 +246,12 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .map_err(|e| format!("Cannot start the demo origin: {e}"))?;
             eprint!(
                 "{}",
-                lacquer_server::demo::instructions(&listen_text, origin, &tool_command())
+                lacquer_server::demo::instructions(
+                    &listen_text,
+                    origin,
+                    &tool_command(),
+                    &workdir_arg,
+                )
             );
             BootVcl::Inline(lacquer_server::demo::demo_vcl(origin.port()))
         } else {
@@ -260,5 +284,18 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("Error: {msg}");
             Ok(ExitCode::from(2))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_quote;
+
+    #[test]
+    fn shell_words() {
+        assert_eq!(shell_quote("/tmp/w-1"), "/tmp/w-1");
+        assert_eq!(shell_quote("my dir"), "'my dir'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
     }
 }

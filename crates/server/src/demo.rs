@@ -101,8 +101,10 @@ fn html_escape(s: &str) -> String {
 }
 
 /// What `--demo` prints once it serves.
-/// `tool` is how to run the `lacquer` binary on this machine.
-pub fn instructions(listen: &str, origin: SocketAddr, tool: &str) -> String {
+/// `tool` is how to run the `lacquer` binary on this machine; `workdir_arg`
+/// is what the tools need to find the daemon (` -n DIR`, or empty for the
+/// default work directory).
+pub fn instructions(listen: &str, origin: SocketAddr, tool: &str, workdir_arg: &str) -> String {
     format!(
         "Lacquer demo: cache on http://{listen}/ in front of a demo origin on {origin}\n\
          \n\
@@ -117,8 +119,8 @@ pub fn instructions(listen: &str, origin: SocketAddr, tool: &str) -> String {
          with that status):\n\
          \n\
          \x20 curl -s -o /dev/null http://{listen}/status/503\n\
-         \x20 {tool} log -d -q '(*Error) or (BerespStatus >= 500)'\n\
-         \x20 {tool} stat -1 -f 'MAIN.cache_*' -f 'MAIN.client_req'\n\
+         \x20 {tool} log{workdir_arg} -d -q '(*Error) or (BerespStatus >= 500)'\n\
+         \x20 {tool} stat{workdir_arg} -1 -f 'MAIN.cache_*' -f 'MAIN.client_req'\n\
          \n\
          Press Ctrl-C to stop.\n"
     )
@@ -127,6 +129,19 @@ pub fn instructions(listen: &str, origin: SocketAddr, tool: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn printed_tool_commands_name_the_work_directory() {
+        let origin: SocketAddr = "127.0.0.1:4000".parse().unwrap();
+        let text = instructions("127.0.0.1:6081", origin, "lacquer", " -n /tmp/w");
+        assert!(
+            text.contains("lacquer log -n /tmp/w -d -q '(*Error)"),
+            "{text}"
+        );
+        assert!(text.contains("lacquer stat -n /tmp/w -1 -f"), "{text}");
+        let text = instructions("127.0.0.1:6081", origin, "lacquer", "");
+        assert!(text.contains("lacquer log -d -q"), "{text}");
+    }
 
     #[test]
     fn status_paths() {
