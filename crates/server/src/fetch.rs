@@ -1145,6 +1145,7 @@ fn let_go(bo: &mut BoTask, f: Fetched) {
         format_args!("{port} {} {how}", f.backend.vcl_name),
     );
     if recycle {
+        bo.sh.counters.inc(Main::backend_recycle);
         f.backend.pool.recycle(f.conn);
     }
 }
@@ -1159,6 +1160,7 @@ fn body_done(bo: &mut BoTask, f: Fetched, len: u64) {
             Tag::BackendClose,
             format_args!("{port} {} recycle", f.backend.vcl_name),
         );
+        bo.sh.counters.inc(Main::backend_recycle);
         f.backend.pool.recycle(f.conn);
     } else if !keep_alive {
         bo.vsl.log(

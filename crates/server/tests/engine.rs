@@ -32,6 +32,23 @@ async fn miss_then_hit() {
     assert_eq!(seen.header("x-forwarded-for"), Some("127.0.0.1"));
 }
 
+/// Backend connections go back to the pool after a complete body and are
+/// reused, counted as varnishd counts them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pooled_backend_connection_is_recycled_and_reused() {
+    use lacquer_server::counters::Main;
+    let be = backend(|_| (NO, ok("pooled", "Cache-Control: max-age=60\r\n"))).await;
+    let l = lacquer(&vcl_with(be.addr, ""), &[]).await;
+    let a = l.first_addr().unwrap();
+    assert_eq!(get(a, "/a", "").await.text(), "pooled");
+    assert_eq!(get(a, "/b", "").await.text(), "pooled");
+    assert_eq!(be.count(), 2, "two misses");
+    let c = &l.shared.counters;
+    assert_eq!(c.get(Main::backend_conn), 1, "one connection opened");
+    assert_eq!(c.get(Main::backend_reuse), 1, "the second fetch reused it");
+    assert_eq!(c.get(Main::backend_recycle), 2, "both fetches gave it back");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pass_with_cookie_and_post_body() {
     let be = backend(|r| (NO, ok(&format!("{} {}", r.method, r.body.len()), ""))).await;
