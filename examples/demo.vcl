@@ -29,8 +29,11 @@ sub vcl_backend_response {
 }
 
 sub vcl_deliver {
-    # Show whether this response came from the cache.
-    if (obj.hits > 0) {
+    # Show whether this response came from the cache: a pass leaves an
+    # uncacheable object behind, a hit has been delivered before.
+    if (obj.uncacheable) {
+        set resp.http.X-Cache = "PASS";
+    } elsif (obj.hits > 0) {
         set resp.http.X-Cache = "HIT";
     } else {
         set resp.http.X-Cache = "MISS";

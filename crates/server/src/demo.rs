@@ -109,7 +109,7 @@ pub fn instructions(listen: &str, origin: SocketAddr, tool: &str, workdir_arg: &
         "Lacquer demo: cache on http://{listen}/ in front of a demo origin on {origin}\n\
          \n\
          Try these (the first is a miss, the second a hit with Age and two\n\
-         ids in X-Varnish, the third always goes to the origin):\n\
+         ids in X-Varnish, the third a pass that always goes to the origin):\n\
          \n\
          \x20 curl -si http://{listen}/hello | grep -Ei '^(HTTP|Age|X-Varnish|X-Cache)'\n\
          \x20 curl -si http://{listen}/hello | grep -Ei '^(HTTP|Age|X-Varnish|X-Cache)'\n\

@@ -346,3 +346,28 @@ async fn streaming_miss_keeps_the_backend_content_length() {
         .unwrap();
     assert!(body.iter().all(|&x| x == b'x'));
 }
+
+/// What `lacquerd --demo` prints to try behaves as printed: a miss, a hit
+/// with Age and two ids in X-Varnish, a pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_origin_and_vcl_show_miss_hit_and_pass() {
+    use lacquer_server::demo;
+    let origin = demo::start_origin().await.unwrap();
+    let l = lacquer(&demo::demo_vcl(origin.port()), &[]).await;
+    let a = l.first_addr().unwrap();
+    let miss = get(a, "/hello", "").await;
+    assert_eq!(miss.status, 200);
+    assert_eq!(miss.header("x-cache"), Some("MISS"));
+    let hit = get(a, "/hello", "").await;
+    assert_eq!(hit.header("x-cache"), Some("HIT"));
+    assert_eq!(hit.header("x-varnish").unwrap().split(' ').count(), 2);
+    assert!(hit.header("age").is_some());
+    assert_eq!(hit.text(), miss.text(), "the hit is the cached page");
+    for _ in 0..2 {
+        let pass = get(a, "/private/page", "").await;
+        assert_eq!(pass.header("x-cache"), Some("PASS"));
+        assert_eq!(pass.header("x-varnish").unwrap().split(' ').count(), 1);
+    }
+    let err = get(a, "/status/503", "").await;
+    assert_eq!(err.status, 503);
+}
