@@ -1319,7 +1319,10 @@ where
             };
             let mut gz = gunzip.then(Gunzip::new);
             let mut plain = Vec::new();
-            // Small bodies go out with the head in one write.
+            // Small bodies go out with the head in one write; large storage
+            // segments queue in `batch` (ahead of `out`) and leave together
+            // in one vectored write, straight from storage.
+            let mut batch = crate::txio::SegmentBatch::default();
             loop {
                 let mut next = std::pin::pin!(reader.next());
                 let item = match poll_once(next.as_mut()).await {
@@ -1328,14 +1331,11 @@ where
                         // The fetch has nothing more yet: what is buffered (the
                         // head, small segments) goes out before waiting, so a
                         // streamed body reaches the client as it arrives.
-                        if !out.is_empty() {
-                            w.write(vsl, &[&out]).await?;
-                            out.clear();
-                        }
+                        batch.send(&mut w, vsl, &mut out).await?;
                         next.await
                     }
                 };
-                let seg = match item {
+                let stored = match item {
                     Err(e) => {
                         vsl.log(Tag::Debug, format_args!("Body of the object failed: {e}"));
                         return Err(TxError::Failed);
@@ -1346,13 +1346,13 @@ where
                 let mut seg: &[u8] = match gz.as_mut() {
                     Some(g) => {
                         plain.clear();
-                        if let Err(e) = g.feed(&seg, &mut plain) {
+                        if let Err(e) = g.feed(&stored, &mut plain) {
                             vsl.log(Tag::Debug, format_args!("Gunzip of the object failed: {e}"));
                             return Err(TxError::Failed);
                         }
                         &plain
                     }
-                    None => &seg,
+                    None => &stored,
                 };
                 if let Some((skip, take)) = plain_range.as_mut() {
                     let drop_n = (*skip).min(seg.len() as u64) as usize;
@@ -1366,16 +1366,18 @@ where
                     continue;
                 }
                 body_bytes += seg.len() as u64;
-                if seg.len() >= DIRECT_WRITE {
-                    // Large segments go out straight from storage, together
-                    // with what is pending, in one vectored write: no copy.
+                if seg.len() >= DIRECT_WRITE && gz.is_none() {
+                    // A large segment goes out straight from storage (the
+                    // whole stored segment: ranges come cut by the reader).
                     if chunked {
                         lacquer_http::encode_chunk_header(seg.len(), &mut out);
                     }
-                    w.write(vsl, &[&out, seg]).await?;
-                    out.clear();
+                    batch.push(&mut out, stored.clone());
                     if chunked {
                         out.extend_from_slice(b"\r\n");
+                    }
+                    if batch.full() {
+                        batch.send(&mut w, vsl, &mut out).await?;
                     }
                     continue;
                 }
@@ -1385,14 +1387,13 @@ where
                     out.extend_from_slice(seg);
                 }
                 if out.len() >= 16 * 1024 {
-                    w.write(vsl, &[&out]).await?;
-                    out.clear();
+                    batch.send(&mut w, vsl, &mut out).await?;
                 }
             }
             if chunked {
                 out.extend_from_slice(lacquer_http::LAST_CHUNK);
             }
-            w.write(vsl, &[&out]).await?;
+            batch.send(&mut w, vsl, &mut out).await?;
             w.flush(vsl).await
         }
         .await
