@@ -498,11 +498,13 @@ fn printable(b: &Bound) -> BoundListener {
             BoundListener {
                 name: name.to_string(),
                 printable: format!("{} {}", a.ip(), a.port()),
+                unix: false,
             }
         }
         Bound::Unix(_, Named { name, .. }, path) => BoundListener {
             name: name.to_string(),
             printable: format!("{} -", path.display()),
+            unix: true,
         },
     }
 }
@@ -630,15 +632,16 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let limit = sh.params().bytes("cli_limit") as usize;
+    // cli_limit is read for each reply: a param.set takes effect at once.
+    let limit = || sh.params().bytes("cli_limit") as usize;
     let mut authed = secret.is_none();
     let challenge = cli::challenge();
     let first = if authed {
-        Reply::ok(crate::mgt::banner())
+        Reply::ok(crate::mgt::banner(sh.is_running()))
     } else {
         Reply::err(status::AUTH, cli::auth_banner(&challenge))
     };
-    if w.write_all(&first.encode(limit)).await.is_err() {
+    if w.write_all(&first.encode(limit())).await.is_err() {
         return;
     }
     let mut lines = BufReader::new(r).lines();
@@ -658,29 +661,29 @@ where
                                 && words[1] == cli::auth_response(&challenge, s) =>
                         {
                             authed = true;
-                            Reply::ok(crate::mgt::banner())
+                            Reply::ok(crate::mgt::banner(sh.is_running()))
                         }
                         Some(_) => Reply::err(status::CLOSE, "Authentication failed"),
-                        None => Reply::ok(crate::mgt::banner()),
+                        None => Reply::ok(crate::mgt::banner(sh.is_running())),
                     }
                 } else if !authed {
                     Reply::err(status::AUTH, cli::auth_banner(&challenge))
                 } else if words[0] == "quit" {
                     let _ = w
                         .write_all(
-                            &Reply::err(status::CLOSE, "Closing CLI connection").encode(limit),
+                            &Reply::err(status::CLOSE, "Closing CLI connection").encode(limit()),
                         )
                         .await;
                     return;
                 } else {
-                    match cli::check_args(&words) {
+                    match cli::check_args(&words, sh.is_running()) {
                         Ok(_) => crate::mgt::dispatch(&sh, &words),
                         Err(r) => r,
                     }
                 }
             }
         };
-        if w.write_all(&reply.encode(limit)).await.is_err() || w.flush().await.is_err() {
+        if w.write_all(&reply.encode(limit())).await.is_err() || w.flush().await.is_err() {
             return;
         }
         if reply.status == status::CLOSE {
@@ -828,9 +831,13 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         BootVcl::Inline(t) => Some(("<demo>".to_string(), t.clone())),
         BootVcl::None => None,
     };
+    *sh.listeners.lock().unwrap_or_else(|e| e.into_inner()) = bound.iter().map(printable).collect();
     if let Some((file, text)) = text {
         let opts = crate::mgt::load_options(&sh);
         let v = Arc::new(vcls::compile("boot", &file, &text, &opts).map_err(|e| e.message)?);
+        if let Some(refusal) = crate::mgt::version_refusal(&sh, &v) {
+            return Err(refusal);
+        }
         // Without -d the cache starts at once; with it, at `start`.
         if !cfg.debug {
             crate::mgt::child_load(&sh, &v, Temp::Auto)?;
@@ -843,7 +850,6 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     }
     // Listeners (bound before the boot VCL compiles, as varnishd binds
     // them while reading its arguments; they accept once it is loaded).
-    *sh.listeners.lock().unwrap_or_else(|e| e.into_inner()) = bound.iter().map(printable).collect();
     for b in bound {
         spawn_acceptor(sh.clone(), b);
     }
