@@ -692,6 +692,41 @@ where
     }
 }
 
+/// Logs what the cache's expiry and ban lurker did, outside any
+/// transaction (vxid 0) as varnishd's expiry thread and lurker do:
+/// `ExpKill` records (masked unless `vsl_mask` has `+ExpKill`) and `ExpBan`.
+fn log_cache_event(vsl: &lacquer_vsl::Vsl, e: lacquer_cache::CacheEvent) {
+    use lacquer_cache::CacheEvent as E;
+    let zero = lacquer_vsl::Vxid::plain(0);
+    match e {
+        E::ExpiryArmed {
+            when, id, flags, ..
+        } => vsl.log_immediate(
+            lacquer_vsl::Tag::ExpKill,
+            zero,
+            format_args!("EXP_When p=0x{id:x} e={when:.6} f=0x{flags:x}"),
+        ),
+        E::ExpiryCheck { id, left, flags } => vsl.log_immediate(
+            lacquer_vsl::Tag::ExpKill,
+            zero,
+            format_args!("EXP_expire p=0x{id:x} e={left:.6} f=0x{flags:x}"),
+        ),
+        E::Expired { vxid, ttl_left } => vsl.log_immediate(
+            lacquer_vsl::Tag::ExpKill,
+            zero,
+            format_args!("EXP_Expired x={vxid} t={ttl_left:.0}"),
+        ),
+        E::LurkerBanned { vxid } => vsl.log_immediate(
+            lacquer_vsl::Tag::ExpBan,
+            zero,
+            format_args!("{vxid} killed for lurker"),
+        ),
+        // varnishd logs an eviction in the transaction of the fetch that
+        // needed the room, which the event does not carry.
+        E::Nuked { .. } => {}
+    }
+}
+
 /// A started daemon.
 pub struct Running {
     pub shared: Arc<Shared>,
@@ -817,6 +852,9 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         stats: std::sync::OnceLock::new(),
     });
     sh.apply_params(&params);
+    let exp_vsl = sh.vsl.clone();
+    sh.cache
+        .set_event_sink(Arc::new(move |e| log_cache_event(&exp_vsl, e)));
     let sections = Arc::new(crate::stats::Sections::new(&vsc, &sh).map_err(|e| e.to_string())?);
     let _ = sh.stats.set(sections.clone());
     let bound = bind_all(&cfg.listen, params.uint("listen_depth") as u32)?;
