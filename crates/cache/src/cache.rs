@@ -1460,18 +1460,20 @@ pub struct FetchBody {
 }
 
 impl FetchBody {
-    /// Append a segment; on a storage failure nothing is appended (the caller
-    /// should then [`fail`](Self::fail)).
-    pub fn push(&mut self, seg: Bytes) -> Result<(), StorageError> {
-        if seg.is_empty() {
-            return Ok(());
-        }
-        let n = seg.len() as u64;
-        self.cache.allocate(&self.store, n)?;
-        self.oc.charged.fetch_add(n, Ordering::Relaxed);
-        self.oc.allocs.fetch_add(1, Ordering::Relaxed);
-        if let Some(w) = self.writer.as_mut() {
-            w.push(seg);
+    /// Append a segment, in as many pieces as the store grants it in; on a
+    /// storage failure the rest is not appended (the caller should then
+    /// [`fail`](Self::fail)).
+    pub fn push(&mut self, mut seg: Bytes) -> Result<(), StorageError> {
+        let sv = self.store.stevedore();
+        while !seg.is_empty() {
+            let n = sv.grant(seg.len() as u64).clamp(1, seg.len() as u64);
+            self.cache.allocate(&self.store, n)?;
+            self.oc.charged.fetch_add(n, Ordering::Relaxed);
+            self.oc.allocs.fetch_add(1, Ordering::Relaxed);
+            let piece = seg.split_to(n as usize);
+            if let Some(w) = self.writer.as_mut() {
+                w.push(piece);
+            }
         }
         Ok(())
     }

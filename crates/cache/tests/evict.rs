@@ -380,3 +380,33 @@ fn kill_removes_now() {
     let (busy, _) = expect_miss(lookup(&c, &d, T0));
     drop(busy);
 }
+
+#[test]
+fn a_store_granting_less_gets_more_pieces() {
+    // varnishd's `debug,lessspace` store grants one byte less than asked.
+    let s0: std::sync::Arc<dyn lacquer_storage::Stevedore> =
+        std::sync::Arc::new(lacquer_storage::MallocStore::debug("s0", None, true));
+    let c = Cache::new(CacheConfig::default(), vec![s0], T0);
+    let s0 = c.store("s0").unwrap();
+    let (busy, _) = expect_miss(lookup(&c, &digest("/less"), T0));
+    let mut u = busy
+        .unbusy(
+            NewObject {
+                body: NewBody::Streamed,
+                ..new_obj(meta(1, T0, 60.0, 0.0, 0.0), b"")
+            },
+            &s0,
+        )
+        .unwrap();
+    let mut fb = u.body.take().unwrap();
+    fb.push(Bytes::from_static(b"0123456789")).unwrap();
+    fb.finish();
+    // 10 bytes in pieces of 9 and 1, in order.
+    let segs = u.obj.body().segments().unwrap();
+    assert_eq!(segs.len(), 2);
+    assert_eq!(&segs[0][..], b"012345678");
+    assert_eq!(&segs[1][..], b"9");
+    let stats = s0.stevedore().stats();
+    // The object's own allocation plus the two pieces.
+    assert_eq!(stats.c_req.load(Ordering::Relaxed), 3);
+}

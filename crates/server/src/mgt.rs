@@ -415,7 +415,7 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
         "storage.list" => {
             let mut s = String::from("Storage devices:\n");
             for st in &sh.stores {
-                let _ = writeln!(s, "\tstorage.{} = malloc", st.name());
+                let _ = writeln!(s, "\tstorage.{} = {}", st.name(), st.kind());
             }
             Reply::ok(s)
         }
