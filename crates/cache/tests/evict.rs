@@ -300,22 +300,13 @@ fn nuke_limit_and_oversized_objects_fail_cleanly() {
     let s0 = c2.store("s0").unwrap();
     let d = digest("/big");
     let (b2, _) = expect_miss(lookup(&c2, &d, T0));
-    let mut u = b2
-        .unbusy(
-            NewObject {
-                body: NewBody::Streamed,
-                ..new_obj(meta(1, T0, 60.0, 0.0, 0.0), b"")
-            },
-            &s0,
-        )
-        .unwrap();
-    let mut fb = u.body.take().unwrap();
+    let (obj, mut fb) = unbusy_streamed(b2, &s0);
     fb.push(Bytes::from(vec![0u8; 2000])).unwrap();
     let err = fb.push(Bytes::from(vec![0u8; 5000])).unwrap_err();
     assert_eq!(err.wanted, 5000);
     fb.fail();
-    assert!(u.obj.flags().failed());
-    drop(u);
+    assert!(obj.flags().failed());
+    drop(obj);
     drop(busy);
     assert_eq!(s0.stevedore().stats().g_bytes.load(Ordering::Relaxed), 0);
 }
@@ -389,20 +380,11 @@ fn a_store_granting_less_gets_more_pieces() {
     let c = Cache::new(CacheConfig::default(), vec![s0], T0);
     let s0 = c.store("s0").unwrap();
     let (busy, _) = expect_miss(lookup(&c, &digest("/less"), T0));
-    let mut u = busy
-        .unbusy(
-            NewObject {
-                body: NewBody::Streamed,
-                ..new_obj(meta(1, T0, 60.0, 0.0, 0.0), b"")
-            },
-            &s0,
-        )
-        .unwrap();
-    let mut fb = u.body.take().unwrap();
+    let (obj, mut fb) = unbusy_streamed(busy, &s0);
     fb.push(Bytes::from_static(b"0123456789")).unwrap();
     fb.finish();
     // 10 bytes in pieces of 9 and 1, in order.
-    let segs = u.obj.body().segments().unwrap();
+    let segs = obj.body().segments().unwrap();
     assert_eq!(segs.len(), 2);
     assert_eq!(&segs[0][..], b"012345678");
     assert_eq!(&segs[1][..], b"9");
