@@ -14,7 +14,7 @@
 
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{
     Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak,
 };
@@ -245,6 +245,21 @@ pub enum CacheEvent {
         vxid: u32,
         /// ttl+grace+keep end, seconds since the epoch.
         when: f64,
+        /// The object's identity (stable while it lives; varnishd prints
+        /// its address).
+        id: usize,
+        /// The object's state flags.
+        flags: u32,
+    },
+    /// The expiry sweep, woken by a newly scheduled object or a due time,
+    /// looked at the object that expires first (`EXP_expire`).
+    ExpiryCheck {
+        /// The object's identity, as in [`CacheEvent::ExpiryArmed`].
+        id: usize,
+        /// Seconds until it expires (negative when overdue).
+        left: f64,
+        /// The object's state flags.
+        flags: u32,
     },
     /// Removed because ttl+grace+keep passed (`EXP_Expired x=VXID t=TTL`).
     Expired {
@@ -352,6 +367,10 @@ pub(crate) struct Inner {
     /// Round-robin position among the non-Transient stores.
     next_store: AtomicUsize,
     events: OnceLock<EventSink>,
+    /// An object was scheduled since the last expiry sweep: the next one
+    /// reports what expires first, as varnishd's expiry thread does when
+    /// its inbox wakes it.
+    exp_mail: AtomicBool,
 }
 
 /// The object cache. Cheap to clone (shared handle).
@@ -412,6 +431,7 @@ impl Cache {
                 lurker_cursor: AtomicUsize::new(0),
                 next_store: AtomicUsize::new(0),
                 events: OnceLock::new(),
+                exp_mail: AtomicBool::new(false),
                 stats,
             }),
         }
@@ -641,13 +661,40 @@ impl Cache {
     pub fn expire_due(&self, now: f64) -> usize {
         let inner = &self.inner;
         let mut due = Vec::new();
+        let mut first = None;
         {
             let mut heap = lock(&inner.exp);
+            let mail = inner.exp_mail.swap(false, Ordering::AcqRel);
+            // Entries of objects gone or rescheduled are dropped, so that
+            // the first one left is the next real expiry.
+            while let Some(e) = heap.peek() {
+                match e.oc.upgrade() {
+                    Some(oc)
+                        if oc.flags() & F_DYING == 0
+                            && oc.exp_when.get().to_bits() == e.when.to_bits() =>
+                    {
+                        if mail || e.when <= now {
+                            first = Some((oc, e.when));
+                        }
+                        break;
+                    }
+                    _ => {
+                        heap.pop();
+                    }
+                }
+            }
             while heap.peek().is_some_and(|e| e.when <= now) {
                 if let Some(e) = heap.pop() {
                     due.push(e);
                 }
             }
+        }
+        if let Some((oc, when)) = first {
+            inner.emit(|| CacheEvent::ExpiryCheck {
+                id: Arc::as_ptr(&oc) as usize,
+                left: when - now,
+                flags: oc.flags(),
+            });
         }
         let mut n = 0;
         let mut requeue = Vec::new();
@@ -1147,9 +1194,12 @@ impl Inner {
             when,
             oc: Arc::downgrade(oc),
         });
+        self.exp_mail.store(true, Ordering::Release);
         self.emit(|| CacheEvent::ExpiryArmed {
             vxid: oc.vxid.load(Ordering::Relaxed),
             when,
+            id: Arc::as_ptr(oc) as usize,
+            flags: oc.flags(),
         });
     }
 
@@ -1410,18 +1460,20 @@ pub struct FetchBody {
 }
 
 impl FetchBody {
-    /// Append a segment; on a storage failure nothing is appended (the caller
-    /// should then [`fail`](Self::fail)).
-    pub fn push(&mut self, seg: Bytes) -> Result<(), StorageError> {
-        if seg.is_empty() {
-            return Ok(());
-        }
-        let n = seg.len() as u64;
-        self.cache.allocate(&self.store, n)?;
-        self.oc.charged.fetch_add(n, Ordering::Relaxed);
-        self.oc.allocs.fetch_add(1, Ordering::Relaxed);
-        if let Some(w) = self.writer.as_mut() {
-            w.push(seg);
+    /// Append a segment, in as many pieces as the store grants it in; on a
+    /// storage failure the rest is not appended (the caller should then
+    /// [`fail`](Self::fail)).
+    pub fn push(&mut self, mut seg: Bytes) -> Result<(), StorageError> {
+        let sv = self.store.stevedore();
+        while !seg.is_empty() {
+            let n = sv.grant(seg.len() as u64).clamp(1, seg.len() as u64);
+            self.cache.allocate(&self.store, n)?;
+            self.oc.charged.fetch_add(n, Ordering::Relaxed);
+            self.oc.allocs.fetch_add(1, Ordering::Relaxed);
+            let piece = seg.split_to(n as usize);
+            if let Some(w) = self.writer.as_mut() {
+                w.push(piece);
+            }
         }
         Ok(())
     }

@@ -300,22 +300,13 @@ fn nuke_limit_and_oversized_objects_fail_cleanly() {
     let s0 = c2.store("s0").unwrap();
     let d = digest("/big");
     let (b2, _) = expect_miss(lookup(&c2, &d, T0));
-    let mut u = b2
-        .unbusy(
-            NewObject {
-                body: NewBody::Streamed,
-                ..new_obj(meta(1, T0, 60.0, 0.0, 0.0), b"")
-            },
-            &s0,
-        )
-        .unwrap();
-    let mut fb = u.body.take().unwrap();
+    let (obj, mut fb) = unbusy_streamed(b2, &s0);
     fb.push(Bytes::from(vec![0u8; 2000])).unwrap();
     let err = fb.push(Bytes::from(vec![0u8; 5000])).unwrap_err();
     assert_eq!(err.wanted, 5000);
     fb.fail();
-    assert!(u.obj.flags().failed());
-    drop(u);
+    assert!(obj.flags().failed());
+    drop(obj);
     drop(busy);
     assert_eq!(s0.stevedore().stats().g_bytes.load(Ordering::Relaxed), 0);
 }
@@ -335,20 +326,28 @@ fn events_for_logging() {
     insert(&c, &digest("/3"), meta(3, T0, 100.0, 0.0, 0.0), &BODY);
     c.expire_due(T0 + 200.0);
     let ev = log.lock().unwrap().clone();
-    assert_eq!(
-        ev[..3],
-        [
-            CacheEvent::ExpiryArmed {
-                vxid: 1,
-                when: T0 + 10.0
-            },
-            CacheEvent::ExpiryArmed {
-                vxid: 2,
-                when: T0 + 100.0
-            },
-            CacheEvent::Nuked { vxid: 1 },
-        ]
-    );
+    let armed: Vec<(u32, f64)> = ev
+        .iter()
+        .filter_map(|e| match *e {
+            CacheEvent::ExpiryArmed { vxid, when, .. } => Some((vxid, when)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(armed, [(1, T0 + 10.0), (2, T0 + 100.0), (3, T0 + 100.0)]);
+    assert!(matches!(ev[2], CacheEvent::Nuked { vxid: 1 }), "{ev:?}");
+    // The sweep, woken by the new objects, looked at the first to expire
+    // (now overdue) before removing it.
+    let checks: Vec<f64> = ev
+        .iter()
+        .filter_map(|e| match *e {
+            CacheEvent::ExpiryCheck { left, .. } => Some(left),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(checks, [-100.0]);
+    // Nothing new and nothing due: the next sweep stays quiet.
+    c.expire_due(T0 + 201.0);
+    assert_eq!(log.lock().unwrap().len(), ev.len());
     assert!(ev.contains(&CacheEvent::Expired {
         vxid: 2,
         ttl_left: -100.0
@@ -371,4 +370,25 @@ fn kill_removes_now() {
     assert_eq!(&o.body().segments().unwrap()[0][..], b"x");
     let (busy, _) = expect_miss(lookup(&c, &d, T0));
     drop(busy);
+}
+
+#[test]
+fn a_store_granting_less_gets_more_pieces() {
+    // varnishd's `debug,lessspace` store grants one byte less than asked.
+    let s0: std::sync::Arc<dyn lacquer_storage::Stevedore> =
+        std::sync::Arc::new(lacquer_storage::MallocStore::debug("s0", None, true));
+    let c = Cache::new(CacheConfig::default(), vec![s0], T0);
+    let s0 = c.store("s0").unwrap();
+    let (busy, _) = expect_miss(lookup(&c, &digest("/less"), T0));
+    let (obj, mut fb) = unbusy_streamed(busy, &s0);
+    fb.push(Bytes::from_static(b"0123456789")).unwrap();
+    fb.finish();
+    // 10 bytes in pieces of 9 and 1, in order.
+    let segs = obj.body().segments().unwrap();
+    assert_eq!(segs.len(), 2);
+    assert_eq!(&segs[0][..], b"012345678");
+    assert_eq!(&segs[1][..], b"9");
+    let stats = s0.stevedore().stats();
+    // The object's own allocation plus the two pieces.
+    assert_eq!(stats.c_req.load(Ordering::Relaxed), 3);
 }

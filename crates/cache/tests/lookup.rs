@@ -320,22 +320,13 @@ async fn cold_object_one_miss_others_wait_then_hit() {
                         misses.fetch_add(1, Ordering::SeqCst);
                         tokio::time::sleep(std::time::Duration::from_millis(30)).await;
                         let s0 = c.store("s0").unwrap();
-                        let mut u = busy
-                            .unbusy(
-                                NewObject {
-                                    body: NewBody::Streamed,
-                                    ..new_obj(meta(1, T0, 60.0, 0.0, 0.0), b"")
-                                },
-                                &s0,
-                            )
-                            .unwrap();
-                        let mut fb = u.body.take().unwrap();
+                        let (obj, mut fb) = unbusy_streamed(busy, &s0);
                         for i in 0..10u8 {
                             fb.push(Bytes::from(vec![i; 100])).unwrap();
                             tokio::task::yield_now().await;
                         }
                         fb.finish();
-                        return u.obj.body().collect().await.unwrap();
+                        return obj.body().collect().await.unwrap();
                     }
                     other => panic!("unexpected {other:?}"),
                 }
@@ -446,16 +437,7 @@ async fn streaming_readers_receive_identical_bytes() {
     let d = digest("/stream");
     let (busy, _) = expect_miss(lookup(&c, &d, T0));
     let s0 = c.store("s0").unwrap();
-    let mut u = busy
-        .unbusy(
-            NewObject {
-                body: NewBody::Streamed,
-                ..new_obj(meta(1, T0, 60.0, 0.0, 0.0), b"")
-            },
-            &s0,
-        )
-        .unwrap();
-    let mut fb = u.body.take().unwrap();
+    let (obj, mut fb) = unbusy_streamed(busy, &s0);
     let mut readers = Vec::new();
     for i in 0..16 {
         let o = expect_hit(lookup(&c, &d, T0 + 1.0));
@@ -492,7 +474,7 @@ async fn streaming_readers_receive_identical_bytes() {
         }
     }
     // Body bytes charged to the store on top of the object overhead.
-    assert!(u.obj.charged_bytes() >= 12300);
+    assert!(obj.charged_bytes() >= 12300);
 }
 
 #[tokio::test]
@@ -501,16 +483,7 @@ async fn failed_stream_errors_readers_and_removes_object() {
     let d = digest("/sf");
     let (busy, _) = expect_miss(lookup(&c, &d, T0));
     let s0 = c.store("s0").unwrap();
-    let mut u = busy
-        .unbusy(
-            NewObject {
-                body: NewBody::Streamed,
-                ..new_obj(meta(1, T0, 60.0, 0.0, 0.0), b"")
-            },
-            &s0,
-        )
-        .unwrap();
-    let mut fb = u.body.take().unwrap();
+    let (_obj, mut fb) = unbusy_streamed(busy, &s0);
     fb.push(Bytes::from_static(b"partial")).unwrap();
     let o = expect_hit(lookup(&c, &d, T0));
     let mut r = o.body().reader();

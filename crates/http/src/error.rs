@@ -35,6 +35,8 @@ pub struct Error {
     kind: ErrorKind,
     status: Option<u16>,
     message: String,
+    /// The fault is in one header line (varnishd logs it as `BogoHeader`).
+    header_fault: bool,
 }
 
 impl Error {
@@ -43,7 +45,21 @@ impl Error {
             kind,
             status,
             message: message.into(),
+            header_fault: false,
         }
+    }
+
+    /// Marks the fault as one of a header line.
+    pub(crate) fn header_fault(mut self) -> Self {
+        self.header_fault = true;
+        self
+    }
+
+    /// Whether the fault is in one header line (control character, white
+    /// space before the first header, missing or illegal name, line too
+    /// long), which varnishd logs as a `BogoHeader` record of the request.
+    pub fn is_header_fault(&self) -> bool {
+        self.header_fault
     }
 
     /// A client-side (request) error: varnishd answers 400.

@@ -479,38 +479,52 @@ fn diagnose(buf: &[u8], limits: &Limits, side: Side, err: httparse::Error) -> Er
             .iter()
             .find(|&&c| c != b'\t' && (c < 0x20 || c == 0x7f))
         {
-            return side.err(kind, format!("Header has ctrl char 0x{c:02x}"));
+            return side
+                .err(kind, format!("Header has ctrl char 0x{c:02x}"))
+                .header_fault();
         }
         if line.len() > limits.max_line {
-            return side.err(
-                ErrorKind::HeaderTooLong,
-                format!(
-                    "Header too long: {} ({} bytes, limit {})",
-                    excerpt(line),
-                    line.len(),
-                    limits.max_line
-                ),
-            );
+            return side
+                .err(
+                    ErrorKind::HeaderTooLong,
+                    format!(
+                        "Header too long: {} ({} bytes, limit {})",
+                        excerpt(line),
+                        line.len(),
+                        limits.max_line
+                    ),
+                )
+                .header_fault();
         }
         if first && matches!(line[0], b' ' | b'\t') {
-            return side.err(
-                kind,
-                format!("1st header has white space: {}", excerpt(line)),
-            );
+            return side
+                .err(
+                    kind,
+                    format!("1st header has white space: {}", excerpt(line)),
+                )
+                .header_fault();
         }
         if matches!(line[0], b' ' | b'\t') {
-            return side.err(kind, "obsolete line folding in header is not accepted");
+            return side
+                .err(kind, "obsolete line folding in header is not accepted")
+                .header_fault();
         }
         if line[0] == b':' {
-            return side.err(kind, format!("Missing header name: {}", excerpt(line)));
+            return side
+                .err(kind, format!("Missing header name: {}", excerpt(line)))
+                .header_fault();
         }
         match line.iter().position(|&c| c == b':') {
             None => {
-                return side.err(kind, format!("Header without ':' {}", excerpt(line)));
+                return side
+                    .err(kind, format!("Header without ':' {}", excerpt(line)))
+                    .header_fault();
             }
             Some(colon) => {
                 if let Some(&c) = line[..colon].iter().find(|&&c| !is_tchar(c)) {
-                    return side.err(kind, format!("Illegal char 0x{c:02x} in header name"));
+                    return side
+                        .err(kind, format!("Illegal char 0x{c:02x} in header name"))
+                        .header_fault();
                 }
             }
         }
@@ -911,6 +925,10 @@ mod tests {
         assert_eq!(e.message(), "Illegal char 0x20 in header name");
         let e = req_err("GET / HTTP/1.1\r\nHost: foo\r\nNoColon\r\n\r\n");
         assert!(e.message().starts_with("Header without ':'"), "{e}");
+        assert!(e.is_header_fault());
+        // A bad first line is not a header line's fault.
+        let e = req_err("GET /\x01 HTTP/1.1\r\nHost: foo\r\n\r\n");
+        assert!(!e.is_header_fault(), "{e}");
     }
 
     #[test]

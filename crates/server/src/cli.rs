@@ -41,14 +41,44 @@ pub struct Command {
     pub json: bool,
     /// Debug commands are hidden from `help` unless asked for by name.
     pub debug: bool,
-    /// Served by varnishd's cache process when it runs, which logs each
-    /// one as `CLI` records (`Rd <request>`, `Wr <status> <length>
-    /// <answer>`); the others only the manager sees.
-    pub child: bool,
+    /// Which of varnishd's two processes answers it.
+    pub served: Served,
 }
 
+/// Where varnishd serves a command: its manager, its cache process (the
+/// child), or the manager and then the child while it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Served {
+    /// Only the manager sees it.
+    Manager,
+    /// The manager answers it, and passes it on to the running child,
+    /// which logs it as `CLI` records (`Rd <request>`, `Wr <status>
+    /// <length> <answer>`).
+    Both,
+    /// Only the running child knows it: while the child is stopped the
+    /// manager answers 101 and `help` leaves it out.
+    Child,
+}
+
+impl Command {
+    /// Whether the command exists in the current state: child-only
+    /// commands exist only while the child runs.
+    pub fn available(&self, running: bool) -> bool {
+        running || self.served != Served::Child
+    }
+
+    /// Whether the running child logs it as `CLI` records.
+    pub fn child_logs(&self) -> bool {
+        self.served != Served::Manager
+    }
+}
+
+const MGT: Served = Served::Manager;
+const BOTH: Served = Served::Both;
+const CHILD: Served = Served::Child;
+
 macro_rules! cmd {
-    ($name:literal, $syntax:literal, $help:literal, $min:expr, $max:expr, $json:expr, $debug:expr, $child:expr) => {
+    ($name:literal, $syntax:literal, $help:literal, $min:expr, $max:expr, $json:expr, $debug:expr, $served:expr) => {
         Command {
             name: $name,
             syntax: $syntax,
@@ -57,7 +87,7 @@ macro_rules! cmd {
             max_args: $max,
             json: $json,
             debug: $debug,
-            child: $child,
+            served: $served,
         }
     };
 }
@@ -65,39 +95,39 @@ macro_rules! cmd {
 /// Every command, sorted by name.
 #[rustfmt::skip]
 pub static COMMANDS: &[Command] = &[
-    cmd!("auth", "auth <response>", "Authenticate with the response to the challenge.", 1, Some(1), false, false, false),
-    cmd!("backend.list", "backend.list [-j] [-p] [<backend_pattern>]", "List backends and their health.", 0, Some(2), true, false, true),
-    cmd!("backend.set_health", "backend.set_health <backend_pattern> [auto|healthy|sick]", "Force the health of the matching backends, or return them to probing.", 2, Some(2), false, false, true),
-    cmd!("ban", "ban <field> <operator> <arg> [&& <field> <oper> <arg> ...]", "Invalidate every object matching all the conditions.", 3, None, false, false, true),
-    cmd!("ban.list", "ban.list [-j]", "List the bans still in force.", 0, Some(0), true, false, true),
-    cmd!("banner", "banner", "Print the welcome banner.", 0, Some(0), false, false, false),
-    cmd!("debug.fragfetch", "debug.fragfetch <size>", "Cut fetched bodies into pieces of at most <size> bytes (test-only: needs -p debug=+vtc_mode).", 1, Some(1), false, true, true),
-    cmd!("debug.listen_address", "debug.listen_address", "Print the addresses the listeners are bound to.", 0, Some(0), false, true, true),
-    cmd!("debug.srandom", "debug.srandom [<seed>]", "Seed the random generator of std.random() and the random directors (default 1), for repeatable tests.", 0, Some(1), false, true, true),
-    cmd!("debug.xid", "debug.xid [<xid> [<cachesize>]]", "Print, or set, the next transaction id.", 0, Some(2), false, true, true),
-    cmd!("help", "help [-j|<command>]", "List commands, or explain one.", 0, Some(1), true, false, false),
-    cmd!("panic.clear", "panic.clear [-z]", "Forget the last panic; -z also zeroes the panic counters.", 0, Some(1), false, false, false),
-    cmd!("panic.show", "panic.show [-j]", "Print the last panic, if any.", 0, Some(0), true, false, false),
-    cmd!("param.reset", "param.reset <param>", "Return a parameter to its default.", 1, Some(1), false, false, false),
-    cmd!("param.set", "param.set [-j] <param> <value>", "Change a parameter.", 2, Some(2), true, false, false),
-    cmd!("param.show", "param.show [-l|-j] [<param>|changed]", "Print parameters and their values.", 0, Some(2), true, false, false),
-    cmd!("pid", "pid [-j]", "Print the process id.", 0, Some(0), true, false, false),
-    cmd!("ping", "ping [-j] [<timestamp>]", "Keep the connection alive.", 0, Some(1), true, false, false),
-    cmd!("quit", "quit", "Close the connection.", 0, Some(0), false, false, false),
-    cmd!("start", "start", "Start serving requests.", 0, Some(0), false, false, false),
-    cmd!("status", "status [-j]", "Print whether the cache is serving.", 0, Some(0), true, false, false),
-    cmd!("stop", "stop", "Stop serving requests.", 0, Some(0), false, false, false),
-    cmd!("storage.list", "storage.list [-j]", "List the stores.", 0, Some(0), true, false, true),
-    cmd!("vcl.deps", "vcl.deps [-j]", "List loaded VCLs and the labels pointing at them.", 0, Some(0), true, false, false),
-    cmd!("vcl.discard", "vcl.discard <name_pattern>...", "Unload the named VCLs when they are no longer in use.", 1, None, false, false, false),
-    cmd!("vcl.inline", "vcl.inline <configname> <quoted_VCLstring> [auto|cold|warm]", "Compile and load VCL source given inline.", 2, Some(3), false, false, false),
-    cmd!("vcl.label", "vcl.label <label> <configname>", "Point a label at a VCL.", 2, Some(2), false, false, true),
-    cmd!("vcl.list", "vcl.list [-j]", "List loaded VCLs.", 0, Some(0), true, false, true),
-    cmd!("vcl.load", "vcl.load <configname> <filename> [auto|cold|warm]", "Compile and load a VCL file.", 2, Some(3), false, false, false),
-    cmd!("vcl.show", "vcl.show [-v] [<configname>]", "Print the source of a VCL.", 0, Some(2), false, false, true),
-    cmd!("vcl.state", "vcl.state <configname> [auto|cold|warm]", "Force the temperature of a VCL.", 2, Some(2), false, false, true),
-    cmd!("vcl.symtab", "vcl.symtab", "Dump the symbols each loaded VCL defines.", 0, Some(0), false, true, false),
-    cmd!("vcl.use", "vcl.use <configname|label>", "Send new requests to this VCL.", 1, Some(1), false, false, true),
+    cmd!("auth", "auth <response>", "Authenticate with the response to the challenge.", 1, Some(1), false, false, MGT),
+    cmd!("backend.list", "backend.list [-j] [-p] [<backend_pattern>]", "List backends and their health.", 0, Some(2), true, false, CHILD),
+    cmd!("backend.set_health", "backend.set_health <backend_pattern> [auto|healthy|sick]", "Force the health of the matching backends, or return them to probing.", 2, Some(2), false, false, CHILD),
+    cmd!("ban", "ban <field> <operator> <arg> [&& <field> <oper> <arg> ...]", "Invalidate every object matching all the conditions.", 3, None, false, false, CHILD),
+    cmd!("ban.list", "ban.list [-j]", "List the bans still in force.", 0, Some(0), true, false, CHILD),
+    cmd!("banner", "banner", "Print the welcome banner.", 0, Some(0), false, false, MGT),
+    cmd!("debug.fragfetch", "debug.fragfetch <size>", "Cut fetched bodies into pieces of at most <size> bytes (test-only: needs -p debug=+vtc_mode).", 1, Some(1), false, true, CHILD),
+    cmd!("debug.listen_address", "debug.listen_address", "Print the addresses the listeners are bound to.", 0, Some(0), false, true, CHILD),
+    cmd!("debug.srandom", "debug.srandom [<seed>]", "Seed the random generator of std.random() and the random directors (default 1), for repeatable tests.", 0, Some(1), false, true, CHILD),
+    cmd!("debug.xid", "debug.xid [<xid> [<cachesize>]]", "Print, or set, the next transaction id.", 0, Some(2), false, true, CHILD),
+    cmd!("help", "help [-j|<command>]", "List commands, or explain one.", 0, Some(1), true, false, MGT),
+    cmd!("panic.clear", "panic.clear [-z]", "Forget the last panic; -z also zeroes the panic counters.", 0, Some(1), false, false, MGT),
+    cmd!("panic.show", "panic.show [-j]", "Print the last panic, if any.", 0, Some(0), true, false, MGT),
+    cmd!("param.reset", "param.reset <param>", "Return a parameter to its default.", 1, Some(1), false, false, MGT),
+    cmd!("param.set", "param.set [-j] <param> <value>", "Change a parameter.", 2, Some(2), true, false, MGT),
+    cmd!("param.show", "param.show [-l|-j] [<param>|changed]", "Print parameters and their values.", 0, Some(2), true, false, MGT),
+    cmd!("pid", "pid [-j]", "Print the process id.", 0, Some(0), true, false, MGT),
+    cmd!("ping", "ping [-j] [<timestamp>]", "Keep the connection alive.", 0, Some(1), true, false, MGT),
+    cmd!("quit", "quit", "Close the connection.", 0, Some(0), false, false, MGT),
+    cmd!("start", "start", "Start serving requests.", 0, Some(0), false, false, MGT),
+    cmd!("status", "status [-j]", "Print whether the cache is serving.", 0, Some(0), true, false, MGT),
+    cmd!("stop", "stop", "Stop serving requests.", 0, Some(0), false, false, MGT),
+    cmd!("storage.list", "storage.list [-j]", "List the stores.", 0, Some(0), true, false, BOTH),
+    cmd!("vcl.deps", "vcl.deps [-j]", "List loaded VCLs and the labels pointing at them.", 0, Some(0), true, false, MGT),
+    cmd!("vcl.discard", "vcl.discard <name_pattern>...", "Unload the named VCLs when they are no longer in use.", 1, None, false, false, MGT),
+    cmd!("vcl.inline", "vcl.inline <configname> <quoted_VCLstring> [auto|cold|warm]", "Compile and load VCL source given inline.", 2, Some(3), false, false, MGT),
+    cmd!("vcl.label", "vcl.label <label> <configname>", "Point a label at a VCL.", 2, Some(2), false, false, BOTH),
+    cmd!("vcl.list", "vcl.list [-j]", "List loaded VCLs.", 0, Some(0), true, false, BOTH),
+    cmd!("vcl.load", "vcl.load <configname> <filename> [auto|cold|warm]", "Compile and load a VCL file.", 2, Some(3), false, false, MGT),
+    cmd!("vcl.show", "vcl.show [-v] [<configname>]", "Print the source of a VCL.", 0, Some(2), false, false, CHILD),
+    cmd!("vcl.state", "vcl.state <configname> [auto|cold|warm]", "Force the temperature of a VCL.", 2, Some(2), false, false, BOTH),
+    cmd!("vcl.symtab", "vcl.symtab", "Dump the symbols each loaded VCL defines.", 0, Some(0), false, true, MGT),
+    cmd!("vcl.use", "vcl.use <configname|label>", "Send new requests to this VCL.", 1, Some(1), false, false, BOTH),
 ];
 
 /// Looks a command up by name.
@@ -307,7 +337,9 @@ impl RequestReader {
 
 /// Checks a request's argument count against the table; `-j` (where the
 /// command takes it) is not counted.
-pub fn check_args(words: &[String]) -> Result<&'static Command, Reply> {
+/// `running` says whether the child runs: its own commands are unknown to
+/// the manager while it does not.
+pub fn check_args(words: &[String], running: bool) -> Result<&'static Command, Reply> {
     let unknown = || {
         Reply::err(
             status::UNKNOWN,
@@ -315,7 +347,22 @@ pub fn check_args(words: &[String]) -> Result<&'static Command, Reply> {
         )
     };
     let name = words.first().ok_or_else(unknown)?;
-    let cmd = command(name).ok_or_else(unknown)?;
+    let cmd = command(name).ok_or_else(|| {
+        if name.bytes().any(|b| b.is_ascii_uppercase()) {
+            Reply::err(
+                status::UNKNOWN,
+                "Unknown request.\nType 'help' for more info.\nall commands are in lower-case.",
+            )
+        } else {
+            unknown()
+        }
+    })?;
+    if !cmd.available(running) {
+        return Err(Reply::err(
+            status::UNKNOWN,
+            "Unknown request in manager process (child not running).\nType 'help' for more info.",
+        ));
+    }
     let n = words[1..]
         .iter()
         .filter(|w| !(cmd.json && w.as_str() == "-j"))
@@ -330,11 +377,13 @@ pub fn check_args(words: &[String]) -> Result<&'static Command, Reply> {
 }
 
 /// The text of `help`: the syntax of every ordinary command (`help`),
-/// every debug command (`help -d`) or both (`help -a`).
-pub fn help_text(ordinary: bool, debug: bool) -> String {
+/// every debug command (`help -d`) or both (`help -a`), of those that
+/// exist while the child runs or not (`running`).
+pub fn help_text(ordinary: bool, debug: bool, running: bool) -> String {
     let mut s = String::new();
     for c in COMMANDS
         .iter()
+        .filter(|c| c.available(running))
         .filter(|c| if c.debug { debug } else { ordinary })
     {
         s.push_str(c.syntax);
@@ -438,16 +487,25 @@ mod tests {
     fn arg_checks() {
         let w = |s: &str| split_words(s).unwrap();
         assert_eq!(
-            check_args(&w("vcl.load")).unwrap_err().status,
+            check_args(&w("vcl.load"), true).unwrap_err().status,
             status::TOOFEW
         );
         assert_eq!(
-            check_args(&w("ping a b")).unwrap_err().status,
+            check_args(&w("ping a b"), true).unwrap_err().status,
             status::TOOMANY
         );
-        assert_eq!(check_args(&w("nope")).unwrap_err().status, status::UNKNOWN);
-        assert!(check_args(&w("ping -j 123")).is_ok());
-        assert!(check_args(&w("ban req.url ~ a && obj.status == 200")).is_ok());
+        assert_eq!(
+            check_args(&w("nope"), true).unwrap_err().status,
+            status::UNKNOWN
+        );
+        assert!(check_args(&w("ping -j 123"), false).is_ok());
+        let ban = w("ban req.url ~ a && obj.status == 200");
+        assert!(check_args(&ban, true).is_ok());
+        // The child's own commands do not exist while it is stopped.
+        let stopped = check_args(&ban, false).unwrap_err();
+        assert_eq!(stopped.status, status::UNKNOWN);
+        assert!(stopped.body.contains("child not running"));
+        assert!(check_args(&w("vcl.list"), false).is_ok());
     }
 
     #[test]
@@ -460,11 +518,14 @@ mod tests {
             auth_response("abcdefghijklmnopqrstuvwxyzabcdef", b"secret\n"),
             "4612dbda0cbd8dcf32665ded74ada5fb344bbaea6f2e41ad9a99688eab0784f4"
         );
-        let plain = help_text(true, false);
+        let plain = help_text(true, false, true);
         assert!(plain.contains("vcl.load <configname> <filename> [auto|cold|warm]\n"));
         assert!(!plain.contains("debug.xid"));
-        assert!(help_text(false, true).contains("debug.xid"));
-        assert!(!help_text(false, true).contains("vcl.load"));
-        assert!(help_text(true, true).contains("debug.xid"));
+        assert!(help_text(false, true, true).contains("debug.xid"));
+        assert!(!help_text(false, true, true).contains("vcl.load"));
+        assert!(help_text(true, true, true).contains("debug.xid"));
+        let stopped = help_text(true, true, false);
+        assert!(!stopped.contains("debug.xid") && !stopped.contains("ban "));
+        assert!(stopped.contains("vcl.use"));
     }
 }

@@ -498,11 +498,13 @@ fn printable(b: &Bound) -> BoundListener {
             BoundListener {
                 name: name.to_string(),
                 printable: format!("{} {}", a.ip(), a.port()),
+                unix: false,
             }
         }
         Bound::Unix(_, Named { name, .. }, path) => BoundListener {
             name: name.to_string(),
             printable: format!("{} -", path.display()),
+            unix: true,
         },
     }
 }
@@ -630,15 +632,16 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let limit = sh.params().bytes("cli_limit") as usize;
+    // cli_limit is read for each reply: a param.set takes effect at once.
+    let limit = || sh.params().bytes("cli_limit") as usize;
     let mut authed = secret.is_none();
     let challenge = cli::challenge();
     let first = if authed {
-        Reply::ok(crate::mgt::banner())
+        Reply::ok(crate::mgt::banner(sh.is_running()))
     } else {
         Reply::err(status::AUTH, cli::auth_banner(&challenge))
     };
-    if w.write_all(&first.encode(limit)).await.is_err() {
+    if w.write_all(&first.encode(limit())).await.is_err() {
         return;
     }
     let mut lines = BufReader::new(r).lines();
@@ -658,34 +661,69 @@ where
                                 && words[1] == cli::auth_response(&challenge, s) =>
                         {
                             authed = true;
-                            Reply::ok(crate::mgt::banner())
+                            Reply::ok(crate::mgt::banner(sh.is_running()))
                         }
                         Some(_) => Reply::err(status::CLOSE, "Authentication failed"),
-                        None => Reply::ok(crate::mgt::banner()),
+                        None => Reply::ok(crate::mgt::banner(sh.is_running())),
                     }
                 } else if !authed {
                     Reply::err(status::AUTH, cli::auth_banner(&challenge))
                 } else if words[0] == "quit" {
                     let _ = w
                         .write_all(
-                            &Reply::err(status::CLOSE, "Closing CLI connection").encode(limit),
+                            &Reply::err(status::CLOSE, "Closing CLI connection").encode(limit()),
                         )
                         .await;
                     return;
                 } else {
-                    match cli::check_args(&words) {
+                    match cli::check_args(&words, sh.is_running()) {
                         Ok(_) => crate::mgt::dispatch(&sh, &words),
                         Err(r) => r,
                     }
                 }
             }
         };
-        if w.write_all(&reply.encode(limit)).await.is_err() || w.flush().await.is_err() {
+        if w.write_all(&reply.encode(limit())).await.is_err() || w.flush().await.is_err() {
             return;
         }
         if reply.status == status::CLOSE {
             return;
         }
+    }
+}
+
+/// Logs what the cache's expiry and ban lurker did, outside any
+/// transaction (vxid 0) as varnishd's expiry thread and lurker do:
+/// `ExpKill` records (masked unless `vsl_mask` has `+ExpKill`) and `ExpBan`.
+fn log_cache_event(vsl: &lacquer_vsl::Vsl, e: lacquer_cache::CacheEvent) {
+    use lacquer_cache::CacheEvent as E;
+    let zero = lacquer_vsl::Vxid::plain(0);
+    match e {
+        E::ExpiryArmed {
+            when, id, flags, ..
+        } => vsl.log_immediate(
+            lacquer_vsl::Tag::ExpKill,
+            zero,
+            format_args!("EXP_When p=0x{id:x} e={when:.6} f=0x{flags:x}"),
+        ),
+        E::ExpiryCheck { id, left, flags } => vsl.log_immediate(
+            lacquer_vsl::Tag::ExpKill,
+            zero,
+            format_args!("EXP_expire p=0x{id:x} e={left:.6} f=0x{flags:x}"),
+        ),
+        E::Expired { vxid, ttl_left } => vsl.log_immediate(
+            lacquer_vsl::Tag::ExpKill,
+            zero,
+            format_args!("EXP_Expired x={vxid} t={ttl_left:.0}"),
+        ),
+        E::LurkerBanned { vxid } => vsl.log_immediate(
+            lacquer_vsl::Tag::ExpBan,
+            zero,
+            format_args!("{vxid} killed for lurker"),
+        ),
+        // varnishd logs an eviction in the transaction of the fetch that
+        // needed the room, which the event does not carry.
+        E::Nuked { .. } => {}
     }
 }
 
@@ -776,7 +814,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     let specs = lacquer_storage::parse_storage_args(&cfg.storage).map_err(|e| e.to_string())?;
     let mut stores: Vec<Arc<dyn Stevedore>> = Vec::new();
     for s in &specs {
-        stores.push(Arc::new(MallocStore::new(&s.name, s.size)));
+        stores.push(s.build());
     }
     if specs.is_empty() {
         stores.push(Arc::new(MallocStore::new("s0", Some(100 << 20))));
@@ -814,6 +852,9 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         stats: std::sync::OnceLock::new(),
     });
     sh.apply_params(&params);
+    let exp_vsl = sh.vsl.clone();
+    sh.cache
+        .set_event_sink(Arc::new(move |e| log_cache_event(&exp_vsl, e)));
     let sections = Arc::new(crate::stats::Sections::new(&vsc, &sh).map_err(|e| e.to_string())?);
     let _ = sh.stats.set(sections.clone());
     let bound = bind_all(&cfg.listen, params.uint("listen_depth") as u32)?;
@@ -828,9 +869,13 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         BootVcl::Inline(t) => Some(("<demo>".to_string(), t.clone())),
         BootVcl::None => None,
     };
+    *sh.listeners.lock().unwrap_or_else(|e| e.into_inner()) = bound.iter().map(printable).collect();
     if let Some((file, text)) = text {
         let opts = crate::mgt::load_options(&sh);
         let v = Arc::new(vcls::compile("boot", &file, &text, &opts).map_err(|e| e.message)?);
+        if let Some(refusal) = crate::mgt::version_refusal(&sh, &v) {
+            return Err(refusal);
+        }
         // Without -d the cache starts at once; with it, at `start`.
         if !cfg.debug {
             crate::mgt::child_load(&sh, &v, Temp::Auto)?;
@@ -843,7 +888,6 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     }
     // Listeners (bound before the boot VCL compiles, as varnishd binds
     // them while reading its arguments; they accept once it is loaded).
-    *sh.listeners.lock().unwrap_or_else(|e| e.into_inner()) = bound.iter().map(printable).collect();
     for b in bound {
         spawn_acceptor(sh.clone(), b);
     }

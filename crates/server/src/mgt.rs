@@ -14,8 +14,9 @@ use crate::params::{self, PARAMS, Param};
 use crate::state::Shared;
 use crate::vcls::{self, LoadOptions, Temp};
 
-/// The banner shown at the start of a CLI session.
-pub fn banner() -> String {
+/// The banner shown at the start of a CLI session; while the cache is
+/// stopped it says how to start it, as varnishd's does.
+pub fn banner(running: bool) -> String {
     format!(
         "-----------------------------\n\
          Lacquer Cache CLI 1.0\n\
@@ -24,11 +25,16 @@ pub fn banner() -> String {
          lacquer-{} (Varnish 7.1 compatible)\n\
          \n\
          Type 'help' for command list.\n\
-         Type 'quit' to close CLI session.\n",
+         Type 'quit' to close CLI session.\n{}",
         std::env::consts::OS,
         std::env::consts::ARCH,
         "-smalloc",
-        env!("CARGO_PKG_VERSION")
+        env!("CARGO_PKG_VERSION"),
+        if running {
+            ""
+        } else {
+            "Type 'start' to launch worker process.\n"
+        }
     )
 }
 
@@ -135,7 +141,7 @@ fn ban_list_json(sh: &Arc<Shared>, words: &[String]) -> String {
 pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
     // What varnishd's cache process serves it logs; it notices discarded
     // VCLs that went idle before each command.
-    let child = sh.is_running() && crate::cli::command(&words[0]).is_some_and(|c| c.child);
+    let child = sh.is_running() && crate::cli::command(&words[0]).is_some_and(|c| c.child_logs());
     if child {
         cli_log(sh, &format!("Rd {}", request_line(words)));
     }
@@ -278,8 +284,8 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
                 Reply::ok(format!("PONG {now} 1.0"))
             }
         }
-        "banner" => Reply::ok(banner()),
-        "help" => help(words, &plain, json),
+        "banner" => Reply::ok(banner(sh.is_running())),
+        "help" => help(words, &plain, json, sh.is_running()),
         "status" => {
             let state = if sh.is_running() {
                 "running"
@@ -356,7 +362,7 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
                 ),
             ),
         },
-        "param.reset" => match params::lookup(plain[0]) {
+        "param.reset" => match params::lookup(params::canonical(plain[0])) {
             Some(p) => match sh.set_param(p.name, p.default) {
                 Ok(()) => Reply::ok(""),
                 Err(e) => Reply::err(status::PARAM, e.to_string()),
@@ -409,7 +415,7 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
         "storage.list" => {
             let mut s = String::from("Storage devices:\n");
             for st in &sh.stores {
-                let _ = writeln!(s, "\tstorage.{} = malloc", st.name());
+                let _ = writeln!(s, "\tstorage.{} = {}", st.name(), st.kind());
             }
             Reply::ok(s)
         }
@@ -491,11 +497,12 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
     }
 }
 
-fn help(words: &[String], plain: &[&str], json: bool) -> Reply {
+fn help(words: &[String], plain: &[&str], json: bool, running: bool) -> Reply {
     if json {
         let mut s = json_head(words);
         let cmds: Vec<String> = crate::cli::COMMANDS
             .iter()
+            .filter(|c| c.available(running))
             .map(|c| {
                 format!(
                     "  {{\n    \"request\": {},\n    \"syntax\": {},\n    \"help\": {},\n    \"minarg\": {},\n    \"maxarg\": {},\n    \"flags\": \"{}\",\n    \"json\": {}\n  }}",
@@ -514,11 +521,11 @@ fn help(words: &[String], plain: &[&str], json: bool) -> Reply {
         return Reply::ok(s);
     }
     match plain.first() {
-        None => Reply::ok(crate::cli::help_text(true, false)),
-        Some(&"-a") => Reply::ok(crate::cli::help_text(true, true)),
-        Some(&"-d") => Reply::ok(crate::cli::help_text(false, true)),
+        None => Reply::ok(crate::cli::help_text(true, false, running)),
+        Some(&"-a") => Reply::ok(crate::cli::help_text(true, true, running)),
+        Some(&"-d") => Reply::ok(crate::cli::help_text(false, true, running)),
         Some(flag) if flag.starts_with('-') => Reply::err(status::UNKNOWN, "Unknown flag"),
-        Some(name) => match crate::cli::command(name) {
+        Some(name) => match crate::cli::command(name).filter(|c| c.available(running)) {
             Some(c) => Reply::ok(format!("{}\n{}\n", c.syntax, c.help)),
             None => Reply::err(
                 status::UNKNOWN,
@@ -526,6 +533,20 @@ fn help(words: &[String], plain: &[&str], json: bool) -> Reply {
             ),
         },
     }
+}
+
+/// Why a compiled VCL cannot be loaded with the current listeners: VCL
+/// 4.0 while a Unix socket listens (varnishd raises its minimum VCL
+/// version to 4.1 for them; the cache refuses older VCL as it loads it).
+pub fn version_refusal(sh: &Shared, v: &vcls::LoadedVcl) -> Option<String> {
+    let unix = sh
+        .listeners
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .any(|l| l.unix);
+    (unix && v.ir.version == lacquer_vcl::vars::VclVersion::V40)
+        .then(|| "Compiled VCL version (4.0) not supported.".to_string())
 }
 
 enum Source<'a> {
@@ -576,6 +597,14 @@ fn vcl_load(sh: &Arc<Shared>, name: &str, src: Source<'_>, temp: Option<&str>) -
     };
     match loaded {
         Ok(v) => {
+            if let Some(why) = version_refusal(sh, &v) {
+                return Reply::err(
+                    status::PARAM,
+                    format!(
+                        "Message from dlopen:\n{why}\nRunning dlopen failed, exited with 1\nVCL compilation failed"
+                    ),
+                );
+            }
             let v = Arc::new(v);
             // A stopped cache loads it at `start`.
             if sh.is_running()
@@ -1100,8 +1129,9 @@ fn param_line(p: &Param, v: &params::Value, is_default: bool) -> String {
         format!(" [{}]", p.unit)
     };
     format!(
-        "{:<30}{v}{unit}{}",
+        "{:<30}{}{unit}{}",
         p.name,
+        p.show(v),
         if is_default { " (default)" } else { "" }
     )
 }
@@ -1116,6 +1146,9 @@ fn param_show(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) ->
     }
     let which = plain.iter().find(|a| **a != "-l").copied();
     let ps = sh.params();
+    if let Some(a) = which.and_then(params::alias) {
+        return alias_show(a, &ps, json, words);
+    }
     let selected: Vec<&Param> = match which {
         None => PARAMS.iter().collect(),
         Some("changed") => PARAMS.iter().filter(|p| !ps.is_default(p.name)).collect(),
@@ -1141,7 +1174,7 @@ fn param_show(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) ->
                         params::Value::Bytes(b) => b.to_string(),
                         params::Value::Float(f) => f.to_string(),
                         params::Value::Bool(b) => b.to_string(),
-                        other => json_str(&other.to_string()),
+                        other => json_str(&p.show(other)),
                     },
                     json_str(p.unit),
                     json_str(p.default),
@@ -1159,7 +1192,8 @@ fn param_show(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) ->
             let _ = writeln!(s, "{}", p.name);
             let _ = writeln!(
                 s,
-                "        Value is: {v}{}{}",
+                "        Value is: {}{}{}",
+                p.show(v),
                 if p.unit.is_empty() {
                     String::new()
                 } else {
@@ -1176,7 +1210,26 @@ fn param_show(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) ->
     Reply::ok(s)
 }
 
-/// Shell-style glob matching for backend patterns.
+/// `param.show` of an alias by its name: the target's value, and which
+/// parameter that is.
+fn alias_show(a: &params::Alias, ps: &params::ParamSet, json: bool, words: &[String]) -> Reply {
+    let v = params::lookup(a.target).map_or_else(String::new, |p| p.show(ps.get(a.target)));
+    if json {
+        return Reply::ok(format!(
+            "{}  {{\n    \"name\": {},\n    \"alias\": {},\n    \"implemented\": true,\n    \"value\": {},\n    \"description\": {}\n  }}\n]",
+            json_head(words),
+            json_str(a.name),
+            json_str(a.target),
+            json_str(&v),
+            json_str(a.doc)
+        ));
+    }
+    Reply::ok(format!(
+        "{}\n        Value is: {v}\n        Alias of: {}\n\n        {}\n\n",
+        a.name, a.target, a.doc
+    ))
+}
+
 /// Shell-style glob matching (fnmatch without flags): `*`, `?` and
 /// bracket classes (`[a-c]`, `[!x]`); a `[` without its `]` is literal.
 fn glob(pat: &str, s: &str) -> bool {

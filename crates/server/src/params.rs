@@ -1044,6 +1044,33 @@ pub fn lookup(name: &str) -> Option<&'static Param> {
     param_index(name).map(|i| &PARAMS[i])
 }
 
+/// A deprecated second name of a parameter, as varnishd keeps them:
+/// setting, resetting or showing it by name acts on its target, while
+/// listings (`param.show`, `-l`, `-j`) leave it out.
+#[derive(Debug)]
+pub struct Alias {
+    pub name: &'static str,
+    pub target: &'static str,
+    pub doc: &'static str,
+}
+
+/// Every alias; each target is a row of [`PARAMS`].
+pub static ALIASES: &[Alias] = &[Alias {
+    name: "deprecated_dummy",
+    target: "debug",
+    doc: "Deprecated alias for the debug parameter.",
+}];
+
+/// The alias called `name`, if there is one.
+pub fn alias(name: &str) -> Option<&'static Alias> {
+    ALIASES.iter().find(|a| a.name == name)
+}
+
+/// `name`, or the parameter it is an alias of.
+pub fn canonical(name: &str) -> &str {
+    alias(name).map_or(name, |a| a.target)
+}
+
 /// A parsed parameter value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
@@ -1285,7 +1312,32 @@ impl Param {
                 }
             }
         }
+        // Kept in table order (tag order for vsl_mask), as varnishd shows
+        // them, whatever order they were set in.
+        set.sort_by_key(|n| {
+            if names.is_empty() {
+                lacquer_vsl::Tag::from_name(n).map_or(usize::MAX, |t| t as usize)
+            } else {
+                names.iter().position(|x| x == n).unwrap_or(usize::MAX)
+            }
+        });
         Ok(Value::Bits(set))
+    }
+
+    /// A value as `param.show` prints it: bits with the sign that sets
+    /// them (`+bit`; `-Tag` for the tags `vsl_mask` masks), other kinds
+    /// as their [`Value`] text.
+    pub fn show(&self, v: &Value) -> String {
+        match (self.kind, v) {
+            (Kind::Bits { names }, Value::Bits(b)) if !b.is_empty() => {
+                let sign = if names.is_empty() { '-' } else { '+' };
+                b.iter()
+                    .map(|n| format!("{sign}{n}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            }
+            _ => v.to_string(),
+        }
     }
 
     fn too_small(&self, min: String) -> ParamError {
@@ -1411,6 +1463,7 @@ impl ParamKey for Pid {
 impl ParamSet {
     /// Sets `name` from its text form.
     pub fn set(&mut self, name: &str, text: &str) -> Result<(), ParamError> {
+        let name = canonical(name);
         let i = param_index(name).ok_or_else(|| ParamError::Unknown(name.to_string()))?;
         let v = PARAMS[i].parse(text, Some(&self.values[i]))?;
         self.check_related(name, &v)?;
@@ -1449,14 +1502,15 @@ impl ParamSet {
     /// Makes a parameter read-only (`-r`): later [`ParamSet::set_unless_protected`]
     /// calls, which the CLI makes, are refused.
     pub fn protect(&mut self, name: &str) -> Result<(), ParamError> {
-        let i = param_index(name).ok_or_else(|| ParamError::Unknown(name.to_string()))?;
+        let i =
+            param_index(canonical(name)).ok_or_else(|| ParamError::Unknown(name.to_string()))?;
         self.protected[i] = true;
         Ok(())
     }
 
     /// [`ParamSet::set`], unless `-r` made the parameter read-only.
     pub fn set_unless_protected(&mut self, name: &str, text: &str) -> Result<(), ParamError> {
-        if param_index(name).is_some_and(|i| self.protected[i]) {
+        if param_index(canonical(name)).is_some_and(|i| self.protected[i]) {
             return Err(ParamError::Protected(name.to_string()));
         }
         self.set(name, text)
@@ -1584,6 +1638,22 @@ mod tests {
         assert!(set.flag("http_gzip_support"));
         assert!(set.bit("feature", "validate_headers"));
         assert!(set.bit("vsl_mask", "Debug"));
+    }
+
+    #[test]
+    fn aliases_act_on_their_target() {
+        for a in ALIASES {
+            assert!(lookup(a.target).is_some(), "{} -> {}", a.name, a.target);
+            assert!(lookup(a.name).is_none(), "{} is both", a.name);
+        }
+        let mut set = ParamSet::default();
+        set.set("deprecated_dummy", "+syncvsl").unwrap();
+        assert!(set.bit("debug", "syncvsl"));
+        set.protect("deprecated_dummy").unwrap();
+        assert!(matches!(
+            set.set_unless_protected("debug", "-syncvsl"),
+            Err(ParamError::Protected(_))
+        ));
     }
 
     #[test]

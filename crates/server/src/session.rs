@@ -217,13 +217,20 @@ pub async fn serve<S>(
                 let head = &conn.rbuf[..head_end(&conn.rbuf)];
                 let vxid = sh.vxid.next();
                 svsl.log(Tag::Link, format_args!("req {vxid} rxreq"));
-                svsl.log_str(Tag::Debug, e.message());
+                if !e.is_header_fault() {
+                    svsl.log_str(Tag::Debug, e.message());
+                }
                 svsl.flush();
                 let mut vsl = VslBuf::new(sh.vsl.clone(), Vxid::client(vxid));
                 let now = rfc2616::now();
                 vsl.log(Tag::Begin, format_args!("req {svxid} rxreq"));
                 vsl.log_timestamp("Start", now, 0.0, 0.0);
                 vsl.log_timestamp("Req", now, 0.0, 0.0);
+                // A bad header line is the request's own record, as
+                // varnishd's header dissector logs it.
+                if e.is_header_fault() {
+                    vsl.log_str(Tag::BogoHeader, e.message());
+                }
                 vsl.log_bytes(Tag::HttpGarbage, head);
                 vsl.log_str(Tag::RespProtocol, "HTTP/1.1");
                 vsl.log(Tag::RespStatus, format_args!("{status}"));

@@ -25,6 +25,9 @@ pub struct BoundListener {
     pub name: String,
     /// `host port` as varnishd prints it, or the socket path.
     pub printable: String,
+    /// A Unix socket: VCL 4.0 cannot be loaded while one listens, as
+    /// 4.0 has no way to tell such clients apart.
+    pub unix: bool,
 }
 
 /// Everything a task may need from the daemon.

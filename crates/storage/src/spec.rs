@@ -1,6 +1,7 @@
 //! Parsing of varnishd `-s` storage arguments: `[name=]kind[,options]`.
 //!
-//! Only `malloc` (and its alias `default`) can be created here; `file`,
+//! `malloc` (and its alias `default`) and varnishd's test store `debug`
+//! (malloc with an optional `lessspace`) can be created here; `file`,
 //! `persistent`, `umem` and `deprecated_persistent` are recognised so that the
 //! error says they are unavailable rather than unknown. Unnamed stores are called
 //! `s0`, `s1`, … in argument order, and a `Transient` store (unlimited malloc)
@@ -13,6 +14,9 @@ use std::fmt;
 pub enum StorageKind {
     /// In-memory store (`malloc` or `default`).
     Malloc,
+    /// varnishd's `debug` store: malloc that, with `lessspace`, grants one
+    /// byte less than each allocation asks for.
+    Debug { less_space: bool },
 }
 
 /// One parsed `-s` argument.
@@ -32,6 +36,9 @@ impl StorageSpec {
         match self.kind {
             StorageKind::Malloc => {
                 std::sync::Arc::new(crate::MallocStore::new(&self.name, self.size))
+            }
+            StorageKind::Debug { less_space } => {
+                std::sync::Arc::new(crate::MallocStore::debug(&self.name, self.size, less_space))
             }
         }
     }
@@ -121,9 +128,16 @@ fn parse_one(arg: &str, index: usize) -> Result<StorageSpec, StorageSpecError> {
     };
     let mut parts = rest.split(',');
     let kind = parts.next().unwrap_or("").trim();
-    let opts: Vec<&str> = parts.collect();
+    let mut opts: Vec<&str> = parts.collect();
+    let mut store_kind = StorageKind::Malloc;
+    if kind == "debug" {
+        // The debug store takes its own flag, then malloc's arguments.
+        let less_space = opts.iter().any(|o| o.trim() == "lessspace");
+        opts.retain(|o| o.trim() != "lessspace");
+        store_kind = StorageKind::Debug { less_space };
+    }
     match kind {
-        "malloc" | "default" => {
+        "malloc" | "default" | "debug" => {
             let size = match opts.as_slice() {
                 [] => None,
                 [s] if s.trim().is_empty() => None,
@@ -138,7 +152,7 @@ fn parse_one(arg: &str, index: usize) -> Result<StorageSpec, StorageSpecError> {
             if name == "Transient" || size.is_none() || size.is_some_and(|s| s > 0) {
                 Ok(StorageSpec {
                     name,
-                    kind: StorageKind::Malloc,
+                    kind: store_kind,
                     size,
                 })
             } else {
@@ -250,6 +264,20 @@ mod tests {
         let v = parse_storage_args::<&str>(&[]).unwrap();
         assert_eq!(v[0].size, Some(100 << 20));
         assert_eq!(v[1].name, "Transient");
+    }
+
+    #[test]
+    fn debug_store() {
+        let v = parse_storage_args(&["Transient=debug,lessspace"]).unwrap();
+        let t = v.iter().find(|s| s.name == "Transient").unwrap();
+        assert_eq!(t.kind, StorageKind::Debug { less_space: true });
+        assert_eq!(t.size, None);
+        let st = t.build();
+        assert_eq!((st.kind(), st.grant(100)), ("debug", 99));
+        let v = parse_storage_args(&["debug,10m"]).unwrap();
+        assert_eq!(v[0].kind, StorageKind::Debug { less_space: false });
+        assert_eq!(v[0].size, Some(10 << 20));
+        assert!(parse_storage_args(&["debug,lessspace,1m,2"]).is_err());
     }
 
     #[test]

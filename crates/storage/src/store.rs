@@ -69,14 +69,24 @@ pub trait Stevedore: Send + Sync + fmt::Debug {
     fn free(&self, bytes: u64, allocs: u64);
     /// Bytes that could be allocated right now (`u64::MAX` when unlimited).
     fn available(&self) -> u64;
+    /// How many bytes of a `wanted` allocation the store hands out in one
+    /// piece; a writer with more to store asks again for the rest.
+    fn grant(&self, wanted: u64) -> u64 {
+        wanted
+    }
 }
 
-/// The `malloc` stevedore: accounts bytes against an optional limit.
+/// The `malloc` stevedore: accounts bytes against an optional limit. As
+/// varnishd's `debug` stevedore it is the same store under another kind
+/// name, optionally granting one byte less than each allocation asks for
+/// (`lessspace`), so that bodies are stored in more, smaller pieces.
 #[derive(Debug)]
 pub struct MallocStore {
     name: &'static str,
     limit: Option<u64>,
     stats: StoreStats,
+    kind: &'static str,
+    less_space: bool,
 }
 
 impl MallocStore {
@@ -93,6 +103,19 @@ impl MallocStore {
             name: Box::leak(name.to_owned().into_boxed_str()),
             limit,
             stats,
+            kind: "malloc",
+            less_space: false,
+        }
+    }
+
+    /// varnishd's `debug` stevedore (`-s debug[,lessspace][,size]`): a
+    /// malloc store that, with `less_space`, grants one byte less than
+    /// each allocation asks for.
+    pub fn debug(name: &str, limit: Option<u64>, less_space: bool) -> Self {
+        MallocStore {
+            kind: "debug",
+            less_space,
+            ..MallocStore::new(name, limit)
         }
     }
 }
@@ -103,7 +126,7 @@ impl Stevedore for MallocStore {
     }
 
     fn kind(&self) -> &'static str {
-        "malloc"
+        self.kind
     }
 
     fn limit(&self) -> Option<u64> {
@@ -158,6 +181,14 @@ impl Stevedore for MallocStore {
             None => u64::MAX,
         }
     }
+
+    fn grant(&self, wanted: u64) -> u64 {
+        if self.less_space && wanted > 1 {
+            wanted - 1
+        } else {
+            wanted
+        }
+    }
 }
 
 #[cfg(test)]
@@ -189,6 +220,17 @@ mod tests {
         assert_eq!(st.g_space.load(Relaxed), 60);
         assert_eq!(st.g_alloc.load(Relaxed), 1);
         assert_eq!(s.available(), 60);
+    }
+
+    #[test]
+    fn debug_store_grants_less() {
+        let s = MallocStore::debug("Transient", None, true);
+        assert_eq!(s.kind(), "debug");
+        assert_eq!(s.grant(10), 9);
+        assert_eq!(s.grant(1), 1);
+        let plain = MallocStore::debug("d", None, false);
+        assert_eq!(plain.grant(10), 10);
+        assert_eq!(MallocStore::new("s0", None).grant(10), 10);
     }
 
     #[test]

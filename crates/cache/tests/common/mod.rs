@@ -80,6 +80,22 @@ pub fn expect_hit(l: Lookup) -> ObjRef {
     }
 }
 
+/// Turns a miss's busy object into a streamed object (vxid 1, ttl 60 s) in
+/// `store`: the object, and the writer of its body.
+pub fn unbusy_streamed(busy: BusyObj, store: &StoreRef) -> (ObjRef, FetchBody) {
+    let mut u = busy
+        .unbusy(
+            NewObject {
+                body: NewBody::Streamed,
+                ..new_obj(meta(1, T0, 60.0, 0.0, 0.0), b"")
+            },
+            store,
+        )
+        .unwrap();
+    let fb = u.body.take().unwrap();
+    (u.obj, fb)
+}
+
 /// Insert a simple object for `d` through a miss.
 pub fn insert(c: &Cache, d: &Digest, m: ObjMeta, body: &'static [u8]) -> ObjRef {
     let (busy, _) = expect_miss(lookup(c, d, m.t_origin));
