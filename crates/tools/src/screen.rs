@@ -8,6 +8,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use ratatui::DefaultTerminal;
+use ratatui::backend::{Backend, ClearType};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
@@ -84,9 +85,25 @@ impl Screen {
             _ => return Ok(None),
         };
         if input == Input::Redraw {
-            self.terminal.clear().map_err(|e| e.to_string())?;
+            self.clear()?;
         }
         Ok(Some(input))
+    }
+
+    /// Blanks the terminal and forgets what it showed, so that the next
+    /// `show` draws every line again. Unlike ratatui's own `clear`, this
+    /// never asks the terminal where its cursor is: a terminal that does
+    /// not answer (varnishtest's, for one) would make that fail after a
+    /// two-second wait, and curses' redraw does not ask either.
+    fn clear(&mut self) -> Result<(), String> {
+        self.terminal
+            .backend_mut()
+            .clear_region(ClearType::All)
+            .map_err(|e| format!("cannot clear the terminal: {e}"))?;
+        // Both buffers are now blank, like the screen: the next draw
+        // writes every cell that is not blank.
+        self.terminal.swap_buffers();
+        Ok(())
     }
 
     /// The terminal bell, for keys the tool does not know.
