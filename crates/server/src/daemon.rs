@@ -772,6 +772,11 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         &Default::default(),
     )
     .map_err(|e| format!("Cannot create the counters segment: {e}"))?;
+    // The manager's section comes first, as varnishd's (its process maps
+    // the segment before the child adds `MAIN`): tools list in this order.
+    let mgt_section = vsc
+        .add_section(&lacquer_vsl::vsc::tables::MGT, "MGT")
+        .map_err(|e| e.to_string())?;
     let counters = Arc::new(Counters::new(&vsc).map_err(|e| e.to_string())?);
     let specs = lacquer_storage::parse_storage_args(&cfg.storage).map_err(|e| e.to_string())?;
     let mut stores: Vec<Arc<dyn Stevedore>> = Vec::new();
@@ -814,7 +819,8 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         stats: std::sync::OnceLock::new(),
     });
     sh.apply_params(&params);
-    let sections = Arc::new(crate::stats::Sections::new(&vsc, &sh).map_err(|e| e.to_string())?);
+    let sections =
+        Arc::new(crate::stats::Sections::new(&vsc, &sh, mgt_section).map_err(|e| e.to_string())?);
     let _ = sh.stats.set(sections.clone());
     let bound = bind_all(&cfg.listen, params.uint("listen_depth") as u32)?;
     // The boot VCL.
@@ -924,7 +930,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
                 // varnishd's manager pings its child this often, and the
                 // log shows it; operators and tests look for it there.
                 last_ping = std::time::Instant::now();
-                crate::mgt::dispatch(&hk, &["ping".to_string()]);
+                crate::mgt::child_ping(&hk);
             }
             hk.cache.expire_due(now);
             let p = hk.params();

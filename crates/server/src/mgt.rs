@@ -147,6 +147,18 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
     reply
 }
 
+/// The manager's periodic ping of its cache process (`ping_interval`),
+/// logged as the child logs the pings it answers. Nothing while stopped:
+/// varnishd has no child to ping then.
+pub fn child_ping(sh: &Arc<Shared>) {
+    if !sh.is_running() {
+        return;
+    }
+    cli_log(sh, "Rd ping");
+    let reply = serve(sh, &["ping".to_string()]);
+    cli_log_reply(sh, reply.status, &reply.body);
+}
+
 /// A request as the cache process receives it: words re-quoted where
 /// they need it.
 fn request_line(words: &[String]) -> String {
