@@ -85,25 +85,9 @@ impl Screen {
             _ => return Ok(None),
         };
         if input == Input::Redraw {
-            self.clear()?;
+            clear(&mut self.terminal)?;
         }
         Ok(Some(input))
-    }
-
-    /// Blanks the terminal and forgets what it showed, so that the next
-    /// `show` draws every line again. Unlike ratatui's own `clear`, this
-    /// never asks the terminal where its cursor is: a terminal that does
-    /// not answer (varnishtest's, for one) would make that fail after a
-    /// two-second wait, and curses' redraw does not ask either.
-    fn clear(&mut self) -> Result<(), String> {
-        self.terminal
-            .backend_mut()
-            .clear_region(ClearType::All)
-            .map_err(|e| format!("cannot clear the terminal: {e}"))?;
-        // Both buffers are now blank, like the screen: the next draw
-        // writes every cell that is not blank.
-        self.terminal.swap_buffers();
-        Ok(())
     }
 
     /// The terminal bell, for keys the tool does not know.
@@ -117,4 +101,20 @@ impl Drop for Screen {
     fn drop(&mut self) {
         ratatui::restore();
     }
+}
+
+/// Blanks the terminal and forgets what it showed, so that the next draw
+/// writes every line again. Unlike ratatui's own `clear`, this never asks
+/// the terminal where its cursor is: a terminal that does not answer
+/// (varnishtest's, for one) would make that fail after a two-second wait,
+/// and curses' redraw does not ask either.
+pub fn clear(terminal: &mut DefaultTerminal) -> Result<(), String> {
+    terminal
+        .backend_mut()
+        .clear_region(ClearType::All)
+        .map_err(|e| format!("cannot clear the terminal: {e}"))?;
+    // Both buffers are now blank, like the screen: the next draw writes
+    // every cell that is not blank.
+    terminal.swap_buffers();
+    Ok(())
 }

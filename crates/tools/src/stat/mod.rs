@@ -184,7 +184,7 @@ pub fn main(name: &str, args: &[String]) -> i32 {
         let mut src = source(&a);
         attach(&mut src, a.timeout.as_deref()).and_then(|()| {
             let st = view::ViewState::new(a.filter.clone(), (a.interval * 1000.0) as u64);
-            tui::run(&mut src, st)
+            tui::run(&mut src, st, a.raw)
         })
     } else {
         run(&a).map(|out| print!("{out}"))

@@ -162,8 +162,8 @@ fn xml_text(s: &str) -> String {
 /// with its one-line description.
 pub fn render_list(counters: &[CounterValue]) -> String {
     let mut out = String::from("Varnishstat -f option fields:\n");
-    let _ = writeln!(out, "{:<30} {}", "Field name", "Description");
-    let _ = writeln!(out, "{:<30} {}", "----------", "-----------");
+    let _ = writeln!(out, "{:<30} Description", "Field name");
+    let _ = writeln!(out, "{:<30} -----------", "----------");
     for c in counters {
         let _ = writeln!(out, "{:<30} {}", c.name, c.oneliner);
     }
