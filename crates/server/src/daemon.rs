@@ -58,6 +58,8 @@ pub struct Config {
     pub reverse_cli: Option<String>,
     pub debug: bool,
     pub pidfile: Option<PathBuf>,
+    /// `-I`: CLI commands run before the cache starts.
+    pub cli_file: Option<PathBuf>,
 }
 
 /// The default working directory (`-n`): per host, under the temp dir.
@@ -689,6 +691,52 @@ where
     }
 }
 
+/// `-I`: runs the commands of `path` as varnishd does before its cache
+/// process starts, showing each (`> command`) and its reply framed as on
+/// the CLI on standard error, between `BEGIN` and `END of -I file
+/// processing`. A command that fails ends the start, unless its line
+/// starts with `-`.
+fn run_cli_file(sh: &Arc<Shared>, path: &std::path::Path) -> Result<(), String> {
+    use std::io::Write;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("Can't open {}: {e}", path.display()))?;
+    let limit = sh.params().bytes("cli_limit") as usize;
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "BEGIN of -I file processing");
+    let _ = err.write_all(&Reply::ok(crate::mgt::banner()).encode(limit));
+    let mut reader = RequestReader::default();
+    let mut first: Option<&str> = None;
+    for line in text.lines() {
+        let start = *first.get_or_insert(line);
+        let reply = match reader.line(line) {
+            Line::More => continue,
+            Line::Empty => {
+                first = None;
+                continue;
+            }
+            Line::Error(e) => Reply::err(
+                status::SYNTAX,
+                format!("Unknown request.\nType 'help' for more info.\nSyntax Error: {e}"),
+            ),
+            Line::Request(words) => match cli::check_args(&words) {
+                Ok(_) => crate::mgt::dispatch(sh, &words),
+                Err(r) => r,
+            },
+        };
+        first = None;
+        let _ = writeln!(err, "> {start}");
+        if reply.status != status::OK && !start.trim_start().starts_with('-') {
+            return Err(format!(
+                "-I file CLI command failed ({})\n{}",
+                reply.status, reply.body
+            ));
+        }
+        let _ = err.write_all(&reply.encode(limit));
+    }
+    let _ = writeln!(err, "END of -I file processing");
+    Ok(())
+}
+
 /// A started daemon.
 pub struct Running {
     pub shared: Arc<Shared>,
@@ -861,8 +909,12 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         None => {
             let p = cfg.workdir.join("_.secret");
             let secret = format!("{}{}\n", cli::challenge(), cli::challenge());
-            write_private(&p, secret.as_bytes())
-                .map_err(|e| format!("Cannot write secret file {}: {e}", p.display()))?;
+            write_private(&p, secret.as_bytes()).map_err(|e| {
+                format!(
+                    "Cannot create secret-file in {} ({e})",
+                    cfg.workdir.display()
+                )
+            })?;
             Some(p)
         }
     };
@@ -910,6 +962,9 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
             tokio::io::stdout(),
             None,
         )));
+    }
+    if let Some(path) = &cfg.cli_file {
+        run_cli_file(&sh, path)?;
     }
     if !cfg.debug && sh.active_vcl().is_some() {
         sh.mgt.child_start.fetch_add(1, Ordering::Relaxed);

@@ -867,11 +867,11 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
             state.to_string(),
             temp.to_string(),
             // A stopped daemon lists no busy counts, as varnishd's manager
-            // answering without its child; the child right-aligns them.
+            // answering without its child: a `-` where the count would be.
             if running {
                 format!("{busy:>6}")
             } else {
-                "-".to_string()
+                format!("{:>6}", "-")
             },
             name.clone(),
         ];
@@ -908,11 +908,7 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
             "available".to_string(),
             "label".to_string(),
             "warm".to_string(),
-            if running {
-                format!("{:>6}", 0)
-            } else {
-                "-".to_string()
-            },
+            format!("{:>6}", if running { "0" } else { "-" }),
             label.clone(),
             "->".to_string(),
             target.clone(),
