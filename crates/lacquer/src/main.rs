@@ -77,7 +77,7 @@ fn run_tool(cmd: &str, name: &str, args: &[String]) -> Option<i32> {
         "ncsa" => lacquer_tools::ncsa::main(name, args),
         "top" => lacquer_tools::top::main(name, args),
         "hist" => lacquer_tools::hist::main(name, args),
-        "stat" => lacquer_tools::stat::main(args),
+        "stat" => lacquer_tools::stat::main(name, args),
         "adm" => lacquer_tools::adm::main(name, args),
         _ => return None,
     })

@@ -5,106 +5,315 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+/// varnishd's option letters, as `-x optstring` prints them: a letter
+/// followed by `:` takes an argument. `--demo` is Lacquer's own.
+const OPTSTRING: &str = "?a:b:Cdf:Fh:i:I:j:l:M:n:P:p:r:S:s:T:t:VW:x:";
+
+/// What each option does, for the usage text.
+const USAGE: &[(&str, &str)] = &[
+    (
+        "-a [name=][address][:port][,PROTO][,user=U][,group=G][,mode=M]",
+        "Listen address (repeatable)",
+    ),
+    (
+        "-b none | host[:port]",
+        "Backend, with the builtin VCL (instead of -f)",
+    ),
+    (
+        "-C",
+        "Compile the VCL, print a summary on standard error and exit",
+    ),
+    ("-d", "Debug mode: management CLI on standard input"),
+    ("-F", "Run in the foreground"),
+    ("-f file", "VCL file to load ('' for none)"),
+    ("-h type", "Hash algorithm (accepted; Lacquer has one)"),
+    ("-I file", "CLI command file to run at startup"),
+    ("-i identity", "Identity of this instance (server.identity)"),
+    (
+        "-j jail[,options]",
+        "Jail: none, or unix[,user=U][,workuser=W][,ccgroup=G]",
+    ),
+    ("-l size", "Shared-memory log size (vsl_space)"),
+    (
+        "-M address:port",
+        "Reverse management CLI: connect to this address",
+    ),
+    ("-n dir", "Working directory"),
+    ("-P file", "PID file"),
+    ("-p param=value", "Set a parameter (repeatable)"),
+    ("-r param[,param...]", "Make parameters read-only"),
+    ("-S secret-file", "Secret file for CLI authentication"),
+    ("-s [name=]malloc[,size]", "Storage (repeatable)"),
+    ("-T address:port | none", "Management CLI listen address"),
+    ("-t TTL", "Default TTL (default_ttl)"),
+    ("-V", "Print the version and exit (first argument only)"),
+    ("-W waiter", "Waiter (accepted; Lacquer uses tokio)"),
+    (
+        "-x parameter|vsl|cli|builtin|optstring",
+        "Print reference documentation (first argument only)",
+    ),
+    (
+        "--demo",
+        "Run a self-contained demo: a built-in origin and the example VCL",
+    ),
+];
 
 /// The varnishd-compatible command line.
-#[derive(Parser, Debug)]
-#[command(
-    name = "lacquerd",
-    about = "Lacquer: a Varnish-compatible HTTP cache",
-    disable_version_flag = true,
-    disable_help_flag = true
-)]
+#[derive(Debug, Default)]
 struct Args {
-    /// Listen address: [name=][address][:port][,PROTO][,user=U][,group=G][,mode=M] (repeatable).
-    #[arg(short = 'a', value_name = "ADDRESS")]
     listen: Vec<String>,
-    /// Backend host[:port], used with the builtin VCL (instead of -f).
-    #[arg(short = 'b', value_name = "HOST[:PORT]", conflicts_with = "vcl_file")]
     backend: Option<String>,
-    /// Compile the VCL, print a summary and exit.
-    #[arg(short = 'C')]
     compile_only: bool,
-    /// Debug mode: management CLI on standard input.
-    #[arg(short = 'd')]
     debug: bool,
-    /// Run in the foreground.
-    #[arg(short = 'F')]
     foreground: bool,
-    /// VCL file to load.
-    #[arg(short = 'f', value_name = "FILE")]
     vcl_file: Option<String>,
-    /// Hash algorithm (accepted for compatibility; Lacquer has one).
-    #[arg(short = 'h', value_name = "TYPE")]
-    hash: Option<String>,
-    /// CLI command file to run at startup.
-    #[arg(short = 'I', value_name = "FILE")]
     cli_file: Option<String>,
-    /// Identity of this instance (server.identity).
-    #[arg(short = 'i', value_name = "IDENTITY")]
     identity: Option<String>,
-    /// Jail: none, or unix[,user=U][,workuser=W][,ccgroup=G] (checked as
-    /// varnishd does; Lacquer does not switch users).
-    #[arg(short = 'j', value_name = "JAIL")]
     jail: Option<String>,
-    /// Shared-memory log size (vsl_space).
-    #[arg(short = 'l', value_name = "SIZE")]
     vsl_space: Option<String>,
-    /// Reverse management CLI: connect to this address.
-    #[arg(short = 'M', value_name = "ADDRESS:PORT")]
     reverse_cli: Option<String>,
-    /// Working directory (instance name).
-    #[arg(short = 'n', value_name = "DIR")]
     workdir: Option<String>,
-    /// PID file.
-    #[arg(short = 'P', value_name = "FILE")]
     pidfile: Option<String>,
-    /// Set a parameter: name=value (repeatable).
-    #[arg(short = 'p', value_name = "PARAM=VALUE")]
     params: Vec<String>,
-    /// Make parameters read-only.
-    #[arg(short = 'r', value_name = "PARAM[,PARAM…]")]
     readonly: Vec<String>,
-    /// Secret file for management CLI authentication.
-    #[arg(short = 'S', value_name = "FILE")]
     secret: Option<String>,
-    /// Storage: [name=]malloc[,size] (repeatable).
-    #[arg(short = 's', value_name = "STORAGE")]
     storage: Vec<String>,
-    /// Management CLI listen address (default: a free localhost port;
-    /// `none` for no management port).
-    #[arg(short = 'T', value_name = "ADDRESS:PORT")]
     admin: Option<String>,
-    /// Default TTL (default_ttl).
-    #[arg(short = 't', value_name = "TTL")]
     ttl: Option<String>,
-    /// Print the version and exit.
-    #[arg(short = 'V')]
-    version: bool,
-    /// Waiter (accepted for compatibility; Lacquer uses tokio).
-    #[arg(short = 'W', value_name = "WAITER")]
-    waiter: Option<String>,
-    /// Print reference documentation: `parameter`, `vsl` or `builtin`.
-    #[arg(short = 'x', value_name = "WHAT")]
-    reference: Option<String>,
-    /// Run a self-contained demo: a built-in origin and the example VCL.
-    #[arg(long)]
     demo: bool,
-    /// Print help.
-    #[arg(short = '?', long = "help", action = clap::ArgAction::Help)]
-    help: Option<bool>,
+}
+
+/// An end before the daemon starts: what to print and the exit status.
+#[derive(Debug, PartialEq)]
+struct Early {
+    code: u8,
+    stdout: String,
+    stderr: String,
+}
+
+impl Early {
+    fn error(msg: impl std::fmt::Display) -> Early {
+        Early {
+            code: 2,
+            stdout: String::new(),
+            stderr: format!("Error: {msg}\n"),
+        }
+    }
+
+    fn print(text: String) -> Early {
+        Early {
+            code: 0,
+            stdout: text,
+            stderr: String::new(),
+        }
+    }
+}
+
+fn usage(name: &str) -> String {
+    let mut s = format!("Usage: {name} [options]\n");
+    for (opt, what) in USAGE {
+        s.push_str(&format!("    {opt}\n        {what}\n"));
+    }
+    s
+}
+
+fn version(name: &str) -> String {
+    format!(
+        "{name} (lacquer-{}) (Varnish 7.1 compatible)\n\
+         Options and behaviour follow varnishd of Varnish Cache, \
+         Copyright (c) 2006 Verdens Gang AS, Copyright (c) 2006-2022 Varnish Software;\n\
+         this implementation is Lacquer's own.\n",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// `-x cli`: each CLI command with its syntax and help, as reStructuredText.
+fn cli_reference() -> String {
+    let mut s = String::new();
+    for c in lacquer_server::cli::COMMANDS {
+        s.push_str(&format!(
+            ".. _ref_cli_{}:\n\n{}\n{}\n  {}\n\n",
+            c.name.replace('.', "_"),
+            c.syntax,
+            "~".repeat(c.syntax.chars().count()),
+            c.help
+        ));
+    }
+    s
+}
+
+/// Parses varnishd's command line (getopt-style, with its messages and
+/// its rules on which options go together); `-x`, `-V`, `-?` and
+/// `--optstring` end here with their output.
+fn parse_args(name: &str, args: &[String]) -> Result<Args, Early> {
+    if args.first().is_some_and(|a| a == "--optstring") {
+        return Err(Early::print(format!("{OPTSTRING}\n")));
+    }
+    let takes = |c: char| -> Option<bool> {
+        let i = OPTSTRING.find(c)?;
+        Some(OPTSTRING[i + 1..].starts_with(':'))
+    };
+    let mut a = Args::default();
+    let mut i = 0;
+    while i < args.len() {
+        let token = i;
+        let arg = &args[i];
+        i += 1;
+        if arg == "--demo" {
+            a.demo = true;
+            continue;
+        }
+        if arg == "--" {
+            if i < args.len() {
+                return Err(Early::error(format!("Too many arguments ({}...)", args[i])));
+            }
+            break;
+        }
+        if !arg.starts_with('-') || arg == "-" {
+            return Err(Early::error(format!("Too many arguments ({arg}...)")));
+        }
+        let letters: Vec<char> = arg.chars().skip(1).collect();
+        let mut k = 0;
+        while k < letters.len() {
+            let c = letters[k];
+            let first = token == 0 && k == 0;
+            k += 1;
+            let val = match takes(c) {
+                None => {
+                    return Err(Early {
+                        code: 1,
+                        stdout: String::new(),
+                        stderr: format!("{name}: invalid option -- '{c}'\n{}", usage(name)),
+                    });
+                }
+                Some(false) => None,
+                Some(true) if k < letters.len() => {
+                    let v: String = letters[k..].iter().collect();
+                    k = letters.len();
+                    Some(v)
+                }
+                Some(true) if i < args.len() => {
+                    i += 1;
+                    Some(args[i - 1].clone())
+                }
+                Some(true) => {
+                    return Err(Early {
+                        code: 1,
+                        stdout: String::new(),
+                        stderr: format!(
+                            "{name}: option requires an argument -- '{c}'\n{}",
+                            usage(name)
+                        ),
+                    });
+                }
+            };
+            let v = val.unwrap_or_default();
+            match c {
+                '?' => {
+                    return Err(Early {
+                        code: 1,
+                        stdout: String::new(),
+                        stderr: usage(name),
+                    });
+                }
+                'x' if !first => return Err(Early::error("-x must be the first argument")),
+                'x' if args.len() > 2 => return Err(Early::error("Too many arguments for -x")),
+                'x' => {
+                    return Err(match v.as_str() {
+                        "parameter" => Early::print(lacquer_server::params::reference_markdown()),
+                        "vsl" => Early::print(lacquer_vsl::tags::reference_rst()),
+                        "cli" => Early::print(cli_reference()),
+                        "builtin" => Early::print(lacquer_vcl::compile::BUILTIN_VCL.to_string()),
+                        "optstring" => Early::print(format!("{OPTSTRING}\n")),
+                        _ => Early::error(
+                            "Invalid -x argument (parameter, vsl, cli, builtin or optstring)",
+                        ),
+                    });
+                }
+                'V' if !first => return Err(Early::error("-V must be the first argument")),
+                'V' if args.len() > 1 => return Err(Early::error("Too many arguments for -V")),
+                'V' => {
+                    return Err(Early {
+                        code: 0,
+                        stdout: String::new(),
+                        stderr: version(name),
+                    });
+                }
+                'a' => a.listen.push(v),
+                'b' => a.backend = Some(v),
+                'C' => a.compile_only = true,
+                'd' => a.debug = true,
+                'F' => a.foreground = true,
+                'f' if a.vcl_file.is_some() => {
+                    return Err(Early::error(
+                        "Only one -f is taken by lacquerd (issue 3: several boot VCLs)",
+                    ));
+                }
+                'f' => a.vcl_file = Some(v),
+                'I' if a.cli_file.is_some() => return Err(Early::error("Only one -I allowed")),
+                'I' => a.cli_file = Some(v),
+                'i' => a.identity = Some(v),
+                'j' => a.jail = Some(v),
+                'l' => a.vsl_space = Some(v),
+                'M' => a.reverse_cli = Some(v),
+                'n' => a.workdir = Some(v),
+                'P' => a.pidfile = Some(v),
+                'p' => a.params.push(v),
+                'r' => a.readonly.push(v),
+                'S' => a.secret = Some(v),
+                's' => a.storage.push(v),
+                'T' => a.admin = Some(v),
+                't' => a.ttl = Some(v),
+                // Accepted as varnishd takes them; Lacquer has one hash
+                // and one waiter.
+                'h' | 'W' => {}
+                _ => unreachable!("every letter of OPTSTRING is handled"),
+            }
+        }
+    }
+    if a.debug && a.foreground {
+        return Err(Early::error("Only one of -d or -F can be specified"));
+    }
+    if a.backend.is_some() && a.vcl_file.is_some() {
+        return Err(Early::error("Only one of -b or -f can be specified"));
+    }
+    if a.compile_only {
+        if a.debug {
+            return Err(Early::error("-d makes no sense with -C"));
+        }
+        if a.foreground {
+            return Err(Early::error("-F makes no sense with -C"));
+        }
+        if a.backend.is_none() && a.vcl_file.is_none() {
+            return Err(Early::error(
+                "-C needs either -b <backend> or -f <vcl_file>",
+            ));
+        }
+    } else if !a.debug && !a.demo && a.backend.is_none() && a.vcl_file.is_none() {
+        return Err(Early::error(
+            "Neither -b nor -f given: say which backend to use (-b host:port) or which VCL to load (-f file.vcl, or -f '' for none); or try --demo",
+        ));
+    }
+    Ok(a)
 }
 
 fn main() -> ExitCode {
-    let args = match Args::try_parse() {
+    let mut argv = std::env::args();
+    let name = argv
+        .next()
+        .and_then(|p| {
+            std::path::Path::new(&p)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "lacquerd".to_string());
+    let args: Vec<String> = argv.collect();
+    let args = match parse_args(&name, &args) {
         Ok(a) => a,
         Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            };
+            print!("{}", e.stdout);
+            eprint!("{}", e.stderr);
+            return ExitCode::from(e.code);
         }
     };
     match run(args) {
@@ -142,32 +351,6 @@ fn shell_quote(s: &str) -> String {
 
 fn run(args: Args) -> anyhow::Result<ExitCode> {
     use lacquer_server::daemon::{self, BootVcl, Config};
-    if args.version {
-        println!(
-            "lacquerd (lacquer-{}) (Varnish 7.1 compatible)",
-            env!("CARGO_PKG_VERSION")
-        );
-        return Ok(ExitCode::SUCCESS);
-    }
-    if let Some(what) = &args.reference {
-        return match what.as_str() {
-            "parameter" => {
-                print!("{}", lacquer_server::params::reference_markdown());
-                Ok(ExitCode::SUCCESS)
-            }
-            "vsl" => {
-                print!("{}", lacquer_vsl::tags::reference_rst());
-                Ok(ExitCode::SUCCESS)
-            }
-            "builtin" => {
-                print!("{}", lacquer_vcl::compile::BUILTIN_VCL);
-                Ok(ExitCode::SUCCESS)
-            }
-            other => {
-                anyhow::bail!("-x {other}: unknown reference (try: parameter, vsl, builtin)")
-            }
-        };
-    }
     if let Some(j) = &args.jail {
         let jail = lacquer_server::jail::parse_jail(j).map_err(anyhow::Error::msg)?;
         if let Some(n) = jail.notice() {
@@ -189,19 +372,25 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(l) = &args.vsl_space {
         params.set("vsl_space", l)?;
     }
+    // `-f ''` starts without a VCL, as varnishd: the cache waits for one
+    // on the CLI.
     let vcl = match (&args.vcl_file, &args.backend) {
+        (Some(f), _) if f.is_empty() => BootVcl::None,
         (Some(f), _) => BootVcl::File(f.into()),
         (None, Some(b)) => BootVcl::Backend(b.clone()),
-        (None, None) if args.demo => BootVcl::None,
-        (None, None) if args.debug => BootVcl::None,
-        (None, None) => anyhow::bail!(
-            "Neither -b nor -f given: say which backend to use (-b host:port) or which VCL to load (-f file.vcl); or try --demo"
-        ),
+        (None, None) => BootVcl::None,
     };
+    if let Some(s) = &args.secret
+        && s != "none"
+        && let Err(e) = std::fs::File::open(s)
+    {
+        anyhow::bail!("Cannot open -S file ({s}): {e}");
+    }
     if args.compile_only {
         return match daemon::check_vcl(&vcl, &params) {
             Ok(summary) => {
-                print!("{summary}");
+                // Where varnishd prints the C it compiled to.
+                eprint!("{summary}");
                 Ok(ExitCode::SUCCESS)
             }
             Err(msg) => {
@@ -275,6 +464,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             reverse_cli: args.reverse_cli.clone(),
             debug: args.debug,
             pidfile: args.pidfile.as_ref().map(Into::into),
+            cli_file: args.cli_file.as_ref().map(Into::into),
         };
         daemon::run(cfg).await
     });
@@ -289,7 +479,109 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
-    use super::shell_quote;
+    use super::*;
+
+    fn parse(v: &[&str]) -> Result<Args, Early> {
+        let args: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+        parse_args("varnishd", &args)
+    }
+
+    fn error(v: &[&str]) -> String {
+        let e = parse(v).unwrap_err();
+        assert_ne!(e.code, 0, "{v:?}");
+        e.stderr
+    }
+
+    #[test]
+    fn first_argument_only_options() {
+        assert_eq!(
+            error(&["-d", "-x", "foo"]),
+            "Error: -x must be the first argument\n"
+        );
+        assert_eq!(
+            error(&["-d", "-V", "foo"]),
+            "Error: -V must be the first argument\n"
+        );
+        assert_eq!(
+            error(&["-x", "foo", "bar"]),
+            "Error: Too many arguments for -x\n"
+        );
+        assert!(error(&["-x", "foo"]).starts_with("Error: Invalid -x argument"));
+        assert_eq!(error(&["-V", "-V"]), "Error: Too many arguments for -V\n");
+        let v = parse(&["-V"]).unwrap_err();
+        assert_eq!(v.code, 0);
+        assert!(v.stderr.contains("Copyright (c) 2006 Verdens Gang AS"));
+        let o = parse(&["-x", "optstring"]).unwrap_err();
+        assert_eq!(
+            (o.code, o.stdout.as_str()),
+            (0, "?a:b:Cdf:Fh:i:I:j:l:M:n:P:p:r:S:s:T:t:VW:x:\n")
+        );
+        assert_eq!(parse(&["--optstring"]).unwrap_err(), o);
+        let cli = parse(&["-x", "cli"]).unwrap_err().stdout;
+        assert!(cli.contains(".. _ref_cli_vcl_load:\n\nvcl.load "), "{cli}");
+    }
+
+    #[test]
+    fn getopt_errors_and_usage() {
+        let e = parse(&["-A"]).unwrap_err();
+        assert_eq!(e.code, 1);
+        assert!(
+            e.stderr
+                .starts_with("varnishd: invalid option -- 'A'\nUsage: varnishd [options]")
+        );
+        assert!(error(&["-?"]).starts_with("Usage: varnishd [options]\n"));
+        assert!(error(&["-n"]).contains("option requires an argument -- 'n'"));
+        assert_eq!(error(&["foo"]), "Error: Too many arguments (foo...)\n");
+        assert_eq!(
+            error(&["-b", "x", "--", "y"]),
+            "Error: Too many arguments (y...)\n"
+        );
+    }
+
+    #[test]
+    fn options_that_do_not_go_together() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["-d", "-F"], "Only one of -d or -F can be specified"),
+            (
+                &["-b", "a", "-f", "b"],
+                "Only one of -b or -f can be specified",
+            ),
+            (&["-C", "-b", "None", "-d"], "-d makes no sense with -C"),
+            (&["-C", "-b", "None", "-F"], "-F makes no sense with -C"),
+            (&["-C"], "-C needs either -b <backend> or -f <vcl_file>"),
+            (&["-n", "x"], "Neither -b nor -f given"),
+            (&["-f", "", "-I", "a", "-I", "b"], "Only one -I allowed"),
+        ];
+        for (args, msg) in cases {
+            assert!(error(args).contains(msg), "{args:?}: {}", error(args));
+        }
+    }
+
+    #[test]
+    fn options_parse() {
+        let a = parse(&[
+            "-a:0",
+            "-a",
+            "127.0.0.1:8080",
+            "-f",
+            "",
+            "-l2m",
+            "-p",
+            "x=1",
+            "-F",
+            "--demo",
+            "-hcritbit",
+        ])
+        .unwrap();
+        assert_eq!(a.listen, [":0", "127.0.0.1:8080"]);
+        assert_eq!(a.vcl_file.as_deref(), Some(""));
+        assert_eq!(a.vsl_space.as_deref(), Some("2m"));
+        assert_eq!(a.params, ["x=1"]);
+        assert!(a.foreground && a.demo && !a.debug);
+        let a = parse(&["-dn", "v1"]).unwrap();
+        assert!(a.debug);
+        assert_eq!(a.workdir.as_deref(), Some("v1"));
+    }
 
     #[test]
     fn shell_words() {

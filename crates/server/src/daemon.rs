@@ -58,6 +58,8 @@ pub struct Config {
     pub reverse_cli: Option<String>,
     pub debug: bool,
     pub pidfile: Option<PathBuf>,
+    /// `-I`: CLI commands run before the cache starts.
+    pub cli_file: Option<PathBuf>,
 }
 
 /// The default working directory (`-n`): per host, under the temp dir.
@@ -727,6 +729,52 @@ fn log_cache_event(vsl: &lacquer_vsl::Vsl, e: lacquer_cache::CacheEvent) {
     }
 }
 
+/// `-I`: runs the commands of `path` as varnishd does before its cache
+/// process starts, showing each (`> command`) and its reply framed as on
+/// the CLI on standard error, between `BEGIN` and `END of -I file
+/// processing`. A command that fails ends the start, unless its line
+/// starts with `-`.
+fn run_cli_file(sh: &Arc<Shared>, path: &std::path::Path) -> Result<(), String> {
+    use std::io::Write;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("Can't open {}: {e}", path.display()))?;
+    let limit = sh.params().bytes("cli_limit") as usize;
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "BEGIN of -I file processing");
+    let _ = err.write_all(&Reply::ok(crate::mgt::banner()).encode(limit));
+    let mut reader = RequestReader::default();
+    let mut first: Option<&str> = None;
+    for line in text.lines() {
+        let start = *first.get_or_insert(line);
+        let reply = match reader.line(line) {
+            Line::More => continue,
+            Line::Empty => {
+                first = None;
+                continue;
+            }
+            Line::Error(e) => Reply::err(
+                status::SYNTAX,
+                format!("Unknown request.\nType 'help' for more info.\nSyntax Error: {e}"),
+            ),
+            Line::Request(words) => match cli::check_args(&words) {
+                Ok(_) => crate::mgt::dispatch(sh, &words),
+                Err(r) => r,
+            },
+        };
+        first = None;
+        let _ = writeln!(err, "> {start}");
+        if reply.status != status::OK && !start.trim_start().starts_with('-') {
+            return Err(format!(
+                "-I file CLI command failed ({})\n{}",
+                reply.status, reply.body
+            ));
+        }
+        let _ = err.write_all(&reply.encode(limit));
+    }
+    let _ = writeln!(err, "END of -I file processing");
+    Ok(())
+}
+
 /// A started daemon.
 pub struct Running {
     pub shared: Arc<Shared>,
@@ -810,6 +858,11 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         &Default::default(),
     )
     .map_err(|e| format!("Cannot create the counters segment: {e}"))?;
+    // The manager's section comes first, as varnishd's (its process maps
+    // the segment before the child adds `MAIN`): tools list in this order.
+    let mgt_section = vsc
+        .add_section(&lacquer_vsl::vsc::tables::MGT, "MGT")
+        .map_err(|e| e.to_string())?;
     let counters = Arc::new(Counters::new(&vsc).map_err(|e| e.to_string())?);
     let specs = lacquer_storage::parse_storage_args(&cfg.storage).map_err(|e| e.to_string())?;
     let mut stores: Vec<Arc<dyn Stevedore>> = Vec::new();
@@ -855,7 +908,8 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     let exp_vsl = sh.vsl.clone();
     sh.cache
         .set_event_sink(Arc::new(move |e| log_cache_event(&exp_vsl, e)));
-    let sections = Arc::new(crate::stats::Sections::new(&vsc, &sh).map_err(|e| e.to_string())?);
+    let sections =
+        Arc::new(crate::stats::Sections::new(&vsc, &sh, mgt_section).map_err(|e| e.to_string())?);
     let _ = sh.stats.set(sections.clone());
     let bound = bind_all(&cfg.listen, params.uint("listen_depth") as u32)?;
     // The boot VCL.
@@ -899,8 +953,12 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         None => {
             let p = cfg.workdir.join("_.secret");
             let secret = format!("{}{}\n", cli::challenge(), cli::challenge());
-            write_private(&p, secret.as_bytes())
-                .map_err(|e| format!("Cannot write secret file {}: {e}", p.display()))?;
+            write_private(&p, secret.as_bytes()).map_err(|e| {
+                format!(
+                    "Cannot create secret-file in {} ({e})",
+                    cfg.workdir.display()
+                )
+            })?;
             Some(p)
         }
     };
@@ -949,6 +1007,9 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
             None,
         )));
     }
+    if let Some(path) = &cfg.cli_file {
+        run_cli_file(&sh, path)?;
+    }
     if !cfg.debug && sh.active_vcl().is_some() {
         sh.mgt.child_start.fetch_add(1, Ordering::Relaxed);
         sh.running.store(true, Ordering::Release);
@@ -968,7 +1029,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
                 // varnishd's manager pings its child this often, and the
                 // log shows it; operators and tests look for it there.
                 last_ping = std::time::Instant::now();
-                crate::mgt::dispatch(&hk, &["ping".to_string()]);
+                crate::mgt::child_ping(&hk);
             }
             hk.cache.expire_due(now);
             let p = hk.params();

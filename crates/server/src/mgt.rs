@@ -153,6 +153,18 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
     reply
 }
 
+/// The manager's periodic ping of its cache process (`ping_interval`),
+/// logged as the child logs the pings it answers. Nothing while stopped:
+/// varnishd has no child to ping then.
+pub fn child_ping(sh: &Arc<Shared>) {
+    if !sh.is_running() {
+        return;
+    }
+    cli_log(sh, "Rd ping");
+    let reply = serve(sh, &["ping".to_string()]);
+    cli_log_reply(sh, reply.status, &reply.body);
+}
+
 /// A request as the cache process receives it: words re-quoted where
 /// they need it.
 fn request_line(words: &[String]) -> String {
@@ -884,11 +896,11 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
             state.to_string(),
             temp.to_string(),
             // A stopped daemon lists no busy counts, as varnishd's manager
-            // answering without its child; the child right-aligns them.
+            // answering without its child: a `-` where the count would be.
             if running {
                 format!("{busy:>6}")
             } else {
-                "-".to_string()
+                format!("{:>6}", "-")
             },
             name.clone(),
         ];
@@ -925,11 +937,7 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
             "available".to_string(),
             "label".to_string(),
             "warm".to_string(),
-            if running {
-                format!("{:>6}", 0)
-            } else {
-                "-".to_string()
-            },
+            format!("{:>6}", if running { "0" } else { "-" }),
             label.clone(),
             "->".to_string(),
             target.clone(),

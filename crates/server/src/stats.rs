@@ -10,7 +10,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 
-use lacquer_vsl::vsc::tables::{LCK, Lck, MGT, Mgt, SMA, Sma, VBE, Vbe};
+use lacquer_vsl::vsc::tables::{LCK, Lck, Mgt, SMA, Sma, VBE, Vbe};
 use lacquer_vsl::vsc::{Section, Vsc, VscError};
 
 use crate::counters::Main;
@@ -33,14 +33,16 @@ impl std::fmt::Debug for Sections {
 }
 
 impl Sections {
-    pub fn new(vsc: &Vsc, sh: &Shared) -> Result<Sections, VscError> {
+    /// The sections of `sh`'s stores and pools; `mgt` is the `MGT`
+    /// section, added by the caller before `MAIN` so that it lists first.
+    pub fn new(vsc: &Vsc, sh: &Shared, mgt: Section) -> Result<Sections, VscError> {
         let mut sma = Vec::new();
         for s in &sh.stores {
             sma.push(vsc.add_section(&SMA, &format!("SMA.{}", s.name()))?);
         }
         Ok(Sections {
             vsc: vsc.clone(),
-            mgt: vsc.add_section(&MGT, "MGT")?,
+            mgt,
             sma,
             lck_conn_pool: vsc.add_section(&LCK, "LCK.conn_pool")?,
             vbe: Mutex::new(Vec::new()),

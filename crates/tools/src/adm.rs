@@ -1,9 +1,10 @@
 //! `lacquer adm`: varnishadm's management CLI client. It connects to the
 //! daemon's `-T` address (given, or found in the working directory),
 //! answers the `-S` challenge, sends one command (or each line of standard
-//! input) and prints the replies.
+//! input) and prints the replies. On a terminal with no command it is an
+//! interactive session with a line editor (`lineedit`), as varnishadm's.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -258,8 +259,11 @@ pub fn main(name: &str, args: &[String]) -> i32 {
             return 1;
         }
     };
+    if a.command.is_empty() && !a.pass && std::io::stdin().is_terminal() {
+        return interactive(&mut sess);
+    }
     // One command from the command line, else each line of standard input
-    // as it comes (a terminal or a script feeding commands one by one).
+    // as it comes (a script feeding commands one by one).
     let lines: Box<dyn Iterator<Item = String>> = if a.command.is_empty() {
         Box::new(
             BufReader::new(std::io::stdin())
@@ -294,6 +298,144 @@ pub fn main(name: &str, args: &[String]) -> i32 {
         }
     }
     code
+}
+
+/// CLIS_CLOSE: the daemon closes the session after this reply.
+const CLOSING: u16 = 500;
+/// CLIS_COMMS: the reply could not be read (the connection is gone).
+const COMMS: u16 = 400;
+
+/// The interactive session on a terminal, as varnishadm's: the command
+/// names are fetched for completion, the banner is shown, then each line
+/// typed at the `varnish> ` prompt is sent and its reply printed as the
+/// status on one line and the body below. It ends, with status 0, at
+/// end of input (Ctrl-D) or when the daemon closes the session (`quit`);
+/// Ctrl-C ends it with status 130, as the interrupt would.
+fn interactive(sess: &mut Session) -> i32 {
+    use ratatui::crossterm::terminal;
+    let commands = match sess.send("help") {
+        Ok((200, help)) => crate::lineedit::Editor::commands_of_help(&help),
+        _ => Vec::new(),
+    };
+    let mut ed = crate::lineedit::Editor::new("varnish> ", commands);
+    if let Err(e) = terminal::enable_raw_mode() {
+        eprintln!("Cannot put the terminal in raw mode: {e}");
+        return 1;
+    }
+    let code = edit_loop(sess, &mut ed);
+    let _ = terminal::disable_raw_mode();
+    code
+}
+
+/// Shows a reply (the terminal is raw: line ends are written in full)
+/// and says whether the session goes on.
+fn show_reply(out: &mut impl Write, reply: Result<(u16, String), String>) -> Option<i32> {
+    let (st, body) = reply.unwrap_or_else(|e| (COMMS, e));
+    if st == COMMS {
+        return Some(0);
+    }
+    let body = body.replace('\n', "\r\n");
+    let _ = write!(out, "{st}\r\n{body}\r\n");
+    (st == CLOSING).then_some(0)
+}
+
+fn edit_loop(sess: &mut Session, ed: &mut crate::lineedit::Editor) -> i32 {
+    use crate::lineedit::Step;
+    use ratatui::crossterm::event::{self, Event};
+    let mut out = std::io::stdout();
+    let banner = sess.send("banner");
+    if let Some(code) = show_reply(&mut out, banner) {
+        return code;
+    }
+    let _ = write!(out, "{}", ed.redraw());
+    let _ = out.flush();
+    loop {
+        let ev = match event::read() {
+            Ok(ev) => ev,
+            Err(e) => {
+                let _ = write!(out, "\r\n");
+                eprintln!("Cannot read the terminal: {e}");
+                return 1;
+            }
+        };
+        let Event::Key(k) = ev else { continue };
+        let key = match editor_key(k) {
+            Some(KeyAction::Key(key)) => key,
+            Some(KeyAction::Interrupt) => {
+                let _ = write!(out, "\r\n");
+                return 130;
+            }
+            None => continue,
+        };
+        match ed.key(key) {
+            Step::Edit(bytes) => {
+                let _ = write!(out, "{bytes}");
+            }
+            Step::Eof(bytes) => {
+                let _ = write!(out, "{bytes}");
+                return 0;
+            }
+            Step::Line(line, bytes) => {
+                let _ = write!(out, "{bytes}");
+                if !line.trim().is_empty() {
+                    let reply = sess.send(&line);
+                    if let Some(code) = show_reply(&mut out, reply) {
+                        let _ = out.flush();
+                        return code;
+                    }
+                }
+                let _ = write!(out, "{}", ed.redraw());
+            }
+        }
+        let _ = out.flush();
+    }
+}
+
+/// A terminal key for the editor, or the interrupt.
+enum KeyAction {
+    Key(crate::lineedit::Key),
+    Interrupt,
+}
+
+fn editor_key(k: ratatui::crossterm::event::KeyEvent) -> Option<KeyAction> {
+    use crate::lineedit::Key;
+    use ratatui::crossterm::event::{KeyCode, KeyEventKind, KeyModifiers};
+    if k.kind == KeyEventKind::Release {
+        return None;
+    }
+    let key = if k.modifiers.contains(KeyModifiers::CONTROL) {
+        match k.code {
+            KeyCode::Char('c') => return Some(KeyAction::Interrupt),
+            KeyCode::Char('a') => Key::Home,
+            KeyCode::Char('e') => Key::End,
+            KeyCode::Char('b') => Key::Left,
+            KeyCode::Char('f') => Key::Right,
+            KeyCode::Char('p') => Key::Up,
+            KeyCode::Char('n') => Key::Down,
+            KeyCode::Char('h') => Key::Backspace,
+            KeyCode::Char('d') => Key::CtrlD,
+            KeyCode::Char('u') => Key::KillStart,
+            KeyCode::Char('k') => Key::KillEnd,
+            KeyCode::Char('j' | 'm') => Key::Enter,
+            _ => return None,
+        }
+    } else {
+        match k.code {
+            KeyCode::Char(c) => Key::Char(c),
+            KeyCode::Enter => Key::Enter,
+            KeyCode::Tab => Key::Tab,
+            KeyCode::Backspace => Key::Backspace,
+            KeyCode::Delete => Key::Delete,
+            KeyCode::Left => Key::Left,
+            KeyCode::Right => Key::Right,
+            KeyCode::Home => Key::Home,
+            KeyCode::End => Key::End,
+            KeyCode::Up => Key::Up,
+            KeyCode::Down => Key::Down,
+            _ => return None,
+        }
+    };
+    Some(KeyAction::Key(key))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 
 pub mod adm;
 pub mod hist;
+pub mod lineedit;
 pub mod log;
 pub mod ncsa;
 pub mod screen;

@@ -8,6 +8,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use ratatui::DefaultTerminal;
+use ratatui::backend::{Backend, ClearType};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
@@ -84,7 +85,7 @@ impl Screen {
             _ => return Ok(None),
         };
         if input == Input::Redraw {
-            self.terminal.clear().map_err(|e| e.to_string())?;
+            clear(&mut self.terminal)?;
         }
         Ok(Some(input))
     }
@@ -100,4 +101,20 @@ impl Drop for Screen {
     fn drop(&mut self) {
         ratatui::restore();
     }
+}
+
+/// Blanks the terminal and forgets what it showed, so that the next draw
+/// writes every line again. Unlike ratatui's own `clear`, this never asks
+/// the terminal where its cursor is: a terminal that does not answer
+/// (varnishtest's, for one) would make that fail after a two-second wait,
+/// and curses' redraw does not ask either.
+pub fn clear(terminal: &mut DefaultTerminal) -> Result<(), String> {
+    terminal
+        .backend_mut()
+        .clear_region(ClearType::All)
+        .map_err(|e| format!("cannot clear the terminal: {e}"))?;
+    // Both buffers are now blank, like the screen: the next draw writes
+    // every cell that is not blank.
+    terminal.swap_buffers();
+    Ok(())
 }

@@ -841,11 +841,11 @@ impl Reader {
     }
 }
 
-/// Waits for the daemon's log under `dir` as `-t` says: `off` waits
-/// forever, N seconds (default 5) then fails with Varnish's message; a
-/// signal stops the wait.
-pub fn attach(dir: &Path, start: StartAt, timeout: Option<&str>) -> Result<VslReader, String> {
-    let limit = match timeout {
+/// How long `-t` says to wait for the daemon, in seconds: `off` is
+/// forever (None), no `-t` is 5 s; anything but a number of seconds at
+/// least 0 is refused with varnish's message.
+pub fn attach_limit(timeout: Option<&str>) -> Result<Option<f64>, String> {
+    Ok(match timeout {
         None => Some(DEFAULT_ATTACH),
         Some(t) if t.eq_ignore_ascii_case("off") => None,
         Some("") => Some(0.0),
@@ -853,7 +853,14 @@ pub fn attach(dir: &Path, start: StartAt, timeout: Option<&str>) -> Result<VslRe
             Some(v) if v.is_finite() && v >= 0.0 => Some(v),
             _ => return Err(format!("-t: Invalid argument: {t}")),
         },
-    };
+    })
+}
+
+/// Waits for the daemon's log under `dir` as `-t` says: `off` waits
+/// forever, N seconds (default 5) then fails with Varnish's message; a
+/// signal stops the wait.
+pub fn attach(dir: &Path, start: StartAt, timeout: Option<&str>) -> Result<VslReader, String> {
+    let limit = attach_limit(timeout)?;
     let path = lacquer_vsl::vsl_path(dir);
     let signals = Signals::install();
     let started = Instant::now();

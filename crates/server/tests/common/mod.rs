@@ -167,6 +167,7 @@ pub async fn lacquer_on(vcl: &str, params: &[&str], listen: &str) -> Running {
         reverse_cli: None,
         debug: false,
         pidfile: None,
+        cli_file: None,
     };
     daemon::start(cfg).await.expect("daemon starts")
 }

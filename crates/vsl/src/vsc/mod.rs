@@ -151,7 +151,7 @@ macro_rules! schema {
 mod render;
 pub mod tables;
 
-pub use render::{filter, render_json, render_once};
+pub use render::{filter, render_json, render_list, render_once, render_xml};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"LQVSC\0\0\x01");
 const VERSION: u64 = 1;

@@ -1,28 +1,31 @@
 //! varnishstat output formats over a counter snapshot: `-1` (one line per
-//! counter with average rate) and `-j` (the version-1 JSON document), plus
-//! the `-f` field globs. `lacquer stat` calls these.
+//! counter with average rate), `-j` (the version-1 JSON document), `-x`
+//! (XML) and `-l` (the field list), plus the field globs (`-f`, `-I`,
+//! `-X`). `lacquer stat` calls these.
 
 use std::fmt::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{CounterType, CounterValue};
 
-/// Keeps the counters selected by varnishstat `-f` globs: a counter is kept
-/// if it matches one of the inclusion globs (or there are none) and none of
-/// the exclusion globs (those starting with `^`). `*` matches any run of
-/// characters; a backslash escapes the next character.
+/// Keeps the counters selected by varnishstat's field globs, given in
+/// command-line order: a glob starting with `^` excludes (`-X`, or `-f
+/// ^glob`), any other includes (`-I`, `-f glob`). As varnishstat does, the
+/// first glob that matches a counter decides; a counter no glob matches is
+/// kept only when no glob includes. `*` matches any run of characters; a
+/// backslash escapes the next character.
 pub fn filter(counters: Vec<CounterValue>, globs: &[&str]) -> Vec<CounterValue> {
-    let (excl, incl): (Vec<&str>, Vec<&str>) = globs.iter().partition(|g| g.starts_with('^'));
+    let default = !globs.iter().any(|g| !g.starts_with('^'));
     counters
         .into_iter()
         .filter(|c| {
-            (incl.is_empty()
-                || incl
-                    .iter()
-                    .any(|g| glob_match(g.as_bytes(), c.name.as_bytes())))
-                && !excl
-                    .iter()
-                    .any(|g| glob_match(&g.as_bytes()[1..], c.name.as_bytes()))
+            globs
+                .iter()
+                .find_map(|g| match g.strip_prefix('^') {
+                    Some(x) => glob_match(x.as_bytes(), c.name.as_bytes()).then_some(false),
+                    None => glob_match(g.as_bytes(), c.name.as_bytes()).then_some(true),
+                })
+                .unwrap_or(default)
         })
         .collect()
 }
@@ -118,6 +121,52 @@ pub fn render_json(counters: &[CounterValue], now: SystemTime) -> String {
         out.push_str(if i + 1 < counters.len() { ",\n" } else { "\n" });
     }
     out.push_str("  }\n}\n");
+    out
+}
+
+/// `varnishstat -x`: one `<stat>` element per counter (name, value, flag,
+/// format, description) inside a `<varnishstat>` element stamped with the
+/// time in UTC.
+pub fn render_xml(counters: &[CounterValue], now: SystemTime) -> String {
+    let mut out = String::from("<?xml version=\"1.0\"?>\n");
+    let _ = writeln!(out, "<varnishstat timestamp=\"{}\">", iso_time(now));
+    for c in counters {
+        let _ = write!(
+            out,
+            "\t<stat>\n\t\t<name>{}</name>\n\t\t<value>{}</value>\n\t\t<flag>{}</flag>\n\t\t<format>{}</format>\n\t\t<description>{}</description>\n\t</stat>\n",
+            xml_text(&c.name),
+            c.value,
+            c.ctype.flag(),
+            c.format.letter(),
+            xml_text(&c.oneliner)
+        );
+    }
+    out.push_str("</varnishstat>\n");
+    out
+}
+
+fn xml_text(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// `varnishstat -l`: the names `-f` (and `-I`, `-X`) can select, each
+/// with its one-line description.
+pub fn render_list(counters: &[CounterValue]) -> String {
+    let mut out = String::from("Varnishstat -f option fields:\n");
+    let _ = writeln!(out, "{:<30} Description", "Field name");
+    let _ = writeln!(out, "{:<30} -----------", "----------");
+    for c in counters {
+        let _ = writeln!(out, "{:<30} {}", c.name, c.oneliner);
+    }
     out
 }
 
@@ -246,13 +295,41 @@ mod tests {
     }
 
     #[test]
+    fn xml_and_field_list() {
+        let t = UNIX_EPOCH + Duration::from_secs(1_795_000_000);
+        let mut v = sample();
+        v.truncate(1);
+        v[0].oneliner = "a <b> & c".to_string();
+        assert_eq!(
+            render_xml(&v, t),
+            "<?xml version=\"1.0\"?>\n<varnishstat timestamp=\"2026-11-18T11:06:40\">\n\t<stat>\n\
+             \t\t<name>MGT.uptime</name>\n\t\t<value>2</value>\n\t\t<flag>c</flag>\n\
+             \t\t<format>d</format>\n\t\t<description>a &lt;b&gt; &amp; c</description>\n\
+             \t</stat>\n</varnishstat>\n"
+        );
+        let l = render_list(&sample());
+        assert!(l.starts_with(
+            "Varnishstat -f option fields:\nField name                     Description\n\
+             ----------                     -----------\n\
+             MGT.uptime                     Management process uptime\n"
+        ));
+        assert_eq!(l.lines().count(), 3 + sample().len());
+    }
+
+    #[test]
     fn field_globs() {
         let names = |v: Vec<CounterValue>| v.into_iter().map(|c| c.name).collect::<Vec<_>>();
         assert_eq!(names(filter(sample(), &["MAIN.*"])).len(), 3);
         assert_eq!(
-            names(filter(sample(), &["*uptime", "^MGT.*"])),
+            names(filter(sample(), &["^MGT.*", "*uptime"])),
             vec!["MAIN.uptime"]
         );
+        // The first glob that matches decides.
+        assert_eq!(
+            names(filter(sample(), &["*uptime", "^MGT.*"])),
+            vec!["MGT.uptime", "MAIN.uptime"]
+        );
+        assert_eq!(names(filter(sample(), &["^MGT.*"])).len(), 3);
         assert_eq!(names(filter(sample(), &[])).len(), 4);
         assert!(glob_match(b"a\\*b", b"a*b"));
         assert!(!glob_match(b"a\\*b", b"axb"));

@@ -1,0 +1,53 @@
+//! `-I`: the CLI command file run before the cache starts. A command that
+//! fails stops the start with varnishd's message, unless its line starts
+//! with `-`; a file that cannot be read is refused.
+
+use lacquer_server::daemon::{self, BootVcl, Config};
+use lacquer_server::params::ParamSet;
+
+fn config(tag: &str, cli_file: std::path::PathBuf) -> Config {
+    let mut p = ParamSet::default();
+    p.set("vsl_space", "1M").unwrap();
+    Config {
+        listen: vec![lacquer_server::listen::parse_listen("127.0.0.1:0", 0).unwrap()],
+        vcl: BootVcl::None,
+        storage: vec!["malloc,8m".to_string()],
+        params: p,
+        workdir: std::env::temp_dir()
+            .join(format!("lacquer-cli-file-{tag}-{}", std::process::id())),
+        identity: None,
+        admin: None,
+        secret: Some("none".into()),
+        reverse_cli: None,
+        debug: false,
+        pidfile: None,
+        cli_file: Some(cli_file),
+    }
+}
+
+fn file(tag: &str, text: &str) -> std::path::PathBuf {
+    let p = std::env::temp_dir().join(format!("lacquer-cli-file-{tag}-{}.cli", std::process::id()));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[tokio::test]
+async fn commands_run_and_a_failure_stops_the_start() {
+    let ok = file("ok", "ping\n-vcl.load\nparam.set default_ttl 42\n");
+    let r = daemon::start(config("ok", ok.clone()))
+        .await
+        .expect("starts");
+    assert_eq!(r.shared.params().duration("default_ttl"), 42.0);
+    let bad = file("bad", "vcl.list\n-foobar\nvcl.load\n");
+    let e = daemon::start(config("bad", bad.clone()))
+        .await
+        .expect_err("refused");
+    assert!(e.starts_with("-I file CLI command failed (104)\n"), "{e}");
+    let e = daemon::start(config("none", "/nonexistent/file".into()))
+        .await
+        .expect_err("refused");
+    assert!(e.starts_with("Can't open /nonexistent/file: "), "{e}");
+    for p in [ok, bad] {
+        let _ = std::fs::remove_file(p);
+    }
+}
