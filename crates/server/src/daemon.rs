@@ -741,7 +741,7 @@ fn run_cli_file(sh: &Arc<Shared>, path: &std::path::Path) -> Result<(), String> 
     let limit = sh.params().bytes("cli_limit") as usize;
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "BEGIN of -I file processing");
-    let _ = err.write_all(&Reply::ok(crate::mgt::banner()).encode(limit));
+    let _ = err.write_all(&Reply::ok(crate::mgt::banner(sh.is_running())).encode(limit));
     let mut reader = RequestReader::default();
     let mut first: Option<&str> = None;
     for line in text.lines() {
@@ -756,7 +756,7 @@ fn run_cli_file(sh: &Arc<Shared>, path: &std::path::Path) -> Result<(), String> 
                 status::SYNTAX,
                 format!("Unknown request.\nType 'help' for more info.\nSyntax Error: {e}"),
             ),
-            Line::Request(words) => match cli::check_args(&words) {
+            Line::Request(words) => match cli::check_args(&words, sh.is_running()) {
                 Ok(_) => crate::mgt::dispatch(sh, &words),
                 Err(r) => r,
             },
