@@ -695,7 +695,11 @@ impl Regex {
             build_engine(&hir).map(|r| (hir, r))
         };
         let (mut dfa, mut one, mut fixed) = (None, None, None);
+        // A plain literal is matched without any automaton (and has no
+        // groups): the fast matchers would never run.
+        let literal = Literal::parse(pattern);
         let engine = match compile(false).or_else(|_| compile(true)) {
+            Ok((_, r)) if literal.is_some() => Engine::Bytes(r),
             Ok((hir, r)) => {
                 dfa = StartDfa::build(&hir);
                 fixed = fixed_groups(&hir);
@@ -716,7 +720,7 @@ impl Regex {
         Ok(Regex {
             source: pattern.into(),
             engine,
-            literal: Literal::parse(pattern),
+            literal,
             dfa,
             fixed_groups: fixed,
             onepass: one,
