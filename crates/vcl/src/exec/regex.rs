@@ -28,7 +28,10 @@
 //!   needed. A search whose runs add up to more than a few times the
 //!   subject's length hands over to the general engine, which keeps every
 //!   search linear. When many bytes can start a match, `~` runs the
-//!   unanchored DFA once over the subject instead;
+//!   unanchored DFA once over the subject instead. A pattern anchored by
+//!   `^` and followed by a literal (`^/api/v[0-9]+`) compares the literal
+//!   and builds its DFA for the rest only: far fewer states to build at
+//!   VCL load;
 //! - the capture groups of a match are read with a one-pass DFA when the
 //!   pattern allows it;
 //! - everything else, and the hand-over, use the `regex` crate (or
@@ -522,6 +525,14 @@ struct StartDfa {
     unanchored: Option<Table>,
     /// Every match begins at the subject's start (`^...`).
     only_at_start: bool,
+    /// With `only_at_start`: the literal the pattern begins with after its
+    /// `^` (`^/api/v[0-9]+` has `/api/v`), compared directly; the DFAs then
+    /// cover only the rest of the pattern, which keeps them small and cheap
+    /// to build.
+    prefix: Box<[u8]>,
+    /// The anchored DFA's start state after `prefix` (the state at the
+    /// subject's start when there is no prefix).
+    prefix_start: u32,
     first: FirstBytes,
 }
 
@@ -547,6 +558,22 @@ impl StartDfa {
             return None;
         }
         let only_at_start = props.look_set_prefix().contains(Look::Start);
+        // `^`, a literal, then more: the DFA is built for the rest.
+        let split = match hir.kind() {
+            HirKind::Concat(items) if only_at_start && items.len() > 2 => {
+                match (items[0].kind(), items[1].kind()) {
+                    (HirKind::Look(Look::Start), HirKind::Literal(lit)) => {
+                        Some((lit.0.clone(), Hir::concat(items[2..].to_vec())))
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let (prefix, rest) = match &split {
+            Some((p, rest)) => (p.clone(), rest),
+            None => (Box::default(), hir),
+        };
         // One NFA, without captures (a DFA has no use for them), for both
         // DFAs.
         let nfa = thompson::Compiler::new()
@@ -555,7 +582,7 @@ impl StartDfa {
                     .utf8(false)
                     .which_captures(thompson::WhichCaptures::None),
             )
-            .build_from_hir(hir)
+            .build_from_hir(rest)
             .ok()?;
         let dfa = |kind: StartKind| {
             dense::Builder::new()
@@ -569,7 +596,14 @@ impl StartDfa {
                 .build_from_nfa(&nfa)
                 .ok()
         };
-        let anchored = Table::build(&dfa(StartKind::Anchored)?, true, !only_at_start)?;
+        // The start after a prefix depends on its last byte (for `\b` and
+        // the like): that needs the starts after each byte.
+        let after_bytes = !only_at_start || !prefix.is_empty();
+        let anchored = Table::build(&dfa(StartKind::Anchored)?, true, after_bytes)?;
+        let prefix_start = match prefix.last() {
+            Some(&b) => anchored.start_after[usize::from(b)],
+            None => anchored.start_text,
+        };
         // The bytes that can begin a match: those leading out of a start
         // state to a live one.
         let mut set = [false; 256];
@@ -577,9 +611,14 @@ impl StartDfa {
         if !only_at_start {
             starts.extend_from_slice(&anchored.start_after[..]);
         }
-        for st in starts {
-            for b in 0..=255u8 {
-                set[usize::from(b)] |= anchored.live(st, b);
+        match prefix.first() {
+            Some(&b) => set[usize::from(b)] = true,
+            None => {
+                for st in starts {
+                    for b in 0..=255u8 {
+                        set[usize::from(b)] |= anchored.live(st, b);
+                    }
+                }
             }
         }
         if set.iter().filter(|x| **x).count() > MAX_FIRST_BYTES {
@@ -596,8 +635,21 @@ impl StartDfa {
             anchored,
             unanchored,
             only_at_start,
+            prefix,
+            prefix_start,
             first,
         })
+    }
+
+    /// With `only_at_start`: the run for a match beginning at `at`, taken as
+    /// the subject's start (`^` matches there).
+    fn run_at_start(&self, h: &[u8], at: usize, earliest: bool, work: &mut usize) -> Run {
+        if !h[at..].starts_with(&self.prefix) {
+            *work += self.prefix.len();
+            return Run::Done(None);
+        }
+        let t = &self.anchored;
+        t.run(h, at + self.prefix.len(), self.prefix_start, earliest, work)
     }
 
     /// Whether there is a match starting at or after `from`.
@@ -622,7 +674,7 @@ impl StartDfa {
             if from > 0 {
                 return DfaSearch::None;
             }
-            return match t.run(h, 0, t.start_text, earliest, &mut work) {
+            return match self.run_at_start(h, 0, earliest, &mut work) {
                 Run::Done(Some(e)) => DfaSearch::Found(0, e),
                 Run::Done(None) => DfaSearch::None,
                 Run::GiveUp => DfaSearch::HandOver(0),
@@ -978,12 +1030,17 @@ impl Regex {
                 d.first.next(subject, p)
             };
             let Some(c) = c else { break };
-            let sid = if c == origin {
-                t.start_text
+            let run = if d.only_at_start {
+                d.run_at_start(subject, c, false, &mut work)
             } else {
-                t.start(subject, c)
+                let sid = if c == origin {
+                    t.start_text
+                } else {
+                    t.start(subject, c)
+                };
+                t.run(subject, c, sid, false, &mut work)
             };
-            match t.run(subject, c, sid, false, &mut work) {
+            match run {
                 Run::Done(Some(e)) => {
                     let rest = &subject[origin..];
                     self.replace(rest, c - origin, e - origin, sub, groups_wanted, out)?;
@@ -1300,7 +1357,7 @@ mod tests {
     #[test]
     fn fast_matchers_agree_with_engine_on_random_inputs() {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-        let (mut with_dfa, mut with_literal, mut checked) = (0, 0, 0);
+        let (mut with_dfa, mut with_literal, mut with_prefix, mut checked) = (0, 0, 0, 0);
         for _ in 0..1200 {
             let p = random_pattern(&mut rng, 0);
             let Ok(engine) = regex::bytes::RegexBuilder::new(&p).unicode(false).build() else {
@@ -1309,6 +1366,7 @@ mod tests {
             let r = Regex::new(&p).unwrap();
             with_dfa += usize::from(r.dfa.is_some());
             with_literal += usize::from(r.literal.is_some());
+            with_prefix += usize::from(r.dfa.as_ref().is_some_and(|d| !d.prefix.is_empty()));
             for _ in 0..16 {
                 let s = random_subject(&mut rng);
                 checked += 1;
@@ -1333,7 +1391,59 @@ mod tests {
         // The generator must exercise every matcher.
         assert!(with_dfa > 400, "{with_dfa} patterns had a DFA");
         assert!(with_literal > 20, "{with_literal} patterns were literals");
+        assert!(
+            with_prefix > 15,
+            "{with_prefix} patterns had a literal prefix"
+        );
         assert!(checked > 15_000);
+    }
+
+    #[test]
+    fn anchored_literal_prefixes_agree_with_engine() {
+        // The DFA covers only what follows the literal; the rest may match
+        // empty, look behind into the prefix, or need the subject's end.
+        let pats = [
+            ("^/section12/item[0-9]+", "/section12/item"),
+            ("^/api/v[0-9]+/(users|orders)", "/api/v"),
+            ("^ab*", "a"),
+            ("^ab\\b", "ab"),
+            ("^ab\\B[a-z]", "ab"),
+            ("^a;(?m:$)", "a;"),
+            ("^x[0-9]*$", "x"),
+            ("^Bearer +([^ ]+)", "Bearer"),
+        ];
+        let subjects: [&[u8]; 12] = [
+            b"/section12/item42?x=1",
+            b"/section12/item",
+            b"/section12/items",
+            b"/api/v2/users/9",
+            b"/api/v/users",
+            b"abbbc",
+            b"a",
+            b"ab cd",
+            b"abc",
+            b"a;\nx",
+            b"x123",
+            b"Bearer  tok-1 x",
+        ];
+        for (p, prefix) in pats {
+            let r = Regex::new(p).unwrap();
+            let d = r.dfa.as_ref().unwrap_or_else(|| panic!("{p} has no DFA"));
+            assert_eq!(&d.prefix[..], prefix.as_bytes(), "{p}");
+            let engine = regex::bytes::Regex::new(&format!("(?-u){p}")).unwrap();
+            for s in subjects {
+                assert_eq!(r.is_match(s).unwrap(), engine.is_match(s), "{p} on {s:?}");
+                for all in [false, true] {
+                    let mut out = Vec::new();
+                    r.substitute(s, b"<\\0|\\1>", all, &mut out).unwrap();
+                    assert_eq!(
+                        out,
+                        reference_substitute(&engine, s, b"<\\0|\\1>", all),
+                        "{p} on {s:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
