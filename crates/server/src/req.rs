@@ -455,14 +455,25 @@ fn restart_vxid(t: &mut ReqTask) {
     t.vsl
         .log_timestamp("Restart", now, now - t.t_req, now - t.t_last);
     let new = t.sh.vxid.next();
-    t.vsl.log(Tag::Link, format_args!("req {new} restart"));
+    // `req <vxid> restart` without formatting machinery (once per restart).
+    let link = |vsl: &mut lacquer_vsl::VslBuf, tag, vxid: &[u8]| {
+        vsl.log_with(tag, |o| {
+            o.extend_from_slice(b"req ");
+            o.extend_from_slice(vxid);
+            o.extend_from_slice(b" restart");
+        })
+    };
+    let (mut a, mut b) = ([0u8; 20], [0u8; 20]);
+    let new_digits = lacquer_vsl::u64_digits(u64::from(new), &mut a);
+    link(&mut t.vsl, Tag::Link, new_digits);
     t.vsl.log_str(Tag::End, "");
     t.vsl.flush();
-    let old = t.vxid;
+    let old = lacquer_vsl::u64_digits(u64::from(t.vxid), &mut b);
     t.vxid = new;
-    t.vxid_str = new.to_string();
+    t.vxid_str.clear();
+    t.vxid_str.extend(new_digits.iter().map(|d| char::from(*d)));
     t.vsl.set_vxid(lacquer_vsl::Vxid::client(new));
-    t.vsl.log(Tag::Begin, format_args!("req {old} restart"));
+    link(&mut t.vsl, Tag::Begin, old);
     t.vsl.log_timestamp("Start", now, now - t.t_req, 0.0);
     t.t_last = now;
     let sess = t.sess.clone();

@@ -125,10 +125,7 @@ fn set_logged(
         log_lines(vsl, unset, h, &name.lower);
         vsl.log_header(set, name.name.as_bytes(), value);
     }
-    h.set(
-        Bytes::copy_from_slice(name.name.as_bytes()),
-        Bytes::copy_from_slice(value),
-    );
+    h.set(name.spelling.clone(), Bytes::copy_from_slice(value));
 }
 
 /// Charges a header line VCL sets to the task's workspace: `false`, with
@@ -162,11 +159,13 @@ fn set_limited(
     if !charge_header(ws, vsl, name.name.as_bytes(), value) {
         return;
     }
-    let others = h
-        .iter()
-        .filter(|(k, _)| !k.eq_ignore_ascii_case(&name.lower))
-        .count();
-    if others < ws.header_slots() {
+    // Fewer lines than slots in all (the usual case) needs no count.
+    let fits = h.len() < ws.header_slots()
+        || h.iter()
+            .filter(|(k, _)| !k.eq_ignore_ascii_case(&name.lower))
+            .count()
+            < ws.header_slots();
+    if fits {
         set_logged(vsl, which, h, name, value);
         return;
     }
@@ -191,10 +190,7 @@ fn add_limited(
         lost_slot(sh, ws, vsl, name.name.as_bytes(), value);
         return;
     }
-    h.append(
-        Bytes::copy_from_slice(name.name.as_bytes()),
-        Bytes::copy_from_slice(value),
-    );
+    h.append(name.spelling.clone(), Bytes::copy_from_slice(value));
 }
 
 /// A header line that found no free slot in its HTTP object.

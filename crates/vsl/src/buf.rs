@@ -10,7 +10,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::record::Vxid;
-use crate::ring::{Vsl, header_template};
+use crate::ring::{HEADER_BYTES, Vsl, header_template};
 use crate::tags::Tag;
 
 /// A transaction's log buffer. Flushes on [`VslBuf::flush`] and on drop.
@@ -111,11 +111,11 @@ impl VslBuf {
         !self.vsl.is_masked(tag)
     }
 
-    /// Starts a record: reserves its two header words; returns its offset.
+    /// Starts a record: reserves its header; returns its offset.
     #[inline]
     fn begin(&mut self) -> usize {
         let start = self.bytes.len();
-        self.bytes.extend_from_slice(&[0u8; 16]);
+        self.bytes.extend_from_slice(&[0u8; HEADER_BYTES]);
         start
     }
 
@@ -129,14 +129,13 @@ impl VslBuf {
             self.bytes.push(0);
         }
         let reclen = self.vsl.max_payload(tag);
-        let mut len = self.bytes.len() - start - 16;
+        let mut len = self.bytes.len() - start - HEADER_BYTES;
         if len > reclen {
-            self.bytes.truncate(start + 16 + reclen);
+            self.bytes.truncate(start + HEADER_BYTES + reclen);
             len = reclen;
         }
         self.bytes[start..start + 8].copy_from_slice(&header_template(tag, len).to_le_bytes());
-        self.bytes[start + 8..start + 16]
-            .copy_from_slice(&u64::from(self.vxid.raw()).to_le_bytes());
+        self.bytes[start + 8..start + HEADER_BYTES].copy_from_slice(&self.vxid.raw().to_le_bytes());
         let padded = self.bytes.len().next_multiple_of(8);
         self.bytes.resize(padded, 0);
         if self.bytes.len() >= self.limit {
@@ -157,7 +156,7 @@ impl VslBuf {
             return;
         }
         let start = self.begin();
-        let limit = start + 16 + self.vsl.max_payload(tag);
+        let limit = start + HEADER_BYTES + self.vsl.max_payload(tag);
         format_truncated(&mut self.bytes, limit, args);
         self.finish(start, tag);
     }

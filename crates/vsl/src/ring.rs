@@ -9,8 +9,11 @@
 //!
 //! * word 0: `COMMITTED | tag << 48 | len << 32 | (p as u32)`, stored last
 //!   with release ordering, so a reader that sees it sees the whole record;
-//! * word 1: the VXID with its client/backend marker bits;
-//! * `ceil(len / 8)` payload words.
+//! * bytes 8..12: the VXID with its client/backend marker bits (32 bits);
+//! * from byte 12: the payload, zero-padded to a whole word
+//!   ([`HEADER_BYTES`] + len bytes in all, rounded up to words). Starting
+//!   the payload in the VXID's word rather than the next keeps the log
+//!   (and the memory its pages take) a tenth smaller.
 //!
 //! Writers publish one batch at a time (a process-local lock covers the
 //! reservation and the copy, so no writer can be lapped while copying and
@@ -37,7 +40,8 @@ use crate::shm::{self, ShmReader, ShmWriter, Words};
 use crate::tags::{Tag, TagSet};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"LQVSL\0\0\x01");
-const VERSION: u64 = 1;
+/// 2: the payload starts right after a 32-bit VXID (1 had a VXID word).
+const VERSION: u64 = 2;
 const H_MAGIC: usize = 0;
 const H_VERSION: usize = 1;
 const H_NWORDS: usize = 2;
@@ -117,9 +121,12 @@ impl Default for VslConfig {
     }
 }
 
+/// A record's header: its first word and the 32-bit VXID.
+pub(crate) const HEADER_BYTES: usize = 12;
+
 #[inline]
 fn words_for(len: usize) -> usize {
-    2 + len.div_ceil(8)
+    (HEADER_BYTES + len).div_ceil(8)
 }
 
 /// Encodes a record's first word without position or commit bit.
@@ -455,11 +462,11 @@ fn epoch_now() -> u64 {
     t ^ u64::from(std::process::id()) << 48
 }
 
-/// Appends one encoded record to a byte batch: header template word, VXID
-/// word, payload zero-padded to whole words (all little-endian).
+/// Appends one encoded record to a byte batch: header template word, VXID,
+/// payload zero-padded to whole words (all little-endian).
 pub(crate) fn encode_record(out: &mut Vec<u8>, tag: Tag, vxid: Vxid, data: &[u8]) {
     out.extend_from_slice(&header_template(tag, data.len()).to_le_bytes());
-    out.extend_from_slice(&u64::from(vxid.raw()).to_le_bytes());
+    out.extend_from_slice(&vxid.raw().to_le_bytes());
     out.extend_from_slice(data);
     out.resize(out.len().next_multiple_of(8), 0);
 }
@@ -619,10 +626,16 @@ impl VslReader {
         let len = ((w0 >> 32) & 0xffff) as usize;
         let tag = Tag::from_u8(((w0 >> 48) & 0x7f) as u8);
         let rw = words_for(len) as u64;
-        let vxid = w.load(self.slot(p.wrapping_add(1)), Ordering::Relaxed) as u32;
-        let mut data = Vec::new();
+        let w1 = w.load(self.slot(p.wrapping_add(1)), Ordering::Relaxed);
+        let vxid = w1 as u32;
+        // The payload's first bytes share the VXID's word.
+        let mut data = Vec::with_capacity(len);
+        let w1 = w1.to_le_bytes();
+        let first = &w1[HEADER_BYTES - 8..];
+        let head = len.min(first.len());
+        data.extend_from_slice(&first[..head]);
         shm::unpack_bytes(
-            len,
+            len - head,
             |i| w.load(self.slot(p.wrapping_add(2 + i as u64)), Ordering::Relaxed),
             &mut data,
         );
@@ -723,6 +736,46 @@ mod tests {
         assert_eq!(t.next_event(), ReadEvent::Idle);
         vsl.log_immediate_bytes(Tag::Error, Vxid::NONE, b"x");
         assert_eq!(records(t.drain()).len(), 1);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn every_payload_length_reads_back_across_the_wrap() {
+        // The payload starts inside the VXID's word: every length, in
+        // batches and alone, and more than a ring's worth so records wrap.
+        let d = tmpdir("lengths");
+        let path = vsl_path(&d);
+        let vsl = Vsl::create(&path, &small()).unwrap();
+        let mut r = VslReader::open(&path, StartAt::Oldest).unwrap();
+        let ring_bytes = MIN_SPACE;
+        let (mut written, mut round) = (0, 0u32);
+        while written < 2 * ring_bytes {
+            let mut batch = crate::VslBuf::new(vsl.clone(), Vxid::backend(round));
+            for len in 0..=40usize {
+                let data: Vec<u8> = (0..len).map(|i| b'a' + ((i + len) % 26) as u8).collect();
+                batch.log_bytes(Tag::BerespHeader, &data);
+                vsl.log_immediate_bytes(Tag::Error, Vxid::client(round + 1), &data);
+                written += 2 * words_for(len) * 8;
+            }
+            batch.flush();
+            let recs = records(r.drain());
+            assert_eq!(recs.len(), 2 * 41, "round {round}");
+            for len in 0..=40usize {
+                let want: Vec<u8> = (0..len).map(|i| b'a' + ((i + len) % 26) as u8).collect();
+                let alone = &recs[len];
+                assert_eq!(
+                    (alone.tag, alone.vxid, &alone.data),
+                    (Tag::Error, Vxid::client(round + 1), &want)
+                );
+                let batched = &recs[41 + len];
+                assert_eq!(
+                    (batched.tag, batched.vxid, &batched.data),
+                    (Tag::BerespHeader, Vxid::backend(round), &want)
+                );
+            }
+            round += 1;
+        }
+        assert!(vsl.cycles() >= 1);
         std::fs::remove_dir_all(&d).unwrap();
     }
 

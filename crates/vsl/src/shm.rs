@@ -205,14 +205,16 @@ pub(crate) fn pack_bytes(bytes: &[u8], mut put: impl FnMut(usize, u64)) {
     }
 }
 
-/// Unpacks `len` bytes from little-endian words.
+/// Appends `len` bytes unpacked from little-endian words to `out`.
 pub(crate) fn unpack_bytes(len: usize, mut get: impl FnMut(usize) -> u64, out: &mut Vec<u8>) {
     out.reserve(len);
+    let mut left = len;
     let mut i = 0;
-    while out.len() < len {
+    while left > 0 {
         let w = get(i).to_le_bytes();
-        let take = (len - i * 8).min(8);
+        let take = left.min(8);
         out.extend_from_slice(&w[..take]);
+        left -= take;
         i += 1;
     }
 }

@@ -11,6 +11,7 @@ use super::privs::TaskPrivs;
 use super::value::Value;
 use crate::subs::BuiltinSub;
 use crate::vars::VarId;
+use bytes::Bytes;
 
 /// Which HTTP object a header or a start-line field belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -58,6 +59,9 @@ impl HttpWhich {
 pub struct HeaderName {
     pub name: Box<str>,
     pub lower: Box<[u8]>,
+    /// The spelling as shared bytes: a header line created by `set` takes
+    /// a reference to it instead of a copy.
+    pub spelling: Bytes,
 }
 
 impl HeaderName {
@@ -66,6 +70,7 @@ impl HeaderName {
         HeaderName {
             name: name.into(),
             lower: name.to_ascii_lowercase().into_bytes().into(),
+            spelling: Bytes::copy_from_slice(name.as_bytes()),
         }
     }
 }

@@ -73,6 +73,7 @@ fn header(h: &ir::HeaderName) -> Arc<HeaderName> {
     Arc::new(HeaderName {
         name: h.name.as_ref().into(),
         lower: h.lower.as_bytes().into(),
+        spelling: Bytes::copy_from_slice(h.name.as_bytes()),
     })
 }
 

@@ -28,7 +28,10 @@
 //!   needed. A search whose runs add up to more than a few times the
 //!   subject's length hands over to the general engine, which keeps every
 //!   search linear. When many bytes can start a match, `~` runs the
-//!   unanchored DFA once over the subject instead;
+//!   unanchored DFA once over the subject instead. A pattern anchored by
+//!   `^` and followed by a literal (`^/api/v[0-9]+`) compares the literal
+//!   and builds its DFA for the rest only: far fewer states to build at
+//!   VCL load;
 //! - the capture groups of a match are read with a one-pass DFA when the
 //!   pattern allows it;
 //! - everything else, and the hand-over, use the `regex` crate (or
@@ -38,10 +41,10 @@
 //! random patterns and subjects.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
 use memchr::memmem;
 use regex_automata::dfa::{Automaton, StartKind, dense, onepass};
+use regex_automata::meta;
 use regex_automata::nfa::thompson;
 use regex_automata::util::primitives::StateID;
 use regex_automata::util::start;
@@ -71,16 +74,14 @@ pub struct Regex {
 /// The groups of a pattern whose capture groups are all direct parts of
 /// its top-level sequence, with fixed-length parts before and after each:
 /// (bytes from the match's start, bytes from its end) per group.
-fn fixed_groups(pattern: &str, unicode: bool) -> Option<Box<[(usize, usize)]>> {
-    let sc = syntax::Config::new().unicode(unicode).utf8(false);
-    let hir = syntax::parse_with(pattern, &sc).ok()?;
+fn fixed_groups(hir: &Hir) -> Option<Box<[(usize, usize)]>> {
     let groups = hir.properties().explicit_captures_len();
     if groups == 0 {
         return None;
     }
     let items = match hir.kind() {
         HirKind::Concat(items) => &items[..],
-        _ => std::slice::from_ref(&hir),
+        _ => std::slice::from_ref(hir),
     };
     let fixed = |h: &Hir| {
         let p = h.properties();
@@ -340,29 +341,56 @@ impl Table {
                 reps.push(b);
             }
         }
-        // The reachable states.
-        let mut seen: HashMap<StateID, u32> = HashMap::new();
+        // The reachable states. `seen` maps a state's index in `dfa` to its
+        // number here (`UNSEEN` until numbered, 0 while only visited).
+        const UNSEEN: u32 = u32::MAX;
+        let index = |s: StateID| s.as_usize() >> dfa.stride2();
+        let mut seen: Vec<u32> = Vec::new();
         let mut order: Vec<StateID> = Vec::new();
         let mut queue: Vec<StateID> = vec![text];
         queue.extend_from_slice(&after);
         while let Some(s) = queue.pop() {
-            if dfa.is_dead_state(s) || dfa.is_quit_state(s) || seen.contains_key(&s) {
+            if dfa.is_dead_state(s) || dfa.is_quit_state(s) {
                 continue;
             }
-            seen.insert(s, 0);
+            let i = index(s);
+            if seen.len() <= i {
+                seen.resize(i + 1, UNSEEN);
+            }
+            if seen[i] != UNSEEN {
+                continue;
+            }
+            seen[i] = 0;
             order.push(s);
             queue.extend(reps.iter().map(|b| dfa.next_state(s, *b)));
         }
         // Which states can be skipped through (judged per class), and the
         // numbering: skippable matches, other matches, skippable others,
         // the rest.
+        let mut class_size = vec![0usize; reps.len()];
+        for c in classes {
+            class_size[usize::from(c)] += 1;
+        }
+        let mut class_leaves = vec![false; reps.len()];
+        let mut leaving: Vec<u8> = Vec::with_capacity(MAX_FIRST_BYTES);
         let mut states: Vec<(u8, StateID, Skip)> = order
             .iter()
             .map(|&s| {
-                let leaving: Vec<u8> = (0..=255u8)
-                    .filter(|b| dfa.next_state(s, reps[usize::from(classes[usize::from(*b)])]) != s)
-                    .collect();
-                let skip = Skip::new(&leaving);
+                let mut n = 0;
+                for ((leaves, b), size) in class_leaves.iter_mut().zip(&reps).zip(&class_size) {
+                    *leaves = dfa.next_state(s, *b) != s;
+                    n += if *leaves { *size } else { 0 };
+                }
+                // Most states are left by nearly every byte: no skipping.
+                let skip = if n > MAX_FIRST_BYTES {
+                    Skip::No
+                } else {
+                    leaving.clear();
+                    leaving.extend(
+                        (0..=255u8).filter(|b| class_leaves[usize::from(classes[usize::from(*b)])]),
+                    );
+                    Skip::new(&leaving)
+                };
                 let rank = match (dfa.is_match_state(s), matches!(skip, Skip::No)) {
                     (true, false) => 0,
                     (true, true) => 1,
@@ -382,13 +410,16 @@ impl Table {
             return None;
         }
         for (i, (_, s, _)) in states.iter().enumerate() {
-            seen.insert(*s, u32::try_from((2 + i) << shift).ok()?);
+            seen[index(*s)] = u32::try_from((2 + i) << shift).ok()?;
         }
         let num = |s: StateID| -> u32 {
             if dfa.is_quit_state(s) {
                 1 << shift
             } else {
-                seen.get(&s).copied().unwrap_or(DEAD)
+                match seen.get(index(s)) {
+                    Some(&n) if n != UNSEEN => n,
+                    _ => DEAD,
+                }
             }
         };
         let mut trans = vec![DEAD; rows * stride];
@@ -494,6 +525,14 @@ struct StartDfa {
     unanchored: Option<Table>,
     /// Every match begins at the subject's start (`^...`).
     only_at_start: bool,
+    /// With `only_at_start`: the literal the pattern begins with after its
+    /// `^` (`^/api/v[0-9]+` has `/api/v`), compared directly; the DFAs then
+    /// cover only the rest of the pattern, which keeps them small and cheap
+    /// to build.
+    prefix: Box<[u8]>,
+    /// The anchored DFA's start state after `prefix` (the state at the
+    /// subject's start when there is no prefix).
+    prefix_start: u32,
     first: FirstBytes,
 }
 
@@ -513,13 +552,38 @@ impl StartDfa {
     /// Builds the matcher, or `None` if the pattern is not suited: it can
     /// match the empty string, its DFA would be large, or nearly any byte
     /// can start a match.
-    fn build(pattern: &str, unicode: bool) -> Option<StartDfa> {
-        let sc = syntax::Config::new().unicode(unicode).utf8(false);
-        let props = syntax::parse_with(pattern, &sc).ok()?.properties().clone();
+    fn build(hir: &Hir) -> Option<StartDfa> {
+        let props = hir.properties();
         if props.minimum_len().is_none_or(|n| n == 0) {
             return None;
         }
         let only_at_start = props.look_set_prefix().contains(Look::Start);
+        // `^`, a literal, then more: the DFA is built for the rest.
+        let split = match hir.kind() {
+            HirKind::Concat(items) if only_at_start && items.len() > 2 => {
+                match (items[0].kind(), items[1].kind()) {
+                    (HirKind::Look(Look::Start), HirKind::Literal(lit)) => {
+                        Some((lit.0.clone(), Hir::concat(items[2..].to_vec())))
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let (prefix, rest) = match &split {
+            Some((p, rest)) => (p.clone(), rest),
+            None => (Box::default(), hir),
+        };
+        // One NFA, without captures (a DFA has no use for them), for both
+        // DFAs.
+        let nfa = thompson::Compiler::new()
+            .configure(
+                thompson::Config::new()
+                    .utf8(false)
+                    .which_captures(thompson::WhichCaptures::None),
+            )
+            .build_from_hir(rest)
+            .ok()?;
         let dfa = |kind: StartKind| {
             dense::Builder::new()
                 .configure(
@@ -529,12 +593,17 @@ impl StartDfa {
                         .dfa_size_limit(Some(DFA_SIZE_LIMIT))
                         .determinize_size_limit(Some(DFA_SIZE_LIMIT)),
                 )
-                .syntax(sc)
-                .thompson(thompson::Config::new().utf8(false))
-                .build(pattern)
+                .build_from_nfa(&nfa)
                 .ok()
         };
-        let anchored = Table::build(&dfa(StartKind::Anchored)?, true, !only_at_start)?;
+        // The start after a prefix depends on its last byte (for `\b` and
+        // the like): that needs the starts after each byte.
+        let after_bytes = !only_at_start || !prefix.is_empty();
+        let anchored = Table::build(&dfa(StartKind::Anchored)?, true, after_bytes)?;
+        let prefix_start = match prefix.last() {
+            Some(&b) => anchored.start_after[usize::from(b)],
+            None => anchored.start_text,
+        };
         // The bytes that can begin a match: those leading out of a start
         // state to a live one.
         let mut set = [false; 256];
@@ -542,9 +611,14 @@ impl StartDfa {
         if !only_at_start {
             starts.extend_from_slice(&anchored.start_after[..]);
         }
-        for st in starts {
-            for b in 0..=255u8 {
-                set[usize::from(b)] |= anchored.live(st, b);
+        match prefix.first() {
+            Some(&b) => set[usize::from(b)] = true,
+            None => {
+                for st in starts {
+                    for b in 0..=255u8 {
+                        set[usize::from(b)] |= anchored.live(st, b);
+                    }
+                }
             }
         }
         if set.iter().filter(|x| **x).count() > MAX_FIRST_BYTES {
@@ -561,8 +635,21 @@ impl StartDfa {
             anchored,
             unanchored,
             only_at_start,
+            prefix,
+            prefix_start,
             first,
         })
+    }
+
+    /// With `only_at_start`: the run for a match beginning at `at`, taken as
+    /// the subject's start (`^` matches there).
+    fn run_at_start(&self, h: &[u8], at: usize, earliest: bool, work: &mut usize) -> Run {
+        if !h[at..].starts_with(&self.prefix) {
+            *work += self.prefix.len();
+            return Run::Done(None);
+        }
+        let t = &self.anchored;
+        t.run(h, at + self.prefix.len(), self.prefix_start, earliest, work)
     }
 
     /// Whether there is a match starting at or after `from`.
@@ -587,7 +674,7 @@ impl StartDfa {
             if from > 0 {
                 return DfaSearch::None;
             }
-            return match t.run(h, 0, t.start_text, earliest, &mut work) {
+            return match self.run_at_start(h, 0, earliest, &mut work) {
                 Run::Done(Some(e)) => DfaSearch::Found(0, e),
                 Run::Done(None) => DfaSearch::None,
                 Run::GiveUp => DfaSearch::HandOver(0),
@@ -614,8 +701,37 @@ impl StartDfa {
 
 #[derive(Clone, Debug)]
 enum Engine {
-    Bytes(regex::bytes::Regex),
+    Bytes(meta::Regex),
     Fancy(fancy_regex::Regex),
+}
+
+/// The general engine: the `regex` crate's configuration for byte regexes
+/// (leftmost-first, empty matches may split a UTF-8 sequence, its size
+/// limits), built from the parsed pattern so it is parsed once. The full
+/// DFA is off as in the `regex` crate: `dfa-build` is enabled for
+/// [`StartDfa`], and determinizing every pattern twice more at load would
+/// dominate VCL load time; the engine's lazy DFA serves its searches.
+fn build_engine(hir: &Hir) -> Result<meta::Regex, String> {
+    let config = meta::Config::new()
+        .match_kind(regex_automata::MatchKind::LeftmostFirst)
+        .utf8_empty(false)
+        .nfa_size_limit(Some(10 * (1 << 20)))
+        .hybrid_cache_capacity(2 * (1 << 20))
+        .dfa(false);
+    meta::Builder::new()
+        .configure(config)
+        .build_from_hir(hir)
+        .map_err(|e| match e.size_limit() {
+            // The `regex` crate's wording.
+            Some(limit) => format!("Compiled regex exceeds size limit of {limit} bytes."),
+            None => e.to_string(),
+        })
+}
+
+/// The span from `at` to the end of `subject` (what is before `at` still
+/// counts for look-behind assertions such as `^` and `\b`).
+fn input_from(subject: &[u8], at: usize) -> regex_automata::Input<'_> {
+    regex_automata::Input::new(subject).span(at..subject.len())
 }
 
 /// Capture group spans (group 0 is the whole match).
@@ -625,37 +741,38 @@ impl Regex {
     /// Compiles a pattern; the error text is suitable for a VCL compile
     /// error ("Regexp compilation error: ...").
     pub fn new(pattern: &str) -> Result<Regex, String> {
-        let mut unicode = false;
-        let bytes = regex::bytes::RegexBuilder::new(pattern)
-            .unicode(false)
-            .build()
-            .or_else(|_| {
-                unicode = true;
-                regex::bytes::RegexBuilder::new(pattern).build()
-            });
+        let compile = |unicode: bool| {
+            let sc = syntax::Config::new().unicode(unicode).utf8(false);
+            let hir = syntax::parse_with(pattern, &sc).map_err(|e| e.to_string())?;
+            build_engine(&hir).map(|r| (hir, r))
+        };
         let (mut dfa, mut one, mut fixed) = (None, None, None);
-        let engine = match bytes {
-            Ok(r) => {
-                dfa = StartDfa::build(pattern, unicode);
-                fixed = fixed_groups(pattern, unicode);
+        // A plain literal is matched without any automaton (and has no
+        // groups): the fast matchers would never run.
+        let literal = Literal::parse(pattern);
+        let engine = match compile(false).or_else(|_| compile(true)) {
+            Ok((_, r)) if literal.is_some() => Engine::Bytes(r),
+            Ok((hir, r)) => {
+                dfa = StartDfa::build(&hir);
+                fixed = fixed_groups(&hir);
                 if r.captures_len() > 1 && fixed.is_none() {
-                    one = onepass::DFA::builder()
-                        .syntax(syntax::Config::new().unicode(unicode).utf8(false))
-                        .thompson(thompson::Config::new().utf8(false))
-                        .build(pattern)
-                        .ok();
+                    one = thompson::Compiler::new()
+                        .configure(thompson::Config::new().utf8(false))
+                        .build_from_hir(&hir)
+                        .ok()
+                        .and_then(|nfa| onepass::DFA::builder().build_from_nfa(nfa).ok());
                 }
                 Engine::Bytes(r)
             }
             Err(first) => match fancy_regex::Regex::new(pattern) {
                 Ok(r) => Engine::Fancy(r),
-                Err(_) => return Err(first.to_string()),
+                Err(_) => return Err(first),
             },
         };
         Ok(Regex {
             source: pattern.into(),
             engine,
-            literal: Literal::parse(pattern),
+            literal,
             dfa,
             fixed_groups: fixed,
             onepass: one,
@@ -683,7 +800,7 @@ impl Regex {
             }
         }
         match &self.engine {
-            Engine::Bytes(r) => Ok(r.is_match_at(subject, from)),
+            Engine::Bytes(r) => Ok(r.is_match(input_from(subject, from).earliest(true))),
             Engine::Fancy(r) => r
                 .is_match(&String::from_utf8_lossy(subject))
                 .map_err(|e| format!("Regexp matching returned {e}")),
@@ -720,7 +837,7 @@ impl Regex {
         match &self.engine {
             Engine::Bytes(r) => {
                 while at <= subject.len() {
-                    let Some(m) = r.find_at(subject, at) else {
+                    let Some(m) = r.find(input_from(subject, at)) else {
                         return Ok(None);
                     };
                     if not_empty && m.start() == m.end() {
@@ -803,11 +920,13 @@ impl Regex {
         }
         match &self.engine {
             Engine::Bytes(r) => {
-                let mut locs = r.capture_locations();
-                if r.captures_read_at(&mut locs, subject, start).is_some() {
-                    debug_assert_eq!(locs.get(0), Some((start, end)), "{}", self.source);
+                let mut caps = r.create_captures();
+                r.search_captures(&input_from(subject, start), &mut caps);
+                let span = |i| caps.get_group(i).map(|s| (s.start, s.end));
+                if caps.is_match() {
+                    debug_assert_eq!(span(0), Some((start, end)), "{}", self.source);
                     for (i, g) in groups.iter_mut().enumerate().skip(1) {
-                        *g = locs.get(i);
+                        *g = span(i);
                     }
                 }
             }
@@ -911,12 +1030,17 @@ impl Regex {
                 d.first.next(subject, p)
             };
             let Some(c) = c else { break };
-            let sid = if c == origin {
-                t.start_text
+            let run = if d.only_at_start {
+                d.run_at_start(subject, c, false, &mut work)
             } else {
-                t.start(subject, c)
+                let sid = if c == origin {
+                    t.start_text
+                } else {
+                    t.start(subject, c)
+                };
+                t.run(subject, c, sid, false, &mut work)
             };
-            match t.run(subject, c, sid, false, &mut work) {
+            match run {
                 Run::Done(Some(e)) => {
                     let rest = &subject[origin..];
                     self.replace(rest, c - origin, e - origin, sub, groups_wanted, out)?;
@@ -1233,7 +1357,7 @@ mod tests {
     #[test]
     fn fast_matchers_agree_with_engine_on_random_inputs() {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-        let (mut with_dfa, mut with_literal, mut checked) = (0, 0, 0);
+        let (mut with_dfa, mut with_literal, mut with_prefix, mut checked) = (0, 0, 0, 0);
         for _ in 0..1200 {
             let p = random_pattern(&mut rng, 0);
             let Ok(engine) = regex::bytes::RegexBuilder::new(&p).unicode(false).build() else {
@@ -1242,6 +1366,7 @@ mod tests {
             let r = Regex::new(&p).unwrap();
             with_dfa += usize::from(r.dfa.is_some());
             with_literal += usize::from(r.literal.is_some());
+            with_prefix += usize::from(r.dfa.as_ref().is_some_and(|d| !d.prefix.is_empty()));
             for _ in 0..16 {
                 let s = random_subject(&mut rng);
                 checked += 1;
@@ -1266,7 +1391,59 @@ mod tests {
         // The generator must exercise every matcher.
         assert!(with_dfa > 400, "{with_dfa} patterns had a DFA");
         assert!(with_literal > 20, "{with_literal} patterns were literals");
+        assert!(
+            with_prefix > 15,
+            "{with_prefix} patterns had a literal prefix"
+        );
         assert!(checked > 15_000);
+    }
+
+    #[test]
+    fn anchored_literal_prefixes_agree_with_engine() {
+        // The DFA covers only what follows the literal; the rest may match
+        // empty, look behind into the prefix, or need the subject's end.
+        let pats = [
+            ("^/section12/item[0-9]+", "/section12/item"),
+            ("^/api/v[0-9]+/(users|orders)", "/api/v"),
+            ("^ab*", "a"),
+            ("^ab\\b", "ab"),
+            ("^ab\\B[a-z]", "ab"),
+            ("^a;(?m:$)", "a;"),
+            ("^x[0-9]*$", "x"),
+            ("^Bearer +([^ ]+)", "Bearer"),
+        ];
+        let subjects: [&[u8]; 12] = [
+            b"/section12/item42?x=1",
+            b"/section12/item",
+            b"/section12/items",
+            b"/api/v2/users/9",
+            b"/api/v/users",
+            b"abbbc",
+            b"a",
+            b"ab cd",
+            b"abc",
+            b"a;\nx",
+            b"x123",
+            b"Bearer  tok-1 x",
+        ];
+        for (p, prefix) in pats {
+            let r = Regex::new(p).unwrap();
+            let d = r.dfa.as_ref().unwrap_or_else(|| panic!("{p} has no DFA"));
+            assert_eq!(&d.prefix[..], prefix.as_bytes(), "{p}");
+            let engine = regex::bytes::Regex::new(&format!("(?-u){p}")).unwrap();
+            for s in subjects {
+                assert_eq!(r.is_match(s).unwrap(), engine.is_match(s), "{p} on {s:?}");
+                for all in [false, true] {
+                    let mut out = Vec::new();
+                    r.substitute(s, b"<\\0|\\1>", all, &mut out).unwrap();
+                    assert_eq!(
+                        out,
+                        reference_substitute(&engine, s, b"<\\0|\\1>", all),
+                        "{p} on {s:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
