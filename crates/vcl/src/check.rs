@@ -776,11 +776,21 @@ impl<'a> Checker<'a> {
                     }
                 }
             };
+            let written = e.addr.value.split('/').next().unwrap_or_default();
+            let sep_mask = e.mask.as_ref().filter(|m| m.span != e.addr.span);
+            let mut log_text = format!("\"{written}\"");
+            if let Some(m) = sep_mask {
+                log_text.push_str(&format!("/{}", m.value));
+            }
+            if let Some(net) = e.net.filter(|n| n.fixed) {
+                log_text.push_str(&format!(" fixed: {}/{}", net.addr, net.mask));
+            }
             for (addr, prefix) in nets {
                 let entry = ir::AclEntry {
                     negated: e.negated,
                     addr,
                     prefix,
+                    log_text: log_text.as_str().into(),
                 };
                 if let Some((old, old_span)) = entries
                     .iter()
@@ -3014,6 +3024,28 @@ mod tests {
         assert_eq!(p.backends[0].probe, p.default_probe);
         assert_eq!(p.acls[0].entries[0].prefix, 32);
         assert_eq!(p.acls[0].entries[1].prefix, 8);
+    }
+
+    #[test]
+    fn acl_log_texts_follow_the_source() {
+        let p = prog(
+            r#"backend b { .host = "127.0.0.1"; }
+            acl x -pedantic { "1.2.3.4"/24; "5.6.7.8/24"; "10.1"/16; "10.2"; "::1:2"/120; }
+            sub vcl_recv { if (client.ip ~ x) {} }"#,
+        );
+        let texts: Vec<&str> = p.acls[0].entries.iter().map(|e| &*e.log_text).collect();
+        // Sorted most specific first; the mask shows only when written as
+        // its own token, and cleared host bits are reported.
+        assert_eq!(
+            texts,
+            [
+                "\"::1:2\"/120 fixed: ::1:0/120",
+                "\"1.2.3.4\"/24 fixed: 1.2.3.0/24",
+                "\"5.6.7.8\" fixed: 5.6.7.0/24",
+                "\"10.1\"/16",
+                "\"10.2\"",
+            ]
+        );
     }
 
     #[test]
