@@ -990,6 +990,16 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         crate::esi::fetch::log_done(bo, done);
     }
     if let Some(mut writer) = unbusied.body {
+        // Storage as varnishd allocates it: a known length at once when no
+        // filter changes it, else fetch_chunksize pieces.
+        let expected = match f.body {
+            BodyKind::Length(n) if !chain.changed => Some(n),
+            _ => None,
+        };
+        writer.plan(
+            expected,
+            bo.sh.params().bytes(pid!("fetch_chunksize")).max(1),
+        );
         let result = pump_body(
             between_bytes(bo, &f),
             &mut f,
