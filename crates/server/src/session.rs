@@ -335,7 +335,7 @@ pub async fn serve<S>(
                         ReqBody::Pending(p) => task.body_pending = Some(p),
                     }
                 }
-                Err(e) => break body_error(&sh, &mut task, &mut conn, e).await,
+                Err(e) => break body_error(&sh, &mut task, &mut conn, body_kind, e).await,
             }
         }
         let mut after = crate::req::handle(&mut task, &mut conn).await;
@@ -490,19 +490,34 @@ where
 /// `read_proxy`'s answer when the session workspace overflowed.
 const WS_OVERFLOW: &str = "WS_OVERFLOW";
 
-/// A request body could not be read ahead: the session ends (with a 400
-/// for bad framing; silently for a timeout or EOF, as varnishd).
+/// A request body could not be read ahead: the request's transaction ends
+/// and so does the session (with a 400 for bad framing; silently for a
+/// timeout or EOF, as varnishd).
 async fn body_error<S>(
     sh: &Shared,
     task: &mut ReqTask,
     conn: &mut ClientConn<S>,
+    kind: BodyKind,
     e: crate::bodyio::BodyIoError,
 ) -> &'static str
 where
     S: AsyncWrite + Unpin,
 {
+    // Logged as varnishd's body pull logs it, a FetchError on the request.
+    match (&e, kind) {
+        (crate::bodyio::BodyIoError::Eof, BodyKind::Length(_)) => {
+            task.vsl
+                .log_str(Tag::FetchError, "straight insufficient bytes");
+        }
+        _ => task
+            .vsl
+            .log(Tag::FetchError, format_args!("req.body read error: {e}")),
+    }
+    // The request's transaction ends here, with nothing sent.
+    let rx = task.req_hdr_bytes;
     task.vsl
-        .log(Tag::ReqAcct, format_args!("body read error: {e}"));
+        .log(Tag::ReqAcct, format_args!("{rx} 0 {rx} 0 0 0"));
+    task.vsl.log_str(Tag::End, "");
     task.vsl.flush();
     sh.counters.inc(Main::sc_rx_body);
     if matches!(e, crate::bodyio::BodyIoError::Framing(_)) {
