@@ -14,7 +14,7 @@
 
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{
     Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak,
 };
@@ -246,6 +246,15 @@ pub enum CacheEvent {
         /// ttl+grace+keep end, seconds since the epoch.
         when: f64,
     },
+    /// The expiry timer looked at its earliest object, as varnishd's expiry
+    /// thread does whenever it wakes: after objects were armed, or when one
+    /// is due (`EXP_expire`).
+    ExpiryInspected {
+        /// The earliest object's vxid.
+        vxid: u32,
+        /// Seconds until it is due (negative: overdue).
+        due_in: f64,
+    },
     /// Removed because ttl+grace+keep passed (`EXP_Expired x=VXID t=TTL`).
     Expired {
         /// The object's vxid.
@@ -352,6 +361,8 @@ pub(crate) struct Inner {
     /// Round-robin position among the non-Transient stores.
     next_store: AtomicUsize,
     events: OnceLock<EventSink>,
+    /// Objects were armed since the expiry timer last looked.
+    exp_armed: AtomicBool,
 }
 
 /// The object cache. Cheap to clone (shared handle).
@@ -412,6 +423,7 @@ impl Cache {
                 lurker_cursor: AtomicUsize::new(0),
                 next_store: AtomicUsize::new(0),
                 events: OnceLock::new(),
+                exp_armed: AtomicBool::new(false),
                 stats,
             }),
         }
@@ -641,13 +653,39 @@ impl Cache {
     pub fn expire_due(&self, now: f64) -> usize {
         let inner = &self.inner;
         let mut due = Vec::new();
+        let mut inspected = None;
         {
             let mut heap = lock(&inner.exp);
+            let armed = inner.exp_armed.swap(false, Ordering::AcqRel);
+            if armed || heap.peek().is_some_and(|e| e.when <= now) {
+                // Entries of objects gone or re-armed meanwhile are dropped
+                // on the way to the earliest live one.
+                while let Some(root) = heap.peek() {
+                    match root.oc.upgrade() {
+                        Some(oc)
+                            if oc.flags() & F_DYING == 0
+                                && oc.exp_when.get().to_bits() == root.when.to_bits() =>
+                        {
+                            inspected = Some(CacheEvent::ExpiryInspected {
+                                vxid: oc.vxid.load(Ordering::Relaxed),
+                                due_in: root.when - now,
+                            });
+                            break;
+                        }
+                        _ => {
+                            heap.pop();
+                        }
+                    }
+                }
+            }
             while heap.peek().is_some_and(|e| e.when <= now) {
                 if let Some(e) = heap.pop() {
                     due.push(e);
                 }
             }
+        }
+        if let Some(ev) = inspected {
+            inner.emit(|| ev);
         }
         let mut n = 0;
         let mut requeue = Vec::new();
@@ -1147,6 +1185,7 @@ impl Inner {
             when,
             oc: Arc::downgrade(oc),
         });
+        self.exp_armed.store(true, Ordering::Release);
         self.emit(|| CacheEvent::ExpiryArmed {
             vxid: oc.vxid.load(Ordering::Relaxed),
             when,

@@ -401,6 +401,25 @@ fn events_for_logging() {
         vxid: 3,
         ttl_left: -100.0
     }));
+    // Objects were armed since the timer last looked: it reports its
+    // earliest one (overdue here) before expiring.
+    assert!(ev.contains(&CacheEvent::ExpiryInspected {
+        vxid: 2,
+        due_in: -100.0
+    }));
+    // Nothing armed and nothing due: the timer says nothing.
+    let n = log.lock().unwrap().len();
+    insert(&c, &digest("/4"), meta(4, T0, 1000.0, 0.0, 0.0), &BODY);
+    c.expire_due(T0 + 300.0);
+    assert_eq!(
+        log.lock().unwrap()[n + 1..],
+        [CacheEvent::ExpiryInspected {
+            vxid: 4,
+            due_in: 700.0
+        }]
+    );
+    c.expire_due(T0 + 301.0);
+    assert_eq!(log.lock().unwrap().len(), n + 2);
 }
 
 #[test]

@@ -793,6 +793,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         stores.clone(),
         crate::rfc2616::now(),
     ));
+    cache.set_event_sink(expiry_logger(vsl.clone()));
     let host = hostname();
     let sh = Arc::new(Shared {
         params: ArcSwap::from_pointee(params.clone()),
@@ -984,6 +985,37 @@ fn lock_pidfile(p: &Path) -> Result<std::fs::File, String> {
         .and_then(|_| f.write_all(format!("{}\n", std::process::id()).as_bytes()))
         .map_err(|e| format!("Could not write pid-file {}: {e}", p.display()))?;
     Ok(f)
+}
+
+/// Logs what the cache's expiry and eviction do as varnishd's expiry thread
+/// and ban lurker log it, outside any transaction (vxid 0): `ExpKill`
+/// records (`EXP_When`, `EXP_expire`, `EXP_Expired`, `LRU`) and the
+/// lurker's `ExpBan`. Where varnishd prints the object's address (`p=`),
+/// lacquer names the object by its vxid.
+fn expiry_logger(vsl: Arc<Vsl>) -> lacquer_cache::EventSink {
+    use lacquer_cache::CacheEvent as E;
+    let zero = lacquer_vsl::Vxid::plain(0);
+    Arc::new(move |ev| match ev {
+        E::ExpiryArmed { vxid, when } => vsl.log_immediate(
+            Tag::ExpKill,
+            zero,
+            format_args!("EXP_When p=0x{vxid:x} e={when:.6}"),
+        ),
+        E::ExpiryInspected { vxid, due_in } => vsl.log_immediate(
+            Tag::ExpKill,
+            zero,
+            format_args!("EXP_expire p=0x{vxid:x} e={due_in:.6}"),
+        ),
+        E::Expired { vxid, ttl_left } => vsl.log_immediate(
+            Tag::ExpKill,
+            zero,
+            format_args!("EXP_Expired x={vxid} t={ttl_left:.0}"),
+        ),
+        E::Nuked { vxid } => vsl.log_immediate(Tag::ExpKill, zero, format_args!("LRU x={vxid}")),
+        E::LurkerBanned { vxid } => {
+            vsl.log_immediate(Tag::ExpBan, zero, format_args!("{vxid} killed for lurker"))
+        }
+    })
 }
 
 #[cfg(test)]
