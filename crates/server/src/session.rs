@@ -289,6 +289,22 @@ pub async fn serve<S>(
         vsl.log_timestamp("Start", t_req, 0.0, 0.0);
         vsl.log_timestamp("Req", t_req, 0.0, 0.0);
         vsl.log_str(Tag::VCL_use, &vcl.name);
+        // As varnishd: the Expect header is consumed here (logged as unset
+        // before the request is), and `100 Continue` is only wanted from
+        // an HTTP/1.1 client that has not already sent body bytes.
+        let want_100 = expect == lacquer_http::Expect::Continue
+            && &req.proto[..] != b"HTTP/1.0"
+            && conn.rbuf.is_empty();
+        if expect == lacquer_http::Expect::Continue {
+            if let Some((k, v)) = req
+                .headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(b"expect"))
+            {
+                vsl.log_header(Tag::ReqUnset, k, v);
+            }
+            req.headers.remove("expect");
+        }
         crate::req::log_req_start(&mut vsl, &info, &req);
         let mut task = ReqTask::new(sh.clone(), vcl, info.clone(), tmo, vxid, req, t_req, vsl);
         task.req_hdr_bytes = req_hdr_bytes as u64;
@@ -301,7 +317,7 @@ pub async fn serve<S>(
         // except what std.cache_req_body() may keep, read ahead here.
         let body_timeout = Duration::from_secs_f64(tmo.timeout_idle.max(0.001));
         if body_kind != BodyKind::None {
-            if expect == lacquer_http::Expect::Continue
+            if want_100
                 && conn
                     .stream
                     .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
