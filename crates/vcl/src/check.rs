@@ -2881,8 +2881,9 @@ fn check_ipv6_brackets(host: &str) -> Result<(), String> {
 }
 
 /// A backend `.path` must be absolute and, if it exists, a socket. One
-/// that does not exist yet only earns a warning (returned): the socket may
-/// appear before the VCL is used.
+/// that does not exist yet, or that the compiler may not look at, only
+/// earns a warning (returned), as in vcc: the socket may appear before the
+/// VCL is used, and the worker may see what the compiler's user cannot.
 fn check_uds_path(path: &str) -> Result<Option<String>, String> {
     if !path.starts_with('/') {
         return Err(format!("Must be an absolute path:\n\t{path}"));
@@ -2900,7 +2901,7 @@ fn check_uds_path(path: &str) -> Result<Option<String>, String> {
                 let text = e.to_string();
                 let text = text.split(" (os error").next().unwrap_or(&text);
                 let msg = format!("Backend path: Cannot stat: {text}");
-                return if e.kind() == std::io::ErrorKind::NotFound {
+                return if stat_failure_only_warns(e.kind()) {
                     Ok(Some(msg))
                 } else {
                     Err(msg)
@@ -2909,6 +2910,15 @@ fn check_uds_path(path: &str) -> Result<Option<String>, String> {
         }
     }
     Ok(None)
+}
+
+/// Which failures to stat a backend `.path` are warnings (no such file,
+/// permission denied); any other is an error.
+fn stat_failure_only_warns(kind: std::io::ErrorKind) -> bool {
+    matches!(
+        kind,
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+    )
 }
 
 fn split_host_port(s: &str) -> (&str, Option<&str>) {
@@ -3024,6 +3034,30 @@ mod tests {
         assert_eq!(p.backends[0].probe, p.default_probe);
         assert_eq!(p.acls[0].entries[0].prefix, 32);
         assert_eq!(p.acls[0].entries[1].prefix, 8);
+    }
+
+    #[test]
+    fn uds_path_stat_failures() {
+        assert!(stat_failure_only_warns(std::io::ErrorKind::NotFound));
+        assert!(stat_failure_only_warns(
+            std::io::ErrorKind::PermissionDenied
+        ));
+        assert!(!stat_failure_only_warns(std::io::ErrorKind::NotADirectory));
+        let w = check_uds_path("/nonexistent-lacquer-dir/s.sock").unwrap();
+        assert_eq!(
+            w.as_deref(),
+            Some("Backend path: Cannot stat: No such file or directory")
+        );
+        // Through a regular file: not a warning.
+        let e = check_uds_path("/proc/self/stat/x").unwrap_err();
+        assert!(
+            e.starts_with("Backend path: Cannot stat: Not a directory"),
+            "{e}"
+        );
+        assert_eq!(
+            check_uds_path("rel.sock").unwrap_err(),
+            "Must be an absolute path:\n\trel.sock"
+        );
     }
 
     #[test]
