@@ -1291,8 +1291,7 @@ impl Inner {
             gzip_changed,
             body,
         };
-        let overhead = std::mem::size_of::<ObjCore>()
-            + data.header_bytes()
+        let overhead = data.charge_bytes()
             + oc.vary.get().map_or(0, VarySpec::heap_size)
             + data.body.len_so_far() as usize;
         self.allocate(store, overhead as u64)?;
@@ -1331,6 +1330,9 @@ impl Inner {
             oc: Arc::clone(oc),
             store: store.clone(),
             cache: Arc::clone(self),
+            expected: None,
+            chunk: 0,
+            spare: 0,
         });
         Ok(Unbusied {
             obj: ObjRef(Arc::clone(oc)),
@@ -1448,34 +1450,83 @@ impl Drop for BusyObj {
     }
 }
 
-/// The writer of a streamed object body. Each segment is charged to the
-/// object's store (evicting LRU objects when full). Dropping it unfinished, or
-/// [`fail`](Self::fail), fails the body and removes the object from the cache.
+/// The writer of a streamed object body. Storage is charged to the object's
+/// store (evicting LRU objects when full) the way varnishd allocates it: the
+/// rest of a known length at once, or `fetch_chunksize` pieces while the
+/// length is unknown, the unused tail given back when the body is complete.
+/// Dropping it unfinished, or [`fail`](Self::fail), fails the body and
+/// removes the object from the cache.
 #[derive(Debug)]
 pub struct FetchBody {
     writer: Option<BodyWriter>,
     oc: Arc<ObjCore>,
     store: StoreRef,
     cache: Arc<Inner>,
+    /// Body bytes still expected, when the length is known.
+    expected: Option<u64>,
+    /// Allocation size while the length is unknown (`fetch_chunksize`).
+    chunk: u64,
+    /// Bytes charged but not filled yet.
+    spare: u64,
 }
 
 impl FetchBody {
-    /// Append a segment, in as many pieces as the store grants it in; on a
-    /// storage failure the rest is not appended (the caller should then
-    /// [`fail`](Self::fail)).
+    /// How storage is allocated from now on: `expected` body bytes when the
+    /// length is known, else pieces of `chunk` bytes (`fetch_chunksize`).
+    pub fn plan(&mut self, expected: Option<u64>, chunk: u64) {
+        self.expected = expected;
+        self.chunk = chunk;
+    }
+
+    /// Append a segment. Storage is allocated as planned, in the pieces the
+    /// store grants; a segment that runs past an allocation is split at its
+    /// end. On a storage failure the rest is not appended (the caller should
+    /// then [`fail`](Self::fail)).
     pub fn push(&mut self, mut seg: Bytes) -> Result<(), StorageError> {
         let sv = self.store.stevedore();
         while !seg.is_empty() {
-            let n = sv.grant(seg.len() as u64).clamp(1, seg.len() as u64);
-            self.cache.allocate(&self.store, n)?;
-            self.oc.charged.fetch_add(n, Ordering::Relaxed);
-            self.oc.allocs.fetch_add(1, Ordering::Relaxed);
-            let piece = seg.split_to(n as usize);
+            let need = seg.len() as u64;
+            if self.spare == 0 {
+                let planned = match self.expected {
+                    Some(left) => left.max(need),
+                    None => self.chunk.max(need),
+                };
+                let want = sv.grant(planned).clamp(1, planned);
+                // A smaller piece may still fit where the planned one does not.
+                let got = match self.cache.allocate(&self.store, want) {
+                    Ok(()) => want,
+                    Err(_) if want > need => {
+                        let less = sv.grant(need).clamp(1, need);
+                        self.cache.allocate(&self.store, less)?;
+                        less
+                    }
+                    Err(e) => return Err(e),
+                };
+                self.oc.charged.fetch_add(got, Ordering::Relaxed);
+                self.oc.allocs.fetch_add(1, Ordering::Relaxed);
+                self.spare = got;
+            }
+            let take = need.min(self.spare);
+            let piece = seg.split_to(take as usize);
+            self.spare -= take;
+            if let Some(left) = self.expected.as_mut() {
+                *left = left.saturating_sub(take);
+            }
             if let Some(w) = self.writer.as_mut() {
                 w.push(piece);
             }
         }
         Ok(())
+    }
+
+    /// Gives back what was charged but not filled (varnishd trims the last
+    /// storage piece once the body is complete).
+    fn trim(&mut self) {
+        if self.spare > 0 {
+            self.store.stevedore().free(self.spare, 0);
+            self.oc.charged.fetch_sub(self.spare, Ordering::Relaxed);
+            self.spare = 0;
+        }
     }
 
     /// Bytes written so far.
@@ -1490,6 +1541,7 @@ impl FetchBody {
 
     /// The body complete.
     pub fn finish(mut self) {
+        self.trim();
         if let Some(w) = self.writer.take() {
             w.finish();
         }

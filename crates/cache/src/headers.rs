@@ -92,11 +92,6 @@ impl StoredHeaders {
             })
             .collect()
     }
-
-    /// Heap bytes used.
-    pub fn heap_size(&self) -> usize {
-        self.buf.len() + self.idx.len() * std::mem::size_of::<(u32, u32, u32)>()
-    }
 }
 
 impl HeaderLookup for StoredHeaders {
@@ -127,7 +122,6 @@ mod tests {
         assert_eq!(all[1], (&b"X-Empty"[..], &b""[..]));
         let pairs = h.to_pairs();
         assert_eq!(&pairs[2].0[..], b"ETag");
-        assert_eq!(h.heap_size(), 12 + 9 + 7 + 4 + 3 + 36);
         assert!(StoredHeaders::new::<&str, &str>(&[]).is_empty());
         assert_eq!(h.get_index(3), None);
     }

@@ -120,10 +120,31 @@ impl ObjectData {
         self.header("etag")
     }
 
-    pub(crate) fn header_bytes(&self) -> usize {
-        self.reason.len() + self.headers.heap_size() + self.esi.as_ref().map_or(0, Bytes::len)
+    /// What the object costs its store beyond its body, counted as
+    /// varnishd's storage counts it so that `SM?.g_bytes`/`g_space` and LRU
+    /// eviction match varnishd's for the same objects: its fixed object
+    /// structure, plus the attribute block holding the encoded headers (a
+    /// 2-byte count, then protocol, status, reason and each `Name: value`,
+    /// each NUL-terminated) and any ESI data, rounded up to 8 bytes.
+    pub(crate) fn charge_bytes(&self) -> usize {
+        let fields: usize = "HTTP/1.1\0".len()
+            + "200\0".len()
+            + self.reason.len()
+            + 1
+            + self
+                .headers
+                .iter()
+                .map(|(k, v)| k.len() + ": ".len() + v.len() + 1)
+                .sum::<usize>();
+        let attrs = 2 + fields + self.esi.as_ref().map_or(0, Bytes::len);
+        OBJECT_FIXED_BYTES + attrs.next_multiple_of(8)
     }
 }
+
+/// The fixed part of an object's charge: varnishd's object structure with
+/// its fixed-size attributes (VXID, flags, gzip bits, Last-Modified), as its
+/// `SM?.g_bytes` shows for a body-less object.
+const OBJECT_FIXED_BYTES: usize = 144;
 
 /// An f64 stored in an `AtomicU64`.
 #[derive(Debug, Default)]

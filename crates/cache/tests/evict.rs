@@ -248,8 +248,8 @@ fn ban_duration_fields() {
 
 #[test]
 fn lru_nukes_oldest_idle_objects() {
-    // Room for about four objects of 1000 body bytes plus overhead.
-    let c = cache_with(Some(6000), 50);
+    // Room for four objects of 1000 body bytes plus overhead, not five.
+    let c = cache_with(Some(5000), 50);
     let s0 = c.store("s0").unwrap();
     static BODY: [u8; 1000] = [b'z'; 1000];
     let mut ds = Vec::new();
@@ -272,7 +272,7 @@ fn lru_nukes_oldest_idle_objects() {
     expect_hit(lookup(&c, &ds[2], T0 + 12.0));
     drop(held);
     let st = s0.stevedore().stats();
-    assert!(st.g_bytes.load(Ordering::Relaxed) <= 6000);
+    assert!(st.g_bytes.load(Ordering::Relaxed) <= 5000);
     assert!(st.c_fail.load(Ordering::Relaxed) >= 1);
 }
 
@@ -309,6 +309,50 @@ fn nuke_limit_and_oversized_objects_fail_cleanly() {
     drop(obj);
     drop(busy);
     assert_eq!(s0.stevedore().stats().g_bytes.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn streamed_bodies_are_charged_in_pieces_and_trimmed() {
+    let c = cache_with(Some(100_000), 50);
+    let s0 = c.store("s0").unwrap();
+    let g_bytes = || s0.stevedore().stats().g_bytes.load(Ordering::Relaxed);
+    let stream = |path: &str, vxid: u32| {
+        let (busy, _) = expect_miss(lookup(&c, &digest(path), T0));
+        let u = busy
+            .unbusy(
+                NewObject {
+                    body: NewBody::Streamed,
+                    ..new_obj(meta(vxid, T0, 60.0, 0.0, 0.0), b"")
+                },
+                &s0,
+            )
+            .unwrap();
+        (u, g_bytes())
+    };
+    // Unknown length: a whole fetch_chunksize piece while the body comes
+    // in, the unused tail given back at the end.
+    let (mut u, head) = stream("/chunked", 1);
+    let mut fb = u.body.take().unwrap();
+    fb.plan(None, 16384);
+    fb.push(Bytes::from(vec![0u8; 4096])).unwrap();
+    assert_eq!(g_bytes(), head + 16384);
+    fb.push(Bytes::from(vec![0u8; 20000])).unwrap();
+    // 12288 left over, the 7712 missing come in a second whole piece.
+    assert_eq!(g_bytes(), head + 2 * 16384);
+    fb.finish();
+    assert_eq!(g_bytes(), head + 24096);
+    assert_eq!(u.obj.charged_bytes(), head + 24096);
+    // Known length: all of it at the first segment.
+    let before = g_bytes();
+    let (mut u2, head2) = stream("/length", 2);
+    let mut fb = u2.body.take().unwrap();
+    fb.plan(Some(3000), 16384);
+    fb.push(Bytes::from(vec![0u8; 1000])).unwrap();
+    assert_eq!(g_bytes(), head2 + 3000);
+    fb.push(Bytes::from(vec![0u8; 2000])).unwrap();
+    assert_eq!(g_bytes(), head2 + 3000);
+    fb.finish();
+    assert_eq!(g_bytes() - before, head2 - before + 3000);
 }
 
 #[test]
@@ -356,6 +400,21 @@ fn events_for_logging() {
         vxid: 3,
         ttl_left: -100.0
     }));
+    // An object armed since the last sweep: the next sweep reports the
+    // first to expire, once; then it stays quiet.
+    let n = log.lock().unwrap().len();
+    insert(&c, &digest("/4"), meta(4, T0, 1000.0, 0.0, 0.0), &BODY);
+    c.expire_due(T0 + 300.0);
+    let checks: Vec<f64> = log.lock().unwrap()[n..]
+        .iter()
+        .filter_map(|e| match *e {
+            CacheEvent::ExpiryCheck { left, .. } => Some(left),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(checks, [700.0]);
+    c.expire_due(T0 + 301.0);
+    assert_eq!(log.lock().unwrap().len(), n + 2);
 }
 
 #[test]

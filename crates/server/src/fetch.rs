@@ -560,7 +560,8 @@ fn break_retry(bo: &mut BoTask, port: u16, name: &str) {
 
 /// A revalidation of a stale object that may be refreshed by a 304 asks
 /// the backend conditionally (varnishd's IMS candidates: a 200 with a
-/// Last-Modified or ETag and a body).
+/// Last-Modified or ETag and a body — one still streaming counts, as
+/// varnishd marks candidates when their fetch starts).
 fn add_conditionals(job: &mut FetchJob) {
     let stale = match &job.mode {
         FetchMode::Miss {
@@ -570,7 +571,8 @@ fn add_conditionals(job: &mut FetchJob) {
         _ => return,
     };
     let data = stale.data();
-    if data.status != 200 || stale.body().len_so_far() == 0 {
+    let body = stale.body();
+    if data.status != 200 || body.is_failed() || body.final_len() == Some(0) {
         return;
     }
     let lm = crate::task::obj_header(stale, b"last-modified").map(Bytes::copy_from_slice);
@@ -990,6 +992,16 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         crate::esi::fetch::log_done(bo, done);
     }
     if let Some(mut writer) = unbusied.body {
+        // Storage as varnishd allocates it: a known length at once when no
+        // filter changes it, else fetch_chunksize pieces.
+        let expected = match f.body {
+            BodyKind::Length(n) if !chain.changed => Some(n),
+            _ => None,
+        };
+        writer.plan(
+            expected,
+            bo.sh.params().bytes(pid!("fetch_chunksize")).max(1),
+        );
         let result = pump_body(
             between_bytes(bo, &f),
             &mut f,

@@ -296,6 +296,22 @@ pub async fn serve<S>(
         vsl.log_timestamp("Start", t_req, 0.0, 0.0);
         vsl.log_timestamp("Req", t_req, 0.0, 0.0);
         vsl.log_str(Tag::VCL_use, &vcl.name);
+        // As varnishd: the Expect header is consumed here (logged as unset
+        // before the request is), and `100 Continue` is only wanted from
+        // an HTTP/1.1 client that has not already sent body bytes.
+        let want_100 = expect == lacquer_http::Expect::Continue
+            && &req.proto[..] != b"HTTP/1.0"
+            && conn.rbuf.is_empty();
+        if expect == lacquer_http::Expect::Continue {
+            if let Some((k, v)) = req
+                .headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(b"expect"))
+            {
+                vsl.log_header(Tag::ReqUnset, k, v);
+            }
+            req.headers.remove("expect");
+        }
         crate::req::log_req_start(&mut vsl, &info, &req);
         let mut task = ReqTask::new(sh.clone(), vcl, info.clone(), tmo, vxid, req, t_req, vsl);
         task.req_hdr_bytes = req_hdr_bytes as u64;
@@ -308,7 +324,7 @@ pub async fn serve<S>(
         // except what std.cache_req_body() may keep, read ahead here.
         let body_timeout = Duration::from_secs_f64(tmo.timeout_idle.max(0.001));
         if body_kind != BodyKind::None {
-            if expect == lacquer_http::Expect::Continue
+            if want_100
                 && conn
                     .stream
                     .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -342,7 +358,7 @@ pub async fn serve<S>(
                         ReqBody::Pending(p) => task.body_pending = Some(p),
                     }
                 }
-                Err(e) => break body_error(&sh, &mut task, &mut conn, e).await,
+                Err(e) => break body_error(&sh, &mut task, &mut conn, body_kind, e).await,
             }
         }
         let mut after = crate::req::handle(&mut task, &mut conn).await;
@@ -497,19 +513,34 @@ where
 /// `read_proxy`'s answer when the session workspace overflowed.
 const WS_OVERFLOW: &str = "WS_OVERFLOW";
 
-/// A request body could not be read ahead: the session ends (with a 400
-/// for bad framing; silently for a timeout or EOF, as varnishd).
+/// A request body could not be read ahead: the request's transaction ends
+/// and so does the session (with a 400 for bad framing; silently for a
+/// timeout or EOF, as varnishd).
 async fn body_error<S>(
     sh: &Shared,
     task: &mut ReqTask,
     conn: &mut ClientConn<S>,
+    kind: BodyKind,
     e: crate::bodyio::BodyIoError,
 ) -> &'static str
 where
     S: AsyncWrite + Unpin,
 {
+    // Logged as varnishd's body pull logs it, a FetchError on the request.
+    match (&e, kind) {
+        (crate::bodyio::BodyIoError::Eof, BodyKind::Length(_)) => {
+            task.vsl
+                .log_str(Tag::FetchError, "straight insufficient bytes");
+        }
+        _ => task
+            .vsl
+            .log(Tag::FetchError, format_args!("req.body read error: {e}")),
+    }
+    // The request's transaction ends here, with nothing sent.
+    let rx = task.req_hdr_bytes;
     task.vsl
-        .log(Tag::ReqAcct, format_args!("body read error: {e}"));
+        .log(Tag::ReqAcct, format_args!("{rx} 0 {rx} 0 0 0"));
+    task.vsl.log_str(Tag::End, "");
     task.vsl.flush();
     sh.counters.inc(Main::sc_rx_body);
     if matches!(e, crate::bodyio::BodyIoError::Framing(_)) {

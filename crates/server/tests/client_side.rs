@@ -1,7 +1,7 @@
 //! End-to-end tests of what happens on the client connection itself: the
-//! PROXY protocol on `PROXY` listeners, request bodies streamed or cached
-//! for the backend, client socket options set from VCL, and the client
-//! workspace bounding what VCL adds to a request.
+//! PROXY protocol on `PROXY` listeners, `Expect: 100-continue`, request
+//! bodies streamed or cached for the backend, client socket options set
+//! from VCL, and the client workspace bounding what VCL adds to a request.
 
 mod common;
 
@@ -171,6 +171,41 @@ async fn client_socket_options_from_vcl() {
     assert_eq!(r.header("bogus"), Some("-1"));
     let rtt: f64 = r.header("rtt").unwrap().parse().unwrap();
     assert!((0.0..1000.0).contains(&rtt), "rtt {rtt}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expect_100_continue_is_consumed_and_only_sent_when_wanted() {
+    let be = backend(|_| (NO, ok("b", ""))).await;
+    let vcl = vcl_with(be.addr, "sub vcl_recv { return (pass); }");
+    let l = lacquer(&vcl, &[]).await;
+    let a = l.first_addr().unwrap();
+    // The body came with the head: no interim response, straight the 200.
+    let r = raw(
+        a,
+        b"POST / HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\nhello",
+        false,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let seen = be.last();
+    assert_eq!(seen.header("expect"), None);
+    assert_eq!(seen.body, b"hello");
+    // The client waits for it: 100 Continue first, then the answer.
+    let mut s = TcpStream::connect(a).await.unwrap();
+    s.write_all(b"POST / HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+        .await
+        .unwrap();
+    let interim = b"HTTP/1.1 100 Continue\r\n\r\n";
+    let mut got = vec![0u8; interim.len()];
+    tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut got))
+        .await
+        .expect("no 100 Continue within 5 s")
+        .unwrap();
+    assert_eq!(&got[..], interim);
+    s.write_all(b"hello").await.unwrap();
+    let r = read_resp(&mut s, false).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(be.last().header("expect"), None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -354,6 +354,9 @@ pub struct AclNet {
     /// Prefix length (32 / 128 when no mask was given; for IPv4
     /// net-notation like `"10.1"` it is 8 per given component).
     pub mask: u8,
+    /// Host bits were set and had to be cleared (only allowed under
+    /// `-pedantic`); the match log then says ` fixed: addr/mask`.
+    pub fixed: bool,
 }
 
 /// `sub name { ... }`

@@ -776,11 +776,21 @@ impl<'a> Checker<'a> {
                     }
                 }
             };
+            let written = e.addr.value.split('/').next().unwrap_or_default();
+            let sep_mask = e.mask.as_ref().filter(|m| m.span != e.addr.span);
+            let mut log_text = format!("\"{written}\"");
+            if let Some(m) = sep_mask {
+                log_text.push_str(&format!("/{}", m.value));
+            }
+            if let Some(net) = e.net.filter(|n| n.fixed) {
+                log_text.push_str(&format!(" fixed: {}/{}", net.addr, net.mask));
+            }
             for (addr, prefix) in nets {
                 let entry = ir::AclEntry {
                     negated: e.negated,
                     addr,
                     prefix,
+                    log_text: log_text.as_str().into(),
                 };
                 if let Some((old, old_span)) = entries
                     .iter()
@@ -2871,8 +2881,9 @@ fn check_ipv6_brackets(host: &str) -> Result<(), String> {
 }
 
 /// A backend `.path` must be absolute and, if it exists, a socket. One
-/// that does not exist yet only earns a warning (returned): the socket may
-/// appear before the VCL is used.
+/// that does not exist yet, or that the compiler may not look at, only
+/// earns a warning (returned), as in vcc: the socket may appear before the
+/// VCL is used, and the worker may see what the compiler's user cannot.
 fn check_uds_path(path: &str) -> Result<Option<String>, String> {
     if !path.starts_with('/') {
         return Err(format!("Must be an absolute path:\n\t{path}"));
@@ -2890,7 +2901,7 @@ fn check_uds_path(path: &str) -> Result<Option<String>, String> {
                 let text = e.to_string();
                 let text = text.split(" (os error").next().unwrap_or(&text);
                 let msg = format!("Backend path: Cannot stat: {text}");
-                return if e.kind() == std::io::ErrorKind::NotFound {
+                return if stat_failure_only_warns(e.kind()) {
                     Ok(Some(msg))
                 } else {
                     Err(msg)
@@ -2899,6 +2910,15 @@ fn check_uds_path(path: &str) -> Result<Option<String>, String> {
         }
     }
     Ok(None)
+}
+
+/// Which failures to stat a backend `.path` are warnings (no such file,
+/// permission denied); any other is an error.
+fn stat_failure_only_warns(kind: std::io::ErrorKind) -> bool {
+    matches!(
+        kind,
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+    )
 }
 
 fn split_host_port(s: &str) -> (&str, Option<&str>) {
@@ -3014,6 +3034,52 @@ mod tests {
         assert_eq!(p.backends[0].probe, p.default_probe);
         assert_eq!(p.acls[0].entries[0].prefix, 32);
         assert_eq!(p.acls[0].entries[1].prefix, 8);
+    }
+
+    #[test]
+    fn uds_path_stat_failures() {
+        assert!(stat_failure_only_warns(std::io::ErrorKind::NotFound));
+        assert!(stat_failure_only_warns(
+            std::io::ErrorKind::PermissionDenied
+        ));
+        assert!(!stat_failure_only_warns(std::io::ErrorKind::NotADirectory));
+        let w = check_uds_path("/nonexistent-lacquer-dir/s.sock").unwrap();
+        assert_eq!(
+            w.as_deref(),
+            Some("Backend path: Cannot stat: No such file or directory")
+        );
+        // Through a regular file: not a warning.
+        let e = check_uds_path("/proc/self/stat/x").unwrap_err();
+        assert!(
+            e.starts_with("Backend path: Cannot stat: Not a directory"),
+            "{e}"
+        );
+        assert_eq!(
+            check_uds_path("rel.sock").unwrap_err(),
+            "Must be an absolute path:\n\trel.sock"
+        );
+    }
+
+    #[test]
+    fn acl_log_texts_follow_the_source() {
+        let p = prog(
+            r#"backend b { .host = "127.0.0.1"; }
+            acl x -pedantic { "1.2.3.4"/24; "5.6.7.8/24"; "10.1"/16; "10.2"; "::1:2"/120; }
+            sub vcl_recv { if (client.ip ~ x) {} }"#,
+        );
+        let texts: Vec<&str> = p.acls[0].entries.iter().map(|e| &*e.log_text).collect();
+        // Sorted most specific first; the mask shows only when written as
+        // its own token, and cleared host bits are reported.
+        assert_eq!(
+            texts,
+            [
+                "\"::1:2\"/120 fixed: ::1:0/120",
+                "\"1.2.3.4\"/24 fixed: 1.2.3.0/24",
+                "\"5.6.7.8\" fixed: 5.6.7.0/24",
+                "\"10.1\"/16",
+                "\"10.2\"",
+            ]
+        );
     }
 
     #[test]

@@ -170,12 +170,17 @@ pub struct ProbeDef {
 }
 
 /// One resolved ACL entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AclEntry {
     pub negated: bool,
     pub addr: IpAddr,
     /// Prefix length in bits.
     pub prefix: u8,
+    /// How a `+log` ACL names this entry in `VCL_acl`, as vcc does: the
+    /// address string as written (an in-string `/mask` left out), `/N` when
+    /// the mask was a separate token, and ` fixed: net/N` when host bits
+    /// had to be cleared (`"1.2.3.4"/24 fixed: 1.2.3.0/24`).
+    pub log_text: Box<str>,
 }
 
 impl AclEntry {
@@ -847,11 +852,13 @@ mod tests {
                     negated: true,
                     addr: "10.1.0.0".parse().unwrap(),
                     prefix: 16,
+                    log_text: "\"10.1.0.0\"/16".into(),
                 },
                 AclEntry {
                     negated: false,
                     addr: "10.0.0.0".parse().unwrap(),
                     prefix: 8,
+                    log_text: "\"10.0.0.0\"/8".into(),
                 },
             ],
         };

@@ -999,6 +999,7 @@ impl<'a> Parser<'a> {
         Ok(Some(AclNet {
             addr: masked,
             mask: bits,
+            fixed: masked != ip,
         }))
     }
 
@@ -1980,7 +1981,8 @@ sub vcl_backend_response { set beresp.ttl = 1h; return (pass(10s)); }
             a.entries[1].net,
             Some(AclNet {
                 addr: "10.0.0.0".parse().unwrap(),
-                mask: 8
+                mask: 8,
+                fixed: false,
             })
         );
         assert!(a.entries[2].optional);
@@ -2336,14 +2338,16 @@ sub vcl_backend_response { set beresp.ttl = 1h; return (pass(10s)); }
             a.entries[0].net,
             Some(AclNet {
                 addr: "1.2.3.0".parse().unwrap(),
-                mask: 24
+                mask: 24,
+                fixed: true,
             })
         );
         assert_eq!(
             a.entries[1].net,
             Some(AclNet {
                 addr: "10.1.0.0".parse().unwrap(),
-                mask: 16
+                mask: 16,
+                fixed: false,
             })
         );
     }

@@ -2,7 +2,7 @@
 //! program form ([`Program`]): header names become byte keys with their
 //! HTTP object, string-typed variables are routed to the borrowed-bytes
 //! accessors, constants become runtime [`Value`]s, regexes are recompiled in
-//! byte mode, ACLs get their log texts, compound assignments become plain
+//! byte mode, compound assignments become plain
 //! sets, and string comparisons learn whether Varnish would compare them as
 //! single strings or as string lists.
 
@@ -32,19 +32,11 @@ pub fn lower(p: &ir::Program) -> Result<Program, String> {
         let entries = acl
             .entries
             .iter()
-            .map(|e| {
-                let full = if e.addr.is_ipv4() { 32 } else { 128 };
-                let log_text = if e.prefix == full {
-                    format!("\"{}\"", e.addr)
-                } else {
-                    format!("\"{}\"/{}", e.addr, e.prefix)
-                };
-                AclEntry {
-                    addr: e.addr,
-                    mask: e.prefix,
-                    negated: e.negated,
-                    log_text: log_text.into(),
-                }
+            .map(|e| AclEntry {
+                addr: e.addr,
+                mask: e.prefix,
+                negated: e.negated,
+                log_text: e.log_text.clone(),
             })
             .collect();
         l.out.add_acl(Acl::new(&acl.name, acl.log, entries));
