@@ -831,15 +831,18 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             FetchChain::unfiltered(stored_gzip, stored_gzip != backend_gzip)
         }
         None if bo.beresp_has_body || bo.vfp_filters.is_some() => {
-            let names = bo.fetch_filter_names();
-            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let list = bo.fetch_filter_list();
+            bo.vsl.log_str(Tag::Filters, &list);
             let params = bo.sh.params();
             let (support, level) = (
                 params.flag(pid!("http_gzip_support")),
                 params.uint(pid!("gzip_level")) as u32,
             );
             drop(params);
-            match crate::gzip::build_fetch_filters(&names, &mut bo.beresp.headers, support, level) {
+            let vmods = bo.vcl.vmods.clone();
+            let vmod = |name: &str| vmods.filter(name, false);
+            let headers = &mut bo.beresp.headers;
+            match crate::gzip::build_fetch_filters(&list, &vmod, headers, support, level) {
                 Ok(c) => c,
                 Err(msg) => {
                     bo.vsl.log_str(Tag::FetchError, &msg);
@@ -850,11 +853,13 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         None => FetchChain::default(),
     };
     for filter in chain.filters() {
-        bo.sh.counters.inc(match filter {
+        let counter = match filter {
             crate::gzip::FetchFilter::Gzip(_) => Main::n_gzip,
             crate::gzip::FetchFilter::Gunzip(_) => Main::n_gunzip,
             crate::gzip::FetchFilter::TestGunzip(..) => Main::n_test_gunzip,
-        });
+            crate::gzip::FetchFilter::Vmod(..) => continue,
+        };
+        bo.sh.counters.inc(counter);
     }
     let kind = match hfp_ttl {
         Some(_) => ObjKind::HitForPass,

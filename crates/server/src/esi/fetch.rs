@@ -174,6 +174,14 @@ pub fn stage(bo: &mut BoTask, backend_gzip: bool) -> EsiFetch {
     let level = params.uint(pid!("gzip_level")) as u32;
     let chop = params.bit(pid!("debug"), "esi_chop");
     drop(params);
+    // As varnishd's `gunzip` and `esi_gzip` fetch filters, each coder
+    // counts.
+    if backend_gzip {
+        bo.sh.counters.inc(Main::n_gunzip);
+    }
+    if gzip_out {
+        bo.sh.counters.inc(Main::n_gzip);
+    }
     if backend_gzip && !gzip_out {
         bo.beresp.headers.remove("content-encoding");
     }
