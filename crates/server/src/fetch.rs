@@ -166,6 +166,7 @@ pub async fn run(mut job: FetchJob) {
         job.bo.sh.counters.inc(Main::ws_backend_overflow);
     }
     job.bo.ws.flush_trace(&mut job.bo.vsl);
+    job.bo.charge_backend();
     let acct = job.bo.acct.record();
     job.bo.vsl.log_str(Tag::BereqAcct, &acct);
     job.bo.vsl.log_str(Tag::End, "");
@@ -319,6 +320,9 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         )
     };
     drop(params);
+    // Bytes of an earlier attempt belong to the backend that served it.
+    bo.charge_backend();
+    bo.acct_backend = Some(backend.clone());
     // beresp.backend is what the directors picked, not the director.
     bo.beresp_backend = Some(lacquer_vcl::exec::Backend {
         id: backend.id,
@@ -821,8 +825,12 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             )
         }
         // The ESI stage does its own gzip work (see crate::esi::fetch).
-        None if bo.do_esi && f.body != BodyKind::None => {
-            let e = crate::esi::fetch::stage(bo, backend_gzip);
+        // As varnishd, ESI instructions are kept only with beresp.do_esi.
+        None if f.body != BodyKind::None
+            && bo.do_esi
+            && let Some(gzip_out) = crate::gzip::esi_in_list(&bo.fetch_filter_list()) =>
+        {
+            let e = crate::esi::fetch::stage(bo, backend_gzip, gzip_out);
             let stored_gzip = e.stores_gzip();
             if stored_gzip && bo.sh.params().flag(pid!("http_gzip_support")) {
                 crate::gzip::add_vary_accept_encoding(&mut bo.beresp.headers);

@@ -330,33 +330,49 @@ impl FetchChain {
     }
 }
 
-/// The fetch filter varnishd picks when VCL did not set `beresp.filters`
-/// (ESI aside): `do_gunzip` on a gzip body, `do_gzip` on a plain one,
-/// else a test of a gzip body. `do_gzip`/`do_gunzip` only count with
+/// The list varnishd puts in `beresp.filters` when VCL did not set it
+/// (each name after a space): `gunzip` for a gzip body with `do_gunzip`
+/// or ESI, the ESI parser (`esi`, or `esi_gzip` when the stored body is to
+/// be gzip), else `gzip` on a plain body with `do_gzip` or a `testgunzip`
+/// of a gzip one. `do_gzip`/`do_gunzip` only count with
 /// `http_gzip_support`; an empty body gets none.
 pub fn default_fetch_filters(
     headers: &lacquer_http::Headers,
     has_body: bool,
     do_gzip: bool,
     do_gunzip: bool,
+    do_esi: bool,
     gzip_support: bool,
 ) -> &'static str {
     if !has_body {
         return "";
     }
-    let (do_gzip, do_gunzip) = (do_gzip && gzip_support, do_gunzip && gzip_support);
     let ce = headers.get("content-encoding");
     let is_gzip = ce.is_some_and(|v| v.eq_ignore_ascii_case(b"gzip"));
     let is_plain = ce.is_none();
-    if do_gunzip && is_gzip {
-        "gunzip"
-    } else if do_gzip && is_plain {
-        "gzip"
-    } else if is_gzip {
-        "testgunzip"
-    } else {
-        ""
+    let do_gunzip = do_gunzip && gzip_support && is_gzip;
+    let do_gzip = do_gzip && gzip_support && is_plain;
+    let gunzip = do_gunzip || (is_gzip && do_esi);
+    match (gunzip, do_esi) {
+        (true, true) if !do_gunzip => " gunzip esi_gzip",
+        (true, true) => " gunzip esi",
+        (false, true) if do_gzip => " esi_gzip",
+        (false, true) => " esi",
+        (true, false) => " gunzip",
+        (false, false) if do_gzip => " gzip",
+        (false, false) if is_gzip => " testgunzip",
+        (false, false) => "",
     }
+}
+
+/// Whether a `beresp.filters` list runs the ESI parser: `Some(true)` when
+/// it stores the result gzip'ed (`esi_gzip`), `Some(false)` plain (`esi`).
+pub fn esi_in_list(list: &str) -> Option<bool> {
+    filter_names(list).iter().rev().find_map(|(_, n)| match *n {
+        "esi" => Some(false),
+        "esi_gzip" => Some(true),
+        _ => None,
+    })
 }
 
 /// Builds the filters the list `list` (VCL's `beresp.filters`) names, in
@@ -383,8 +399,12 @@ pub fn build_fetch_filters(
             .get("content-encoding")
             .is_some_and(|v| v.eq_ignore_ascii_case(b"gzip"));
         let filter = match name {
-            "gzip" if headers.contains("content-encoding") => continue,
-            "gzip" => FetchFilter::Gzip(Gzip::new(level)),
+            // Without beresp.do_esi (see fetch) the ESI parsers keep no
+            // instructions: `esi` leaves the body as it is, `esi_gzip`
+            // compresses it as `gzip` does.
+            "esi" => continue,
+            "gzip" | "esi_gzip" if headers.contains("content-encoding") => continue,
+            "gzip" | "esi_gzip" => FetchFilter::Gzip(Gzip::new(level)),
             "gunzip" | "testgunzip" if !is_gzip => continue,
             "gunzip" => FetchFilter::Gunzip(Gunzip::new()),
             "testgunzip" => FetchFilter::TestGunzip(Gunzip::new(), Vec::new()),
@@ -584,9 +604,29 @@ mod tests {
         let mut h = lacquer_http::Headers::new();
         h.append("ETag", "\"x\"");
         h.append("Content-Length", "3");
-        assert_eq!(default_fetch_filters(&h, true, true, true, true), "gzip");
-        assert_eq!(default_fetch_filters(&h, false, true, false, true), "");
-        assert_eq!(default_fetch_filters(&h, true, true, false, false), "");
+        assert_eq!(
+            default_fetch_filters(&h, true, true, true, false, true),
+            " gzip"
+        );
+        assert_eq!(
+            default_fetch_filters(&h, false, true, false, false, true),
+            ""
+        );
+        assert_eq!(
+            default_fetch_filters(&h, true, true, false, false, false),
+            ""
+        );
+        assert_eq!(
+            default_fetch_filters(&h, true, true, false, true, true),
+            " esi_gzip"
+        );
+        assert_eq!(
+            default_fetch_filters(&h, true, false, false, true, true),
+            " esi"
+        );
+        assert_eq!(esi_in_list(" gunzip esi_gzip"), Some(true));
+        assert_eq!(esi_in_list("esi"), Some(false));
+        assert_eq!(esi_in_list(" gzip"), None);
         let mut chain = build_fetch_filters("gzip", &none, &mut h, true, 6).unwrap();
         assert!(chain.gzip && chain.changed);
         assert_eq!(h.get("content-encoding"), Some(&b"gzip"[..]));
@@ -601,10 +641,21 @@ mod tests {
         assert_eq!(gunzip_all(&z).unwrap(), b"baz");
         // Now gzip: the default is to test it; gunzip takes it back.
         assert_eq!(
-            default_fetch_filters(&h, true, false, false, true),
-            "testgunzip"
+            default_fetch_filters(&h, true, false, false, false, true),
+            " testgunzip"
         );
-        assert_eq!(default_fetch_filters(&h, true, false, true, true), "gunzip");
+        assert_eq!(
+            default_fetch_filters(&h, true, false, true, false, true),
+            " gunzip"
+        );
+        assert_eq!(
+            default_fetch_filters(&h, true, false, false, true, true),
+            " gunzip esi_gzip"
+        );
+        assert_eq!(
+            default_fetch_filters(&h, true, false, true, true, true),
+            " gunzip esi"
+        );
         // A chain: gzip is skipped while encoded, gunzip while plain.
         let mut h2 = h.clone();
         let chain = build_fetch_filters(" gzip  gunzip gunzip", &none, &mut h2, true, 6).unwrap();

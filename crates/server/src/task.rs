@@ -1094,6 +1094,12 @@ pub struct BoTask {
     pub beresp_dropped: bool,
     /// Bytes sent to and received from the backend, for `BereqAcct`.
     pub acct: BereqAcct,
+    /// The backend the bytes since `acct_charged` were exchanged with;
+    /// they go to its `VBE` counters when the fetch ends or moves on to
+    /// another backend (`charge_backend`).
+    pub acct_backend: Option<Arc<crate::vcls::BackendRt>>,
+    /// What `acct` stood at when it was last charged to a backend.
+    pub acct_charged: BereqAcct,
 }
 
 /// What a fetch sent and received, in `BereqAcct`'s order (heads and
@@ -1107,6 +1113,16 @@ pub struct BereqAcct {
 }
 
 impl BereqAcct {
+    /// What was exchanged since `earlier`.
+    pub fn since(&self, earlier: &BereqAcct) -> BereqAcct {
+        BereqAcct {
+            bereq_hdr: self.bereq_hdr - earlier.bereq_hdr,
+            bereq_body: self.bereq_body - earlier.bereq_body,
+            beresp_hdr: self.beresp_hdr - earlier.beresp_hdr,
+            beresp_body: self.beresp_body - earlier.beresp_body,
+        }
+    }
+
     /// The `BereqAcct` record: sent head, body, total; received head,
     /// body, total.
     pub fn record(&self) -> String {
@@ -1123,6 +1139,25 @@ impl BereqAcct {
 }
 
 impl BoTask {
+    /// Adds what was exchanged with the current backend since it was last
+    /// charged to its `VBE` byte counters, as varnishd does when a fetch
+    /// lets go of a backend.
+    pub fn charge_backend(&mut self) {
+        let Some(b) = self.acct_backend.take() else {
+            return;
+        };
+        let d = self.acct.since(&self.acct_charged);
+        self.acct_charged = self.acct;
+        let s = &b.pool.stats;
+        let add = |c: &std::sync::atomic::AtomicU64, n| {
+            c.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        };
+        add(&s.bereq_hdrbytes, d.bereq_hdr);
+        add(&s.bereq_bodybytes, d.bereq_body);
+        add(&s.beresp_hdrbytes, d.beresp_hdr);
+        add(&s.beresp_bodybytes, d.beresp_body);
+    }
+
     /// The fetch filters the body will go through: what VCL set in
     /// `beresp.filters`, else varnishd's choice for the response as it is.
     pub fn fetch_filter_list(&self) -> String {
@@ -1139,6 +1174,7 @@ impl BoTask {
             self.beresp_has_body,
             self.do_gzip,
             self.do_gunzip,
+            self.do_esi,
             self.sh.params().flag("http_gzip_support"),
         )
     }
