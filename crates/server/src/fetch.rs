@@ -166,6 +166,7 @@ pub async fn run(mut job: FetchJob) {
         job.bo.sh.counters.inc(Main::ws_backend_overflow);
     }
     job.bo.ws.flush_trace(&mut job.bo.vsl);
+    job.bo.charge_backend();
     let acct = job.bo.acct.record();
     job.bo.vsl.log_str(Tag::BereqAcct, &acct);
     job.bo.vsl.log_str(Tag::End, "");
@@ -319,6 +320,9 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         )
     };
     drop(params);
+    // Bytes of an earlier attempt belong to the backend that served it.
+    bo.charge_backend();
+    bo.acct_backend = Some(backend.clone());
     // beresp.backend is what the directors picked, not the director.
     bo.beresp_backend = Some(lacquer_vcl::exec::Backend {
         id: backend.id,
@@ -823,8 +827,12 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             )
         }
         // The ESI stage does its own gzip work (see crate::esi::fetch).
-        None if bo.do_esi && f.body != BodyKind::None => {
-            let e = crate::esi::fetch::stage(bo, backend_gzip);
+        // As varnishd, ESI instructions are kept only with beresp.do_esi.
+        None if f.body != BodyKind::None
+            && bo.do_esi
+            && let Some(gzip_out) = crate::gzip::esi_in_list(&bo.fetch_filter_list()) =>
+        {
+            let e = crate::esi::fetch::stage(bo, backend_gzip, gzip_out);
             let stored_gzip = e.stores_gzip();
             if stored_gzip && bo.sh.params().flag(pid!("http_gzip_support")) {
                 crate::gzip::add_vary_accept_encoding(&mut bo.beresp.headers);
@@ -833,15 +841,18 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             FetchChain::unfiltered(stored_gzip, stored_gzip != backend_gzip)
         }
         None if bo.beresp_has_body || bo.vfp_filters.is_some() => {
-            let names = bo.fetch_filter_names();
-            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let list = bo.fetch_filter_list();
+            bo.vsl.log_str(Tag::Filters, &list);
             let params = bo.sh.params();
             let (support, level) = (
                 params.flag(pid!("http_gzip_support")),
                 params.uint(pid!("gzip_level")) as u32,
             );
             drop(params);
-            match crate::gzip::build_fetch_filters(&names, &mut bo.beresp.headers, support, level) {
+            let vmods = bo.vcl.vmods.clone();
+            let vmod = |name: &str| vmods.filter(name, false);
+            let headers = &mut bo.beresp.headers;
+            match crate::gzip::build_fetch_filters(&list, &vmod, headers, support, level) {
                 Ok(c) => c,
                 Err(msg) => {
                     bo.vsl.log_str(Tag::FetchError, &msg);
@@ -852,11 +863,13 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         None => FetchChain::default(),
     };
     for filter in chain.filters() {
-        bo.sh.counters.inc(match filter {
+        let counter = match filter {
             crate::gzip::FetchFilter::Gzip(_) => Main::n_gzip,
             crate::gzip::FetchFilter::Gunzip(_) => Main::n_gunzip,
             crate::gzip::FetchFilter::TestGunzip(..) => Main::n_test_gunzip,
-        });
+            crate::gzip::FetchFilter::Vmod(..) => continue,
+        };
+        bo.sh.counters.inc(counter);
     }
     let kind = match hfp_ttl {
         Some(_) => ObjKind::HitForPass,

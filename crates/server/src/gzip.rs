@@ -24,6 +24,9 @@ pub enum GzipError {
     Junk,
     #[error("Gunzip error: truncated gzip data")]
     Truncated,
+    /// A vmod's body filter failed (its own message).
+    #[error("{0}")]
+    Filter(String),
 }
 
 /// Whether a request's `Accept-Encoding` accepts gzip (a `gzip` or
@@ -220,6 +223,8 @@ pub enum FetchFilter {
     /// decodes, so that a broken one fails the fetch instead of reaching
     /// clients.
     TestGunzip(Gunzip, Vec<u8>),
+    /// A filter an imported vmod registered.
+    Vmod(&'static str, Box<dyn lacquer_vmods::FilterStage>),
 }
 
 impl std::fmt::Debug for FetchFilter {
@@ -235,6 +240,7 @@ impl FetchFilter {
             FetchFilter::Gzip(_) => "gzip",
             FetchFilter::Gunzip(_) => "gunzip",
             FetchFilter::TestGunzip(..) => "testgunzip",
+            FetchFilter::Vmod(name, _) => name,
         }
     }
 
@@ -251,6 +257,7 @@ impl FetchFilter {
                 out.extend_from_slice(input);
                 Ok(())
             }
+            FetchFilter::Vmod(_, f) => f.feed(input, out).map_err(GzipError::Filter),
         }
     }
 
@@ -261,6 +268,7 @@ impl FetchFilter {
                 Ok(())
             }
             FetchFilter::Gunzip(g) | FetchFilter::TestGunzip(g, _) => g.finish().map(drop),
+            FetchFilter::Vmod(_, mut f) => f.finish(out).map_err(GzipError::Filter),
         }
     }
 }
@@ -322,43 +330,62 @@ impl FetchChain {
     }
 }
 
-/// The fetch filter varnishd picks when VCL did not set `beresp.filters`
-/// (ESI aside): `do_gunzip` on a gzip body, `do_gzip` on a plain one,
-/// else a test of a gzip body. `do_gzip`/`do_gunzip` only count with
+/// The list varnishd puts in `beresp.filters` when VCL did not set it
+/// (each name after a space): `gunzip` for a gzip body with `do_gunzip`
+/// or ESI, the ESI parser (`esi`, or `esi_gzip` when the stored body is to
+/// be gzip), else `gzip` on a plain body with `do_gzip` or a `testgunzip`
+/// of a gzip one. `do_gzip`/`do_gunzip` only count with
 /// `http_gzip_support`; an empty body gets none.
 pub fn default_fetch_filters(
     headers: &lacquer_http::Headers,
     has_body: bool,
     do_gzip: bool,
     do_gunzip: bool,
+    do_esi: bool,
     gzip_support: bool,
 ) -> &'static str {
     if !has_body {
         return "";
     }
-    let (do_gzip, do_gunzip) = (do_gzip && gzip_support, do_gunzip && gzip_support);
     let ce = headers.get("content-encoding");
     let is_gzip = ce.is_some_and(|v| v.eq_ignore_ascii_case(b"gzip"));
     let is_plain = ce.is_none();
-    if do_gunzip && is_gzip {
-        "gunzip"
-    } else if do_gzip && is_plain {
-        "gzip"
-    } else if is_gzip {
-        "testgunzip"
-    } else {
-        ""
+    let do_gunzip = do_gunzip && gzip_support && is_gzip;
+    let do_gzip = do_gzip && gzip_support && is_plain;
+    let gunzip = do_gunzip || (is_gzip && do_esi);
+    match (gunzip, do_esi) {
+        (true, true) if !do_gunzip => " gunzip esi_gzip",
+        (true, true) => " gunzip esi",
+        (false, true) if do_gzip => " esi_gzip",
+        (false, true) => " esi",
+        (true, false) => " gunzip",
+        (false, false) if do_gzip => " gzip",
+        (false, false) if is_gzip => " testgunzip",
+        (false, false) => "",
     }
 }
 
-/// Builds the filters `names` asks for, in data order, applying what each
-/// does to the response headers as it is set up: `gzip` is skipped for a
-/// body that already has a `Content-Encoding`, `gunzip` and `testgunzip`
-/// for one that is not gzip; gzip and gunzip drop `Content-Length` and
-/// weaken the ETag; gzip and testgunzip add `Vary: Accept-Encoding`.
-/// An unknown name is an error naming it.
+/// Whether a `beresp.filters` list runs the ESI parser: `Some(true)` when
+/// it stores the result gzip'ed (`esi_gzip`), `Some(false)` plain (`esi`).
+pub fn esi_in_list(list: &str) -> Option<bool> {
+    filter_names(list).iter().rev().find_map(|(_, n)| match *n {
+        "esi" => Some(false),
+        "esi_gzip" => Some(true),
+        _ => None,
+    })
+}
+
+/// Builds the filters the list `list` (VCL's `beresp.filters`) names, in
+/// data order, applying what each does to the response headers as it is
+/// set up: `gzip` is skipped for a body that already has a
+/// `Content-Encoding`, `gunzip` and `testgunzip` for one that is not gzip;
+/// gzip and gunzip drop `Content-Length` and weaken the ETag; gzip and
+/// testgunzip add `Vary: Accept-Encoding`. Other names are looked up with
+/// `vmod` (filters of the VCL's imported vmods); an unknown one is an
+/// error quoting the list from there, as varnishd's.
 pub fn build_fetch_filters(
-    names: &[&str],
+    list: &str,
+    vmod: &dyn Fn(&str) -> Option<&'static lacquer_vmods::BodyFilter>,
     headers: &mut lacquer_http::Headers,
     gzip_support: bool,
     level: u32,
@@ -367,23 +394,37 @@ pub fn build_fetch_filters(
     // a body stored unfiltered is delivered as it is, whatever its
     // Content-Encoding says.
     let mut chain = FetchChain::default();
-    for name in names {
+    for (at, name) in filter_names(list) {
         let is_gzip = headers
             .get("content-encoding")
             .is_some_and(|v| v.eq_ignore_ascii_case(b"gzip"));
-        let filter = match *name {
-            "gzip" if headers.contains("content-encoding") => continue,
-            "gzip" => FetchFilter::Gzip(Gzip::new(level)),
+        let filter = match name {
+            // Without beresp.do_esi (see fetch) the ESI parsers keep no
+            // instructions: `esi` leaves the body as it is, `esi_gzip`
+            // compresses it as `gzip` does.
+            "esi" => continue,
+            "gzip" | "esi_gzip" if headers.contains("content-encoding") => continue,
+            "gzip" | "esi_gzip" => FetchFilter::Gzip(Gzip::new(level)),
             "gunzip" | "testgunzip" if !is_gzip => continue,
             "gunzip" => FetchFilter::Gunzip(Gunzip::new()),
             "testgunzip" => FetchFilter::TestGunzip(Gunzip::new(), Vec::new()),
-            other => return Err(format!("Filter '{other}' not found")),
+            other => match vmod(other) {
+                Some(f) => FetchFilter::Vmod(f.name, (f.new)()),
+                None => return Err(filter_not_found(list, at)),
+            },
         };
-        if !matches!(filter, FetchFilter::TestGunzip(..)) {
-            headers.remove("content-encoding");
-            headers.remove("content-length");
-            weaken_etag(headers);
-            chain.changed = true;
+        match filter {
+            FetchFilter::Gzip(_) | FetchFilter::Gunzip(_) => {
+                headers.remove("content-encoding");
+                headers.remove("content-length");
+                weaken_etag(headers);
+                chain.changed = true;
+            }
+            // A vmod's filter may change the length, not the encoding.
+            FetchFilter::Vmod(..) => {
+                headers.remove("content-length");
+            }
+            FetchFilter::TestGunzip(..) => {}
         }
         match filter {
             FetchFilter::Gzip(_) => {
@@ -392,13 +433,41 @@ pub fn build_fetch_filters(
             }
             FetchFilter::Gunzip(_) => chain.gzip = false,
             FetchFilter::TestGunzip(..) => chain.gzip = true,
+            FetchFilter::Vmod(..) => {}
         }
-        if !matches!(filter, FetchFilter::Gunzip(_)) && gzip_support {
+        if matches!(filter, FetchFilter::Gzip(_) | FetchFilter::TestGunzip(..)) && gzip_support {
             add_vary_accept_encoding(headers);
         }
         chain.filters.push(filter);
     }
     Ok(chain)
+}
+
+/// The names of a VCL filter list (`beresp.filters`, `resp.filters`),
+/// each with its offset in the list.
+pub fn filter_names(list: &str) -> Vec<(usize, &str)> {
+    let mut names = Vec::new();
+    let mut start = None;
+    for (i, c) in list
+        .char_indices()
+        .chain(std::iter::once((list.len(), ' ')))
+    {
+        match (c.is_ascii_whitespace(), start) {
+            (true, Some(s)) => {
+                names.push((s, &list[s..i]));
+                start = None;
+            }
+            (false, None) => start = Some(i),
+            _ => {}
+        }
+    }
+    names
+}
+
+/// varnishd's error for a filter list naming an unknown filter at `at`:
+/// the list is quoted from there on.
+pub fn filter_not_found(list: &str, at: usize) -> String {
+    format!("Filter '...{}' not found", &list[at..])
 }
 
 /// Makes a strong `ETag` weak (`W/"x"`): a re-encoded body is not
@@ -531,13 +600,34 @@ mod tests {
 
     #[test]
     fn fetch_filter_choice_and_header_effects() {
+        let none = |_: &str| None;
         let mut h = lacquer_http::Headers::new();
         h.append("ETag", "\"x\"");
         h.append("Content-Length", "3");
-        assert_eq!(default_fetch_filters(&h, true, true, true, true), "gzip");
-        assert_eq!(default_fetch_filters(&h, false, true, false, true), "");
-        assert_eq!(default_fetch_filters(&h, true, true, false, false), "");
-        let mut chain = build_fetch_filters(&["gzip"], &mut h, true, 6).unwrap();
+        assert_eq!(
+            default_fetch_filters(&h, true, true, true, false, true),
+            " gzip"
+        );
+        assert_eq!(
+            default_fetch_filters(&h, false, true, false, false, true),
+            ""
+        );
+        assert_eq!(
+            default_fetch_filters(&h, true, true, false, false, false),
+            ""
+        );
+        assert_eq!(
+            default_fetch_filters(&h, true, true, false, true, true),
+            " esi_gzip"
+        );
+        assert_eq!(
+            default_fetch_filters(&h, true, false, false, true, true),
+            " esi"
+        );
+        assert_eq!(esi_in_list(" gunzip esi_gzip"), Some(true));
+        assert_eq!(esi_in_list("esi"), Some(false));
+        assert_eq!(esi_in_list(" gzip"), None);
+        let mut chain = build_fetch_filters("gzip", &none, &mut h, true, 6).unwrap();
         assert!(chain.gzip && chain.changed);
         assert_eq!(h.get("content-encoding"), Some(&b"gzip"[..]));
         assert_eq!(h.get("etag"), Some(&b"W/\"x\""[..]));
@@ -551,24 +641,35 @@ mod tests {
         assert_eq!(gunzip_all(&z).unwrap(), b"baz");
         // Now gzip: the default is to test it; gunzip takes it back.
         assert_eq!(
-            default_fetch_filters(&h, true, false, false, true),
-            "testgunzip"
+            default_fetch_filters(&h, true, false, false, false, true),
+            " testgunzip"
         );
-        assert_eq!(default_fetch_filters(&h, true, false, true, true), "gunzip");
+        assert_eq!(
+            default_fetch_filters(&h, true, false, true, false, true),
+            " gunzip"
+        );
+        assert_eq!(
+            default_fetch_filters(&h, true, false, false, true, true),
+            " gunzip esi_gzip"
+        );
+        assert_eq!(
+            default_fetch_filters(&h, true, false, true, true, true),
+            " gunzip esi"
+        );
         // A chain: gzip is skipped while encoded, gunzip while plain.
         let mut h2 = h.clone();
-        let chain = build_fetch_filters(&["gzip", "gunzip", "gunzip"], &mut h2, true, 6).unwrap();
+        let chain = build_fetch_filters(" gzip  gunzip gunzip", &none, &mut h2, true, 6).unwrap();
         assert_eq!(chain.filters().len(), 1);
         assert!(!chain.gzip && !h2.contains("content-encoding"));
         assert_eq!(
-            build_fetch_filters(&["rot13"], &mut h2, true, 6).unwrap_err(),
-            "Filter 'rot13' not found"
+            build_fetch_filters("gunzip rot13  gzip", &none, &mut h2, true, 6).unwrap_err(),
+            "Filter '...rot13  gzip' not found"
         );
         // testgunzip passes bytes through and rejects broken ones.
-        let mut t = build_fetch_filters(&["testgunzip"], &mut h, true, 6).unwrap();
+        let mut t = build_fetch_filters("testgunzip", &none, &mut h, true, 6).unwrap();
         assert_eq!(&t.feed(bytes::Bytes::from(z.clone())).unwrap()[..], &z[..]);
         assert!(t.finish().unwrap().is_empty());
-        let mut t = build_fetch_filters(&["testgunzip"], &mut h, true, 6).unwrap();
+        let mut t = build_fetch_filters("testgunzip", &none, &mut h, true, 6).unwrap();
         t.feed(bytes::Bytes::copy_from_slice(&z[..z.len() - 3]))
             .unwrap();
         assert_eq!(t.finish(), Err(GzipError::Truncated));

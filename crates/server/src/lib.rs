@@ -29,5 +29,6 @@ pub mod stats;
 pub mod task;
 pub mod txio;
 pub mod vcls;
+pub mod vdp;
 pub mod vxid;
 pub mod ws;

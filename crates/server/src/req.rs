@@ -64,6 +64,10 @@ pub enum After {
     Close,
     /// Writing the response failed: the session ends for this reason.
     TxFailed(TxError),
+    /// The delivery could not be set up (a `resp.filters` naming an
+    /// unknown filter): nothing was sent and the session ends
+    /// (varnishd's `OVERLOAD`).
+    Overload,
 }
 
 /// Where a request goes once vcl_hash has run.
@@ -692,6 +696,8 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         storage_hint: None,
         synth_body: Vec::new(),
         acct: Default::default(),
+        acct_backend: None,
+        acct_charged: Default::default(),
         client_identity: t.client_identity.clone(),
         vsl: lacquer_vsl::VslBuf::with_capacity(
             sh.vsl.clone(),
@@ -912,6 +918,7 @@ where
     }
     t.resp = resp;
     t.obj = Some(obj.clone());
+    t.vdp_filters = None;
     log_resp(t);
     let vcl = t.vcl.clone();
     let action = vcl.run(BuiltinSub::Deliver, t, scratch);
@@ -1050,6 +1057,25 @@ where
     After::Close
 }
 
+/// A vmod delivery filter failed mid-body: logged, and the connection
+/// must close.
+fn filter_failed(vsl: &mut lacquer_vsl::VslBuf, e: String) -> TxError {
+    vsl.log(Tag::Debug, format_args!("Delivery filter failed: {e}"));
+    TxError::Failed
+}
+
+/// Ends a request whose delivery could not be set up: nothing is sent,
+/// the accounting says so and the session closes.
+fn no_delivery(t: &mut ReqTask) -> After {
+    t.log_ts("Resp");
+    let (rxh, rxb) = (t.req_hdr_bytes, t.req_body_bytes);
+    t.vsl.log(
+        Tag::ReqAcct,
+        format_args!("{rxh} {rxb} {} 0 0 0", rxh + rxb),
+    );
+    After::Overload
+}
+
 /// Writes `t.resp` and the body (from the object, or the synthetic bytes).
 async fn transmit<S>(
     t: &mut ReqTask,
@@ -1101,6 +1127,31 @@ where
     let mut send_body = true;
     let mut esi: Option<crate::esi::Program> = None;
     let mut esi_head = false;
+    // The delivery filters: resp.filters as VCL set them, else the
+    // default list (esi, gunzip, range) decided below as varnishd does.
+    let mut plan = None;
+    if obj.is_some() && !head_only {
+        let list = String::from_utf8_lossy(t.delivery_filters()).into_owned();
+        t.vsl.log_str(Tag::Filters, &list);
+        if t.vdp_filters.is_some() {
+            match crate::vdp::DeliveryPlan::parse(&list, &t.vcl.vmods) {
+                Ok(p) => plan = Some(p),
+                Err(e) => {
+                    drop(params);
+                    t.vsl.log_str(Tag::Error, &e);
+                    t.vsl.log_str(Tag::Error, "Failure to push processors");
+                    return no_delivery(t);
+                }
+            }
+        }
+    }
+    let (mut before_gunzip, mut after_gunzip) = match &mut plan {
+        Some(p) => (
+            std::mem::take(&mut p.before_gunzip),
+            std::mem::take(&mut p.after_gunzip),
+        ),
+        None => (Vec::new(), Vec::new()),
+    };
     match (&obj, &synth) {
         (Some(o), _) => {
             let data = o.data();
@@ -1130,14 +1181,18 @@ where
             {
                 body_len = Some(cl);
             }
-            if data.gzip
-                && params.flag(pid!("http_gzip_support"))
-                && !t
-                    .req
-                    .headers
-                    .get("accept-encoding")
-                    .is_some_and(crate::gzip::accepts_gzip)
-            {
+            let want_gunzip = match &plan {
+                Some(p) => p.gunzip,
+                None => {
+                    params.flag(pid!("http_gzip_support"))
+                        && !t
+                            .req
+                            .headers
+                            .get("accept-encoding")
+                            .is_some_and(crate::gzip::accepts_gzip)
+                }
+            };
+            if data.gzip && want_gunzip {
                 gunzip = true;
                 sh.counters.inc(Main::n_gunzip);
                 t.resp.headers.remove("content-encoding");
@@ -1149,7 +1204,7 @@ where
                     .and_then(crate::gzip::gzip_plain_len)
                     .filter(|l| *l > 0);
             }
-            if t.esi
+            if plan.as_ref().map_or(t.esi, |p| p.esi)
                 && let Some(code) = data.esi.clone()
             {
                 // The length is not known before the includes ran (a HEAD
@@ -1181,7 +1236,9 @@ where
                 t.resp.reason = Bytes::from_static(b"Not Modified");
                 send_body = false;
             } else if t.resp.status == 200
-                && params.flag(pid!("http_range_support"))
+                && plan
+                    .as_ref()
+                    .map_or_else(|| params.flag(pid!("http_range_support")), |p| p.range)
                 && (!gunzip || body_len.is_some())
                 && esi.is_none()
                 && let Some(r) = t.req.headers.get("range")
@@ -1283,10 +1340,13 @@ where
     {
         // ESI delivery writes as includes complete; send_timeout bounds
         // the whole of it, idle_send_timeout each write (see esi::deliver).
+        // Vmod filters see what the ESI stage puts out, includes and all.
+        before_gunzip.append(&mut after_gunzip);
         let framing = crate::esi::deliver::TopFraming {
             chunked,
             gzip: prog.gzip() && !gunzip,
             idle_send: Duration::from_secs_f64(idle_send.max(0.001)),
+            filters: before_gunzip,
         };
         let head = std::mem::take(&mut out);
         let top = crate::esi::deliver::deliver_top(t, &mut conn.stream, o, prog, framing, head);
@@ -1354,16 +1414,24 @@ where
                     Ok(None) => break,
                     Ok(Some(s)) => s,
                 };
+                let pre;
+                let raw: &[u8] = if before_gunzip.is_empty() {
+                    &stored
+                } else {
+                    pre = crate::vdp::run(&mut before_gunzip, &stored)
+                        .map_err(|e| filter_failed(vsl, e))?;
+                    &pre
+                };
                 let mut seg: &[u8] = match gz.as_mut() {
                     Some(g) => {
                         plain.clear();
-                        if let Err(e) = g.feed(&stored, &mut plain) {
+                        if let Err(e) = g.feed(raw, &mut plain) {
                             vsl.log(Tag::Debug, format_args!("Gunzip of the object failed: {e}"));
                             return Err(TxError::Failed);
                         }
                         &plain
                     }
-                    None => &stored,
+                    None => raw,
                 };
                 if let Some((skip, take)) = plain_range.as_mut() {
                     let drop_n = (*skip).min(seg.len() as u64) as usize;
@@ -1373,11 +1441,19 @@ where
                     *take -= keep_n as u64;
                     seg = &seg[..keep_n];
                 }
+                let post;
+                if !after_gunzip.is_empty() {
+                    post = crate::vdp::run(&mut after_gunzip, seg)
+                        .map_err(|e| filter_failed(vsl, e))?;
+                    seg = &post;
+                }
                 if seg.is_empty() {
                     continue;
                 }
                 body_bytes += seg.len() as u64;
-                if seg.len() >= DIRECT_WRITE && gz.is_none() {
+                let unfiltered =
+                    gz.is_none() && before_gunzip.is_empty() && after_gunzip.is_empty();
+                if seg.len() >= DIRECT_WRITE && unfiltered {
                     // A large segment goes out straight from storage (the
                     // whole stored segment: ranges come cut by the reader).
                     if chunked {
@@ -1399,6 +1475,25 @@ where
                 }
                 if out.len() >= 16 * 1024 {
                     batch.send(&mut w, vsl, &mut out).await?;
+                }
+            }
+            // The filters end in list order: the ones before gunzip end
+            // into the ones after it.
+            let mut tail =
+                crate::vdp::finish(&mut before_gunzip).map_err(|e| filter_failed(vsl, e))?;
+            if !tail.is_empty() || !after_gunzip.is_empty() {
+                tail =
+                    crate::vdp::run(&mut after_gunzip, &tail).map_err(|e| filter_failed(vsl, e))?;
+                tail.extend(
+                    crate::vdp::finish(&mut after_gunzip).map_err(|e| filter_failed(vsl, e))?,
+                );
+            }
+            if !tail.is_empty() {
+                body_bytes += tail.len() as u64;
+                if chunked {
+                    lacquer_http::encode_chunk(&tail, &mut out);
+                } else {
+                    out.extend_from_slice(&tail);
                 }
             }
             if chunked {

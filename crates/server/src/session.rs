@@ -402,6 +402,10 @@ pub async fn serve<S>(
                 });
                 break e.close_reason();
             }
+            After::Overload => {
+                sh.counters.inc(Main::sc_overload);
+                break "OVERLOAD";
+            }
         }
     };
     end(&sh, &mut svsl, t_open, reason)

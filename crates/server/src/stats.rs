@@ -170,6 +170,10 @@ impl Sections {
             sec.set(Vbe::fail_other, g(&ps.fail_other));
             sec.set(Vbe::busy, g(&ps.busy));
             sec.set(Vbe::helddown, g(&ps.helddown));
+            sec.set(Vbe::bereq_hdrbytes, g(&ps.bereq_hdrbytes));
+            sec.set(Vbe::bereq_bodybytes, g(&ps.bereq_bodybytes));
+            sec.set(Vbe::beresp_hdrbytes, g(&ps.beresp_hdrbytes));
+            sec.set(Vbe::beresp_bodybytes, g(&ps.beresp_bodybytes));
         }
     }
 }

@@ -358,6 +358,9 @@ pub struct ReqTask {
     pub hash_ignore_busy: bool,
     pub hash_ignore_vary: bool,
     pub esi: bool,
+    /// `resp.filters` as vcl_deliver set it (None: varnishd's default
+    /// list, see `delivery_filters`).
+    pub vdp_filters: Option<Bytes>,
     pub is_hitmiss: bool,
     pub is_hitpass: bool,
     /// A lookup hit, even when vcl_hit then passed.
@@ -463,6 +466,7 @@ impl ReqTask {
             hash_ignore_busy: false,
             hash_ignore_vary: false,
             esi: true,
+            vdp_filters: None,
             is_hitmiss: false,
             is_hitpass: false,
             is_hit: false,
@@ -523,19 +527,23 @@ impl ReqTask {
             .ok_or_else(|| "no object in this context".to_string())
     }
 
-    /// `resp.filters`: what delivery will do to the object's body, as
-    /// varnishd lists it (`esi`, `gunzip`, `range`).
-    fn delivery_filters(&self) -> &'static [u8] {
+    /// `resp.filters`: what vcl_deliver set, else what delivery will do
+    /// to the object's body, as varnishd lists it (`esi`, `gunzip`,
+    /// `range`, each after a space).
+    pub fn delivery_filters(&self) -> &[u8] {
         const LISTS: [&[u8]; 8] = [
             b"",
-            b"esi",
-            b"gunzip",
-            b"esi gunzip",
-            b"range",
-            b"esi range",
-            b"gunzip range",
-            b"esi gunzip range",
+            b" esi",
+            b" gunzip",
+            b" esi gunzip",
+            b" range",
+            b" esi range",
+            b" gunzip range",
+            b" esi gunzip range",
         ];
+        if let Some(l) = &self.vdp_filters {
+            return l;
+        }
         let Some(obj) = &self.obj else {
             return b"";
         };
@@ -651,13 +659,7 @@ impl Context for ReqTask {
             VarId::RespProto => self.resp.proto = v,
             VarId::RespReason => self.resp.reason = v,
             VarId::ClientIdentity => self.client_identity = Some(v),
-            VarId::RespFilters => {
-                return Err(
-                    "resp.filters cannot be set in Lacquer: delivery chooses its filters \
-                     (esi, gunzip, range) itself; use resp.do_esi or req.http.Range instead"
-                        .to_string(),
-                );
-            }
+            VarId::RespFilters => self.vdp_filters = Some(v),
             VarId::RespBody => {
                 self.synth_body.clear();
                 self.synth_body.extend_from_slice(value);
@@ -772,6 +774,11 @@ impl Context for ReqTask {
                 self.resp.reason = Bytes::from_static(crate::msg::reason(s % 1000).as_bytes());
                 self.vsl.log(Tag::RespStatus, format_args!("{s}"));
                 self.vsl.log_bytes(Tag::RespReason, &self.resp.reason);
+            }
+            // As varnishd: once VCL fixed resp.filters, whether ESI runs
+            // is theirs to say.
+            VarId::RespDoEsi if self.vdp_filters.is_some() => {
+                return Err("resp.filters are already fixed, resp.do_esi is undefined".into());
             }
             VarId::RespDoEsi => self.esi = as_bool(&value)?,
             VarId::RespBody => match value {
@@ -1087,6 +1094,12 @@ pub struct BoTask {
     pub beresp_dropped: bool,
     /// Bytes sent to and received from the backend, for `BereqAcct`.
     pub acct: BereqAcct,
+    /// The backend the bytes since `acct_charged` were exchanged with;
+    /// they go to its `VBE` counters when the fetch ends or moves on to
+    /// another backend (`charge_backend`).
+    pub acct_backend: Option<Arc<crate::vcls::BackendRt>>,
+    /// What `acct` stood at when it was last charged to a backend.
+    pub acct_charged: BereqAcct,
 }
 
 /// What a fetch sent and received, in `BereqAcct`'s order (heads and
@@ -1100,6 +1113,16 @@ pub struct BereqAcct {
 }
 
 impl BereqAcct {
+    /// What was exchanged since `earlier`.
+    pub fn since(&self, earlier: &BereqAcct) -> BereqAcct {
+        BereqAcct {
+            bereq_hdr: self.bereq_hdr - earlier.bereq_hdr,
+            bereq_body: self.bereq_body - earlier.bereq_body,
+            beresp_hdr: self.beresp_hdr - earlier.beresp_hdr,
+            beresp_body: self.beresp_body - earlier.beresp_body,
+        }
+    }
+
     /// The `BereqAcct` record: sent head, body, total; received head,
     /// body, total.
     pub fn record(&self) -> String {
@@ -1116,14 +1139,32 @@ impl BereqAcct {
 }
 
 impl BoTask {
+    /// Adds what was exchanged with the current backend since it was last
+    /// charged to its `VBE` byte counters, as varnishd does when a fetch
+    /// lets go of a backend.
+    pub fn charge_backend(&mut self) {
+        let Some(b) = self.acct_backend.take() else {
+            return;
+        };
+        let d = self.acct.since(&self.acct_charged);
+        self.acct_charged = self.acct;
+        let s = &b.pool.stats;
+        let add = |c: &std::sync::atomic::AtomicU64, n| {
+            c.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        };
+        add(&s.bereq_hdrbytes, d.bereq_hdr);
+        add(&s.bereq_bodybytes, d.bereq_body);
+        add(&s.beresp_hdrbytes, d.beresp_hdr);
+        add(&s.beresp_bodybytes, d.beresp_body);
+    }
+
     /// The fetch filters the body will go through: what VCL set in
     /// `beresp.filters`, else varnishd's choice for the response as it is.
-    pub fn fetch_filter_names(&self) -> Vec<String> {
-        let list = match &self.vfp_filters {
-            Some(l) => l.as_str(),
-            None => self.default_fetch_filters(),
-        };
-        list.split_whitespace().map(str::to_string).collect()
+    pub fn fetch_filter_list(&self) -> String {
+        match &self.vfp_filters {
+            Some(l) => l.clone(),
+            None => self.default_fetch_filters().to_string(),
+        }
     }
 
     /// varnishd's default `beresp.filters` for the response as it is now.
@@ -1133,6 +1174,7 @@ impl BoTask {
             self.beresp_has_body,
             self.do_gzip,
             self.do_gunzip,
+            self.do_esi,
             self.sh.params().flag("http_gzip_support"),
         )
     }

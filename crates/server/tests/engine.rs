@@ -371,3 +371,42 @@ async fn demo_origin_and_vcl_show_miss_hit_and_pass() {
     let err = get(a, "/status/503", "").await;
     assert_eq!(err.status, 503);
 }
+
+/// The `VBE` byte counters add up what each fetch exchanged with the
+/// backend, as its `BereqAcct` record says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backend_byte_counters() {
+    let be = backend(|_| (NO, ok("0123456789", ""))).await;
+    let l = lacquer(&vcl_with(be.addr, "sub vcl_recv { return (pass); }"), &[]).await;
+    let a = l.first_addr().unwrap();
+    assert_eq!(get(a, "/a", "").await.status, 200);
+    let r = raw(
+        a,
+        b"POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nabcde",
+        false,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let counter = |name: &str| {
+        let path = lacquer_vsl::vsc::vsc_path(&l.shared.workdir);
+        let snap = lacquer_vsl::vsc::VscReader::open(&path)
+            .unwrap()
+            .snapshot()
+            .unwrap();
+        lacquer_vsl::vsc::lookup(&snap, &format!("VBE.boot.b1.{name}")).map_or(0, |c| c.value)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while counter("beresp_bodybytes") < 20 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "VBE counters never counted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(counter("beresp_bodybytes"), 20);
+    assert_eq!(counter("bereq_bodybytes"), 5);
+    // Each response head is the status line, Content-Length and the blank line.
+    let head = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n".len() as u64;
+    assert_eq!(counter("beresp_hdrbytes"), 2 * head);
+    assert!(counter("bereq_hdrbytes") > 2 * "GET /a HTTP/1.1\r\n\r\n".len() as u64);
+}

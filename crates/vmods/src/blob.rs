@@ -44,6 +44,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         methods: &[("get", obj_get as MethodImpl), ("encode", obj_encode)],
     }],
     event: None,
+    filters: &[],
 };
 
 type R = Result<Value, String>;

@@ -185,7 +185,64 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         },
     ],
     event: Some(event),
+    filters: &[
+        crate::BodyFilter {
+            name: "rot13",
+            fetch: true,
+            deliver: true,
+            new: || Box::new(Rot13),
+        },
+        crate::BodyFilter {
+            name: "debug.pedantic",
+            fetch: false,
+            deliver: true,
+            new: || Box::new(Pedantic { ended: false }),
+        },
+    ],
 };
+
+/// The test filter `rot13`: rotates ASCII letters by 13 places, so that
+/// applying it twice gives the body back.
+struct Rot13;
+
+impl crate::FilterStage for Rot13 {
+    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        out.extend(input.iter().map(|&b| match b {
+            b'a'..=b'z' => b'a' + (b - b'a' + 13) % 26,
+            b'A'..=b'Z' => b'A' + (b - b'A' + 13) % 26,
+            other => other,
+        }));
+        Ok(())
+    }
+
+    fn finish(&mut self, _out: &mut Vec<u8>) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// The test filter `debug.pedantic`: passes the body through unchanged
+/// and fails a delivery that goes on after its end or ends twice, so that
+/// the suite can check the filters before it keep to the protocol.
+struct Pedantic {
+    ended: bool,
+}
+
+impl crate::FilterStage for Pedantic {
+    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        if self.ended {
+            return Err("debug.pedantic: body bytes after the end".into());
+        }
+        out.extend_from_slice(input);
+        Ok(())
+    }
+
+    fn finish(&mut self, _out: &mut Vec<u8>) -> Result<(), String> {
+        if std::mem::replace(&mut self.ended, true) {
+            return Err("debug.pedantic: the body ended twice".into());
+        }
+        Ok(())
+    }
+}
 
 type R = Result<Value, String>;
 
@@ -664,6 +721,26 @@ fn concat_get(_: &Env, o: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::FilterStage;
+
+    #[test]
+    fn body_filters() {
+        let mut out = Vec::new();
+        Rot13
+            .feed(b"Ponto Facto, Caesar Transit!", &mut out)
+            .unwrap();
+        assert_eq!(out, b"Cbagb Snpgb, Pnrfne Genafvg!");
+        let mut back = Vec::new();
+        Rot13.feed(&out, &mut back).unwrap();
+        assert_eq!(back, b"Ponto Facto, Caesar Transit!");
+        let mut p = Pedantic { ended: false };
+        out.clear();
+        p.feed(b"ab", &mut out).unwrap();
+        p.finish(&mut out).unwrap();
+        assert_eq!(out, b"ab");
+        assert!(p.feed(b"c", &mut out).is_err());
+        assert!(p.finish(&mut out).is_err());
+    }
 
     #[test]
     fn quoting() {

@@ -138,6 +138,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         },
     ],
     event: None,
+    filters: &[],
 };
 
 type R = Result<Value, String>;

@@ -129,6 +129,35 @@ pub(crate) struct ModuleImpl {
     pub functions: &'static [(&'static str, FuncImpl)],
     pub classes: &'static [ClassImpl],
     pub event: Option<EventImpl>,
+    /// Body filters the vmod registers for the VCLs that import it.
+    pub filters: &'static [BodyFilter],
+}
+
+/// A body filter a vmod registers (Varnish's VFP and VDP): VCL names it
+/// in `beresp.filters` (`fetch`: applied as the object is stored) or in
+/// `resp.filters` (`deliver`: applied as it is sent), once the VCL
+/// imports the vmod.
+pub struct BodyFilter {
+    pub name: &'static str,
+    pub fetch: bool,
+    pub deliver: bool,
+    /// A fresh instance for one body.
+    pub new: fn() -> Box<dyn FilterStage>,
+}
+
+impl std::fmt::Debug for BodyFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// One body filter at work on one body: it sees the bytes in order, then
+/// the end; an error ends the fetch or the delivery.
+pub trait FilterStage: Send {
+    /// Turns the next bytes of the body into output.
+    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), String>;
+    /// The body ended: what the filter still has to say.
+    fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), String>;
 }
 
 /// Every implemented vmod.
@@ -254,6 +283,7 @@ impl Env {
 
 struct LoadedVmod {
     event: Option<EventImpl>,
+    filters: &'static [BodyFilter],
     functions: Vec<FuncImpl>,
     classes: Vec<&'static ClassImpl>,
     /// Method implementations per class, in declaration order.
@@ -337,6 +367,7 @@ impl Runtime {
             }
             vmods.push(LoadedVmod {
                 event: module.event,
+                filters: module.filters,
                 functions,
                 classes,
                 methods,
@@ -395,6 +426,18 @@ impl Runtime {
             }
         }
         Ok(())
+    }
+}
+
+impl Runtime {
+    /// The body filter `name` of an imported vmod, for fetch
+    /// (`deliver` false) or for delivery; the first vmod in import order
+    /// that has it.
+    pub fn filter(&self, name: &str, deliver: bool) -> Option<&'static BodyFilter> {
+        self.vmods
+            .iter()
+            .flat_map(|v| v.filters.iter())
+            .find(|f| f.name == name && if deliver { f.deliver } else { f.fetch })
     }
 }
 

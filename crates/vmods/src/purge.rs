@@ -20,6 +20,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
     functions: &[("hard", hard as FuncImpl), ("soft", soft)],
     classes: &[],
     event: None,
+    filters: &[],
 };
 
 fn hard(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> Result<Value, String> {

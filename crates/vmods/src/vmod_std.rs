@@ -95,6 +95,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
     ],
     classes: &[],
     event: None,
+    filters: &[],
 };
 
 type R = Result<Value, String>;

@@ -32,6 +32,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
     ],
     classes: &[],
     event: None,
+    filters: &[],
 };
 
 type R = Result<Value, String>;

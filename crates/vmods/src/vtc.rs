@@ -60,6 +60,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
     ],
     classes: &[],
     event: None,
+    filters: &[],
 };
 
 type R = Result<Value, String>;

@@ -18,6 +18,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
     functions: &[("purge", purge as FuncImpl), ("softpurge", softpurge)],
     classes: &[],
     event: None,
+    filters: &[],
 };
 
 /// Splits a key list on whitespace and commas, like the xkey header.

@@ -165,6 +165,12 @@ pub struct PoolStats {
     pub busy: AtomicU64,
     /// Idle connections closed because they expired or went stale.
     pub closed_idle: AtomicU64,
+    /// Bytes exchanged by the fetches this backend served (`BereqAcct`
+    /// fields, as `VBE.*.bereq_hdrbytes` ... `beresp_bodybytes`).
+    pub bereq_hdrbytes: AtomicU64,
+    pub bereq_bodybytes: AtomicU64,
+    pub beresp_hdrbytes: AtomicU64,
+    pub beresp_bodybytes: AtomicU64,
 }
 
 impl PoolStats {

@@ -56,6 +56,11 @@ const STORED_MAX: usize = 65_535;
 #[derive(Debug, Default)]
 pub struct EsiSink {
     chunked: bool,
+    /// `resp.filters` of vmods: every body byte passes through them.
+    filters: VmodFilters,
+    /// The vmod filters of the includes being delivered, outermost first:
+    /// an include's plain bytes pass through its own, then its parents'.
+    levels: Vec<VmodFilters>,
     /// The response is one gzip stream.
     gzip: bool,
     crc: u32,
@@ -75,6 +80,16 @@ pub struct EsiSink {
 
 fn write_error(e: &io::Error) -> io::Error {
     io::Error::new(e.kind(), e.to_string())
+}
+
+/// The vmod delivery filters of a top-level ESI response.
+#[derive(Default)]
+struct VmodFilters(Vec<Box<dyn lacquer_vmods::FilterStage>>);
+
+impl std::fmt::Debug for VmodFilters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} vmod filters", self.0.len())
+    }
 }
 
 impl EsiSink {
@@ -118,8 +133,27 @@ impl EsiSink {
         Ok(())
     }
 
-    /// Body bytes as they go on the wire (chunk framing added).
+    /// Body bytes through the vmod filters, then on the wire.
     async fn raw(
+        &mut self,
+        w: &mut (dyn AsyncWrite + Unpin + Send),
+        data: &[u8],
+    ) -> io::Result<()> {
+        if self.filters.0.is_empty() {
+            return self.wire(w, data).await;
+        }
+        let out = crate::vdp::run(&mut self.filters.0, data).map_err(io::Error::other)?;
+        self.wire(w, &out).await
+    }
+
+    /// Ends the vmod filters: what they still had goes out.
+    async fn end_filters(&mut self, w: &mut (dyn AsyncWrite + Unpin + Send)) -> io::Result<()> {
+        let out = crate::vdp::finish(&mut self.filters.0).map_err(io::Error::other)?;
+        self.wire(w, &out).await
+    }
+
+    /// Body bytes as they go on the wire (chunk framing added).
+    async fn wire(
         &mut self,
         w: &mut (dyn AsyncWrite + Unpin + Send),
         data: &[u8],
@@ -154,6 +188,17 @@ impl EsiSink {
         w: &mut (dyn AsyncWrite + Unpin + Send),
         data: &[u8],
     ) -> io::Result<()> {
+        let filtered;
+        let data = if self.levels.is_empty() {
+            data
+        } else {
+            let mut cur = data.to_vec();
+            for level in self.levels.iter_mut().rev() {
+                cur = crate::vdp::run(&mut level.0, &cur).map_err(io::Error::other)?;
+            }
+            filtered = cur;
+            &filtered
+        };
         if !self.gzip {
             return self.raw(w, data).await;
         }
@@ -228,12 +273,13 @@ impl AsyncWrite for EsiStream<'_> {
 }
 
 /// How a top-level ESI response is framed and encoded.
-#[derive(Debug, Clone, Copy)]
 pub struct TopFraming {
     pub chunked: bool,
     /// One gzip stream (the object is gzip'ed and the client takes gzip).
     pub gzip: bool,
     pub idle_send: Duration,
+    /// The vmod filters of `resp.filters`, in order.
+    pub filters: Vec<Box<dyn lacquer_vmods::FilterStage>>,
 }
 
 /// Writes `head` and the body of an ESI object for a client request: the
@@ -252,6 +298,7 @@ pub async fn deliver_top(
         chunked: framing.chunked,
         gzip: framing.gzip,
         idle_send: framing.idle_send,
+        filters: VmodFilters(framing.filters),
         buf: head,
         ..EsiSink::default()
     };
@@ -263,6 +310,7 @@ pub async fn deliver_top(
         if sink.gzip {
             sink.gzip_tail(w).await?;
         }
+        sink.end_filters(w).await?;
         if sink.chunked {
             sink.buf.extend_from_slice(lacquer_http::LAST_CHUNK);
         }
@@ -342,6 +390,11 @@ async fn walk(
     };
     let mut inflater: Option<Decompress> = None;
     let mut plain = Vec::new();
+    if t.esi_level > 0 && prog.gzip() && !sink.gzip {
+        // An include's own `gunzip` delivery filter (the top level's is
+        // counted where delivery chose it).
+        t.sh.counters.inc(Main::n_gunzip);
+    }
     loop {
         let instr = match prog.next_instr() {
             Ok(Some(i)) => i,
@@ -358,7 +411,9 @@ async fn walk(
                 crc,
             } => {
                 let mut left = len;
-                if prog.gzip() && sink.gzip {
+                // Verbatim gzip goes through as it is, unless an include's
+                // filters must see its plain bytes.
+                if prog.gzip() && sink.gzip && sink.levels.is_empty() {
                     while left > 0 {
                         let piece = body.take(left).await?;
                         left -= piece.len() as u64;
@@ -536,10 +591,15 @@ async fn object_body(
     sink: &mut EsiSink,
     obj: &ObjRef,
     gzip_support: bool,
+    counters: &crate::counters::Counters,
 ) -> io::Result<()> {
     // A gzip'ed fragment is decoded for a plain response (the include asked
     // without Accept-Encoding) and re-wrapped for a gzip one.
     let decode = obj.data().gzip && (sink.gzip || gzip_support);
+    if decode && !sink.gzip {
+        // The include's `gunzip` delivery filter.
+        counters.inc(Main::n_gunzip);
+    }
     let mut gunzip = decode.then(Gunzip::new);
     let mut reader = obj.body().reader();
     let mut out = Vec::new();
@@ -579,7 +639,27 @@ where
     let w: &mut (dyn AsyncWrite + Unpin + Send) = &mut conn.stream;
     let status = t.resp.status % 1000;
     let onerror = t.sh.params().bit(pid!("feature"), "esi_include_onerror");
-    let result = if onerror && status != 200 && status != 204 {
+    // The include's own vmod filters (its resp.filters), for its bytes.
+    let mut filters = Ok(None);
+    if obj.is_some() {
+        let list = String::from_utf8_lossy(t.delivery_filters()).into_owned();
+        t.vsl.log_str(Tag::Filters, &list);
+        if t.vdp_filters.is_some() {
+            filters = crate::vdp::DeliveryPlan::parse(&list, &t.vcl.vmods).map(|mut p| {
+                p.before_gunzip.append(&mut p.after_gunzip);
+                Some(p.before_gunzip)
+            });
+        }
+    }
+    let pushed = matches!(filters, Ok(Some(_)));
+    if let Ok(Some(f)) = std::mem::replace(&mut filters, Ok(None)) {
+        sink.levels.push(VmodFilters(f));
+    }
+    let result = if let Err(e) = filters {
+        t.vsl.log_str(Tag::Error, &e);
+        t.vsl.log_str(Tag::Error, "Failure to push processors");
+        Err(io::Error::other(e))
+    } else if onerror && status != 200 && status != 204 {
         Err(io::Error::other("include status"))
     } else {
         match (obj, synth) {
@@ -594,11 +674,24 @@ where
                 },
                 None => {
                     let gzip_support = t.sh.params().flag(pid!("http_gzip_support"));
-                    object_body(w, &mut sink, &o, gzip_support).await
+                    object_body(w, &mut sink, &o, gzip_support, &t.sh.counters).await
                 }
             },
             (None, None) => Ok(()),
         }
+    };
+    // The include's filters end: what they still had passes through its
+    // parents' filters.
+    let own = if pushed { sink.levels.pop() } else { None };
+    let result = match own {
+        Some(mut level) => match crate::vdp::finish(&mut level.0) {
+            Ok(tail) => match result {
+                Ok(()) => sink.plain(w, &tail).await,
+                err => err,
+            },
+            Err(e) => Err(io::Error::other(e)),
+        },
+        None => result,
     };
     if result.is_err() && sink.abort_on_error {
         sink.abort = true;

@@ -154,17 +154,12 @@ pub struct Finished {
 }
 
 /// The ESI stage for the fetch `bo` is about to store, and the header
-/// changes it implies: a gzip'ed backend body is re-compressed (or, with
-/// `beresp.do_gunzip`, stored plain), `beresp.do_gzip` compresses a plain
-/// one. As varnishd, an object with ESI processing is not streamed: clients
+/// changes it implies: the body is stored gzip'ed when `gzip_out` (the
+/// filter list says `esi_gzip`: a gzip'ed backend body re-compressed, a
+/// plain one with `beresp.do_gzip` compressed), else plain. As varnishd, an object with ESI processing is not streamed: clients
 /// wait for the whole body (and its instructions).
-pub fn stage(bo: &mut BoTask, backend_gzip: bool) -> EsiFetch {
+pub fn stage(bo: &mut BoTask, backend_gzip: bool, gzip_out: bool) -> EsiFetch {
     let params = bo.sh.params();
-    let gzip_out = if backend_gzip {
-        !bo.do_gunzip
-    } else {
-        bo.do_gzip
-    };
     let features = Features {
         remove_bom: params.bit(pid!("feature"), "esi_remove_bom"),
         disable_xml_check: params.bit(pid!("feature"), "esi_disable_xml_check"),
@@ -174,6 +169,14 @@ pub fn stage(bo: &mut BoTask, backend_gzip: bool) -> EsiFetch {
     let level = params.uint(pid!("gzip_level")) as u32;
     let chop = params.bit(pid!("debug"), "esi_chop");
     drop(params);
+    // As varnishd's `gunzip` and `esi_gzip` fetch filters, each coder
+    // counts.
+    if backend_gzip {
+        bo.sh.counters.inc(Main::n_gunzip);
+    }
+    if gzip_out {
+        bo.sh.counters.inc(Main::n_gzip);
+    }
     if backend_gzip && !gzip_out {
         bo.beresp.headers.remove("content-encoding");
     }
