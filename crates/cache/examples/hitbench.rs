@@ -49,6 +49,7 @@ fn main() {
             gzip: false,
             esi: None,
             gzip_changed: false,
+            body_chunk: None,
             body: NewBody::Complete(Body::from_segments(vec![Bytes::from(vec![b'x'; 1024])])),
         };
         busy.unbusy(obj, &store).expect("unlimited store");

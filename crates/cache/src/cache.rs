@@ -230,6 +230,10 @@ pub struct NewObject {
     pub gzip_changed: bool,
     /// Body source.
     pub body: NewBody,
+    /// How a complete body is charged to its store: in pieces of this many
+    /// bytes (varnishd's `fetch_chunksize`, when a fetch filter changed the
+    /// length), or in one piece (`None`, the length was known).
+    pub body_chunk: Option<u64>,
 }
 
 /// How many least-recently-used objects a nuke looks at to find one that is not
@@ -1273,6 +1277,7 @@ impl Inner {
             esi,
             gzip_changed,
             body,
+            body_chunk,
         } = obj;
         let (body, writer): (Body, Option<BodyWriter>) = match body {
             NewBody::Empty => (Body::empty(), None),
@@ -1291,12 +1296,39 @@ impl Inner {
             gzip_changed,
             body,
         };
-        let overhead = data.charge_bytes()
-            + oc.vary.get().map_or(0, VarySpec::heap_size)
-            + data.body.len_so_far() as usize;
-        self.allocate(store, overhead as u64)?;
-        oc.charged.store(overhead as u64, Ordering::Relaxed);
-        oc.allocs.store(1, Ordering::Relaxed);
+        // Charged as varnishd's storage allocates: the object with its
+        // headers, then a complete body (in pieces when it was produced
+        // without a known length, the last one trimmed), then ESI data.
+        let overhead = data.charge_bytes() + oc.vary.get().map_or(0, VarySpec::heap_size);
+        let mut allocs = vec![overhead as u64];
+        let body_len = data.body.len_so_far();
+        let piece = body_chunk.unwrap_or(body_len).max(1);
+        let mut trimmed = 0;
+        let mut left = body_len;
+        while left > 0 {
+            allocs.push(piece);
+            trimmed = piece.saturating_sub(left);
+            left = left.saturating_sub(piece);
+        }
+        if let Some(e) = data.esi.as_ref().filter(|e| !e.is_empty()) {
+            allocs.push(e.len() as u64);
+        }
+        let mut charged = 0;
+        for (i, &n) in allocs.iter().enumerate() {
+            if let Err(e) = self.allocate(store, n) {
+                if i > 0 {
+                    store.stevedore().free(charged, i as u64);
+                }
+                return Err(e);
+            }
+            charged += n;
+        }
+        if trimmed > 0 {
+            store.stevedore().free(trimmed, 0);
+            charged -= trimmed;
+        }
+        oc.charged.store(charged, Ordering::Relaxed);
+        oc.allocs.store(allocs.len() as u64, Ordering::Relaxed);
         // Set once: `fill` runs once per objcore (BusyObj is consumed).
         let _ = oc.store.set(store.clone());
         let _ = oc.data.set(data);

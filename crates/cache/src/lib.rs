@@ -44,6 +44,7 @@
 //!                 gzip: false,
 //!                 esi: None,
 //!                 gzip_changed: false,
+//!                 body_chunk: None,
 //!                 body: NewBody::Streamed,
 //!             };
 //!             let mut inserted = busy.unbusy(new, &s0).expect("storage");

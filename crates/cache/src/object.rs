@@ -125,7 +125,8 @@ impl ObjectData {
     /// eviction match varnishd's for the same objects: its fixed object
     /// structure, plus the attribute block holding the encoded headers (a
     /// 2-byte count, then protocol, status, reason and each `Name: value`,
-    /// each NUL-terminated) and any ESI data, rounded up to 8 bytes.
+    /// each NUL-terminated), rounded up to 8 bytes. ESI data is a separate
+    /// allocation, as in varnishd.
     pub(crate) fn charge_bytes(&self) -> usize {
         let fields: usize = "HTTP/1.1\0".len()
             + "200\0".len()
@@ -136,7 +137,7 @@ impl ObjectData {
                 .iter()
                 .map(|(k, v)| k.len() + ": ".len() + v.len() + 1)
                 .sum::<usize>();
-        let attrs = 2 + fields + self.esi.as_ref().map_or(0, Bytes::len);
+        let attrs = 2 + fields;
         OBJECT_FIXED_BYTES + attrs.next_multiple_of(8)
     }
 }

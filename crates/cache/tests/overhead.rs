@@ -76,6 +76,7 @@ fn per_object_overhead_is_small() {
                 gzip: false,
                 esi: None,
                 gzip_changed: false,
+                body_chunk: None,
                 body: NewBody::Complete(Body::from_segments(vec![body])),
             },
             &store,

@@ -51,6 +51,7 @@ async fn fetch(c: &Cache, busy: BusyObj, key: u64, now: f64, rng: &mut Rng) {
         gzip: false,
         esi: None,
         gzip_changed: false,
+        body_chunk: None,
         body: if kind == ObjKind::Normal {
             NewBody::Streamed
         } else {

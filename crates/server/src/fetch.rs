@@ -735,6 +735,7 @@ fn object_from(bo: &BoTask, kind: ObjKind) -> NewObject {
         esi: None,
         gzip_changed: false,
         body: NewBody::Empty,
+        body_chunk: None,
     }
 }
 
@@ -940,6 +941,12 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             (None, None, BodyKind::None) => NewBody::Empty,
             (None, None, _) => NewBody::Streamed,
         },
+        // A body the fetch filters produced (ESI, gzip, gunzip) has no
+        // length known up front: varnishd stores it in fetch_chunksize
+        // pieces.
+        body_chunk: chain
+            .changed
+            .then(|| bo.sh.params().bytes(pid!("fetch_chunksize")).max(1)),
         ..object_from(bo, kind)
     };
     // With http_gzip_support every fetch asks the backend for gzip and

@@ -58,6 +58,7 @@ pub fn new_obj(meta: ObjMeta, body: &'static [u8]) -> NewObject {
         gzip: false,
         esi: None,
         gzip_changed: false,
+        body_chunk: None,
         body: NewBody::Complete(Body::from_segments(vec![Bytes::from_static(body)])),
     }
 }
