@@ -607,8 +607,10 @@ impl Cache {
 
     /// Purge all variants of `digest` (`HSH_Purge`): with `ttl`, `grace` and
     /// `keep` all 0 the objects are removed (hard purge, counted in
-    /// `n_purges`/`n_obj_purged`); otherwise their ttl/grace/keep are reduced to
-    /// the given values if that shortens them (soft purge). Busy objects are
+    /// `n_purges`/`n_obj_purged`, and each one in `n_expired` as varnishd's
+    /// expiry thread does); otherwise their ttl/grace/keep are reduced to
+    /// the given values if that shortens them (soft purge; a negative value
+    /// leaves that one unchanged). Busy objects are
     /// skipped. Returns the number of objects affected.
     pub fn purge(&self, digest: &Digest, now: f64, ttl: f64, grace: f64, keep: f64) -> usize {
         let inner = &self.inner;
@@ -643,6 +645,14 @@ impl Cache {
         }
         for oc in &removed {
             inner.finish_removal(oc);
+            // varnishd 7.1 purges by re-arming the object to expire now, so
+            // its expiry thread logs and counts each one as expired, a hair
+            // past its end (`EXP_Expired x=VXID t=-0`).
+            CacheStats::inc(&inner.stats.n_expired);
+            inner.emit(|| CacheEvent::Expired {
+                vxid: oc.vxid.load(Ordering::Relaxed),
+                ttl_left: -0.0,
+            });
         }
         for oc in &rearmed {
             inner.exp_push(oc);
@@ -933,13 +943,13 @@ impl Cache {
 /// `EXP_Reduce`: only ever shorten ttl/grace/keep, then re-arm.
 fn reduce(oc: &ObjCore, now: f64, ttl: f64, grace: f64, keep: f64) {
     let t_origin = oc.t_origin.get();
-    if now + ttl - t_origin < oc.ttl.get() {
+    if ttl >= 0.0 && now + ttl - t_origin < oc.ttl.get() {
         oc.ttl.set(now + ttl - t_origin);
     }
-    if grace < oc.grace.get() {
+    if grace >= 0.0 && grace < oc.grace.get() {
         oc.grace.set(grace);
     }
-    if keep < oc.keep.get() {
+    if keep >= 0.0 && keep < oc.keep.get() {
         oc.keep.set(keep);
     }
     oc.exp_when.set(oc.compute_exp_when());

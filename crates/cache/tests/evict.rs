@@ -88,6 +88,22 @@ fn soft_purge_makes_stale_but_keeps_grace() {
 }
 
 #[test]
+fn soft_purge_negative_grace_and_keep_leave_them_unchanged() {
+    let c = cache();
+    let d = digest("/soft-default");
+    insert(&c, &d, meta(1, T0, 600.0, 10.0, 5.0), b"x");
+    // purge.soft() with its defaults: ttl=0, grace=-1, keep=-1.
+    assert_eq!(c.purge(&d, T0 + 1.0, 0.0, -1.0, -1.0), 1);
+    match lookup(&c, &d, T0 + 2.0) {
+        Lookup::Grace { stale, .. } => assert_eq!(stale.grace(), 10.0),
+        other => panic!("expected Grace, got {other:?}"),
+    }
+    // Still there through grace and keep (1 + 10 + 5 seconds).
+    assert_eq!(c.expire_due(T0 + 15.5), 0);
+    assert_eq!(c.expire_due(T0 + 16.5), 1);
+}
+
+#[test]
 fn req_ban_checked_at_lookup_only_for_older_objects() {
     let c = cache();
     let da = digest("/news/a");

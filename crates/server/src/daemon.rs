@@ -255,6 +255,9 @@ impl Context for InitTask {
             format_args!("{text}"),
         );
     }
+    fn log_raw(&mut self, tag: &str, vxid: u32, backend: bool, msg: &[u8]) -> Result<(), String> {
+        crate::task::log_raw(&self.sh.vsl, tag, vxid, backend, msg)
+    }
     fn resolve_backend(&mut self, backend: &Value) -> Result<Value, String> {
         let vcl = self.vcl.clone();
         vcl.resolve_value(backend, self)

@@ -251,6 +251,25 @@ fn unset_logged(
     h.remove(&name.lower[..]);
 }
 
+/// `vtc.vsl()`: a record with any tag for any transaction, written at
+/// once to the shared log (subject to `vsl_mask`, as varnishd's `VSLs`).
+pub(crate) fn log_raw(
+    vsl: &lacquer_vsl::Vsl,
+    tag: &str,
+    vxid: u32,
+    backend: bool,
+    msg: &[u8],
+) -> Result<(), String> {
+    let tag = Tag::from_name(tag).ok_or_else(|| format!("No such tag: {tag}"))?;
+    let vxid = if backend {
+        lacquer_vsl::Vxid::backend(vxid)
+    } else {
+        lacquer_vsl::Vxid::client(vxid)
+    };
+    vsl.log_immediate_bytes(tag, vxid, msg);
+    Ok(())
+}
+
 /// The log tag a VCL log record of this kind gets.
 pub(crate) fn log_kind_tag(kind: LogKind) -> Tag {
     match kind {
@@ -833,6 +852,10 @@ impl Context for ReqTask {
     fn log(&mut self, kind: LogKind, msg: &[u8]) {
         self.ws.flush_trace(&mut self.vsl);
         self.vsl.log_bytes(log_kind_tag(kind), msg);
+    }
+
+    fn log_raw(&mut self, tag: &str, vxid: u32, backend: bool, msg: &[u8]) -> Result<(), String> {
+        log_raw(&self.sh.vsl, tag, vxid, backend, msg)
     }
 
     fn now(&self) -> f64 {
@@ -1507,6 +1530,10 @@ impl Context for BoTask {
     fn log(&mut self, kind: LogKind, msg: &[u8]) {
         self.ws.flush_trace(&mut self.vsl);
         self.vsl.log_bytes(log_kind_tag(kind), msg);
+    }
+
+    fn log_raw(&mut self, tag: &str, vxid: u32, backend: bool, msg: &[u8]) -> Result<(), String> {
+        log_raw(&self.sh.vsl, tag, vxid, backend, msg)
     }
 
     fn now(&self) -> f64 {

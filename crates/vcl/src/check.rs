@@ -2311,7 +2311,14 @@ impl<'a> Checker<'a> {
                     }
                     CallArg::Enum(Arc::from(v.as_str()))
                 }
-                ArgType::Value(t) => CallArg::Value(self.arg_value(&a.value, *t)?),
+                ArgType::Value(t) => {
+                    let mut x = self.arg_value(&a.value, *t)?;
+                    // A concatenation given for STRANDS keeps its parts.
+                    if *t == Type::Strands && matches!(x.kind, IK::Concat(_)) {
+                        x.ty = Type::Strands;
+                    }
+                    CallArg::Value(x)
+                }
                 ArgType::Priv(_) => unreachable!("priv slots are pre-filled"),
             };
             slots[idx] = Some(value);

@@ -41,12 +41,24 @@ impl Args<'_> {
         self.0.get(i).and_then(|a| a.as_ref())
     }
 
-    /// A STRING/STRANDS argument; `None` for NULL or left out.
+    /// A STRING/STRANDS argument (a multi-part STRANDS joined); `None`
+    /// for NULL or left out.
     pub fn str(&self, i: usize) -> Result<Option<&[u8]>, String> {
         match self.get(i) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Str(s)) => Ok(Some(s)),
+            Some(Value::Strands(s)) => Ok(Some(&s.joined)),
             Some(v) => Err(mismatch(i, "STRING", v)),
+        }
+    }
+
+    /// The first part of a STRANDS argument (all of it when it was given
+    /// as one string); `None` when that part is NULL or the argument was
+    /// left out.
+    pub fn first_strand(&self, i: usize) -> Result<Option<&[u8]>, String> {
+        match self.get(i) {
+            Some(Value::Strands(s)) => Ok(s.parts.first().and_then(|p| p.as_deref())),
+            _ => self.str(i),
         }
     }
 
@@ -55,6 +67,7 @@ impl Args<'_> {
         match self.get(i) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Str(s)) => Ok(Some(s.clone())),
+            Some(Value::Strands(s)) => Ok(Some(s.joined.clone())),
             Some(v) => Err(mismatch(i, "STRING", v)),
         }
     }

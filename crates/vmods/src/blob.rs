@@ -164,15 +164,24 @@ fn hex_val(b: u8) -> Option<u8> {
     (b as char).to_digit(16).map(|d| d as u8)
 }
 
-/// Decodes `input` (only its first `length` bytes when `length > 0`).
-pub(crate) fn decode_bytes(enc: Enc, length: i64, whole: &[u8]) -> Result<Vec<u8>, String> {
+/// Decodes the STRANDS argument `i` (only its first `length` bytes when
+/// `length > 0`). As in varnishd, an error quotes the argument's first
+/// part (`"-_-_"` for `"-_-_" + req.http.foo`), `(null)` when that part
+/// is NULL.
+fn decode_arg(enc: Enc, length: i64, a: &Args<'_>, i: usize) -> Result<Vec<u8>, String> {
+    let first = a.first_strand(i)?.unwrap_or(b"(null)");
+    decode_quoting(enc, length, a.str_or_empty(i)?, first)
+}
+
+/// Decodes `whole`; an error quotes `quoted` (the input as given, not the
+/// part `length` kept).
+fn decode_quoting(enc: Enc, length: i64, whole: &[u8], quoted: &[u8]) -> Result<Vec<u8>, String> {
     let input = if length > 0 && (length as usize) < whole.len() {
         &whole[..length as usize]
     } else {
         whole
     };
-    // Errors quote the input as given, not the part `length` kept.
-    let decode_error = |_: &[u8]| decode_error(whole);
+    let decode_error = |_: &[u8]| decode_error(quoted);
     match enc {
         Enc::Identity => Ok(input.to_vec()),
         Enc::Hex => {
@@ -301,7 +310,7 @@ fn ws_encoded(ctx: &mut dyn Context, mut out: Vec<u8>) -> R {
 
 fn decode(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let enc = Enc::parse(a.enum_(0)?)?;
-    let data = decode_bytes(enc, a.int(1)?.unwrap_or(0), a.str_or_empty(2)?)
+    let data = decode_arg(enc, a.int(1)?.unwrap_or(0), a, 2)
         .map_err(|e| format!("vmod blob error: cannot decode, {e}"))?;
     ws_blob(ctx, data, "blob.decode")
 }
@@ -317,7 +326,7 @@ fn transcode(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let dec = Enc::parse(a.enum_(0)?)?;
     let enc = Enc::parse(a.enum_(1)?)?;
     let upper = case_upper(enc, a.enum_(2)?)?;
-    let data = decode_bytes(dec, a.int(3)?.unwrap_or(0), a.str_or_empty(4)?)
+    let data = decode_arg(dec, a.int(3)?.unwrap_or(0), a, 4)
         .map_err(|e| format!("vmod blob error: cannot decode, {e}"))?;
     ws_encoded(ctx, encode_bytes(enc, upper, &data))
 }
@@ -369,7 +378,7 @@ struct BlobObj {
 
 fn new_blob(_: &Env, _: &mut dyn Context, name: &str, a: &Args<'_>) -> Result<Obj, String> {
     let enc = Enc::parse(a.enum_(0)?)?;
-    let data = decode_bytes(enc, 0, a.str_or_empty(1)?)
+    let data = decode_arg(enc, 0, a, 1)
         .map_err(|e| format!("vmod blob error: cannot create blob {name}, {e}"))?;
     Ok(std::sync::Arc::new(BlobObj { data: data.into() }))
 }
@@ -387,6 +396,10 @@ fn obj_encode(_: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'_>) -> R {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn decode_bytes(enc: Enc, length: i64, input: &[u8]) -> Result<Vec<u8>, String> {
+        decode_quoting(enc, length, input, input)
+    }
 
     fn enc(e: Enc, d: &str) -> String {
         String::from_utf8(encode_bytes(e, false, d.as_bytes())).unwrap()

@@ -6,8 +6,9 @@
 //! The workspace functions work on the task's workspaces as the server
 //! accounts them (see the `Workspace` trait): `client` is the running
 //! task's own, as in varnishd. `workspace_dump` (which reads arena bytes
-//! Lacquer does not have) and the VSL writers are not provided, so VCLs
-//! using them fail to compile rather than pretend.
+//! Lacquer does not have) is not provided, so VCLs using it fail to
+//! compile rather than pretend. `vsl()` and `vsl_replay()` write records
+//! for any transaction straight to the shared log, to fake logs in tests.
 //! `vtc.panic()` fails the task with the message instead of crashing the
 //! process.
 
@@ -37,6 +38,8 @@ $Function VOID workspace_snapshot(ENUM {client, backend, session, thread})
 $Function VOID workspace_reset(ENUM {client, backend, session, thread})
 $Function BOOL workspace_overflowed(ENUM {client, backend, session, thread})
 $Function VOID workspace_overflow(ENUM {client, backend, session, thread})
+$Function VOID vsl(INT id, STRING tag, ENUM {c, b} side, STRANDS s)
+$Function VOID vsl_replay(STRANDS s)
 "#;
 
 pub(crate) static MODULE: ModuleImpl = ModuleImpl {
@@ -57,6 +60,8 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("workspace_reset", workspace_reset),
         ("workspace_overflowed", workspace_overflowed),
         ("workspace_overflow", workspace_overflow),
+        ("vsl", vsl),
+        ("vsl_replay", vsl_replay),
     ],
     classes: &[],
     event: None,
@@ -131,6 +136,79 @@ fn panic(env: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     let why = lossy(a.str_or_empty(0)?).into_owned();
     env.host.panic(&why);
     Err(format!("vtc.panic(): {why}"))
+}
+
+/// Largest transaction id `vtc.vsl()` takes (VCL's largest INT).
+const VSL_ID_MAX: i64 = 999_999_999_999_999;
+
+/// Writes one record for transaction `id`; only the low 30 bits of the id
+/// reach the log, as in varnishd.
+fn write_vsl(ctx: &mut dyn Context, id: i64, tag: &str, backend: bool, msg: &[u8]) -> R {
+    if !(0..=VSL_ID_MAX).contains(&id) {
+        return Err("id out of bounds".into());
+    }
+    ctx.log_raw(tag, (id & 0x3fff_ffff) as u32, backend, msg)?;
+    Ok(Value::Null)
+}
+
+fn vsl(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let id = a.int(0)?.unwrap_or(0);
+    let tag = lossy(a.str_or_empty(1)?).into_owned();
+    let backend = a.enum_(2)? == Some("b");
+    let msg = a.str_or_empty(3)?.to_vec();
+    write_vsl(ctx, id, &tag, backend, &msg)
+}
+
+/// `vtc.vsl_replay()`: writes the records of a log listing, one per line,
+/// either `VXID TAG SIDE PAYLOAD` (varnishlog -g raw) or varnishtest's
+/// `**** v1    vsl|       VXID TAG SIDE PAYLOAD`. Lines that do not parse
+/// are skipped.
+fn vsl_replay(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let text = a.str_or_empty(0)?.to_vec();
+    for line in text.split(|&b| b == b'\r' || b == b'\n') {
+        if let Some((id, tag, backend, msg)) = parse_vsl_line(line) {
+            write_vsl(ctx, id, &lossy(tag), backend, msg)?;
+        }
+    }
+    Ok(Value::Null)
+}
+
+/// One line of a listing for [`vsl_replay`]: id, tag, backend side, payload.
+fn parse_vsl_line(mut line: &[u8]) -> Option<(i64, &[u8], bool, &[u8])> {
+    if line.first() == Some(&b'*') {
+        let at = line.windows(4).position(|w| w == b"vsl|")?;
+        line = &line[at + 4..];
+    }
+    // A word, and what follows the blank that ends it.
+    fn word(s: &[u8]) -> Option<(&[u8], &[u8])> {
+        let blank = |b: &u8| matches!(b, b' ' | b'\t');
+        let start = s.iter().position(|b| !blank(b))?;
+        let s = &s[start..];
+        let end = s.iter().position(blank).unwrap_or(s.len());
+        Some((&s[..end], s.get(end + 1..).unwrap_or(b"")))
+    }
+    let (id, rest) = word(line)?;
+    let (neg, digits) = match id.first() {
+        Some(b'-') => (true, &id[1..]),
+        Some(b'+') => (false, &id[1..]),
+        _ => (false, id),
+    };
+    let n = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+    if n == 0 {
+        return None;
+    }
+    let id = digits[..n].iter().fold(0i64, |v, d| {
+        v.saturating_mul(10).saturating_add(i64::from(d - b'0'))
+    });
+    let id = if neg { -id } else { id };
+    let (tag, rest) = word(rest)?;
+    let (side, msg) = word(rest)?;
+    let backend = match side.first() {
+        Some(b'c') => false,
+        Some(b'b') => true,
+        _ => return None,
+    };
+    Some((id, tag, backend, msg))
 }
 
 fn sleep(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
@@ -273,6 +351,26 @@ fn workspace_overflow(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vsl_listing_lines() {
+        assert_eq!(
+            parse_vsl_line(b"**** v1    vsl|       1000 Begin           c sess 0 HTTP/1"),
+            Some((1000, &b"Begin"[..], false, &b"sess 0 HTTP/1"[..]))
+        );
+        assert_eq!(
+            parse_vsl_line(b"1001 Filters         b "),
+            Some((1001, &b"Filters"[..], true, &b""[..]))
+        );
+        assert_eq!(
+            parse_vsl_line(b"9000 End c"),
+            Some((9000, &b"End"[..], false, &b""[..]))
+        );
+        assert_eq!(parse_vsl_line(b"**** v1    CLI RX|200"), None);
+        assert_eq!(parse_vsl_line(b"x Begin c y"), None);
+        assert_eq!(parse_vsl_line(b"1 Begin x y"), None);
+        assert_eq!(parse_vsl_line(b""), None);
+    }
 
     #[test]
     fn type_sizes() {

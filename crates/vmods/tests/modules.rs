@@ -6,9 +6,10 @@ mod common;
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use common::*;
 use lacquer_vcl::exec::mock::MockContext;
-use lacquer_vcl::exec::{HeaderName, HttpWhich, LogKind, Value};
+use lacquer_vcl::exec::{HeaderName, HttpWhich, LogKind, Strands, Value};
 
 fn hdr(which: HttpWhich, name: &str) -> Option<Value> {
     Some(Value::Header(which, Arc::new(HeaderName::new(name))))
@@ -403,6 +404,47 @@ fn blob_functions_and_object() {
     assert_eq!(
         dec("HEX", "gh"),
         Err("vmod blob error: cannot decode, illegal encoding beginning with \"gh\"".into())
+    );
+    // A STRANDS argument given in parts: decoded joined, an error quotes
+    // the first part (b00002 `"g" + req.http.foo`).
+    let parts = |p: &[Option<&str>]| {
+        let parts: Box<[Option<Bytes>]> = p
+            .iter()
+            .map(|x| x.map(|x| Bytes::copy_from_slice(x.as_bytes())))
+            .collect();
+        let joined = Bytes::from(p.iter().flatten().copied().collect::<String>());
+        Some(Value::Strands(Arc::new(Strands { parts, joined })))
+    };
+    assert_eq!(
+        t(r.call(
+            c,
+            "blob.transcode",
+            vec![
+                e("HEX"),
+                e("IDENTITY"),
+                None,
+                None,
+                parts(&[Some("66"), None, Some("6f6f")])
+            ]
+        ))
+        .unwrap(),
+        "foo"
+    );
+    assert_eq!(
+        r.call(
+            c,
+            "blob.decode",
+            vec![e("HEX"), None, parts(&[Some("g"), Some("123")])]
+        ),
+        Err("vmod blob error: cannot decode, illegal encoding beginning with \"g\"".into())
+    );
+    assert_eq!(
+        r.call(
+            c,
+            "blob.decode",
+            vec![e("HEX"), None, parts(&[None, Some("g1")])]
+        ),
+        Err("vmod blob error: cannot decode, illegal encoding beginning with \"(null)\"".into())
     );
     assert_eq!(
         dec("URL", "a%2q"),

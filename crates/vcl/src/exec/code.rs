@@ -39,6 +39,9 @@ pub enum Expr {
     /// String concatenation: every part converted to its string form, NULL
     /// parts contribute nothing. The result is never NULL.
     Concat(Box<[Expr]>),
+    /// A concatenation passed as a vmod's STRANDS argument: evaluates to
+    /// [`Value::Strands`], which keeps the parts apart.
+    Strands(Box<[Expr]>),
     /// `!e` (operand is BOOL).
     Not(Box<Expr>),
     /// `a && b && ...`, short-circuit.

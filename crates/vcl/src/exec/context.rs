@@ -139,6 +139,11 @@ pub trait Context {
     fn ban(&mut self, spec: &[u8]) -> Result<(), String>;
     /// Writes a log record in the task's transaction.
     fn log(&mut self, kind: LogKind, msg: &[u8]);
+    /// Writes a record with any tag (by name, as `VSL_Name2Tag` takes it)
+    /// for any transaction id, client or backend side, straight to the
+    /// shared log (`vtc.vsl()`, which fakes logs for tests); `Err` names
+    /// an unknown tag.
+    fn log_raw(&mut self, tag: &str, vxid: u32, backend: bool, msg: &[u8]) -> Result<(), String>;
     /// `backend.resolve()`: asks the director behind `backend` which real
     /// backend it picks now (a plain backend resolves to itself).
     fn resolve_backend(&mut self, backend: &Value) -> Result<Value, String>;

@@ -13,6 +13,7 @@
 //! that the hot ones keep small frames.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -20,7 +21,7 @@ use super::Action;
 use super::acl::AclResult;
 use super::code::{Expr, Program, ReturnAction, Stmt, SubId, Target};
 use super::context::{Context, LogKind, VmodArg, Vmods, WsKind};
-use super::value::Value;
+use super::value::{Strands, Value};
 use crate::subs::BuiltinSub;
 use crate::types::{ArithOp, CmpOp};
 
@@ -599,7 +600,7 @@ impl<'a, C: Context> Exec<'a, C> {
                 Ok(None) => Ok(false),
                 Err(e) => Err(self.fail(e)),
             },
-            Expr::Concat(parts) => {
+            Expr::Concat(parts) | Expr::Strands(parts) => {
                 for p in parts.iter() {
                     self.append_str(p, out)?;
                 }
@@ -875,6 +876,29 @@ impl<'a, C: Context> Exec<'a, C> {
                 self.give_buf(buf);
                 r?;
                 v
+            }
+            Expr::Strands(parts) => {
+                let mut buf = self.take_buf();
+                let mut ranges = Vec::with_capacity(parts.len());
+                let mut r = Ok(());
+                for p in parts.iter() {
+                    let at = buf.len();
+                    match self.append_str(p, &mut buf) {
+                        Ok(set) => ranges.push(set.then_some(at..buf.len())),
+                        Err(e) => {
+                            r = Err(e);
+                            break;
+                        }
+                    }
+                }
+                let joined = Bytes::copy_from_slice(&buf);
+                self.give_buf(buf);
+                r?;
+                let parts = ranges
+                    .into_iter()
+                    .map(|r| r.map(|r| joined.slice(r)))
+                    .collect();
+                Value::Strands(Arc::new(Strands { parts, joined }))
             }
             Expr::Not(_)
             | Expr::And(_)

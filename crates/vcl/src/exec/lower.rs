@@ -307,6 +307,7 @@ impl Lower<'_> {
                 }
             }
             IK::ToBool(inner) => Expr::ToBool(self.boxed(inner)?),
+            IK::Concat(parts) if e.ty == Type::Strands => Expr::Strands(self.list(parts)?),
             IK::Concat(parts) => Expr::Concat(self.list(parts)?),
             IK::Not(inner) => Expr::Not(self.boxed(inner)?),
             IK::And(parts) => Expr::And(self.list(parts)?),

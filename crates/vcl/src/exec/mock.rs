@@ -92,6 +92,8 @@ pub struct MockContext {
     /// Bans are rejected with this reason when set.
     pub ban_error: Option<String>,
     pub logs: Vec<(LogKind, String)>,
+    /// Records written with `log_raw`, as `VXID TAG SIDE PAYLOAD`.
+    pub raw_logs: Vec<String>,
     pub now: f64,
     /// The task's workspace, when a test wants charges accounted
     /// (`None`: the mock has no workspace and takes any size).
@@ -362,6 +364,15 @@ impl Context for MockContext {
     fn log(&mut self, kind: LogKind, msg: &[u8]) {
         self.logs
             .push((kind, String::from_utf8_lossy(msg).into_owned()));
+    }
+
+    fn log_raw(&mut self, tag: &str, vxid: u32, backend: bool, msg: &[u8]) -> Result<(), String> {
+        let side = if backend { 'b' } else { 'c' };
+        self.raw_logs.push(format!(
+            "{vxid} {tag} {side} {}",
+            String::from_utf8_lossy(msg)
+        ));
+        Ok(())
     }
 
     fn resolve_backend(&mut self, backend: &Value) -> Result<Value, String> {

@@ -45,7 +45,7 @@ pub use context::{
     Workspace, WsKind, WsMark,
 };
 pub use interp::Scratch;
-pub use value::{Backend, Value};
+pub use value::{Backend, Strands, Value};
 
 /// The outcome of running a built-in subroutine: the `return (...)` action
 /// with its arguments evaluated.

@@ -79,6 +79,19 @@ pub enum Value {
     Enum(Arc<str>),
     /// A vmod object instance, by index.
     Instance(u32),
+    /// A STRANDS argument given as several parts (`"g" + req.http.foo`):
+    /// vmods see the joined string, and the parts where they matter
+    /// (`blob.decode` quotes the first part in its error).
+    Strands(Arc<Strands>),
+}
+
+/// The parts of a multi-part STRANDS argument and their concatenation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Strands {
+    /// Each part; `None` for a NULL part (an unset header).
+    pub parts: Box<[Option<Bytes>]>,
+    /// The parts joined, NULL parts contributing nothing.
+    pub joined: Bytes,
 }
 
 /// Why a value could not be converted; the message is what Varnish logs as
@@ -111,6 +124,7 @@ impl Value {
         match self {
             Value::Null => return Ok(false),
             Value::Str(s) => out.extend_from_slice(s),
+            Value::Strands(s) => out.extend_from_slice(&s.joined),
             // VRT_BLOB_string: `:<base64>:`.
             Value::Blob(b) => {
                 out.push(b':');
@@ -169,6 +183,7 @@ impl Value {
         match self {
             Value::Null => "NULL",
             Value::Str(_) => "STRING",
+            Value::Strands(_) => "STRANDS",
             Value::Bool(_) => "BOOL",
             Value::Int(_) => "INT",
             Value::Real(_) => "REAL",
