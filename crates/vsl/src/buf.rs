@@ -253,31 +253,13 @@ pub fn push_fixed6(out: &mut Vec<u8>, v: f64) {
         });
         return;
     }
-    let scaled = v * 1e6;
-    // Below 2^53 the integer part of `scaled` and the fraction are exact.
-    if scaled.abs() >= 9.0e15 {
+    let Some(m) = round_micros(v.abs()) else {
         let _ = std::io::Write::write_fmt(out, format_args!("{v:.6}"));
         return;
-    }
-    let whole = scaled as i64;
-    let frac = scaled - whole as f64;
-    if frac.abs() == 0.5 {
-        // A tie where the decimal expansion of `v` decides the rounding:
-        // let the float formatter do it exactly.
-        let _ = std::io::Write::write_fmt(out, format_args!("{v:.6}"));
-        return;
-    }
-    let micros = if frac > 0.5 {
-        whole + 1
-    } else if frac < -0.5 {
-        whole - 1
-    } else {
-        whole
     };
     // Digits are written backwards into a stack buffer, two at a time.
     let mut buf = [0u8; 24];
     let mut i = buf.len();
-    let m = micros.unsigned_abs();
     let (mut int, mut fr) = (m / 1_000_000, m % 1_000_000);
     for _ in 0..3 {
         i -= 2;
@@ -300,6 +282,44 @@ pub fn push_fixed6(out: &mut Vec<u8>, v: f64) {
         buf[i] = b'-';
     }
     out.extend_from_slice(&buf[i..]);
+}
+
+/// `a` (finite, not negative) in whole microseconds, rounded exactly as the
+/// float formatter rounds (to nearest, ties to even), in integer arithmetic:
+/// `a` is `mant * 2^e`, so `a * 10^6` is an integer (at most 73 bits) shifted
+/// by `e`. `None` from 2^63 seconds up, which the caller formats the slow way.
+#[inline]
+fn round_micros(a: f64) -> Option<u64> {
+    let bits = a.to_bits();
+    let biased = ((bits >> 52) & 0x7ff) as i32;
+    let fraction = bits & ((1 << 52) - 1);
+    let (mant, e) = if biased == 0 {
+        (fraction, -1074)
+    } else {
+        (fraction | (1 << 52), biased - 1075)
+    };
+    let scaled = u128::from(mant) * 1_000_000;
+    if e >= 0 {
+        return if e > 10 {
+            None
+        } else {
+            u64::try_from(scaled << e).ok()
+        };
+    }
+    let shift = e.unsigned_abs();
+    if shift >= 128 {
+        // Below 2^-75 s: far under half a microsecond.
+        return Some(0);
+    }
+    let q = scaled >> shift;
+    let r = scaled & ((1u128 << shift) - 1);
+    let half = 1u128 << (shift - 1);
+    let q = if r > half || (r == half && q & 1 == 1) {
+        q + 1
+    } else {
+        q
+    };
+    u64::try_from(q).ok()
 }
 
 /// Appends `n` in decimal without formatting machinery.
@@ -477,6 +497,21 @@ mod tests {
             -0.0,
             99.9999996,
             1234567890123.0,
+            // Exact ties (k/128 s is a whole number of half microseconds):
+            // the formatter rounds them to even.
+            1.0 / 128.0,
+            3.0 / 128.0,
+            -5.0 / 128.0,
+            1795317704.0 + 1.0 / 128.0,
+            1795317704.0 + 3.0 / 128.0,
+            // Past the integer fast path, and subnormals.
+            9.3e12,
+            1.8e13,
+            9.3e18,
+            1e300,
+            -1e300,
+            5e-324,
+            f64::MIN_POSITIVE,
         ] {
             let mut out = Vec::new();
             push_fixed6(&mut out, v);
