@@ -128,16 +128,29 @@ impl VslBuf {
             // and tools show it (varnishncsa -j prints it as \u0000).
             self.bytes.push(0);
         }
-        let reclen = self.vsl.max_payload(tag);
         let mut len = self.bytes.len() - start - HEADER_BYTES;
-        if len > reclen {
-            self.bytes.truncate(start + HEADER_BYTES + reclen);
-            len = reclen;
+        // Every payload is allowed `vsl_reclen - 1` bytes: only a longer
+        // one needs its tag's own limit (binary tags keep one more byte).
+        if len >= self.vsl.reclen() {
+            let max = self.vsl.max_payload(tag);
+            if len > max {
+                self.bytes.truncate(start + HEADER_BYTES + max);
+                len = max;
+            }
         }
-        self.bytes[start..start + 8].copy_from_slice(&header_template(tag, len).to_le_bytes());
-        self.bytes[start + 8..start + HEADER_BYTES].copy_from_slice(&self.vxid.raw().to_le_bytes());
-        let padded = self.bytes.len().next_multiple_of(8);
-        self.bytes.resize(padded, 0);
+        // Header word and VXID in one store.
+        let head = u128::from(header_template(tag, len)) | u128::from(self.vxid.raw()) << 64;
+        self.bytes[start..start + HEADER_BYTES]
+            .copy_from_slice(&head.to_le_bytes()[..HEADER_BYTES]);
+        let pad = self.bytes.len().next_multiple_of(8) - self.bytes.len();
+        self.bytes.extend_from_slice(&[0u8; 8][..pad]);
+        self.after_record();
+    }
+
+    /// After a record is complete: flushes a full buffer, and every record
+    /// in sync mode.
+    #[inline]
+    fn after_record(&mut self) {
         if self.bytes.len() >= self.limit {
             self.vsl.note_overflow_flush();
             self.flush();
