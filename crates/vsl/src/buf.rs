@@ -185,7 +185,12 @@ impl VslBuf {
     pub fn log_bytes(&mut self, tag: Tag, data: &[u8]) {
         if self.enabled(tag) {
             let start = self.begin();
-            let data = &data[..data.len().min(self.vsl.max_payload(tag))];
+            // Cut a long payload before copying it (`finish` would anyway).
+            let data = if data.len() >= self.vsl.reclen() {
+                &data[..data.len().min(self.vsl.max_payload(tag))]
+            } else {
+                data
+            };
             self.bytes.extend_from_slice(data);
             self.finish(start, tag);
         }
