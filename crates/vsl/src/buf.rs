@@ -271,6 +271,12 @@ pub fn push_fixed6(out: &mut Vec<u8>, v: f64) {
         });
         return;
     }
+    if v.to_bits() == 0 {
+        // +0.0: the since-start and since-last times of a transaction's
+        // first timestamps.
+        out.extend_from_slice(b"0.000000");
+        return;
+    }
     let Some(m) = round_micros(v.abs()) else {
         let _ = std::io::Write::write_fmt(out, format_args!("{v:.6}"));
         return;
@@ -278,11 +284,12 @@ pub fn push_fixed6(out: &mut Vec<u8>, v: f64) {
     // Digits are written backwards into a stack buffer, two at a time.
     let mut buf = [0u8; 24];
     let mut i = buf.len();
-    let (mut int, mut fr) = (m / 1_000_000, m % 1_000_000);
-    for _ in 0..3 {
+    let (mut int, fr) = (m / 1_000_000, (m % 1_000_000) as u32);
+    // The six decimals as three pairs, in 32-bit arithmetic.
+    let (hi, lo) = (fr / 10_000, fr % 10_000);
+    for d in [lo % 100, lo / 100, hi] {
         i -= 2;
-        buf[i..i + 2].copy_from_slice(pair(fr % 100));
-        fr /= 100;
+        buf[i..i + 2].copy_from_slice(pair(u64::from(d)));
     }
     i -= 1;
     buf[i] = b'.';
