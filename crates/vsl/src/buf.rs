@@ -142,8 +142,11 @@ impl VslBuf {
         let head = u128::from(header_template(tag, len)) | u128::from(self.vxid.raw()) << 64;
         self.bytes[start..start + HEADER_BYTES]
             .copy_from_slice(&head.to_le_bytes()[..HEADER_BYTES]);
-        let pad = self.bytes.len().next_multiple_of(8) - self.bytes.len();
-        self.bytes.extend_from_slice(&[0u8; 8][..pad]);
+        // Zero-pad to a whole word: a fixed-size append and a cut is
+        // cheaper than a variable-length copy.
+        let padded = self.bytes.len().next_multiple_of(8);
+        self.bytes.extend_from_slice(&[0u8; 8]);
+        self.bytes.truncate(padded);
         self.after_record();
     }
 
