@@ -121,7 +121,7 @@ impl VslBuf {
 
     /// Completes the record started at `start`: truncates the payload (see
     /// [`Vsl::max_payload`]), fills in the header, pads, and flushes if full.
-    #[inline]
+    #[inline(always)]
     fn finish(&mut self, start: usize, tag: Tag) {
         if tag == Tag::Debug {
             // varnishd's Debug records keep their C string terminator,
