@@ -249,15 +249,17 @@ where
                     (obj.body().len_so_far(), cl)
                 });
                 t.vsl.log_with(Tag::Hit, |o| {
-                    let _ = std::io::Write::write_fmt(o, format_args!("{}", obj.vxid()));
+                    push_u64(o, u64::from(obj.vxid()));
                     for v in [ttl_left, obj.grace(), obj.keep()] {
                         o.push(b' ');
                         lacquer_vsl::push_fixed6(o, v);
                     }
                     if let Some((so_far, len)) = fetching {
-                        let _ = std::io::Write::write_fmt(o, format_args!(" {so_far}"));
+                        o.push(b' ');
+                        push_u64(o, so_far);
                         if let Some(l) = len {
-                            let _ = std::io::Write::write_fmt(o, format_args!(" {l}"));
+                            o.push(b' ');
+                            push_u64(o, l);
                         }
                     }
                 });

@@ -121,23 +121,39 @@ impl VslBuf {
 
     /// Completes the record started at `start`: truncates the payload (see
     /// [`Vsl::max_payload`]), fills in the header, pads, and flushes if full.
-    #[inline]
+    #[inline(always)]
     fn finish(&mut self, start: usize, tag: Tag) {
         if tag == Tag::Debug {
             // varnishd's Debug records keep their C string terminator,
             // and tools show it (varnishncsa -j prints it as \u0000).
             self.bytes.push(0);
         }
-        let reclen = self.vsl.max_payload(tag);
         let mut len = self.bytes.len() - start - HEADER_BYTES;
-        if len > reclen {
-            self.bytes.truncate(start + HEADER_BYTES + reclen);
-            len = reclen;
+        // Every payload is allowed `vsl_reclen - 1` bytes: only a longer
+        // one needs its tag's own limit (binary tags keep one more byte).
+        if len >= self.vsl.reclen() {
+            let max = self.vsl.max_payload(tag);
+            if len > max {
+                self.bytes.truncate(start + HEADER_BYTES + max);
+                len = max;
+            }
         }
-        self.bytes[start..start + 8].copy_from_slice(&header_template(tag, len).to_le_bytes());
-        self.bytes[start + 8..start + HEADER_BYTES].copy_from_slice(&self.vxid.raw().to_le_bytes());
+        // Header word and VXID in one store.
+        let head = u128::from(header_template(tag, len)) | u128::from(self.vxid.raw()) << 64;
+        self.bytes[start..start + HEADER_BYTES]
+            .copy_from_slice(&head.to_le_bytes()[..HEADER_BYTES]);
+        // Zero-pad to a whole word: a fixed-size append and a cut is
+        // cheaper than a variable-length copy.
         let padded = self.bytes.len().next_multiple_of(8);
-        self.bytes.resize(padded, 0);
+        self.bytes.extend_from_slice(&[0u8; 8]);
+        self.bytes.truncate(padded);
+        self.after_record();
+    }
+
+    /// After a record is complete: flushes a full buffer, and every record
+    /// in sync mode.
+    #[inline]
+    fn after_record(&mut self) {
         if self.bytes.len() >= self.limit {
             self.vsl.note_overflow_flush();
             self.flush();
@@ -172,7 +188,12 @@ impl VslBuf {
     pub fn log_bytes(&mut self, tag: Tag, data: &[u8]) {
         if self.enabled(tag) {
             let start = self.begin();
-            let data = &data[..data.len().min(self.vsl.max_payload(tag))];
+            // Cut a long payload before copying it (`finish` would anyway).
+            let data = if data.len() >= self.vsl.reclen() {
+                &data[..data.len().min(self.vsl.max_payload(tag))]
+            } else {
+                data
+            };
             self.bytes.extend_from_slice(data);
             self.finish(start, tag);
         }
@@ -253,36 +274,25 @@ pub fn push_fixed6(out: &mut Vec<u8>, v: f64) {
         });
         return;
     }
-    let scaled = v * 1e6;
-    // Below 2^53 the integer part of `scaled` and the fraction are exact.
-    if scaled.abs() >= 9.0e15 {
-        let _ = std::io::Write::write_fmt(out, format_args!("{v:.6}"));
+    if v.to_bits() == 0 {
+        // +0.0: the since-start and since-last times of a transaction's
+        // first timestamps.
+        out.extend_from_slice(b"0.000000");
         return;
     }
-    let whole = scaled as i64;
-    let frac = scaled - whole as f64;
-    if frac.abs() == 0.5 {
-        // A tie where the decimal expansion of `v` decides the rounding:
-        // let the float formatter do it exactly.
+    let Some(m) = round_micros(v.abs()) else {
         let _ = std::io::Write::write_fmt(out, format_args!("{v:.6}"));
         return;
-    }
-    let micros = if frac > 0.5 {
-        whole + 1
-    } else if frac < -0.5 {
-        whole - 1
-    } else {
-        whole
     };
     // Digits are written backwards into a stack buffer, two at a time.
     let mut buf = [0u8; 24];
     let mut i = buf.len();
-    let m = micros.unsigned_abs();
-    let (mut int, mut fr) = (m / 1_000_000, m % 1_000_000);
-    for _ in 0..3 {
+    let (mut int, fr) = (m / 1_000_000, (m % 1_000_000) as u32);
+    // The six decimals as three pairs, in 32-bit arithmetic.
+    let (hi, lo) = (fr / 10_000, fr % 10_000);
+    for d in [lo % 100, lo / 100, hi] {
         i -= 2;
-        buf[i..i + 2].copy_from_slice(pair(fr % 100));
-        fr /= 100;
+        buf[i..i + 2].copy_from_slice(pair(u64::from(d)));
     }
     i -= 1;
     buf[i] = b'.';
@@ -300,6 +310,44 @@ pub fn push_fixed6(out: &mut Vec<u8>, v: f64) {
         buf[i] = b'-';
     }
     out.extend_from_slice(&buf[i..]);
+}
+
+/// `a` (finite, not negative) in whole microseconds, rounded exactly as the
+/// float formatter rounds (to nearest, ties to even), in integer arithmetic:
+/// `a` is `mant * 2^e`, so `a * 10^6` is an integer (at most 73 bits) shifted
+/// by `e`. `None` from 2^63 seconds up, which the caller formats the slow way.
+#[inline]
+fn round_micros(a: f64) -> Option<u64> {
+    let bits = a.to_bits();
+    let biased = ((bits >> 52) & 0x7ff) as i32;
+    let fraction = bits & ((1 << 52) - 1);
+    let (mant, e) = if biased == 0 {
+        (fraction, -1074)
+    } else {
+        (fraction | (1 << 52), biased - 1075)
+    };
+    let scaled = u128::from(mant) * 1_000_000;
+    if e >= 0 {
+        return if e > 10 {
+            None
+        } else {
+            u64::try_from(scaled << e).ok()
+        };
+    }
+    let shift = e.unsigned_abs();
+    if shift >= 128 {
+        // Below 2^-75 s: far under half a microsecond.
+        return Some(0);
+    }
+    let q = scaled >> shift;
+    let r = scaled & ((1u128 << shift) - 1);
+    let half = 1u128 << (shift - 1);
+    let q = if r > half || (r == half && q & 1 == 1) {
+        q + 1
+    } else {
+        q
+    };
+    u64::try_from(q).ok()
 }
 
 /// Appends `n` in decimal without formatting machinery.
@@ -477,6 +525,21 @@ mod tests {
             -0.0,
             99.9999996,
             1234567890123.0,
+            // Exact ties (k/128 s is a whole number of half microseconds):
+            // the formatter rounds them to even.
+            1.0 / 128.0,
+            3.0 / 128.0,
+            -5.0 / 128.0,
+            1795317704.0 + 1.0 / 128.0,
+            1795317704.0 + 3.0 / 128.0,
+            // Past the integer fast path, and subnormals.
+            9.3e12,
+            1.8e13,
+            9.3e18,
+            1e300,
+            -1e300,
+            5e-324,
+            f64::MIN_POSITIVE,
         ] {
             let mut out = Vec::new();
             push_fixed6(&mut out, v);

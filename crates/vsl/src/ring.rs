@@ -298,6 +298,7 @@ impl Vsl {
         self.sync.store(sync, Ordering::Relaxed);
     }
 
+    #[inline]
     pub(crate) fn is_sync(&self) -> bool {
         self.sync.load(Ordering::Relaxed)
     }
@@ -392,6 +393,8 @@ impl Vsl {
         // 2. Publish each header with release ordering: a reader that sees a
         //    committed header sees its record's body, stored above.
         let mut next_seg = q.div_ceil(self.segsize);
+        // Where segment `next_seg` starts.
+        let mut next_bound = next_seg * self.segsize;
         let mut i = 0;
         let mut nrec = 0;
         let mut at = at0;
@@ -406,15 +409,17 @@ impl Vsl {
             if at >= ring {
                 at -= ring;
             }
-            while next_seg * self.segsize <= p {
+            while next_bound <= p {
                 self.mark_segment(&w, next_seg, p);
                 next_seg += 1;
+                next_bound += self.segsize;
             }
             i += rw;
         }
-        while next_seg * self.segsize <= end {
+        while next_bound <= end {
             self.mark_segment(&w, next_seg, end);
             next_seg += 1;
+            next_bound += self.segsize;
         }
         self.records.fetch_add(nrec, Ordering::Relaxed);
         self.writes.fetch_add(1, Ordering::Relaxed);
