@@ -1292,7 +1292,7 @@ impl Inner {
             body,
         };
         let overhead = data.charge_bytes()
-            + oc.vary.get().map_or(0, VarySpec::heap_size)
+            + oc.vary.get().map_or(0, VarySpec::storage_size)
             + data.body.len_so_far() as usize;
         self.allocate(store, overhead as u64)?;
         oc.charged.store(overhead as u64, Ordering::Relaxed);
