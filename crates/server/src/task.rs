@@ -381,6 +381,9 @@ pub struct ReqTask {
     pub synth_body: Vec<u8>,
     pub vsl: VslBuf,
     pub privs: lacquer_vcl::exec::privs::TaskPrivs,
+    /// `PRIV_TOP` state of the request tree (the top request's, shared
+    /// with its ESI includes); created on first use.
+    pub top_privs: Option<lacquer_vcl::exec::privs::SharedPrivs>,
     /// Request body kept by `std.cache_req_body`.
     pub req_body: Option<Bytes>,
     /// `std.cache_req_body()` kept the body: it goes with any fetch, not
@@ -425,6 +428,12 @@ pub struct ReqTask {
 }
 
 impl ReqTask {
+    /// The request tree's `PRIV_TOP` state, created on first use (an ESI
+    /// include is handed its parent's before it runs).
+    pub fn shared_top_privs(&mut self) -> lacquer_vcl::exec::privs::SharedPrivs {
+        self.top_privs.get_or_insert_with(Default::default).clone()
+    }
+
     /// A request about to run client-side VCL from its start, with the
     /// VCL's default backend (an ESI include sets its level, `top` and
     /// sink afterwards).
@@ -478,6 +487,7 @@ impl ReqTask {
             synth_body: Vec::new(),
             vsl,
             privs: Default::default(),
+            top_privs: None,
             req_body: None,
             req_body_failed: false,
             body_pending: None,
@@ -834,6 +844,10 @@ impl Context for ReqTask {
 
     fn privs(&mut self) -> &mut lacquer_vcl::exec::privs::TaskPrivs {
         &mut self.privs
+    }
+
+    fn top_privs(&mut self) -> Option<lacquer_vcl::exec::privs::SharedPrivs> {
+        Some(self.shared_top_privs())
     }
 
     fn resolve_backend(&mut self, backend: &Value) -> Result<Value, String> {
@@ -1473,6 +1487,10 @@ impl Context for BoTask {
 
     fn privs(&mut self) -> &mut lacquer_vcl::exec::privs::TaskPrivs {
         &mut self.privs
+    }
+
+    fn top_privs(&mut self) -> Option<lacquer_vcl::exec::privs::SharedPrivs> {
+        None
     }
 
     fn resolve_backend(&mut self, backend: &Value) -> Result<Value, String> {

@@ -30,8 +30,8 @@
 //! (`cold_backend`, `cooling_backend`). The `Debug` log lines Varnish's functions emit
 //! are not written: the executor has no Debug log kind.
 //!
-//! `PRIV_TOP` state is kept in the task's private state: identical to
-//! Varnish for a top-level request, but not shared with ESI sub-requests.
+//! `PRIV_TOP` state is kept in the request tree's shared store
+//! ([`Context::top_privs`]), seen by the top request and its ESI includes.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -258,10 +258,21 @@ fn test_priv_task(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(Value::Str(p.0.clone().unwrap_or_default()))
 }
 
-/// The first call of the request sets the value; later calls return it.
+/// The top request's `PRIV_TOP` store; an error outside client tasks.
+fn top_privs(ctx: &mut dyn Context) -> Result<lacquer_vcl::exec::privs::SharedPrivs, String> {
+    ctx.top_privs()
+        .ok_or_else(|| "no priv_top outside of client context".to_string())
+}
+
+/// The first call of the request tree sets the value; later calls, from
+/// the request or its ESI includes, return it.
 fn test_priv_top(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let s = a.str_or_empty(0)?;
-    let p = ctx.privs().get_or_insert_with(0, || TopPriv(None));
+    let top = top_privs(ctx)?;
+    let mut privs = top
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let p = privs.get_or_insert_with(0, || TopPriv(None));
     let v = p.0.get_or_insert_with(|| Bytes::copy_from_slice(s));
     Ok(Value::Str(v.clone()))
 }
@@ -591,12 +602,16 @@ fn obj_priv_task(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R 
 fn obj_priv_top(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let o = this::<DebugObj>(o);
     let s = a.str_or_empty(0)?;
+    let top = top_privs(ctx)?;
+    let mut privs = top
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if s.is_empty() {
-        let v = ctx.privs().get::<ObjTop>(o.id).map(|p| p.0.clone());
+        let v = privs.get::<ObjTop>(o.id).map(|p| p.0.clone());
         return Ok(Value::Str(v.unwrap_or_default()));
     }
     let v = Bytes::copy_from_slice(s);
-    ctx.privs().insert(o.id, ObjTop(v.clone()));
+    privs.insert(o.id, ObjTop(v.clone()));
     Ok(Value::Str(v))
 }
 
