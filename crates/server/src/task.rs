@@ -302,13 +302,20 @@ fn stevedore_name(v: Value) -> Result<Option<Arc<str>>, String> {
     }
 }
 
-/// A status as VCL sets it: values above 999 keep their last three digits
-/// for the wire (Varnish's `status % 1000` rule for 1xxx statuses).
-pub fn vcl_status(v: i64) -> Result<u16, String> {
-    if !(100..=65535).contains(&v) {
-        return Err(format!("illegal status {v} (must be 100..999)"));
+/// A status as VCL sets it on `var` (`resp` or `beresp`): values above 999
+/// keep their last three digits for the wire (Varnish's `status % 1000`
+/// rule), so those digits must make a valid status; errors read as
+/// varnishd's.
+pub fn vcl_status(var: &str, v: i64) -> Result<u16, String> {
+    if v < 0 {
+        Err(format!("{var}.status ({v}) is negative"))
+    } else if v > 65535 {
+        Err(format!("{var}.status ({v}) > 65535"))
+    } else if v % 1000 < 100 {
+        Err(format!("illegal {var}.status ({v}) (..0##)"))
+    } else {
+        Ok(v as u16)
     }
-    Ok(v as u16)
 }
 
 /// The storage variables (`storage.<name>.*`) of a store.
@@ -776,7 +783,7 @@ impl Context for ReqTask {
             }
             VarId::ReqStorage => self.storage = stevedore_name(value)?,
             VarId::RespStatus => {
-                let s = vcl_status(as_int(&value)?)?;
+                let s = vcl_status("resp", as_int(&value)?)?;
                 self.resp.status = s;
                 // As varnishd: a status change also sets the default reason.
                 self.resp.reason = Bytes::from_static(crate::msg::reason(s % 1000).as_bytes());
@@ -1175,7 +1182,7 @@ impl BoTask {
             VarId::BereqFirstByteTimeout => self.first_byte_timeout = Some(as_f64(&value)?),
             VarId::BereqBetweenBytesTimeout => self.between_bytes_timeout = Some(as_f64(&value)?),
             VarId::BerespStatus => {
-                let s = vcl_status(as_int(&value)?)?;
+                let s = vcl_status("beresp", as_int(&value)?)?;
                 self.beresp.status = s;
                 self.beresp.reason = Bytes::from_static(crate::msg::reason(s % 1000).as_bytes());
                 self.vsl.log(Tag::BerespStatus, format_args!("{s}"));
@@ -1657,5 +1664,33 @@ impl TaskSub for BoTask {
     }
     fn count_vcl_fail(&self) {
         self.sh.counters.inc(crate::counters::Main::vcl_fail);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::vcl_status;
+
+    #[test]
+    fn vcl_status_keeps_varnishds_range_and_texts() {
+        assert_eq!(vcl_status("resp", 200), Ok(200));
+        assert_eq!(vcl_status("beresp", 1999), Ok(1999));
+        assert_eq!(vcl_status("resp", 65535), Ok(65535));
+        assert_eq!(
+            vcl_status("resp", 99),
+            Err("illegal resp.status (99) (..0##)".into())
+        );
+        assert_eq!(
+            vcl_status("beresp", 1099),
+            Err("illegal beresp.status (1099) (..0##)".into())
+        );
+        assert_eq!(
+            vcl_status("resp", 65536),
+            Err("resp.status (65536) > 65535".into())
+        );
+        assert_eq!(
+            vcl_status("resp", -200),
+            Err("resp.status (-200) is negative".into())
+        );
     }
 }
