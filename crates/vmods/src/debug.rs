@@ -10,7 +10,8 @@
 //! (`concatenate`, `collect`, `return_strands`, `sethdr`, object `concat`),
 //! optional arguments mixed with PRIV ones (object `obj_opt`),
 //! `re_quote`, `validhdr`, `store_ip`/`get_ip`, `client_ip`/`client_port`,
-//! `priv_perf`, `sndbuf` (the client socket's send buffer), the ACL
+//! `priv_perf`, `sndbuf` (the client socket's send buffer), `stk` (the stack VCL
+//! uses), the ACL
 //! pass-through functions (`null_acl`, `acl`, object
 //! `aclobj`) and `test_probe`.
 //!
@@ -26,7 +27,7 @@
 //! (they fail to compile rather than pretend): calling a SUB (`call`,
 //! `check_call`, `caller`, ...), matching an ACL (`match_acl`,
 //! `sweep_acl`), delivery filters (`rot52`), the lookup catflap,
-//! stack/workspace probes, VSC counters and backends created from events
+//! workspace probes, VSC counters and backends created from events
 //! (`cold_backend`, `cooling_backend`). The `Debug` log lines Varnish's functions emit
 //! are not written: the executor has no Debug log kind.
 //!
@@ -87,6 +88,7 @@ $Restrict client backend
 $Function STRING client_port()
 $Restrict client backend
 $Function DURATION priv_perf(INT size, INT rounds=10000)
+$Function BYTES stk()
 $Function VOID sndbuf(BYTES sndbuf)
 $Restrict client
 $Function VOID vcl_discard_delay(PRIV_VCL, DURATION)
@@ -126,6 +128,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("client_ip", client_ip),
         ("client_port", client_port),
         ("priv_perf", priv_perf),
+        ("stk", stk),
         ("sndbuf", sndbuf),
         ("vcl_discard_delay", vcl_discard_delay),
         ("fail_task_fini", fail_task_fini),
@@ -332,6 +335,13 @@ fn argtest(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
         u8::from(a.given(5)),
         opt.map_or("<undef>".into(), lossy),
     )))
+}
+
+/// The stack the running VCL uses, in bytes (0 outside VCL), so that a
+/// test can watch it grow with nested `call`s.
+fn stk(_: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
+    let depth = lacquer_vcl::exec::interp::stack_depth().unwrap_or(0);
+    Ok(Value::Bytes(i64::try_from(depth).unwrap_or(0)))
 }
 
 fn fail(_: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
