@@ -992,11 +992,14 @@ mod tests {
     #[inline(never)]
     fn deeper(n: u32) -> u64 {
         let pad = [n as u8; 256];
-        if n == 0 {
+        std::hint::black_box(&pad);
+        let d = if n == 0 {
             stack_depth().unwrap()
         } else {
-            deeper(n - 1) + u64::from(std::hint::black_box(pad)[0] & 0)
-        }
+            deeper(n - 1)
+        };
+        std::hint::black_box(&pad);
+        d
     }
 
     #[test]
