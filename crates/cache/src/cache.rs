@@ -1309,7 +1309,7 @@ impl Inner {
         // Charged as varnishd's storage allocates: the object with its
         // headers, then a complete body (in pieces when it was produced
         // without a known length, the last one trimmed), then ESI data.
-        let overhead = data.charge_bytes() + oc.vary.get().map_or(0, VarySpec::heap_size);
+        let overhead = data.charge_bytes() + oc.vary.get().map_or(0, VarySpec::storage_size);
         let mut allocs = vec![overhead as u64];
         let body_len = data.body.len_so_far();
         let piece = body_chunk.unwrap_or(body_len).max(1);

@@ -130,12 +130,17 @@ impl VarySpec {
         self.entries.iter().map(|(n, v)| (&**n, v.as_deref()))
     }
 
-    /// Heap bytes held by this spec (for storage accounting).
-    pub fn heap_size(&self) -> usize {
-        self.entries
+    /// What this spec costs the object's store, as varnishd sizes its vary
+    /// string: per header a 2-byte value length, a 1-byte name length, the
+    /// name with ':' and NUL, and the value; a 3-byte terminator; rounded up
+    /// to 8 bytes.
+    pub fn storage_size(&self) -> usize {
+        let entries: usize = self
+            .entries
             .iter()
-            .map(|(n, v)| n.len() + v.as_ref().map_or(0, |v| v.len()) + 40)
-            .sum()
+            .map(|(n, v)| 2 + 1 + n.len() + 2 + v.as_ref().map_or(0, |v| v.len()))
+            .sum();
+        (entries + 3).next_multiple_of(8)
     }
 }
 

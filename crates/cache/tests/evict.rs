@@ -468,3 +468,44 @@ fn a_store_granting_less_gets_more_pieces() {
     // The object's own allocation plus the two pieces.
     assert_eq!(stats.c_req.load(Ordering::Relaxed), 3);
 }
+
+#[test]
+fn objects_cost_what_varnishd_charges() {
+    // Figures read from varnishd 7.1's SMA.s0.g_bytes for the same
+    // responses (Date removed in VCL so only these headers are stored).
+    let c = cache_with(Some(1 << 20), 50);
+    let s0 = c.store("s0").unwrap();
+    let g_bytes = || s0.stevedore().stats().g_bytes.load(Ordering::Relaxed);
+    let cost = |path: &str,
+                reason: &'static [u8],
+                hdrs: &[(&'static str, &'static str)],
+                body: &'static [u8]| {
+        let before = g_bytes();
+        let (busy, _) = expect_miss(lookup(&c, &digest(path), T0));
+        let mut o = new_obj(meta(1, T0, 3600.0, 10.0, 0.0), body);
+        o.reason = Bytes::from_static(reason);
+        o.headers = hdrs
+            .iter()
+            .map(|(k, v)| {
+                (
+                    Bytes::from_static(k.as_bytes()),
+                    Bytes::from_static(v.as_bytes()),
+                )
+            })
+            .collect();
+        let obj = busy.unbusy(o, &s0).unwrap().obj;
+        let cost = g_bytes() - before;
+        (obj, cost)
+    };
+    let (_a, a) = cost("/a", b"OK", &[("Content-Length", "0")], b"");
+    assert_eq!(a, 160);
+    let (_b, b) = cost("/b", b"OK", &[("Content-Length", "1000")], &[b'x'; 1000]);
+    assert_eq!(b, 1168);
+    let (_c, c3) = cost(
+        "/c",
+        b"Fine Thing",
+        &[("X-Foo", "abcdefghijk"), ("Content-Length", "10")],
+        b"0123456789",
+    );
+    assert_eq!(c3, 202);
+}

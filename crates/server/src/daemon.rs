@@ -268,6 +268,9 @@ impl Context for InitTask {
     fn privs(&mut self) -> &mut lacquer_vcl::exec::privs::TaskPrivs {
         &mut self.privs
     }
+    fn top_privs(&mut self) -> Option<lacquer_vcl::exec::privs::SharedPrivs> {
+        None
+    }
     fn sub(&self) -> BuiltinSub {
         self.sub
     }

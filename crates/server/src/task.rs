@@ -321,13 +321,20 @@ fn stevedore_name(v: Value) -> Result<Option<Arc<str>>, String> {
     }
 }
 
-/// A status as VCL sets it: values above 999 keep their last three digits
-/// for the wire (Varnish's `status % 1000` rule for 1xxx statuses).
-pub fn vcl_status(v: i64) -> Result<u16, String> {
-    if !(100..=65535).contains(&v) {
-        return Err(format!("illegal status {v} (must be 100..999)"));
+/// A status as VCL sets it on `var` (`resp` or `beresp`): values above 999
+/// keep their last three digits for the wire (Varnish's `status % 1000`
+/// rule), so those digits must make a valid status; errors read as
+/// varnishd's.
+pub fn vcl_status(var: &str, v: i64) -> Result<u16, String> {
+    if v < 0 {
+        Err(format!("{var}.status ({v}) is negative"))
+    } else if v > 65535 {
+        Err(format!("{var}.status ({v}) > 65535"))
+    } else if v % 1000 < 100 {
+        Err(format!("illegal {var}.status ({v}) (..0##)"))
+    } else {
+        Ok(v as u16)
     }
-    Ok(v as u16)
 }
 
 /// The storage variables (`storage.<name>.*`) of a store.
@@ -403,6 +410,9 @@ pub struct ReqTask {
     pub synth_body: Vec<u8>,
     pub vsl: VslBuf,
     pub privs: lacquer_vcl::exec::privs::TaskPrivs,
+    /// `PRIV_TOP` state of the request tree (the top request's, shared
+    /// with its ESI includes); created on first use.
+    pub top_privs: Option<lacquer_vcl::exec::privs::SharedPrivs>,
     /// Request body kept by `std.cache_req_body`.
     pub req_body: Option<Bytes>,
     /// `std.cache_req_body()` kept the body: it goes with any fetch, not
@@ -447,6 +457,12 @@ pub struct ReqTask {
 }
 
 impl ReqTask {
+    /// The request tree's `PRIV_TOP` state, created on first use (an ESI
+    /// include is handed its parent's before it runs).
+    pub fn shared_top_privs(&mut self) -> lacquer_vcl::exec::privs::SharedPrivs {
+        self.top_privs.get_or_insert_with(Default::default).clone()
+    }
+
     /// A request about to run client-side VCL from its start, with the
     /// VCL's default backend (an ESI include sets its level, `top` and
     /// sink afterwards).
@@ -501,6 +517,7 @@ impl ReqTask {
             synth_body: Vec::new(),
             vsl,
             privs: Default::default(),
+            top_privs: None,
             req_body: None,
             req_body_failed: false,
             body_pending: None,
@@ -787,7 +804,7 @@ impl Context for ReqTask {
             }
             VarId::ReqStorage => self.storage = stevedore_name(value)?,
             VarId::RespStatus => {
-                let s = vcl_status(as_int(&value)?)?;
+                let s = vcl_status("resp", as_int(&value)?)?;
                 self.resp.status = s;
                 // As varnishd: a status change also sets the default reason.
                 self.resp.reason = Bytes::from_static(crate::msg::reason(s % 1000).as_bytes());
@@ -864,6 +881,10 @@ impl Context for ReqTask {
 
     fn privs(&mut self) -> &mut lacquer_vcl::exec::privs::TaskPrivs {
         &mut self.privs
+    }
+
+    fn top_privs(&mut self) -> Option<lacquer_vcl::exec::privs::SharedPrivs> {
+        Some(self.shared_top_privs())
     }
 
     fn resolve_backend(&mut self, backend: &Value) -> Result<Value, String> {
@@ -1226,7 +1247,7 @@ impl BoTask {
             VarId::BereqFirstByteTimeout => self.first_byte_timeout = Some(as_f64(&value)?),
             VarId::BereqBetweenBytesTimeout => self.between_bytes_timeout = Some(as_f64(&value)?),
             VarId::BerespStatus => {
-                let s = vcl_status(as_int(&value)?)?;
+                let s = vcl_status("beresp", as_int(&value)?)?;
                 self.beresp.status = s;
                 self.beresp.reason = Bytes::from_static(crate::msg::reason(s % 1000).as_bytes());
                 self.vsl.log(Tag::BerespStatus, format_args!("{s}"));
@@ -1544,6 +1565,10 @@ impl Context for BoTask {
         &mut self.privs
     }
 
+    fn top_privs(&mut self) -> Option<lacquer_vcl::exec::privs::SharedPrivs> {
+        None
+    }
+
     fn resolve_backend(&mut self, backend: &Value) -> Result<Value, String> {
         let vcl = self.vcl.clone();
         vcl.resolve_value(backend, self)
@@ -1708,5 +1733,33 @@ impl TaskSub for BoTask {
     }
     fn count_vcl_fail(&self) {
         self.sh.counters.inc(crate::counters::Main::vcl_fail);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::vcl_status;
+
+    #[test]
+    fn vcl_status_keeps_varnishds_range_and_texts() {
+        assert_eq!(vcl_status("resp", 200), Ok(200));
+        assert_eq!(vcl_status("beresp", 1999), Ok(1999));
+        assert_eq!(vcl_status("resp", 65535), Ok(65535));
+        assert_eq!(
+            vcl_status("resp", 99),
+            Err("illegal resp.status (99) (..0##)".into())
+        );
+        assert_eq!(
+            vcl_status("beresp", 1099),
+            Err("illegal beresp.status (1099) (..0##)".into())
+        );
+        assert_eq!(
+            vcl_status("resp", 65536),
+            Err("resp.status (65536) > 65535".into())
+        );
+        assert_eq!(
+            vcl_status("resp", -200),
+            Err("resp.status (-200) is negative".into())
+        );
     }
 }

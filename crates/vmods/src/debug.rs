@@ -10,7 +10,8 @@
 //! (`concatenate`, `collect`, `return_strands`, `sethdr`, object `concat`),
 //! optional arguments mixed with PRIV ones (object `obj_opt`),
 //! `re_quote`, `validhdr`, `store_ip`/`get_ip`, `client_ip`/`client_port`,
-//! `priv_perf`, `sndbuf` (the client socket's send buffer), the ACL
+//! `priv_perf`, `sndbuf` (the client socket's send buffer), `stk` (the stack VCL
+//! uses), the ACL
 //! pass-through functions (`null_acl`, `acl`, object
 //! `aclobj`) and `test_probe`.
 //!
@@ -26,12 +27,12 @@
 //! (they fail to compile rather than pretend): calling a SUB (`call`,
 //! `check_call`, `caller`, ...), matching an ACL (`match_acl`,
 //! `sweep_acl`), delivery filters (`rot52`), the lookup catflap,
-//! stack/workspace probes, VSC counters and backends created from events
+//! workspace probes, VSC counters and backends created from events
 //! (`cold_backend`, `cooling_backend`). The `Debug` log lines Varnish's functions emit
 //! are not written: the executor has no Debug log kind.
 //!
-//! `PRIV_TOP` state is kept in the task's private state: identical to
-//! Varnish for a top-level request, but not shared with ESI sub-requests.
+//! `PRIV_TOP` state is kept in the request tree's shared store
+//! ([`Context::top_privs`]), seen by the top request and its ESI includes.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -87,6 +88,7 @@ $Restrict client backend
 $Function STRING client_port()
 $Restrict client backend
 $Function DURATION priv_perf(INT size, INT rounds=10000)
+$Function BYTES stk()
 $Function VOID sndbuf(BYTES sndbuf)
 $Restrict client
 $Function VOID vcl_discard_delay(PRIV_VCL, DURATION)
@@ -126,6 +128,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("client_ip", client_ip),
         ("client_port", client_port),
         ("priv_perf", priv_perf),
+        ("stk", stk),
         ("sndbuf", sndbuf),
         ("vcl_discard_delay", vcl_discard_delay),
         ("fail_task_fini", fail_task_fini),
@@ -315,10 +318,21 @@ fn test_priv_task(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(Value::Str(p.0.clone().unwrap_or_default()))
 }
 
-/// The first call of the request sets the value; later calls return it.
+/// The top request's `PRIV_TOP` store; an error outside client tasks.
+fn top_privs(ctx: &mut dyn Context) -> Result<lacquer_vcl::exec::privs::SharedPrivs, String> {
+    ctx.top_privs()
+        .ok_or_else(|| "no priv_top outside of client context".to_string())
+}
+
+/// The first call of the request tree sets the value; later calls, from
+/// the request or its ESI includes, return it.
 fn test_priv_top(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let s = a.str_or_empty(0)?;
-    let p = ctx.privs().get_or_insert_with(0, || TopPriv(None));
+    let top = top_privs(ctx)?;
+    let mut privs = top
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let p = privs.get_or_insert_with(0, || TopPriv(None));
     let v = p.0.get_or_insert_with(|| Bytes::copy_from_slice(s));
     Ok(Value::Str(v.clone()))
 }
@@ -378,6 +392,13 @@ fn argtest(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
         u8::from(a.given(5)),
         opt.map_or("<undef>".into(), lossy),
     )))
+}
+
+/// The stack the running VCL uses, in bytes (0 outside VCL), so that a
+/// test can watch it grow with nested `call`s.
+fn stk(_: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
+    let depth = lacquer_vcl::exec::interp::stack_depth().unwrap_or(0);
+    Ok(Value::Bytes(i64::try_from(depth).unwrap_or(0)))
 }
 
 fn fail(_: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
@@ -648,12 +669,16 @@ fn obj_priv_task(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R 
 fn obj_priv_top(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let o = this::<DebugObj>(o);
     let s = a.str_or_empty(0)?;
+    let top = top_privs(ctx)?;
+    let mut privs = top
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if s.is_empty() {
-        let v = ctx.privs().get::<ObjTop>(o.id).map(|p| p.0.clone());
+        let v = privs.get::<ObjTop>(o.id).map(|p| p.0.clone());
         return Ok(Value::Str(v.unwrap_or_default()));
     }
     let v = Bytes::copy_from_slice(s);
-    ctx.privs().insert(o.id, ObjTop(v.clone()));
+    privs.insert(o.id, ObjTop(v.clone()));
     Ok(Value::Str(v))
 }
 

@@ -917,6 +917,13 @@ fn debug_private_state() {
         t(r.call(c, "debug.test_priv_top", vec![s("/b")])).unwrap(),
         "/a0"
     );
+    // An ESI include shares its top request's PRIV_TOP store.
+    let include = &mut req();
+    include.vmod.top_privs = c.vmod.top_privs.clone();
+    assert_eq!(
+        t(r.call(include, "debug.test_priv_top", vec![s("/foo1")])).unwrap(),
+        "/a0"
+    );
     // Per-instance state: replaced, separate per object and per task.
     assert_eq!(t(r.method(c, "o", "test_priv_task", vec![])).unwrap(), "");
     assert_eq!(

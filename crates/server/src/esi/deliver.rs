@@ -548,6 +548,7 @@ fn include<'a>(
         // An include runs on its parent's client connection.
         child.sock = parent.sock.clone();
         child.top = Some(top);
+        child.top_privs = Some(parent.shared_top_privs());
         child.esi_sink = Some(Box::new(std::mem::take(sink)));
         {
             let mut conn = ClientConn {

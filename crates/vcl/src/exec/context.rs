@@ -7,7 +7,7 @@
 //! the URL in place; everything rare goes through one `get`/`set` pair keyed
 //! by [`VarId`], a plain enum switch with no string lookups.
 
-use super::privs::TaskPrivs;
+use super::privs::{SharedPrivs, TaskPrivs};
 use super::value::Value;
 use crate::subs::BuiltinSub;
 use crate::vars::VarId;
@@ -155,6 +155,9 @@ pub trait Context {
 
     /// The task's vmod state (`PRIV_TASK`), dropped when the task ends.
     fn privs(&mut self) -> &mut TaskPrivs;
+    /// The top client request's vmod state (`PRIV_TOP`), shared with its
+    /// ESI includes; `None` outside client tasks.
+    fn top_privs(&mut self) -> Option<SharedPrivs>;
     /// The built-in subroutine being run (for vmods whose behaviour
     /// depends on it, like the shard director's default resolve mode).
     fn sub(&self) -> BuiltinSub;

@@ -60,6 +60,48 @@ enum Flow {
     ReturnSub,
 }
 
+thread_local! {
+    /// Address of a local in the outermost [`Program::run_sub`] running on
+    /// this thread (0: no VCL running), the reference for [`stack_depth`].
+    static STACK_BASE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Marks where VCL execution starts on this thread's stack, for as long as
+/// the outermost run lasts.
+struct StackBase {
+    outermost: bool,
+}
+
+impl StackBase {
+    fn enter(addr: usize) -> StackBase {
+        let outermost = STACK_BASE.with(|b| b.get() == 0);
+        if outermost {
+            STACK_BASE.with(|b| b.set(addr));
+        }
+        StackBase { outermost }
+    }
+}
+
+impl Drop for StackBase {
+    fn drop(&mut self) {
+        if self.outermost {
+            STACK_BASE.with(|b| b.set(0));
+        }
+    }
+}
+
+/// How many bytes of stack the running VCL uses at the caller's frame,
+/// measured from where the outermost VCL run began on this thread (for
+/// vmod `debug`'s `stk()`, as varnishd measures from its worker's frame);
+/// `None` when no VCL is running on this thread.
+#[inline(never)]
+pub fn stack_depth() -> Option<u64> {
+    let marker = 0u8;
+    let here = std::ptr::addr_of!(marker) as usize;
+    let base = STACK_BASE.with(std::cell::Cell::get);
+    (base != 0).then(|| base.abs_diff(here) as u64)
+}
+
 struct Exec<'a, C: Context> {
     prog: &'a Program,
     ctx: &'a mut C,
@@ -99,6 +141,8 @@ impl Program {
         vmods: &dyn Vmods,
         scratch: &mut Scratch,
     ) -> Action {
+        let marker = 0u8;
+        let _base = StackBase::enter(std::ptr::addr_of!(marker) as usize);
         scratch.stack.clear();
         let mut ex = Exec {
             prog: self,
@@ -968,6 +1012,35 @@ impl<'a, C: Context> Exec<'a, C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[inline(never)]
+    fn deeper(n: u32) -> u64 {
+        let pad = [n as u8; 256];
+        std::hint::black_box(&pad);
+        let d = if n == 0 {
+            stack_depth().unwrap()
+        } else {
+            deeper(n - 1)
+        };
+        std::hint::black_box(&pad);
+        d
+    }
+
+    #[test]
+    fn stack_depth_is_measured_from_the_outermost_run() {
+        assert_eq!(stack_depth(), None);
+        {
+            let marker = 0u8;
+            let _base = StackBase::enter(std::ptr::addr_of!(marker) as usize);
+            let shallow = stack_depth().unwrap();
+            // A nested run keeps the outer base.
+            let inner = StackBase::enter(1);
+            assert!(deeper(8) > shallow);
+            drop(inner);
+            assert!(stack_depth().is_some());
+        }
+        assert_eq!(stack_depth(), None);
+    }
 
     #[test]
     fn string_compare_null_rules() {

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use super::context::{
     Context, HeaderName, HttpWhich, LogKind, TcpInfo, TcpOp, Workspace, WsKind, WsMark,
 };
-use super::privs::TaskPrivs;
+use super::privs::{SharedPrivs, TaskPrivs};
 use super::value::Value;
 use crate::subs::BuiltinSub;
 use crate::vars::VarId;
@@ -155,6 +155,8 @@ impl Workspace for MockWs {
 #[derive(Debug, Default)]
 pub struct MockVmodState {
     pub privs: TaskPrivs,
+    /// `PRIV_TOP` state, created on first use.
+    pub top_privs: Option<SharedPrivs>,
     /// The subroutine reported by [`Context::sub`] (`None` reads as `vcl_recv`).
     pub sub: Option<BuiltinSub>,
     /// Headers as first received, per HTTP object, for `rollback`.
@@ -184,6 +186,7 @@ impl Clone for MockVmodState {
     fn clone(&self) -> MockVmodState {
         MockVmodState {
             privs: TaskPrivs::new(),
+            top_privs: None,
             sub: self.sub,
             original: self.original.clone(),
             req_body: self.req_body.clone(),
@@ -385,6 +388,15 @@ impl Context for MockContext {
 
     fn privs(&mut self) -> &mut TaskPrivs {
         &mut self.vmod.privs
+    }
+
+    fn top_privs(&mut self) -> Option<SharedPrivs> {
+        Some(
+            self.vmod
+                .top_privs
+                .get_or_insert_with(Default::default)
+                .clone(),
+        )
     }
 
     fn sub(&self) -> BuiltinSub {

@@ -8,9 +8,18 @@
 //! the vmods store their state in it keyed by its Rust type (each vmod uses
 //! its own private types, so keys never collide) plus a number that tells
 //! apart several values of the same type (one per object instance).
+//!
+//! `PRIV_TOP` state uses the same store, shared ([`SharedPrivs`]) by a
+//! client request and its ESI includes.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// State shared by the tasks of one client request tree (Varnish's
+/// `PRIV_TOP`): the top request and its ESI includes, which run one after
+/// another, each locking it only while a vmod function runs.
+pub type SharedPrivs = Arc<Mutex<TaskPrivs>>;
 
 /// A check run when the task ends ([`TaskPrivs::finish`]); an error is
 /// the task failing at its end (Varnish's `VRT_fail` from a `PRIV_TASK`
