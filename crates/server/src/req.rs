@@ -1049,14 +1049,20 @@ where
         conn.stream.flush().await
     })
     .await;
-    t.log_ts("Resp");
     // As varnishd, the bytes of this answer are not accounted.
+    log_unsent(t);
+    After::Close
+}
+
+/// The `Resp` timestamp and the accounting of a request whose response
+/// counts as not sent: what it received, nothing transmitted.
+fn log_unsent(t: &mut ReqTask) {
+    t.log_ts("Resp");
     let (rxh, rxb) = (t.req_hdr_bytes, t.req_body_bytes);
     t.vsl.log(
         Tag::ReqAcct,
         format_args!("{rxh} {rxb} {} 0 0 0", rxh + rxb),
     );
-    After::Close
 }
 
 /// A vmod delivery filter failed mid-body: logged, and the connection
@@ -1069,12 +1075,7 @@ fn filter_failed(vsl: &mut lacquer_vsl::VslBuf, e: String) -> TxError {
 /// Ends a request whose delivery could not be set up: nothing is sent,
 /// the accounting says so and the session closes.
 fn no_delivery(t: &mut ReqTask) -> After {
-    t.log_ts("Resp");
-    let (rxh, rxb) = (t.req_hdr_bytes, t.req_body_bytes);
-    t.vsl.log(
-        Tag::ReqAcct,
-        format_args!("{rxh} {rxb} {} 0 0 0", rxh + rxb),
-    );
+    log_unsent(t);
     After::Overload
 }
 
