@@ -529,22 +529,32 @@ where
     let mut size = Vec::with_capacity(18);
     let mut sent = 0u64;
     loop {
-        let seg = match rx.recv().await {
-            None => return Err("req.body read error: the client went away".to_string()),
-            Some(Err(e)) => return Err(e),
+        let failed = match rx.recv().await {
+            None => "req.body read error: the client went away".to_string(),
+            Some(Err(e)) => e,
             Some(Ok(seg)) if seg.is_empty() => break,
-            Some(Ok(seg)) => seg,
+            Some(Ok(seg)) => {
+                if length.is_none() {
+                    size.clear();
+                    lacquer_http::encode_chunk_header(seg.len(), &mut size);
+                    w.write_all(&size).await.map_err(werr)?;
+                }
+                w.write_all(&seg).await.map_err(werr)?;
+                sent += seg.len() as u64;
+                if length.is_none() {
+                    w.write_all(lacquer_http::CHUNK_END).await.map_err(werr)?;
+                }
+                continue;
+            }
         };
+        // As varnishd, a chunked body whose client side failed is still
+        // terminated, so the backend is not left waiting for the rest;
+        // the fetch fails all the same and the connection is not reused.
         if length.is_none() {
-            size.clear();
-            lacquer_http::encode_chunk_header(seg.len(), &mut size);
-            w.write_all(&size).await.map_err(werr)?;
+            let _ = w.write_all(lacquer_http::LAST_CHUNK).await;
+            let _ = w.flush().await;
         }
-        w.write_all(&seg).await.map_err(werr)?;
-        sent += seg.len() as u64;
-        if length.is_none() {
-            w.write_all(lacquer_http::CHUNK_END).await.map_err(werr)?;
-        }
+        return Err(failed);
     }
     if length.is_none() {
         w.write_all(lacquer_http::LAST_CHUNK).await.map_err(werr)?;

@@ -1093,6 +1093,19 @@ where
         // An ESI include: its body goes into the including response.
         return crate::esi::deliver::include_body(t, conn, obj, synth).await;
     }
+    // As varnishd (VRB_Ignore): a request body nobody used is read and
+    // thrown away before the response goes out, and a client that does
+    // not deliver it in time gets the response with `Connection: close`.
+    if let Some(p) = t.body_pending.take() {
+        let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
+        match p.discard(&mut conn.stream, &mut conn.rbuf, timeout).await {
+            Ok(n) => {
+                t.sh.counters.add(Main::s_req_bodybytes, n);
+                t.req_body_bytes += n;
+            }
+            Err(_) => t.body_broken = true,
+        }
+    }
     let sh = t.sh.clone();
     let params = sh.params();
     let head_only = &t.req.method[..] == b"HEAD";
@@ -1103,7 +1116,8 @@ where
     };
     let mut keep = lacquer_http::persistence(&t.req.headers, req_version).keep_alive()
         && !t.resp.headers.has_token("connection", "close")
-        && !t.vcl_failed;
+        && !t.vcl_failed
+        && !t.body_broken;
     // What vcl_deliver/vcl_synth left (already logged); delivery's own
     // changes are logged below as they differ.
     let (status0, reason0) = (t.resp.status, t.resp.reason.clone());

@@ -16,8 +16,10 @@
 //!   (EOF, `timeout_idle`, bad chunking) the fetch fails with a 503, and a
 //!   retry is refused ("req.body not cached"), since the bytes are gone.
 //! - A body nobody used (a hit, a synth, a failed fetch) is read and
-//!   discarded after the response, so the connection stays usable; if that
-//!   fails the connection closes.
+//!   discarded before the response goes out, as varnishd's `VRB_Ignore`
+//!   does, so the connection stays usable; if that fails the response says
+//!   `Connection: close` and the connection closes. Responses sent outside
+//!   the delivery path (an overflowed workspace's 500) discard it after.
 
 use std::time::Duration;
 

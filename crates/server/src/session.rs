@@ -14,8 +14,9 @@
 //!    head becomes a request transaction run by [`crate::req::handle`];
 //! 5. a request body stays on the connection until a pass streams it to
 //!    the backend (only what `std.cache_req_body()` may keep is read before
-//!    VCL runs); one nobody read is discarded after the response, so the
-//!    next pipelined request starts at the right byte (`crate::reqbody`);
+//!    VCL runs); one nobody read is discarded before the response (or
+//!    after it, for the few responses sent outside delivery), so the next
+//!    pipelined request starts at the right byte (`crate::reqbody`);
 //! 6. back to 3 while both sides keep the connection alive.
 //!
 //! Nothing here blocks a thread: a slow client costs one task.
