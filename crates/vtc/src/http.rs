@@ -86,6 +86,9 @@ impl Stream {
     }
 }
 
+/// How often a server waiting in `accept` checks whether it should stop.
+const ACCEPT_POLL: Duration = Duration::from_millis(20);
+
 /// A listening socket of either family.
 #[derive(Debug)]
 pub enum Listener {
@@ -96,12 +99,21 @@ pub enum Listener {
 }
 
 impl Listener {
-    /// Accept one connection, polling so that `stop()` or a test abort can
-    /// interrupt the wait. Returns `Ok(None)` when interrupted.
+    /// Accept one connection. The wait is a blocking `accept` bounded by a
+    /// receive timeout (Linux applies `SO_RCVTIMEO` to `accept`), so a
+    /// connection is taken the moment it arrives, as varnishtest's server
+    /// threads do, while `stop()` or a test abort is still noticed within
+    /// [`ACCEPT_POLL`]. Returns `Ok(None)` when interrupted.
     pub fn accept(&self, ctx: &Ctx, stop: &dyn Fn() -> bool) -> R<Option<Stream>> {
         let _ = match self {
-            Listener::Tcp(l) => l.set_nonblocking(true),
-            Listener::Unix(l, _) => l.set_nonblocking(true),
+            Listener::Tcp(l) => {
+                let _ = l.set_nonblocking(false);
+                socket2::SockRef::from(l).set_read_timeout(Some(ACCEPT_POLL))
+            }
+            Listener::Unix(l, _) => {
+                let _ = l.set_nonblocking(false);
+                socket2::SockRef::from(l).set_read_timeout(Some(ACCEPT_POLL))
+            }
         };
         loop {
             if ctx.aborted() || stop() {
@@ -113,22 +125,27 @@ impl Listener {
             };
             match r {
                 Ok(s) => {
+                    // The accepted socket inherits the listener's receive
+                    // timeout: reads set their own.
                     let _ = match &s {
                         Stream::Tcp(t) => {
                             let _ = t.set_nodelay(true);
-                            t.set_nonblocking(false)
+                            t.set_read_timeout(None)
                         }
-                        Stream::Unix(u) => u.set_nonblocking(false),
+                        Stream::Unix(u) => u.set_read_timeout(None),
                     };
                     if let Some(h) = s.handle() {
                         ctx.register_socket(h);
                     }
                     return Ok(Some(s));
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                            | std::io::ErrorKind::Interrupted
+                    ) => {}
                 Err(e) => bail!("accept failed: {e}"),
             }
         }
