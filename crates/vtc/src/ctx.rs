@@ -94,6 +94,10 @@ pub struct Ctx {
     pub processes: Mutex<Vec<Arc<crate::process::Process>>>,
     /// Declared tunnels.
     pub tunnels: Mutex<Vec<Arc<crate::tunnel::Tunnel>>>,
+    /// Declared HAProxy instances.
+    pub haproxies: Mutex<Vec<Arc<crate::haproxy::Haproxy>>>,
+    /// Declared syslog receivers.
+    pub syslogs: Mutex<Vec<Arc<crate::syslog::Syslog>>>,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -131,6 +135,8 @@ impl Ctx {
             logexpects: Mutex::new(Vec::new()),
             processes: Mutex::new(Vec::new()),
             tunnels: Mutex::new(Vec::new()),
+            haproxies: Mutex::new(Vec::new()),
+            syslogs: Mutex::new(Vec::new()),
         }
     }
 

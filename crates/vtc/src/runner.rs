@@ -230,6 +230,14 @@ fn reset(ctx: &Arc<Ctx>) {
     for c in clients {
         let _ = c.wait(ctx);
     }
+    let haproxies: Vec<_> = lock(&ctx.haproxies).clone();
+    for h in haproxies {
+        h.reset(ctx);
+    }
+    let syslogs: Vec<_> = lock(&ctx.syslogs).clone();
+    for s in syslogs {
+        s.reset(ctx);
+    }
     let servers: Vec<_> = lock(&ctx.servers).clone();
     for s in &servers {
         s.stop(ctx);
@@ -393,7 +401,9 @@ fn top_command(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
             Ok(())
         }
         "tunnel" => crate::tunnel::cmd_tunnel(ctx, cmd),
-        "haproxy" | "syslog" | "stream" => {
+        "haproxy" => crate::haproxy::cmd_haproxy(ctx, cmd),
+        "syslog" => crate::syslog::cmd_syslog(ctx, cmd),
+        "stream" => {
             bail!("{} not supported by runner", av[0])
         }
         _ => match crate::commands::common(ctx, "top", cmd)? {

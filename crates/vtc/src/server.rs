@@ -53,6 +53,12 @@ impl Server {
         })
     }
 
+    /// The address this server listens on: (address, port, is a Unix
+    /// socket), once it listens.
+    pub fn bound(&self) -> Option<(String, String, bool)> {
+        lock(&self.state).bound.clone()
+    }
+
     fn listen(&self, ctx: &Ctx, st: &mut State) -> R<()> {
         if st.listener.is_some() {
             return Ok(());
