@@ -86,6 +86,17 @@ impl Stream {
     }
 }
 
+/// Whether a socket call that failed with `e` only ran out of time (or
+/// was interrupted) and may be tried again.
+pub fn retryable(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock
+            | std::io::ErrorKind::TimedOut
+            | std::io::ErrorKind::Interrupted
+    )
+}
+
 /// How often a server waiting in `accept` checks whether it should stop.
 const ACCEPT_POLL: Duration = Duration::from_millis(20);
 
@@ -139,13 +150,7 @@ impl Listener {
                     }
                     return Ok(Some(s));
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock
-                            | std::io::ErrorKind::TimedOut
-                            | std::io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if retryable(&e) => {}
                 Err(e) => bail!("accept failed: {e}"),
             }
         }

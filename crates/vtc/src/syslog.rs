@@ -167,14 +167,7 @@ fn run_cmd(
                 let _ = sock.set_read_timeout(Some(left.min(Duration::from_millis(100))));
                 let n = match sock.recv(&mut buf) {
                     Ok(n) => n,
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            std::io::ErrorKind::WouldBlock
-                                | std::io::ErrorKind::TimedOut
-                                | std::io::ErrorKind::Interrupted
-                        ) =>
-                    {
+                    Err(e) if crate::http::retryable(&e) => {
                         continue;
                     }
                     Err(e) => bail!("recv failed: {e}"),

@@ -542,13 +542,7 @@ impl Conn {
             match rd.sock.read(&mut chunk) {
                 Ok(0) => return Err("HTTP2 rx EOF".into()),
                 Ok(k) => http::append_compacting(&mut rd.buf, &mut rd.pos, &chunk[..k]),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock
-                            | std::io::ErrorKind::TimedOut
-                            | std::io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if http::retryable(&e) => {}
                 Err(e) => return Err(format!("HTTP2 rx failed ({e})")),
             }
         }
