@@ -8,14 +8,17 @@ mkdir -p target
 cargo test --workspace 2>&1 | tee target/test.log
 awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "cargo: %d passed, %d failed, %d skipped\n", p, f, i }' target/test.log
 cargo build -p lacquer -p lacquerd
-# The corpus's h family drives a real HAProxy in front of lacquerd, as
-# varnishtest does: install it when it is missing.
-if ! command -v haproxy >/dev/null 2>&1; then
+# Peers the corpus drives besides lacquerd, as varnishtest does: HAProxy
+# (the h family) and nghttp (a02022). Install them when they are missing.
+need=""
+command -v haproxy >/dev/null 2>&1 || need="$need haproxy"
+command -v nghttp >/dev/null 2>&1 || need="$need nghttp2-client"
+if [ -n "$need" ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         export DEBIAN_FRONTEND=noninteractive
-        apt-get install -y -q haproxy || { apt-get update -q && apt-get install -y -q haproxy; }
+        apt-get install -y -q $need || { apt-get update -q && apt-get install -y -q $need; }
     else
-        echo "test.sh: haproxy is missing (the vtc h family needs it): install it, e.g. apt-get install haproxy" >&2
+        echo "test.sh: missing$need (the vtc corpus drives them): install with apt-get install$need" >&2
         exit 1
     fi
 fi
