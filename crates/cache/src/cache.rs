@@ -20,7 +20,7 @@ use std::sync::{
 };
 
 use bytes::Bytes;
-use lacquer_storage::{Body, BodyWriter, MallocStore, Stevedore};
+use lacquer_storage::{Allocation, Body, BodyWriter, Extent, MallocStore, Segment, Stevedore};
 use tokio::sync::oneshot;
 
 use crate::ban::{BanError, BanObject, BanRequest, BanSpec};
@@ -1225,7 +1225,7 @@ impl Inner {
 
     /// Charge `bytes` to `store`, nuking up to `nuke_limit` LRU objects of that
     /// store to make room.
-    fn allocate(&self, store: &StoreRef, bytes: u64) -> Result<(), StorageError> {
+    fn allocate(&self, store: &StoreRef, bytes: u64) -> Result<Allocation, StorageError> {
         let sv = store.stevedore();
         let err = |nuked| StorageError {
             store: sv.name(),
@@ -1234,8 +1234,8 @@ impl Inner {
         };
         let mut nuked = 0u32;
         loop {
-            if sv.try_alloc(bytes).is_ok() {
-                return Ok(());
+            if let Ok(a) = sv.try_alloc(bytes) {
+                return Ok(a);
             }
             if sv.limit().is_some_and(|l| bytes > l) {
                 return Err(err(nuked));
@@ -1320,23 +1320,57 @@ impl Inner {
             trimmed = piece.saturating_sub(left);
             left = left.saturating_sub(piece);
         }
+        let body_pieces = 1..allocs.len();
         if let Some(e) = data.esi.as_ref().filter(|e| !e.is_empty()) {
             allocs.push(e.len() as u64);
         }
+        // A file store hands out extents: the body's get its bytes, the
+        // others (object, ESI data) are held by the object as varnishd's
+        // keep those in the file.
         let mut charged = 0;
+        let mut held: Vec<Extent> = Vec::new();
+        let mut body_exts: Vec<Extent> = Vec::new();
         for (i, &n) in allocs.iter().enumerate() {
-            if let Err(e) = self.allocate(store, n) {
-                if i > 0 {
-                    store.stevedore().free(charged, i as u64);
+            match self.allocate(store, n) {
+                Ok(a) => {
+                    charged += a.bytes;
+                    match a.extent {
+                        Some(x) if body_pieces.contains(&i) => body_exts.push(x),
+                        Some(x) => held.push(x),
+                        None => {}
+                    }
                 }
-                return Err(e);
+                Err(e) => {
+                    if i > 0 {
+                        store.stevedore().free(charged, i as u64);
+                    }
+                    return Err(e);
+                }
             }
-            charged += n;
         }
         if trimmed > 0 {
-            store.stevedore().free(trimmed, 0);
-            charged -= trimmed;
+            let freed = match body_exts.last() {
+                Some(x) => x.trim(piece - trimmed),
+                None => trimmed,
+            };
+            store.stevedore().free(freed, 0);
+            charged -= freed;
         }
+        let mut data = data;
+        if !body_exts.is_empty() {
+            match write_body(&data.body, &body_exts, piece) {
+                Ok(b) => data.body = b,
+                Err(_) => {
+                    store.stevedore().free(charged, allocs.len() as u64);
+                    return Err(StorageError {
+                        store: store.stevedore().name(),
+                        wanted: body_len,
+                        nuked: 0,
+                    });
+                }
+            }
+        }
+        *lock(&oc.held) = held;
         oc.charged.store(charged, Ordering::Relaxed);
         oc.allocs.store(allocs.len() as u64, Ordering::Relaxed);
         // Set once: `fill` runs once per objcore (BusyObj is consumed).
@@ -1369,6 +1403,7 @@ impl Inner {
         }
         let body = writer.map(|w| FetchBody {
             writer: Some(w),
+            ext: None,
             oc: Arc::clone(oc),
             store: store.clone(),
             cache: Arc::clone(self),
@@ -1492,6 +1527,38 @@ impl Drop for BusyObj {
     }
 }
 
+/// Copy a complete body into file store extents, `piece` bytes per extent
+/// (the size each was allocated for), and return the body made of them.
+/// The writes are blocking: bodies that arrive complete (synthetic ones,
+/// those kept by a 304 revalidation, request bodies cached by VCL) are
+/// written in one go by the fetch that stores them.
+fn write_body(body: &Body, exts: &[Extent], piece: u64) -> std::io::Result<Body> {
+    let mut out = Vec::new();
+    let mut exts = exts.iter();
+    let mut cur: Option<(&Extent, u64)> = None;
+    for seg in body.segments().unwrap_or(&[]) {
+        let mut bytes = seg
+            .read_blocking()
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        while !bytes.is_empty() {
+            if cur.is_none_or(|(_, used)| used >= piece) {
+                let x = exts
+                    .next()
+                    .ok_or_else(|| std::io::Error::other("body longer than its storage"))?;
+                cur = Some((x, 0));
+            }
+            let Some((x, used)) = cur.as_mut() else {
+                break;
+            };
+            let take = (piece - *used).min(bytes.len() as u64);
+            let part = bytes.split_to(take as usize);
+            out.push(Segment::File(x.write(*used, &part)?));
+            *used += take;
+        }
+    }
+    Ok(Body::from_parts(out))
+}
+
 /// The writer of a streamed object body. Storage is charged to the object's
 /// store (evicting LRU objects when full) the way varnishd allocates it: the
 /// rest of a known length at once, or `fetch_chunksize` pieces while the
@@ -1501,6 +1568,8 @@ impl Drop for BusyObj {
 #[derive(Debug)]
 pub struct FetchBody {
     writer: Option<BodyWriter>,
+    /// The file store extent being filled and the bytes written to it.
+    ext: Option<(Extent, u64)>,
     oc: Arc<ObjCore>,
     store: StoreRef,
     cache: Arc<Inner>,
@@ -1536,17 +1605,17 @@ impl FetchBody {
                 let want = sv.grant(planned).clamp(1, planned);
                 // A smaller piece may still fit where the planned one does not.
                 let got = match self.cache.allocate(&self.store, want) {
-                    Ok(()) => want,
+                    Ok(a) => a,
                     Err(_) if want > need => {
                         let less = sv.grant(need).clamp(1, need);
-                        self.cache.allocate(&self.store, less)?;
-                        less
+                        self.cache.allocate(&self.store, less)?
                     }
                     Err(e) => return Err(e),
                 };
-                self.oc.charged.fetch_add(got, Ordering::Relaxed);
+                self.oc.charged.fetch_add(got.bytes, Ordering::Relaxed);
                 self.oc.allocs.fetch_add(1, Ordering::Relaxed);
-                self.spare = got;
+                self.spare = got.bytes;
+                self.ext = got.extent.map(|x| (x, 0));
             }
             let take = need.min(self.spare);
             let piece = seg.split_to(take as usize);
@@ -1555,7 +1624,18 @@ impl FetchBody {
                 *left = left.saturating_sub(take);
             }
             if let Some(w) = self.writer.as_mut() {
-                w.push(piece);
+                match self.ext.as_mut() {
+                    Some((x, used)) => {
+                        let span = x.write(*used, &piece).map_err(|_| StorageError {
+                            store: sv.name(),
+                            wanted: take,
+                            nuked: 0,
+                        })?;
+                        *used += take;
+                        w.push_segment(Segment::File(span));
+                    }
+                    None => w.push(piece),
+                }
             }
         }
         Ok(())
@@ -1565,8 +1645,15 @@ impl FetchBody {
     /// storage piece once the body is complete).
     fn trim(&mut self) {
         if self.spare > 0 {
-            self.store.stevedore().free(self.spare, 0);
-            self.oc.charged.fetch_sub(self.spare, Ordering::Relaxed);
+            // A file extent gives back whole granules past what was written.
+            let freed = match self.ext.take() {
+                Some((x, used)) => x.trim(used),
+                None => self.spare,
+            };
+            if freed > 0 {
+                self.store.stevedore().free(freed, 0);
+                self.oc.charged.fetch_sub(freed, Ordering::Relaxed);
+            }
             self.spare = 0;
         }
     }

@@ -17,7 +17,8 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
 //! let stores = lacquer_storage::parse_storage_args(&["malloc,64m"]).unwrap();
-//! let cache = Cache::new(CacheConfig::default(), stores.iter().map(|s| s.build()).collect(), 0.0);
+//! let stores = stores.iter().map(|s| s.build().unwrap()).collect();
+//! let cache = Cache::new(CacheConfig::default(), stores, 0.0);
 //!
 //! // vcl_hash: hash_data(req.url); hash_data(req.http.host)
 //! let mut h = HashBuilder::new();

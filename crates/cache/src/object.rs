@@ -193,6 +193,9 @@ pub(crate) struct ObjCore {
     /// Bytes and allocations charged to `store`, returned on drop.
     pub(crate) charged: AtomicU64,
     pub(crate) allocs: AtomicU64,
+    /// File store extents charged for the object itself and its ESI data
+    /// (its body's are held by the body); given back on drop.
+    pub(crate) held: std::sync::Mutex<Vec<lacquer_storage::Extent>>,
     stats: Arc<CacheStats>,
 }
 
@@ -218,6 +221,7 @@ impl ObjCore {
             store: OnceLock::new(),
             charged: AtomicU64::new(0),
             allocs: AtomicU64::new(0),
+            held: std::sync::Mutex::new(Vec::new()),
             stats: Arc::clone(stats),
         }
     }

@@ -443,7 +443,10 @@ fn kill_removes_now() {
     assert!(!c.kill(&o));
     assert!(o.flags().dying());
     // The holder can still read it.
-    assert_eq!(&o.body().segments().unwrap()[0][..], b"x");
+    assert_eq!(
+        &o.body().segments().unwrap()[0].read_blocking().unwrap()[..],
+        b"x"
+    );
     let (busy, _) = expect_miss(lookup(&c, &d, T0));
     drop(busy);
 }
@@ -462,8 +465,8 @@ fn a_store_granting_less_gets_more_pieces() {
     // 10 bytes in pieces of 9 and 1, in order.
     let segs = obj.body().segments().unwrap();
     assert_eq!(segs.len(), 2);
-    assert_eq!(&segs[0][..], b"012345678");
-    assert_eq!(&segs[1][..], b"9");
+    assert_eq!(&segs[0].read_blocking().unwrap()[..], b"012345678");
+    assert_eq!(&segs[1].read_blocking().unwrap()[..], b"9");
     let stats = s0.stevedore().stats();
     // The object's own allocation plus the two pieces.
     assert_eq!(stats.c_req.load(Ordering::Relaxed), 3);

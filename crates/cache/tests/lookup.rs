@@ -43,7 +43,10 @@ fn miss_then_hit_and_counters() {
     assert!(st.g_bytes.load(Ordering::Relaxed) > 5);
     assert_eq!(st.g_alloc.load(Ordering::Relaxed), 2);
     // The body is shared, not copied.
-    assert_eq!(&o.body().segments().unwrap()[0][..], b"hello");
+    assert_eq!(
+        &o.body().segments().unwrap()[0].read_blocking().unwrap()[..],
+        b"hello"
+    );
 }
 
 #[test]

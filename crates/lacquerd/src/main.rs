@@ -43,7 +43,10 @@ const USAGE: &[(&str, &str)] = &[
     ("-p param=value", "Set a parameter (repeatable)"),
     ("-r param[,param...]", "Make parameters read-only"),
     ("-S secret-file", "Secret file for CLI authentication"),
-    ("-s [name=]malloc[,size]", "Storage (repeatable)"),
+    (
+        "-s [name=]kind[,options]",
+        "Storage (repeatable): malloc[,size] or file,path[,size[,granularity[,advice]]]",
+    ),
     ("-T address:port | none", "Management CLI listen address"),
     ("-t TTL", "Default TTL (default_ttl)"),
     ("-V", "Print the version and exit (first argument only)"),

@@ -873,7 +873,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     let specs = lacquer_storage::parse_storage_args(&cfg.storage).map_err(|e| e.to_string())?;
     let mut stores: Vec<Arc<dyn Stevedore>> = Vec::new();
     for s in &specs {
-        stores.push(s.build());
+        stores.push(s.build().map_err(|e| e.to_string())?);
     }
     if specs.is_empty() {
         stores.push(Arc::new(MallocStore::new("s0", Some(100 << 20))));

@@ -420,7 +420,13 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
             let items: Vec<String> = sh
                 .stores
                 .iter()
-                .map(|st| format!("  {}", json_str(&format!("storage.{}", st.name()))))
+                .map(|st| {
+                    format!(
+                        "  {{\n    \"name\": {},\n    \"storage\": {}\n}}",
+                        json_str(st.name()),
+                        json_str(st.kind())
+                    )
+                })
                 .collect();
             Reply::ok(json_list(words, &items))
         }

@@ -1217,8 +1217,9 @@ where
                 // is complete (its gzip trailer says it).
                 body_len = o
                     .body()
-                    .segments()
-                    .and_then(crate::gzip::gzip_plain_len)
+                    .final_len()
+                    .zip(o.body().tail(4))
+                    .and_then(|(len, tail)| crate::gzip::gzip_plain_len(len, &tail))
                     .filter(|l| *l > 0);
             }
             if plan.as_ref().map_or(t.esi, |p| p.esi)

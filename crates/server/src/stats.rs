@@ -10,7 +10,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 
-use lacquer_vsl::vsc::tables::{LCK, Lck, Mgt, SMA, Sma, VBE, Vbe};
+use lacquer_vsl::vsc::tables::{LCK, Lck, Mgt, SMA, SMF, Sma, Smf, VBE, Vbe};
 use lacquer_vsl::vsc::{Section, Vsc, VscError};
 
 use crate::counters::Main;
@@ -21,6 +21,7 @@ use crate::vcls::BackendRt;
 pub struct Sections {
     vsc: Vsc,
     mgt: Section,
+    /// Per store: `SMA.<name>`, or `SMF.<name>` for a file store.
     sma: Vec<Section>,
     lck_conn_pool: Section,
     vbe: Mutex<Vec<(Weak<BackendRt>, Section)>>,
@@ -38,7 +39,10 @@ impl Sections {
     pub fn new(vsc: &Vsc, sh: &Shared, mgt: Section) -> Result<Sections, VscError> {
         let mut sma = Vec::new();
         for s in &sh.stores {
-            sma.push(vsc.add_section(&SMA, &format!("SMA.{}", s.name()))?);
+            sma.push(match s.file_stats() {
+                Some(_) => vsc.add_section(&SMF, &format!("SMF.{}", s.name()))?,
+                None => vsc.add_section(&SMA, &format!("SMA.{}", s.name()))?,
+            });
         }
         Ok(Sections {
             vsc: vsc.clone(),
@@ -103,13 +107,26 @@ impl Sections {
         c.set(Main::bans_dups, g(&cs.bans_dups));
         for (store, sec) in sh.stores.iter().zip(&self.sma) {
             let st = store.stats();
-            sec.set(Sma::c_req, g(&st.c_req));
-            sec.set(Sma::c_fail, g(&st.c_fail));
-            sec.set(Sma::c_bytes, g(&st.c_bytes));
-            sec.set(Sma::c_freed, g(&st.c_freed));
-            sec.set(Sma::g_alloc, g(&st.g_alloc));
-            sec.set(Sma::g_bytes, g(&st.g_bytes));
-            sec.set(Sma::g_space, g(&st.g_space));
+            if let Some(f) = store.file_stats() {
+                sec.set(Smf::c_req, g(&st.c_req));
+                sec.set(Smf::c_fail, g(&st.c_fail));
+                sec.set(Smf::c_bytes, g(&st.c_bytes));
+                sec.set(Smf::c_freed, g(&st.c_freed));
+                sec.set(Smf::g_alloc, g(&st.g_alloc));
+                sec.set(Smf::g_bytes, g(&st.g_bytes));
+                sec.set(Smf::g_space, g(&st.g_space));
+                sec.set(Smf::g_smf, g(&f.g_smf));
+                sec.set(Smf::g_smf_frag, g(&f.g_smf_frag));
+                sec.set(Smf::g_smf_large, g(&f.g_smf_large));
+            } else {
+                sec.set(Sma::c_req, g(&st.c_req));
+                sec.set(Sma::c_fail, g(&st.c_fail));
+                sec.set(Sma::c_bytes, g(&st.c_bytes));
+                sec.set(Sma::c_freed, g(&st.c_freed));
+                sec.set(Sma::g_alloc, g(&st.g_alloc));
+                sec.set(Sma::g_bytes, g(&st.g_bytes));
+                sec.set(Sma::g_space, g(&st.g_space));
+            }
         }
         self.publish_backends(sh);
         let lck = &crate::backend::pool::CONN_POOL_LOCKS;

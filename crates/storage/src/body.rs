@@ -1,6 +1,7 @@
 //! Object bodies: one copy, written once by a fetch, streamed to many readers.
 //!
-//! A body is a list of [`Bytes`] segments. The fetch appends segments through the
+//! A body is a list of [`Segment`]s: bytes in memory, or spans of a file
+//! store's extents (read back on delivery). The fetch appends segments through the
 //! single [`BodyWriter`] and never waits for readers; every [`BodyReader`] keeps its
 //! own position and awaits new segments as they arrive, so a client can be served
 //! while the backend is still sending (Varnish's streaming). Segments are handed
@@ -10,12 +11,65 @@
 //!
 //! Byte ranges (`Range:` requests) are served by [`Body::range_reader`], which
 //! slices segments instead of copying and also works on a body still growing.
+//!
+//! A file segment is read when a reader reaches it, on tokio's blocking pool
+//! (see `crate::file`); consecutive spans of one extent are read together, up
+//! to a MiB, so delivery from a file store sends the same large batches as
+//! from memory.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use tokio::sync::Notify;
+
+use crate::file::FileSpan;
+
+/// One piece of a body.
+#[derive(Debug, Clone)]
+pub enum Segment {
+    /// Bytes kept in memory.
+    Mem(Bytes),
+    /// Bytes kept in a file store.
+    File(FileSpan),
+}
+
+impl Segment {
+    /// Its length in bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            Segment::Mem(b) => b.len() as u64,
+            Segment::File(f) => f.len(),
+        }
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes `skip..skip+take` of it (clamped).
+    fn slice(&self, skip: u64, take: u64) -> Segment {
+        match self {
+            Segment::Mem(b) => {
+                let start = usize::try_from(skip).unwrap_or(usize::MAX).min(b.len());
+                let end = start.saturating_add(usize::try_from(take).unwrap_or(usize::MAX));
+                Segment::Mem(b.slice(start..end.min(b.len())))
+            }
+            Segment::File(f) => Segment::File(f.slice(skip, take)),
+        }
+    }
+
+    /// Its bytes (a blocking read for a file segment).
+    pub fn read_blocking(&self) -> Result<Bytes, BodyError> {
+        match self {
+            Segment::Mem(b) => Ok(b.clone()),
+            Segment::File(f) => f
+                .read()
+                .map_err(|e| BodyError::StoreRead(e.raw_os_error().unwrap_or(0))),
+        }
+    }
+}
 
 /// A body read failed because its fetch failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -24,6 +78,10 @@ pub enum BodyError {
     /// finishing; the delivered bytes are incomplete.
     #[error("the body fetch failed before the body was complete")]
     FetchFailed,
+    /// Reading the body back from its file store failed (the OS error
+    /// number, 0 when there was none); the delivered bytes are incomplete.
+    #[error("reading the stored body from its storage file failed (os error {0})")]
+    StoreRead(i32),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,14 +93,14 @@ enum State {
 
 #[derive(Debug)]
 struct Growing {
-    segs: Vec<Bytes>,
+    segs: Vec<Segment>,
     state: State,
 }
 
 #[derive(Debug)]
 struct Inner {
     /// Set once, when the writer finishes: the final segment list.
-    done: OnceLock<Box<[Bytes]>>,
+    done: OnceLock<Box<[Segment]>>,
     growing: Mutex<Growing>,
     /// Bytes written so far (final length once finished).
     len: AtomicU64,
@@ -93,9 +151,14 @@ impl Body {
 
     /// A finished body made of `segs` (synthetic responses, copies).
     pub fn from_segments(segs: Vec<Bytes>) -> Body {
+        Body::from_parts(segs.into_iter().map(Segment::Mem).collect())
+    }
+
+    /// A finished body made of `segs`.
+    pub fn from_parts(segs: Vec<Segment>) -> Body {
         let (mut w, b) = Body::new();
         for s in segs {
-            w.push(s);
+            w.push_segment(s);
         }
         w.finish();
         b
@@ -137,9 +200,32 @@ impl Body {
         self.0.done.get().map(|_| self.len_so_far())
     }
 
-    /// The frozen segments of a finished body (for vectored writes).
-    pub fn segments(&self) -> Option<&[Bytes]> {
+    /// The frozen segments of a finished body.
+    pub fn segments(&self) -> Option<&[Segment]> {
         self.0.done.get().map(|b| &b[..])
+    }
+
+    /// The last `n` bytes of a finished body (fewer when it is shorter);
+    /// `None` while it is not finished or when its store cannot be read.
+    /// A file store answers with one small blocking read.
+    pub fn tail(&self, n: usize) -> Option<Vec<u8>> {
+        let segs = self.segments()?;
+        let mut out = Vec::with_capacity(n);
+        for seg in segs.iter().rev() {
+            let need = (n - out.len()) as u64;
+            if need == 0 {
+                break;
+            }
+            let len = seg.len();
+            let part = seg
+                .slice(len.saturating_sub(need), need)
+                .read_blocking()
+                .ok()?;
+            let mut v = part.to_vec();
+            v.extend_from_slice(&out);
+            out = v;
+        }
+        Some(out)
     }
 
     /// Whether the writer finished successfully.
@@ -173,12 +259,13 @@ impl Body {
     pub async fn collect(&self) -> Result<Bytes, BodyError> {
         self.wait_finished().await?;
         let segs = self.segments().unwrap_or(&[]);
-        if segs.len() == 1 {
-            return Ok(segs[0].clone());
+        if let [Segment::Mem(only)] = segs {
+            return Ok(only.clone());
         }
         let mut v = Vec::with_capacity(self.len_so_far() as usize);
-        for s in segs {
-            v.extend_from_slice(s);
+        let mut r = self.reader();
+        while let Some(s) = r.next().await? {
+            v.extend_from_slice(&s);
         }
         Ok(Bytes::from(v))
     }
@@ -196,12 +283,17 @@ impl Body {
 }
 
 impl BodyWriter {
-    /// Append a segment; wakes readers waiting for data. Never waits.
+    /// Append bytes; wakes readers waiting for data. Never waits.
     pub fn push(&mut self, seg: Bytes) {
+        self.push_segment(Segment::Mem(seg));
+    }
+
+    /// Append a segment; wakes readers waiting for data. Never waits.
+    pub fn push_segment(&mut self, seg: Segment) {
         if seg.is_empty() {
             return;
         }
-        let n = seg.len() as u64;
+        let n = seg.len();
         {
             let mut g = self.body.lock();
             g.segs.push(seg);
@@ -260,7 +352,7 @@ impl Drop for BodyWriter {
 }
 
 enum Step {
-    Seg(Bytes),
+    Seg(Segment),
     End,
     Wait,
 }
@@ -269,6 +361,44 @@ impl BodyReader {
     /// The next segment, `Ok(None)` at the end, or an error if the fetch failed.
     /// Waits while the body is still growing.
     pub async fn next(&mut self) -> Result<Option<Bytes>, BodyError> {
+        let Some(seg) = self.next_segment().await? else {
+            return Ok(None);
+        };
+        match seg {
+            Segment::Mem(b) => Ok(Some(b)),
+            Segment::File(mut span) => {
+                // Spans that follow in the same extent are read at once.
+                if let Some(done) = self.body.0.done.get() {
+                    while self.remaining != Some(0)
+                        && let Some(Segment::File(next)) = done.get(self.seg)
+                        && self.skip == 0
+                    {
+                        let next = match self.remaining {
+                            Some(rem) => next.slice(0, rem),
+                            None => next.clone(),
+                        };
+                        let Some(joined) = span.join(&next) else {
+                            break;
+                        };
+                        span = joined;
+                        self.seg += 1;
+                        if let Some(rem) = self.remaining.as_mut() {
+                            *rem -= next.len();
+                        }
+                    }
+                }
+                let read = tokio::task::spawn_blocking(move || span.read()).await;
+                match read {
+                    Ok(Ok(b)) => Ok(Some(b)),
+                    Ok(Err(e)) => Err(BodyError::StoreRead(e.raw_os_error().unwrap_or(0))),
+                    Err(_) => Err(BodyError::StoreRead(0)),
+                }
+            }
+        }
+    }
+
+    /// The next segment within the reader's window, without reading it.
+    async fn next_segment(&mut self) -> Result<Option<Segment>, BodyError> {
         loop {
             if self.remaining == Some(0) {
                 return Ok(None);
@@ -316,19 +446,17 @@ impl BodyReader {
     }
 
     /// Apply the range window to a segment; `None` if it is skipped entirely.
-    fn trim(&mut self, s: Bytes) -> Option<Bytes> {
-        let len = s.len() as u64;
+    fn trim(&mut self, s: Segment) -> Option<Segment> {
+        let len = s.len();
         if self.skip >= len {
             self.skip -= len;
             return None;
         }
-        let mut out = s.slice(self.skip as usize..);
+        let take = self.remaining.unwrap_or(u64::MAX);
+        let out = s.slice(self.skip, take);
         self.skip = 0;
         if let Some(rem) = self.remaining.as_mut() {
-            if (out.len() as u64) > *rem {
-                out.truncate(*rem as usize);
-            }
-            *rem -= out.len() as u64;
+            *rem -= out.len();
         }
         Some(out)
     }
@@ -361,6 +489,8 @@ mod tests {
         assert_eq!(b.final_len(), Some(11));
         assert_eq!(read_all(b.reader()).await.unwrap(), b"hello world");
         assert_eq!(b.segments().unwrap().len(), 2);
+        assert_eq!(b.tail(7).unwrap(), b"o world");
+        assert_eq!(b.tail(70).unwrap(), b"hello world");
         assert_eq!(&b.collect().await.unwrap()[..], b"hello world");
     }
 

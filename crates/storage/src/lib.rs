@@ -4,6 +4,8 @@
 //! * [`Stevedore`] is a named store that accounts bytes (`SMA.*` counters in
 //!   [`StoreStats`]); [`MallocStore`] is the in-memory implementation behind
 //!   `-s malloc[,SIZE]` and the unlimited `Transient` store.
+//! * [`FileStore`] (`-s file`) keeps bodies in a file, in extents of its own
+//!   allocator ([`file`]), counted as `SMF.*`.
 //! * [`spec`] parses `-s` arguments the way varnishd accepts them.
 //! * [`body`] holds an object body as a list of [`bytes::Bytes`] segments that one
 //!   fetch appends to while any number of readers stream it.
@@ -12,9 +14,11 @@
 //! "no space"; the cache crate owns the LRU lists and retries after nuking.
 
 pub mod body;
+pub mod file;
 pub mod spec;
 mod store;
 
-pub use body::{Body, BodyError, BodyReader, BodyWriter};
+pub use body::{Body, BodyError, BodyReader, BodyWriter, Segment};
+pub use file::{Advice, Extent, FileSpan, FileStats, FileStore};
 pub use spec::{StorageKind, StorageSpec, StorageSpecError, parse_size, parse_storage_args};
-pub use store::{MallocStore, NoSpace, Stevedore, StoreStats};
+pub use store::{Allocation, MallocStore, NoSpace, Stevedore, StoreStats};

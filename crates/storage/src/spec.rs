@@ -1,22 +1,39 @@
 //! Parsing of varnishd `-s` storage arguments: `[name=]kind[,options]`.
 //!
-//! `malloc` (and its alias `default`) and varnishd's test store `debug`
-//! (malloc with an optional `lessspace`) can be created here; `file`,
+//! `malloc` (and its alias `default`), varnishd's test store `debug`
+//! (malloc with an optional `lessspace`) and `file` can be created here;
 //! `persistent`, `umem` and `deprecated_persistent` are recognised so that the
-//! error says they are unavailable rather than unknown. Unnamed stores are called
+//! error says they are unavailable rather than unknown. A `file` argument is
+//! checked here with varnishd's rules and messages; its file is opened and
+//! its size decided when the store is built ([`StorageSpec::build`]), as
+//! varnishd does them in that order. Unnamed stores are called
 //! `s0`, `s1`, … in argument order, and a `Transient` store (unlimited malloc)
 //! is added unless one is defined explicitly, as varnishd does.
 
 use std::fmt;
 
+use crate::file::Advice;
+
 /// The kind of store a `-s` argument asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StorageKind {
     /// In-memory store (`malloc` or `default`).
     Malloc,
     /// varnishd's `debug` store: malloc that, with `lessspace`, grants one
     /// byte less than each allocation asks for.
     Debug { less_space: bool },
+    /// A file on disk (`file,PATH[,SIZE[,GRANULARITY[,ADVICE]]]`).
+    File {
+        /// The file, or a directory to make an anonymous file in.
+        path: String,
+        /// The SIZE argument as given (parsed when the file is opened).
+        size: Option<String>,
+        /// The allocation unit asked for (raised to the file system's block
+        /// size when opened).
+        granularity: u64,
+        /// How the file will be read.
+        advice: Advice,
+    },
 }
 
 /// One parsed `-s` argument.
@@ -31,16 +48,32 @@ pub struct StorageSpec {
 }
 
 impl StorageSpec {
-    /// Create the store this spec describes.
-    pub fn build(&self) -> std::sync::Arc<dyn crate::Stevedore> {
-        match self.kind {
+    /// Create the store this spec describes (a file store opens, and may
+    /// create, its file).
+    pub fn build(&self) -> Result<std::sync::Arc<dyn crate::Stevedore>, StorageSpecError> {
+        Ok(match &self.kind {
             StorageKind::Malloc => {
                 std::sync::Arc::new(crate::MallocStore::new(&self.name, self.size))
             }
-            StorageKind::Debug { less_space } => {
-                std::sync::Arc::new(crate::MallocStore::debug(&self.name, self.size, less_space))
-            }
-        }
+            StorageKind::Debug { less_space } => std::sync::Arc::new(crate::MallocStore::debug(
+                &self.name,
+                self.size,
+                *less_space,
+            )),
+            StorageKind::File {
+                path,
+                size,
+                granularity,
+                advice,
+            } => std::sync::Arc::new(
+                crate::FileStore::open(&self.name, path, size.as_deref(), *granularity, *advice)
+                    .map_err(|reason| StorageSpecError {
+                        arg: String::new(),
+                        reason,
+                        verbatim: true,
+                    })?,
+            ),
+        })
     }
 }
 
@@ -51,11 +84,18 @@ pub struct StorageSpecError {
     pub arg: String,
     /// What is wrong with it and what to do.
     pub reason: String,
+    /// The reason is varnishd's own message, which names its context
+    /// (`(-sfile) …`): it is shown alone.
+    pub verbatim: bool,
 }
 
 impl fmt::Display for StorageSpecError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "-s {}: {}", self.arg, self.reason)
+        if self.verbatim {
+            f.write_str(&self.reason)
+        } else {
+            write!(f, "-s {}: {}", self.arg, self.reason)
+        }
     }
 }
 
@@ -75,33 +115,101 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
             "size \"{s}\": percentages are only meaningful for file storage; give a size such as 256m or 1G"
         ));
     }
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("size \"{s}\": invalid number; expected e.g. 100m, 2G or 1048576"))?;
-    let unit = unit.trim();
-    let lower = unit.to_ascii_lowercase();
-    let mult: f64 = match lower.as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" => 1024.0,
-        "m" | "mb" => 1024.0 * 1024.0,
-        "g" | "gb" => 1024.0 * 1024.0 * 1024.0,
-        "t" | "tb" => 1024.0f64.powi(4),
-        "p" | "pb" => 1024.0f64.powi(5),
-        _ => {
-            return Err(format!(
-                "size \"{s}\": unknown unit \"{unit}\"; use b, k, m, g, t or p"
-            ));
+    vnum_bytes(t).map_err(|e| match e {
+        VNUM_INVALID => {
+            format!("size \"{s}\": invalid number; expected e.g. 100m, 2G or 1048576")
         }
+        VNUM_UNIT => format!(
+            "size \"{s}\": unknown unit \"{}\"; use b, k, m, g, t or p",
+            t.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.')
+                .trim()
+        ),
+        other => format!("size \"{s}\": {other}"),
+    })
+}
+
+const VNUM_INVALID: &str = "Invalid number";
+const VNUM_UNIT: &str = "Unknown BYTES unit of measurement ([KMGTP][B])";
+
+/// A byte count as varnishd's `VNUM_2bytes` reads it: a decimal number
+/// (fraction allowed), then optionally one space and a unit `b k m g t p`
+/// (any case, powers of 1024) itself optionally followed by `b`. Errors
+/// are varnishd's texts.
+pub fn vnum_bytes(s: &str) -> Result<u64, &'static str> {
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, rest) = s.split_at(split);
+    if !num.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+        return Err(VNUM_INVALID);
+    }
+    let value: f64 = num.parse().map_err(|_| VNUM_INVALID)?;
+    let unit = match rest.strip_prefix(' ') {
+        Some(u) if !u.is_empty() => u,
+        _ => rest,
     };
-    let bytes = (value * mult).round();
-    if !bytes.is_finite() || bytes > u64::MAX as f64 {
-        return Err(format!("size \"{s}\": too large"));
+    let mut chars = unit.chars();
+    let shift = match chars.next().map(|c| c.to_ascii_lowercase()) {
+        None => 0,
+        Some('b') => 0,
+        Some('k') => 10,
+        Some('m') => 20,
+        Some('g') => 30,
+        Some('t') => 40,
+        Some('p') => 50,
+        Some(_) => return Err(VNUM_UNIT),
+    };
+    let tail = chars.as_str();
+    if !(tail.is_empty() || (shift > 0 && tail.eq_ignore_ascii_case("b"))) {
+        return Err(VNUM_UNIT);
+    }
+    let bytes =
+        (value * f64::from(1u32 << (shift % 30)) * f64::from(1u32 << (shift - shift % 30))).round();
+    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+        return Ok(u64::MAX);
     }
     Ok(bytes as u64)
+}
+
+/// The arguments after the kind, split as varnishd splits them: at commas,
+/// and within each at blanks (an empty field stays an empty argument).
+fn split_args(rest: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    for field in rest {
+        let mut words = field.split_whitespace().peekable();
+        if words.peek().is_none() {
+            out.push(String::new());
+        }
+        out.extend(words.map(str::to_owned));
+    }
+    out
+}
+
+/// The options of `file` (`PATH[,SIZE[,GRANULARITY[,ADVICE]]]`) checked as
+/// varnishd checks them before touching the file.
+fn parse_file(opts: &[&str]) -> Result<StorageKind, String> {
+    let av = split_args(opts);
+    if av.len() > 4 {
+        return Err("(-sfile) too many arguments".into());
+    }
+    let Some(path) = av.first().filter(|p| !p.is_empty()) else {
+        return Err("(-sfile) path is mandatory".into());
+    };
+    let size = av.get(1).filter(|s| !s.is_empty()).cloned();
+    let granularity = match av.get(2).filter(|g| !g.is_empty()) {
+        Some(g) => vnum_bytes(g).map_err(|e| format!("(-sfile) granularity \"{g}\": {e}"))?,
+        None => 1,
+    };
+    let advice = match av.get(3) {
+        Some(a) => Advice::parse(a).ok_or_else(|| format!("(-s file) invalid advice: \"{a}\""))?,
+        None => Advice::Random,
+    };
+    Ok(StorageKind::File {
+        path: path.clone(),
+        size,
+        granularity,
+        advice,
+    })
 }
 
 fn valid_name(n: &str) -> bool {
@@ -114,6 +222,7 @@ fn parse_one(arg: &str, index: usize) -> Result<StorageSpec, StorageSpecError> {
     let err = |reason: String| StorageSpecError {
         arg: arg.to_owned(),
         reason,
+        verbatim: false,
     };
     let (name, rest) = match arg.split_once('=') {
         Some((n, r)) => {
@@ -161,7 +270,18 @@ fn parse_one(arg: &str, index: usize) -> Result<StorageSpec, StorageSpecError> {
                 ))
             }
         }
-        "file" | "persistent" | "deprecated_persistent" | "umem" => Err(err(format!(
+        "file" => parse_file(&opts)
+            .map(|kind| StorageSpec {
+                name,
+                kind,
+                size: None,
+            })
+            .map_err(|reason| StorageSpecError {
+                arg: arg.to_owned(),
+                reason,
+                verbatim: true,
+            }),
+        "persistent" | "deprecated_persistent" | "umem" => Err(err(format!(
             "storage kind \"{kind}\" is not available in lacquer; use malloc (-s malloc,SIZE)"
         ))),
         "" => Err(err(
@@ -189,6 +309,7 @@ pub fn parse_storage_args<S: AsRef<str>>(args: &[S]) -> Result<Vec<StorageSpec>,
             return Err(StorageSpecError {
                 arg: a.to_owned(),
                 reason: format!("storage \"{}\" is already defined", spec.name),
+                verbatim: false,
             });
         }
         out.push(spec);
@@ -272,7 +393,7 @@ mod tests {
         let t = v.iter().find(|s| s.name == "Transient").unwrap();
         assert_eq!(t.kind, StorageKind::Debug { less_space: true });
         assert_eq!(t.size, None);
-        let st = t.build();
+        let st = t.build().unwrap();
         assert_eq!((st.kind(), st.grant(100)), ("debug", 99));
         let v = parse_storage_args(&["debug,10m"]).unwrap();
         assert_eq!(v[0].kind, StorageKind::Debug { less_space: false });
@@ -283,12 +404,74 @@ mod tests {
     #[test]
     fn build_stores() {
         let v = parse_storage_args(&["malloc,1k"]).unwrap();
-        let stores: Vec<_> = v.iter().map(StorageSpec::build).collect();
+        let stores: Vec<_> = v.iter().map(|s| s.build().unwrap()).collect();
         assert_eq!(stores[0].name(), "s0");
         assert_eq!(stores[0].limit(), Some(1024));
         assert!(stores[0].try_alloc(2048).is_err());
         assert_eq!(stores[1].name(), "Transient");
         assert_eq!(stores[1].limit(), None);
+    }
+
+    #[test]
+    fn varnishd_byte_counts() {
+        assert_eq!(vnum_bytes("10M"), Ok(10 << 20));
+        assert_eq!(vnum_bytes("10mb"), Ok(10 << 20));
+        assert_eq!(vnum_bytes("1.5G"), Ok(3 << 29));
+        assert_eq!(vnum_bytes("2047k"), Ok(2047 << 10));
+        assert_eq!(vnum_bytes("10 M"), Ok(10 << 20));
+        assert_eq!(vnum_bytes("1048576"), Ok(1 << 20));
+        assert_eq!(vnum_bytes("99999999999999P"), Ok(u64::MAX));
+        for bad in ["", "-5M", "banana", "M"] {
+            assert_eq!(vnum_bytes(bad), Err(VNUM_INVALID), "{bad}");
+        }
+        for bad in ["10MiB", "1e7", "10Mx", "50%", "10bb", "10 "] {
+            assert_eq!(vnum_bytes(bad), Err(VNUM_UNIT), "{bad}");
+        }
+    }
+
+    #[test]
+    fn file_specs_as_varnishd() {
+        let v = parse_storage_args(&["file,/tmp/x,10M"]).unwrap();
+        assert_eq!(
+            v[0].kind,
+            StorageKind::File {
+                path: "/tmp/x".into(),
+                size: Some("10M".into()),
+                granularity: 1,
+                advice: Advice::Random
+            }
+        );
+        let v = parse_storage_args(&["Transient=file, /d ,1g,8k,sequential"]).unwrap();
+        assert_eq!(v[0].name, "s0");
+        assert_eq!(
+            v[1].kind,
+            StorageKind::File {
+                path: "/d".into(),
+                size: Some("1g".into()),
+                granularity: 8192,
+                advice: Advice::Sequential
+            }
+        );
+        let msg = |a: &str| parse_storage_args(&[a]).unwrap_err().to_string();
+        assert_eq!(msg("file"), "(-sfile) path is mandatory");
+        assert_eq!(msg("file,,10M"), "(-sfile) path is mandatory");
+        assert_eq!(
+            msg("file,/x,10M,4k,random,x"),
+            "(-sfile) too many arguments"
+        );
+        assert_eq!(
+            msg("file,/x,10M,4x,foo"),
+            "(-sfile) granularity \"4x\": Unknown BYTES unit of measurement ([KMGTP][B])"
+        );
+        assert_eq!(
+            msg("file,/x,10 M"),
+            "(-sfile) granularity \"M\": Invalid number"
+        );
+        assert_eq!(
+            msg("file,/x,10M,4k,RANDOM"),
+            "(-s file) invalid advice: \"RANDOM\""
+        );
+        assert_eq!(msg("file,/x,10M,,"), "(-s file) invalid advice: \"\"");
     }
 
     #[test]
@@ -303,8 +486,6 @@ mod tests {
             e.to_string().contains("size \"banana\": invalid number"),
             "{e}"
         );
-        let e = parse_storage_args(&["file,/tmp/x,1g"]).unwrap_err();
-        assert!(e.to_string().contains("\"file\" is not available"), "{e}");
         let e = parse_storage_args(&["persistent,/tmp/x,1g"]).unwrap_err();
         assert!(e.to_string().contains("not available"), "{e}");
         let e = parse_storage_args(&["a=malloc", "a=malloc"]).unwrap_err();

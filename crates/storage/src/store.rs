@@ -1,4 +1,5 @@
-//! The [`Stevedore`] trait and the in-memory [`MallocStore`].
+//! The [`Stevedore`] trait and the in-memory [`MallocStore`] (the `file`
+//! store is in `crate::file`).
 //!
 //! A store does not hand out memory (bodies are `Bytes` owned by whoever produced
 //! them); it accounts for it, so that `-s malloc,SIZE` limits the cache size and the
@@ -52,20 +53,36 @@ pub struct NoSpace {
     pub available: u64,
 }
 
+/// What a store handed out for one allocation.
+#[derive(Debug)]
+pub struct Allocation {
+    /// Bytes charged (the request rounded up to the store's unit).
+    pub bytes: u64,
+    /// Where the bytes go, for stores that keep them (`file`); `None` when
+    /// the caller keeps them in memory (`malloc`).
+    pub extent: Option<crate::file::Extent>,
+}
+
 /// A named store that accounts bytes for cached objects.
 pub trait Stevedore: Send + Sync + fmt::Debug {
     /// The store's name (`s0`, `Transient`, or the `NAME=` given to `-s`).
     fn name(&self) -> &'static str;
-    /// The store's kind as varnishd names it (`malloc`).
+    /// The store's kind as varnishd names it (`malloc`, `file`).
     fn kind(&self) -> &'static str;
     /// The size limit in bytes, `None` when unlimited.
     fn limit(&self) -> Option<u64>;
     /// The store's counters.
     fn stats(&self) -> &StoreStats;
+    /// The `g_smf*` gauges of a file store (published as `SMF.<name>`
+    /// instead of `SMA.<name>`).
+    fn file_stats(&self) -> Option<&crate::file::FileStats> {
+        None
+    }
     /// Account one allocation of `bytes`; fails without side effects on the
     /// outstanding counts when it does not fit (it still counts `c_req`/`c_fail`).
-    fn try_alloc(&self, bytes: u64) -> Result<(), NoSpace>;
-    /// Return `bytes` spread over `allocs` earlier allocations.
+    fn try_alloc(&self, bytes: u64) -> Result<Allocation, NoSpace>;
+    /// Return `bytes` spread over `allocs` earlier allocations (the counts;
+    /// a file store's space returns when its extents drop).
     fn free(&self, bytes: u64, allocs: u64);
     /// Bytes that could be allocated right now (`u64::MAX` when unlimited).
     fn available(&self) -> u64;
@@ -137,7 +154,7 @@ impl Stevedore for MallocStore {
         &self.stats
     }
 
-    fn try_alloc(&self, bytes: u64) -> Result<(), NoSpace> {
+    fn try_alloc(&self, bytes: u64) -> Result<Allocation, NoSpace> {
         let s = &self.stats;
         s.c_req.fetch_add(1, Relaxed);
         if let Some(limit) = self.limit {
@@ -162,7 +179,10 @@ impl Stevedore for MallocStore {
         }
         s.g_alloc.fetch_add(1, Relaxed);
         s.c_bytes.fetch_add(bytes, Relaxed);
-        Ok(())
+        Ok(Allocation {
+            bytes,
+            extent: None,
+        })
     }
 
     fn free(&self, bytes: u64, allocs: u64) {
