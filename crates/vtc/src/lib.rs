@@ -44,7 +44,6 @@ pub mod client;
 pub mod commands;
 pub mod ctx;
 pub mod h2;
-pub mod hpack;
 pub mod http;
 pub mod lexer;
 pub mod logexpect;
