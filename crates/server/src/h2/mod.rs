@@ -273,6 +273,18 @@ where
         .await;
     }
     let _ = wr.shutdown().await;
+    if reason == "RX_JUNK" {
+        // After a GOAWAY, what the client still sends is read and dropped
+        // for a moment, so that closing does not reset the connection
+        // before the client has read the GOAWAY.
+        let until = tokio::time::Instant::now() + Duration::from_secs(1);
+        let mut sink = [0u8; 4096];
+        while let Ok(Ok(n)) = tokio::time::timeout_at(until, rd.read(&mut sink)).await {
+            if n == 0 {
+                break;
+            }
+        }
+    }
     // Every stream learns that the connection is gone, and ends.
     {
         let mut f = c.flow.lock().expect("flow lock");
@@ -642,6 +654,9 @@ impl Conn {
             // Trailers, or a stream that was already used.
             return Err(Fault::Conn(code::PROTOCOL_ERROR));
         }
+        // As varnishd: the stream counts as opened (for GOAWAY's last
+        // stream) before its frame is checked.
+        self.highest = sid;
         let mut body = p;
         if head.flags & flags::PADDED != 0 {
             let Some((&pad, rest)) = body.split_first() else {
@@ -658,7 +673,6 @@ impl Conn {
             }
             body = &body[5..];
         }
-        self.highest = sid;
         self.cont = Some(Cont {
             sid,
             block: body.to_vec(),

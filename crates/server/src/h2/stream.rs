@@ -326,6 +326,7 @@ async fn serve_request(
     let mut task = ReqTask::new(sh.clone(), vcl, info.clone(), tmo, vxid, req, t_req, vsl);
     task.req_hdr_bytes = hdr_bytes;
     task.sock = sock;
+    task.h2 = true;
     sh.counters.add(Main::s_req_hdrbytes, hdr_bytes);
     let body_timeout = std::time::Duration::from_secs_f64(tmo.timeout_idle.max(0.001));
     let mut ok = true;
