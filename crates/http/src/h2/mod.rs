@@ -270,9 +270,9 @@ pub struct Rules {
     pub on_nonzero: Option<Fault>,
     /// What the frame is on a stream never opened.
     pub on_idle: Option<Fault>,
-    /// Whether its payload counts as body bytes in the session's
-    /// accounting (DATA).
-    pub body: bool,
+    /// A control frame: its payload counts as body bytes in the
+    /// session's own accounting (the streams count HEADERS and DATA).
+    pub overhead: bool,
 }
 
 const PE: Option<Fault> = Some(Fault::Conn(code::PROTOCOL_ERROR));
@@ -280,23 +280,23 @@ const PE: Option<Fault> = Some(Fault::Conn(code::PROTOCOL_ERROR));
 /// The rules for a frame type; `None` for types to ignore.
 pub fn rules(typ: u8) -> Option<Rules> {
     use frame::types::*;
-    let r = |flags, on_zero, on_nonzero, on_idle, body| Rules {
+    let r = |flags, on_zero, on_nonzero, on_idle, overhead| Rules {
         flags,
         on_zero,
         on_nonzero,
         on_idle,
-        body,
+        overhead,
     };
     Some(match typ {
-        DATA => r(0x09, PE, None, PE, true),
+        DATA => r(0x09, PE, None, PE, false),
         HEADERS => r(0x2d, PE, None, None, false),
-        PRIORITY => r(0x00, PE, None, None, false),
-        RST_STREAM => r(0x00, PE, None, PE, false),
-        SETTINGS => r(0x01, None, PE, None, false),
-        PUSH_PROMISE => r(0x0c, None, None, None, false),
-        PING => r(0x01, None, PE, None, false),
-        GOAWAY => r(0x00, None, PE, None, false),
-        WINDOW_UPDATE => r(0x00, None, None, PE, false),
+        PRIORITY => r(0x00, PE, None, None, true),
+        RST_STREAM => r(0x00, PE, None, PE, true),
+        SETTINGS => r(0x01, None, PE, None, true),
+        PUSH_PROMISE => r(0x0c, None, None, None, true),
+        PING => r(0x01, None, PE, None, true),
+        GOAWAY => r(0x00, None, PE, None, true),
+        WINDOW_UPDATE => r(0x00, None, None, PE, true),
         CONTINUATION => r(0x04, PE, None, PE, false),
         _ => return None,
     })

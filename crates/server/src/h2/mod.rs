@@ -100,6 +100,9 @@ struct Conn {
     tasks: tokio::task::JoinSet<()>,
     low_water: i64,
     increment: u32,
+    /// The session's own accounting, varnishd's `ReqAcct` on the session:
+    /// frame headers both ways, control frame payloads as body bytes.
+    acct: [u64; 4],
 }
 
 fn local_settings(sh: &Shared) -> Settings {
@@ -180,7 +183,10 @@ where
         highest: 0,
         streams: HashMap::new(),
         cont: None,
-        r_window: 65535,
+        // As varnishd: the connection's receive window is taken to start
+        // at our initial stream window (what the client may send before
+        // a WINDOW_UPDATE is its own business).
+        r_window: i64::from(local.initial_window_size),
         flow: Arc::new(Mutex::new(Flow {
             conn_window: 65535,
             streams: HashMap::new(),
@@ -194,6 +200,7 @@ where
         tasks: tokio::task::JoinSet::new(),
         low_water,
         increment,
+        acct: [0; 4],
     };
     let settings = local.encode_changes();
     c.send_frame(svsl, types::SETTINGS, 0, 0, &settings);
@@ -216,6 +223,12 @@ where
         );
     }
     let reason = loop {
+        if !ctx.sh.is_running() {
+            // The cache "process" died (an emulated panic): the
+            // connection goes down with it, nothing more is sent.
+            c.wbuf.clear();
+            break "RX_JUNK";
+        }
         if !c.wbuf.is_empty() {
             let buf = std::mem::take(&mut c.wbuf);
             let send = Duration::from_secs_f64(ctx.tmo.send_timeout.max(0.001));
@@ -273,7 +286,7 @@ where
         .await;
     }
     let _ = wr.shutdown().await;
-    if reason == "RX_JUNK" {
+    if reason == "RX_JUNK" && ctx.sh.is_running() {
         // After a GOAWAY, what the client still sends is read and dropped
         // for a moment, so that closing does not reset the connection
         // before the client has read the GOAWAY.
@@ -299,6 +312,17 @@ where
     drop(out_rx);
     while c.tasks.join_next().await.is_some() {}
     svsl.log(Tag::Debug, format_args!("H2 CLEANUP {reason}"));
+    let [rxh, rxb, txh, txb] = c.acct;
+    let sh = &ctx.sh;
+    sh.counters.add(crate::counters::Main::s_req_hdrbytes, rxh);
+    sh.counters.add(crate::counters::Main::s_req_bodybytes, rxb);
+    sh.counters.add(crate::counters::Main::s_resp_hdrbytes, txh);
+    sh.counters
+        .add(crate::counters::Main::s_resp_bodybytes, txb);
+    svsl.log(
+        Tag::ReqAcct,
+        format_args!("{rxh} {rxb} {} {txh} {txb} {}", rxh + rxb, txh + txb),
+    );
     reason
 }
 
@@ -344,6 +368,10 @@ impl Conn {
             stream: sid,
         }
         .encode();
+        self.acct[2] += 9;
+        if lacquer_http::h2::rules(typ).is_some_and(|r| r.overhead) {
+            self.acct[3] += payload.len() as u64;
+        }
         svsl.log_bytes(Tag::H2TxHdr, &head);
         if !payload.is_empty() {
             svsl.log_bytes(Tag::H2TxBody, payload);
@@ -475,6 +503,10 @@ impl Conn {
             };
             let raw = rbuf.split_to(total).freeze();
             log_rx_frame(svsl, &raw);
+            self.acct[0] += 9;
+            if lacquer_http::h2::rules(head.typ).is_none_or(|r| r.overhead) {
+                self.acct[1] += u64::from(head.len);
+            }
             self.frame(svsl, head, raw.slice(9..))?;
         }
     }

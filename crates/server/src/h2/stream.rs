@@ -309,6 +309,32 @@ async fn serve_request(
         return;
     };
     vsl.log_str(Tag::VCL_use, &vcl.name);
+    let mut req = req;
+    let expect = lacquer_http::expect(&req.headers);
+    if expect == lacquer_http::Expect::Unsupported {
+        sh.counters.inc(Main::client_req_417);
+        minimal_response(conn, &mut vsl, 417);
+        vsl.log(
+            Tag::ReqAcct,
+            format_args!("{hdr_bytes} 0 {hdr_bytes} 0 0 0"),
+        );
+        vsl.log_str(Tag::End, "");
+        return;
+    }
+    // As on HTTP/1: the Expect header is consumed (logged as unset
+    // before the request is), and a body still to come is asked for
+    // with an interim 100.
+    let want_100 = expect == lacquer_http::Expect::Continue && body != BodyKind::None;
+    if expect == lacquer_http::Expect::Continue {
+        if let Some((k, v)) = req
+            .headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(b"expect"))
+        {
+            vsl.log_header(Tag::ReqUnset, k, v);
+        }
+        req.headers.remove("expect");
+    }
     crate::req::log_req_start(&mut vsl, info, &req);
     if req.headers.count("host") > 1 {
         // As varnishd's vcl_recv entry check: a bare 400.
@@ -331,6 +357,11 @@ async fn serve_request(
     let body_timeout = std::time::Duration::from_secs_f64(tmo.timeout_idle.max(0.001));
     let mut ok = true;
     if body != BodyKind::None {
+        if want_100 && let Some(h) = &conn.h2 {
+            let mut block = Vec::new();
+            lacquer_http::h2::encode_response_head(100, std::iter::empty(), &mut block);
+            let _ = h.send(block, false);
+        }
         let prefetch = task.vcl.req_body_prefetch;
         let ahead = if prefetch == 0 {
             Ok((ReqBody::Pending(Pending::new(body)), 0))
