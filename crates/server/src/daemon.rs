@@ -396,8 +396,13 @@ fn write_private(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
     f.write_all(data)
 }
 
-/// Live client sessions, for graceful shutdown.
+/// Live client sessions, for graceful shutdown and `MEMPOOL.sess*.live`.
 static SESSIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// Client sessions open now.
+pub(crate) fn live_sessions() -> u64 {
+    SESSIONS.load(Ordering::Relaxed) as u64
+}
 
 struct SessGuard;
 

@@ -12,6 +12,7 @@ pub mod demo;
 pub mod esi;
 pub mod fetch;
 pub mod gzip;
+pub mod h2;
 pub mod jail;
 pub mod listen;
 pub mod mgt;

@@ -51,10 +51,13 @@ impl HeaderLookup for HeaderView<'_> {
     }
 }
 
-/// The client connection a request arrived on.
+/// The client connection a request arrived on: the bytes of an HTTP/1
+/// connection, or an HTTP/2 stream (request body in, response body out)
+/// whose response head goes out through `h2` instead of as bytes.
 pub struct ClientConn<S> {
     pub stream: S,
     pub rbuf: BytesMut,
+    pub h2: Option<crate::h2::StreamHead>,
 }
 
 /// How a request ended for its connection.
@@ -161,6 +164,13 @@ where
                         t.vsl.log_str(
                             Tag::VCL_Error,
                             "vcl_recv{} returns pipe for ESI included object.  Doing pass.",
+                        );
+                        State::Hash(AfterHash::Pass)
+                    }
+                    Action::Pipe if conn.h2.is_some() => {
+                        t.vsl.log_str(
+                            Tag::VCL_Error,
+                            "vcl_recv{} returns pipe for HTTP/2 request.  Doing pass.",
                         );
                         State::Hash(AfterHash::Pass)
                     }
@@ -1039,6 +1049,23 @@ where
     const R_500: &[u8] =
         b"HTTP/1.1 500 Internal Server Error\r\nServer: Varnish\r\nConnection: close\r\n\r\n";
     t.ws.flush_trace(&mut t.vsl);
+    if let Some(head) = conn.h2.as_ref() {
+        // varnishd's fixed HTTP/2 answer: 500, no body, Server.
+        t.vsl.log_str(Tag::RespProtocol, "HTTP/2.0");
+        t.vsl.log_str(Tag::Error, "workspace_client overflow");
+        t.vsl.log_str(Tag::RespStatus, "500");
+        t.vsl.log_str(Tag::RespReason, "Internal Server Error");
+        t.sh.counters.inc(Main::client_resp_500);
+        let mut block = Vec::new();
+        lacquer_http::h2::encode_response_head(
+            500,
+            [(&b"content-length"[..], &b"0"[..]), (b"server", b"Varnish")].into_iter(),
+            &mut block,
+        );
+        let _ = head.send(block, true);
+        log_unsent(t);
+        return After::Close;
+    }
     t.vsl.log_str(Tag::Error, "workspace_client overflow");
     t.vsl.log_str(Tag::RespProtocol, "HTTP/1.1");
     t.vsl.log_str(Tag::RespStatus, "500");
@@ -1300,8 +1327,14 @@ where
         (None, None) => body_len = Some(0),
     }
     let no_body_status = t.resp.status < 200 || t.resp.status == 204 || t.resp.status == 304;
-    let chunked =
-        send_body && !no_body_status && body_len.is_none() && !t.req.is_http10() && !esi_head;
+    // HTTP/2 frames the body itself and has no connection header.
+    let h2 = conn.h2.is_some();
+    let chunked = !h2
+        && send_body
+        && !no_body_status
+        && body_len.is_none()
+        && !t.req.is_http10()
+        && !esi_head;
     if body_len.is_none() && t.req.is_http10() {
         keep = false;
     }
@@ -1316,7 +1349,9 @@ where
         }
     }
     let conn_hdr = if keep { "keep-alive" } else { "close" };
-    t.resp.headers.append("Connection", conn_hdr);
+    if !h2 {
+        t.resp.headers.append("Connection", conn_hdr);
+    }
     if t.resp.status != status0 {
         let status = u64::from(t.resp.status);
         t.vsl.log_with(Tag::RespStatus, |o| push_u64(o, status));
@@ -1337,8 +1372,10 @@ where
         t.vsl
             .log_header(Tag::RespHeader, b"Transfer-Encoding", b"chunked");
     }
-    t.vsl
-        .log_header(Tag::RespHeader, b"Connection", conn_hdr.as_bytes());
+    if !h2 {
+        t.vsl
+            .log_header(Tag::RespHeader, b"Connection", conn_hdr.as_bytes());
+    }
     let (send_timeout, idle_send) = (t.timeouts.send_timeout, t.timeouts.idle_send_timeout);
     if t.ws.overflowed() {
         drop(params);
@@ -1346,10 +1383,23 @@ where
         return overflowed_500(t, conn, timeout).await;
     }
     drop(params);
-    let mut out = Vec::with_capacity(512);
-    t.resp.write_head(&mut out);
-    let hdr_bytes = out.len() as u64;
     let write_body = send_body && !head_only && !no_body_status;
+    let mut out = Vec::with_capacity(512);
+    let hdr_bytes;
+    if let Some(head) = conn.h2.as_ref() {
+        // The head is a HEADERS frame; only the body is written as bytes.
+        t.vsl.log_str(Tag::RespProtocol, "HTTP/2.0");
+        let mut block = Vec::with_capacity(256);
+        lacquer_http::h2::encode_response_head(t.resp.status, t.resp.headers.iter(), &mut block);
+        hdr_bytes = block.len() as u64;
+        let end = !write_body || body_len == Some(0);
+        if let Err(e) = head.send(block, end) {
+            return After::TxFailed(e);
+        }
+    } else {
+        t.resp.write_head(&mut out);
+        hdr_bytes = out.len() as u64;
+    }
     let mut body_bytes = 0u64;
     let result: Result<(), TxError> = if write_body
         && synth.is_none()
@@ -1522,6 +1572,10 @@ where
         }
         .await
     };
+    if let Some(h) = conn.h2.as_ref() {
+        // What the stream's windows let out, not what was queued.
+        body_bytes = h.body_sent();
+    }
     sh.counters.add(Main::s_resp_hdrbytes, hdr_bytes);
     sh.counters.add(Main::s_resp_bodybytes, body_bytes);
     t.log_ts("Resp");

@@ -91,6 +91,7 @@ pub async fn serve<S>(
     let mut conn = ClientConn {
         stream,
         rbuf: BytesMut::with_capacity(8192),
+        h2: None,
     };
     let mut info = SessInfo {
         vxid: svxid,
@@ -172,11 +173,41 @@ pub async fn serve<S>(
         drop(params);
         // 2. Wait for a complete head.
         let idle = Duration::from_secs_f64(tmo.timeout_idle.max(0.001));
+        let h2_on = sh.params().bit(pid!("feature"), "http2");
+        // With HTTP/2 on, a prior-knowledge preface starts an HTTP/2
+        // session (otherwise it is an HTTP/1 request like any other).
+        while h2_on && let Some(whole) = lacquer_http::h2::preface_state(&conn.rbuf) {
+            if whole {
+                svsl.log_str(Tag::Debug, "H2 Prior Knowledge Upgrade");
+                let ctx = h2_ctx(&sh, &info, tmo, &sock, svxid);
+                let rbuf = std::mem::take(&mut conn.rbuf);
+                let reason = crate::h2::serve(ctx, conn.stream, rbuf, &mut svsl, None).await;
+                return end(&sh, &mut svsl, t_open, reason);
+            }
+            conn.rbuf.reserve(8192);
+            let deadline = tokio::time::Instant::now() + idle;
+            match read_more(&mut conn, idle_timer.as_mut(), deadline).await {
+                None => {
+                    sh.counters.inc(Main::sc_rx_timeout);
+                    return end(&sh, &mut svsl, t_open, "RX_TIMEOUT");
+                }
+                Some(Ok(0)) | Some(Err(_)) => {
+                    sh.counters.inc(Main::sc_rem_close);
+                    return end(&sh, &mut svsl, t_open, "REM_CLOSE");
+                }
+                Some(Ok(_)) => {}
+            }
+        }
         let head = loop {
+            if conn.rbuf.starts_with(&lacquer_http::h2::PREFACE[..18]) {
+                // The preface's request line with HTTP/2 off: varnishd
+                // closes the session without an answer.
+                break Err(None);
+            }
             match parse_request_buf(&mut conn.rbuf, &limits) {
                 Ok(Some(h)) => break Ok(h),
                 Ok(None) => {}
-                Err(e) => break Err(e),
+                Err(e) => break Err(Some(e)),
             }
             conn.rbuf.reserve(8192);
             let deadline = tokio::time::Instant::now() + idle;
@@ -194,13 +225,17 @@ pub async fn serve<S>(
         };
         let head = match head {
             Ok(h) => h,
-            Err(e) if e.status().is_none() => {
+            Err(None) => {
+                sh.counters.inc(Main::sc_req_http20);
+                break "REQ_HTTP20";
+            }
+            Err(Some(e)) if e.status().is_none() => {
                 // An oversized head: varnishd closes without an answer.
                 sh.counters.inc(Main::sc_rx_overflow);
                 svsl.log_str(Tag::Debug, e.message());
                 break "RX_OVERFLOW";
             }
-            Err(e) => {
+            Err(Some(e)) => {
                 // As varnishd: the bad request is a transaction of its own,
                 // answered with a bare status line, and the session ends.
                 sh.counters.inc(Main::client_req_400);
@@ -248,6 +283,41 @@ pub async fn serve<S>(
         let body_kind = head.body;
         let expect = lacquer_http::expect(&head.headers);
         let mut req = ReqMsg::from(head);
+        // `Upgrade: h2c` from an HTTP/1.1 request without a body: the
+        // request becomes stream 1 of an HTTP/2 session.
+        if h2_on
+            && body_kind == BodyKind::None
+            && &req.proto[..] == b"HTTP/1.1"
+            && req.headers.has_token("upgrade", "h2c")
+        {
+            svsl.log_str(Tag::Debug, "H2 Optimistic Upgrade");
+            let Some(pairs) = req
+                .headers
+                .get("http2-settings")
+                .and_then(crate::h2::upgrade_settings)
+            else {
+                svsl.log_str(Tag::Debug, "H2: Bad HTTP-Settings");
+                sh.counters.inc(Main::sc_rx_junk);
+                break "RX_JUNK";
+            };
+            if conn.stream.write_all(crate::h2::RESP_101).await.is_err() {
+                sh.counters.inc(Main::sc_rem_close);
+                break "REM_CLOSE";
+            }
+            req.headers.remove("upgrade");
+            req.headers.remove("http2-settings");
+            req.proto = bytes::Bytes::from_static(b"HTTP/2.0");
+            let up = crate::h2::Upgraded {
+                req,
+                hdr_bytes: req_hdr_bytes as u64,
+                t_req: rfc2616::now(),
+            };
+            let ctx = h2_ctx(&sh, &info, tmo, &sock, svxid);
+            let rbuf = std::mem::take(&mut conn.rbuf);
+            let reason =
+                crate::h2::serve(ctx, conn.stream, rbuf, &mut svsl, Some((up, pairs))).await;
+            return end(&sh, &mut svsl, t_open, reason);
+        }
         // Headers the client's Connection header names are hop-by-hop and
         // go no further; naming a well-known end-to-end header is refused.
         match crate::msg::connection_tokens(&req.headers) {
@@ -410,6 +480,24 @@ pub async fn serve<S>(
         }
     };
     end(&sh, &mut svsl, t_open, reason)
+}
+
+/// What an HTTP/2 session taking over this connection shares with its
+/// streams.
+fn h2_ctx(
+    sh: &Arc<Shared>,
+    info: &Arc<SessInfo>,
+    tmo: SessTimeouts,
+    sock: &Option<crate::sock::SockCtl>,
+    svxid: u32,
+) -> Arc<crate::h2::SessCtx> {
+    Arc::new(crate::h2::SessCtx {
+        sh: sh.clone(),
+        info: info.clone(),
+        tmo,
+        sock: sock.clone(),
+        svxid,
+    })
 }
 
 /// `req VXID rxreq`: the session's `Link` to a request, or the request's

@@ -10,7 +10,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 
-use lacquer_vsl::vsc::tables::{LCK, Lck, Mgt, SMA, SMF, Sma, Smf, VBE, Vbe};
+use lacquer_vsl::vsc::tables::{LCK, Lck, MEMPOOL, Mempool, Mgt, SMA, SMF, Sma, Smf, VBE, Vbe};
 use lacquer_vsl::vsc::{Section, Vsc, VscError};
 
 use crate::counters::Main;
@@ -24,6 +24,8 @@ pub struct Sections {
     /// Per store: `SMA.<name>`, or `SMF.<name>` for a file store.
     sma: Vec<Section>,
     lck_conn_pool: Section,
+    /// `MEMPOOL.req<n>` and `MEMPOOL.sess<n>`, one pair per thread pool.
+    mempool: Vec<(Section, Section)>,
     vbe: Mutex<Vec<(Weak<BackendRt>, Section)>>,
 }
 
@@ -44,11 +46,20 @@ impl Sections {
                 None => vsc.add_section(&SMA, &format!("SMA.{}", s.name()))?,
             });
         }
+        let pools = sh.params().uint("thread_pools");
+        let mut mempool = Vec::new();
+        for i in 0..pools {
+            mempool.push((
+                vsc.add_section(&MEMPOOL, &format!("MEMPOOL.req{i}"))?,
+                vsc.add_section(&MEMPOOL, &format!("MEMPOOL.sess{i}"))?,
+            ));
+        }
         Ok(Sections {
             vsc: vsc.clone(),
             mgt,
             sma,
             lck_conn_pool: vsc.add_section(&LCK, "LCK.conn_pool")?,
+            mempool,
             vbe: Mutex::new(Vec::new()),
         })
     }
@@ -127,6 +138,15 @@ impl Sections {
                 sec.set(Sma::g_bytes, g(&st.g_bytes));
                 sec.set(Sma::g_space, g(&st.g_space));
             }
+        }
+        // Lacquer has no per-pool allocators: what is alive is counted in
+        // the first pool's sections, the others stay at zero.
+        if let Some((req, sess)) = self.mempool.first() {
+            req.set(
+                Mempool::live,
+                crate::task::LIVE_REQS.load(Ordering::Relaxed),
+            );
+            sess.set(Mempool::live, crate::daemon::live_sessions());
         }
         self.publish_backends(sh);
         let lck = &crate::backend::pool::CONN_POOL_LOCKS;

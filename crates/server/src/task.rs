@@ -363,7 +363,32 @@ pub struct TopReq {
 }
 
 /// A client request while it runs client-side VCL.
+/// Client requests alive now (top-level and ESI includes), as varnishd's
+/// request memory pools count the ones handed out.
+pub static LIVE_REQS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// One count in [`LIVE_REQS`], given back when the request ends.
+#[derive(Debug)]
+struct LiveReq;
+
+impl LiveReq {
+    fn new() -> LiveReq {
+        LIVE_REQS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        LiveReq
+    }
+}
+
+impl Drop for LiveReq {
+    fn drop(&mut self) {
+        LIVE_REQS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 pub struct ReqTask {
+    /// Counts the request in `MEMPOOL.req*.live` while it exists.
+    _live: LiveReq,
+    /// The request came on an HTTP/2 stream (`req.transport`).
+    pub h2: bool,
     pub sh: Arc<Shared>,
     pub vcl: Arc<LoadedVcl>,
     pub sess: Arc<SessInfo>,
@@ -482,6 +507,8 @@ impl ReqTask {
         let thread_ws = Workspace::thread(&params);
         drop(params);
         ReqTask {
+            _live: LiveReq::new(),
+            h2: false,
             sh,
             backend_hint: vcl.default_backend(),
             vcl,
@@ -653,6 +680,7 @@ impl Context for ReqTask {
             VarId::RespReason => &self.resp.reason,
             VarId::ObjProto => b"HTTP/1.1",
             VarId::ObjReason => &self.obj()?.data().reason,
+            VarId::ReqTransport if self.h2 => b"HTTP/2",
             VarId::ReqTransport => b"HTTP/1",
             VarId::ReqXid => self.vxid_str.as_bytes(),
             VarId::SessXid => self.sess.vxid_str.as_bytes(),

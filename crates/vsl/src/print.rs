@@ -28,9 +28,16 @@ pub struct PrintOptions {
 }
 
 /// Appends the payload of `rec` as varnishlog prints it: text as its raw
-/// bytes, binary and unsafe payloads quoted with `%xx` escapes.
+/// bytes, binary payloads (HTTP/2 frames) as hex in brackets, unsafe
+/// payloads quoted with `%xx` escapes.
 pub fn push_payload(out: &mut Vec<u8>, tag: Tag, data: &[u8]) {
-    if tag.flags() & (F_BINARY | F_UNSAFE) != 0 {
+    if tag.flags() & F_BINARY != 0 {
+        out.push(b'[');
+        for &c in data {
+            let _ = write!(out, "{c:02x}");
+        }
+        out.push(b']');
+    } else if tag.flags() & F_UNSAFE != 0 {
         out.push(b'"');
         // All bytes, a Debug record's terminating NUL too (`%00`), as
         // varnishlog prints them.
@@ -369,7 +376,10 @@ mod tests {
     fn binary_payloads_and_deep_levels() {
         let mut s = Vec::new();
         push_payload(&mut s, Tag::H2RxHdr, &[0, 1, b'a', 0xff]);
-        assert_eq!(s, b"\"%00%01a%ff\"");
+        assert_eq!(s, b"[000161ff]");
+        let mut s = Vec::new();
+        push_payload(&mut s, Tag::Debug, b"x\0");
+        assert_eq!(s, b"\"x%00\"");
         let mut s = Vec::new();
         push_payload(&mut s, Tag::ReqURL, b"/a\0junk");
         assert_eq!(s, b"/a");

@@ -45,7 +45,6 @@ pub mod commands;
 pub mod ctx;
 pub mod h2;
 pub mod haproxy;
-pub mod hpack;
 pub mod http;
 pub mod lexer;
 pub mod logexpect;

@@ -554,6 +554,7 @@ fn include<'a>(
             let mut conn = ClientConn {
                 stream: EsiStream { inner: w },
                 rbuf: BytesMut::new(),
+                h2: None,
             };
             crate::req::handle(&mut child, &mut conn).await;
         }

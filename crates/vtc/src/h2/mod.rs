@@ -16,15 +16,15 @@
 //! the socket; `reader` is held only by the stream in the reader role;
 //! `writer` serialises whole frames on the wire.
 
-pub mod frame;
+pub use lacquer_http::h2::frame;
 
 use crate::ctx::{Ctx, Fail, R, lock};
-use crate::hpack::{self, Header, Indexing, Name, Table};
 use crate::http::{self, Stream};
 use crate::script::{self, Cmd};
 use crate::text::{bytes, latin1};
 use crate::{bail, fail};
 use frame::{Head, Meta, flags, types};
+use lacquer_http::hpack::{self, Header, Indexing, Name, Table};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};

@@ -1,5 +1,5 @@
-//! HTTP/2 frames (RFC 7540 section 4 and 6) as the runner sends and checks
-//! them: the 9-byte frame header, payload parsing with strict length
+//! HTTP/2 frames (RFC 7540 section 4 and 6), as lacquerd reads them and the
+//! vtc runner sends and checks them: the 9-byte frame header, payload parsing with strict length
 //! checks into the metadata tests can `expect` on, and the names of frame
 //! types, error codes and settings used in logs and options.
 

@@ -1,4 +1,5 @@
-//! HPACK header compression (RFC 7541) for the runner's HTTP/2 actors.
+//! HPACK header compression (RFC 7541), shared by lacquerd's HTTP/2
+//! sessions and the vtc runner's HTTP/2 actors.
 //!
 //! The runner must be able to send exactly the representation a test asks
 //! for (`-idxHdr`, `-litIdxHdr inc|not|never`, `-litHdr`, Huffman or
@@ -100,6 +101,8 @@ pub enum DecodeError {
     BadIndex(u32),
     /// A Huffman string did not decode.
     Huffman(huffman::HuffError),
+    /// A dynamic table size update above the size the decoder allows.
+    TableSize(u32),
 }
 
 impl std::fmt::Display for DecodeError {
@@ -109,6 +112,12 @@ impl std::fmt::Display for DecodeError {
             DecodeError::Overflow => f.write_str("integer larger than 32 bits"),
             DecodeError::BadIndex(i) => write!(f, "index {i} is not in the header tables"),
             DecodeError::Huffman(e) => write!(f, "{e}"),
+            DecodeError::TableSize(n) => {
+                write!(
+                    f,
+                    "dynamic table size update to {n} is above the allowed size"
+                )
+            }
         }
     }
 }
@@ -352,10 +361,21 @@ impl Cursor<'_> {
 /// Decode a whole header block, updating `table`. Returns the fields
 /// decoded, and the error that stopped decoding early, if any.
 pub fn decode_block(table: &mut Table, block: &[u8]) -> (Vec<Header>, Option<DecodeError>) {
+    decode_block_bounded(table, block, u32::MAX)
+}
+
+/// [`decode_block`] for a decoder that announced `max_table` as its
+/// SETTINGS_HEADER_TABLE_SIZE: a dynamic table size update above it is an
+/// error (RFC 7541 section 4.2).
+pub fn decode_block_bounded(
+    table: &mut Table,
+    block: &[u8],
+    max_table: u32,
+) -> (Vec<Header>, Option<DecodeError>) {
     let mut c = Cursor { buf: block, pos: 0 };
     let mut out = Vec::new();
     while c.pos < block.len() {
-        match decode_field(table, &mut c) {
+        match decode_field(table, &mut c, max_table) {
             Ok(Some(h)) => out.push(h),
             Ok(None) => {}
             Err(e) => return (out, Some(e)),
@@ -364,7 +384,11 @@ pub fn decode_block(table: &mut Table, block: &[u8]) -> (Vec<Header>, Option<Dec
     (out, None)
 }
 
-fn decode_field(table: &mut Table, c: &mut Cursor<'_>) -> Result<Option<Header>, DecodeError> {
+fn decode_field(
+    table: &mut Table,
+    c: &mut Cursor<'_>,
+    max_table: u32,
+) -> Result<Option<Header>, DecodeError> {
     let first = c.buf[c.pos];
     let lookup = |table: &Table, i: u32| {
         table
@@ -379,6 +403,9 @@ fn decode_field(table: &mut Table, c: &mut Cursor<'_>) -> Result<Option<Header>,
     }
     if first & 0xe0 == 0x20 {
         let max = c.int(5)?;
+        if max > max_table {
+            return Err(DecodeError::TableSize(max));
+        }
         table.resize(max);
         return Ok(None);
     }
