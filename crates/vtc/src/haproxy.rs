@@ -297,9 +297,13 @@ impl Haproxy {
             bail!("haproxy {} is not running", self.name)
         };
         ctx.log(2, &self.name, &format!("Stop HAproxy pid={}", r.pid));
-        let mut signalled = false;
+        // As varnishtest: SIGINT, then TERM, then KILL, two seconds each
+        // (a soft-stopping HAProxy may wait for its connections); the exit
+        // by the last signal sent is a good one.
+        let mut last_signal: Option<(&str, i32)> = None;
         if !r.check_mode {
-            let mut sig = "INT";
+            let signals = [("INT", 2), ("TERM", 15), ("KILL", 9)];
+            let mut next = 0;
             let mut tries = 0;
             loop {
                 let alive = if st.daemon {
@@ -311,14 +315,14 @@ impl Haproxy {
                     break;
                 }
                 if tries == 0 {
-                    signalled |= send_signal(r.pid, sig, false) && sig == "INT";
+                    let (name, num) = signals[next];
+                    if send_signal(r.pid, name, false) {
+                        last_signal = Some((name, num));
+                    }
+                    next = (next + 1).min(signals.len() - 1);
                 }
                 std::thread::sleep(Duration::from_millis(100));
-                tries += 1;
-                if tries == 20 {
-                    sig = if sig == "INT" { "TERM" } else { "KILL" };
-                    tries = 0;
-                }
+                tries = (tries + 1) % 20;
             }
         }
         let out = r.output.join().unwrap_or_default();
@@ -330,13 +334,14 @@ impl Haproxy {
         ctx.untrack_pid(r.pid);
         if !st.daemon {
             use std::os::unix::process::ExitStatusExt;
-            let ok =
-                status.code() == Some(st.expect_exit) || (signalled && status.signal() == Some(2));
-            if !ok {
+            let by_signal = last_signal.is_some_and(|(_, n)| status.signal() == Some(n));
+            if status.code() != Some(st.expect_exit) && !by_signal {
                 bail!(
                     "Bad exit status: {status} (expected exit {}{})",
                     st.expect_exit,
-                    if signalled { " or SIGINT" } else { "" }
+                    last_signal
+                        .map(|(n, _)| format!(" or SIG{n}"))
+                        .unwrap_or_default()
                 );
             }
             ctx.log(2, &self.name, &format!("Exit status: {status}"));
