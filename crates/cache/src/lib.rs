@@ -78,7 +78,7 @@ pub use ban::{BanError, BanObject, BanRequest, BanSpec};
 pub use banlist::BanInfo;
 pub use cache::{
     BusyObj, Cache, CacheConfig, CacheEvent, EventSink, FetchBody, Lookup, LookupRequest,
-    LookupResult, LurkerReport, NewBody, NewObject, StorageError, Unbusied, Waiter,
+    LookupResult, LurkerReport, NewBody, NewObject, PiecePlan, StorageError, Unbusied, Waiter,
 };
 pub use hash::{Digest, HashBuilder, digest_hex};
 pub use headers::StoredHeaders;

@@ -512,3 +512,83 @@ fn objects_cost_what_varnishd_charges() {
     );
     assert_eq!(c3, 202);
 }
+
+/// Counters of `c`'s store `s0`: (c_req, c_bytes, c_freed, g_alloc, g_bytes).
+fn sma(c: &Cache) -> (u64, u64, u64, u64, u64) {
+    let s0 = c.store("s0").unwrap();
+    let st = s0.stevedore().stats();
+    let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    (
+        g(&st.c_req),
+        g(&st.c_bytes),
+        g(&st.c_freed),
+        g(&st.g_alloc),
+        g(&st.g_bytes),
+    )
+}
+
+/// A streamed body planned as `plan` and made of `len` bytes in 1000-byte
+/// segments; returns the object's own charge and the counters.
+fn streamed_with(plan: (Option<u64>, u64), len: usize) -> (u64, (u64, u64, u64, u64, u64)) {
+    let c = cache();
+    let (busy, _) = expect_miss(lookup(&c, &digest("/p"), T0));
+    let s0 = c.store("s0").unwrap();
+    let (obj, mut fb) = unbusy_streamed(busy, &s0);
+    let own = sma(&c).1;
+    fb.plan(plan.0, plan.1);
+    let body = vec![b'q'; len];
+    for part in body.chunks(1000) {
+        fb.push(Bytes::copy_from_slice(part)).unwrap();
+    }
+    fb.finish();
+    assert_eq!(obj.body().len_so_far(), len as u64);
+    (own, sma(&c))
+}
+
+#[test]
+fn the_last_piece_is_trimmed_as_varnishd_does() {
+    // Enough left over: the bytes move to a piece of their size and the
+    // old piece is freed (g00002's extra storage request).
+    let (own, got) = streamed_with((None, 4096), 273);
+    assert_eq!(got, (3, own + 4096 + 273, 4096, 2, own + 273));
+    // Less than 512 bytes unused: the piece stays as it is.
+    let (own, got) = streamed_with((None, 4096), 3700);
+    assert_eq!(got, (2, own + 4096, 0, 2, own + 4096));
+    // The backend's length first, even when a filter shrank the body.
+    let (own, got) = streamed_with((Some(10_000), 4096), 383);
+    assert_eq!(got, (3, own + 10_000 + 383, 10_000, 2, own + 383));
+    // A body outgrowing the estimate continues in fetch_chunksize pieces.
+    let (own, got) = streamed_with((Some(1000), 4096), 3000);
+    assert_eq!(got, (4, own + 1000 + 4096 + 2000, 4096, 3, own + 3000));
+    // An exact estimate leaves nothing to trim.
+    let (own, got) = streamed_with((Some(3000), 4096), 3000);
+    assert_eq!(got, (2, own + 3000, 0, 2, own + 3000));
+}
+
+#[test]
+fn complete_bodies_are_charged_as_their_fetch_would_have_been() {
+    static BODY: [u8; 383] = [b'g'; 383];
+    let c = cache();
+    let (busy, _) = expect_miss(lookup(&c, &digest("/z"), T0));
+    let s0 = c.store("s0").unwrap();
+    let obj = busy
+        .unbusy(
+            NewObject {
+                body_chunk: Some(PiecePlan {
+                    estimate: Some(10_000),
+                    chunk: 4096,
+                }),
+                ..new_obj(meta(1, T0, 60.0, 0.0, 0.0), &BODY)
+            },
+            &s0,
+        )
+        .unwrap()
+        .obj;
+    let (c_req, c_bytes, c_freed, g_alloc, g_bytes) = sma(&c);
+    let own = g_bytes - 383;
+    assert_eq!(
+        (c_req, c_bytes, c_freed, g_alloc),
+        (3, own + 10_000 + 383, 10_000, 2)
+    );
+    assert_eq!(obj.charged_bytes(), g_bytes);
+}
