@@ -256,6 +256,11 @@ pub struct NewObject {
     /// would have allocated, or in one piece of its length (`None`:
     /// synthetic bodies, copies).
     pub body_chunk: Option<PiecePlan>,
+    /// Bytes of the Vary data varnishd keeps with a shared object, when
+    /// they differ from what the object's matching spec says: varnishd
+    /// also keeps `Accept-Encoding`, which Lacquer does not split variants
+    /// on under `http_gzip_support`. `None`: the spec's size.
+    pub vary_bytes: Option<u64>,
 }
 
 /// How many least-recently-used objects a nuke looks at to find one that is not
@@ -1310,6 +1315,7 @@ impl Inner {
             gzip_changed,
             body,
             body_chunk,
+            vary_bytes,
         } = obj;
         let (body, writer): (Body, Option<BodyWriter>) = match body {
             NewBody::Empty => (Body::empty(), None),
@@ -1332,8 +1338,13 @@ impl Inner {
         // headers, then a complete body (in pieces when it was produced
         // without a known length, the last one trimmed as `trim_last`
         // says), then ESI data.
-        let overhead = data.charge_bytes() + oc.vary.get().map_or(0, VarySpec::storage_size);
-        let mut allocs = vec![overhead as u64];
+        // A private (pass) object has no Vary data.
+        let vary = match vary_bytes {
+            _ if oc.flags() & F_PRIVATE != 0 => 0,
+            Some(n) => n,
+            None => oc.vary.get().map_or(0, VarySpec::storage_size) as u64,
+        };
+        let mut allocs = vec![data.charge_bytes() as u64 + vary];
         let body_len = data.body.len_so_far();
         let plan = body_chunk.unwrap_or(PiecePlan {
             estimate: Some(body_len),

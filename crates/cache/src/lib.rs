@@ -46,6 +46,7 @@
 //!                 esi: None,
 //!                 gzip_changed: false,
 //!                 body_chunk: None,
+//!                 vary_bytes: None,
 //!                 body: NewBody::Streamed,
 //!             };
 //!             let mut inserted = busy.unbusy(new, &s0).expect("storage");

@@ -592,3 +592,34 @@ fn complete_bodies_are_charged_as_their_fetch_would_have_been() {
     );
     assert_eq!(obj.charged_bytes(), g_bytes);
 }
+
+#[test]
+fn stored_vary_data_is_charged_to_shared_objects_only() {
+    static BODY: [u8; 10] = [b'v'; 10];
+    let c = cache();
+    let s0 = c.store("s0").unwrap();
+    let plain = insert(&c, &digest("/plain"), meta(1, T0, 60.0, 0.0, 0.0), &BODY);
+    let (busy, _) = expect_miss(lookup(&c, &digest("/vary"), T0));
+    let varied = busy
+        .unbusy(
+            NewObject {
+                vary_bytes: Some(32),
+                ..new_obj(meta(2, T0, 60.0, 0.0, 0.0), &BODY)
+            },
+            &s0,
+        )
+        .unwrap()
+        .obj;
+    assert_eq!(varied.charged_bytes(), plain.charged_bytes() + 32);
+    let private = c
+        .insert_private(
+            NewObject {
+                vary_bytes: Some(32),
+                ..new_obj(meta(3, T0, 60.0, 0.0, 0.0), &BODY)
+            },
+            &s0,
+        )
+        .unwrap()
+        .obj;
+    assert_eq!(private.charged_bytes(), plain.charged_bytes());
+}

@@ -736,7 +736,21 @@ fn object_from(bo: &BoTask, kind: ObjKind) -> NewObject {
         gzip_changed: false,
         body: NewBody::Empty,
         body_chunk: None,
+        vary_bytes: stored_vary_bytes(bo),
     }
+}
+
+/// The size of the Vary data varnishd would keep with the object when it
+/// differs from the matching spec's: under `http_gzip_support` varnishd
+/// keeps `Accept-Encoding` (with the normalised request value) where
+/// Lacquer drops it from matching.
+fn stored_vary_bytes(bo: &BoTask) -> Option<u64> {
+    if !bo.sh.params().flag(pid!("http_gzip_support")) {
+        return None;
+    }
+    let v = bo.beresp.headers.get("vary")?;
+    let spec = lacquer_cache::VarySpec::capture([v], &crate::req::HeaderView(&bo.bereq0));
+    Some(spec.map_or(0, |s| s.storage_size() as u64))
 }
 
 /// Headers stored in an object: beresp without hop-by-hop fields. As
