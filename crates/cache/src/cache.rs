@@ -58,23 +58,30 @@ impl Default for CacheConfig {
 
 /// How varnishd's fetch allocates a body's storage: the backend's length
 /// at once when it was known (even when filters change the body), then
-/// pieces of `fetch_chunksize`; the last piece is trimmed at the end.
+/// pieces of `fetch_chunksize`, none larger than `fetch_maxchunksize`; the
+/// last piece is trimmed at the end. A piece that does not fit is asked
+/// for again at half the size, down to `fetch_chunksize`, before objects
+/// are nuked to make room.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PiecePlan {
     /// The backend's body length, when known.
     pub estimate: Option<u64>,
     /// `fetch_chunksize`.
     pub chunk: u64,
+    /// `fetch_maxchunksize`.
+    pub max_chunk: u64,
 }
 
 impl PiecePlan {
     /// The size of the next piece when `estimate` bytes are still expected;
     /// `None` without an estimate and without a chunk size.
-    fn next(estimate: Option<u64>, chunk: u64) -> Option<u64> {
-        match estimate {
-            Some(left) if left > 0 => Some(left),
-            _ => (chunk > 0).then_some(chunk),
-        }
+    fn next(&self, estimate: Option<u64>) -> Option<u64> {
+        let size = match estimate {
+            Some(left) if left > 0 => left,
+            _ if self.chunk > 0 => self.chunk,
+            _ => return None,
+        };
+        Some(size.min(self.max_chunk.max(1)))
     }
 }
 
@@ -1253,6 +1260,19 @@ impl Inner {
     /// Charge `bytes` to `store`, nuking up to `nuke_limit` LRU objects of that
     /// store to make room.
     fn allocate(&self, store: &StoreRef, bytes: u64) -> Result<Allocation, StorageError> {
+        self.allocate_piece(store, bytes, bytes)
+    }
+
+    /// Charge a body piece of `bytes` to `store` as varnishd's fetch asks
+    /// for one: when it does not fit, ask again at half the size until a
+    /// size of `floor` or less was tried, and only then nuke an LRU object
+    /// (up to `nuke_limit`) and start over.
+    fn allocate_piece(
+        &self,
+        store: &StoreRef,
+        bytes: u64,
+        floor: u64,
+    ) -> Result<Allocation, StorageError> {
         let sv = store.stevedore();
         let err = |nuked| StorageError {
             store: sv.name(),
@@ -1261,10 +1281,17 @@ impl Inner {
         };
         let mut nuked = 0u32;
         loop {
-            if let Ok(a) = sv.try_alloc(bytes) {
-                return Ok(a);
+            let mut size = bytes.max(1);
+            loop {
+                if let Ok(a) = sv.try_alloc(size) {
+                    return Ok(a);
+                }
+                if size <= floor || size == 1 {
+                    break;
+                }
+                size /= 2;
             }
-            if sv.limit().is_some_and(|l| bytes > l) {
+            if sv.limit().is_some_and(|l| size > l) {
                 return Err(err(nuked));
             }
             if nuked >= self.cfg.nuke_limit {
@@ -1349,13 +1376,14 @@ impl Inner {
         let plan = body_chunk.unwrap_or(PiecePlan {
             estimate: Some(body_len),
             chunk: body_len,
+            max_chunk: body_len,
         });
         let mut estimate = plan.estimate;
         let mut piece = 0;
         let mut trimmed = 0;
         let mut left = body_len;
         while left > 0 {
-            piece = PiecePlan::next(estimate, plan.chunk).unwrap_or(left);
+            piece = plan.next(estimate).unwrap_or(left);
             allocs.push(piece);
             trimmed = piece.saturating_sub(left);
             left = left.saturating_sub(piece);
@@ -1455,7 +1483,11 @@ impl Inner {
             store: store.clone(),
             cache: Arc::clone(self),
             expected: None,
-            chunk: 0,
+            plan: PiecePlan {
+                estimate: None,
+                chunk: 0,
+                max_chunk: u64::MAX,
+            },
             spare: 0,
             piece: 0,
         });
@@ -1639,8 +1671,8 @@ pub struct FetchBody {
     cache: Arc<Inner>,
     /// Body bytes still expected, when the length is known.
     expected: Option<u64>,
-    /// Allocation size while the length is unknown (`fetch_chunksize`).
-    chunk: u64,
+    /// Piece sizes; unplanned (chunk 0), each segment gets its own piece.
+    plan: PiecePlan,
     /// Bytes charged but not filled yet.
     spare: u64,
     /// Size of the piece being filled.
@@ -1648,12 +1680,11 @@ pub struct FetchBody {
 }
 
 impl FetchBody {
-    /// How storage is allocated from now on: `expected` body bytes when the
-    /// backend's length is known, then (or else) pieces of `chunk` bytes
-    /// (`fetch_chunksize`), as varnishd's fetch asks for them.
-    pub fn plan(&mut self, expected: Option<u64>, chunk: u64) {
-        self.expected = expected;
-        self.chunk = chunk;
+    /// How storage is allocated from now on (see [`PiecePlan`]), as
+    /// varnishd's fetch asks for it.
+    pub fn plan(&mut self, plan: PiecePlan) {
+        self.expected = plan.estimate;
+        self.plan = plan;
     }
 
     /// Append a segment. Storage is allocated as planned, in the pieces the
@@ -1665,18 +1696,13 @@ impl FetchBody {
         while !seg.is_empty() {
             let need = seg.len() as u64;
             if self.spare == 0 {
-                // Unplanned, each segment gets its own piece.
-                let planned = PiecePlan::next(self.expected, self.chunk).unwrap_or(need);
+                let planned = self.plan.next(self.expected).unwrap_or(need);
                 let want = sv.grant(planned).clamp(1, planned);
-                // A smaller piece may still fit where the planned one does not.
-                let got = match self.cache.allocate(&self.store, want) {
-                    Ok(a) => a,
-                    Err(_) if want > need => {
-                        let less = sv.grant(need).clamp(1, need);
-                        self.cache.allocate(&self.store, less)?
-                    }
-                    Err(e) => return Err(e),
+                let floor = match self.plan.chunk {
+                    0 => want,
+                    chunk => chunk,
                 };
+                let got = self.cache.allocate_piece(&self.store, want, floor)?;
                 self.oc.charged.fetch_add(got.bytes, Ordering::Relaxed);
                 self.oc.allocs.fetch_add(1, Ordering::Relaxed);
                 self.spare = got.bytes;

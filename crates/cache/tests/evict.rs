@@ -350,7 +350,11 @@ fn streamed_bodies_are_charged_in_pieces_and_trimmed() {
     // in, the unused tail given back at the end.
     let (mut u, head) = stream("/chunked", 1);
     let mut fb = u.body.take().unwrap();
-    fb.plan(None, 16384);
+    fb.plan(PiecePlan {
+        estimate: None,
+        chunk: 16384,
+        max_chunk: u64::MAX,
+    });
     fb.push(Bytes::from(vec![0u8; 4096])).unwrap();
     assert_eq!(g_bytes(), head + 16384);
     fb.push(Bytes::from(vec![0u8; 20000])).unwrap();
@@ -363,7 +367,11 @@ fn streamed_bodies_are_charged_in_pieces_and_trimmed() {
     let before = g_bytes();
     let (mut u2, head2) = stream("/length", 2);
     let mut fb = u2.body.take().unwrap();
-    fb.plan(Some(3000), 16384);
+    fb.plan(PiecePlan {
+        estimate: Some(3000),
+        chunk: 16384,
+        max_chunk: u64::MAX,
+    });
     fb.push(Bytes::from(vec![0u8; 1000])).unwrap();
     assert_eq!(g_bytes(), head2 + 3000);
     fb.push(Bytes::from(vec![0u8; 2000])).unwrap();
@@ -535,7 +543,11 @@ fn streamed_with(plan: (Option<u64>, u64), len: usize) -> (u64, (u64, u64, u64, 
     let s0 = c.store("s0").unwrap();
     let (obj, mut fb) = unbusy_streamed(busy, &s0);
     let own = sma(&c).1;
-    fb.plan(plan.0, plan.1);
+    fb.plan(PiecePlan {
+        estimate: plan.0,
+        chunk: plan.1,
+        max_chunk: u64::MAX,
+    });
     let body = vec![b'q'; len];
     for part in body.chunks(1000) {
         fb.push(Bytes::copy_from_slice(part)).unwrap();
@@ -577,6 +589,7 @@ fn complete_bodies_are_charged_as_their_fetch_would_have_been() {
                 body_chunk: Some(PiecePlan {
                     estimate: Some(10_000),
                     chunk: 4096,
+                    max_chunk: u64::MAX,
                 }),
                 ..new_obj(meta(1, T0, 60.0, 0.0, 0.0), &BODY)
             },
@@ -622,4 +635,31 @@ fn stored_vary_data_is_charged_to_shared_objects_only() {
         .unwrap()
         .obj;
     assert_eq!(private.charged_bytes(), plain.charged_bytes());
+}
+
+#[test]
+fn a_piece_that_does_not_fit_is_halved_before_nuking() {
+    let c = cache_with(Some(100_000), 50);
+    static OLD: [u8; 10] = [b'o'; 10];
+    insert(&c, &digest("/old"), meta(1, T0, 60.0, 0.0, 0.0), &OLD);
+    let (busy, _) = expect_miss(lookup(&c, &digest("/h"), T0));
+    let s0 = c.store("s0").unwrap();
+    let (_obj, mut fb) = unbusy_streamed(busy, &s0);
+    fb.plan(PiecePlan {
+        estimate: Some(1_000_000),
+        chunk: 4096,
+        max_chunk: 400_000,
+    });
+    let before = sma(&c);
+    fb.push(Bytes::from(vec![b'h'; 5000])).unwrap();
+    let after = sma(&c);
+    // Capped at 400 000, then 200 000 and 100 000 fail; 50 000 fits
+    // without nuking the old object.
+    assert_eq!(after.0 - before.0, 4);
+    assert_eq!(after.1 - before.1, 50_000);
+    assert_eq!(get(&c.stats().n_lru_nuked), 0);
+    let s = s0.stevedore().stats();
+    assert_eq!(s.c_fail.load(Ordering::Relaxed), 3);
+    fb.finish();
+    expect_hit(lookup(&c, &digest("/old"), T0));
 }

@@ -60,7 +60,11 @@ fn store_streamed(c: &Cache, url: &str, body: &[u8]) -> ObjRef {
     let (busy, _) = expect_miss(lookup(c, &digest(url), T0));
     let s0 = c.store("s0").unwrap();
     let (obj, mut fb) = unbusy_streamed(busy, &s0);
-    fb.plan(None, 128 * 1024);
+    fb.plan(PiecePlan {
+        estimate: None,
+        chunk: 128 * 1024,
+        max_chunk: u64::MAX,
+    });
     for part in body.chunks(10_000) {
         fb.push(Bytes::copy_from_slice(part)).unwrap();
     }
@@ -160,7 +164,11 @@ async fn a_body_larger_than_the_file_fails_cleanly() {
     let (busy, _) = expect_miss(lookup(&c, &digest("/big"), T0));
     let s0 = c.store("s0").unwrap();
     let (_obj, mut fb) = unbusy_streamed(busy, &s0);
-    fb.plan(None, 128 * 1024);
+    fb.plan(PiecePlan {
+        estimate: None,
+        chunk: 128 * 1024,
+        max_chunk: u64::MAX,
+    });
     let e = fb.push(Bytes::from(vec![7u8; 2 << 20])).unwrap_err();
     assert_eq!(e.store, "s0");
     fb.fail();
@@ -174,7 +182,11 @@ async fn a_reader_streaming_across_the_trim_reads_every_byte() {
     let (busy, _) = expect_miss(lookup(&c, &digest("/m"), T0));
     let s0 = c.store("s0").unwrap();
     let (obj, mut fb) = unbusy_streamed(busy, &s0);
-    fb.plan(None, 128 * 1024);
+    fb.plan(PiecePlan {
+        estimate: None,
+        chunk: 128 * 1024,
+        max_chunk: u64::MAX,
+    });
     let mut r = obj.body().reader();
     let (head, tail) = body.split_at(140_000);
     for part in head.chunks(10_000) {

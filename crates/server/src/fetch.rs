@@ -967,6 +967,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
                 _ => None,
             },
             chunk: bo.sh.params().bytes(pid!("fetch_chunksize")).max(1),
+            max_chunk: bo.sh.params().bytes(pid!("fetch_maxchunksize")).max(1),
         }),
         ..object_from(bo, kind)
     };
@@ -1039,10 +1040,14 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             BodyKind::Length(n) => Some(n),
             _ => None,
         };
-        writer.plan(
-            expected,
-            bo.sh.params().bytes(pid!("fetch_chunksize")).max(1),
-        );
+        writer.plan({
+            let params = bo.sh.params();
+            PiecePlan {
+                estimate: expected,
+                chunk: params.bytes(pid!("fetch_chunksize")).max(1),
+                max_chunk: params.bytes(pid!("fetch_maxchunksize")).max(1),
+            }
+        });
         let result = pump_body(
             between_bytes(bo, &f),
             &mut f,
