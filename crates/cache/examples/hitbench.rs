@@ -50,6 +50,7 @@ fn main() {
             esi: None,
             gzip_changed: false,
             body_chunk: None,
+            vary_bytes: None,
             body: NewBody::Complete(Body::from_segments(vec![Bytes::from(vec![b'x'; 1024])])),
         };
         busy.unbusy(obj, &store).expect("unlimited store");

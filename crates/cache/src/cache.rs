@@ -56,6 +56,35 @@ impl Default for CacheConfig {
     }
 }
 
+/// How varnishd's fetch allocates a body's storage: the backend's length
+/// at once when it was known (even when filters change the body), then
+/// pieces of `fetch_chunksize`, none larger than `fetch_maxchunksize`; the
+/// last piece is trimmed at the end. A piece that does not fit is asked
+/// for again at half the size, down to `fetch_chunksize`, before objects
+/// are nuked to make room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PiecePlan {
+    /// The backend's body length, when known.
+    pub estimate: Option<u64>,
+    /// `fetch_chunksize`.
+    pub chunk: u64,
+    /// `fetch_maxchunksize`.
+    pub max_chunk: u64,
+}
+
+impl PiecePlan {
+    /// The size of the next piece when `estimate` bytes are still expected;
+    /// `None` without an estimate and without a chunk size.
+    fn next(&self, estimate: Option<u64>) -> Option<u64> {
+        let size = match estimate {
+            Some(left) if left > 0 => left,
+            _ if self.chunk > 0 => self.chunk,
+            _ => return None,
+        };
+        Some(size.min(self.max_chunk.max(1)))
+    }
+}
+
 /// A store could not make room for an allocation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("Could not get storage: {wanted} bytes in store {store:?} (evicted {nuked} objects)")]
@@ -230,10 +259,15 @@ pub struct NewObject {
     pub gzip_changed: bool,
     /// Body source.
     pub body: NewBody,
-    /// How a complete body is charged to its store: in pieces of this many
-    /// bytes (varnishd's `fetch_chunksize`, when a fetch filter changed the
-    /// length), or in one piece (`None`, the length was known).
-    pub body_chunk: Option<u64>,
+    /// How a complete body is charged to its store: in the pieces a fetch
+    /// would have allocated, or in one piece of its length (`None`:
+    /// synthetic bodies, copies).
+    pub body_chunk: Option<PiecePlan>,
+    /// Bytes of the Vary data varnishd keeps with a shared object, when
+    /// they differ from what the object's matching spec says: varnishd
+    /// also keeps `Accept-Encoding`, which Lacquer does not split variants
+    /// on under `http_gzip_support`. `None`: the spec's size.
+    pub vary_bytes: Option<u64>,
 }
 
 /// How many least-recently-used objects a nuke looks at to find one that is not
@@ -1226,6 +1260,19 @@ impl Inner {
     /// Charge `bytes` to `store`, nuking up to `nuke_limit` LRU objects of that
     /// store to make room.
     fn allocate(&self, store: &StoreRef, bytes: u64) -> Result<Allocation, StorageError> {
+        self.allocate_piece(store, bytes, bytes)
+    }
+
+    /// Charge a body piece of `bytes` to `store` as varnishd's fetch asks
+    /// for one: when it does not fit, ask again at half the size until a
+    /// size of `floor` or less was tried, and only then nuke an LRU object
+    /// (up to `nuke_limit`) and start over.
+    fn allocate_piece(
+        &self,
+        store: &StoreRef,
+        bytes: u64,
+        floor: u64,
+    ) -> Result<Allocation, StorageError> {
         let sv = store.stevedore();
         let err = |nuked| StorageError {
             store: sv.name(),
@@ -1234,10 +1281,17 @@ impl Inner {
         };
         let mut nuked = 0u32;
         loop {
-            if let Ok(a) = sv.try_alloc(bytes) {
-                return Ok(a);
+            let mut size = bytes.max(1);
+            loop {
+                if let Ok(a) = sv.try_alloc(size) {
+                    return Ok(a);
+                }
+                if size <= floor || size == 1 {
+                    break;
+                }
+                size /= 2;
             }
-            if sv.limit().is_some_and(|l| bytes > l) {
+            if sv.limit().is_some_and(|l| size > l) {
                 return Err(err(nuked));
             }
             if nuked >= self.cfg.nuke_limit {
@@ -1288,6 +1342,7 @@ impl Inner {
             gzip_changed,
             body,
             body_chunk,
+            vary_bytes,
         } = obj;
         let (body, writer): (Body, Option<BodyWriter>) = match body {
             NewBody::Empty => (Body::empty(), None),
@@ -1308,17 +1363,31 @@ impl Inner {
         };
         // Charged as varnishd's storage allocates: the object with its
         // headers, then a complete body (in pieces when it was produced
-        // without a known length, the last one trimmed), then ESI data.
-        let overhead = data.charge_bytes() + oc.vary.get().map_or(0, VarySpec::storage_size);
-        let mut allocs = vec![overhead as u64];
+        // without a known length, the last one trimmed as `trim_last`
+        // says), then ESI data.
+        // A private (pass) object has no Vary data.
+        let vary = match vary_bytes {
+            _ if oc.flags() & F_PRIVATE != 0 => 0,
+            Some(n) => n,
+            None => oc.vary.get().map_or(0, VarySpec::storage_size) as u64,
+        };
+        let mut allocs = vec![data.charge_bytes() as u64 + vary];
         let body_len = data.body.len_so_far();
-        let piece = body_chunk.unwrap_or(body_len).max(1);
+        let plan = body_chunk.unwrap_or(PiecePlan {
+            estimate: Some(body_len),
+            chunk: body_len,
+            max_chunk: body_len,
+        });
+        let mut estimate = plan.estimate;
+        let mut piece = 0;
         let mut trimmed = 0;
         let mut left = body_len;
         while left > 0 {
+            piece = plan.next(estimate).unwrap_or(left);
             allocs.push(piece);
             trimmed = piece.saturating_sub(left);
             left = left.saturating_sub(piece);
+            estimate = estimate.map(|e| e.saturating_sub(piece));
         }
         let body_pieces = 1..allocs.len();
         if let Some(e) = data.esi.as_ref().filter(|e| !e.is_empty()) {
@@ -1329,13 +1398,17 @@ impl Inner {
         // keep those in the file.
         let mut charged = 0;
         let mut held: Vec<Extent> = Vec::new();
-        let mut body_exts: Vec<Extent> = Vec::new();
+        let mut body_exts: Vec<(Extent, u64)> = Vec::new();
+        let mut last_piece = 0;
         for (i, &n) in allocs.iter().enumerate() {
             match self.allocate(store, n) {
                 Ok(a) => {
                     charged += a.bytes;
+                    if body_pieces.contains(&i) {
+                        last_piece = a.bytes;
+                    }
                     match a.extent {
-                        Some(x) if body_pieces.contains(&i) => body_exts.push(x),
+                        Some(x) if body_pieces.contains(&i) => body_exts.push((x, n)),
                         Some(x) => held.push(x),
                         None => {}
                     }
@@ -1349,16 +1422,18 @@ impl Inner {
             }
         }
         if trimmed > 0 {
-            let freed = match body_exts.last() {
-                Some(x) => x.trim(piece - trimmed),
-                None => trimmed,
-            };
-            store.stevedore().free(freed, 0);
-            charged -= freed;
+            let used = piece - trimmed;
+            if let Some(a) = trim_last(store.stevedore().as_ref(), last_piece, used) {
+                store.stevedore().free(last_piece, 1);
+                charged = charged - last_piece + a.bytes;
+                if let (Some(x), Some(last)) = (a.extent, body_exts.last_mut()) {
+                    *last = (x, used);
+                }
+            }
         }
         let mut data = data;
         if !body_exts.is_empty() {
-            match write_body(&data.body, &body_exts, piece) {
+            match write_body(&data.body, &body_exts) {
                 Ok(b) => data.body = b,
                 Err(_) => {
                     store.stevedore().free(charged, allocs.len() as u64);
@@ -1408,8 +1483,13 @@ impl Inner {
             store: store.clone(),
             cache: Arc::clone(self),
             expected: None,
-            chunk: 0,
+            plan: PiecePlan {
+                estimate: None,
+                chunk: 0,
+                max_chunk: u64::MAX,
+            },
             spare: 0,
+            piece: 0,
         });
         Ok(Unbusied {
             obj: ObjRef(Arc::clone(oc)),
@@ -1527,30 +1607,46 @@ impl Drop for BusyObj {
     }
 }
 
-/// Copy a complete body into file store extents, `piece` bytes per extent
-/// (the size each was allocated for), and return the body made of them.
-/// The writes are blocking: bodies that arrive complete (synthetic ones,
-/// those kept by a 304 revalidation, request bodies cached by VCL) are
+/// Unused bytes below which varnishd leaves the last piece of a body as it
+/// is (`sml_trimstore`).
+const TRIM_MIN_SLACK: u64 = 512;
+
+/// varnishd's trim of a body's last piece of `space` bytes holding `used`:
+/// with at least [`TRIM_MIN_SLACK`] unused it takes a piece of `used`
+/// bytes (without nuking; on failure the old piece stays). The caller
+/// moves the bytes and frees the old piece. Returns the new piece, `None`
+/// when the old one stays.
+fn trim_last(sv: &dyn Stevedore, space: u64, used: u64) -> Option<Allocation> {
+    if used == 0 || space.saturating_sub(used) < TRIM_MIN_SLACK {
+        return None;
+    }
+    sv.try_alloc(used).ok()
+}
+
+/// Copy a complete body into file store extents, each filled up to its
+/// capacity (the size it was allocated for), and return the body made of
+/// them. The writes are blocking: bodies that arrive complete (synthetic
+/// ones, those kept by a 304 revalidation, ESI and gzip results) are
 /// written in one go by the fetch that stores them.
-fn write_body(body: &Body, exts: &[Extent], piece: u64) -> std::io::Result<Body> {
+fn write_body(body: &Body, exts: &[(Extent, u64)]) -> std::io::Result<Body> {
     let mut out = Vec::new();
     let mut exts = exts.iter();
-    let mut cur: Option<(&Extent, u64)> = None;
+    let mut cur: Option<(&Extent, u64, u64)> = None;
     for seg in body.segments().unwrap_or(&[]) {
         let mut bytes = seg
             .read_blocking()
             .map_err(|e| std::io::Error::other(e.to_string()))?;
         while !bytes.is_empty() {
-            if cur.is_none_or(|(_, used)| used >= piece) {
-                let x = exts
+            if cur.is_none_or(|(_, cap, used)| used >= cap) {
+                let (x, cap) = exts
                     .next()
                     .ok_or_else(|| std::io::Error::other("body longer than its storage"))?;
-                cur = Some((x, 0));
+                cur = Some((x, *cap, 0));
             }
-            let Some((x, used)) = cur.as_mut() else {
+            let Some((x, cap, used)) = cur.as_mut() else {
                 break;
             };
-            let take = (piece - *used).min(bytes.len() as u64);
+            let take = (*cap - *used).min(bytes.len() as u64);
             let part = bytes.split_to(take as usize);
             out.push(Segment::File(x.write(*used, &part)?));
             *used += take;
@@ -1575,18 +1671,20 @@ pub struct FetchBody {
     cache: Arc<Inner>,
     /// Body bytes still expected, when the length is known.
     expected: Option<u64>,
-    /// Allocation size while the length is unknown (`fetch_chunksize`).
-    chunk: u64,
+    /// Piece sizes; unplanned (chunk 0), each segment gets its own piece.
+    plan: PiecePlan,
     /// Bytes charged but not filled yet.
     spare: u64,
+    /// Size of the piece being filled.
+    piece: u64,
 }
 
 impl FetchBody {
-    /// How storage is allocated from now on: `expected` body bytes when the
-    /// length is known, else pieces of `chunk` bytes (`fetch_chunksize`).
-    pub fn plan(&mut self, expected: Option<u64>, chunk: u64) {
-        self.expected = expected;
-        self.chunk = chunk;
+    /// How storage is allocated from now on (see [`PiecePlan`]), as
+    /// varnishd's fetch asks for it.
+    pub fn plan(&mut self, plan: PiecePlan) {
+        self.expected = plan.estimate;
+        self.plan = plan;
     }
 
     /// Append a segment. Storage is allocated as planned, in the pieces the
@@ -1598,23 +1696,17 @@ impl FetchBody {
         while !seg.is_empty() {
             let need = seg.len() as u64;
             if self.spare == 0 {
-                let planned = match self.expected {
-                    Some(left) => left.max(need),
-                    None => self.chunk.max(need),
-                };
+                let planned = self.plan.next(self.expected).unwrap_or(need);
                 let want = sv.grant(planned).clamp(1, planned);
-                // A smaller piece may still fit where the planned one does not.
-                let got = match self.cache.allocate(&self.store, want) {
-                    Ok(a) => a,
-                    Err(_) if want > need => {
-                        let less = sv.grant(need).clamp(1, need);
-                        self.cache.allocate(&self.store, less)?
-                    }
-                    Err(e) => return Err(e),
+                let floor = match self.plan.chunk {
+                    0 => want,
+                    chunk => chunk,
                 };
+                let got = self.cache.allocate_piece(&self.store, want, floor)?;
                 self.oc.charged.fetch_add(got.bytes, Ordering::Relaxed);
                 self.oc.allocs.fetch_add(1, Ordering::Relaxed);
                 self.spare = got.bytes;
+                self.piece = got.bytes;
                 self.ext = got.extent.map(|x| (x, 0));
             }
             let take = need.min(self.spare);
@@ -1641,21 +1733,32 @@ impl FetchBody {
         Ok(())
     }
 
-    /// Gives back what was charged but not filled (varnishd trims the last
-    /// storage piece once the body is complete).
+    /// Trims the last piece once the body is complete, as varnishd does:
+    /// its bytes move to a piece of their size when enough is unused.
     fn trim(&mut self) {
-        if self.spare > 0 {
-            // A file extent gives back whole granules past what was written.
-            let freed = match self.ext.take() {
-                Some((x, used)) => x.trim(used),
-                None => self.spare,
-            };
-            if freed > 0 {
-                self.store.stevedore().free(freed, 0);
-                self.oc.charged.fetch_sub(freed, Ordering::Relaxed);
-            }
-            self.spare = 0;
+        let ext = self.ext.take();
+        if self.spare == 0 {
+            return;
         }
+        let sv = self.store.stevedore();
+        let used = self.piece - self.spare;
+        self.spare = 0;
+        let Some(a) = trim_last(sv.as_ref(), self.piece, used) else {
+            return;
+        };
+        // A file store's bytes are copied to the new extent and the body's
+        // spans pointed at it; readers still on the old one keep it alive.
+        if let (Some((old, _)), Some(new), Some(w)) = (ext, &a.extent, self.writer.as_mut())
+            && (old.copy_to(new, used).is_err() || !w.relocate(&old, new))
+        {
+            // Could not move: keep the old piece, give the new one back.
+            sv.free(a.bytes, 1);
+            return;
+        }
+        sv.free(self.piece, 1);
+        let charged = &self.oc.charged;
+        charged.fetch_add(a.bytes, Ordering::Relaxed);
+        charged.fetch_sub(self.piece, Ordering::Relaxed);
     }
 
     /// Bytes written so far.

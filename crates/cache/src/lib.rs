@@ -46,6 +46,7 @@
 //!                 esi: None,
 //!                 gzip_changed: false,
 //!                 body_chunk: None,
+//!                 vary_bytes: None,
 //!                 body: NewBody::Streamed,
 //!             };
 //!             let mut inserted = busy.unbusy(new, &s0).expect("storage");
@@ -78,7 +79,7 @@ pub use ban::{BanError, BanObject, BanRequest, BanSpec};
 pub use banlist::BanInfo;
 pub use cache::{
     BusyObj, Cache, CacheConfig, CacheEvent, EventSink, FetchBody, Lookup, LookupRequest,
-    LookupResult, LurkerReport, NewBody, NewObject, StorageError, Unbusied, Waiter,
+    LookupResult, LurkerReport, NewBody, NewObject, PiecePlan, StorageError, Unbusied, Waiter,
 };
 pub use hash::{Digest, HashBuilder, digest_hex};
 pub use headers::StoredHeaders;

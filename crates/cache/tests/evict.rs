@@ -350,7 +350,11 @@ fn streamed_bodies_are_charged_in_pieces_and_trimmed() {
     // in, the unused tail given back at the end.
     let (mut u, head) = stream("/chunked", 1);
     let mut fb = u.body.take().unwrap();
-    fb.plan(None, 16384);
+    fb.plan(PiecePlan {
+        estimate: None,
+        chunk: 16384,
+        max_chunk: u64::MAX,
+    });
     fb.push(Bytes::from(vec![0u8; 4096])).unwrap();
     assert_eq!(g_bytes(), head + 16384);
     fb.push(Bytes::from(vec![0u8; 20000])).unwrap();
@@ -363,7 +367,11 @@ fn streamed_bodies_are_charged_in_pieces_and_trimmed() {
     let before = g_bytes();
     let (mut u2, head2) = stream("/length", 2);
     let mut fb = u2.body.take().unwrap();
-    fb.plan(Some(3000), 16384);
+    fb.plan(PiecePlan {
+        estimate: Some(3000),
+        chunk: 16384,
+        max_chunk: u64::MAX,
+    });
     fb.push(Bytes::from(vec![0u8; 1000])).unwrap();
     assert_eq!(g_bytes(), head2 + 3000);
     fb.push(Bytes::from(vec![0u8; 2000])).unwrap();
@@ -511,4 +519,147 @@ fn objects_cost_what_varnishd_charges() {
         b"0123456789",
     );
     assert_eq!(c3, 202);
+}
+
+/// Counters of `c`'s store `s0`: (c_req, c_bytes, c_freed, g_alloc, g_bytes).
+fn sma(c: &Cache) -> (u64, u64, u64, u64, u64) {
+    let s0 = c.store("s0").unwrap();
+    let st = s0.stevedore().stats();
+    let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    (
+        g(&st.c_req),
+        g(&st.c_bytes),
+        g(&st.c_freed),
+        g(&st.g_alloc),
+        g(&st.g_bytes),
+    )
+}
+
+/// A streamed body planned as `plan` and made of `len` bytes in 1000-byte
+/// segments; returns the object's own charge and the counters.
+fn streamed_with(plan: (Option<u64>, u64), len: usize) -> (u64, (u64, u64, u64, u64, u64)) {
+    let c = cache();
+    let (busy, _) = expect_miss(lookup(&c, &digest("/p"), T0));
+    let s0 = c.store("s0").unwrap();
+    let (obj, mut fb) = unbusy_streamed(busy, &s0);
+    let own = sma(&c).1;
+    fb.plan(PiecePlan {
+        estimate: plan.0,
+        chunk: plan.1,
+        max_chunk: u64::MAX,
+    });
+    let body = vec![b'q'; len];
+    for part in body.chunks(1000) {
+        fb.push(Bytes::copy_from_slice(part)).unwrap();
+    }
+    fb.finish();
+    assert_eq!(obj.body().len_so_far(), len as u64);
+    (own, sma(&c))
+}
+
+#[test]
+fn the_last_piece_is_trimmed_as_varnishd_does() {
+    // Enough left over: the bytes move to a piece of their size and the
+    // old piece is freed (g00002's extra storage request).
+    let (own, got) = streamed_with((None, 4096), 273);
+    assert_eq!(got, (3, own + 4096 + 273, 4096, 2, own + 273));
+    // Less than 512 bytes unused: the piece stays as it is.
+    let (own, got) = streamed_with((None, 4096), 3700);
+    assert_eq!(got, (2, own + 4096, 0, 2, own + 4096));
+    // The backend's length first, even when a filter shrank the body.
+    let (own, got) = streamed_with((Some(10_000), 4096), 383);
+    assert_eq!(got, (3, own + 10_000 + 383, 10_000, 2, own + 383));
+    // A body outgrowing the estimate continues in fetch_chunksize pieces.
+    let (own, got) = streamed_with((Some(1000), 4096), 3000);
+    assert_eq!(got, (4, own + 1000 + 4096 + 2000, 4096, 3, own + 3000));
+    // An exact estimate leaves nothing to trim.
+    let (own, got) = streamed_with((Some(3000), 4096), 3000);
+    assert_eq!(got, (2, own + 3000, 0, 2, own + 3000));
+}
+
+#[test]
+fn complete_bodies_are_charged_as_their_fetch_would_have_been() {
+    static BODY: [u8; 383] = [b'g'; 383];
+    let c = cache();
+    let (busy, _) = expect_miss(lookup(&c, &digest("/z"), T0));
+    let s0 = c.store("s0").unwrap();
+    let obj = busy
+        .unbusy(
+            NewObject {
+                body_chunk: Some(PiecePlan {
+                    estimate: Some(10_000),
+                    chunk: 4096,
+                    max_chunk: u64::MAX,
+                }),
+                ..new_obj(meta(1, T0, 60.0, 0.0, 0.0), &BODY)
+            },
+            &s0,
+        )
+        .unwrap()
+        .obj;
+    let (c_req, c_bytes, c_freed, g_alloc, g_bytes) = sma(&c);
+    let own = g_bytes - 383;
+    assert_eq!(
+        (c_req, c_bytes, c_freed, g_alloc),
+        (3, own + 10_000 + 383, 10_000, 2)
+    );
+    assert_eq!(obj.charged_bytes(), g_bytes);
+}
+
+#[test]
+fn stored_vary_data_is_charged_to_shared_objects_only() {
+    static BODY: [u8; 10] = [b'v'; 10];
+    let c = cache();
+    let s0 = c.store("s0").unwrap();
+    let plain = insert(&c, &digest("/plain"), meta(1, T0, 60.0, 0.0, 0.0), &BODY);
+    let (busy, _) = expect_miss(lookup(&c, &digest("/vary"), T0));
+    let varied = busy
+        .unbusy(
+            NewObject {
+                vary_bytes: Some(32),
+                ..new_obj(meta(2, T0, 60.0, 0.0, 0.0), &BODY)
+            },
+            &s0,
+        )
+        .unwrap()
+        .obj;
+    assert_eq!(varied.charged_bytes(), plain.charged_bytes() + 32);
+    let private = c
+        .insert_private(
+            NewObject {
+                vary_bytes: Some(32),
+                ..new_obj(meta(3, T0, 60.0, 0.0, 0.0), &BODY)
+            },
+            &s0,
+        )
+        .unwrap()
+        .obj;
+    assert_eq!(private.charged_bytes(), plain.charged_bytes());
+}
+
+#[test]
+fn a_piece_that_does_not_fit_is_halved_before_nuking() {
+    let c = cache_with(Some(100_000), 50);
+    static OLD: [u8; 10] = [b'o'; 10];
+    insert(&c, &digest("/old"), meta(1, T0, 60.0, 0.0, 0.0), &OLD);
+    let (busy, _) = expect_miss(lookup(&c, &digest("/h"), T0));
+    let s0 = c.store("s0").unwrap();
+    let (_obj, mut fb) = unbusy_streamed(busy, &s0);
+    fb.plan(PiecePlan {
+        estimate: Some(1_000_000),
+        chunk: 4096,
+        max_chunk: 400_000,
+    });
+    let before = sma(&c);
+    fb.push(Bytes::from(vec![b'h'; 5000])).unwrap();
+    let after = sma(&c);
+    // Capped at 400 000, then 200 000 and 100 000 fail; 50 000 fits
+    // without nuking the old object.
+    assert_eq!(after.0 - before.0, 4);
+    assert_eq!(after.1 - before.1, 50_000);
+    assert_eq!(get(&c.stats().n_lru_nuked), 0);
+    let s = s0.stevedore().stats();
+    assert_eq!(s.c_fail.load(Ordering::Relaxed), 3);
+    fb.finish();
+    expect_hit(lookup(&c, &digest("/old"), T0));
 }

@@ -77,6 +77,7 @@ fn per_object_overhead_is_small() {
                 esi: None,
                 gzip_changed: false,
                 body_chunk: None,
+                vary_bytes: None,
                 body: NewBody::Complete(Body::from_segments(vec![body])),
             },
             &store,

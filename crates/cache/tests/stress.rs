@@ -52,6 +52,7 @@ async fn fetch(c: &Cache, busy: BusyObj, key: u64, now: f64, rng: &mut Rng) {
         esi: None,
         gzip_changed: false,
         body_chunk: None,
+        vary_bytes: None,
         body: if kind == ObjKind::Normal {
             NewBody::Streamed
         } else {

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use lacquer_cache::{BusyObj, NewBody, NewObject, ObjKind, ObjMeta, ObjRef};
+use lacquer_cache::{BusyObj, NewBody, NewObject, ObjKind, ObjMeta, ObjRef, PiecePlan};
 use lacquer_http::{BodyKind, Limits, parse_response_buf};
 use lacquer_vcl::exec::{Action, Scratch, Workspace as _};
 use lacquer_vcl::subs::BuiltinSub;
@@ -746,7 +746,21 @@ fn object_from(bo: &BoTask, kind: ObjKind) -> NewObject {
         gzip_changed: false,
         body: NewBody::Empty,
         body_chunk: None,
+        vary_bytes: stored_vary_bytes(bo),
     }
+}
+
+/// The size of the Vary data varnishd would keep with the object when it
+/// differs from the matching spec's: under `http_gzip_support` varnishd
+/// keeps `Accept-Encoding` (with the normalised request value) where
+/// Lacquer drops it from matching.
+fn stored_vary_bytes(bo: &BoTask) -> Option<u64> {
+    if !bo.sh.params().flag(pid!("http_gzip_support")) {
+        return None;
+    }
+    let v = bo.beresp.headers.get("vary")?;
+    let spec = lacquer_cache::VarySpec::capture([v], &crate::req::HeaderView(&bo.bereq0));
+    Some(spec.map_or(0, |s| s.storage_size() as u64))
 }
 
 /// Headers stored in an object: beresp without hop-by-hop fields. As
@@ -935,8 +949,11 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         bo.vsl.log_str(Tag::FetchError, "Could not get storage");
         return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
     };
-    bo.vsl
-        .log(Tag::Storage, format_args!("malloc {}", store.name()));
+    // The store's kind and name, as varnishd logs them (`malloc s0`, `file s0`).
+    bo.vsl.log(
+        Tag::Storage,
+        format_args!("{} {}", store.stevedore().kind(), store.name()),
+    );
     let new = NewObject {
         gzip: chain.gzip,
         gzip_changed: chain.changed,
@@ -951,12 +968,17 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             (None, None, BodyKind::None) => NewBody::Empty,
             (None, None, _) => NewBody::Streamed,
         },
-        // A body the fetch filters produced (ESI, gzip, gunzip) has no
-        // length known up front: varnishd stores it in fetch_chunksize
-        // pieces.
-        body_chunk: chain
-            .changed
-            .then(|| bo.sh.params().bytes(pid!("fetch_chunksize")).max(1)),
+        // A body read before the object existed is charged as varnishd's
+        // fetch allocates it: the backend's length, then fetch_chunksize
+        // pieces. A revalidated copy, only when a filter changed it.
+        body_chunk: (reuse_body.is_none() || chain.changed).then(|| PiecePlan {
+            estimate: match f.body {
+                BodyKind::Length(n) if reuse_body.is_none() => Some(n),
+                _ => None,
+            },
+            chunk: bo.sh.params().bytes(pid!("fetch_chunksize")).max(1),
+            max_chunk: bo.sh.params().bytes(pid!("fetch_maxchunksize")).max(1),
+        }),
         ..object_from(bo, kind)
     };
     // With http_gzip_support every fetch asks the backend for gzip and
@@ -1022,16 +1044,20 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         crate::esi::fetch::log_done(bo, done);
     }
     if let Some(mut writer) = unbusied.body {
-        // Storage as varnishd allocates it: a known length at once when no
-        // filter changes it, else fetch_chunksize pieces.
+        // Storage as varnishd allocates it: the backend's length at once
+        // when known (filters or not), then fetch_chunksize pieces.
         let expected = match f.body {
-            BodyKind::Length(n) if !chain.changed => Some(n),
+            BodyKind::Length(n) => Some(n),
             _ => None,
         };
-        writer.plan(
-            expected,
-            bo.sh.params().bytes(pid!("fetch_chunksize")).max(1),
-        );
+        writer.plan({
+            let params = bo.sh.params();
+            PiecePlan {
+                estimate: expected,
+                chunk: params.bytes(pid!("fetch_chunksize")).max(1),
+                max_chunk: params.bytes(pid!("fetch_maxchunksize")).max(1),
+            }
+        });
         let result = pump_body(
             between_bytes(bo, &f),
             &mut f,

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use bytes::Bytes;
 use tokio::sync::Notify;
 
-use crate::file::FileSpan;
+use crate::file::{Extent, FileSpan};
 
 /// One piece of a body.
 #[derive(Debug, Clone)]
@@ -300,6 +300,25 @@ impl BodyWriter {
             self.body.0.len.fetch_add(n, Ordering::Release);
         }
         self.body.0.notify.notify_waiters();
+    }
+
+    /// Point the segments stored in extent `from` at the same places in
+    /// `to` (whose start holds a copy of `from`'s), before the body is
+    /// finished. Readers holding segments of `from` keep reading them.
+    /// Returns whether the body was still open.
+    pub fn relocate(&mut self, from: &Extent, to: &Extent) -> bool {
+        let mut g = self.body.lock();
+        if g.state != State::Open {
+            return false;
+        }
+        for seg in g.segs.iter_mut() {
+            if let Segment::File(span) = seg
+                && span.is_in(from)
+            {
+                *span = span.moved_to(to);
+            }
+        }
+        true
     }
 
     /// Bytes written so far.

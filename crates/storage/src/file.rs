@@ -373,6 +373,39 @@ impl Extent {
         })
     }
 
+    /// Whether `self` and `other` are the same extent.
+    pub fn same(&self, other: &Extent) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// Copy the first `len` bytes to the start of `dst` (blocking reads
+    /// and writes of at most [`FileSpan::MAX_READ`] bytes each).
+    pub fn copy_to(&self, dst: &Extent, len: u64) -> io::Result<()> {
+        if len > self.len() || len > dst.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "cannot copy {len} bytes from an extent of {} to one of {}",
+                    self.len(),
+                    dst.len()
+                ),
+            ));
+        }
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(FileSpan::MAX_READ);
+            let part = FileSpan {
+                ext: self.clone(),
+                at: done,
+                len: n,
+            }
+            .read()?;
+            dst.write(done, &part)?;
+            done += n;
+        }
+        Ok(())
+    }
+
     /// Keep only the first `used` bytes (rounded up to the granularity);
     /// returns the bytes given back to the store.
     pub fn trim(&self, used: u64) -> u64 {
@@ -428,6 +461,20 @@ impl FileSpan {
                 at: self.at,
                 len: self.len + next.len,
             })
+    }
+
+    /// The same bytes at the same place in `ext` (after a copy).
+    pub fn moved_to(&self, ext: &Extent) -> FileSpan {
+        FileSpan {
+            ext: ext.clone(),
+            at: self.at,
+            len: self.len,
+        }
+    }
+
+    /// Whether it lies in `ext`.
+    pub fn is_in(&self, ext: &Extent) -> bool {
+        self.ext.same(ext)
     }
 
     /// Read the bytes back (a blocking `pread`).

@@ -59,6 +59,7 @@ pub fn new_obj(meta: ObjMeta, body: &'static [u8]) -> NewObject {
         esi: None,
         gzip_changed: false,
         body_chunk: None,
+        vary_bytes: None,
         body: NewBody::Complete(Body::from_segments(vec![Bytes::from_static(body)])),
     }
 }
