@@ -1120,6 +1120,23 @@ where
         // An ESI include: its body goes into the including response.
         return crate::esi::deliver::include_body(t, conn, obj, synth).await;
     }
+    if conn.h2.is_some()
+        && let Some(p) = t.body_pending.take()
+    {
+        // As varnishd on HTTP/2: a body nobody used is read (and its
+        // window given back) before the response goes out.
+        let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
+        match p.discard(&mut conn.stream, &mut conn.rbuf, timeout).await {
+            Ok(n) => {
+                t.sh.counters.add(Main::s_req_bodybytes, n);
+                t.req_body_bytes += n;
+            }
+            Err(e) => {
+                t.vsl
+                    .log(Tag::FetchError, format_args!("req.body read error: {e}"));
+            }
+        }
+    }
     let sh = t.sh.clone();
     let params = sh.params();
     let head_only = &t.req.method[..] == b"HEAD";

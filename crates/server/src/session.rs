@@ -173,40 +173,16 @@ pub async fn serve<S>(
         // 2. Wait for a complete head.
         let idle = Duration::from_secs_f64(tmo.timeout_idle.max(0.001));
         let h2_on = sh.params().bit(pid!("feature"), "http2");
-        // With HTTP/2 on, a prior-knowledge preface starts an HTTP/2
-        // session (otherwise it is an HTTP/1 request like any other).
-        while h2_on && let Some(whole) = lacquer_http::h2::preface_state(&conn.rbuf) {
-            if whole {
-                svsl.log_str(Tag::Debug, "H2 Prior Knowledge Upgrade");
-                let ctx = h2_ctx(&sh, &info, tmo, &sock, svxid);
-                let rbuf = std::mem::take(&mut conn.rbuf);
-                let reason = crate::h2::serve(ctx, conn.stream, rbuf, &mut svsl, None).await;
-                return end(&sh, &mut svsl, t_open, reason);
-            }
-            conn.rbuf.reserve(8192);
-            let deadline = tokio::time::Instant::now() + idle;
-            match read_more(&mut conn, idle_timer.as_mut(), deadline).await {
-                None => {
-                    sh.counters.inc(Main::sc_rx_timeout);
-                    return end(&sh, &mut svsl, t_open, "RX_TIMEOUT");
-                }
-                Some(Ok(0)) | Some(Err(_)) => {
-                    sh.counters.inc(Main::sc_rem_close);
-                    return end(&sh, &mut svsl, t_open, "REM_CLOSE");
-                }
-                Some(Ok(_)) => {}
-            }
-        }
         let head = loop {
-            if conn.rbuf.starts_with(&lacquer_http::h2::PREFACE[..18]) {
-                // The preface's request line with HTTP/2 off: varnishd
-                // closes the session without an answer.
-                break Err(None);
-            }
-            match parse_request_buf(&mut conn.rbuf, &limits) {
-                Ok(Some(h)) => break Ok(h),
-                Ok(None) => {}
-                Err(e) => break Err(Some(e)),
+            // A prior-knowledge preface is read whole, as varnishd does.
+            match lacquer_http::h2::preface_state(&conn.rbuf) {
+                Some(true) => break Err(None),
+                Some(false) if !conn.rbuf.is_empty() => {}
+                _ => match parse_request_buf(&mut conn.rbuf, &limits) {
+                    Ok(Some(h)) => break Ok(h),
+                    Ok(None) => {}
+                    Err(e) => break Err(Some(e)),
+                },
             }
             conn.rbuf.reserve(8192);
             let deadline = tokio::time::Instant::now() + idle;
@@ -224,6 +200,15 @@ pub async fn serve<S>(
         };
         let head = match head {
             Ok(h) => h,
+            // With HTTP/2 on the preface starts an HTTP/2 session, else
+            // the session closes without an answer.
+            Err(None) if h2_on => {
+                svsl.log_str(Tag::Debug, "H2 Prior Knowledge Upgrade");
+                let ctx = h2_ctx(&sh, &info, tmo, &sock, svxid);
+                let rbuf = std::mem::take(&mut conn.rbuf);
+                let reason = crate::h2::serve(ctx, conn.stream, rbuf, &mut svsl, None).await;
+                return end(&sh, &mut svsl, t_open, reason);
+            }
             Err(None) => {
                 sh.counters.inc(Main::sc_req_http20);
                 break "REQ_HTTP20";

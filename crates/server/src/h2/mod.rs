@@ -73,6 +73,8 @@ struct RxStream {
     /// The Content-Length the request announced.
     content_length: Option<u64>,
     received: u64,
+    /// Body bytes handed to the stream and not read by it yet.
+    buffered: i64,
     /// The response ended (END_STREAM sent or the stream reset).
     ended: bool,
 }
@@ -463,12 +465,22 @@ impl Conn {
                 }
             }
             Out::Consumed { sid, n } => {
-                if let Some(s) = self.streams.get_mut(&sid)
-                    && s.rx.is_some()
-                    && !s.ended
-                {
-                    s.r_window += i64::from(n);
-                    self.send_frame(svsl, types::WINDOW_UPDATE, 0, sid, &n.to_be_bytes());
+                let initial = i64::from(self.local.initial_window_size);
+                let (low_water, increment) = (self.low_water, i64::from(self.increment));
+                let Some(s) = self.streams.get_mut(&sid) else {
+                    return;
+                };
+                s.buffered -= i64::from(n);
+                // As varnishd: while the peer still sends, the window is
+                // topped up to the free room of the stream's buffer (of
+                // the initial window's size), at most an increment.
+                if s.rx.is_some() && !s.ended && s.r_window < low_water {
+                    let credit = increment.min(initial - s.buffered - s.r_window);
+                    if credit > 0 {
+                        s.r_window += credit;
+                        let c = (credit as u32).to_be_bytes();
+                        self.send_frame(svsl, types::WINDOW_UPDATE, 0, sid, &c);
+                    }
                 }
             }
             Out::Done { sid } => {
@@ -650,7 +662,8 @@ impl Conn {
         for s in p.chunks(6) {
             let id = u16::from_be_bytes([s[0], s[1]]);
             let v = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
-            match self.remote.apply(id, v) {
+            let nocheck = self.ctx.sh.params().bit(pid!("debug"), "h2_nocheck");
+            match self.remote.apply_checked(id, v, !nocheck) {
                 Ok(Applied::Unknown) => svsl.log(
                     Tag::Debug,
                     format_args!("H2SETTING unknown setting 0x{id:04x}={v:08x} (ignored)"),
@@ -826,6 +839,7 @@ impl Conn {
                 r_window: i64::from(self.local.initial_window_size),
                 content_length: receiving.flatten(),
                 received: 0,
+                buffered: 0,
                 ended: false,
             },
         );
@@ -913,7 +927,23 @@ impl Conn {
             return Err(Fault::Stream(code::FLOW_CONTROL_ERROR));
         }
         s.r_window -= len;
-        let _ = tx.send(Ok((data, len as u32)));
+        if data.is_empty() {
+            // Padding only: nothing for the stream to read, so nothing
+            // would open the window again; varnishd opens it here once
+            // it is closed and the buffer empty.
+            let initial = i64::from(self.local.initial_window_size);
+            if s.r_window == 0 && s.buffered == 0 && !end {
+                s.r_window += initial;
+                let c = (initial as u32).to_be_bytes();
+                self.send_frame(svsl, types::WINDOW_UPDATE, 0, sid, &c);
+            }
+        } else {
+            s.buffered += data.len() as i64;
+            let _ = tx.send(Ok(data));
+        }
+        let Some(s) = self.streams.get_mut(&sid) else {
+            return Ok(());
+        };
         if end {
             s.rx = None;
         }

@@ -42,8 +42,8 @@ pub(crate) enum Out {
     Headers { sid: u32, block: Vec<u8>, end: bool },
     /// Body bytes, already charged to the send windows.
     Data { sid: u32, data: Vec<u8> },
-    /// The stream's task read this many bytes of its body (plus padding):
-    /// the receive window may be opened again.
+    /// The stream's task read this many bytes of its body: the receive
+    /// window may be opened again.
     Consumed { sid: u32, n: u32 },
     /// The stream's task is done: the response ends (an empty DATA frame
     /// with END_STREAM unless it has ended already).
@@ -90,9 +90,9 @@ impl Flow {
     }
 }
 
-/// A piece of request body as the connection received it: the bytes and
-/// what the frame cost the stream's receive window (padding included).
-pub(crate) type RxChunk = Result<(Bytes, u32), ()>;
+/// A piece of request body as the connection received it (padding
+/// removed), or the stream's reset.
+pub(crate) type RxChunk = Result<Bytes, ()>;
 
 /// The request state machine's view of a stream: request body in, response
 /// body out.
@@ -170,39 +170,51 @@ impl AsyncWrite for StreamIo {
 }
 
 impl AsyncRead for StreamIo {
+    /// Takes as much of the received body as fits (varnishd drains its
+    /// whole receive buffer at once), then tells the connection how much
+    /// was consumed so that it can open the stream's window again.
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let me = self.get_mut();
-        loop {
+        let mut took = 0usize;
+        let result = loop {
             if !me.pending.is_empty() {
                 let n = me.pending.len().min(buf.remaining());
                 buf.put_slice(&me.pending.split_to(n));
-                return Poll::Ready(Ok(()));
+                took += n;
+            }
+            if buf.remaining() == 0 {
+                break Poll::Ready(Ok(()));
             }
             match me.rx.poll_recv(cx) {
-                Poll::Pending => return Poll::Pending,
-                // The end of the body.
-                Poll::Ready(None) => return Poll::Ready(Ok(())),
-                Poll::Ready(Some(Err(()))) => {
-                    return Poll::Ready(Err(io::Error::new(
+                Poll::Ready(Some(Ok(data))) => me.pending = data,
+                // The end of the body (what was taken first goes up).
+                Poll::Ready(None) => break Poll::Ready(Ok(())),
+                Poll::Ready(Some(Err(()))) if took == 0 => {
+                    break Poll::Ready(Err(io::Error::new(
                         io::ErrorKind::ConnectionReset,
                         "HTTP/2 stream reset",
                     )));
                 }
-                Poll::Ready(Some(Ok((data, charged)))) => {
-                    if charged > 0 {
-                        let _ = me.out.send(Out::Consumed {
-                            sid: me.sid,
-                            n: charged,
-                        });
-                    }
-                    me.pending = data;
+                Poll::Ready(Some(Err(()))) => {
+                    // Reported on the next read.
+                    me.rx.close();
+                    break Poll::Ready(Ok(()));
                 }
+                Poll::Pending if took == 0 => break Poll::Pending,
+                Poll::Pending => break Poll::Ready(Ok(())),
             }
+        };
+        if took > 0 {
+            let _ = me.out.send(Out::Consumed {
+                sid: me.sid,
+                n: took as u32,
+            });
         }
+        result
     }
 }
 
