@@ -462,6 +462,34 @@ impl Cache {
         self.inner.stores.iter().find(|s| s.name() == name).cloned()
     }
 
+    /// Charges a buffer that is not an object (an HTTP/2 request body
+    /// buffer) to the store named `name`, making room as an object's
+    /// allocation would (LRU nuking). Give it back with
+    /// [`Cache::release_buffer`].
+    /// `nuked` hears the vxid of every object evicted for it.
+    pub fn charge_buffer(
+        &self,
+        name: &str,
+        bytes: u64,
+        nuked: &mut dyn FnMut(u32),
+    ) -> Result<(), StorageError> {
+        let Some(store) = self.store(name) else {
+            return Err(StorageError {
+                store: "(none)",
+                wanted: bytes,
+                nuked: 0,
+            });
+        };
+        self.inner.allocate_with(&store, bytes, nuked)
+    }
+
+    /// Gives back a buffer charged with [`Cache::charge_buffer`].
+    pub fn release_buffer(&self, name: &str, bytes: u64) {
+        if let Some(store) = self.store(name) {
+            store.stevedore().free(bytes, 1);
+        }
+    }
+
     /// All stores, in configuration order (`Transient` included).
     pub fn stores(&self) -> &[StoreRef] {
         &self.inner.stores
@@ -1226,6 +1254,16 @@ impl Inner {
     /// Charge `bytes` to `store`, nuking up to `nuke_limit` LRU objects of that
     /// store to make room.
     fn allocate(&self, store: &StoreRef, bytes: u64) -> Result<(), StorageError> {
+        self.allocate_with(store, bytes, &mut |_| {})
+    }
+
+    /// [`Inner::allocate`], telling `on_nuke` each evicted object's vxid.
+    fn allocate_with(
+        &self,
+        store: &StoreRef,
+        bytes: u64,
+        on_nuke: &mut dyn FnMut(u32),
+    ) -> Result<(), StorageError> {
         let sv = store.stevedore();
         let err = |nuked| StorageError {
             store: sv.name(),
@@ -1244,25 +1282,23 @@ impl Inner {
                 CacheStats::inc(&self.stats.n_lru_limited);
                 return Err(err(nuked));
             }
-            if !self.nuke_one(store) {
+            let Some(vxid) = self.nuke_one(store) else {
                 return Err(err(nuked));
-            }
+            };
+            on_nuke(vxid);
             nuked += 1;
         }
     }
 
-    /// Evict the least recently used idle object of `store`.
-    fn nuke_one(&self, store: &StoreRef) -> bool {
+    /// Evict the least recently used idle object of `store`; its vxid.
+    fn nuke_one(&self, store: &StoreRef) -> Option<u32> {
         loop {
-            let Some(oc) = store.lru().victim(NUKE_SCAN) else {
-                return false;
-            };
+            let oc = store.lru().victim(NUKE_SCAN)?;
             if self.kill(&oc) {
                 CacheStats::inc(&self.stats.n_lru_nuked);
-                self.emit(|| CacheEvent::Nuked {
-                    vxid: oc.vxid.load(Ordering::Relaxed),
-                });
-                return true;
+                let vxid = oc.vxid.load(Ordering::Relaxed);
+                self.emit(|| CacheEvent::Nuked { vxid });
+                return Some(vxid);
             }
             // Already being removed by someone else: take it off the list so
             // the scan moves on.

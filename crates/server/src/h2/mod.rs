@@ -75,6 +75,8 @@ struct RxStream {
     received: u64,
     /// Body bytes handed to the stream and not read by it yet.
     buffered: i64,
+    /// The receive buffer charged to `h2_rxbuf_storage` (0: none yet).
+    rxbuf: u64,
     /// The response ended (END_STREAM sent or the stream reset).
     ended: bool,
 }
@@ -102,6 +104,8 @@ struct Conn {
     tasks: tokio::task::JoinSet<()>,
     low_water: i64,
     increment: u32,
+    /// The store request body buffers are charged to (`h2_rxbuf_storage`).
+    rxbuf_store: String,
     /// The session's own accounting, varnishd's `ReqAcct` on the session:
     /// frame headers both ways, control frame payloads as body bytes.
     acct: [u64; 4],
@@ -203,6 +207,10 @@ where
         low_water,
         increment,
         acct: [0; 4],
+        rxbuf_store: match ctx.sh.params().get(pid!("h2_rxbuf_storage")) {
+            crate::params::Value::Text(t) => t.clone(),
+            _ => "Transient".to_string(),
+        },
     };
     let settings = local.encode_changes();
     c.send_frame(svsl, types::SETTINGS, 0, 0, &settings);
@@ -309,6 +317,11 @@ where
     for s in c.streams.values_mut() {
         if let Some(tx) = s.rx.take() {
             let _ = tx.send(Err(()));
+        }
+        if s.rxbuf > 0 {
+            ctx.sh
+                .cache
+                .release_buffer(&c.rxbuf_store, std::mem::take(&mut s.rxbuf));
         }
     }
     drop(out_rx);
@@ -471,6 +484,13 @@ impl Conn {
                     return;
                 };
                 s.buffered -= i64::from(n);
+                if s.rx.is_none() && s.buffered == 0 && s.rxbuf > 0 {
+                    // The whole body was read: its buffer goes back.
+                    self.ctx
+                        .sh
+                        .cache
+                        .release_buffer(&self.rxbuf_store, std::mem::take(&mut s.rxbuf));
+                }
                 // As varnishd: while the peer still sends, the window is
                 // topped up to the free room of the stream's buffer (of
                 // the initial window's size), at most an increment.
@@ -483,11 +503,21 @@ impl Conn {
                     }
                 }
             }
+            Out::Reset { sid, code, why } => {
+                if self.streams.get(&sid).is_some_and(|s| !s.ended) {
+                    svsl.log(Tag::Debug, format_args!("H2: stream {sid}: {why}"));
+                    self.rst(svsl, sid, code);
+                    self.kill(sid);
+                }
+            }
             Out::Done { sid } => {
-                if let Some(s) = self.streams.remove(&sid)
-                    && !s.ended
-                {
-                    self.send_frame(svsl, types::DATA, flags::END_STREAM, sid, &[]);
+                if let Some(s) = self.streams.remove(&sid) {
+                    if s.rxbuf > 0 {
+                        self.ctx.sh.cache.release_buffer(&self.rxbuf_store, s.rxbuf);
+                    }
+                    if !s.ended {
+                        self.send_frame(svsl, types::DATA, flags::END_STREAM, sid, &[]);
+                    }
                 }
                 self.flow.lock().expect("flow lock").streams.remove(&sid);
             }
@@ -840,6 +870,7 @@ impl Conn {
                 content_length: receiving.flatten(),
                 received: 0,
                 buffered: 0,
+                rxbuf: 0,
                 ended: false,
             },
         );
@@ -890,7 +921,7 @@ impl Conn {
         let Some(s) = self.streams.get_mut(&sid) else {
             return Ok(());
         };
-        let Some(tx) = s.rx.as_ref() else {
+        let Some(tx) = s.rx.clone() else {
             return Err(Fault::Stream(code::STREAM_CLOSED));
         };
         let data = if head.flags & flags::PADDED != 0 {
@@ -938,6 +969,32 @@ impl Conn {
                 self.send_frame(svsl, types::WINDOW_UPDATE, 0, sid, &c);
             }
         } else {
+            if s.rxbuf == 0 {
+                // As varnishd: the stream's receive buffer (a window's
+                // worth, or just this frame's data when it is the only
+                // one) is charged to h2_rxbuf_storage.
+                let mut size = u64::from(self.local.initial_window_size).max(s.r_window as u64);
+                if end {
+                    size = size.min(data.len() as u64);
+                }
+                let mut nuked = Vec::new();
+                let got = self
+                    .ctx
+                    .sh
+                    .cache
+                    .charge_buffer(&self.rxbuf_store, size, &mut |x| nuked.push(x));
+                for x in nuked {
+                    svsl.log(Tag::ExpKill, format_args!("LRU x={x}"));
+                }
+                if got.is_err() {
+                    svsl.log(
+                        Tag::Debug,
+                        format_args!("H2: stream {sid}: Failed to allocate request body buffer"),
+                    );
+                    return Err(Fault::Stream(code::INTERNAL_ERROR));
+                }
+                s.rxbuf = size;
+            }
             s.buffered += data.len() as i64;
             let _ = tx.send(Ok(data));
         }

@@ -17,10 +17,12 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use lacquer_http::BodyKind;
 use lacquer_vsl::{Tag, VslBuf, Vxid};
+use std::future::Future;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::mpsc;
 
@@ -48,6 +50,13 @@ pub(crate) enum Out {
     /// The stream's task is done: the response ends (an empty DATA frame
     /// with END_STREAM unless it has ended already).
     Done { sid: u32 },
+    /// The stream gives up (a send timeout): RST_STREAM with `code`,
+    /// `why` logged on the session.
+    Reset {
+        sid: u32,
+        code: u32,
+        why: &'static str,
+    },
 }
 
 /// The send side of flow control, shared by the connection task and the
@@ -104,6 +113,50 @@ pub struct StreamIo {
     pending: Bytes,
     /// Body bytes accepted for sending (shared with the [`StreamHead`]).
     sent: Arc<AtomicU64>,
+    /// `send_timeout` and `idle_send_timeout` as the stream started.
+    send_timeout: Duration,
+    idle_send_timeout: Duration,
+    /// When the response started going out, and since when a write has
+    /// been waiting for the peer to open a window.
+    t_send: Option<Instant>,
+    t_winupd: Option<Instant>,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl StreamIo {
+    /// A write waits for a window: within `idle_send_timeout` of the wait's
+    /// start and `send_timeout` of the response's, else the stream is
+    /// cancelled (as varnishd's stream timeouts).
+    fn wait_window(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        let now = Instant::now();
+        let since = *self.t_winupd.get_or_insert(now);
+        let idle_end = since + self.idle_send_timeout;
+        let send_end = self.t_send.unwrap_or(now) + self.send_timeout;
+        let why = if now >= idle_end {
+            Some("Hit idle_send_timeout waiting for WINDOW_UPDATE")
+        } else if now >= send_end {
+            Some("Hit send_timeout")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            let _ = self.out.send(Out::Reset {
+                sid: self.sid,
+                code: lacquer_http::h2::code::CANCEL,
+                why,
+            });
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, why)));
+        }
+        let deadline = tokio::time::Instant::from_std(idle_end.min(send_end));
+        let t = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        t.as_mut().reset(deadline);
+        if t.as_mut().poll(cx).is_ready() {
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
+    }
 }
 
 fn closed() -> io::Error {
@@ -120,6 +173,7 @@ impl AsyncWrite for StreamIo {
             return Poll::Ready(Ok(0));
         }
         let me = self.get_mut();
+        me.t_send.get_or_insert_with(Instant::now);
         let mut f = me.flow.lock().expect("flow lock");
         if f.dead {
             return Poll::Ready(Err(closed()));
@@ -139,8 +193,10 @@ impl AsyncWrite for StreamIo {
         let w = s.window.min(conn_window);
         if w <= 0 {
             s.waker = Some(cx.waker().clone());
-            return Poll::Pending;
+            drop(f);
+            return me.wait_window(cx);
         }
+        me.t_winupd = None;
         let n = buf.len().min(w as usize).min(max_frame);
         s.window -= n as i64;
         f.conn_window -= n as i64;
@@ -245,6 +301,11 @@ impl StreamHead {
     }
 }
 
+/// A timeout parameter as a duration (very long when not finite).
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(if s.is_finite() { s.max(0.001) } else { 1e9 })
+}
+
 /// Everything a stream task needs from its connection.
 pub(crate) struct StreamCtx {
     pub sh: Arc<Shared>,
@@ -279,6 +340,11 @@ pub(crate) async fn run(c: StreamCtx, req: ReqMsg, hdr_bytes: u64, body: BodyKin
         rx: c.rx,
         pending: Bytes::new(),
         sent,
+        send_timeout: secs(c.tmo.send_timeout),
+        idle_send_timeout: secs(c.tmo.idle_send_timeout),
+        t_send: None,
+        t_winupd: None,
+        timer: None,
     };
     let mut conn = ClientConn {
         stream: io,
