@@ -245,7 +245,7 @@ pub fn decode_upgrade_settings(v: &[u8]) -> Option<Vec<(u16, u32)>> {
             acc &= (1 << bits) - 1;
         }
     }
-    if bytes.len() % 6 != 0 {
+    if !bytes.len().is_multiple_of(6) {
         return None;
     }
     Some(

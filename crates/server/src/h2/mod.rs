@@ -686,7 +686,7 @@ impl Conn {
             }
             return Ok(());
         }
-        if p.len() % 6 != 0 {
+        if !p.len().is_multiple_of(6) {
             return Err(Fault::Conn(code::PROTOCOL_ERROR));
         }
         for s in p.chunks(6) {
