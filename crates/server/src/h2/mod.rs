@@ -104,6 +104,9 @@ struct Conn {
     tasks: tokio::task::JoinSet<()>,
     low_water: i64,
     increment: u32,
+    /// Body bytes taken off the queue since the last socket write (they
+    /// leave `Flow::queued` once written).
+    drained: usize,
     /// The store request body buffers are charged to (`h2_rxbuf_storage`).
     rxbuf_store: String,
     /// The session's own accounting, varnishd's `ReqAcct` on the session:
@@ -207,6 +210,7 @@ where
         low_water,
         increment,
         acct: [0; 4],
+        drained: 0,
         rxbuf_store: match ctx.sh.params().get(pid!("h2_rxbuf_storage")) {
             crate::params::Value::Text(t) => t.clone(),
             _ => "Transient".to_string(),
@@ -247,8 +251,11 @@ where
                 Ok(Err(_)) => break "REM_CLOSE",
                 Err(_) => break "TX_ERROR",
             }
+        }
+        if c.drained > 0 {
+            // Written (or dropped, for streams that ended): room again.
             let mut f = c.flow.lock().expect("flow lock");
-            f.queued = 0;
+            f.queued -= std::mem::take(&mut c.drained).min(f.queued);
             f.wake_all();
         }
         tokio::select! {
@@ -473,6 +480,7 @@ impl Conn {
                 }
             }
             Out::Data { sid, data } => {
+                self.drained += data.len();
                 if self.streams.get(&sid).is_some_and(|s| !s.ended) {
                     self.send_frame(svsl, types::DATA, 0, sid, &data);
                 }
