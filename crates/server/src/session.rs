@@ -33,7 +33,6 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::msg::ReqMsg;
 use crate::req::{After, ClientConn};
-use crate::reqbody::{Pending, ReqBody};
 use crate::rfc2616;
 use crate::state::Shared;
 use crate::task::{ReqTask, SessInfo, SessTimeouts};
@@ -388,32 +387,16 @@ pub async fn serve<S>(
             {
                 break "REM_CLOSE";
             }
-            let prefetch = task.vcl.req_body_prefetch;
-            let ahead = if prefetch == 0 {
-                Ok((ReqBody::Pending(Pending::new(body_kind)), 0))
-            } else {
-                ReqBody::read_ahead(
-                    body_kind,
-                    &mut conn.stream,
-                    &mut conn.rbuf,
-                    body_timeout,
-                    prefetch,
-                )
-                .await
-            };
-            match ahead {
-                Ok((b, n)) => {
-                    sh.counters.add(Main::s_req_bodybytes, n);
-                    task.req_body_bytes = n;
-                    match b {
-                        ReqBody::Cached(b) => {
-                            task.req_body = Some(b);
-                            task.log_ts("ReqBody");
-                        }
-                        ReqBody::Pending(p) => task.body_pending = Some(p),
-                    }
-                }
-                Err(e) => break body_error(&sh, &mut task, &mut conn, body_kind, e).await,
+            let ahead = crate::reqbody::take_ahead(
+                &mut task,
+                body_kind,
+                &mut conn.stream,
+                &mut conn.rbuf,
+                body_timeout,
+            )
+            .await;
+            if let Err(e) = ahead {
+                break body_error(&sh, &mut task, &mut conn, body_kind, e).await;
             }
         }
         let mut after = crate::req::handle(&mut task, &mut conn).await;

@@ -29,7 +29,6 @@ use tokio::sync::mpsc;
 use crate::counters::Main;
 use crate::msg::ReqMsg;
 use crate::req::ClientConn;
-use crate::reqbody::{Pending, ReqBody};
 use crate::state::Shared;
 use crate::task::{ReqTask, SessInfo, SessTimeouts};
 
@@ -440,39 +439,21 @@ async fn serve_request(
             lacquer_http::h2::encode_response_head(100, std::iter::empty(), &mut block);
             let _ = h.send(block, false);
         }
-        let prefetch = task.vcl.req_body_prefetch;
-        let ahead = if prefetch == 0 {
-            Ok((ReqBody::Pending(Pending::new(body)), 0))
-        } else {
-            ReqBody::read_ahead(
-                body,
-                &mut conn.stream,
-                &mut conn.rbuf,
-                body_timeout,
-                prefetch,
-            )
-            .await
-        };
-        match ahead {
-            Ok((b, n)) => {
-                sh.counters.add(Main::s_req_bodybytes, n);
-                task.req_body_bytes = n;
-                match b {
-                    ReqBody::Cached(b) => {
-                        task.req_body = Some(b);
-                        task.log_ts("ReqBody");
-                    }
-                    ReqBody::Pending(p) => task.body_pending = Some(p),
-                }
-            }
-            Err(e) => {
-                task.vsl
-                    .log(Tag::FetchError, format_args!("req.body read error: {e}"));
-                let rx = task.req_hdr_bytes;
-                task.vsl
-                    .log(Tag::ReqAcct, format_args!("{rx} 0 {rx} 0 0 0"));
-                ok = false;
-            }
+        let ahead = crate::reqbody::take_ahead(
+            &mut task,
+            body,
+            &mut conn.stream,
+            &mut conn.rbuf,
+            body_timeout,
+        )
+        .await;
+        if let Err(e) = ahead {
+            task.vsl
+                .log(Tag::FetchError, format_args!("req.body read error: {e}"));
+            let rx = task.req_hdr_bytes;
+            task.vsl
+                .log(Tag::ReqAcct, format_args!("{rx} 0 {rx} 0 0 0"));
+            ok = false;
         }
     }
     if ok {
