@@ -36,7 +36,7 @@ fuzz_target!(|data: &[u8]| {
             Meta::Settings { pairs, .. } => assert_eq!(pairs.len() * 6, payload.len()),
             Meta::Headers { block, .. } if head.typ == types::HEADERS => {
                 assert!(block.len() <= payload.len());
-                let (fields, err) = decode_block_bounded(&mut table, &block, 4096);
+                let (fields, err) = decode_block_bounded(&mut table, &block, 4096, 1 << 16);
                 assert!(table.size() <= table.max_size() && table.max_size() <= 4096);
                 if err.is_none()
                     && let Ok(req) = request_head(fields, 1 << 16)

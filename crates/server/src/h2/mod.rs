@@ -104,6 +104,10 @@ struct Conn {
     tasks: tokio::task::JoinSet<()>,
     low_water: i64,
     increment: u32,
+    /// The largest header list (and header block) accepted: the announced
+    /// SETTINGS_MAX_HEADER_LIST_SIZE, within the client workspace (where
+    /// varnishd decodes headers).
+    max_list: u64,
     /// Body bytes taken off the queue since the last socket write (they
     /// leave `Flow::queued` once written).
     drained: usize,
@@ -210,6 +214,8 @@ where
         low_water,
         increment,
         acct: [0; 4],
+        max_list: u64::from(local.max_header_list_size)
+            .min(ctx.sh.params().bytes(pid!("workspace_client"))),
         drained: 0,
         rxbuf_store: match ctx.sh.params().get(pid!("h2_rxbuf_storage")) {
             crate::params::Value::Text(t) => t.clone(),
@@ -772,7 +778,7 @@ impl Conn {
         let Some(cont) = self.cont.as_mut() else {
             return Err(Fault::Conn(code::PROTOCOL_ERROR));
         };
-        if cont.block.len() + p.len() > self.local.max_header_list_size as usize + 4096 {
+        if (cont.block.len() + p.len()) as u64 > self.max_list {
             return Err(Fault::Conn(code::ENHANCE_YOUR_CALM));
         }
         cont.block.extend_from_slice(p);
@@ -789,11 +795,19 @@ impl Conn {
         let cont = self.cont.take().expect("a header block in progress");
         let sid = cont.sid;
         let t_req = crate::rfc2616::now();
-        let (fields, err) =
-            hpack::decode_block_bounded(&mut self.dec, &cont.block, self.local.header_table_size);
+        let (fields, err) = hpack::decode_block_bounded(
+            &mut self.dec,
+            &cont.block,
+            self.local.header_table_size,
+            self.max_list,
+        );
         if let Some(e) = err {
             svsl.log(Tag::Debug, format_args!("HPACK(hdr) {e}"));
-            return Err(Fault::Conn(code::COMPRESSION_ERROR));
+            // Decoding stopped half-way: the HPACK state is lost.
+            return Err(Fault::Conn(match e {
+                hpack::DecodeError::ListSize(_) => code::ENHANCE_YOUR_CALM,
+                _ => code::COMPRESSION_ERROR,
+            }));
         }
         if self.open_streams() >= self.local.max_concurrent_streams as usize {
             svsl.log(
@@ -803,10 +817,7 @@ impl Conn {
             self.rst(svsl, sid, code::REFUSED_STREAM);
             return Ok(());
         }
-        let rh = match lacquer_http::h2::request_head(
-            fields,
-            u64::from(self.local.max_header_list_size),
-        ) {
+        let rh = match lacquer_http::h2::request_head(fields, self.max_list) {
             Ok(h) => h,
             Err(e) => {
                 svsl.log_str(Tag::BogoHeader, &e.msg);
