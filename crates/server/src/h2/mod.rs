@@ -61,6 +61,9 @@ pub struct SessCtx {
 /// Not an error code: the peer sent GOAWAY, so none goes back.
 const PEER_GOAWAY: u32 = u32::MAX;
 
+/// The session ended on an error of the client's, after a GOAWAY.
+const GOAWAY_SENT: &str = "GOAWAY sent";
+
 /// The `h2c` upgrade answer.
 pub const RESP_101: &[u8] =
     b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
@@ -145,8 +148,27 @@ pub fn upgrade_settings(v: &[u8]) -> Option<Vec<(u16, u32)>> {
 /// Runs an HTTP/2 session on `stream`, whose read buffer `rbuf` starts
 /// with the preface (prior knowledge) or, after an upgrade, with whatever
 /// the client sent after its HTTP/1 request. Returns the session's close
-/// reason.
+/// reason: `RX_JUNK` (counted), as varnishd 7.1 ends every HTTP/2
+/// session; what really ended it is in the `H2 CLEANUP` debug record.
 pub async fn serve<S>(
+    ctx: Arc<SessCtx>,
+    stream: S,
+    rbuf: BytesMut,
+    svsl: &mut VslBuf,
+    upgraded: Option<(Upgraded, Vec<(u16, u32)>)>,
+) -> &'static str
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let sh = ctx.sh.clone();
+    let cause = run(ctx, stream, rbuf, svsl, upgraded).await;
+    svsl.log(Tag::Debug, format_args!("H2 CLEANUP {cause}"));
+    sh.counters.inc(crate::counters::Main::sc_rx_junk);
+    "RX_JUNK"
+}
+
+/// The session itself; what ended it.
+async fn run<S>(
     ctx: Arc<SessCtx>,
     stream: S,
     mut rbuf: BytesMut,
@@ -165,7 +187,7 @@ where
             Some(false) => {}
             None => {
                 svsl.log_str(Tag::Debug, "H2: No/Bad PRISM");
-                return "RX_JUNK";
+                return "no or bad preface";
             }
         }
         rbuf.reserve(4096);
@@ -173,7 +195,7 @@ where
             Ok(Ok(n)) if n > 0 => {}
             _ => {
                 svsl.log_str(Tag::Debug, "H2: No/Bad PRISM");
-                return "RX_JUNK";
+                return "no or bad preface";
             }
         }
     }
@@ -247,7 +269,7 @@ where
             // The cache "process" died (an emulated panic): the
             // connection goes down with it, nothing more is sent.
             c.wbuf.clear();
-            break "RX_JUNK";
+            break "cache stopped";
         }
         if !c.wbuf.is_empty() {
             let buf = std::mem::take(&mut c.wbuf);
@@ -291,10 +313,11 @@ where
                     Ok(Ok(_)) => {}
                 }
                 if let Err(f) = c.read_frames(svsl, &mut rbuf) {
-                    if f.code() != PEER_GOAWAY {
-                        c.goaway(svsl, f);
+                    if f.code() == PEER_GOAWAY {
+                        break "GOAWAY received";
                     }
-                    break "RX_JUNK";
+                    c.goaway(svsl, f);
+                    break GOAWAY_SENT;
                 }
                 rbuf.reserve(16 * 1024);
             }
@@ -309,7 +332,7 @@ where
         .await;
     }
     let _ = wr.shutdown().await;
-    if reason == "RX_JUNK" && ctx.sh.is_running() {
+    if reason == GOAWAY_SENT {
         // After a GOAWAY, what the client still sends is read and dropped
         // for a moment, so that closing does not reset the connection
         // before the client has read the GOAWAY.
@@ -339,7 +362,6 @@ where
     }
     drop(out_rx);
     while c.tasks.join_next().await.is_some() {}
-    svsl.log(Tag::Debug, format_args!("H2 CLEANUP {reason}"));
     let [rxh, rxb, txh, txb] = c.acct;
     let sh = &ctx.sh;
     sh.counters.add(crate::counters::Main::s_req_hdrbytes, rxh);
