@@ -287,7 +287,7 @@ pub fn check_backend_range(
     let clen = match content_length {
         None => None,
         Some(v) => match digits(trim(v)) {
-            (Ok(Some(n)), rest) if rest.is_empty() => Some(n),
+            (Ok(Some(n)), []) => Some(n),
             _ => return Err("Invalid content-length header".into()),
         },
     };
