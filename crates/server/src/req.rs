@@ -445,6 +445,19 @@ fn add_xff(t: &mut ReqTask) {
     }
 }
 
+/// Removes a request's `Expect` header, logged as unset (HTTP/1 and
+/// HTTP/2 consume `100-continue` themselves, as varnishd).
+pub(crate) fn consume_expect(vsl: &mut lacquer_vsl::VslBuf, req: &mut ReqMsg) {
+    if let Some((k, v)) = req
+        .headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(b"expect"))
+    {
+        vsl.log_header(Tag::ReqUnset, k, v);
+    }
+    req.headers.remove("expect");
+}
+
 /// The records that open a request's log (`ReqStart` and the request as
 /// received), written when it arrives and again after each restart.
 pub(crate) fn log_req_start(vsl: &mut lacquer_vsl::VslBuf, sess: &SessInfo, req: &ReqMsg) {

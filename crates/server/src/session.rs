@@ -357,14 +357,7 @@ pub async fn serve<S>(
             && &req.proto[..] != b"HTTP/1.0"
             && conn.rbuf.is_empty();
         if expect == lacquer_http::Expect::Continue {
-            if let Some((k, v)) = req
-                .headers
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(b"expect"))
-            {
-                vsl.log_header(Tag::ReqUnset, k, v);
-            }
-            req.headers.remove("expect");
+            crate::req::consume_expect(&mut vsl, &mut req);
         }
         crate::req::log_req_start(&mut vsl, &info, &req);
         let mut task = ReqTask::new(sh.clone(), vcl, info.clone(), tmo, vxid, req, t_req, vsl);

@@ -403,14 +403,7 @@ async fn serve_request(
     // with an interim 100.
     let want_100 = expect == lacquer_http::Expect::Continue && body != BodyKind::None;
     if expect == lacquer_http::Expect::Continue {
-        if let Some((k, v)) = req
-            .headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(b"expect"))
-        {
-            vsl.log_header(Tag::ReqUnset, k, v);
-        }
-        req.headers.remove("expect");
+        crate::req::consume_expect(&mut vsl, &mut req);
     }
     crate::req::log_req_start(&mut vsl, info, &req);
     if req.headers.count("host") > 1 {
