@@ -496,6 +496,34 @@ impl Cache {
         self.inner.stores.iter().find(|s| s.name() == name).cloned()
     }
 
+    /// Charges a buffer that is not an object (an HTTP/2 request body
+    /// buffer) to the store named `name`, making room as an object's
+    /// allocation would (LRU nuking); `nuked` hears the vxid of every
+    /// object evicted for it. The space is the caller's until it gives the
+    /// allocation back with [`Cache::release_buffer`].
+    pub fn charge_buffer(
+        &self,
+        name: &str,
+        bytes: u64,
+        nuked: &mut dyn FnMut(u32),
+    ) -> Result<Allocation, StorageError> {
+        let Some(store) = self.store(name) else {
+            return Err(StorageError {
+                store: "(none)",
+                wanted: bytes,
+                nuked: 0,
+            });
+        };
+        self.inner.allocate_piece(&store, bytes, bytes, nuked)
+    }
+
+    /// Gives back a buffer charged with [`Cache::charge_buffer`].
+    pub fn release_buffer(&self, name: &str, space: Allocation) {
+        if let Some(store) = self.store(name) {
+            store.stevedore().free(space.bytes, 1);
+        }
+    }
+
     /// All stores, in configuration order (`Transient` included).
     pub fn stores(&self) -> &[StoreRef] {
         &self.inner.stores
@@ -1260,18 +1288,20 @@ impl Inner {
     /// Charge `bytes` to `store`, nuking up to `nuke_limit` LRU objects of that
     /// store to make room.
     fn allocate(&self, store: &StoreRef, bytes: u64) -> Result<Allocation, StorageError> {
-        self.allocate_piece(store, bytes, bytes)
+        self.allocate_piece(store, bytes, bytes, &mut |_| {})
     }
 
     /// Charge a body piece of `bytes` to `store` as varnishd's fetch asks
     /// for one: when it does not fit, ask again at half the size until a
     /// size of `floor` or less was tried, and only then nuke an LRU object
-    /// (up to `nuke_limit`) and start over.
+    /// (up to `nuke_limit`, telling `on_nuke` each one's vxid) and start
+    /// over.
     fn allocate_piece(
         &self,
         store: &StoreRef,
         bytes: u64,
         floor: u64,
+        on_nuke: &mut dyn FnMut(u32),
     ) -> Result<Allocation, StorageError> {
         let sv = store.stevedore();
         let err = |nuked| StorageError {
@@ -1298,25 +1328,23 @@ impl Inner {
                 CacheStats::inc(&self.stats.n_lru_limited);
                 return Err(err(nuked));
             }
-            if !self.nuke_one(store) {
+            let Some(vxid) = self.nuke_one(store) else {
                 return Err(err(nuked));
-            }
+            };
+            on_nuke(vxid);
             nuked += 1;
         }
     }
 
-    /// Evict the least recently used idle object of `store`.
-    fn nuke_one(&self, store: &StoreRef) -> bool {
+    /// Evict the least recently used idle object of `store`; its vxid.
+    fn nuke_one(&self, store: &StoreRef) -> Option<u32> {
         loop {
-            let Some(oc) = store.lru().victim(NUKE_SCAN) else {
-                return false;
-            };
+            let oc = store.lru().victim(NUKE_SCAN)?;
             if self.kill(&oc) {
                 CacheStats::inc(&self.stats.n_lru_nuked);
-                self.emit(|| CacheEvent::Nuked {
-                    vxid: oc.vxid.load(Ordering::Relaxed),
-                });
-                return true;
+                let vxid = oc.vxid.load(Ordering::Relaxed);
+                self.emit(|| CacheEvent::Nuked { vxid });
+                return Some(vxid);
             }
             // Already being removed by someone else: take it off the list so
             // the scan moves on.
@@ -1702,7 +1730,9 @@ impl FetchBody {
                     0 => want,
                     chunk => chunk,
                 };
-                let got = self.cache.allocate_piece(&self.store, want, floor)?;
+                let got = self
+                    .cache
+                    .allocate_piece(&self.store, want, floor, &mut |_| {})?;
                 self.oc.charged.fetch_add(got.bytes, Ordering::Relaxed);
                 self.oc.allocs.fetch_add(1, Ordering::Relaxed);
                 self.spare = got.bytes;

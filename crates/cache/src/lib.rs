@@ -83,7 +83,9 @@ pub use cache::{
 };
 pub use hash::{Digest, HashBuilder, digest_hex};
 pub use headers::StoredHeaders;
-pub use lacquer_storage::{Body, BodyError, BodyReader, MallocStore, Stevedore, StoreStats};
+pub use lacquer_storage::{
+    Allocation, Body, BodyError, BodyReader, MallocStore, Stevedore, StoreStats,
+};
 pub use lru::StoreRef;
 pub use object::{ObjFlags, ObjKind, ObjMeta, ObjRef, ObjectData};
 pub use stats::CacheStats;

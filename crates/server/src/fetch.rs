@@ -238,6 +238,20 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         fetched.reuse = merge_304(job)?;
         job.bo.beresp_dropped = false;
         let action = vcl.run(BuiltinSub::BackendResponse, &mut job.bo, scratch);
+        // As varnishd: a response that does not match the range asked for
+        // fails the fetch, whatever vcl_backend_response decided.
+        if job.bo.sh.params().flag(pid!("http_range_support"))
+            && let Err(e) = crate::cond::check_backend_range(
+                job.bo.bereq_orig.headers.get("range"),
+                job.bo.beresp.status,
+                job.bo.beresp.headers.get("content-length"),
+                job.bo.beresp.headers.get("content-range"),
+            )
+        {
+            job.bo.vsl.log_str(Tag::Error, &e);
+            drain_and_let_go(&mut job.bo, fetched).await;
+            return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+        }
         if job.bo.beresp_dropped && matches!(action, Action::Deliver | Action::Pass { .. }) {
             // As varnishd: the rollback let go of the response.
             let_go(&mut job.bo, fetched);
@@ -1197,6 +1211,35 @@ fn persistent(beresp: &RespMsg) -> bool {
 
 /// Whether the connection may go back to the pool: the backend keeps it
 /// alive and it did not start with a PROXY header naming this client.
+/// Bodies at most this long are read and dropped to keep the backend
+/// connection of a response that is not used; longer ones close it.
+const DRAIN_MAX: u64 = 64 * 1024;
+
+/// Lets go of a response whose body nobody wants: a short body of a
+/// reusable connection is read (within `between_bytes_timeout`) and the
+/// connection recycled; anything else closes it.
+async fn drain_and_let_go(bo: &mut BoTask, mut f: Fetched) {
+    if let BodyKind::Length(n) = f.body
+        && n <= DRAIN_MAX
+        && reusable(bo, &f)
+    {
+        let bbt = secs(between_bytes(bo, &f));
+        let mut stream = BodyStream::new(f.body, true);
+        let mut read = 0u64;
+        loop {
+            match stream.next(&mut f.conn.stream, &mut f.rbuf, bbt).await {
+                Ok(Some(seg)) => read += seg.len() as u64,
+                Ok(None) if read == n && f.rbuf.is_empty() => {
+                    f.body = BodyKind::None;
+                    break;
+                }
+                _ => break,
+            }
+        }
+    }
+    let_go(bo, f);
+}
+
 fn reusable(bo: &BoTask, f: &Fetched) -> bool {
     f.backend.proxy_header.is_none() && backend_keeps_alive(bo, f)
 }

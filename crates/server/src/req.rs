@@ -445,6 +445,19 @@ fn add_xff(t: &mut ReqTask) {
     }
 }
 
+/// Removes a request's `Expect` header, logged as unset (HTTP/1 and
+/// HTTP/2 consume `100-continue` themselves, as varnishd).
+pub(crate) fn consume_expect(vsl: &mut lacquer_vsl::VslBuf, req: &mut ReqMsg) {
+    if let Some((k, v)) = req
+        .headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(b"expect"))
+    {
+        vsl.log_header(Tag::ReqUnset, k, v);
+    }
+    req.headers.remove("expect");
+}
+
 /// The records that open a request's log (`ReqStart` and the request as
 /// received), written when it arrives and again after each restart.
 pub(crate) fn log_req_start(vsl: &mut lacquer_vsl::VslBuf, sess: &SessInfo, req: &ReqMsg) {
@@ -1120,9 +1133,10 @@ where
         // An ESI include: its body goes into the including response.
         return crate::esi::deliver::include_body(t, conn, obj, synth).await;
     }
-    // As varnishd (VRB_Ignore): a request body nobody used is read and
-    // thrown away before the response goes out, and a client that does
-    // not deliver it in time gets the response with `Connection: close`.
+    // As varnishd (VRB_Ignore): a request body nobody used is read (on
+    // HTTP/2 its window given back) and thrown away before the response
+    // goes out, and a client that does not deliver it in time gets the
+    // response with `Connection: close`.
     if let Some(p) = t.body_pending.take() {
         let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
         match p.discard(&mut conn.stream, &mut conn.rbuf, timeout).await {
@@ -1130,7 +1144,11 @@ where
                 t.sh.counters.add(Main::s_req_bodybytes, n);
                 t.req_body_bytes += n;
             }
-            Err(_) => t.body_broken = true,
+            Err(e) => {
+                t.vsl
+                    .log(Tag::FetchError, format_args!("req.body read error: {e}"));
+                t.body_broken = true;
+            }
         }
     }
     let sh = t.sh.clone();

@@ -122,6 +122,37 @@ impl ReqBody {
     }
 }
 
+/// Reads ahead what `std.cache_req_body()` may keep of a request body
+/// framed as `kind` (the VCL's prefetch; nothing when it has none) and
+/// hands it to `task`: kept whole, or pending with what was read so far.
+/// Counts the bytes read.
+pub async fn take_ahead<R: AsyncRead + Unpin>(
+    task: &mut crate::task::ReqTask,
+    kind: BodyKind,
+    r: &mut R,
+    buf: &mut BytesMut,
+    timeout: Duration,
+) -> Result<(), BodyIoError> {
+    let prefetch = task.vcl.req_body_prefetch;
+    let (b, n) = if prefetch == 0 {
+        (ReqBody::Pending(Pending::new(kind)), 0)
+    } else {
+        ReqBody::read_ahead(kind, r, buf, timeout, prefetch).await?
+    };
+    task.sh
+        .counters
+        .add(crate::counters::Main::s_req_bodybytes, n);
+    task.req_body_bytes = n;
+    match b {
+        ReqBody::Cached(b) => {
+            task.req_body = Some(b);
+            task.log_ts("ReqBody");
+        }
+        ReqBody::Pending(p) => task.body_pending = Some(p),
+    }
+    Ok(())
+}
+
 impl Pending {
     /// A body framed as `kind`, nothing of which was read yet.
     pub fn new(kind: BodyKind) -> Self {

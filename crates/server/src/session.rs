@@ -34,7 +34,6 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::msg::ReqMsg;
 use crate::req::{After, ClientConn};
-use crate::reqbody::{Pending, ReqBody};
 use crate::rfc2616;
 use crate::state::Shared;
 use crate::task::{ReqTask, SessInfo, SessTimeouts};
@@ -174,40 +173,16 @@ pub async fn serve<S>(
         // 2. Wait for a complete head.
         let idle = Duration::from_secs_f64(tmo.timeout_idle.max(0.001));
         let h2_on = sh.params().bit(pid!("feature"), "http2");
-        // With HTTP/2 on, a prior-knowledge preface starts an HTTP/2
-        // session (otherwise it is an HTTP/1 request like any other).
-        while h2_on && let Some(whole) = lacquer_http::h2::preface_state(&conn.rbuf) {
-            if whole {
-                svsl.log_str(Tag::Debug, "H2 Prior Knowledge Upgrade");
-                let ctx = h2_ctx(&sh, &info, tmo, &sock, svxid);
-                let rbuf = std::mem::take(&mut conn.rbuf);
-                let reason = crate::h2::serve(ctx, conn.stream, rbuf, &mut svsl, None).await;
-                return end(&sh, &mut svsl, t_open, reason);
-            }
-            conn.rbuf.reserve(8192);
-            let deadline = tokio::time::Instant::now() + idle;
-            match read_more(&mut conn, idle_timer.as_mut(), deadline).await {
-                None => {
-                    sh.counters.inc(Main::sc_rx_timeout);
-                    return end(&sh, &mut svsl, t_open, "RX_TIMEOUT");
-                }
-                Some(Ok(0)) | Some(Err(_)) => {
-                    sh.counters.inc(Main::sc_rem_close);
-                    return end(&sh, &mut svsl, t_open, "REM_CLOSE");
-                }
-                Some(Ok(_)) => {}
-            }
-        }
         let head = loop {
-            if conn.rbuf.starts_with(&lacquer_http::h2::PREFACE[..18]) {
-                // The preface's request line with HTTP/2 off: varnishd
-                // closes the session without an answer.
-                break Err(None);
-            }
-            match parse_request_buf(&mut conn.rbuf, &limits) {
-                Ok(Some(h)) => break Ok(h),
-                Ok(None) => {}
-                Err(e) => break Err(Some(e)),
+            // A prior-knowledge preface is read whole, as varnishd does.
+            match lacquer_http::h2::preface_state(&conn.rbuf) {
+                Some(true) => break Err(None),
+                Some(false) if !conn.rbuf.is_empty() => {}
+                _ => match parse_request_buf(&mut conn.rbuf, &limits) {
+                    Ok(Some(h)) => break Ok(h),
+                    Ok(None) => {}
+                    Err(e) => break Err(Some(e)),
+                },
             }
             conn.rbuf.reserve(8192);
             let deadline = tokio::time::Instant::now() + idle;
@@ -225,6 +200,15 @@ pub async fn serve<S>(
         };
         let head = match head {
             Ok(h) => h,
+            // With HTTP/2 on the preface starts an HTTP/2 session, else
+            // the session closes without an answer.
+            Err(None) if h2_on => {
+                svsl.log_str(Tag::Debug, "H2 Prior Knowledge Upgrade");
+                let ctx = h2_ctx(&sh, &info, tmo, &sock, svxid);
+                let rbuf = std::mem::take(&mut conn.rbuf);
+                let reason = crate::h2::serve(ctx, conn.stream, rbuf, &mut svsl, None).await;
+                return end(&sh, &mut svsl, t_open, reason);
+            }
             Err(None) => {
                 sh.counters.inc(Main::sc_req_http20);
                 break "REQ_HTTP20";
@@ -374,14 +358,7 @@ pub async fn serve<S>(
             && &req.proto[..] != b"HTTP/1.0"
             && conn.rbuf.is_empty();
         if expect == lacquer_http::Expect::Continue {
-            if let Some((k, v)) = req
-                .headers
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(b"expect"))
-            {
-                vsl.log_header(Tag::ReqUnset, k, v);
-            }
-            req.headers.remove("expect");
+            crate::req::consume_expect(&mut vsl, &mut req);
         }
         crate::req::log_req_start(&mut vsl, &info, &req);
         let mut task = ReqTask::new(sh.clone(), vcl, info.clone(), tmo, vxid, req, t_req, vsl);
@@ -404,32 +381,16 @@ pub async fn serve<S>(
             {
                 break "REM_CLOSE";
             }
-            let prefetch = task.vcl.req_body_prefetch;
-            let ahead = if prefetch == 0 {
-                Ok((ReqBody::Pending(Pending::new(body_kind)), 0))
-            } else {
-                ReqBody::read_ahead(
-                    body_kind,
-                    &mut conn.stream,
-                    &mut conn.rbuf,
-                    body_timeout,
-                    prefetch,
-                )
-                .await
-            };
-            match ahead {
-                Ok((b, n)) => {
-                    sh.counters.add(Main::s_req_bodybytes, n);
-                    task.req_body_bytes = n;
-                    match b {
-                        ReqBody::Cached(b) => {
-                            task.req_body = Some(b);
-                            task.log_ts("ReqBody");
-                        }
-                        ReqBody::Pending(p) => task.body_pending = Some(p),
-                    }
-                }
-                Err(e) => break body_error(&sh, &mut task, &mut conn, body_kind, e).await,
+            let ahead = crate::reqbody::take_ahead(
+                &mut task,
+                body_kind,
+                &mut conn.stream,
+                &mut conn.rbuf,
+                body_timeout,
+            )
+            .await;
+            if let Err(e) = ahead {
+                break body_error(&sh, &mut task, &mut conn, body_kind, e).await;
             }
         }
         let mut after = crate::req::handle(&mut task, &mut conn).await;

@@ -195,10 +195,21 @@ impl Settings {
     /// legal range is a connection error with the setting's code (the
     /// name and value come back for the log).
     pub fn apply(&mut self, id: u16, value: u32) -> Result<Applied, (Fault, &'static str)> {
+        self.apply_checked(id, value, true)
+    }
+
+    /// [`Settings::apply`], with the range check optional (varnishd's
+    /// `debug=+h2_nocheck` takes any value, for tests).
+    pub fn apply_checked(
+        &mut self,
+        id: u16,
+        value: u32,
+        check: bool,
+    ) -> Result<Applied, (Fault, &'static str)> {
         let Some(d) = SETTING_DEFS.iter().find(|d| d.id == id) else {
             return Ok(Applied::Unknown);
         };
-        if value < d.min || value > d.max {
+        if check && (value < d.min || value > d.max) {
             return Err((Fault::Conn(d.range_error), d.name));
         }
         let slot = self.slot(id).expect("defined setting");
@@ -234,7 +245,7 @@ pub fn decode_upgrade_settings(v: &[u8]) -> Option<Vec<(u16, u32)>> {
             acc &= (1 << bits) - 1;
         }
     }
-    if bytes.len() % 6 != 0 {
+    if !bytes.len().is_multiple_of(6) {
         return None;
     }
     Some(

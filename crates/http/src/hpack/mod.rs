@@ -103,6 +103,8 @@ pub enum DecodeError {
     Huffman(huffman::HuffError),
     /// A dynamic table size update above the size the decoder allows.
     TableSize(u32),
+    /// The decoded fields add up to more than the allowed list size.
+    ListSize(u64),
 }
 
 impl std::fmt::Display for DecodeError {
@@ -112,6 +114,7 @@ impl std::fmt::Display for DecodeError {
             DecodeError::Overflow => f.write_str("integer larger than 32 bits"),
             DecodeError::BadIndex(i) => write!(f, "index {i} is not in the header tables"),
             DecodeError::Huffman(e) => write!(f, "{e}"),
+            DecodeError::ListSize(n) => write!(f, "header list larger than {n} bytes"),
             DecodeError::TableSize(n) => {
                 write!(
                     f,
@@ -361,22 +364,32 @@ impl Cursor<'_> {
 /// Decode a whole header block, updating `table`. Returns the fields
 /// decoded, and the error that stopped decoding early, if any.
 pub fn decode_block(table: &mut Table, block: &[u8]) -> (Vec<Header>, Option<DecodeError>) {
-    decode_block_bounded(table, block, u32::MAX)
+    decode_block_bounded(table, block, u32::MAX, u64::MAX)
 }
 
 /// [`decode_block`] for a decoder that announced `max_table` as its
 /// SETTINGS_HEADER_TABLE_SIZE: a dynamic table size update above it is an
-/// error (RFC 7541 section 4.2).
+/// error (RFC 7541 section 4.2). Decoding stops once the fields add up to
+/// more than `max_list` (RFC 7541 sizes: name, value and 32 per field), so
+/// that a small block of indexed fields cannot expand without bound.
 pub fn decode_block_bounded(
     table: &mut Table,
     block: &[u8],
     max_table: u32,
+    max_list: u64,
 ) -> (Vec<Header>, Option<DecodeError>) {
     let mut c = Cursor { buf: block, pos: 0 };
     let mut out = Vec::new();
+    let mut size = 0u64;
     while c.pos < block.len() {
         match decode_field(table, &mut c, max_table) {
-            Ok(Some(h)) => out.push(h),
+            Ok(Some(h)) => {
+                size += h.name.len() as u64 + h.value.len() as u64 + 32;
+                if size > max_list {
+                    return (out, Some(DecodeError::ListSize(max_list)));
+                }
+                out.push(h);
+            }
             Ok(None) => {}
             Err(e) => return (out, Some(e)),
         }

@@ -61,6 +61,9 @@ pub struct SessCtx {
 /// Not an error code: the peer sent GOAWAY, so none goes back.
 const PEER_GOAWAY: u32 = u32::MAX;
 
+/// The session ended on an error of the client's, after a GOAWAY.
+const GOAWAY_SENT: &str = "GOAWAY sent";
+
 /// The `h2c` upgrade answer.
 pub const RESP_101: &[u8] =
     b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
@@ -73,6 +76,10 @@ struct RxStream {
     /// The Content-Length the request announced.
     content_length: Option<u64>,
     received: u64,
+    /// Body bytes handed to the stream and not read by it yet.
+    buffered: i64,
+    /// The receive buffer charged to `h2_rxbuf_storage` (none yet).
+    rxbuf: Option<lacquer_cache::Allocation>,
     /// The response ended (END_STREAM sent or the stream reset).
     ended: bool,
 }
@@ -100,6 +107,15 @@ struct Conn {
     tasks: tokio::task::JoinSet<()>,
     low_water: i64,
     increment: u32,
+    /// The largest header list (and header block) accepted: the announced
+    /// SETTINGS_MAX_HEADER_LIST_SIZE, within the client workspace (where
+    /// varnishd decodes headers).
+    max_list: u64,
+    /// Body bytes taken off the queue since the last socket write (they
+    /// leave `Flow::queued` once written).
+    drained: usize,
+    /// The store request body buffers are charged to (`h2_rxbuf_storage`).
+    rxbuf_store: String,
     /// The session's own accounting, varnishd's `ReqAcct` on the session:
     /// frame headers both ways, control frame payloads as body bytes.
     acct: [u64; 4],
@@ -132,8 +148,27 @@ pub fn upgrade_settings(v: &[u8]) -> Option<Vec<(u16, u32)>> {
 /// Runs an HTTP/2 session on `stream`, whose read buffer `rbuf` starts
 /// with the preface (prior knowledge) or, after an upgrade, with whatever
 /// the client sent after its HTTP/1 request. Returns the session's close
-/// reason.
+/// reason: `RX_JUNK` (counted), as varnishd 7.1 ends every HTTP/2
+/// session; what really ended it is in the `H2 CLEANUP` debug record.
 pub async fn serve<S>(
+    ctx: Arc<SessCtx>,
+    stream: S,
+    rbuf: BytesMut,
+    svsl: &mut VslBuf,
+    upgraded: Option<(Upgraded, Vec<(u16, u32)>)>,
+) -> &'static str
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let sh = ctx.sh.clone();
+    let cause = run(ctx, stream, rbuf, svsl, upgraded).await;
+    svsl.log(Tag::Debug, format_args!("H2 CLEANUP {cause}"));
+    sh.counters.inc(crate::counters::Main::sc_rx_junk);
+    "RX_JUNK"
+}
+
+/// The session itself; what ended it.
+async fn run<S>(
     ctx: Arc<SessCtx>,
     stream: S,
     mut rbuf: BytesMut,
@@ -152,7 +187,7 @@ where
             Some(false) => {}
             None => {
                 svsl.log_str(Tag::Debug, "H2: No/Bad PRISM");
-                return "RX_JUNK";
+                return "no or bad preface";
             }
         }
         rbuf.reserve(4096);
@@ -160,7 +195,7 @@ where
             Ok(Ok(n)) if n > 0 => {}
             _ => {
                 svsl.log_str(Tag::Debug, "H2: No/Bad PRISM");
-                return "RX_JUNK";
+                return "no or bad preface";
             }
         }
     }
@@ -201,6 +236,13 @@ where
         low_water,
         increment,
         acct: [0; 4],
+        max_list: u64::from(local.max_header_list_size)
+            .min(ctx.sh.params().bytes(pid!("workspace_client"))),
+        drained: 0,
+        rxbuf_store: match ctx.sh.params().get(pid!("h2_rxbuf_storage")) {
+            crate::params::Value::Text(t) => t.clone(),
+            _ => "Transient".to_string(),
+        },
     };
     let settings = local.encode_changes();
     c.send_frame(svsl, types::SETTINGS, 0, 0, &settings);
@@ -227,7 +269,7 @@ where
             // The cache "process" died (an emulated panic): the
             // connection goes down with it, nothing more is sent.
             c.wbuf.clear();
-            break "RX_JUNK";
+            break "cache stopped";
         }
         if !c.wbuf.is_empty() {
             let buf = std::mem::take(&mut c.wbuf);
@@ -237,8 +279,11 @@ where
                 Ok(Err(_)) => break "REM_CLOSE",
                 Err(_) => break "TX_ERROR",
             }
+        }
+        if c.drained > 0 {
+            // Written (or dropped, for streams that ended): room again.
             let mut f = c.flow.lock().expect("flow lock");
-            f.queued = 0;
+            f.queued -= std::mem::take(&mut c.drained).min(f.queued);
             f.wake_all();
         }
         tokio::select! {
@@ -268,10 +313,11 @@ where
                     Ok(Ok(_)) => {}
                 }
                 if let Err(f) = c.read_frames(svsl, &mut rbuf) {
-                    if f.code() != PEER_GOAWAY {
-                        c.goaway(svsl, f);
+                    if f.code() == PEER_GOAWAY {
+                        break "GOAWAY received";
                     }
-                    break "RX_JUNK";
+                    c.goaway(svsl, f);
+                    break GOAWAY_SENT;
                 }
                 rbuf.reserve(16 * 1024);
             }
@@ -286,7 +332,7 @@ where
         .await;
     }
     let _ = wr.shutdown().await;
-    if reason == "RX_JUNK" && ctx.sh.is_running() {
+    if reason == GOAWAY_SENT {
         // After a GOAWAY, what the client still sends is read and dropped
         // for a moment, so that closing does not reset the connection
         // before the client has read the GOAWAY.
@@ -308,10 +354,12 @@ where
         if let Some(tx) = s.rx.take() {
             let _ = tx.send(Err(()));
         }
+        if let Some(space) = s.rxbuf.take() {
+            ctx.sh.cache.release_buffer(&c.rxbuf_store, space);
+        }
     }
     drop(out_rx);
     while c.tasks.join_next().await.is_some() {}
-    svsl.log(Tag::Debug, format_args!("H2 CLEANUP {reason}"));
     let [rxh, rxb, txh, txb] = c.acct;
     let sh = &ctx.sh;
     sh.counters.add(crate::counters::Main::s_req_hdrbytes, rxh);
@@ -458,24 +506,52 @@ impl Conn {
                 }
             }
             Out::Data { sid, data } => {
+                self.drained += data.len();
                 if self.streams.get(&sid).is_some_and(|s| !s.ended) {
                     self.send_frame(svsl, types::DATA, 0, sid, &data);
                 }
             }
             Out::Consumed { sid, n } => {
-                if let Some(s) = self.streams.get_mut(&sid)
-                    && s.rx.is_some()
-                    && !s.ended
+                let initial = i64::from(self.local.initial_window_size);
+                let (low_water, increment) = (self.low_water, i64::from(self.increment));
+                let Some(s) = self.streams.get_mut(&sid) else {
+                    return;
+                };
+                s.buffered -= i64::from(n);
+                if s.rx.is_none()
+                    && s.buffered == 0
+                    && let Some(space) = s.rxbuf.take()
                 {
-                    s.r_window += i64::from(n);
-                    self.send_frame(svsl, types::WINDOW_UPDATE, 0, sid, &n.to_be_bytes());
+                    // The whole body was read: its buffer goes back.
+                    self.ctx.sh.cache.release_buffer(&self.rxbuf_store, space);
+                }
+                // As varnishd: while the peer still sends, the window is
+                // topped up to the free room of the stream's buffer (of
+                // the initial window's size), at most an increment.
+                if s.rx.is_some() && !s.ended && s.r_window < low_water {
+                    let credit = increment.min(initial - s.buffered - s.r_window);
+                    if credit > 0 {
+                        s.r_window += credit;
+                        let c = (credit as u32).to_be_bytes();
+                        self.send_frame(svsl, types::WINDOW_UPDATE, 0, sid, &c);
+                    }
+                }
+            }
+            Out::Reset { sid, code, why } => {
+                if self.streams.get(&sid).is_some_and(|s| !s.ended) {
+                    svsl.log(Tag::Debug, format_args!("H2: stream {sid}: {why}"));
+                    self.rst(svsl, sid, code);
+                    self.kill(sid);
                 }
             }
             Out::Done { sid } => {
-                if let Some(s) = self.streams.remove(&sid)
-                    && !s.ended
-                {
-                    self.send_frame(svsl, types::DATA, flags::END_STREAM, sid, &[]);
+                if let Some(s) = self.streams.remove(&sid) {
+                    if let Some(space) = s.rxbuf {
+                        self.ctx.sh.cache.release_buffer(&self.rxbuf_store, space);
+                    }
+                    if !s.ended {
+                        self.send_frame(svsl, types::DATA, flags::END_STREAM, sid, &[]);
+                    }
                 }
                 self.flow.lock().expect("flow lock").streams.remove(&sid);
             }
@@ -644,13 +720,14 @@ impl Conn {
             }
             return Ok(());
         }
-        if p.len() % 6 != 0 {
+        if !p.len().is_multiple_of(6) {
             return Err(Fault::Conn(code::PROTOCOL_ERROR));
         }
         for s in p.chunks(6) {
             let id = u16::from_be_bytes([s[0], s[1]]);
             let v = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
-            match self.remote.apply(id, v) {
+            let nocheck = self.ctx.sh.params().bit(pid!("debug"), "h2_nocheck");
+            match self.remote.apply_checked(id, v, !nocheck) {
                 Ok(Applied::Unknown) => svsl.log(
                     Tag::Debug,
                     format_args!("H2SETTING unknown setting 0x{id:04x}={v:08x} (ignored)"),
@@ -721,7 +798,7 @@ impl Conn {
         let Some(cont) = self.cont.as_mut() else {
             return Err(Fault::Conn(code::PROTOCOL_ERROR));
         };
-        if cont.block.len() + p.len() > self.local.max_header_list_size as usize + 4096 {
+        if (cont.block.len() + p.len()) as u64 > self.max_list {
             return Err(Fault::Conn(code::ENHANCE_YOUR_CALM));
         }
         cont.block.extend_from_slice(p);
@@ -738,11 +815,19 @@ impl Conn {
         let cont = self.cont.take().expect("a header block in progress");
         let sid = cont.sid;
         let t_req = crate::rfc2616::now();
-        let (fields, err) =
-            hpack::decode_block_bounded(&mut self.dec, &cont.block, self.local.header_table_size);
+        let (fields, err) = hpack::decode_block_bounded(
+            &mut self.dec,
+            &cont.block,
+            self.local.header_table_size,
+            self.max_list,
+        );
         if let Some(e) = err {
             svsl.log(Tag::Debug, format_args!("HPACK(hdr) {e}"));
-            return Err(Fault::Conn(code::COMPRESSION_ERROR));
+            // Decoding stopped half-way: the HPACK state is lost.
+            return Err(Fault::Conn(match e {
+                hpack::DecodeError::ListSize(_) => code::ENHANCE_YOUR_CALM,
+                _ => code::COMPRESSION_ERROR,
+            }));
         }
         if self.open_streams() >= self.local.max_concurrent_streams as usize {
             svsl.log(
@@ -752,10 +837,7 @@ impl Conn {
             self.rst(svsl, sid, code::REFUSED_STREAM);
             return Ok(());
         }
-        let rh = match lacquer_http::h2::request_head(
-            fields,
-            u64::from(self.local.max_header_list_size),
-        ) {
+        let rh = match lacquer_http::h2::request_head(fields, self.max_list) {
             Ok(h) => h,
             Err(e) => {
                 svsl.log_str(Tag::BogoHeader, &e.msg);
@@ -826,6 +908,8 @@ impl Conn {
                 r_window: i64::from(self.local.initial_window_size),
                 content_length: receiving.flatten(),
                 received: 0,
+                buffered: 0,
+                rxbuf: None,
                 ended: false,
             },
         );
@@ -876,7 +960,7 @@ impl Conn {
         let Some(s) = self.streams.get_mut(&sid) else {
             return Ok(());
         };
-        let Some(tx) = s.rx.as_ref() else {
+        let Some(tx) = s.rx.clone() else {
             return Err(Fault::Stream(code::STREAM_CLOSED));
         };
         let data = if head.flags & flags::PADDED != 0 {
@@ -913,7 +997,53 @@ impl Conn {
             return Err(Fault::Stream(code::FLOW_CONTROL_ERROR));
         }
         s.r_window -= len;
-        let _ = tx.send(Ok((data, len as u32)));
+        if data.is_empty() {
+            // Padding only: nothing for the stream to read, so nothing
+            // would open the window again; varnishd opens it here once
+            // it is closed and the buffer empty.
+            let initial = i64::from(self.local.initial_window_size);
+            if s.r_window == 0 && s.buffered == 0 && !end {
+                s.r_window += initial;
+                let c = (initial as u32).to_be_bytes();
+                self.send_frame(svsl, types::WINDOW_UPDATE, 0, sid, &c);
+            }
+        } else {
+            if s.rxbuf.is_none() {
+                // As varnishd: the stream's receive buffer (a window's
+                // worth, or just this frame's data when it is the only
+                // one) is charged to h2_rxbuf_storage.
+                let mut size = u64::from(self.local.initial_window_size).max(s.r_window as u64);
+                if end {
+                    size = size.min(data.len() as u64);
+                }
+                let mut nuked = Vec::new();
+                let got = self
+                    .ctx
+                    .sh
+                    .cache
+                    .charge_buffer(&self.rxbuf_store, size, &mut |x| nuked.push(x));
+                for x in nuked {
+                    svsl.log(Tag::ExpKill, format_args!("LRU x={x}"));
+                }
+                match got {
+                    Ok(space) => s.rxbuf = Some(space),
+                    Err(_) => {
+                        svsl.log(
+                            Tag::Debug,
+                            format_args!(
+                                "H2: stream {sid}: Failed to allocate request body buffer"
+                            ),
+                        );
+                        return Err(Fault::Stream(code::INTERNAL_ERROR));
+                    }
+                }
+            }
+            s.buffered += data.len() as i64;
+            let _ = tx.send(Ok(data));
+        }
+        let Some(s) = self.streams.get_mut(&sid) else {
+            return Ok(());
+        };
         if end {
             s.rx = None;
         }

@@ -17,17 +17,18 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use lacquer_http::BodyKind;
 use lacquer_vsl::{Tag, VslBuf, Vxid};
+use std::future::Future;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::mpsc;
 
 use crate::counters::Main;
 use crate::msg::ReqMsg;
 use crate::req::ClientConn;
-use crate::reqbody::{Pending, ReqBody};
 use crate::state::Shared;
 use crate::task::{ReqTask, SessInfo, SessTimeouts};
 
@@ -42,12 +43,19 @@ pub(crate) enum Out {
     Headers { sid: u32, block: Vec<u8>, end: bool },
     /// Body bytes, already charged to the send windows.
     Data { sid: u32, data: Vec<u8> },
-    /// The stream's task read this many bytes of its body (plus padding):
-    /// the receive window may be opened again.
+    /// The stream's task read this many bytes of its body: the receive
+    /// window may be opened again.
     Consumed { sid: u32, n: u32 },
     /// The stream's task is done: the response ends (an empty DATA frame
     /// with END_STREAM unless it has ended already).
     Done { sid: u32 },
+    /// The stream gives up (a send timeout): RST_STREAM with `code`,
+    /// `why` logged on the session.
+    Reset {
+        sid: u32,
+        code: u32,
+        why: &'static str,
+    },
 }
 
 /// The send side of flow control, shared by the connection task and the
@@ -90,9 +98,9 @@ impl Flow {
     }
 }
 
-/// A piece of request body as the connection received it: the bytes and
-/// what the frame cost the stream's receive window (padding included).
-pub(crate) type RxChunk = Result<(Bytes, u32), ()>;
+/// A piece of request body as the connection received it (padding
+/// removed), or the stream's reset.
+pub(crate) type RxChunk = Result<Bytes, ()>;
 
 /// The request state machine's view of a stream: request body in, response
 /// body out.
@@ -104,6 +112,50 @@ pub struct StreamIo {
     pending: Bytes,
     /// Body bytes accepted for sending (shared with the [`StreamHead`]).
     sent: Arc<AtomicU64>,
+    /// `send_timeout` and `idle_send_timeout` as the stream started.
+    send_timeout: Duration,
+    idle_send_timeout: Duration,
+    /// When the response started going out, and since when a write has
+    /// been waiting for the peer to open a window.
+    t_send: Option<Instant>,
+    t_winupd: Option<Instant>,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl StreamIo {
+    /// A write waits for a window: within `idle_send_timeout` of the wait's
+    /// start and `send_timeout` of the response's, else the stream is
+    /// cancelled (as varnishd's stream timeouts).
+    fn wait_window(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        let now = Instant::now();
+        let since = *self.t_winupd.get_or_insert(now);
+        let idle_end = since + self.idle_send_timeout;
+        let send_end = self.t_send.unwrap_or(now) + self.send_timeout;
+        let why = if now >= idle_end {
+            Some("Hit idle_send_timeout waiting for WINDOW_UPDATE")
+        } else if now >= send_end {
+            Some("Hit send_timeout")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            let _ = self.out.send(Out::Reset {
+                sid: self.sid,
+                code: lacquer_http::h2::code::CANCEL,
+                why,
+            });
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, why)));
+        }
+        let deadline = tokio::time::Instant::from_std(idle_end.min(send_end));
+        let t = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        t.as_mut().reset(deadline);
+        if t.as_mut().poll(cx).is_ready() {
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
+    }
 }
 
 fn closed() -> io::Error {
@@ -120,6 +172,7 @@ impl AsyncWrite for StreamIo {
             return Poll::Ready(Ok(0));
         }
         let me = self.get_mut();
+        me.t_send.get_or_insert_with(Instant::now);
         let mut f = me.flow.lock().expect("flow lock");
         if f.dead {
             return Poll::Ready(Err(closed()));
@@ -139,8 +192,10 @@ impl AsyncWrite for StreamIo {
         let w = s.window.min(conn_window);
         if w <= 0 {
             s.waker = Some(cx.waker().clone());
-            return Poll::Pending;
+            drop(f);
+            return me.wait_window(cx);
         }
+        me.t_winupd = None;
         let n = buf.len().min(w as usize).min(max_frame);
         s.window -= n as i64;
         f.conn_window -= n as i64;
@@ -170,39 +225,51 @@ impl AsyncWrite for StreamIo {
 }
 
 impl AsyncRead for StreamIo {
+    /// Takes as much of the received body as fits (varnishd drains its
+    /// whole receive buffer at once), then tells the connection how much
+    /// was consumed so that it can open the stream's window again.
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let me = self.get_mut();
-        loop {
+        let mut took = 0usize;
+        let result = loop {
             if !me.pending.is_empty() {
                 let n = me.pending.len().min(buf.remaining());
                 buf.put_slice(&me.pending.split_to(n));
-                return Poll::Ready(Ok(()));
+                took += n;
+            }
+            if buf.remaining() == 0 {
+                break Poll::Ready(Ok(()));
             }
             match me.rx.poll_recv(cx) {
-                Poll::Pending => return Poll::Pending,
-                // The end of the body.
-                Poll::Ready(None) => return Poll::Ready(Ok(())),
-                Poll::Ready(Some(Err(()))) => {
-                    return Poll::Ready(Err(io::Error::new(
+                Poll::Ready(Some(Ok(data))) => me.pending = data,
+                // The end of the body (what was taken first goes up).
+                Poll::Ready(None) => break Poll::Ready(Ok(())),
+                Poll::Ready(Some(Err(()))) if took == 0 => {
+                    break Poll::Ready(Err(io::Error::new(
                         io::ErrorKind::ConnectionReset,
                         "HTTP/2 stream reset",
                     )));
                 }
-                Poll::Ready(Some(Ok((data, charged)))) => {
-                    if charged > 0 {
-                        let _ = me.out.send(Out::Consumed {
-                            sid: me.sid,
-                            n: charged,
-                        });
-                    }
-                    me.pending = data;
+                Poll::Ready(Some(Err(()))) => {
+                    // Reported on the next read.
+                    me.rx.close();
+                    break Poll::Ready(Ok(()));
                 }
+                Poll::Pending if took == 0 => break Poll::Pending,
+                Poll::Pending => break Poll::Ready(Ok(())),
             }
+        };
+        if took > 0 {
+            let _ = me.out.send(Out::Consumed {
+                sid: me.sid,
+                n: took as u32,
+            });
         }
+        result
     }
 }
 
@@ -231,6 +298,11 @@ impl StreamHead {
     pub fn body_sent(&self) -> u64 {
         self.sent.load(Ordering::Relaxed)
     }
+}
+
+/// A timeout parameter as a duration (very long when not finite).
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(if s.is_finite() { s.max(0.001) } else { 1e9 })
 }
 
 /// Everything a stream task needs from its connection.
@@ -267,6 +339,11 @@ pub(crate) async fn run(c: StreamCtx, req: ReqMsg, hdr_bytes: u64, body: BodyKin
         rx: c.rx,
         pending: Bytes::new(),
         sent,
+        send_timeout: secs(c.tmo.send_timeout),
+        idle_send_timeout: secs(c.tmo.idle_send_timeout),
+        t_send: None,
+        t_winupd: None,
+        timer: None,
     };
     let mut conn = ClientConn {
         stream: io,
@@ -326,14 +403,7 @@ async fn serve_request(
     // with an interim 100.
     let want_100 = expect == lacquer_http::Expect::Continue && body != BodyKind::None;
     if expect == lacquer_http::Expect::Continue {
-        if let Some((k, v)) = req
-            .headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(b"expect"))
-        {
-            vsl.log_header(Tag::ReqUnset, k, v);
-        }
-        req.headers.remove("expect");
+        crate::req::consume_expect(&mut vsl, &mut req);
     }
     crate::req::log_req_start(&mut vsl, info, &req);
     if req.headers.count("host") > 1 {
@@ -362,39 +432,21 @@ async fn serve_request(
             lacquer_http::h2::encode_response_head(100, std::iter::empty(), &mut block);
             let _ = h.send(block, false);
         }
-        let prefetch = task.vcl.req_body_prefetch;
-        let ahead = if prefetch == 0 {
-            Ok((ReqBody::Pending(Pending::new(body)), 0))
-        } else {
-            ReqBody::read_ahead(
-                body,
-                &mut conn.stream,
-                &mut conn.rbuf,
-                body_timeout,
-                prefetch,
-            )
-            .await
-        };
-        match ahead {
-            Ok((b, n)) => {
-                sh.counters.add(Main::s_req_bodybytes, n);
-                task.req_body_bytes = n;
-                match b {
-                    ReqBody::Cached(b) => {
-                        task.req_body = Some(b);
-                        task.log_ts("ReqBody");
-                    }
-                    ReqBody::Pending(p) => task.body_pending = Some(p),
-                }
-            }
-            Err(e) => {
-                task.vsl
-                    .log(Tag::FetchError, format_args!("req.body read error: {e}"));
-                let rx = task.req_hdr_bytes;
-                task.vsl
-                    .log(Tag::ReqAcct, format_args!("{rx} 0 {rx} 0 0 0"));
-                ok = false;
-            }
+        let ahead = crate::reqbody::take_ahead(
+            &mut task,
+            body,
+            &mut conn.stream,
+            &mut conn.rbuf,
+            body_timeout,
+        )
+        .await;
+        if let Err(e) = ahead {
+            task.vsl
+                .log(Tag::FetchError, format_args!("req.body read error: {e}"));
+            let rx = task.req_hdr_bytes;
+            task.vsl
+                .log(Tag::ReqAcct, format_args!("{rx} 0 {rx} 0 0 0"));
+            ok = false;
         }
     }
     if ok {

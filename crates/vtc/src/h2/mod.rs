@@ -354,25 +354,10 @@ impl Conn {
     /// Apply an `HTTP2-Settings` header (base64url of SETTINGS pairs) from
     /// an `h2c` upgrade, logging each setting.
     pub fn b64_settings(&self, s: &str) -> R<()> {
-        let mut vals = Vec::new();
-        for c in s.trim().bytes() {
-            let v = match c {
-                b'A'..=b'Z' => c - b'A',
-                b'a'..=b'z' => c - b'a' + 26,
-                b'0'..=b'9' => c - b'0' + 52,
-                b'-' => 62,
-                b'_' => 63,
-                _ => bail!("Bad \"HTTP2-Settings\" header"),
-            };
-            vals.push(u64::from(v));
-        }
-        if !vals.len().is_multiple_of(8) {
-            bail!("Bad \"HTTP2-Settings\" header: length is not a whole number of settings");
-        }
-        for g in vals.chunks(8) {
-            let v = g.iter().fold(0u64, |a, &x| (a << 6) | x);
-            let id = (v >> 32) as u16;
-            let val = v as u32;
+        let Some(pairs) = lacquer_http::h2::decode_upgrade_settings(s.trim().as_bytes()) else {
+            bail!("Bad \"HTTP2-Settings\" header: not whole settings in base64url");
+        };
+        for (id, val) in pairs {
             let name = frame::SETTINGS
                 .get(id as usize)
                 .copied()
