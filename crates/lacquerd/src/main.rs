@@ -391,6 +391,14 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             Ok(summary) => {
                 // Where varnishd prints the C it compiled to.
                 eprint!("{summary}");
+                if params.bit("debug", "vcl_keep") {
+                    let workdir = args
+                        .workdir
+                        .as_deref()
+                        .map(daemon::workdir_from)
+                        .unwrap_or_else(daemon::default_workdir);
+                    keep_compiled(&workdir, &summary)?;
+                }
                 Ok(ExitCode::SUCCESS)
             }
             Err(msg) => {
@@ -475,6 +483,26 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(2))
         }
     }
+}
+
+/// `-p debug=+vcl_keep` with `-C`: what the compiler produced is kept in
+/// the working directory, in the build directory varnishd would use
+/// (`vcl_boot.<seconds>.<microseconds>`), instead of only being printed.
+fn keep_compiled(workdir: &std::path::Path, summary: &str) -> anyhow::Result<()> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let dir = workdir.join(format!(
+        "vcl_boot.{}.{:06}",
+        now.as_secs(),
+        now.subsec_micros()
+    ));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| anyhow::anyhow!("Cannot create {} for vcl_keep: {e}", dir.display()))?;
+    let file = dir.join("compiled.txt");
+    std::fs::write(&file, summary)
+        .map_err(|e| anyhow::anyhow!("Cannot write {}: {e}", file.display()))?;
+    Ok(())
 }
 
 #[cfg(test)]

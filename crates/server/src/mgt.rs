@@ -492,6 +492,12 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
                 format!("Invalid seed {} (want an unsigned integer)", plain[0]),
             ),
         },
+        "debug.panic.master" => {
+            // What the operator asked for: the manager dies at once, as
+            // varnishd's master does on this command.
+            eprintln!("Panic: debug.panic.master: you asked for it");
+            std::process::abort()
+        }
         "debug.xid" => {
             if let Some(v) = plain.first() {
                 // The next transaction gets the id after the one given.

@@ -104,7 +104,9 @@ impl Session {
         } else {
             (st, body)
         };
-        if st != 200 {
+        // A banner cut short by `cli_limit` (201) still opens the session,
+        // as with varnishadm.
+        if st != 200 && st != 201 {
             return Err(format!("Rejected {st}\n{body}"));
         }
         let mut sess = Session { stream };
@@ -281,7 +283,11 @@ pub fn main(name: &str, args: &[String]) -> i32 {
         match sess.send(&line) {
             Ok((st, body)) => {
                 print_reply(a.pass, st, &body);
-                if st != 200 {
+                // A reply cut short by `cli_limit` is still a success;
+                // varnishadm says it was cut.
+                if st == 201 && !a.pass {
+                    println!("[response was truncated]");
+                } else if st != 200 {
                     if !a.pass {
                         eprintln!("Command failed with error code {st}");
                     }
