@@ -1358,27 +1358,36 @@ fn backend_list(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) 
                     }
                     None => (0, 0),
                 };
-                ("backend", admin, good, window, b.healthy(), None)
+                // The Health column is the probe's verdict; a forced
+                // state shows in the Admin column only, as in varnishd.
+                let health = match b.health.admin() {
+                    crate::backend::probe::Admin::Auto => b.healthy(),
+                    _ => b.health.probed_healthy(),
+                };
+                ("backend", admin, good, window, health, None)
             }
-            // A director's health is its members': varnishd counts the
-            // healthy ones in the probe column.
-            vcls::Listed::Director { director, .. } => {
-                let healthy = director.healthy().unwrap_or(false);
-                match director.list() {
-                    Some(l) => {
-                        let good = l.members.iter().filter(|m| m.healthy).count();
-                        (
-                            l.kind,
-                            "probe",
-                            good as u32,
-                            l.members.len() as u32,
-                            healthy,
-                            Some(l),
-                        )
-                    }
-                    None => ("director", "healthy", 0, 0, healthy, None),
+            // A director that reports its members is probed through
+            // them: varnishd counts the healthy ones in the Probe column.
+            // Others show as an unprobed backend.
+            vcls::Listed::Director { director, .. } => match director.list() {
+                Some(lacquer_vmods::DirectorList {
+                    kind,
+                    report: Some(r),
+                }) => {
+                    let good = r.members.iter().filter(|m| m.healthy).count() as u32;
+                    let healthy = director.healthy().unwrap_or(false);
+                    (
+                        kind,
+                        "probe",
+                        good,
+                        r.members.len() as u32,
+                        healthy,
+                        Some(r),
+                    )
                 }
-            }
+                Some(l) => (l.kind, "healthy", 0, 0, true, None),
+                None => ("director", "healthy", 0, 0, true, None),
+            },
         };
         let health = if health { "healthy" } else { "sick" };
         rows.push(vec![
@@ -1401,7 +1410,7 @@ fn backend_list(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) 
             rows.push(Vec::new());
         }
         js.push(format!(
-            "  {}: {{\n    \"type\": \"{kind}\",\n    \"admin_health\": \"{admin}\",\n    \"probe_message\": [{good}, {window}, \"{health}\"],\n    \"last_change\": {now_secs:.3}\n  }}",
+            "    {}: {{\n      \"type\": \"{kind}\",\n      \"admin_health\": \"{admin}\",\n      \"probe_message\": [{good}, {window}, \"{health}\"],\n      \"last_change\": {now_secs:.3}\n    }}",
             json_str(entry.name()),
         ));
     }

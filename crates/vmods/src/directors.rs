@@ -22,8 +22,8 @@ mod shard_cfg;
 use crate::args::{Args, lossy};
 use crate::rnd::next_f64 as random_f64;
 use crate::{
-    AnyObj, ClassImpl, Director, DirectorList, Env, FuncImpl, Host, ListedMember, MethodImpl,
-    ModuleImpl, Obj, this,
+    AnyObj, ClassImpl, Director, DirectorList, Env, FuncImpl, Host, ListedMember, MemberReport,
+    MethodImpl, ModuleImpl, Obj, this,
 };
 
 const DECL: &str = r#"
@@ -266,7 +266,12 @@ impl Director for Simple {
             Kind::Fallback { .. } => ("fallback", "Current"),
             Kind::Random => ("random", "Weight"),
             // varnishd's hash director has no member report.
-            Kind::Hash => return None,
+            Kind::Hash => {
+                return Some(DirectorList {
+                    kind: "hash",
+                    report: None,
+                });
+            }
         };
         // The random director weighs the healthy members only.
         let total: f64 = m.iter().filter(|x| x.2).map(|x| x.1).sum();
@@ -297,8 +302,10 @@ impl Director for Simple {
             .collect();
         Some(DirectorList {
             kind,
-            heads: vec![head, "Health"],
-            members,
+            report: Some(MemberReport {
+                heads: vec![head, "Health"],
+                members,
+            }),
         })
     }
 }
@@ -314,7 +321,11 @@ fn new_simple(env: &Env, name: &str, kind: Kind) -> Result<Obj, String> {
         members: RwLock::new(Vec::new()),
         cursor: AtomicUsize::new(0),
     });
-    let be = (kind != Kind::Hash).then(|| env.add_director(name, dir.clone()));
+    // Every director is registered (so `backend.list` shows it), but a
+    // hash director has no handle of its own for VCL: `.backend(key)`
+    // picks a member at once.
+    let registered = env.add_director(name, dir.clone());
+    let be = (kind != Kind::Hash).then_some(registered);
     Ok(Arc::new(SimpleObj { dir, be }))
 }
 
@@ -977,8 +988,10 @@ impl Director for Shard {
             .collect();
         Some(DirectorList {
             kind: "shard",
-            heads: vec!["Ident", "Health", "Rampup  Remaining"],
-            members,
+            report: Some(MemberReport {
+                heads: vec!["Ident", "Health", "Rampup  Remaining"],
+                members,
+            }),
         })
     }
 }

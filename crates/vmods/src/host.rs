@@ -44,6 +44,14 @@ pub trait Director: Send + Sync {
 pub struct DirectorList {
     /// The kind JSON output names (`round-robin`, `fallback`, ...).
     pub kind: &'static str,
+    /// The member report, for the kinds varnishd reports members of
+    /// (the hash director has none: it shows as an unprobed backend).
+    pub report: Option<MemberReport>,
+}
+
+/// The members of a listed director.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberReport {
     /// The column heads of the member table after `Backend` (the
     /// kind's own column, `Health`, and any more).
     pub heads: Vec<&'static str>,
@@ -56,7 +64,7 @@ pub struct ListedMember {
     /// The member's name in its VCL (without the `<vcl>.` prefix).
     pub name: String,
     pub healthy: bool,
-    /// The cells after the name, one per [`DirectorList::heads`].
+    /// The cells after the name, one per [`MemberReport::heads`].
     pub cells: Vec<String>,
 }
 

@@ -62,7 +62,9 @@ mod vsthrottle;
 mod vtc;
 mod xkey;
 
-pub use host::{Director, DirectorList, DynamicBackend, Endpoint, Host, ListedMember};
+pub use host::{
+    Director, DirectorList, DynamicBackend, Endpoint, Host, ListedMember, MemberReport,
+};
 
 use args::Args;
 
