@@ -810,6 +810,8 @@ pub struct Running {
     cli_done: Option<tokio::task::JoinHandle<()>>,
     /// The locked pid files, held for as long as the daemon runs.
     _pidfiles: Vec<std::fs::File>,
+    /// The manager's shared-memory directory (`_.vsm_mgt`).
+    _vsm: lacquer_vsl::vsm::VsmDir,
 }
 
 impl std::fmt::Debug for Running {
@@ -1001,19 +1003,21 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         ),
         None => None,
     };
+    let vsm_dir = cfg.workdir.join(lacquer_vsl::vsm::MGT_DIR);
+    let mut vsm = lacquer_vsl::vsm::VsmDir::create(&vsm_dir)
+        .map_err(|e| format!("Cannot create {}: {e}", vsm_dir.display()))?;
     // Management CLI.
     if let Some(addr) = &cfg.admin {
         let a = addr.replace(' ', ":");
         let l = TcpListener::bind(&a)
             .await
             .map_err(|e| format!("Could not open management port -T {addr}: {e}"))?;
-        // Tell `lacquer adm -n` where to find us.
+        // As varnishd's `Arg` segments: where `lacquer adm -n` finds us.
         let bound = l.local_addr().map(|a| a.to_string()).unwrap_or(a.clone());
-        let mut note = format!("T {bound}\n");
+        publish_arg(&mut vsm, "-T", &bound)?;
         if let Some(p) = &secret_path {
-            note.push_str(&format!("S {}\n", p.display()));
+            publish_arg(&mut vsm, "-S", &p.display().to_string())?;
         }
-        let _ = std::fs::write(cfg.workdir.join("_.admin"), note);
         let sh2 = sh.clone();
         let secret = secret.clone();
         tokio::spawn(async move {
@@ -1090,7 +1094,15 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         shared: sh,
         cli_done,
         _pidfiles: pidfiles,
+        _vsm: vsm,
     })
+}
+
+/// Publishes a command-line argument in the manager's directory.
+fn publish_arg(vsm: &mut lacquer_vsl::vsm::VsmDir, opt: &str, value: &str) -> Result<(), String> {
+    vsm.publish("Arg", opt, value.as_bytes())
+        .map(drop)
+        .map_err(|e| format!("Cannot publish {opt} in shared memory: {e}"))
 }
 
 /// Opens, locks and fills a pid file, as varnishd does with `-P` and with
