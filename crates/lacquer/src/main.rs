@@ -92,7 +92,7 @@ fn vcl_check(files: &[String]) -> i32 {
     let params = lacquer_server::params::ParamSet::default();
     let mut failed = 0;
     for f in files {
-        let vcl = lacquer_server::daemon::BootVcl::File(f.into());
+        let vcl = lacquer_server::daemon::BootVcl::Files(vec![f.into()]);
         match lacquer_server::daemon::check_vcl(&vcl, &params) {
             Ok(summary) => print!("{f}: {summary}"),
             Err(msg) => {

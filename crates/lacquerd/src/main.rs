@@ -69,7 +69,8 @@ struct Args {
     compile_only: bool,
     debug: bool,
     foreground: bool,
-    vcl_file: Option<String>,
+    /// `-f`, in order.
+    vcl_files: Vec<String>,
     cli_file: Option<String>,
     identity: Option<String>,
     jail: Option<String>,
@@ -247,12 +248,7 @@ fn parse_args(name: &str, args: &[String]) -> Result<Args, Early> {
                 'C' => a.compile_only = true,
                 'd' => a.debug = true,
                 'F' => a.foreground = true,
-                'f' if a.vcl_file.is_some() => {
-                    return Err(Early::error(
-                        "Only one -f is taken by lacquerd (issue 3: several boot VCLs)",
-                    ));
-                }
-                'f' => a.vcl_file = Some(v),
+                'f' => a.vcl_files.push(v),
                 'I' if a.cli_file.is_some() => return Err(Early::error("Only one -I allowed")),
                 'I' => a.cli_file = Some(v),
                 'i' => a.identity = Some(v),
@@ -277,7 +273,7 @@ fn parse_args(name: &str, args: &[String]) -> Result<Args, Early> {
     if a.debug && a.foreground {
         return Err(Early::error("Only one of -d or -F can be specified"));
     }
-    if a.backend.is_some() && a.vcl_file.is_some() {
+    if a.backend.is_some() && !a.vcl_files.is_empty() {
         return Err(Early::error("Only one of -b or -f can be specified"));
     }
     if a.compile_only {
@@ -287,12 +283,12 @@ fn parse_args(name: &str, args: &[String]) -> Result<Args, Early> {
         if a.foreground {
             return Err(Early::error("-F makes no sense with -C"));
         }
-        if a.backend.is_none() && a.vcl_file.is_none() {
+        if a.backend.is_none() && a.vcl_files.is_empty() {
             return Err(Early::error(
                 "-C needs either -b <backend> or -f <vcl_file>",
             ));
         }
-    } else if !a.debug && !a.demo && a.backend.is_none() && a.vcl_file.is_none() {
+    } else if !a.debug && !a.demo && a.backend.is_none() && a.vcl_files.is_empty() {
         return Err(Early::error(
             "Neither -b nor -f given: say which backend to use (-b host:port) or which VCL to load (-f file.vcl, or -f '' for none); or try --demo",
         ));
@@ -377,11 +373,20 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     // `-f ''` starts without a VCL, as varnishd: the cache waits for one
     // on the CLI.
-    let vcl = match (&args.vcl_file, &args.backend) {
-        (Some(f), _) if f.is_empty() => BootVcl::None,
-        (Some(f), _) => BootVcl::File(f.into()),
-        (None, Some(b)) => BootVcl::Backend(b.clone()),
-        (None, None) => BootVcl::None,
+    let files: Vec<&String> = args.vcl_files.iter().filter(|f| !f.is_empty()).collect();
+    // As varnishd, every -f file is read before anything starts.
+    for f in &files {
+        if let Err(e) = std::fs::read(f) {
+            // The system's words, without Rust's "(os error N)".
+            let why = e.to_string();
+            let why = why.split(" (os error").next().unwrap_or_default();
+            anyhow::bail!("Cannot read -f file '{f}' ({why})");
+        }
+    }
+    let vcl = match (files.is_empty(), &args.backend) {
+        (false, _) => BootVcl::Files(files.iter().map(|f| f.into()).collect()),
+        (true, Some(b)) if args.vcl_files.is_empty() => BootVcl::Backend(b.clone()),
+        (true, _) => BootVcl::None,
     };
     if let Some(s) = &args.secret
         && s != "none"
@@ -394,6 +399,14 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             Ok(summary) => {
                 // Where varnishd prints the C it compiled to.
                 eprint!("{summary}");
+                if params.bit("debug", "vcl_keep") {
+                    let workdir = args
+                        .workdir
+                        .as_deref()
+                        .map(daemon::workdir_from)
+                        .unwrap_or_else(daemon::default_workdir);
+                    keep_compiled(&workdir, &summary)?;
+                }
                 Ok(ExitCode::SUCCESS)
             }
             Err(msg) => {
@@ -478,6 +491,26 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(2))
         }
     }
+}
+
+/// `-p debug=+vcl_keep` with `-C`: what the compiler produced is kept in
+/// the working directory, in the build directory varnishd would use
+/// (`vcl_boot.<seconds>.<microseconds>`), instead of only being printed.
+fn keep_compiled(workdir: &std::path::Path, summary: &str) -> anyhow::Result<()> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let dir = workdir.join(format!(
+        "vcl_boot.{}.{:06}",
+        now.as_secs(),
+        now.subsec_micros()
+    ));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| anyhow::anyhow!("Cannot create {} for vcl_keep: {e}", dir.display()))?;
+    let file = dir.join("compiled.txt");
+    std::fs::write(&file, summary)
+        .map_err(|e| anyhow::anyhow!("Cannot write {}: {e}", file.display()))?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -577,7 +610,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(a.listen, [":0", "127.0.0.1:8080"]);
-        assert_eq!(a.vcl_file.as_deref(), Some(""));
+        assert_eq!(a.vcl_files, [""]);
         assert_eq!(a.vsl_space.as_deref(), Some("2m"));
         assert_eq!(a.params, ["x=1"]);
         assert!(a.foreground && a.demo && !a.debug);

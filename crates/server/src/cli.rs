@@ -103,6 +103,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("banner", "banner", "Print the welcome banner.", 0, Some(0), false, false, MGT),
     cmd!("debug.fragfetch", "debug.fragfetch <size>", "Cut fetched bodies into pieces of at most <size> bytes (test-only: needs -p debug=+vtc_mode).", 1, Some(1), false, true, CHILD),
     cmd!("debug.listen_address", "debug.listen_address", "Print the addresses the listeners are bound to.", 0, Some(0), false, true, CHILD),
+    cmd!("debug.panic.master", "debug.panic.master", "Panic the manager process: lacquerd aborts (for testing what watches it).", 0, Some(0), false, true, MGT),
     cmd!("debug.srandom", "debug.srandom [<seed>]", "Seed the random generator of std.random() and the random directors (default 1), for repeatable tests.", 0, Some(1), false, true, CHILD),
     cmd!("debug.xid", "debug.xid [<xid> [<cachesize>]]", "Print, or set, the next transaction id.", 0, Some(2), false, true, CHILD),
     cmd!("help", "help [-j|<command>]", "List commands, or explain one.", 0, Some(1), true, false, MGT),
@@ -362,6 +363,11 @@ pub fn check_args(words: &[String], running: bool) -> Result<&'static Command, R
             status::UNKNOWN,
             "Unknown request in manager process (child not running).\nType 'help' for more info.",
         ));
+    }
+    // As varnishd's dispatcher: `-j` first asks for JSON, which only
+    // some commands have.
+    if !cmd.json && words.get(1).is_some_and(|w| w == "-j") {
+        return Err(Reply::err(status::UNIMPL, "JSON unimplemented"));
     }
     let n = words[1..]
         .iter()

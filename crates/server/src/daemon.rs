@@ -35,7 +35,9 @@ use crate::vxid::VxidAlloc;
 /// Where the first VCL comes from.
 #[derive(Clone, Debug)]
 pub enum BootVcl {
-    File(PathBuf),
+    /// `-f`, once or more: each file is loaded in order, as `boot0`,
+    /// `boot1`, ... and the last one as `boot`, which becomes active.
+    Files(Vec<PathBuf>),
     /// `-b host[:port]`: a backend with the builtin VCL.
     Backend(String),
     /// Source text (the demo).
@@ -118,13 +120,34 @@ pub fn check_vcl(vcl: &BootVcl, params: &ParamSet) -> Result<String, String> {
         test_vmods: params.bit("debug", "vtc_mode"),
     };
     let loaded = match vcl {
-        BootVcl::File(p) => vcls::compile_path("boot", p, &opts),
+        BootVcl::Files(files) => {
+            let mut out = String::new();
+            for (name, p) in boot_names(files) {
+                let v = vcls::compile_path(&name, p, &opts).map_err(|e| e.message)?;
+                out.push_str(&summary(&v));
+            }
+            return Ok(out);
+        }
         BootVcl::Backend(b) => vcls::compile("boot", "<-b argument>", &backend_vcl(b)?, &opts),
         BootVcl::Inline(t) => vcls::compile("boot", "<inline>", t, &opts),
         BootVcl::None => return Err("-C needs -f or -b".to_string()),
     }
     .map_err(|e| e.message)?;
     Ok(summary(&loaded))
+}
+
+/// The names varnishd gives the `-f` files: `boot0`, `boot1`, ... and
+/// `boot` for the last.
+fn boot_names(files: &[PathBuf]) -> impl Iterator<Item = (String, &PathBuf)> {
+    let last = files.len().saturating_sub(1);
+    files.iter().enumerate().map(move |(i, p)| {
+        let name = if i == last {
+            "boot".to_string()
+        } else {
+            format!("boot{i}")
+        };
+        (name, p)
+    })
 }
 
 /// A short description of a compiled VCL.
@@ -792,6 +815,8 @@ pub struct Running {
     cli_done: Option<tokio::task::JoinHandle<()>>,
     /// The locked pid files, held for as long as the daemon runs.
     _pidfiles: Vec<std::fs::File>,
+    /// The manager's shared-memory directory (`_.vsm_mgt`).
+    _vsm: lacquer_vsl::vsm::VsmDir,
 }
 
 impl std::fmt::Debug for Running {
@@ -923,21 +948,23 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         Arc::new(crate::stats::Sections::new(&vsc, &sh, mgt_section).map_err(|e| e.to_string())?);
     let _ = sh.stats.set(sections.clone());
     let bound = bind_all(&cfg.listen, params.uint("listen_depth") as u32)?;
-    // The boot VCL.
-    let text = match &cfg.vcl {
-        BootVcl::File(p) => Some((
-            p.display().to_string(),
-            std::fs::read_to_string(p)
-                .map_err(|e| format!("Cannot read VCL file {}: {e}", p.display()))?,
-        )),
-        BootVcl::Backend(b) => Some(("<-b argument>".to_string(), backend_vcl(b)?)),
-        BootVcl::Inline(t) => Some(("<demo>".to_string(), t.clone())),
-        BootVcl::None => None,
+    // The boot VCLs: (name, file name, source).
+    let boot: Vec<(String, String, String)> = match &cfg.vcl {
+        BootVcl::Files(files) => boot_names(files)
+            .map(|(name, p)| {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|e| format!("Cannot read VCL file {}: {e}", p.display()))?;
+                Ok((name, p.display().to_string(), text))
+            })
+            .collect::<Result<_, String>>()?,
+        BootVcl::Backend(b) => vec![("boot".into(), "<-b argument>".into(), backend_vcl(b)?)],
+        BootVcl::Inline(t) => vec![("boot".into(), "<demo>".into(), t.clone())],
+        BootVcl::None => Vec::new(),
     };
     *sh.listeners.lock().unwrap_or_else(|e| e.into_inner()) = bound.iter().map(printable).collect();
-    if let Some((file, text)) = text {
+    for (name, file, text) in boot {
         let opts = crate::mgt::load_options(&sh);
-        let v = Arc::new(vcls::compile("boot", &file, &text, &opts).map_err(|e| e.message)?);
+        let v = Arc::new(vcls::compile(&name, &file, &text, &opts).map_err(|e| e.message)?);
         if let Some(refusal) = crate::mgt::version_refusal(&sh, &v) {
             return Err(refusal);
         }
@@ -947,7 +974,8 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         }
         let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
         reg.insert(v.clone(), Temp::Auto);
-        reg.active = Some("boot".to_string());
+        // The last one loaded is the active one.
+        reg.active = Some(name);
         drop(reg);
         sh.active.store(Arc::new(Some(v)));
     }
@@ -980,19 +1008,21 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         ),
         None => None,
     };
+    let vsm_dir = cfg.workdir.join(lacquer_vsl::vsm::MGT_DIR);
+    let mut vsm = lacquer_vsl::vsm::VsmDir::create(&vsm_dir)
+        .map_err(|e| format!("Cannot create {}: {e}", vsm_dir.display()))?;
     // Management CLI.
     if let Some(addr) = &cfg.admin {
         let a = addr.replace(' ', ":");
         let l = TcpListener::bind(&a)
             .await
             .map_err(|e| format!("Could not open management port -T {addr}: {e}"))?;
-        // Tell `lacquer adm -n` where to find us.
+        // As varnishd's `Arg` segments: where `lacquer adm -n` finds us.
         let bound = l.local_addr().map(|a| a.to_string()).unwrap_or(a.clone());
-        let mut note = format!("T {bound}\n");
+        publish_arg(&mut vsm, "-T", &bound)?;
         if let Some(p) = &secret_path {
-            note.push_str(&format!("S {}\n", p.display()));
+            publish_arg(&mut vsm, "-S", &p.display().to_string())?;
         }
-        let _ = std::fs::write(cfg.workdir.join("_.admin"), note);
         let sh2 = sh.clone();
         let secret = secret.clone();
         tokio::spawn(async move {
@@ -1069,7 +1099,15 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         shared: sh,
         cli_done,
         _pidfiles: pidfiles,
+        _vsm: vsm,
     })
+}
+
+/// Publishes a command-line argument in the manager's directory.
+fn publish_arg(vsm: &mut lacquer_vsl::vsm::VsmDir, opt: &str, value: &str) -> Result<(), String> {
+    vsm.publish("Arg", opt, value.as_bytes())
+        .map(drop)
+        .map_err(|e| format!("Cannot publish {opt} in shared memory: {e}"))
 }
 
 /// Opens, locks and fills a pid file, as varnishd does with `-P` and with
@@ -1104,7 +1142,17 @@ fn lock_pidfile(p: &Path) -> Result<std::fs::File, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{backend_vcl, lock_pidfile};
+    use super::{backend_vcl, boot_names, lock_pidfile};
+    use std::path::PathBuf;
+
+    #[test]
+    fn boot_vcls_are_named_as_varnishd_names_them() {
+        let files: Vec<PathBuf> = ["a", "b", "c"].iter().map(PathBuf::from).collect();
+        let names: Vec<String> = boot_names(&files).map(|(n, _)| n).collect();
+        assert_eq!(names, ["boot0", "boot1", "boot"]);
+        let one = [PathBuf::from("a")];
+        assert_eq!(boot_names(&one).next().unwrap().0, "boot");
+    }
 
     #[test]
     fn a_pid_file_is_held_by_one_daemon() {

@@ -498,6 +498,12 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
                 format!("Invalid seed {} (want an unsigned integer)", plain[0]),
             ),
         },
+        "debug.panic.master" => {
+            // What the operator asked for: the manager dies at once, as
+            // varnishd's master does on this command.
+            eprintln!("Panic: debug.panic.master: you asked for it");
+            std::process::abort()
+        }
         "debug.xid" => {
             if let Some(v) = plain.first() {
                 // The next transaction gets the id after the one given.
@@ -1289,20 +1295,33 @@ fn glob(pat: &str, s: &str) -> bool {
 }
 
 fn matching_backends(sh: &Arc<Shared>, pattern: Option<&str>) -> Vec<Arc<vcls::BackendRt>> {
+    matching_entries(sh, pattern)
+        .into_iter()
+        .filter_map(|e| match e {
+            vcls::Listed::Backend(b) => Some(b),
+            vcls::Listed::Director { .. } => None,
+        })
+        .collect()
+}
+
+/// The entries of `backend.list` a pattern selects: all of the active
+/// VCL's without one; `vcl.name` patterns look in every VCL.
+fn matching_entries(sh: &Arc<Shared>, pattern: Option<&str>) -> Vec<vcls::Listed> {
     let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
     let mut out = Vec::new();
     for name in &reg.order {
         let Some(e) = reg.vcls.get(name) else {
             continue;
         };
-        for b in &e.vcl.all_backends() {
+        let active = reg.active.as_deref() == Some(name.as_str());
+        for entry in e.vcl.listed() {
             let ok = match pattern {
-                None => reg.active.as_deref() == Some(name.as_str()),
-                Some(p) if p.contains('.') => glob(p, &b.name),
-                Some(p) => reg.active.as_deref() == Some(name.as_str()) && glob(p, &b.vcl_name),
+                None => active,
+                Some(p) if p.contains('.') => glob(p, entry.name()),
+                Some(p) => active && glob(p, entry.vcl_name()),
             };
             if ok {
-                out.push(b.clone());
+                out.push(entry);
             }
         }
     }
@@ -1312,8 +1331,9 @@ fn matching_backends(sh: &Arc<Shared>, pattern: Option<&str>) -> Vec<Arc<vcls::B
 fn backend_list(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) -> Reply {
     let probe_detail = plain.contains(&"-p");
     let pattern = plain.iter().find(|a| **a != "-p").copied();
-    let list = matching_backends(sh, pattern);
-    let now = crate::rfc2616::format_http_date(crate::rfc2616::now());
+    let list = matching_entries(sh, pattern);
+    let now_secs = crate::rfc2616::now();
+    let now = crate::rfc2616::format_http_date(now_secs);
     let mut rows = vec![vec![
         "Backend name".to_string(),
         "Admin".to_string(),
@@ -1322,34 +1342,82 @@ fn backend_list(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) 
         "Last change".to_string(),
     ]];
     let mut js = Vec::new();
-    for b in &list {
-        let admin = match b.health.admin() {
-            crate::backend::probe::Admin::Auto => {
-                if b.probe.is_some() {
-                    "probe"
-                } else {
-                    "healthy"
-                }
+    let mut probed = Vec::new();
+    for entry in &list {
+        let (kind, admin, good, window, health, members) = match entry {
+            vcls::Listed::Backend(b) => {
+                let admin = match b.health.admin() {
+                    crate::backend::probe::Admin::Auto => {
+                        if b.probe.is_some() {
+                            "probe"
+                        } else {
+                            "healthy"
+                        }
+                    }
+                    crate::backend::probe::Admin::Healthy => "healthy",
+                    crate::backend::probe::Admin::Sick => "sick",
+                };
+                let (good, window) = match &b.probe {
+                    Some(spec) => {
+                        probed.push((b.clone(), spec.clone()));
+                        b.health.window_counts(spec)
+                    }
+                    None => (0, 0),
+                };
+                // The Health column is the probe's verdict; a forced
+                // state shows in the Admin column only, as in varnishd.
+                let health = match b.health.admin() {
+                    crate::backend::probe::Admin::Auto => b.healthy(),
+                    _ => b.health.probed_healthy(),
+                };
+                ("backend", admin, good, window, health, None)
             }
-            crate::backend::probe::Admin::Healthy => "healthy",
-            crate::backend::probe::Admin::Sick => "sick",
+            // A director that reports its members is probed through
+            // them: varnishd counts the healthy ones in the Probe column.
+            // Others show as an unprobed backend.
+            vcls::Listed::Director { director, .. } => match director.list() {
+                Some(lacquer_vmods::DirectorList {
+                    kind,
+                    report: Some(r),
+                }) => {
+                    let good = r.members.iter().filter(|m| m.healthy).count() as u32;
+                    let healthy = director.healthy().unwrap_or(false);
+                    (
+                        kind,
+                        "probe",
+                        good,
+                        r.members.len() as u32,
+                        healthy,
+                        Some(r),
+                    )
+                }
+                Some(l) => (l.kind, "healthy", 0, 0, true, None),
+                None => ("director", "healthy", 0, 0, true, None),
+            },
         };
-        let (good, window) = match &b.probe {
-            Some(spec) => b.health.window_counts(spec),
-            None => (0, 0),
-        };
-        let health = if b.healthy() { "healthy" } else { "sick" };
+        let health = if health { "healthy" } else { "sick" };
         rows.push(vec![
-            b.name.clone(),
+            entry.name().to_string(),
             admin.to_string(),
             format!("{good}/{window}"),
             health.to_string(),
             now.clone(),
         ]);
+        if let Some(l) = members.as_ref().filter(|_| probe_detail) {
+            rows.push(Vec::new());
+            let mut head = vec![String::new(), "Backend".to_string()];
+            head.extend(l.heads.iter().map(|h| h.to_string()));
+            rows.push(head);
+            for m in &l.members {
+                let mut row = vec![String::new(), m.name.clone()];
+                row.extend(m.cells.iter().cloned());
+                rows.push(row);
+            }
+            rows.push(Vec::new());
+        }
         js.push(format!(
-            "  {}: {{\n    \"type\": \"backend\",\n    \"admin_health\": \"{admin}\",\n    \"probe_message\": \"{good}/{window} {health}\",\n    \"last_change\": {:.3}\n  }}",
-            json_str(&b.name),
-            crate::rfc2616::now()
+            "    {}: {{\n      \"type\": \"{kind}\",\n      \"admin_health\": \"{admin}\",\n      \"probe_message\": [{good}, {window}, \"{health}\"],\n      \"last_change\": {now_secs:.3}\n    }}",
+            json_str(entry.name()),
         ));
     }
     if json {
@@ -1361,16 +1429,14 @@ fn backend_list(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) 
     }
     let mut s = table(&rows);
     if probe_detail {
-        for b in &list {
-            if let Some(spec) = &b.probe {
-                let (good, window) = b.health.window_counts(spec);
-                let _ = writeln!(
-                    s,
-                    "{}\n Current states  good: {good:2} threshold: {:2} window: {window:2}",
-                    b.name, spec.threshold
-                );
-                s.push_str(&b.health.history());
-            }
+        for (b, spec) in &probed {
+            let (good, window) = b.health.window_counts(spec);
+            let _ = writeln!(
+                s,
+                "{}\n Current states  good: {good:2} threshold: {:2} window: {window:2}",
+                b.name, spec.threshold
+            );
+            s.push_str(&b.health.history());
         }
     }
     Reply::ok(s)

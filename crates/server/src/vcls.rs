@@ -398,6 +398,21 @@ impl LoadedVcl {
         v
     }
 
+    /// What `backend.list` shows of this VCL, in varnishd's order: the
+    /// declared backends, then what vmods created, oldest first.
+    pub fn listed(&self) -> Vec<Listed> {
+        let mut v: Vec<Listed> = self.backends.iter().cloned().map(Listed::Backend).collect();
+        v.extend(self.host.extras().by_id.values().map(|e| match e {
+            Extra::Dynamic(b) => Listed::Backend(b.clone()),
+            Extra::Director(name, d) => Listed::Director {
+                name: format!("{}.{name}", self.name),
+                vcl_name: name.clone(),
+                director: d.clone(),
+            },
+        }));
+        v
+    }
+
     pub fn is_warm(&self) -> bool {
         self.warm.load(Ordering::Acquire)
     }
@@ -457,6 +472,36 @@ impl lacquer_vmods::EventCtx for EventCx<'_> {
 enum Extra {
     Director(String, Arc<dyn lacquer_vmods::Director>),
     Dynamic(Arc<BackendRt>),
+}
+
+/// An entry of `backend.list`.
+pub enum Listed {
+    Backend(Arc<BackendRt>),
+    Director {
+        /// `<vcl>.<name>`.
+        name: String,
+        /// The name in its VCL.
+        vcl_name: String,
+        director: Arc<dyn lacquer_vmods::Director>,
+    },
+}
+
+impl Listed {
+    /// `<vcl>.<name>`, as `backend.list` shows it.
+    pub fn name(&self) -> &str {
+        match self {
+            Listed::Backend(b) => &b.name,
+            Listed::Director { name, .. } => name,
+        }
+    }
+
+    /// The name in its VCL.
+    pub fn vcl_name(&self) -> &str {
+        match self {
+            Listed::Backend(b) => &b.vcl_name,
+            Listed::Director { vcl_name, .. } => vcl_name,
+        }
+    }
 }
 
 /// What a backend value resolves to, one layer down.

@@ -11,10 +11,6 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-/// The file in the working directory where lacquerd records its `-T`
-/// address and `-S` secret file.
-pub const ADMIN_FILE: &str = "_.admin";
-
 /// Reads one reply: status and body.
 pub fn read_reply(r: &mut impl Read) -> Result<(u16, String), String> {
     let mut head = [0u8; 13];
@@ -104,7 +100,9 @@ impl Session {
         } else {
             (st, body)
         };
-        if st != 200 {
+        // A banner cut short by `cli_limit` (201) still opens the session,
+        // as with varnishadm.
+        if st != 200 && st != 201 {
             return Err(format!("Rejected {st}\n{body}"));
         }
         let mut sess = Session { stream };
@@ -231,20 +229,20 @@ pub fn main(name: &str, args: &[String]) -> i32 {
     let mut t = a.address.clone();
     let mut s = a.secret.clone();
     if t.is_none() {
-        // The daemon notes its -T address (and -S file) in its directory.
-        let f = crate::workdir(a.workdir.as_deref()).join(ADMIN_FILE);
-        let Ok(text) = std::fs::read_to_string(&f) else {
+        // The daemon publishes its -T address (and -S file) as `Arg`
+        // segments in its shared-memory directory, as varnishd does.
+        let dir = crate::workdir(a.workdir.as_deref()).join(lacquer_vsl::vsm::MGT_DIR);
+        if !dir.join(lacquer_vsl::vsm::INDEX).exists() {
             eprintln!("Could not get hold of varnishd, is it running?");
             return 1;
+        }
+        let arg = |opt: &str| {
+            lacquer_vsl::vsm::read_segment(&dir, "Arg", opt)
+                .map(|v| String::from_utf8_lossy(&v).into_owned())
         };
-        for line in text.lines() {
-            if let Some(v) = line.strip_prefix("T ") {
-                t = Some(v.to_string());
-            } else if let Some(v) = line.strip_prefix("S ")
-                && s.is_none()
-            {
-                s = Some(v.into());
-            }
+        t = arg("-T");
+        if s.is_none() {
+            s = arg("-S").map(Into::into);
         }
     }
     let Some(t) = t else {
@@ -281,7 +279,11 @@ pub fn main(name: &str, args: &[String]) -> i32 {
         match sess.send(&line) {
             Ok((st, body)) => {
                 print_reply(a.pass, st, &body);
-                if st != 200 {
+                // A reply cut short by `cli_limit` is still a success;
+                // varnishadm says it was cut.
+                if st == 201 && !a.pass {
+                    println!("[response was truncated]");
+                } else if st != 200 {
                     if !a.pass {
                         eprintln!("Command failed with error code {st}");
                     }

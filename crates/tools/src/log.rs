@@ -218,8 +218,9 @@ pub fn run(a: &LogArgs, out: &mut Output) -> Result<(), String> {
     let filter = a.common.record_filter()?;
     let opts = PrintOptions {
         verbose: a.verbose,
-        client_only: a.common.client,
+        client_only: a.common.client_side(),
         backend_only: a.common.backend,
+        esi: a.common.esi,
     };
     let signals = Signals::install();
     let mut reader = Reader::open(&a.common)?;

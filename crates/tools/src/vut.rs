@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use lacquer_vsl::file::{FileError, FileReader};
 use lacquer_vsl::print::RecordFilter;
-use lacquer_vsl::{Grouper, Grouping, Query, ReadEvent, StartAt, Transaction, VslReader};
+use lacquer_vsl::{Grouper, Grouping, Query, ReadEvent, StartAt, Transaction, TxType, VslReader};
 
 /// The environment variable that marks the detached copy started by `-D`.
 const DAEMON_CHILD_ENV: &str = "LACQUER_TOOL_DAEMON_CHILD";
@@ -428,13 +428,18 @@ impl Common {
                 _ => f.exclude_regex(arg)?,
             }
         }
-        if self.client {
+        if self.client_side() {
             f.client_only();
         }
         if self.backend {
             f.backend_only();
         }
         Ok(f)
+    }
+
+    /// `-c`, or `-E`, which implies it.
+    pub fn client_side(&self) -> bool {
+        self.client || self.esi
     }
 
     /// The query of all `-q`/`-Q`, or None; errors in Varnish's layout.
@@ -649,6 +654,10 @@ pub struct Reader {
     source: Source,
     grouper: Grouper,
     query: Option<Query>,
+    /// `-c` (or `-E`), `-b` and `-E`, for choosing the transactions a
+    /// group may start with.
+    client: bool,
+    backend: bool,
     esi: bool,
     dump: bool,
     limit: Option<u64>,
@@ -717,6 +726,8 @@ impl Reader {
             source,
             grouper,
             query,
+            client: c.client_side(),
+            backend: c.backend,
             esi: c.esi,
             dump: c.dump,
             limit: c.limit,
@@ -737,7 +748,7 @@ impl Reader {
     }
 
     fn keep(&mut self, g: &[Transaction]) -> bool {
-        if !self.esi && g.first().is_some_and(|t| t.reason == "esi") {
+        if !self.wanted_root(g) {
             return false;
         }
         if self.query.as_ref().is_some_and(|q| !q.matches(g)) {
@@ -755,6 +766,22 @@ impl Reader {
             self.credits -= 1.0;
         }
         true
+    }
+
+    /// With `-c`/`-b`, each transaction of `-g vxid` is reported only if
+    /// it is of the side asked for (ESI sub-requests only with `-E`;
+    /// sessions never), as varnishd's log API picks its candidates. Other
+    /// groupings keep every group; the tools filter its members.
+    fn wanted_root(&self, g: &[Transaction]) -> bool {
+        if !(self.client || self.backend) || self.grouper.grouping() != Grouping::Vxid {
+            return true;
+        }
+        g.first().is_none_or(|t| match t.tx_type {
+            TxType::Request => self.client && (self.esi || t.reason != "esi"),
+            TxType::BeReq => self.backend,
+            TxType::Record => true,
+            TxType::Session | TxType::Unknown => false,
+        })
     }
 
     fn accept(&mut self, groups: Vec<Vec<Transaction>>) {

@@ -21,7 +21,10 @@ mod shard_cfg;
 
 use crate::args::{Args, lossy};
 use crate::rnd::next_f64 as random_f64;
-use crate::{AnyObj, ClassImpl, Director, Env, FuncImpl, Host, MethodImpl, ModuleImpl, Obj, this};
+use crate::{
+    AnyObj, ClassImpl, Director, DirectorList, Env, FuncImpl, Host, ListedMember, MemberReport,
+    MethodImpl, ModuleImpl, Obj, this,
+};
 
 const DECL: &str = r#"
 $Module directors
@@ -256,6 +259,59 @@ impl Director for Simple {
         let m = self.members.read().unwrap_or_else(|e| e.into_inner());
         Ok(m.iter().any(|(b, _)| self.host.usable(b)))
     }
+    fn list(&self) -> Option<DirectorList> {
+        let m = self.healthy_members();
+        let (kind, head) = match self.kind {
+            Kind::RoundRobin => ("round-robin", "Weight"),
+            Kind::Fallback { .. } => ("fallback", "Current"),
+            Kind::Random => ("random", "Weight"),
+            // varnishd's hash director has no member report.
+            Kind::Hash => {
+                return Some(DirectorList {
+                    kind: "hash",
+                    report: None,
+                });
+            }
+        };
+        // The random director weighs the healthy members only.
+        let total: f64 = m.iter().filter(|x| x.2).map(|x| x.1).sum();
+        let current = self.cursor.load(Ordering::Relaxed);
+        let members = m
+            .iter()
+            .enumerate()
+            .map(|(i, (b, weight, healthy))| {
+                let cell = match self.kind {
+                    Kind::Fallback { .. } if i == current => "*".to_string(),
+                    Kind::Fallback { .. } => String::new(),
+                    Kind::Random => {
+                        let share = if *healthy && total > 0.0 {
+                            100.0 * weight / total
+                        } else {
+                            0.0
+                        };
+                        format!("{share:6.2}%")
+                    }
+                    _ => "-".to_string(),
+                };
+                ListedMember {
+                    name: b.name.to_string(),
+                    healthy: *healthy,
+                    cells: vec![cell, health_word(*healthy).to_string()],
+                }
+            })
+            .collect();
+        Some(DirectorList {
+            kind,
+            report: Some(MemberReport {
+                heads: vec![head, "Health"],
+                members,
+            }),
+        })
+    }
+}
+
+fn health_word(healthy: bool) -> &'static str {
+    if healthy { "healthy" } else { "sick" }
 }
 
 fn new_simple(env: &Env, name: &str, kind: Kind) -> Result<Obj, String> {
@@ -265,7 +321,11 @@ fn new_simple(env: &Env, name: &str, kind: Kind) -> Result<Obj, String> {
         members: RwLock::new(Vec::new()),
         cursor: AtomicUsize::new(0),
     });
-    let be = (kind != Kind::Hash).then(|| env.add_director(name, dir.clone()));
+    // Every director is registered (so `backend.list` shows it), but a
+    // hash director has no handle of its own for VCL: `.backend(key)`
+    // picks a member at once.
+    let registered = env.add_director(name, dir.clone());
+    let be = (kind != Kind::Hash).then_some(registered);
     Ok(Arc::new(SimpleObj { dir, be }))
 }
 
@@ -895,6 +955,44 @@ impl Director for Shard {
     fn healthy(&self) -> Result<bool, String> {
         let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
         Ok(ring.backends.iter().any(|b| self.host.usable(b)))
+    }
+    fn list(&self) -> Option<DirectorList> {
+        let default_rampup = *self.rampup.lock().unwrap_or_else(|e| e.into_inner());
+        let now = crate::wall_clock();
+        let members = self.members.lock().unwrap_or_else(|e| e.into_inner());
+        let members = members
+            .iter()
+            .map(|m| {
+                let healthy = self.host.usable(&m.be);
+                // How far the backend is into its rampup since it became
+                // healthy, and how long is left.
+                let rampup = m.rampup.unwrap_or(default_rampup);
+                let since = now - self.host.backend_changed(&m.be);
+                let (share, left) = if !healthy {
+                    (0.0, 0.0)
+                } else if since < rampup {
+                    (100.0 * since / rampup, rampup - since)
+                } else {
+                    (100.0, 0.0)
+                };
+                ListedMember {
+                    name: m.be.name.to_string(),
+                    healthy,
+                    cells: vec![
+                        String::from_utf8_lossy(m.key()).into_owned(),
+                        health_word(healthy).to_string(),
+                        format!("{share:6.2}% {left:8.3}s"),
+                    ],
+                }
+            })
+            .collect();
+        Some(DirectorList {
+            kind: "shard",
+            report: Some(MemberReport {
+                heads: vec!["Ident", "Health", "Rampup  Remaining"],
+                members,
+            }),
+        })
     }
 }
 

@@ -32,6 +32,40 @@ pub trait Director: Send + Sync {
     /// Whether the director has any healthy backend; an error fails the
     /// VCL task that asked (Varnish's `VRT_fail` in a healthy callback).
     fn healthy(&self) -> Result<bool, String>;
+    /// What `backend.list` reports of the director beyond its name: its
+    /// kind and members, or `None` for a director varnishd lists as a
+    /// plain entry (no member report).
+    fn list(&self) -> Option<DirectorList>;
+}
+
+/// A director's entry in `backend.list`: varnishd counts its healthy
+/// members in the `Probe` column and, with `-p`, prints them as a table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DirectorList {
+    /// The kind JSON output names (`round-robin`, `fallback`, ...).
+    pub kind: &'static str,
+    /// The member report, for the kinds varnishd reports members of
+    /// (the hash director has none: it shows as an unprobed backend).
+    pub report: Option<MemberReport>,
+}
+
+/// The members of a listed director.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberReport {
+    /// The column heads of the member table after `Backend` (the
+    /// kind's own column, `Health`, and any more).
+    pub heads: Vec<&'static str>,
+    pub members: Vec<ListedMember>,
+}
+
+/// One member of a listed director.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListedMember {
+    /// The member's name in its VCL (without the `<vcl>.` prefix).
+    pub name: String,
+    pub healthy: bool,
+    /// The cells after the name, one per [`MemberReport::heads`].
+    pub cells: Vec<String>,
 }
 
 /// Where a backend created at runtime connects.

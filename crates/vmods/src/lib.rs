@@ -62,7 +62,9 @@ mod vsthrottle;
 mod vtc;
 mod xkey;
 
-pub use host::{Director, DynamicBackend, Endpoint, Host};
+pub use host::{
+    Director, DirectorList, DynamicBackend, Endpoint, Host, ListedMember, MemberReport,
+};
 
 use args::Args;
 
@@ -522,4 +524,11 @@ impl Vmods for Runtime {
 pub(crate) fn this<T: 'static>(o: &AnyObj) -> &T {
     o.downcast_ref::<T>()
         .expect("vmod method dispatched to an instance of another class")
+}
+
+/// Seconds since the epoch, as varnishd's real-time clock.
+pub(crate) fn wall_clock() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }

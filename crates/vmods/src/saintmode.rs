@@ -52,11 +52,7 @@ struct Saint {
     list: Mutex<Vec<([u8; 32], f64)>>,
 }
 
-fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
+use crate::wall_clock as now;
 
 impl Saint {
     /// Unexpired entries (expired ones are dropped).
@@ -84,6 +80,9 @@ impl Director for Saint {
     }
     fn healthy(&self) -> Result<bool, String> {
         Ok(self.healthy_at(now()))
+    }
+    fn list(&self) -> Option<crate::DirectorList> {
+        None
     }
 }
 

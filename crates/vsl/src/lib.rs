@@ -75,6 +75,7 @@ pub mod ring;
 mod shm;
 pub mod tags;
 pub mod vsc;
+pub mod vsm;
 
 pub use buf::{VslBuf, push_fixed6, push_u64, u64_digits};
 pub use group::{Grouper, Grouping, Transaction, TxType};

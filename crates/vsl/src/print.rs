@@ -25,6 +25,9 @@ pub struct PrintOptions {
     pub client_only: bool,
     /// Only backend transactions (`-b`).
     pub backend_only: bool,
+    /// ESI sub-requests are client transactions too (`-E`); without it
+    /// `-c`/`-b` leave them out.
+    pub esi: bool,
 }
 
 /// Appends the payload of `rec` as varnishlog prints it: text as its raw
@@ -100,7 +103,7 @@ pub fn format_group_bytes(
     for t in group {
         if opts.client_only || opts.backend_only {
             let keep = match t.tx_type {
-                TxType::Request => opts.client_only,
+                TxType::Request => opts.client_only && (opts.esi || t.reason != "esi"),
                 TxType::BeReq => opts.backend_only,
                 TxType::Record => true,
                 TxType::Session | TxType::Unknown => false,
@@ -241,14 +244,13 @@ impl RecordFilter {
 
     /// True if the record is to be shown.
     pub fn matches(&self, rec: &Record) -> bool {
+        // As varnishlog's: each of -c and -b is a condition on the
+        // record's side, so both together select nothing.
         let side = rec.vxid.side();
-        if self.client_only && side != Side::Client && !self.backend_only {
+        if self.client_only && side != Side::Client {
             return false;
         }
-        if self.backend_only && side != Side::Backend && !self.client_only {
-            return false;
-        }
-        if self.client_only && self.backend_only && side == Side::None {
+        if self.backend_only && side != Side::Backend {
             return false;
         }
         if !self.select_re.is_empty() && RecordFilter::any_re(&self.select_re, rec) {
@@ -370,6 +372,38 @@ mod tests {
         };
         let s = format_group(&g[0], opts, &all);
         assert!(s.contains("<< Request") && !s.contains("<< BeReq"));
+    }
+
+    #[test]
+    fn client_and_backend_options_as_varnishlog() {
+        // -c and -b each restrict records to their side: together, no
+        // record is left (the transaction headers still print).
+        let mut f = RecordFilter::new();
+        f.client_only();
+        f.backend_only();
+        assert!(!f.matches(&Record::new(Tag::ReqURL, Vxid::client(1), "/")));
+        assert!(!f.matches(&Record::new(Tag::BereqURL, Vxid::backend(2), "/")));
+        // An ESI sub-request is left out by -c unless -E is given.
+        let recs = vec![
+            Record::new(Tag::Begin, Vxid::client(1001), "req 1000 rxreq"),
+            Record::new(Tag::Link, Vxid::client(1001), "req 1003 esi"),
+            Record::new(Tag::End, Vxid::client(1001), ""),
+            Record::new(Tag::Begin, Vxid::client(1003), "req 1001 esi"),
+            Record::new(Tag::End, Vxid::client(1003), ""),
+        ];
+        let g = run(Grouping::Request, recs);
+        let mut opts = PrintOptions {
+            client_only: true,
+            ..PrintOptions::default()
+        };
+        let s = format_group(&g[0], opts, &all);
+        assert!(s.contains("<< Request  >> 1001") && !s.contains("1003      "));
+        opts.esi = true;
+        let s = format_group(&g[0], opts, &all);
+        assert!(s.contains("**  << Request  >> 1003"));
+        // Without -c/-b/-E every transaction prints.
+        let s = format_group(&g[0], PrintOptions::default(), &all);
+        assert!(s.contains("**  << Request  >> 1003"));
     }
 
     #[test]

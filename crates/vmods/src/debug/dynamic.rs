@@ -156,6 +156,9 @@ impl Director for Failing {
     fn healthy(&self) -> Result<bool, String> {
         Err("debug.director: failing as designed".into())
     }
+    fn list(&self) -> Option<crate::DirectorList> {
+        None
+    }
 }
 
 pub(super) fn new_director(
