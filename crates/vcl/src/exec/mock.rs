@@ -27,7 +27,6 @@ impl MockHttp {
             .iter()
             .position(|(n, _)| n.as_bytes().eq_ignore_ascii_case(lower))
     }
-
     /// The first value of a header (case-insensitive name).
     pub fn get(&self, name: &str) -> Option<&[u8]> {
         self.position(name.as_bytes())
@@ -205,6 +204,9 @@ impl Clone for MockVmodState {
     }
 }
 
+/// Header lines reserved beyond those a mock request is built with.
+const EXTRA_LINES: usize = 8;
+
 fn slot(which: HttpWhich) -> usize {
     match which {
         HttpWhich::Req => 0,
@@ -232,9 +234,12 @@ impl MockContext {
 
     /// Adds a header to an HTTP object (builder style).
     pub fn with_header(mut self, which: HttpWhich, name: &str, value: &str) -> MockContext {
-        self.http[slot(which)]
-            .headers
-            .push((name.into(), value.as_bytes().to_vec()));
+        let h = &mut self.http[slot(which)].headers;
+        h.push((name.into(), value.as_bytes().to_vec()));
+        // Room for the lines VCL adds, as the server's header lists keep
+        // (`Headers::from_packed`'s `extra`), so a `set` of a new header
+        // does not move the whole list.
+        h.reserve(EXTRA_LINES);
         self
     }
 
@@ -300,9 +305,21 @@ impl Context for MockContext {
     }
 
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
-        self.http[slot(which)]
-            .headers
-            .retain(|(n, _)| !n.as_bytes().eq_ignore_ascii_case(&name.lower));
+        // Most unsets remove one line or none: find the first, then look
+        // only at the lines after it.
+        let h = &mut self.http[slot(which)];
+        let Some(first) = h.position(&name.lower) else {
+            return;
+        };
+        h.headers.remove(first);
+        let mut j = first;
+        while j < h.headers.len() {
+            if h.headers[j].0.as_bytes().eq_ignore_ascii_case(&name.lower) {
+                h.headers.remove(j);
+            } else {
+                j += 1;
+            }
+        }
     }
 
     fn get_str(&self, var: VarId) -> Result<Option<&[u8]>, String> {
