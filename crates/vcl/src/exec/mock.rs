@@ -21,15 +21,22 @@ pub struct MockHttp {
     pub headers: Vec<(Box<str>, Vec<u8>)>,
 }
 
+/// Whether header name `n` is `lower` (already lowercase) in any case.
+#[inline]
+fn same_name(n: &str, lower: &[u8]) -> bool {
+    n.len() == lower.len()
+        && n.bytes()
+            .zip(lower)
+            .all(|(a, b)| a.to_ascii_lowercase() == *b)
+}
+
 impl MockHttp {
     fn position(&self, lower: &[u8]) -> Option<usize> {
-        self.headers
-            .iter()
-            .position(|(n, _)| n.as_bytes().eq_ignore_ascii_case(lower))
+        self.headers.iter().position(|(n, _)| same_name(n, lower))
     }
     /// The first value of a header (case-insensitive name).
     pub fn get(&self, name: &str) -> Option<&[u8]> {
-        self.position(name.as_bytes())
+        self.position(name.to_ascii_lowercase().as_bytes())
             .map(|i| &self.headers[i].1[..])
     }
 }
@@ -292,7 +299,7 @@ impl Context for MockContext {
                 v.extend_from_slice(value);
                 let mut j = i + 1;
                 while j < h.headers.len() {
-                    if h.headers[j].0.as_bytes().eq_ignore_ascii_case(&name.lower) {
+                    if same_name(&h.headers[j].0, &name.lower) {
                         h.headers.remove(j);
                     } else {
                         j += 1;
@@ -314,7 +321,7 @@ impl Context for MockContext {
         h.headers.remove(first);
         let mut j = first;
         while j < h.headers.len() {
-            if h.headers[j].0.as_bytes().eq_ignore_ascii_case(&name.lower) {
+            if same_name(&h.headers[j].0, &name.lower) {
                 h.headers.remove(j);
             } else {
                 j += 1;
