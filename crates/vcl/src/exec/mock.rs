@@ -5,6 +5,7 @@
 //! beyond keeping types straight.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::context::{
     Context, HeaderName, HttpWhich, LogKind, TcpInfo, TcpOp, Workspace, WsKind, WsMark,
@@ -18,7 +19,7 @@ use crate::vars::VarId;
 #[derive(Clone, Debug, Default)]
 pub struct MockHttp {
     /// (name as set, value)
-    pub headers: Vec<(Box<str>, Vec<u8>)>,
+    pub headers: Vec<(Arc<str>, Vec<u8>)>,
 }
 
 /// Whether header name `n` is `lower` (already lowercase) in any case.
@@ -460,7 +461,7 @@ impl Context for MockContext {
         }
         self.http[slot(which)].headers = lines
             .into_iter()
-            .map(|(n, v)| (String::from_utf8_lossy(&n).into(), v))
+            .map(|(n, v)| (Arc::from(String::from_utf8_lossy(&n)), v))
             .collect();
         Ok(())
     }
