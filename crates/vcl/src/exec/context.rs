@@ -12,6 +12,7 @@ use super::value::Value;
 use crate::subs::BuiltinSub;
 use crate::vars::VarId;
 use bytes::Bytes;
+use std::sync::Arc;
 
 /// Which HTTP object a header or a start-line field belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -57,7 +58,9 @@ impl HttpWhich {
 /// header names are case-insensitive).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct HeaderName {
-    pub name: Box<str>,
+    /// Shared, so a host that keeps names as strings (the mock) takes a
+    /// reference instead of a copy when `set` creates a header.
+    pub name: Arc<str>,
     pub lower: Box<[u8]>,
     /// The spelling as shared bytes: a header line created by `set` takes
     /// a reference to it instead of a copy.

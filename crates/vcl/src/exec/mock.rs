@@ -5,6 +5,7 @@
 //! beyond keeping types straight.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::context::{
     Context, HeaderName, HttpWhich, LogKind, TcpInfo, TcpOp, Workspace, WsKind, WsMark,
@@ -18,19 +19,25 @@ use crate::vars::VarId;
 #[derive(Clone, Debug, Default)]
 pub struct MockHttp {
     /// (name as set, value)
-    pub headers: Vec<(Box<str>, Vec<u8>)>,
+    pub headers: Vec<(Arc<str>, Vec<u8>)>,
+}
+
+/// Whether header name `n` is `lower` (already lowercase) in any case.
+#[inline]
+fn same_name(n: &str, lower: &[u8]) -> bool {
+    n.len() == lower.len()
+        && n.bytes()
+            .zip(lower)
+            .all(|(a, b)| a.to_ascii_lowercase() == *b)
 }
 
 impl MockHttp {
     fn position(&self, lower: &[u8]) -> Option<usize> {
-        self.headers
-            .iter()
-            .position(|(n, _)| n.as_bytes().eq_ignore_ascii_case(lower))
+        self.headers.iter().position(|(n, _)| same_name(n, lower))
     }
-
     /// The first value of a header (case-insensitive name).
     pub fn get(&self, name: &str) -> Option<&[u8]> {
-        self.position(name.as_bytes())
+        self.position(name.to_ascii_lowercase().as_bytes())
             .map(|i| &self.headers[i].1[..])
     }
 }
@@ -205,6 +212,9 @@ impl Clone for MockVmodState {
     }
 }
 
+/// Header lines reserved beyond those a mock request is built with.
+const EXTRA_LINES: usize = 8;
+
 fn slot(which: HttpWhich) -> usize {
     match which {
         HttpWhich::Req => 0,
@@ -232,9 +242,12 @@ impl MockContext {
 
     /// Adds a header to an HTTP object (builder style).
     pub fn with_header(mut self, which: HttpWhich, name: &str, value: &str) -> MockContext {
-        self.http[slot(which)]
-            .headers
-            .push((name.into(), value.as_bytes().to_vec()));
+        let h = &mut self.http[slot(which)].headers;
+        h.push((name.into(), value.as_bytes().to_vec()));
+        // Room for the lines VCL adds, as the server's header lists keep
+        // (`Headers::from_packed`'s `extra`), so a `set` of a new header
+        // does not move the whole list.
+        h.reserve(EXTRA_LINES);
         self
     }
 
@@ -287,7 +300,7 @@ impl Context for MockContext {
                 v.extend_from_slice(value);
                 let mut j = i + 1;
                 while j < h.headers.len() {
-                    if h.headers[j].0.as_bytes().eq_ignore_ascii_case(&name.lower) {
+                    if same_name(&h.headers[j].0, &name.lower) {
                         h.headers.remove(j);
                     } else {
                         j += 1;
@@ -300,9 +313,21 @@ impl Context for MockContext {
     }
 
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
-        self.http[slot(which)]
-            .headers
-            .retain(|(n, _)| !n.as_bytes().eq_ignore_ascii_case(&name.lower));
+        // Most unsets remove one line or none: find the first, then look
+        // only at the lines after it.
+        let h = &mut self.http[slot(which)];
+        let Some(first) = h.position(&name.lower) else {
+            return;
+        };
+        h.headers.remove(first);
+        let mut j = first;
+        while j < h.headers.len() {
+            if same_name(&h.headers[j].0, &name.lower) {
+                h.headers.remove(j);
+            } else {
+                j += 1;
+            }
+        }
     }
 
     fn get_str(&self, var: VarId) -> Result<Option<&[u8]>, String> {
@@ -436,7 +461,7 @@ impl Context for MockContext {
         }
         self.http[slot(which)].headers = lines
             .into_iter()
-            .map(|(n, v)| (String::from_utf8_lossy(&n).into(), v))
+            .map(|(n, v)| (Arc::from(String::from_utf8_lossy(&n)), v))
             .collect();
         Ok(())
     }

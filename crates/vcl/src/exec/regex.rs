@@ -162,7 +162,7 @@ impl Literal {
             (true, true) => (h == n).then_some(0),
             (true, false) => h.starts_with(n).then_some(0),
             (false, true) => h.ends_with(n).then(|| h.len() - n.len()),
-            (false, false) => self.finder.find(h),
+            (false, false) => self.search(h),
         }?;
         Some((at, at + n.len()))
     }
@@ -173,7 +173,18 @@ impl Literal {
             (true, true) => h == n,
             (true, false) => h.starts_with(n),
             (false, true) => h.ends_with(n),
-            (false, false) => self.finder.find(h).is_some(),
+            (false, false) => self.search(h).is_some(),
+        }
+    }
+
+    /// The first occurrence anywhere: `memchr` for one byte (the searcher's
+    /// set-up costs more than the scan of a short subject), else the
+    /// searcher.
+    #[inline]
+    fn search(&self, h: &[u8]) -> Option<usize> {
+        match self.bytes[..] {
+            [b] => memchr::memchr(b, h),
+            _ => self.finder.find(h),
         }
     }
 }
