@@ -1484,14 +1484,7 @@ impl<'a> Checker<'a> {
     fn regex(&mut self, e: &ast::Expr) -> R<Arc<ir::VclRegex>> {
         // A regex is a string literal (or literals joined by `+`); any
         // other expression has the wrong type.
-        fn leftmost(e: &ast::Expr) -> &ast::Expr {
-            match &e.kind {
-                AK::Paren(inner) => leftmost(inner),
-                AK::Binary { lhs, .. } => leftmost(lhs),
-                _ => e,
-            }
-        }
-        if !matches!(leftmost(e).kind, AK::Str(_)) {
+        if !Self::is_regex_literal(e) {
             let x = self.expr(e, Type::Regex)?;
             return err(
                 format!("Expression has type {}, expected REGEX", x.ty.user_name()),
@@ -1508,6 +1501,39 @@ impl<'a> Checker<'a> {
         })?;
         self.regexes.push(re.clone());
         Ok(re)
+    }
+
+    /// Whether `e` is a regex written in place: a string literal, or
+    /// literals joined by `+` (compiled with the VCL).
+    fn is_regex_literal(e: &ast::Expr) -> bool {
+        fn leftmost(e: &ast::Expr) -> &ast::Expr {
+            match &e.kind {
+                AK::Paren(inner) => leftmost(inner),
+                AK::Binary { lhs, .. } => leftmost(lhs),
+                _ => e,
+            }
+        }
+        matches!(leftmost(e).kind, AK::Str(_))
+    }
+
+    /// A REGEX operand: a literal compiled now, or an expression of type
+    /// REGEX (a vmod function returning one).
+    fn regex_expr(&mut self, e: &ast::Expr) -> R<Expr> {
+        if Self::is_regex_literal(e) {
+            let re = self.regex(e)?;
+            return Ok(Expr {
+                ty: Type::Regex,
+                kind: IK::Regex(re),
+            });
+        }
+        let x = self.expr(e, Type::Regex)?;
+        if x.ty != Type::Regex {
+            return err(
+                format!("Expression has type {}, expected REGEX", x.ty.user_name()),
+                e.span,
+            );
+        }
+        Ok(x)
     }
 
     /// A regex must be a constant string, possibly `"a" + "b"`.
@@ -1677,6 +1703,17 @@ impl<'a> Checker<'a> {
                         op,
                         lhs: Box::new(l),
                         rhs: Box::new(r),
+                    },
+                })
+            }
+            CmpKind::Regex if !Self::is_regex_literal(rhs) => {
+                let regex = self.regex_expr(rhs)?;
+                Ok(Expr {
+                    ty: Type::Bool,
+                    kind: IK::RegexMatchDyn {
+                        subject: Box::new(l),
+                        regex: Box::new(regex),
+                        negate: op == CmpOp::NoMatch,
                     },
                 })
             }
@@ -2090,6 +2127,19 @@ impl<'a> Checker<'a> {
                 );
             }
             let subject = self.expr0(&args[0].value, Type::String)?;
+            if !Self::is_regex_literal(&args[1].value) {
+                let regex = self.regex_expr(&args[1].value)?;
+                let replacement = self.expr0(&args[2].value, Type::String)?;
+                return Ok(Expr {
+                    ty: Type::String,
+                    kind: IK::RegsubDyn {
+                        all: name == "regsuball",
+                        subject: Box::new(subject),
+                        regex: Box::new(regex),
+                        replacement: Box::new(replacement),
+                    },
+                });
+            }
             let regex = self.regex(&args[1].value)?;
             let replacement = self.expr0(&args[2].value, Type::String)?;
             let template = match &replacement.kind {
@@ -2390,6 +2440,7 @@ impl<'a> Checker<'a> {
                 Ok(x)
             }
             Type::Instance => self.expr(e, Type::Instance),
+            Type::Regex => self.regex_expr(e),
             t => self.expr0(e, t),
         }
     }

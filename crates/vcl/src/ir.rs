@@ -642,6 +642,8 @@ pub enum ExprKind {
     DefaultBackend,
     Probe(ProbeIdx),
     Acl(AclIdx),
+    /// A regex given where a vmod takes a REGEX (compiled with the VCL).
+    Regex(Arc<VclRegex>),
     Sub(SubIdx),
     /// `storage.<name>`.
     Stevedore(Arc<str>),
@@ -685,6 +687,20 @@ pub enum ExprKind {
         ip: Box<Expr>,
         acl: AclIdx,
         negate: bool,
+    },
+    /// `subject ~ <REGEX expression>`: the regex is a value computed at
+    /// run time (a vmod function returning REGEX).
+    RegexMatchDyn {
+        subject: Box<Expr>,
+        regex: Box<Expr>,
+        negate: bool,
+    },
+    /// `regsub()`/`regsuball()` whose regex is a REGEX expression.
+    RegsubDyn {
+        all: bool,
+        subject: Box<Expr>,
+        regex: Box<Expr>,
+        replacement: Box<Expr>,
     },
     Regsub {
         all: bool,
@@ -764,9 +780,25 @@ fn walk_expr<'a>(e: &'a Expr, f: &mut impl FnMut(&'a Expr)) {
                 walk_expr(x, f);
             }
         }
-        ExprKind::Arith { lhs, rhs, .. } | ExprKind::Cmp { lhs, rhs, .. } => {
+        ExprKind::Arith { lhs, rhs, .. }
+        | ExprKind::Cmp { lhs, rhs, .. }
+        | ExprKind::RegexMatchDyn {
+            subject: lhs,
+            regex: rhs,
+            ..
+        } => {
             walk_expr(lhs, f);
             walk_expr(rhs, f);
+        }
+        ExprKind::RegsubDyn {
+            subject,
+            regex,
+            replacement,
+            ..
+        } => {
+            walk_expr(subject, f);
+            walk_expr(regex, f);
+            walk_expr(replacement, f);
         }
         ExprKind::Regsub {
             subject,
@@ -783,6 +815,7 @@ fn walk_expr<'a>(e: &'a Expr, f: &mut impl FnMut(&'a Expr)) {
         | ExprKind::DefaultBackend
         | ExprKind::Probe(_)
         | ExprKind::Acl(_)
+        | ExprKind::Regex(_)
         | ExprKind::Sub(_)
         | ExprKind::Stevedore(_)
         | ExprKind::Instance(_) => {}

@@ -9,7 +9,7 @@
 //! object's per-instance variants), failures (`fail`, `fail2`), strands
 //! (`concatenate`, `collect`, `return_strands`, `sethdr`, object `concat`),
 //! optional arguments mixed with PRIV ones (object `obj_opt`),
-//! `re_quote`, `validhdr`, `store_ip`/`get_ip`, `client_ip`/`client_port`,
+//! `re_quote`, `just_return_regex` (a REGEX through a vmod), `validhdr`, `store_ip`/`get_ip`, `client_ip`/`client_port`,
 //! `priv_perf`, `sndbuf` (the client socket's send buffer), `stk` (the stack VCL
 //! uses), the ACL
 //! pass-through functions (`null_acl`, `acl`, object
@@ -77,6 +77,7 @@ $Function STRANDS return_strands(STRANDS strand)
 $Function VOID store_ip(IP)
 $Restrict client backend
 $Function IP get_ip()
+$Function REGEX just_return_regex(REGEX)
 $Restrict client backend
 $Function STRING re_quote(STRING)
 $Function STRING priv_task_with_option(PRIV_TASK priv, [STRING opt])
@@ -122,6 +123,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("return_strands", concatenate),
         ("store_ip", store_ip),
         ("get_ip", get_ip),
+        ("just_return_regex", first_arg),
         ("re_quote", re_quote),
         ("priv_task_with_option", priv_task_with_option),
         ("validhdr", validhdr),

@@ -288,3 +288,56 @@ sub vcl_recv {
     assert_eq!(l.run(BuiltinSub::Recv, &mut c), Action::Fail);
     assert_eq!(c.logs_of(LogKind::Error), ["Forced failure"]);
 }
+
+#[test]
+fn regex_values_pass_through_vmods_into_matches_and_regsub() {
+    let text = r#"vcl 4.1;
+backend s1 { .host = "127.0.0.1"; }
+import debug;
+sub vcl_recv {
+    if (req.url ~ (debug.just_return_regex(debug.just_return_regex("^/he" + "llo")))) {
+        set req.http.m = "yes";
+    }
+    if (req.url !~ debug.just_return_regex("x")) {
+        set req.http.n = "no x";
+    }
+    set req.http.s = regsuball(req.url, debug.just_return_regex("l"), "L");
+    return (hash);
+}
+"#;
+    let opts = CompileOptions {
+        err_unref: false,
+        ..CompileOptions::default()
+    };
+    let reg = lacquer_vmods::registry_with_test_vmods();
+    let (sm, r) = compile_str("t.vcl", text, &opts, &reg);
+    let ir = r.unwrap_or_else(|d| panic!("{}", d.render(&sm)));
+    let rt = Runtime::for_program(&ir, Arc::new(TestHost::default())).unwrap();
+    let l = Loaded {
+        prog: Program::from_ir(&ir).unwrap(),
+        rt,
+        host: Arc::new(TestHost::default()),
+    };
+    let mut c = client("/hello");
+    assert_eq!(
+        l.run(BuiltinSub::Recv, &mut c),
+        Action::Hash,
+        "{:?}",
+        c.logs
+    );
+    assert_eq!(get(&c, REQ, "m").as_deref(), Some("yes"));
+    assert_eq!(get(&c, REQ, "n").as_deref(), Some("no x"));
+    assert_eq!(get(&c, REQ, "s").as_deref(), Some("/heLLo"));
+    let mut c = client("/other");
+    assert_eq!(l.run(BuiltinSub::Recv, &mut c), Action::Hash);
+    assert_eq!(get(&c, REQ, "m"), None);
+
+    // A string where a REGEX is wanted is a type error, as in vcc.
+    let bad = "vcl 4.1;\nbackend s1 { .host = \"127.0.0.1\"; }\nsub vcl_recv { if (req.url ~ req.http.x) { return (pass); } }\n";
+    let (sm, r) = compile_str("bad.vcl", bad, &opts, &reg);
+    let msg = r.map(|_| ()).unwrap_err().render(&sm);
+    assert!(
+        msg.contains("Expression has type STRING, expected REGEX"),
+        "{msg}"
+    );
+}

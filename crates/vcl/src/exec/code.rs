@@ -79,6 +79,20 @@ pub enum Expr {
         acl: u32,
         negate: bool,
     },
+    /// `subject ~ regex` where the regex is a REGEX value computed at run
+    /// time (see [`Value::Regex`]).
+    MatchDyn {
+        subject: Box<Expr>,
+        regex: Box<Expr>,
+        negate: bool,
+    },
+    /// `regsub()` / `regsuball()` with a REGEX value.
+    RegsubDyn {
+        all: bool,
+        subject: Box<Expr>,
+        regex: Box<Expr>,
+        sub: Box<Expr>,
+    },
     /// `regsub()` / `regsuball()`.
     Regsub {
         all: bool,

@@ -657,40 +657,59 @@ impl<'a, C: Context> Exec<'a, C> {
                 sub,
             } => {
                 let re = self.regex(*regex)?;
-                let all = *all;
-                let at = out.len();
-                // Each branch says whether the result differs from the
-                // subject.
-                let r = if let Expr::Const(Value::Str(with)) = &**sub {
-                    // The usual shape: a literal replacement, and a subject
-                    // read in place (no copies).
-                    self.with_str(subject, |s| {
-                        let s = s.unwrap_or_default();
-                        re.substitute(s, with, all, out).map(|()| out[at..] != *s)
-                    })?
-                } else {
-                    let mut subj = self.take_buf();
-                    let mut with = self.take_buf();
-                    let r = self
-                        .append_str(subject, &mut subj)
-                        .and_then(|_| self.append_str(sub, &mut with))
-                        .map(|_| {
-                            re.substitute(&subj, &with, all, out)
-                                .map(|()| out[at..] != subj[..])
-                        });
-                    self.give_buf(subj);
-                    self.give_buf(with);
-                    r?
-                };
-                let changed = self.check(r)?;
-                // As varnishd: a substitution's result is a new string in
-                // the workspace (an unchanged subject is used in place).
-                if changed && !self.ws_charge(out.len() - at) {
-                    return Err(self.fail("regsub: Out of workspace"));
-                }
-                Ok(true)
+                self.regsub_into(re, *all, subject, sub, out)
             }
             _ => self.append_str_rare(e, out),
+        }
+    }
+
+    /// `regsub()`/`regsuball()` of `subject` with `re`, appended to `out`.
+    fn regsub_into(
+        &mut self,
+        re: &'a super::regex::Regex,
+        all: bool,
+        subject: &Expr,
+        sub: &Expr,
+        out: &mut Vec<u8>,
+    ) -> Res<bool> {
+        let at = out.len();
+        // Each branch says whether the result differs from the
+        // subject.
+        let r = if let Expr::Const(Value::Str(with)) = sub {
+            // The usual shape: a literal replacement, and a subject
+            // read in place (no copies).
+            self.with_str(subject, |s| {
+                let s = s.unwrap_or_default();
+                re.substitute(s, with, all, out).map(|()| out[at..] != *s)
+            })?
+        } else {
+            let mut subj = self.take_buf();
+            let mut with = self.take_buf();
+            let r = self
+                .append_str(subject, &mut subj)
+                .and_then(|_| self.append_str(sub, &mut with))
+                .map(|_| {
+                    re.substitute(&subj, &with, all, out)
+                        .map(|()| out[at..] != subj[..])
+                });
+            self.give_buf(subj);
+            self.give_buf(with);
+            r?
+        };
+        let changed = self.check(r)?;
+        // As varnishd: a substitution's result is a new string in
+        // the workspace (an unchanged subject is used in place).
+        if changed && !self.ws_charge(out.len() - at) {
+            return Err(self.fail("regsub: Out of workspace"));
+        }
+        Ok(true)
+    }
+
+    /// The compiled regex a REGEX-typed expression evaluates to.
+    fn regex_value(&mut self, e: &Expr) -> Res<&'a super::regex::Regex> {
+        match self.eval(e)? {
+            Value::Regex(i) => self.regex(i),
+            other => Err(self.fail(format!("Expected a REGEX, got {}", other.type_name()))),
         }
     }
 
@@ -698,6 +717,15 @@ impl<'a, C: Context> Exec<'a, C> {
     #[inline(never)]
     fn append_str_rare(&mut self, e: &Expr, out: &mut Vec<u8>) -> Res<bool> {
         match e {
+            Expr::RegsubDyn {
+                all,
+                subject,
+                regex,
+                sub,
+            } => {
+                let re = self.regex_value(regex)?;
+                self.regsub_into(re, *all, subject, sub, out)
+            }
             Expr::Case { upper, inner } => {
                 let at = out.len();
                 let nonnull = self.append_str(inner, out)?;
@@ -792,15 +820,7 @@ impl<'a, C: Context> Exec<'a, C> {
                 negate,
             } => {
                 let re = self.regex(*regex)?;
-                match self.with_str(subject, |s| re.is_match(s.unwrap_or_default()))? {
-                    Ok(m) => Ok(m != *negate),
-                    Err(msg) => {
-                        // Varnish logs matching failures and reads them as
-                        // "no match".
-                        self.ctx.log(LogKind::Error, msg.as_bytes());
-                        Ok(*negate)
-                    }
-                }
+                self.regex_match(re, subject, *negate)
             }
             Expr::StrCmp {
                 op,
@@ -825,10 +845,31 @@ impl<'a, C: Context> Exec<'a, C> {
         }
     }
 
+    /// `subject ~ re` (or `!~` when `negate`).
+    fn regex_match(&mut self, re: &super::regex::Regex, subject: &Expr, negate: bool) -> Res<bool> {
+        match self.with_str(subject, |s| re.is_match(s.unwrap_or_default()))? {
+            Ok(m) => Ok(m != negate),
+            Err(msg) => {
+                // Varnish logs matching failures and reads them as "no
+                // match".
+                self.ctx.log(LogKind::Error, msg.as_bytes());
+                Ok(negate)
+            }
+        }
+    }
+
     /// The conditions a request evaluates a few of at most.
     #[inline(never)]
     fn eval_bool_rare(&mut self, e: &Expr) -> Res<bool> {
         match e {
+            Expr::MatchDyn {
+                subject,
+                regex,
+                negate,
+            } => {
+                let re = self.regex_value(regex)?;
+                self.regex_match(re, subject, *negate)
+            }
             Expr::Const(Value::Bool(b)) => Ok(*b),
             Expr::AclMatch { ip, acl, negate } => {
                 let prog = self.prog;
@@ -913,7 +954,7 @@ impl<'a, C: Context> Exec<'a, C> {
                 let r = self.ctx.storage_var(*id, name);
                 self.check(r)?
             }
-            Expr::Concat(_) | Expr::Regsub { .. } => {
+            Expr::Concat(_) | Expr::Regsub { .. } | Expr::RegsubDyn { .. } => {
                 let mut buf = self.take_buf();
                 let r = self.append_str(e, &mut buf);
                 let v = Value::Str(Bytes::copy_from_slice(&buf));
@@ -949,6 +990,7 @@ impl<'a, C: Context> Exec<'a, C> {
             | Expr::Or(_)
             | Expr::ToBool(_)
             | Expr::Match { .. }
+            | Expr::MatchDyn { .. }
             | Expr::AclMatch { .. }
             | Expr::StrCmp { .. }
             | Expr::Cmp(..) => Value::Bool(self.eval_bool(e)?),

@@ -337,6 +337,27 @@ impl Lower<'_> {
                 regex: self.regex(regex)?,
                 negate: *negate,
             },
+            IK::Regex(re) => Expr::Const(Value::Regex(self.regex(re)?)),
+            IK::RegexMatchDyn {
+                subject,
+                regex,
+                negate,
+            } => Expr::MatchDyn {
+                subject: self.boxed(subject)?,
+                regex: self.boxed(regex)?,
+                negate: *negate,
+            },
+            IK::RegsubDyn {
+                all,
+                subject,
+                regex,
+                replacement,
+            } => Expr::RegsubDyn {
+                all: *all,
+                subject: self.boxed(subject)?,
+                regex: self.boxed(regex)?,
+                sub: self.boxed(replacement)?,
+            },
             IK::AclMatch { ip, acl, negate } => Expr::AclMatch {
                 ip: self.boxed(ip)?,
                 acl: *acl as u32,

@@ -64,6 +64,9 @@ pub enum Value {
     Backend(Backend),
     /// Index into the program's ACL table.
     Acl(u32),
+    /// A REGEX (passed to or returned by a vmod): index into the
+    /// program's compiled regexes.
+    Regex(u32),
     /// A probe, by name.
     Probe(Arc<str>),
     Blob(Bytes),
@@ -159,7 +162,7 @@ impl Value {
             }
             Value::Header(_, h) => out.extend_from_slice(h.name.as_bytes()),
             Value::Http(w) => out.extend_from_slice(w.name().as_bytes()),
-            Value::Sub(_) | Value::Instance(_) => {
+            Value::Sub(_) | Value::Instance(_) | Value::Regex(_) => {
                 return Err(ConvError("Cannot convert this value to STRING".into()));
             }
         }
@@ -193,6 +196,7 @@ impl Value {
             Value::Ip(_) => "IP",
             Value::Backend(_) => "BACKEND",
             Value::Acl(_) => "ACL",
+            Value::Regex(_) => "REGEX",
             Value::Probe(_) => "PROBE",
             Value::Blob(_) => "BLOB",
             Value::Header(..) => "HEADER",
