@@ -282,7 +282,7 @@ fn parse_one(arg: &str, index: usize) -> Result<StorageSpec, StorageSpecError> {
                 verbatim: true,
             }),
         "persistent" | "deprecated_persistent" | "umem" => Err(err(format!(
-            "storage kind \"{kind}\" is not available in lacquer; use malloc (-s malloc,SIZE)"
+            "storage kind \"{kind}\" is not available in lacquer; use malloc (-s malloc,SIZE) or file (-s file,PATH,SIZE)"
         ))),
         "" => Err(err(
             "missing storage kind; usage: -s [name=]malloc[,size]".into()
