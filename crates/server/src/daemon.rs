@@ -368,7 +368,7 @@ pub fn init_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) -> Result<(), String> {
     let mut scratch = Scratch::default();
     let action = vcl.run(BuiltinSub::Init, &mut t, &mut scratch);
     // The task's end may fail it too.
-    let at_end = t.privs.finish();
+    let at_end = end_init_privs(&mut t);
     let ok = matches!(action, lacquer_vcl::exec::Action::Ok) && at_end.is_empty();
     t.errors.extend(at_end);
     match ok {
@@ -387,13 +387,21 @@ pub fn init_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) -> Result<(), String> {
     }
 }
 
+/// Ends the vmod state of `vcl_init`/`vcl_fini`: fini hooks log outside
+/// any transaction, as the subroutine's own records; the end checks'
+/// errors are returned.
+fn end_init_privs(t: &mut InitTask) -> Vec<String> {
+    let mut privs = std::mem::take(&mut t.privs);
+    privs.finish(&mut |kind, msg| t.log(kind, msg))
+}
+
 /// Runs `vcl_fini` of a VCL about to be freed. Failing there changes
 /// nothing (the VCL goes anyway); varnishd logs that it had no effect.
 pub fn fini_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) {
     let mut t = InitTask::new(sh, vcl, BuiltinSub::Fini);
     let mut scratch = Scratch::default();
     let action = vcl.run(BuiltinSub::Fini, &mut t, &mut scratch);
-    let at_end = t.privs.finish();
+    let at_end = end_init_privs(&mut t);
     for e in &at_end {
         t.log(LogKind::Error, e.as_bytes());
     }
