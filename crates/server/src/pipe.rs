@@ -104,10 +104,14 @@ where
                 t_process: crate::rfc2616::now(),
                 ..PipeAcct::default()
             };
+            // The backend is picked in the request's task too (a director
+            // may read what vcl_pipe set there).
+            std::mem::swap(&mut bo.privs, &mut t.privs);
             let r = match lead {
                 Ok(lead) => run_pipe(&mut bo, conn, &lead, &mut acct).await,
                 Err(e) => Err(e),
             };
+            std::mem::swap(&mut bo.privs, &mut t.privs);
             (r, Some(acct))
         }
         Action::Synth { status, reason } => {
