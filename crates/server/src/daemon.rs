@@ -8,8 +8,8 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -823,8 +823,6 @@ pub struct Running {
     cli_done: Option<tokio::task::JoinHandle<()>>,
     /// The locked pid files, held for as long as the daemon runs.
     _pidfiles: Vec<std::fs::File>,
-    /// The manager's shared-memory directory (`_.vsm_mgt`).
-    _vsm: lacquer_vsl::vsm::VsmDir,
 }
 
 impl std::fmt::Debug for Running {
@@ -895,13 +893,30 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         buffer: params.bytes("vsl_buffer") as usize,
         ..Default::default()
     };
-    let vsl = Vsl::create(&lacquer_vsl::vsl_path(&cfg.workdir), &vsl_cfg)
+    // The cache's directory first: creating it clears what a previous run
+    // left, the log and the counters included.
+    let child_dir = cfg.workdir.join(lacquer_vsl::vsm::CHILD_DIR);
+    let vsm_child = Arc::new(Mutex::new(
+        lacquer_vsl::vsm::VsmDir::create(&child_dir)
+            .map_err(|e| format!("Cannot create {}: {e}", child_dir.display()))?,
+    ));
+    let vsl_file = lacquer_vsl::vsl_path(&cfg.workdir);
+    let vsl = Vsl::create(&vsl_file, &vsl_cfg)
         .map_err(|e| format!("Cannot create the shared-memory log: {e}"))?;
+    let vsl_len = std::fs::metadata(&vsl_file).map_or(0, |m| m.len());
+    vsm_child
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .publish_part(lacquer_vsl::ring::VSL_FILE, 0, vsl_len, "Log", "Log")
+        .map_err(|e| format!("Cannot publish the log in {}: {e}", child_dir.display()))?;
     let vsc = lacquer_vsl::vsc::Vsc::create(
         &lacquer_vsl::vsc::vsc_path(&cfg.workdir),
         &Default::default(),
     )
     .map_err(|e| format!("Cannot create the counters segment: {e}"))?;
+    // The counters keep the directory: its index follows their sections.
+    vsc.publish_in(vsm_child)
+        .map_err(|e| format!("Cannot publish the counters: {e}"))?;
     // The manager's section comes first, as varnishd's (its process maps
     // the segment before the child adds `MAIN`): tools list in this order.
     let mgt_section = vsc
@@ -1040,6 +1055,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
             }
         });
     }
+    sh.mgt.set_vsm(vsm);
     let mut cli_done: Option<tokio::task::JoinHandle<()>> = None;
     if let Some(addr) = &cfg.reverse_cli {
         let a = addr.replace(' ', ":");
@@ -1060,6 +1076,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         run_cli_file(&sh, path)?;
     }
     if !cfg.debug && sh.active_vcl().is_some() {
+        sh.mgt.child_started(&sh.params().dump())?;
         sh.mgt.child_start.fetch_add(1, Ordering::Relaxed);
         sh.running.store(true, Ordering::Release);
     }
@@ -1107,7 +1124,6 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         shared: sh,
         cli_done,
         _pidfiles: pidfiles,
-        _vsm: vsm,
     })
 }
 
