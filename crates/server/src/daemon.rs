@@ -8,8 +8,8 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -368,7 +368,7 @@ pub fn init_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) -> Result<(), String> {
     let mut scratch = Scratch::default();
     let action = vcl.run(BuiltinSub::Init, &mut t, &mut scratch);
     // The task's end may fail it too.
-    let at_end = t.privs.finish();
+    let at_end = end_init_privs(&mut t);
     let ok = matches!(action, lacquer_vcl::exec::Action::Ok) && at_end.is_empty();
     t.errors.extend(at_end);
     match ok {
@@ -387,13 +387,21 @@ pub fn init_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) -> Result<(), String> {
     }
 }
 
+/// Ends the vmod state of `vcl_init`/`vcl_fini`: fini hooks log outside
+/// any transaction, as the subroutine's own records; the end checks'
+/// errors are returned.
+fn end_init_privs(t: &mut InitTask) -> Vec<String> {
+    let mut privs = std::mem::take(&mut t.privs);
+    privs.finish(&mut |kind, msg| t.log(kind, msg))
+}
+
 /// Runs `vcl_fini` of a VCL about to be freed. Failing there changes
 /// nothing (the VCL goes anyway); varnishd logs that it had no effect.
 pub fn fini_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) {
     let mut t = InitTask::new(sh, vcl, BuiltinSub::Fini);
     let mut scratch = Scratch::default();
     let action = vcl.run(BuiltinSub::Fini, &mut t, &mut scratch);
-    let at_end = t.privs.finish();
+    let at_end = end_init_privs(&mut t);
     for e in &at_end {
         t.log(LogKind::Error, e.as_bytes());
     }
@@ -815,8 +823,6 @@ pub struct Running {
     cli_done: Option<tokio::task::JoinHandle<()>>,
     /// The locked pid files, held for as long as the daemon runs.
     _pidfiles: Vec<std::fs::File>,
-    /// The manager's shared-memory directory (`_.vsm_mgt`).
-    _vsm: lacquer_vsl::vsm::VsmDir,
 }
 
 impl std::fmt::Debug for Running {
@@ -887,13 +893,30 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         buffer: params.bytes("vsl_buffer") as usize,
         ..Default::default()
     };
-    let vsl = Vsl::create(&lacquer_vsl::vsl_path(&cfg.workdir), &vsl_cfg)
+    // The cache's directory first: creating it clears what a previous run
+    // left, the log and the counters included.
+    let child_dir = cfg.workdir.join(lacquer_vsl::vsm::CHILD_DIR);
+    let vsm_child = Arc::new(Mutex::new(
+        lacquer_vsl::vsm::VsmDir::create(&child_dir)
+            .map_err(|e| format!("Cannot create {}: {e}", child_dir.display()))?,
+    ));
+    let vsl_file = lacquer_vsl::vsl_path(&cfg.workdir);
+    let vsl = Vsl::create(&vsl_file, &vsl_cfg)
         .map_err(|e| format!("Cannot create the shared-memory log: {e}"))?;
+    let vsl_len = std::fs::metadata(&vsl_file).map_or(0, |m| m.len());
+    vsm_child
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .publish_part(lacquer_vsl::ring::VSL_FILE, 0, vsl_len, "Log", "Log")
+        .map_err(|e| format!("Cannot publish the log in {}: {e}", child_dir.display()))?;
     let vsc = lacquer_vsl::vsc::Vsc::create(
         &lacquer_vsl::vsc::vsc_path(&cfg.workdir),
         &Default::default(),
     )
     .map_err(|e| format!("Cannot create the counters segment: {e}"))?;
+    // The counters keep the directory: its index follows their sections.
+    vsc.publish_in(vsm_child)
+        .map_err(|e| format!("Cannot publish the counters: {e}"))?;
     // The manager's section comes first, as varnishd's (its process maps
     // the segment before the child adds `MAIN`): tools list in this order.
     let mgt_section = vsc
@@ -1032,6 +1055,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
             }
         });
     }
+    sh.mgt.set_vsm(vsm);
     let mut cli_done: Option<tokio::task::JoinHandle<()>> = None;
     if let Some(addr) = &cfg.reverse_cli {
         let a = addr.replace(' ', ":");
@@ -1052,6 +1076,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         run_cli_file(&sh, path)?;
     }
     if !cfg.debug && sh.active_vcl().is_some() {
+        sh.mgt.child_started(&sh.params().dump())?;
         sh.mgt.child_start.fetch_add(1, Ordering::Relaxed);
         sh.running.store(true, Ordering::Release);
     }
@@ -1099,7 +1124,6 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         shared: sh,
         cli_done,
         _pidfiles: pidfiles,
-        _vsm: vsm,
     })
 }
 

@@ -167,6 +167,7 @@ pub async fn run(mut job: FetchJob) {
     }
     job.bo.ws.flush_trace(&mut job.bo.vsl);
     job.bo.charge_backend();
+    job.bo.end_privs();
     let acct = job.bo.acct.record();
     job.bo.vsl.log_str(Tag::BereqAcct, &acct);
     job.bo.vsl.log_str(Tag::End, "");
@@ -1288,6 +1289,7 @@ fn body_done(bo: &mut BoTask, f: Fetched, len: u64) {
         );
     }
     bo.log_ts("BerespBody", rfc2616::now());
+    bo.end_privs();
     bo.vsl.log(Tag::Length, format_args!("{len}"));
 }
 

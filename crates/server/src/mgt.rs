@@ -278,6 +278,9 @@ fn start(sh: &Arc<Shared>) -> Reply {
     }
     cli_log(sh, "Rd start");
     cli_log_reply(sh, status::OK, "");
+    if let Err(e) = sh.mgt.child_started(&sh.params().dump()) {
+        return Reply::err(status::CANT, e);
+    }
     sh.mgt.child_start.fetch_add(1, Ordering::Relaxed);
     sh.running.store(true, Ordering::Release);
     Reply::ok("")
@@ -326,7 +329,10 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
             sh.running.store(false, Ordering::Release);
             // varnishd's child takes its memory storage with it.
             sh.cache.clear();
-            Reply::ok("")
+            match sh.mgt.child_stopped() {
+                Ok(()) => Reply::ok(""),
+                Err(e) => Reply::err(status::CANT, e),
+            }
         }
         "pid" => {
             let pid = std::process::id();

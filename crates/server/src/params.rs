@@ -1461,6 +1461,19 @@ impl ParamKey for Pid {
 }
 
 impl ParamSet {
+    /// Every parameter as `name value` lines (values as `param.show`
+    /// prints them), in table order.
+    pub fn dump(&self) -> String {
+        let mut out = String::new();
+        for p in PARAMS {
+            out.push_str(p.name);
+            out.push(' ');
+            out.push_str(&p.show(self.get(p.name)));
+            out.push('\n');
+        }
+        out
+    }
+
     /// Sets `name` from its text form.
     pub fn set(&mut self, name: &str, text: &str) -> Result<(), ParamError> {
         let name = canonical(name);

@@ -59,6 +59,7 @@ where
     };
     let mut bo = new_bo(t, true, bereq, vxid);
     bo.pipe_req = Some(Box::new(t.req.clone()));
+    bo.pipe_xid = t.vxid_str.clone();
     bo.cur_sub = BuiltinSub::Pipe;
     bo.vsl
         .log(Tag::Begin, format_args!("bereq {} pipe", t.vxid));
@@ -69,7 +70,11 @@ where
     t.vsl.flush();
     bo.vsl.set_vxid(Vxid::client(t.vxid));
     let vcl = t.vcl.clone();
+    // As varnishd, vcl_pipe runs in the request's task: it sees and
+    // extends the request's vmod state.
+    std::mem::swap(&mut bo.privs, &mut t.privs);
     let action = vcl.run(BuiltinSub::Pipe, &mut bo, scratch);
+    std::mem::swap(&mut bo.privs, &mut t.privs);
     bo.vsl.set_vxid(Vxid::backend(vxid));
     let sh = t.sh.clone();
     let (result, pipe_acct) = match action {
@@ -99,10 +104,14 @@ where
                 t_process: crate::rfc2616::now(),
                 ..PipeAcct::default()
             };
+            // The backend is picked in the request's task too (a director
+            // may read what vcl_pipe set there).
+            std::mem::swap(&mut bo.privs, &mut t.privs);
             let r = match lead {
                 Ok(lead) => run_pipe(&mut bo, conn, &lead, &mut acct).await,
                 Err(e) => Err(e),
             };
+            std::mem::swap(&mut bo.privs, &mut t.privs);
             (r, Some(acct))
         }
         Action::Synth { status, reason } => {
@@ -137,6 +146,7 @@ where
                 t.req_hdr_bytes, a.bereq_hdr, a.piped_in, a.piped_out
             ),
         );
+        t.end_privs();
         sh.counters.add(Main::s_pipe_hdrbytes, t.req_hdr_bytes);
         sh.counters.add(Main::s_pipe_in, a.piped_in);
         sh.counters.add(Main::s_pipe_out, a.piped_out);
@@ -182,14 +192,12 @@ where
         .unwrap_or_else(|| params.duration(pid!("connect_timeout")));
     let idle = Duration::from_secs_f64(params.duration(pid!("pipe_timeout")).max(0.001));
     let holddown = crate::backend::holddown(&params);
+    // As varnishd, a pipe may take over an idle pooled connection.
+    let reuse = Duration::from_secs_f64(params.duration(pid!("backend_idle_timeout")).max(0.0));
     drop(params);
     let mut be_conn = backend
         .pool
-        .get(
-            Duration::from_secs_f64(connect.max(0.001)),
-            Duration::ZERO,
-            holddown,
-        )
+        .get(Duration::from_secs_f64(connect.max(0.001)), reuse, holddown)
         .await
         .map_err(|e| format!("backend {}: {e}", backend.name))?;
     let mut head = backend.proxy_preface(&bo.sess).unwrap_or_default();

@@ -735,6 +735,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         cur_sub: BuiltinSub::BackendFetch,
         t_last: rfc2616::now(),
         pipe_req: None,
+        pipe_xid: String::new(),
         ws,
         ws_bo,
         beresp_dropped: false,
@@ -1098,6 +1099,7 @@ where
 /// counts as not sent: what it received, nothing transmitted.
 fn log_unsent(t: &mut ReqTask) {
     t.log_ts("Resp");
+    t.end_privs();
     let (rxh, rxb) = (t.req_hdr_bytes, t.req_body_bytes);
     t.vsl.log(
         Tag::ReqAcct,
@@ -1597,6 +1599,7 @@ where
     sh.counters.add(Main::s_resp_hdrbytes, hdr_bytes);
     sh.counters.add(Main::s_resp_bodybytes, body_bytes);
     t.log_ts("Resp");
+    t.end_privs();
     let (rxh, rxb) = (t.req_hdr_bytes, t.req_body_bytes);
     t.vsl.log_with(Tag::ReqAcct, |o| {
         for (i, n) in [

@@ -13,6 +13,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use lacquer_cache::ObjRef;
+use lacquer_vcl::exec::privs::TaskPrivs;
 use lacquer_vcl::exec::{Backend, Context, HeaderName, HttpWhich, LogKind, Value, WsKind, WsMark};
 use lacquer_vcl::subs::BuiltinSub;
 use lacquer_vcl::vars::VarId;
@@ -268,6 +269,18 @@ pub(crate) fn log_raw(
     };
     vsl.log_immediate_bytes(tag, vxid, msg);
     Ok(())
+}
+
+/// Ends a task's vmod state into its log (see [`ReqTask::end_privs`]).
+fn end_privs(privs: &mut TaskPrivs, ws: &mut Workspace, vsl: &mut VslBuf) {
+    if privs.is_empty() {
+        return;
+    }
+    ws.flush_trace(vsl);
+    let errors = privs.finish(&mut |kind, msg| vsl.log_bytes(log_kind_tag(kind), msg));
+    for e in errors {
+        vsl.log_str(Tag::VCL_Error, &e);
+    }
 }
 
 /// The log tag a VCL log record of this kind gets.
@@ -573,6 +586,21 @@ impl ReqTask {
         self.vsl
             .log_timestamp(label, now, now - self.t_req, now - self.t_last);
         self.t_last = now;
+    }
+
+    /// Ends the request's vmod state (varnishd's `VCL_TaskLeave`): fini
+    /// hooks log into the request's transaction, a failing end check is a
+    /// `VCL_Error` there (the response is gone already). The top request
+    /// also ends the `PRIV_TOP` state its ESI includes shared (they are
+    /// over by then). Idempotent.
+    pub fn end_privs(&mut self) {
+        end_privs(&mut self.privs, &mut self.ws, &mut self.vsl);
+        if self.esi_level == 0
+            && let Some(top) = self.top_privs.take()
+        {
+            let mut top = top.lock().unwrap_or_else(|e| e.into_inner());
+            end_privs(&mut top, &mut self.ws, &mut self.vsl);
+        }
     }
 
     /// Goes back to the workspace as it was when the request arrived
@@ -974,7 +1002,12 @@ impl Context for ReqTask {
                 // As varnishd: the request, its vmod state and its
                 // workspace go back to how the request arrived.
                 self.req = self.req_orig.clone();
-                let failed = self.privs.finish().into_iter().next();
+                let vsl = &mut self.vsl;
+                let failed = self
+                    .privs
+                    .finish(&mut |kind, msg| vsl.log_bytes(log_kind_tag(kind), msg))
+                    .into_iter()
+                    .next();
                 self.ws_rollback();
                 failed.map_or(Ok(()), Err)
             }
@@ -1156,6 +1189,8 @@ pub struct BoTask {
     pub t_last: f64,
     /// The client request while `vcl_pipe` runs (it sees `req` and `bereq`).
     pub pipe_req: Option<Box<ReqMsg>>,
+    /// The client request's `req.xid` while `vcl_pipe` runs.
+    pub pipe_xid: String,
     /// The backend workspace (`workspace_backend`, see [`crate::ws`]).
     pub ws: Workspace,
     /// Where [`BoTask::ws`] stood once the backend request was built:
@@ -1211,6 +1246,12 @@ impl BereqAcct {
 }
 
 impl BoTask {
+    /// Ends the fetch's vmod state, as [`ReqTask::end_privs`] for a
+    /// request: fini hooks log into the backend transaction. Idempotent.
+    pub fn end_privs(&mut self) {
+        end_privs(&mut self.privs, &mut self.ws, &mut self.vsl);
+    }
+
     /// Adds what was exchanged with the current backend since it was last
     /// charged to its `VBE` byte counters, as varnishd does when a fetch
     /// lets go of a backend.
@@ -1399,6 +1440,7 @@ impl Context for BoTask {
             VarId::ReqProto | VarId::ReqTopProto if self.pipe_req.is_some() => {
                 self.pipe_req.as_ref().map_or(&b""[..], |r| &r.proto)
             }
+            VarId::ReqXid if self.pipe_req.is_some() => self.pipe_xid.as_bytes(),
             VarId::BerespProto => &self.beresp.proto,
             VarId::BerespReason => &self.beresp.reason,
             VarId::BerespBackendName => match &self.beresp_backend {
@@ -1648,7 +1690,12 @@ impl Context for BoTask {
         match which {
             HttpWhich::Bereq => {
                 self.bereq = self.bereq_orig.clone();
-                let failed = self.privs.finish().into_iter().next();
+                let vsl = &mut self.vsl;
+                let failed = self
+                    .privs
+                    .finish(&mut |kind, msg| vsl.log_bytes(log_kind_tag(kind), msg))
+                    .into_iter()
+                    .next();
                 self.ws_rollback();
                 if self.cur_sub == BuiltinSub::BackendResponse {
                     self.beresp_dropped = true;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use lacquer_vcl::diag::Diagnostics;
-use lacquer_vcl::exec::{self, Action, Backend, Context, Scratch, Value};
+use lacquer_vcl::exec::{self, Action, Backend, Context, LogKind, Scratch, Value};
 use lacquer_vcl::ir::{BackendDef, ProbeDef, Program};
 use lacquer_vcl::source::SourceMap;
 use lacquer_vcl::subs::BuiltinSub;
@@ -460,10 +460,13 @@ impl lacquer_vmods::EventCtx for EventCx<'_> {
         crate::params::lookup(name).map(|p| self.sh.params().get(p.name).to_string())
     }
     fn log_debug(&self, msg: &str) {
+        self.log(LogKind::Debug, msg.as_bytes());
+    }
+    fn log(&self, kind: LogKind, msg: &[u8]) {
         self.sh.vsl.log_immediate(
-            Tag::Debug,
+            crate::task::log_kind_tag(kind),
             lacquer_vsl::Vxid::plain(0),
-            format_args!("{msg}"),
+            format_args!("{}", String::from_utf8_lossy(msg)),
         );
     }
 }

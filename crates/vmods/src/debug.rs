@@ -37,7 +37,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use lacquer_vcl::exec::{Context, Value, WsKind};
+use lacquer_vcl::exec::{Context, LogKind, Value, WsKind};
 
 mod dynamic;
 
@@ -306,18 +306,44 @@ fn author(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(Value::str(who))
 }
 
+/// How varnishd's `%p` prints a value's address: `(nil)` for none.
+fn addr(v: Option<&Bytes>) -> String {
+    v.map_or_else(|| "(nil)".to_string(), |b| format!("{:p}", b.as_ptr()))
+}
+
 /// Empty or NULL reads the state; anything else starts it or appends to it
-/// with a space.
+/// with a space. Each call logs a `Debug` record naming the state's slot and
+/// value addresses, and what it did; the task's end logs
+/// `priv_task_fini(<value>)`.
 fn test_priv_task(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let s = a.str_or_empty(0)?;
-    let p = ctx.privs().get_or_insert_with(0, || TaskPriv(None));
-    if !s.is_empty() {
-        p.0 = Some(match p.0.take() {
-            None => Bytes::copy_from_slice(s),
-            Some(old) => [&old[..], b" ", s].concat().into(),
+    let privs = ctx.privs();
+    let p = privs.get_or_insert_with(0, || TaskPriv(None));
+    let slot = format!("{:p}", &*p);
+    let what = match (s.is_empty(), p.0.take()) {
+        (true, v) => {
+            p.0 = v;
+            "exists"
+        }
+        (false, None) => {
+            p.0 = Some(Bytes::copy_from_slice(s));
+            "new"
+        }
+        (false, Some(old)) => {
+            p.0 = Some([&old[..], b" ", s].concat().into());
+            "update"
+        }
+    };
+    let v = p.0.clone();
+    if v.is_some() {
+        privs.set_fini::<TaskPriv>(0, |p, log| {
+            let msg = format!("priv_task_fini({})", addr(p.0.as_ref()));
+            log(LogKind::Debug, msg.as_bytes());
         });
     }
-    Ok(Value::Str(p.0.clone().unwrap_or_default()))
+    let msg = format!("test_priv_task({slot}) = {} ({what})", addr(v.as_ref()));
+    ctx.log(LogKind::Debug, msg.as_bytes());
+    Ok(Value::Str(v.unwrap_or_default()))
 }
 
 /// The top request's `PRIV_TOP` store; an error outside client tasks.
@@ -335,8 +361,12 @@ fn test_priv_top(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let p = privs.get_or_insert_with(0, || TopPriv(None));
-    let v = p.0.get_or_insert_with(|| Bytes::copy_from_slice(s));
-    Ok(Value::Str(v.clone()))
+    let v = p.0.get_or_insert_with(|| Bytes::copy_from_slice(s)).clone();
+    privs.set_fini::<TopPriv>(0, |p, log| {
+        let msg = format!("priv_top_fini({})", addr(p.0.as_ref()));
+        log(LogKind::Debug, msg.as_bytes());
+    });
+    Ok(Value::Str(v))
 }
 
 /// The first value given in the task sticks; no value reads it.
@@ -654,16 +684,56 @@ fn obj_date(_: &Env, _: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
 }
 
 /// Empty reads the instance's task state (empty if none); anything else
-/// replaces it.
+/// replaces it. Each call logs a `Debug` record (`<name>.priv_task() = …`)
+/// with the slot's and value's addresses; the task's end logs
+/// `obj_priv_task_fini(<value>)`.
 fn obj_priv_task(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let o = this::<DebugObj>(o);
     let s = a.str_or_empty(0)?;
-    if s.is_empty() {
-        let v = ctx.privs().get::<ObjTask>(o.id).map(|p| p.0.clone());
-        return Ok(Value::Str(v.unwrap_or_default()));
-    }
-    let v = Bytes::copy_from_slice(s);
-    ctx.privs().insert(o.id, ObjTask(v.clone()));
+    let privs = ctx.privs();
+    let (msg, v) = if s.is_empty() {
+        match privs.get::<ObjTask>(o.id) {
+            None => (format!("{}.priv_task() = NULL", o.name), Bytes::new()),
+            Some(p) => (
+                format!(
+                    "{}.priv_task() = {:p} .priv = {} (\"{}\")",
+                    o.name,
+                    p,
+                    addr(Some(&p.0)),
+                    lossy(&p.0)
+                ),
+                p.0.clone(),
+            ),
+        }
+    } else {
+        let v = Bytes::copy_from_slice(s);
+        let what = match privs.get_mut::<ObjTask>(o.id) {
+            Some(p) => {
+                p.0 = v.clone();
+                "update"
+            }
+            None => {
+                privs.insert(o.id, ObjTask(v.clone()));
+                "new"
+            }
+        };
+        privs.set_fini::<ObjTask>(o.id, |p, log| {
+            let msg = format!("obj_priv_task_fini({})", addr(Some(&p.0)));
+            log(LogKind::Debug, msg.as_bytes());
+        });
+        let p = privs.get::<ObjTask>(o.id).expect("just stored");
+        (
+            format!(
+                "{}.priv_task() = {:p} .priv = {} (\"{}\") [{what}]",
+                o.name,
+                p,
+                addr(Some(&v)),
+                lossy(&v)
+            ),
+            v,
+        )
+    };
+    ctx.log(LogKind::Debug, msg.as_bytes());
     Ok(Value::Str(v))
 }
 

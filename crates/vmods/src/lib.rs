@@ -119,6 +119,9 @@ pub trait EventCtx {
     fn param(&self, name: &str) -> Option<String>;
     /// Writes a `Debug` record outside any transaction.
     fn log_debug(&self, msg: &str);
+    /// Writes a record of this kind outside any transaction (the log of
+    /// `PRIV_VCL` fini hooks).
+    fn log(&self, kind: lacquer_vcl::exec::LogKind, msg: &[u8]);
 }
 
 /// A vmod's event handler.
@@ -425,6 +428,14 @@ impl Runtime {
         for v in &self.vmods {
             if let Some(f) = v.event {
                 f(&self.env, ev, cx)?;
+            }
+        }
+        if ev == VclEvent::Discard {
+            // As varnishd, the VCL's PRIV_VCL values end after the
+            // discard event; their end checks cannot stop that.
+            let mut state = std::mem::take(&mut *self.env.vcl_state());
+            for e in state.finish(&mut |kind, msg| cx.log(kind, msg)) {
+                cx.log(lacquer_vcl::exec::LogKind::Error, e.as_bytes());
             }
         }
         Ok(())

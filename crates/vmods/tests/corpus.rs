@@ -84,7 +84,8 @@ fn run_init(ir: &lacquer_vcl::ir::Program) -> Result<(), Vec<String>> {
     c.vmod.sub = Some(BuiltinSub::Init);
     let action = prog.run(BuiltinSub::Init, &mut c, &rt, &mut Scratch::default());
     // The end of the init task may fail it too, as in the daemon.
-    let at_end = c.privs().finish();
+    let mut privs = std::mem::take(c.privs());
+    let at_end = privs.finish(&mut |kind, msg| c.log(kind, msg));
     match action {
         Action::Ok if at_end.is_empty() => Ok(()),
         Action::Ok => Err(at_end),

@@ -953,6 +953,54 @@ fn debug_private_state() {
     assert_eq!(r.call(c, "debug.get_ip", vec![]), Ok(Value::Ip(ip)));
 }
 
+/// The log of a task's `test_priv_task` calls and of its end, each record
+/// with its addresses replaced by `P` (they differ from run to run).
+fn debug_lines(c: &mut MockContext) -> Vec<String> {
+    use lacquer_vcl::exec::Context as _;
+    let mut privs = std::mem::take(c.privs());
+    privs.finish(&mut |kind, msg| c.log(kind, msg));
+    let mask = |l: &str| {
+        let mut out = String::new();
+        let mut rest = l;
+        while let Some(i) = rest.find("0x") {
+            out.push_str(&rest[..i]);
+            out.push('P');
+            rest = rest[i + 2..].trim_start_matches(|c: char| c.is_ascii_hexdigit());
+        }
+        out + rest
+    };
+    c.logs_of(LogKind::Debug).into_iter().map(mask).collect()
+}
+
+#[test]
+fn debug_priv_task_logs_and_ends() {
+    let r = Rig::new(&["debug"], &[("objc", "debug", "obj")]);
+    let c = &mut req();
+    r.new_obj(c, "objc", vec![]).unwrap();
+    r.call(c, "debug.test_priv_task", vec![s("")]).unwrap();
+    r.call(c, "debug.test_priv_task", vec![s("a")]).unwrap();
+    r.method(c, "objc", "test_priv_task", vec![]).unwrap();
+    r.method(c, "objc", "test_priv_task", vec![s("x")]).unwrap();
+    r.call(c, "debug.test_priv_task", vec![s("b")]).unwrap();
+    r.method(c, "objc", "test_priv_task", vec![s("y")]).unwrap();
+    r.method(c, "objc", "test_priv_task", vec![]).unwrap();
+    assert_eq!(
+        debug_lines(c),
+        [
+            "test_priv_task(P) = (nil) (exists)",
+            "test_priv_task(P) = P (new)",
+            "objc.priv_task() = NULL",
+            "objc.priv_task() = P .priv = P (\"x\") [new]",
+            "test_priv_task(P) = P (update)",
+            "objc.priv_task() = P .priv = P (\"y\") [update]",
+            "objc.priv_task() = P .priv = P (\"y\")",
+            // The task's end, in the order the values were created.
+            "priv_task_fini(P)",
+            "obj_priv_task_fini(P)",
+        ]
+    );
+}
+
 #[test]
 fn debug_arguments_and_objects() {
     let r = Rig::new(

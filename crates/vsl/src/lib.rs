@@ -1,7 +1,8 @@
 //! The shared-memory transaction log (VSL) and counters (VSC).
 //!
 //! The daemon writes log records and counters into two memory-mapped files
-//! in its working directory (`_.vsl`, `_.vsc`); `lacquer log`, `lacquer stat`
+//! in its working directory (`_.vsm_child/_.vsl`, `_.vsm_child/_.vsc`,
+//! listed in that directory's index, see [`vsm`]); `lacquer log`, `lacquer stat`
 //! and the vtc runner map them read-only in other processes.
 //!
 //! * [`tags`]: the table of all Varnish 7.1 log tags.

@@ -1,4 +1,4 @@
-//! The shared-memory log ring (`<workdir>/_.vsl`): its file layout, the
+//! The shared-memory log ring (`<workdir>/_.vsm_child/_.vsl`): its file layout, the
 //! writer side (`Vsl`) and the reader side (`VslReader`).
 //!
 //! # Layout
@@ -65,12 +65,13 @@ pub const DEFAULT_RECLEN: usize = 255;
 /// Varnish's default `vsl_buffer`.
 pub const DEFAULT_BUFFER: usize = 16 * 1024;
 
-/// File name of the log inside the working directory.
+/// File name of the log inside the cache's shared-memory directory.
 pub const VSL_FILE: &str = "_.vsl";
 
-/// Path of the log file for a working directory.
+/// Path of the log file for a working directory: in the cache's directory
+/// (`_.vsm_child/`), whose index lists it as the `Log` segment.
 pub fn vsl_path(workdir: &Path) -> PathBuf {
-    workdir.join(VSL_FILE)
+    workdir.join(crate::vsm::CHILD_DIR).join(VSL_FILE)
 }
 
 /// Errors opening or creating the log.

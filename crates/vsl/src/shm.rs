@@ -41,6 +41,9 @@ impl ShmWriter {
                 format!("shared memory size {bytes} is not a positive multiple of 8"),
             ));
         }
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
         let tmp = tmp_name(path);
         let file = OpenOptions::new()
             .read(true)

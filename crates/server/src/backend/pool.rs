@@ -120,11 +120,15 @@ impl AsyncWrite for Stream {
 impl Stream {
     /// True when the peer has closed or sent unsolicited data: such an idle
     /// connection must not be reused.
+    ///
+    /// Asks the socket itself (a non-blocking peek) rather than the
+    /// runtime's cached readiness, which may not have seen the peer's FIN
+    /// yet.
     fn is_stale(&self) -> bool {
-        let mut buf = [0u8; 1];
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 1];
         let r = match self {
-            Stream::Tcp(s) => s.try_read(&mut buf),
-            Stream::Unix(s) => s.try_read(&mut buf),
+            Stream::Tcp(s) => socket2::SockRef::from(s).peek(&mut buf),
+            Stream::Unix(s) => socket2::SockRef::from(s).peek(&mut buf),
         };
         !matches!(r, Err(ref e) if e.kind() == io::ErrorKind::WouldBlock)
     }

@@ -570,6 +570,7 @@ fn include<'a>(
         child
             .vsl
             .log_timestamp("Resp", end, end - child.t_req, end - child.now);
+        child.end_privs();
         child
             .vsl
             .log(Tag::ReqAcct, format_args!("0 0 0 0 {sent} {sent}"));

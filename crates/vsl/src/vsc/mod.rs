@@ -1,4 +1,4 @@
-//! Shared-memory counters (`<workdir>/_.vsc`), Varnish's VSC.
+//! Shared-memory counters (`<workdir>/_.vsm_child/_.vsc`), Varnish's VSC.
 //!
 //! The daemon creates the file with [`Vsc::create`] and adds *sections* at
 //! run time: `MAIN` once, one `VBE.<vcl>.<backend>` per backend, one
@@ -19,9 +19,10 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering, fence};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::shm::{self, ShmReader, ShmWriter};
+use crate::vsm::VsmDir;
 
 /// Counter semantics.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -175,12 +176,14 @@ const S_NAME: usize = 6;
 /// Longest section name in bytes.
 pub const MAX_NAME: usize = (SECT_WORDS - S_NAME) * 8;
 
-/// File name of the counters inside the working directory.
+/// File name of the counters inside the cache's shared-memory directory.
 pub const VSC_FILE: &str = "_.vsc";
 
-/// Path of the counters file for a working directory.
+/// Path of the counters file for a working directory: in the cache's
+/// directory (`_.vsm_child/`), whose index lists each section as a `Stat`
+/// segment ([`Vsc::publish_in`]).
 pub fn vsc_path(workdir: &Path) -> PathBuf {
-    workdir.join(VSC_FILE)
+    workdir.join(crate::vsm::CHILD_DIR).join(VSC_FILE)
 }
 
 /// Errors of the counters file.
@@ -251,6 +254,9 @@ struct Inner {
     arena_words: usize,
     values: usize,
     state: Mutex<WriterState>,
+    /// The directory whose index lists the sections (see
+    /// [`Vsc::publish_in`]).
+    index: OnceLock<Arc<Mutex<VsmDir>>>,
 }
 
 /// The writer side of the counters file.
@@ -324,8 +330,60 @@ impl Vsc {
                     free_values: Vec::new(),
                     seq: 0,
                 }),
+                index: OnceLock::new(),
             }),
         })
+    }
+
+    /// Lists every section, now and from now on, as a `Stat` segment (the
+    /// section's counters: their offset and length in the file) in the
+    /// index of `dir`, the directory the file is in; a section dropped is
+    /// withdrawn from it. Done once; later calls change nothing.
+    pub fn publish_in(&self, dir: Arc<Mutex<VsmDir>>) -> Result<(), VscError> {
+        let inner = &self.inner;
+        let io = |source| VscError::Io {
+            path: inner.path.clone(),
+            source,
+        };
+        if inner.path.parent() != Some(dir.lock().unwrap_or_else(|e| e.into_inner()).path()) {
+            return Err(io(std::io::Error::other(
+                "the counters file is not in the directory whose index should list it",
+            )));
+        }
+        let _st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        if inner.index.set(dir.clone()).is_err() {
+            return Ok(());
+        }
+        let w = inner.shm.words();
+        let mut d = dir.lock().unwrap_or_else(|e| e.into_inner());
+        let mut live: Vec<(u64, String, usize, usize)> = Vec::new();
+        for slot in 0..inner.nsect {
+            let e = DIR + slot * SECT_WORDS;
+            if w.at(e + S_LIVE).load(Ordering::Relaxed) != 1 {
+                continue;
+            }
+            let n = w.at(e + S_NAMELEN).load(Ordering::Relaxed) as usize;
+            let mut name = Vec::new();
+            shm::unpack_bytes(
+                n,
+                |i| w.at(e + S_NAME + i).load(Ordering::Relaxed),
+                &mut name,
+            );
+            live.push((
+                w.at(e + S_SEQ).load(Ordering::Relaxed),
+                String::from_utf8_lossy(&name).into_owned(),
+                inner.values + w.at(e + S_BASE).load(Ordering::Relaxed) as usize,
+                w.at(e + S_NFIELDS).load(Ordering::Relaxed) as usize,
+            ));
+        }
+        // In the order they were added.
+        live.sort();
+        for (_, name, base, len) in live {
+            inner
+                .publish_section(&mut d, &name, base, len)
+                .map_err(io)?;
+        }
+        Ok(())
     }
 
     /// The file written.
@@ -378,6 +436,15 @@ impl Vsc {
         });
         w.at(e + S_LIVE).store(1, Ordering::Relaxed);
         inner.end_change();
+        if let Some(d) = inner.index.get() {
+            let mut d = d.lock().unwrap_or_else(|e| e.into_inner());
+            inner
+                .publish_section(&mut d, name, inner.values + base, len)
+                .map_err(|source| VscError::Io {
+                    path: d.path().join(crate::vsm::INDEX),
+                    source,
+                })?;
+        }
         Ok(Section {
             inner: inner.clone(),
             slot,
@@ -398,6 +465,27 @@ impl Vsc {
 }
 
 impl Inner {
+    /// The file's name in its directory, as index lines give it.
+    fn file_name(&self) -> String {
+        self.path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Lists the section whose counters start at word `base` in `dir`'s
+    /// index.
+    fn publish_section(
+        &self,
+        dir: &mut VsmDir,
+        name: &str,
+        base: usize,
+        len: usize,
+    ) -> std::io::Result<()> {
+        let file = self.file_name();
+        dir.publish_part(&file, base as u64 * 8, len as u64 * 8, "Stat", name)
+            .map(drop)
+    }
     fn begin_change(&self) {
         let w = self.shm.words();
         w.at(H_GEN).fetch_add(1, Ordering::Relaxed);
@@ -543,6 +631,12 @@ impl Drop for Section {
         w.at(DIR + self.slot * SECT_WORDS + S_LIVE)
             .store(0, Ordering::Relaxed);
         inner.end_change();
+        if let Some(d) = inner.index.get() {
+            let id = crate::vsm::SegmentId::new(inner.file_name(), self.base as u64 * 8);
+            // A failing index write leaves a stale line readers skip (its
+            // section is gone from the file); nothing to undo here.
+            let _ = d.lock().unwrap_or_else(|e| e.into_inner()).withdraw(&id);
+        }
         free_values(&mut st, self.base - inner.values, self.len);
         st.free_sections.push(self.slot);
     }
@@ -829,7 +923,42 @@ mod tests {
     pub(crate) fn tmp(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("lq-vsc-{}-{}", name, std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
-        vsc_path(&d)
+        d.join(VSC_FILE)
+    }
+
+    #[test]
+    fn sections_are_listed_in_the_directory_index() {
+        use crate::vsm::{CHILD_DIR, INDEX, VsmDir, live_segment};
+        let work = std::env::temp_dir().join(format!("lq-vsc-index-{}", std::process::id()));
+        let dir = Arc::new(Mutex::new(VsmDir::create(&work.join(CHILD_DIR)).unwrap()));
+        let vsc = Vsc::create(&vsc_path(&work), &VscConfig::default()).unwrap();
+        let main = vsc.add_section(&MAIN, "MAIN").unwrap();
+        vsc.publish_in(dir.clone()).unwrap();
+        let vbe = vsc.add_section(&VBE, "VBE.vcl1.s1").unwrap();
+        let index = || std::fs::read_to_string(work.join(CHILD_DIR).join(INDEX)).unwrap();
+        let t = index();
+        assert_eq!(live_segment(&t, "Stat", "MAIN"), Some(VSC_FILE));
+        assert_eq!(live_segment(&t, "Stat", "VBE.vcl1.s1"), Some(VSC_FILE));
+        // Offsets and lengths are the sections' counters in the file.
+        let line = t
+            .lines()
+            .find(|l| l.ends_with(" Stat VBE.vcl1.s1"))
+            .unwrap();
+        let f: Vec<&str> = line.split(' ').collect();
+        assert_eq!(f[2], (vbe.base * 8).to_string());
+        assert_eq!(f[3], (VBE.fields.len() * 8).to_string());
+        drop(vbe);
+        let t = index();
+        assert!(t.ends_with(&format!("- {}\n", &line[2..])));
+        assert_eq!(live_segment(&t, "Stat", "VBE.vcl1.s1"), None);
+        // Once only; a file elsewhere is refused.
+        vsc.publish_in(dir.clone()).unwrap();
+        assert_eq!(index().matches(" Stat MAIN").count(), 1);
+        let other = Vsc::create(&tmp("elsewhere"), &VscConfig::default()).unwrap();
+        assert!(other.publish_in(dir).is_err());
+        drop(main);
+        std::fs::remove_dir_all(&work).unwrap();
+        std::fs::remove_dir_all(tmp("elsewhere").parent().unwrap()).unwrap();
     }
 
     #[test]
