@@ -143,13 +143,35 @@ where
                 t.hash = None;
                 t.digest = None;
                 let vcl = t.vcl.clone();
-                let action = vcl.run(BuiltinSub::Recv, t, &mut scratch);
+                // A client waiting for 100 Continue sends its body only
+                // then: a std.cache_req_body() in vcl_recv asks for it at
+                // the call, so vcl_recv runs beside the connection.
+                let action = if t.want_100 && vcl.req_body_prefetch > 0 && conn.h2.is_none() {
+                    let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
+                    crate::reqbody::recv_with_body(conn, t, timeout, |t| {
+                        vcl.run(BuiltinSub::Recv, t, &mut scratch)
+                    })
+                } else {
+                    vcl.run(BuiltinSub::Recv, t, &mut scratch)
+                };
                 if t.req_body_failed {
                     // As varnishd: a body too big to cache ends the
                     // session without an answer.
                     t.vsl
                         .log_str(Tag::FetchError, "Request body too big to cache");
                     return After::Close;
+                }
+                // As varnishd: the owed 100 goes out once vcl_recv returns
+                // (unless it failed or switches VCL), or when the body is
+                // read after std.late_100_continue(true).
+                let vcl_switch = matches!(action, Action::Vcl(_)) && t.restarts == 0;
+                if t.want_100
+                    && !t.late_100
+                    && !vcl_switch
+                    && !matches!(action, Action::Fail)
+                    && send_100(t, conn).await.is_err()
+                {
+                    return After::TxFailed(TxError::Closed);
                 }
                 let ae_rules = sh.params().flag(pid!("http_gzip_support"));
                 match action {
@@ -812,6 +834,19 @@ where
     tokio::spawn(crate::fetch::run(job));
     let mut early = None;
     if let Some((p, body_tx)) = stream {
+        t.log_body_storage();
+        if t.want_100
+            && let Err(e) = send_100(t, conn).await
+        {
+            // The fetch sees the body end early and fails.
+            t.vsl.log(
+                Tag::FetchError,
+                format_args!("req.body read error: sending 100 Continue: {e}"),
+            );
+            t.body_broken = true;
+            drop(body_tx);
+            return fetch_outcome(t, rx.await);
+        }
         let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
         let pump = p.pump(&mut conn.stream, &mut conn.rbuf, timeout, &body_tx);
         tokio::pin!(pump);
@@ -844,12 +879,31 @@ where
         Some(got) => got,
         None => rx.await,
     };
+    fetch_outcome(t, got)
+}
+
+/// What a fetch's answer gives the request, timestamped and counted.
+fn fetch_outcome(
+    t: &mut ReqTask,
+    got: Result<FetchOutcome, oneshot::error::RecvError>,
+) -> Option<ObjRef> {
     t.log_ts("Fetch");
     t.sh.counters.inc(Main::s_fetch);
     match got {
         Ok(FetchOutcome::Object(o)) => Some(o),
         Ok(FetchOutcome::Failed) | Err(_) => None,
     }
+}
+
+/// Sends the `100 Continue` a client waits for before its body (logged
+/// as varnishd logs it); the client will not get it twice.
+async fn send_100<S>(t: &mut ReqTask, conn: &mut ClientConn<S>) -> std::io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    t.want_100 = false;
+    crate::reqbody::log_100(&mut t.vsl);
+    conn.stream.write_all(crate::reqbody::CONTINUE_100).await
 }
 
 /// [`ReqTask::log_ts`] for a moment already past.
@@ -985,6 +1039,13 @@ where
     resp.headers.append("Date", date);
     resp.headers.append("Server", "Varnish");
     resp.headers.append("X-Varnish", xv);
+    // As varnishd: a client still waiting for 100 Continue is answered
+    // and the connection closed, neither 100 sent nor body read, unless
+    // vcl_synth removes this.
+    if t.want_100 {
+        t.ws.take(header_len(b"Connection", b"close"));
+        resp.headers.append("Connection", "close");
+    }
     t.resp = resp;
     t.obj = None;
     t.synth_body.clear();
@@ -1139,12 +1200,38 @@ where
     // HTTP/2 its window given back) and thrown away before the response
     // goes out, and a client that does not deliver it in time gets the
     // response with `Connection: close`.
-    if let Some(p) = t.body_pending.take() {
+    // A client still waiting for 100 Continue gets neither the 100 nor its
+    // body read when the connection closes after this response (vcl_synth
+    // may remove the `Connection: close` it was given to veto that).
+    let closing = t.want_100
+        && (t.vcl_failed
+            || t.resp.headers.has_token("connection", "close")
+            || !lacquer_http::persistence(
+                &t.req.headers,
+                if t.req.is_http10() {
+                    lacquer_http::Version::Http10
+                } else {
+                    lacquer_http::Version::Http11
+                },
+            )
+            .keep_alive());
+    if !closing && let Some(p) = t.body_pending.take() {
+        t.log_body_storage();
         let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
-        match p.discard(&mut conn.stream, &mut conn.rbuf, timeout).await {
+        let sent = if t.want_100 {
+            send_100(t, conn).await
+        } else {
+            Ok(())
+        };
+        let discarded = match sent {
+            Ok(()) => p.discard(&mut conn.stream, &mut conn.rbuf, timeout).await,
+            Err(e) => Err(e.into()),
+        };
+        match discarded {
             Ok(n) => {
                 t.sh.counters.add(Main::s_req_bodybytes, n);
                 t.req_body_bytes += n;
+                t.log_ts("ReqBody");
             }
             Err(e) => {
                 t.vsl

@@ -20,12 +20,27 @@
 //!   does, so the connection stays usable; if that fails the response says
 //!   `Connection: close` and the connection closes. Responses sent outside
 //!   the delivery path (an overflowed workspace's 500) discard it after.
+//!
+//! `Expect: 100-continue` (HTTP/1.1, no body bytes sent yet) changes the
+//! first point: the client sends nothing before the interim `100 Continue`,
+//! which varnishd sends only when the body is read, or right after
+//! vcl_recv unless `std.late_100_continue(true)` postponed it. So nothing
+//! is read ahead, and a `std.cache_req_body()` in vcl_recv must send the
+//! 100 and read the body *at the call*, while VCL (synchronous) runs.
+//! [`recv_with_body`] does that: vcl_recv runs on a scoped thread and the
+//! call asks the connection's owner, blocked beside it in
+//! `block_in_place`, to do the I/O ([`BodyLink`]). Only a request owing a
+//! 100 to a VCL that can call `std.cache_req_body()` takes this path, so
+//! every other request runs VCL as before. The alternatives were worse:
+//! the VCL context cannot hold the connection (generic, borrowed by the
+//! session), and wrapping the context to add it means delegating its whole
+//! interface; re-running vcl_recv after reading would repeat its effects.
 
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use lacquer_http::BodyKind;
-use tokio::io::AsyncRead;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
 use crate::bodyio::{BodyIoError, BodyStream};
@@ -122,6 +137,121 @@ impl ReqBody {
     }
 }
 
+/// A `std.cache_req_body()` that has to wait for the body asks for it
+/// here: `(kind, limit)` goes to the connection's owner, which sends the
+/// owed `100 Continue`, reads up to `limit` bytes and answers.
+#[derive(Debug)]
+pub struct BodyLink {
+    ask: std::sync::mpsc::Sender<(BodyKind, u64)>,
+    answer: std::sync::mpsc::Receiver<Pulled>,
+}
+
+/// What the connection's owner did for a [`BodyLink`] request.
+#[derive(Debug)]
+pub struct Pulled {
+    /// The interim `100 Continue` went out.
+    pub sent_100: bool,
+    /// The body read (kept or still pending), and the bytes read.
+    pub result: Result<(ReqBody, u64), BodyIoError>,
+}
+
+impl BodyLink {
+    /// Asks for a body framed as `kind`, up to `limit` bytes, and waits
+    /// (the caller runs on [`recv_with_body`]'s VCL thread); `None` when
+    /// the connection side is gone.
+    pub fn pull(&self, kind: BodyKind, limit: u64) -> Option<Pulled> {
+        self.ask.send((kind, limit)).ok()?;
+        self.answer.recv().ok()
+    }
+}
+
+/// Runs `run` (vcl_recv) so that `std.cache_req_body()` can read the body
+/// off `conn` while it runs: `run` gets its own scoped thread, `task`
+/// carries a [`BodyLink`] back to this one, which serves its requests on
+/// the connection (each bounded by `timeout`) until `run` returns. Must be
+/// called on a multi-threaded runtime (it uses `block_in_place`).
+pub fn recv_with_body<S, T>(
+    conn: &mut crate::req::ClientConn<S>,
+    task: &mut crate::task::ReqTask,
+    timeout: Duration,
+    run: impl FnOnce(&mut crate::task::ReqTask) -> T + Send,
+) -> T
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+    T: Send,
+{
+    let rt = tokio::runtime::Handle::current();
+    let (ask_tx, ask_rx) = std::sync::mpsc::channel();
+    let (answer_tx, answer_rx) = std::sync::mpsc::channel();
+    task.body_link = Some(BodyLink {
+        ask: ask_tx,
+        answer: answer_rx,
+    });
+    tokio::task::block_in_place(|| {
+        std::thread::scope(|scope| {
+            let vcl = scope.spawn(|| {
+                let _rt = rt.enter();
+                let out =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&mut *task)));
+                // Dropping the link ends the loop below, however run ended.
+                task.body_link = None;
+                out
+            });
+            while let Ok((kind, limit)) = ask_rx.recv() {
+                let pulled = rt.block_on(pull_with_100(conn, kind, limit, timeout));
+                if answer_tx.send(pulled).is_err() {
+                    break;
+                }
+            }
+            match vcl.join() {
+                Ok(Ok(out)) => out,
+                Ok(Err(panic)) | Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    })
+}
+
+/// Sends the owed `100 Continue`, then reads up to `limit` bytes of the
+/// body (nothing when its length already exceeds `limit`: no 100 then).
+async fn pull_with_100<S>(
+    conn: &mut crate::req::ClientConn<S>,
+    kind: BodyKind,
+    limit: u64,
+    timeout: Duration,
+) -> Pulled
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    use tokio::io::AsyncWriteExt;
+    if matches!(kind, BodyKind::Length(n) if n > limit) {
+        return Pulled {
+            sent_100: false,
+            result: Ok((ReqBody::Pending(Pending::new(kind)), 0)),
+        };
+    }
+    if let Err(e) = conn.stream.write_all(CONTINUE_100).await {
+        return Pulled {
+            sent_100: false,
+            result: Err(e.into()),
+        };
+    }
+    Pulled {
+        sent_100: true,
+        result: ReqBody::read_ahead(kind, &mut conn.stream, &mut conn.rbuf, timeout, limit).await,
+    }
+}
+
+/// The interim response a client waiting on `Expect: 100-continue` gets.
+pub const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// Logs the interim `100 Continue` as varnishd does (a minimal response).
+pub fn log_100(vsl: &mut lacquer_vsl::VslBuf) {
+    use lacquer_vsl::Tag;
+    vsl.log_str(Tag::RespProtocol, "HTTP/1.1");
+    vsl.log_str(Tag::RespStatus, "100");
+    vsl.log_str(Tag::RespReason, "Continue");
+}
+
 /// Reads ahead what `std.cache_req_body()` may keep of a request body
 /// framed as `kind` (the VCL's prefetch; nothing when it has none) and
 /// hands it to `task`: kept whole, or pending with what was read so far.
@@ -161,6 +291,11 @@ impl Pending {
             kind,
             prefix: Vec::new(),
         }
+    }
+
+    /// How the body is framed.
+    pub fn kind(&self) -> BodyKind {
+        self.kind
     }
 
     /// The length a fetch announces (`None`: chunked or until close).

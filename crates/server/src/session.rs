@@ -323,14 +323,6 @@ pub async fn serve<S>(
                 break "RX_BAD";
             }
         }
-        if expect == lacquer_http::Expect::Unsupported {
-            sh.counters.inc(Main::client_req_417);
-            let _ = conn
-                .stream
-                .write_all(b"HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\n\r\n")
-                .await;
-            break "RX_JUNK";
-        }
         let Some(vcl) = sh.active_vcl() else {
             let _ = conn
                 .stream
@@ -351,6 +343,25 @@ pub async fn serve<S>(
         vsl.log_timestamp("Start", t_req, 0.0, 0.0);
         vsl.log_timestamp("Req", t_req, 0.0, 0.0);
         vsl.log_str(Tag::VCL_use, &vcl.name);
+        // As varnishd: an expectation other than 100-continue is refused
+        // with a minimal response, the request's only records, and the
+        // session ends.
+        if expect == lacquer_http::Expect::Unsupported {
+            sh.counters.inc(Main::client_req_417);
+            sh.counters.inc(Main::sc_rx_junk);
+            let out = b"HTTP/1.1 417 Expectation Failed\r\n\r\n";
+            let _ = conn.stream.write_all(out).await;
+            vsl.log_str(Tag::RespProtocol, "HTTP/1.1");
+            vsl.log_str(Tag::RespStatus, "417");
+            vsl.log_str(Tag::RespReason, "Expectation Failed");
+            let (rx, tx) = (req_hdr_bytes, out.len());
+            sh.counters.add(Main::s_req_hdrbytes, rx as u64);
+            sh.counters.add(Main::s_resp_hdrbytes, tx as u64);
+            vsl.log(Tag::ReqAcct, format_args!("{rx} 0 {rx} {tx} 0 {tx}"));
+            vsl.log_str(Tag::End, "");
+            vsl.flush();
+            break "RX_JUNK";
+        }
         // As varnishd: the Expect header is consumed here (logged as unset
         // before the request is), and `100 Continue` is only wanted from
         // an HTTP/1.1 client that has not already sent body bytes.
@@ -369,17 +380,30 @@ pub async fn serve<S>(
         task.sess_ws = std::mem::replace(&mut ws, Workspace::session(0));
         sh.counters.add(Main::s_req_hdrbytes, req_hdr_bytes as u64);
         // The request body stays on the connection (see crate::reqbody),
-        // except what std.cache_req_body() may keep, read ahead here.
+        // except what std.cache_req_body() may keep, read ahead here. A
+        // client waiting for 100 Continue has sent nothing yet: the 100
+        // goes out when vcl_recv returns or the body is read (only a
+        // single-threaded runtime, which cannot run vcl_recv beside the
+        // connection, sends it now for a VCL that may cache the body).
         let body_timeout = Duration::from_secs_f64(tmo.timeout_idle.max(0.001));
-        if body_kind != BodyKind::None {
-            if want_100
-                && conn
+        let defer_100 = want_100
+            && (task.vcl.req_body_prefetch == 0
+                || tokio::runtime::Handle::current().runtime_flavor()
+                    == tokio::runtime::RuntimeFlavor::MultiThread);
+        if body_kind != BodyKind::None && defer_100 {
+            task.want_100 = true;
+            task.body_pending = Some(crate::reqbody::Pending::new(body_kind));
+        } else if body_kind != BodyKind::None {
+            if want_100 {
+                crate::reqbody::log_100(&mut task.vsl);
+                if conn
                     .stream
-                    .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    .write_all(crate::reqbody::CONTINUE_100)
                     .await
                     .is_err()
-            {
-                break "REM_CLOSE";
+                {
+                    break "REM_CLOSE";
+                }
             }
             let ahead = crate::reqbody::take_ahead(
                 &mut task,
@@ -399,7 +423,13 @@ pub async fn serve<S>(
         }
         // A body nobody read is read now and thrown away, so the next
         // request starts at the right byte.
-        if let Some(p) = task.body_pending.take()
+        if task.want_100 && task.body_pending.is_some() {
+            // The client still waits for 100 Continue: its body never
+            // comes, so the connection cannot carry another request.
+            if matches!(after, After::KeepAlive) {
+                after = After::Close;
+            }
+        } else if let Some(p) = task.body_pending.take()
             && !matches!(after, After::Close)
         {
             match p

@@ -467,6 +467,16 @@ pub struct ReqTask {
     pub body_broken: bool,
     /// A pass streamed the body already: it cannot be sent again.
     pub body_taken: bool,
+    /// The client (HTTP/1.1, `Expect: 100-continue`, no body bytes sent)
+    /// still waits for `100 Continue` before sending its body.
+    pub want_100: bool,
+    /// `std.late_100_continue(true)`: the owed 100 waits until the body
+    /// is read, instead of going out when vcl_recv returns.
+    pub late_100: bool,
+    /// While vcl_recv runs beside the connection's owner: how
+    /// `std.cache_req_body()` reads a body still to be asked for (see
+    /// [`crate::reqbody::recv_with_body`]).
+    pub body_link: Option<crate::reqbody::BodyLink>,
     /// The client's socket, for `std.set_ip_tos()`, vmod `tcp` and
     /// `debug.sndbuf()` (a Unix socket takes only the last).
     pub sock: Option<crate::sock::SockCtl>,
@@ -564,6 +574,9 @@ impl ReqTask {
             req_body_kept: false,
             body_broken: false,
             body_taken: false,
+            want_100: false,
+            late_100: false,
+            body_link: None,
             sock: None,
             now: t_req,
             cur_sub: BuiltinSub::Recv,
@@ -600,6 +613,71 @@ impl ReqTask {
         {
             let mut top = top.lock().unwrap_or_else(|e| e.into_inner());
             end_privs(&mut top, &mut self.ws, &mut self.vsl);
+        }
+    }
+
+    /// Logs the store a client body is read into (varnishd keeps it in an
+    /// object of `req.storage`, else Transient), as varnishd does each
+    /// time it starts reading one.
+    pub fn log_body_storage(&mut self) {
+        let store = self
+            .storage
+            .as_deref()
+            .and_then(|n| self.sh.cache.store(n))
+            .unwrap_or_else(|| self.sh.cache.transient());
+        self.vsl.log(
+            Tag::Storage,
+            format_args!("{} {}", store.stevedore().kind(), store.name()),
+        );
+    }
+
+    /// `std.cache_req_body(max)` on a body the client sends only after
+    /// `100 Continue`: has the connection's owner send the 100 and read
+    /// up to `max` bytes, logged as varnishd does at the call (`Storage`,
+    /// the 100, `Timestamp ReqBody` once the body is whole). A body whose
+    /// length already exceeds `max` is not asked for.
+    fn pull_owed_body(&mut self, max: u64) {
+        let Some(kind) = self.body_pending.as_ref().map(|p| p.kind()) else {
+            return;
+        };
+        if matches!(kind, lacquer_http::BodyKind::Length(n) if n > max) {
+            return;
+        }
+        let Some(link) = self.body_link.take() else {
+            return;
+        };
+        self.log_body_storage();
+        let pulled = link.pull(kind, max);
+        self.body_link = Some(link);
+        let Some(pulled) = pulled else {
+            self.body_broken = true;
+            return;
+        };
+        if pulled.sent_100 {
+            self.want_100 = false;
+            crate::reqbody::log_100(&mut self.vsl);
+        }
+        match pulled.result {
+            Ok((body, n)) => {
+                self.sh
+                    .counters
+                    .add(crate::counters::Main::s_req_bodybytes, n);
+                self.req_body_bytes += n;
+                match body {
+                    crate::reqbody::ReqBody::Cached(b) => {
+                        self.req_body = Some(b);
+                        self.body_pending = None;
+                        self.log_ts("ReqBody");
+                    }
+                    crate::reqbody::ReqBody::Pending(p) => self.body_pending = Some(p),
+                }
+            }
+            Err(e) => {
+                self.vsl
+                    .log(Tag::FetchError, format_args!("req.body read error: {e}"));
+                self.body_pending = None;
+                self.body_broken = true;
+            }
         }
     }
 
@@ -1016,8 +1094,15 @@ impl Context for ReqTask {
     }
 
     fn cache_req_body(&mut self, max: u64) -> Result<bool, String> {
-        // What fits any limit in this VCL was read ahead before VCL ran; a
-        // body still pending is larger than that.
+        if self.want_100 {
+            self.pull_owed_body(max);
+        }
+        if self.body_broken {
+            return Ok(false);
+        }
+        // What fits any limit in this VCL was read ahead before VCL ran (or
+        // just now, for a client that waited for 100 Continue); a body
+        // still pending is larger than that.
         let fits = match &self.req_body {
             Some(b) => b.len() as u64 <= max,
             None => self.body_pending.is_none(),
@@ -1034,8 +1119,8 @@ impl Context for ReqTask {
         Ok(fits)
     }
 
-    fn late_100_continue(&mut self, _late: bool) {
-        // `100 Continue` is sent when the body is read, before VCL runs.
+    fn late_100_continue(&mut self, late: bool) {
+        self.late_100 = late;
     }
 
     fn set_ip_tos(&mut self, tos: i64) -> Result<(), String> {

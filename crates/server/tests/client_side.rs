@@ -208,6 +208,104 @@ async fn expect_100_continue_is_consumed_and_only_sent_when_wanted() {
     assert_eq!(be.last().header("expect"), None);
 }
 
+/// Sends a request head that expects 100-continue, without its body.
+async fn expect_100_head(a: std::net::SocketAddr, url: &str, extra: &str) -> TcpStream {
+    let mut s = TcpStream::connect(a).await.unwrap();
+    let head = format!(
+        "POST {url} HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n{extra}\r\n"
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s
+}
+
+/// Reads the interim `100 Continue` (or fails after 5 s).
+async fn read_100(s: &mut TcpStream) {
+    let interim = b"HTTP/1.1 100 Continue\r\n\r\n";
+    let mut got = vec![0u8; interim.len()];
+    tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut got))
+        .await
+        .expect("no 100 Continue within 5 s")
+        .unwrap();
+    assert_eq!(&got[..], interim);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_100_continue_waits_for_the_body_to_be_read() {
+    let be = backend(|_| (NO, ok("b", ""))).await;
+    let vcl = vcl_with(
+        be.addr,
+        r#"
+        import std;
+        sub vcl_recv {
+            std.late_100_continue(true);
+            if (req.url == "/err") {
+                return (synth(405));
+            }
+            if (req.url == "/synthnocl") {
+                return (synth(200));
+            }
+            if (req.url == "/cache") {
+                set req.http.kept = std.cache_req_body(1KB);
+            }
+            return (pass);
+        }
+        sub vcl_synth {
+            if (req.url == "/synthnocl") {
+                unset resp.http.Connection;
+            }
+        }"#,
+    );
+    let l = lacquer(&vcl, &[]).await;
+    let a = l.first_addr().unwrap();
+
+    // std.cache_req_body() in vcl_recv sends the 100 and reads the body
+    // at the call: it is kept, and forwarded with its length.
+    let mut s = expect_100_head(a, "/cache", "").await;
+    read_100(&mut s).await;
+    s.write_all(b"hello").await.unwrap();
+    let r = read_resp(&mut s, false).await;
+    assert_eq!(r.status, 200);
+    let seen = be.last();
+    assert_eq!(seen.body, b"hello");
+    assert_eq!(seen.header("kept"), Some("true"));
+    assert_eq!(seen.header("expect"), None);
+
+    // A pass sends it when the fetch pulls the body.
+    let mut s = expect_100_head(a, "/pass", "").await;
+    read_100(&mut s).await;
+    s.write_all(b"world").await.unwrap();
+    let r = read_resp(&mut s, false).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(be.last().body, b"world");
+
+    // A synth never reads the body: no 100, and the connection closes.
+    let mut s = expect_100_head(a, "/err", "").await;
+    let got = read_to_close(&mut s).await;
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 405 "), "{text}");
+    assert!(!text.contains("100 Continue"), "{text}");
+    assert!(text.contains("Connection: close"), "{text}");
+
+    // vcl_synth vetoes the close: the 100 goes out, the body is read and
+    // thrown away, and the connection carries the next request.
+    let mut s = expect_100_head(a, "/synthnocl", "").await;
+    read_100(&mut s).await;
+    s.write_all(b"12345").await.unwrap();
+    let r = read_resp(&mut s, false).await;
+    assert_eq!(r.status, 200);
+    s.write_all(b"GET /pass HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(read_resp(&mut s, false).await.status, 200);
+
+    // ... unless the client itself asked for the close.
+    let mut s = expect_100_head(a, "/synthnocl", "Connection: close\r\n").await;
+    let got = read_to_close(&mut s).await;
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 200 "), "{text}");
+    assert!(!text.contains("100 Continue"), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cached_request_body_goes_with_a_cache_miss() {
     let be = backend(|_| (NO, ok("b", "Cache-Control: no-cache\r\n"))).await;
