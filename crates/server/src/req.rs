@@ -885,16 +885,6 @@ enum Delivered {
     Synth(u16, Option<Bytes>),
 }
 
-fn log_resp(t: &mut ReqTask) {
-    t.vsl.log_bytes(Tag::RespProtocol, &t.resp.proto);
-    t.vsl
-        .log_with(Tag::RespStatus, |o| push_u64(o, u64::from(t.resp.status)));
-    t.vsl.log_bytes(Tag::RespReason, &t.resp.reason);
-    for (k, v) in t.resp.headers.iter() {
-        t.vsl.log_header(Tag::RespHeader, k, v);
-    }
-}
-
 /// vcl_deliver, then the response goes out.
 async fn deliver<S>(
     t: &mut ReqTask,
@@ -944,7 +934,7 @@ where
     t.resp = resp;
     t.obj = Some(obj.clone());
     t.vdp_filters = None;
-    log_resp(t);
+    t.log_resp();
     let vcl = t.vcl.clone();
     let action = vcl.run(BuiltinSub::Deliver, t, scratch);
     t.log_ts("Process");
@@ -973,21 +963,10 @@ where
 {
     let sh = t.sh.clone();
     sh.counters.inc(Main::s_synth);
-    let mut resp = RespMsg::new(status);
-    if let Some(r) = reason {
-        resp.reason = r;
-    }
-    let date = rfc2616::format_http_date(t.now);
-    let xv = t.vxid.to_string();
-    t.ws.take(header_len(b"Date", date.as_bytes()));
-    t.ws.take(header_len(b"X-Varnish", xv.as_bytes()));
-    resp.headers.append("Date", date);
-    resp.headers.append("Server", "Varnish");
-    resp.headers.append("X-Varnish", xv);
-    t.resp = resp;
+    t.synth_code = (status, reason);
+    t.setup_synth_resp();
     t.obj = None;
     t.synth_body.clear();
-    log_resp(t);
     let vcl = t.vcl.clone();
     let max_restarts = t.sh.params().uint(pid!("max_restarts")) as u32;
     let action = vcl.run(BuiltinSub::Synth, t, scratch);
@@ -1009,7 +988,7 @@ where
             t.resp.headers.append("X-Varnish", t.vxid.to_string());
             t.resp.headers.append("Connection", "close");
             t.synth_body.clear();
-            log_resp(t);
+            t.log_resp();
         }
     }
     let b = Bytes::from(std::mem::take(&mut t.synth_body));

@@ -36,7 +36,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use lacquer_vcl::exec::regex::Regex;
-use lacquer_vcl::exec::{Context, FuncRef, Value, VmodArg, Vmods};
+use lacquer_vcl::exec::{Context, FuncRef, Value, VclRuntime, VmodArg, Vmods};
 use lacquer_vcl::ir::{ImportedVmod, InstanceDef};
 use lacquer_vcl::vars::VclVersion;
 use lacquer_vcl::vmod::{VmodDecl, VmodRegistry};
@@ -461,6 +461,7 @@ impl Vmods for Runtime {
     fn call(
         &self,
         ctx: &mut dyn Context,
+        vcl: &mut dyn VclRuntime,
         func: FuncRef,
         args: &[VmodArg],
     ) -> Result<Value, String> {
@@ -469,12 +470,13 @@ impl Vmods for Runtime {
             .get(func.vmod as usize)
             .and_then(|v| v.functions.get(func.func as usize))
             .ok_or_else(|| format!("unknown vmod function {}.{}", func.vmod, func.func))?;
-        f(&self.env, ctx, &Args(args))
+        f(&self.env, ctx, &Args::new(args, vcl))
     }
 
     fn construct(
         &self,
         ctx: &mut dyn Context,
+        vcl: &mut dyn VclRuntime,
         class: FuncRef,
         instance: u32,
         name: &str,
@@ -490,7 +492,7 @@ impl Vmods for Runtime {
             ));
         }
         let ci = self.vmods[inst.vmod].classes[inst.class];
-        let obj = (ci.ctor)(&self.env, ctx, name, &Args(args))?;
+        let obj = (ci.ctor)(&self.env, ctx, name, &Args::new(args, vcl))?;
         inst.obj
             .set(obj)
             .map_err(|_| format!("object {name} is already constructed"))
@@ -499,6 +501,7 @@ impl Vmods for Runtime {
     fn method(
         &self,
         ctx: &mut dyn Context,
+        vcl: &mut dyn VclRuntime,
         instance: u32,
         method: u32,
         args: &[VmodArg],
@@ -514,7 +517,7 @@ impl Vmods for Runtime {
             .obj
             .get()
             .ok_or_else(|| format!("object instance {instance} used before it was created"))?;
-        m(&self.env, obj.as_ref(), ctx, &Args(args))
+        m(&self.env, obj.as_ref(), ctx, &Args::new(args, vcl))
     }
 }
 
