@@ -136,6 +136,11 @@ where
     let mut state = State::Recv;
     let mut vcl_switched = false;
     loop {
+        if !sh.is_running() {
+            // The cache process died under this request (a panic from
+            // VCL): as with varnishd's child, the client gets no answer.
+            return After::Close;
+        }
         t.now = rfc2616::now();
         state = match state {
             State::Recv => {

@@ -25,10 +25,12 @@
 //! `vcl_discard_delay()` keeps a cooling VCL held for a while
 //! ([`crate::Host::hold`]); `fail_task_fini()` fails the end of a task.
 //!
+//! `bad_memory`/`total_recall` keep a SUB past its VCL; using it from
+//! another VCL panics the cache process as in varnishd.
+//!
 //! Left out because they need server internals this crate cannot reach
-//! (they fail to compile rather than pretend): keeping a SUB past its VCL
-//! (`bad_memory`, `total_recall`: varnishd's child panics on it),
-//! `sweep_acl`, delivery filters (`rot52`), the lookup catflap,
+//! (they fail to compile rather than pretend): `sweep_acl`, delivery
+//! filters (`rot52`), the lookup catflap,
 //! workspace probes, VSC counters and backends created from events
 //! (`cold_backend`, `cooling_backend`). The `Debug` log lines Varnish's functions emit
 //! are not written: the executor has no Debug log kind.
@@ -75,6 +77,8 @@ $Function STRING check_call(SUB)
 $Object caller(SUB)
 $Method VOID .call()
 $Method SUB .xsub()
+$Function VOID bad_memory(SUB)
+$Function SUB total_recall()
 $Function VOID test_probe(PROBE probe, PROBE same=0)
 $Object concat(STRANDS)
 $Method STRING .get()
@@ -127,6 +131,8 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("match_acl", match_acl),
         ("call", call),
         ("check_call", check_call),
+        ("bad_memory", bad_memory),
+        ("total_recall", total_recall),
         ("test_probe", test_probe),
         ("concatenate", concatenate),
         ("collect", collect),
@@ -764,6 +770,36 @@ fn check_call(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
         Some(why) => Value::Str(Bytes::from(why)),
         None => Value::Null,
     })
+}
+
+/// The SUB `bad_memory()` kept, process-wide, with the VCL it came from.
+static REMEMBERED_SUB: std::sync::Mutex<Option<(u64, u32)>> = std::sync::Mutex::new(None);
+
+/// `bad_memory(sub)`: keeps a SUB past the task (and the VCL) that gave
+/// it, the misuse `total_recall()` exposes.
+fn bad_memory(env: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let sub = sub_arg(a, 0)?;
+    *REMEMBERED_SUB.lock().unwrap_or_else(|e| e.into_inner()) = Some((env.vcl_id, sub));
+    Ok(Value::Null)
+}
+
+/// `total_recall()`: the SUB `bad_memory()` kept. One from another VCL is
+/// what makes varnishd's cache process assert (`VPI_Call_Check`) as soon
+/// as it is used; SUB values here carry no VCL of their own, so the
+/// hand-over is where that panic happens.
+fn total_recall(env: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
+    let kept = *REMEMBERED_SUB.lock().unwrap_or_else(|e| e.into_inner());
+    match kept {
+        None => Ok(Value::Null),
+        Some((vcl, sub)) if vcl == env.vcl_id => Ok(Value::Sub(sub)),
+        Some(_) => {
+            let why = "Assert error in VPI_Call_Check(): \
+                       Condition(conf == ctx->vcl->conf) not true. \
+                       (a SUB used outside the VCL that made it)";
+            env.host.panic(why);
+            Err(format!("debug.total_recall(): {why}"))
+        }
+    }
 }
 
 /// A `caller` instance: the subroutine it was built with (an index into

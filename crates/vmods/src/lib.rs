@@ -235,6 +235,9 @@ pub fn registry_with_test_vmods() -> VmodRegistry {
 
 /// Shared, per-VCL state every vmod function can reach.
 pub(crate) struct Env {
+    /// Distinct for every loaded VCL (values such as SUBs are only
+    /// meaningful in the VCL that made them).
+    pub vcl_id: u64,
     pub host: Arc<dyn Host>,
     /// The VCL syntax version of the loaded program (4.0 or 4.1).
     pub syntax: f64,
@@ -392,6 +395,11 @@ impl Runtime {
         }
         Ok(Runtime {
             env: Env {
+                vcl_id: {
+                    static NEXT: std::sync::atomic::AtomicU64 =
+                        std::sync::atomic::AtomicU64::new(0);
+                    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                },
                 host,
                 syntax: match version {
                     VclVersion::V40 => 4.0,

@@ -492,3 +492,30 @@ sub vcl_recv {
         "{msg}"
     );
 }
+
+#[test]
+fn a_sub_kept_past_its_vcl_panics_when_another_vcl_recalls_it() {
+    let first = load_with_test_vmods(
+        "import debug;\nsub foo { set req.http.foo = \"1\"; }\nsub vcl_init { debug.bad_memory(foo); }\nsub vcl_recv { call debug.total_recall(); return (hash); }\n",
+    );
+    // In the VCL that made it the SUB is fine.
+    let mut c = client("/");
+    assert_eq!(
+        first.run(BuiltinSub::Recv, &mut c),
+        Action::Hash,
+        "{:?}",
+        c.logs
+    );
+    assert_eq!(get(&c, REQ, "foo").as_deref(), Some("1"));
+    let second =
+        load_with_test_vmods("import debug;\nsub vcl_recv { call debug.total_recall(); }\n");
+    let mut c = client("/");
+    assert_eq!(second.run(BuiltinSub::Recv, &mut c), Action::Fail);
+    let logged = second.host.logged.lock().unwrap();
+    assert!(
+        logged
+            .iter()
+            .any(|(_, m)| m.contains("Assert error in VPI_Call_Check")),
+        "{logged:?}"
+    );
+}
