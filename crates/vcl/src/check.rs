@@ -1530,10 +1530,20 @@ impl<'a> Checker<'a> {
                 kind: IK::Regex(re),
             });
         }
-        let x = self.expr(e, Type::Regex)?;
-        if x.ty != Type::Regex {
+        self.expr_of_type(e, Type::Regex)
+    }
+
+    /// An expression that must have type `ty` exactly (a REGEX or ACL
+    /// given as a value, e.g. a vmod function returning one).
+    fn expr_of_type(&mut self, e: &ast::Expr, ty: Type) -> R<Expr> {
+        let x = self.expr(e, ty)?;
+        if x.ty != ty {
             return err(
-                format!("Expression has type {}, expected REGEX", x.ty.user_name()),
+                format!(
+                    "Expression has type {}, expected {}",
+                    x.ty.user_name(),
+                    ty.user_name()
+                ),
                 e.span,
             );
         }
@@ -1760,14 +1770,7 @@ impl<'a> Checker<'a> {
     /// An ACL given as an expression rather than by name: it must have
     /// type ACL (a vmod function or method returning one).
     fn acl_expr(&mut self, e: &ast::Expr) -> R<Expr> {
-        let x = self.expr(e, Type::Acl)?;
-        if x.ty != Type::Acl {
-            return err(
-                format!("Expression has type {}, expected ACL", x.ty.user_name()),
-                e.span,
-            );
-        }
-        Ok(x)
+        self.expr_of_type(e, Type::Acl)
     }
 
     /// The ACL named on the right of `ip ~ acl`.
