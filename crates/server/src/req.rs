@@ -136,6 +136,11 @@ where
     let mut state = State::Recv;
     let mut vcl_switched = false;
     loop {
+        if !sh.is_running() {
+            // The cache process died under this request (a panic from
+            // VCL): as with varnishd's child, the client gets no answer.
+            return After::Close;
+        }
         t.now = rfc2616::now();
         state = match state {
             State::Recv => {
@@ -940,16 +945,6 @@ enum Delivered {
     Synth(u16, Option<Bytes>),
 }
 
-fn log_resp(t: &mut ReqTask) {
-    t.vsl.log_bytes(Tag::RespProtocol, &t.resp.proto);
-    t.vsl
-        .log_with(Tag::RespStatus, |o| push_u64(o, u64::from(t.resp.status)));
-    t.vsl.log_bytes(Tag::RespReason, &t.resp.reason);
-    for (k, v) in t.resp.headers.iter() {
-        t.vsl.log_header(Tag::RespHeader, k, v);
-    }
-}
-
 /// vcl_deliver, then the response goes out.
 async fn deliver<S>(
     t: &mut ReqTask,
@@ -999,7 +994,7 @@ where
     t.resp = resp;
     t.obj = Some(obj.clone());
     t.vdp_filters = None;
-    log_resp(t);
+    t.log_resp();
     let vcl = t.vcl.clone();
     let action = vcl.run(BuiltinSub::Deliver, t, scratch);
     t.log_ts("Process");
@@ -1028,28 +1023,10 @@ where
 {
     let sh = t.sh.clone();
     sh.counters.inc(Main::s_synth);
-    let mut resp = RespMsg::new(status);
-    if let Some(r) = reason {
-        resp.reason = r;
-    }
-    let date = rfc2616::format_http_date(t.now);
-    let xv = t.vxid.to_string();
-    t.ws.take(header_len(b"Date", date.as_bytes()));
-    t.ws.take(header_len(b"X-Varnish", xv.as_bytes()));
-    resp.headers.append("Date", date);
-    resp.headers.append("Server", "Varnish");
-    resp.headers.append("X-Varnish", xv);
-    // As varnishd: a client still waiting for 100 Continue is answered
-    // and the connection closed, neither 100 sent nor body read, unless
-    // vcl_synth removes this.
-    if t.want_100 {
-        t.ws.take(header_len(b"Connection", b"close"));
-        resp.headers.append("Connection", "close");
-    }
-    t.resp = resp;
+    t.synth_code = (status, reason);
+    t.setup_synth_resp();
     t.obj = None;
     t.synth_body.clear();
-    log_resp(t);
     let vcl = t.vcl.clone();
     let max_restarts = t.sh.params().uint(pid!("max_restarts")) as u32;
     let action = vcl.run(BuiltinSub::Synth, t, scratch);
@@ -1071,7 +1048,7 @@ where
             t.resp.headers.append("X-Varnish", t.vxid.to_string());
             t.resp.headers.append("Connection", "close");
             t.synth_body.clear();
-            log_resp(t);
+            t.log_resp();
         }
     }
     let b = Bytes::from(std::mem::take(&mut t.synth_body));

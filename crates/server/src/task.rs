@@ -446,6 +446,9 @@ pub struct ReqTask {
     pub obj: Option<ObjRef>,
     /// `resp.body` / `synthetic()` output in `vcl_synth`.
     pub synth_body: Vec<u8>,
+    /// The status and reason `vcl_synth` was entered with (varnishd's
+    /// `err_code`/`err_reason`), for the response it starts from.
+    pub synth_code: (u16, Option<Bytes>),
     pub vsl: VslBuf,
     pub privs: lacquer_vcl::exec::privs::TaskPrivs,
     /// `PRIV_TOP` state of the request tree (the top request's, shared
@@ -505,6 +508,47 @@ pub struct ReqTask {
 }
 
 impl ReqTask {
+    /// Logs the response head (`RespProtocol`, `RespStatus`, ...).
+    pub fn log_resp(&mut self) {
+        self.vsl.log_bytes(Tag::RespProtocol, &self.resp.proto);
+        let status = u64::from(self.resp.status);
+        self.vsl
+            .log_with(Tag::RespStatus, |o| lacquer_vsl::push_u64(o, status));
+        self.vsl.log_bytes(Tag::RespReason, &self.resp.reason);
+        for (k, v) in self.resp.headers.iter() {
+            self.vsl.log_header(Tag::RespHeader, k, v);
+        }
+    }
+
+    /// The response `vcl_synth` starts from (varnishd's
+    /// `Resp_Setup_Synth`): the synth status and reason, `Date`, `Server`
+    /// and `X-Varnish`, charged to the workspace and logged.
+    pub fn setup_synth_resp(&mut self) {
+        let (status, reason) = self.synth_code.clone();
+        let mut resp = RespMsg::new(status);
+        if let Some(r) = reason {
+            resp.reason = r;
+        }
+        let date = crate::rfc2616::format_http_date(self.now);
+        let xv = self.vxid.to_string();
+        self.ws
+            .take(crate::ws::header_len(b"Date", date.as_bytes()));
+        self.ws
+            .take(crate::ws::header_len(b"X-Varnish", xv.as_bytes()));
+        resp.headers.append("Date", date);
+        resp.headers.append("Server", "Varnish");
+        resp.headers.append("X-Varnish", xv);
+        // As varnishd: a client still waiting for 100 Continue is answered
+        // and the connection closed, neither 100 sent nor body read, unless
+        // vcl_synth removes this.
+        if self.want_100 {
+            self.ws.take(crate::ws::header_len(b"Connection", b"close"));
+            resp.headers.append("Connection", "close");
+        }
+        self.resp = resp;
+        self.log_resp();
+    }
+
     /// The request tree's `PRIV_TOP` state, created on first use (an ESI
     /// include is handed its parent's before it runs).
     pub fn shared_top_privs(&mut self) -> lacquer_vcl::exec::privs::SharedPrivs {
@@ -565,6 +609,7 @@ impl ReqTask {
             resp: RespMsg::new(200),
             obj: None,
             synth_body: Vec::new(),
+            synth_code: (200, None),
             vsl,
             privs: Default::default(),
             top_privs: None,
@@ -1087,6 +1132,10 @@ impl Context for ReqTask {
                     .into_iter()
                     .next();
                 self.ws_rollback();
+                // In vcl_synth the response starts over too.
+                if self.cur_sub == BuiltinSub::Synth {
+                    self.setup_synth_resp();
+                }
                 failed.map_or(Ok(()), Err)
             }
             w => Err(format!("cannot roll back {} here", w.name())),

@@ -248,6 +248,7 @@ impl<'a> Checker<'a> {
         self.check_unused()?;
         self.check_uses(true)?;
         self.check_uses(false)?;
+        let mut okmasks = self.okmasks()?;
 
         let mut methods = [0usize; 14];
         for m in ALL_BUILTIN_SUBS {
@@ -267,6 +268,7 @@ impl<'a> Checker<'a> {
                         from_builtin: true,
                     });
                     bodies.push(Vec::new());
+                    okmasks.push(SubMask::of(&[m]));
                     methods[m.index()] = self.subs.len() - 1;
                 }
             }
@@ -275,10 +277,12 @@ impl<'a> Checker<'a> {
             .subs
             .iter()
             .zip(bodies)
-            .map(|(s, body)| ir::SubDef {
+            .zip(okmasks)
+            .map(|((s, body), callable_from)| ir::SubDef {
                 name: s.name.clone(),
                 body,
                 method: s.method,
+                callable_from,
             })
             .collect();
         let default_probe = self.probes.iter().position(|p| p.0.name == "default");
@@ -1526,10 +1530,20 @@ impl<'a> Checker<'a> {
                 kind: IK::Regex(re),
             });
         }
-        let x = self.expr(e, Type::Regex)?;
-        if x.ty != Type::Regex {
+        self.expr_of_type(e, Type::Regex)
+    }
+
+    /// An expression that must have type `ty` exactly (a REGEX or ACL
+    /// given as a value, e.g. a vmod function returning one).
+    fn expr_of_type(&mut self, e: &ast::Expr, ty: Type) -> R<Expr> {
+        let x = self.expr(e, ty)?;
+        if x.ty != ty {
             return err(
-                format!("Expression has type {}, expected REGEX", x.ty.user_name()),
+                format!(
+                    "Expression has type {}, expected {}",
+                    x.ty.user_name(),
+                    ty.user_name()
+                ),
                 e.span,
             );
         }
@@ -1728,6 +1742,17 @@ impl<'a> Checker<'a> {
                     },
                 })
             }
+            CmpKind::Acl if !matches!(rhs.kind, AK::Path(_)) => {
+                let acl = self.acl_expr(rhs)?;
+                Ok(Expr {
+                    ty: Type::Bool,
+                    kind: IK::AclMatchDyn {
+                        ip: Box::new(l),
+                        acl: Box::new(acl),
+                        negate: op == CmpOp::NoMatch,
+                    },
+                })
+            }
             CmpKind::Acl => {
                 let acl = self.acl_ref(rhs)?;
                 Ok(Expr {
@@ -1740,6 +1765,12 @@ impl<'a> Checker<'a> {
                 })
             }
         }
+    }
+
+    /// An ACL given as an expression rather than by name: it must have
+    /// type ACL (a vmod function or method returning one).
+    fn acl_expr(&mut self, e: &ast::Expr) -> R<Expr> {
+        self.expr_of_type(e, Type::Acl)
     }
 
     /// The ACL named on the right of `ip ~ acl`.
@@ -2422,6 +2453,7 @@ impl<'a> Checker<'a> {
                 }
                 self.expr0(e, Type::Sub)
             }
+            Type::Acl if !matches!(e.kind, AK::Path(_)) => self.acl_expr(e),
             Type::Acl => {
                 let acl = self.acl_ref(e)?;
                 Ok(Expr {
@@ -2503,7 +2535,9 @@ impl<'a> Checker<'a> {
                     ) {
                         mask = mask.intersect(u.allowed);
                         if mask.is_empty() {
-                            return err("Impossible Subroutine", u.span);
+                            return Err(Box::new(
+                                Diagnostic::error("Impossible Subroutine", s.def).where_inline(),
+                            ));
                         }
                     }
                 }
@@ -2555,6 +2589,44 @@ impl<'a> Checker<'a> {
             self.warnings = diags;
         }
         Ok(())
+    }
+
+    /// The built-in methods each subroutine may run in (vcc's `okmask`):
+    /// where everything it and the subroutines it calls use is available.
+    /// A dynamic call (`VRT_call`) is refused from anywhere else. A
+    /// subroutine that fits nowhere is an error, as in vcc (the ones
+    /// reached from a method were reported more precisely already).
+    fn okmasks(&self) -> R<Vec<SubMask>> {
+        fn mask_of(subs: &[SubInfo], s: usize, memo: &mut [Option<SubMask>]) -> SubMask {
+            if let Some(m) = memo[s] {
+                return m;
+            }
+            // `check_recursion` ran first: the call graph has no cycles.
+            let mut mask = SubMask::ALL;
+            for u in &subs[s].uses {
+                if matches!(
+                    u.what,
+                    UseKind::Read | UseKind::Set | UseKind::Unset | UseKind::Action
+                ) {
+                    mask = mask.intersect(u.allowed);
+                }
+            }
+            for &(callee, _) in &subs[s].calls {
+                mask = mask.intersect(mask_of(subs, callee, memo));
+            }
+            memo[s] = Some(mask);
+            mask
+        }
+        let mut memo = vec![None; self.subs.len()];
+        let masks: Vec<SubMask> = (0..self.subs.len())
+            .map(|s| mask_of(&self.subs, s, &mut memo))
+            .collect();
+        if let Some(s) = masks.iter().position(|m| m.is_empty()) {
+            return Err(Box::new(
+                Diagnostic::error("Impossible Subroutine", self.subs[s].def).where_inline(),
+            ));
+        }
+        Ok(masks)
     }
 
     /// Checks returns (`returns == true`) or other uses against every

@@ -41,6 +41,9 @@ pub struct Diagnostic {
     /// even when it covers a single token, as vcc does for some errors
     /// (e.g. a variable not available in a subroutine).
     pub range_form: bool,
+    /// The location follows the message on the same line, as vcc prints
+    /// some messages (`Impossible Subroutine('<vcl.inline>' Line ...`).
+    pub inline_where: bool,
     pub notes: Vec<Note>,
 }
 
@@ -52,6 +55,7 @@ impl Diagnostic {
             message: message.into(),
             span: Some(span),
             range_form: false,
+            inline_where: false,
             notes: Vec::new(),
         }
     }
@@ -63,6 +67,7 @@ impl Diagnostic {
             message: message.into(),
             span: None,
             range_form: false,
+            inline_where: false,
             notes: Vec::new(),
         }
     }
@@ -74,6 +79,7 @@ impl Diagnostic {
             message: message.into(),
             span: Some(span),
             range_form: false,
+            inline_where: false,
             notes: Vec::new(),
         }
     }
@@ -81,6 +87,12 @@ impl Diagnostic {
     /// Asks for the range form of the main location (see `range_form`).
     pub fn ranged(mut self) -> Diagnostic {
         self.range_form = true;
+        self
+    }
+
+    /// Puts the location right after the message (see `inline_where`).
+    pub fn where_inline(mut self) -> Diagnostic {
+        self.inline_where = true;
         self
     }
 
@@ -97,7 +109,7 @@ impl Diagnostic {
     pub fn render(&self, sm: &SourceMap) -> String {
         let mut out = String::new();
         out.push_str(&self.message);
-        if !continues_on_line(&self.message) || self.span.is_none() {
+        if !(self.inline_where || continues_on_line(&self.message)) || self.span.is_none() {
             out.push('\n');
         }
         if let Some(span) = self.span {

@@ -13,7 +13,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, OnceLock};
 
-use crate::subs::{Action, BuiltinSub};
+use crate::subs::{Action, BuiltinSub, SubMask};
 use crate::types::{ArithOp, CmpOp, Type};
 use crate::vars::{VarId, VclVersion};
 use crate::vmod::VmodDecl;
@@ -127,6 +127,10 @@ pub struct SubDef {
     pub body: Vec<Stmt>,
     /// Set for `vcl_recv` and the other built-in method entry points.
     pub method: Option<BuiltinSub>,
+    /// The built-in methods this subroutine may be called from at run
+    /// time (by a vmod, or `call` of a SUB value): where everything it
+    /// uses is available.
+    pub callable_from: SubMask,
 }
 
 /// A backend declaration.
@@ -688,6 +692,13 @@ pub enum ExprKind {
         acl: AclIdx,
         negate: bool,
     },
+    /// `ip ~ <ACL expression>`: the ACL is a value computed at run time
+    /// (a vmod function or method returning ACL).
+    AclMatchDyn {
+        ip: Box<Expr>,
+        acl: Box<Expr>,
+        negate: bool,
+    },
     /// `subject ~ <REGEX expression>`: the regex is a value computed at
     /// run time (a vmod function returning REGEX).
     RegexMatchDyn {
@@ -786,6 +797,9 @@ fn walk_expr<'a>(e: &'a Expr, f: &mut impl FnMut(&'a Expr)) {
             subject: lhs,
             regex: rhs,
             ..
+        }
+        | ExprKind::AclMatchDyn {
+            ip: lhs, acl: rhs, ..
         } => {
             walk_expr(lhs, f);
             walk_expr(rhs, f);

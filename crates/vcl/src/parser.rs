@@ -1741,6 +1741,7 @@ fn inline_c(span: Span) -> Diagnostic {
         message: "Inline-C not allowed".into(),
         span: Some(span),
         range_form: false,
+        inline_where: false,
         notes: vec![Note {
             message: "(Lacquer does not compile VCL to C, so inline C cannot be supported; \
                       use a VMOD or VCL instead.)"

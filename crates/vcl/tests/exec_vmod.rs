@@ -9,7 +9,7 @@ use lacquer_vcl::compile::{CompileOptions, compile_str};
 use lacquer_vcl::exec::code::Program;
 use lacquer_vcl::exec::mock::MockContext;
 use lacquer_vcl::exec::{
-    Action, Context, FuncRef, HttpWhich, LogKind, Scratch, Value, VmodArg, Vmods,
+    Action, Context, FuncRef, HttpWhich, LogKind, Scratch, Value, VclRuntime, VmodArg, Vmods,
 };
 use lacquer_vcl::subs::BuiltinSub;
 use lacquer_vcl::vmod::VmodRegistry;
@@ -43,7 +43,13 @@ fn show(args: &[VmodArg]) -> String {
 }
 
 impl Vmods for TestVmods {
-    fn call(&self, ctx: &mut dyn Context, f: FuncRef, args: &[VmodArg]) -> Result<Value, String> {
+    fn call(
+        &self,
+        ctx: &mut dyn Context,
+        _: &mut dyn VclRuntime,
+        f: FuncRef,
+        args: &[VmodArg],
+    ) -> Result<Value, String> {
         self.calls
             .borrow_mut()
             .push(format!("{}.{}({})", f.vmod, f.func, show(args)));
@@ -72,6 +78,7 @@ impl Vmods for TestVmods {
     fn construct(
         &self,
         _: &mut dyn Context,
+        _: &mut dyn VclRuntime,
         class: FuncRef,
         instance: u32,
         name: &str,
@@ -89,6 +96,7 @@ impl Vmods for TestVmods {
     fn method(
         &self,
         _: &mut dyn Context,
+        _: &mut dyn VclRuntime,
         instance: u32,
         method: u32,
         _: &[VmodArg],
@@ -168,12 +176,19 @@ fn vmod_error_fails_the_task() {
     );
     struct Failing;
     impl Vmods for Failing {
-        fn call(&self, _: &mut dyn Context, _: FuncRef, _: &[VmodArg]) -> Result<Value, String> {
+        fn call(
+            &self,
+            _: &mut dyn Context,
+            _: &mut dyn VclRuntime,
+            _: FuncRef,
+            _: &[VmodArg],
+        ) -> Result<Value, String> {
             Err("t.hdr(): boom".into())
         }
         fn construct(
             &self,
             _: &mut dyn Context,
+            _: &mut dyn VclRuntime,
             _: FuncRef,
             _: u32,
             _: &str,
@@ -184,6 +199,7 @@ fn vmod_error_fails_the_task() {
         fn method(
             &self,
             _: &mut dyn Context,
+            _: &mut dyn VclRuntime,
             _: u32,
             _: u32,
             _: &[VmodArg],

@@ -7,10 +7,13 @@
 //! declaration out of step with its implementation) into an error message
 //! instead of a panic.
 
+use std::cell::{RefCell, RefMut};
 use std::net::SocketAddr;
 
 use bytes::Bytes;
-use lacquer_vcl::exec::{Backend, Context, HeaderName, HttpWhich, Value, VmodArg, WsKind};
+use lacquer_vcl::exec::{
+    Backend, Context, HeaderName, HttpWhich, Value, VclRuntime, VmodArg, WsKind,
+};
 use std::sync::Arc;
 
 /// The compiler passes the `=0` (NULL) default of a non-string argument
@@ -19,8 +22,9 @@ fn null_default(v: &Value) -> bool {
     matches!(v, Value::Str(s) if s.is_empty())
 }
 
-/// The arguments of one call.
-pub(crate) struct Args<'a>(pub &'a [VmodArg]);
+/// The arguments of one call, and the VCL program that made it (for the
+/// ACL and SUB values among them).
+pub(crate) struct Args<'a>(pub &'a [VmodArg], RefCell<&'a mut dyn VclRuntime>);
 
 fn mismatch(i: usize, want: &str, got: &Value) -> String {
     format!(
@@ -30,7 +34,17 @@ fn mismatch(i: usize, want: &str, got: &Value) -> String {
     )
 }
 
-impl Args<'_> {
+impl<'a> Args<'a> {
+    pub fn new(args: &'a [VmodArg], vcl: &'a mut dyn VclRuntime) -> Args<'a> {
+        Args(args, RefCell::new(vcl))
+    }
+
+    /// The VCL program that made the call: matches its ACLs, runs its
+    /// subroutines.
+    pub fn vcl(&self) -> RefMut<'_, &'a mut dyn VclRuntime> {
+        self.1.borrow_mut()
+    }
+
     /// Whether argument `i` was given (optional arguments may be left out).
     pub fn given(&self, i: usize) -> bool {
         matches!(self.0.get(i), Some(Some(_)))

@@ -13,7 +13,9 @@
 //! `priv_perf`, `sndbuf` (the client socket's send buffer), `stk` (the stack VCL
 //! uses), the ACL
 //! pass-through functions (`null_acl`, `acl`, object
-//! `aclobj`) and `test_probe`.
+//! `aclobj`), `match_acl` (asked of the calling program through
+//! [`lacquer_vcl::exec::VclRuntime`]), SUB values (`call`, `check_call`,
+//! object `caller`) and `test_probe`.
 //!
 //! Dynamic backends (`dyn`, `dyn_uds`) and the failing director
 //! (`director`) live in [`dynamic`], on the host's runtime backend API.
@@ -23,10 +25,12 @@
 //! `vcl_discard_delay()` keeps a cooling VCL held for a while
 //! ([`crate::Host::hold`]); `fail_task_fini()` fails the end of a task.
 //!
+//! `bad_memory`/`total_recall` keep a SUB past its VCL; using it from
+//! another VCL panics the cache process as in varnishd.
+//!
 //! Left out because they need server internals this crate cannot reach
-//! (they fail to compile rather than pretend): calling a SUB (`call`,
-//! `check_call`, `caller`, ...), matching an ACL (`match_acl`,
-//! `sweep_acl`), delivery filters (`rot52`), the lookup catflap,
+//! (they fail to compile rather than pretend): `sweep_acl`, delivery
+//! filters (`rot52`), the lookup catflap,
 //! workspace probes, VSC counters and backends created from events
 //! (`cold_backend`, `cooling_backend`). The `Debug` log lines Varnish's functions emit
 //! are not written: the executor has no Debug log kind.
@@ -67,6 +71,14 @@ $Function ACL null_acl()
 $Function ACL acl(ACL acl)
 $Object aclobj(ACL)
 $Method ACL .get()
+$Function BOOL match_acl(ACL acl, IP ip)
+$Function VOID call(SUB)
+$Function STRING check_call(SUB)
+$Object caller(SUB)
+$Method VOID .call()
+$Method SUB .xsub()
+$Function VOID bad_memory(SUB)
+$Function SUB total_recall()
 $Function VOID test_probe(PROBE probe, PROBE same=0)
 $Object concat(STRANDS)
 $Method STRING .get()
@@ -116,6 +128,11 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("fail2", fail),
         ("null_acl", null_acl),
         ("acl", first_arg),
+        ("match_acl", match_acl),
+        ("call", call),
+        ("check_call", check_call),
+        ("bad_memory", bad_memory),
+        ("total_recall", total_recall),
         ("test_probe", test_probe),
         ("concatenate", concatenate),
         ("collect", collect),
@@ -156,6 +173,11 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
             name: "aclobj",
             ctor: new_aclobj,
             methods: &[("get", aclobj_get as MethodImpl)],
+        },
+        ClassImpl {
+            name: "caller",
+            ctor: new_caller,
+            methods: &[("call", caller_call as MethodImpl), ("xsub", caller_xsub)],
         },
         ClassImpl {
             name: "obj_opt",
@@ -765,6 +787,107 @@ fn new_aclobj(_: &Env, _: &mut dyn Context, _: &str, a: &Args<'_>) -> Result<Obj
 
 fn aclobj_get(_: &Env, o: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
     Ok(this::<AclObj>(o).0.clone())
+}
+
+/// An ACL argument: its index in the calling program; a NULL ACL fails
+/// the task as `VRT_acl_match` does.
+fn acl_arg(a: &Args<'_>, i: usize) -> Result<u32, String> {
+    match a.get(i) {
+        Some(Value::Acl(acl)) => Ok(*acl),
+        None | Some(Value::Null) => Err("Cannot match a null ACL".into()),
+        Some(v) => Err(format!(
+            "vmod argument {} should be ACL, got {}",
+            i + 1,
+            v.type_name()
+        )),
+    }
+}
+
+/// A SUB argument: its index in the calling program.
+fn sub_arg(a: &Args<'_>, i: usize) -> Result<u32, String> {
+    match a.get(i) {
+        Some(Value::Sub(sub)) => Ok(*sub),
+        Some(v) => Err(format!(
+            "vmod argument {} should be SUB, got {}",
+            i + 1,
+            v.type_name()
+        )),
+        None => Err(format!("vmod argument {} (SUB) is missing", i + 1)),
+    }
+}
+
+/// `match_acl(acl, ip)`: `ip ~ acl`, asked of the calling program.
+fn match_acl(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let acl = acl_arg(a, 0)?;
+    let Some(ip) = a.ip(1)? else {
+        return Err("Cannot match a null IP address".into());
+    };
+    a.vcl().acl_match(ctx, acl, ip).map(Value::Bool)
+}
+
+/// `call(sub)`: runs the subroutine (`VRT_call`).
+fn call(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let sub = sub_arg(a, 0)?;
+    a.vcl().call(ctx, sub);
+    Ok(Value::Null)
+}
+
+/// `check_call(sub)`: why calling the subroutine here would fail
+/// (`VRT_check_call`), NULL when it would not.
+fn check_call(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let sub = sub_arg(a, 0)?;
+    Ok(match a.vcl().check_call(ctx, sub) {
+        Some(why) => Value::Str(Bytes::from(why)),
+        None => Value::Null,
+    })
+}
+
+/// The SUB `bad_memory()` kept, process-wide, with the VCL it came from.
+static REMEMBERED_SUB: std::sync::Mutex<Option<(u64, u32)>> = std::sync::Mutex::new(None);
+
+/// `bad_memory(sub)`: keeps a SUB past the task (and the VCL) that gave
+/// it, the misuse `total_recall()` exposes.
+fn bad_memory(env: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let sub = sub_arg(a, 0)?;
+    *REMEMBERED_SUB.lock().unwrap_or_else(|e| e.into_inner()) = Some((env.vcl_id, sub));
+    Ok(Value::Null)
+}
+
+/// `total_recall()`: the SUB `bad_memory()` kept. One from another VCL is
+/// what makes varnishd's cache process assert (`VPI_Call_Check`) as soon
+/// as it is used; SUB values here carry no VCL of their own, so the
+/// hand-over is where that panic happens.
+fn total_recall(env: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
+    let kept = *REMEMBERED_SUB.lock().unwrap_or_else(|e| e.into_inner());
+    match kept {
+        None => Ok(Value::Null),
+        Some((vcl, sub)) if vcl == env.vcl_id => Ok(Value::Sub(sub)),
+        Some(_) => {
+            let why = "Assert error in VPI_Call_Check(): \
+                       Condition(conf == ctx->vcl->conf) not true. \
+                       (a SUB used outside the VCL that made it)";
+            env.host.panic(why);
+            Err(format!("debug.total_recall(): {why}"))
+        }
+    }
+}
+
+/// A `caller` instance: the subroutine it was built with (an index into
+/// the program that constructed it, which is the only one running its
+/// methods).
+struct Caller(u32);
+
+fn new_caller(_: &Env, _: &mut dyn Context, _: &str, a: &Args<'_>) -> Result<Obj, String> {
+    Ok(std::sync::Arc::new(Caller(sub_arg(a, 0)?)))
+}
+
+fn caller_call(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    a.vcl().call(ctx, this::<Caller>(o).0);
+    Ok(Value::Null)
+}
+
+fn caller_xsub(_: &Env, o: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(Value::Sub(this::<Caller>(o).0))
 }
 
 /// An `obj_opt` instance: its name and optional constructor arguments.

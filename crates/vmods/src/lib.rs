@@ -36,7 +36,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use lacquer_vcl::exec::regex::Regex;
-use lacquer_vcl::exec::{Context, FuncRef, Value, VmodArg, Vmods};
+use lacquer_vcl::exec::{Context, FuncRef, Value, VclRuntime, VmodArg, Vmods};
 use lacquer_vcl::ir::{ImportedVmod, InstanceDef};
 use lacquer_vcl::vars::VclVersion;
 use lacquer_vcl::vmod::{VmodDecl, VmodRegistry};
@@ -238,6 +238,9 @@ pub fn registry_with_test_vmods() -> VmodRegistry {
 
 /// Shared, per-VCL state every vmod function can reach.
 pub(crate) struct Env {
+    /// Distinct for every loaded VCL (values such as SUBs are only
+    /// meaningful in the VCL that made them).
+    pub vcl_id: u64,
     pub host: Arc<dyn Host>,
     /// The VCL syntax version of the loaded program (4.0 or 4.1).
     pub syntax: f64,
@@ -395,6 +398,11 @@ impl Runtime {
         }
         Ok(Runtime {
             env: Env {
+                vcl_id: {
+                    static NEXT: std::sync::atomic::AtomicU64 =
+                        std::sync::atomic::AtomicU64::new(0);
+                    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                },
                 host,
                 syntax: match version {
                     VclVersion::V40 => 4.0,
@@ -472,6 +480,7 @@ impl Vmods for Runtime {
     fn call(
         &self,
         ctx: &mut dyn Context,
+        vcl: &mut dyn VclRuntime,
         func: FuncRef,
         args: &[VmodArg],
     ) -> Result<Value, String> {
@@ -480,12 +489,13 @@ impl Vmods for Runtime {
             .get(func.vmod as usize)
             .and_then(|v| v.functions.get(func.func as usize))
             .ok_or_else(|| format!("unknown vmod function {}.{}", func.vmod, func.func))?;
-        f(&self.env, ctx, &Args(args))
+        f(&self.env, ctx, &Args::new(args, vcl))
     }
 
     fn construct(
         &self,
         ctx: &mut dyn Context,
+        vcl: &mut dyn VclRuntime,
         class: FuncRef,
         instance: u32,
         name: &str,
@@ -501,7 +511,7 @@ impl Vmods for Runtime {
             ));
         }
         let ci = self.vmods[inst.vmod].classes[inst.class];
-        let obj = (ci.ctor)(&self.env, ctx, name, &Args(args))?;
+        let obj = (ci.ctor)(&self.env, ctx, name, &Args::new(args, vcl))?;
         inst.obj
             .set(obj)
             .map_err(|_| format!("object {name} is already constructed"))
@@ -510,6 +520,7 @@ impl Vmods for Runtime {
     fn method(
         &self,
         ctx: &mut dyn Context,
+        vcl: &mut dyn VclRuntime,
         instance: u32,
         method: u32,
         args: &[VmodArg],
@@ -525,7 +536,7 @@ impl Vmods for Runtime {
             .obj
             .get()
             .ok_or_else(|| format!("object instance {instance} used before it was created"))?;
-        m(&self.env, obj.as_ref(), ctx, &Args(args))
+        m(&self.env, obj.as_ref(), ctx, &Args::new(args, vcl))
     }
 }
 

@@ -341,3 +341,181 @@ sub vcl_recv {
         "{msg}"
     );
 }
+
+/// Compiles `vcl` (after the version and two backends) with the test
+/// vmods, and runs its `vcl_init`.
+fn load_with_test_vmods(vcl: &str) -> Loaded {
+    let text = format!("vcl 4.1;\nbackend s1 {{ .host = \"127.0.0.1\"; }}\n{vcl}");
+    let opts = CompileOptions {
+        err_unref: false,
+        ..CompileOptions::default()
+    };
+    let reg = lacquer_vmods::registry_with_test_vmods();
+    let (sm, r) = compile_str("t.vcl", &text, &opts, &reg);
+    let ir = r.unwrap_or_else(|d| panic!("{}", d.render(&sm)));
+    let host = Arc::new(TestHost::default());
+    let rt = Runtime::for_program(&ir, host.clone()).unwrap();
+    let l = Loaded {
+        prog: Program::from_ir(&ir).unwrap(),
+        rt,
+        host,
+    };
+    let mut c = MockContext::new("GET", "/");
+    assert_eq!(l.run(BuiltinSub::Init, &mut c), Action::Ok, "{:?}", c.logs);
+    l
+}
+
+#[test]
+fn acl_values_from_vmods_match_and_a_null_acl_fails() {
+    let l = load_with_test_vmods(
+        r#"import debug;
+acl local +log { "127.0.0.0"/8; }
+sub vcl_init {
+    if (!debug.match_acl(local, "127.0.0.2")) { debug.fail(); }
+    if (debug.match_acl(ip = "10.0.0.1", acl = local)) { debug.fail(); }
+    new o = debug.aclobj(debug.acl(local));
+    new n = debug.aclobj(debug.null_acl());
+}
+sub vcl_recv {
+    if (req.url == "/null") { if (client.ip ~ debug.null_acl()) { return (synth(200)); } }
+    if (req.url == "/nullobj") { if (client.ip ~ n.get()) { return (synth(200)); } }
+    if (req.url == "/nullfn") { if (debug.match_acl(n.get(), client.ip)) { return (synth(200)); } }
+    if (client.ip ~ o.get() && client.ip ~ debug.acl(local)) { return (synth(201)); }
+    return (synth(202));
+}
+"#,
+    );
+    let mut c = client("/");
+    c.vars.insert(
+        VarId::ClientIp,
+        Value::Ip("127.0.0.9:1234".parse().unwrap()),
+    );
+    let act = l.run(BuiltinSub::Recv, &mut c);
+    assert!(
+        matches!(act, Action::Synth { status: 201, .. }),
+        "{act:?} {:?}",
+        c.logs
+    );
+    // `+log` lines are written for matches made through values too.
+    assert_eq!(c.logs_of(LogKind::Acl).len(), 2, "{:?}", c.logs);
+    for url in ["/null", "/nullobj", "/nullfn"] {
+        let mut c = client(url);
+        c.vars.insert(
+            VarId::ClientIp,
+            Value::Ip("127.0.0.9:1234".parse().unwrap()),
+        );
+        assert_eq!(l.run(BuiltinSub::Recv, &mut c), Action::Fail, "{url}");
+        assert_eq!(
+            c.logs_of(LogKind::Error),
+            ["Cannot match a null ACL"],
+            "{url}"
+        );
+    }
+    let mut c = client("/");
+    c.vars
+        .insert(VarId::ClientIp, Value::Ip("10.1.1.1:1234".parse().unwrap()));
+    assert!(matches!(
+        l.run(BuiltinSub::Recv, &mut c),
+        Action::Synth { status: 202, .. }
+    ));
+}
+
+#[test]
+fn vmods_call_subs_with_the_dynamic_call_rules() {
+    let l = load_with_test_vmods(
+        r#"import debug;
+sub foo { set req.http.foo = "called"; }
+sub back { set bereq.http.x = "1"; }
+sub chooser { return (synth(204)); }
+sub again { set req.http.n = req.http.n + "x"; debug.call(again); }
+sub vcl_init { new c = debug.caller(foo); }
+sub vcl_recv {
+    if (req.url == "/fn") { debug.call(foo); }
+    if (req.url == "/obj") { c.call(); }
+    if (req.url == "/xsub") { call c.xsub(); }
+    if (req.url == "/check") { set req.http.why = debug.check_call(back); }
+    if (req.url == "/checkok") { set req.http.why = debug.check_call(foo) + "-"; }
+    if (req.url == "/wrong") { debug.call(back); }
+    if (req.url == "/return") { debug.call(chooser); set req.http.after = "ran"; }
+    if (req.url == "/recursive") { debug.call(again); }
+    return (hash);
+}
+"#,
+    );
+    for url in ["/fn", "/obj", "/xsub"] {
+        let mut c = client(url);
+        assert_eq!(
+            l.run(BuiltinSub::Recv, &mut c),
+            Action::Hash,
+            "{url} {:?}",
+            c.logs
+        );
+        assert_eq!(get(&c, REQ, "foo").as_deref(), Some("called"), "{url}");
+    }
+    let mut c = client("/check");
+    assert_eq!(l.run(BuiltinSub::Recv, &mut c), Action::Hash);
+    assert_eq!(
+        get(&c, REQ, "why").as_deref(),
+        Some(r#"Dynamic call to "sub back{}" not allowed from here"#)
+    );
+    let mut c = client("/checkok");
+    assert_eq!(l.run(BuiltinSub::Recv, &mut c), Action::Hash);
+    assert_eq!(get(&c, REQ, "why").as_deref(), Some("-"));
+
+    let mut c = client("/wrong");
+    assert_eq!(l.run(BuiltinSub::Recv, &mut c), Action::Fail);
+    assert_eq!(
+        c.logs_of(LogKind::Error),
+        [r#"Dynamic call to "sub back{}" not allowed from here"#]
+    );
+    // A `return` in the called sub ends the method with its action.
+    let mut c = client("/return");
+    let act = l.run(BuiltinSub::Recv, &mut c);
+    assert!(matches!(act, Action::Synth { status: 204, .. }), "{act:?}");
+    assert_eq!(get(&c, REQ, "after"), None);
+    // Recursion is found at run time.
+    let mut c = client("/recursive");
+    assert_eq!(l.run(BuiltinSub::Recv, &mut c), Action::Fail);
+    assert_eq!(get(&c, REQ, "n").as_deref(), Some("x"));
+    assert_eq!(
+        c.logs_of(LogKind::Error),
+        [r#"Recursive call to "sub again{}""#]
+    );
+
+    // A sub only reached through a SUB value must still fit some method.
+    let bad = "vcl 4.1;\nimport debug;\nbackend s1 { .host = \"127.0.0.1\"; }\nsub impossible { set req.http.x = beresp.reason; }\nsub vcl_recv { debug.call(impossible); }\n";
+    let reg = lacquer_vmods::registry_with_test_vmods();
+    let (sm, r) = compile_str("bad.vcl", bad, &CompileOptions::default(), &reg);
+    let msg = r.map(|_| ()).unwrap_err().render(&sm);
+    assert!(
+        msg.starts_with("Impossible Subroutine('bad.vcl' Line 4 Pos 5)"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_sub_kept_past_its_vcl_panics_when_another_vcl_recalls_it() {
+    let first = load_with_test_vmods(
+        "import debug;\nsub foo { set req.http.foo = \"1\"; }\nsub vcl_init { debug.bad_memory(foo); }\nsub vcl_recv { call debug.total_recall(); return (hash); }\n",
+    );
+    // In the VCL that made it the SUB is fine.
+    let mut c = client("/");
+    assert_eq!(
+        first.run(BuiltinSub::Recv, &mut c),
+        Action::Hash,
+        "{:?}",
+        c.logs
+    );
+    assert_eq!(get(&c, REQ, "foo").as_deref(), Some("1"));
+    let second =
+        load_with_test_vmods("import debug;\nsub vcl_recv { call debug.total_recall(); }\n");
+    let mut c = client("/");
+    assert_eq!(second.run(BuiltinSub::Recv, &mut c), Action::Fail);
+    let logged = second.host.logged.lock().unwrap();
+    assert!(
+        logged
+            .iter()
+            .any(|(_, m)| m.contains("Assert error in VPI_Call_Check")),
+        "{logged:?}"
+    );
+}

@@ -12,7 +12,7 @@ use super::acl::Acl;
 use super::context::{FuncRef, HeaderName, HttpWhich};
 use super::regex::Regex;
 use super::value::Value;
-use crate::subs::{ALL_BUILTIN_SUBS, BuiltinSub};
+use crate::subs::{ALL_BUILTIN_SUBS, BuiltinSub, SubMask};
 use crate::types::{ArithOp, CmpOp};
 use crate::vars::VarId;
 
@@ -77,6 +77,13 @@ pub enum Expr {
     AclMatch {
         ip: Box<Expr>,
         acl: u32,
+        negate: bool,
+    },
+    /// `ip ~ acl` where the ACL is a value computed at run time (a vmod's
+    /// [`Value::Acl`], or NULL).
+    AclMatchDyn {
+        ip: Box<Expr>,
+        acl: Box<Expr>,
         negate: bool,
     },
     /// `subject ~ regex` where the regex is a REGEX value computed at run
@@ -193,6 +200,9 @@ pub enum Stmt {
 pub struct SubCode {
     pub name: Box<str>,
     pub body: Block,
+    /// The built-in methods a dynamic call (a vmod's `VRT_call`, `call` of
+    /// a SUB value) may run it from.
+    pub callable_from: SubMask,
 }
 
 /// A whole executable program.
@@ -216,11 +226,18 @@ impl Program {
         super::lower::lower(ir)
     }
 
-    /// Adds a subroutine and returns its id.
+    /// Adds a subroutine callable from any method and returns its id.
     pub fn add_sub(&mut self, name: &str, body: Vec<Stmt>) -> SubId {
+        self.add_sub_for(name, body, SubMask::ALL)
+    }
+
+    /// Adds a subroutine that dynamic calls may run only from the methods
+    /// in `callable_from`, and returns its id.
+    pub fn add_sub_for(&mut self, name: &str, body: Vec<Stmt>, callable_from: SubMask) -> SubId {
         self.subs.push(SubCode {
             name: name.into(),
             body: body.into(),
+            callable_from,
         });
         (self.subs.len() - 1) as SubId
     }

@@ -299,18 +299,49 @@ pub struct FuncRef {
 /// Hidden `PRIV_*` arguments are not passed: the vmod keeps its own state.
 pub type VmodArg = Option<Value>;
 
+/// What a vmod may ask of the VCL program that called it (Varnish's
+/// `VRT_acl_match`, `VRT_check_call` and `VRT_call`). ACLs and subroutines
+/// reach vmods as indexes into that program ([`Value::Acl`],
+/// [`Value::Sub`]), and the executor owns the program and the call stack,
+/// so it hands one of these to every vmod call. The task context goes back
+/// in as the vmod received it.
+pub trait VclRuntime {
+    /// Whether `ip` matches ACL `acl`, logged (`VCL_acl`) like `~` when the
+    /// ACL has the `-log` flag.
+    fn acl_match(
+        &mut self,
+        ctx: &mut dyn Context,
+        acl: u32,
+        ip: std::net::SocketAddr,
+    ) -> Result<bool, String>;
+    /// Why calling subroutine `sub` now would fail (not callable from the
+    /// running built-in method, or already running), `None` if it may be.
+    fn check_call(&self, ctx: &dyn Context, sub: u32) -> Option<String>;
+    /// Runs subroutine `sub` as `call` would, after the checks of
+    /// [`Self::check_call`]. Returns `false` when the task must stop (the
+    /// call failed, or the subroutine chose a `return` action): the vmod
+    /// should return at once; the executor then fails or returns.
+    fn call(&mut self, ctx: &mut dyn Context, sub: u32) -> bool;
+}
+
 /// Native vmod behaviour, implemented by the vmods crate. All calls receive
 /// the task's context as a trait object so vmods can read and write headers
 /// and log.
 pub trait Vmods {
     /// Calls a function.
-    fn call(&self, ctx: &mut dyn Context, func: FuncRef, args: &[VmodArg])
-    -> Result<Value, String>;
+    fn call(
+        &self,
+        ctx: &mut dyn Context,
+        vcl: &mut dyn VclRuntime,
+        func: FuncRef,
+        args: &[VmodArg],
+    ) -> Result<Value, String>;
     /// Constructs object `instance` of class `class` (index among the
     /// vmod's objects) in `vcl_init`; `name` is the VCL name of the object.
     fn construct(
         &self,
         ctx: &mut dyn Context,
+        vcl: &mut dyn VclRuntime,
         class: FuncRef,
         instance: u32,
         name: &str,
@@ -321,6 +352,7 @@ pub trait Vmods {
     fn method(
         &self,
         ctx: &mut dyn Context,
+        vcl: &mut dyn VclRuntime,
         instance: u32,
         method: u32,
         args: &[VmodArg],
@@ -334,12 +366,19 @@ pub trait Vmods {
 pub struct NoVmods;
 
 impl Vmods for NoVmods {
-    fn call(&self, _: &mut dyn Context, f: FuncRef, _: &[VmodArg]) -> Result<Value, String> {
+    fn call(
+        &self,
+        _: &mut dyn Context,
+        _: &mut dyn VclRuntime,
+        f: FuncRef,
+        _: &[VmodArg],
+    ) -> Result<Value, String> {
         Err(format!("no vmod loaded for function {}.{}", f.vmod, f.func))
     }
     fn construct(
         &self,
         _: &mut dyn Context,
+        _: &mut dyn VclRuntime,
         _: FuncRef,
         _: u32,
         name: &str,
@@ -347,7 +386,14 @@ impl Vmods for NoVmods {
     ) -> Result<(), String> {
         Err(format!("no vmod loaded to construct {name}"))
     }
-    fn method(&self, _: &mut dyn Context, i: u32, m: u32, _: &[VmodArg]) -> Result<Value, String> {
+    fn method(
+        &self,
+        _: &mut dyn Context,
+        _: &mut dyn VclRuntime,
+        i: u32,
+        m: u32,
+        _: &[VmodArg],
+    ) -> Result<Value, String> {
         Err(format!("no vmod loaded for method {m} of object {i}"))
     }
 }

@@ -20,7 +20,7 @@ use bytes::Bytes;
 use super::Action;
 use super::acl::AclResult;
 use super::code::{Expr, Program, ReturnAction, Stmt, SubId, Target};
-use super::context::{Context, LogKind, VmodArg, Vmods, WsKind};
+use super::context::{Context, LogKind, VclRuntime, VmodArg, Vmods, WsKind};
 use super::value::{Strands, Value};
 use crate::subs::BuiltinSub;
 use crate::types::{ArithOp, CmpOp};
@@ -102,7 +102,25 @@ pub fn stack_depth() -> Option<u64> {
     (base != 0).then(|| base.abs_diff(here) as u64)
 }
 
-struct Exec<'a, C: Context> {
+/// A task context as a trait object, whether it is one already (a
+/// subroutine run for a vmod) or a concrete server context.
+trait AsDynContext {
+    fn as_dyn(&mut self) -> &mut dyn Context;
+}
+
+impl<T: Context> AsDynContext for T {
+    fn as_dyn(&mut self) -> &mut dyn Context {
+        self
+    }
+}
+
+impl AsDynContext for dyn Context + '_ {
+    fn as_dyn(&mut self) -> &mut dyn Context {
+        self
+    }
+}
+
+struct Exec<'a, C: Context + AsDynContext + ?Sized> {
     prog: &'a Program,
     ctx: &'a mut C,
     vmods: &'a dyn Vmods,
@@ -156,10 +174,104 @@ impl Program {
         match ex.call(sub) {
             Ok(Flow::Return) => ex.action.take().unwrap_or(Action::Ok),
             Ok(Flow::Next | Flow::ReturnSub) => Action::Ok,
+            // A subroutine a vmod ran chose an action: the task unwinds
+            // as from that `return`.
+            Err(Failed) if ex.failure.is_none() && ex.action.is_some() => {
+                ex.action.take().unwrap_or(Action::Ok)
+            }
             Err(Failed) => {
                 let msg = ex.failure.take().unwrap_or_default();
                 ex.ctx.log(LogKind::Error, msg.as_bytes());
                 Action::Fail
+            }
+        }
+    }
+}
+
+/// Whether `ip` matches ACL `acl` of `prog`, logged as `VCL_acl` when the
+/// ACL has the `-log` flag.
+fn match_acl(
+    prog: &Program,
+    ctx: &mut dyn Context,
+    acl: u32,
+    ip: std::net::SocketAddr,
+) -> Result<bool, String> {
+    let Some(acl) = prog.acls.get(acl as usize) else {
+        return Err(format!("unknown ACL #{acl}"));
+    };
+    let r = acl.lookup(ip.ip());
+    if acl.log {
+        let line = acl.log_line(r);
+        ctx.log(LogKind::Acl, line.as_bytes());
+    }
+    Ok(matches!(r, AclResult::Match(_)))
+}
+
+/// The [`VclRuntime`] a vmod call gets: the running program and call stack
+/// (the task context stays with the vmod, which hands it back), and the
+/// outcome of a subroutine it ran, for the caller to act on.
+struct VmodVcl<'r> {
+    prog: &'r Program,
+    vmods: &'r dyn Vmods,
+    bufs: &'r mut Vec<Vec<u8>>,
+    stack: &'r mut Vec<SubId>,
+    /// The action a subroutine run for the vmod returned.
+    action: Option<Action>,
+    /// Why a subroutine run for the vmod failed.
+    failure: Option<Box<str>>,
+}
+
+impl VclRuntime for VmodVcl<'_> {
+    fn acl_match(
+        &mut self,
+        ctx: &mut dyn Context,
+        acl: u32,
+        ip: std::net::SocketAddr,
+    ) -> Result<bool, String> {
+        match_acl(self.prog, ctx, acl, ip)
+    }
+
+    fn check_call(&self, ctx: &dyn Context, sub: u32) -> Option<String> {
+        let Some(code) = self.prog.subs.get(sub as usize) else {
+            return Some(format!("call to unknown subroutine #{sub}"));
+        };
+        if !code.callable_from.contains(ctx.sub()) {
+            return Some(format!(
+                "Dynamic call to \"sub {}{{}}\" not allowed from here",
+                code.name
+            ));
+        }
+        if self.stack.contains(&sub) {
+            return Some(format!(
+                "Recursive dynamic call to \"sub {}{{}}\"",
+                code.name
+            ));
+        }
+        None
+    }
+
+    fn call(&mut self, ctx: &mut dyn Context, sub: u32) -> bool {
+        if self.action.is_some() || self.failure.is_some() {
+            // The task is already stopping: run nothing more.
+            return false;
+        }
+        let mut ex: Exec<'_, dyn Context> = Exec {
+            prog: self.prog,
+            ctx,
+            vmods: self.vmods,
+            bufs: &mut *self.bufs,
+            stack: &mut *self.stack,
+            action: None,
+            failure: None,
+        };
+        let r = ex.call_dynamic(sub);
+        let (action, failure) = (ex.action.take(), ex.failure.take());
+        match r {
+            Ok(Flow::Next | Flow::ReturnSub) => true,
+            Ok(Flow::Return) | Err(Failed) => {
+                self.action = action;
+                self.failure = failure;
+                false
             }
         }
     }
@@ -285,7 +397,7 @@ fn printed(v: &Value) -> bool {
     )
 }
 
-impl<'a, C: Context> Exec<'a, C> {
+impl<'a, C: Context + AsDynContext + ?Sized> Exec<'a, C> {
     /// Records a runtime error; the caller returns the `Failed` it gets.
     #[cold]
     #[inline(never)]
@@ -345,6 +457,60 @@ impl<'a, C: Context> Exec<'a, C> {
         r
     }
 
+    /// A call of a SUB value (`call <expr>`, or a vmod's `VRT_call`): the
+    /// subroutine must be callable from the running built-in method and
+    /// not be running already.
+    fn call_dynamic(&mut self, sub: SubId) -> Res<Flow> {
+        let prog = self.prog;
+        let Some(code) = prog.subs.get(sub as usize) else {
+            return Err(self.fail(format!("call to unknown subroutine #{sub}")));
+        };
+        if !code.callable_from.contains(self.ctx.sub()) {
+            return Err(self.fail(format!(
+                "Dynamic call to \"sub {}{{}}\" not allowed from here",
+                code.name
+            )));
+        }
+        if self.stack.contains(&sub) {
+            return Err(self.fail(format!("Recursive call to \"sub {}{{}}\"", code.name)));
+        }
+        match self.call(sub)? {
+            Flow::ReturnSub => Ok(Flow::Next),
+            other => Ok(other),
+        }
+    }
+
+    /// Runs a vmod function, method or constructor `f`, handing it the
+    /// task context and the [`VclRuntime`] of this run. When a subroutine
+    /// it ran failed or chose an action, the task fails or unwinds as from
+    /// that `return`.
+    fn vmod_call<T>(
+        &mut self,
+        f: impl FnOnce(&dyn Vmods, &mut dyn Context, &mut dyn VclRuntime) -> Result<T, String>,
+    ) -> Res<T> {
+        let mut vcl = VmodVcl {
+            prog: self.prog,
+            vmods: self.vmods,
+            bufs: &mut *self.bufs,
+            stack: &mut *self.stack,
+            action: None,
+            failure: None,
+        };
+        let r = f(self.vmods, self.ctx.as_dyn(), &mut vcl);
+        let VmodVcl {
+            action, failure, ..
+        } = vcl;
+        if let Some(msg) = failure {
+            self.failure = Some(msg);
+            return Err(Failed);
+        }
+        if action.is_some() {
+            self.action = action;
+            return Err(Failed);
+        }
+        self.check(r)
+    }
+
     fn block(&mut self, stmts: &[Stmt]) -> Res<Flow> {
         for s in stmts {
             match self.stmt(s)? {
@@ -400,14 +566,7 @@ impl<'a, C: Context> Exec<'a, C> {
                         return Err(self.fail(format!("cannot call a {}", other.type_name())));
                     }
                 };
-                if self.stack.contains(&sub) {
-                    let name = self.prog.subs.get(sub as usize).map_or("?", |s| &s.name);
-                    return Err(self.fail(format!("Recursive call to \"sub {name}{{}}\"")));
-                }
-                return match self.call(sub)? {
-                    Flow::ReturnSub => Ok(Flow::Next),
-                    other => Ok(other),
-                };
+                return self.call_dynamic(sub);
             }
             Stmt::HashData(e) => {
                 let mut buf = self.take_buf();
@@ -454,10 +613,9 @@ impl<'a, C: Context> Exec<'a, C> {
                 args,
             } => {
                 let args = self.eval_args(args)?;
-                let r = self
-                    .vmods
-                    .construct(&mut *self.ctx, *class, *instance, name, &args);
-                self.check(r)?;
+                self.vmod_call(|vmods, ctx, vcl| {
+                    vmods.construct(ctx, vcl, *class, *instance, name, &args)
+                })?;
             }
             // Handled by `stmt`.
             Stmt::Set(..)
@@ -858,6 +1016,12 @@ impl<'a, C: Context> Exec<'a, C> {
         }
     }
 
+    /// Whether `ip` matches ACL `acl` of the program (see [`match_acl`]).
+    fn acl_match(&mut self, acl: u32, ip: std::net::SocketAddr) -> Res<bool> {
+        let r = match_acl(self.prog, self.ctx.as_dyn(), acl, ip);
+        self.check(r)
+    }
+
     /// The conditions a request evaluates a few of at most.
     #[inline(never)]
     fn eval_bool_rare(&mut self, e: &Expr) -> Res<bool> {
@@ -872,19 +1036,25 @@ impl<'a, C: Context> Exec<'a, C> {
             }
             Expr::Const(Value::Bool(b)) => Ok(*b),
             Expr::AclMatch { ip, acl, negate } => {
-                let prog = self.prog;
-                let Some(acl) = prog.acls.get(*acl as usize) else {
-                    return Err(self.fail(format!("unknown ACL #{acl}")));
+                let Value::Ip(sa) = self.eval(ip)? else {
+                    return Err(self.fail("VRT_acl_match: Illegal IP"));
+                };
+                Ok(self.acl_match(*acl, sa)? != *negate)
+            }
+            Expr::AclMatchDyn { ip, acl, negate } => {
+                let acl = match self.eval(acl)? {
+                    Value::Acl(i) => i,
+                    Value::Null => return Err(self.fail("Cannot match a null ACL")),
+                    other => {
+                        return Err(
+                            self.fail(format!("Expected an ACL, got {}", other.type_name()))
+                        );
+                    }
                 };
                 let Value::Ip(sa) = self.eval(ip)? else {
                     return Err(self.fail("VRT_acl_match: Illegal IP"));
                 };
-                let r = acl.lookup(sa.ip());
-                if acl.log {
-                    let line = acl.log_line(r);
-                    self.ctx.log(LogKind::Acl, line.as_bytes());
-                }
-                Ok(matches!(r, AclResult::Match(_)) != *negate)
+                Ok(self.acl_match(acl, sa)? != *negate)
             }
             Expr::StrCmp {
                 op,
@@ -992,6 +1162,7 @@ impl<'a, C: Context> Exec<'a, C> {
             | Expr::Match { .. }
             | Expr::MatchDyn { .. }
             | Expr::AclMatch { .. }
+            | Expr::AclMatchDyn { .. }
             | Expr::StrCmp { .. }
             | Expr::Cmp(..) => Value::Bool(self.eval_bool(e)?),
             Expr::Neg(inner) => match self.eval(inner)? {
@@ -1035,8 +1206,7 @@ impl<'a, C: Context> Exec<'a, C> {
             }
             Expr::Call(f, args) => {
                 let args = self.eval_args(args)?;
-                let r = self.vmods.call(&mut *self.ctx, *f, &args);
-                self.check(r)?
+                self.vmod_call(|vmods, ctx, vcl| vmods.call(ctx, vcl, *f, &args))?
             }
             Expr::Method {
                 instance,
@@ -1044,8 +1214,7 @@ impl<'a, C: Context> Exec<'a, C> {
                 args,
             } => {
                 let args = self.eval_args(args)?;
-                let r = self.vmods.method(&mut *self.ctx, *instance, *method, &args);
-                self.check(r)?
+                self.vmod_call(|vmods, ctx, vcl| vmods.method(ctx, vcl, *instance, *method, &args))?
             }
         })
     }

@@ -43,10 +43,10 @@ pub fn lower(p: &ir::Program) -> Result<Program, String> {
     }
     let mut subs = Vec::with_capacity(p.subs.len());
     for s in &p.subs {
-        subs.push((s.name.as_str(), l.block(&s.body)?));
+        subs.push((s.name.as_str(), l.block(&s.body)?, s.callable_from));
     }
-    for (name, body) in subs {
-        l.out.add_sub(name, body);
+    for (name, body, callable_from) in subs {
+        l.out.add_sub_for(name, body, callable_from);
     }
     for m in ALL_BUILTIN_SUBS {
         l.out.set_method(m, p.methods[m.index()] as SubId);
@@ -357,6 +357,11 @@ impl Lower<'_> {
                 subject: self.boxed(subject)?,
                 regex: self.boxed(regex)?,
                 sub: self.boxed(replacement)?,
+            },
+            IK::AclMatchDyn { ip, acl, negate } => Expr::AclMatchDyn {
+                ip: self.boxed(ip)?,
+                acl: self.boxed(acl)?,
+                negate: *negate,
             },
             IK::AclMatch { ip, acl, negate } => Expr::AclMatch {
                 ip: self.boxed(ip)?,

@@ -6,10 +6,11 @@
 #![allow(dead_code)]
 
 use std::collections::HashSet;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use lacquer_vcl::exec::mock::MockContext;
-use lacquer_vcl::exec::{Backend, Context, FuncRef, Value, VmodArg, Vmods};
+use lacquer_vcl::exec::{Backend, Context, FuncRef, Value, VclRuntime, VmodArg, Vmods};
 use lacquer_vcl::ir::{ImportedVmod, InstanceDef};
 use lacquer_vcl::types::Type;
 use lacquer_vcl::vars::VclVersion;
@@ -277,6 +278,7 @@ impl Rig {
         let args = fill(decl, args);
         self.rt.call(
             ctx,
+            &mut NoVcl,
             FuncRef {
                 vmod: vi as u32,
                 func: fi as u32,
@@ -298,6 +300,7 @@ impl Rig {
         let args = fill(&class.ctor, args);
         self.rt.construct(
             ctx,
+            &mut NoVcl,
             FuncRef {
                 vmod: inst.vmod as u32,
                 func: inst.class as u32,
@@ -323,7 +326,23 @@ impl Rig {
             .method(method)
             .unwrap_or_else(|| panic!("no method {method}"));
         let args = fill(m, args);
-        self.rt.method(ctx, ii as u32, mi as u32, &args)
+        self.rt.method(ctx, &mut NoVcl, ii as u32, mi as u32, &args)
+    }
+}
+
+/// The VCL side of calls made without a program: these tests pass no
+/// ACL or SUB values, so any request for one is a test bug.
+pub struct NoVcl;
+
+impl VclRuntime for NoVcl {
+    fn acl_match(&mut self, _: &mut dyn Context, acl: u32, _: SocketAddr) -> Result<bool, String> {
+        Err(format!("no VCL program to match ACL #{acl} in"))
+    }
+    fn check_call(&self, _: &dyn Context, sub: u32) -> Option<String> {
+        Some(format!("no VCL program to call sub #{sub} in"))
+    }
+    fn call(&mut self, _: &mut dyn Context, _: u32) -> bool {
+        false
     }
 }
 
