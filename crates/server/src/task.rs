@@ -277,10 +277,15 @@ fn end_privs(privs: &mut TaskPrivs, ws: &mut Workspace, vsl: &mut VslBuf) {
         return;
     }
     ws.flush_trace(vsl);
-    let errors = privs.finish(&mut |kind, msg| vsl.log_bytes(log_kind_tag(kind), msg));
-    for e in errors {
+    for e in finish_privs(privs, vsl) {
         vsl.log_str(Tag::VCL_Error, &e);
     }
+}
+
+/// Runs the fini hooks of `privs`, their log lines going into `vsl`; the
+/// end checks that failed.
+fn finish_privs(privs: &mut TaskPrivs, vsl: &mut VslBuf) -> Vec<String> {
+    privs.finish(&mut |kind, msg| vsl.log_bytes(log_kind_tag(kind), msg))
 }
 
 /// The log tag a VCL log record of this kind gets.
@@ -1125,10 +1130,7 @@ impl Context for ReqTask {
                 // As varnishd: the request, its vmod state and its
                 // workspace go back to how the request arrived.
                 self.req = self.req_orig.clone();
-                let vsl = &mut self.vsl;
-                let failed = self
-                    .privs
-                    .finish(&mut |kind, msg| vsl.log_bytes(log_kind_tag(kind), msg))
+                let failed = finish_privs(&mut self.privs, &mut self.vsl)
                     .into_iter()
                     .next();
                 self.ws_rollback();
@@ -1824,10 +1826,7 @@ impl Context for BoTask {
         match which {
             HttpWhich::Bereq => {
                 self.bereq = self.bereq_orig.clone();
-                let vsl = &mut self.vsl;
-                let failed = self
-                    .privs
-                    .finish(&mut |kind, msg| vsl.log_bytes(log_kind_tag(kind), msg))
+                let failed = finish_privs(&mut self.privs, &mut self.vsl)
                     .into_iter()
                     .next();
                 self.ws_rollback();

@@ -245,9 +245,8 @@ fn test_vmods_load_only_from_the_test_registry() {
         let (_, r) = compile_str("t.vcl", &text, &CompileOptions::default(), &registry());
         assert!(r.is_err(), "{m} must not be importable by production VCL");
     }
-    let text = r#"vcl 4.1;
-backend s1 { .host = "127.0.0.1"; }
-import debug;
+    let l = load_with_test_vmods(
+        r#"import debug;
 sub vcl_recv {
     debug.test_priv_task("a");
     set req.http.x0 = debug.test_priv_task("b");
@@ -259,20 +258,8 @@ sub vcl_recv {
     }
     return (hash);
 }
-"#;
-    let opts = CompileOptions {
-        err_unref: false,
-        ..CompileOptions::default()
-    };
-    let reg = lacquer_vmods::registry_with_test_vmods();
-    let (sm, r) = compile_str("t.vcl", text, &opts, &reg);
-    let ir = r.unwrap_or_else(|d| panic!("{}", d.render(&sm)));
-    let rt = Runtime::for_program(&ir, Arc::new(TestHost::default())).unwrap();
-    let l = Loaded {
-        prog: Program::from_ir(&ir).unwrap(),
-        rt,
-        host: Arc::new(TestHost::default()),
-    };
+"#,
+    );
     let mut c = client("/");
     assert_eq!(
         l.run(BuiltinSub::Recv, &mut c),
@@ -291,9 +278,8 @@ sub vcl_recv {
 
 #[test]
 fn regex_values_pass_through_vmods_into_matches_and_regsub() {
-    let text = r#"vcl 4.1;
-backend s1 { .host = "127.0.0.1"; }
-import debug;
+    let l = load_with_test_vmods(
+        r#"import debug;
 sub vcl_recv {
     if (req.url ~ (debug.just_return_regex(debug.just_return_regex("^/he" + "llo")))) {
         set req.http.m = "yes";
@@ -304,20 +290,8 @@ sub vcl_recv {
     set req.http.s = regsuball(req.url, debug.just_return_regex("l"), "L");
     return (hash);
 }
-"#;
-    let opts = CompileOptions {
-        err_unref: false,
-        ..CompileOptions::default()
-    };
-    let reg = lacquer_vmods::registry_with_test_vmods();
-    let (sm, r) = compile_str("t.vcl", text, &opts, &reg);
-    let ir = r.unwrap_or_else(|d| panic!("{}", d.render(&sm)));
-    let rt = Runtime::for_program(&ir, Arc::new(TestHost::default())).unwrap();
-    let l = Loaded {
-        prog: Program::from_ir(&ir).unwrap(),
-        rt,
-        host: Arc::new(TestHost::default()),
-    };
+"#,
+    );
     let mut c = client("/hello");
     assert_eq!(
         l.run(BuiltinSub::Recv, &mut c),
@@ -334,7 +308,8 @@ sub vcl_recv {
 
     // A string where a REGEX is wanted is a type error, as in vcc.
     let bad = "vcl 4.1;\nbackend s1 { .host = \"127.0.0.1\"; }\nsub vcl_recv { if (req.url ~ req.http.x) { return (pass); } }\n";
-    let (sm, r) = compile_str("bad.vcl", bad, &opts, &reg);
+    let reg = lacquer_vmods::registry_with_test_vmods();
+    let (sm, r) = compile_str("bad.vcl", bad, &CompileOptions::default(), &reg);
     let msg = r.map(|_| ()).unwrap_err().render(&sm);
     assert!(
         msg.contains("Expression has type STRING, expected REGEX"),
