@@ -295,6 +295,14 @@ fn acl_match_logs_when_asked() {
     let mut c = client("192.168.0.1");
     assert_eq!(run(&p, BuiltinSub::Recv, &mut c), Action::Hash);
     assert_eq!(c.logs_of(LogKind::Acl), ["NO_MATCH purgers"]);
+    // No client address at all (varnishd's NULL IP): the task fails.
+    let mut c = MockContext::new("PURGE", "/");
+    c.vars.insert(VarId::ClientIp, Value::Null);
+    assert_eq!(run(&p, BuiltinSub::Recv, &mut c), Action::Fail);
+    assert_eq!(
+        c.logs_of(LogKind::Error),
+        ["Cannot match a null IP address"]
+    );
 }
 
 #[test]

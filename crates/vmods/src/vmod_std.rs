@@ -11,6 +11,7 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use bytes::Bytes;
 use lacquer_vcl::exec::value::{INT_MAX, INT_MIN, parse_bytes, parse_decimal, parse_duration};
 use lacquer_vcl::exec::{Context, HttpWhich, LogKind, Value, WsKind};
+use lacquer_vcl::subs::BuiltinSub;
 
 use crate::args::{Args, lossy, string, ws_string};
 use crate::{Env, FuncImpl, ModuleImpl};
@@ -747,6 +748,12 @@ fn timestamp(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
 
 fn cache_req_body(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let max = a.bytes_val(0)?.unwrap_or(0).max(0) as u64;
+    // As varnishd: past vcl_recv the body may already be on its way to
+    // the backend, so caching it is refused (logged, not fatal).
+    if ctx.sub() != BuiltinSub::Recv {
+        ctx.log(LogKind::Error, b"req.body can only be cached in vcl_recv{}");
+        return Ok(Value::Bool(false));
+    }
     Ok(Value::Bool(ctx.cache_req_body(max)?))
 }
 

@@ -511,6 +511,17 @@ fn logging_and_task_services() {
         r.call(&mut c, "std.cache_req_body", vec![Some(Value::Bytes(1000))]),
         Ok(Value::Bool(true))
     );
+    // Past vcl_recv, varnishd refuses to cache the body: false and a
+    // VCL_Error, the task goes on.
+    c.vmod.sub = Some(BuiltinSub::Deliver);
+    assert_eq!(
+        r.call(&mut c, "std.cache_req_body", vec![Some(Value::Bytes(1000))]),
+        Ok(Value::Bool(false))
+    );
+    assert!(
+        c.logs_of(LogKind::Error)
+            .contains(&"req.body can only be cached in vcl_recv{}")
+    );
     c = c.with_header(HttpWhich::Bereq, "A", "1");
     c.snapshot(HttpWhich::Bereq);
     c = c.with_header(HttpWhich::Bereq, "B", "2");

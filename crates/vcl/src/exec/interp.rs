@@ -1037,7 +1037,7 @@ impl<'a, C: Context + AsDynContext + ?Sized> Exec<'a, C> {
             Expr::Const(Value::Bool(b)) => Ok(*b),
             Expr::AclMatch { ip, acl, negate } => {
                 let Value::Ip(sa) = self.eval(ip)? else {
-                    return Err(self.fail("VRT_acl_match: Illegal IP"));
+                    return Err(self.fail("Cannot match a null IP address"));
                 };
                 Ok(self.acl_match(*acl, sa)? != *negate)
             }
@@ -1052,7 +1052,7 @@ impl<'a, C: Context + AsDynContext + ?Sized> Exec<'a, C> {
                     }
                 };
                 let Value::Ip(sa) = self.eval(ip)? else {
-                    return Err(self.fail("VRT_acl_match: Illegal IP"));
+                    return Err(self.fail("Cannot match a null IP address"));
                 };
                 Ok(self.acl_match(acl, sa)? != *negate)
             }
