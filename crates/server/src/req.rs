@@ -957,44 +957,7 @@ async fn deliver<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
-    let sh = t.sh.clone();
-    let data = obj.data();
-    let mut resp = RespMsg::new(data.status);
-    resp.reason = data.reason.clone();
-    // One reference to the object's packed headers, room for what delivery
-    // and vcl_deliver typically add.
-    let (buf, ranges) = data.headers.shared();
-    resp.headers = lacquer_http::Headers::from_packed(buf.clone(), ranges, 8);
-    let xv = if hit {
-        let (mut a, mut b) = ([0u8; 20], [0u8; 20]);
-        let (x, y) = (
-            lacquer_vsl::u64_digits(u64::from(t.vxid), &mut a),
-            lacquer_vsl::u64_digits(u64::from(obj.vxid()), &mut b),
-        );
-        let mut v = bytes::BytesMut::with_capacity(x.len() + 1 + y.len());
-        v.extend_from_slice(x);
-        v.extend_from_slice(b" ");
-        v.extend_from_slice(y);
-        v.freeze()
-    } else {
-        decimal(u64::from(t.vxid))
-    };
-    // As varnishd: X-Varnish, Age and Accept-Ranges are printed into the
-    // client workspace (Via is a constant).
-    t.ws.take(header_len(b"X-Varnish", &xv));
-    resp.headers.set("X-Varnish", xv);
-    let age = decimal((t.now - obj.t_origin()).max(0.0) as u64);
-    t.ws.take(header_len(b"Age", &age));
-    resp.headers.set("Age", age);
-    resp.headers.append("Via", VIA);
-    if !pass && sh.params().flag(pid!("http_range_support")) && resp.status == 200 {
-        t.ws.take(header_len(b"Accept-Ranges", b"bytes"));
-        resp.headers.set("Accept-Ranges", "bytes");
-    }
-    t.resp = resp;
-    t.obj = Some(obj.clone());
-    t.vdp_filters = None;
-    t.log_resp();
+    t.setup_deliver_resp(&obj, hit, pass);
     let vcl = t.vcl.clone();
     let action = vcl.run(BuiltinSub::Deliver, t, scratch);
     t.log_ts("Process");

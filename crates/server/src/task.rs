@@ -449,6 +449,9 @@ pub struct ReqTask {
     pub resp: RespMsg,
     /// The object being delivered or hit.
     pub obj: Option<ObjRef>,
+    /// How the object in `obj` is being delivered: (a hit, a pass), so a
+    /// rollback in vcl_deliver can rebuild the same response.
+    deliver_kind: (bool, bool),
     /// `resp.body` / `synthetic()` output in `vcl_synth`.
     pub synth_body: Vec<u8>,
     /// The status and reason `vcl_synth` was entered with (varnishd's
@@ -523,6 +526,52 @@ impl ReqTask {
         for (k, v) in self.resp.headers.iter() {
             self.vsl.log_header(Tag::RespHeader, k, v);
         }
+    }
+
+    /// The response `vcl_deliver` starts from (varnishd's
+    /// `Resp_Setup_Deliver`): the object's status, reason and headers plus
+    /// `X-Varnish` (with the object's vxid on a hit), `Age`, `Via` and,
+    /// unless passing, `Accept-Ranges`; charged to the workspace and logged.
+    pub fn setup_deliver_resp(&mut self, obj: &ObjRef, hit: bool, pass: bool) {
+        let data = obj.data();
+        let mut resp = RespMsg::new(data.status);
+        resp.reason = data.reason.clone();
+        // One reference to the object's packed headers, room for what
+        // delivery and vcl_deliver typically add.
+        let (buf, ranges) = data.headers.shared();
+        resp.headers = lacquer_http::Headers::from_packed(buf.clone(), ranges, 8);
+        let xv = if hit {
+            let (mut a, mut b) = ([0u8; 20], [0u8; 20]);
+            let (x, y) = (
+                lacquer_vsl::u64_digits(u64::from(self.vxid), &mut a),
+                lacquer_vsl::u64_digits(u64::from(obj.vxid()), &mut b),
+            );
+            let mut v = bytes::BytesMut::with_capacity(x.len() + 1 + y.len());
+            v.extend_from_slice(x);
+            v.extend_from_slice(b" ");
+            v.extend_from_slice(y);
+            v.freeze()
+        } else {
+            crate::req::decimal(u64::from(self.vxid))
+        };
+        // As varnishd: X-Varnish, Age and Accept-Ranges are printed into
+        // the client workspace (Via is a constant).
+        self.ws.take(crate::ws::header_len(b"X-Varnish", &xv));
+        resp.headers.set("X-Varnish", xv);
+        let age = crate::req::decimal((self.now - obj.t_origin()).max(0.0) as u64);
+        self.ws.take(crate::ws::header_len(b"Age", &age));
+        resp.headers.set("Age", age);
+        resp.headers.append("Via", crate::req::VIA);
+        if !pass && self.sh.params().flag(pid!("http_range_support")) && resp.status == 200 {
+            self.ws
+                .take(crate::ws::header_len(b"Accept-Ranges", b"bytes"));
+            resp.headers.set("Accept-Ranges", "bytes");
+        }
+        self.resp = resp;
+        self.obj = Some(obj.clone());
+        self.deliver_kind = (hit, pass);
+        self.vdp_filters = None;
+        self.log_resp();
     }
 
     /// The response `vcl_synth` starts from (varnishd's
@@ -613,6 +662,7 @@ impl ReqTask {
             digest: None,
             resp: RespMsg::new(200),
             obj: None,
+            deliver_kind: (false, false),
             synth_body: Vec::new(),
             synth_code: (200, None),
             vsl,
@@ -1134,9 +1184,16 @@ impl Context for ReqTask {
                     .into_iter()
                     .next();
                 self.ws_rollback();
-                // In vcl_synth the response starts over too.
-                if self.cur_sub == BuiltinSub::Synth {
-                    self.setup_synth_resp();
+                // In vcl_deliver and vcl_synth the response starts over too.
+                match self.cur_sub {
+                    BuiltinSub::Synth => self.setup_synth_resp(),
+                    BuiltinSub::Deliver => {
+                        if let Some(obj) = self.obj.clone() {
+                            let (hit, pass) = self.deliver_kind;
+                            self.setup_deliver_resp(&obj, hit, pass);
+                        }
+                    }
+                    _ => {}
                 }
                 failed.map_or(Ok(()), Err)
             }

@@ -230,3 +230,40 @@ async fn an_oversized_request_head_is_closed_without_answer() {
     assert!(out.is_empty(), "got {:?}", String::from_utf8_lossy(&out));
     assert_eq!(be.count(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_in_deliver_starts_the_response_over() {
+    let be = backend(|_| (NO, ok("hello", "X-Obj: 1\r\nCache-Control: max-age=60\r\n"))).await;
+    let vcl = vcl_with(
+        be.addr,
+        r#"
+import std;
+sub vcl_recv { set req.http.x-added = "1"; }
+sub vcl_deliver {
+    set resp.http.x-gone = "1";
+    unset resp.http.X-Obj;
+    set resp.status = 404;
+    std.rollback(req);
+    set resp.http.x-req-added = req.http.x-added;
+}
+"#,
+    );
+    let l = lacquer(&vcl, &[]).await;
+    let a = l.first_addr().unwrap();
+    for round in ["miss", "hit"] {
+        let r = get(a, "/", "").await;
+        assert_eq!(r.status, 200, "{round}: the object's status again");
+        assert_eq!(r.header("x-obj"), Some("1"), "{round}: unset undone");
+        assert_eq!(r.header("x-gone"), None, "{round}: set undone");
+        assert_eq!(
+            r.header("x-req-added"),
+            Some(""),
+            "{round}: req rolled back"
+        );
+        assert!(r.header("via").is_some() && r.header("age").is_some());
+        assert_eq!(r.text(), "hello");
+    }
+    let r = get(a, "/", "").await;
+    let xv = r.header("x-varnish").unwrap_or_default();
+    assert_eq!(xv.split(' ').count(), 2, "a hit keeps both vxids: {xv}");
+}
