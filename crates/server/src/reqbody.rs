@@ -276,7 +276,7 @@ pub async fn take_ahead<R: AsyncRead + Unpin>(
     match b {
         ReqBody::Cached(b) => {
             task.req_body = Some(b);
-            task.log_ts("ReqBody");
+            task.req_body_read_at = Some(crate::rfc2616::now());
         }
         ReqBody::Pending(p) => task.body_pending = Some(p),
     }

@@ -467,6 +467,11 @@ pub struct ReqTask {
     /// `std.cache_req_body()` kept the body: it goes with any fetch, not
     /// only a pass.
     pub req_body_kept: bool,
+    /// When the body in `req_body` was read ahead of VCL, until that is
+    /// logged: varnishd reads it at `std.cache_req_body()` (or when the
+    /// body is sent or discarded), so its `ReqBody` timestamp goes there in
+    /// the log, not before `VCL_call RECV`.
+    pub req_body_read_at: Option<f64>,
     /// `std.cache_req_body()` was asked to keep a body larger than its
     /// limit: varnishd gives up on such a request and closes.
     pub req_body_failed: bool,
@@ -672,6 +677,7 @@ impl ReqTask {
             req_body_failed: false,
             body_pending: None,
             req_body_kept: false,
+            req_body_read_at: None,
             body_broken: false,
             body_taken: false,
             want_100: false,
@@ -695,10 +701,21 @@ impl ReqTask {
 
     /// Logs a `Timestamp` record: since the request began, since the last.
     pub fn log_ts(&mut self, label: &str) {
+        self.log_body_read();
         let now = crate::rfc2616::now();
         self.vsl
             .log_timestamp(label, now, now - self.t_req, now - self.t_last);
         self.t_last = now;
+    }
+
+    /// Logs the `ReqBody` timestamp of a body read ahead of VCL, once, with
+    /// the time it was read (see `req_body_read_at`).
+    pub fn log_body_read(&mut self) {
+        if let Some(at) = self.req_body_read_at.take() {
+            self.vsl
+                .log_timestamp("ReqBody", at, at - self.t_req, at - self.t_last);
+            self.t_last = at;
+        }
     }
 
     /// Ends the request's vmod state (varnishd's `VCL_TaskLeave`): fini
@@ -1217,10 +1234,16 @@ impl Context for ReqTask {
         };
         if !fits {
             self.req_body_failed = true;
-        } else if let Some(b) = &self.req_body {
+        } else if let Some(len) = self.req_body.as_ref().map(|b| b.len()) {
             self.req_body_kept = true;
+            // As varnishd: the kept body goes to Transient storage, and
+            // this is where it is read.
+            if self.req_body_read_at.is_some() {
+                self.vsl.log_str(Tag::Storage, "malloc Transient");
+                self.log_body_read();
+            }
             // As varnishd: a cached body is forwarded with its length.
-            let len = b.len().to_string();
+            let len = len.to_string();
             self.req.headers.remove("transfer-encoding");
             self.req.headers.set("Content-Length", len);
         }
