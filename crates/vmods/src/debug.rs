@@ -15,7 +15,8 @@
 //! pass-through functions (`null_acl`, `acl`, object
 //! `aclobj`), `match_acl` (asked of the calling program through
 //! [`lacquer_vcl::exec::VclRuntime`]), SUB values (`call`, `check_call`,
-//! object `caller`) and `test_probe`.
+//! object `caller`), `test_probe` and `catflap` (a hook into the
+//! request's cache lookup, [`Context::set_lookup_hook`]).
 //!
 //! Dynamic backends (`dyn`, `dyn_uds`) and the failing director
 //! (`director`) live in [`dynamic`], on the host's runtime backend API.
@@ -30,7 +31,7 @@
 //!
 //! Left out because they need server internals this crate cannot reach
 //! (they fail to compile rather than pretend): `sweep_acl`, delivery
-//! filters (`rot52`), the lookup catflap,
+//! filters (`rot52`),
 //! workspace probes, VSC counters and backends created from events
 //! (`cold_backend`, `cooling_backend`). The `Debug` log lines Varnish's functions emit
 //! are not written: the executor has no Debug log kind.
@@ -115,6 +116,7 @@ $Method BACKEND .backend()
 $Method VOID .refresh(STRING path)
 $Object director()
 $Method BACKEND .fail()
+$Function VOID catflap(ENUM {miss, first, last} type)
 "#;
 
 pub(crate) static MODULE: ModuleImpl = ModuleImpl {
@@ -152,6 +154,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("vcl_discard_delay", vcl_discard_delay),
         ("fail_task_fini", fail_task_fini),
         ("ok_task_fini", ok_task_fini),
+        ("catflap", catflap),
     ],
     classes: &[
         ClassImpl {
@@ -645,6 +648,63 @@ fn priv_perf(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     std::hint::black_box(sum);
     let ns = start.elapsed().as_nanos() as f64 / (size * rounds) as f64;
     Ok(Value::Duration(ns))
+}
+
+/// `debug.catflap()`'s hook into the request's lookup: `first` takes
+/// the newest candidate whatever its freshness, `miss` fetches anew even
+/// with a fresh object there, `last` takes the oldest candidate.
+enum Catflap {
+    First,
+    Miss,
+    /// The last candidate seen so far.
+    Last(Option<usize>),
+}
+
+impl lacquer_vcl::exec::LookupHook for Catflap {
+    fn candidate(&mut self, index: usize) -> lacquer_vcl::exec::LookupVerdict {
+        use lacquer_vcl::exec::LookupVerdict as V;
+        match self {
+            Catflap::First => V::Hit,
+            Catflap::Miss => V::Miss,
+            Catflap::Last(last) => {
+                *last = Some(index);
+                V::Continue
+            }
+        }
+    }
+
+    fn finish(&mut self) -> Option<usize> {
+        match self {
+            Catflap::Last(last) => last.take(),
+            Catflap::First | Catflap::Miss => None,
+        }
+    }
+}
+
+/// What varnishd's hook record (`struct vcf`) takes of the workspace.
+const CATFLAP_WS: u64 = 24;
+
+fn catflap(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let flap = match a.enum_(0)? {
+        Some("first") => Catflap::First,
+        Some("miss") => Catflap::Miss,
+        Some("last") => Catflap::Last(None),
+        other => {
+            return Err(format!(
+                "debug.catflap(): unknown type {}",
+                other.unwrap_or("(none)")
+            ));
+        }
+    };
+    // As varnishd, the hook's record comes out of the client workspace.
+    if let Some(ws) = ctx.workspace(WsKind::Task)
+        && !ws.alloc(CATFLAP_WS)
+    {
+        return Err("WS_Alloc failed in debug.catflap()".into());
+    }
+    ctx.set_lookup_hook(Box::new(flap))
+        .map_err(|e| format!("debug.catflap(): {e}"))?;
+    Ok(Value::Null)
 }
 
 /// An `obj` instance.
