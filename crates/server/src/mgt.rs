@@ -510,6 +510,15 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
             eprintln!("Panic: debug.panic.master: you asked for it");
             std::process::abort()
         }
+        "debug.vmod" => {
+            let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
+            let mut s = String::new();
+            // Lacquer's vmods are part of the binary: no file to name.
+            for (name, refs) in reg.vmods() {
+                let _ = writeln!(s, "{refs:5} {name} (built in)");
+            }
+            Reply::ok(s)
+        }
         "debug.xid" => {
             if let Some(v) = plain.first() {
                 // The next transaction gets the id after the one given.

@@ -171,8 +171,10 @@ impl Sections {
             }
         }
         let (avail, discarded) = (reg.vcls.len() as u64, reg.discarded.len() as u64);
+        let vmods = reg.vmods().len() as u64;
         drop(reg);
         let c = &sh.counters;
+        c.set(Main::vmods, vmods);
         c.set(Main::n_backend, n_backend);
         c.set(Main::n_vcl, avail + discarded);
         c.set(Main::n_vcl_avail, avail);

@@ -819,6 +819,27 @@ impl lacquer_vmods::Host for VclHost {
     fn xkey_purge(&self, _keys: &[&[u8]], _soft: bool) -> i64 {
         0
     }
+
+    fn subscribe_objects(&self, f: lacquer_vmods::ObjectEventFn) -> Result<u64, String> {
+        let sh = self
+            .daemon
+            .get()
+            .and_then(std::sync::Weak::upgrade)
+            .ok_or_else(|| format!("VCL {}: not loaded in the cache", self.vcl))?;
+        Ok(sh.cache.subscribe_objects(Arc::new(move |ev, id| {
+            let ev = match ev {
+                lacquer_cache::ObjEvent::Insert => lacquer_vmods::ObjectEvent::Insert,
+                lacquer_cache::ObjEvent::Expire => lacquer_vmods::ObjectEvent::Expire,
+            };
+            f(ev, id);
+        })))
+    }
+
+    fn unsubscribe_objects(&self, id: u64) {
+        if let Some(sh) = self.daemon.get().and_then(std::sync::Weak::upgrade) {
+            sh.cache.unsubscribe_objects(id);
+        }
+    }
 }
 
 /// Options for compiling a VCL in this daemon.
@@ -955,6 +976,35 @@ impl VclRegistry {
                 idle_since: None,
             },
         );
+    }
+
+    /// The vmods the cache has loaded, in the order they were first
+    /// imported, each with how many of its VCLs import it (varnishd's
+    /// vmod references: `debug.vmod`, `MAIN.vmods`). A VCL holds its
+    /// vmods from its initialisation until it is freed after a discard.
+    pub fn vmods(&self) -> Vec<(String, usize)> {
+        let loaded = self
+            .order
+            .iter()
+            .filter_map(|n| self.vcls.get(n))
+            .map(|e| &e.vcl)
+            .chain(&self.discarded)
+            .filter(|v| v.is_initialized());
+        let mut out: Vec<(String, usize)> = Vec::new();
+        for v in loaded {
+            let mut seen: Vec<&str> = Vec::new();
+            for m in &v.ir.vmods {
+                if seen.contains(&m.name.as_str()) {
+                    continue;
+                }
+                seen.push(&m.name);
+                match out.iter_mut().find(|(n, _)| *n == m.name) {
+                    Some((_, refs)) => *refs += 1,
+                    None => out.push((m.name.clone(), 1)),
+                }
+            }
+        }
+        out
     }
 
     /// The labels a VCL's `return (vcl(...))` statements use.

@@ -15,8 +15,10 @@
 //! pass-through functions (`null_acl`, `acl`, object
 //! `aclobj`), `match_acl` (asked of the calling program through
 //! [`lacquer_vcl::exec::VclRuntime`]), SUB values (`call`, `check_call`,
-//! object `caller`), `test_probe` and `catflap` (a hook into the
-//! request's cache lookup, [`Context::set_lookup_hook`]).
+//! object `caller`), `test_probe`, `catflap` (a hook into the
+//! request's cache lookup, [`Context::set_lookup_hook`]) and
+//! `register_obj_events` (objects entering and leaving the cache,
+//! [`crate::Host::subscribe_objects`]).
 //!
 //! Dynamic backends (`dyn`, `dyn_uds`) and the failing director
 //! (`director`) live in [`dynamic`], on the host's runtime backend API.
@@ -117,6 +119,7 @@ $Method VOID .refresh(STRING path)
 $Object director()
 $Method BACKEND .fail()
 $Function VOID catflap(ENUM {miss, first, last} type)
+$Function VOID register_obj_events(PRIV_VCL)
 "#;
 
 pub(crate) static MODULE: ModuleImpl = ModuleImpl {
@@ -155,6 +158,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("fail_task_fini", fail_task_fini),
         ("ok_task_fini", ok_task_fini),
         ("catflap", catflap),
+        ("register_obj_events", register_obj_events),
     ],
     classes: &[
         ClassImpl {
@@ -704,6 +708,52 @@ fn catflap(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     }
     ctx.set_lookup_hook(Box::new(flap))
         .map_err(|e| format!("debug.catflap(): {e}"))?;
+    Ok(Value::Null)
+}
+
+/// The object event subscription `register_obj_events()` took for its
+/// VCL: it ends with the VCL (logged by the PRIV_VCL fini hook), or when
+/// the VCL's state is dropped without one.
+struct ObjEvents {
+    host: std::sync::Arc<dyn crate::Host>,
+    id: u64,
+}
+
+impl Drop for ObjEvents {
+    fn drop(&mut self) {
+        self.host.unsubscribe_objects(self.id);
+    }
+}
+
+/// `register_obj_events()`: logs every object entering and leaving the
+/// cache (`Object Event: insert|expire 0x<id>`) while the VCL lives.
+fn register_obj_events(env: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
+    let mut state = env.vcl_state();
+    if state.get::<ObjEvents>(0).is_some() {
+        return Err("debug.register_obj_events(): this VCL is subscribed already".into());
+    }
+    let host = env.host.clone();
+    let id = env
+        .host
+        .subscribe_objects(std::sync::Arc::new(move |ev, obj| {
+            let what = match ev {
+                crate::ObjectEvent::Insert => "insert",
+                crate::ObjectEvent::Expire => "expire",
+            };
+            host.log(LogKind::Debug, &format!("Object Event: {what} 0x{obj:x}"));
+        }))?;
+    state.insert(
+        0,
+        ObjEvents {
+            host: env.host.clone(),
+            id,
+        },
+    );
+    state.set_fini::<ObjEvents>(0, |_, log| {
+        log(LogKind::Debug, b"Unsubscribed from Object Events");
+    });
+    drop(state);
+    env.host.log(LogKind::Debug, "Subscribed to Object Events");
     Ok(Value::Null)
 }
 

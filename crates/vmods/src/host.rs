@@ -1,6 +1,6 @@
 //! What the vmods need from the server beyond one task: backend health,
-//! director registration and resolution, backend lookup by name and the
-//! xkey (surrogate key) index.
+//! director registration and resolution, backend lookup by name, the
+//! xkey (surrogate key) index and object event subscriptions.
 //!
 //! The server implements [`Host`] once and passes it to
 //! [`crate::Runtime::new`] for every VCL it loads. Directors created by
@@ -89,6 +89,21 @@ pub struct DynamicBackend {
     pub probe: Option<String>,
 }
 
+/// Something that happened to an object in the cache, as a vmod
+/// subscribed with [`Host::subscribe_objects`] hears of it (varnishd's
+/// `OEV_INSERT` and `OEV_EXPIRE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjectEvent {
+    /// A fetched object became visible to lookups.
+    Insert,
+    /// An object left the cache, however it went.
+    Expire,
+}
+
+/// A vmod's callback for object events: the event and the object's
+/// identity (stable while the object lives, as varnishd's address).
+pub type ObjectEventFn = Arc<dyn Fn(ObjectEvent, usize) + Send + Sync>;
+
 /// Server services shared by all tasks.
 pub trait Host: Send + Sync {
     /// Whether a backend is healthy (probe state and admin health). For a
@@ -137,4 +152,12 @@ pub trait Host: Send + Sync {
     /// with one of `keys`; `soft` expires them but keeps them for grace
     /// and keep. Returns the number of objects affected.
     fn xkey_purge(&self, keys: &[&[u8]], soft: bool) -> i64;
+    /// Subscribes `f` to objects entering and leaving the cache (varnishd's
+    /// `ObjSubscribeEvents`); returns the id that ends it with
+    /// [`Host::unsubscribe_objects`]. The callback runs on whatever thread
+    /// inserts or removes an object, outside the cache's locks. Fails when
+    /// the VCL has no cache to hear from.
+    fn subscribe_objects(&self, f: ObjectEventFn) -> Result<u64, String>;
+    /// Ends a subscription made with [`Host::subscribe_objects`].
+    fn unsubscribe_objects(&self, id: u64);
 }

@@ -64,6 +64,7 @@ mod xkey;
 
 pub use host::{
     Director, DirectorList, DynamicBackend, Endpoint, Host, ListedMember, MemberReport,
+    ObjectEvent, ObjectEventFn,
 };
 
 use args::Args;

@@ -41,6 +41,8 @@ pub struct TestHost {
     pub holds: Mutex<Vec<Option<String>>>,
     /// Records written through `Host::log`.
     pub logged: Mutex<Vec<(lacquer_vcl::exec::LogKind, String)>>,
+    /// Object event subscriptions (None once ended).
+    pub subscribers: Mutex<Vec<Option<lacquer_vmods::ObjectEventFn>>>,
 }
 
 impl TestHost {
@@ -50,6 +52,21 @@ impl TestHost {
             s.insert(name.to_string());
         } else {
             s.remove(name);
+        }
+    }
+
+    /// Tells the subscribers of object events about one.
+    pub fn object_event(&self, ev: lacquer_vmods::ObjectEvent, id: usize) {
+        let subs: Vec<_> = self
+            .subscribers
+            .lock()
+            .unwrap()
+            .iter()
+            .flatten()
+            .cloned()
+            .collect();
+        for f in subs {
+            f(ev, id);
         }
     }
 
@@ -149,6 +166,18 @@ impl Host for TestHost {
             .iter()
             .find(|b| &*b.name == name)
             .cloned()
+    }
+
+    fn subscribe_objects(&self, f: lacquer_vmods::ObjectEventFn) -> Result<u64, String> {
+        let mut s = self.subscribers.lock().unwrap();
+        s.push(Some(f));
+        Ok(s.len() as u64 - 1)
+    }
+
+    fn unsubscribe_objects(&self, id: u64) {
+        if let Some(slot) = self.subscribers.lock().unwrap().get_mut(id as usize) {
+            *slot = None;
+        }
     }
 
     fn xkey_purge(&self, keys: &[&[u8]], soft: bool) -> i64 {
