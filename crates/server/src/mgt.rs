@@ -147,6 +147,11 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
     }
     poll_discarded(sh);
     let reply = serve(sh, words);
+    if child && !sh.is_running() {
+        // The cache process died serving it (a panic): as with varnishd's
+        // child, no answer comes back.
+        return Reply::err(status::COMMS, "CLI communication error (hdr)");
+    }
     if child {
         cli_log_reply(sh, reply.status, &reply.body);
     }

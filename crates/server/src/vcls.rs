@@ -227,10 +227,6 @@ pub struct LoadedVcl {
     pub req_body_prefetch: u64,
     /// The compiler's warnings, rendered as `vcl.load` reports them.
     pub warnings: String,
-    warm: AtomicBool,
-    /// Whether `vcl_init` has run: a VCL loaded while the cache is stopped
-    /// is initialised at `start`, as varnishd's child loads it then.
-    initialized: AtomicBool,
 }
 
 impl std::fmt::Debug for LoadedVcl {
@@ -357,11 +353,11 @@ impl LoadedVcl {
             }
             return Err(msg);
         }
-        if self.warm.swap(true, Ordering::AcqRel) {
+        if self.host.warm.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         if let Err(e) = self.event(VclEvent::Warm, sh) {
-            self.warm.store(false, Ordering::Release);
+            self.host.warm.store(false, Ordering::Release);
             return Err(e);
         }
         self.host.start_probes(sh.vsl.clone());
@@ -371,7 +367,7 @@ impl LoadedVcl {
     /// Cools the VCL down (it went cold or is discarded): probes stop and
     /// its vmods hear `Cold`.
     pub fn cool_down(&self, sh: &Shared) {
-        if !self.warm.swap(false, Ordering::AcqRel) {
+        if !self.host.warm.swap(false, Ordering::AcqRel) {
             return;
         }
         self.host.stop_probes();
@@ -414,7 +410,7 @@ impl LoadedVcl {
     }
 
     pub fn is_warm(&self) -> bool {
-        self.warm.load(Ordering::Acquire)
+        self.host.warm.load(Ordering::Acquire)
     }
 
     /// The temperature `vcl.list` shows: warm, cold, or cooling while a
@@ -430,12 +426,12 @@ impl LoadedVcl {
     }
 
     pub fn is_initialized(&self) -> bool {
-        self.initialized.load(Ordering::Acquire)
+        self.host.initialized.load(Ordering::Acquire)
     }
 
     /// Records that `vcl_init` ran (successfully).
     pub fn set_initialized(&self) {
-        self.initialized.store(true, Ordering::Release);
+        self.host.initialized.store(true, Ordering::Release);
     }
 
     /// The name of the main source file (`<vcl.inline>` for inline VCL).
@@ -542,6 +538,12 @@ pub struct VclHost {
     /// Holds vmods keep on the VCL (`Host::hold`), by id, with who holds.
     holds: std::sync::Mutex<BTreeMap<u64, String>>,
     next_hold: std::sync::atomic::AtomicU64,
+    /// Whether the VCL is warm (its temperature, with `holds`: cooling
+    /// while held and not warm, cold when neither).
+    warm: AtomicBool,
+    /// Whether `vcl_init` has run: a VCL loaded while the cache is stopped
+    /// is initialised at `start`, as varnishd's child loads it then.
+    initialized: AtomicBool,
 }
 
 impl std::fmt::Debug for VclHost {
@@ -602,6 +604,8 @@ impl VclHost {
             probing: Default::default(),
             holds: Default::default(),
             next_hold: Default::default(),
+            warm: AtomicBool::new(false),
+            initialized: AtomicBool::new(false),
         }
     }
 
@@ -740,6 +744,24 @@ impl lacquer_vmods::Host for VclHost {
     }
 
     fn new_backend(&self, spec: DynamicBackend) -> Result<Backend, String> {
+        // As varnishd: backends come to a VCL being initialised or warm;
+        // one cooling gets none, and asking for one when cold is a bug in
+        // the vmod that panics the cache.
+        let warm = self.warm.load(Ordering::Acquire);
+        let initializing = !self.initialized.load(Ordering::Acquire);
+        if !warm && !initializing {
+            if !self.holders().is_empty() {
+                return Err(format!(
+                    "backend {}: VCL {} is cooling and takes no new backends",
+                    spec.name, self.vcl
+                ));
+            }
+            let why = "Dynamic Backends can only be added to warm VCLs";
+            if let Some(sh) = self.daemon.get().and_then(std::sync::Weak::upgrade) {
+                crate::panic::wrong_turn(&sh, "VclHost::new_backend()", why);
+            }
+            return Err(format!("backend {}: {why}", spec.name));
+        }
         let probe = match &spec.probe {
             None => None,
             Some(name) => Some(
@@ -920,8 +942,6 @@ pub fn compile(
         sources,
         req_body_prefetch: prefetch,
         warnings,
-        warm: AtomicBool::new(false),
-        initialized: AtomicBool::new(false),
     })
 }
 

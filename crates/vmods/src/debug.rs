@@ -24,19 +24,20 @@
 //! (`director`) live in [`dynamic`], on the host's runtime backend API.
 //!
 //! Lifecycle events go through [`event`]: temperature changes are logged,
-//! `nuke_limit`/`max_esi_depth` of 42 refuse load/warm-up, and
-//! `vcl_discard_delay()` keeps a cooling VCL held for a while
-//! ([`crate::Host::hold`]); `fail_task_fini()` fails the end of a task.
+//! `nuke_limit`/`max_esi_depth` of 42 refuse load/warm-up, a warm VCL is
+//! held ([`crate::Host::hold`]) so that it cools before it is cold, and
+//! `vcl_discard_delay()` keeps it cooling for a while; `cold_backend()`
+//! and `cooling_backend()` have the cold event create a backend (which a
+//! cold VCL may not); `fail_task_fini()` fails the end of a task.
 //!
 //! `bad_memory`/`total_recall` keep a SUB past its VCL; using it from
 //! another VCL panics the cache process as in varnishd.
 //!
 //! Left out because they need server internals this crate cannot reach
 //! (they fail to compile rather than pretend): `sweep_acl`, delivery
-//! filters (`rot52`),
-//! workspace probes, VSC counters and backends created from events
-//! (`cold_backend`, `cooling_backend`). The `Debug` log lines Varnish's functions emit
-//! are not written: the executor has no Debug log kind.
+//! filters (`rot52`), workspace probes and VSC counters. The `Debug` log
+//! lines Varnish's functions emit are not written: the executor has no
+//! Debug log kind.
 //!
 //! `PRIV_TOP` state is kept in the request tree's shared store
 //! ([`Context::top_privs`]), seen by the top request and its ESI includes.
@@ -120,6 +121,8 @@ $Object director()
 $Method BACKEND .fail()
 $Function VOID catflap(ENUM {miss, first, last} type)
 $Function VOID register_obj_events(PRIV_VCL)
+$Function VOID cold_backend(PRIV_VCL)
+$Function VOID cooling_backend(PRIV_VCL)
 "#;
 
 pub(crate) static MODULE: ModuleImpl = ModuleImpl {
@@ -159,6 +162,8 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("ok_task_fini", ok_task_fini),
         ("catflap", catflap),
         ("register_obj_events", register_obj_events),
+        ("cold_backend", cold_backend),
+        ("cooling_backend", cooling_backend),
     ],
     classes: &[
         ClassImpl {
@@ -283,6 +288,14 @@ type R = Result<Value, String>;
 /// Logs every temperature change as `Debug` records, and refuses to load
 /// when `nuke_limit` is 42 or to warm up when `max_esi_depth` is 42, so
 /// that the suite can watch events and their failures.
+///
+/// As varnishd's, a warm VCL is held from going cold (unless
+/// `cold_backend()` asked for a plain cold one), so that going cold
+/// passes through cooling; the cold event lets go at once, or after the
+/// delay `vcl_discard_delay()` set. `cold_backend()` and
+/// `cooling_backend()` make the cold event create a backend, which a cold
+/// VCL must not (the cache panics) and a cooling one cannot (it gets
+/// none).
 fn event(env: &Env, ev: crate::VclEvent, cx: &dyn crate::EventCtx) -> Result<(), String> {
     let is_42 = |p: &str| cx.param(p).is_some_and(|v| v.trim() == "42");
     match ev {
@@ -292,24 +305,85 @@ fn event(env: &Env, ev: crate::VclEvent, cx: &dyn crate::EventCtx) -> Result<(),
         }
         crate::VclEvent::Warm => {
             cx.log_debug(&format!("{}: {}", cx.vcl_name(), ev.name()));
+            let plain_cold = env.vcl_state().get::<ColdBackend>(0).is_some();
+            if !plain_cold {
+                let id = env
+                    .host
+                    .hold(&format!("vmod-debug ref on {}", cx.vcl_name()));
+                env.vcl_state().insert(0, WarmHold(id));
+            }
             Ok(())
         }
         crate::VclEvent::Cold => {
             cx.log_debug(&format!("{}: {}", cx.vcl_name(), ev.name()));
-            // Keep the VCL cooling for the delay vcl_discard_delay() set.
+            let (cold, cooling) = {
+                let st = env.vcl_state();
+                (
+                    st.get::<ColdBackend>(0).is_some(),
+                    st.get::<CoolingBackend>(0).is_some(),
+                )
+            };
+            if cold || cooling {
+                doomed_backend(env, cx);
+            }
+            let hold = env.vcl_state().remove::<WarmHold>(0);
             let delay = env.vcl_state().get::<DiscardDelay>(0).map(|d| d.0);
-            if let Some(d) = delay {
-                let host = env.host.clone();
-                let id = host.hold(&format!("vmod-debug ref on {}", cx.vcl_name()));
-                std::thread::spawn(move || {
-                    std::thread::sleep(std::time::Duration::from_secs_f64(d));
-                    host.release(id);
-                });
+            match (hold, delay) {
+                (None, _) => {}
+                (Some(WarmHold(id)), None) => env.host.release(id),
+                // Keep the VCL cooling for the delay vcl_discard_delay() set.
+                (Some(WarmHold(id)), Some(d)) => {
+                    let host = env.host.clone();
+                    std::thread::spawn(move || {
+                        std::thread::sleep(std::time::Duration::from_secs_f64(d));
+                        host.release(id);
+                    });
+                }
             }
             Ok(())
         }
         _ => Ok(()),
     }
+}
+
+/// The hold a warm VCL keeps on itself (released by the cold event).
+struct WarmHold(u64);
+/// Set by `cold_backend()`: no hold while warm, so the VCL goes straight
+/// to cold, and the cold event creates a backend.
+struct ColdBackend;
+/// Set by `cooling_backend()`: the cold event, while the VCL is still
+/// cooling, tries to create a backend.
+struct CoolingBackend;
+
+/// Creates a backend from the cold event, as varnishd's test vmod does
+/// to check that only warm VCLs get new backends. The host refuses (a
+/// cooling VCL) or panics the cache (a cold one); a backend it does make
+/// is retired at once and reported as an error.
+fn doomed_backend(env: &Env, cx: &dyn crate::EventCtx) {
+    let spec = crate::DynamicBackend {
+        name: "doomed".into(),
+        endpoint: crate::Endpoint::Unix("/".into()),
+        host_header: None,
+        probe: None,
+    };
+    if let Ok(be) = env.host.new_backend(spec) {
+        env.host.delete_backend(&be);
+        let msg = format!(
+            "vmod debug: {} got a backend while going cold",
+            cx.vcl_name()
+        );
+        cx.log(LogKind::Error, msg.as_bytes());
+    }
+}
+
+fn cold_backend(env: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
+    env.vcl_state().insert(0, ColdBackend);
+    Ok(Value::Null)
+}
+
+fn cooling_backend(env: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
+    env.vcl_state().insert(0, CoolingBackend);
+    Ok(Value::Null)
 }
 
 /// The vmod's `PRIV_TASK` (shared by every function of the vmod, as in

@@ -1268,3 +1268,34 @@ fn debug_catflap_is_for_client_requests() {
     let err = r.call(c, "debug.catflap", vec![e("first")]).unwrap_err();
     assert!(err.starts_with("debug.catflap(): "), "{err}");
 }
+
+#[test]
+fn debug_holds_a_warm_vcl_until_it_goes_cold() {
+    use lacquer_vmods::VclEvent;
+    let r = Rig::new(&["debug"], &[]);
+    let ev = Events::default();
+    r.rt.event(VclEvent::Warm, &ev).unwrap();
+    assert_eq!(
+        *r.host.holds.lock().unwrap(),
+        [Some("vmod-debug ref on vcl1".to_string())]
+    );
+    r.rt.event(VclEvent::Cold, &ev).unwrap();
+    assert_eq!(*r.host.holds.lock().unwrap(), [None]);
+    assert!(r.host.dynamic.lock().unwrap().is_empty());
+    assert_eq!(
+        *ev.0.lock().unwrap(),
+        ["vcl1: VCL_EVENT_WARM", "vcl1: VCL_EVENT_COLD"]
+    );
+
+    // cold_backend(): no hold, and the cold event asks for a backend; a
+    // host that makes one sees it retired at once, reported as an error.
+    let r = Rig::new(&["debug"], &[]);
+    r.call(&mut req(), "debug.cold_backend", vec![]).unwrap();
+    let ev = Events::default();
+    r.rt.event(VclEvent::Warm, &ev).unwrap();
+    assert!(r.host.holds.lock().unwrap().is_empty());
+    r.rt.event(VclEvent::Cold, &ev).unwrap();
+    assert_eq!(r.host.dynamic.lock().unwrap()[0].name, "doomed");
+    assert_eq!(r.host.deleted.lock().unwrap().len(), 1);
+    assert!(ev.0.lock().unwrap()[2].contains("got a backend while going cold"));
+}
