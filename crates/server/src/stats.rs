@@ -64,6 +64,16 @@ impl Sections {
         })
     }
 
+    /// Adds a section of counters to the segment (those vmods publish),
+    /// withdrawn when the returned section is dropped.
+    pub fn add_section(
+        &self,
+        schema: &'static lacquer_vsl::vsc::Schema,
+        name: &str,
+    ) -> Result<Section, VscError> {
+        self.vsc.add_section(schema, name)
+    }
+
     /// Copies current values into the segment.
     pub fn publish(&self, sh: &Arc<Shared>) {
         let c = &sh.counters;

@@ -862,6 +862,48 @@ impl lacquer_vmods::Host for VclHost {
             sh.cache.unsubscribe_objects(id);
         }
     }
+
+    fn new_counters(
+        &self,
+        kind: &str,
+        ident: &str,
+    ) -> Result<Box<dyn lacquer_vmods::Counters>, String> {
+        let schema = lacquer_vsl::vsc::tables::schema_for_kind(kind)
+            .ok_or_else(|| format!("no counter table named {kind}"))?;
+        let name = match ident {
+            "" => kind.to_string(),
+            i => format!("{kind}.{i}"),
+        };
+        let sh = self
+            .daemon
+            .get()
+            .and_then(std::sync::Weak::upgrade)
+            .ok_or_else(|| format!("VCL {}: not loaded in the cache", self.vcl))?;
+        let sections = sh
+            .stats
+            .get()
+            .ok_or_else(|| format!("counters {name}: the daemon publishes no counters"))?;
+        let sec = sections
+            .add_section(schema, &name)
+            .map_err(|e| format!("counters {name}: {e}"))?;
+        Ok(Box::new(VmodCounters { sec, schema }))
+    }
+}
+
+/// Counters a vmod published: a section of the counters segment.
+struct VmodCounters {
+    sec: lacquer_vsl::vsc::Section,
+    schema: &'static lacquer_vsl::vsc::Schema,
+}
+
+impl lacquer_vmods::Counters for VmodCounters {
+    fn add(&self, field: usize, n: u64) -> Result<(), String> {
+        if field >= self.schema.fields.len() {
+            return Err(format!("{} has no counter #{field}", self.schema.kind));
+        }
+        self.sec.add(field, n);
+        Ok(())
+    }
 }
 
 /// Options for compiling a VCL in this daemon.

@@ -18,7 +18,8 @@
 //! object `caller`), `test_probe`, `catflap` (a hook into the
 //! request's cache lookup, [`Context::set_lookup_hook`]) and
 //! `register_obj_events` (objects entering and leaving the cache,
-//! [`crate::Host::subscribe_objects`]).
+//! [`crate::Host::subscribe_objects`]), and the `DEBUG` counters
+//! (`vsc_new`, `vsc_count`, `vsc_destroy`, [`crate::Host::new_counters`]).
 //!
 //! Dynamic backends (`dyn`, `dyn_uds`) and the failing director
 //! (`director`) live in [`dynamic`], on the host's runtime backend API.
@@ -35,14 +36,14 @@
 //!
 //! Left out because they need server internals this crate cannot reach
 //! (they fail to compile rather than pretend): `sweep_acl`, delivery
-//! filters (`rot52`), workspace probes and VSC counters. The `Debug` log
+//! filters (`rot52`) and workspace probes. The `Debug` log
 //! lines Varnish's functions emit are not written: the executor has no
 //! Debug log kind.
 //!
 //! `PRIV_TOP` state is kept in the request tree's shared store
 //! ([`Context::top_privs`]), seen by the top request and its ESI includes.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use lacquer_vcl::exec::{Context, LogKind, Value, WsKind};
@@ -123,6 +124,9 @@ $Function VOID catflap(ENUM {miss, first, last} type)
 $Function VOID register_obj_events(PRIV_VCL)
 $Function VOID cold_backend(PRIV_VCL)
 $Function VOID cooling_backend(PRIV_VCL)
+$Function VOID vsc_new()
+$Function VOID vsc_count(INT val = 1)
+$Function VOID vsc_destroy()
 "#;
 
 pub(crate) static MODULE: ModuleImpl = ModuleImpl {
@@ -164,6 +168,9 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("register_obj_events", register_obj_events),
         ("cold_backend", cold_backend),
         ("cooling_backend", cooling_backend),
+        ("vsc_new", vsc_new),
+        ("vsc_count", vsc_count),
+        ("vsc_destroy", vsc_destroy),
     ],
     classes: &[
         ClassImpl {
@@ -299,7 +306,26 @@ type R = Result<Value, String>;
 fn event(env: &Env, ev: crate::VclEvent, cx: &dyn crate::EventCtx) -> Result<(), String> {
     let is_42 = |p: &str| cx.param(p).is_some_and(|v| v.trim() == "42");
     match ev {
-        crate::VclEvent::Load if is_42("nuke_limit") => Err("nuke_limit is not the answer.".into()),
+        crate::VclEvent::Load => {
+            LOADS.fetch_add(1, Ordering::AcqRel);
+            if is_42("nuke_limit") {
+                return Err("nuke_limit is not the answer.".into());
+            }
+            Ok(())
+        }
+        crate::VclEvent::Discard => {
+            // The counters outlive VCLs, until the last one importing the
+            // vmod goes.
+            let before = LOADS
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    Some(n.saturating_sub(1))
+                })
+                .unwrap_or(0);
+            if before == 1 {
+                vsc().take();
+            }
+            Ok(())
+        }
         crate::VclEvent::Warm if is_42("max_esi_depth") => {
             Err("max_esi_depth is not the answer.".into())
         }
@@ -342,7 +368,6 @@ fn event(env: &Env, ev: crate::VclEvent, cx: &dyn crate::EventCtx) -> Result<(),
             }
             Ok(())
         }
-        _ => Ok(()),
     }
 }
 
@@ -828,6 +853,48 @@ fn register_obj_events(env: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
     });
     drop(state);
     env.host.log(LogKind::Debug, "Subscribed to Object Events");
+    Ok(Value::Null)
+}
+
+/// How many VCLs importing the vmod were loaded and not discarded yet.
+static LOADS: AtomicUsize = AtomicUsize::new(0);
+
+/// The `DEBUG` counters `vsc_new()` published: one set for the process,
+/// as varnishd's vmod keeps it in a static, whichever VCL made it.
+fn vsc() -> std::sync::MutexGuard<'static, Option<Box<dyn crate::Counters>>> {
+    static VSC: std::sync::Mutex<Option<Box<dyn crate::Counters>>> = std::sync::Mutex::new(None);
+    VSC.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `vsc_new()`: publishes the `DEBUG` counters, unless they are out.
+fn vsc_new(env: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
+    let mut vsc = vsc();
+    if vsc.is_none() {
+        let set = env
+            .host
+            .new_counters("DEBUG", "")
+            .map_err(|e| format!("debug.vsc_new(): {e}"))?;
+        *vsc = Some(set);
+    }
+    Ok(Value::Null)
+}
+
+/// `vsc_count(val)`: adds to `DEBUG.count`.
+fn vsc_count(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let val = a.int(0)?.unwrap_or(1);
+    let vsc = vsc();
+    let set = vsc
+        .as_ref()
+        .ok_or("debug.vsc_count(): no counters to count in (call debug.vsc_new() first)")?;
+    // A negative value counts down, as varnishd's unsigned addition.
+    set.add(0, val as u64)
+        .map_err(|e| format!("debug.vsc_count(): {e}"))?;
+    Ok(Value::Null)
+}
+
+/// `vsc_destroy()`: withdraws the `DEBUG` counters.
+fn vsc_destroy(_: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
+    vsc().take();
     Ok(Value::Null)
 }
 

@@ -1,6 +1,7 @@
 //! What the vmods need from the server beyond one task: backend health,
 //! director registration and resolution, backend lookup by name, the
-//! xkey (surrogate key) index and object event subscriptions.
+//! xkey (surrogate key) index, object event subscriptions and counters
+//! vmods publish.
 //!
 //! The server implements [`Host`] once and passes it to
 //! [`crate::Runtime::new`] for every VCL it loads. Directors created by
@@ -104,6 +105,15 @@ pub enum ObjectEvent {
 /// identity (stable while the object lives, as varnishd's address).
 pub type ObjectEventFn = Arc<dyn Fn(ObjectEvent, usize) + Send + Sync>;
 
+/// A set of counters a vmod publishes in shared memory (varnishd's VSC
+/// segments made by vmods), seen by `varnishstat` and varnishtest while
+/// the value lives; dropping it withdraws them.
+pub trait Counters: Send + Sync {
+    /// Adds `n` to the counter at `field`, its position in the kind's
+    /// counter table; fails for a position past its end.
+    fn add(&self, field: usize, n: u64) -> Result<(), String>;
+}
+
 /// Server services shared by all tasks.
 pub trait Host: Send + Sync {
     /// Whether a backend is healthy (probe state and admin health). For a
@@ -160,4 +170,8 @@ pub trait Host: Send + Sync {
     fn subscribe_objects(&self, f: ObjectEventFn) -> Result<u64, String>;
     /// Ends a subscription made with [`Host::subscribe_objects`].
     fn unsubscribe_objects(&self, id: u64);
+    /// Publishes a set of counters of `kind` (a counter table, `DEBUG`)
+    /// named `kind` or, with an `ident`, `kind.ident`. Fails for an
+    /// unknown kind, a bad name, or a daemon without shared memory.
+    fn new_counters(&self, kind: &str, ident: &str) -> Result<Box<dyn Counters>, String>;
 }

@@ -63,7 +63,7 @@ mod vtc;
 mod xkey;
 
 pub use host::{
-    Director, DirectorList, DynamicBackend, Endpoint, Host, ListedMember, MemberReport,
+    Counters, Director, DirectorList, DynamicBackend, Endpoint, Host, ListedMember, MemberReport,
     ObjectEvent, ObjectEventFn,
 };
 
