@@ -225,7 +225,7 @@ pub fn child_load(sh: &Arc<Shared>, v: &Arc<vcls::LoadedVcl>, temp: Temp) -> Res
         v.set_initialized();
         if warm {
             v.warm_up(sh)
-                .inspect_err(|_| crate::daemon::fini_vcl(sh, v))
+                .inspect_err(|_| crate::daemon::unload_failed(sh, v))
         } else {
             Ok(())
         }

@@ -1,6 +1,8 @@
-//! Backends created while a VCL goes cold: a cooling VCL (one a vmod
-//! still holds) gets none, a cold one panics the cache process, as in
-//! varnishd; the vmods the loaded VCLs hold, as `debug.vmod` lists them.
+//! A VCL's life as its vmods see it. Backends created while a VCL goes
+//! cold: a cooling VCL (one a vmod still holds) gets none, a cold one
+//! panics the cache process, as in varnishd; the vmods the loaded VCLs
+//! hold, as `debug.vmod` lists them; a VCL failing its `vcl_init` ends
+//! its vmods' state as a discarded one does.
 
 mod common;
 
@@ -69,4 +71,45 @@ async fn backends_made_while_going_cold() {
         panic.contains("Dynamic Backends can only be added to warm VCLs"),
         "{panic}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_init_ends_the_vmods_state() {
+    use lacquer_vsl::{ReadEvent, StartAt, Tag, VslReader, vsl_path};
+    let be = backend(|_| (std::time::Duration::ZERO, ok("x", ""))).await;
+    let l = lacquer(
+        &vcl_with(be.addr, ""),
+        &["debug=+vtc_mode", "vsl_mask=+Debug"],
+    )
+    .await;
+    let mut r = VslReader::open(&vsl_path(&l.shared.workdir), StartAt::Oldest).unwrap();
+    let failing = vcl_with(
+        be.addr,
+        "import debug;\nsub vcl_init { debug.register_obj_events(); return (fail); }\n",
+    );
+    let (st, body) = cli(&l, &["vcl.inline", "failing", &failing]);
+    assert_ne!(st, 200);
+    assert!(body.contains("Failed initialization"), "{body}");
+    let mut debug = Vec::new();
+    loop {
+        match r.next_event() {
+            ReadEvent::Record(rec) if rec.tag == Tag::Debug => {
+                debug.push(String::from_utf8_lossy(&rec.data).into_owned());
+            }
+            ReadEvent::Record(_) | ReadEvent::Overrun { .. } => {}
+            ReadEvent::Idle => break,
+        }
+    }
+    let at = |m: &str| debug.iter().position(|d| d == m);
+    let (sub, unsub) = (
+        at("Subscribed to Object Events"),
+        at("Unsubscribed from Object Events"),
+    );
+    assert!(sub.is_some() && unsub > sub, "{debug:?}");
+    // Nothing listens any more: a fetched object is not reported.
+    assert_eq!(get(l.first_addr().unwrap(), "/", "").await.status, 200);
+    while let ReadEvent::Record(rec) = r.next_event() {
+        let d = String::from_utf8_lossy(&rec.data).into_owned();
+        assert!(!d.starts_with("Object Event"), "{d}");
+    }
 }
