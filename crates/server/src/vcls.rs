@@ -372,7 +372,9 @@ impl LoadedVcl {
         }
         self.host.stop_probes();
         // Nothing to undo if a vmod minds going cold.
+        self.host.cold_event.store(true, Ordering::Release);
         let _ = self.event(VclEvent::Cold, sh);
+        self.host.cold_event.store(false, Ordering::Release);
     }
 
     /// Tells this VCL's vmods about a lifecycle event.
@@ -544,6 +546,8 @@ pub struct VclHost {
     /// Whether `vcl_init` has run: a VCL loaded while the cache is stopped
     /// is initialised at `start`, as varnishd's child loads it then.
     initialized: AtomicBool,
+    /// While the vmods hear the cold event.
+    cold_event: AtomicBool,
 }
 
 impl std::fmt::Debug for VclHost {
@@ -606,6 +610,7 @@ impl VclHost {
             next_hold: Default::default(),
             warm: AtomicBool::new(false),
             initialized: AtomicBool::new(false),
+            cold_event: AtomicBool::new(false),
         }
     }
 
@@ -745,22 +750,26 @@ impl lacquer_vmods::Host for VclHost {
 
     fn new_backend(&self, spec: DynamicBackend) -> Result<Backend, String> {
         // As varnishd: backends come to a VCL being initialised or warm;
-        // one cooling gets none, and asking for one when cold is a bug in
-        // the vmod that panics the cache.
+        // one cooling gets none, and asking for one from the cold event of
+        // a VCL gone cold is a bug in the vmod that panics the cache.
+        // (Elsewhere, a task still running on a VCL that went cold under
+        // it, or vcl_fini, gets none: varnishd keeps a busy VCL warm.)
         let warm = self.warm.load(Ordering::Acquire);
         let initializing = !self.initialized.load(Ordering::Acquire);
         if !warm && !initializing {
-            if !self.holders().is_empty() {
-                return Err(format!(
-                    "backend {}: VCL {} is cooling and takes no new backends",
-                    spec.name, self.vcl
-                ));
-            }
+            let cooling = !self.holders().is_empty();
             let why = "Dynamic Backends can only be added to warm VCLs";
-            if let Some(sh) = self.daemon.get().and_then(std::sync::Weak::upgrade) {
-                crate::panic::wrong_turn(&sh, "VclHost::new_backend()", why);
+            if !cooling && self.cold_event.load(Ordering::Acquire) {
+                if let Some(sh) = self.daemon.get().and_then(std::sync::Weak::upgrade) {
+                    crate::panic::wrong_turn(&sh, "VclHost::new_backend()", why);
+                }
+                return Err(format!("backend {}: {why}", spec.name));
             }
-            return Err(format!("backend {}: {why}", spec.name));
+            let temp = if cooling { "cooling" } else { "cold" };
+            return Err(format!(
+                "backend {}: VCL {} is {temp}: {why}",
+                spec.name, self.vcl
+            ));
         }
         let probe = match &spec.probe {
             None => None,
