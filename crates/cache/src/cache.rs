@@ -27,6 +27,7 @@ use crate::ban::{BanError, BanObject, BanRequest, BanSpec};
 use crate::banlist::{BanInfo, BanList};
 use crate::hash::Digest;
 use crate::headers::StoredHeaders;
+use crate::hooks::{HookVerdict, LookupHook, ObjEvent, ObjEventFn, Subscribers};
 use crate::lru::StoreRef;
 use crate::object::{
     F_BUSY, F_DYING, F_FAILED, F_HFM, F_HFP, F_PRIVATE, ObjCore, ObjFlags, ObjKind, ObjMeta,
@@ -409,6 +410,8 @@ pub(crate) struct Inner {
     /// reports what expires first, as varnishd's expiry thread does when
     /// its inbox wakes it.
     exp_mail: AtomicBool,
+    /// Who hears of objects entering and leaving the cache.
+    subscribers: Subscribers,
 }
 
 /// The object cache. Cheap to clone (shared handle).
@@ -470,9 +473,23 @@ impl Cache {
                 next_store: AtomicUsize::new(0),
                 events: OnceLock::new(),
                 exp_mail: AtomicBool::new(false),
+                subscribers: Subscribers::default(),
                 stats,
             }),
         }
+    }
+
+    /// Subscribes `f` to objects entering the cache (once a fetch makes
+    /// them visible) and leaving it (however they go): varnishd's
+    /// `ObjSubscribeEvents`. Returns the subscription's id for
+    /// [`Cache::unsubscribe_objects`].
+    pub fn subscribe_objects(&self, f: ObjEventFn) -> u64 {
+        self.inner.subscribers.subscribe(f)
+    }
+
+    /// Ends a subscription; false if there was no such one.
+    pub fn unsubscribe_objects(&self, id: u64) -> bool {
+        self.inner.subscribers.unsubscribe(id)
     }
 
     /// Install the receiver of [`CacheEvent`]s (once; later calls are
@@ -556,6 +573,25 @@ impl Cache {
     /// Look up an object: Varnish's `HSH_Lookup` decision table. Never waits; a
     /// [`Lookup::Busy`] result carries the [`Waiter`] to await before retrying.
     pub fn lookup(&self, req: &LookupRequest<'_>) -> LookupResult {
+        self.lookup_inner(req, None)
+    }
+
+    /// [`Cache::lookup`] with a [`LookupHook`] deciding about the
+    /// candidates (varnishd's `VCF`, which vmods install for one lookup).
+    /// `req.always_miss` leaves the hook unasked, as there is no scan.
+    pub fn lookup_hooked(
+        &self,
+        req: &LookupRequest<'_>,
+        hook: &mut dyn LookupHook,
+    ) -> LookupResult {
+        self.lookup_inner(req, Some(hook))
+    }
+
+    fn lookup_inner(
+        &self,
+        req: &LookupRequest<'_>,
+        mut hook: Option<&mut dyn LookupHook>,
+    ) -> LookupResult {
         let inner = &self.inner;
         let now = req.now;
         let mut removed: Vec<Arc<ObjCore>> = Vec::new();
@@ -580,6 +616,8 @@ impl Cache {
                 let mut exp: Option<usize> = None;
                 let mut exp_t_origin = 0.0;
                 let mut predicted: Option<VarySpec> = None;
+                // Where the hook's candidates are in `head.cores`.
+                let mut candidates: Vec<usize> = Vec::new();
                 for (i, oc) in head.cores.iter().enumerate() {
                     let f = oc.flags();
                     if f & (F_DYING | F_FAILED) != 0 {
@@ -626,6 +664,19 @@ impl Cache {
                         }
                         continue;
                     }
+                    if let Some(h) = hook.as_deref_mut() {
+                        let verdict = h.candidate(candidates.len());
+                        candidates.push(i);
+                        match verdict {
+                            HookVerdict::Default => {}
+                            HookVerdict::Continue => continue,
+                            HookVerdict::Hit => {
+                                found = Some(i);
+                                break;
+                            }
+                            HookVerdict::Miss => break,
+                        }
+                    }
                     if oc.ttl_end(req.req_ttl) > now {
                         found = Some(i);
                         break;
@@ -635,6 +686,11 @@ impl Cache {
                         exp = Some(i);
                         exp_t_origin = t_origin;
                     }
+                }
+                if let Some(pick) = hook.and_then(|h| h.finish())
+                    && let Some(&i) = candidates.get(pick)
+                {
+                    found = Some(i);
                 }
                 let found = found.map(|i| Arc::clone(&head.cores[i]));
                 let exp = exp.map(|i| Arc::clone(&head.cores[i]));
@@ -1232,6 +1288,11 @@ impl Inner {
         if let Some(store) = oc.store.get() {
             store.lru().remove(oc);
         }
+        // A busy objcore whose fetch failed was never in the cache.
+        if oc.flags() & F_BUSY == 0 {
+            self.subscribers
+                .send(ObjEvent::Expire, std::ptr::from_ref(oc) as usize);
+        }
         let b = oc.ban_id.swap(0, Ordering::AcqRel);
         if b != 0
             && let Some(ban) = self.bans_read().get(b)
@@ -1617,6 +1678,9 @@ impl BusyObj {
             }
         };
         wake(waiters, &inner.stats);
+        inner
+            .subscribers
+            .send(ObjEvent::Insert, Arc::as_ptr(&self.oc) as usize);
         Ok(out)
     }
 

@@ -70,6 +70,7 @@ mod banlist;
 mod cache;
 pub mod hash;
 mod headers;
+pub mod hooks;
 mod lru;
 mod object;
 pub mod stats;
@@ -83,6 +84,7 @@ pub use cache::{
 };
 pub use hash::{Digest, HashBuilder, digest_hex};
 pub use headers::StoredHeaders;
+pub use hooks::{HookVerdict, LookupHook, ObjEvent, ObjEventFn};
 pub use lacquer_storage::{
     Allocation, Body, BodyError, BodyReader, MallocStore, Stevedore, StoreStats,
 };

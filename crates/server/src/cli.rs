@@ -105,6 +105,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("debug.listen_address", "debug.listen_address", "Print the addresses the listeners are bound to.", 0, Some(0), false, true, CHILD),
     cmd!("debug.panic.master", "debug.panic.master", "Panic the manager process: lacquerd aborts (for testing what watches it).", 0, Some(0), false, true, MGT),
     cmd!("debug.srandom", "debug.srandom [<seed>]", "Seed the random generator of std.random() and the random directors (default 1), for repeatable tests.", 0, Some(1), false, true, CHILD),
+    cmd!("debug.vmod", "debug.vmod", "Show the loaded vmods: how many VCLs use each, its name and where it comes from.", 0, Some(0), false, true, CHILD),
     cmd!("debug.xid", "debug.xid [<xid> [<cachesize>]]", "Print, or set, the next transaction id.", 0, Some(2), false, true, CHILD),
     cmd!("help", "help [-j|<command>]", "List commands, or explain one.", 0, Some(1), true, false, MGT),
     cmd!("panic.clear", "panic.clear [-z]", "Forget the last panic; -z also zeroes the panic counters.", 0, Some(1), false, false, MGT),

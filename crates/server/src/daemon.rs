@@ -353,7 +353,8 @@ impl Context for InitTask {
 }
 
 /// Runs `vcl_init` of a freshly compiled VCL; an error message if it
-/// failed, after `vcl_fini` has run to undo what init did, as varnishd.
+/// failed, after `vcl_fini` has run to undo what init did and the vmods
+/// heard the discard event, as varnishd.
 pub fn init_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) -> Result<(), String> {
     let failed = |msg: String| {
         format!(
@@ -362,8 +363,11 @@ pub fn init_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) -> Result<(), String> {
         )
     };
     vcl.host.attach(sh);
-    vcl.event(lacquer_vmods::VclEvent::Load, sh)
-        .map_err(failed)?;
+    if let Err(e) = vcl.event(lacquer_vmods::VclEvent::Load, sh) {
+        // The vmods' state goes with the VCL, as after a discard.
+        let _ = vcl.event(lacquer_vmods::VclEvent::Discard, sh);
+        return Err(failed(e));
+    }
     let mut t = InitTask::new(sh, vcl, BuiltinSub::Init);
     let mut scratch = Scratch::default();
     let action = vcl.run(BuiltinSub::Init, &mut t, &mut scratch);
@@ -375,7 +379,7 @@ pub fn init_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) -> Result<(), String> {
         true => Ok(()),
         false => {
             let first = t.errors.into_iter().next();
-            fini_vcl(sh, vcl);
+            unload_failed(sh, vcl);
             Err(format!(
                 "VCL \"{}\" Failed initialization{}",
                 vcl.name,
@@ -393,6 +397,15 @@ pub fn init_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) -> Result<(), String> {
 fn end_init_privs(t: &mut InitTask) -> Vec<String> {
     let mut privs = std::mem::take(&mut t.privs);
     privs.finish(&mut |kind, msg| t.log(kind, msg))
+}
+
+/// A VCL that failed to load after `vcl_init` ran goes as a discarded
+/// one does: `vcl_fini` undoes what init did, then its vmods hear the
+/// discard event (their per-VCL state ends), as varnishd's.
+pub fn unload_failed(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) {
+    fini_vcl(sh, vcl);
+    // The VCL goes whatever its vmods think of it.
+    let _ = vcl.event(lacquer_vmods::VclEvent::Discard, sh);
 }
 
 /// Runs `vcl_fini` of a VCL about to be freed. Failing there changes

@@ -147,6 +147,11 @@ pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
     }
     poll_discarded(sh);
     let reply = serve(sh, words);
+    if child && !sh.is_running() {
+        // The cache process died serving it (a panic): as with varnishd's
+        // child, no answer comes back.
+        return Reply::err(status::COMMS, "CLI communication error (hdr)");
+    }
     if child {
         cli_log_reply(sh, reply.status, &reply.body);
     }
@@ -220,7 +225,7 @@ pub fn child_load(sh: &Arc<Shared>, v: &Arc<vcls::LoadedVcl>, temp: Temp) -> Res
         v.set_initialized();
         if warm {
             v.warm_up(sh)
-                .inspect_err(|_| crate::daemon::fini_vcl(sh, v))
+                .inspect_err(|_| crate::daemon::unload_failed(sh, v))
         } else {
             Ok(())
         }
@@ -509,6 +514,15 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
             // varnishd's master does on this command.
             eprintln!("Panic: debug.panic.master: you asked for it");
             std::process::abort()
+        }
+        "debug.vmod" => {
+            let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
+            let mut s = String::new();
+            // Lacquer's vmods are part of the binary: no file to name.
+            for (name, refs) in reg.vmods() {
+                let _ = writeln!(s, "{refs:5} {name} (built in)");
+            }
+            Reply::ok(s)
         }
         "debug.xid" => {
             if let Some(v) = plain.first() {

@@ -6,7 +6,9 @@
 //! emulated as varnishd's child dying with `auto_restart` off: the cache
 //! stops serving and loses its objects, the panic is kept for
 //! `panic.show`, and the daemon's exit status later says a panic happened
-//! (`0x40`). It is reached only through the test vmods (`vtc.panic()`).
+//! (`0x40`). It is reached only through the test vmods (`vtc.panic()`,
+//! and vmod misuse varnishd asserts against, such as a backend created
+//! for a cold VCL).
 //!
 //! As varnishd's manager, it publishes two segments in its shared-memory
 //! directory (`_.vsm_mgt`) while the cache runs, and withdraws them when
@@ -144,11 +146,21 @@ impl MgtState {
     }
 }
 
-/// The cache process panics: it stops serving, its objects are gone, and
-/// the panic is on record until cleared.
+/// The cache process panics from VCL (`vtc.panic()`): it stops serving,
+/// its objects are gone, and the panic is on record until cleared.
 pub fn panic(sh: &Shared, why: &str) {
+    die(sh, format!("Panic from VCL:\n  {why}"));
+}
+
+/// The cache process panics on a broken rule (varnishd's `WRONG()`): a
+/// vmod asked for something the cache must never do, `why`, in `place`.
+pub fn wrong_turn(sh: &Shared, place: &str, why: &str) {
+    die(sh, format!("Wrong turn in {place}:\n{why}"));
+}
+
+/// The cache process dies with `text` as its panic message.
+fn die(sh: &Shared, text: String) {
     let m = &sh.mgt;
-    let text = format!("Panic from VCL:\n  {why}");
     if let Err(e) = m.write_panic(&text) {
         eprintln!("Error: {e}");
     }

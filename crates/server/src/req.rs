@@ -145,6 +145,7 @@ where
         state = match state {
             State::Recv => {
                 t.is_hit = false;
+                t.lookup_hook = None;
                 t.hash = None;
                 t.digest = None;
                 let vcl = t.vcl.clone();
@@ -591,6 +592,8 @@ fn normalise_ae(h: &mut Headers) {
 async fn lookup(t: &mut ReqTask) -> State {
     let sh = t.sh.clone();
     let digest = t.digest.expect("digest computed in vcl_hash");
+    // A vmod's hook serves this lookup (and its retries after waiting).
+    let mut hook = t.lookup_hook.take();
     loop {
         let result = {
             let view = HeaderView(&t.req.headers);
@@ -605,7 +608,10 @@ async fn lookup(t: &mut ReqTask) -> State {
                 always_miss: t.hash_always_miss,
                 ignore_vary: t.hash_ignore_vary,
             };
-            sh.cache.lookup(&lr)
+            match hook.as_deref_mut() {
+                Some(h) => sh.cache.lookup_hooked(&lr, &mut VclHook(h)),
+                None => sh.cache.lookup(&lr),
+            }
         };
         for v in result.banned {
             t.vsl.log(Tag::ExpBan, format_args!("{v} banned lookup"));
@@ -647,6 +653,25 @@ async fn lookup(t: &mut ReqTask) -> State {
                 continue;
             }
         };
+    }
+}
+
+/// A vmod's lookup hook, as the cache asks it.
+struct VclHook<'a>(&'a mut dyn lacquer_vcl::exec::LookupHook);
+
+impl lacquer_cache::LookupHook for VclHook<'_> {
+    fn candidate(&mut self, index: usize) -> lacquer_cache::HookVerdict {
+        use lacquer_cache::HookVerdict as H;
+        use lacquer_vcl::exec::LookupVerdict as V;
+        match self.0.candidate(index) {
+            V::Default => H::Default,
+            V::Continue => H::Continue,
+            V::Hit => H::Hit,
+            V::Miss => H::Miss,
+        }
+    }
+    fn finish(&mut self) -> Option<usize> {
+        self.0.finish()
     }
 }
 

@@ -64,6 +64,16 @@ impl Sections {
         })
     }
 
+    /// Adds a section of counters to the segment (those vmods publish),
+    /// withdrawn when the returned section is dropped.
+    pub fn add_section(
+        &self,
+        schema: &'static lacquer_vsl::vsc::Schema,
+        name: &str,
+    ) -> Result<Section, VscError> {
+        self.vsc.add_section(schema, name)
+    }
+
     /// Copies current values into the segment.
     pub fn publish(&self, sh: &Arc<Shared>) {
         let c = &sh.counters;
@@ -171,8 +181,10 @@ impl Sections {
             }
         }
         let (avail, discarded) = (reg.vcls.len() as u64, reg.discarded.len() as u64);
+        let vmods = reg.vmods().len() as u64;
         drop(reg);
         let c = &sh.counters;
+        c.set(Main::vmods, vmods);
         c.set(Main::n_backend, n_backend);
         c.set(Main::n_vcl, avail + discarded);
         c.set(Main::n_vcl_avail, avail);

@@ -426,6 +426,10 @@ pub struct ReqTask {
     pub hash_always_miss: bool,
     pub hash_ignore_busy: bool,
     pub hash_ignore_vary: bool,
+    /// A vmod's hook into the next lookup (`debug.catflap()`): it goes
+    /// with that lookup, or when vcl_recv starts over or `req` is rolled
+    /// back.
+    pub lookup_hook: Option<Box<dyn lacquer_vcl::exec::LookupHook>>,
     pub esi: bool,
     /// `resp.filters` as vcl_deliver set it (None: varnishd's default
     /// list, see `delivery_filters`).
@@ -653,6 +657,7 @@ impl ReqTask {
             hash_always_miss: false,
             hash_ignore_busy: false,
             hash_ignore_vary: false,
+            lookup_hook: None,
             esi: true,
             vdp_filters: None,
             is_hitmiss: false,
@@ -1197,6 +1202,7 @@ impl Context for ReqTask {
                 // As varnishd: the request, its vmod state and its
                 // workspace go back to how the request arrived.
                 self.req = self.req_orig.clone();
+                self.lookup_hook = None;
                 let failed = finish_privs(&mut self.privs, &mut self.vsl)
                     .into_iter()
                     .next();
@@ -1338,6 +1344,17 @@ impl Context for ReqTask {
             .ok_or("not a TCP connection (Unix socket)")?
             .tcp_info()
             .map_err(|e| format!("TCP_INFO: {e}"))
+    }
+
+    fn set_lookup_hook(
+        &mut self,
+        hook: Box<dyn lacquer_vcl::exec::LookupHook>,
+    ) -> Result<(), String> {
+        if self.lookup_hook.is_some() {
+            return Err("the request's cache lookup is hooked already".into());
+        }
+        self.lookup_hook = Some(hook);
+        Ok(())
     }
 }
 

@@ -227,10 +227,6 @@ pub struct LoadedVcl {
     pub req_body_prefetch: u64,
     /// The compiler's warnings, rendered as `vcl.load` reports them.
     pub warnings: String,
-    warm: AtomicBool,
-    /// Whether `vcl_init` has run: a VCL loaded while the cache is stopped
-    /// is initialised at `start`, as varnishd's child loads it then.
-    initialized: AtomicBool,
 }
 
 impl std::fmt::Debug for LoadedVcl {
@@ -357,11 +353,11 @@ impl LoadedVcl {
             }
             return Err(msg);
         }
-        if self.warm.swap(true, Ordering::AcqRel) {
+        if self.host.warm.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         if let Err(e) = self.event(VclEvent::Warm, sh) {
-            self.warm.store(false, Ordering::Release);
+            self.host.warm.store(false, Ordering::Release);
             return Err(e);
         }
         self.host.start_probes(sh.vsl.clone());
@@ -371,12 +367,14 @@ impl LoadedVcl {
     /// Cools the VCL down (it went cold or is discarded): probes stop and
     /// its vmods hear `Cold`.
     pub fn cool_down(&self, sh: &Shared) {
-        if !self.warm.swap(false, Ordering::AcqRel) {
+        if !self.host.warm.swap(false, Ordering::AcqRel) {
             return;
         }
         self.host.stop_probes();
         // Nothing to undo if a vmod minds going cold.
+        self.host.cold_event.store(true, Ordering::Release);
         let _ = self.event(VclEvent::Cold, sh);
+        self.host.cold_event.store(false, Ordering::Release);
     }
 
     /// Tells this VCL's vmods about a lifecycle event.
@@ -414,7 +412,7 @@ impl LoadedVcl {
     }
 
     pub fn is_warm(&self) -> bool {
-        self.warm.load(Ordering::Acquire)
+        self.host.warm.load(Ordering::Acquire)
     }
 
     /// The temperature `vcl.list` shows: warm, cold, or cooling while a
@@ -430,12 +428,12 @@ impl LoadedVcl {
     }
 
     pub fn is_initialized(&self) -> bool {
-        self.initialized.load(Ordering::Acquire)
+        self.host.initialized.load(Ordering::Acquire)
     }
 
     /// Records that `vcl_init` ran (successfully).
     pub fn set_initialized(&self) {
-        self.initialized.store(true, Ordering::Release);
+        self.host.initialized.store(true, Ordering::Release);
     }
 
     /// The name of the main source file (`<vcl.inline>` for inline VCL).
@@ -542,6 +540,14 @@ pub struct VclHost {
     /// Holds vmods keep on the VCL (`Host::hold`), by id, with who holds.
     holds: std::sync::Mutex<BTreeMap<u64, String>>,
     next_hold: std::sync::atomic::AtomicU64,
+    /// Whether the VCL is warm (its temperature, with `holds`: cooling
+    /// while held and not warm, cold when neither).
+    warm: AtomicBool,
+    /// Whether `vcl_init` has run: a VCL loaded while the cache is stopped
+    /// is initialised at `start`, as varnishd's child loads it then.
+    initialized: AtomicBool,
+    /// While the vmods hear the cold event.
+    cold_event: AtomicBool,
 }
 
 impl std::fmt::Debug for VclHost {
@@ -602,6 +608,9 @@ impl VclHost {
             probing: Default::default(),
             holds: Default::default(),
             next_hold: Default::default(),
+            warm: AtomicBool::new(false),
+            initialized: AtomicBool::new(false),
+            cold_event: AtomicBool::new(false),
         }
     }
 
@@ -740,6 +749,28 @@ impl lacquer_vmods::Host for VclHost {
     }
 
     fn new_backend(&self, spec: DynamicBackend) -> Result<Backend, String> {
+        // As varnishd: backends come to a VCL being initialised or warm;
+        // one cooling gets none, and asking for one from the cold event of
+        // a VCL gone cold is a bug in the vmod that panics the cache.
+        // (Elsewhere, a task still running on a VCL that went cold under
+        // it, or vcl_fini, gets none: varnishd keeps a busy VCL warm.)
+        let warm = self.warm.load(Ordering::Acquire);
+        let initializing = !self.initialized.load(Ordering::Acquire);
+        if !warm && !initializing {
+            let cooling = !self.holders().is_empty();
+            let why = "Dynamic Backends can only be added to warm VCLs";
+            if !cooling && self.cold_event.load(Ordering::Acquire) {
+                if let Some(sh) = self.daemon.get().and_then(std::sync::Weak::upgrade) {
+                    crate::panic::wrong_turn(&sh, "VclHost::new_backend()", why);
+                }
+                return Err(format!("backend {}: {why}", spec.name));
+            }
+            let temp = if cooling { "cooling" } else { "cold" };
+            return Err(format!(
+                "backend {}: VCL {} is {temp}: {why}",
+                spec.name, self.vcl
+            ));
+        }
         let probe = match &spec.probe {
             None => None,
             Some(name) => Some(
@@ -818,6 +849,69 @@ impl lacquer_vmods::Host for VclHost {
 
     fn xkey_purge(&self, _keys: &[&[u8]], _soft: bool) -> i64 {
         0
+    }
+
+    fn subscribe_objects(&self, f: lacquer_vmods::ObjectEventFn) -> Result<u64, String> {
+        let sh = self
+            .daemon
+            .get()
+            .and_then(std::sync::Weak::upgrade)
+            .ok_or_else(|| format!("VCL {}: not loaded in the cache", self.vcl))?;
+        Ok(sh.cache.subscribe_objects(Arc::new(move |ev, id| {
+            let ev = match ev {
+                lacquer_cache::ObjEvent::Insert => lacquer_vmods::ObjectEvent::Insert,
+                lacquer_cache::ObjEvent::Expire => lacquer_vmods::ObjectEvent::Expire,
+            };
+            f(ev, id);
+        })))
+    }
+
+    fn unsubscribe_objects(&self, id: u64) {
+        if let Some(sh) = self.daemon.get().and_then(std::sync::Weak::upgrade) {
+            sh.cache.unsubscribe_objects(id);
+        }
+    }
+
+    fn new_counters(
+        &self,
+        kind: &str,
+        ident: &str,
+    ) -> Result<Box<dyn lacquer_vmods::Counters>, String> {
+        let schema = lacquer_vsl::vsc::tables::schema_for_kind(kind)
+            .ok_or_else(|| format!("no counter table named {kind}"))?;
+        let name = match ident {
+            "" => kind.to_string(),
+            i => format!("{kind}.{i}"),
+        };
+        let sh = self
+            .daemon
+            .get()
+            .and_then(std::sync::Weak::upgrade)
+            .ok_or_else(|| format!("VCL {}: not loaded in the cache", self.vcl))?;
+        let sections = sh
+            .stats
+            .get()
+            .ok_or_else(|| format!("counters {name}: the daemon publishes no counters"))?;
+        let sec = sections
+            .add_section(schema, &name)
+            .map_err(|e| format!("counters {name}: {e}"))?;
+        Ok(Box::new(VmodCounters { sec, schema }))
+    }
+}
+
+/// Counters a vmod published: a section of the counters segment.
+struct VmodCounters {
+    sec: lacquer_vsl::vsc::Section,
+    schema: &'static lacquer_vsl::vsc::Schema,
+}
+
+impl lacquer_vmods::Counters for VmodCounters {
+    fn add(&self, field: usize, n: u64) -> Result<(), String> {
+        if field >= self.schema.fields.len() {
+            return Err(format!("{} has no counter #{field}", self.schema.kind));
+        }
+        self.sec.add(field, n);
+        Ok(())
     }
 }
 
@@ -899,8 +993,6 @@ pub fn compile(
         sources,
         req_body_prefetch: prefetch,
         warnings,
-        warm: AtomicBool::new(false),
-        initialized: AtomicBool::new(false),
     })
 }
 
@@ -955,6 +1047,35 @@ impl VclRegistry {
                 idle_since: None,
             },
         );
+    }
+
+    /// The vmods the cache has loaded, in the order they were first
+    /// imported, each with how many of its VCLs import it (varnishd's
+    /// vmod references: `debug.vmod`, `MAIN.vmods`). A VCL holds its
+    /// vmods from its initialisation until it is freed after a discard.
+    pub fn vmods(&self) -> Vec<(String, usize)> {
+        let loaded = self
+            .order
+            .iter()
+            .filter_map(|n| self.vcls.get(n))
+            .map(|e| &e.vcl)
+            .chain(&self.discarded)
+            .filter(|v| v.is_initialized());
+        let mut out: Vec<(String, usize)> = Vec::new();
+        for v in loaded {
+            let mut seen: Vec<&str> = Vec::new();
+            for m in &v.ir.vmods {
+                if seen.contains(&m.name.as_str()) {
+                    continue;
+                }
+                seen.push(&m.name);
+                match out.iter_mut().find(|(n, _)| *n == m.name) {
+                    Some((_, refs)) => *refs += 1,
+                    None => out.push((m.name.clone(), 1)),
+                }
+            }
+        }
+        out
     }
 
     /// The labels a VCL's `return (vcl(...))` statements use.

@@ -15,30 +15,35 @@
 //! pass-through functions (`null_acl`, `acl`, object
 //! `aclobj`), `match_acl` (asked of the calling program through
 //! [`lacquer_vcl::exec::VclRuntime`]), SUB values (`call`, `check_call`,
-//! object `caller`) and `test_probe`.
+//! object `caller`), `test_probe`, `catflap` (a hook into the
+//! request's cache lookup, [`Context::set_lookup_hook`]) and
+//! `register_obj_events` (objects entering and leaving the cache,
+//! [`crate::Host::subscribe_objects`]), and the `DEBUG` counters
+//! (`vsc_new`, `vsc_count`, `vsc_destroy`, [`crate::Host::new_counters`]).
 //!
 //! Dynamic backends (`dyn`, `dyn_uds`) and the failing director
 //! (`director`) live in [`dynamic`], on the host's runtime backend API.
 //!
 //! Lifecycle events go through [`event`]: temperature changes are logged,
-//! `nuke_limit`/`max_esi_depth` of 42 refuse load/warm-up, and
-//! `vcl_discard_delay()` keeps a cooling VCL held for a while
-//! ([`crate::Host::hold`]); `fail_task_fini()` fails the end of a task.
+//! `nuke_limit`/`max_esi_depth` of 42 refuse load/warm-up, a warm VCL is
+//! held ([`crate::Host::hold`]) so that it cools before it is cold, and
+//! `vcl_discard_delay()` keeps it cooling for a while; `cold_backend()`
+//! and `cooling_backend()` have the cold event create a backend (which a
+//! cold VCL may not); `fail_task_fini()` fails the end of a task.
 //!
 //! `bad_memory`/`total_recall` keep a SUB past its VCL; using it from
 //! another VCL panics the cache process as in varnishd.
 //!
 //! Left out because they need server internals this crate cannot reach
 //! (they fail to compile rather than pretend): `sweep_acl`, delivery
-//! filters (`rot52`), the lookup catflap,
-//! workspace probes, VSC counters and backends created from events
-//! (`cold_backend`, `cooling_backend`). The `Debug` log lines Varnish's functions emit
-//! are not written: the executor has no Debug log kind.
+//! filters (`rot52`) and workspace probes. The `Debug` log
+//! lines Varnish's functions emit are not written: the executor has no
+//! Debug log kind.
 //!
 //! `PRIV_TOP` state is kept in the request tree's shared store
 //! ([`Context::top_privs`]), seen by the top request and its ESI includes.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use lacquer_vcl::exec::{Context, LogKind, Value, WsKind};
@@ -115,6 +120,13 @@ $Method BACKEND .backend()
 $Method VOID .refresh(STRING path)
 $Object director()
 $Method BACKEND .fail()
+$Function VOID catflap(ENUM {miss, first, last} type)
+$Function VOID register_obj_events(PRIV_VCL)
+$Function VOID cold_backend(PRIV_VCL)
+$Function VOID cooling_backend(PRIV_VCL)
+$Function VOID vsc_new()
+$Function VOID vsc_count(INT val = 1)
+$Function VOID vsc_destroy()
 "#;
 
 pub(crate) static MODULE: ModuleImpl = ModuleImpl {
@@ -152,6 +164,13 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("vcl_discard_delay", vcl_discard_delay),
         ("fail_task_fini", fail_task_fini),
         ("ok_task_fini", ok_task_fini),
+        ("catflap", catflap),
+        ("register_obj_events", register_obj_events),
+        ("cold_backend", cold_backend),
+        ("cooling_backend", cooling_backend),
+        ("vsc_new", vsc_new),
+        ("vsc_count", vsc_count),
+        ("vsc_destroy", vsc_destroy),
     ],
     classes: &[
         ClassImpl {
@@ -276,33 +295,120 @@ type R = Result<Value, String>;
 /// Logs every temperature change as `Debug` records, and refuses to load
 /// when `nuke_limit` is 42 or to warm up when `max_esi_depth` is 42, so
 /// that the suite can watch events and their failures.
+///
+/// As varnishd's, a warm VCL is held from going cold (unless
+/// `cold_backend()` asked for a plain cold one), so that going cold
+/// passes through cooling; the cold event lets go at once, or after the
+/// delay `vcl_discard_delay()` set. `cold_backend()` and
+/// `cooling_backend()` make the cold event create a backend, which a cold
+/// VCL must not (the cache panics) and a cooling one cannot (it gets
+/// none).
 fn event(env: &Env, ev: crate::VclEvent, cx: &dyn crate::EventCtx) -> Result<(), String> {
     let is_42 = |p: &str| cx.param(p).is_some_and(|v| v.trim() == "42");
     match ev {
-        crate::VclEvent::Load if is_42("nuke_limit") => Err("nuke_limit is not the answer.".into()),
+        crate::VclEvent::Load => {
+            LOADS.fetch_add(1, Ordering::AcqRel);
+            if is_42("nuke_limit") {
+                return Err("nuke_limit is not the answer.".into());
+            }
+            Ok(())
+        }
+        crate::VclEvent::Discard => {
+            // The counters outlive VCLs, until the last one importing the
+            // vmod goes.
+            let before = LOADS
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    Some(n.saturating_sub(1))
+                })
+                .unwrap_or(0);
+            if before == 1 {
+                vsc().take();
+            }
+            Ok(())
+        }
         crate::VclEvent::Warm if is_42("max_esi_depth") => {
             Err("max_esi_depth is not the answer.".into())
         }
         crate::VclEvent::Warm => {
             cx.log_debug(&format!("{}: {}", cx.vcl_name(), ev.name()));
+            let plain_cold = env.vcl_state().get::<ColdBackend>(0).is_some();
+            if !plain_cold {
+                let id = env
+                    .host
+                    .hold(&format!("vmod-debug ref on {}", cx.vcl_name()));
+                env.vcl_state().insert(0, WarmHold(id));
+            }
             Ok(())
         }
         crate::VclEvent::Cold => {
             cx.log_debug(&format!("{}: {}", cx.vcl_name(), ev.name()));
-            // Keep the VCL cooling for the delay vcl_discard_delay() set.
+            let (cold, cooling) = {
+                let st = env.vcl_state();
+                (
+                    st.get::<ColdBackend>(0).is_some(),
+                    st.get::<CoolingBackend>(0).is_some(),
+                )
+            };
+            if cold || cooling {
+                doomed_backend(env, cx);
+            }
+            let hold = env.vcl_state().remove::<WarmHold>(0);
             let delay = env.vcl_state().get::<DiscardDelay>(0).map(|d| d.0);
-            if let Some(d) = delay {
-                let host = env.host.clone();
-                let id = host.hold(&format!("vmod-debug ref on {}", cx.vcl_name()));
-                std::thread::spawn(move || {
-                    std::thread::sleep(std::time::Duration::from_secs_f64(d));
-                    host.release(id);
-                });
+            match (hold, delay) {
+                (None, _) => {}
+                (Some(WarmHold(id)), None) => env.host.release(id),
+                // Keep the VCL cooling for the delay vcl_discard_delay() set.
+                (Some(WarmHold(id)), Some(d)) => {
+                    let host = env.host.clone();
+                    std::thread::spawn(move || {
+                        std::thread::sleep(std::time::Duration::from_secs_f64(d));
+                        host.release(id);
+                    });
+                }
             }
             Ok(())
         }
-        _ => Ok(()),
     }
+}
+
+/// The hold a warm VCL keeps on itself (released by the cold event).
+struct WarmHold(u64);
+/// Set by `cold_backend()`: no hold while warm, so the VCL goes straight
+/// to cold, and the cold event creates a backend.
+struct ColdBackend;
+/// Set by `cooling_backend()`: the cold event, while the VCL is still
+/// cooling, tries to create a backend.
+struct CoolingBackend;
+
+/// Creates a backend from the cold event, as varnishd's test vmod does
+/// to check that only warm VCLs get new backends. The host refuses (a
+/// cooling VCL) or panics the cache (a cold one); a backend it does make
+/// is retired at once and reported as an error.
+fn doomed_backend(env: &Env, cx: &dyn crate::EventCtx) {
+    let spec = crate::DynamicBackend {
+        name: "doomed".into(),
+        endpoint: crate::Endpoint::Unix("/".into()),
+        host_header: None,
+        probe: None,
+    };
+    if let Ok(be) = env.host.new_backend(spec) {
+        env.host.delete_backend(&be);
+        let msg = format!(
+            "vmod debug: {} got a backend while going cold",
+            cx.vcl_name()
+        );
+        cx.log(LogKind::Error, msg.as_bytes());
+    }
+}
+
+fn cold_backend(env: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
+    env.vcl_state().insert(0, ColdBackend);
+    Ok(Value::Null)
+}
+
+fn cooling_backend(env: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
+    env.vcl_state().insert(0, CoolingBackend);
+    Ok(Value::Null)
 }
 
 /// The vmod's `PRIV_TASK` (shared by every function of the vmod, as in
@@ -645,6 +751,151 @@ fn priv_perf(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     std::hint::black_box(sum);
     let ns = start.elapsed().as_nanos() as f64 / (size * rounds) as f64;
     Ok(Value::Duration(ns))
+}
+
+/// `debug.catflap()`'s hook into the request's lookup: `first` takes
+/// the newest candidate whatever its freshness, `miss` fetches anew even
+/// with a fresh object there, `last` takes the oldest candidate.
+enum Catflap {
+    First,
+    Miss,
+    /// The last candidate seen so far.
+    Last(Option<usize>),
+}
+
+impl lacquer_vcl::exec::LookupHook for Catflap {
+    fn candidate(&mut self, index: usize) -> lacquer_vcl::exec::LookupVerdict {
+        use lacquer_vcl::exec::LookupVerdict as V;
+        match self {
+            Catflap::First => V::Hit,
+            Catflap::Miss => V::Miss,
+            Catflap::Last(last) => {
+                *last = Some(index);
+                V::Continue
+            }
+        }
+    }
+
+    fn finish(&mut self) -> Option<usize> {
+        match self {
+            Catflap::Last(last) => last.take(),
+            Catflap::First | Catflap::Miss => None,
+        }
+    }
+}
+
+/// What varnishd's hook record (`struct vcf`) takes of the workspace.
+const CATFLAP_WS: u64 = 24;
+
+fn catflap(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let flap = match a.enum_(0)? {
+        Some("first") => Catflap::First,
+        Some("miss") => Catflap::Miss,
+        Some("last") => Catflap::Last(None),
+        other => {
+            return Err(format!(
+                "debug.catflap(): unknown type {}",
+                other.unwrap_or("(none)")
+            ));
+        }
+    };
+    // As varnishd, the hook's record comes out of the client workspace.
+    if let Some(ws) = ctx.workspace(WsKind::Task)
+        && !ws.alloc(CATFLAP_WS)
+    {
+        return Err("WS_Alloc failed in debug.catflap()".into());
+    }
+    ctx.set_lookup_hook(Box::new(flap))
+        .map_err(|e| format!("debug.catflap(): {e}"))?;
+    Ok(Value::Null)
+}
+
+/// The object event subscription `register_obj_events()` took for its
+/// VCL: it ends with the VCL (logged by the PRIV_VCL fini hook), or when
+/// the VCL's state is dropped without one.
+struct ObjEvents {
+    host: std::sync::Arc<dyn crate::Host>,
+    id: u64,
+}
+
+impl Drop for ObjEvents {
+    fn drop(&mut self) {
+        self.host.unsubscribe_objects(self.id);
+    }
+}
+
+/// `register_obj_events()`: logs every object entering and leaving the
+/// cache (`Object Event: insert|expire 0x<id>`) while the VCL lives.
+fn register_obj_events(env: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
+    let mut state = env.vcl_state();
+    if state.get::<ObjEvents>(0).is_some() {
+        return Err("debug.register_obj_events(): this VCL is subscribed already".into());
+    }
+    let host = env.host.clone();
+    let id = env
+        .host
+        .subscribe_objects(std::sync::Arc::new(move |ev, obj| {
+            let what = match ev {
+                crate::ObjectEvent::Insert => "insert",
+                crate::ObjectEvent::Expire => "expire",
+            };
+            host.log(LogKind::Debug, &format!("Object Event: {what} 0x{obj:x}"));
+        }))?;
+    state.insert(
+        0,
+        ObjEvents {
+            host: env.host.clone(),
+            id,
+        },
+    );
+    state.set_fini::<ObjEvents>(0, |_, log| {
+        log(LogKind::Debug, b"Unsubscribed from Object Events");
+    });
+    drop(state);
+    env.host.log(LogKind::Debug, "Subscribed to Object Events");
+    Ok(Value::Null)
+}
+
+/// How many VCLs importing the vmod were loaded and not discarded yet.
+static LOADS: AtomicUsize = AtomicUsize::new(0);
+
+/// The `DEBUG` counters `vsc_new()` published: one set for the process,
+/// as varnishd's vmod keeps it in a static, whichever VCL made it.
+fn vsc() -> std::sync::MutexGuard<'static, Option<Box<dyn crate::Counters>>> {
+    static VSC: std::sync::Mutex<Option<Box<dyn crate::Counters>>> = std::sync::Mutex::new(None);
+    VSC.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `vsc_new()`: publishes the `DEBUG` counters, unless they are out.
+fn vsc_new(env: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
+    let mut vsc = vsc();
+    if vsc.is_none() {
+        let set = env
+            .host
+            .new_counters("DEBUG", "")
+            .map_err(|e| format!("debug.vsc_new(): {e}"))?;
+        *vsc = Some(set);
+    }
+    Ok(Value::Null)
+}
+
+/// `vsc_count(val)`: adds to `DEBUG.count`.
+fn vsc_count(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let val = a.int(0)?.unwrap_or(1);
+    let vsc = vsc();
+    let set = vsc
+        .as_ref()
+        .ok_or("debug.vsc_count(): no counters to count in (call debug.vsc_new() first)")?;
+    // A negative value counts down, as varnishd's unsigned addition.
+    set.add(0, val as u64)
+        .map_err(|e| format!("debug.vsc_count(): {e}"))?;
+    Ok(Value::Null)
+}
+
+/// `vsc_destroy()`: withdraws the `DEBUG` counters.
+fn vsc_destroy(_: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
+    vsc().take();
+    Ok(Value::Null)
 }
 
 /// An `obj` instance.

@@ -1,6 +1,7 @@
 //! What the vmods need from the server beyond one task: backend health,
-//! director registration and resolution, backend lookup by name and the
-//! xkey (surrogate key) index.
+//! director registration and resolution, backend lookup by name, the
+//! xkey (surrogate key) index, object event subscriptions and counters
+//! vmods publish.
 //!
 //! The server implements [`Host`] once and passes it to
 //! [`crate::Runtime::new`] for every VCL it loads. Directors created by
@@ -89,6 +90,30 @@ pub struct DynamicBackend {
     pub probe: Option<String>,
 }
 
+/// Something that happened to an object in the cache, as a vmod
+/// subscribed with [`Host::subscribe_objects`] hears of it (varnishd's
+/// `OEV_INSERT` and `OEV_EXPIRE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjectEvent {
+    /// A fetched object became visible to lookups.
+    Insert,
+    /// An object left the cache, however it went.
+    Expire,
+}
+
+/// A vmod's callback for object events: the event and the object's
+/// identity (stable while the object lives, as varnishd's address).
+pub type ObjectEventFn = Arc<dyn Fn(ObjectEvent, usize) + Send + Sync>;
+
+/// A set of counters a vmod publishes in shared memory (varnishd's VSC
+/// segments made by vmods), seen by `varnishstat` and varnishtest while
+/// the value lives; dropping it withdraws them.
+pub trait Counters: Send + Sync {
+    /// Adds `n` to the counter at `field`, its position in the kind's
+    /// counter table; fails for a position past its end.
+    fn add(&self, field: usize, n: u64) -> Result<(), String>;
+}
+
 /// Server services shared by all tasks.
 pub trait Host: Send + Sync {
     /// Whether a backend is healthy (probe state and admin health). For a
@@ -137,4 +162,16 @@ pub trait Host: Send + Sync {
     /// with one of `keys`; `soft` expires them but keeps them for grace
     /// and keep. Returns the number of objects affected.
     fn xkey_purge(&self, keys: &[&[u8]], soft: bool) -> i64;
+    /// Subscribes `f` to objects entering and leaving the cache (varnishd's
+    /// `ObjSubscribeEvents`); returns the id that ends it with
+    /// [`Host::unsubscribe_objects`]. The callback runs on whatever thread
+    /// inserts or removes an object, outside the cache's locks. Fails when
+    /// the VCL has no cache to hear from.
+    fn subscribe_objects(&self, f: ObjectEventFn) -> Result<u64, String>;
+    /// Ends a subscription made with [`Host::subscribe_objects`].
+    fn unsubscribe_objects(&self, id: u64);
+    /// Publishes a set of counters of `kind` (a counter table, `DEBUG`)
+    /// named `kind` or, with an `ident`, `kind.ident`. Fails for an
+    /// unknown kind, a bad name, or a daemon without shared memory.
+    fn new_counters(&self, kind: &str, ident: &str) -> Result<Box<dyn Counters>, String>;
 }

@@ -63,7 +63,8 @@ mod vtc;
 mod xkey;
 
 pub use host::{
-    Director, DirectorList, DynamicBackend, Endpoint, Host, ListedMember, MemberReport,
+    Counters, Director, DirectorList, DynamicBackend, Endpoint, Host, ListedMember, MemberReport,
+    ObjectEvent, ObjectEventFn,
 };
 
 use args::Args;

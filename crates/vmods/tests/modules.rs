@@ -1202,3 +1202,100 @@ fn debug_dynamic_backends() {
         .unwrap_err();
     assert!(e.ends_with("is not a socket"), "{e}");
 }
+
+/// An event context that keeps what the handlers log.
+#[derive(Default)]
+struct Events(std::sync::Mutex<Vec<String>>);
+
+impl lacquer_vmods::EventCtx for Events {
+    fn vcl_name(&self) -> &str {
+        "vcl1"
+    }
+    fn param(&self, _: &str) -> Option<String> {
+        None
+    }
+    fn log_debug(&self, msg: &str) {
+        self.0.lock().unwrap().push(msg.to_string());
+    }
+    fn log(&self, _: LogKind, msg: &[u8]) {
+        self.log_debug(&String::from_utf8_lossy(msg));
+    }
+}
+
+#[test]
+fn debug_object_events_last_as_long_as_the_vcl() {
+    use lacquer_vmods::ObjectEvent;
+    let r = Rig::new(&["debug"], &[]);
+    let c = &mut req();
+    r.call(c, "debug.register_obj_events", vec![]).unwrap();
+    assert!(r.call(c, "debug.register_obj_events", vec![]).is_err());
+    r.host.object_event(ObjectEvent::Insert, 0x2a);
+    r.host.object_event(ObjectEvent::Expire, 0x2a);
+    let logged: Vec<String> = r
+        .host
+        .logged
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, m)| m.clone())
+        .collect();
+    assert_eq!(
+        logged,
+        [
+            "Subscribed to Object Events",
+            "Object Event: insert 0x2a",
+            "Object Event: expire 0x2a"
+        ]
+    );
+    let ev = Events::default();
+    r.rt.event(lacquer_vmods::VclEvent::Discard, &ev).unwrap();
+    assert_eq!(*ev.0.lock().unwrap(), ["Unsubscribed from Object Events"]);
+    assert!(
+        r.host
+            .subscribers
+            .lock()
+            .unwrap()
+            .iter()
+            .all(Option::is_none)
+    );
+}
+
+#[test]
+fn debug_catflap_is_for_client_requests() {
+    // The mock context has no lookup to hook: the call fails the task.
+    let r = Rig::new(&["debug"], &[]);
+    let c = &mut req();
+    let err = r.call(c, "debug.catflap", vec![e("first")]).unwrap_err();
+    assert!(err.starts_with("debug.catflap(): "), "{err}");
+}
+
+#[test]
+fn debug_holds_a_warm_vcl_until_it_goes_cold() {
+    use lacquer_vmods::VclEvent;
+    let r = Rig::new(&["debug"], &[]);
+    let ev = Events::default();
+    r.rt.event(VclEvent::Warm, &ev).unwrap();
+    assert_eq!(
+        *r.host.holds.lock().unwrap(),
+        [Some("vmod-debug ref on vcl1".to_string())]
+    );
+    r.rt.event(VclEvent::Cold, &ev).unwrap();
+    assert_eq!(*r.host.holds.lock().unwrap(), [None]);
+    assert!(r.host.dynamic.lock().unwrap().is_empty());
+    assert_eq!(
+        *ev.0.lock().unwrap(),
+        ["vcl1: VCL_EVENT_WARM", "vcl1: VCL_EVENT_COLD"]
+    );
+
+    // cold_backend(): no hold, and the cold event asks for a backend; a
+    // host that makes one sees it retired at once, reported as an error.
+    let r = Rig::new(&["debug"], &[]);
+    r.call(&mut req(), "debug.cold_backend", vec![]).unwrap();
+    let ev = Events::default();
+    r.rt.event(VclEvent::Warm, &ev).unwrap();
+    assert!(r.host.holds.lock().unwrap().is_empty());
+    r.rt.event(VclEvent::Cold, &ev).unwrap();
+    assert_eq!(r.host.dynamic.lock().unwrap()[0].name, "doomed");
+    assert_eq!(r.host.deleted.lock().unwrap().len(), 1);
+    assert!(ev.0.lock().unwrap()[2].contains("got a backend while going cold"));
+}

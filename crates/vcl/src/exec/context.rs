@@ -215,6 +215,38 @@ pub trait Context {
     /// `vmod tcp`: `TCP_INFO` of the client's socket; `Err` says why there
     /// is none (not a TCP connection, or the kernel's answer).
     fn tcp_info(&self) -> Result<TcpInfo, String>;
+    /// Hooks the request's next cache lookup (varnishd's `VCF`, which
+    /// `debug.catflap()` installs). The hook goes with that lookup, a
+    /// pass, a restart or `std.rollback(req)`; only a client request has
+    /// a lookup to hook.
+    fn set_lookup_hook(&mut self, _hook: Box<dyn LookupHook>) -> Result<(), String> {
+        Err("there is no cache lookup to hook outside a client request".into())
+    }
+}
+
+/// What a [`LookupHook`] makes of one candidate object of a lookup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LookupVerdict {
+    /// Judge it as usual.
+    Default,
+    /// Skip it.
+    Continue,
+    /// Take it as a hit, fresh or not.
+    Hit,
+    /// Stop looking and fetch a new object.
+    Miss,
+}
+
+/// A vmod's say in one cache lookup: it sees the candidate objects (those
+/// the lookup could deliver for this request: not busy, banned or of
+/// another Vary) newest first, before their freshness is judged, and may
+/// pick one at the end.
+pub trait LookupHook: Send {
+    /// The candidate at `index` (0: the newest).
+    fn candidate(&mut self, index: usize) -> LookupVerdict;
+    /// The scan is over: a candidate to deliver as a hit instead of what
+    /// the scan found, if any.
+    fn finish(&mut self) -> Option<usize>;
 }
 
 /// Which workspace of a task (the ENUM of `vtc.workspace_*`).

@@ -41,8 +41,8 @@ pub mod regex;
 pub mod value;
 
 pub use context::{
-    Context, FuncRef, HeaderName, HttpWhich, LogKind, NoVmods, TcpInfo, TcpOp, VclRuntime, VmodArg,
-    Vmods, Workspace, WsKind, WsMark,
+    Context, FuncRef, HeaderName, HttpWhich, LogKind, LookupHook, LookupVerdict, NoVmods, TcpInfo,
+    TcpOp, VclRuntime, VmodArg, Vmods, Workspace, WsKind, WsMark,
 };
 pub use interp::Scratch;
 pub use value::{Backend, Strands, Value};

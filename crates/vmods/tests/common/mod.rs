@@ -41,6 +41,33 @@ pub struct TestHost {
     pub holds: Mutex<Vec<Option<String>>>,
     /// Records written through `Host::log`.
     pub logged: Mutex<Vec<(lacquer_vcl::exec::LogKind, String)>>,
+    /// Object event subscriptions (None once ended).
+    pub subscribers: Mutex<Vec<Option<lacquer_vmods::ObjectEventFn>>>,
+    /// Counter sets published, by name, with their values (removed when
+    /// the vmod drops the set).
+    pub counters: Arc<Mutex<std::collections::HashMap<String, Vec<u64>>>>,
+}
+
+/// A counter set of the [`TestHost`]: values in its map while it lives.
+struct TestCounters {
+    name: String,
+    all: Arc<Mutex<std::collections::HashMap<String, Vec<u64>>>>,
+}
+
+impl lacquer_vmods::Counters for TestCounters {
+    fn add(&self, field: usize, n: u64) -> Result<(), String> {
+        let mut all = self.all.lock().unwrap();
+        let v = all.get_mut(&self.name).unwrap();
+        let c = v.get_mut(field).ok_or("no such counter")?;
+        *c = c.wrapping_add(n);
+        Ok(())
+    }
+}
+
+impl Drop for TestCounters {
+    fn drop(&mut self) {
+        self.all.lock().unwrap().remove(&self.name);
+    }
 }
 
 impl TestHost {
@@ -50,6 +77,21 @@ impl TestHost {
             s.insert(name.to_string());
         } else {
             s.remove(name);
+        }
+    }
+
+    /// Tells the subscribers of object events about one.
+    pub fn object_event(&self, ev: lacquer_vmods::ObjectEvent, id: usize) {
+        let subs: Vec<_> = self
+            .subscribers
+            .lock()
+            .unwrap()
+            .iter()
+            .flatten()
+            .cloned()
+            .collect();
+        for f in subs {
+            f(ev, id);
         }
     }
 
@@ -149,6 +191,35 @@ impl Host for TestHost {
             .iter()
             .find(|b| &*b.name == name)
             .cloned()
+    }
+
+    fn subscribe_objects(&self, f: lacquer_vmods::ObjectEventFn) -> Result<u64, String> {
+        let mut s = self.subscribers.lock().unwrap();
+        s.push(Some(f));
+        Ok(s.len() as u64 - 1)
+    }
+
+    fn new_counters(
+        &self,
+        kind: &str,
+        ident: &str,
+    ) -> Result<Box<dyn lacquer_vmods::Counters>, String> {
+        let name = if ident.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{ident}")
+        };
+        self.counters.lock().unwrap().insert(name.clone(), vec![0]);
+        Ok(Box::new(TestCounters {
+            name,
+            all: self.counters.clone(),
+        }))
+    }
+
+    fn unsubscribe_objects(&self, id: u64) {
+        if let Some(slot) = self.subscribers.lock().unwrap().get_mut(id as usize) {
+            *slot = None;
+        }
     }
 
     fn xkey_purge(&self, keys: &[&[u8]], soft: bool) -> i64 {

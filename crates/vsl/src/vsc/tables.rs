@@ -1,5 +1,6 @@
 //! Declarative counter tables of Varnish 7.1: one schema per section kind
-//! (MAIN, MGT, MEMPOOL, SMA, SMU, SMF, VBE, LCK), with each counter's type,
+//! (MAIN, MGT, MEMPOOL, SMA, SMU, SMF, VBE, LCK, and DEBUG of the test
+//! vmod), with each counter's type,
 //! format, level, the one-line description varnishstat prints and a longer
 //! description. Each schema also defines an enum naming its counters, used
 //! as the index on the hot path (`main.inc(Main::cache_hit)`).
@@ -460,8 +461,14 @@ schema! {
         "Try-lock operations that failed (only counted with debug flags).";
 }
 
+schema! {
+    Debug, DEBUG, "DEBUG", "Example counters";
+    count: Counter, Integer, Debug, "arbitrary counter",
+        "What the test vmod debug counts (`debug.vsc_count()`), while it keeps the set (`debug.vsc_new()`).";
+}
+
 /// Every schema above, for tools that look counters up by kind.
-pub static ALL: &[&Schema] = &[&MAIN, &MGT, &MEMPOOL, &SMA, &SMU, &SMF, &VBE, &LCK];
+pub static ALL: &[&Schema] = &[&MAIN, &MGT, &MEMPOOL, &SMA, &SMU, &SMF, &VBE, &LCK, &DEBUG];
 
 /// The schema of a section kind (`"VBE"`), if known.
 pub fn schema_for_kind(kind: &str) -> Option<&'static Schema> {
