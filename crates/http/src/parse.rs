@@ -334,7 +334,7 @@ fn collect_headers(
             17 if name.eq_ignore_ascii_case(b"transfer-encoding") => seen.framing = true,
             _ => {}
         }
-        headers.push_range((ns, ne), (vs, ve));
+        headers.push_range((ns, ne), (vs, ve), name);
     }
     Ok((headers, seen))
 }
