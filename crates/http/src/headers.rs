@@ -326,16 +326,25 @@ impl Headers {
     /// The index of the first field called `name` at or after `from`.
     #[inline]
     fn position(&self, from: usize, key: u32, name: &[u8]) -> Option<usize> {
-        // Keys alone first: a tight loop over the fields, the name bytes
-        // only for a field whose key agrees.
-        let mut at = from;
-        loop {
-            at += self.fields.get(at..)?.iter().position(|f| f.key == key)?;
-            if eq_name(self.name_of(&self.fields[at]), name) {
-                return Some(at);
+        let fields = self.fields.get(from..)?;
+        // Keys of four fields at a time, without a branch per field: most
+        // groups hold none of the name.
+        let mut at = 0;
+        while at + 4 <= fields.len() {
+            let q = &fields[at..at + 4];
+            if (q[0].key == key) | (q[1].key == key) | (q[2].key == key) | (q[3].key == key) {
+                break;
+            }
+            at += 4;
+        }
+        while at < fields.len() {
+            let f = &fields[at];
+            if f.key == key && eq_name(self.name_of(f), name) {
+                return Some(from + at);
             }
             at += 1;
         }
+        None
     }
 
     /// The value of the first field called `name` (case-insensitive).
