@@ -183,11 +183,55 @@ impl Store {
     }
 }
 
+/// How many fields of a list fall in each of 64 buckets of name keys: a
+/// lookup of a name whose bucket is empty (most names VCL asks for and
+/// finds absent) answers without a scan, and a `set` of a name alone in its
+/// bucket knows there is no later line to remove. A count that reached 255
+/// stays there (no longer proves anything, never wrong).
+#[derive(Clone)]
+struct Census([u8; 64]);
+
+impl Default for Census {
+    fn default() -> Self {
+        Census([0; 64])
+    }
+}
+
+impl Census {
+    #[inline]
+    fn bucket(key: u32) -> usize {
+        (key.wrapping_mul(0x9e37_79b1) >> 26) as usize
+    }
+    #[inline]
+    fn add(&mut self, key: u32) {
+        let c = &mut self.0[Self::bucket(key)];
+        *c = c.saturating_add(1);
+    }
+    #[inline]
+    fn sub(&mut self, key: u32) {
+        let c = &mut self.0[Self::bucket(key)];
+        if *c != u8::MAX {
+            *c = c.saturating_sub(1);
+        }
+    }
+    /// False when no field can have this key.
+    #[inline]
+    fn any(&self, key: u32) -> bool {
+        self.0[Self::bucket(key)] != 0
+    }
+    /// True when at most one field can have this key.
+    #[inline]
+    fn single(&self, key: u32) -> bool {
+        self.0[Self::bucket(key)] <= 1
+    }
+}
+
 /// An ordered list of header fields, preserving order, duplicates and case.
 #[derive(Clone, Default)]
 pub struct Headers {
     store: Store,
     fields: Vec<Field>,
+    census: Census,
 }
 
 impl Headers {
@@ -201,6 +245,7 @@ impl Headers {
         Headers {
             store: Store::default(),
             fields: Vec::with_capacity(n),
+            census: Census::default(),
         }
     }
 
@@ -214,16 +259,19 @@ impl Headers {
     /// broken (an internal invariant, never input).
     pub fn from_packed(buf: Bytes, ranges: &[(u32, u32, u32)], extra: usize) -> Self {
         let mut fields = Vec::with_capacity(ranges.len() + extra);
+        let mut census = Census::default();
         for &(n, vs, ve) in ranges {
             assert!(
                 n <= vs && vs <= ve && ve as usize <= buf.len(),
                 "packed header range ({n}, {vs}, {ve}) outside a {}-byte buffer",
                 buf.len()
             );
+            let key = name_key(&buf[n as usize..vs as usize]);
+            census.add(key);
             fields.push(Field {
                 name: Slot::Buf(n, vs),
                 value: Slot::Buf(vs, ve),
-                key: name_key(&buf[n as usize..vs as usize]),
+                key,
                 filtered: false,
             });
         }
@@ -234,6 +282,7 @@ impl Headers {
                 local: Vec::new(),
             },
             fields,
+            census,
         }
     }
 
@@ -241,7 +290,7 @@ impl Headers {
     /// to [`Headers::set_buf`] (used by the parser, which passes the name's
     /// bytes for its [`name_key`]).
     pub(crate) fn push_range(&mut self, name: (u32, u32), value: (u32, u32), spelled: &[u8]) {
-        self.fields.push(Field {
+        self.push_field(Field {
             name: Slot::Buf(name.0, name.1),
             value: Slot::Buf(value.0, value.1),
             key: name_key(spelled),
@@ -253,6 +302,13 @@ impl Headers {
     /// the head's final buffer exists).
     pub(crate) fn set_buf(&mut self, buf: Bytes) {
         self.store.buf = buf;
+    }
+
+    /// Adds a field at the end, counted in the census.
+    #[inline]
+    fn push_field(&mut self, f: Field) {
+        self.census.add(f.key);
+        self.fields.push(f);
     }
 
     /// Drops owned and copied values no field uses any more, once they
@@ -326,6 +382,9 @@ impl Headers {
     /// The index of the first field called `name` at or after `from`.
     #[inline]
     fn position(&self, from: usize, key: u32, name: &[u8]) -> Option<usize> {
+        if !self.census.any(key) {
+            return None;
+        }
         let fields = self.fields.get(from..)?;
         // Keys of four fields at a time, without a branch per field: most
         // groups hold none of the name.
@@ -399,7 +458,7 @@ impl Headers {
         let key = name_key(&name);
         let name = self.store.own(name);
         let value = self.store.own(value.into());
-        self.fields.push(Field {
+        self.push_field(Field {
             name,
             value,
             key,
@@ -422,7 +481,7 @@ impl Headers {
         let Some(first) = self.position(0, key, name) else {
             let name = self.store.own(name.clone());
             let value = self.store.own(value);
-            self.fields.push(Field {
+            self.push_field(Field {
                 name,
                 value,
                 key,
@@ -431,7 +490,9 @@ impl Headers {
             self.compact();
             return;
         };
-        self.remove_after(first + 1, key, name);
+        if !self.census.single(key) {
+            self.remove_after(first + 1, key, name);
+        }
         // Reuse the owned slot of a value set before, if any.
         let slot = match self.fields[first].value {
             Slot::Own(j) => {
@@ -453,7 +514,9 @@ impl Headers {
         let key = name_key(name);
         match self.position(0, key, name) {
             Some(first) => {
-                self.remove_after(first + 1, key, name);
+                if !self.census.single(key) {
+                    self.remove_after(first + 1, key, name);
+                }
                 let slot = self.store.recopy(self.fields[first].value, value);
                 let f = &mut self.fields[first];
                 f.value = slot;
@@ -462,7 +525,7 @@ impl Headers {
             None => {
                 let name = self.store.own(name.clone());
                 let value = self.store.copy(value);
-                self.fields.push(Field {
+                self.push_field(Field {
                     name,
                     value,
                     key,
@@ -490,6 +553,10 @@ impl Headers {
             }
         }
         self.fields.truncate(kept);
+        // Every field removed had this key (the first one found included).
+        for _ in kept..before {
+            self.census.sub(key);
+        }
         before - kept
     }
 
@@ -505,9 +572,14 @@ impl Headers {
 
     /// Keeps only the fields for which `keep(name, value)` is true.
     pub fn retain(&mut self, mut keep: impl FnMut(&[u8], &[u8]) -> bool) {
-        let store = &self.store;
-        self.fields
-            .retain(|f| keep(store.get(f.name), store.get(f.value)));
+        let (store, census) = (&self.store, &mut self.census);
+        self.fields.retain(|f| {
+            let k = keep(store.get(f.name), store.get(f.value));
+            if !k {
+                census.sub(f.key);
+            }
+            k
+        });
         self.compact();
     }
 
@@ -628,7 +700,7 @@ impl Headers {
                 key: f.key,
                 filtered: false,
             };
-            out.fields.push(field);
+            out.push_field(field);
         }
     }
 
@@ -989,6 +1061,56 @@ mod tests {
         }
         assert!(!eq_name(b"Host", b"hos"));
         assert!(eq_name(b"X-Forwarded-Proto", b"x-forwarded-proto"));
+    }
+
+    /// The census counts what the fields hold.
+    fn assert_census(h: &Headers) {
+        let mut c = Census::default();
+        for f in &h.fields {
+            c.add(f.key);
+        }
+        assert_eq!(c.0, h.census.0);
+    }
+
+    #[test]
+    fn census_follows_every_change() {
+        let mut h = sample();
+        assert_census(&h);
+        let names: Vec<&[u8]> = vec![b"X-Foo", b"host", b"Set-Cookie", b"A", b"x-FOO", b"Vary"];
+        for i in 0..2000usize {
+            let n = names[(i * 7) % names.len()];
+            match i % 6 {
+                0 => h.append(Bytes::copy_from_slice(n), "v"),
+                1 => h.set_copied(&Bytes::copy_from_slice(n), b"w"),
+                2 => {
+                    h.remove(n);
+                }
+                3 => h.set(Bytes::copy_from_slice(n), "x"),
+                4 => h.retain(|k, _| !k.eq_ignore_ascii_case(n) || i % 4 == 0),
+                _ => {
+                    let mut out = Headers::new();
+                    h.copy_filtered(0, &mut out);
+                    assert_census(&out);
+                    h = out;
+                }
+            }
+            assert_census(&h);
+            for n in &names {
+                assert_eq!(
+                    h.get(n),
+                    h.iter()
+                        .find(|(k, _)| k.eq_ignore_ascii_case(n))
+                        .map(|(_, v)| v)
+                );
+            }
+        }
+        let p = Headers::from_packed(
+            Bytes::from_static(b"HostaVary*"),
+            &[(0, 4, 5), (5, 9, 10)],
+            0,
+        );
+        assert_census(&p);
+        assert_eq!(p.get("accept"), None);
     }
 
     #[test]
