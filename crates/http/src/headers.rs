@@ -314,7 +314,15 @@ impl Headers {
     /// Drops owned and copied values no field uses any more, once they
     /// dominate (a VCL loop of `set`/`unset` must not grow the list without
     /// bound).
+    #[inline]
     fn compact(&mut self) {
+        if self.store.owned.len() > 16 || self.store.local.len() > LOCAL_SLACK {
+            self.compact_slow();
+        }
+    }
+
+    #[inline(never)]
+    fn compact_slow(&mut self) {
         let owned_waste =
             self.store.owned.len() > 16 && self.store.owned.len() > self.fields.len() * 4;
         let local_waste = self.store.local.len() > LOCAL_SLACK && {

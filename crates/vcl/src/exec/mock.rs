@@ -202,6 +202,10 @@ impl Clone for MockVmodState {
     }
 }
 
+/// Header lines reserved beyond those a mock request is built with, as
+/// the server's parser reserves.
+const EXTRA_LINES: usize = 8;
+
 fn slot(which: HttpWhich) -> usize {
     match which {
         HttpWhich::Req => 0,
@@ -229,10 +233,19 @@ impl MockContext {
 
     /// Adds a header to an HTTP object (builder style).
     pub fn with_header(mut self, which: HttpWhich, name: &str, value: &str) -> MockContext {
-        self.http[slot(which)].headers.append(
-            Bytes::copy_from_slice(name.as_bytes()),
-            Bytes::copy_from_slice(value.as_bytes()),
-        );
+        // Built as the server builds a received head: every line a range
+        // of one shared buffer, with room for the lines VCL adds.
+        let h = &mut self.http[slot(which)].headers;
+        let mut buf = Vec::new();
+        let mut ranges = Vec::new();
+        for (n, v) in h.iter().chain([(name.as_bytes(), value.as_bytes())]) {
+            let start = buf.len() as u32;
+            buf.extend_from_slice(n);
+            let vs = buf.len() as u32;
+            buf.extend_from_slice(v);
+            ranges.push((start, vs, buf.len() as u32));
+        }
+        *h = Headers::from_packed(Bytes::from(buf), &ranges, EXTRA_LINES);
         self
     }
 
