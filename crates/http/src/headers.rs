@@ -550,6 +550,12 @@ impl Headers {
         let Some(next) = self.position(from, key, name) else {
             return 0;
         };
+        if self.census.single(key) {
+            // The only field that can have this name.
+            self.fields.remove(next);
+            self.census.sub(key);
+            return 1;
+        }
         // Shift the fields kept after the first one going down over it.
         let before = self.fields.len();
         let mut kept = next;
