@@ -397,8 +397,7 @@ impl Headers {
         // Keys of four fields at a time, without a branch per field: most
         // groups hold none of the name.
         let mut at = 0;
-        while at + 4 <= fields.len() {
-            let q = &fields[at..at + 4];
+        for q in fields.chunks_exact(4) {
             if (q[0].key == key) | (q[1].key == key) | (q[2].key == key) | (q[3].key == key) {
                 break;
             }
