@@ -298,7 +298,9 @@ fn collect_headers(
     } else {
         len - 1
     };
-    let mut headers = Headers::with_capacity(parsed.len());
+    // Room for the lines VCL usually adds (X-Forwarded-For, a device or
+    // cache marker...) without moving the list.
+    let mut headers = Headers::with_capacity(parsed.len() + 8);
     for (i, h) in parsed.iter().enumerate() {
         let (ns, ne) = span(buf, h.name.as_bytes());
         let (vs, ve) = if h.value.is_empty() {
@@ -334,7 +336,7 @@ fn collect_headers(
             17 if name.eq_ignore_ascii_case(b"transfer-encoding") => seen.framing = true,
             _ => {}
         }
-        headers.push_range((ns, ne), (vs, ve));
+        headers.push_range((ns, ne), (vs, ve), name);
     }
     Ok((headers, seen))
 }

@@ -90,10 +90,8 @@ fn header_tags(which: HttpWhich) -> Option<(Tag, Tag)> {
 
 /// Logs the lines called `name` in `h` under `tag` (before they go away).
 fn log_lines(vsl: &mut VslBuf, tag: Tag, h: &lacquer_http::Headers, lower: &[u8]) {
-    for (k, v) in h.iter() {
-        if k.eq_ignore_ascii_case(lower) {
-            vsl.log_header(tag, k, v);
-        }
+    for (k, v) in h.named(lower) {
+        vsl.log_header(tag, k, v);
     }
 }
 
@@ -126,7 +124,7 @@ fn set_logged(
         log_lines(vsl, unset, h, &name.lower);
         vsl.log_header(set, name.name.as_bytes(), value);
     }
-    h.set(name.spelling.clone(), Bytes::copy_from_slice(value));
+    h.set_copied(&name.spelling, value);
 }
 
 /// Charges a header line VCL sets to the task's workspace: `false`, with

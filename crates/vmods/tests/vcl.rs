@@ -221,8 +221,8 @@ sub vcl_synth {
         .http(RESP)
         .headers
         .iter()
-        .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
-        .map(|(_, v)| &v[..])
+        .filter(|(n, _)| n.eq_ignore_ascii_case(b"set-cookie"))
+        .map(|(_, v)| v)
         .collect();
     assert_eq!(cookies, [&b"a=1"[..]], "{:?} {:?}", c.logs, c.http(RESP));
     assert_eq!(get(&c, RESP, "v").as_deref(), Some("bar"));

@@ -62,11 +62,7 @@ struct Lower<'a> {
 }
 
 fn header(h: &ir::HeaderName) -> Arc<HeaderName> {
-    Arc::new(HeaderName {
-        name: h.name.as_ref().into(),
-        lower: h.lower.as_bytes().into(),
-        spelling: Bytes::copy_from_slice(h.name.as_bytes()),
-    })
+    Arc::new(HeaderName::new(&h.name))
 }
 
 fn str_value(s: &str) -> Value {

@@ -1,11 +1,14 @@
-//! A self-contained [`Context`] for tests and benchmarks: plain vectors of
-//! headers per HTTP object, a map of other variables, and recorders for
+//! A self-contained [`Context`] for tests and benchmarks: the server's
+//! header lists ([`lacquer_http::Headers`]) per HTTP object, so header
+//! reads and changes cost what they cost in the server, a map of other variables, and recorders for
 //! hash input, synthetic body, bans and log records. It enforces nothing
 //! the server would (variable availability per method, status ranges)
 //! beyond keeping types straight.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+
+use bytes::Bytes;
+use lacquer_http::Headers;
 
 use super::context::{
     Context, HeaderName, HttpWhich, LogKind, TcpInfo, TcpOp, Workspace, WsKind, WsMark,
@@ -18,27 +21,14 @@ use crate::vars::VarId;
 /// Headers of one HTTP object, in insertion order.
 #[derive(Clone, Debug, Default)]
 pub struct MockHttp {
-    /// (name as set, value)
-    pub headers: Vec<(Arc<str>, Vec<u8>)>,
-}
-
-/// Whether header name `n` is `lower` (already lowercase) in any case.
-#[inline]
-fn same_name(n: &str, lower: &[u8]) -> bool {
-    n.len() == lower.len()
-        && n.bytes()
-            .zip(lower)
-            .all(|(a, b)| a.to_ascii_lowercase() == *b)
+    /// The lines, names as set.
+    pub headers: Headers,
 }
 
 impl MockHttp {
-    fn position(&self, lower: &[u8]) -> Option<usize> {
-        self.headers.iter().position(|(n, _)| same_name(n, lower))
-    }
     /// The first value of a header (case-insensitive name).
     pub fn get(&self, name: &str) -> Option<&[u8]> {
-        self.position(name.to_ascii_lowercase().as_bytes())
-            .map(|i| &self.headers[i].1[..])
+        self.headers.get(name)
     }
 }
 
@@ -212,7 +202,8 @@ impl Clone for MockVmodState {
     }
 }
 
-/// Header lines reserved beyond those a mock request is built with.
+/// Header lines reserved beyond those a mock request is built with, as
+/// the server's parser reserves.
 const EXTRA_LINES: usize = 8;
 
 fn slot(which: HttpWhich) -> usize {
@@ -242,12 +233,19 @@ impl MockContext {
 
     /// Adds a header to an HTTP object (builder style).
     pub fn with_header(mut self, which: HttpWhich, name: &str, value: &str) -> MockContext {
+        // Built as the server builds a received head: every line a range
+        // of one shared buffer, with room for the lines VCL adds.
         let h = &mut self.http[slot(which)].headers;
-        h.push((name.into(), value.as_bytes().to_vec()));
-        // Room for the lines VCL adds, as the server's header lists keep
-        // (`Headers::from_packed`'s `extra`), so a `set` of a new header
-        // does not move the whole list.
-        h.reserve(EXTRA_LINES);
+        let mut buf = Vec::new();
+        let mut ranges = Vec::new();
+        for (n, v) in h.iter().chain([(name.as_bytes(), value.as_bytes())]) {
+            let start = buf.len() as u32;
+            buf.extend_from_slice(n);
+            let vs = buf.len() as u32;
+            buf.extend_from_slice(v);
+            ranges.push((start, vs, buf.len() as u32));
+        }
+        *h = Headers::from_packed(Bytes::from(buf), &ranges, EXTRA_LINES);
         self
     }
 
@@ -282,8 +280,7 @@ impl MockContext {
 
 impl Context for MockContext {
     fn header(&self, which: HttpWhich, name: &HeaderName) -> Option<&[u8]> {
-        let h = &self.http[slot(which)];
-        h.position(&name.lower).map(|i| &h.headers[i].1[..])
+        self.http[slot(which)].headers.get(&name.lower[..])
     }
 
     fn set_header(
@@ -292,42 +289,14 @@ impl Context for MockContext {
         name: &HeaderName,
         value: &[u8],
     ) -> Result<(), String> {
-        let h = &mut self.http[slot(which)];
-        match h.position(&name.lower) {
-            Some(i) => {
-                let v = &mut h.headers[i].1;
-                v.clear();
-                v.extend_from_slice(value);
-                let mut j = i + 1;
-                while j < h.headers.len() {
-                    if same_name(&h.headers[j].0, &name.lower) {
-                        h.headers.remove(j);
-                    } else {
-                        j += 1;
-                    }
-                }
-            }
-            None => h.headers.push((name.name.clone(), value.to_vec())),
-        }
+        self.http[slot(which)]
+            .headers
+            .set_copied(&name.spelling, value);
         Ok(())
     }
 
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
-        // Most unsets remove one line or none: find the first, then look
-        // only at the lines after it.
-        let h = &mut self.http[slot(which)];
-        let Some(first) = h.position(&name.lower) else {
-            return;
-        };
-        h.headers.remove(first);
-        let mut j = first;
-        while j < h.headers.len() {
-            if same_name(&h.headers[j].0, &name.lower) {
-                h.headers.remove(j);
-            } else {
-                j += 1;
-            }
-        }
+        self.http[slot(which)].headers.remove(&name.lower[..]);
     }
 
     fn get_str(&self, var: VarId) -> Result<Option<&[u8]>, String> {
@@ -429,11 +398,7 @@ impl Context for MockContext {
     }
 
     fn headers(&self, which: HttpWhich) -> Vec<(&[u8], &[u8])> {
-        self.http[slot(which)]
-            .headers
-            .iter()
-            .map(|(n, v)| (n.as_bytes(), &v[..]))
-            .collect()
+        self.http[slot(which)].headers.iter().collect()
     }
 
     fn add_header(
@@ -447,7 +412,7 @@ impl Context for MockContext {
         }
         self.http[slot(which)]
             .headers
-            .push((name.name.clone(), value.to_vec()));
+            .append(name.spelling.clone(), Bytes::copy_from_slice(value));
         Ok(())
     }
 
@@ -459,10 +424,11 @@ impl Context for MockContext {
         if which == HttpWhich::Obj {
             return Err("obj.http is read-only".into());
         }
-        self.http[slot(which)].headers = lines
-            .into_iter()
-            .map(|(n, v)| (Arc::from(String::from_utf8_lossy(&n)), v))
-            .collect();
+        let h = &mut self.http[slot(which)].headers;
+        *h = Headers::with_capacity(lines.len());
+        for (n, v) in lines {
+            h.append(n, v);
+        }
         Ok(())
     }
 

@@ -544,7 +544,13 @@ struct StartDfa {
     /// The anchored DFA's start state after `prefix` (the state at the
     /// subject's start when there is no prefix).
     prefix_start: u32,
+    /// The bytes that can begin a match after the subject's start (or a
+    /// restart of `regsuball`): `(^|;)x` begins with `;` there, with `x` only
+    /// at the start.
     first: FirstBytes,
+    /// The bytes that can begin a match at the subject's start or a
+    /// restart.
+    first_at_start: Box<[bool; 256]>,
 }
 
 /// The outcome of a search by [`StartDfa`].
@@ -616,26 +622,35 @@ impl StartDfa {
             None => anchored.start_text,
         };
         // The bytes that can begin a match: those leading out of a start
-        // state to a live one.
-        let mut set = [false; 256];
-        let mut starts = vec![anchored.start_text];
-        if !only_at_start {
-            starts.extend_from_slice(&anchored.start_after[..]);
-        }
+        // state to a live one, at the start and elsewhere.
+        let mut at_start = [false; 256];
+        let mut later = [false; 256];
         match prefix.first() {
-            Some(&b) => set[usize::from(b)] = true,
+            Some(&b) => {
+                at_start[usize::from(b)] = true;
+                later[usize::from(b)] = true;
+            }
             None => {
-                for st in starts {
+                for b in 0..=255u8 {
+                    at_start[usize::from(b)] = anchored.live(anchored.start_text, b);
+                }
+                let afters: &[u32] = if only_at_start {
+                    &[]
+                } else {
+                    &anchored.start_after[..]
+                };
+                for &st in afters {
                     for b in 0..=255u8 {
-                        set[usize::from(b)] |= anchored.live(st, b);
+                        later[usize::from(b)] |= anchored.live(st, b);
                     }
                 }
             }
         }
-        if set.iter().filter(|x| **x).count() > MAX_FIRST_BYTES {
+        let union = (0..256).filter(|&b| at_start[b] || later[b]).count();
+        if union > MAX_FIRST_BYTES {
             return None;
         }
-        let first = FirstBytes::new(&set);
+        let first = FirstBytes::new(&later);
         let unanchored = match first {
             FirstBytes::Table(_) if !only_at_start => {
                 dfa(StartKind::Unanchored).and_then(|d| Table::build(&d, false, false))
@@ -649,6 +664,7 @@ impl StartDfa {
             prefix,
             prefix_start,
             first,
+            first_at_start: Box::new(at_start),
         })
     }
 
@@ -695,6 +711,19 @@ impl StartDfa {
         // search is the safer bet.
         let budget = 4 * h.len().saturating_sub(from) + 64;
         let mut p = from;
+        if from == 0 {
+            // The subject's start, where `^` holds: its own first bytes.
+            if h.first()
+                .is_some_and(|&b| self.first_at_start[usize::from(b)])
+            {
+                match t.run(h, 0, t.start_text, earliest, &mut work) {
+                    Run::Done(Some(e)) => return DfaSearch::Found(0, e),
+                    Run::Done(None) => {}
+                    Run::GiveUp => return DfaSearch::HandOver(0),
+                }
+            }
+            p = 1;
+        }
         while let Some(c) = self.first.next(h, p) {
             match t.run(h, c, t.start(h, c), earliest, &mut work) {
                 Run::Done(Some(e)) => return DfaSearch::Found(c, e),
@@ -1037,6 +1066,13 @@ impl Regex {
         loop {
             let c = if d.only_at_start {
                 (p == origin).then_some(origin)
+            } else if p == origin {
+                // A restart is a start (`^` holds there): its own first
+                // bytes, then the others after it.
+                match subject.get(origin) {
+                    Some(&b) if d.first_at_start[usize::from(b)] => Some(origin),
+                    _ => d.first.next(subject, origin + 1),
+                }
             } else {
                 d.first.next(subject, p)
             };
