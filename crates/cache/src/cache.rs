@@ -1658,6 +1658,12 @@ impl BusyObj {
                 return Err(e);
             }
         };
+        // As varnishd's EXP_Insert: subscribers hear of the object before
+        // anything can find it, expire it or purge it (so never an expire
+        // before its insert).
+        inner
+            .subscribers
+            .send(ObjEvent::Insert, Arc::as_ptr(&self.oc) as usize);
         if let Some(store) = self.oc.store.get() {
             store.lru().insert(&self.oc);
         }
@@ -1678,9 +1684,6 @@ impl BusyObj {
             }
         };
         wake(waiters, &inner.stats);
-        inner
-            .subscribers
-            .send(ObjEvent::Insert, Arc::as_ptr(&self.oc) as usize);
         Ok(out)
     }
 

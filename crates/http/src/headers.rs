@@ -46,7 +46,7 @@ struct Field {
 /// `req.http.*`, the server's own) test it on every field before comparing
 /// bytes, which rejects nearly every other field of a real request.
 #[inline]
-pub fn name_key(name: &[u8]) -> u32 {
+fn name_key(name: &[u8]) -> u32 {
     match (name.first(), name.last()) {
         (Some(f), Some(l)) => {
             ((name.len().min(0xffff) as u32) << 16)
@@ -62,7 +62,7 @@ pub fn name_key(name: &[u8]) -> u32 {
 /// VCL looks up is found with a few word operations instead of a case
 /// fold per byte on both sides.
 #[inline]
-pub fn eq_name(a: &[u8], b: &[u8]) -> bool {
+fn eq_name(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
     if n != b.len() {
         return false;
@@ -173,7 +173,8 @@ impl Store {
         self.copy(v)
     }
 
-    /// A [`Bytes`] for a slot, sharing the buffer instead of copying.
+    /// A [`Bytes`] for a slot: shares the parsed buffer or an owned value,
+    /// copies a value from the buffer of copied values.
     fn share(&self, slot: Slot) -> Bytes {
         match slot {
             Slot::Buf(s, e) => self.buf.slice(s as usize..e as usize),
@@ -480,9 +481,9 @@ impl Headers {
         self.set_named(&name.into(), value);
     }
 
-    /// [`Headers::set`] with a name the caller keeps (a compiled VCL's header
-    /// name): it is shared only when a field is appended.
-    pub fn set_named(&mut self, name: &Bytes, value: impl Into<Bytes>) {
+    /// [`Headers::set`] with the name as [`Bytes`]: it is kept only when a
+    /// field is appended.
+    fn set_named(&mut self, name: &Bytes, value: impl Into<Bytes>) {
         let value: Bytes = value.into();
         let key = name_key(name);
         let Some(first) = self.position(0, key, name) else {
@@ -514,22 +515,29 @@ impl Headers {
         self.compact();
     }
 
-    /// [`Headers::set_named`] with a copy of `value`, kept in the list's
-    /// buffer of copied values (in place of the old value when that was
-    /// copied too and is not shorter): what VCL's `set` does.
+    /// VCL's `set <which>.http.<name> = value`, as varnishd's `VRT_SetHdr`:
+    /// every field called `name` goes, and one field spelled as `name` (the
+    /// VCL's spelling) is appended with a copy of `value`, kept in the
+    /// list's buffer of copied values. When the one such field is already
+    /// last and spelled so, its value is replaced where it is (in place of
+    /// the old copy when that is not shorter): a chain of sets of one
+    /// header allocates nothing.
     pub fn set_copied(&mut self, name: &Bytes, value: &[u8]) {
         let key = name_key(name);
+        let last = self.fields.len().checked_sub(1);
         match self.position(0, key, name) {
-            Some(first) => {
-                if !self.census.single(key) {
-                    self.remove_after(first + 1, key, name);
-                }
+            Some(first)
+                if Some(first) == last && self.store.get(self.fields[first].name) == &name[..] =>
+            {
                 let slot = self.store.recopy(self.fields[first].value, value);
                 let f = &mut self.fields[first];
                 f.value = slot;
                 f.filtered = false;
             }
-            None => {
+            found => {
+                if let Some(first) = found {
+                    self.remove_after(first, key, name);
+                }
                 let name = self.store.own(name.clone());
                 let value = self.store.copy(value);
                 self.push_field(Field {
@@ -689,7 +697,8 @@ impl Headers {
 
     /// Varnish `http_FilterReq`/`http_FilterResp`: appends to `out` every field
     /// that is neither filter-marked nor flagged in `mask` by the well-known
-    /// header table ([`crate::header_flags`]). Shares bytes, copies nothing.
+    /// header table ([`crate::header_flags`]). Parsed and owned bytes are
+    /// shared; values VCL set (in the buffer of copied values) are copied.
     pub fn copy_filtered(&self, mask: u8, out: &mut Headers) {
         if out.fields.is_empty() && out.store.owned.is_empty() && out.store.local.is_empty() {
             out.store.buf = self.store.buf.clone();
@@ -1148,6 +1157,30 @@ mod tests {
         let mut out = Headers::new();
         h.copy_filtered(0, &mut out);
         assert_eq!(out, h);
+    }
+
+    #[test]
+    fn set_copied_appends_one_line_spelled_as_vcl_spells_it() {
+        let mut h = Headers::new();
+        h.append("A", "old");
+        h.append("B", "b");
+        h.append("dup", "1");
+        h.append("Dup", "2");
+        h.set_copied(&Bytes::from_static(b"a"), b"new");
+        h.set_copied(&Bytes::from_static(b"DUP"), b"one");
+        let lines: Vec<_> = h.iter().collect();
+        assert_eq!(
+            lines,
+            [
+                (&b"B"[..], &b"b"[..]),
+                (&b"a"[..], &b"new"[..]),
+                (&b"DUP"[..], &b"one"[..]),
+            ]
+        );
+        // Already last and spelled so: replaced where it is.
+        h.set_copied(&Bytes::from_static(b"DUP"), b"two");
+        assert_eq!(h.iter().last(), Some((&b"DUP"[..], &b"two"[..])));
+        assert_eq!(h.len(), 3);
     }
 
     #[test]

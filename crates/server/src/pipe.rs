@@ -134,9 +134,9 @@ where
     // As varnishd, the tunnel's byte counts go into the client request's
     // transaction: its head, the bereq head, bytes piped in and out.
     if let Some(a) = pipe_acct {
-        crate::req::log_ts_at(t, "Process", a.t_process);
+        t.stamp("Process", a.t_process);
         if a.t_sent > 0.0 {
-            crate::req::log_ts_at(t, "Pipe", a.t_sent);
+            t.stamp("Pipe", a.t_sent);
         }
         t.log_ts("PipeSess");
         t.vsl.log(

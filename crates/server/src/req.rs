@@ -509,8 +509,7 @@ pub(crate) fn log_req_start(vsl: &mut lacquer_vsl::VslBuf, sess: &SessInfo, req:
 /// and logs the request again.
 fn restart_vxid(t: &mut ReqTask) {
     let now = rfc2616::now();
-    t.vsl
-        .log_timestamp("Restart", now, now - t.t_req, now - t.t_last);
+    t.stamp("Restart", now);
     let new = t.sh.vxid.next();
     // `req <vxid> restart` without formatting machinery (once per restart).
     let link = |vsl: &mut lacquer_vsl::VslBuf, tag, vxid: &[u8]| {
@@ -936,12 +935,6 @@ where
     conn.stream.write_all(crate::reqbody::CONTINUE_100).await
 }
 
-/// [`ReqTask::log_ts`] for a moment already past.
-pub fn log_ts_at(t: &mut ReqTask, label: &str, at: f64) {
-    t.vsl.log_timestamp(label, at, at - t.t_req, at - t.t_last);
-    t.t_last = at;
-}
-
 /// Starts a background refresh of a stale object delivered in grace.
 fn start_bgfetch(t: &mut ReqTask, busy: lacquer_cache::BusyObj, stale: ObjRef) {
     let vxid = t.sh.vxid.next();
@@ -982,7 +975,13 @@ async fn deliver<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
-    t.setup_deliver_resp(&obj, hit, pass);
+    t.setup_deliver_resp(&obj, hit);
+    if !pass && t.sh.params().flag(pid!("http_range_support")) && t.resp.status == 200 {
+        t.ws.take(header_len(b"Accept-Ranges", b"bytes"));
+        t.resp.headers.set("Accept-Ranges", "bytes");
+        t.vsl
+            .log_header(Tag::RespHeader, b"Accept-Ranges", b"bytes");
+    }
     let vcl = t.vcl.clone();
     let action = vcl.run(BuiltinSub::Deliver, t, scratch);
     t.log_ts("Process");

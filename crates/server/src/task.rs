@@ -451,9 +451,10 @@ pub struct ReqTask {
     pub resp: RespMsg,
     /// The object being delivered or hit.
     pub obj: Option<ObjRef>,
-    /// How the object in `obj` is being delivered: (a hit, a pass), so a
-    /// rollback in vcl_deliver can rebuild the same response.
-    deliver_kind: (bool, bool),
+    /// The object in `obj` is delivered as a hit (`X-Varnish` names both
+    /// transactions), so a rollback in vcl_deliver can rebuild the same
+    /// response.
+    deliver_hit: bool,
     /// `resp.body` / `synthetic()` output in `vcl_synth`.
     pub synth_body: Vec<u8>,
     /// The status and reason `vcl_synth` was entered with (varnishd's
@@ -470,9 +471,10 @@ pub struct ReqTask {
     /// only a pass.
     pub req_body_kept: bool,
     /// When the body in `req_body` was read ahead of VCL, until that is
-    /// logged: varnishd reads it at `std.cache_req_body()` (or when the
-    /// body is sent or discarded), so its `ReqBody` timestamp goes there in
-    /// the log, not before `VCL_call RECV`.
+    /// logged: varnishd reads it at `std.cache_req_body()` (stamped then,
+    /// with that time) or when the body is sent or discarded (stamped
+    /// before the next timestamp of the request), so `ReqBody` goes there
+    /// in the log, not before `VCL_call RECV`.
     pub req_body_read_at: Option<f64>,
     /// `std.cache_req_body()` was asked to keep a body larger than its
     /// limit: varnishd gives up on such a request and closes.
@@ -537,9 +539,10 @@ impl ReqTask {
 
     /// The response `vcl_deliver` starts from (varnishd's
     /// `Resp_Setup_Deliver`): the object's status, reason and headers plus
-    /// `X-Varnish` (with the object's vxid on a hit), `Age`, `Via` and,
-    /// unless passing, `Accept-Ranges`; charged to the workspace and logged.
-    pub fn setup_deliver_resp(&mut self, obj: &ObjRef, hit: bool, pass: bool) {
+    /// `X-Varnish` (with the object's vxid on a hit), `Age` and `Via`;
+    /// charged to the workspace and logged. (`Accept-Ranges` is delivery's
+    /// own addition, after this: a rollback does not bring it back.)
+    pub fn setup_deliver_resp(&mut self, obj: &ObjRef, hit: bool) {
         let data = obj.data();
         let mut resp = RespMsg::new(data.status);
         resp.reason = data.reason.clone();
@@ -569,14 +572,9 @@ impl ReqTask {
         self.ws.take(crate::ws::header_len(b"Age", &age));
         resp.headers.set("Age", age);
         resp.headers.append("Via", crate::req::VIA);
-        if !pass && self.sh.params().flag(pid!("http_range_support")) && resp.status == 200 {
-            self.ws
-                .take(crate::ws::header_len(b"Accept-Ranges", b"bytes"));
-            resp.headers.set("Accept-Ranges", "bytes");
-        }
         self.resp = resp;
         self.obj = Some(obj.clone());
-        self.deliver_kind = (hit, pass);
+        self.deliver_hit = hit;
         self.vdp_filters = None;
         self.log_resp();
     }
@@ -670,7 +668,7 @@ impl ReqTask {
             digest: None,
             resp: RespMsg::new(200),
             obj: None,
-            deliver_kind: (false, false),
+            deliver_hit: false,
             synth_body: Vec::new(),
             synth_code: (200, None),
             vsl,
@@ -704,17 +702,33 @@ impl ReqTask {
 
     /// Logs a `Timestamp` record: since the request began, since the last.
     pub fn log_ts(&mut self, label: &str) {
-        self.log_body_read();
-        let now = crate::rfc2616::now();
-        self.vsl
-            .log_timestamp(label, now, now - self.t_req, now - self.t_last);
-        self.t_last = now;
+        self.stamp(label, crate::rfc2616::now());
     }
 
-    /// Logs the `ReqBody` timestamp of a body read ahead of VCL, once, with
-    /// the time it was read (see `req_body_read_at`).
+    /// Logs the timestamp `label` at `at` (since the request began and
+    /// since the last one). Every request timestamp goes through here, so
+    /// that a body read ahead of VCL is stamped first (see
+    /// `req_body_read_at`) and the last-stamp times never go backwards.
+    pub fn stamp(&mut self, label: &str, at: f64) {
+        self.log_body_read();
+        self.stamp_only(label, at);
+    }
+
+    /// Logs the timestamp `label` at `at` without stamping a body read
+    /// ahead first (VCL's `std.timestamp()`: for VCL that body is read only
+    /// when it asks for it).
+    fn stamp_only(&mut self, label: &str, at: f64) {
+        let at = at.max(self.t_last);
+        self.vsl
+            .log_timestamp(label, at, at - self.t_req, at - self.t_last);
+        self.t_last = at;
+    }
+
+    /// Logs the `ReqBody` timestamp of a body read ahead of VCL, once (see
+    /// `req_body_read_at`), never before the last timestamp.
     pub fn log_body_read(&mut self) {
         if let Some(at) = self.req_body_read_at.take() {
+            let at = at.max(self.t_last);
             self.vsl
                 .log_timestamp("ReqBody", at, at - self.t_req, at - self.t_last);
             self.t_last = at;
@@ -1210,8 +1224,8 @@ impl Context for ReqTask {
                     BuiltinSub::Synth => self.setup_synth_resp(),
                     BuiltinSub::Deliver => {
                         if let Some(obj) = self.obj.clone() {
-                            let (hit, pass) = self.deliver_kind;
-                            self.setup_deliver_resp(&obj, hit, pass);
+                            let hit = self.deliver_hit;
+                            self.setup_deliver_resp(&obj, hit);
                         }
                     }
                     _ => {}
@@ -1240,10 +1254,11 @@ impl Context for ReqTask {
             self.req_body_failed = true;
         } else if let Some(len) = self.req_body.as_ref().map(|b| b.len()) {
             self.req_body_kept = true;
-            // As varnishd: the kept body goes to Transient storage, and
-            // this is where it is read.
+            // As varnishd: the kept body goes to storage, and this is
+            // where it is read.
             if self.req_body_read_at.is_some() {
-                self.vsl.log_str(Tag::Storage, "malloc Transient");
+                self.req_body_read_at = Some(crate::rfc2616::now());
+                self.log_body_storage();
                 self.log_body_read();
             }
             // As varnishd: a cached body is forwarded with its length.
@@ -1269,14 +1284,7 @@ impl Context for ReqTask {
     }
 
     fn timestamp(&mut self, label: &[u8]) {
-        let now = crate::rfc2616::now();
-        self.vsl.log_timestamp(
-            &String::from_utf8_lossy(label),
-            now,
-            now - self.t_req,
-            now - self.t_last,
-        );
-        self.t_last = now;
+        self.stamp_only(&String::from_utf8_lossy(label), crate::rfc2616::now());
     }
 
     fn purge(&mut self, ttl: f64, grace: f64, keep: f64) -> Result<i64, String> {
