@@ -148,6 +148,25 @@ impl AsyncRead for ClientStream {
     }
 }
 
+/// A client stream the session can wait on without reading: between
+/// requests an idle session holds no read buffer (`crate::session`).
+pub trait Readable {
+    /// Ready when the peer sent bytes, closed, or the socket failed.
+    fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+}
+
+impl Readable for ClientStream {
+    fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.tcp.poll_read_ready(cx)
+    }
+}
+
+impl Readable for tokio::net::UnixStream {
+    fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_read_ready(cx)
+    }
+}
+
 impl AsyncWrite for ClientStream {
     fn poll_write(
         self: Pin<&mut Self>,
