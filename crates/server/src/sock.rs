@@ -22,6 +22,9 @@
 //!
 //! The handle holds the socket only as long as the session's request
 //! task: a fetch that outlives the client never keeps its connection open.
+//!
+//! [`Readable`] lets an idle session wait for the client's next bytes
+//! without holding a read buffer (`crate::session`).
 
 use std::io::{self, Read};
 use std::net::{IpAddr, Shutdown, SocketAddr};
