@@ -96,6 +96,41 @@ async fn a_session_idle_past_timeout_linger_keeps_its_connection_and_timeout() {
     assert_eq!(l.shared.counters.get(Main::sess_readahead), 0);
 }
 
+/// The same trip past `timeout_linger` on a Unix-socket listener, whose
+/// stream waits for readability its own way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unix_socket_session_idle_past_timeout_linger_is_served_again() {
+    let be = backend(|_| (NO, ok("x", "Cache-Control: max-age=60\r\n"))).await;
+    let path = std::env::temp_dir().join(format!("lacquer-linger-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let l = lacquer_on(
+        &vcl_with(be.addr, ""),
+        &["timeout_linger=0.05"],
+        path.to_str().unwrap(),
+    )
+    .await;
+    let mut s = tokio::net::UnixStream::connect(&path).await.unwrap();
+    for round in 1..=2u64 {
+        s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        while !got.ends_with(b"\r\n\r\nx") {
+            let mut b = [0u8; 512];
+            let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut b))
+                .await
+                .expect("a response within 5s")
+                .unwrap();
+            assert!(n > 0, "closed before a response: {got:?}");
+            got.extend_from_slice(&b[..n]);
+        }
+        assert!(got.starts_with(b"HTTP/1.1 200 "), "{got:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(l.shared.counters.get(Main::sess_herd), round);
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
 /// A client that asks for a large body and does not read it (with a tiny
 /// receive buffer when `small`).
 async fn stalled_reader(a: std::net::SocketAddr, small: bool) -> TcpStream {
