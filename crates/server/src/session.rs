@@ -19,11 +19,18 @@
 //!    pipelined request starts at the right byte (`crate::reqbody`);
 //! 6. back to 3 while both sides keep the connection alive.
 //!
-//! Nothing here blocks a thread: a slow client costs one task.
+//! Nothing here blocks a thread: a slow client costs one task. An idle
+//! one costs little more than its socket: the requests of a busy spell run
+//! in a boxed future of their own that holds the read buffer; once
+//! `timeout_linger` passes between requests (nothing of the next one read
+//! yet) that spell ends, the buffers go, and the session waits for the
+//! socket to become readable (`sess_herd` counts these trips, as it counts
+//! varnishd's sessions handed to its waiter). `timeout_idle` runs on.
 
 use crate::counters::Main;
 use crate::pid;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,6 +38,7 @@ use bytes::BytesMut;
 use lacquer_http::{BodyKind, Limits, parse_request_buf};
 use lacquer_vsl::{Tag, VslBuf, Vxid};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::time::{Instant, Sleep};
 
 use crate::msg::ReqMsg;
 use crate::req::{After, ClientConn};
@@ -60,9 +68,64 @@ pub async fn serve<S>(
     sess: SessInfoArgs,
     sock: Option<crate::sock::SockCtl>,
 ) where
-    S: AsyncRead + AsyncWrite + Unpin + Send,
+    S: AsyncRead + AsyncWrite + crate::sock::Readable + Unpin + Send,
 {
     let t_open = rfc2616::now();
+    let Some(mut s) = Box::pin(open(sh, stream, sess, sock, t_open)).await else {
+        return;
+    };
+    let svxid = s.svxid;
+    // The requests of a busy spell are served by a future of their own,
+    // boxed: its size (that of everything a request may await) is only
+    // held while the client is active. Between spells the session keeps
+    // no buffer either, and waits for the client's next bytes with
+    // nothing but the socket and its timer (varnishd's waiter).
+    let reason = loop {
+        match Box::pin(requests(&mut s)).await {
+            Turn::Idle(deadline) => {
+                // varnishd's count of sessions handed to its waiter.
+                s.sh.counters.inc(Main::sess_herd);
+                s.conn.rbuf = BytesMut::new();
+                s.spare_log = Vec::new();
+                drop(s.svsl.take_buffer());
+                let ready = std::future::poll_fn(|cx| s.conn.stream.poll_readable(cx));
+                tokio::select! {
+                    biased;
+                    r = ready => if r.is_err() {
+                        s.sh.counters.inc(Main::sc_rem_close);
+                        break "REM_CLOSE";
+                    },
+                    () = lazy_sleep(s.idle_timer.as_mut(), deadline) => {
+                        s.sh.counters.inc(Main::sc_rx_timeout);
+                        break "RX_TIMEOUT";
+                    }
+                }
+            }
+            Turn::H2(upgraded) => {
+                let ctx = h2_ctx(&s.sh, &s.info, s.tmo, &s.sock, svxid);
+                let rbuf = std::mem::take(&mut s.conn.rbuf);
+                let h2 = crate::h2::serve(ctx, s.conn.stream, rbuf, &mut s.svsl, upgraded);
+                break Box::pin(h2).await;
+            }
+            Turn::End(reason) => break reason,
+        }
+    };
+    end(&s.sh, &mut s.svsl, t_open, reason)
+}
+
+/// Opens the session: logs it, reads a PROXY header on a `PROXY`
+/// listener, and takes the session workspace's share. `None` when the
+/// session ended there (already logged).
+async fn open<S>(
+    sh: Arc<Shared>,
+    stream: S,
+    sess: SessInfoArgs,
+    sock: Option<crate::sock::SockCtl>,
+    t_open: f64,
+) -> Option<Sess<S>>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
     let svxid = sh.vxid.next();
     sh.counters.inc(Main::sess_conn);
     sh.counters.inc(Main::s_sess);
@@ -110,7 +173,7 @@ pub async fn serve<S>(
         // SessOpen is visible while the header is awaited.
         svsl.flush();
         let idle = sh.params().duration("timeout_idle");
-        let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(idle.max(0.001));
+        let deadline = Instant::now() + secs(idle);
         match read_proxy(&mut conn, &mut svsl, &mut ws, deadline).await {
             Ok(p) => {
                 if let Some(a) = p.addrs {
@@ -124,7 +187,8 @@ pub async fn serve<S>(
             Err(WS_OVERFLOW) => {
                 sh.counters.inc(Main::ws_session_overflow);
                 sh.counters.inc(Main::sc_rx_junk);
-                return end(&sh, &mut svsl, t_open, "RX_JUNK");
+                end(&sh, &mut svsl, t_open, "RX_JUNK");
+                return None;
             }
             Err(reason) => {
                 sh.counters.inc(match reason {
@@ -133,7 +197,8 @@ pub async fn serve<S>(
                     "REM_CLOSE" => Main::sc_rem_close,
                     _ => Main::sc_rx_junk,
                 });
-                return end(&sh, &mut svsl, t_open, reason);
+                end(&sh, &mut svsl, t_open, reason);
+                return None;
             }
         }
     }
@@ -142,19 +207,86 @@ pub async fn serve<S>(
         svsl.log_str(Tag::Error, "insufficient workspace (proto_priv)");
         sh.counters.inc(Main::ws_session_overflow);
         sh.counters.inc(Main::sc_rx_junk);
-        return end(&sh, &mut svsl, t_open, "RX_JUNK");
+        end(&sh, &mut svsl, t_open, "RX_JUNK");
+        return None;
     }
     svsl.flush();
-    let info = Arc::new(info);
-    let mut tmo = timeouts(&sh);
-    // Each request's log buffer reuses the allocation of the one before.
-    let mut spare_log = Vec::with_capacity(2048);
+    let tmo = timeouts(&sh);
     // One idle timer for the connection's life, re-armed only when it
-    // fires early (see `read_more`): no timer-wheel work per request.
-    let mut idle_timer = Box::pin(tokio::time::sleep(Duration::from_secs_f64(
-        tmo.timeout_idle.max(0.001),
-    )));
-    let reason = loop {
+    // fires early (see `lazy_sleep`): no timer-wheel work per request.
+    let idle_timer = Box::pin(tokio::time::sleep(secs(tmo.timeout_idle)));
+    Some(Sess {
+        sh,
+        conn,
+        svsl,
+        info: Arc::new(info),
+        ws,
+        tmo,
+        spare_log: Vec::new(),
+        idle_timer,
+        sock,
+        svxid,
+    })
+}
+
+/// What a session keeps from one request to the next.
+struct Sess<S> {
+    sh: Arc<Shared>,
+    conn: ClientConn<S>,
+    /// The session's own log records (`Link`s, `SessClose`).
+    svsl: VslBuf,
+    info: Arc<SessInfo>,
+    ws: Workspace,
+    tmo: SessTimeouts,
+    /// The allocation each request's log buffer reuses from the one before.
+    spare_log: Vec<u8>,
+    idle_timer: Pin<Box<Sleep>>,
+    sock: Option<crate::sock::SockCtl>,
+    svxid: u32,
+}
+
+/// How a busy spell of a session ends.
+enum Turn {
+    /// No new request within `timeout_linger`: the session waits without
+    /// its buffers, at most until this deadline (`timeout_idle`).
+    Idle(Instant),
+    /// HTTP/2 takes the connection over: prior knowledge (`None`) or an
+    /// `h2c` upgrade of this request with the client's settings.
+    H2(Option<(crate::h2::Upgraded, Vec<(u16, u32)>)>),
+    /// The session closes, for this reason.
+    End(&'static str),
+}
+
+/// A duration parameter (seconds) as a timer length, at least 1 ms.
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s.max(0.001))
+}
+
+/// Serves requests off the connection until the client goes quiet for
+/// `timeout_linger` between requests, HTTP/2 takes over, or the session
+/// ends.
+async fn requests<S>(s: &mut Sess<S>) -> Turn
+where
+    S: AsyncRead + AsyncWrite + crate::sock::Readable + Unpin + Send,
+{
+    let Sess {
+        sh,
+        conn,
+        svsl,
+        info,
+        ws,
+        tmo,
+        spare_log,
+        idle_timer,
+        sock,
+        svxid,
+    } = s;
+    let svxid = *svxid;
+    if spare_log.capacity() == 0 {
+        spare_log.reserve(2048);
+    }
+    let mut linger_timer = std::pin::pin!(tokio::time::sleep(secs(tmo.timeout_linger)));
+    loop {
         if !conn.rbuf.is_empty() {
             // The client sent the next request before the previous answer.
             sh.counters.inc(Main::sess_readahead);
@@ -171,7 +303,7 @@ pub async fn serve<S>(
         };
         drop(params);
         // 2. Wait for a complete head.
-        let idle = Duration::from_secs_f64(tmo.timeout_idle.max(0.001));
+        let idle = secs(tmo.timeout_idle);
         let h2_on = sh.params().bit(pid!("feature"), "http2");
         let head = loop {
             // A prior-knowledge preface is read whole, as varnishd does.
@@ -185,17 +317,24 @@ pub async fn serve<S>(
                 },
             }
             conn.rbuf.reserve(8192);
-            let deadline = tokio::time::Instant::now() + idle;
-            match read_more(&mut conn, idle_timer.as_mut(), deadline).await {
-                None => {
+            let now = Instant::now();
+            let deadline = now + idle;
+            // Between requests (nothing of the next one read yet) the
+            // wait lasts `timeout_linger` with the buffers, then the
+            // session waits on without them (see `serve`).
+            let linger = (conn.rbuf.is_empty() && tmo.timeout_linger < tmo.timeout_idle)
+                .then(|| (linger_timer.as_mut(), now + secs(tmo.timeout_linger)));
+            match read_more(conn, idle_timer.as_mut(), deadline, linger).await {
+                Wait::Timeout => {
                     sh.counters.inc(Main::sc_rx_timeout);
-                    return end(&sh, &mut svsl, t_open, "RX_TIMEOUT");
+                    return Turn::End("RX_TIMEOUT");
                 }
-                Some(Ok(0)) | Some(Err(_)) => {
+                Wait::Linger => return Turn::Idle(deadline),
+                Wait::Read(Ok(0)) | Wait::Read(Err(_)) => {
                     sh.counters.inc(Main::sc_rem_close);
-                    return end(&sh, &mut svsl, t_open, "REM_CLOSE");
+                    return Turn::End("REM_CLOSE");
                 }
-                Some(Ok(_)) => {}
+                Wait::Read(Ok(_)) => {}
             }
         };
         let head = match head {
@@ -204,20 +343,17 @@ pub async fn serve<S>(
             // the session closes without an answer.
             Err(None) if h2_on => {
                 svsl.log_str(Tag::Debug, "H2 Prior Knowledge Upgrade");
-                let ctx = h2_ctx(&sh, &info, tmo, &sock, svxid);
-                let rbuf = std::mem::take(&mut conn.rbuf);
-                let reason = crate::h2::serve(ctx, conn.stream, rbuf, &mut svsl, None).await;
-                return end(&sh, &mut svsl, t_open, reason);
+                return Turn::H2(None);
             }
             Err(None) => {
                 sh.counters.inc(Main::sc_req_http20);
-                break "REQ_HTTP20";
+                return Turn::End("REQ_HTTP20");
             }
             Err(Some(e)) if e.status().is_none() => {
                 // An oversized head: varnishd closes without an answer.
                 sh.counters.inc(Main::sc_rx_overflow);
                 svsl.log_str(Tag::Debug, e.message());
-                break "RX_OVERFLOW";
+                return Turn::End("RX_OVERFLOW");
             }
             Err(Some(e)) => {
                 // As varnishd: the bad request is a transaction of its own,
@@ -260,7 +396,7 @@ pub async fn serve<S>(
                 sh.counters.add(Main::s_resp_hdrbytes, tx as u64);
                 vsl.log(Tag::ReqAcct, format_args!("{rx} 0 {rx} {tx} 0 {tx}"));
                 vsl.log_str(Tag::End, "");
-                break if junk { "RX_JUNK" } else { "RX_BAD" };
+                return Turn::End(if junk { "RX_JUNK" } else { "RX_BAD" });
             }
         };
         let req_hdr_bytes = crate::msg::request_head_len(&head);
@@ -282,11 +418,11 @@ pub async fn serve<S>(
             else {
                 svsl.log_str(Tag::Debug, "H2: Bad HTTP-Settings");
                 sh.counters.inc(Main::sc_rx_junk);
-                break "RX_JUNK";
+                return Turn::End("RX_JUNK");
             };
             if conn.stream.write_all(crate::h2::RESP_101).await.is_err() {
                 sh.counters.inc(Main::sc_rem_close);
-                break "REM_CLOSE";
+                return Turn::End("REM_CLOSE");
             }
             req.headers.remove("upgrade");
             req.headers.remove("http2-settings");
@@ -296,11 +432,7 @@ pub async fn serve<S>(
                 hdr_bytes: req_hdr_bytes as u64,
                 t_req: rfc2616::now(),
             };
-            let ctx = h2_ctx(&sh, &info, tmo, &sock, svxid);
-            let rbuf = std::mem::take(&mut conn.rbuf);
-            let reason =
-                crate::h2::serve(ctx, conn.stream, rbuf, &mut svsl, Some((up, pairs))).await;
-            return end(&sh, &mut svsl, t_open, reason);
+            return Turn::H2(Some((up, pairs)));
         }
         // Headers the client's Connection header names are hop-by-hop and
         // go no further; naming a well-known end-to-end header is refused.
@@ -320,7 +452,7 @@ pub async fn serve<S>(
                         String::from_utf8_lossy(&name)
                     ),
                 );
-                break "RX_BAD";
+                return Turn::End("RX_BAD");
             }
         }
         let Some(vcl) = sh.active_vcl() else {
@@ -330,12 +462,16 @@ pub async fn serve<S>(
                     b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
                 )
                 .await;
-            break "OVERLOAD";
+            return Turn::End("OVERLOAD");
         };
         let vxid = sh.vxid.next();
-        log_req_link(&mut svsl, Tag::Link, vxid);
+        log_req_link(svsl, Tag::Link, vxid);
         svsl.flush();
-        let mut vsl = VslBuf::with_buffer(sh.vsl.clone(), Vxid::client(vxid), spare_log);
+        let mut vsl = VslBuf::with_buffer(
+            sh.vsl.clone(),
+            Vxid::client(vxid),
+            std::mem::take(spare_log),
+        );
         let t_req = rfc2616::now();
         log_req_link(&mut vsl, Tag::Begin, svxid);
         // As varnishd: Start and Req (the head is complete), then the VCL
@@ -360,7 +496,7 @@ pub async fn serve<S>(
             vsl.log(Tag::ReqAcct, format_args!("{rx} 0 {rx} {tx} 0 {tx}"));
             vsl.log_str(Tag::End, "");
             vsl.flush();
-            break "RX_JUNK";
+            return Turn::End("RX_JUNK");
         }
         // As varnishd: the Expect header is consumed here (logged as unset
         // before the request is), and `100 Continue` is only wanted from
@@ -371,13 +507,13 @@ pub async fn serve<S>(
         if expect == lacquer_http::Expect::Continue {
             crate::req::consume_expect(&mut vsl, &mut req);
         }
-        crate::req::log_req_start(&mut vsl, &info, &req);
-        let mut task = ReqTask::new(sh.clone(), vcl, info.clone(), tmo, vxid, req, t_req, vsl);
+        crate::req::log_req_start(&mut vsl, info, &req);
+        let mut task = ReqTask::new(sh.clone(), vcl, info.clone(), *tmo, vxid, req, t_req, vsl);
         task.req_hdr_bytes = req_hdr_bytes as u64;
         task.sock = sock.clone();
         // The session's workspace is lent to the request and given back
         // when it ends.
-        task.sess_ws = std::mem::replace(&mut ws, Workspace::session(0));
+        task.sess_ws = std::mem::replace(ws, Workspace::session(0));
         sh.counters.add(Main::s_req_hdrbytes, req_hdr_bytes as u64);
         // The request body stays on the connection (see crate::reqbody),
         // except what std.cache_req_body() may keep, read ahead here. A
@@ -385,7 +521,7 @@ pub async fn serve<S>(
         // goes out when vcl_recv returns or the body is read (only a
         // single-threaded runtime, which cannot run vcl_recv beside the
         // connection, sends it now for a VCL that may cache the body).
-        let body_timeout = Duration::from_secs_f64(tmo.timeout_idle.max(0.001));
+        let body_timeout = secs(tmo.timeout_idle);
         let defer_100 = want_100
             && (task.vcl.req_body_prefetch == 0
                 || tokio::runtime::Handle::current().runtime_flavor()
@@ -402,7 +538,7 @@ pub async fn serve<S>(
                     .await
                     .is_err()
                 {
-                    break "REM_CLOSE";
+                    return Turn::End("REM_CLOSE");
                 }
             }
             let ahead = crate::reqbody::take_ahead(
@@ -414,10 +550,10 @@ pub async fn serve<S>(
             )
             .await;
             if let Err(e) = ahead {
-                break body_error(&sh, &mut task, &mut conn, body_kind, e).await;
+                return Turn::End(body_error(sh, &mut task, conn, body_kind, e).await);
             }
         }
-        let mut after = crate::req::handle(&mut task, &mut conn).await;
+        let mut after = crate::req::handle(&mut task, conn).await;
         if task.body_broken {
             after = After::Close;
         }
@@ -445,32 +581,31 @@ pub async fn serve<S>(
         if lacquer_vcl::exec::Workspace::overflowed(&task.ws) {
             sh.counters.inc(Main::ws_client_overflow);
         }
-        spare_log = task.vsl.take_buffer();
-        tmo = task.timeouts;
-        ws = std::mem::replace(&mut task.sess_ws, Workspace::session(0));
+        *spare_log = task.vsl.take_buffer();
+        *tmo = task.timeouts;
+        *ws = std::mem::replace(&mut task.sess_ws, Workspace::session(0));
         let vcl_failed = task.vcl_failed;
         drop(task);
         if vcl_failed {
             sh.counters.inc(Main::sc_vcl_failure);
-            break "VCL_FAILURE";
+            return Turn::End("VCL_FAILURE");
         }
         match after {
             After::KeepAlive => {}
-            After::Close => break "REQ_CLOSE",
+            After::Close => return Turn::End("REQ_CLOSE"),
             After::TxFailed(e) => {
                 sh.counters.inc(match e {
                     crate::txio::TxError::Closed => Main::sc_rem_close,
                     crate::txio::TxError::Failed => Main::sc_tx_error,
                 });
-                break e.close_reason();
+                return Turn::End(e.close_reason());
             }
             After::Overload => {
                 sh.counters.inc(Main::sc_overload);
-                break "OVERLOAD";
+                return Turn::End("OVERLOAD");
             }
         }
-    };
-    end(&sh, &mut svsl, t_open, reason)
+    }
 }
 
 /// What an HTTP/2 session taking over this connection shares with its
@@ -501,34 +636,54 @@ fn log_req_link(vsl: &mut VslBuf, tag: Tag, vxid: u32) {
     });
 }
 
-/// Reads more of the client's bytes, or `None` once `deadline` passes.
-///
-/// `timer` is the connection's idle timer. It may be armed for an earlier
-/// deadline than this one (a previous wait's); when it fires before
-/// `deadline` it is moved there and the wait goes on, so the common case —
-/// the next request arrives in time — never touches the timer wheel.
+/// How a wait for the client's bytes ended.
+enum Wait {
+    Read(std::io::Result<usize>),
+    /// `timeout_idle` passed.
+    Timeout,
+    /// `timeout_linger` passed.
+    Linger,
+}
+
+/// Reads more of the client's bytes, until `deadline` (with `timer`) or
+/// the optional linger deadline (with its own timer).
 async fn read_more<S>(
     conn: &mut ClientConn<S>,
-    mut timer: std::pin::Pin<&mut tokio::time::Sleep>,
-    deadline: tokio::time::Instant,
-) -> Option<std::io::Result<usize>>
+    timer: Pin<&mut Sleep>,
+    deadline: Instant,
+    linger: Option<(Pin<&mut Sleep>, Instant)>,
+) -> Wait
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
-    if timer.deadline() > deadline {
-        timer.as_mut().reset(deadline);
+    let linger = async {
+        match linger {
+            Some((t, at)) => lazy_sleep(t, at).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        biased;
+        r = conn.stream.read_buf(&mut conn.rbuf) => Wait::Read(r),
+        () = lazy_sleep(timer, deadline) => Wait::Timeout,
+        () = linger => Wait::Linger,
+    }
+}
+
+/// Sleeps until `at` on `timer`, which may be armed for an earlier
+/// deadline (a previous wait's): when it fires early it is moved to `at`
+/// and the wait goes on, so the common case — the client is back in time —
+/// never touches the timer wheel.
+async fn lazy_sleep(mut timer: Pin<&mut Sleep>, at: Instant) {
+    if timer.deadline() > at {
+        timer.as_mut().reset(at);
     }
     loop {
-        tokio::select! {
-            biased;
-            r = conn.stream.read_buf(&mut conn.rbuf) => return Some(r),
-            () = timer.as_mut() => {
-                if tokio::time::Instant::now() >= deadline {
-                    return None;
-                }
-                timer.as_mut().reset(deadline);
-            }
+        timer.as_mut().await;
+        if Instant::now() >= at {
+            return;
         }
+        timer.as_mut().reset(at);
     }
 }
 
@@ -541,7 +696,7 @@ async fn read_proxy<S>(
     conn: &mut ClientConn<S>,
     svsl: &mut VslBuf,
     ws: &mut Workspace,
-    deadline: tokio::time::Instant,
+    deadline: Instant,
 ) -> Result<lacquer_http::proxy::Proxied, &'static str>
 where
     S: AsyncRead + Unpin,

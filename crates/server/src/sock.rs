@@ -22,6 +22,9 @@
 //!
 //! The handle holds the socket only as long as the session's request
 //! task: a fetch that outlives the client never keeps its connection open.
+//!
+//! [`Readable`] lets an idle session wait for the client's next bytes
+//! without holding a read buffer (`crate::session`).
 
 use std::io::{self, Read};
 use std::net::{IpAddr, Shutdown, SocketAddr};
@@ -145,6 +148,25 @@ impl AsyncRead for ClientStream {
                 Err(e) => return Poll::Ready(Err(e)),
             }
         }
+    }
+}
+
+/// A client stream the session can wait on without reading: between
+/// requests an idle session holds no read buffer (`crate::session`).
+pub trait Readable {
+    /// Ready when the peer sent bytes, closed, or the socket failed.
+    fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+}
+
+impl Readable for ClientStream {
+    fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.tcp.poll_read_ready(cx)
+    }
+}
+
+impl Readable for tokio::net::UnixStream {
+    fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_read_ready(cx)
     }
 }
 

@@ -45,6 +45,92 @@ async fn an_idle_client_is_closed_after_timeout_idle() {
     wait_counter(&l, Main::sc_rx_timeout, 1, Duration::from_secs(2)).await;
 }
 
+/// After `timeout_linger` without a new request the session lets go of
+/// its buffers and waits for the client with nothing but the socket
+/// (counted in `sess_herd`, as varnishd's trips to its waiter): the client
+/// is still served on the same connection, a request split across the
+/// linger is never lost, back-to-back requests never linger out, and
+/// `timeout_idle` still closes a session that stays silent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_idle_past_timeout_linger_keeps_its_connection_and_timeout() {
+    let be = backend(|_| (NO, ok("x", "Cache-Control: max-age=60\r\n"))).await;
+    let l = lacquer(
+        &vcl_with(be.addr, ""),
+        &["timeout_linger=0.05", "timeout_idle=0.6"],
+    )
+    .await;
+    let a = l.first_addr().unwrap();
+    let herd = |l: &lacquer_server::daemon::Running| l.shared.counters.get(Main::sess_herd);
+    let req = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+    let mut s = TcpStream::connect(a).await.unwrap();
+    // Back to back: the session never lingers out.
+    for _ in 0..3 {
+        s.write_all(req).await.unwrap();
+        assert_eq!(read_resp(&mut s, false).await.status, 200);
+    }
+    assert_eq!(herd(&l), 0);
+    // Quiet past the linger, then a request: served on the same connection.
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert_eq!(herd(&l), 1);
+    s.write_all(req).await.unwrap();
+    assert_eq!(read_resp(&mut s, false).await.status, 200);
+    // Half a head, a pause past the linger, the rest: the partial head is
+    // kept (no trip to the waiter while a request is under way).
+    s.write_all(&req[..10]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    s.write_all(&req[10..]).await.unwrap();
+    assert_eq!(read_resp(&mut s, false).await.status, 200);
+    assert_eq!(herd(&l), 1);
+    // Silent from here: closed once timeout_idle passes, not at the linger.
+    let t0 = Instant::now();
+    let mut b = [0u8; 16];
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut b))
+        .await
+        .expect("closed within 5s")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "closed without an answer");
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_millis(500), "closed after {took:?}");
+    wait_counter(&l, Main::sc_rx_timeout, 1, Duration::from_secs(2)).await;
+    assert_eq!(herd(&l), 2);
+    assert_eq!(l.shared.counters.get(Main::sess_readahead), 0);
+}
+
+/// The same trip past `timeout_linger` on a Unix-socket listener, whose
+/// stream waits for readability its own way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unix_socket_session_idle_past_timeout_linger_is_served_again() {
+    let be = backend(|_| (NO, ok("x", "Cache-Control: max-age=60\r\n"))).await;
+    let path = std::env::temp_dir().join(format!("lacquer-linger-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let l = lacquer_on(
+        &vcl_with(be.addr, ""),
+        &["timeout_linger=0.05"],
+        path.to_str().unwrap(),
+    )
+    .await;
+    let mut s = tokio::net::UnixStream::connect(&path).await.unwrap();
+    for round in 1..=2u64 {
+        s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        while !got.ends_with(b"\r\n\r\nx") {
+            let mut b = [0u8; 512];
+            let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut b))
+                .await
+                .expect("a response within 5s")
+                .unwrap();
+            assert!(n > 0, "closed before a response: {got:?}");
+            got.extend_from_slice(&b[..n]);
+        }
+        assert!(got.starts_with(b"HTTP/1.1 200 "), "{got:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(l.shared.counters.get(Main::sess_herd), round);
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
 /// A client that asks for a large body and does not read it (with a tiny
 /// receive buffer when `small`).
 async fn stalled_reader(a: std::net::SocketAddr, small: bool) -> TcpStream {
