@@ -205,16 +205,17 @@ fn non_empty_pair(a: &Hir, b: &Hir, budget: &mut usize) -> Hir {
 
 /// The paths of `h` split into parts tried one after the other, when that
 /// is exact: the alternatives of an alternation, and for an optional
-/// repetition of a part that always consumes, the rounds taken or not
-/// (`x*` is `xx*` then nothing); within a capture group, each part keeps
-/// the group.
+/// repetition, the rounds taken or not (`x*` is `xx*` then nothing; for
+/// an unbounded one only if its part always consumes, as the engine
+/// treats rounds that consume nothing in a loop apart); within a capture
+/// group, each part keeps the group.
 fn branches(h: &Hir) -> Option<Vec<Hir>> {
     match h.kind() {
         HirKind::Alternation(alts) => Some(alts.clone()),
         HirKind::Repetition(r)
             if r.min == 0
                 && r.max != Some(0)
-                && r.sub.properties().minimum_len().is_some_and(|n| n > 0) =>
+                && (r.max.is_some() || r.sub.properties().minimum_len().is_some_and(|n| n > 0)) =>
         {
             let more = Hir::concat(vec![
                 r.sub.as_ref().clone(),
@@ -1549,6 +1550,11 @@ mod tests {
             ("(x*)(b)?", "abb", "<\\1\\2>", "<>a<b><b>"),
             ("x*?(b)", "abb", "<\\1>", "a<b><b>"),
             ("(?:|a)b*", "ab", "-", "--"),
+            // Optional and bounded repetitions of parts that can match
+            // empty.
+            ("( *|a)?;?", "ab;", "<\\1>", "<><a>b<>"),
+            ("(?:a|( ?)){1,2}b?", "xab", "<\\1>", "<>x<>"),
+            ("(x?|;)?b?", "a;b", "<\\1>", "<>a<;>"),
         ];
         for (p, s, with, want) in cases {
             assert_eq!(sub(p, s, with, true), want, "{p} on {s:?}");
