@@ -487,14 +487,8 @@ impl Headers {
         let value: Bytes = value.into();
         let key = name_key(name);
         let Some(first) = self.position(0, key, name) else {
-            let name = self.store.own(name.clone());
             let value = self.store.own(value);
-            self.push_field(Field {
-                name,
-                value,
-                key,
-                filtered: false,
-            });
+            self.push_named(name, key, value);
             self.compact();
             return;
         };
@@ -538,17 +532,23 @@ impl Headers {
                 if let Some(first) = found {
                     self.remove_after(first, key, name);
                 }
-                let name = self.store.own(name.clone());
                 let value = self.store.copy(value);
-                self.push_field(Field {
-                    name,
-                    value,
-                    key,
-                    filtered: false,
-                });
+                self.push_named(name, key, value);
             }
         }
         self.compact();
+    }
+
+    /// Appends a field called `name` (with key `key`, the name kept as
+    /// given) whose value is already in the store.
+    fn push_named(&mut self, name: &Bytes, key: u32, value: Slot) {
+        let name = self.store.own(name.clone());
+        self.push_field(Field {
+            name,
+            value,
+            key,
+            filtered: false,
+        });
     }
 
     /// Removes the fields called `name` from index `from` on; the list is

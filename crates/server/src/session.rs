@@ -104,7 +104,8 @@ pub async fn serve<S>(
             Turn::H2(upgraded) => {
                 let ctx = h2_ctx(&s.sh, &s.info, s.tmo, &s.sock, svxid);
                 let rbuf = std::mem::take(&mut s.conn.rbuf);
-                let h2 = crate::h2::serve(ctx, s.conn.stream, rbuf, &mut s.svsl, upgraded);
+                let h2 =
+                    crate::h2::serve(ctx, s.conn.stream, rbuf, &mut s.svsl, upgraded.map(|u| *u));
                 break Box::pin(h2).await;
             }
             Turn::End(reason) => break reason,
@@ -245,14 +246,18 @@ struct Sess<S> {
     svxid: u32,
 }
 
+/// An `h2c` upgrade: the request it carried and the client's settings.
+type H2Upgrade = (crate::h2::Upgraded, Vec<(u16, u32)>);
+
 /// How a busy spell of a session ends.
 enum Turn {
     /// No new request within `timeout_linger`: the session waits without
     /// its buffers, at most until this deadline (`timeout_idle`).
     Idle(Instant),
     /// HTTP/2 takes the connection over: prior knowledge (`None`) or an
-    /// `h2c` upgrade of this request with the client's settings.
-    H2(Option<(crate::h2::Upgraded, Vec<(u16, u32)>)>),
+    /// `h2c` upgrade of this request with the client's settings (boxed: a
+    /// request is large and this is rare).
+    H2(Option<Box<H2Upgrade>>),
     /// The session closes, for this reason.
     End(&'static str),
 }
@@ -432,7 +437,7 @@ where
                 hdr_bytes: req_hdr_bytes as u64,
                 t_req: rfc2616::now(),
             };
-            return Turn::H2(Some((up, pairs)));
+            return Turn::H2(Some(Box::new((up, pairs))));
         }
         // Headers the client's Connection header names are hop-by-hop and
         // go no further; naming a well-known end-to-end header is refused.
