@@ -33,15 +33,7 @@ async fn an_idle_client_is_closed_after_timeout_idle() {
     let l = lacquer(&vcl_with(be.addr, ""), &["timeout_idle=0.3"]).await;
     let a = l.first_addr().unwrap();
     let mut s = TcpStream::connect(a).await.unwrap();
-    let t0 = Instant::now();
-    let mut b = [0u8; 16];
-    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut b))
-        .await
-        .expect("closed within 5s")
-        .unwrap_or(0);
-    assert_eq!(n, 0, "closed without an answer");
-    let took = t0.elapsed();
-    assert!(took >= Duration::from_millis(250), "closed after {took:?}");
+    closed_silently_after(&mut s, Duration::from_millis(250)).await;
     wait_counter(&l, Main::sc_rx_timeout, 1, Duration::from_secs(2)).await;
 }
 
@@ -82,15 +74,7 @@ async fn a_session_idle_past_timeout_linger_keeps_its_connection_and_timeout() {
     assert_eq!(read_resp(&mut s, false).await.status, 200);
     assert_eq!(herd(&l), 1);
     // Silent from here: closed once timeout_idle passes, not at the linger.
-    let t0 = Instant::now();
-    let mut b = [0u8; 16];
-    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut b))
-        .await
-        .expect("closed within 5s")
-        .unwrap_or(0);
-    assert_eq!(n, 0, "closed without an answer");
-    let took = t0.elapsed();
-    assert!(took >= Duration::from_millis(500), "closed after {took:?}");
+    closed_silently_after(&mut s, Duration::from_millis(500)).await;
     wait_counter(&l, Main::sc_rx_timeout, 1, Duration::from_secs(2)).await;
     assert_eq!(herd(&l), 2);
     assert_eq!(l.shared.counters.get(Main::sess_readahead), 0);
@@ -260,4 +244,18 @@ async fn between_bytes_timeout_fails_a_stalled_body() {
     assert_eq!(r.status, 503);
     assert!(t0.elapsed() < Duration::from_secs(3));
     wait_counter(&l, Main::fetch_failed, 1, Duration::from_secs(2)).await;
+}
+
+/// The server closes `s` without sending anything, no sooner than
+/// `at_least` from now (and within 5 s).
+async fn closed_silently_after(s: &mut TcpStream, at_least: Duration) {
+    let t0 = Instant::now();
+    let mut b = [0u8; 16];
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut b))
+        .await
+        .expect("closed within 5s")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "closed without an answer");
+    let took = t0.elapsed();
+    assert!(took >= at_least, "closed after {took:?}");
 }
