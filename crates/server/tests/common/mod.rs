@@ -211,10 +211,11 @@ pub async fn raw(addr: SocketAddr, req: &[u8], head: bool) -> Resp {
     read_resp(&mut s, head).await
 }
 
-///
-/// Reads byte by byte up to the end of the body, never past it: pipelined
-/// responses on the same connection stay for the next call.
-pub async fn read_resp(s: &mut TcpStream, head: bool) -> Resp {
+/// Reads one response from `s` (TCP or Unix socket; `head`: the request
+/// was a HEAD, so no body). Reads byte by byte up to the end of the body,
+/// never past it: pipelined responses on the same connection stay for the
+/// next call.
+pub async fn read_resp<S: tokio::io::AsyncRead + Unpin>(s: &mut S, head: bool) -> Resp {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 1];
     let (h, n) = loop {
