@@ -4,8 +4,9 @@
 //! figures are VCL time only. Contexts are built in batches of 16, so a
 //! request runs on memory that is still in cache, as the server's does:
 //! its headers were parsed just before vcl_recv. (Thousands of contexts
-//! built ahead would make every request start with cache misses.) For instruction counts, which do not depend
-//! on the machine's load, run `examples/exec_profile.rs` under callgrind.
+//! built ahead would make every request start with cache misses.) For
+//! instruction counts, which do not depend on the machine's load, run
+//! `examples/exec_profile.rs` under callgrind.
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use lacquer_vcl::exec::Scratch;
