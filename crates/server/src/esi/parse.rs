@@ -507,7 +507,12 @@ impl Parser {
                             }
                         }
                     }
-                    if p == e && !self.remove {
+                    // While part of an ESI comment's `-->` is matched, the
+                    // bytes stay pending as in NextTag: a `>` in the next
+                    // piece may end the comment and make them a skip, as it
+                    // would in one piece (varnishd marks them here, so its
+                    // result depends on where the body was cut).
+                    if p == e && !self.remove && self.esicmt_pos == 0 {
                         self.mark(buf, &mut ver, p, Mark::Verbatim, ds);
                     }
                 }
@@ -1167,6 +1172,36 @@ mod tests {
         assert_eq!(whole, split);
         assert_eq!(d1, d2);
         assert!(whole.is_none());
+    }
+
+    #[test]
+    fn a_comment_end_after_another_tag_does_not_depend_on_the_cut() {
+        // Found by the fuzz target: in an ESI comment, "--" then a tag that
+        // is not ESI's, then ">": the pending "--" match completes on that
+        // ">", whether or not a piece ended just before it.
+        for (ignore, body) in [
+            (true, &b"<!--esi a--<=>b-->"[..]),
+            (false, &b"<!--esi a--<x>>b-->"[..]),
+        ] {
+            let f = Features {
+                ignore_other_elements: ignore,
+                ..Features::default()
+            };
+            let (whole, d1) = parse_pieces(&[body], f);
+            let cut = body.len() - 6;
+            let (split, d2) = parse_pieces(&[&body[..cut], &body[cut..]], f);
+            let (bytes, _) = parse_pieces(&body.chunks(1).collect::<Vec<_>>(), f);
+            assert_eq!(whole, split, "{}", String::from_utf8_lossy(body));
+            assert_eq!(whole, bytes, "{}", String::from_utf8_lossy(body));
+            assert_eq!(d1, d2);
+            let whole = whole.expect("an ESI object");
+            assert_eq!(
+                render(body, &whole),
+                " a--b-->",
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
     }
 
     #[test]
