@@ -55,7 +55,7 @@ fn load() -> Vec<Op> {
 }
 
 /// Runs one operation, leaving a substitution's result in `out`; returns
-/// whether a `~` matched (false for substitutions).
+/// whether a `~` matched, or for a substitution whether it failed.
 #[inline(never)]
 fn run(op: &Op, out: &mut Vec<u8>) -> bool {
     out.clear();
