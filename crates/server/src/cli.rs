@@ -130,6 +130,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("vcl.state", "vcl.state <configname> [auto|cold|warm]", "Force the temperature of a VCL.", 2, Some(2), false, false, BOTH),
     cmd!("vcl.symtab", "vcl.symtab", "Dump the symbols each loaded VCL defines.", 0, Some(0), false, true, MGT),
     cmd!("vcl.use", "vcl.use <configname|label>", "Send new requests to this VCL.", 1, Some(1), false, false, BOTH),
+    cmd!("wasm.update", "wasm.update <tenant> <filename>", "Load a new program for a vmod wasm tenant in every VCL that has it, without a reload (requests in flight finish on the old one; a module that fails to load changes nothing).", 2, Some(2), false, false, CHILD),
 ];
 
 /// Looks a command up by name.

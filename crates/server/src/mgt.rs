@@ -495,6 +495,10 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
                 ),
             }
         }
+        "wasm.update" => match lacquer_vmods::wasm_cli_update(&plain[0], &plain[1]) {
+            Ok(m) => Reply::ok(m),
+            Err(e) => Reply::err(status::CANT, e),
+        },
         "debug.srandom" => match plain.first().map(|v| v.parse::<u32>()) {
             None => {
                 lacquer_vmods::rnd::seed(1);

@@ -60,12 +60,15 @@ mod var;
 mod vmod_std;
 mod vsthrottle;
 mod vtc;
+mod wasm;
 mod xkey;
 
 pub use host::{
     Counters, Director, DirectorList, DynamicBackend, Endpoint, Host, ListedMember, MemberReport,
     ObjectEvent, ObjectEventFn,
 };
+
+pub use wasm::cli_update as wasm_cli_update;
 
 use args::Args;
 
@@ -184,6 +187,7 @@ fn modules() -> Vec<&'static ModuleImpl> {
         &bodyaccess::MODULE,
         &tcp::MODULE,
         &saintmode::MODULE,
+        &wasm::MODULE,
     ]
 }
 

@@ -1,0 +1,57 @@
+//! Guest SDK for Lacquer tenant programs: safe Rust over the sandbox's
+//! host API (core-module imports under `lacquer`, pointer/length
+//! arguments; see `lacquer-sandbox`'s `host` module for the table).
+//!
+//! A tenant is a `cdylib` crate built for `wasm32-unknown-unknown` that
+//! exports the hooks it wants as `extern "C"` functions without
+//! arguments (`on_recv`, `on_hash`, `on_deliver`, `on_backend_response`,
+//! ... one per VCL subroutine, called by `wasm.run()`), any functions
+//! VCL calls by name (`wasm.vcall`, `wasm.call`), and optionally `main`,
+//! run once at load (compile regexes there; the memory it leaves is the
+//! starting point of every request):
+//!
+//! ```ignore
+//! use lacquer_guest::{req, forge};
+//! #[unsafe(no_mangle)]
+//! pub extern "C" fn on_recv() {
+//!     let url = req().url();
+//!     req().append(&format!("X-Hello: url={url}"));
+//!     forge(true, 200, "application/json", br#"{"message":"Hello from WebAssembly!"}"#);
+//! }
+//! ```
+//!
+//! On targets other than `wasm32` the crate builds (so the host
+//! workspace builds) but offers only [`json_escape`].
+
+#[cfg(target_arch = "wasm32")]
+mod api;
+#[cfg(target_arch = "wasm32")]
+pub use api::*;
+
+/// Escapes `s` as the inside of a JSON string.
+pub fn json_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_escape_quotes_backslashes_and_controls() {
+        assert_eq!(json_escape("a\"b\\c\nd\u{1}"), "a\\\"b\\\\c\\nd\\u0001");
+        assert_eq!(json_escape("plain/ü"), "plain/ü");
+    }
+}

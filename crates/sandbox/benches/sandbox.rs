@@ -1,0 +1,80 @@
+//! What a request costs in the sandbox: instantiate from the pool, call a
+//! hook, drop (the slot is wiped for reuse), and what one host call
+//! costs (a header read, timed over a loop of 1000 inside the guest).
+//!
+//! `cargo bench -p lacquer-sandbox --bench sandbox`
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use lacquer_sandbox::{HOOKS, Limits, Message, PoolConfig, Sandbox, Which};
+
+const HELLO: &str = r#"(module
+  (import "lacquer" "field_get" (func $field_get (param i32 i32 i32 i32) (result i32)))
+  (import "lacquer" "header_append" (func $header_append (param i32 i32 i32) (result i32)))
+  (import "lacquer" "header_get" (func $header_get (param i32 i32 i32 i32 i32) (result i32)))
+  (import "lacquer" "forge" (func $forge (param i32 i32 i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1 16)
+  (data (i32.const 0) "X-Hello: url=")
+  (data (i32.const 64) "application/json")
+  (data (i32.const 96) "{\"message\":\"Hello from WebAssembly!\"}")
+  (data (i32.const 200) "Accept")
+  (func (export "on_recv")
+    (local $n i32)
+    (local.set $n (call $field_get (i32.const 0) (i32.const 0) (i32.const 13) (i32.const 1000)))
+    (drop (call $header_append (i32.const 0) (i32.const 0) (i32.add (i32.const 13) (local.get $n))))
+    (drop (call $forge (i32.const 0) (i32.const 200) (i32.const 64) (i32.const 16) (i32.const 96) (i32.const 37))))
+  (func (export "empty"))
+  (func (export "read1000")
+    (local $i i32)
+    (loop $l
+      (drop (call $header_get (i32.const 0) (i32.const 200) (i32.const 6) (i32.const 2048) (i32.const 256)))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br_if $l (i32.lt_u (local.get $i) (i32.const 1000)))))
+)"#;
+
+fn request() -> Message {
+    Message {
+        url: b"/hello".to_vec(),
+        method: b"GET".to_vec(),
+        proto: b"HTTP/1.1".to_vec(),
+        headers: vec![
+            (b"Host".to_vec(), b"customer1.com".to_vec()),
+            (b"User-Agent".to_vec(), b"wrk".to_vec()),
+            (b"Accept".to_vec(), b"*/*".to_vec()),
+        ],
+        ..Message::default()
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let sb = Sandbox::new(PoolConfig {
+        slots: 16,
+        max_memory: 16 << 20,
+    })
+    .unwrap();
+    let p = sb
+        .load("hello", HELLO.as_bytes(), &Limits::default())
+        .unwrap();
+    let on_recv = HOOKS.iter().position(|h| *h == "on_recv").unwrap();
+    let req = request();
+
+    c.bench_function("instantiate+drop", |b| {
+        b.iter(|| drop(sb.instantiate(&p).unwrap()))
+    });
+    c.bench_function("instantiate+on_recv(hello)+drop", |b| {
+        b.iter(|| {
+            let mut i = sb.instantiate(&p).unwrap();
+            i.task_mut().set_msg(Which::Req, Some(req.clone()));
+            i.run_hook(on_recv).unwrap();
+            drop(i)
+        })
+    });
+    let mut i = sb.instantiate(&p).unwrap();
+    i.task_mut().set_msg(Which::Req, Some(req.clone()));
+    c.bench_function("call empty export", |b| b.iter(|| i.call("empty").unwrap()));
+    c.bench_function("1000 header_get host calls", |b| {
+        b.iter(|| i.call("read1000").unwrap())
+    });
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

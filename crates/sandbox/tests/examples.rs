@@ -1,0 +1,188 @@
+//! The example tenants under `examples/tenants/`, built from Rust with
+//! the guest SDK for `wasm32-unknown-unknown` (the target must be
+//! installed: `rustup target add wasm32-unknown-unknown`) and run in the
+//! sandbox: hello, router, header rewriter and the misbehaving tenant.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use lacquer_sandbox::{CallError, Decision, HOOKS, Limits, Message, PoolConfig, Sandbox, Which};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Builds the example tenants once; the directory of the `.wasm` files.
+fn built() -> &'static PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let target = root().join("target/tenants");
+        let out = Command::new(env!("CARGO"))
+            .args(["build", "--release", "--target", "wasm32-unknown-unknown", "--manifest-path"])
+            .arg(root().join("examples/tenants/Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target)
+            .output()
+            .expect("running cargo");
+        assert!(
+            out.status.success(),
+            "building the example tenants failed (is the wasm32-unknown-unknown target installed?):\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        target.join("wasm32-unknown-unknown/release")
+    })
+}
+
+fn load(sb: &Sandbox, name: &str, l: &Limits) -> std::sync::Arc<lacquer_sandbox::Program> {
+    let bytes = std::fs::read(built().join(format!("tenant_{name}.wasm"))).unwrap();
+    sb.load(name, &bytes, l).unwrap()
+}
+
+fn hook(name: &str) -> usize {
+    HOOKS.iter().position(|h| *h == name).unwrap()
+}
+
+fn req(url: &str, headers: &[(&str, &str)]) -> Message {
+    Message {
+        url: url.into(),
+        method: b"GET".to_vec(),
+        proto: b"HTTP/1.1".to_vec(),
+        headers: headers
+            .iter()
+            .map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec()))
+            .collect(),
+        ..Message::default()
+    }
+}
+
+fn sandbox() -> Sandbox {
+    Sandbox::new(PoolConfig {
+        slots: 8,
+        max_memory: 64 << 20,
+    })
+    .unwrap()
+}
+
+#[test]
+fn hello_tenant_adds_its_header_and_forges_json() {
+    let sb = sandbox();
+    let p = load(&sb, "hello", &Limits::default());
+    let mut i = sb.instantiate(&p).unwrap();
+    i.task_mut()
+        .set_msg(Which::Req, Some(req("/hi\"there", &[])));
+    assert!(i.run_hook(hook("on_recv")).unwrap());
+    let m = i.task().msg(Which::Req).unwrap();
+    assert_eq!(m.header(b"X-Hello"), Some(&b"url=/hi\"there"[..]));
+    let Some(Decision::Forge(f)) = &i.task().decision else {
+        panic!("{:?}", i.task().decision)
+    };
+    assert_eq!(f.status, 200);
+    assert_eq!(f.content_type, b"application/json");
+    assert_eq!(
+        String::from_utf8_lossy(&f.body),
+        r#"{"message":"Hello from WebAssembly!","url":"/hi\"there"}"#
+    );
+}
+
+#[test]
+fn router_tenant_routes_with_patterns_compiled_in_main() {
+    let sb = sandbox();
+    let p = load(&sb, "router", &Limits::default());
+    for (url, want) in [
+        ("/api/users", "api"),
+        ("/img/a.png", "static"),
+        ("/", "default"),
+    ] {
+        let mut i = sb.instantiate(&p).unwrap();
+        i.task_mut().set_msg(Which::Req, Some(req(url, &[])));
+        i.run_hook(hook("on_recv")).unwrap();
+        let t = i.task();
+        assert_eq!(t.effects.backend.as_deref(), Some(want), "{url}");
+        assert_eq!(t.effects.hash_data, vec![want.as_bytes().to_vec()]);
+        assert_eq!(
+            t.msg(Which::Req).unwrap().header(b"x-route"),
+            Some(want.as_bytes())
+        );
+    }
+    // max_backends 1: the second distinct backend is refused and logged.
+    let one = Limits {
+        max_backends: 1,
+        ..Limits::default()
+    };
+    let p = load(&sb, "router", &one);
+    let mut i = sb.instantiate(&p).unwrap();
+    i.task_mut().set_msg(Which::Req, Some(req("/api/x", &[])));
+    i.run_hook(hook("on_recv")).unwrap();
+    let mut i = sb.instantiate(&p).unwrap();
+    i.task_mut().set_msg(Which::Req, Some(req("/", &[])));
+    i.run_hook(hook("on_recv")).unwrap();
+    assert_eq!(i.task().effects.backend, None);
+    assert_eq!(i.task().effects.logs.len(), 1);
+}
+
+#[test]
+fn rewriter_tenant_normalises_requests_and_strips_responses() {
+    let sb = sandbox();
+    let p = load(&sb, "rewriter", &Limits::default());
+    let mut i = sb.instantiate(&p).unwrap();
+    i.task_mut().set_msg(
+        Which::Req,
+        Some(req(
+            "/p?utm_source=x&id=3&fbclid=abc",
+            &[("Host", "WWW.Example.COM"), ("X-Forwarded-Host", "evil")],
+        )),
+    );
+    i.run_hook(hook("on_recv")).unwrap();
+    let m = i.task().msg(Which::Req).unwrap();
+    assert_eq!(m.header(b"host"), Some(&b"www.example.com"[..]));
+    assert_eq!(m.header(b"x-forwarded-host"), None);
+    assert_eq!(m.header(b"x-forwarded-proto"), Some(&b"https"[..]));
+    assert_eq!(String::from_utf8_lossy(&m.url), "/p?id=3");
+    let resp = Message {
+        status: 200,
+        headers: vec![
+            (b"Server".to_vec(), b"origin/1.0".to_vec()),
+            (b"X-Powered-By".to_vec(), b"php".to_vec()),
+        ],
+        ..Message::default()
+    };
+    i.task_mut().set_msg(Which::Resp, Some(resp));
+    i.run_hook(hook("on_deliver")).unwrap();
+    let m = i.task().msg(Which::Resp).unwrap();
+    assert_eq!(
+        m.headers,
+        vec![(b"X-Tenant".to_vec(), b"rewriter".to_vec())]
+    );
+}
+
+#[test]
+fn misbehaving_tenant_is_stopped_and_traps_without_harm() {
+    let sb = sandbox();
+    let l = Limits {
+        max_instructions: Some(50_000_000),
+        max_memory: 8 << 20,
+        ..Limits::default()
+    };
+    let p = load(&sb, "misbehaving", &l);
+    let run = |url: &str| {
+        let mut i = sb.instantiate(&p).unwrap();
+        i.task_mut().set_msg(Which::Req, Some(req(url, &[])));
+        i.run_hook(hook("on_recv"))
+            .map(|_| i.task().decision.clone())
+    };
+    assert!(matches!(run("/loop"), Err(CallError::Budget(_))));
+    assert!(
+        matches!(run("/bomb"), Err(CallError::Trap(_))),
+        "{:?}",
+        run("/bomb")
+    );
+    assert!(matches!(run("/oob"), Err(CallError::Trap(_))));
+    assert_eq!(
+        run("/").unwrap(),
+        Some(Decision::Synth {
+            status: 200,
+            reason: b"well behaved".to_vec()
+        })
+    );
+}

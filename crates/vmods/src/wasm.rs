@@ -1,0 +1,578 @@
+//! `vmod_wasm`: per-tenant edge programs in WebAssembly sandboxes, with
+//! libvmod-riscv's VCL functions and JSON tenant configuration (switch by
+//! changing the import and the file names). The sandbox itself lives in
+//! `lacquer-sandbox`; this module maps VCL calls onto it.
+//!
+//! `embed_tenants`/`load_tenants` (in `vcl_init`) load every tenant of the
+//! configuration into this VCL; `fork(tenant)` gives the task a fresh
+//! instance of the tenant's current program (kept in `PRIV_TASK`, dropped
+//! with the task); `run()` calls the hook of the current subroutine
+//! (`on_recv`, `on_deliver`, ...), `vcall(hook)` and `call(function, arg)`
+//! named exports. Before a call the task's messages are copied into the
+//! sandbox; after it the changed ones are written back and the other
+//! effects applied (backend, hash data, TTL, bans, log lines). A forged
+//! response or a synth decision is read by VCL through `want_result()` /
+//! `want_status()`; `run()` in `vcl_synth` writes a forged response into
+//! `resp`. A hook that traps or exhausts its budget fails the VCL task
+//! (a 503 from `vcl_recv`), leaving the request as it was before the call.
+//!
+//! Live update: `live_update_file(tenant, file)` from VCL, or the CLI's
+//! `wasm.update <tenant> <file>` ([`cli_update`]), swap a tenant's program
+//! in every loaded VCL without a reload; tasks that forked before keep
+//! the old program; a module that fails to load leaves the old one.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use lacquer_sandbox::{
+    CallError, Decision, HOOKS, Instance, Message, PoolConfig, Sandbox, Tenant, Which,
+};
+use lacquer_vcl::exec::{Context, HttpWhich, LogKind, Value};
+use lacquer_vcl::subs::BuiltinSub;
+use lacquer_vcl::vars::VarId;
+
+use crate::args::{Args, lossy};
+use crate::{Env, FuncImpl, ModuleImpl};
+
+const DECL: &str = r#"
+$Module wasm
+$Function BOOL embed_tenants(STRING json)
+$Restrict vcl_init
+$Function BOOL load_tenants(STRING path)
+$Restrict vcl_init
+$Function BOOL fork(STRING tenant, BOOL debug=0)
+$Function BOOL active()
+$Function STRING current_name()
+$Function INT run()
+$Function INT vcall(STRING hook)
+$Function STRING call(STRING function, STRING arg="")
+$Function STRING want_result()
+$Function INT want_status()
+$Function INT result_value(INT idx)
+$Function STRING result_as_string(INT idx)
+$Function BACKEND vm_backend()
+$Function BOOL live_update(STRING tenant, STRING program)
+$Function BOOL live_update_file(STRING tenant, STRING file)
+$Function VOID apply_hash()
+"#;
+
+pub(crate) static MODULE: ModuleImpl = ModuleImpl {
+    decl: DECL,
+    functions: &[
+        ("embed_tenants", embed_tenants as FuncImpl),
+        ("load_tenants", load_tenants),
+        ("fork", fork),
+        ("active", active),
+        ("current_name", current_name),
+        ("run", run),
+        ("vcall", vcall),
+        ("call", call),
+        ("want_result", want_result),
+        ("want_status", want_status),
+        ("result_value", result_value),
+        ("result_as_string", result_as_string),
+        ("vm_backend", vm_backend),
+        ("live_update", live_update),
+        ("live_update_file", live_update_file),
+        ("apply_hash", apply_hash),
+    ],
+    classes: &[],
+    event: None,
+    filters: &[],
+};
+
+type R = Result<Value, String>;
+
+/// The process's sandbox engine, made on first use.
+pub fn sandbox() -> Result<&'static Sandbox, String> {
+    static S: OnceLock<Result<Sandbox, String>> = OnceLock::new();
+    S.get_or_init(|| Sandbox::new(PoolConfig::default()))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// The tenants of one VCL.
+#[derive(Default)]
+struct Tenants(HashMap<String, Arc<Tenant>>);
+
+/// Every VCL's tenant set, for CLI updates.
+fn all_sets() -> &'static Mutex<Vec<Weak<Mutex<Tenants>>>> {
+    static S: OnceLock<Mutex<Vec<Weak<Mutex<Tenants>>>>> = OnceLock::new();
+    S.get_or_init(Default::default)
+}
+
+/// This VCL's tenant set (in `PRIV_VCL`).
+fn tenants(env: &Env) -> Arc<Mutex<Tenants>> {
+    let mut state = env.vcl_state();
+    state
+        .get_or_insert_with(0, || {
+            let t = Arc::new(Mutex::new(Tenants::default()));
+            let mut all = all_sets().lock().unwrap_or_else(|e| e.into_inner());
+            all.retain(|w| w.strong_count() > 0);
+            all.push(Arc::downgrade(&t));
+            t
+        })
+        .clone()
+}
+
+fn find(env: &Env, name: &str) -> Option<Arc<Tenant>> {
+    let t = tenants(env);
+    let t = t.lock().unwrap_or_else(|e| e.into_inner());
+    t.0.get(name).cloned()
+}
+
+fn add_tenants(env: &Env, ctx: &mut dyn Context, json: &str, base: Option<&std::path::Path>) -> R {
+    let sb = sandbox()?;
+    let configs = lacquer_sandbox::config::parse(json, base)?;
+    let mut loaded = Vec::with_capacity(configs.len());
+    for c in configs {
+        let p = sb.load_file(&c)?;
+        ctx.log(
+            LogKind::Debug,
+            format!(
+                "wasm: tenant '{}' loaded ({} bytes of image)",
+                c.name, p.image_bytes
+            )
+            .as_bytes(),
+        );
+        loaded.push(Arc::new(Tenant::new(c, p)));
+    }
+    let set = tenants(env);
+    let mut set = set.lock().unwrap_or_else(|e| e.into_inner());
+    for t in loaded {
+        set.0.insert(t.name().to_string(), t);
+    }
+    Ok(Value::Bool(true))
+}
+
+fn embed_tenants(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let json = lossy(a.str_or_empty(0)?).into_owned();
+    add_tenants(env, ctx, &json, None)
+}
+
+fn load_tenants(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let path = std::path::PathBuf::from(lossy(a.str_or_empty(0)?).into_owned());
+    let json = std::fs::read_to_string(&path)
+        .map_err(|e| format!("wasm.load_tenants: cannot read {}: {e}", path.display()))?;
+    add_tenants(env, ctx, &json, path.parent())
+}
+
+/// One task's sandbox and what carries between its calls.
+struct Forked {
+    inst: Instance,
+    /// Hash data from hooks run before `vcl_hash`, for `apply_hash()`.
+    hash: Vec<Vec<u8>>,
+    /// The backend the tenant chose, resolved.
+    backend: Option<Value>,
+}
+
+fn forked(ctx: &mut dyn Context) -> Option<&mut Forked> {
+    ctx.privs().get_mut::<Forked>(0)
+}
+
+fn fork(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let name = lossy(a.str_or_empty(0)?).into_owned();
+    let Some(t) = find(env, &name) else {
+        ctx.privs().remove::<Forked>(0);
+        return Ok(Value::Bool(false));
+    };
+    let inst = sandbox()?.instantiate(&t.program())?;
+    if a.bool(1)?.unwrap_or(false) {
+        ctx.log(
+            LogKind::Debug,
+            format!("wasm: forked tenant '{name}'").as_bytes(),
+        );
+    }
+    ctx.privs().insert(
+        0,
+        Forked {
+            inst,
+            hash: Vec::new(),
+            backend: None,
+        },
+    );
+    Ok(Value::Bool(true))
+}
+
+fn active(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(Value::Bool(forked(ctx).is_some()))
+}
+
+fn current_name(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(forked(ctx).map_or(Value::Null, |f| Value::str(f.inst.program().name.clone())))
+}
+
+/// The hook index `run()` calls in `sub`.
+fn hook_of(sub: BuiltinSub) -> Option<usize> {
+    let name = match sub {
+        BuiltinSub::Recv => "on_recv",
+        BuiltinSub::Pipe => "on_pipe",
+        BuiltinSub::Pass => "on_pass",
+        BuiltinSub::Hash => "on_hash",
+        BuiltinSub::Purge => "on_purge",
+        BuiltinSub::Miss => "on_miss",
+        BuiltinSub::Hit => "on_hit",
+        BuiltinSub::Deliver => "on_deliver",
+        BuiltinSub::Synth => "on_synth",
+        BuiltinSub::BackendFetch => "on_backend_fetch",
+        BuiltinSub::BackendResponse => "on_backend_response",
+        BuiltinSub::BackendError => "on_backend_error",
+        BuiltinSub::Init | BuiltinSub::Fini => return None,
+    };
+    HOOKS.iter().position(|h| *h == name)
+}
+
+/// The messages the current subroutine has, as the sandbox names them.
+fn messages(sub: BuiltinSub) -> &'static [(Which, HttpWhich)] {
+    use HttpWhich as H;
+    match sub {
+        BuiltinSub::Recv
+        | BuiltinSub::Hash
+        | BuiltinSub::Purge
+        | BuiltinSub::Hit
+        | BuiltinSub::Miss => &[(Which::Req, H::Req)],
+        BuiltinSub::Pipe | BuiltinSub::Pass => &[(Which::Req, H::Req), (Which::Bereq, H::Bereq)],
+        BuiltinSub::Deliver | BuiltinSub::Synth => &[(Which::Req, H::Req), (Which::Resp, H::Resp)],
+        BuiltinSub::BackendFetch => &[(Which::Bereq, H::Bereq)],
+        BuiltinSub::BackendResponse | BuiltinSub::BackendError => {
+            &[(Which::Bereq, H::Bereq), (Which::Beresp, H::Beresp)]
+        }
+        BuiltinSub::Init | BuiltinSub::Fini => &[],
+    }
+}
+
+/// Variables of a message's fields: url, method, proto, reason, status.
+fn field_vars(w: Which) -> [Option<VarId>; 5] {
+    match w {
+        Which::Req => [
+            Some(VarId::ReqUrl),
+            Some(VarId::ReqMethod),
+            Some(VarId::ReqProto),
+            None,
+            None,
+        ],
+        Which::Bereq => [
+            Some(VarId::BereqUrl),
+            Some(VarId::BereqMethod),
+            Some(VarId::BereqProto),
+            None,
+            None,
+        ],
+        Which::Beresp => [
+            None,
+            None,
+            Some(VarId::BerespProto),
+            Some(VarId::BerespReason),
+            Some(VarId::BerespStatus),
+        ],
+        Which::Resp => [
+            None,
+            None,
+            Some(VarId::RespProto),
+            Some(VarId::RespReason),
+            Some(VarId::RespStatus),
+        ],
+    }
+}
+
+fn load_message(ctx: &dyn Context, w: Which, h: HttpWhich) -> Message {
+    let mut m = Message {
+        headers: ctx
+            .headers(h)
+            .into_iter()
+            .map(|(n, v)| (n.to_vec(), v.to_vec()))
+            .collect(),
+        ..Message::default()
+    };
+    let vars = field_vars(w);
+    let text = |v: Option<VarId>| {
+        v.and_then(|v| ctx.get_str(v).ok().flatten())
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default()
+    };
+    m.url = text(vars[0]);
+    m.method = text(vars[1]);
+    m.proto = text(vars[2]);
+    m.reason = text(vars[3]);
+    if let Some(v) = vars[4]
+        && let Ok(Value::Int(s)) = ctx.get(v)
+    {
+        m.status = u16::try_from(s).unwrap_or(0);
+    }
+    m
+}
+
+fn store_message(ctx: &mut dyn Context, w: Which, h: HttpWhich, m: &Message) -> Result<(), String> {
+    if m.headers_changed {
+        ctx.replace_headers(h, m.headers.clone())?;
+    }
+    if m.fields_changed {
+        let vars = field_vars(w);
+        for (v, value) in vars[..4]
+            .iter()
+            .zip([&m.url, &m.method, &m.proto, &m.reason])
+        {
+            if let Some(v) = v
+                && ctx.get_str(*v)?.is_none_or(|old| old != value.as_slice())
+            {
+                ctx.set_str(*v, value)?;
+            }
+        }
+        if let Some(v) = vars[4]
+            && ctx.get(v)? != Value::Int(i64::from(m.status))
+        {
+            ctx.set(v, Value::Int(i64::from(m.status)))?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs `f` on the task's instance with the subroutine's messages
+/// copied in, then writes back what changed and applies the effects.
+fn with_call(
+    env: &Env,
+    ctx: &mut dyn Context,
+    what: &str,
+    f: impl FnOnce(&mut Instance) -> Result<bool, CallError>,
+) -> Result<bool, String> {
+    let sub = ctx.sub();
+    let msgs = messages(sub);
+    let loaded: Vec<(Which, Message)> = msgs
+        .iter()
+        .map(|&(w, h)| (w, load_message(ctx, w, h)))
+        .collect();
+    let Some(fk) = forked(ctx) else {
+        return Err(format!(
+            "wasm.{what}: no tenant forked for this task (call wasm.fork first)"
+        ));
+    };
+    let task = fk.inst.task_mut();
+    for w in Which::ALL {
+        task.set_msg(w, None);
+    }
+    for (w, m) in loaded {
+        task.set_msg(w, Some(m));
+    }
+    let result = f(&mut fk.inst);
+    let task = fk.inst.task_mut();
+    let effects = std::mem::take(&mut task.effects);
+    let out: Vec<(Which, HttpWhich, Message)> = msgs
+        .iter()
+        .filter_map(|&(w, h)| task.msgs[w as usize].take().map(|m| (w, h, m)))
+        .collect();
+    let name = fk.inst.program().name.clone();
+    let ran = match result {
+        Ok(ran) => ran,
+        Err(e) => {
+            // The request stays as it was before the call.
+            let msg = format!("wasm.{what}: {e}");
+            ctx.log(LogKind::Error, msg.as_bytes());
+            return Err(msg);
+        }
+    };
+    for (w, h, m) in &out {
+        store_message(ctx, *w, *h, m)?;
+    }
+    for l in &effects.logs {
+        let mut line = format!("wasm {name}: ").into_bytes();
+        line.extend_from_slice(l);
+        ctx.log(LogKind::Log, &line);
+    }
+    if let Some(b) = &effects.backend {
+        let be = env.host.lookup_backend(b).ok_or_else(|| {
+            format!(
+                "wasm.{what}: tenant '{name}' chose backend '{b}', which this VCL does not have"
+            )
+        })?;
+        let v = Value::Backend(be);
+        match sub {
+            BuiltinSub::BackendFetch | BuiltinSub::BackendResponse | BuiltinSub::BackendError => {
+                ctx.set(VarId::BereqBackend, v.clone())?
+            }
+            _ => ctx.set(VarId::ReqBackendHint, v.clone())?,
+        }
+        if let Some(fk) = forked(ctx) {
+            fk.backend = Some(v);
+        }
+    }
+    if !effects.hash_data.is_empty() {
+        if sub == BuiltinSub::Hash {
+            for d in &effects.hash_data {
+                ctx.hash_data(Some(d));
+            }
+        } else if let Some(fk) = forked(ctx) {
+            fk.hash.extend(effects.hash_data);
+        }
+    }
+    if let Some(ttl) = effects.ttl {
+        ctx.set(VarId::BerespTtl, Value::Duration(ttl))?;
+    }
+    if let Some(u) = effects.uncacheable {
+        ctx.set(VarId::BerespUncacheable, Value::Bool(u))?;
+    }
+    for b in &effects.bans {
+        ctx.ban(b)?;
+    }
+    Ok(ran)
+}
+
+/// Writes a forged response into `resp` (in `vcl_synth`).
+fn deliver_forged(ctx: &mut dyn Context) -> Result<bool, String> {
+    let Some(Decision::Forge(f)) = forked(ctx).and_then(|fk| fk.inst.task().decision.clone())
+    else {
+        return Ok(false);
+    };
+    ctx.set(VarId::RespStatus, Value::Int(i64::from(f.status)))?;
+    let ct = lacquer_vcl::exec::HeaderName::new("Content-Type");
+    if !f.content_type.is_empty() {
+        ctx.set_header(HttpWhich::Resp, &ct, &f.content_type)?;
+    }
+    ctx.synthetic(&f.body);
+    Ok(true)
+}
+
+fn run(env: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    if ctx.sub() == BuiltinSub::Synth && deliver_forged(ctx)? {
+        return Ok(Value::Int(1));
+    }
+    let Some(hook) = hook_of(ctx.sub()) else {
+        return Err("wasm.run: no tenant hook for this subroutine".into());
+    };
+    let ran = with_call(env, ctx, "run", |i| i.run_hook(hook))?;
+    Ok(Value::Int(i64::from(ran)))
+}
+
+fn vcall(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let hook = lossy(a.str_or_empty(0)?).into_owned();
+    with_call(env, ctx, "vcall", |i| i.call(&hook).map(|()| true))?;
+    Ok(Value::Int(1))
+}
+
+fn call(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let func = lossy(a.str_or_empty(0)?).into_owned();
+    let arg = a.str_or_empty(1)?.to_vec();
+    if let Some(fk) = forked(ctx) {
+        let t = fk.inst.task_mut();
+        t.arg = arg;
+        t.results.clear();
+    }
+    with_call(env, ctx, "call", |i| i.call(&func).map(|()| true))?;
+    Ok(forked(ctx)
+        .and_then(|fk| fk.inst.task().results.first().cloned())
+        .map_or(Value::Null, Value::str))
+}
+
+fn want_result(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(forked(ctx)
+        .and_then(|fk| fk.inst.task().decision.as_ref().map(Decision::name))
+        .map_or(Value::str(""), Value::str))
+}
+
+fn want_status(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(Value::Int(
+        forked(ctx)
+            .and_then(|fk| fk.inst.task().decision.as_ref().map(Decision::status))
+            .map_or(0, i64::from),
+    ))
+}
+
+fn result(ctx: &mut dyn Context, a: &Args<'_>) -> Result<Option<Vec<u8>>, String> {
+    let i = a.int(0)?.unwrap_or(0);
+    Ok(usize::try_from(i)
+        .ok()
+        .and_then(|i| forked(ctx).and_then(|fk| fk.inst.task().results.get(i).cloned())))
+}
+
+fn result_value(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let v = result(ctx, a)?;
+    Ok(Value::Int(
+        v.and_then(|v| std::str::from_utf8(&v).ok()?.trim().parse().ok())
+            .unwrap_or(0),
+    ))
+}
+
+fn result_as_string(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    Ok(result(ctx, a)?.map_or(Value::Null, Value::str))
+}
+
+fn vm_backend(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(forked(ctx)
+        .and_then(|fk| fk.backend.clone())
+        .unwrap_or(Value::Null))
+}
+
+fn apply_hash(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    let pending = forked(ctx).map(|fk| std::mem::take(&mut fk.hash));
+    for d in pending.unwrap_or_default() {
+        ctx.hash_data(Some(&d));
+    }
+    Ok(Value::Null)
+}
+
+/// Updates `tenant` in `sets` from `bytes`; how many VCLs had it.
+fn update_in(sets: &[Arc<Mutex<Tenants>>], tenant: &str, bytes: &[u8]) -> Result<usize, String> {
+    let sb = sandbox()?;
+    let found: Vec<Arc<Tenant>> = sets
+        .iter()
+        .filter_map(|s| {
+            s.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .0
+                .get(tenant)
+                .cloned()
+        })
+        .collect();
+    if found.is_empty() {
+        return Err(format!("wasm: no loaded VCL has a tenant '{tenant}'"));
+    }
+    for t in &found {
+        t.update(sb, bytes)?;
+    }
+    Ok(found.len())
+}
+
+fn live_update(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let tenant = lossy(a.str_or_empty(0)?).into_owned();
+    let bytes = a.str_or_empty(1)?.to_vec();
+    live_update_bytes(env, ctx, &tenant, &bytes)
+}
+
+fn live_update_bytes(env: &Env, ctx: &mut dyn Context, tenant: &str, bytes: &[u8]) -> R {
+    match update_in(&[tenants(env)], tenant, bytes) {
+        Ok(_) => Ok(Value::Bool(true)),
+        Err(e) => {
+            ctx.log(LogKind::Error, format!("wasm.live_update: {e}").as_bytes());
+            Ok(Value::Bool(false))
+        }
+    }
+}
+
+fn live_update_file(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let tenant = lossy(a.str_or_empty(0)?).into_owned();
+    let file = lossy(a.str_or_empty(1)?).into_owned();
+    match std::fs::read(&file) {
+        Ok(b) => live_update_bytes(env, ctx, &tenant, &b),
+        Err(e) => {
+            ctx.log(
+                LogKind::Error,
+                format!("wasm.live_update_file: cannot read {file}: {e}").as_bytes(),
+            );
+            Ok(Value::Bool(false))
+        }
+    }
+}
+
+/// The CLI's `wasm.update <tenant> <file>`: loads the file as the
+/// tenant's program in every loaded VCL that has the tenant. Returns the
+/// reply text; on failure nothing changed.
+pub fn cli_update(tenant: &str, file: &str) -> Result<String, String> {
+    let bytes = std::fs::read(file).map_err(|e| format!("cannot read {file}: {e}"))?;
+    let sets: Vec<Arc<Mutex<Tenants>>> = all_sets()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    let n = update_in(&sets, tenant, &bytes)?;
+    Ok(format!("tenant '{tenant}' updated in {n} VCL(s)"))
+}
