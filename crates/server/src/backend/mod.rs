@@ -4,7 +4,7 @@ pub mod pool;
 pub mod probe;
 
 /// The connect-error holddowns the parameters ask for.
-pub fn holddown(p: &crate::params::ParamSet) -> pool::Holddown {
+pub fn holddown(p: &crate::runtime::params::ParamSet) -> pool::Holddown {
     let d = |name| std::time::Duration::from_secs_f64(p.duration(name).max(0.0));
     pool::Holddown {
         local: d("backend_local_error_holddown"),

@@ -7,7 +7,7 @@
 //! `bytes=` range of a 200 response becomes a 206; a range varnishd cannot
 //! satisfy or parse becomes a 416 with `Content-Range: bytes */LEN`.
 
-use crate::rfc2616::parse_http_date;
+use crate::fetch::rfc2616::parse_http_date;
 
 /// Whether a 200 response may be answered with 304 Not Modified.
 ///
@@ -347,7 +347,7 @@ fn digits(s: &[u8]) -> (Num, &[u8]) {
 mod tests {
     use super::RangeOutcome::*;
     use super::*;
-    use crate::rfc2616::format_http_date;
+    use crate::fetch::rfc2616::format_http_date;
 
     #[test]
     fn backend_ranges_checked_as_varnishd() {

@@ -43,7 +43,7 @@ use lacquer_http::BodyKind;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
-use crate::bodyio::{BodyIoError, BodyStream};
+use crate::fetch::bodyio::{BodyIoError, BodyStream};
 
 /// How much is read ahead when the VCL calls `std.cache_req_body()` with
 /// a limit computed at run time.
@@ -171,10 +171,10 @@ impl BodyLink {
 /// the connection (each bounded by `timeout`) until `run` returns. Must be
 /// called on a multi-threaded runtime (it uses `block_in_place`).
 pub fn recv_with_body<S, T>(
-    conn: &mut crate::req::ClientConn<S>,
-    task: &mut crate::task::ReqTask,
+    conn: &mut crate::client::req_fsm::ClientConn<S>,
+    task: &mut crate::runtime::task::ReqTask,
     timeout: Duration,
-    run: impl FnOnce(&mut crate::task::ReqTask) -> T + Send,
+    run: impl FnOnce(&mut crate::runtime::task::ReqTask) -> T + Send,
 ) -> T
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
@@ -214,7 +214,7 @@ where
 /// Sends the owed `100 Continue`, then reads up to `limit` bytes of the
 /// body (nothing when its length already exceeds `limit`: no 100 then).
 async fn pull_with_100<S>(
-    conn: &mut crate::req::ClientConn<S>,
+    conn: &mut crate::client::req_fsm::ClientConn<S>,
     kind: BodyKind,
     limit: u64,
     timeout: Duration,
@@ -257,7 +257,7 @@ pub fn log_100(vsl: &mut lacquer_vsl::VslBuf) {
 /// hands it to `task`: kept whole, or pending with what was read so far.
 /// Counts the bytes read.
 pub async fn take_ahead<R: AsyncRead + Unpin>(
-    task: &mut crate::task::ReqTask,
+    task: &mut crate::runtime::task::ReqTask,
     kind: BodyKind,
     r: &mut R,
     buf: &mut BytesMut,
@@ -271,12 +271,12 @@ pub async fn take_ahead<R: AsyncRead + Unpin>(
     };
     task.sh
         .counters
-        .add(crate::counters::Main::s_req_bodybytes, n);
+        .add(crate::runtime::counters::Main::s_req_bodybytes, n);
     task.req_body_bytes = n;
     match b {
         ReqBody::Cached(b) => {
             task.req_body = Some(b);
-            task.req_body_read_at = Some(crate::rfc2616::now());
+            task.req_body_read_at = Some(crate::fetch::rfc2616::now());
         }
         ReqBody::Pending(p) => task.body_pending = Some(p),
     }

@@ -1434,7 +1434,7 @@ const fn const_eq(a: &[u8], b: &[u8]) -> bool {
 #[macro_export]
 macro_rules! pid {
     ($name:literal) => {
-        const { $crate::params::Pid::of($name) }
+        const { $crate::runtime::params::Pid::of($name) }
     };
 }
 
