@@ -25,14 +25,14 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use flate2::{Decompress, FlushDecompress, Status};
+use flate2::Decompress;
 use lacquer_cache::ObjRef;
 use lacquer_vsl::{Tag, VslBuf, Vxid};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use crate::client::req_fsm::{After, ClientConn};
 use crate::esi::{Instr, Program};
-use crate::fetch::gzip::Gunzip;
+use crate::fetch::gzip::{Gunzip, inflate};
 use crate::fetch::rfc2616;
 use crate::pid;
 use crate::runtime::counters::Main;
@@ -340,40 +340,6 @@ impl Cursor {
         let n = (self.cur.len() as u64).min(max) as usize;
         Ok(self.cur.split_to(n))
     }
-}
-
-/// Inflates one verbatim range of a gzip'ed ESI object (independent deflate
-/// blocks), piece by piece.
-fn inflate(d: &mut Decompress, mut input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
-    while !input.is_empty() {
-        out.reserve((input.len() * 4).clamp(1024, 1 << 20));
-        let before_in = d.total_in();
-        let before_out = d.total_out();
-        let status = d
-            .decompress_vec(input, out, FlushDecompress::Sync)
-            .map_err(|e| io::Error::other(format!("ESI object: invalid gzip data: {e}")))?;
-        let used = (d.total_in() - before_in) as usize;
-        input = &input[used..];
-        if status == Status::StreamEnd
-            || (used == 0 && d.total_out() == before_out && out.len() < out.capacity())
-        {
-            if input.is_empty() {
-                break;
-            }
-            return Err(io::Error::other(
-                "ESI object: verbatim range is not deflate data",
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Inflates one verbatim range of a gzip'ed ESI object on its own.
-pub fn inflate_range(data: &[u8]) -> io::Result<Vec<u8>> {
-    let mut d = Decompress::new(false);
-    let mut out = Vec::new();
-    inflate(&mut d, data, &mut out)?;
-    Ok(out)
 }
 
 /// Delivers one ESI object into `sink` by its instructions.

@@ -191,7 +191,7 @@ where
         .connect_timeout
         .unwrap_or_else(|| params.duration(pid!("connect_timeout")));
     let idle = Duration::from_secs_f64(params.duration(pid!("pipe_timeout")).max(0.001));
-    let holddown = crate::backend::holddown(&params);
+    let holddown = crate::runtime::params::holddown(&params);
     // As varnishd, a pipe may take over an idle pooled connection.
     let reuse = Duration::from_secs_f64(params.duration(pid!("backend_idle_timeout")).max(0.0));
     drop(params);

@@ -22,7 +22,7 @@ use lacquer_vsl::push_u64;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use lacquer_cache::{HeaderLookup, Lookup, LookupRequest, ObjRef};
+use lacquer_cache::{Lookup, LookupRequest, ObjRef};
 use lacquer_http::Headers;
 use lacquer_vcl::exec::{Action, Scratch, Workspace as _};
 use lacquer_vcl::subs::BuiltinSub;
@@ -35,21 +35,12 @@ use crate::client::txio::{TimedWriter, TxError};
 use crate::fetch::fetch_fsm::{FetchJob, FetchMode, FetchOutcome};
 use crate::fetch::gzip::Gunzip;
 use crate::fetch::rfc2616;
-use crate::runtime::msg::{ReqMsg, RespMsg};
+use crate::runtime::msg::{HeaderView, ReqMsg, RespMsg};
 use crate::runtime::task::{BoTask, ReqTask, SessInfo};
 use crate::runtime::ws::{Workspace, header_len};
 
 /// `Via` header value Lacquer adds to responses.
 pub const VIA: &str = "1.1 varnish (Lacquer/0.1)";
-
-/// Request headers seen through the cache's lookup interface.
-pub struct HeaderView<'a>(pub &'a Headers);
-
-impl HeaderLookup for HeaderView<'_> {
-    fn header(&self, name: &str) -> Option<&[u8]> {
-        self.0.get(name)
-    }
-}
 
 /// The client connection a request arrived on: the bytes of an HTTP/1
 /// connection, or an HTTP/2 stream (request body in, response body out)
@@ -817,7 +808,8 @@ async fn fetch<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
-    use crate::client::reqbody::{CHANNEL_SEGMENTS, FetchBody};
+    use crate::client::reqbody::CHANNEL_SEGMENTS;
+    use crate::fetch::fetch_fsm::FetchBody;
     let vxid = t.sh.vxid.next();
     let how = if pass { "pass" } else { "fetch" };
     t.vsl.log(Tag::Link, format_args!("bereq {vxid} {how}"));
@@ -948,10 +940,10 @@ fn start_bgfetch(t: &mut ReqTask, busy: lacquer_cache::BusyObj, stale: ObjRef) {
     bo.is_bgfetch = true;
     t.sh.counters.inc(Main::s_bgfetch);
     let req_body = match t.req_body.as_ref().filter(|_| t.req_body_kept) {
-        Some(b) => crate::client::reqbody::FetchBody::Cached(b.clone()),
-        None => crate::client::reqbody::FetchBody::None,
+        Some(b) => crate::fetch::fetch_fsm::FetchBody::Cached(b.clone()),
+        None => crate::fetch::fetch_fsm::FetchBody::None,
     };
-    bo.has_body = matches!(req_body, crate::client::reqbody::FetchBody::Cached(_));
+    bo.has_body = matches!(req_body, crate::fetch::fetch_fsm::FetchBody::Cached(_));
     let job = FetchJob {
         bo,
         mode: FetchMode::Background { busy, stale },

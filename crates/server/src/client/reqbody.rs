@@ -4,7 +4,7 @@
 //!
 //! - Before VCL runs, only as much is read as `std.cache_req_body()` could
 //!   want (the largest constant limit it is called with in the VCL; a
-//!   computed limit means [`DYNAMIC_PREFETCH`]): VCL cannot wait for I/O, so
+//!   computed limit means [`DYNAMIC_PREFETCH`](crate::runtime::vcls::DYNAMIC_PREFETCH)): VCL cannot wait for I/O, so
 //!   the body a call may keep is read ahead. A VCL that never calls it
 //!   reads nothing ahead. A body that fits is *cached*: a pass sends it
 //!   with `Content-Length` and a retry can send it again.
@@ -44,10 +44,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
 use crate::fetch::bodyio::{BodyIoError, BodyStream};
-
-/// How much is read ahead when the VCL calls `std.cache_req_body()` with
-/// a limit computed at run time.
-pub const DYNAMIC_PREFETCH: u64 = 64 << 20;
+use crate::fetch::fetch_fsm::Segment;
 
 /// Segments in flight between the client connection and a fetch.
 pub const CHANNEL_SEGMENTS: usize = 4;
@@ -68,27 +65,6 @@ pub enum ReqBody {
     Cached(Bytes),
     /// Still (at least partly) on the connection.
     Pending(Pending),
-}
-
-/// A segment for the fetch, or why the body could not be read. An empty
-/// segment marks the end of the body: a channel that closes without it
-/// means the body is incomplete.
-pub type Segment = Result<Bytes, String>;
-
-/// The body as a fetch sends it.
-#[derive(Debug)]
-pub enum FetchBody {
-    None,
-    /// Kept in memory: sent with `Content-Length`, again on a retry.
-    Cached(Bytes),
-    /// Streamed from the client: sent once, with the client's framing
-    /// (`Length`) or chunked.
-    Stream {
-        length: Option<u64>,
-        rx: mpsc::Receiver<Segment>,
-    },
-    /// Streamed already: it cannot be sent again (no retry).
-    Taken,
 }
 
 impl ReqBody {

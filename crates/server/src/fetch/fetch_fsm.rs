@@ -30,7 +30,6 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::oneshot;
 
 use crate::backend::pool::ConnectError;
-use crate::client::reqbody::FetchBody;
 use crate::fetch::bodyio::{BodyIoError, BodyStream};
 use crate::fetch::gzip::FetchChain;
 use crate::fetch::rfc2616::{self, Defaults, RespInfo};
@@ -38,6 +37,27 @@ use crate::runtime::msg::RespMsg;
 use crate::runtime::task::BoTask;
 use crate::runtime::vcls::BackendRt;
 use crate::runtime::ws::{header_len, size};
+
+/// A segment for the fetch, or why the body could not be read. An empty
+/// segment marks the end of the body: a channel that closes without it
+/// means the body is incomplete.
+pub type Segment = Result<Bytes, String>;
+
+/// The body as a fetch sends it.
+#[derive(Debug)]
+pub enum FetchBody {
+    None,
+    /// Kept in memory: sent with `Content-Length`, again on a retry.
+    Cached(Bytes),
+    /// Streamed from the client: sent once, with the client's framing
+    /// (`Length`) or chunked.
+    Stream {
+        length: Option<u64>,
+        rx: tokio::sync::mpsc::Receiver<Segment>,
+    },
+    /// Streamed already: it cannot be sent again (no retry).
+    Taken,
+}
 
 /// What the fetch is for.
 pub enum FetchMode {
@@ -69,7 +89,7 @@ pub struct FetchJob {
     pub bo: BoTask,
     pub mode: FetchMode,
     /// The client request body, for a pass.
-    pub req_body: crate::client::reqbody::FetchBody,
+    pub req_body: FetchBody,
     pub notify: Option<oneshot::Sender<FetchOutcome>>,
 }
 
@@ -242,7 +262,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         // As varnishd: a response that does not match the range asked for
         // fails the fetch, whatever vcl_backend_response decided.
         if job.bo.sh.params().flag(pid!("http_range_support"))
-            && let Err(e) = crate::client::cond::check_backend_range(
+            && let Err(e) = crate::fetch::range::check_backend_range(
                 job.bo.bereq_orig.headers.get("range"),
                 job.bo.beresp.status,
                 job.bo.beresp.headers.get("content-length"),
@@ -325,7 +345,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         .or(backend.first_byte_timeout)
         .unwrap_or_else(|| params.duration(pid!("first_byte_timeout")));
     let idle = params.duration(pid!("backend_idle_timeout"));
-    let holddown = crate::backend::holddown(&params);
+    let holddown = crate::runtime::params::holddown(&params);
     let limits = Limits {
         require_host: false,
         ..Limits::from_varnish_params(
@@ -535,7 +555,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
 async fn send_stream<W>(
     w: &mut W,
     length: Option<u64>,
-    rx: &mut tokio::sync::mpsc::Receiver<crate::client::reqbody::Segment>,
+    rx: &mut tokio::sync::mpsc::Receiver<Segment>,
 ) -> Result<u64, String>
 where
     W: tokio::io::AsyncWrite + Unpin,
@@ -774,8 +794,7 @@ fn stored_vary_bytes(bo: &BoTask) -> Option<u64> {
         return None;
     }
     let v = bo.beresp.headers.get("vary")?;
-    let spec =
-        lacquer_cache::VarySpec::capture([v], &crate::client::req_fsm::HeaderView(&bo.bereq0));
+    let spec = lacquer_cache::VarySpec::capture([v], &crate::runtime::msg::HeaderView(&bo.bereq0));
     Some(spec.map_or(0, |s| s.storage_size() as u64))
 }
 
@@ -1020,7 +1039,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             if let Some(v) = vary_spec.as_ref().filter(|v| !v.is_empty())
                 && let Some(spec) = lacquer_cache::VarySpec::capture(
                     [&v[..]],
-                    &crate::client::req_fsm::HeaderView(&bo.bereq0),
+                    &crate::runtime::msg::HeaderView(&bo.bereq0),
                 )
             {
                 busy.set_vary(spec);

@@ -7,4 +7,5 @@ pub mod bodyio;
 pub mod esi;
 pub mod fetch_fsm;
 pub mod gzip;
+pub mod range;
 pub mod rfc2616;

@@ -8,7 +8,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,7 +26,7 @@ use tokio::net::{TcpListener, UnixListener};
 use crate::client::session::SessInfoArgs;
 use crate::mgt::cli::{self, Line, Reply, RequestReader, status};
 use crate::mgt::listen::{Endpoint, ListenSpec};
-use crate::runtime::counters::{Counters, Main};
+use crate::runtime::counters::{Counters, Main, SESSIONS, SessGuard};
 use crate::runtime::params::ParamSet;
 use crate::runtime::state::{BoundListener, Shared};
 use crate::runtime::vcls::{self, LoadedVcl, Temp, VclRegistry};
@@ -438,29 +438,6 @@ fn write_private(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
         .mode(0o600)
         .open(path)?;
     f.write_all(data)
-}
-
-/// Live client sessions, for graceful shutdown and `MEMPOOL.sess*.live`.
-static SESSIONS: AtomicUsize = AtomicUsize::new(0);
-
-/// Client sessions open now.
-pub(crate) fn live_sessions() -> u64 {
-    SESSIONS.load(Ordering::Relaxed) as u64
-}
-
-struct SessGuard;
-
-impl SessGuard {
-    fn new() -> Self {
-        SESSIONS.fetch_add(1, Ordering::AcqRel);
-        SessGuard
-    }
-}
-
-impl Drop for SessGuard {
-    fn drop(&mut self) {
-        SESSIONS.fetch_sub(1, Ordering::AcqRel);
-    }
 }
 
 /// A bound listener ready to accept.

@@ -1634,6 +1634,15 @@ pub fn reference_markdown() -> String {
     out
 }
 
+/// The connect-error holddowns the parameters ask for.
+pub fn holddown(p: &ParamSet) -> crate::backend::pool::Holddown {
+    let d = |name| std::time::Duration::from_secs_f64(p.duration(name).max(0.0));
+    crate::backend::pool::Holddown {
+        local: d("backend_local_error_holddown"),
+        remote: d("backend_remote_error_holddown"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -156,7 +156,7 @@ impl Sections {
                 Mempool::live,
                 crate::runtime::task::LIVE_REQS.load(Ordering::Relaxed),
             );
-            sess.set(Mempool::live, crate::mgt::daemon::live_sessions());
+            sess.set(Mempool::live, crate::runtime::counters::live_sessions());
         }
         self.publish_backends(sh);
         let lck = &crate::backend::pool::CONN_POOL_LOCKS;

@@ -237,15 +237,19 @@ impl std::fmt::Debug for LoadedVcl {
     }
 }
 
+/// How much is read ahead when the VCL calls `std.cache_req_body()` with
+/// a limit computed at run time.
+pub const DYNAMIC_PREFETCH: u64 = 64 << 20;
+
 /// The largest limit `std.cache_req_body()` is called with: its constant
-/// argument, [`crate::client::reqbody::DYNAMIC_PREFETCH`] for a computed one, 0
+/// argument, [`DYNAMIC_PREFETCH`] for a computed one, 0
 /// when the VCL never calls it.
 fn req_body_prefetch(ir: &lacquer_vcl::ir::Program) -> u64 {
     ir.first_args_of("std", "cache_req_body")
         .into_iter()
         .map(|a| match a {
             Some(lacquer_vcl::ir::Value::Bytes(b)) => b.max(0.0) as u64,
-            _ => crate::client::reqbody::DYNAMIC_PREFETCH,
+            _ => DYNAMIC_PREFETCH,
         })
         .max()
         .unwrap_or(0)
