@@ -496,7 +496,7 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
                 ),
             }
         }
-        "wasm.update" => match lacquer_vmods::wasm_cli_update(&plain[0], &plain[1]) {
+        "wasm.update" => match lacquer_vmods::wasm_cli_update(plain[0], plain[1]) {
             Ok(m) => Reply::ok(m),
             Err(e) => Reply::err(status::CANT, e),
         },
