@@ -40,6 +40,7 @@ fn registry_matches_implementations() {
             "unix",
             "var",
             "vsthrottle",
+            "wasm",
             "xkey"
         ]
     );
