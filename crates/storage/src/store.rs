@@ -78,6 +78,11 @@ pub trait Stevedore: Send + Sync + fmt::Debug {
     fn file_stats(&self) -> Option<&crate::file::FileStats> {
         None
     }
+    /// The persistent store behind this one (`mse`/`disk` kinds), whose
+    /// objects the cache records and recovers.
+    fn disk(&self) -> Option<&crate::disk::DiskStore> {
+        None
+    }
     /// Account one allocation of `bytes`; fails without side effects on the
     /// outstanding counts when it does not fit (it still counts `c_req`/`c_fail`).
     fn try_alloc(&self, bytes: u64) -> Result<Allocation, NoSpace>;
