@@ -36,6 +36,9 @@ use crate::object::{
 use crate::stats::CacheStats;
 use crate::vary::{HeaderLookup, VarySpec};
 
+mod persist;
+pub use persist::StoredUpdate;
+
 /// Tunables (varnishd parameters of the same names where they exist).
 #[derive(Debug, Clone)]
 pub struct CacheConfig {
@@ -460,7 +463,7 @@ impl Cache {
             stores.push(StoreRef::new(Arc::new(MallocStore::new("Transient", None))));
         }
         let bans = BanList::new(now, &stats);
-        Cache {
+        let cache = Cache {
             inner: Arc::new(Inner {
                 shards: (0..n).map(|_| Mutex::new(HeadMap::default())).collect(),
                 shard_mask: n - 1,
@@ -476,7 +479,10 @@ impl Cache {
                 subscribers: Subscribers::default(),
                 stats,
             }),
-        }
+        };
+        // Objects of persistent stores come back before anything is served.
+        cache.inner.recover(now);
+        cache
     }
 
     /// Subscribes `f` to objects entering the cache (once a fetch makes
@@ -733,6 +739,13 @@ impl Cache {
     pub fn purge(&self, digest: &Digest, now: f64, ttl: f64, grace: f64, keep: f64) -> usize {
         let inner = &self.inner;
         let is_purge = ttl == 0.0 && grace == 0.0 && keep == 0.0;
+        inner.journal(|| lacquer_storage::disk::format::JournalEntry::Purge {
+            time: now,
+            digest: *digest,
+            ttl,
+            grace,
+            keep,
+        });
         let mut removed = Vec::new();
         let mut rearmed = Vec::new();
         let mut total = 0;
@@ -898,6 +911,11 @@ impl Cache {
     /// Add a ban (`ban` CLI command, VCL `ban()`); `now` is its timestamp.
     pub fn ban(&self, spec: BanSpec, now: f64) {
         let inner = &self.inner;
+        // Journaled first: a ban in effect is never lost in a crash.
+        inner.journal(|| lacquer_storage::disk::format::JournalEntry::Ban {
+            time: now,
+            text: spec.render(),
+        });
         let mut list = inner.bans_write();
         let id = list.add(spec, now, &inner.stats);
         inner.newest_ban.store(id, Ordering::Release);
@@ -1285,6 +1303,7 @@ impl Inner {
 
     /// The removal owner's second half: LRU list and ban reference.
     fn finish_removal(&self, oc: &ObjCore) {
+        self.forget(oc);
         if let Some(store) = oc.store.get() {
             store.lru().remove(oc);
         }
@@ -1461,7 +1480,13 @@ impl Inner {
             None => oc.vary.get().map_or(0, VarySpec::storage_size) as u64,
         };
         let mut allocs = vec![data.charge_bytes() as u64 + vary];
-        let body_len = data.body.len_so_far();
+        // A body already in this persistent store (kept by a 304 refresh)
+        // is shared, not copied: its extents stay where they are.
+        let shared = store
+            .stevedore()
+            .disk()
+            .is_some_and(|d| d.holds(&data.body));
+        let body_len = if shared { 0 } else { data.body.len_so_far() };
         let plan = body_chunk.unwrap_or(PiecePlan {
             estimate: Some(body_len),
             chunk: body_len,
@@ -1684,6 +1709,9 @@ impl BusyObj {
             }
         };
         wake(waiters, &inner.stats);
+        if out.body.is_none() {
+            inner.persist(&self.oc);
+        }
         Ok(out)
     }
 
@@ -1873,6 +1901,7 @@ impl FetchBody {
         self.trim();
         if let Some(w) = self.writer.take() {
             w.finish();
+            self.cache.persist(&self.oc);
         }
     }
 

@@ -371,9 +371,9 @@ struct ExtentInner {
     store: Arc<Shared>,
     off: u64,
     len: AtomicU64,
-    /// It holds a persistent store's object record: its first bytes are
-    /// zeroed before the space goes back to the allocator, so the record
-    /// is never found again once its object is gone (see `crate::disk`).
+    /// It holds the record of a persistent store's object that left the
+    /// cache: its first bytes are zeroed before the space goes back to the
+    /// allocator, so the record is never found again (see `crate::disk`).
     record: std::sync::atomic::AtomicBool,
 }
 
@@ -439,8 +439,11 @@ impl Extent {
         self.0.off
     }
 
-    /// Mark it as holding an object record: it is zeroed when dropped.
-    pub fn mark_record(&self) {
+    /// Have its first bytes zeroed when it is dropped: it holds the record
+    /// of an object that left the cache (or may), which must not be found
+    /// again. Extents not so marked keep their bytes when dropped (a process
+    /// shutting down leaves every record in place).
+    pub fn erase_when_dropped(&self) {
         self.0.record.store(true, Relaxed);
     }
 

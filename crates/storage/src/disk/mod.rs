@@ -15,9 +15,11 @@
 //! a restart only if its record is complete and checks out, and it names
 //! only bytes that were durable before it was written.
 //!
-//! When an object leaves the cache its record's magic is overwritten before
-//! its space returns to the allocator, so a record found at startup is
-//! always of an object that was alive. Bans and purges are appended to the
+//! When an object leaves the cache (expiry, purge, ban, eviction) the cache
+//! marks its record extent ([`Extent::erase_when_dropped`]) and the record's
+//! magic is overwritten before the space returns to the allocator, so a
+//! record found at startup is always of an object that was alive. Objects
+//! still cached when the process ends keep their records. Bans and purges are appended to the
 //! journal ([`format::JournalEntry`]) when issued and replayed on recovery
 //! against the objects inserted before them.
 //!
@@ -100,7 +102,8 @@ pub struct DiskConfig {
 pub struct Recovered {
     /// Its record.
     pub record: ObjectRecord,
-    /// The extent holding the record (zeroed when the object goes).
+    /// The extent holding the record (the cache marks it to be erased when
+    /// the object goes).
     pub record_extent: Extent,
     /// The body, as spans of the store file.
     pub body: Body,
@@ -366,8 +369,8 @@ impl DiskStore {
     /// are filled in here), `body` is its complete body, all of it in this
     /// store's extents. `slot` is an extent already charged for the object;
     /// the record goes there when it fits, otherwise to a new extent handed
-    /// to `on_placed` (the object must hold it: dropping it erases the
-    /// record). The work happens on the store's writer thread.
+    /// to `on_placed` (the object must hold it, and mark it to be erased
+    /// when the object leaves the cache). The work happens on the store's writer thread.
     pub fn persist(
         &self,
         record: ObjectRecord,
@@ -593,7 +596,7 @@ fn adopt(
                 let n = held.len() as u64 + 1;
                 drop(held);
                 drop(spans);
-                rx.mark_record();
+                rx.erase_when_dropped();
                 drop(rx);
                 files.free(charged, n);
                 stats.dropped_conflict.fetch_add(1, Relaxed);
@@ -605,7 +608,6 @@ fn adopt(
             }
             held.push(ext);
         }
-        rx.mark_record();
         stats.recovered.fetch_add(1, Relaxed);
         stats.recovered_bytes.fetch_add(f.record.body_len, Relaxed);
         let allocs = held.len() as u64 + 1;
@@ -800,7 +802,6 @@ fn write_record(
             x
         }
     };
-    ext.mark_record();
     ext.write(0, &bytes).ok()?;
     Some((ext, body))
 }
