@@ -316,6 +316,17 @@ impl DiskStore {
         stats
             .recovery_us
             .store(started.elapsed().as_micros() as u64, Relaxed);
+        eprintln!(
+            "Storage {name}: {shown}: {} objects ({} body bytes) recovered in {:.3} s \
+             ({} bytes scanned); {} damaged and {} conflicting records dropped; {} journal entries",
+            stats.recovered.load(Relaxed),
+            stats.recovered_bytes.load(Relaxed),
+            started.elapsed().as_secs_f64(),
+            stats.scanned_bytes.load(Relaxed),
+            stats.dropped_damaged.load(Relaxed),
+            stats.dropped_conflict.load(Relaxed),
+            journal.len(),
+        );
 
         let (tx, rx) = mpsc::channel();
         let wstats = Arc::clone(&stats);
