@@ -57,8 +57,8 @@ fn recovery_rate_and_ram_per_object() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("store.dat");
-    // Two granules per object (record, body) plus room.
-    let size = (n as u64 * 8192 * 5 / 4).max(16 << 20);
+    // A record and a body of 1000 bytes: 1.5 KiB per object, plus room.
+    let size = (n as u64 * 2048).max(16 << 20);
     let headers = vec![
         (
             Bytes::from_static(b"Content-Type"),

@@ -51,6 +51,10 @@ use format::{
 /// How long the writer gathers records before making them durable: at most
 /// about this much of the newest writes is lost in a crash.
 const COMMIT_INTERVAL: Duration = Duration::from_millis(200);
+/// The allocation unit of a new store file: small enough that a small
+/// object costs about 1 KiB on disk (record and body), large enough to keep
+/// the extent allocator's maps short. Existing files keep theirs.
+const GRANULARITY: u64 = 512;
 /// Bytes read at once by the recovery scan and the body checksum.
 const SCAN_CHUNK: usize = 4 << 20;
 
@@ -220,7 +224,6 @@ impl DiskStore {
         };
         let vfs = rustix::fs::fstatvfs(&file)
             .map_err(|e| format!("-s {kind}: cannot read the file system of {shown} ({e})"))?;
-        let fs_block = vfs.f_frsize.max(512).next_power_of_two();
         let (salt, granularity, arena_size, truncated_at) = match header {
             Some(h) => {
                 let size = cfg.size.unwrap_or(h.arena_size);
@@ -236,7 +239,7 @@ impl DiskStore {
                         "-s {kind}: {shown} is new and no size was given; give one, e.g. -s {kind},{shown},10G"
                     ));
                 };
-                (new_salt(path), fs_block.max(4096), size, None)
+                (new_salt(path), GRANULARITY, size, None)
             }
         };
         let arena_size = arena_size - arena_size % granularity;

@@ -170,7 +170,7 @@ fn a_truncated_file_keeps_what_is_intact() {
     }
     let path = d.0.join("store.dat");
     let f = OpenOptions::new().write(true).open(&path).unwrap();
-    f.set_len(HEADER_SIZE + (4 << 20) + 16384).unwrap();
+    f.set_len(HEADER_SIZE + (4 << 20) + 4096).unwrap();
     drop(f);
     let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
     let r = s.take_recovery();
