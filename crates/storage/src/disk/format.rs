@@ -17,6 +17,9 @@
 //!              | granularity u64 | arena size u64 | salt u64 | created f64
 //!              | crc32c(bytes 0..56) u32
 //! record:      "LQO1" | payload length u32 | crc u32 | 0 u32 | payload
+//!              (payload: digest, times, vxid, status, flags, reason,
+//!              headers, Vary, ESI, body length and CRC, slot length,
+//!              body extents)
 //! journal:     "LACQUER-BANS\0\0\0\0" | version u32 | salt u64 | crc u32
 //!              then entries: "LJ" | kind u8 | 0 u8 | payload length u32
 //!              | crc u32 | payload
@@ -284,6 +287,9 @@ pub struct ObjectRecord {
     pub body_len: u64,
     /// CRC-32C (salted) of the body bytes.
     pub body_crc: u32,
+    /// Length of the extent holding the record itself (whole granules, at
+    /// least the record's length).
+    pub slot_len: u64,
     /// Where the body is, in order.
     pub extents: Vec<BodyExtent>,
 }
@@ -357,6 +363,7 @@ impl ObjectRecord {
         }
         b.extend_from_slice(&self.body_len.to_le_bytes());
         b.extend_from_slice(&self.body_crc.to_le_bytes());
+        b.extend_from_slice(&self.slot_len.to_le_bytes());
         b.extend_from_slice(&(self.extents.len() as u32).to_le_bytes());
         for x in &self.extents {
             b.extend_from_slice(&x.off.to_le_bytes());
@@ -465,6 +472,12 @@ impl ObjectRecord {
         };
         rec.body_len = r.u64()?;
         rec.body_crc = r.u32()?;
+        rec.slot_len = r.u64()?;
+        if (rec.slot_len as u128) < total as u128 {
+            return Err(FormatError::Malformed(
+                "record slot shorter than the record",
+            ));
+        }
         let n = r.count(24)?;
         let mut sum = 0u64;
         for _ in 0..n {
@@ -771,6 +784,7 @@ mod tests {
             esi: Some(b"esi-bytes".to_vec()),
             body_len: 5000,
             body_crc: 0xdead_beef,
+            slot_len: 4096,
             extents: vec![
                 BodyExtent {
                     off: 4096,

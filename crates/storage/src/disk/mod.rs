@@ -55,8 +55,12 @@ const COMMIT_INTERVAL: Duration = Duration::from_millis(200);
 /// object costs about 1 KiB on disk (record and body), large enough to keep
 /// the extent allocator's maps short. Existing files keep theirs.
 const GRANULARITY: u64 = 512;
-/// Bytes read at once by the recovery scan and the body checksum.
+/// Bytes read at once by the recovery scan (when it reads on through free
+/// space) and the body checksum.
 const SCAN_CHUNK: usize = 4 << 20;
+/// The scan's first read after it jumped over an object's body: enough
+/// for the next record, without reading bodies.
+const SCAN_SMALL: usize = 64 << 10;
 
 /// Counters of a persistent store beyond the `SMF.*` ones (published in its
 /// section and by `lacquer stat`).
@@ -513,16 +517,20 @@ struct Found {
     record: ObjectRecord,
 }
 
-/// Read the arena in large chunks and decode a record wherever a granule
-/// starts with the record magic.
+/// Read the arena and decode a record wherever a granule starts with the
+/// record magic. After a record the scan jumps over its own extent and the
+/// body extents that follow it directly (a fetch allocates them in that
+/// order), so bodies are not read; reads grow from [`SCAN_SMALL`] to
+/// [`SCAN_CHUNK`] while it goes on through anything else.
 fn scan(files: &FileStore, salt: u64, size: u64, stats: &DiskStats) -> io::Result<Vec<Found>> {
     let g = files.granularity();
     let f = files.file();
     let mut out = Vec::new();
     let mut buf = vec![0u8; SCAN_CHUNK];
+    let mut chunk = SCAN_SMALL;
     let mut pos = 0u64;
     while pos < size {
-        let want = (size - pos).min(SCAN_CHUNK as u64) as usize;
+        let want = (size - pos).min(chunk as u64) as usize;
         let n = read_upto(f, &mut buf[..want], HEADER_SIZE + pos)?;
         stats.scanned_bytes.fetch_add(n as u64, Relaxed);
         if n == 0 {
@@ -530,6 +538,7 @@ fn scan(files: &FileStore, salt: u64, size: u64, stats: &DiskStats) -> io::Resul
         }
         let mut at = 0usize;
         let mut next = pos + n as u64;
+        let mut jumped = false;
         while at + RECORD_HEAD <= n {
             if &buf[at..at + 4] != RECORD_MAGIC {
                 at += g as usize;
@@ -537,33 +546,49 @@ fn scan(files: &FileStore, salt: u64, size: u64, stats: &DiskStats) -> io::Resul
             }
             let off = pos + at as u64;
             let decoded = match ObjectRecord::peek_len(&buf[at..n]) {
-                Ok(len) if at + len <= n => {
-                    ObjectRecord::decode(&buf[at..at + len], salt).map(|r| (r, len))
-                }
+                Ok(len) if at + len <= n => ObjectRecord::decode(&buf[at..at + len], salt),
                 Ok(len) => {
                     let mut rec = vec![0u8; len];
                     let got = read_upto(f, &mut rec, HEADER_SIZE + off)?;
-                    ObjectRecord::decode(&rec[..got], salt).map(|r| (r, len))
+                    ObjectRecord::decode(&rec[..got], salt)
                 }
                 Err(e) => Err(e),
             };
             match decoded {
-                Ok((record, len)) => {
-                    let len = (len as u64).div_ceil(g) * g;
-                    out.push(Found { off, len, record });
-                    let end = off + len;
+                Ok(record) if record.slot_len.is_multiple_of(g) => {
+                    let mut end = off + record.slot_len;
+                    let mut body: Vec<&BodyExtent> = record.extents.iter().collect();
+                    body.sort_by_key(|x| x.off);
+                    for x in body {
+                        if x.off == end && x.len.is_multiple_of(g) {
+                            end = end.saturating_add(x.len);
+                        } else if x.off > end {
+                            break;
+                        }
+                    }
+                    out.push(Found {
+                        off,
+                        len: record.slot_len,
+                        record,
+                    });
                     if end >= pos + n as u64 {
                         next = end;
+                        jumped = true;
                         break;
                     }
                     at = (end - pos) as usize;
                 }
-                Err(_) => {
+                Ok(_) | Err(_) => {
                     stats.dropped_damaged.fetch_add(1, Relaxed);
                     at += g as usize;
                 }
             }
         }
+        chunk = if jumped {
+            SCAN_SMALL
+        } else {
+            (chunk * 2).min(SCAN_CHUNK)
+        };
         pos = next.max(pos + 1);
         // Stay on a granule boundary.
         pos = pos.div_ceil(g) * g;
@@ -803,8 +828,8 @@ fn write_record(
     record.body_len = len;
     record.body_crc = crc.value();
     record.extents = extents;
-    let bytes = record.encode(salt);
-    let need = bytes.len() as u64;
+    // The slot length does not change the record's length.
+    let need = record.encode(salt).len() as u64;
     let ext = match slot.filter(|s| s.len() >= need) {
         Some(s) => s,
         None => {
@@ -816,7 +841,8 @@ fn write_record(
             x
         }
     };
-    ext.write(0, &bytes).ok()?;
+    record.slot_len = ext.len();
+    ext.write(0, &record.encode(salt)).ok()?;
     Some((ext, body))
 }
 
