@@ -264,6 +264,18 @@ impl DiskStore {
         }
         file.set_len(total)
             .map_err(|e| format!("-s {kind}: cannot size {shown} to {total} bytes ({e})"))?;
+        // Reserve the blocks now, so that a full disk is an error here and
+        // never a failed write later (file systems without fallocate keep a
+        // sparse file).
+        match rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, total) {
+            Err(rustix::io::Errno::NOSPC) => {
+                return Err(format!(
+                    "-s {kind}: {shown}: the file system has no room for {total} bytes; \
+                     give a smaller size or free space"
+                ));
+            }
+            Ok(()) | Err(_) => {}
+        }
         let hdr = FileHeader {
             version: format::VERSION,
             granularity,

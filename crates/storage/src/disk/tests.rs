@@ -221,6 +221,18 @@ fn startup_errors_say_what_to_do() {
     )
     .unwrap_err();
     assert!(e.contains("check that its directory exists"), "{e}");
+    // More than the disk holds.
+    let e = DiskStore::open(
+        "d0",
+        "disk",
+        &DiskConfig {
+            path: d.0.join("huge.dat"),
+            size: Some(1 << 60),
+            ..cfg(&d)
+        },
+    )
+    .unwrap_err();
+    assert!(e.contains("free space"), "{e}");
     // A file that is not a store.
     std::fs::write(d.0.join("other.dat"), b"not a store at all").unwrap();
     let e = DiskStore::open(
