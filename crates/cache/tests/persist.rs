@@ -222,3 +222,42 @@ async fn update_in_place_shares_the_body_and_persists() {
     assert_eq!((o.t_origin(), o.ttl(), o.vxid()), (T0 + 20.0, 300.0, 9));
     assert_eq!(o.body().collect().await.unwrap().to_vec(), body);
 }
+
+#[tokio::test]
+async fn a_body_changed_on_disk_is_found_out_and_removed() {
+    use std::os::unix::fs::FileExt;
+    let dir = scratch("verify");
+    let body = pattern(4, 30_000);
+    let at;
+    {
+        let (c, s) = open(&dir, T0);
+        let o = store(&c, "/v", "en", &body, 100.0);
+        store(&c, "/w", "en", b"untouched", 100.0);
+        s.flush();
+        let Some([lacquer_storage::Segment::File(span), ..]) = o.body().segments() else {
+            panic!("body not in the store file");
+        };
+        at = span.extent().offset();
+    }
+    // Bytes of the body change while the daemon is stopped (as space reused
+    // after a power loss would): the record still checks out.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.0.join("store.dat"))
+        .unwrap();
+    f.write_all_at(
+        b"XXXX",
+        lacquer_storage::disk::format::HEADER_SIZE + at + 100,
+    )
+    .unwrap();
+    drop(f);
+    let (c, s) = open(&dir, T0 + 1.0);
+    let t = std::time::Instant::now();
+    while s.disk_stats().verify_failures.load(Relaxed) == 0 && t.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(s.disk_stats().verify_failures.load(Relaxed), 1);
+    assert!(find(&c, "/v", "en", T0 + 1.0).is_none());
+    let w = find(&c, "/w", "en", T0 + 1.0).expect("the intact object");
+    assert_eq!(&w.body().collect().await.unwrap()[..], b"untouched");
+}

@@ -178,6 +178,8 @@ impl Sections {
             sec.set(Mse::journal_entries, g(&m.journal_entries));
             sec.set(Mse::journal_failures, g(&m.journal_failures));
             sec.set(Mse::syncs, g(&m.syncs));
+            sec.set(Mse::verified, g(&m.verified));
+            sec.set(Mse::verify_failures, g(&m.verify_failures));
         }
         // Lacquer has no per-pool allocators: what is alive is counted in
         // the first pool's sections, the others stay at zero.

@@ -27,6 +27,10 @@ use crate::object::{
 use crate::stats::CacheStats;
 use crate::vary::VarySpec;
 
+/// A recovered object to check: its store, the object, body length and
+/// checksum from its record.
+type Verify = (StoreRef, std::sync::Weak<ObjCore>, u64, u32);
+
 /// What [`Cache::update_in_place`] changes of a stored object.
 #[derive(Debug, Clone)]
 pub struct StoredUpdate {
@@ -231,18 +235,52 @@ impl Inner {
                 bans.push((*time, id));
             }
         }
+        let mut check = Vec::new();
         for (store, objects) in recoveries {
             let Some(disk) = store.stevedore().disk() else {
                 continue;
             };
             for r in objects {
-                if !self.recover_one(&store, r, &entries, &bans, first_id, now) {
-                    disk.disk_stats()
-                        .dropped_stale
-                        .fetch_add(1, Ordering::Relaxed);
+                let (len, crc) = (r.record.body_len, r.record.body_crc);
+                match self.recover_one(&store, r, &entries, &bans, first_id, now) {
+                    Some(oc) => check.push((store.clone(), Arc::downgrade(&oc), len, crc)),
+                    None => {
+                        disk.disk_stats()
+                            .dropped_stale
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
                 }
             }
         }
+        if !check.is_empty() {
+            self.verify_in_background(check);
+        }
+    }
+
+    /// Read every recovered body back on a thread of its own and remove the
+    /// objects whose bytes do not match their record any more (space reused
+    /// after a power loss; the checksum is what the record vouched for).
+    /// Serving does not wait for it.
+    fn verify_in_background(self: &Arc<Self>, check: Vec<Verify>) {
+        let cache = Arc::downgrade(self);
+        let spawned = std::thread::Builder::new()
+            .name("store-verify".into())
+            .spawn(move || {
+                for (store, oc, len, crc) in check {
+                    let (Some(inner), Some(oc)) = (cache.upgrade(), oc.upgrade()) else {
+                        continue;
+                    };
+                    let (Some(disk), Some(data)) = (store.stevedore().disk(), oc.data.get()) else {
+                        continue;
+                    };
+                    if oc.flags() & F_DYING == 0 && !disk.verify_body(&data.body, len, crc) {
+                        inner.kill(&oc);
+                    }
+                }
+            });
+        // Without the thread the bodies are served as recovered, which a
+        // process crash (as opposed to a power loss) never makes wrong.
+        drop(spawned);
     }
 
     /// Insert one recovered object unless it expired or was purged after it
@@ -255,7 +293,7 @@ impl Inner {
         bans: &[(f64, u64)],
         first_id: u64,
         now: f64,
-    ) -> bool {
+    ) -> Option<Arc<ObjCore>> {
         let Recovered {
             record: rec,
             record_extent,
@@ -268,7 +306,7 @@ impl Inner {
             x.erase_when_dropped();
             drop(x);
             store.stevedore().free(charged, allocs);
-            false
+            None
         };
         let (mut ttl, mut grace, mut keep) = (rec.ttl, rec.grace, rec.keep);
         for e in entries {
@@ -339,7 +377,7 @@ impl Inner {
             // A soft purge shortened it: record the new lifetime.
             self.persist(&oc);
         }
-        true
+        Some(oc)
     }
 }
 

@@ -92,6 +92,10 @@ pub struct DiskStats {
     pub journal_failures: AtomicU64,
     /// `fdatasync` calls of the writer.
     pub syncs: AtomicU64,
+    /// Recovered bodies checked against their record's checksum.
+    pub verified: AtomicU64,
+    /// Recovered bodies whose bytes no longer matched (removed, refetched).
+    pub verify_failures: AtomicU64,
 }
 
 /// What a `-s` argument or an `mse.conf` store asks for.
@@ -267,14 +271,13 @@ impl DiskStore {
         // Reserve the blocks now, so that a full disk is an error here and
         // never a failed write later (file systems without fallocate keep a
         // sparse file).
-        match rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, total) {
-            Err(rustix::io::Errno::NOSPC) => {
-                return Err(format!(
-                    "-s {kind}: {shown}: the file system has no room for {total} bytes; \
-                     give a smaller size or free space"
-                ));
-            }
-            Ok(()) | Err(_) => {}
+        if let Err(rustix::io::Errno::NOSPC) =
+            rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, total)
+        {
+            return Err(format!(
+                "-s {kind}: {shown}: the file system has no room for {total} bytes; \
+                 give a smaller size or free space"
+            ));
         }
         let hdr = FileHeader {
             version: format::VERSION,
@@ -456,6 +459,20 @@ impl DiskStore {
         if sent.is_ok() {
             let _ = rx.recv();
         }
+    }
+
+    /// Whether `body` (a recovered object's) still has the bytes its record
+    /// vouched for: length and checksum. Blocking reads of the whole body:
+    /// for a background thread. Counts the outcome.
+    pub fn verify_body(&self, body: &Body, len: u64, crc: u32) -> bool {
+        let ok = checksum(self.salt, body).is_some_and(|(c, l, _)| c == crc && l == len);
+        let counter = if ok {
+            &self.stats.verified
+        } else {
+            &self.stats.verify_failures
+        };
+        counter.fetch_add(1, Relaxed);
+        ok
     }
 
     /// Whether every segment of `body` lies in this store (a body that can
@@ -805,11 +822,36 @@ fn write_record(
         slot,
         on_placed,
     } = job;
-    let segs = body.segments()?;
+    let (crc, len, extents) = checksum(salt, &body)?;
+    record.body_len = len;
+    record.body_crc = crc;
+    record.extents = extents;
+    // The slot length does not change the record's length.
+    let need = record.encode(salt).len() as u64;
+    let ext = match slot.filter(|s| s.len() >= need) {
+        Some(s) => s,
+        None => {
+            let a = files
+                .try_alloc(need.div_ceil(granularity) * granularity)
+                .ok()?;
+            let x = a.extent?;
+            on_placed(x.clone());
+            x
+        }
+    };
+    record.slot_len = ext.len();
+    ext.write(0, &record.encode(salt)).ok()?;
+    Some((ext, body))
+}
+
+/// The salted CRC-32C of a finished body, its length and the extents it
+/// fills from their start (`None` when it is not all in file extents laid
+/// out that way, or a read fails). Blocking reads.
+fn checksum(salt: u64, body: &Body) -> Option<(u32, u64, Vec<BodyExtent>)> {
     let mut crc = Crc::salted(salt);
     let mut extents: Vec<BodyExtent> = Vec::new();
     let mut len = 0u64;
-    for s in segs {
+    for s in body.segments()? {
         let span: &FileSpan = match s {
             Segment::File(f) => f,
             Segment::Mem(b) if b.is_empty() => continue,
@@ -837,25 +879,7 @@ fn write_record(
         }
         len += span.len();
     }
-    record.body_len = len;
-    record.body_crc = crc.value();
-    record.extents = extents;
-    // The slot length does not change the record's length.
-    let need = record.encode(salt).len() as u64;
-    let ext = match slot.filter(|s| s.len() >= need) {
-        Some(s) => s,
-        None => {
-            let a = files
-                .try_alloc(need.div_ceil(granularity) * granularity)
-                .ok()?;
-            let x = a.extent?;
-            on_placed(x.clone());
-            x
-        }
-    };
-    record.slot_len = ext.len();
-    ext.write(0, &record.encode(salt)).ok()?;
-    Some((ext, body))
+    Some((crc.value(), len, extents))
 }
 
 #[cfg(test)]

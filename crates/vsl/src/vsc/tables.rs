@@ -430,6 +430,10 @@ schema! {
         "Ban or purge journal appends that failed.";
     syncs: Counter, Integer, Info, "Syncs",
         "fdatasync calls of the store's writer.";
+    verified: Counter, Integer, Info, "Bodies verified",
+        "Recovered bodies read back and checked against their record's checksum.";
+    verify_failures: Counter, Integer, Info, "Bodies mismatched",
+        "Recovered bodies whose bytes no longer matched their record (removed).";
 }
 
 schema! {
