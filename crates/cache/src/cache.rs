@@ -415,6 +415,11 @@ pub(crate) struct Inner {
     exp_mail: AtomicBool,
     /// Who hears of objects entering and leaving the cache.
     subscribers: Subscribers,
+    /// Persistent stores' objects are still being put back.
+    recovering: AtomicBool,
+    /// While they are: the journaled bans and purges, and purges issued
+    /// since, for the objects still to come (see `persist`).
+    recovery_purges: Mutex<Option<Vec<lacquer_storage::disk::format::JournalEntry>>>,
 }
 
 /// The object cache. Cheap to clone (shared handle).
@@ -477,12 +482,21 @@ impl Cache {
                 events: OnceLock::new(),
                 exp_mail: AtomicBool::new(false),
                 subscribers: Subscribers::default(),
+                recovering: AtomicBool::new(false),
+                recovery_purges: Mutex::new(None),
                 stats,
             }),
         };
-        // Objects of persistent stores come back before anything is served.
+        // Objects of persistent stores come back in the background; bans
+        // journaled before a restart are in force from the start.
         cache.inner.recover(now);
         cache
+    }
+
+    /// Whether objects of persistent stores are still being put back
+    /// after startup (new objects meanwhile go to memory).
+    pub fn recovering(&self) -> bool {
+        self.inner.recovering.load(Ordering::Acquire)
     }
 
     /// Subscribes `f` to objects entering the cache (once a fetch makes
@@ -1123,6 +1137,15 @@ fn wake(waiters: Vec<oneshot::Sender<()>>, stats: &CacheStats) {
 }
 
 impl Inner {
+    /// The `Transient` store (`Cache::new` always has one).
+    fn transient_store(&self) -> StoreRef {
+        self.stores
+            .iter()
+            .find(|s| s.name() == "Transient")
+            .cloned()
+            .unwrap_or_else(|| self.stores[self.stores.len() - 1].clone())
+    }
+
     fn shard(&self, d: &Digest) -> MutexGuard<'_, HeadMap> {
         let i = (usize::from(d[0]) | usize::from(d[1]) << 8) & self.shard_mask;
         lock(&self.shards[i])
@@ -1440,6 +1463,15 @@ impl Inner {
         obj: NewObject,
         store: &StoreRef,
     ) -> Result<Unbusied, StorageError> {
+        // A persistent store still scanning its file allocates nothing: the
+        // object lives in memory instead.
+        let transient;
+        let store = if store.stevedore().disk().is_some_and(|d| d.recovering()) {
+            transient = self.transient_store();
+            &transient
+        } else {
+            store
+        };
         let NewObject {
             meta,
             status,

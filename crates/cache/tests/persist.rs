@@ -28,7 +28,7 @@ fn scratch(tag: &str) -> Scratch {
     Scratch(dir)
 }
 
-/// A cache over a disk store in `dir` (opening it recovers what it holds).
+/// A cache over a disk store in `dir`, once it has recovered what it holds.
 fn open(dir: &Scratch, now: f64) -> (Cache, Arc<DiskStore>) {
     let store = Arc::new(
         DiskStore::open(
@@ -52,6 +52,10 @@ fn open(dir: &Scratch, now: f64) -> (Cache, Arc<DiskStore>) {
         vec![s0],
         now,
     );
+    // Recovery runs in the background: wait for it.
+    while c.recovering() {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
     (c, store)
 }
 

@@ -44,6 +44,9 @@ fn cache_over(path: &std::path::Path, size: u64) -> (Cache, Arc<DiskStore>) {
         vec![s0],
         1_000_000.0,
     );
+    while c.recovering() {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     (c, store)
 }
 

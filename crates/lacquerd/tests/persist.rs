@@ -136,6 +136,12 @@ fn request(addr: SocketAddr, method: &str, url: &str, extra: &str) -> Option<Res
 const VCL: &str = r#"vcl 4.1;
 backend b1 { .host = "HOST"; .port = "PORT"; }
 sub vcl_recv {
+    if (req.url == "/recovered") {
+        if (storage.s0.happy) {
+            return (synth(200, "Recovered"));
+        }
+        return (synth(503, "Recovering"));
+    }
     if (req.method == "BAN") {
         ban("obj.http.x-url == " + req.url);
         return (synth(200, "Banned"));
@@ -191,8 +197,11 @@ fn start(dir: &Path, o: &Origin, storage: &str) -> Result<Daemon, String> {
             let err = std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default();
             return Err(format!("lacquerd exited ({status}): {err}"));
         }
-        // Listening comes before the VCL is loaded: wait for an answer.
-        if TcpStream::connect(addr).is_ok() && request(addr, "HEAD", "/small/ready", "").is_some() {
+        // Listening comes before the VCL is loaded, and the store's objects
+        // come back in the background: wait until it says it is done.
+        if TcpStream::connect(addr).is_ok()
+            && request(addr, "GET", "/recovered", "").is_some_and(|r| r.status == 200)
+        {
             return Ok(Daemon { child, addr });
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -251,14 +260,14 @@ fn objects_survive_a_clean_restart() {
     let d = start(&dir, &o, &storage).unwrap();
     let first = request(d.addr, "GET", &urls[1], "").unwrap();
     let first_hit = t.elapsed();
-    assert!(is_hit(&first), "first request after restart was not a hit");
+    assert!(is_hit(&first), "first request after recovery was not a hit");
     for u in &urls {
         let r = request(d.addr, "GET", u, "").unwrap();
         check(u, &r).unwrap();
         assert!(is_hit(&r), "{u} was not found again");
     }
     assert_eq!(o.fetches.load(Ordering::SeqCst), before);
-    eprintln!("clean restart: first hit {first_hit:?} after spawning lacquerd");
+    eprintln!("clean restart: recovered and first hit {first_hit:?} after spawning lacquerd");
     drop(d);
     let _ = std::fs::remove_dir_all(&dir);
 }

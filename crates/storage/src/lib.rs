@@ -23,7 +23,7 @@ pub mod spec;
 mod store;
 
 pub use body::{Body, BodyError, BodyReader, BodyWriter, Segment};
-pub use disk::{DiskConfig, DiskStats, DiskStore, Recovered, Recovery};
+pub use disk::{DiskConfig, DiskStats, DiskStore, Recovered};
 pub use file::{Advice, Extent, FileSpan, FileStats, FileStore};
 pub use spec::{StorageKind, StorageSpec, StorageSpecError, parse_size, parse_storage_args};
 pub use store::{Allocation, MallocStore, NoSpace, Stevedore, StoreStats};

@@ -22,7 +22,8 @@ use super::{Cache, DigestKey, Head, Inner, StorageError, lock};
 use crate::headers::StoredHeaders;
 use crate::lru::StoreRef;
 use crate::object::{
-    F_BUSY, F_DYING, F_FAILED, F_HFM, F_HFP, F_PRIVATE, ObjCore, ObjMeta, ObjRef, ObjectData,
+    F_BUSY, F_DYING, F_FAILED, F_HFM, F_HFP, F_PRIVATE, F_RECOVERED, ObjCore, ObjMeta, ObjRef,
+    ObjectData,
 };
 use crate::stats::CacheStats;
 use crate::vary::VarySpec;
@@ -138,6 +139,15 @@ impl Inner {
     pub(super) fn journal(&self, entry: impl FnOnce() -> JournalEntry) {
         let mut entry = Some(entry);
         let mut built = None;
+        // While objects are still being recovered, they must see purges
+        // issued meanwhile.
+        if let Some(list) = lock(&self.recovery_purges).as_mut() {
+            let e = entry.take().map(|f| f());
+            if let Some(e @ JournalEntry::Purge { .. }) = &e {
+                list.push(e.clone());
+            }
+            built = e;
+        }
         for s in &self.stores {
             if let Some(d) = s.stevedore().disk() {
                 if built.is_none() {
@@ -164,6 +174,7 @@ impl Inner {
         charged: u64,
         allocs: u64,
         ban_id: u64,
+        recovered: bool,
     ) -> Arc<ObjCore> {
         if let Some(b) = self.bans_read().get(ban_id) {
             b.add_ref();
@@ -195,8 +206,21 @@ impl Inner {
                 CacheStats::inc(&self.stats.n_objecthead);
                 Head::default()
             });
-            oc.flags.fetch_and(!F_BUSY, Ordering::AcqRel);
-            head.cores.insert(0, Arc::clone(&oc));
+            if recovered {
+                // Behind what was fetched since startup, ahead of what was
+                // recovered before it (recovery goes oldest first).
+                oc.flags.fetch_or(F_RECOVERED, Ordering::AcqRel);
+                let at = head
+                    .cores
+                    .iter()
+                    .position(|c| c.flags() & (F_RECOVERED | F_BUSY) != 0)
+                    .unwrap_or(head.cores.len());
+                oc.flags.fetch_and(!F_BUSY, Ordering::AcqRel);
+                head.cores.insert(at, Arc::clone(&oc));
+            } else {
+                oc.flags.fetch_and(!F_BUSY, Ordering::AcqRel);
+                head.cores.insert(0, Arc::clone(&oc));
+            }
         }
         oc
     }
@@ -209,21 +233,22 @@ impl Inner {
             .filter(|s| s.stevedore().disk().is_some())
             .cloned()
             .collect();
-        let mut recoveries = Vec::new();
+        if stores.is_empty() {
+            return;
+        }
         let mut entries: Vec<JournalEntry> = Vec::new();
         for s in &stores {
             if let Some(d) = s.stevedore().disk() {
-                let r = d.take_recovery();
-                for e in r.journal {
+                for e in d.take_journal() {
                     if !entries.contains(&e) {
                         entries.push(e);
                     }
                 }
-                recoveries.push((s.clone(), r.objects));
             }
         }
         entries.sort_by(|a, b| a.time().total_cmp(&b.time()));
-        // The journaled bans go back on the list, oldest first: (time, id).
+        // The journaled bans go back on the list now, oldest first, before
+        // anything is served: (time, id).
         let mut bans: Vec<(f64, u64)> = Vec::new();
         let first_id = self.bans_read().newest().id;
         for e in &entries {
@@ -235,25 +260,45 @@ impl Inner {
                 bans.push((*time, id));
             }
         }
-        let mut check = Vec::new();
-        for (store, objects) in recoveries {
-            let Some(disk) = store.stevedore().disk() else {
-                continue;
-            };
-            for r in objects {
-                let (len, crc) = (r.record.body_len, r.record.body_crc);
-                match self.recover_one(&store, r, &entries, &bans, first_id, now) {
-                    Some(oc) => check.push((store.clone(), Arc::downgrade(&oc), len, crc)),
-                    None => {
-                        disk.disk_stats()
-                            .dropped_stale
-                            .fetch_add(1, Ordering::Relaxed);
+        // The objects come as each store's scan finishes.
+        *lock(&self.recovery_purges) = Some(entries);
+        self.recovering.store(true, Ordering::Release);
+        let cache = Arc::downgrade(self);
+        let spawned = std::thread::Builder::new()
+            .name("cache-recover".into())
+            .spawn(move || {
+                let mut check = Vec::new();
+                for store in stores {
+                    let Some(disk) = store.stevedore().disk() else {
+                        continue;
+                    };
+                    let objects = disk.take_recovered();
+                    for r in objects {
+                        let Some(inner) = cache.upgrade() else { return };
+                        let (len, crc) = (r.record.body_len, r.record.body_crc);
+                        match inner.recover_one(&store, r, &bans, first_id, now) {
+                            Some(oc) => {
+                                check.push((store.clone(), Arc::downgrade(&oc), len, crc));
+                            }
+                            None => {
+                                disk.disk_stats()
+                                    .dropped_stale
+                                    .fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
                     }
                 }
-            }
-        }
-        if !check.is_empty() {
-            self.verify_in_background(check);
+                let Some(inner) = cache.upgrade() else { return };
+                *lock(&inner.recovery_purges) = None;
+                inner.recovering.store(false, Ordering::Release);
+                if !check.is_empty() {
+                    inner.verify_in_background(check);
+                }
+            });
+        if spawned.is_err() {
+            // Without the thread nothing is recovered; serving goes on.
+            *lock(&self.recovery_purges) = None;
+            self.recovering.store(false, Ordering::Release);
         }
     }
 
@@ -289,7 +334,6 @@ impl Inner {
         self: &Arc<Self>,
         store: &StoreRef,
         r: Recovered,
-        entries: &[JournalEntry],
         bans: &[(f64, u64)],
         first_id: u64,
         now: f64,
@@ -309,6 +353,10 @@ impl Inner {
             None
         };
         let (mut ttl, mut grace, mut keep) = (rec.ttl, rec.grace, rec.keep);
+        // Held until the object is in: a purge issued meanwhile is either
+        // in the list (applied here) or finds the object in the cache.
+        let purges = lock(&self.recovery_purges);
+        let entries: &[JournalEntry] = purges.as_deref().unwrap_or(&[]);
         for e in entries {
             if let JournalEntry::Purge {
                 time,
@@ -372,7 +420,9 @@ impl Inner {
             charged,
             allocs,
             ban_id,
+            true,
         );
+        drop(purges);
         if changed {
             // A soft purge shortened it: record the new lifetime.
             self.persist(&oc);
@@ -433,6 +483,7 @@ impl Cache {
             a.bytes,
             1,
             ban_id,
+            false,
         );
         inner.kill(old);
         inner.persist(&oc);

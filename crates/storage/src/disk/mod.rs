@@ -23,11 +23,16 @@
 //! journal ([`format::JournalEntry`]) when issued and replayed on recovery
 //! against the objects inserted before them.
 //!
-//! Recovery ([`DiskStore::open`]) scans the arena for records at granule
+//! Recovery starts in [`DiskStore::open`] and runs on a thread of its own,
+//! so serving starts at once: it scans the arena for records at granule
 //! boundaries, drops and counts damaged ones (torn, truncated, of another
 //! store, naming space past the end of a truncated file or space another
 //! newer record owns), adopts the extents of the others and leaves them for
-//! the cache to insert ([`DiskStore::take_recovery`]).
+//! the cache to insert ([`DiskStore::take_recovered`]). Until the scan is
+//! done the store allocates nothing ([`DiskStore::recovering`]), so nothing
+//! new can land on a record not found yet; the cache keeps new objects in
+//! memory meanwhile. The journal's entries are read at once
+//! ([`DiskStore::take_journal`]) so bans are in force from the start.
 
 pub mod conf;
 pub mod format;
@@ -36,8 +41,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use crate::body::{Body, Segment};
@@ -125,16 +130,6 @@ pub struct Recovered {
     pub allocs: u64,
 }
 
-/// What recovery found: objects in insertion order (oldest first) and the
-/// journal's bans and purges (oldest first).
-#[derive(Debug, Default)]
-pub struct Recovery {
-    /// The objects.
-    pub objects: Vec<Recovered>,
-    /// The bans and purges.
-    pub journal: Vec<JournalEntry>,
-}
-
 /// An object to make persistent: its record without the body fields, which
 /// the writer fills in from the body.
 struct Job {
@@ -157,11 +152,99 @@ pub struct DiskStore {
     files: FileStore,
     kind: &'static str,
     salt: u64,
-    journal: Mutex<File>,
+    journal: Arc<Mutex<File>>,
     journal_path: PathBuf,
     tx: Mutex<mpsc::Sender<Msg>>,
-    recovery: Mutex<Option<Recovery>>,
+    /// The journal's entries as read at startup (taken once).
+    journal_entries: Mutex<Option<Vec<JournalEntry>>>,
+    state: Arc<RecoveryState>,
     stats: Arc<DiskStats>,
+}
+
+/// Where the recovery thread leaves its result.
+struct RecoveryState {
+    /// The scan is not done: allocate nothing.
+    recovering: AtomicBool,
+    objects: Mutex<Option<Vec<Recovered>>>,
+    done: Condvar,
+}
+
+/// What the recovery thread works on.
+struct RecoveryJob {
+    name: String,
+    shown: String,
+    files: FileStore,
+    salt: u64,
+    arena_size: u64,
+    truncated_at: Option<u64>,
+    stats: Arc<DiskStats>,
+    journal: Arc<Mutex<File>>,
+    journal_path: PathBuf,
+    state: Arc<RecoveryState>,
+    started: Instant,
+}
+
+impl RecoveryJob {
+    fn run(self) {
+        let s = &self.stats;
+        let found = match scan(&self.files, self.salt, self.arena_size, s) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!(
+                    "Storage {}: {}: reading the store file failed ({e}); starting without what it held",
+                    self.name, self.shown
+                );
+                Vec::new()
+            }
+        };
+        let mut objects = adopt(&self.files, found, self.truncated_at, s);
+        objects.sort_by(|a, b| a.record.inserted_at.total_cmp(&b.record.inserted_at));
+        // Space is known: allocations may start.
+        self.state.recovering.store(false, Relaxed);
+        // Journal entries older than every object can no longer matter.
+        let oldest = objects
+            .first()
+            .map_or(f64::INFINITY, |o| o.record.inserted_at);
+        if let Err(e) = self.compact_journal(oldest) {
+            eprintln!(
+                "Storage {}: cannot compact journal {} ({e}); it keeps every entry",
+                self.name,
+                self.journal_path.display()
+            );
+        }
+        s.recovery_us
+            .store(self.started.elapsed().as_micros() as u64, Relaxed);
+        eprintln!(
+            "Storage {}: {}: {} objects ({} body bytes) recovered in {:.3} s \
+             ({} bytes scanned); {} damaged and {} conflicting records dropped; {} journal entries",
+            self.name,
+            self.shown,
+            s.recovered.load(Relaxed),
+            s.recovered_bytes.load(Relaxed),
+            self.started.elapsed().as_secs_f64(),
+            s.scanned_bytes.load(Relaxed),
+            s.dropped_damaged.load(Relaxed),
+            s.dropped_conflict.load(Relaxed),
+            s.journal_entries.load(Relaxed),
+        );
+        *self.state.objects.lock().unwrap_or_else(|p| p.into_inner()) = Some(objects);
+        self.state.done.notify_all();
+    }
+
+    /// Rewrite the journal without entries older than `oldest`, holding its
+    /// lock so that no append is lost.
+    fn compact_journal(&self, oldest: f64) -> io::Result<()> {
+        let mut j = self.journal.lock().unwrap_or_else(|p| p.into_inner());
+        let bytes = std::fs::read(&self.journal_path)?;
+        let entries = match format::decode_journal(&bytes) {
+            Ok((salt, entries, _)) if salt == self.salt => entries,
+            _ => return Ok(()),
+        };
+        let keep: Vec<JournalEntry> = entries.into_iter().filter(|e| e.time() >= oldest).collect();
+        *j = rewrite_journal(&self.journal_path, self.salt, &keep)?;
+        self.stats.journal_entries.store(keep.len() as u64, Relaxed);
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for DiskStore {
@@ -315,72 +398,105 @@ impl DiskStore {
         let journal_entries = load_journal(&journal_path, salt)
             .map_err(|e| format!("-s {kind}: journal {}: {e}", journal_path.display()))?;
 
-        // The scan.
-        let found = scan(&files, salt, arena_size, &stats)
-            .map_err(|e| format!("-s {kind}: cannot read {shown} while recovering ({e})"))?;
-        let mut objects = adopt(&files, found, truncated_at, &stats);
-        objects.sort_by(|a, b| a.record.inserted_at.total_cmp(&b.record.inserted_at));
-        // Entries older than every object can no longer matter.
-        let oldest = objects
-            .first()
-            .map_or(f64::INFINITY, |o| o.record.inserted_at);
-        let journal: Vec<JournalEntry> = journal_entries
-            .into_iter()
-            .filter(|e| e.time() >= oldest)
-            .collect();
-        let jfile = rewrite_journal(&journal_path, salt, &journal).map_err(|e| {
+        // Cut a torn tail now; entries appended from here on go after it.
+        let jfile = rewrite_journal(&journal_path, salt, &journal_entries).map_err(|e| {
             format!(
                 "-s {kind}: cannot write journal {} ({e})",
                 journal_path.display()
             )
         })?;
-        stats.journal_entries.store(journal.len() as u64, Relaxed);
         stats
-            .recovery_us
-            .store(started.elapsed().as_micros() as u64, Relaxed);
-        eprintln!(
-            "Storage {name}: {shown}: {} objects ({} body bytes) recovered in {:.3} s \
-             ({} bytes scanned); {} damaged and {} conflicting records dropped; {} journal entries",
-            stats.recovered.load(Relaxed),
-            stats.recovered_bytes.load(Relaxed),
-            started.elapsed().as_secs_f64(),
-            stats.scanned_bytes.load(Relaxed),
-            stats.dropped_damaged.load(Relaxed),
-            stats.dropped_conflict.load(Relaxed),
-            journal.len(),
-        );
+            .journal_entries
+            .store(journal_entries.len() as u64, Relaxed);
+        let journal = Arc::new(Mutex::new(jfile));
 
         let (tx, rx) = mpsc::channel();
         let wstats = Arc::clone(&stats);
-        let jsync = jfile
-            .try_clone()
-            .map_err(|e| format!("-s {kind}: cannot duplicate the journal's descriptor ({e})"))?;
         let granule = granularity;
         let alloc_files = files.clone();
+        let wjournal = Arc::clone(&journal);
         std::thread::Builder::new()
             .name(format!("store-{name}"))
-            .spawn(move || writer(rx, writer_file, jsync, salt, granule, alloc_files, wstats))
+            .spawn(move || {
+                writer(
+                    rx,
+                    writer_file,
+                    wjournal,
+                    salt,
+                    granule,
+                    alloc_files,
+                    wstats,
+                )
+            })
             .map_err(|e| format!("-s {kind}: cannot start the writer thread ({e})"))?;
+
+        // The scan runs on a thread of its own: serving starts now. Until
+        // it is done the store allocates nothing (so nothing can land on a
+        // record not found yet) and the cache stores new objects in memory.
+        let state = Arc::new(RecoveryState {
+            recovering: AtomicBool::new(true),
+            objects: Mutex::new(None),
+            done: Condvar::new(),
+        });
+        let job = RecoveryJob {
+            name: name.to_owned(),
+            shown: shown.to_string(),
+            files: files.clone(),
+            salt,
+            arena_size,
+            truncated_at,
+            stats: Arc::clone(&stats),
+            journal: Arc::clone(&journal),
+            journal_path: journal_path.clone(),
+            state: Arc::clone(&state),
+            started,
+        };
+        std::thread::Builder::new()
+            .name(format!("store-recover-{name}"))
+            .spawn(move || job.run())
+            .map_err(|e| format!("-s {kind}: cannot start the recovery thread ({e})"))?;
         Ok(DiskStore {
             files,
             kind,
             salt,
-            journal: Mutex::new(jfile),
+            journal,
             journal_path,
             tx: Mutex::new(tx),
-            recovery: Mutex::new(Some(Recovery { objects, journal })),
+            journal_entries: Mutex::new(Some(journal_entries)),
+            state,
             stats,
         })
     }
 
-    /// The objects and journal entries recovery found (once; later calls
-    /// get nothing).
-    pub fn take_recovery(&self) -> Recovery {
-        self.recovery
+    /// The bans and purges of the journal as read at startup, oldest first
+    /// (once; later calls get nothing).
+    pub fn take_journal(&self) -> Vec<JournalEntry> {
+        self.journal_entries
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()
             .unwrap_or_default()
+    }
+
+    /// Whether the startup scan is still running (the store allocates
+    /// nothing until it is done).
+    pub fn recovering(&self) -> bool {
+        self.state.recovering.load(Relaxed)
+    }
+
+    /// The objects the startup scan found, oldest first, waiting for the
+    /// scan to finish (blocking: for a thread, not an async worker). Once;
+    /// later calls get nothing.
+    pub fn take_recovered(&self) -> Vec<Recovered> {
+        let mut g = self.state.objects.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(v) = g.take() {
+                // Leave an empty list for later calls.
+                *g = Some(Vec::new());
+                return v;
+            }
+            g = self.state.done.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
     }
 
     /// This store's counters beyond `SMF.*`.
@@ -509,6 +625,13 @@ impl Stevedore for DiskStore {
     }
 
     fn try_alloc(&self, bytes: u64) -> Result<Allocation, NoSpace> {
+        if self.recovering() {
+            return Err(NoSpace {
+                store: self.files.name(),
+                wanted: bytes,
+                available: 0,
+            });
+        }
         self.files.try_alloc(bytes)
     }
 
@@ -517,6 +640,9 @@ impl Stevedore for DiskStore {
     }
 
     fn available(&self) -> u64 {
+        if self.recovering() {
+            return 0;
+        }
         self.files.available()
     }
 
@@ -744,7 +870,7 @@ fn rewrite_journal(path: &Path, salt: u64, entries: &[JournalEntry]) -> io::Resu
 fn writer(
     rx: mpsc::Receiver<Msg>,
     file: File,
-    journal: File,
+    journal: Arc<Mutex<File>>,
     salt: u64,
     granularity: u64,
     files: FileStore,
@@ -796,7 +922,10 @@ fn writer(
             }
         }
         let _ = file.sync_data();
-        let _ = journal.sync_data();
+        let _ = journal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .sync_data();
         stats.syncs.fetch_add(1, Relaxed);
         // Only now may a dropped object's record extent be erased and
         // reused (the writer held it until its record was written).

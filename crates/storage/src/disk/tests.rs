@@ -69,7 +69,7 @@ async fn objects_survive_a_reopen() {
     let big: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
     {
         let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
-        assert!(s.take_recovery().objects.is_empty());
+        assert!(s.take_recovered().is_empty());
         let _a = put(&s, 1, 10.0, b"hello");
         let _b = put(&s, 2, 11.0, &big);
         assert!(s.journal(&JournalEntry::Ban {
@@ -84,21 +84,18 @@ async fn objects_survive_a_reopen() {
         std::mem::forget(_b);
     }
     let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
-    let r = s.take_recovery();
-    assert_eq!(r.objects.len(), 2);
-    assert_eq!(r.objects[0].record.digest, [1; 32]);
-    assert_eq!(r.objects[0].record.headers[0].1, vec![1]);
-    assert_eq!(
-        (r.objects[0].record.ttl, r.objects[0].record.keep),
-        (100.0, 7.0)
-    );
-    assert_eq!(bytes_of(&r.objects[0].body).await, b"hello");
-    assert_eq!(bytes_of(&r.objects[1].body).await, big);
-    assert_eq!(r.journal.len(), 1);
+    let r = s.take_recovered();
+    assert_eq!(r.len(), 2);
+    assert_eq!(r[0].record.digest, [1; 32]);
+    assert_eq!(r[0].record.headers[0].1, vec![1]);
+    assert_eq!((r[0].record.ttl, r[0].record.keep), (100.0, 7.0));
+    assert_eq!(bytes_of(&r[0].body).await, b"hello");
+    assert_eq!(bytes_of(&r[1].body).await, big);
+    assert_eq!(s.take_journal().len(), 1);
     assert_eq!(s.disk_stats().recovered.load(Relaxed), 2);
     // The adopted extents are taken: new allocations do not overlap them.
     let x = s.try_alloc(4096).unwrap().extent.unwrap();
-    for o in &r.objects {
+    for o in &r {
         assert_ne!(o.record_extent.offset(), x.offset());
         for e in &o.record.extents {
             assert!(x.offset() + x.len() <= e.off || e.off + e.len <= x.offset());
@@ -111,6 +108,7 @@ async fn a_dropped_object_is_not_found_again() {
     let d = Dir::new("drop");
     {
         let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
+        s.take_recovered();
         let kept = put(&s, 1, 10.0, b"kept");
         let gone = put(&s, 2, 11.0, b"gone");
         s.flush();
@@ -120,9 +118,9 @@ async fn a_dropped_object_is_not_found_again() {
         std::mem::forget(kept);
     }
     let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
-    let r = s.take_recovery();
-    assert_eq!(r.objects.len(), 1);
-    assert_eq!(bytes_of(&r.objects[0].body).await, b"kept");
+    let r = s.take_recovered();
+    assert_eq!(r.len(), 1);
+    assert_eq!(bytes_of(&r[0].body).await, b"kept");
 }
 
 #[test]
@@ -131,6 +129,7 @@ fn damaged_records_are_dropped_and_counted() {
     let rec_off;
     {
         let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
+        s.take_recovered();
         let a = put(&s, 1, 10.0, b"first");
         let b = put(&s, 2, 11.0, b"second");
         s.flush();
@@ -150,9 +149,9 @@ fn damaged_records_are_dropped_and_counted() {
     byte[0] ^= 0xff;
     f.write_all_at(&byte, HEADER_SIZE + rec_off + 40).unwrap();
     let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
-    let r = s.take_recovery();
-    assert_eq!(r.objects.len(), 1);
-    assert_eq!(r.objects[0].record.digest, [1; 32]);
+    let r = s.take_recovered();
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].record.digest, [1; 32]);
     assert_eq!(s.disk_stats().dropped_damaged.load(Relaxed), 1);
 }
 
@@ -161,6 +160,7 @@ fn a_truncated_file_keeps_what_is_intact() {
     let d = Dir::new("trunc");
     {
         let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
+        s.take_recovered();
         let a = put(&s, 1, 10.0, b"early");
         // Push the next object far into the file.
         let filler = s.try_alloc(4 << 20).unwrap();
@@ -173,17 +173,14 @@ fn a_truncated_file_keeps_what_is_intact() {
     f.set_len(HEADER_SIZE + (4 << 20) + 4096).unwrap();
     drop(f);
     let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
-    let r = s.take_recovery();
+    let r = s.take_recovered();
     assert_eq!(
-        r.objects.len(),
+        r.len(),
         1,
         "{:?}",
-        r.objects
-            .iter()
-            .map(|o| o.record.digest[0])
-            .collect::<Vec<_>>()
+        r.iter().map(|o| o.record.digest[0]).collect::<Vec<_>>()
     );
-    assert_eq!(r.objects[0].record.digest, [1; 32]);
+    assert_eq!(r[0].record.digest, [1; 32]);
     assert!(
         s.disk_stats().dropped_conflict.load(Relaxed)
             + s.disk_stats().dropped_damaged.load(Relaxed)
@@ -289,6 +286,7 @@ fn the_store_grows_online_and_keeps_its_objects() {
     let d = Dir::new("grow");
     {
         let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
+        s.take_recovered();
         let a = put(&s, 1, 10.0, b"abc");
         s.flush();
         std::mem::forget(a);
@@ -298,6 +296,6 @@ fn the_store_grows_online_and_keeps_its_objects() {
         ..cfg(&d)
     };
     let s = DiskStore::open("d0", "disk", &bigger).unwrap();
-    assert_eq!(s.take_recovery().objects.len(), 1);
+    assert_eq!(s.take_recovered().len(), 1);
     assert_eq!(s.limit(), Some(16 << 20));
 }
