@@ -884,7 +884,8 @@ impl Cache {
 
     /// Removes every object that is not being fetched, as a restart of
     /// varnishd's child (whose memory storage does not survive it) would;
-    /// returns how many went.
+    /// objects of persistent stores stay, as their records do. Returns how
+    /// many went.
     pub fn clear(&self) -> usize {
         let inner = &self.inner;
         let entries: Vec<_> = lock(&inner.exp).drain().collect();
@@ -892,7 +893,13 @@ impl Cache {
         let mut n = 0;
         for e in entries {
             let Some(oc) = e.oc.upgrade() else { continue };
-            if oc.flags() & F_BUSY != 0 {
+            // Objects of persistent stores outlive the child, as their
+            // records do.
+            let persistent = oc
+                .store
+                .get()
+                .is_some_and(|s| s.stevedore().disk().is_some());
+            if oc.flags() & F_BUSY != 0 || persistent {
                 keep.push(e);
             } else if inner.kill(&oc) {
                 n += 1;

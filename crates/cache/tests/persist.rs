@@ -178,6 +178,19 @@ async fn bans_and_purges_survive_a_restart() {
 }
 
 #[tokio::test]
+async fn a_child_restart_keeps_persistent_objects() {
+    let dir = scratch("clear");
+    let (c, _s) = open(&dir, T0);
+    store(&c, "/p", "en", b"persistent", 100.0);
+    // A complete body (as a synthetic response has) in the same store.
+    let q = insert(&c, &digest("/q"), meta(1, T0, 100.0, 0.0, 0.0), b"complete");
+    assert_eq!(q.store_name(), Some("s0"));
+    assert_eq!(c.clear(), 0);
+    assert!(find(&c, "/p", "en", T0 + 1.0).is_some());
+    assert!(!q.flags().dying());
+}
+
+#[tokio::test]
 async fn a_removed_object_stays_removed() {
     let dir = scratch("removed");
     {
