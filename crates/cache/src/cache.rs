@@ -977,6 +977,9 @@ impl Cache {
         let inner = &self.inner;
         let stats = &inner.stats;
         let mut report = LurkerReport::default();
+        // While persistent stores' objects are still being put back, a pass
+        // has not seen every object: it completes no ban.
+        let partial = inner.recovering.load(Ordering::Acquire);
         // As varnishd's lurker: every obj ban old enough is lurkable; req
         // bans and younger ones are left to lookups, and objects cannot
         // move past them.
@@ -1084,14 +1087,16 @@ impl Cache {
         }
         // A full pass tested every object hanging on an older ban against
         // every lurkable ban: those are complete.
-        if !lurkable.is_empty() && visited == nshards && examined < budget {
+        if !partial && !lurkable.is_empty() && visited == nshards && examined < budget {
             for b in &lurkable {
                 if !b.is_completed() && b.mark_completed(stats) {
                     report.completed += 1;
                 }
             }
         }
-        report.completed += inner.bans_read().complete_moot(stats);
+        if !partial {
+            report.completed += inner.bans_read().complete_moot(stats);
+        }
         report.deleted = inner.bans_write().trim(stats);
         report
     }

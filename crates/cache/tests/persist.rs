@@ -30,6 +30,17 @@ fn scratch(tag: &str) -> Scratch {
 
 /// A cache over a disk store in `dir`, once it has recovered what it holds.
 fn open(dir: &Scratch, now: f64) -> (Cache, Arc<DiskStore>) {
+    let (c, store) = open_recovering(dir, now);
+    // Recovery runs in the background: wait for it.
+    while c.recovering() {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    (c, store)
+}
+
+/// A cache over a disk store in `dir`, its objects possibly still being
+/// put back.
+fn open_recovering(dir: &Scratch, now: f64) -> (Cache, Arc<DiskStore>) {
     let store = Arc::new(
         DiskStore::open(
             "s0",
@@ -52,10 +63,6 @@ fn open(dir: &Scratch, now: f64) -> (Cache, Arc<DiskStore>) {
         vec![s0],
         now,
     );
-    // Recovery runs in the background: wait for it.
-    while c.recovering() {
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
     (c, store)
 }
 
@@ -188,6 +195,41 @@ async fn a_child_restart_keeps_persistent_objects() {
     assert_eq!(c.clear(), 0);
     assert!(find(&c, "/p", "en", T0 + 1.0).is_some());
     assert!(!q.flags().dying());
+}
+
+#[tokio::test]
+async fn the_lurker_during_recovery_does_not_retire_bans_objects_still_need() {
+    let dir = scratch("lurker");
+    {
+        let (c, s) = open(&dir, T0);
+        for i in 0..200 {
+            store(&c, &format!("/o/{i}"), "en", b"x", 100.0);
+        }
+        s.flush();
+        c.ban_str("obj.http.x-url ~ ^/o/1", T0 + 0.5).unwrap();
+        s.flush();
+    }
+    let (c, _s) = open_recovering(&dir, T0 + 1.0);
+    // A ban issued before the objects are back, and the lurker running
+    // meanwhile, as the daemon's does.
+    c.ban_str("obj.http.x-url ~ ^/o/2", T0 + 1.0).unwrap();
+    loop {
+        c.ban_lurker_step(T0 + 1.0, 0.0, 10_000, 0);
+        if !c.recovering() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    c.ban_lurker_step(T0 + 1.0, 0.0, 10_000, 0);
+    for i in 0..200 {
+        let u = format!("/o/{i}");
+        let banned = u.starts_with("/o/1") || u.starts_with("/o/2");
+        assert_eq!(
+            find(&c, &u, "en", T0 + 1.0).is_none(),
+            banned,
+            "{u} after a restart"
+        );
+    }
 }
 
 #[tokio::test]

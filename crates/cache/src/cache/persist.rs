@@ -250,7 +250,16 @@ impl Inner {
         // The journaled bans go back on the list now, oldest first, before
         // anything is served: (time, id).
         let mut bans: Vec<(f64, u64)> = Vec::new();
-        let first_id = self.bans_read().newest().id;
+        // Held until every recovered object is in: an unreferenced ban at
+        // the old end of the list is trimmed, and a ban no older object
+        // references is completed (no longer tested), which the objects
+        // still to come must not miss.
+        let first_id = {
+            let list = self.bans_read();
+            let b = list.newest();
+            b.add_ref();
+            b.id
+        };
         for e in &entries {
             if let JournalEntry::Ban { time, text } = e
                 && let Ok(spec) = crate::ban::BanSpec::parse(text)
@@ -291,6 +300,7 @@ impl Inner {
                 let Some(inner) = cache.upgrade() else { return };
                 *lock(&inner.recovery_purges) = None;
                 inner.recovering.store(false, Ordering::Release);
+                inner.release_ban(first_id);
                 if !check.is_empty() {
                     inner.verify_in_background(check);
                 }
@@ -299,6 +309,14 @@ impl Inner {
             // Without the thread nothing is recovered; serving goes on.
             *lock(&self.recovery_purges) = None;
             self.recovering.store(false, Ordering::Release);
+            self.release_ban(first_id);
+        }
+    }
+
+    /// Drop the reference recovery held on ban `id`.
+    fn release_ban(&self, id: u64) {
+        if let Some(b) = self.bans_read().get(id) {
+            b.drop_ref();
         }
     }
 
