@@ -612,6 +612,52 @@ mod tests {
     }
 
     #[test]
+    fn disk_and_mse_specs() {
+        let v = parse_storage_args(&["d=disk,/var/cache/x.dat,1G,journal=/j"]).unwrap();
+        assert_eq!(v[0].name, "d");
+        assert_eq!(v[0].size, Some(1 << 30));
+        let StorageKind::Disk { kind, cfg } = &v[0].kind else {
+            panic!("{:?}", v[0].kind);
+        };
+        assert_eq!(*kind, "disk");
+        assert_eq!(cfg.path, std::path::Path::new("/var/cache/x.dat"));
+        assert_eq!(cfg.journal_dir.as_deref(), Some(std::path::Path::new("/j")));
+        let msg = |a: &str| parse_storage_args(&[a]).unwrap_err().to_string();
+        assert!(msg("disk,/x").contains("a path and a size are required"));
+        assert!(msg("disk,/x,1G,bogus").contains("unknown option \"bogus\""));
+        assert!(msg("disk,/x,1Q").contains("unknown unit"));
+        assert!(msg("mse,/nonexistent/mse.conf").contains("cannot read /nonexistent/mse.conf"));
+        assert!(msg("m=mse,/x").contains("takes its names from its mse.conf"));
+        // An mse.conf: the memory tier and each store, in order.
+        let dir = std::env::temp_dir().join(format!("lacquer-spec-mse-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let conf = dir.join("mse.conf");
+        std::fs::write(
+            &conf,
+            "env: { id = \"mem\"; memcache_size = \"64M\"; database_size = \"1G\";\n\
+             books = ({ directory = \"/b\"; stores = ({ id = \"st1\"; filename = \"/s1\"; size = \"2G\"; }); }); };",
+        )
+        .unwrap();
+        let v = parse_storage_args(&[format!("mse,{}", conf.display())]).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(
+            v.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+            ["mem", "st1", "Transient"]
+        );
+        assert_eq!(
+            (v[0].kind.clone(), v[0].size),
+            (StorageKind::Malloc, Some(64 << 20))
+        );
+        assert_eq!(v[0].notes.len(), 1);
+        assert!(v[0].notes[0].contains("database_size"));
+        let StorageKind::Disk { kind, cfg } = &v[1].kind else {
+            panic!("{:?}", v[1].kind);
+        };
+        assert_eq!((*kind, cfg.size), ("mse", Some(2 << 30)));
+        assert_eq!(cfg.journal_dir.as_deref(), Some(std::path::Path::new("/b")));
+    }
+
+    #[test]
     fn bad_specs() {
         let e = parse_storage_args(&["foo"]).unwrap_err();
         assert_eq!(
