@@ -171,7 +171,13 @@ fn free_port() -> u16 {
 
 /// Start lacquerd over the store in `dir`; waits until it answers.
 fn start(dir: &Path, o: &Origin, storage: &str) -> Result<Daemon, String> {
-    let vcl = VCL
+    start_with(dir, o, &["-s", storage], VCL)
+}
+
+/// Start lacquerd with `args` (storage) and `vcl` (`HOST`/`PORT` are the
+/// origin's); waits until `/recovered` says the stores are back.
+fn start_with(dir: &Path, o: &Origin, args: &[&str], vcl: &str) -> Result<Daemon, String> {
+    let vcl = vcl
         .replace("HOST", &o.addr.ip().to_string())
         .replace("PORT", &o.addr.port().to_string());
     std::fs::write(dir.join("t.vcl"), vcl).unwrap();
@@ -183,7 +189,7 @@ fn start(dir: &Path, o: &Origin, storage: &str) -> Result<Daemon, String> {
         .arg(dir.join("t.vcl"))
         .arg("-n")
         .arg(dir.join("work"))
-        .args(["-s", storage])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::from(
@@ -431,5 +437,80 @@ fn a_damaged_store_is_reported_and_serving_goes_on() {
     .err()
     .expect("refused");
     assert!(e.contains("check that its directory exists"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+const MSE_VCL: &str = r#"vcl 4.1;
+import mse;
+backend b1 { .host = "HOST"; .port = "PORT"; }
+sub vcl_recv {
+    if (req.url == "/recovered") {
+        if (storage.store-1.happy && storage.store-2.happy) {
+            return (synth(200, "Recovered"));
+        }
+        return (synth(503, "Recovering"));
+    }
+}
+sub vcl_backend_response {
+    if (bereq.url ~ "^/small/mem") {
+        mse.set_stores("none");
+    } else {
+        mse.set_stores("store-2");
+    }
+    set beresp.http.X-Storage = beresp.storage;
+}
+"#;
+
+#[test]
+fn an_mse_conf_and_set_stores_choose_where_objects_live() {
+    let dir = scratch("mse");
+    let o = origin();
+    let conf = dir.join("mse.conf");
+    std::fs::create_dir_all(dir.join("book")).unwrap();
+    std::fs::write(
+        &conf,
+        format!(
+            r#"env: {{
+    id = "mse";
+    memcache_size = "32M";
+    books = ( {{
+        id = "book";
+        directory = "{dir}/book";
+        database_size = "1G";
+        stores = ( {{ id = "store-1"; filename = "{dir}/s1.dat"; size = "8M"; }},
+                   {{ id = "store-2"; filename = "{dir}/s2.dat"; size = "8M"; }} );
+    }} );
+}};
+"#,
+            dir = dir.display()
+        ),
+    )
+    .unwrap();
+    let s = format!("mse,{}", conf.display());
+    let args = ["-s", s.as_str()];
+    {
+        let d = start_with(&dir, &o, &args, MSE_VCL).unwrap();
+        let disk = request(d.addr, "GET", "/small/disk", "").unwrap();
+        check("/small/disk", &disk).unwrap();
+        assert_eq!(
+            disk.headers.get("x-storage").map(String::as_str),
+            Some("storage.store-2")
+        );
+        let mem = request(d.addr, "GET", "/small/mem", "").unwrap();
+        check("/small/mem", &mem).unwrap();
+        assert_eq!(
+            mem.headers.get("x-storage").map(String::as_str),
+            Some("storage.Transient")
+        );
+        std::thread::sleep(Duration::from_millis(600));
+    }
+    // The journal went to the book's directory; the notes to stderr.
+    assert!(dir.join("book/store-2.journal").exists());
+    let log = std::fs::read_to_string(dir.join("stderr.log")).unwrap();
+    assert!(log.contains("database_size: ignored"), "{log}");
+    let d = start_with(&dir, &o, &args, MSE_VCL).unwrap();
+    assert!(is_hit(&request(d.addr, "GET", "/small/disk", "").unwrap()));
+    assert!(!is_hit(&request(d.addr, "GET", "/small/mem", "").unwrap()));
+    drop(d);
     let _ = std::fs::remove_dir_all(&dir);
 }
