@@ -574,7 +574,7 @@ impl Cache {
             .inner
             .stores
             .iter()
-            .filter(|s| s.name() != "Transient")
+            .filter(|s| s.name() != "Transient" && !s.stevedore().chosen_only())
             .collect();
         if stores.is_empty() {
             return self.transient();

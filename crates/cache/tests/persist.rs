@@ -320,3 +320,14 @@ async fn a_body_changed_on_disk_is_found_out_and_removed() {
     let w = find(&c, "/w", "en", T0 + 1.0).expect("the intact object");
     assert_eq!(&w.body().collect().await.unwrap()[..], b"untouched");
 }
+
+#[test]
+fn a_memory_tier_is_used_only_when_named() {
+    let tier: Arc<dyn Stevedore> = Arc::new(MallocStore::tier("mse", Some(1 << 20)));
+    let s1: Arc<dyn Stevedore> = Arc::new(MallocStore::new("s1", None));
+    let c = Cache::new(CacheConfig::default(), vec![tier, s1], T0);
+    for _ in 0..4 {
+        assert_eq!(c.next_store().name(), "s1");
+    }
+    assert!(c.store("mse").is_some());
+}

@@ -25,6 +25,8 @@ pub enum StorageKind {
     /// varnishd's `debug` store: malloc that, with `lessspace`, grants one
     /// byte less than each allocation asks for.
     Debug { less_space: bool },
+    /// The memory tier of an `mse.conf`: malloc, used when VCL names it.
+    MemoryTier,
     /// A file on disk (`file,PATH[,SIZE[,GRANULARITY[,ADVICE]]]`).
     File {
         /// The file, or a directory to make an anonymous file in.
@@ -79,6 +81,9 @@ impl StorageSpec {
             }
             StorageKind::Malloc => {
                 std::sync::Arc::new(crate::MallocStore::new(&self.name, self.size))
+            }
+            StorageKind::MemoryTier => {
+                std::sync::Arc::new(crate::MallocStore::tier(&self.name, self.size))
             }
             StorageKind::Debug { less_space } => std::sync::Arc::new(crate::MallocStore::debug(
                 &self.name,
@@ -288,7 +293,7 @@ fn parse_mse(opts: &[&str]) -> Result<Vec<StorageSpec>, String> {
     };
     let mut out = vec![StorageSpec {
         name: c.id.clone(),
-        kind: StorageKind::Malloc,
+        kind: StorageKind::MemoryTier,
         size: Some(mem),
         notes: c.ignored.clone(),
     }];
@@ -646,8 +651,10 @@ mod tests {
         );
         assert_eq!(
             (v[0].kind.clone(), v[0].size),
-            (StorageKind::Malloc, Some(64 << 20))
+            (StorageKind::MemoryTier, Some(64 << 20))
         );
+        let tier = v[0].build().unwrap();
+        assert!(tier.chosen_only() && tier.kind() == "malloc");
         assert_eq!(v[0].notes.len(), 1);
         assert!(v[0].notes[0].contains("database_size"));
         let StorageKind::Disk { kind, cfg } = &v[1].kind else {
