@@ -1648,6 +1648,7 @@ impl Inner {
             },
             spare: 0,
             piece: 0,
+            crc: store.stevedore().disk().map(|d| d.body_checksum()),
         });
         Ok(Unbusied {
             obj: ObjRef(Arc::clone(oc)),
@@ -1754,7 +1755,7 @@ impl BusyObj {
         };
         wake(waiters, &inner.stats);
         if out.body.is_none() {
-            inner.persist(&self.oc);
+            inner.persist(&self.oc, None);
         }
         Ok(out)
     }
@@ -1844,6 +1845,8 @@ pub struct FetchBody {
     spare: u64,
     /// Size of the piece being filled.
     piece: u64,
+    /// For a persistent store: the body's checksum so far.
+    crc: Option<lacquer_storage::disk::format::Crc>,
 }
 
 impl FetchBody {
@@ -1893,6 +1896,9 @@ impl FetchBody {
                             nuked: 0,
                         })?;
                         *used += take;
+                        if let Some(c) = self.crc.as_mut() {
+                            c.update(&piece);
+                        }
                         w.push_segment(Segment::File(span));
                     }
                     None => w.push(piece),
@@ -1945,7 +1951,8 @@ impl FetchBody {
         self.trim();
         if let Some(w) = self.writer.take() {
             w.finish();
-            self.cache.persist(&self.oc);
+            let crc = self.crc.take();
+            self.cache.persist(&self.oc, crc);
         }
     }
 

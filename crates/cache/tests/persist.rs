@@ -148,6 +148,13 @@ async fn objects_come_back_exactly_after_a_restart() {
     );
     let b = find(&c, "/big", "en", T0 + 1.0).unwrap();
     assert_eq!(b.body().collect().await.unwrap().to_vec(), big);
+    // The checksums computed while fetching match the bytes read back.
+    let t = std::time::Instant::now();
+    while s.disk_stats().verified.load(Relaxed) < 3 && t.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(s.disk_stats().verified.load(Relaxed), 3);
+    assert_eq!(s.disk_stats().verify_failures.load(Relaxed), 0);
     // Expired by the time of a later restart: dropped, not served.
     drop((c, s, fr, en, b));
     let (c, s) = open(&dir, T0 + 1000.0);

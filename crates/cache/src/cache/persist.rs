@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use lacquer_storage::disk::format::{JournalEntry, ObjectRecord, VaryRecord, flags};
+use lacquer_storage::disk::format::{Crc, JournalEntry, ObjectRecord, VaryRecord, flags};
 use lacquer_storage::{Body, Extent, Recovered};
 
 use super::{Cache, DigestKey, Head, Inner, StorageError, lock};
@@ -64,7 +64,7 @@ impl Inner {
     /// Hand a complete, cacheable object of a persistent store to its
     /// writer. Anything else (other stores, private objects, markers,
     /// unfinished bodies) is left alone.
-    pub(super) fn persist(self: &Arc<Self>, oc: &Arc<ObjCore>) {
+    pub(super) fn persist(self: &Arc<Self>, oc: &Arc<ObjCore>, checksum: Option<Crc>) {
         let Some(store) = oc.store.get() else { return };
         let Some(disk) = store.stevedore().disk() else {
             return;
@@ -114,6 +114,7 @@ impl Inner {
         disk.persist(
             record,
             data.body.clone(),
+            checksum,
             slot,
             Box::new(move |x: Extent| match weak.upgrade() {
                 Some(oc) => {
@@ -443,7 +444,7 @@ impl Inner {
         drop(purges);
         if changed {
             // A soft purge shortened it: record the new lifetime.
-            self.persist(&oc);
+            self.persist(&oc, None);
         }
         Some(oc)
     }
@@ -504,7 +505,7 @@ impl Cache {
             false,
         );
         inner.kill(old);
-        inner.persist(&oc);
+        inner.persist(&oc, None);
         Ok(ObjRef(oc))
     }
 }

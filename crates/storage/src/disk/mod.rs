@@ -135,6 +135,9 @@ pub struct Recovered {
 struct Job {
     record: ObjectRecord,
     body: Body,
+    /// The body's checksum ([`DiskStore::body_checksum`] fed every byte) when
+    /// the fetch computed it; otherwise the writer reads the body back.
+    checksum: Option<Crc>,
     /// The extent the cache charged for the object, used for the record
     /// when it is large enough.
     slot: Option<Extent>,
@@ -524,12 +527,14 @@ impl DiskStore {
         &self,
         record: ObjectRecord,
         body: Body,
+        checksum: Option<Crc>,
         slot: Option<Extent>,
         on_placed: Box<dyn FnOnce(Extent) + Send>,
     ) {
         let job = Box::new(Job {
             record,
             body,
+            checksum,
             slot,
             on_placed,
         });
@@ -541,6 +546,12 @@ impl DiskStore {
         if sent.is_err() {
             self.stats.record_failures.fetch_add(1, Relaxed);
         }
+    }
+
+    /// A checksum for a body of this store, to feed every body byte as a
+    /// fetch writes it (so the writer need not read the body back).
+    pub fn body_checksum(&self) -> Crc {
+        Crc::salted(self.salt)
     }
 
     /// Append a ban or purge to the journal (a write to the page cache;
@@ -581,7 +592,7 @@ impl DiskStore {
     /// vouched for: length and checksum. Blocking reads of the whole body:
     /// for a background thread. Counts the outcome.
     pub fn verify_body(&self, body: &Body, len: u64, crc: u32) -> bool {
-        let ok = checksum(self.salt, body).is_some_and(|(c, l, _)| c == crc && l == len);
+        let ok = checksum(self.salt, body, None).is_some_and(|(c, l, _)| c == crc && l == len);
         let counter = if ok {
             &self.stats.verified
         } else {
@@ -948,10 +959,11 @@ fn write_record(
     let Job {
         mut record,
         body,
+        checksum: job_crc,
         slot,
         on_placed,
     } = job;
-    let (crc, len, extents) = checksum(salt, &body)?;
+    let (crc, len, extents) = checksum(salt, &body, job_crc)?;
     record.body_len = len;
     record.body_crc = crc;
     record.extents = extents;
@@ -975,9 +987,11 @@ fn write_record(
 
 /// The salted CRC-32C of a finished body, its length and the extents it
 /// fills from their start (`None` when it is not all in file extents laid
-/// out that way, or a read fails). Blocking reads.
-fn checksum(salt: u64, body: &Body) -> Option<(u32, u64, Vec<BodyExtent>)> {
-    let mut crc = Crc::salted(salt);
+/// out that way, or a read fails). With the checksum `known` (fed every
+/// byte by the fetch) nothing is read; otherwise blocking reads.
+fn checksum(salt: u64, body: &Body, known: Option<Crc>) -> Option<(u32, u64, Vec<BodyExtent>)> {
+    let read = known.is_none();
+    let mut crc = known.unwrap_or_else(|| Crc::salted(salt));
     let mut extents: Vec<BodyExtent> = Vec::new();
     let mut len = 0u64;
     for s in body.segments()? {
@@ -999,7 +1013,7 @@ fn checksum(salt: u64, body: &Body) -> Option<(u32, u64, Vec<BodyExtent>)> {
             }),
             _ => return None,
         }
-        let mut done = 0;
+        let mut done = if read { 0 } else { span.len() };
         while done < span.len() {
             let n = (span.len() - done).min(SCAN_CHUNK as u64);
             let bytes = span.slice(done, n).read().ok()?;
