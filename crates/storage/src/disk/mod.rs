@@ -808,8 +808,14 @@ fn adopt(
                 continue 'records;
             };
             charged += len;
-            if let Some(s) = ext.span(0, used).filter(|s| !s.is_empty()) {
-                spans.push(Segment::File(s));
+            // In pieces a delivery reads at once, never a whole large body.
+            let mut at = 0;
+            while at < used {
+                let n = (used - at).min(FileSpan::MAX_READ);
+                if let Some(s) = ext.span(at, n) {
+                    spans.push(Segment::File(s));
+                }
+                at += n;
             }
             held.push(ext);
         }

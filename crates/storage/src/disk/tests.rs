@@ -310,3 +310,36 @@ fn the_store_grows_online_and_keeps_its_objects() {
     assert_eq!(s.take_recovered().len(), 1);
     assert_eq!(s.limit(), Some(16 << 20));
 }
+
+#[tokio::test]
+async fn a_large_recovered_body_is_delivered_in_read_sized_pieces() {
+    let d = Dir::new("large");
+    let big: Vec<u8> = (0..3_500_000u32).map(|i| (i % 253) as u8).collect();
+    {
+        let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
+        s.take_recovered();
+        let slot = s.try_alloc(100).unwrap().extent.unwrap();
+        let x = s.try_alloc(big.len() as u64).unwrap().extent.unwrap();
+        let body = Body::from_parts(vec![Segment::File(x.write(0, &big).unwrap())]);
+        let rec = ObjectRecord {
+            digest: [9; 32],
+            ttl: 100.0,
+            ..ObjectRecord::default()
+        };
+        s.persist(
+            rec,
+            body.clone(),
+            None,
+            Some(slot.clone()),
+            Box::new(|_| {}),
+        );
+        s.flush();
+        std::mem::forget((slot, body, x));
+    }
+    let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
+    let r = s.take_recovered();
+    let segs = r[0].body.segments().unwrap();
+    assert_eq!(segs.len(), 4);
+    assert!(segs.iter().all(|s| s.len() <= FileSpan::MAX_READ));
+    assert_eq!(bytes_of(&r[0].body).await, big);
+}
