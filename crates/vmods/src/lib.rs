@@ -49,6 +49,7 @@ mod debug;
 mod directors;
 mod header;
 mod host;
+mod mse;
 mod proxy;
 mod purge;
 pub mod rnd;
@@ -188,6 +189,7 @@ fn modules() -> Vec<&'static ModuleImpl> {
         &tcp::MODULE,
         &saintmode::MODULE,
         &wasm::MODULE,
+        &mse::MODULE,
     ]
 }
 
