@@ -41,10 +41,10 @@ pub mod regex;
 pub mod value;
 
 pub use context::{
-    Context, FuncRef, HeaderName, HttpWhich, LogKind, LookupHook, LookupVerdict, NoVmods, TcpInfo,
-    TcpOp, VclRuntime, VmodArg, Vmods, Workspace, WsKind, WsMark,
+    Context, FuncRef, HeaderName, HttpWhich, LogKind, LookupHook, LookupVerdict, NoVmods, Resume,
+    TcpInfo, TcpOp, VclRuntime, VmodArg, Vmods, Wait, Workspace, WsKind, WsMark,
 };
-pub use interp::Scratch;
+pub use interp::{ResumePoint, Run, Scratch, Suspended};
 pub use value::{Backend, Strands, Value};
 
 /// The outcome of running a built-in subroutine: the `return (...)` action
