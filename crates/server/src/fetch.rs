@@ -139,7 +139,7 @@ pub async fn run(mut job: FetchJob) {
             }
             Err(Step::VclError(s, r)) => (s, r),
         };
-        match backend_error(&mut job, &mut scratch, status, reason) {
+        match backend_error(&mut job, &mut scratch, status, reason).await {
             ErrorNext::Done => break,
             ErrorNext::Retry if no_retry(&mut job) => {
                 fail(&mut job);
@@ -205,7 +205,10 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
     loop {
         let vcl = job.bo.vcl.clone();
         job.bo.now = rfc2616::now();
-        match vcl.run(BuiltinSub::BackendFetch, &mut job.bo, scratch) {
+        match vcl
+            .run_async(BuiltinSub::BackendFetch, &mut job.bo, scratch)
+            .await
+        {
             // As varnishd: a backend request that overflowed the workspace
             // is not sent.
             Action::Fetch if job.bo.ws.overflowed() => {
@@ -238,7 +241,9 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         let mut fetched = fetched;
         fetched.reuse = merge_304(job)?;
         job.bo.beresp_dropped = false;
-        let action = vcl.run(BuiltinSub::BackendResponse, &mut job.bo, scratch);
+        let action = vcl
+            .run_async(BuiltinSub::BackendResponse, &mut job.bo, scratch)
+            .await;
         // As varnishd: a response that does not match the range asked for
         // fails the fetch, whatever vcl_backend_response decided.
         if job.bo.sh.params().flag(pid!("http_range_support"))
@@ -1326,7 +1331,7 @@ enum ErrorNext {
 }
 
 /// vcl_backend_error and the synthetic object it makes.
-fn backend_error(
+async fn backend_error(
     job: &mut FetchJob,
     scratch: &mut Scratch,
     status: u16,
@@ -1349,7 +1354,7 @@ fn backend_error(
     bo.grace = 0.0;
     bo.keep = 0.0;
     let vcl = bo.vcl.clone();
-    match vcl.run(BuiltinSub::BackendError, bo, scratch) {
+    match vcl.run_async(BuiltinSub::BackendError, bo, scratch).await {
         Action::Deliver => {}
         Action::Retry => return ErrorNext::Retry,
         _ => return ErrorNext::Fail,

@@ -73,7 +73,7 @@ where
     // As varnishd, vcl_pipe runs in the request's task: it sees and
     // extends the request's vmod state.
     std::mem::swap(&mut bo.privs, &mut t.privs);
-    let action = vcl.run(BuiltinSub::Pipe, &mut bo, scratch);
+    let action = vcl.run_async(BuiltinSub::Pipe, &mut bo, scratch).await;
     std::mem::swap(&mut bo.privs, &mut t.privs);
     bo.vsl.set_vxid(Vxid::backend(vxid));
     let sh = t.sh.clone();

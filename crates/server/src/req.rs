@@ -154,11 +154,12 @@ where
                 // the call, so vcl_recv runs beside the connection.
                 let action = if t.want_100 && vcl.req_body_prefetch > 0 && conn.h2.is_none() {
                     let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
+                    let rt = tokio::runtime::Handle::current();
                     crate::reqbody::recv_with_body(conn, t, timeout, |t| {
-                        vcl.run(BuiltinSub::Recv, t, &mut scratch)
+                        vcl.run_blocking(BuiltinSub::Recv, t, &mut scratch, &rt)
                     })
                 } else {
-                    vcl.run(BuiltinSub::Recv, t, &mut scratch)
+                    vcl.run_async(BuiltinSub::Recv, t, &mut scratch).await
                 };
                 if t.req_body_failed {
                     // As varnishd: a body too big to cache ends the
@@ -240,7 +241,7 @@ where
             State::Hash(next) => {
                 t.hash = Some(lacquer_cache::HashBuilder::new());
                 let vcl = t.vcl.clone();
-                let action = vcl.run(BuiltinSub::Hash, t, &mut scratch);
+                let action = vcl.run_async(BuiltinSub::Hash, t, &mut scratch).await;
                 let h = t.hash.take().unwrap_or_default();
                 t.digest = Some(h.finish());
                 match (action, next) {
@@ -268,7 +269,7 @@ where
                 let digest = t.digest.expect("digest computed in vcl_hash");
                 sh.cache.purge(&digest, t.now, 0.0, 0.0, 0.0);
                 let vcl = t.vcl.clone();
-                match vcl.run(BuiltinSub::Purge, t, &mut scratch) {
+                match vcl.run_async(BuiltinSub::Purge, t, &mut scratch).await {
                     Action::Synth { status, reason } => State::Synth { status, reason },
                     Action::Restart => State::Restart,
                     _ => fail_synth(t),
@@ -302,7 +303,7 @@ where
                     }
                 });
                 let vcl = t.vcl.clone();
-                let action = vcl.run(BuiltinSub::Hit, t, &mut scratch);
+                let action = vcl.run_async(BuiltinSub::Hit, t, &mut scratch).await;
                 match action {
                     Action::Deliver => {
                         if let Some(busy) = bgfetch {
@@ -346,7 +347,7 @@ where
                 hitmiss,
             } => {
                 let vcl = t.vcl.clone();
-                match vcl.run(BuiltinSub::Miss, t, &mut scratch) {
+                match vcl.run_async(BuiltinSub::Miss, t, &mut scratch).await {
                     Action::Fetch => {
                         let mode = match hitmiss {
                             Some(marker) => FetchMode::HitMiss { busy, marker },
@@ -377,7 +378,7 @@ where
             }
             State::Pass => {
                 let vcl = t.vcl.clone();
-                match vcl.run(BuiltinSub::Pass, t, &mut scratch) {
+                match vcl.run_async(BuiltinSub::Pass, t, &mut scratch).await {
                     Action::Fetch => {
                         sh.counters.inc(Main::s_pass);
                         match fetch(t, conn, FetchMode::Pass, true).await {
@@ -983,7 +984,7 @@ where
             .log_header(Tag::RespHeader, b"Accept-Ranges", b"bytes");
     }
     let vcl = t.vcl.clone();
-    let action = vcl.run(BuiltinSub::Deliver, t, scratch);
+    let action = vcl.run_async(BuiltinSub::Deliver, t, scratch).await;
     t.log_ts("Process");
     match action {
         Action::Deliver => {}
@@ -1016,7 +1017,7 @@ where
     t.synth_body.clear();
     let vcl = t.vcl.clone();
     let max_restarts = t.sh.params().uint(pid!("max_restarts")) as u32;
-    let action = vcl.run(BuiltinSub::Synth, t, scratch);
+    let action = vcl.run_async(BuiltinSub::Synth, t, scratch).await;
     t.log_ts("Process");
     match action {
         Action::Deliver => {}

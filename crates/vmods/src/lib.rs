@@ -45,10 +45,12 @@ mod args;
 mod blob;
 mod bodyaccess;
 mod cookie;
+mod curl;
 mod debug;
 mod directors;
 mod header;
 mod host;
+mod httpc;
 mod proxy;
 mod purge;
 pub mod rnd;
@@ -66,6 +68,8 @@ pub use host::{
     Counters, Director, DirectorList, DynamicBackend, Endpoint, Host, ListedMember, MemberReport,
     ObjectEvent, ObjectEventFn,
 };
+
+pub use curl::{inflight_stats as curl_inflight_stats, set_defaults as curl_set_defaults};
 
 use args::Args;
 
@@ -184,6 +188,7 @@ fn modules() -> Vec<&'static ModuleImpl> {
         &bodyaccess::MODULE,
         &tcp::MODULE,
         &saintmode::MODULE,
+        &curl::MODULE,
     ]
 }
 

@@ -29,6 +29,7 @@ fn registry_matches_implementations() {
             "blob",
             "bodyaccess",
             "cookie",
+            "curl",
             "directors",
             "header",
             "proxy",
