@@ -338,6 +338,22 @@ pub static PARAMS: &[Param] = &[
         "Default time to wait for a backend TCP connection."
     ),
     p!(
+        "curl_max_inflight",
+        uint(Some(0), None),
+        "10000",
+        "calls",
+        USED,
+        "Most vmod curl calls in flight in the process; a call over the cap fails at once (status 0, curl.error() says why) and is logged as VCL_Error."
+    ),
+    p!(
+        "curl_timeout",
+        dur(Some(0.0), None),
+        "10",
+        "seconds",
+        USED,
+        "Default limit of a whole vmod curl call when VCL sets none with curl.set_timeout(); 0 is no limit."
+    ),
+    p!(
         "critbit_cooloff",
         dur(Some(60.0), Some(254.0)),
         "180",

@@ -20,7 +20,8 @@
 //! Limits: a call's timeout is `set_timeout()` or else the process-wide
 //! default ([`set_defaults`], the `curl_timeout` parameter); calls in flight
 //! in the process are capped ([`set_defaults`], `curl_max_inflight`): a
-//! call over the cap fails at once (status 0) and is counted.
+//! call over the cap fails at once (status 0, `error()` says why) and is
+//! logged as `VCL_Error`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -105,8 +106,6 @@ static DEFAULT_TIMEOUT_MS: AtomicU64 = AtomicU64::new(0);
 static MAX_INFLIGHT: AtomicU64 = AtomicU64::new(u64::MAX);
 /// Calls in flight now.
 static INFLIGHT: AtomicU64 = AtomicU64::new(0);
-/// Calls refused because [`MAX_INFLIGHT`] were in flight.
-static LIMITED: AtomicU64 = AtomicU64::new(0);
 
 /// Sets the process-wide limits: the default whole-call timeout (`None`:
 /// none, libcurl's default) and the cap on calls in flight.
@@ -116,14 +115,6 @@ pub fn set_defaults(timeout: Option<Duration>, max_inflight: u64) {
         Ordering::Relaxed,
     );
     MAX_INFLIGHT.store(max_inflight, Ordering::Relaxed);
-}
-
-/// Calls in flight now, and calls refused so far for the cap.
-pub fn inflight_stats() -> (u64, u64) {
-    (
-        INFLIGHT.load(Ordering::Relaxed),
-        LIMITED.load(Ordering::Relaxed),
-    )
 }
 
 /// Holds one slot of the in-flight cap for as long as a call's future
@@ -136,7 +127,6 @@ impl Slot {
         let mut cur = INFLIGHT.load(Ordering::Relaxed);
         loop {
             if cur >= max {
-                LIMITED.fetch_add(1, Ordering::Relaxed);
                 return None;
             }
             match INFLIGHT.compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Relaxed)

@@ -69,7 +69,7 @@ pub use host::{
     ObjectEvent, ObjectEventFn,
 };
 
-pub use curl::{inflight_stats as curl_inflight_stats, set_defaults as curl_set_defaults};
+pub use curl::set_defaults as curl_set_defaults;
 
 use args::Args;
 
