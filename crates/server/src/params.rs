@@ -338,6 +338,14 @@ pub static PARAMS: &[Param] = &[
         "Default time to wait for a backend TCP connection."
     ),
     p!(
+        "critbit_cooloff",
+        dur(Some(60.0), Some(254.0)),
+        "180",
+        "seconds",
+        IGNORED,
+        "Critbit tree tuning; Lacquer uses a sharded hash table."
+    ),
+    p!(
         "curl_max_inflight",
         uint(Some(0), None),
         "10000",
@@ -352,14 +360,6 @@ pub static PARAMS: &[Param] = &[
         "seconds",
         USED,
         "Default limit of a whole vmod curl call when VCL sets none with curl.set_timeout(); 0 is no limit."
-    ),
-    p!(
-        "critbit_cooloff",
-        dur(Some(60.0), Some(254.0)),
-        "180",
-        "seconds",
-        IGNORED,
-        "Critbit tree tuning; Lacquer uses a sharded hash table."
     ),
     p!(
         "debug",
