@@ -117,12 +117,18 @@ pub fn set_defaults(timeout: Option<Duration>, max_inflight: u64) {
     MAX_INFLIGHT.store(max_inflight, Ordering::Relaxed);
 }
 
+/// The process-wide default timeout of a call, if any.
+pub(crate) fn default_timeout() -> Option<Duration> {
+    let d = DEFAULT_TIMEOUT_MS.load(Ordering::Relaxed);
+    (d > 0).then(|| Duration::from_millis(d))
+}
+
 /// Holds one slot of the in-flight cap for as long as a call's future
 /// lives (a dropped future gives it back too).
-struct Slot;
+pub(crate) struct Slot;
 
 impl Slot {
-    fn take() -> Option<Slot> {
+    pub(crate) fn take() -> Option<Slot> {
         let max = MAX_INFLIGHT.load(Ordering::Relaxed);
         let mut cur = INFLIGHT.load(Ordering::Relaxed);
         loop {
@@ -221,18 +227,18 @@ enum Kind {
 
 /// A parsed URL: where to connect and what to ask for.
 #[derive(Debug, PartialEq, Eq)]
-struct Url {
-    host: String,
-    port: u16,
+pub(crate) struct Url {
+    pub host: String,
+    pub port: u16,
     /// `host[:port]` as the `Host` header gives it.
-    authority: String,
+    pub authority: String,
     /// Path and query (the fragment dropped), at least "/".
-    target: String,
+    pub target: String,
     /// `user:password` before the host, for basic authentication.
-    userinfo: Option<String>,
+    pub userinfo: Option<String>,
 }
 
-fn parse_url(url: &str) -> Result<Url, String> {
+pub(crate) fn parse_url(url: &str) -> Result<Url, String> {
     let (scheme, rest) = match url.find("://") {
         Some(i) => (url[..i].to_ascii_lowercase(), &url[i + 3..]),
         // libcurl guesses HTTP for a URL without a scheme.
@@ -386,7 +392,7 @@ fn build_head(
     h
 }
 
-fn line(h: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+pub(crate) fn line(h: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     h.extend_from_slice(name);
     h.extend_from_slice(b": ");
     h.extend_from_slice(value);
@@ -494,10 +500,7 @@ fn prepare(
     };
     let proxied = c.unix_path.is_none() && c.proxy.as_ref().is_some_and(|p| !p.is_empty());
     let head = build_head(c, method, kind, &u, proxied, fields.len());
-    let timeout = ms(c.timeout_ms).or_else(|| {
-        let d = DEFAULT_TIMEOUT_MS.load(Ordering::Relaxed);
-        (d > 0).then(|| Duration::from_millis(d))
-    });
+    let timeout = ms(c.timeout_ms).or_else(default_timeout);
     Ok((
         Request {
             dest,

@@ -50,6 +50,7 @@ mod debug;
 mod directors;
 mod header;
 mod host;
+mod http_vmod;
 mod httpc;
 mod proxy;
 mod purge;
@@ -189,6 +190,7 @@ fn modules() -> Vec<&'static ModuleImpl> {
         &tcp::MODULE,
         &saintmode::MODULE,
         &curl::MODULE,
+        &http_vmod::MODULE,
     ]
 }
 

@@ -126,6 +126,42 @@ where
     }
 }
 
+/// An origin that answers after `delay`, with the request's URL in
+/// `X-Url`.
+async fn slow_origin(delay: Duration) -> u16 {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            tokio::spawn(async move {
+                let mut have = Vec::new();
+                let mut buf = [0u8; 4096];
+                loop {
+                    if let Some(end) = have.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&have[..end]).into_owned();
+                        have.drain(..end + 4);
+                        let url = head.split(' ').nth(1).unwrap_or("").to_string();
+                        tokio::time::sleep(delay).await;
+                        let out = format!(
+                            "HTTP/1.1 201 Created\r\nX-Url: {url}\r\nContent-Length: 2\r\n\r\nhi"
+                        );
+                        if s.write_all(out.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => have.extend_from_slice(&buf[..n]),
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
 const OK: &str = "HTTP/1.1 200 OK\r\nX-Dup: first\r\nContent-Length: 5\r\nX-Dup: last\r\nOAuth-User-Id: 42\r\n\r\nhello";
 
 #[tokio::test]
@@ -406,4 +442,64 @@ sub vcl_recv {{
     assert!(dbg.contains("curl: header_out: GET /d HTTP/1.1"), "{dbg}");
     assert!(dbg.contains("curl: header_in: HTTP/1.1 200 OK"), "{dbg}");
     assert!(dbg.contains("curl: data_in: hello"), "{dbg}");
+}
+
+#[tokio::test]
+async fn http_requests_run_in_the_background_and_are_collected_later() {
+    let port = slow_origin(Duration::from_millis(100)).await;
+    let l = load(&format!(
+        r#"
+import http;
+sub vcl_recv {{
+    http.init(1);
+    http.req_set_url(1, "http://127.0.0.1:{port}/one");
+    http.req_set_header(1, "X-Test", "a");
+    http.req_send(1);
+    http.init(2);
+    http.req_set_url(2, "http://127.0.0.1:{port}/two");
+    http.req_set_method(2, "POST");
+    http.req_set_body(2, "b=1");
+    http.req_send(2);
+    set req.http.sent = "yes";
+    http.resp_wait(1);
+    set req.http.one = http.resp_get_status(1) + " " + http.resp_get_header(1, "x-url") + " " + http.resp_get_body(1);
+    # Not waited for: the getter waits.
+    set req.http.two = http.resp_get_status(2) + " " + http.resp_get_header(2, "X-Url");
+    set req.http.dflt = http.resp_get_header(2, "missing", "none");
+    http.init(3);
+    set req.http.unsent = http.resp_get_status(3) + " " + http.resp_get_error(3);
+    return (hash);
+}}"#
+    ));
+    let mut c = MockContext::new("GET", "/");
+    let t0 = Instant::now();
+    let (a, _) = l.run(BuiltinSub::Recv, &mut c).await;
+    let took = t0.elapsed();
+    assert_eq!(a, Action::Hash, "{:?}", c.logs);
+    assert_eq!(hdr(&c, "one").as_deref(), Some("201 /one hi"));
+    assert_eq!(hdr(&c, "two").as_deref(), Some("201 /two"));
+    assert_eq!(hdr(&c, "dflt").as_deref(), Some("none"));
+    assert_eq!(
+        hdr(&c, "unsent").as_deref(),
+        Some("0 request not sent (http.req_send())")
+    );
+    // The two 100 ms calls were in flight together.
+    assert!(took < Duration::from_millis(190), "{took:?}");
+    assert_eq!(c.vmod.timestamps.len(), 2);
+}
+
+#[tokio::test]
+async fn http_request_used_before_init_fails_the_call() {
+    let l = load(
+        r#"
+import http;
+sub vcl_recv {
+    http.req_set_url(7, "http://127.0.0.1:1/");
+    return (hash);
+}"#,
+    );
+    let mut c = MockContext::new("GET", "/");
+    let (a, _) = l.run(BuiltinSub::Recv, &mut c).await;
+    assert_eq!(a, Action::Fail);
+    assert!(c.logs_of(LogKind::Error)[0].contains("http.init(7)"));
 }

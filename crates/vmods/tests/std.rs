@@ -32,6 +32,7 @@ fn registry_matches_implementations() {
             "curl",
             "directors",
             "header",
+            "http",
             "proxy",
             "purge",
             "saintmode",
