@@ -394,6 +394,14 @@ pub static PARAMS: &[Param] = &[
         "TTL given to objects when neither the backend nor VCL sets one."
     ),
     p!(
+        "esi_parallel",
+        uint(Some(1), Some(1000)),
+        "10",
+        "includes",
+        USED,
+        "Most ESI includes of one object fetched at once, ahead of their place in the page (1: one after another). Delivery stays in document order. Under -p debug=+vtc_mode (varnishtest) includes run one after another, as varnishd's, whose tests pin that order of fetches."
+    ),
+    p!(
         "experimental",
         Kind::Bits {
             names: EXPERIMENTAL_BITS
