@@ -93,7 +93,13 @@ async fn parallel_includes_are_fast_and_byte_identical_to_serial() {
         );
         println!("gzip {gzip}: parallel {took:?}, one by one {took_serial:?}");
         // Eight 100 ms includes plus a nested one: one by one takes 900 ms.
-        assert!(took < Duration::from_millis(450), "parallel took {took:?}");
+        // In parallel: two levels of 100 ms (f3 then its nested include);
+        // judged against the one-by-one time of the same run, as the
+        // machine may be loaded.
         assert!(took_serial >= Duration::from_millis(900));
+        assert!(
+            took * 2 < took_serial,
+            "parallel took {took:?}, one by one {took_serial:?}"
+        );
     }
 }
