@@ -132,12 +132,10 @@ struct Exec<'a, C: Context + AsDynContext + ?Sized> {
     failure: Option<Box<str>>,
     /// Whether a vmod may suspend this run ([`Program::start`]).
     can_suspend: bool,
-    /// The wait of the suspension being unwound (an `Err(Failed)` with
-    /// this set is a suspension, not an error).
-    suspended: Option<(Wait, Resume)>,
-    /// While a suspension unwinds: the address of the statement it left in
-    /// each block, innermost first (see [`ResumePoint`]).
-    path: Vec<usize>,
+    /// The suspension being unwound (an `Err(Failed)` with this set is a
+    /// suspension, not an error); boxed so that a run that never suspends
+    /// carries one empty word.
+    unwinding: Option<Box<Unwinding>>,
 }
 
 /// Where a suspended run stopped: the statement it stopped in, named by
@@ -176,6 +174,15 @@ pub enum Run {
     Done(Action),
     /// A vmod suspended it: await `wait`, then resume at `point`.
     Suspended(Suspended),
+}
+
+/// A suspension on its way out of the interpreter.
+struct Unwinding {
+    wait: Wait,
+    resume: Resume,
+    /// The address of the statement it left in each block, innermost
+    /// first (see [`ResumePoint`]).
+    path: Vec<usize>,
 }
 
 /// The index of the statement at address `addr` in `stmts`, if it is one
@@ -274,8 +281,7 @@ impl Program {
             action: None,
             failure: None,
             can_suspend,
-            suspended: None,
-            path: Vec::new(),
+            unwinding: None,
         };
         let r = match resume {
             None => ex.call(sub),
@@ -287,14 +293,14 @@ impl Program {
         Run::Done(match r {
             Ok(Flow::Return) => ex.action.take().unwrap_or(Action::Ok),
             Ok(Flow::Next | Flow::ReturnSub) => Action::Ok,
-            Err(Failed) if ex.suspended.is_some() => {
-                let (wait, resume) = ex.suspended.take().expect("checked");
+            Err(Failed) if ex.unwinding.is_some() => {
+                let u = ex.unwinding.take().expect("checked");
                 return Run::Suspended(Suspended {
-                    wait,
+                    wait: u.wait,
                     point: ResumePoint {
                         sub,
-                        path: std::mem::take(&mut ex.path),
-                        resume,
+                        path: u.path,
+                        resume: u.resume,
                     },
                 });
             }
@@ -408,8 +414,7 @@ impl VclRuntime for VmodVcl<'_> {
             failure: None,
             // What a vmod runs cannot be resumed in the middle.
             can_suspend: false,
-            suspended: None,
-            path: Vec::new(),
+            unwinding: None,
         };
         let r = ex.call_dynamic(sub);
         let (action, failure) = (ex.action.take(), ex.failure.take());
@@ -661,8 +666,12 @@ impl<'a, C: Context + AsDynContext + ?Sized> Exec<'a, C> {
             return Err(Failed);
         }
         let v = self.check(r)?;
-        if suspended.is_some() {
-            self.suspended = suspended;
+        if let Some((wait, resume)) = suspended {
+            self.unwinding = Some(Box::new(Unwinding {
+                wait,
+                resume,
+                path: Vec::new(),
+            }));
             return Err(Failed);
         }
         Ok(v)
@@ -684,8 +693,8 @@ impl<'a, C: Context + AsDynContext + ?Sized> Exec<'a, C> {
     #[cold]
     #[inline(never)]
     fn unwinding(&mut self, s: &Stmt, f: Failed) -> Failed {
-        if self.suspended.is_some() {
-            self.path.push(s as *const Stmt as usize);
+        if let Some(u) = &mut self.unwinding {
+            u.path.push(s as *const Stmt as usize);
         }
         f
     }
