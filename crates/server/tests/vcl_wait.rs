@@ -290,15 +290,26 @@ sub vcl_recv {{
     let l = lacquer(&vcl, &[]).await;
     let a = l.first_addr().unwrap();
     let n = 300;
+    let threads = || std::fs::read_dir("/proc/self/task").unwrap().count();
+    // Warm up (the runtime's blocking pool, pooled connections).
+    assert_eq!(get(a, "/", "").await.status, 200);
+    let threads_before = threads();
     let t0 = Instant::now();
     let tasks: Vec<_> = (0..n)
         .map(|_| tokio::spawn(async move { get(a, "/", "").await.status }))
         .collect();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Every request is waiting on the service now: no thread per call.
+    let threads_during = threads();
     for t in tasks {
         assert_eq!(t.await.unwrap(), 200);
     }
     let took = t0.elapsed();
+    assert!(
+        threads_during <= threads_before + 2,
+        "threads grew from {threads_before} to {threads_during} with {n} calls waiting"
+    );
     // Two worker threads blocked per call would need n * 100 ms / 2 = 15 s.
     assert!(took < Duration::from_secs(5), "{n} requests took {took:?}");
-    assert_eq!(slow.count(), n);
+    assert_eq!(slow.count(), n + 1);
 }
