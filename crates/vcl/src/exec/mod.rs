@@ -10,7 +10,10 @@
 //!
 //! The server compiles with [`crate::compile::compile_str`], converts the
 //! result once with [`code::Program::from_ir`], and calls
-//! [`code::Program::run`] for each method of each task.
+//! [`code::Program::start`] for each method of each task (and
+//! [`code::Program::resume`] after a vmod suspended it to wait for I/O,
+//! see [`VclRuntime::suspend`]); [`code::Program::run`] is the form for
+//! runs that cannot wait (`vcl_init`, `vcl_fini`).
 //!
 //! Running a method:
 //!
