@@ -313,3 +313,49 @@ sub vcl_recv {{
     assert!(took < Duration::from_secs(5), "{n} requests took {took:?}");
     assert_eq!(slow.count(), n + 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_waits_in_vcl_recv_run_beside_a_connection_owed_100_continue() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let svc = backend(|_| (Duration::from_millis(50), ok("", "X-Ok: yes\r\n"))).await;
+    let app = backend(|r| (NO, ok(&String::from_utf8_lossy(&r.body), ""))).await;
+    // std.cache_req_body() in vcl_recv of a request owed 100 Continue runs
+    // vcl_recv on a thread of its own; the curl call blocks that thread.
+    let vcl = vcl_with(
+        app.addr,
+        &format!(
+            r#"
+import std;
+import curl;
+sub vcl_recv {{
+    std.cache_req_body(1KB);
+    curl.get("http://{}/check");
+    set req.http.X-Ok = curl.header("X-Ok");
+    return (pass);
+}}
+sub vcl_deliver {{
+    set resp.http.X-Ok = req.http.X-Ok;
+}}
+"#,
+            svc.addr
+        ),
+    );
+    let l = lacquer(&vcl, &[]).await;
+    let a = l.first_addr().unwrap();
+    let mut s = tokio::net::TcpStream::connect(a).await.unwrap();
+    s.write_all(b"POST / HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+        .await
+        .unwrap();
+    let interim = b"HTTP/1.1 100 Continue\r\n\r\n";
+    let mut got = vec![0u8; interim.len()];
+    tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut got))
+        .await
+        .expect("no 100 Continue within 5 s")
+        .unwrap();
+    assert_eq!(&got[..], interim);
+    s.write_all(b"hello").await.unwrap();
+    let r = read_resp(&mut s, false).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-ok"), Some("yes"));
+    assert_eq!(r.text(), "hello");
+}

@@ -41,6 +41,10 @@ pub struct Scratch {
     bufs: Vec<Vec<u8>>,
     /// Subroutines currently being executed, innermost last.
     stack: Vec<SubId>,
+    /// The suspension a run is unwinding (empty between runs: a run that
+    /// suspends hands it out), kept here so that a run neither
+    /// initialises nor drops it.
+    unwinding: Option<Box<Unwinding>>,
 }
 
 /// Evaluation stopped on a runtime error; the message is in
@@ -135,7 +139,7 @@ struct Exec<'a, C: Context + AsDynContext + ?Sized> {
     /// The suspension being unwound (an `Err(Failed)` with this set is a
     /// suspension, not an error); boxed so that a run that never suspends
     /// carries one empty word.
-    unwinding: Option<Box<Unwinding>>,
+    unwinding: &'a mut Option<Box<Unwinding>>,
 }
 
 /// Where a suspended run stopped: the statement it stopped in, named by
@@ -183,6 +187,15 @@ struct Unwinding {
     /// The address of the statement it left in each block, innermost
     /// first (see [`ResumePoint`]).
     path: Vec<usize>,
+}
+
+impl std::fmt::Debug for Unwinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Unwinding")
+            .field("resume", &self.resume)
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The index of the statement at address `addr` in `stmts`, if it is one
@@ -281,7 +294,7 @@ impl Program {
             action: None,
             failure: None,
             can_suspend,
-            unwinding: None,
+            unwinding: &mut scratch.unwinding,
         };
         let r = match resume {
             None => ex.call(sub),
@@ -404,6 +417,8 @@ impl VclRuntime for VmodVcl<'_> {
             // The task is already stopping: run nothing more.
             return false;
         }
+        // What a vmod runs cannot be resumed in the middle.
+        let mut never = None;
         let mut ex: Exec<'_, dyn Context> = Exec {
             prog: self.prog,
             ctx,
@@ -412,9 +427,8 @@ impl VclRuntime for VmodVcl<'_> {
             stack: &mut *self.stack,
             action: None,
             failure: None,
-            // What a vmod runs cannot be resumed in the middle.
             can_suspend: false,
-            unwinding: None,
+            unwinding: &mut never,
         };
         let r = ex.call_dynamic(sub);
         let (action, failure) = (ex.action.take(), ex.failure.take());
@@ -667,7 +681,7 @@ impl<'a, C: Context + AsDynContext + ?Sized> Exec<'a, C> {
         }
         let v = self.check(r)?;
         if let Some((wait, resume)) = suspended {
-            self.unwinding = Some(Box::new(Unwinding {
+            *self.unwinding = Some(Box::new(Unwinding {
                 wait,
                 resume,
                 path: Vec::new(),
@@ -693,7 +707,7 @@ impl<'a, C: Context + AsDynContext + ?Sized> Exec<'a, C> {
     #[cold]
     #[inline(never)]
     fn unwinding(&mut self, s: &Stmt, f: Failed) -> Failed {
-        if let Some(u) = &mut self.unwinding {
+        if let Some(u) = self.unwinding.as_mut() {
             u.path.push(s as *const Stmt as usize);
         }
         f
