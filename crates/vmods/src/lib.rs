@@ -52,6 +52,7 @@ mod header;
 mod host;
 mod http_vmod;
 mod httpc;
+mod mse;
 mod proxy;
 mod purge;
 pub mod rnd;
@@ -191,6 +192,7 @@ fn modules() -> Vec<&'static ModuleImpl> {
         &saintmode::MODULE,
         &curl::MODULE,
         &http_vmod::MODULE,
+        &mse::MODULE,
     ]
 }
 

@@ -33,6 +33,7 @@ fn registry_matches_implementations() {
             "directors",
             "header",
             "http",
+            "mse",
             "proxy",
             "purge",
             "saintmode",
