@@ -49,6 +49,7 @@ mod debug;
 mod directors;
 mod header;
 mod host;
+mod kvstore;
 mod proxy;
 mod purge;
 pub mod rnd;
@@ -56,6 +57,8 @@ mod saintmode;
 mod str_vmod;
 mod tcp;
 mod unix;
+mod urlplus;
+mod utils;
 mod var;
 mod vmod_std;
 mod vsthrottle;
@@ -184,6 +187,9 @@ fn modules() -> Vec<&'static ModuleImpl> {
         &bodyaccess::MODULE,
         &tcp::MODULE,
         &saintmode::MODULE,
+        &kvstore::MODULE,
+        &urlplus::MODULE,
+        &utils::MODULE,
     ]
 }
 
