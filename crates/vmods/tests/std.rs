@@ -31,6 +31,7 @@ fn registry_matches_implementations() {
             "cookie",
             "directors",
             "header",
+            "kvstore",
             "proxy",
             "purge",
             "saintmode",
@@ -38,6 +39,8 @@ fn registry_matches_implementations() {
             "str",
             "tcp",
             "unix",
+            "urlplus",
+            "utils",
             "var",
             "vsthrottle",
             "xkey"
