@@ -1417,7 +1417,7 @@ pub struct BoTask {
     pub beresp_has_body: bool,
     pub was_304: bool,
     /// `utils.fast_304()` on a 304: the stale object is refreshed in
-    /// place instead of replaced (see `fetch::refresh_in_place`).
+    /// place instead of replaced (see `fetch::fetch_fsm::refresh_in_place`).
     pub fast_304: bool,
     /// The store the object goes to (`beresp.storage`), by name.
     pub storage: Option<Arc<str>>,
