@@ -50,6 +50,7 @@ mod directors;
 mod header;
 mod host;
 mod kvstore;
+mod mse;
 mod proxy;
 mod purge;
 pub mod rnd;
@@ -190,6 +191,7 @@ fn modules() -> Vec<&'static ModuleImpl> {
         &kvstore::MODULE,
         &urlplus::MODULE,
         &utils::MODULE,
+        &mse::MODULE,
     ]
 }
 

@@ -32,6 +32,7 @@ fn registry_matches_implementations() {
             "directors",
             "header",
             "kvstore",
+            "mse",
             "proxy",
             "purge",
             "saintmode",
