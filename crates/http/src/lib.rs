@@ -16,6 +16,8 @@
 //! - [`ChunkedDecoder`], [`encode_chunk`], [`encode_last_chunk`]: chunked
 //!   coding.
 //! - [`write_request_head`], [`write_response_head`]: serialisation.
+//! - [`date`]: HTTP dates (`VTIM_parse`/`VTIM_format`), `strftime`, the
+//!   clock in epoch seconds.
 //! - [`do_connection`], [`keep_alive`], [`strip_hop_by_hop`], [`expect`]:
 //!   connection semantics; [`reason_phrase`]: default reasons.
 //!
@@ -54,6 +56,7 @@
 
 pub mod chunked;
 pub mod conn;
+pub mod date;
 mod error;
 pub mod framing;
 pub mod h2;

@@ -8,7 +8,7 @@
 //! satisfy or parse becomes a 416 with `Content-Range: bytes */LEN`.
 
 use crate::fetch::range::{digits, trim};
-use crate::fetch::rfc2616::parse_http_date;
+use lacquer_http::date::parse_http_date;
 
 /// Whether a 200 response may be answered with 304 Not Modified.
 ///
@@ -186,7 +186,7 @@ pub fn apply_range(range: &[u8], len: Option<u64>) -> RangeOutcome {
 mod tests {
     use super::RangeOutcome::*;
     use super::*;
-    use crate::fetch::rfc2616::format_http_date;
+    use lacquer_http::date::format_http_date;
 
     #[test]
     fn etags() {

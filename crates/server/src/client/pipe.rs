@@ -101,7 +101,7 @@ where
                 (None, None) => Ok(Vec::new()),
             };
             let mut acct = PipeAcct {
-                t_process: crate::fetch::rfc2616::now(),
+                t_process: lacquer_http::date::now(),
                 ..PipeAcct::default()
             };
             // The backend is picked in the request's task too (a director
@@ -222,7 +222,7 @@ where
         .write_all(&head)
         .await
         .map_err(|e| format!("pipe write: {e}"))?;
-    acct.t_sent = crate::fetch::rfc2616::now();
+    acct.t_sent = lacquer_http::date::now();
     let (mut cr, mut cw) = tokio::io::split(&mut conn.stream);
     let (mut br, mut bw) = tokio::io::split(&mut be_conn.stream);
     let mut cbuf = vec![0u8; 16 * 1024];

@@ -252,7 +252,7 @@ pub async fn take_ahead<R: AsyncRead + Unpin>(
     match b {
         ReqBody::Cached(b) => {
             task.req_body = Some(b);
-            task.req_body_read_at = Some(crate::fetch::rfc2616::now());
+            task.req_body_read_at = Some(lacquer_http::date::now());
         }
         ReqBody::Pending(p) => task.body_pending = Some(p),
     }

@@ -589,7 +589,7 @@ impl ReqTask {
         if let Some(r) = reason {
             resp.reason = r;
         }
-        let date = crate::fetch::rfc2616::format_http_date(self.now);
+        let date = lacquer_http::date::format_http_date(self.now);
         let xv = self.vxid.to_string();
         self.ws
             .take(crate::runtime::ws::header_len(b"Date", date.as_bytes()));
@@ -704,7 +704,7 @@ impl ReqTask {
 
     /// Logs a `Timestamp` record: since the request began, since the last.
     pub fn log_ts(&mut self, label: &str) {
-        self.stamp(label, crate::fetch::rfc2616::now());
+        self.stamp(label, lacquer_http::date::now());
     }
 
     /// Logs the timestamp `label` at `at` (since the request began and
@@ -1260,7 +1260,7 @@ impl Context for ReqTask {
             // As varnishd: the kept body goes to storage, and this is
             // where it is read.
             if self.req_body_read_at.is_some() {
-                self.req_body_read_at = Some(crate::fetch::rfc2616::now());
+                self.req_body_read_at = Some(lacquer_http::date::now());
                 self.log_body_storage();
                 self.log_body_read();
             }
@@ -1287,10 +1287,7 @@ impl Context for ReqTask {
     }
 
     fn timestamp(&mut self, label: &[u8]) {
-        self.stamp_only(
-            &String::from_utf8_lossy(label),
-            crate::fetch::rfc2616::now(),
-        );
+        self.stamp_only(&String::from_utf8_lossy(label), lacquer_http::date::now());
     }
 
     fn purge(&mut self, ttl: f64, grace: f64, keep: f64) -> Result<i64, String> {
@@ -1960,7 +1957,7 @@ impl Context for BoTask {
     }
 
     fn timestamp(&mut self, label: &[u8]) {
-        let now = crate::fetch::rfc2616::now();
+        let now = lacquer_http::date::now();
         self.vsl.log_timestamp(
             &String::from_utf8_lossy(label),
             now,
