@@ -31,12 +31,13 @@ use lacquer_vsl::{Tag, VslBuf, Vxid};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use crate::client::req_fsm::{After, ClientConn};
+use crate::client::req_task::ReqTask;
+use crate::client::req_task::TopReq;
 use crate::esi::{Instr, Program};
 use crate::fetch::gzip::{Gunzip, inflate};
 use crate::pid;
 use crate::runtime::counters::Main;
 use crate::runtime::msg::ReqMsg;
-use crate::runtime::task::{ReqTask, TopReq};
 
 /// The header of the gzip stream a stitched response starts with.
 const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];

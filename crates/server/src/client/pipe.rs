@@ -17,9 +17,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use bytes::Bytes;
 
 use crate::client::req_fsm::{After, ClientConn, new_bo};
+use crate::client::req_task::ReqTask;
 use crate::runtime::counters::Main;
 use crate::runtime::msg::ReqMsg;
-use crate::runtime::task::ReqTask;
 
 /// How a pipe ended.
 pub enum Piped {
@@ -170,7 +170,7 @@ struct PipeAcct {
 }
 
 async fn run_pipe<S>(
-    bo: &mut crate::runtime::task::BoTask,
+    bo: &mut crate::fetch::bo_task::BoTask,
     conn: &mut ClientConn<S>,
     lead: &[Bytes],
     acct: &mut PipeAcct,

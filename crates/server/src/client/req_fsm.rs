@@ -31,11 +31,13 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 
 use crate::client::cond::{RangeOutcome, apply_range, not_modified};
+use crate::client::req_task::ReqTask;
 use crate::client::txio::{TimedWriter, TxError};
+use crate::fetch::bo_task::BoTask;
 use crate::fetch::fetch_fsm::{FetchJob, FetchMode, FetchOutcome};
 use crate::fetch::gzip::Gunzip;
 use crate::runtime::msg::{HeaderView, ReqMsg, RespMsg};
-use crate::runtime::task::{BoTask, ReqTask, SessInfo};
+use crate::runtime::task::SessInfo;
 use crate::runtime::ws::{Workspace, header_len};
 
 /// `Via` header value Lacquer adds to responses.

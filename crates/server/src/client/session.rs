@@ -41,9 +41,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::{Instant, Sleep};
 
 use crate::client::req_fsm::{After, ClientConn};
+use crate::client::req_task::ReqTask;
 use crate::runtime::msg::ReqMsg;
 use crate::runtime::state::Shared;
-use crate::runtime::task::{ReqTask, SessInfo, SessTimeouts};
+use crate::runtime::task::{SessInfo, SessTimeouts};
 use crate::runtime::ws::Workspace;
 use crate::runtime::ws::size::{POINTER, SUCKADDR, TLV_HEAD};
 

@@ -30,11 +30,11 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::oneshot;
 
 use crate::backend::pool::ConnectError;
+use crate::fetch::bo_task::BoTask;
 use crate::fetch::bodyio::{BodyIoError, BodyStream};
 use crate::fetch::gzip::FetchChain;
 use crate::fetch::rfc2616::{self, Defaults, RespInfo};
 use crate::runtime::msg::RespMsg;
-use crate::runtime::task::BoTask;
 use crate::runtime::vcls::BackendRt;
 use crate::runtime::ws::{header_len, size};
 
