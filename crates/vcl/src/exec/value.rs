@@ -223,22 +223,8 @@ fn push_fmt(out: &mut Vec<u8>, args: std::fmt::Arguments<'_>) {
 
 /// Standard base64 with padding.
 fn append_base64(out: &mut Vec<u8>, data: &[u8]) {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]);
-            } else {
-                out.push(b'=');
-            }
-        }
-    }
+    use lacquer_http::base64;
+    base64::encode_into(out, data, base64::STANDARD, Some(b'='));
 }
 
 /// An address as `inet_ntop` prints it; IPv4 without going through `fmt`
