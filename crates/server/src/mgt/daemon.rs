@@ -692,7 +692,7 @@ where
                     match &secret {
                         Some(s)
                             if words.len() == 2
-                                && words[1] == cli::auth_response(&challenge, s) =>
+                                && words[1] == lacquer_cli::auth_response(&challenge, s) =>
                         {
                             authed = true;
                             Reply::ok(crate::mgt::commands::banner(sh.is_running()))
