@@ -63,9 +63,9 @@ impl Freshness {
 /// `Some(None)` for a directive without a value.
 pub fn directive<'a>(cc: &'a [u8], name: &str) -> Option<Option<&'a [u8]>> {
     for part in cc.split(|b| *b == b',') {
-        let part = trim(part);
+        let part = part.trim_ascii();
         let (k, v) = match part.iter().position(|b| *b == b'=') {
-            Some(i) => (trim(&part[..i]), Some(trim(&part[i + 1..]))),
+            Some(i) => (part[..i].trim_ascii(), Some(part[i + 1..].trim_ascii())),
             None => (part, None),
         };
         if k.eq_ignore_ascii_case(name.as_bytes()) {
@@ -80,23 +80,11 @@ pub fn directive<'a>(cc: &'a [u8], name: &str) -> Option<Option<&'a [u8]>> {
     None
 }
 
-fn trim(b: &[u8]) -> &[u8] {
-    let s = b
-        .iter()
-        .position(|c| !c.is_ascii_whitespace())
-        .unwrap_or(b.len());
-    let e = b
-        .iter()
-        .rposition(|c| !c.is_ascii_whitespace())
-        .map_or(s, |e| e + 1);
-    &b[s..e]
-}
-
 /// A delta-seconds value as varnishd reads it: leading decimal digits
 /// (capped at `u32::MAX`), optional spaces, then the end, `,` or `.`;
 /// anything else (a sign, letters) reads as 0.
 fn leading_uint(v: &[u8]) -> u64 {
-    let v = trim(v);
+    let v = v.trim_ascii();
     let digits = v.iter().take_while(|d| d.is_ascii_digit()).count();
     let rest = v[digits..].trim_ascii_start();
     if !matches!(rest.first(), None | Some(b',') | Some(b'.')) {
