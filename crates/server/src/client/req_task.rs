@@ -517,6 +517,32 @@ impl ReqTask {
     fn top_req(&self) -> &ReqMsg {
         self.top.as_ref().map_or(&self.req, |t| &t.req)
     }
+
+    /// What the task's header, variable and log operations work on.
+    fn io(&mut self) -> TaskIo<'_> {
+        TaskIo {
+            sh: &self.sh,
+            ws: &mut self.ws,
+            vsl: &mut self.vsl,
+        }
+    }
+
+    /// The header list `which` names where VCL may write it (`req`, whose
+    /// `req_top` is the same when set, and `resp`), with what writing it
+    /// works on.
+    fn http_mut(&mut self, which: HttpWhich) -> (Option<&mut lacquer_http::Headers>, TaskIo<'_>) {
+        let h = match which {
+            HttpWhich::Req | HttpWhich::ReqTop => Some(&mut self.req.headers),
+            HttpWhich::Resp => Some(&mut self.resp.headers),
+            _ => None,
+        };
+        let io = TaskIo {
+            sh: &self.sh,
+            ws: &mut self.ws,
+            vsl: &mut self.vsl,
+        };
+        (h, io)
+    }
 }
 
 impl Context for ReqTask {
@@ -536,23 +562,13 @@ impl Context for ReqTask {
         name: &HeaderName,
         value: &[u8],
     ) -> Result<(), String> {
-        check_header(&self.sh, name, value)?;
-        let h = match which {
-            HttpWhich::Req | HttpWhich::ReqTop => &mut self.req.headers,
-            HttpWhich::Resp => &mut self.resp.headers,
-            _ => return Ok(()),
-        };
-        set_limited(&self.sh, &mut self.ws, &mut self.vsl, which, h, name, value);
-        Ok(())
+        let (h, io) = self.http_mut(which);
+        io.set_header(which, h, name, value)
     }
 
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
-        let h = match which {
-            HttpWhich::Req | HttpWhich::ReqTop => &mut self.req.headers,
-            HttpWhich::Resp => &mut self.resp.headers,
-            _ => return,
-        };
-        unset_logged(&mut self.vsl, which, h, name);
+        let (h, io) = self.http_mut(which);
+        io.unset_header(which, h, name);
     }
 
     fn get_str(&self, var: VarId) -> Result<Option<&[u8]>, String> {
@@ -594,15 +610,9 @@ impl Context for ReqTask {
             VarId::RespReason => Some(Tag::RespReason),
             _ => None,
         };
-        // A value set again unchanged is used in place (varnishd's single
-        // strand), so it takes no new workspace.
         let unchanged = matches!(self.get_str(var), Ok(Some(cur)) if cur == value);
-        if !unchanged && !matches!(var, VarId::RespBody) {
-            charge_str(&mut self.ws, &mut self.vsl, var, value)?;
-        }
-        if let Some(tag) = tag {
-            self.vsl.log_bytes(tag, value);
-        }
+        let charge = !unchanged && !matches!(var, VarId::RespBody);
+        self.io().set_str(var, tag, charge, value)?;
         match var {
             VarId::ReqMethod => self.req.method = v,
             VarId::ReqUrl => self.req.url = v,
@@ -783,8 +793,7 @@ impl Context for ReqTask {
     }
 
     fn log(&mut self, kind: LogKind, msg: &[u8]) {
-        self.ws.flush_trace(&mut self.vsl);
-        self.vsl.log_bytes(log_kind_tag(kind), msg);
+        self.io().log(kind, msg);
     }
 
     fn log_raw(&mut self, tag: &str, vxid: u32, backend: bool, msg: &[u8]) -> Result<(), String> {
@@ -832,13 +841,8 @@ impl Context for ReqTask {
         name: &HeaderName,
         value: &[u8],
     ) -> Result<(), String> {
-        let h = match which {
-            HttpWhich::Req | HttpWhich::ReqTop => &mut self.req.headers,
-            HttpWhich::Resp => &mut self.resp.headers,
-            w => return Err(format!("{} is read-only here", w.name())),
-        };
-        add_limited(&self.sh, &mut self.ws, &mut self.vsl, h, name, value);
-        Ok(())
+        let (h, io) = self.http_mut(which);
+        io.add_header(which, h, name, value)
     }
 
     fn replace_headers(
@@ -846,14 +850,8 @@ impl Context for ReqTask {
         which: HttpWhich,
         lines: Vec<(Vec<u8>, Vec<u8>)>,
     ) -> Result<(), String> {
-        let h = match which {
-            HttpWhich::Req | HttpWhich::ReqTop => &mut self.req.headers,
-            HttpWhich::Resp => &mut self.resp.headers,
-            w => return Err(format!("{} is read-only here", w.name())),
-        };
-        charge_lines(&mut self.ws, &mut self.vsl, h, &lines)?;
-        *h = headers_from(lines);
-        Ok(())
+        let (h, io) = self.http_mut(which);
+        io.replace_headers(which, h, lines)
     }
 
     fn rollback(&mut self, which: HttpWhich) -> Result<(), String> {

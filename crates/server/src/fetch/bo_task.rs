@@ -273,6 +273,46 @@ impl BoTask {
             .log_timestamp(label, now, now - self.t_bereq, now - self.t_last);
         self.t_last = now;
     }
+
+    /// What the task's header, variable and log operations work on.
+    fn io(&mut self) -> TaskIo<'_> {
+        TaskIo {
+            sh: &self.sh,
+            ws: &mut self.ws,
+            vsl: &mut self.vsl,
+        }
+    }
+
+    /// The header list `which` names where VCL may write it (`bereq`,
+    /// `beresp`, and in `vcl_pipe` the client request), with what writing
+    /// it works on.
+    fn http_mut(&mut self, which: HttpWhich) -> (Option<&mut lacquer_http::Headers>, TaskIo<'_>) {
+        let h = match which {
+            HttpWhich::Bereq => Some(&mut self.bereq.headers),
+            HttpWhich::Beresp => Some(&mut self.beresp.headers),
+            HttpWhich::Req | HttpWhich::ReqTop => self.pipe_req.as_mut().map(|r| &mut r.headers),
+            _ => None,
+        };
+        let io = TaskIo {
+            sh: &self.sh,
+            ws: &mut self.ws,
+            vsl: &mut self.vsl,
+        };
+        (h, io)
+    }
+
+    /// [`Self::http_mut`] for a vmod's whole-list operations, which reach
+    /// `bereq` and `beresp` only.
+    fn http_mut_vmod(
+        &mut self,
+        which: HttpWhich,
+    ) -> (Option<&mut lacquer_http::Headers>, TaskIo<'_>) {
+        let (h, io) = self.http_mut(which);
+        (
+            h.filter(|_| matches!(which, HttpWhich::Bereq | HttpWhich::Beresp)),
+            io,
+        )
+    }
 }
 
 impl Context for BoTask {
@@ -294,31 +334,13 @@ impl Context for BoTask {
         name: &HeaderName,
         value: &[u8],
     ) -> Result<(), String> {
-        check_header(&self.sh, name, value)?;
-        let h = match which {
-            HttpWhich::Bereq => &mut self.bereq.headers,
-            HttpWhich::Beresp => &mut self.beresp.headers,
-            HttpWhich::Req | HttpWhich::ReqTop => match &mut self.pipe_req {
-                Some(r) => &mut r.headers,
-                None => return Ok(()),
-            },
-            _ => return Ok(()),
-        };
-        set_limited(&self.sh, &mut self.ws, &mut self.vsl, which, h, name, value);
-        Ok(())
+        let (h, io) = self.http_mut(which);
+        io.set_header(which, h, name, value)
     }
 
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
-        let h = match which {
-            HttpWhich::Bereq => &mut self.bereq.headers,
-            HttpWhich::Beresp => &mut self.beresp.headers,
-            HttpWhich::Req | HttpWhich::ReqTop => match &mut self.pipe_req {
-                Some(r) => &mut r.headers,
-                None => return,
-            },
-            _ => return,
-        };
-        unset_logged(&mut self.vsl, which, h, name);
+        let (h, io) = self.http_mut(which);
+        io.unset_header(which, h, name);
     }
 
     fn get_str(&self, var: VarId) -> Result<Option<&[u8]>, String> {
@@ -375,12 +397,8 @@ impl Context for BoTask {
             _ => None,
         };
         let unchanged = matches!(self.get_str(var), Ok(Some(cur)) if cur == value);
-        if !unchanged && !matches!(var, VarId::BerespBody) {
-            charge_str(&mut self.ws, &mut self.vsl, var, value)?;
-        }
-        if let Some(tag) = tag {
-            self.vsl.log_bytes(tag, value);
-        }
+        let charge = !unchanged && !matches!(var, VarId::BerespBody);
+        self.io().set_str(var, tag, charge, value)?;
         match var {
             VarId::BereqMethod => self.bereq.method = v,
             VarId::BereqUrl => self.bereq.url = v,
@@ -514,8 +532,7 @@ impl Context for BoTask {
     }
 
     fn log(&mut self, kind: LogKind, msg: &[u8]) {
-        self.ws.flush_trace(&mut self.vsl);
-        self.vsl.log_bytes(log_kind_tag(kind), msg);
+        self.io().log(kind, msg);
     }
 
     fn log_raw(&mut self, tag: &str, vxid: u32, backend: bool, msg: &[u8]) -> Result<(), String> {
@@ -557,13 +574,8 @@ impl Context for BoTask {
         name: &HeaderName,
         value: &[u8],
     ) -> Result<(), String> {
-        let h = match which {
-            HttpWhich::Bereq => &mut self.bereq.headers,
-            HttpWhich::Beresp => &mut self.beresp.headers,
-            w => return Err(format!("{} is read-only here", w.name())),
-        };
-        add_limited(&self.sh, &mut self.ws, &mut self.vsl, h, name, value);
-        Ok(())
+        let (h, io) = self.http_mut_vmod(which);
+        io.add_header(which, h, name, value)
     }
 
     fn replace_headers(
@@ -571,14 +583,8 @@ impl Context for BoTask {
         which: HttpWhich,
         lines: Vec<(Vec<u8>, Vec<u8>)>,
     ) -> Result<(), String> {
-        let h = match which {
-            HttpWhich::Bereq => &mut self.bereq.headers,
-            HttpWhich::Beresp => &mut self.beresp.headers,
-            w => return Err(format!("{} is read-only here", w.name())),
-        };
-        charge_lines(&mut self.ws, &mut self.vsl, h, &lines)?;
-        *h = headers_from(lines);
-        Ok(())
+        let (h, io) = self.http_mut_vmod(which);
+        io.replace_headers(which, h, lines)
     }
 
     fn rollback(&mut self, which: HttpWhich) -> Result<(), String> {

@@ -262,6 +262,102 @@ pub(crate) fn unset_logged(
     h.remove(&name.lower[..]);
 }
 
+/// What a task's header, variable and log operations work on besides the
+/// header list itself: the daemon state, the task's workspace and its log.
+/// Both tasks lend it with the header list VCL names (`None` where that
+/// list is not writable in the task), so `set` and `unset` of a header, a
+/// vmod's `add_header` and `replace_headers`, STRING variables and `log`
+/// records follow the same rules on the client and the backend side.
+pub(crate) struct TaskIo<'a> {
+    pub sh: &'a Shared,
+    pub ws: &'a mut Workspace,
+    pub vsl: &'a mut VslBuf,
+}
+
+impl TaskIo<'_> {
+    /// `set <which>.http.<name> = value`: the value is validated, then set
+    /// within the workspace and header-slot limits; nothing is set where
+    /// `h` is `None`.
+    pub(crate) fn set_header(
+        self,
+        which: HttpWhich,
+        h: Option<&mut lacquer_http::Headers>,
+        name: &HeaderName,
+        value: &[u8],
+    ) -> Result<(), String> {
+        check_header(self.sh, name, value)?;
+        if let Some(h) = h {
+            set_limited(self.sh, self.ws, self.vsl, which, h, name, value);
+        }
+        Ok(())
+    }
+
+    /// `unset <which>.http.<name>`, where `h` is writable.
+    pub(crate) fn unset_header(
+        self,
+        which: HttpWhich,
+        h: Option<&mut lacquer_http::Headers>,
+        name: &HeaderName,
+    ) {
+        if let Some(h) = h {
+            unset_logged(self.vsl, which, h, name);
+        }
+    }
+
+    /// A vmod's `add_header`; an error where `h` is not writable.
+    pub(crate) fn add_header(
+        self,
+        which: HttpWhich,
+        h: Option<&mut lacquer_http::Headers>,
+        name: &HeaderName,
+        value: &[u8],
+    ) -> Result<(), String> {
+        let h = h.ok_or_else(|| format!("{} is read-only here", which.name()))?;
+        add_limited(self.sh, self.ws, self.vsl, h, name, value);
+        Ok(())
+    }
+
+    /// A vmod's `replace_headers`: the new lines are charged to the
+    /// workspace, then take the old ones' place.
+    pub(crate) fn replace_headers(
+        self,
+        which: HttpWhich,
+        h: Option<&mut lacquer_http::Headers>,
+        lines: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<(), String> {
+        let h = h.ok_or_else(|| format!("{} is read-only here", which.name()))?;
+        charge_lines(self.ws, self.vsl, h, &lines)?;
+        *h = headers_from(lines);
+        Ok(())
+    }
+
+    /// Before a STRING variable takes `value`: charged to the workspace
+    /// when `charge` (a value set again unchanged is used in place, as
+    /// varnishd's single strand, and a body is not a workspace string),
+    /// then logged under `tag` when the variable has one.
+    pub(crate) fn set_str(
+        self,
+        var: VarId,
+        tag: Option<Tag>,
+        charge: bool,
+        value: &[u8],
+    ) -> Result<(), String> {
+        if charge {
+            charge_str(self.ws, self.vsl, var, value)?;
+        }
+        if let Some(tag) = tag {
+            self.vsl.log_bytes(tag, value);
+        }
+        Ok(())
+    }
+
+    /// A `std.log()`-style record, after the workspace's pending trace.
+    pub(crate) fn log(self, kind: LogKind, msg: &[u8]) {
+        self.ws.flush_trace(self.vsl);
+        self.vsl.log_bytes(log_kind_tag(kind), msg);
+    }
+}
+
 /// `vtc.vsl()`: a record with any tag for any transaction, written at
 /// once to the shared log (subject to `vsl_mask`, as varnishd's `VSLs`).
 pub(crate) fn log_raw(
@@ -281,7 +377,8 @@ pub(crate) fn log_raw(
     Ok(())
 }
 
-/// Ends a task's vmod state into its log (see [`ReqTask::end_privs`]).
+/// Ends a task's vmod state into its log (see
+/// [`ReqTask::end_privs`](crate::client::req_task::ReqTask::end_privs)).
 pub(crate) fn end_privs(privs: &mut TaskPrivs, ws: &mut Workspace, vsl: &mut VslBuf) {
     if privs.is_empty() {
         return;
