@@ -7,8 +7,8 @@
 //! `bytes=` range of a 200 response becomes a 206; a range varnishd cannot
 //! satisfy or parse becomes a 416 with `Content-Range: bytes */LEN`.
 
-use crate::fetch::range::{digits, trim};
-use crate::fetch::rfc2616::parse_http_date;
+use crate::fetch::range::digits;
+use lacquer_http::date::parse_http_date;
 
 /// Whether a 200 response may be answered with 304 Not Modified.
 ///
@@ -47,13 +47,13 @@ pub fn not_modified(
 }
 
 fn strip_weak(e: &[u8]) -> &[u8] {
-    let e = trim(e);
+    let e = e.trim_ascii();
     e.strip_prefix(b"W/").unwrap_or(e)
 }
 
 /// Weak comparison of an `If-None-Match` list (or `*`) with an `ETag`.
 pub fn etag_list_matches(list: &[u8], etag: &[u8]) -> bool {
-    if trim(list) == b"*" {
+    if list.trim_ascii() == b"*" {
         return true;
     }
     let etag = strip_weak(etag);
@@ -63,11 +63,11 @@ pub fn etag_list_matches(list: &[u8], etag: &[u8]) -> bool {
 /// Strong comparison (RFC 7232 2.3.2), as varnishd uses when the request
 /// also has a `Range`: weak tags never match.
 pub fn etag_list_matches_strongly(list: &[u8], etag: &[u8]) -> bool {
-    let etag = trim(etag);
+    let etag = etag.trim_ascii();
     if etag.starts_with(b"W/") {
         return false;
     }
-    trim(list) == b"*" || list.split(|b| *b == b',').any(|e| trim(e) == etag)
+    list.trim_ascii() == b"*" || list.split(|b| *b == b',').any(|e| e.trim_ascii() == etag)
 }
 
 /// Whether an `If-Range` lets the `Range` apply (RFC 7233 3.2, as
@@ -80,11 +80,11 @@ pub fn if_range_allows(
     last_modified: Option<&[u8]>,
     date: Option<&[u8]>,
 ) -> bool {
-    let Some(ir) = if_range.map(trim) else {
+    let Some(ir) = if_range.map(<[u8]>::trim_ascii) else {
         return true;
     };
     if ir.starts_with(b"\"") {
-        return etag.is_some_and(|e| !e.starts_with(b"W/") && trim(e) == ir);
+        return etag.is_some_and(|e| !e.starts_with(b"W/") && e.trim_ascii() == ir);
     }
     let (Some(ims), Some(lm), Some(d)) = (
         parse_http_date(ir),
@@ -186,7 +186,7 @@ pub fn apply_range(range: &[u8], len: Option<u64>) -> RangeOutcome {
 mod tests {
     use super::RangeOutcome::*;
     use super::*;
-    use crate::fetch::rfc2616::format_http_date;
+    use lacquer_http::date::format_http_date;
 
     #[test]
     fn etags() {

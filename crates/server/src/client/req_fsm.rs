@@ -31,12 +31,13 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 
 use crate::client::cond::{RangeOutcome, apply_range, not_modified};
+use crate::client::req_task::ReqTask;
 use crate::client::txio::{TimedWriter, TxError};
+use crate::fetch::bo_task::BoTask;
 use crate::fetch::fetch_fsm::{FetchJob, FetchMode, FetchOutcome};
 use crate::fetch::gzip::Gunzip;
-use crate::fetch::rfc2616;
 use crate::runtime::msg::{HeaderView, ReqMsg, RespMsg};
-use crate::runtime::task::{BoTask, ReqTask, SessInfo};
+use crate::runtime::task::SessInfo;
 use crate::runtime::ws::{Workspace, header_len};
 
 /// `Via` header value Lacquer adds to responses.
@@ -132,7 +133,7 @@ where
             // VCL): as with varnishd's child, the client gets no answer.
             return After::Close;
         }
-        t.now = rfc2616::now();
+        t.now = lacquer_http::date::now();
         state = match state {
             State::Recv => {
                 t.is_hit = false;
@@ -501,7 +502,7 @@ pub(crate) fn log_req_start(vsl: &mut lacquer_vsl::VslBuf, sess: &SessInfo, req:
 /// ends with a `Link` to the new one, which begins with `req <old> restart`
 /// and logs the request again.
 fn restart_vxid(t: &mut ReqTask) {
-    let now = rfc2616::now();
+    let now = lacquer_http::date::now();
     t.stamp("Restart", now);
     let new = t.sh.vxid.next();
     // `req <vxid> restart` without formatting machinery (once per restart).
@@ -641,7 +642,7 @@ async fn lookup(t: &mut ReqTask) -> State {
             Lookup::Busy(waiter) => {
                 waiter.wait().await;
                 t.log_ts("Waitinglist");
-                t.now = rfc2616::now();
+                t.now = lacquer_http::date::now();
                 continue;
             }
         };
@@ -734,7 +735,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         bereq0: t.req.headers.clone(),
         bereq,
         beresp: RespMsg::new(200),
-        t_bereq: rfc2616::now(),
+        t_bereq: lacquer_http::date::now(),
         t_beresp: 0.0,
         retries: 0,
         // The hint starts as the default backend; VCL may set it NULL.
@@ -774,10 +775,10 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
             2048,
         ),
         privs: Default::default(),
-        now: rfc2616::now(),
+        now: lacquer_http::date::now(),
         bereq_orig,
         cur_sub: BuiltinSub::BackendFetch,
-        t_last: rfc2616::now(),
+        t_last: lacquer_http::date::now(),
         pipe_req: None,
         pipe_xid: String::new(),
         ws,
@@ -1026,7 +1027,7 @@ where
             t.resp = RespMsg::new(500);
             t.resp
                 .headers
-                .append("Date", rfc2616::format_http_date(t.now));
+                .append("Date", lacquer_http::date::format_http_date(t.now));
             t.resp.headers.append("Server", "Varnish");
             t.resp.headers.append("X-Varnish", t.vxid.to_string());
             t.resp.headers.append("Connection", "close");

@@ -41,10 +41,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::{Instant, Sleep};
 
 use crate::client::req_fsm::{After, ClientConn};
-use crate::fetch::rfc2616;
+use crate::client::req_task::ReqTask;
 use crate::runtime::msg::ReqMsg;
 use crate::runtime::state::Shared;
-use crate::runtime::task::{ReqTask, SessInfo, SessTimeouts};
+use crate::runtime::task::{SessInfo, SessTimeouts};
 use crate::runtime::ws::Workspace;
 use crate::runtime::ws::size::{POINTER, SUCKADDR, TLV_HEAD};
 
@@ -70,7 +70,7 @@ pub async fn serve<S>(
 ) where
     S: AsyncRead + AsyncWrite + crate::client::sock::Readable + Unpin + Send,
 {
-    let t_open = rfc2616::now();
+    let t_open = lacquer_http::date::now();
     let Some(mut s) = Box::pin(open(sh, stream, sess, sock, t_open)).await else {
         return;
     };
@@ -388,7 +388,7 @@ where
                 }
                 svsl.flush();
                 let mut vsl = VslBuf::new(sh.vsl.clone(), Vxid::client(vxid));
-                let now = rfc2616::now();
+                let now = lacquer_http::date::now();
                 vsl.log(Tag::Begin, format_args!("req {svxid} rxreq"));
                 vsl.log_timestamp("Start", now, 0.0, 0.0);
                 vsl.log_timestamp("Req", now, 0.0, 0.0);
@@ -445,7 +445,7 @@ where
             let up = crate::client::h2::Upgraded {
                 req,
                 hdr_bytes: req_hdr_bytes as u64,
-                t_req: rfc2616::now(),
+                t_req: lacquer_http::date::now(),
             };
             return Turn::H2(Some(Box::new((up, pairs))));
         }
@@ -487,7 +487,7 @@ where
             Vxid::client(vxid),
             std::mem::take(spare_log),
         );
-        let t_req = rfc2616::now();
+        let t_req = lacquer_http::date::now();
         log_req_link(&mut vsl, Tag::Begin, svxid);
         // As varnishd: Start and Req (the head is complete), then the VCL
         // the request runs on.
@@ -821,7 +821,7 @@ fn end(sh: &Shared, svsl: &mut VslBuf, t_open: f64, reason: &str) {
     sh.counters.inc(Main::sess_closed);
     svsl.log(
         Tag::SessClose,
-        format_args!("{reason} {:.3}", rfc2616::now() - t_open),
+        format_args!("{reason} {:.3}", lacquer_http::date::now() - t_open),
     );
     svsl.log_str(Tag::End, "");
     svsl.flush();
