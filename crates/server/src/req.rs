@@ -1336,8 +1336,10 @@ where
                     }
                 }
             }
+            // As varnishd, the decision reads the stored headers whatever
+            // delivery then does to the body (a gunzipped object gets its
+            // 304 too).
             if t.resp.status == 200
-                && !gunzip
                 && not_modified(
                     // With a Range, only a strong ETag match counts.
                     t.req.headers.contains("range"),
@@ -1345,6 +1347,7 @@ where
                     t.req.headers.get("if-modified-since"),
                     t.resp.headers.get("etag"),
                     t.resp.headers.get("last-modified"),
+                    crate::cond::stored_last_modified(data.last_modified(), o.t_origin()),
                     t.t_req,
                 )
             {
@@ -1381,7 +1384,7 @@ where
                     RangeOutcome::Unsatisfiable { reason } => {
                         t.vsl.log(Tag::Debug, format_args!("RANGE_FAIL {reason}"));
                         t.resp.status = 416;
-                        t.resp.reason = Bytes::from_static(b"Range Not Satisfiable");
+                        t.resp.reason = Bytes::from_static(b"Requested Range Not Satisfiable");
                         if let Some(l) = body_len {
                             let cr = format!("bytes */{l}");
                             t.vsl
