@@ -46,6 +46,12 @@ impl Default for CompileOptions {
 
 type R<T> = Result<T, Box<Diagnostic>>;
 
+/// vcc's "Symbol not found" error: the location follows `At: ` in the
+/// range form, whatever the length of the name.
+fn not_found<T>(msg: String, span: Span) -> R<T> {
+    Err(Box::new(Diagnostic::error(msg, span).ranged()))
+}
+
 fn err<T>(msg: impl Into<String>, span: Span) -> R<T> {
     Err(Box::new(Diagnostic::error(msg, span)))
 }
@@ -107,11 +113,14 @@ struct SubInfo {
     from_builtin: bool,
 }
 
-/// Reserved words that cannot be used as expression symbols.
-const RESERVED: &[&str] = &[
-    "acl", "backend", "probe", "import", "include", "sub", "vcl", "if", "else", "elseif", "elsif",
-    "elif", "set", "unset", "call", "return", "new",
-];
+/// vcc's built-in symbols that are not values (actions such as `set` or
+/// `ban`, reserved words such as `acl`): naming one in an expression is
+/// "Symbol 'x' type (kind) can not be used in expression.".
+fn unusable_symbol(name: &str) -> Option<String> {
+    crate::parser::builtin_symbol_kind(name)
+        .filter(|k| matches!(*k, "action" | "reserved"))
+        .map(|k| format!("Symbol '{name}' type ({k}) can not be used in expression."))
+}
 
 struct Checker<'a> {
     sm: &'a SourceMap,
@@ -606,8 +615,8 @@ impl<'a> Checker<'a> {
         {
             return Ok((v, ci));
         }
-        err(
-            format!("Symbol not found: '{}'\nAt:", callee.dotted()),
+        not_found(
+            format!("Symbol not found: '{}'\nAt: ", callee.dotted()),
             callee.span,
         )
     }
@@ -650,7 +659,10 @@ impl<'a> Checker<'a> {
                         );
                     }
                     None => {
-                        return err(format!("Symbol not found: '{}'\nAt:", id.name), id.span);
+                        return not_found(
+                            format!("Symbol not found: '{}'\nAt: ", id.name),
+                            id.span,
+                        );
                     }
                 },
                 ast::FieldValue::ProbeInline(spec) => {
@@ -922,7 +934,10 @@ impl<'a> Checker<'a> {
             StmtKind::New { name, constructor } => {
                 self.add_use(st.span, SubMask::of(&[BuiltinSub::Init]), UseKind::Action);
                 let Some((Sym::Instance(inst), _)) = self.syms.get(&name.name).copied() else {
-                    return err(format!("Symbol not found: '{}'\nAt:", name.name), name.span);
+                    return not_found(
+                        format!("Symbol not found: '{}'\nAt: ", name.name),
+                        name.span,
+                    );
                 };
                 let AK::Call {
                     args, args_span, ..
@@ -979,10 +994,9 @@ impl<'a> Checker<'a> {
             {
                 Box::new(Diagnostic::error("Symbol cannot be used here.", p.span))
             }
-            None => Box::new(Diagnostic::error(
-                format!("Symbol not found: '{name}'\nAt:"),
-                p.span,
-            )),
+            None => Box::new(
+                Diagnostic::error(format!("Symbol not found: '{name}'\nAt: "), p.span).ranged(),
+            ),
         }
     }
 
@@ -1054,15 +1068,19 @@ impl<'a> Checker<'a> {
             )),
             // Storage variables are read-only and, like vcc, not even
             // found as assignment targets.
-            VarLookup::Storage(..) => err(format!("Symbol not found: '{name}'\nAt:"), target.span),
-            VarLookup::WrongVersion(d) => err(
+            VarLookup::Storage(..) => {
+                not_found(format!("Symbol not found: '{name}'\nAt: "), target.span)
+            }
+            VarLookup::WrongVersion(d) => not_found(
                 format!(
-                    "Symbol not found: '{name}' {}\nAt:",
+                    "Symbol not found: '{name}' {}\nAt: ",
                     d.versions.availability()
                 ),
                 target.span,
             ),
-            VarLookup::NotFound => err(format!("Symbol not found: '{name}'\nAt:"), target.span),
+            VarLookup::NotFound => {
+                not_found(format!("Symbol not found: '{name}'\nAt: "), target.span)
+            }
         }
     }
 
@@ -1141,7 +1159,7 @@ impl<'a> Checker<'a> {
             };
             let name = p.dotted();
             if self.version == VclVersion::V40 {
-                return err(format!("Symbol not found: '{name}'\nAt:"), p.span);
+                return not_found(format!("Symbol not found: '{name}'\nAt: "), p.span);
             }
             if !self.opts.labels.contains(&name) {
                 if let Some((sym, def)) = self.syms.get(&name).copied() {
@@ -1156,7 +1174,7 @@ impl<'a> Checker<'a> {
                         .with_note("Symbol was defined here:", Some(def)),
                     ));
                 }
-                return err(format!("Symbol not found: '{name}'\nAt:"), p.span);
+                return not_found(format!("Symbol not found: '{name}'\nAt: "), p.span);
             }
             let idx = match self.labels.iter().position(|l| *l == name) {
                 Some(i) => i,
@@ -1193,14 +1211,8 @@ impl<'a> Checker<'a> {
     /// Resolves a reference to a subroutine (`call x`, SUB arguments).
     /// Undefined subs are recorded for later reporting.
     fn sub_ref(&mut self, id: &ast::Ident) -> R<Option<usize>> {
-        if RESERVED.contains(&id.name.as_str()) {
-            return err(
-                format!(
-                    "Symbol '{}' type (reserved) can not be used in expression.",
-                    id.name
-                ),
-                id.span,
-            );
+        if let Some(msg) = unusable_symbol(&id.name) {
+            return err(msg, id.span);
         }
         match self.syms.get(&id.name).copied() {
             Some((Sym::Sub(i), _)) => {
@@ -1785,12 +1797,7 @@ impl<'a> Checker<'a> {
         let name = p.dotted();
         match name.as_str() {
             "default" => return err("Symbol 'default' is a reserved word.", p.span),
-            n if RESERVED.contains(&n) => {
-                return err(
-                    format!("Symbol '{n}' type (reserved) can not be used in expression."),
-                    p.span,
-                );
-            }
+            n if let Some(msg) = unusable_symbol(n) => return err(msg, p.span),
             "true" | "false" => {
                 return err("Expression has type BOOL, expected ACL", p.span);
             }
@@ -1944,11 +1951,8 @@ impl<'a> Checker<'a> {
             if let Some((sym, _)) = self.syms.get(&name).copied() {
                 return self.sym_expr(sym, p, fmt);
             }
-            if RESERVED.contains(&name.as_str()) {
-                return err(
-                    format!("Symbol '{name}' type (reserved) can not be used in expression."),
-                    p.span,
-                );
+            if let Some(msg) = unusable_symbol(&name) {
+                return err(msg, p.span);
             }
         }
         if let Some(r) = self.quoted_header(p) {
@@ -1999,9 +2003,9 @@ impl<'a> Checker<'a> {
                         prop.span,
                     );
                 } else {
-                    return err(
+                    return not_found(
                         format!(
-                            "Symbol not found: '{name}' {}\nAt:",
+                            "Symbol not found: '{name}' {}\nAt: ",
                             d.versions.availability()
                         ),
                         p.span,
@@ -2017,7 +2021,7 @@ impl<'a> Checker<'a> {
                     kind: IK::Stevedore(Arc::from(st)),
                 });
             }
-            return err(format!("Symbol not found: '{name}'\nAt:"), p.span);
+            return not_found(format!("Symbol not found: '{name}'\nAt: "), p.span);
         }
         // Longest known prefix, then properties.
         for cut in (1..p.segments.len()).rev() {
@@ -2032,7 +2036,7 @@ impl<'a> Checker<'a> {
             ) || (cut == 1 && self.syms.contains_key(&pname));
             if known {
                 if let Some((Sym::Vmod(_), _)) = self.syms.get(&pname).copied() {
-                    return err(format!("Symbol not found: '{name}'\nAt:"), p.span);
+                    return not_found(format!("Symbol not found: '{name}'\nAt: "), p.span);
                 }
                 let base = self.path_expr(&prefix, Type::Void)?;
                 let prop = &p.segments[cut];
@@ -2053,7 +2057,7 @@ impl<'a> Checker<'a> {
                 kind: IK::DefaultBackend,
             });
         }
-        err(format!("Symbol not found: '{name}'\nAt:"), p.span)
+        not_found(format!("Symbol not found: '{name}'\nAt: "), p.span)
     }
 
     fn sym_expr(&mut self, sym: Sym, p: &ast::Path, fmt: Type) -> R<Expr> {
@@ -2193,7 +2197,7 @@ impl<'a> Checker<'a> {
                 Some((Sym::Vmod(v), _)) => {
                     let decl = self.vmods[v].decl.clone();
                     let Some((fi, f)) = decl.function(&segs[1].name) else {
-                        return err(format!("Symbol not found: '{name}'\nAt:"), callee.span);
+                        return not_found(format!("Symbol not found: '{name}'\nAt: "), callee.span);
                     };
                     if f.ret == Type::Void && !as_stmt {
                         return err("Function returns VOID:", callee.span);
@@ -2286,7 +2290,7 @@ impl<'a> Checker<'a> {
                 callee.span,
             );
         }
-        err(format!("Symbol not found: '{name}'\nAt:"), callee.span)
+        not_found(format!("Symbol not found: '{name}'\nAt: "), callee.span)
     }
 
     /// `.upper()`, `.lower()` on strings, `.resolve()` on backends.

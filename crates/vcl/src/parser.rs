@@ -323,6 +323,19 @@ impl<'a> Parser<'a> {
         Ok(id)
     }
 
+    /// The name of a new acl, backend, probe or object: not one of vcc's
+    /// built-in symbols (of another kind, whatever the case), then not
+    /// `vcl_*` (see [`Self::check_vcl_prefix`]).
+    fn check_decl_name(&mut self, id: &Ident) -> PResult<()> {
+        if let Some(kind) = builtin_symbol_kind(&id.name) {
+            return Err(self.err_at(
+                format!("Name {} must have type '{kind}'.", id.name),
+                id.span,
+            ));
+        }
+        self.check_vcl_prefix(id)
+    }
+
     /// In VCL >= 4.1 new global names may not start with `vcl_`.
     fn check_vcl_prefix(&mut self, id: &Ident) -> PResult<()> {
         if self.syntax.unwrap_or(VclVersion::V41) >= VclVersion::V41 && has_vcl_prefix(&id.name) {
@@ -543,7 +556,7 @@ impl<'a> Parser<'a> {
         let t0 = self.advance();
         let name = self.expect_vid("backend")?;
         if name.name != "default" {
-            self.check_vcl_prefix(&name)?;
+            self.check_decl_name(&name)?;
         }
         if self.at_id("none") || self.at_id("None") {
             let n = self.advance();
@@ -693,7 +706,7 @@ impl<'a> Parser<'a> {
         let t0 = self.advance();
         let name = self.expect_vid("backend probe")?;
         if name.name != "default" {
-            self.check_vcl_prefix(&name)?;
+            self.check_decl_name(&name)?;
         }
         let spec = self.probe_spec()?;
         if name.name == "default" {
@@ -856,7 +869,7 @@ impl<'a> Parser<'a> {
     fn acl(&mut self) -> PResult<Acl> {
         let t0 = self.advance();
         let name = self.expect_vid("ACL")?;
-        self.check_vcl_prefix(&name)?;
+        self.check_decl_name(&name)?;
         let mut flags = Vec::new();
         loop {
             let t1 = self.tok();
@@ -1009,6 +1022,19 @@ impl<'a> Parser<'a> {
     fn sub(&mut self) -> PResult<Sub> {
         let t0 = self.advance();
         let name = self.expect_vid("subroutine")?;
+        if let Some(kind) = builtin_symbol_kind(&name.name).filter(|k| *k != "sub") {
+            return Err(self.error(
+                Diagnostic::error(
+                    format!(
+                        "Symbol '{}' has wrong type ({kind}), expected sub:\nAt: ",
+                        name.name
+                    ),
+                    name.span,
+                )
+                .ranged()
+                .with_note("Symbol was builtin", None),
+            ));
+        }
         let is_method = METHODS.contains(&name.name.as_str());
         if !is_method && has_vcl_prefix(&name.name) && !self.builtin_subs.contains(&name.name) {
             let mut list = String::from("Valid vcl_* subroutines are:");
@@ -1133,7 +1159,7 @@ impl<'a> Parser<'a> {
             "new" => {
                 self.advance();
                 let name = self.expect_vid("VCL object")?;
-                self.check_vcl_prefix(&name)?;
+                self.check_decl_name(&name)?;
                 self.skip(Punct::Assign)?;
                 if self.tok().kind != TokKind::Id {
                     return Err(self.expected(TokKind::Id));
@@ -1657,6 +1683,39 @@ impl<'a> Parser<'a> {
             }
         }
     }
+}
+
+/// The kind of vcc's built-in symbol called `name` (vcc looks symbols up
+/// whatever their case), as its messages name it: a declaration of
+/// another kind with that name is an error (checked against varnishd 7.1).
+pub fn builtin_symbol_kind(name: &str) -> Option<&'static str> {
+    const KINDS: &[(&str, &[&str])] = &[
+        (
+            "action",
+            &[
+                "ban",
+                "call",
+                "hash_data",
+                "if",
+                "new",
+                "return",
+                "set",
+                "synthetic",
+                "unset",
+            ],
+        ),
+        ("func", &["default", "false", "regsub", "regsuball", "true"]),
+        ("var", &["bereq", "beresp", "now", "req", "resp"]),
+        (
+            "reserved",
+            &["acl", "backend", "import", "probe", "sub", "vcl"],
+        ),
+        ("sub", METHODS),
+    ];
+    KINDS
+        .iter()
+        .find(|(_, names)| names.iter().any(|n| n.eq_ignore_ascii_case(name)))
+        .map(|(kind, _)| *kind)
 }
 
 /// Top-level keywords vcc enters in its symbol table as reserved words: as
