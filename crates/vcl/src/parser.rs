@@ -37,12 +37,6 @@ pub const METHODS: &[&str] = &[
     "vcl_fini",
 ];
 
-/// The names accepted in `return (...)`.
-pub const RETURN_ACTIONS: &[&str] = &[
-    "abandon", "deliver", "error", "fail", "fetch", "hash", "lookup", "miss", "ok", "pass", "pipe",
-    "purge", "restart", "retry", "synth", "vcl",
-];
-
 /// Deepest nesting of blocks plus parenthesised/unary expressions accepted.
 pub const MAX_NESTING: u32 = 100;
 
@@ -1230,7 +1224,8 @@ impl<'a> Parser<'a> {
     fn return_action(&mut self) -> PResult<ReturnAction> {
         let open = self.skip(Punct::LParen)?;
         let name = self.expect_id()?;
-        if !RETURN_ACTIONS.contains(&name.name.as_str()) {
+        // The actions are those of `subs::Action` (vcc's table: no `miss`).
+        if crate::subs::Action::from_name(&name.name).is_none() {
             return Err(self.err_at("Expected return action name.", name.span));
         }
         let mut args = Vec::new();
