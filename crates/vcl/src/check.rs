@@ -46,6 +46,22 @@ impl Default for CompileOptions {
 
 type R<T> = Result<T, Box<Diagnostic>>;
 
+/// A backend's host, port, socket path and resolved addresses.
+type BackendHost = (String, String, Option<String>, Vec<std::net::SocketAddr>);
+
+/// Adds to an error in backend `b`'s definition where the definition
+/// starts, as vcc does.
+fn in_backend(b: &ast::Backend) -> impl Fn(Box<Diagnostic>) -> Box<Diagnostic> + '_ {
+    move |d| {
+        let kw = Span::new(
+            b.span.file,
+            b.span.start,
+            b.span.start + "backend".len() as u32,
+        );
+        Box::new(d.with_note("\nIn backend specification starting at:", Some(kw)))
+    }
+}
+
 /// vcc's "Symbol not found" error: the location follows `At: ` in the
 /// range form, whatever the length of the name.
 fn not_found<T>(msg: String, span: Span) -> R<T> {
@@ -123,6 +139,8 @@ fn unusable_symbol(name: &str) -> Option<String> {
 }
 
 struct Checker<'a> {
+    /// Backend addresses resolved at declaration (see `backend_host`).
+    backend_addrs: HashMap<usize, BackendHost>,
     sm: &'a SourceMap,
     opts: &'a CompileOptions,
     registry: &'a VmodRegistry,
@@ -163,6 +181,7 @@ pub fn check(
         .map(|v| v.version)
         .unwrap_or(VclVersion::V41);
     let mut c = Checker {
+        backend_addrs: HashMap::new(),
         sm,
         opts,
         registry,
@@ -465,6 +484,12 @@ impl<'a> Checker<'a> {
                     b.name.span,
                     false,
                 ));
+                if let ast::BackendBody::Def(fields) = &b.body {
+                    let h = self
+                        .backend_host(fields, b.name.span)
+                        .map_err(in_backend(b))?;
+                    self.backend_addrs.insert(idx, h);
+                }
                 Ok(())
             }
             ast::Item::Probe(p) => {
@@ -621,7 +646,68 @@ impl<'a> Checker<'a> {
         )
     }
 
+    /// A backend's host, port, socket path and addresses: resolved when
+    /// the backend is declared, in source order with the ACLs' host names,
+    /// as vcc resolves them while parsing.
+    fn backend_host(&mut self, fields: &ast::FieldList, name_span: Span) -> R<BackendHost> {
+        let host_field = fields
+            .string("host")
+            .map(|s| s.value.clone())
+            .unwrap_or_default();
+        let (host, host_port) = split_host_port(&host_field);
+        let host = host.to_string();
+        let port = fields
+            .string("port")
+            .map(|s| s.value.clone())
+            .or(host_port.map(str::to_string))
+            .unwrap_or_else(|| "80".into());
+        let path = fields.string("path").map(|s| s.value.clone());
+        if let (Some(p), Some(lit)) = (&path, fields.string("path")) {
+            if self.version == VclVersion::V40 {
+                return err(
+                    "Unix socket backends only supported in VCL4.1 and higher.",
+                    lit.span,
+                );
+            }
+            let span = lit.span;
+            if let Some(w) = check_uds_path(p).map_err(|m| Box::new(Diagnostic::error(m, span)))? {
+                self.warnings.push(Diagnostic::warning(w, span));
+            }
+        }
+        if let Some(lit) = fields.string("host") {
+            check_ipv6_brackets(&lit.value)
+                .map_err(|m| Box::new(Diagnostic::error(m, lit.span)))?;
+        }
+        let mut addrs = Vec::new();
+        if path.is_none() && !host.is_empty() {
+            let span = fields.string("host").map(|s| s.span).unwrap_or(name_span);
+            addrs = resolve_host(&host, &port).map_err(|e| {
+                Box::new(Diagnostic::error(
+                    format!("Backend host '\"{host_field}\"' could not be resolved to an IP address:\n\t{e}\n(Sorry if that error message is gibberish.)"),
+                    span,
+                ))
+            })?;
+            let v4 = addrs.iter().filter(|a| a.is_ipv4()).count();
+            let v6 = addrs.len() - v4;
+            if v4 > 1 || v6 > 1 {
+                return err(
+                    format!(
+                        "Backend host \"{host}\": resolves to too many addresses.\nOnly one IPv4 and one IPv6 are allowed.\nPlease specify which exact address you want to use, we found all of these:"
+                    ),
+                    span,
+                );
+            }
+        }
+        Ok((host, port, path, addrs))
+    }
+
     fn lower_backend(&mut self, b: &ast::Backend) -> R<()> {
+        // As vcc: any error in a backend's definition is followed by
+        // where the definition starts.
+        self.lower_backend_def(b).map_err(in_backend(b))
+    }
+
+    fn lower_backend_def(&mut self, b: &ast::Backend) -> R<()> {
         let Some(idx) = self.backends.iter().position(|x| x.0.name == b.name.name) else {
             return Ok(());
         };
@@ -680,54 +766,10 @@ impl<'a> Checker<'a> {
             self.probes[p].2 = true;
             probe = Some(p);
         }
-        let host_field = fields
-            .string("host")
-            .map(|s| s.value.clone())
-            .unwrap_or_default();
-        let (host, host_port) = split_host_port(&host_field);
-        let host = host.to_string();
-        let port = fields
-            .string("port")
-            .map(|s| s.value.clone())
-            .or(host_port.map(str::to_string))
-            .unwrap_or_else(|| "80".into());
-        let path = fields.string("path").map(|s| s.value.clone());
-        if let (Some(p), Some(lit)) = (&path, fields.string("path")) {
-            if self.version == VclVersion::V40 {
-                return err(
-                    "Unix socket backends only supported in VCL4.1 and higher.",
-                    lit.span,
-                );
-            }
-            let span = lit.span;
-            if let Some(w) = check_uds_path(p).map_err(|m| Box::new(Diagnostic::error(m, span)))? {
-                self.warnings.push(Diagnostic::warning(w, span));
-            }
-        }
-        if let Some(lit) = fields.string("host") {
-            check_ipv6_brackets(&lit.value)
-                .map_err(|m| Box::new(Diagnostic::error(m, lit.span)))?;
-        }
-        let mut addrs = Vec::new();
-        if path.is_none() && !host.is_empty() {
-            let span = fields.string("host").map(|s| s.span).unwrap_or(b.name.span);
-            addrs = resolve_host(&host, &port).map_err(|e| {
-                Box::new(Diagnostic::error(
-                    format!("Backend host '\"{host_field}\"' could not be resolved to an IP address:\n\t{e}\n(Sorry if that error message is gibberish.)"),
-                    span,
-                ))
-            })?;
-            let v4 = addrs.iter().filter(|a| a.is_ipv4()).count();
-            let v6 = addrs.len() - v4;
-            if v4 > 1 || v6 > 1 {
-                return err(
-                    format!(
-                        "Backend host \"{host}\": resolves to too many addresses.\nOnly one IPv4 and one IPv6 are allowed.\nPlease specify which exact address you want to use, we found all of these:"
-                    ),
-                    span,
-                );
-            }
-        }
+        let (host, port, path, addrs) = match self.backend_addrs.remove(&idx) {
+            Some(a) => a,
+            None => self.backend_host(fields, b.name.span)?,
+        };
         let def = &mut self.backends[idx].0;
         def.host = host;
         def.port = port;

@@ -367,6 +367,16 @@ const CASES: &[(&str, &str)] = &[
         r#"sub vcl_recv { set req.http.x = else; }"#,
         "Symbol not found: 'else'\nAt: ",
     ),
+    // An error in a backend's definition says where the definition starts.
+    (
+        r#"backend c { .host = "127.0.0.1"; .probe = pp; }"#,
+        "------------------------------------------##---\n\n\nIn backend specification starting at:\n('t.vcl' Line 3 Pos 1)\nbackend c",
+    ),
+    // Host names resolve in source order: this backend before the ACL.
+    (
+        r#"backend c { .host = "nonexistent.invalid"; } acl a { "nohost.invalid"; }"#,
+        "Backend host '\"nonexistent.invalid\"' could not be resolved to an IP address:",
+    ),
 ];
 
 fn compile(snippet: &str) -> Result<(), String> {
