@@ -139,6 +139,8 @@ fn unusable_symbol(name: &str) -> Option<String> {
 }
 
 struct Checker<'a> {
+    /// First spelling of each header variable (see `ast::Vcl`).
+    header_spellings: &'a HashMap<(String, String), String>,
     /// Backend addresses resolved at declaration (see `backend_host`).
     backend_addrs: HashMap<usize, BackendHost>,
     sm: &'a SourceMap,
@@ -181,6 +183,7 @@ pub fn check(
         .map(|v| v.version)
         .unwrap_or(VclVersion::V41);
     let mut c = Checker {
+        header_spellings: &main.header_spellings,
         backend_addrs: HashMap::new(),
         sm,
         opts,
@@ -1081,6 +1084,16 @@ impl<'a> Checker<'a> {
         Some(Ok((def, last.name.clone())))
     }
 
+    /// The header name `h` of variable `p` (`beresp.http.x`) as the
+    /// program first spelled it.
+    fn spelled(&self, p: &ast::Path, h: &str) -> String {
+        let obj = p.segments[0].name.to_ascii_lowercase();
+        match self.header_spellings.get(&(obj, h.to_ascii_lowercase())) {
+            Some(first) => first.clone(),
+            None => h.to_string(),
+        }
+    }
+
     fn lvalue(&mut self, target: &ast::Path) -> R<(&'static VarDef, VarRef)> {
         if let Some(r) = self.quoted_header(target) {
             let (d, h) = r?;
@@ -1088,7 +1101,7 @@ impl<'a> Checker<'a> {
                 d,
                 VarRef {
                     id: d.id,
-                    arg: VarArg::Header(header_checked(&h, target.span)?),
+                    arg: VarArg::Header(header_checked(&self.spelled(target, &h), target.span)?),
                 },
             ));
         }
@@ -1105,7 +1118,7 @@ impl<'a> Checker<'a> {
                 d,
                 VarRef {
                     id: d.id,
-                    arg: VarArg::Header(header_checked(&h, target.span)?),
+                    arg: VarArg::Header(header_checked(&self.spelled(target, &h), target.span)?),
                 },
             )),
             // Storage variables are read-only and, like vcc, not even
@@ -2001,7 +2014,7 @@ impl<'a> Checker<'a> {
             let (d, h) = r?;
             return Ok(self.var_read(
                 d,
-                VarArg::Header(header_checked(&h, p.span)?),
+                VarArg::Header(header_checked(&self.spelled(p, &h), p.span)?),
                 p.segments[0].span,
                 fmt,
             ));
@@ -2014,7 +2027,7 @@ impl<'a> Checker<'a> {
             VarLookup::Header(d, h) => {
                 return Ok(self.var_read(
                     d,
-                    VarArg::Header(header_checked(&h, p.span)?),
+                    VarArg::Header(header_checked(&self.spelled(p, &h), p.span)?),
                     p.segments[0].span,
                     fmt,
                 ));

@@ -130,8 +130,45 @@ pub fn parse_with(sm: &mut SourceMap, main: FileId, opts: &ParseOptions<'_>) -> 
         Some(b) => p.sub_names_in(b),
         None => BUILTIN_SUBS.iter().map(|s| s.to_string()).collect(),
     };
-    let vcl = p.program();
+    let mut vcl = p.program();
+    vcl.header_spellings = header_spellings(p.sm, &p.stream.toks);
     (vcl, p.diags)
+}
+
+/// The spelling of each `OBJ.http.NAME` the token stream (user VCL,
+/// includes in place, then the built-in VCL) names first, keyed by
+/// lowercased object and name. vcc enters a header variable in its
+/// symbol table at its first mention and finds it again whatever the
+/// case, so a later `set beresp.http.Content-Type` writes the header as
+/// an earlier `beresp.http.content-type` spelled it (checked against
+/// varnishd 7.1 running Magento's VCL).
+pub fn header_spellings(
+    sm: &SourceMap,
+    toks: &[Token],
+) -> std::collections::HashMap<(String, String), String> {
+    const OBJECTS: &[&str] = &["req", "req_top", "bereq", "beresp", "resp", "obj"];
+    let mut out = std::collections::HashMap::new();
+    for w in toks.windows(5) {
+        let [obj, d1, http, d2, name] = w else {
+            continue;
+        };
+        if obj.kind != TokKind::Id
+            || !d1.is(Punct::Dot)
+            || http.kind != TokKind::Id
+            || !d2.is(Punct::Dot)
+            || name.kind != TokKind::Id
+        {
+            continue;
+        }
+        let (o, h) = (sm.slice(obj.span), sm.slice(http.span));
+        if !h.eq_ignore_ascii_case("http") || !OBJECTS.iter().any(|x| x.eq_ignore_ascii_case(o)) {
+            continue;
+        }
+        let n = sm.slice(name.span);
+        out.entry((o.to_ascii_lowercase(), n.to_ascii_lowercase()))
+            .or_insert_with(|| n.to_string());
+    }
+    out
 }
 
 /// Adds `bytes` to `sm` as the main file named `name` and parses it.
