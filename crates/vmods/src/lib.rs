@@ -51,6 +51,7 @@ mod debug;
 mod directors;
 mod header;
 mod host;
+mod mse;
 mod proxy;
 mod purge;
 pub mod rnd;
@@ -186,6 +187,7 @@ fn modules() -> Vec<&'static ModuleImpl> {
         &bodyaccess::MODULE,
         &tcp::MODULE,
         &saintmode::MODULE,
+        &mse::MODULE,
         &accept::MODULE,
         // Varnish installs vmod_vtc with varnishd and does not restrict
         // it: production VCL imports it (`vtc.sleep()`).

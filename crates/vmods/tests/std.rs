@@ -32,6 +32,7 @@ fn registry_matches_implementations() {
             "cookie",
             "directors",
             "header",
+            "mse",
             "proxy",
             "purge",
             "saintmode",
