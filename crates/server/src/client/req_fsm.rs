@@ -175,7 +175,7 @@ where
                 match action {
                     Action::Hash | Action::Lookup => {
                         if ae_rules {
-                            normalise_ae(&mut t.req.headers);
+                            normalise_ae(&mut t.vsl, &mut t.req.headers);
                         }
                         State::Hash(AfterHash::Lookup)
                     }
@@ -197,7 +197,7 @@ where
                     Action::Pipe => State::Hash(AfterHash::Pipe),
                     Action::Purge => {
                         if ae_rules {
-                            normalise_ae(&mut t.req.headers);
+                            normalise_ae(&mut t.vsl, &mut t.req.headers);
                         }
                         t.purging = true;
                         State::Hash(AfterHash::Lookup)
@@ -457,7 +457,9 @@ fn add_xff(t: &mut ReqTask) {
             v.extend_from_slice(&ip);
             t.ws.take(header_len(b"X-Forwarded-For", &v));
             t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &v);
-            t.req.headers.set("X-Forwarded-For", v);
+            // As varnishd: the new value goes at the end of the list.
+            t.req.headers.remove("x-forwarded-for");
+            t.req.headers.append("X-Forwarded-For", v);
         }
         None => {
             t.ws.take(header_len(b"X-Forwarded-For", &ip));
@@ -570,15 +572,44 @@ pub(crate) fn decimal(n: u64) -> Bytes {
     Bytes::copy_from_slice(lacquer_vsl::u64_digits(n, &mut buf))
 }
 
+/// Makes `Accept-Encoding` say `gzip` as varnishd's `http_ForceHeader`
+/// does: one already saying so stays where it is, anything else goes
+/// and the new line comes last.
+fn force_gzip_ae(h: &mut Headers) {
+    if h.get("accept-encoding")
+        .is_some_and(|v| v.eq_ignore_ascii_case(b"gzip"))
+    {
+        return;
+    }
+    h.remove("accept-encoding");
+    h.append("Accept-Encoding", "gzip");
+}
+
 /// `Accept-Encoding` after vcl_recv when `http_gzip_support` is on: `gzip`
-/// when the client accepts it, else removed.
-fn normalise_ae(h: &mut Headers) {
-    match h.get("accept-encoding") {
-        Some(v) if crate::fetch::gzip::accepts_gzip(v) => h.set("Accept-Encoding", "gzip"),
-        Some(_) => {
-            h.remove("accept-encoding");
+/// when the client accepts it (see [`force_gzip_ae`]), else removed;
+/// each change logged as varnishd logs it.
+fn normalise_ae(vsl: &mut lacquer_vsl::VslBuf, h: &mut Headers) {
+    let Some(gzip) = h
+        .get("accept-encoding")
+        .map(crate::fetch::gzip::accepts_gzip)
+    else {
+        return;
+    };
+    if gzip
+        && h.get("accept-encoding")
+            .is_some_and(|v| v.eq_ignore_ascii_case(b"gzip"))
+    {
+        return;
+    }
+    for (k, v) in h.iter() {
+        if k.eq_ignore_ascii_case(b"accept-encoding") {
+            vsl.log_header(Tag::ReqUnset, k, v);
         }
-        None => {}
+    }
+    h.remove("accept-encoding");
+    if gzip {
+        vsl.log_header(Tag::ReqHeader, b"Accept-Encoding", b"gzip");
+        h.append("Accept-Encoding", "gzip");
     }
 }
 
@@ -689,7 +720,7 @@ fn make_bereq(t: &ReqTask, pass: bool, vxid: u32) -> ReqMsg {
         Bytes::from_static(b"GET")
     };
     if !pass && t.sh.params().flag(pid!("http_gzip_support")) {
-        h.set("Accept-Encoding", "gzip");
+        force_gzip_ae(&mut h);
     }
     if let Some(b) = t.req_body.as_ref().filter(|_| pass || t.req_body_kept) {
         // As varnishd: a body std.cache_req_body() kept goes to the
@@ -1333,8 +1364,10 @@ where
                     }
                 }
             }
+            // As varnishd, the decision reads the stored headers whatever
+            // delivery then does to the body (a gunzipped object gets its
+            // 304 too).
             if t.resp.status == 200
-                && !gunzip
                 && not_modified(
                     // With a Range, only a strong ETag match counts.
                     t.req.headers.contains("range"),
@@ -1342,6 +1375,7 @@ where
                     t.req.headers.get("if-modified-since"),
                     t.resp.headers.get("etag"),
                     t.resp.headers.get("last-modified"),
+                    crate::client::cond::stored_last_modified(data.last_modified(), o.t_origin()),
                     t.t_req,
                 )
             {
@@ -1378,7 +1412,7 @@ where
                     RangeOutcome::Unsatisfiable { reason } => {
                         t.vsl.log(Tag::Debug, format_args!("RANGE_FAIL {reason}"));
                         t.resp.status = 416;
-                        t.resp.reason = Bytes::from_static(b"Range Not Satisfiable");
+                        t.resp.reason = Bytes::from_static(b"Requested Range Not Satisfiable");
                         if let Some(l) = body_len {
                             let cr = format!("bytes */{l}");
                             t.vsl
@@ -1406,19 +1440,26 @@ where
     if body_len.is_none() && t.req.is_http10() {
         keep = false;
     }
+    // As varnishd: a Content-Length that says the length is kept where
+    // it is, another one goes and the right one comes last; Connection
+    // then Transfer-Encoding follow it.
     if no_body_status {
         t.resp.headers.remove("content-length");
     } else if let Some(l) = body_len {
-        t.resp.headers.set("Content-Length", decimal(l));
+        let l = decimal(l);
+        if t.resp.headers.get("content-length") != Some(&l[..]) {
+            t.resp.headers.remove("content-length");
+            t.resp.headers.append("Content-Length", l);
+        }
     } else {
         t.resp.headers.remove("content-length");
-        if chunked {
-            t.resp.headers.append("Transfer-Encoding", "chunked");
-        }
     }
     let conn_hdr = if keep { "keep-alive" } else { "close" };
     if !h2 {
         t.resp.headers.append("Connection", conn_hdr);
+    }
+    if chunked {
+        t.resp.headers.append("Transfer-Encoding", "chunked");
     }
     if t.resp.status != status0 {
         let status = u64::from(t.resp.status);
@@ -1436,13 +1477,13 @@ where
             t.vsl.log_header(Tag::RespHeader, b"Content-Length", v);
         }
     }
-    if chunked {
-        t.vsl
-            .log_header(Tag::RespHeader, b"Transfer-Encoding", b"chunked");
-    }
     if !h2 {
         t.vsl
             .log_header(Tag::RespHeader, b"Connection", conn_hdr.as_bytes());
+    }
+    if chunked {
+        t.vsl
+            .log_header(Tag::RespHeader, b"Transfer-Encoding", b"chunked");
     }
     let (send_timeout, idle_send) = (t.timeouts.send_timeout, t.timeouts.idle_send_timeout);
     if t.ws.overflowed() {

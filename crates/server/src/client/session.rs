@@ -96,8 +96,8 @@ pub async fn serve<S>(
                         break "REM_CLOSE";
                     },
                     () = lazy_sleep(s.idle_timer.as_mut(), deadline) => {
-                        s.sh.counters.inc(Main::sc_rx_timeout);
-                        break "RX_TIMEOUT";
+                        s.sh.counters.inc(Main::sc_rx_close_idle);
+                        break "RX_CLOSE_IDLE";
                     }
                 }
             }
@@ -116,6 +116,11 @@ pub async fn serve<S>(
             Turn::End(reason) => break reason,
         }
     };
+    if reason == "RX_OVERFLOW"
+        && let Some(sock) = &s.sock
+    {
+        sock.reset_on_close();
+    }
     end(&s.sh, &mut s.svsl, t_open, reason)
 }
 
@@ -197,6 +202,11 @@ where
                 return None;
             }
             Err(reason) => {
+                if reason == "RX_OVERFLOW"
+                    && let Some(sock) = &sock
+                {
+                    sock.reset_on_close();
+                }
                 sh.counters.inc(match reason {
                     "RX_OVERFLOW" => Main::sc_rx_overflow,
                     "RX_TIMEOUT" => Main::sc_rx_timeout,
@@ -335,6 +345,12 @@ where
             let linger = (conn.rbuf.is_empty() && tmo.timeout_linger < tmo.timeout_idle)
                 .then(|| (linger_timer.as_mut(), now + secs(tmo.timeout_linger)));
             match read_more(conn, idle_timer.as_mut(), deadline, linger).await {
+                // As varnishd: idle without a byte of a request is not an
+                // error, a request begun and not finished is.
+                Wait::Timeout if conn.rbuf.is_empty() => {
+                    sh.counters.inc(Main::sc_rx_close_idle);
+                    return Turn::End("RX_CLOSE_IDLE");
+                }
                 Wait::Timeout => {
                     sh.counters.inc(Main::sc_rx_timeout);
                     return Turn::End("RX_TIMEOUT");
@@ -819,12 +835,35 @@ fn head_end(buf: &[u8]) -> usize {
 
 fn end(sh: &Shared, svsl: &mut VslBuf, t_open: f64, reason: &str) {
     sh.counters.inc(Main::sess_closed);
+    if close_is_error(reason) {
+        sh.counters.inc(Main::sess_closed_err);
+    }
     svsl.log(
         Tag::SessClose,
         format_args!("{reason} {:.3}", lacquer_http::date::now() - t_open),
     );
     svsl.log_str(Tag::End, "");
     svsl.flush();
+}
+
+/// Whether varnishd counts a session closed for `reason` in
+/// `sess_closed_err` (its table of close reasons marks these errors).
+fn close_is_error(reason: &str) -> bool {
+    matches!(
+        reason,
+        "REQ_HTTP10"
+            | "RX_BAD"
+            | "RX_BODY"
+            | "RX_JUNK"
+            | "RX_OVERFLOW"
+            | "RX_TIMEOUT"
+            | "TX_ERROR"
+            | "OVERLOAD"
+            | "PIPE_OVERFLOW"
+            | "RANGE_SHORT"
+            | "REQ_HTTP20"
+            | "VCL_FAILURE"
+    )
 }
 
 /// What the acceptor knows about a new connection.

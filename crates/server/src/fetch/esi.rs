@@ -177,14 +177,19 @@ pub fn stage(bo: &mut BoTask, backend_gzip: bool, gzip_out: bool) -> EsiFetch {
     if gzip_out {
         bo.sh.counters.inc(Main::n_gzip);
     }
-    if backend_gzip && !gzip_out {
-        bo.beresp.headers.remove("content-encoding");
-    }
-    if !backend_gzip && gzip_out {
-        bo.beresp.headers.set("Content-Encoding", "gzip");
-    }
+    // As varnishd's gunzip and esi_gzip filters: the body they code is
+    // not the backend's, so its ETag turns weak (moved to the end of the
+    // list), and a Content-Encoding they set comes after it.
     if backend_gzip || gzip_out {
         bo.beresp.headers.remove("content-length");
+        crate::fetch::gzip::weaken_etag(&mut bo.beresp.headers);
+    }
+    if backend_gzip {
+        bo.beresp.headers.remove("content-encoding");
+    }
+    if gzip_out {
+        bo.beresp.headers.remove("content-encoding");
+        bo.beresp.headers.append("Content-Encoding", "gzip");
     }
     bo.do_stream = false;
     EsiFetch::new(&bo.bereq.url, features, backend_gzip, gzip_out, level, chop)

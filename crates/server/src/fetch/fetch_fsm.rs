@@ -892,6 +892,18 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             && bo.do_esi
             && let Some(gzip_out) = crate::fetch::gzip::esi_in_list(&bo.fetch_filter_list()) =>
         {
+            if bo.beresp.status == 206 {
+                // As varnishd's ESI fetch filters: a part of a body
+                // cannot be parsed, the filter fails to open.
+                let name = if gzip_out { "esi_gzip" } else { "esi" };
+                bo.vsl
+                    .log_str(Tag::VCL_Error, "Attempted ESI on partial (206) response");
+                bo.vsl.log(
+                    Tag::FetchError,
+                    format_args!("Fetch filter {name} failed to open"),
+                );
+                return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+            }
             let e = crate::fetch::esi::stage(bo, backend_gzip, gzip_out);
             let stored_gzip = e.stores_gzip();
             if stored_gzip && bo.sh.params().flag(pid!("http_gzip_support")) {
@@ -912,7 +924,10 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             let vmods = bo.vcl.vmods.clone();
             let vmod = |name: &str| vmods.filter(name, false);
             let headers = &mut bo.beresp.headers;
-            match crate::fetch::gzip::build_fetch_filters(&list, &vmod, headers, support, level) {
+            let partial = bo.beresp.status == 206;
+            match crate::fetch::gzip::build_fetch_filters(
+                &list, &vmod, headers, partial, support, level,
+            ) {
                 Ok(c) => c,
                 Err(msg) => {
                     bo.vsl.log_str(Tag::FetchError, &msg);
@@ -1378,10 +1393,13 @@ fn backend_error(
     }
     let body = Bytes::from(std::mem::take(&mut bo.synth_body));
     bo.beresp.headers.remove("content-length");
-    let kind = if bo.ttl > 0.0 && !bo.uncacheable {
-        ObjKind::Normal
-    } else {
+    // As varnishd: the error object of a cacheable fetch is an ordinary
+    // object (`obj.uncacheable` false), expired at once unless
+    // vcl_backend_error gave it a ttl.
+    let kind = if bo.uncacheable {
         ObjKind::HitForMiss
+    } else {
+        ObjKind::Normal
     };
     let store = bo.sh.cache.transient();
     let new = NewObject {

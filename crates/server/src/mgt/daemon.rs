@@ -114,7 +114,12 @@ pub fn check_vcl(vcl: &BootVcl, params: &ParamSet) -> Result<String, String> {
         err_unref: params.flag("vcc_err_unref"),
         storages: vec!["s0".into(), "Transient".into()],
         labels: Vec::new(),
-        vcl_path: Vec::new(),
+        // As varnishd: relative includes are found along vcl_path only,
+        // never in the working directory.
+        vcl_path: match params.get("vcl_path") {
+            crate::runtime::params::Value::Text(t) => t.split(':').map(str::to_string).collect(),
+            _ => Vec::new(),
+        },
         unsafe_path: params.flag("vcc_unsafe_path"),
         prefer_ipv6: params.flag("prefer_ipv6"),
         test_vmods: params.bit("debug", "vtc_mode"),
