@@ -71,6 +71,13 @@ pub enum After {
     /// unknown filter): nothing was sent and the session ends
     /// (varnishd's `OVERLOAD`).
     Overload,
+    /// The response went out and the session closes for this reason
+    /// (varnishd's `REQ_CLOSE`, `REQ_HTTP10`, `RESP_CLOSE`, `TX_EOF`).
+    CloseAs(&'static str),
+    /// A pipe ended: the session closes as `TX_PIPE` when the tunnel had
+    /// a backend connection, `TX_ERROR` when it had none (varnishd's
+    /// `vbe_dir_http1pipe`).
+    Piped(bool),
 }
 
 /// Where a request goes once vcl_hash has run.
@@ -787,6 +794,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         t_last: rfc2616::now(),
         pipe_req: None,
         pipe_xid: String::new(),
+        pipe_vars: Vec::new(),
         ws,
         ws_bo,
         beresp_dropped: false,
@@ -1212,10 +1220,19 @@ where
     } else {
         lacquer_http::Version::Http11
     };
-    let mut keep = lacquer_http::persistence(&t.req.headers, req_version).keep_alive()
-        && !t.resp.headers.has_token("connection", "close")
-        && !t.vcl_failed
-        && !t.body_broken;
+    let persist = lacquer_http::persistence(&t.req.headers, req_version);
+    let resp_close = t.resp.headers.has_token("connection", "close");
+    let mut keep = persist.keep_alive() && !resp_close && !t.vcl_failed && !t.body_broken;
+    // Why the session will close, as varnishd's doclose: the request's
+    // Connection header or HTTP/1.0 first, then the response's
+    // `Connection: close`; a body without length to an HTTP/1.0 client
+    // (below) overrides both.
+    let mut close_as = match persist {
+        lacquer_http::Persistence::Close => "REQ_CLOSE",
+        lacquer_http::Persistence::Http10 => "REQ_HTTP10",
+        lacquer_http::Persistence::KeepAlive if resp_close => "RESP_CLOSE",
+        lacquer_http::Persistence::KeepAlive => "REQ_CLOSE",
+    };
     // What vcl_deliver/vcl_synth left (already logged); delivery's own
     // changes are logged below as they differ.
     let (status0, reason0) = (t.resp.status, t.resp.reason.clone());
@@ -1406,7 +1423,10 @@ where
         && body_len.is_none()
         && !t.req.is_http10()
         && !esi_head;
-    if body_len.is_none() && t.req.is_http10() {
+    if body_len.is_none() && t.req.is_http10() && send_body && !no_body_status {
+        keep = false;
+        close_as = "TX_EOF";
+    } else if body_len.is_none() && t.req.is_http10() {
         keep = false;
     }
     if no_body_status {
@@ -1672,7 +1692,7 @@ where
     });
     match result {
         Ok(()) if keep => After::KeepAlive,
-        Ok(()) => After::Close,
+        Ok(()) => After::CloseAs(close_as),
         Err(e) => After::TxFailed(e),
     }
 }

@@ -571,7 +571,7 @@ where
                 after = After::Close;
             }
         } else if let Some(p) = task.body_pending.take()
-            && !matches!(after, After::Close)
+            && !matches!(after, After::Close | After::CloseAs(_))
         {
             match p
                 .discard(&mut conn.stream, &mut conn.rbuf, body_timeout)
@@ -598,6 +598,15 @@ where
         match after {
             After::KeepAlive => {}
             After::Close => return Turn::End("REQ_CLOSE"),
+            After::CloseAs(reason) => {
+                sh.counters.inc(match reason {
+                    "REQ_HTTP10" => Main::sc_req_http10,
+                    "RESP_CLOSE" => Main::sc_resp_close,
+                    "TX_EOF" => Main::sc_tx_eof,
+                    _ => Main::sc_req_close,
+                });
+                return Turn::End(reason);
+            }
             After::TxFailed(e) => {
                 sh.counters.inc(match e {
                     crate::txio::TxError::Closed => Main::sc_rem_close,
@@ -608,6 +617,14 @@ where
             After::Overload => {
                 sh.counters.inc(Main::sc_overload);
                 return Turn::End("OVERLOAD");
+            }
+            After::Piped(true) => {
+                sh.counters.inc(Main::sc_tx_pipe);
+                return Turn::End("TX_PIPE");
+            }
+            After::Piped(false) => {
+                sh.counters.inc(Main::sc_tx_error);
+                return Turn::End("TX_ERROR");
             }
         }
     }
