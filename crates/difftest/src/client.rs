@@ -219,6 +219,12 @@ fn describe(r: &Resp, out: &mut Vec<String>, tag: &str) {
         .iter()
         .any(|(n, v)| n.eq_ignore_ascii_case("content-encoding") && v.contains("gzip"));
     let partial = r.status_line.split(' ').nth(1) == Some("206");
+    // A synthetic response's length depends on the XID in its body, also
+    // when only its head was asked for.
+    let synthetic_head = r.body.is_empty()
+        && r.headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("retry-after"));
     let (body, xid) = if gz && !partial && !r.body.is_empty() {
         match gunzip(&r.body) {
             Some(p) => {
@@ -243,7 +249,7 @@ fn describe(r: &Resp, out: &mut Vec<String>, tag: &str) {
     for (n, v) in &headers {
         let l = n.to_ascii_lowercase();
         let v = if MASKED.contains(&l.as_str())
-            || ((gz || xid) && l == "content-length")
+            || ((gz || xid || synthetic_head) && l == "content-length")
             || ((gz || xid) && l == "content-range")
             || (xid && l == "etag")
         {

@@ -301,8 +301,10 @@ const CACHE_CONTROL: &[&str] = &[
     "max-age=abc",
 ];
 
+/// Malformed backend responses. Ambiguous framing (two lengths, a length
+/// with chunking) is left out: Lacquer fails such a fetch on purpose
+/// (tests/diff/DEVIATIONS.md).
 const RAW_RESPONSES: &[&str] = &[
-    "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello",
     "HTTP/1.1 abc OK\r\nContent-Length: 2\r\n\r\nok",
     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nok\r\n0\r\n\r\n",
     "HTTP/1.1 200 OK\r\nBad header line\r\nContent-Length: 2\r\n\r\nok",
@@ -311,7 +313,6 @@ const RAW_RESPONSES: &[&str] = &[
     "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
     "HTTP/1.0 200 OK\r\n\r\nhttp10 body",
     "HTTP/1.1 200\r\nContent-Length: 2\r\n\r\nok",
-    "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
     "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 5\r\n\r\nnotgz",
     "",
     "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",

@@ -364,7 +364,11 @@ where
                 // As varnishd: the bad request is a transaction of its own,
                 // answered with a bare status line, and the session ends.
                 sh.counters.inc(Main::client_req_400);
-                let junk = e.kind() == lacquer_http::ErrorKind::Malformed;
+                // As varnishd: whatever its request dissector refuses
+                // (grammar, framing, Host, sizes) closes as RX_JUNK; only
+                // a Connection header naming a protected header (its
+                // http_DoConnection) is RX_BAD.
+                let junk = e.kind() != lacquer_http::ErrorKind::Connection;
                 sh.counters.inc(if junk {
                     Main::sc_rx_junk
                 } else {
@@ -488,6 +492,9 @@ where
         // with a minimal response, the request's only records, and the
         // session ends.
         if expect == lacquer_http::Expect::Unsupported {
+            // As varnishd, the refused request still went through the
+            // request state machine (cnt_transport), so it is a client_req.
+            sh.counters.inc(Main::client_req);
             sh.counters.inc(Main::client_req_417);
             sh.counters.inc(Main::sc_rx_junk);
             let out = b"HTTP/1.1 417 Expectation Failed\r\n\r\n";
