@@ -368,7 +368,22 @@ where
                 // (grammar, framing, Host, sizes) closes as RX_JUNK; only
                 // a Connection header naming a protected header (its
                 // http_DoConnection) is RX_BAD.
-                let junk = e.kind() != lacquer_http::ErrorKind::Connection;
+                //
+                // Two Host or Content-Length fields pass varnishd's
+                // dissector and are refused in vcl_recv's preamble
+                // (cnt_recv): a client_req, closed as RX_BAD.
+                let in_recv = matches!(
+                    (e.kind(), e.message()),
+                    (lacquer_http::ErrorKind::Host, "Multiple Host: headers")
+                        | (
+                            lacquer_http::ErrorKind::Framing,
+                            "Multiple Content-Length: headers"
+                        )
+                );
+                if in_recv {
+                    sh.counters.inc(Main::client_req);
+                }
+                let junk = e.kind() != lacquer_http::ErrorKind::Connection && !in_recv;
                 sh.counters.inc(if junk {
                     Main::sc_rx_junk
                 } else {
