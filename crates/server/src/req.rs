@@ -1144,7 +1144,7 @@ fn log_unsent(t: &mut ReqTask) {
 /// must close.
 fn filter_failed(vsl: &mut lacquer_vsl::VslBuf, e: String) -> TxError {
     vsl.log(Tag::Debug, format_args!("Delivery filter failed: {e}"));
-    TxError::Failed
+    TxError::Aborted
 }
 
 /// Ends a request whose delivery could not be set up: nothing is sent,
@@ -1568,7 +1568,7 @@ where
                 let stored = match item {
                     Err(e) => {
                         vsl.log(Tag::Debug, format_args!("Body of the object failed: {e}"));
-                        return Err(TxError::Failed);
+                        return Err(TxError::Aborted);
                     }
                     Ok(None) => break,
                     Ok(Some(s)) => s,
@@ -1586,7 +1586,7 @@ where
                         plain.clear();
                         if let Err(e) = g.feed(raw, &mut plain) {
                             vsl.log(Tag::Debug, format_args!("Gunzip of the object failed: {e}"));
-                            return Err(TxError::Failed);
+                            return Err(TxError::Aborted);
                         }
                         &plain
                     }

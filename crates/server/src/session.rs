@@ -631,7 +631,9 @@ where
             }
             After::TxFailed(e) => {
                 sh.counters.inc(match e {
-                    crate::txio::TxError::Closed => Main::sc_rem_close,
+                    crate::txio::TxError::Closed | crate::txio::TxError::Aborted => {
+                        Main::sc_rem_close
+                    }
                     crate::txio::TxError::Failed => Main::sc_tx_error,
                 });
                 return Turn::End(e.close_reason());
