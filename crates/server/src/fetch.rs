@@ -441,6 +441,10 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 }
             }
         }
+        // As varnishd (V1F_FetchRespHdr): a backend request counts once
+        // it was sent and its response is awaited, whether or not one
+        // comes.
+        bo.sh.counters.inc(Main::backend_req);
         let mut rbuf = BytesMut::with_capacity(8192);
         let deadline = tokio::time::Instant::now() + secs(first_byte);
         let head = loop {
@@ -501,7 +505,6 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         bo.beresp = RespMsg::from(head);
         let close = bo.bereq.headers.has_token("connection", "close") || !persistent(&bo.beresp);
         bo.log_ts("Beresp", rfc2616::now());
-        bo.sh.counters.inc(Main::backend_req);
         bo.sh.counters.inc(if is_head {
             Main::fetch_head
         } else {
