@@ -1359,10 +1359,13 @@ fn backend_error(
     }
     let body = Bytes::from(std::mem::take(&mut bo.synth_body));
     bo.beresp.headers.remove("content-length");
-    let kind = if bo.ttl > 0.0 && !bo.uncacheable {
-        ObjKind::Normal
-    } else {
+    // As varnishd's vbf_stp_error: the error object is an ordinary one
+    // (with its ttl of 0 it is expired at once, and obj.uncacheable reads
+    // false); only one VCL made uncacheable marks a hit-for-miss.
+    let kind = if bo.uncacheable {
         ObjKind::HitForMiss
+    } else {
+        ObjKind::Normal
     };
     let store = bo.sh.cache.transient();
     let new = NewObject {
