@@ -1423,7 +1423,7 @@ where
         && body_len.is_none()
         && !t.req.is_http10()
         && !esi_head;
-    if body_len.is_none() && t.req.is_http10() && send_body && !no_body_status {
+    if body_len.is_none() && t.req.is_http10() && send_body && !head_only && !no_body_status {
         keep = false;
         close_as = "TX_EOF";
     } else if body_len.is_none() && t.req.is_http10() {
