@@ -142,7 +142,7 @@ fn version(name: &str) -> String {
 /// `-x cli`: each CLI command with its syntax and help, as reStructuredText.
 fn cli_reference() -> String {
     let mut s = String::new();
-    for c in lacquer_server::cli::COMMANDS {
+    for c in lacquer_server::mgt::cli::COMMANDS {
         s.push_str(&format!(
             ".. _ref_cli_{}:\n\n{}\n{}\n  {}\n\n",
             c.name.replace('.', "_"),
@@ -232,7 +232,9 @@ fn parse_args(name: &str, args: &[String]) -> Result<Args, Early> {
                 'x' if args.len() > 2 => return Err(Early::error("Too many arguments for -x")),
                 'x' => {
                     return Err(match v.as_str() {
-                        "parameter" => Early::print(lacquer_server::params::reference_markdown()),
+                        "parameter" => {
+                            Early::print(lacquer_server::runtime::params::reference_markdown())
+                        }
                         "vsl" => Early::print(lacquer_vsl::tags::reference_rst()),
                         "cli" => Early::print(cli_reference()),
                         "builtin" => Early::print(lacquer_vcl::compile::BUILTIN_VCL.to_string()),
@@ -357,14 +359,14 @@ fn shell_quote(s: &str) -> String {
 }
 
 fn run(args: Args) -> anyhow::Result<ExitCode> {
-    use lacquer_server::daemon::{self, BootVcl, Config};
+    use lacquer_server::mgt::daemon::{self, BootVcl, Config};
     if let Some(j) = &args.jail {
-        let jail = lacquer_server::jail::parse_jail(j).map_err(anyhow::Error::msg)?;
+        let jail = lacquer_server::mgt::jail::parse_jail(j).map_err(anyhow::Error::msg)?;
         if let Some(n) = jail.notice() {
             eprintln!("{n}");
         }
     }
-    let mut params = lacquer_server::params::ParamSet::default();
+    let mut params = lacquer_server::runtime::params::ParamSet::default();
     for p in &args.params {
         params.apply_arg(p)?;
     }
@@ -433,9 +435,9 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let mut listen = Vec::new();
     for (i, a) in listen_args.iter().enumerate() {
-        listen.push(lacquer_server::listen::parse_listen(a, i)?);
+        listen.push(lacquer_server::mgt::listen::parse_listen(a, i)?);
     }
-    lacquer_server::listen::check_distinct(&listen)?;
+    lacquer_server::mgt::listen::check_distinct(&listen)?;
     let workdir = args
         .workdir
         .as_deref()
@@ -454,19 +456,19 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let result = rt.block_on(async move {
         let vcl = if demo {
-            let origin = lacquer_server::demo::start_origin()
+            let origin = lacquer_server::mgt::demo::start_origin()
                 .await
                 .map_err(|e| format!("Cannot start the demo origin: {e}"))?;
             eprint!(
                 "{}",
-                lacquer_server::demo::instructions(
+                lacquer_server::mgt::demo::instructions(
                     &listen_text,
                     origin,
                     &tool_command(),
                     &workdir_arg,
                 )
             );
-            BootVcl::Inline(lacquer_server::demo::demo_vcl(origin.port()))
+            BootVcl::Inline(lacquer_server::mgt::demo::demo_vcl(origin.port()))
         } else {
             vcl
         };

@@ -8,14 +8,19 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use lacquer_server::counters::Main;
+use lacquer_server::runtime::counters::Main;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 const NO: Duration = Duration::ZERO;
 
 /// Polls a counter until it reaches `want` (sessions close asynchronously).
-async fn wait_counter(l: &lacquer_server::daemon::Running, c: Main, want: u64, within: Duration) {
+async fn wait_counter(
+    l: &lacquer_server::mgt::daemon::Running,
+    c: Main,
+    want: u64,
+    within: Duration,
+) {
     let t0 = Instant::now();
     while l.shared.counters.get(c) < want {
         assert!(
@@ -52,7 +57,7 @@ async fn a_session_idle_past_timeout_linger_keeps_its_connection_and_timeout() {
     )
     .await;
     let a = l.first_addr().unwrap();
-    let herd = |l: &lacquer_server::daemon::Running| l.shared.counters.get(Main::sess_herd);
+    let herd = |l: &lacquer_server::mgt::daemon::Running| l.shared.counters.get(Main::sess_herd);
     let req = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
     let mut s = TcpStream::connect(a).await.unwrap();
     // Back to back: the session never lingers out.

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use lacquer_server::counters::Main;
+use lacquer_server::runtime::counters::Main;
 use tokio::io::AsyncWriteExt;
 
 const NO: Duration = Duration::ZERO;

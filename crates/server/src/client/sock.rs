@@ -24,7 +24,7 @@
 //! task: a fetch that outlives the client never keeps its connection open.
 //!
 //! [`Readable`] lets an idle session wait for the client's next bytes
-//! without holding a read buffer (`crate::session`).
+//! without holding a read buffer (`crate::client::session`).
 
 use std::io::{self, Read};
 use std::net::{IpAddr, Shutdown, SocketAddr};
@@ -152,7 +152,7 @@ impl AsyncRead for ClientStream {
 }
 
 /// A client stream the session can wait on without reading: between
-/// requests an idle session holds no read buffer (`crate::session`).
+/// requests an idle session holds no read buffer (`crate::client::session`).
 pub trait Readable {
     /// Ready when the peer sent bytes, closed, or the socket failed.
     fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;

@@ -4,7 +4,7 @@
 //! control windows (a write waits while either window is closed or the
 //! connection's send queue is full); [`StreamHead`] sends the response
 //! head as a HEADERS frame. [`run`] is the stream's task: it runs the
-//! request through [`crate::req::handle`] exactly as an HTTP/1 request,
+//! request through [`crate::client::req_fsm::handle`] exactly as an HTTP/1 request,
 //! then ends the stream.
 //!
 //! The connection task (`super`) owns the socket; streams talk to it only
@@ -26,11 +26,11 @@ use std::future::Future;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::mpsc;
 
-use crate::counters::Main;
-use crate::msg::ReqMsg;
-use crate::req::ClientConn;
-use crate::state::Shared;
-use crate::task::{ReqTask, SessInfo, SessTimeouts};
+use crate::client::req_fsm::ClientConn;
+use crate::runtime::counters::Main;
+use crate::runtime::msg::ReqMsg;
+use crate::runtime::state::Shared;
+use crate::runtime::task::{ReqTask, SessInfo, SessTimeouts};
 
 /// Most response bytes queued for the socket before writers wait.
 const QUEUE_MAX: usize = 256 * 1024;
@@ -283,14 +283,14 @@ pub struct StreamHead {
 impl StreamHead {
     /// Queues the HPACK `block` as the response head; `end` ends the
     /// stream with it (no body follows). Fails once the connection is gone.
-    pub fn send(&self, block: Vec<u8>, end: bool) -> Result<(), crate::txio::TxError> {
+    pub fn send(&self, block: Vec<u8>, end: bool) -> Result<(), crate::client::txio::TxError> {
         self.out
             .send(Out::Headers {
                 sid: self.sid,
                 block,
                 end,
             })
-            .map_err(|_| crate::txio::TxError::Closed)
+            .map_err(|_| crate::client::txio::TxError::Closed)
     }
 
     /// Response body bytes the stream has sent (within the peer's
@@ -310,7 +310,7 @@ pub(crate) struct StreamCtx {
     pub sh: Arc<Shared>,
     pub info: Arc<SessInfo>,
     pub tmo: SessTimeouts,
-    pub sock: Option<crate::sock::SockCtl>,
+    pub sock: Option<crate::client::sock::SockCtl>,
     pub sid: u32,
     pub svxid: u32,
     pub vxid: u32,
@@ -367,7 +367,7 @@ async fn serve_request(
     sh: Arc<Shared>,
     info: &Arc<SessInfo>,
     tmo: SessTimeouts,
-    sock: Option<crate::sock::SockCtl>,
+    sock: Option<crate::client::sock::SockCtl>,
     conn: &mut ClientConn<StreamIo>,
     req: ReqMsg,
     hdr_bytes: u64,
@@ -406,9 +406,9 @@ async fn serve_request(
     // with an interim 100.
     let want_100 = expect == lacquer_http::Expect::Continue && body != BodyKind::None;
     if expect == lacquer_http::Expect::Continue {
-        crate::req::consume_expect(&mut vsl, &mut req);
+        crate::client::req_fsm::consume_expect(&mut vsl, &mut req);
     }
-    crate::req::log_req_start(&mut vsl, info, &req);
+    crate::client::req_fsm::log_req_start(&mut vsl, info, &req);
     if req.headers.count("host") > 1 {
         // As varnishd's vcl_recv entry check: a bare 400.
         vsl.log_str(Tag::BogoHeader, "Duplicate Host header");
@@ -435,7 +435,7 @@ async fn serve_request(
             lacquer_http::h2::encode_response_head(100, std::iter::empty(), &mut block);
             let _ = h.send(block, false);
         }
-        let ahead = crate::reqbody::take_ahead(
+        let ahead = crate::client::reqbody::take_ahead(
             &mut task,
             body,
             &mut conn.stream,
@@ -453,7 +453,7 @@ async fn serve_request(
         }
     }
     if ok {
-        crate::req::handle(&mut task, conn).await;
+        crate::client::req_fsm::handle(&mut task, conn).await;
     }
     task.ws.flush_trace(&mut task.vsl);
     task.vsl.log_str(Tag::End, "");
@@ -467,7 +467,7 @@ async fn serve_request(
 pub(crate) fn minimal_response(conn: &mut ClientConn<StreamIo>, vsl: &mut VslBuf, status: u16) {
     vsl.log_str(Tag::RespProtocol, "HTTP/2.0");
     vsl.log(Tag::RespStatus, format_args!("{status:03}"));
-    vsl.log_str(Tag::RespReason, crate::msg::reason(status));
+    vsl.log_str(Tag::RespReason, crate::runtime::msg::reason(status));
     let mut block = Vec::new();
     lacquer_http::h2::encode_response_head(status, std::iter::empty(), &mut block);
     if let Some(h) = &conn.h2 {

@@ -24,7 +24,7 @@ impl DeliveryPlan {
     /// Reads the list; an unknown filter is varnishd's error for it.
     pub fn parse(list: &str, vmods: &lacquer_vmods::Runtime) -> Result<DeliveryPlan, String> {
         let mut plan = DeliveryPlan::default();
-        for (at, name) in crate::gzip::filter_names(list) {
+        for (at, name) in crate::fetch::gzip::filter_names(list) {
             match name {
                 "esi" => plan.esi = true,
                 "gunzip" => plan.gunzip = true,
@@ -32,7 +32,7 @@ impl DeliveryPlan {
                 other => match vmods.filter(other, true) {
                     Some(f) if plan.gunzip => plan.after_gunzip.push((f.new)()),
                     Some(f) => plan.before_gunzip.push((f.new)()),
-                    None => return Err(crate::gzip::filter_not_found(list, at)),
+                    None => return Err(crate::fetch::gzip::filter_not_found(list, at)),
                 },
             }
         }

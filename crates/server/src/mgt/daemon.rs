@@ -8,7 +8,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,14 +23,14 @@ use lacquer_vsl::{Tag, Vsl, VslConfig};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, UnixListener};
 
-use crate::cli::{self, Line, Reply, RequestReader, status};
-use crate::counters::{Counters, Main};
-use crate::listen::{Endpoint, ListenSpec};
-use crate::params::ParamSet;
-use crate::session::SessInfoArgs;
-use crate::state::{BoundListener, Shared};
-use crate::vcls::{self, LoadedVcl, Temp, VclRegistry};
-use crate::vxid::VxidAlloc;
+use crate::client::session::SessInfoArgs;
+use crate::mgt::cli::{self, Line, Reply, RequestReader, status};
+use crate::mgt::listen::{Endpoint, ListenSpec};
+use crate::runtime::counters::{Counters, Main, SESSIONS, SessGuard};
+use crate::runtime::params::ParamSet;
+use crate::runtime::state::{BoundListener, Shared};
+use crate::runtime::vcls::{self, LoadedVcl, Temp, VclRegistry};
+use crate::runtime::vxid::VxidAlloc;
 
 /// Where the first VCL comes from.
 #[derive(Clone, Debug)]
@@ -98,7 +98,7 @@ pub fn backend_vcl(spec: &str) -> Result<String, String> {
             "vcl 4.1;\nbackend default {{\n    .path = \"{spec}\";\n}}\n"
         ));
     }
-    let (host, port) = crate::listen::split_host_port(spec)?;
+    let (host, port) = crate::mgt::listen::split_host_port(spec)?;
     if host.is_empty() {
         return Err(format!("-b '{spec}': no host given"));
     }
@@ -204,13 +204,13 @@ impl InitTask {
             vcl: vcl.clone(),
             privs: Default::default(),
             sub,
-            now: crate::rfc2616::now(),
+            now: crate::fetch::rfc2616::now(),
             errors: Vec::new(),
         }
     }
 }
 
-impl crate::task::TaskSub for InitTask {
+impl crate::runtime::task::TaskSub for InitTask {
     fn set_sub(&mut self, m: BuiltinSub) {
         self.sub = m;
     }
@@ -273,13 +273,13 @@ impl Context for InitTask {
             self.errors.push(text.clone());
         }
         self.sh.vsl.log_immediate(
-            crate::task::log_kind_tag(kind),
+            crate::runtime::task::log_kind_tag(kind),
             lacquer_vsl::Vxid::plain(0),
             format_args!("{text}"),
         );
     }
     fn log_raw(&mut self, tag: &str, vxid: u32, backend: bool, msg: &[u8]) -> Result<(), String> {
-        crate::task::log_raw(&self.sh.vsl, tag, vxid, backend, msg)
+        crate::runtime::task::log_raw(&self.sh.vsl, tag, vxid, backend, msg)
     }
     fn resolve_backend(&mut self, backend: &Value) -> Result<Value, String> {
         let vcl = self.vcl.clone();
@@ -440,29 +440,6 @@ fn write_private(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
     f.write_all(data)
 }
 
-/// Live client sessions, for graceful shutdown and `MEMPOOL.sess*.live`.
-static SESSIONS: AtomicUsize = AtomicUsize::new(0);
-
-/// Client sessions open now.
-pub(crate) fn live_sessions() -> u64 {
-    SESSIONS.load(Ordering::Relaxed) as u64
-}
-
-struct SessGuard;
-
-impl SessGuard {
-    fn new() -> Self {
-        SESSIONS.fetch_add(1, Ordering::AcqRel);
-        SessGuard
-    }
-}
-
-impl Drop for SessGuard {
-    fn drop(&mut self) {
-        SESSIONS.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 /// A bound listener ready to accept.
 enum Bound {
     Tcp(TcpListener, Named),
@@ -486,7 +463,7 @@ fn bind_all(specs: &[ListenSpec], backlog: u32) -> Result<Vec<Bound>, String> {
             let named = Named {
                 name: Arc::from(spec.name.as_str()),
                 written: Arc::from(spec.written.as_str()),
-                proxy: spec.proto == crate::listen::Proto::Proxy,
+                proxy: spec.proto == crate::mgt::listen::Proto::Proxy,
             };
             match ep {
                 Endpoint::Tcp(addr) => {
@@ -626,7 +603,7 @@ fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
                     }
                     let _ = s.set_nodelay(true);
                     let local = s.local_addr().unwrap_or(peer);
-                    let (s, ctl) = crate::sock::client_stream(s);
+                    let (s, ctl) = crate::client::sock::client_stream(s);
                     let args = SessInfoArgs {
                         client: peer,
                         local,
@@ -637,7 +614,7 @@ fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
                     let sh = sh.clone();
                     tokio::spawn(async move {
                         let _g = SessGuard::new();
-                        crate::session::serve(sh, s, args, Some(ctl)).await;
+                        crate::client::session::serve(sh, s, args, Some(ctl)).await;
                     });
                 }
             });
@@ -672,10 +649,10 @@ fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
                     let ctl = std::os::fd::AsFd::as_fd(&s)
                         .try_clone_to_owned()
                         .ok()
-                        .map(crate::sock::unix_ctl);
+                        .map(crate::client::sock::unix_ctl);
                     tokio::spawn(async move {
                         let _g = SessGuard::new();
-                        crate::session::serve(sh, s, args, ctl).await;
+                        crate::client::session::serve(sh, s, args, ctl).await;
                     });
                 }
             });
@@ -694,7 +671,7 @@ where
     let mut authed = secret.is_none();
     let challenge = cli::challenge();
     let first = if authed {
-        Reply::ok(crate::mgt::banner(sh.is_running()))
+        Reply::ok(crate::mgt::commands::banner(sh.is_running()))
     } else {
         Reply::err(status::AUTH, cli::auth_banner(&challenge))
     };
@@ -718,10 +695,10 @@ where
                                 && words[1] == cli::auth_response(&challenge, s) =>
                         {
                             authed = true;
-                            Reply::ok(crate::mgt::banner(sh.is_running()))
+                            Reply::ok(crate::mgt::commands::banner(sh.is_running()))
                         }
                         Some(_) => Reply::err(status::CLOSE, "Authentication failed"),
-                        None => Reply::ok(crate::mgt::banner(sh.is_running())),
+                        None => Reply::ok(crate::mgt::commands::banner(sh.is_running())),
                     }
                 } else if !authed {
                     Reply::err(status::AUTH, cli::auth_banner(&challenge))
@@ -734,7 +711,7 @@ where
                     return;
                 } else {
                     match cli::check_args(&words, sh.is_running()) {
-                        Ok(_) => crate::mgt::dispatch(&sh, &words),
+                        Ok(_) => crate::mgt::commands::dispatch(&sh, &words),
                         Err(r) => r,
                     }
                 }
@@ -796,7 +773,7 @@ fn run_cli_file(sh: &Arc<Shared>, path: &std::path::Path) -> Result<(), String> 
     let limit = sh.params().bytes("cli_limit") as usize;
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "BEGIN of -I file processing");
-    let _ = err.write_all(&Reply::ok(crate::mgt::banner(sh.is_running())).encode(limit));
+    let _ = err.write_all(&Reply::ok(crate::mgt::commands::banner(sh.is_running())).encode(limit));
     let mut reader = RequestReader::default();
     let mut first: Option<&str> = None;
     for line in text.lines() {
@@ -812,7 +789,7 @@ fn run_cli_file(sh: &Arc<Shared>, path: &std::path::Path) -> Result<(), String> 
                 format!("Unknown request.\nType 'help' for more info.\nSyntax Error: {e}"),
             ),
             Line::Request(words) => match cli::check_args(&words, sh.is_running()) {
-                Ok(_) => crate::mgt::dispatch(sh, &words),
+                Ok(_) => crate::mgt::commands::dispatch(sh, &words),
                 Err(r) => r,
             },
         };
@@ -954,7 +931,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
             ..Default::default()
         },
         stores.clone(),
-        crate::rfc2616::now(),
+        crate::fetch::rfc2616::now(),
     ));
     let host = hostname();
     let sh = Arc::new(Shared {
@@ -980,8 +957,9 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     let exp_vsl = sh.vsl.clone();
     sh.cache
         .set_event_sink(Arc::new(move |e| log_cache_event(&exp_vsl, e)));
-    let sections =
-        Arc::new(crate::stats::Sections::new(&vsc, &sh, mgt_section).map_err(|e| e.to_string())?);
+    let sections = Arc::new(
+        crate::runtime::stats::Sections::new(&vsc, &sh, mgt_section).map_err(|e| e.to_string())?,
+    );
     let _ = sh.stats.set(sections.clone());
     let bound = bind_all(&cfg.listen, params.uint("listen_depth") as u32)?;
     // The boot VCLs: (name, file name, source).
@@ -999,14 +977,14 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     };
     *sh.listeners.lock().unwrap_or_else(|e| e.into_inner()) = bound.iter().map(printable).collect();
     for (name, file, text) in boot {
-        let opts = crate::mgt::load_options(&sh);
+        let opts = crate::mgt::commands::load_options(&sh);
         let v = Arc::new(vcls::compile(&name, &file, &text, &opts).map_err(|e| e.message)?);
-        if let Some(refusal) = crate::mgt::version_refusal(&sh, &v) {
+        if let Some(refusal) = crate::mgt::commands::version_refusal(&sh, &v) {
             return Err(refusal);
         }
         // Without -d the cache starts at once; with it, at `start`.
         if !cfg.debug {
-            crate::mgt::child_load(&sh, &v, Temp::Auto)?;
+            crate::mgt::commands::child_load(&sh, &v, Temp::Auto)?;
         }
         let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
         reg.insert(v.clone(), Temp::Auto);
@@ -1102,13 +1080,13 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         loop {
             tick.tick().await;
             n += 1;
-            let now = crate::rfc2616::now();
+            let now = crate::fetch::rfc2616::now();
             let ping = hk.params().uint("ping_interval");
             if ping > 0 && last_ping.elapsed() >= Duration::from_secs(ping) {
                 // varnishd's manager pings its child this often, and the
                 // log shows it; operators and tests look for it there.
                 last_ping = std::time::Instant::now();
-                crate::mgt::child_ping(&hk);
+                crate::mgt::commands::child_ping(&hk);
             }
             hk.cache.expire_due(now);
             let p = hk.params();
@@ -1120,7 +1098,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
                     p.uint("ban_cutoff") as usize,
                 );
             }
-            crate::mgt::cool_idle_vcls(&hk);
+            crate::mgt::commands::cool_idle_vcls(&hk);
             if n.is_multiple_of(10) {
                 let idle = Duration::from_secs_f64(p.duration("backend_idle_timeout"));
                 if let Some(v) = hk.active_vcl() {

@@ -11,12 +11,12 @@
 //! 3. wait for a request head, at most `timeout_idle` (a closed or silent
 //!    connection ends here);
 //! 4. a malformed head gets a bare `400` and the connection closes; a good
-//!    head becomes a request transaction run by [`crate::req::handle`];
+//!    head becomes a request transaction run by [`crate::client::req_fsm::handle`];
 //! 5. a request body stays on the connection until a pass streams it to
 //!    the backend (only what `std.cache_req_body()` may keep is read before
 //!    VCL runs); one nobody read is discarded before the response (or
 //!    after it, for the few responses sent outside delivery), so the next
-//!    pipelined request starts at the right byte (`crate::reqbody`);
+//!    pipelined request starts at the right byte (`crate::client::reqbody`);
 //! 6. back to 3 while both sides keep the connection alive.
 //!
 //! Nothing here blocks a thread: a slow client costs one task. An idle
@@ -27,8 +27,8 @@
 //! socket to become readable (`sess_herd` counts these trips, as it counts
 //! varnishd's sessions handed to its waiter). `timeout_idle` runs on.
 
-use crate::counters::Main;
 use crate::pid;
+use crate::runtime::counters::Main;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -40,13 +40,13 @@ use lacquer_vsl::{Tag, VslBuf, Vxid};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::{Instant, Sleep};
 
-use crate::msg::ReqMsg;
-use crate::req::{After, ClientConn};
-use crate::rfc2616;
-use crate::state::Shared;
-use crate::task::{ReqTask, SessInfo, SessTimeouts};
-use crate::ws::Workspace;
-use crate::ws::size::{POINTER, SUCKADDR, TLV_HEAD};
+use crate::client::req_fsm::{After, ClientConn};
+use crate::fetch::rfc2616;
+use crate::runtime::msg::ReqMsg;
+use crate::runtime::state::Shared;
+use crate::runtime::task::{ReqTask, SessInfo, SessTimeouts};
+use crate::runtime::ws::Workspace;
+use crate::runtime::ws::size::{POINTER, SUCKADDR, TLV_HEAD};
 
 fn timeouts(sh: &Shared) -> SessTimeouts {
     let p = sh.params();
@@ -66,9 +66,9 @@ pub async fn serve<S>(
     sh: Arc<Shared>,
     stream: S,
     sess: SessInfoArgs,
-    sock: Option<crate::sock::SockCtl>,
+    sock: Option<crate::client::sock::SockCtl>,
 ) where
-    S: AsyncRead + AsyncWrite + crate::sock::Readable + Unpin + Send,
+    S: AsyncRead + AsyncWrite + crate::client::sock::Readable + Unpin + Send,
 {
     let t_open = rfc2616::now();
     let Some(mut s) = Box::pin(open(sh, stream, sess, sock, t_open)).await else {
@@ -104,8 +104,13 @@ pub async fn serve<S>(
             Turn::H2(upgraded) => {
                 let ctx = h2_ctx(&s.sh, &s.info, s.tmo, &s.sock, svxid);
                 let rbuf = std::mem::take(&mut s.conn.rbuf);
-                let h2 =
-                    crate::h2::serve(ctx, s.conn.stream, rbuf, &mut s.svsl, upgraded.map(|u| *u));
+                let h2 = crate::client::h2::serve(
+                    ctx,
+                    s.conn.stream,
+                    rbuf,
+                    &mut s.svsl,
+                    upgraded.map(|u| *u),
+                );
                 break Box::pin(h2).await;
             }
             Turn::End(reason) => break reason,
@@ -121,7 +126,7 @@ async fn open<S>(
     sh: Arc<Shared>,
     stream: S,
     sess: SessInfoArgs,
-    sock: Option<crate::sock::SockCtl>,
+    sock: Option<crate::client::sock::SockCtl>,
     t_open: f64,
 ) -> Option<Sess<S>>
 where
@@ -242,12 +247,12 @@ struct Sess<S> {
     /// The allocation each request's log buffer reuses from the one before.
     spare_log: Vec<u8>,
     idle_timer: Pin<Box<Sleep>>,
-    sock: Option<crate::sock::SockCtl>,
+    sock: Option<crate::client::sock::SockCtl>,
     svxid: u32,
 }
 
 /// An `h2c` upgrade: the request it carried and the client's settings.
-type H2Upgrade = (crate::h2::Upgraded, Vec<(u16, u32)>);
+type H2Upgrade = (crate::client::h2::Upgraded, Vec<(u16, u32)>);
 
 /// How a busy spell of a session ends.
 enum Turn {
@@ -272,7 +277,7 @@ fn secs(s: f64) -> Duration {
 /// ends.
 async fn requests<S>(s: &mut Sess<S>) -> Turn
 where
-    S: AsyncRead + AsyncWrite + crate::sock::Readable + Unpin + Send,
+    S: AsyncRead + AsyncWrite + crate::client::sock::Readable + Unpin + Send,
 {
     let Sess {
         sh,
@@ -390,7 +395,7 @@ where
                     Main::sc_rx_bad
                 });
                 let status = e.status().unwrap_or(400);
-                let reason = crate::msg::reason(status);
+                let reason = crate::runtime::msg::reason(status);
                 let out = format!("HTTP/1.1 {status} {reason}\r\n\r\n");
                 let _ = conn.stream.write_all(out.as_bytes()).await;
                 let _ = conn.stream.flush().await;
@@ -423,7 +428,7 @@ where
                 return Turn::End(if junk { "RX_JUNK" } else { "RX_BAD" });
             }
         };
-        let req_hdr_bytes = crate::msg::request_head_len(&head);
+        let req_hdr_bytes = crate::runtime::msg::request_head_len(&head);
         let body_kind = head.body;
         let expect = lacquer_http::expect(&head.headers);
         let mut req = ReqMsg::from(head);
@@ -438,20 +443,25 @@ where
             let Some(pairs) = req
                 .headers
                 .get("http2-settings")
-                .and_then(crate::h2::upgrade_settings)
+                .and_then(crate::client::h2::upgrade_settings)
             else {
                 svsl.log_str(Tag::Debug, "H2: Bad HTTP-Settings");
                 sh.counters.inc(Main::sc_rx_junk);
                 return Turn::End("RX_JUNK");
             };
-            if conn.stream.write_all(crate::h2::RESP_101).await.is_err() {
+            if conn
+                .stream
+                .write_all(crate::client::h2::RESP_101)
+                .await
+                .is_err()
+            {
                 sh.counters.inc(Main::sc_rem_close);
                 return Turn::End("REM_CLOSE");
             }
             req.headers.remove("upgrade");
             req.headers.remove("http2-settings");
             req.proto = bytes::Bytes::from_static(b"HTTP/2.0");
-            let up = crate::h2::Upgraded {
+            let up = crate::client::h2::Upgraded {
                 req,
                 hdr_bytes: req_hdr_bytes as u64,
                 t_req: rfc2616::now(),
@@ -460,8 +470,8 @@ where
         }
         // Headers the client's Connection header names are hop-by-hop and
         // go no further; naming a well-known end-to-end header is refused.
-        match crate::msg::connection_tokens(&req.headers) {
-            Ok(tokens) => crate::msg::drop_connection_tokens(&mut req.headers, &tokens),
+        match crate::runtime::msg::connection_tokens(&req.headers) {
+            Ok(tokens) => crate::runtime::msg::drop_connection_tokens(&mut req.headers, &tokens),
             Err(name) => {
                 sh.counters.inc(Main::client_req_400);
                 sh.counters.inc(Main::sc_rx_bad);
@@ -532,9 +542,9 @@ where
             && &req.proto[..] != b"HTTP/1.0"
             && conn.rbuf.is_empty();
         if expect == lacquer_http::Expect::Continue {
-            crate::req::consume_expect(&mut vsl, &mut req);
+            crate::client::req_fsm::consume_expect(&mut vsl, &mut req);
         }
-        crate::req::log_req_start(&mut vsl, info, &req);
+        crate::client::req_fsm::log_req_start(&mut vsl, info, &req);
         let mut task = ReqTask::new(sh.clone(), vcl, info.clone(), *tmo, vxid, req, t_req, vsl);
         task.req_hdr_bytes = req_hdr_bytes as u64;
         task.sock = sock.clone();
@@ -542,7 +552,7 @@ where
         // when it ends.
         task.sess_ws = std::mem::replace(ws, Workspace::session(0));
         sh.counters.add(Main::s_req_hdrbytes, req_hdr_bytes as u64);
-        // The request body stays on the connection (see crate::reqbody),
+        // The request body stays on the connection (see crate::client::reqbody),
         // except what std.cache_req_body() may keep, read ahead here. A
         // client waiting for 100 Continue has sent nothing yet: the 100
         // goes out when vcl_recv returns or the body is read (only a
@@ -555,20 +565,20 @@ where
                     == tokio::runtime::RuntimeFlavor::MultiThread);
         if body_kind != BodyKind::None && defer_100 {
             task.want_100 = true;
-            task.body_pending = Some(crate::reqbody::Pending::new(body_kind));
+            task.body_pending = Some(crate::client::reqbody::Pending::new(body_kind));
         } else if body_kind != BodyKind::None {
             if want_100 {
-                crate::reqbody::log_100(&mut task.vsl);
+                crate::client::reqbody::log_100(&mut task.vsl);
                 if conn
                     .stream
-                    .write_all(crate::reqbody::CONTINUE_100)
+                    .write_all(crate::client::reqbody::CONTINUE_100)
                     .await
                     .is_err()
                 {
                     return Turn::End("REM_CLOSE");
                 }
             }
-            let ahead = crate::reqbody::take_ahead(
+            let ahead = crate::client::reqbody::take_ahead(
                 &mut task,
                 body_kind,
                 &mut conn.stream,
@@ -580,7 +590,7 @@ where
                 return Turn::End(body_error(sh, &mut task, conn, body_kind, e).await);
             }
         }
-        let mut after = crate::req::handle(&mut task, conn).await;
+        let mut after = crate::client::req_fsm::handle(&mut task, conn).await;
         if task.body_broken {
             after = After::Close;
         }
@@ -631,10 +641,9 @@ where
             }
             After::TxFailed(e) => {
                 sh.counters.inc(match e {
-                    crate::txio::TxError::Closed | crate::txio::TxError::Aborted => {
-                        Main::sc_rem_close
-                    }
-                    crate::txio::TxError::Failed => Main::sc_tx_error,
+                    crate::client::txio::TxError::Closed
+                    | crate::client::txio::TxError::Aborted => Main::sc_rem_close,
+                    crate::client::txio::TxError::Failed => Main::sc_tx_error,
                 });
                 return Turn::End(e.close_reason());
             }
@@ -660,10 +669,10 @@ fn h2_ctx(
     sh: &Arc<Shared>,
     info: &Arc<SessInfo>,
     tmo: SessTimeouts,
-    sock: &Option<crate::sock::SockCtl>,
+    sock: &Option<crate::client::sock::SockCtl>,
     svxid: u32,
-) -> Arc<crate::h2::SessCtx> {
-    Arc::new(crate::h2::SessCtx {
+) -> Arc<crate::client::h2::SessCtx> {
+    Arc::new(crate::client::h2::SessCtx {
         sh: sh.clone(),
         info: info.clone(),
         tmo,
@@ -806,14 +815,14 @@ async fn body_error<S>(
     task: &mut ReqTask,
     conn: &mut ClientConn<S>,
     kind: BodyKind,
-    e: crate::bodyio::BodyIoError,
+    e: crate::fetch::bodyio::BodyIoError,
 ) -> &'static str
 where
     S: AsyncWrite + Unpin,
 {
     // Logged as varnishd's body pull logs it, a FetchError on the request.
     match (&e, kind) {
-        (crate::bodyio::BodyIoError::Eof, BodyKind::Length(_)) => {
+        (crate::fetch::bodyio::BodyIoError::Eof, BodyKind::Length(_)) => {
             task.vsl
                 .log_str(Tag::FetchError, "straight insufficient bytes");
         }
@@ -828,7 +837,7 @@ where
     task.vsl.log_str(Tag::End, "");
     task.vsl.flush();
     sh.counters.inc(Main::sc_rx_body);
-    if matches!(e, crate::bodyio::BodyIoError::Framing(_)) {
+    if matches!(e, crate::fetch::bodyio::BodyIoError::Framing(_)) {
         let _ = conn
             .stream
             .write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")

@@ -16,10 +16,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use bytes::Bytes;
 
-use crate::counters::Main;
-use crate::msg::ReqMsg;
-use crate::req::{After, ClientConn, new_bo};
-use crate::task::ReqTask;
+use crate::client::req_fsm::{After, ClientConn, new_bo};
+use crate::runtime::counters::Main;
+use crate::runtime::msg::ReqMsg;
+use crate::runtime::task::ReqTask;
 
 /// How a pipe ended.
 pub enum Piped {
@@ -31,7 +31,7 @@ pub enum Piped {
 }
 
 /// Counts an open pipe in `MAIN.n_pipe` for as long as it lives.
-struct PipeSlot<'a>(&'a crate::counters::Counters);
+struct PipeSlot<'a>(&'a crate::runtime::counters::Counters);
 
 impl Drop for PipeSlot<'_> {
     fn drop(&mut self) {
@@ -60,7 +60,7 @@ where
     let mut bo = new_bo(t, true, bereq, vxid);
     bo.pipe_req = Some(Box::new(t.req.clone()));
     bo.pipe_xid = t.vxid_str.clone();
-    bo.pipe_vars = crate::task::PIPE_REQ_VARS
+    bo.pipe_vars = crate::runtime::task::PIPE_REQ_VARS
         .iter()
         .filter_map(|v| Some((*v, t.get(*v).ok()?)))
         .collect();
@@ -68,7 +68,7 @@ where
     bo.vsl
         .log(Tag::Begin, format_args!("bereq {} pipe", t.vxid));
     bo.vsl.log_timestamp("Start", bo.t_bereq, 0.0, 0.0);
-    crate::fetch::log_bereq(&mut bo);
+    crate::fetch::fetch_fsm::log_bereq(&mut bo);
     // As varnishd, vcl_pipe logs into the client request's transaction:
     // what the request logged so far goes out first, to keep its order.
     t.vsl.flush();
@@ -105,7 +105,7 @@ where
                 (None, None) => Ok(Vec::new()),
             };
             let mut acct = PipeAcct {
-                t_process: crate::rfc2616::now(),
+                t_process: crate::fetch::rfc2616::now(),
                 ..PipeAcct::default()
             };
             // The backend is picked in the request's task too (a director
@@ -125,7 +125,7 @@ where
         _ => {
             bo.vsl.log_str(Tag::BereqAcct, "0 0 0 0 0 0");
             bo.vsl.log_str(Tag::End, "");
-            crate::req::vcl_failed(t);
+            crate::client::req_fsm::vcl_failed(t);
             return Piped::Synth(503, Some(Bytes::from_static(b"VCL failed")));
         }
     };
@@ -178,7 +178,7 @@ struct PipeAcct {
 }
 
 async fn run_pipe<S>(
-    bo: &mut crate::task::BoTask,
+    bo: &mut crate::runtime::task::BoTask,
     conn: &mut ClientConn<S>,
     lead: &[Bytes],
     acct: &mut PipeAcct,
@@ -199,7 +199,7 @@ where
         .connect_timeout
         .unwrap_or_else(|| params.duration(pid!("connect_timeout")));
     let idle = Duration::from_secs_f64(params.duration(pid!("pipe_timeout")).max(0.001));
-    let holddown = crate::backend::holddown(&params);
+    let holddown = crate::runtime::params::holddown(&params);
     // As varnishd, a pipe may take over an idle pooled connection.
     let reuse = Duration::from_secs_f64(params.duration(pid!("backend_idle_timeout")).max(0.0));
     drop(params);
@@ -231,7 +231,7 @@ where
         .write_all(&head)
         .await
         .map_err(|e| format!("pipe write: {e}"))?;
-    acct.t_sent = crate::rfc2616::now();
+    acct.t_sent = crate::fetch::rfc2616::now();
     let (mut cr, mut cw) = tokio::io::split(&mut conn.stream);
     let (mut br, mut bw) = tokio::io::split(&mut be_conn.stream);
     let mut cbuf = vec![0u8; 16 * 1024];

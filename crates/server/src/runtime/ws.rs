@@ -23,8 +23,8 @@
 use lacquer_vcl::exec::{Workspace as WsOps, WsMark};
 use lacquer_vsl::{Tag, VslBuf};
 
-use crate::params::ParamSet;
 use crate::pid;
+use crate::runtime::params::ParamSet;
 
 /// varnishd 7.1's sizes (64-bit), in bytes: what comes out of each
 /// workspace before VCL runs and what delivery and fetching add. Every
@@ -248,7 +248,7 @@ impl WsOps for Workspace {
 #[cfg(test)]
 mod tests {
     use super::{Workspace, size};
-    use crate::params::ParamSet;
+    use crate::runtime::params::ParamSet;
     use lacquer_vcl::exec::{Workspace as _, WsMark};
 
     /// The figures varnishd 7.1 reports through vtc.workspace_free() with

@@ -4,6 +4,8 @@
 //! relaxed atomic add on the mapped counter.
 
 pub use lacquer_vsl::vsc::tables::Main;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use lacquer_vsl::vsc::{Section, Vsc, VscError};
 
 /// The `MAIN` section.
@@ -43,6 +45,30 @@ impl Counters {
 
     pub fn get(&self, c: Main) -> u64 {
         self.main.get(c)
+    }
+}
+
+/// Live client sessions, for graceful shutdown and `MEMPOOL.sess*.live`.
+pub(crate) static SESSIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// Client sessions open now.
+pub(crate) fn live_sessions() -> u64 {
+    SESSIONS.load(Ordering::Relaxed) as u64
+}
+
+/// Counts one client session in [`SESSIONS`] while it lives.
+pub(crate) struct SessGuard;
+
+impl SessGuard {
+    pub(crate) fn new() -> Self {
+        SESSIONS.fetch_add(1, Ordering::AcqRel);
+        SessGuard
+    }
+}
+
+impl Drop for SessGuard {
+    fn drop(&mut self) {
+        SESSIONS.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

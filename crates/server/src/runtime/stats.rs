@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex, Weak};
 use lacquer_vsl::vsc::tables::{LCK, Lck, MEMPOOL, Mempool, Mgt, SMA, SMF, Sma, Smf, VBE, Vbe};
 use lacquer_vsl::vsc::{Section, Vsc, VscError};
 
-use crate::counters::Main;
-use crate::state::Shared;
-use crate::vcls::BackendRt;
+use crate::runtime::counters::Main;
+use crate::runtime::state::Shared;
+use crate::runtime::vcls::BackendRt;
 
 /// Sections whose values are copied on each tick.
 pub struct Sections {
@@ -154,9 +154,9 @@ impl Sections {
         if let Some((req, sess)) = self.mempool.first() {
             req.set(
                 Mempool::live,
-                crate::task::LIVE_REQS.load(Ordering::Relaxed),
+                crate::runtime::task::LIVE_REQS.load(Ordering::Relaxed),
             );
-            sess.set(Mempool::live, crate::daemon::live_sessions());
+            sess.set(Mempool::live, crate::runtime::counters::live_sessions());
         }
         self.publish_backends(sh);
         let lck = &crate::backend::pool::CONN_POOL_LOCKS;

@@ -16,13 +16,13 @@
 //! Every state keeps Varnish's log records and counters so that varnishlog
 //! users see the transactions they expect.
 
-use crate::counters::Main;
 use crate::pid;
+use crate::runtime::counters::Main;
 use lacquer_vsl::push_u64;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use lacquer_cache::{HeaderLookup, Lookup, LookupRequest, ObjRef};
+use lacquer_cache::{Lookup, LookupRequest, ObjRef};
 use lacquer_http::Headers;
 use lacquer_vcl::exec::{Action, Scratch, Workspace as _};
 use lacquer_vcl::subs::BuiltinSub;
@@ -30,26 +30,17 @@ use lacquer_vsl::Tag;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 
-use crate::cond::{RangeOutcome, apply_range, not_modified};
-use crate::fetch::{FetchJob, FetchMode, FetchOutcome};
-use crate::gzip::Gunzip;
-use crate::msg::{ReqMsg, RespMsg};
-use crate::rfc2616;
-use crate::task::{BoTask, ReqTask, SessInfo};
-use crate::txio::{TimedWriter, TxError};
-use crate::ws::{Workspace, header_len};
+use crate::client::cond::{RangeOutcome, apply_range, not_modified};
+use crate::client::txio::{TimedWriter, TxError};
+use crate::fetch::fetch_fsm::{FetchJob, FetchMode, FetchOutcome};
+use crate::fetch::gzip::Gunzip;
+use crate::fetch::rfc2616;
+use crate::runtime::msg::{HeaderView, ReqMsg, RespMsg};
+use crate::runtime::task::{BoTask, ReqTask, SessInfo};
+use crate::runtime::ws::{Workspace, header_len};
 
 /// `Via` header value Lacquer adds to responses.
 pub const VIA: &str = "1.1 varnish (Lacquer/0.1)";
-
-/// Request headers seen through the cache's lookup interface.
-pub struct HeaderView<'a>(pub &'a Headers);
-
-impl HeaderLookup for HeaderView<'_> {
-    fn header(&self, name: &str) -> Option<&[u8]> {
-        self.0.get(name)
-    }
-}
 
 /// The client connection a request arrived on: the bytes of an HTTP/1
 /// connection, or an HTTP/2 stream (request body in, response body out)
@@ -57,7 +48,7 @@ impl HeaderLookup for HeaderView<'_> {
 pub struct ClientConn<S> {
     pub stream: S,
     pub rbuf: BytesMut,
-    pub h2: Option<crate::h2::StreamHead>,
+    pub h2: Option<crate::client::h2::StreamHead>,
 }
 
 /// How a request ended for its connection.
@@ -161,7 +152,7 @@ where
                 // the call, so vcl_recv runs beside the connection.
                 let action = if t.want_100 && vcl.req_body_prefetch > 0 && conn.h2.is_none() {
                     let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
-                    crate::reqbody::recv_with_body(conn, t, timeout, |t| {
+                    crate::client::reqbody::recv_with_body(conn, t, timeout, |t| {
                         vcl.run(BuiltinSub::Recv, t, &mut scratch)
                     })
                 } else {
@@ -288,7 +279,7 @@ where
                 // As varnishd: a hit on an object still being fetched also
                 // shows how much has arrived, and the length when known.
                 let fetching = (!obj.body().is_finished()).then(|| {
-                    let cl = crate::task::obj_header(&obj, b"content-length")
+                    let cl = crate::runtime::task::obj_header(&obj, b"content-length")
                         .and_then(|v| std::str::from_utf8(v).ok())
                         .and_then(|v| v.trim().parse::<u64>().ok());
                     (obj.body().len_so_far(), cl)
@@ -408,9 +399,11 @@ where
             }
             State::Pipe => {
                 sh.counters.inc(Main::s_pipe);
-                match crate::pipe::pipe(t, conn, &mut scratch).await {
-                    crate::pipe::Piped::Done(after) => return after,
-                    crate::pipe::Piped::Synth(status, reason) => State::Synth { status, reason },
+                match crate::client::pipe::pipe(t, conn, &mut scratch).await {
+                    crate::client::pipe::Piped::Done(after) => return after,
+                    crate::client::pipe::Piped::Synth(status, reason) => {
+                        State::Synth { status, reason }
+                    }
                 }
             }
             State::Deliver { obj, hit, pass } => {
@@ -587,7 +580,7 @@ pub(crate) fn decimal(n: u64) -> Bytes {
 /// when the client accepts it, else removed.
 fn normalise_ae(h: &mut Headers) {
     match h.get("accept-encoding") {
-        Some(v) if crate::gzip::accepts_gzip(v) => h.set("Accept-Encoding", "gzip"),
+        Some(v) if crate::fetch::gzip::accepts_gzip(v) => h.set("Accept-Encoding", "gzip"),
         Some(_) => {
             h.remove("accept-encoding");
         }
@@ -813,7 +806,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
 /// Starts a fetch and waits for its object. A body `std.cache_req_body()`
 /// kept goes to the backend whole, with any fetch; a pass also forwards a
 /// body it did not keep, streamed off the client connection while the
-/// fetch sends it (see [`crate::reqbody`]).
+/// fetch sends it (see [`crate::client::reqbody`]).
 async fn fetch<S>(
     t: &mut ReqTask,
     conn: &mut ClientConn<S>,
@@ -823,7 +816,8 @@ async fn fetch<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
-    use crate::reqbody::{CHANNEL_SEGMENTS, FetchBody};
+    use crate::client::reqbody::CHANNEL_SEGMENTS;
+    use crate::fetch::fetch_fsm::FetchBody;
     let vxid = t.sh.vxid.next();
     let how = if pass { "pass" } else { "fetch" };
     t.vsl.log(Tag::Link, format_args!("bereq {vxid} {how}"));
@@ -868,7 +862,7 @@ where
         req_body,
         notify: Some(tx),
     };
-    tokio::spawn(crate::fetch::run(job));
+    tokio::spawn(crate::fetch::fetch_fsm::run(job));
     let mut early = None;
     if let Some((p, body_tx)) = stream {
         t.log_body_storage();
@@ -939,8 +933,10 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
     t.want_100 = false;
-    crate::reqbody::log_100(&mut t.vsl);
-    conn.stream.write_all(crate::reqbody::CONTINUE_100).await
+    crate::client::reqbody::log_100(&mut t.vsl);
+    conn.stream
+        .write_all(crate::client::reqbody::CONTINUE_100)
+        .await
 }
 
 /// Starts a background refresh of a stale object delivered in grace.
@@ -952,17 +948,17 @@ fn start_bgfetch(t: &mut ReqTask, busy: lacquer_cache::BusyObj, stale: ObjRef) {
     bo.is_bgfetch = true;
     t.sh.counters.inc(Main::s_bgfetch);
     let req_body = match t.req_body.as_ref().filter(|_| t.req_body_kept) {
-        Some(b) => crate::reqbody::FetchBody::Cached(b.clone()),
-        None => crate::reqbody::FetchBody::None,
+        Some(b) => crate::fetch::fetch_fsm::FetchBody::Cached(b.clone()),
+        None => crate::fetch::fetch_fsm::FetchBody::None,
     };
-    bo.has_body = matches!(req_body, crate::reqbody::FetchBody::Cached(_));
+    bo.has_body = matches!(req_body, crate::fetch::fetch_fsm::FetchBody::Cached(_));
     let job = FetchJob {
         bo,
         mode: FetchMode::Background { busy, stale },
         req_body,
         notify: None,
     };
-    tokio::spawn(crate::fetch::run(job));
+    tokio::spawn(crate::fetch::fetch_fsm::run(job));
 }
 
 enum Delivered {
@@ -1166,7 +1162,7 @@ where
 {
     if t.esi_level > 0 {
         // An ESI include: its body goes into the including response.
-        return crate::esi::deliver::include_body(t, conn, obj, synth).await;
+        return crate::client::esi::include_body(t, conn, obj, synth).await;
     }
     // As varnishd (VRB_Ignore): a request body nobody used is read (on
     // HTTP/2 its window given back) and thrown away before the response
@@ -1266,7 +1262,7 @@ where
         let list = String::from_utf8_lossy(t.delivery_filters()).into_owned();
         t.vsl.log_str(Tag::Filters, &list);
         if t.vdp_filters.is_some() {
-            match crate::vdp::DeliveryPlan::parse(&list, &t.vcl.vmods) {
+            match crate::client::vdp::DeliveryPlan::parse(&list, &t.vcl.vmods) {
                 Ok(p) => plan = Some(p),
                 Err(e) => {
                     drop(params);
@@ -1321,7 +1317,7 @@ where
                             .req
                             .headers
                             .get("accept-encoding")
-                            .is_some_and(crate::gzip::accepts_gzip)
+                            .is_some_and(crate::fetch::gzip::accepts_gzip)
                 }
             };
             if data.gzip && want_gunzip {
@@ -1334,7 +1330,7 @@ where
                     .body()
                     .final_len()
                     .zip(o.body().tail(4))
-                    .and_then(|(len, tail)| crate::gzip::gzip_plain_len(len, &tail))
+                    .and_then(|(len, tail)| crate::fetch::gzip::gzip_plain_len(len, &tail))
                     .filter(|l| *l > 0);
             }
             if plan.as_ref().map_or(t.esi, |p| p.esi)
@@ -1375,7 +1371,7 @@ where
                 && (!gunzip || body_len.is_some())
                 && esi.is_none()
                 && let Some(r) = t.req.headers.get("range")
-                && crate::cond::if_range_allows(
+                && crate::client::cond::if_range_allows(
                     t.req.headers.get("if-range"),
                     t.resp.headers.get("etag"),
                     t.resp.headers.get("last-modified"),
@@ -1501,14 +1497,14 @@ where
         // the whole of it, idle_send_timeout each write (see esi::deliver).
         // Vmod filters see what the ESI stage puts out, includes and all.
         before_gunzip.append(&mut after_gunzip);
-        let framing = crate::esi::deliver::TopFraming {
+        let framing = crate::client::esi::TopFraming {
             chunked,
             gzip: prog.gzip() && !gunzip,
             idle_send: Duration::from_secs_f64(idle_send.max(0.001)),
             filters: before_gunzip,
         };
         let head = std::mem::take(&mut out);
-        let top = crate::esi::deliver::deliver_top(t, &mut conn.stream, o, prog, framing, head);
+        let top = crate::client::esi::deliver_top(t, &mut conn.stream, o, prog, framing, head);
         match tokio::time::timeout(Duration::from_secs_f64(send_timeout.max(0.0)), top).await {
             Ok((r, n)) => {
                 body_bytes = n;
@@ -1552,7 +1548,7 @@ where
             // Small bodies go out with the head in one write; large storage
             // segments queue in `batch` (ahead of `out`) and leave together
             // in one vectored write, straight from storage.
-            let mut batch = crate::txio::SegmentBatch::default();
+            let mut batch = crate::client::txio::SegmentBatch::default();
             loop {
                 let mut next = std::pin::pin!(reader.next());
                 let item = match poll_once(next.as_mut()).await {
@@ -1577,7 +1573,7 @@ where
                 let raw: &[u8] = if before_gunzip.is_empty() {
                     &stored
                 } else {
-                    pre = crate::vdp::run(&mut before_gunzip, &stored)
+                    pre = crate::client::vdp::run(&mut before_gunzip, &stored)
                         .map_err(|e| filter_failed(vsl, e))?;
                     &pre
                 };
@@ -1602,7 +1598,7 @@ where
                 }
                 let post;
                 if !after_gunzip.is_empty() {
-                    post = crate::vdp::run(&mut after_gunzip, seg)
+                    post = crate::client::vdp::run(&mut after_gunzip, seg)
                         .map_err(|e| filter_failed(vsl, e))?;
                     seg = &post;
                 }
@@ -1638,13 +1634,14 @@ where
             }
             // The filters end in list order: the ones before gunzip end
             // into the ones after it.
-            let mut tail =
-                crate::vdp::finish(&mut before_gunzip).map_err(|e| filter_failed(vsl, e))?;
+            let mut tail = crate::client::vdp::finish(&mut before_gunzip)
+                .map_err(|e| filter_failed(vsl, e))?;
             if !tail.is_empty() || !after_gunzip.is_empty() {
-                tail =
-                    crate::vdp::run(&mut after_gunzip, &tail).map_err(|e| filter_failed(vsl, e))?;
+                tail = crate::client::vdp::run(&mut after_gunzip, &tail)
+                    .map_err(|e| filter_failed(vsl, e))?;
                 tail.extend(
-                    crate::vdp::finish(&mut after_gunzip).map_err(|e| filter_failed(vsl, e))?,
+                    crate::client::vdp::finish(&mut after_gunzip)
+                        .map_err(|e| filter_failed(vsl, e))?,
                 );
             }
             if !tail.is_empty() {

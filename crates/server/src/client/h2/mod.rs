@@ -36,10 +36,10 @@ use lacquer_vsl::{Tag, VslBuf};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use crate::msg::ReqMsg;
 use crate::pid;
-use crate::state::Shared;
-use crate::task::{SessInfo, SessTimeouts};
+use crate::runtime::msg::ReqMsg;
+use crate::runtime::state::Shared;
+use crate::runtime::task::{SessInfo, SessTimeouts};
 use stream::{Flow, Out, RxChunk, StreamCtx, TxStream};
 
 /// The request an `h2c` upgrade carried: it becomes stream 1.
@@ -54,7 +54,7 @@ pub struct SessCtx {
     pub sh: Arc<Shared>,
     pub info: Arc<SessInfo>,
     pub tmo: SessTimeouts,
-    pub sock: Option<crate::sock::SockCtl>,
+    pub sock: Option<crate::client::sock::SockCtl>,
     pub svxid: u32,
 }
 
@@ -163,7 +163,7 @@ where
     let sh = ctx.sh.clone();
     let cause = run(ctx, stream, rbuf, svsl, upgraded).await;
     svsl.log(Tag::Debug, format_args!("H2 CLEANUP {cause}"));
-    sh.counters.inc(crate::counters::Main::sc_rx_junk);
+    sh.counters.inc(crate::runtime::counters::Main::sc_rx_junk);
     "RX_JUNK"
 }
 
@@ -240,7 +240,7 @@ where
             .min(ctx.sh.params().bytes(pid!("workspace_client"))),
         drained: 0,
         rxbuf_store: match ctx.sh.params().get(pid!("h2_rxbuf_storage")) {
-            crate::params::Value::Text(t) => t.clone(),
+            crate::runtime::params::Value::Text(t) => t.clone(),
             _ => "Transient".to_string(),
         },
     };
@@ -362,11 +362,14 @@ where
     while c.tasks.join_next().await.is_some() {}
     let [rxh, rxb, txh, txb] = c.acct;
     let sh = &ctx.sh;
-    sh.counters.add(crate::counters::Main::s_req_hdrbytes, rxh);
-    sh.counters.add(crate::counters::Main::s_req_bodybytes, rxb);
-    sh.counters.add(crate::counters::Main::s_resp_hdrbytes, txh);
     sh.counters
-        .add(crate::counters::Main::s_resp_bodybytes, txb);
+        .add(crate::runtime::counters::Main::s_req_hdrbytes, rxh);
+    sh.counters
+        .add(crate::runtime::counters::Main::s_req_bodybytes, rxb);
+    sh.counters
+        .add(crate::runtime::counters::Main::s_resp_hdrbytes, txh);
+    sh.counters
+        .add(crate::runtime::counters::Main::s_resp_bodybytes, txb);
     svsl.log(
         Tag::ReqAcct,
         format_args!("{rxh} {rxb} {} {txh} {txb} {}", rxh + rxb, txh + txb),
@@ -814,7 +817,7 @@ impl Conn {
     fn end_headers(&mut self, svsl: &mut VslBuf) -> Result<(), Fault> {
         let cont = self.cont.take().expect("a header block in progress");
         let sid = cont.sid;
-        let t_req = crate::rfc2616::now();
+        let t_req = crate::fetch::rfc2616::now();
         let (fields, err) = hpack::decode_block_bounded(
             &mut self.dec,
             &cont.block,

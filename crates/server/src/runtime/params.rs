@@ -1434,7 +1434,7 @@ const fn const_eq(a: &[u8], b: &[u8]) -> bool {
 #[macro_export]
 macro_rules! pid {
     ($name:literal) => {
-        const { $crate::params::Pid::of($name) }
+        const { $crate::runtime::params::Pid::of($name) }
     };
 }
 
@@ -1632,6 +1632,15 @@ pub fn reference_markdown() -> String {
         let _ = writeln!(out, "\n{}\n", p.doc);
     }
     out
+}
+
+/// The connect-error holddowns the parameters ask for.
+pub fn holddown(p: &ParamSet) -> crate::backend::pool::Holddown {
+    let d = |name| std::time::Duration::from_secs_f64(p.duration(name).max(0.0));
+    crate::backend::pool::Holddown {
+        local: d("backend_local_error_holddown"),
+        remote: d("backend_remote_error_holddown"),
+    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 /// The demo VCL, with the origin's port still to fill in.
-pub const DEMO_VCL: &str = include_str!("../../../examples/demo.vcl");
+pub const DEMO_VCL: &str = include_str!("../../../../examples/demo.vcl");
 
 /// The demo VCL pointed at an origin on `port`.
 pub fn demo_vcl(port: u16) -> String {
@@ -51,7 +51,7 @@ async fn serve(mut s: TcpStream) {
             }
         };
         let path = String::from_utf8_lossy(&head.target).into_owned();
-        let now = crate::rfc2616::format_http_date(crate::rfc2616::now());
+        let now = crate::fetch::rfc2616::format_http_date(crate::fetch::rfc2616::now());
         let private = path.starts_with("/private/");
         let body = format!(
             "<!doctype html>\n<title>Lacquer demo</title>\n<h1>Hello from the demo origin</h1>\n\
@@ -70,7 +70,7 @@ async fn serve(mut s: TcpStream) {
         let resp = format!(
             "HTTP/1.1 {status} {}\r\nContent-Type: text/html; charset=utf-8\r\n\
              Cache-Control: {cc}\r\nContent-Length: {}\r\nDate: {now}\r\n\r\n",
-            crate::msg::reason(status),
+            crate::runtime::msg::reason(status),
             body.len()
         );
         let mut out = resp.into_bytes();

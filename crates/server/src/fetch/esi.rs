@@ -2,7 +2,7 @@
 //! `esi_gzip` fetch processors.
 //!
 //! Body pieces go through an optional gunzip (a gzip'ed backend body), the
-//! [parser](super::parse), and then either straight into storage (a plain
+//! [parser](crate::esi::parse), and then either straight into storage (a plain
 //! object: the stored body is the body as received) or into a gzip
 //! compressor that is flushed at every verbatim/skip boundary, so that each
 //! verbatim range of the stored gzip body is an independent, byte-aligned
@@ -15,11 +15,11 @@ use flate2::{Compress, Compression, FlushCompress, Status};
 
 use lacquer_vsl::Tag;
 
-use super::parse::{Diag, Downstream, Features, Flush, Parser, Severity};
-use crate::counters::Main;
-use crate::gzip::Gunzip;
+use crate::esi::parse::{Diag, Downstream, Features, Flush, Parser, Severity};
+use crate::fetch::gzip::Gunzip;
 use crate::pid;
-use crate::task::BoTask;
+use crate::runtime::counters::Main;
+use crate::runtime::task::BoTask;
 
 /// The fixed gzip header of objects Lacquer compresses.
 const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
@@ -360,7 +360,7 @@ impl EsiFetch {
             });
         }
         Ok(Finished {
-            esi: instrs.map(|i| super::encode(gzip, &i)),
+            esi: instrs.map(|i| crate::esi::encode(gzip, &i)),
             diags: self.diags,
             gzip_stats,
         })
@@ -374,7 +374,7 @@ mod tests {
 
     fn run(body: &[u8], gzip_in: bool, gzip_out: bool, piece: usize) -> (Vec<u8>, Finished) {
         let input = if gzip_in {
-            crate::gzip::gzip_all(body, 6)
+            crate::fetch::gzip::gzip_all(body, 6)
         } else {
             body.to_vec()
         };
@@ -407,7 +407,7 @@ mod tests {
                     crc,
                 } => {
                     let range = &stored[at..at + len as usize];
-                    let plain = crate::esi::deliver::inflate_range(range).unwrap();
+                    let plain = crate::fetch::gzip::inflate_range(range).unwrap();
                     assert_eq!(plain.len() as u64, plain_len);
                     assert_eq!(zlib_rs::crc32::crc32(0, &plain), crc);
                     out.extend_from_slice(&plain);
@@ -441,7 +441,7 @@ mod tests {
     fn gzip_object_stays_valid_gzip_and_ranges_decode_alone() {
         for (gzip_in, piece) in [(false, 1000), (false, 3), (true, 5), (true, 1000)] {
             let (stored, fin) = run(PAGE, gzip_in, true, piece);
-            assert_eq!(crate::gzip::gunzip_all(&stored).unwrap(), PAGE);
+            assert_eq!(crate::fetch::gzip::gunzip_all(&stored).unwrap(), PAGE);
             let out = deliver_gzip(&stored, fin.esi.unwrap());
             assert_eq!(
                 String::from_utf8(out).unwrap(),
@@ -484,7 +484,7 @@ mod tests {
             .unwrap();
         assert!(fin.esi.is_none());
         assert_eq!(stored.len(), 34);
-        assert_eq!(crate::gzip::gunzip_all(&stored).unwrap(), b"bar");
+        assert_eq!(crate::fetch::gzip::gunzip_all(&stored).unwrap(), b"bar");
     }
 
     #[test]

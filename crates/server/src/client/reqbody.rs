@@ -4,7 +4,7 @@
 //!
 //! - Before VCL runs, only as much is read as `std.cache_req_body()` could
 //!   want (the largest constant limit it is called with in the VCL; a
-//!   computed limit means [`DYNAMIC_PREFETCH`]): VCL cannot wait for I/O, so
+//!   computed limit means [`DYNAMIC_PREFETCH`](crate::runtime::vcls::DYNAMIC_PREFETCH)): VCL cannot wait for I/O, so
 //!   the body a call may keep is read ahead. A VCL that never calls it
 //!   reads nothing ahead. A body that fits is *cached*: a pass sends it
 //!   with `Content-Length` and a retry can send it again.
@@ -43,11 +43,8 @@ use lacquer_http::BodyKind;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
-use crate::bodyio::{BodyIoError, BodyStream};
-
-/// How much is read ahead when the VCL calls `std.cache_req_body()` with
-/// a limit computed at run time.
-pub const DYNAMIC_PREFETCH: u64 = 64 << 20;
+use crate::fetch::bodyio::{BodyIoError, BodyStream};
+use crate::fetch::fetch_fsm::Segment;
 
 /// Segments in flight between the client connection and a fetch.
 pub const CHANNEL_SEGMENTS: usize = 4;
@@ -68,27 +65,6 @@ pub enum ReqBody {
     Cached(Bytes),
     /// Still (at least partly) on the connection.
     Pending(Pending),
-}
-
-/// A segment for the fetch, or why the body could not be read. An empty
-/// segment marks the end of the body: a channel that closes without it
-/// means the body is incomplete.
-pub type Segment = Result<Bytes, String>;
-
-/// The body as a fetch sends it.
-#[derive(Debug)]
-pub enum FetchBody {
-    None,
-    /// Kept in memory: sent with `Content-Length`, again on a retry.
-    Cached(Bytes),
-    /// Streamed from the client: sent once, with the client's framing
-    /// (`Length`) or chunked.
-    Stream {
-        length: Option<u64>,
-        rx: mpsc::Receiver<Segment>,
-    },
-    /// Streamed already: it cannot be sent again (no retry).
-    Taken,
 }
 
 impl ReqBody {
@@ -171,10 +147,10 @@ impl BodyLink {
 /// the connection (each bounded by `timeout`) until `run` returns. Must be
 /// called on a multi-threaded runtime (it uses `block_in_place`).
 pub fn recv_with_body<S, T>(
-    conn: &mut crate::req::ClientConn<S>,
-    task: &mut crate::task::ReqTask,
+    conn: &mut crate::client::req_fsm::ClientConn<S>,
+    task: &mut crate::runtime::task::ReqTask,
     timeout: Duration,
-    run: impl FnOnce(&mut crate::task::ReqTask) -> T + Send,
+    run: impl FnOnce(&mut crate::runtime::task::ReqTask) -> T + Send,
 ) -> T
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
@@ -214,7 +190,7 @@ where
 /// Sends the owed `100 Continue`, then reads up to `limit` bytes of the
 /// body (nothing when its length already exceeds `limit`: no 100 then).
 async fn pull_with_100<S>(
-    conn: &mut crate::req::ClientConn<S>,
+    conn: &mut crate::client::req_fsm::ClientConn<S>,
     kind: BodyKind,
     limit: u64,
     timeout: Duration,
@@ -257,7 +233,7 @@ pub fn log_100(vsl: &mut lacquer_vsl::VslBuf) {
 /// hands it to `task`: kept whole, or pending with what was read so far.
 /// Counts the bytes read.
 pub async fn take_ahead<R: AsyncRead + Unpin>(
-    task: &mut crate::task::ReqTask,
+    task: &mut crate::runtime::task::ReqTask,
     kind: BodyKind,
     r: &mut R,
     buf: &mut BytesMut,
@@ -271,12 +247,12 @@ pub async fn take_ahead<R: AsyncRead + Unpin>(
     };
     task.sh
         .counters
-        .add(crate::counters::Main::s_req_bodybytes, n);
+        .add(crate::runtime::counters::Main::s_req_bodybytes, n);
     task.req_body_bytes = n;
     match b {
         ReqBody::Cached(b) => {
             task.req_body = Some(b);
-            task.req_body_read_at = Some(crate::rfc2616::now());
+            task.req_body_read_at = Some(crate::fetch::rfc2616::now());
         }
         ReqBody::Pending(p) => task.body_pending = Some(p),
     }

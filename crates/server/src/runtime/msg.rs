@@ -126,6 +126,15 @@ impl ReqMsg {
     }
 }
 
+/// Request headers seen through the cache's lookup interface.
+pub struct HeaderView<'a>(pub &'a lacquer_http::Headers);
+
+impl lacquer_cache::HeaderLookup for HeaderView<'_> {
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.0.get(name)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@
 //!
 //! An include is a request of its own (`Begin req <parent> esi`, its own
 //! vxid and log), built from the including request as it arrived, that runs
-//! the full client state machine ([`crate::req::handle`]): vcl_recv, hash,
+//! the full client state machine ([`crate::client::req_fsm::handle`]): vcl_recv, hash,
 //! lookup (so a cached fragment is a hit and an uncacheable one is fetched),
 //! vcl_deliver. Its body goes into the parent's response through an
 //! [`EsiSink`] the parent lends it for the run, in order, on the same task:
@@ -25,19 +25,19 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use flate2::{Decompress, FlushDecompress, Status};
+use flate2::Decompress;
 use lacquer_cache::ObjRef;
 use lacquer_vsl::{Tag, VslBuf, Vxid};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 
-use super::{Instr, Program};
-use crate::counters::Main;
-use crate::gzip::Gunzip;
-use crate::msg::ReqMsg;
+use crate::client::req_fsm::{After, ClientConn};
+use crate::esi::{Instr, Program};
+use crate::fetch::gzip::{Gunzip, inflate};
+use crate::fetch::rfc2616;
 use crate::pid;
-use crate::req::{After, ClientConn};
-use crate::rfc2616;
-use crate::task::{ReqTask, TopReq};
+use crate::runtime::counters::Main;
+use crate::runtime::msg::ReqMsg;
+use crate::runtime::task::{ReqTask, TopReq};
 
 /// The header of the gzip stream a stitched response starts with.
 const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
@@ -102,7 +102,7 @@ impl EsiSink {
             if extra.is_empty() {
                 w.write_all(&self.buf).await
             } else {
-                crate::req::write_both(w, &self.buf, extra).await
+                crate::client::req_fsm::write_both(w, &self.buf, extra).await
             }
         })
         .await
@@ -142,13 +142,13 @@ impl EsiSink {
         if self.filters.0.is_empty() {
             return self.wire(w, data).await;
         }
-        let out = crate::vdp::run(&mut self.filters.0, data).map_err(io::Error::other)?;
+        let out = crate::client::vdp::run(&mut self.filters.0, data).map_err(io::Error::other)?;
         self.wire(w, &out).await
     }
 
     /// Ends the vmod filters: what they still had goes out.
     async fn end_filters(&mut self, w: &mut (dyn AsyncWrite + Unpin + Send)) -> io::Result<()> {
-        let out = crate::vdp::finish(&mut self.filters.0).map_err(io::Error::other)?;
+        let out = crate::client::vdp::finish(&mut self.filters.0).map_err(io::Error::other)?;
         self.wire(w, &out).await
     }
 
@@ -194,7 +194,7 @@ impl EsiSink {
         } else {
             let mut cur = data.to_vec();
             for level in self.levels.iter_mut().rev() {
-                cur = crate::vdp::run(&mut level.0, &cur).map_err(io::Error::other)?;
+                cur = crate::client::vdp::run(&mut level.0, &cur).map_err(io::Error::other)?;
             }
             filtered = cur;
             &filtered
@@ -340,40 +340,6 @@ impl Cursor {
         let n = (self.cur.len() as u64).min(max) as usize;
         Ok(self.cur.split_to(n))
     }
-}
-
-/// Inflates one verbatim range of a gzip'ed ESI object (independent deflate
-/// blocks), piece by piece.
-fn inflate(d: &mut Decompress, mut input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
-    while !input.is_empty() {
-        out.reserve((input.len() * 4).clamp(1024, 1 << 20));
-        let before_in = d.total_in();
-        let before_out = d.total_out();
-        let status = d
-            .decompress_vec(input, out, FlushDecompress::Sync)
-            .map_err(|e| io::Error::other(format!("ESI object: invalid gzip data: {e}")))?;
-        let used = (d.total_in() - before_in) as usize;
-        input = &input[used..];
-        if status == Status::StreamEnd
-            || (used == 0 && d.total_out() == before_out && out.len() < out.capacity())
-        {
-            if input.is_empty() {
-                break;
-            }
-            return Err(io::Error::other(
-                "ESI object: verbatim range is not deflate data",
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Inflates one verbatim range of a gzip'ed ESI object on its own.
-pub fn inflate_range(data: &[u8]) -> io::Result<Vec<u8>> {
-    let mut d = Decompress::new(false);
-    let mut out = Vec::new();
-    inflate(&mut d, data, &mut out)?;
-    Ok(out)
 }
 
 /// Delivers one ESI object into `sink` by its instructions.
@@ -524,7 +490,7 @@ fn include<'a>(
         vsl.log(Tag::Begin, format_args!("req {} esi", parent.vxid));
         vsl.log_timestamp("Start", now, 0.0, 0.0);
         vsl.log_bytes(Tag::ReqURL, &url);
-        crate::req::log_req_start(&mut vsl, &parent.sess, &req);
+        crate::client::req_fsm::log_req_start(&mut vsl, &parent.sess, &req);
         let top = parent.top.clone().unwrap_or_else(|| {
             Arc::new(TopReq {
                 req: parent.req.clone(),
@@ -556,7 +522,7 @@ fn include<'a>(
                 rbuf: BytesMut::new(),
                 h2: None,
             };
-            crate::req::handle(&mut child, &mut conn).await;
+            crate::client::req_fsm::handle(&mut child, &mut conn).await;
         }
         if let Some(back) = child.esi_sink.take() {
             *sink = *back;
@@ -577,7 +543,8 @@ fn include<'a>(
         // The include's own workspace ends with it.
         child.ws.flush_trace(&mut child.vsl);
         if lacquer_vcl::exec::Workspace::overflowed(&child.ws) {
-            sh.counters.inc(crate::counters::Main::ws_client_overflow);
+            sh.counters
+                .inc(crate::runtime::counters::Main::ws_client_overflow);
         }
         child.vsl.log_str(Tag::End, "");
         child.vsl.flush();
@@ -594,7 +561,7 @@ async fn object_body(
     sink: &mut EsiSink,
     obj: &ObjRef,
     gzip_support: bool,
-    counters: &crate::counters::Counters,
+    counters: &crate::runtime::counters::Counters,
 ) -> io::Result<()> {
     // A gzip'ed fragment is decoded for a plain response (the include asked
     // without Accept-Encoding) and re-wrapped for a gzip one.
@@ -648,7 +615,7 @@ where
         let list = String::from_utf8_lossy(t.delivery_filters()).into_owned();
         t.vsl.log_str(Tag::Filters, &list);
         if t.vdp_filters.is_some() {
-            filters = crate::vdp::DeliveryPlan::parse(&list, &t.vcl.vmods).map(|mut p| {
+            filters = crate::client::vdp::DeliveryPlan::parse(&list, &t.vcl.vmods).map(|mut p| {
                 p.before_gunzip.append(&mut p.after_gunzip);
                 Some(p.before_gunzip)
             });
@@ -687,7 +654,7 @@ where
     // parents' filters.
     let own = if pushed { sink.levels.pop() } else { None };
     let result = match own {
-        Some(mut level) => match crate::vdp::finish(&mut level.0) {
+        Some(mut level) => match crate::client::vdp::finish(&mut level.0) {
             Ok(tail) => match result {
                 Ok(()) => sink.plain(w, &tail).await,
                 err => err,

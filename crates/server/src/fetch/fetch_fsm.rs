@@ -15,8 +15,8 @@
 //! channel as soon as the object's headers exist (or, without
 //! `beresp.do_stream`, when its body is complete).
 
-use crate::counters::Main;
 use crate::pid;
+use crate::runtime::counters::Main;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,14 +30,34 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::oneshot;
 
 use crate::backend::pool::ConnectError;
-use crate::bodyio::{BodyIoError, BodyStream};
-use crate::gzip::FetchChain;
-use crate::msg::RespMsg;
-use crate::reqbody::FetchBody;
-use crate::rfc2616::{self, Defaults, RespInfo};
-use crate::task::BoTask;
-use crate::vcls::BackendRt;
-use crate::ws::{header_len, size};
+use crate::fetch::bodyio::{BodyIoError, BodyStream};
+use crate::fetch::gzip::FetchChain;
+use crate::fetch::rfc2616::{self, Defaults, RespInfo};
+use crate::runtime::msg::RespMsg;
+use crate::runtime::task::BoTask;
+use crate::runtime::vcls::BackendRt;
+use crate::runtime::ws::{header_len, size};
+
+/// A segment for the fetch, or why the body could not be read. An empty
+/// segment marks the end of the body: a channel that closes without it
+/// means the body is incomplete.
+pub type Segment = Result<Bytes, String>;
+
+/// The body as a fetch sends it.
+#[derive(Debug)]
+pub enum FetchBody {
+    None,
+    /// Kept in memory: sent with `Content-Length`, again on a retry.
+    Cached(Bytes),
+    /// Streamed from the client: sent once, with the client's framing
+    /// (`Length`) or chunked.
+    Stream {
+        length: Option<u64>,
+        rx: tokio::sync::mpsc::Receiver<Segment>,
+    },
+    /// Streamed already: it cannot be sent again (no retry).
+    Taken,
+}
 
 /// What the fetch is for.
 pub enum FetchMode {
@@ -69,7 +89,7 @@ pub struct FetchJob {
     pub bo: BoTask,
     pub mode: FetchMode,
     /// The client request body, for a pass.
-    pub req_body: crate::reqbody::FetchBody,
+    pub req_body: FetchBody,
     pub notify: Option<oneshot::Sender<FetchOutcome>>,
 }
 
@@ -242,7 +262,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         // As varnishd: a response that does not match the range asked for
         // fails the fetch, whatever vcl_backend_response decided.
         if job.bo.sh.params().flag(pid!("http_range_support"))
-            && let Err(e) = crate::cond::check_backend_range(
+            && let Err(e) = crate::fetch::range::check_backend_range(
                 job.bo.bereq_orig.headers.get("range"),
                 job.bo.beresp.status,
                 job.bo.beresp.headers.get("content-length"),
@@ -325,7 +345,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         .or(backend.first_byte_timeout)
         .unwrap_or_else(|| params.duration(pid!("first_byte_timeout")));
     let idle = params.duration(pid!("backend_idle_timeout"));
-    let holddown = crate::backend::holddown(&params);
+    let holddown = crate::runtime::params::holddown(&params);
     let limits = Limits {
         require_host: false,
         ..Limits::from_varnish_params(
@@ -519,8 +539,8 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             }
         });
         log_resp(bo, Tag::BerespProtocol);
-        if let Ok(tokens) = crate::msg::connection_tokens(&bo.beresp.headers) {
-            crate::msg::drop_connection_tokens(&mut bo.beresp.headers, &tokens);
+        if let Ok(tokens) = crate::runtime::msg::connection_tokens(&bo.beresp.headers) {
+            crate::runtime::msg::drop_connection_tokens(&mut bo.beresp.headers, &tokens);
         }
         return Ok(Fetched {
             reuse: None,
@@ -538,7 +558,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
 async fn send_stream<W>(
     w: &mut W,
     length: Option<u64>,
-    rx: &mut tokio::sync::mpsc::Receiver<crate::reqbody::Segment>,
+    rx: &mut tokio::sync::mpsc::Receiver<Segment>,
 ) -> Result<u64, String>
 where
     W: tokio::io::AsyncWrite + Unpin,
@@ -607,8 +627,8 @@ fn add_conditionals(job: &mut FetchJob) {
     if data.status != 200 || body.is_failed() || body.final_len() == Some(0) {
         return;
     }
-    let lm = crate::task::obj_header(stale, b"last-modified").map(Bytes::copy_from_slice);
-    let etag = crate::task::obj_header(stale, b"etag").map(Bytes::copy_from_slice);
+    let lm = crate::runtime::task::obj_header(stale, b"last-modified").map(Bytes::copy_from_slice);
+    let etag = crate::runtime::task::obj_header(stale, b"etag").map(Bytes::copy_from_slice);
     let bo = &mut job.bo;
     for h in [&mut bo.bereq.headers, &mut bo.bereq_orig.headers] {
         if let Some(v) = &lm {
@@ -777,7 +797,7 @@ fn stored_vary_bytes(bo: &BoTask) -> Option<u64> {
         return None;
     }
     let v = bo.beresp.headers.get("vary")?;
-    let spec = lacquer_cache::VarySpec::capture([v], &crate::req::HeaderView(&bo.bereq0));
+    let spec = lacquer_cache::VarySpec::capture([v], &crate::runtime::msg::HeaderView(&bo.bereq0));
     Some(spec.map_or(0, |s| s.storage_size() as u64))
 }
 
@@ -823,7 +843,7 @@ fn merge_304(job: &mut FetchJob) -> Result<Option<lacquer_storage::Body>, Step> 
         // The stored encoding is ours, not the backend's: its new
         // Content-Encoding does not apply and its ETag cannot be strong.
         bo.beresp.headers.remove("content-encoding");
-        crate::gzip::weaken_etag(&mut bo.beresp.headers);
+        crate::fetch::gzip::weaken_etag(&mut bo.beresp.headers);
     }
     bo.beresp.headers.remove("content-length");
     let mut merged = lacquer_http::Headers::new();
@@ -855,7 +875,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         .beresp
         .headers
         .get("content-encoding")
-        .is_some_and(crate::gzip::is_gzip_encoding);
+        .is_some_and(crate::fetch::gzip::is_gzip_encoding);
     let mut esi = None;
     let mut chain = match &reuse_body {
         Some(_) => {
@@ -869,16 +889,16 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
                 stale.as_ref().is_some_and(|o| o.data().gzip_changed),
             )
         }
-        // The ESI stage does its own gzip work (see crate::esi::fetch).
+        // The ESI stage does its own gzip work (see crate::fetch::esi).
         // As varnishd, ESI instructions are kept only with beresp.do_esi.
         None if f.body != BodyKind::None
             && bo.do_esi
-            && let Some(gzip_out) = crate::gzip::esi_in_list(&bo.fetch_filter_list()) =>
+            && let Some(gzip_out) = crate::fetch::gzip::esi_in_list(&bo.fetch_filter_list()) =>
         {
-            let e = crate::esi::fetch::stage(bo, backend_gzip, gzip_out);
+            let e = crate::fetch::esi::stage(bo, backend_gzip, gzip_out);
             let stored_gzip = e.stores_gzip();
             if stored_gzip && bo.sh.params().flag(pid!("http_gzip_support")) {
-                crate::gzip::add_vary_accept_encoding(&mut bo.beresp.headers);
+                crate::fetch::gzip::add_vary_accept_encoding(&mut bo.beresp.headers);
             }
             esi = Some(e);
             FetchChain::unfiltered(stored_gzip, stored_gzip != backend_gzip)
@@ -895,7 +915,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             let vmods = bo.vcl.vmods.clone();
             let vmod = |name: &str| vmods.filter(name, false);
             let headers = &mut bo.beresp.headers;
-            match crate::gzip::build_fetch_filters(&list, &vmod, headers, support, level) {
+            match crate::fetch::gzip::build_fetch_filters(&list, &vmod, headers, support, level) {
                 Ok(c) => c,
                 Err(msg) => {
                     bo.vsl.log_str(Tag::FetchError, &msg);
@@ -907,10 +927,10 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     };
     for filter in chain.filters() {
         let counter = match filter {
-            crate::gzip::FetchFilter::Gzip(_) => Main::n_gzip,
-            crate::gzip::FetchFilter::Gunzip(_) => Main::n_gunzip,
-            crate::gzip::FetchFilter::TestGunzip(..) => Main::n_test_gunzip,
-            crate::gzip::FetchFilter::Vmod(..) => continue,
+            crate::fetch::gzip::FetchFilter::Gzip(_) => Main::n_gzip,
+            crate::fetch::gzip::FetchFilter::Gunzip(_) => Main::n_gunzip,
+            crate::fetch::gzip::FetchFilter::TestGunzip(..) => Main::n_test_gunzip,
+            crate::fetch::gzip::FetchFilter::Vmod(..) => continue,
         };
         bo.sh.counters.inc(counter);
     }
@@ -1020,8 +1040,10 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         None => bo.sh.cache.insert_private(new, &store),
         Some(busy) => {
             if let Some(v) = vary_spec.as_ref().filter(|v| !v.is_empty())
-                && let Some(spec) =
-                    lacquer_cache::VarySpec::capture([&v[..]], &crate::req::HeaderView(&bo.bereq0))
+                && let Some(spec) = lacquer_cache::VarySpec::capture(
+                    [&v[..]],
+                    &crate::runtime::msg::HeaderView(&bo.bereq0),
+                )
             {
                 busy.set_vary(spec);
             }
@@ -1059,7 +1081,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         ),
     );
     if let Some(done) = &esi_done {
-        crate::esi::fetch::log_done(bo, done);
+        crate::fetch::esi::log_done(bo, done);
     }
     if let Some(mut writer) = unbusied.body {
         // Storage as varnishd allocates it: the backend's length at once
@@ -1122,10 +1144,10 @@ async fn pump_body(
     bbt: f64,
     f: &mut Fetched,
     chain: &mut FetchChain,
-    esi: &mut Option<crate::esi::fetch::EsiFetch>,
+    esi: &mut Option<crate::fetch::esi::EsiFetch>,
     frag: usize,
     mut push: impl FnMut(Bytes) -> Result<(), String>,
-) -> Result<Option<crate::esi::fetch::Finished>, String> {
+) -> Result<Option<crate::fetch::esi::Finished>, String> {
     let mut stream = BodyStream::new(f.body, true);
     loop {
         let seg = match stream

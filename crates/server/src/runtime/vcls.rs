@@ -21,8 +21,8 @@ use tokio::task::JoinHandle;
 
 use crate::backend::pool::{Address, Pool};
 use crate::backend::probe::{self, Health, ProbeSpec};
-use crate::state::Shared;
-use crate::task::TaskSub;
+use crate::runtime::state::Shared;
+use crate::runtime::task::TaskSub;
 use lacquer_vmods::{DynamicBackend, Endpoint, VclEvent};
 use lacquer_vsl::Tag;
 
@@ -130,7 +130,7 @@ impl BackendRt {
     /// The PROXY header this backend is sent first for a client session
     /// (`.proxy_header`): the session's client and server addresses, as
     /// varnishd sends them (v1 with the client address as received).
-    pub fn proxy_preface(&self, sess: &crate::task::SessInfo) -> Option<Vec<u8>> {
+    pub fn proxy_preface(&self, sess: &crate::runtime::task::SessInfo) -> Option<Vec<u8>> {
         use lacquer_http::proxy::{encode_v1, encode_v2};
         Some(match self.proxy_header? {
             1 => encode_v1(
@@ -223,7 +223,7 @@ pub struct LoadedVcl {
     /// Source files (name, text) for `vcl.show`.
     pub sources: Vec<(String, String)>,
     /// How much of a request body is read before VCL runs, so that
-    /// `std.cache_req_body()` can keep it (see [`crate::reqbody`]).
+    /// `std.cache_req_body()` can keep it (see [`crate::client::reqbody`]).
     pub req_body_prefetch: u64,
     /// The compiler's warnings, rendered as `vcl.load` reports them.
     pub warnings: String,
@@ -237,15 +237,19 @@ impl std::fmt::Debug for LoadedVcl {
     }
 }
 
+/// How much is read ahead when the VCL calls `std.cache_req_body()` with
+/// a limit computed at run time.
+pub const DYNAMIC_PREFETCH: u64 = 64 << 20;
+
 /// The largest limit `std.cache_req_body()` is called with: its constant
-/// argument, [`crate::reqbody::DYNAMIC_PREFETCH`] for a computed one, 0
+/// argument, [`DYNAMIC_PREFETCH`] for a computed one, 0
 /// when the VCL never calls it.
 fn req_body_prefetch(ir: &lacquer_vcl::ir::Program) -> u64 {
     ir.first_args_of("std", "cache_req_body")
         .into_iter()
         .map(|a| match a {
             Some(lacquer_vcl::ir::Value::Bytes(b)) => b.max(0.0) as u64,
-            _ => crate::reqbody::DYNAMIC_PREFETCH,
+            _ => DYNAMIC_PREFETCH,
         })
         .max()
         .unwrap_or(0)
@@ -455,14 +459,14 @@ impl lacquer_vmods::EventCtx for EventCx<'_> {
         self.vcl
     }
     fn param(&self, name: &str) -> Option<String> {
-        crate::params::lookup(name).map(|p| self.sh.params().get(p.name).to_string())
+        crate::runtime::params::lookup(name).map(|p| self.sh.params().get(p.name).to_string())
     }
     fn log_debug(&self, msg: &str) {
         self.log(LogKind::Debug, msg.as_bytes());
     }
     fn log(&self, kind: LogKind, msg: &[u8]) {
         self.sh.vsl.log_immediate(
-            crate::task::log_kind_tag(kind),
+            crate::runtime::task::log_kind_tag(kind),
             lacquer_vsl::Vxid::plain(0),
             format_args!("{}", String::from_utf8_lossy(msg)),
         );
@@ -761,7 +765,7 @@ impl lacquer_vmods::Host for VclHost {
             let why = "Dynamic Backends can only be added to warm VCLs";
             if !cooling && self.cold_event.load(Ordering::Acquire) {
                 if let Some(sh) = self.daemon.get().and_then(std::sync::Weak::upgrade) {
-                    crate::panic::wrong_turn(&sh, "VclHost::new_backend()", why);
+                    crate::runtime::panic::wrong_turn(&sh, "VclHost::new_backend()", why);
                 }
                 return Err(format!("backend {}: {why}", spec.name));
             }
@@ -833,14 +837,14 @@ impl lacquer_vmods::Host for VclHost {
 
     fn panic(&self, why: &str) {
         if let Some(sh) = self.daemon.get().and_then(std::sync::Weak::upgrade) {
-            crate::panic::panic(&sh, why);
+            crate::runtime::panic::panic(&sh, why);
         }
     }
 
     fn log(&self, kind: lacquer_vcl::exec::LogKind, msg: &str) {
         if let Some(sh) = self.daemon.get().and_then(std::sync::Weak::upgrade) {
             sh.vsl.log_immediate(
-                crate::task::log_kind_tag(kind),
+                crate::runtime::task::log_kind_tag(kind),
                 lacquer_vsl::Vxid::plain(0),
                 format_args!("{msg}"),
             );

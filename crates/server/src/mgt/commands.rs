@@ -9,10 +9,10 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use crate::cli::{Reply, status};
-use crate::params::{self, PARAMS, Param};
-use crate::state::Shared;
-use crate::vcls::{self, LoadOptions, Temp};
+use crate::mgt::cli::{Reply, status};
+use crate::runtime::params::{self, PARAMS, Param};
+use crate::runtime::state::Shared;
+use crate::runtime::vcls::{self, LoadOptions, Temp};
 
 /// The banner shown at the start of a CLI session; while the cache is
 /// stopped it says how to start it, as varnishd's does.
@@ -79,7 +79,7 @@ fn json_head(words: &[String]) -> String {
     format!(
         "[ 2, [{}], {:.3},\n",
         args.join(", "),
-        crate::rfc2616::now()
+        crate::fetch::rfc2616::now()
     )
 }
 
@@ -141,7 +141,8 @@ fn ban_list_json(sh: &Arc<Shared>, words: &[String]) -> String {
 pub fn dispatch(sh: &Arc<Shared>, words: &[String]) -> Reply {
     // What varnishd's cache process serves it logs; it notices discarded
     // VCLs that went idle before each command.
-    let child = sh.is_running() && crate::cli::command(&words[0]).is_some_and(|c| c.child_logs());
+    let child =
+        sh.is_running() && crate::mgt::cli::command(&words[0]).is_some_and(|c| c.child_logs());
     if child {
         cli_log(sh, &format!("Rd {}", request_line(words)));
     }
@@ -221,11 +222,11 @@ pub fn child_load(sh: &Arc<Shared>, v: &Arc<vcls::LoadedVcl>, temp: Temp) -> Res
             temp.name()
         ),
     );
-    let r = crate::daemon::init_vcl(sh, v).and_then(|()| {
+    let r = crate::mgt::daemon::init_vcl(sh, v).and_then(|()| {
         v.set_initialized();
         if warm {
             v.warm_up(sh)
-                .inspect_err(|_| crate::daemon::unload_failed(sh, v))
+                .inspect_err(|_| crate::mgt::daemon::unload_failed(sh, v))
         } else {
             Ok(())
         }
@@ -297,7 +298,7 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
     let (json, plain) = json_flag(args);
     match cmd {
         "ping" => {
-            let now = crate::rfc2616::now() as u64;
+            let now = crate::fetch::rfc2616::now() as u64;
             if json {
                 Reply::ok(format!("{}  \"PONG\", {now}, 1.0]", json_head(words)))
             } else {
@@ -399,7 +400,7 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
             let spec: Vec<&str> = args.iter().map(String::as_str).collect();
             match lacquer_cache::BanSpec::parse_words(&spec) {
                 Ok(b) => {
-                    sh.cache.ban(b, crate::rfc2616::now());
+                    sh.cache.ban(b, crate::fetch::rfc2616::now());
                     Reply::ok("")
                 }
                 Err(e) => Reply::err(status::PARAM, e.to_string()),
@@ -544,7 +545,7 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
 fn help(words: &[String], plain: &[&str], json: bool, running: bool) -> Reply {
     if json {
         let mut s = json_head(words);
-        let cmds: Vec<String> = crate::cli::COMMANDS
+        let cmds: Vec<String> = crate::mgt::cli::COMMANDS
             .iter()
             .filter(|c| c.available(running))
             .map(|c| {
@@ -565,11 +566,11 @@ fn help(words: &[String], plain: &[&str], json: bool, running: bool) -> Reply {
         return Reply::ok(s);
     }
     match plain.first() {
-        None => Reply::ok(crate::cli::help_text(true, false, running)),
-        Some(&"-a") => Reply::ok(crate::cli::help_text(true, true, running)),
-        Some(&"-d") => Reply::ok(crate::cli::help_text(false, true, running)),
+        None => Reply::ok(crate::mgt::cli::help_text(true, false, running)),
+        Some(&"-a") => Reply::ok(crate::mgt::cli::help_text(true, true, running)),
+        Some(&"-d") => Reply::ok(crate::mgt::cli::help_text(false, true, running)),
         Some(flag) if flag.starts_with('-') => Reply::err(status::UNKNOWN, "Unknown flag"),
-        Some(name) => match crate::cli::command(name).filter(|c| c.available(running)) {
+        Some(name) => match crate::mgt::cli::command(name).filter(|c| c.available(running)) {
             Some(c) => Reply::ok(format!("{}\n{}\n", c.syntax, c.help)),
             None => Reply::err(
                 status::UNKNOWN,
@@ -733,7 +734,7 @@ pub fn poll_discarded(sh: &Arc<Shared>) {
         gone
     };
     for v in gone.iter().filter(|v| v.is_initialized()) {
-        crate::daemon::fini_vcl(sh, v);
+        crate::mgt::daemon::fini_vcl(sh, v);
         // The VCL goes whatever its vmods think of it.
         let _ = v.event(lacquer_vmods::VclEvent::Discard, sh);
     }
@@ -1352,8 +1353,8 @@ fn backend_list(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) 
     let probe_detail = plain.contains(&"-p");
     let pattern = plain.iter().find(|a| **a != "-p").copied();
     let list = matching_entries(sh, pattern);
-    let now_secs = crate::rfc2616::now();
-    let now = crate::rfc2616::format_http_date(now_secs);
+    let now_secs = crate::fetch::rfc2616::now();
+    let now = crate::fetch::rfc2616::format_http_date(now_secs);
     let mut rows = vec![vec![
         "Backend name".to_string(),
         "Admin".to_string(),

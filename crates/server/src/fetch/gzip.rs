@@ -11,7 +11,10 @@
 //! The fetch filters (`gzip`, `gunzip`, `testgunzip`) are chosen as
 //! varnishd chooses them, or named by VCL in `beresp.filters`, and change
 //! the response headers as varnishd's do (encoding, length, weak ETag,
-//! `Vary: Accept-Encoding`).
+//! `Vary: Accept-Encoding`). Raw-deflate ranges of stored ESI objects are
+//! inflated here too ([`inflate_range`]).
+
+use std::io;
 
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 
@@ -523,6 +526,40 @@ pub fn gunzip_all(data: &[u8]) -> Result<Vec<u8>, GzipError> {
     let mut g = Gunzip::new();
     g.feed(data, &mut out)?;
     g.finish()?;
+    Ok(out)
+}
+
+/// Inflates one verbatim range of a gzip'ed ESI object (independent deflate
+/// blocks), piece by piece.
+pub fn inflate(d: &mut Decompress, mut input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
+    while !input.is_empty() {
+        out.reserve((input.len() * 4).clamp(1024, 1 << 20));
+        let before_in = d.total_in();
+        let before_out = d.total_out();
+        let status = d
+            .decompress_vec(input, out, FlushDecompress::Sync)
+            .map_err(|e| io::Error::other(format!("ESI object: invalid gzip data: {e}")))?;
+        let used = (d.total_in() - before_in) as usize;
+        input = &input[used..];
+        if status == Status::StreamEnd
+            || (used == 0 && d.total_out() == before_out && out.len() < out.capacity())
+        {
+            if input.is_empty() {
+                break;
+            }
+            return Err(io::Error::other(
+                "ESI object: verbatim range is not deflate data",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Inflates one verbatim range of a gzip'ed ESI object on its own.
+pub fn inflate_range(data: &[u8]) -> io::Result<Vec<u8>> {
+    let mut d = Decompress::new(false);
+    let mut out = Vec::new();
+    inflate(&mut d, data, &mut out)?;
     Ok(out)
 }
 

@@ -14,10 +14,10 @@ use lacquer_cache::Cache;
 use lacquer_storage::Stevedore;
 use lacquer_vsl::Vsl;
 
-use crate::counters::Counters;
-use crate::params::ParamSet;
-use crate::vcls::{LoadedVcl, VclRegistry};
-use crate::vxid::VxidAlloc;
+use crate::runtime::counters::Counters;
+use crate::runtime::params::ParamSet;
+use crate::runtime::vcls::{LoadedVcl, VclRegistry};
+use crate::runtime::vxid::VxidAlloc;
 
 /// A listener's bound address, for `debug.listen_address`.
 #[derive(Clone, Debug)]
@@ -50,7 +50,7 @@ pub struct Shared {
     pub running: AtomicBool,
     /// The management side's view of the cache process (`MGT.*`, the
     /// last panic).
-    pub mgt: crate::panic::MgtState,
+    pub mgt: crate::runtime::panic::MgtState,
     pub workdir: std::path::PathBuf,
     /// `debug.fragfetch`: the largest body piece a fetch handles at once
     /// (0: as read).
@@ -58,7 +58,7 @@ pub struct Shared {
     /// The counter sections copied on each housekeeping tick; a VCL load
     /// publishes at once, so its backends' VBE counters exist as soon as
     /// the load is answered (as varnishd creates them with the backends).
-    pub stats: std::sync::OnceLock<Arc<crate::stats::Sections>>,
+    pub stats: std::sync::OnceLock<Arc<crate::runtime::stats::Sections>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -76,7 +76,11 @@ impl Shared {
     }
 
     /// Changes one parameter (copy-on-write).
-    pub fn set_param(&self, name: &str, value: &str) -> Result<(), crate::params::ParamError> {
+    pub fn set_param(
+        &self,
+        name: &str,
+        value: &str,
+    ) -> Result<(), crate::runtime::params::ParamError> {
         let mut p = ParamSet::clone(&self.params.load());
         p.set_unless_protected(name, value)?;
         self.apply_params(&p);
@@ -86,7 +90,7 @@ impl Shared {
 
     /// Pushes parameters that live in other subsystems to them.
     pub fn apply_params(&self, p: &ParamSet) {
-        if let crate::params::Value::Bits(masked) = p.get("vsl_mask") {
+        if let crate::runtime::params::Value::Bits(masked) = p.get("vsl_mask") {
             let mut set = lacquer_vsl::TagSet::default();
             for name in masked {
                 if let Some(tag) = lacquer_vsl::Tag::from_name(name) {

@@ -19,12 +19,12 @@ use lacquer_vcl::subs::BuiltinSub;
 use lacquer_vcl::vars::VarId;
 use lacquer_vsl::{Tag, VslBuf};
 
-use crate::counters::Main;
-use crate::msg::{ReqMsg, RespMsg};
 use crate::pid;
-use crate::state::Shared;
-use crate::vcls::LoadedVcl;
-use crate::ws::Workspace;
+use crate::runtime::counters::Main;
+use crate::runtime::msg::{ReqMsg, RespMsg};
+use crate::runtime::state::Shared;
+use crate::runtime::vcls::LoadedVcl;
+use crate::runtime::ws::Workspace;
 
 /// Facts about the client connection a request arrived on.
 #[derive(Debug)]
@@ -130,7 +130,7 @@ fn set_logged(
 /// Charges a header line VCL sets to the task's workspace: `false`, with
 /// varnishd's `LostHeader` record, when it does not fit.
 fn charge_header(ws: &mut Workspace, vsl: &mut VslBuf, name: &[u8], value: &[u8]) -> bool {
-    let ok = ws.take(crate::ws::header_len(name, value));
+    let ok = ws.take(crate::runtime::ws::header_len(name, value));
     ws.flush_trace(vsl);
     if !ok {
         vsl.log_with(Tag::LostHeader, |o| {
@@ -480,8 +480,8 @@ pub struct ReqTask {
     /// limit: varnishd gives up on such a request and closes.
     pub req_body_failed: bool,
     /// The body (or its rest) still on the connection: what a pass
-    /// streams to the backend (see [`crate::reqbody`]).
-    pub body_pending: Option<crate::reqbody::Pending>,
+    /// streams to the backend (see [`crate::client::reqbody`]).
+    pub body_pending: Option<crate::client::reqbody::Pending>,
     /// Reading the body failed or stopped midway: the connection cannot
     /// carry another request.
     pub body_broken: bool,
@@ -495,17 +495,17 @@ pub struct ReqTask {
     pub late_100: bool,
     /// While vcl_recv runs beside the connection's owner: how
     /// `std.cache_req_body()` reads a body still to be asked for (see
-    /// [`crate::reqbody::recv_with_body`]).
-    pub body_link: Option<crate::reqbody::BodyLink>,
+    /// [`crate::client::reqbody::recv_with_body`]).
+    pub body_link: Option<crate::client::reqbody::BodyLink>,
     /// The client's socket, for `std.set_ip_tos()`, vmod `tcp` and
     /// `debug.sndbuf()` (a Unix socket takes only the last).
-    pub sock: Option<crate::sock::SockCtl>,
+    pub sock: Option<crate::client::sock::SockCtl>,
     pub now: f64,
     /// The built-in subroutine running now.
     pub cur_sub: BuiltinSub,
     /// Time of the last `Timestamp` record.
     pub t_last: f64,
-    /// The client workspace (`workspace_client`, see [`crate::ws`]).
+    /// The client workspace (`workspace_client`, see [`crate::runtime::ws`]).
     pub ws: Workspace,
     /// Where [`ReqTask::ws`] stood once the request head was in:
     /// `std.rollback(req)` and a VCL failure go back there.
@@ -521,7 +521,7 @@ pub struct ReqTask {
     pub top: Option<Arc<TopReq>>,
     /// The response an ESI include writes its body into, lent by the
     /// including request for the include's run.
-    pub esi_sink: Option<Box<crate::esi::deliver::EsiSink>>,
+    pub esi_sink: Option<Box<crate::client::esi::EsiSink>>,
 }
 
 impl ReqTask {
@@ -562,16 +562,17 @@ impl ReqTask {
             v.extend_from_slice(y);
             v.freeze()
         } else {
-            crate::req::decimal(u64::from(self.vxid))
+            crate::client::req_fsm::decimal(u64::from(self.vxid))
         };
         // As varnishd: X-Varnish, Age and Accept-Ranges are printed into
         // the client workspace (Via is a constant).
-        self.ws.take(crate::ws::header_len(b"X-Varnish", &xv));
+        self.ws
+            .take(crate::runtime::ws::header_len(b"X-Varnish", &xv));
         resp.headers.set("X-Varnish", xv);
-        let age = crate::req::decimal((self.now - obj.t_origin()).max(0.0) as u64);
-        self.ws.take(crate::ws::header_len(b"Age", &age));
+        let age = crate::client::req_fsm::decimal((self.now - obj.t_origin()).max(0.0) as u64);
+        self.ws.take(crate::runtime::ws::header_len(b"Age", &age));
         resp.headers.set("Age", age);
-        resp.headers.append("Via", crate::req::VIA);
+        resp.headers.append("Via", crate::client::req_fsm::VIA);
         self.resp = resp;
         self.obj = Some(obj.clone());
         self.deliver_hit = hit;
@@ -588,12 +589,12 @@ impl ReqTask {
         if let Some(r) = reason {
             resp.reason = r;
         }
-        let date = crate::rfc2616::format_http_date(self.now);
+        let date = crate::fetch::rfc2616::format_http_date(self.now);
         let xv = self.vxid.to_string();
         self.ws
-            .take(crate::ws::header_len(b"Date", date.as_bytes()));
+            .take(crate::runtime::ws::header_len(b"Date", date.as_bytes()));
         self.ws
-            .take(crate::ws::header_len(b"X-Varnish", xv.as_bytes()));
+            .take(crate::runtime::ws::header_len(b"X-Varnish", xv.as_bytes()));
         resp.headers.append("Date", date);
         resp.headers.append("Server", "Varnish");
         resp.headers.append("X-Varnish", xv);
@@ -601,7 +602,8 @@ impl ReqTask {
         // and the connection closed, neither 100 sent nor body read, unless
         // vcl_synth removes this.
         if self.want_100 {
-            self.ws.take(crate::ws::header_len(b"Connection", b"close"));
+            self.ws
+                .take(crate::runtime::ws::header_len(b"Connection", b"close"));
             resp.headers.append("Connection", "close");
         }
         self.resp = resp;
@@ -702,7 +704,7 @@ impl ReqTask {
 
     /// Logs a `Timestamp` record: since the request began, since the last.
     pub fn log_ts(&mut self, label: &str) {
-        self.stamp(label, crate::rfc2616::now());
+        self.stamp(label, crate::fetch::rfc2616::now());
     }
 
     /// Logs the timestamp `label` at `at` (since the request began and
@@ -789,21 +791,21 @@ impl ReqTask {
         };
         if pulled.sent_100 {
             self.want_100 = false;
-            crate::reqbody::log_100(&mut self.vsl);
+            crate::client::reqbody::log_100(&mut self.vsl);
         }
         match pulled.result {
             Ok((body, n)) => {
                 self.sh
                     .counters
-                    .add(crate::counters::Main::s_req_bodybytes, n);
+                    .add(crate::runtime::counters::Main::s_req_bodybytes, n);
                 self.req_body_bytes += n;
                 match body {
-                    crate::reqbody::ReqBody::Cached(b) => {
+                    crate::client::reqbody::ReqBody::Cached(b) => {
                         self.req_body = Some(b);
                         self.body_pending = None;
                         self.log_ts("ReqBody");
                     }
-                    crate::reqbody::ReqBody::Pending(p) => self.body_pending = Some(p),
+                    crate::client::reqbody::ReqBody::Pending(p) => self.body_pending = Some(p),
                 }
             }
             Err(e) => {
@@ -859,7 +861,7 @@ impl ReqTask {
                 .req
                 .headers
                 .get("accept-encoding")
-                .is_some_and(crate::gzip::accepts_gzip);
+                .is_some_and(crate::fetch::gzip::accepts_gzip);
         let range = params.flag(pid!("http_range_support"))
             && self.resp.status == 200
             && self.req.headers.contains("range");
@@ -995,7 +997,7 @@ impl Context for ReqTask {
                 self.req
                     .headers
                     .get("accept-encoding")
-                    .is_some_and(crate::gzip::accepts_gzip),
+                    .is_some_and(crate::fetch::gzip::accepts_gzip),
             ),
             VarId::ReqEsi => Value::Bool(self.esi),
             VarId::ReqEsiLevel => Value::Int(i64::from(self.esi_level)),
@@ -1075,7 +1077,8 @@ impl Context for ReqTask {
                 let s = vcl_status("resp", as_int(&value)?)?;
                 self.resp.status = s;
                 // As varnishd: a status change also sets the default reason.
-                self.resp.reason = Bytes::from_static(crate::msg::reason(s % 1000).as_bytes());
+                self.resp.reason =
+                    Bytes::from_static(crate::runtime::msg::reason(s % 1000).as_bytes());
                 self.vsl.log(Tag::RespStatus, format_args!("{s}"));
                 self.vsl.log_bytes(Tag::RespReason, &self.resp.reason);
             }
@@ -1257,7 +1260,7 @@ impl Context for ReqTask {
             // As varnishd: the kept body goes to storage, and this is
             // where it is read.
             if self.req_body_read_at.is_some() {
-                self.req_body_read_at = Some(crate::rfc2616::now());
+                self.req_body_read_at = Some(crate::fetch::rfc2616::now());
                 self.log_body_storage();
                 self.log_body_read();
             }
@@ -1284,7 +1287,10 @@ impl Context for ReqTask {
     }
 
     fn timestamp(&mut self, label: &[u8]) {
-        self.stamp_only(&String::from_utf8_lossy(label), crate::rfc2616::now());
+        self.stamp_only(
+            &String::from_utf8_lossy(label),
+            crate::fetch::rfc2616::now(),
+        );
     }
 
     fn purge(&mut self, ttl: f64, grace: f64, keep: f64) -> Result<i64, String> {
@@ -1456,7 +1462,7 @@ pub struct BoTask {
     /// (varnishd runs vcl_pipe in the request's context, so they read as
     /// in vcl_recv; see [`PIPE_REQ_VARS`]).
     pub pipe_vars: Vec<(VarId, Value)>,
-    /// The backend workspace (`workspace_backend`, see [`crate::ws`]).
+    /// The backend workspace (`workspace_backend`, see [`crate::runtime::ws`]).
     pub ws: Workspace,
     /// Where [`BoTask::ws`] stood once the backend request was built:
     /// `std.rollback(bereq)` goes back there.
@@ -1469,7 +1475,7 @@ pub struct BoTask {
     /// The backend the bytes since `acct_charged` were exchanged with;
     /// they go to its `VBE` counters when the fetch ends or moves on to
     /// another backend (`charge_backend`).
-    pub acct_backend: Option<Arc<crate::vcls::BackendRt>>,
+    pub acct_backend: Option<Arc<crate::runtime::vcls::BackendRt>>,
     /// What `acct` stood at when it was last charged to a backend.
     pub acct_charged: BereqAcct,
 }
@@ -1547,7 +1553,7 @@ impl BoTask {
 
     /// varnishd's default `beresp.filters` for the response as it is now.
     fn default_fetch_filters(&self) -> &'static str {
-        crate::gzip::default_fetch_filters(
+        crate::fetch::gzip::default_fetch_filters(
             &self.beresp.headers,
             self.beresp_has_body,
             self.do_gzip,
@@ -1583,7 +1589,8 @@ impl BoTask {
             VarId::BerespStatus => {
                 let s = vcl_status("beresp", as_int(&value)?)?;
                 self.beresp.status = s;
-                self.beresp.reason = Bytes::from_static(crate::msg::reason(s % 1000).as_bytes());
+                self.beresp.reason =
+                    Bytes::from_static(crate::runtime::msg::reason(s % 1000).as_bytes());
                 self.vsl.log(Tag::BerespStatus, format_args!("{s}"));
                 self.vsl.log_bytes(Tag::BerespReason, &self.beresp.reason);
             }
@@ -1985,7 +1992,7 @@ impl Context for BoTask {
     }
 
     fn timestamp(&mut self, label: &[u8]) {
-        let now = crate::rfc2616::now();
+        let now = crate::fetch::rfc2616::now();
         self.vsl.log_timestamp(
             &String::from_utf8_lossy(label),
             now,
@@ -2043,7 +2050,7 @@ fn opt_dur(v: Option<f64>) -> Value {
     v.map_or(Value::Null, Value::Duration)
 }
 
-/// Lets [`crate::vcls::LoadedVcl::run`] record which method a task is in
+/// Lets [`crate::runtime::vcls::LoadedVcl::run`] record which method a task is in
 /// and where its `VCL_call` / `VCL_return` records go.
 pub trait TaskSub {
     fn set_sub(&mut self, m: BuiltinSub);
@@ -2063,7 +2070,9 @@ impl TaskSub for ReqTask {
         Some(&mut self.vsl)
     }
     fn count_vcl_fail(&self) {
-        self.sh.counters.inc(crate::counters::Main::vcl_fail);
+        self.sh
+            .counters
+            .inc(crate::runtime::counters::Main::vcl_fail);
     }
 }
 
@@ -2075,7 +2084,9 @@ impl TaskSub for BoTask {
         Some(&mut self.vsl)
     }
     fn count_vcl_fail(&self) {
-        self.sh.counters.inc(crate::counters::Main::vcl_fail);
+        self.sh
+            .counters
+            .inc(crate::runtime::counters::Main::vcl_fail);
     }
 }
 
