@@ -36,6 +36,23 @@ pub struct Programs {
 }
 
 impl Programs {
+    /// As [`Programs::find`], after building lacquerd and lacquer with
+    /// the cargo that runs the tests (so a fresh checkout's `cargo test`
+    /// tests the current sources, not a missing or stale binary).
+    pub fn build_and_find() -> Result<Programs, String> {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let st = Command::new(&cargo)
+            .current_dir(&root)
+            .args(["build", "-q", "-p", "lacquerd", "-p", "lacquer"])
+            .status()
+            .map_err(|e| format!("cannot run cargo to build lacquerd: {e}"))?;
+        if !st.success() {
+            return Err(format!("cargo build -p lacquerd -p lacquer failed ({st})"));
+        }
+        Programs::find()
+    }
+
     /// varnishd and varnishstat from `PATH`/`/usr/sbin`, lacquerd and
     /// lacquer next to this executable (or in `target/debug`).
     pub fn find() -> Result<Programs, String> {

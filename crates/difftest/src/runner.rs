@@ -71,7 +71,11 @@ pub struct Pair {
 
 impl Pair {
     pub fn start(root: &Path) -> Result<Pair, String> {
-        let progs = Programs::find()?;
+        Pair::start_with(root, Programs::find()?)
+    }
+
+    /// Both daemons from the given programs.
+    pub fn start_with(root: &Path, progs: Programs) -> Result<Pair, String> {
         let v = Daemon::start(Kind::Varnish, &progs, root, &[])?;
         let l = Daemon::start(Kind::Lacquer, &progs, root, &[])?;
         Ok(Pair {

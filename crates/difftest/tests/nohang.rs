@@ -208,7 +208,7 @@ sub vcl_backend_response {
 "#;
 
 fn sweep(kind: Kind) {
-    let progs = Programs::find().expect("the sweep needs varnishd and lacquerd");
+    let progs = Programs::build_and_find().expect("the sweep needs varnishd and lacquerd");
     let root = std::env::temp_dir().join(format!(
         "lacquer-nohang-{}-{}",
         kind.name(),

@@ -17,7 +17,8 @@ fn saved_cases_agree_with_varnishd() {
     files.sort();
     assert!(!files.is_empty(), "no cases in {}", dir.display());
     let root = std::env::temp_dir().join(format!("lacquer-difftest-reg-{}", std::process::id()));
-    let mut p = Pair::start(&root).expect("varnishd and lacquerd start");
+    let progs = lacquer_difftest::daemon::Programs::build_and_find().expect("programs");
+    let mut p = Pair::start_with(&root, progs).expect("varnishd and lacquerd start");
     let mut bad = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).expect("case readable");
