@@ -508,9 +508,12 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             continue;
         };
         let is_head = &bo.bereq.method[..] == b"HEAD";
-        let body = head
-            .body_kind(is_head)
-            .map_err(|e| format!("http format error: {}", e.message()))?;
+        let body = head.body_kind(is_head).map_err(|e| {
+            // As varnishd: a body whose framing cannot be read (a bad
+            // length or transfer coding) is a fetch_bad.
+            bo.sh.counters.inc(Main::fetch_bad);
+            format!("http format error: {}", e.message())
+        })?;
         // As varnishd: the connection state, the bytes read with the head
         // and the body's reader go into the fetch's workspace.
         let got = lacquer_http::response_head_len(&head) as u64;
