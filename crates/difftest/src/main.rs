@@ -143,7 +143,11 @@ fn replay(args: &[String]) -> Result<bool, String> {
         let sc = Scenario::from_json(&text).map_err(|e| format!("{}: {e}", f.display()))?;
         let (v, l) = runner::both(&mut p, &sc)?;
         match runner::compare(&v, &l) {
-            None => println!("{}: same", f.display()),
+            None => println!(
+                "{}: same ({})",
+                f.display(),
+                v.first().map_or("nothing ran", String::as_str)
+            ),
             Some(d) => {
                 bad += 1;
                 println!(

@@ -1210,7 +1210,9 @@ where
     }
     let sh = t.sh.clone();
     let params = sh.params();
-    let head_only = &t.req.method[..] == b"HEAD";
+    // As varnishd (cnt_transmit reads req->http0): whether the client gets
+    // a body depends on the method it sent, not on one VCL set.
+    let head_only = &t.req_orig.method[..] == b"HEAD";
     let req_version = if t.req.is_http10() {
         lacquer_http::Version::Http10
     } else {
