@@ -1566,6 +1566,10 @@ where
                 let stored = match item {
                     Err(e) => {
                         vsl.log(Tag::Debug, format_args!("Body of the object failed: {e}"));
+                        // As varnishd: what was ready (the head, earlier
+                        // pieces) still goes out before the close.
+                        let _ = batch.send(&mut w, vsl, &mut out).await;
+                        let _ = w.flush(vsl).await;
                         return Err(TxError::Aborted);
                     }
                     Ok(None) => break,
@@ -1575,8 +1579,15 @@ where
                 let raw: &[u8] = if before_gunzip.is_empty() {
                     &stored
                 } else {
-                    pre = crate::client::vdp::run(&mut before_gunzip, &stored)
-                        .map_err(|e| filter_failed(vsl, e))?;
+                    pre = match crate::client::vdp::run(&mut before_gunzip, &stored) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            let err = filter_failed(vsl, e);
+                            let _ = batch.send(&mut w, vsl, &mut out).await;
+                            let _ = w.flush(vsl).await;
+                            return Err(err);
+                        }
+                    };
                     &pre
                 };
                 let mut seg: &[u8] = match gz.as_mut() {
@@ -1584,6 +1595,8 @@ where
                         plain.clear();
                         if let Err(e) = g.feed(raw, &mut plain) {
                             vsl.log(Tag::Debug, format_args!("Gunzip of the object failed: {e}"));
+                            let _ = batch.send(&mut w, vsl, &mut out).await;
+                            let _ = w.flush(vsl).await;
                             return Err(TxError::Aborted);
                         }
                         &plain
