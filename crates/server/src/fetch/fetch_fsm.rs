@@ -917,8 +917,11 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             drop(params);
             let vmods = bo.vcl.vmods.clone();
             let vmod = |name: &str| vmods.filter(name, false);
+            let partial = bo.beresp.status == 206;
             let headers = &mut bo.beresp.headers;
-            match crate::fetch::gzip::build_fetch_filters(&list, &vmod, headers, support, level) {
+            match crate::fetch::gzip::build_fetch_filters(
+                &list, &vmod, headers, support, level, partial,
+            ) {
                 Ok(c) => c,
                 Err(msg) => {
                     bo.vsl.log_str(Tag::FetchError, &msg);

@@ -385,13 +385,17 @@ pub fn esi_in_list(list: &str) -> Option<bool> {
 /// gzip and gunzip drop `Content-Length` and weaken the ETag; gzip and
 /// testgunzip add `Vary: Accept-Encoding`. Other names are looked up with
 /// `vmod` (filters of the VCL's imported vmods); an unknown one is an
-/// error quoting the list from there, as varnishd's.
+/// error quoting the list from there, as varnishd's. On a `partial`
+/// response (206) the gzip filters step aside, as varnishd's
+/// `vfp_gzip_init`: (un)compressing part of a body makes no sense, and
+/// the object is then not marked gzip.
 pub fn build_fetch_filters(
     list: &str,
     vmod: &dyn Fn(&str) -> Option<&'static lacquer_vmods::BodyFilter>,
     headers: &mut lacquer_http::Headers,
     gzip_support: bool,
     level: u32,
+    partial: bool,
 ) -> Result<FetchChain, String> {
     // As varnishd, only a filter marks the object gzip (gzip, testgunzip):
     // a body stored unfiltered is delivered as it is, whatever its
@@ -406,6 +410,7 @@ pub fn build_fetch_filters(
             // instructions: `esi` leaves the body as it is, `esi_gzip`
             // compresses it as `gzip` does.
             "esi" => continue,
+            "gzip" | "esi_gzip" | "gunzip" | "testgunzip" if partial => continue,
             "gzip" | "esi_gzip" if headers.contains("content-encoding") => continue,
             "gzip" | "esi_gzip" => FetchFilter::Gzip(Gzip::new(level)),
             "gunzip" | "testgunzip" if !is_gzip => continue,
@@ -651,7 +656,7 @@ mod tests {
         assert_eq!(esi_in_list(" gunzip esi_gzip"), Some(true));
         assert_eq!(esi_in_list("esi"), Some(false));
         assert_eq!(esi_in_list(" gzip"), None);
-        let mut chain = build_fetch_filters("gzip", &none, &mut h, true, 6).unwrap();
+        let mut chain = build_fetch_filters("gzip", &none, &mut h, true, 6, false).unwrap();
         assert!(chain.gzip && chain.changed);
         assert_eq!(h.get("content-encoding"), Some(&b"gzip"[..]));
         assert_eq!(h.get("etag"), Some(&b"W/\"x\""[..]));
@@ -682,21 +687,30 @@ mod tests {
         );
         // A chain: gzip is skipped while encoded, gunzip while plain.
         let mut h2 = h.clone();
-        let chain = build_fetch_filters(" gzip  gunzip gunzip", &none, &mut h2, true, 6).unwrap();
+        let chain =
+            build_fetch_filters(" gzip  gunzip gunzip", &none, &mut h2, true, 6, false).unwrap();
         assert_eq!(chain.filters().len(), 1);
         assert!(!chain.gzip && !h2.contains("content-encoding"));
         assert_eq!(
-            build_fetch_filters("gunzip rot13  gzip", &none, &mut h2, true, 6).unwrap_err(),
+            build_fetch_filters("gunzip rot13  gzip", &none, &mut h2, true, 6, false).unwrap_err(),
             "Filter '...rot13  gzip' not found"
         );
         // testgunzip passes bytes through and rejects broken ones.
-        let mut t = build_fetch_filters("testgunzip", &none, &mut h, true, 6).unwrap();
+        let mut t = build_fetch_filters("testgunzip", &none, &mut h, true, 6, false).unwrap();
         assert_eq!(&t.feed(bytes::Bytes::from(z.clone())).unwrap()[..], &z[..]);
         assert!(t.finish().unwrap().is_empty());
-        let mut t = build_fetch_filters("testgunzip", &none, &mut h, true, 6).unwrap();
+        let mut t = build_fetch_filters("testgunzip", &none, &mut h, true, 6, false).unwrap();
         t.feed(bytes::Bytes::copy_from_slice(&z[..z.len() - 3]))
             .unwrap();
         assert_eq!(t.finish(), Err(GzipError::Truncated));
+        // A 206 is stored as it came: no filter, not marked gzip, headers
+        // untouched.
+        let mut p = lacquer_http::Headers::new();
+        p.append("Content-Encoding", "gzip");
+        p.append("Content-Length", "9");
+        let c = build_fetch_filters("testgunzip gunzip", &none, &mut p, true, 6, true).unwrap();
+        assert!(c.filters().is_empty() && !c.gzip);
+        assert!(p.contains("content-length") && !p.contains("vary"));
     }
 
     #[test]
