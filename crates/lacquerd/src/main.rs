@@ -53,7 +53,7 @@ const USAGE: &[(&str, &str)] = &[
     ("-S secret-file", "Secret file for CLI authentication"),
     (
         "-s [name=]kind[,options]",
-        "Storage (repeatable): malloc[,size] or file,path[,size[,granularity[,advice]]]",
+        "Storage (repeatable): malloc[,size], file,path[,size[,granularity[,advice]]], disk,path,size (persistent) or mse,/path/mse.conf",
     ),
     ("-T address:port | none", "Management CLI listen address"),
     ("-t TTL", "Default TTL (default_ttl)"),

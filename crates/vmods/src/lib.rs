@@ -49,6 +49,7 @@ mod debug;
 mod directors;
 mod header;
 mod host;
+mod mse;
 mod proxy;
 mod purge;
 pub mod rnd;
@@ -184,6 +185,7 @@ fn modules() -> Vec<&'static ModuleImpl> {
         &bodyaccess::MODULE,
         &tcp::MODULE,
         &saintmode::MODULE,
+        &mse::MODULE,
     ]
 }
 

@@ -31,6 +31,7 @@ fn registry_matches_implementations() {
             "cookie",
             "directors",
             "header",
+            "mse",
             "proxy",
             "purge",
             "saintmode",

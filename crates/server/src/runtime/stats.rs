@@ -10,7 +10,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 
-use lacquer_vsl::vsc::tables::{LCK, Lck, MEMPOOL, Mempool, Mgt, SMA, SMF, Sma, Smf, VBE, Vbe};
+use lacquer_vsl::vsc::tables::{
+    LCK, Lck, MEMPOOL, MSE, Mempool, Mgt, Mse, SMA, SMF, Sma, Smf, VBE, Vbe,
+};
 use lacquer_vsl::vsc::{Section, Vsc, VscError};
 
 use crate::runtime::counters::Main;
@@ -23,6 +25,9 @@ pub struct Sections {
     mgt: Section,
     /// Per store: `SMA.<name>`, or `SMF.<name>` for a file store.
     sma: Vec<Section>,
+    /// `MSE.<name>` of each persistent store: (its index in the stores,
+    /// the section).
+    mse: Vec<(usize, Section)>,
     lck_conn_pool: Section,
     /// `MEMPOOL.req<n>` and `MEMPOOL.sess<n>`, one pair per thread pool.
     mempool: Vec<(Section, Section)>,
@@ -40,6 +45,12 @@ impl Sections {
     /// section, added by the caller before `MAIN` so that it lists first.
     pub fn new(vsc: &Vsc, sh: &Shared, mgt: Section) -> Result<Sections, VscError> {
         let mut sma = Vec::new();
+        let mut mse = Vec::new();
+        for (i, s) in sh.stores.iter().enumerate() {
+            if s.disk().is_some() {
+                mse.push((i, vsc.add_section(&MSE, &format!("MSE.{}", s.name()))?));
+            }
+        }
         for s in &sh.stores {
             sma.push(match s.file_stats() {
                 Some(_) => vsc.add_section(&SMF, &format!("SMF.{}", s.name()))?,
@@ -58,6 +69,7 @@ impl Sections {
             vsc: vsc.clone(),
             mgt,
             sma,
+            mse,
             lck_conn_pool: vsc.add_section(&LCK, "LCK.conn_pool")?,
             mempool,
             vbe: Mutex::new(Vec::new()),
@@ -148,6 +160,26 @@ impl Sections {
                 sec.set(Sma::g_bytes, g(&st.g_bytes));
                 sec.set(Sma::g_space, g(&st.g_space));
             }
+        }
+        for (i, sec) in &self.mse {
+            let Some(d) = sh.stores.get(*i).and_then(|s| s.disk()) else {
+                continue;
+            };
+            let m = d.disk_stats();
+            sec.set(Mse::recovered, g(&m.recovered));
+            sec.set(Mse::recovered_bytes, g(&m.recovered_bytes));
+            sec.set(Mse::recovery_us, g(&m.recovery_us));
+            sec.set(Mse::scanned_bytes, g(&m.scanned_bytes));
+            sec.set(Mse::dropped_damaged, g(&m.dropped_damaged));
+            sec.set(Mse::dropped_conflict, g(&m.dropped_conflict));
+            sec.set(Mse::dropped_stale, g(&m.dropped_stale));
+            sec.set(Mse::records, g(&m.records));
+            sec.set(Mse::record_failures, g(&m.record_failures));
+            sec.set(Mse::journal_entries, g(&m.journal_entries));
+            sec.set(Mse::journal_failures, g(&m.journal_failures));
+            sec.set(Mse::syncs, g(&m.syncs));
+            sec.set(Mse::verified, g(&m.verified));
+            sec.set(Mse::verify_failures, g(&m.verify_failures));
         }
         // Lacquer has no per-pool allocators: what is alive is counted in
         // the first pool's sections, the others stay at zero.

@@ -366,7 +366,12 @@ fn storage_value(sh: &Shared, var: VarId, name: &str) -> Result<Value, String> {
             Some(_) => st.g_space.load(Ordering::Relaxed) as i64,
         }),
         VarId::StorageUsedSpace => Value::Bytes(st.g_bytes.load(Ordering::Relaxed) as i64),
-        VarId::StorageHappy => Value::Bool(true),
+        // A persistent store is unhappy until its objects are back.
+        VarId::StorageHappy => Value::Bool(
+            store
+                .disk()
+                .is_none_or(|d| !d.recovering() && !sh.cache.recovering()),
+        ),
         other => return Err(not_here(other)),
     })
 }
