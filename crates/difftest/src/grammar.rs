@@ -216,6 +216,66 @@ const INVALID: &[(&str, &str)] = &[
     ("vcl_miss", "return (hash);"),
 ];
 
+/// Corners of the VCL grammar and type rules, valid and invalid, that the
+/// compilers must agree on (arithmetic on strings and durations, compound
+/// assignments, odd literals, restricted variables, misplaced returns).
+const EDGE: &[(&str, &str)] = &[
+    ("vcl_recv", "set req.http.X = \"a\" + 1;"),
+    ("vcl_recv", "set req.http.X = 1 + \"a\";"),
+    ("vcl_recv", "set req.ttl = 1s * 2;"),
+    ("vcl_recv", "set req.ttl = 2 * 1s;"),
+    ("vcl_recv", "if (req.ttl > 1) { }"),
+    ("vcl_recv", "if (req.http.X == 1) { }"),
+    ("vcl_recv", "if (req.url ~ \"(\") { }"),
+    (
+        "vcl_recv",
+        "set req.http.X = regsuball(req.url, \"a\", \"\\1\");",
+    ),
+    (
+        "vcl_recv",
+        "set req.http.X = std.integer(s=req.http.Y, fallback=1);",
+    ),
+    ("vcl_recv", "set req.http.X = now + 1;"),
+    ("vcl_recv", "if (client.ip == \"127.0.0.1\") { }"),
+    ("vcl_recv", "set req.http.X = {\"long\"};"),
+    ("vcl_recv", "set req.http.X = \"\"\"a\"\"\";"),
+    ("vcl_recv", "set req.http.X += \"a\";"),
+    ("vcl_recv", "set req.ttl *= 2;"),
+    ("vcl_recv", "unset req.http;"),
+    ("vcl_recv", "set req.esi_level = 1;"),
+    ("vcl_recv", "set req.backend_hint = nosuch;"),
+    ("vcl_recv", "return (synth(200, \"a\", \"b\"));"),
+    ("vcl_recv", "return (synth(99));"),
+    ("vcl_recv", "return (fail(\"x\"));"),
+    ("vcl_recv", "return;"),
+    ("vcl_recv", "return (hash); set req.http.X = \"a\";"),
+    ("vcl_recv", "call vcl_hash;"),
+    ("vcl_recv", "ban(\"req.url ~ a\");"),
+    (
+        "vcl_recv",
+        "if (req.http.X) { } elsif (req.http.Z) { } elseif (req.url) { }",
+    ),
+    ("vcl_recv", "if (req.http.X) set req.http.Y = \"a\";"),
+    ("vcl_recv", "set req.http.X = \"a\";;"),
+    ("vcl_recv", "if (req.http.Y ~ \"a\" ~ \"b\") { }"),
+    ("vcl_recv", "if (1) { }"),
+    ("vcl_recv", "if (req.restarts !~ \"1\") { }"),
+    ("vcl_recv", "std.rollback(bereq);"),
+    (
+        "vcl_backend_response",
+        "set beresp.storage = storage.nosuch;",
+    ),
+    ("vcl_backend_response", "set beresp.was_304 = true;"),
+    ("vcl_backend_response", "return (pass(1));"),
+    ("vcl_backend_response", "return (error(\"x\"));"),
+    ("vcl_backend_fetch", "unset bereq.body;"),
+    ("vcl_deliver", "set resp.body = \"x\";"),
+    ("vcl_deliver", "set resp.http.X = obj.ttl;"),
+    ("vcl_hit", "return (miss);"),
+    ("vcl_hash", "hash_data(req.url, req.http.host);"),
+    ("vcl_purge", "return (purge);"),
+];
+
 const SUBS: &[&str] = &[
     "vcl_recv",
     "vcl_hash",
@@ -277,6 +337,13 @@ fn gen_vcl(r: &mut Rng) -> Vec<(String, Vec<String>)> {
         let b = gen_sub(r, s);
         if !b.is_empty() {
             subs.push((s.to_string(), b));
+        }
+    }
+    if r.chance(6) {
+        let (s, st) = *r.pick(EDGE);
+        match subs.iter_mut().find(|(n, _)| n == s) {
+            Some((_, b)) => b.insert(0, st.to_string()),
+            None => subs.push((s.to_string(), vec![st.to_string()])),
         }
     }
     if r.chance(8) {
