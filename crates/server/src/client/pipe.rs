@@ -9,7 +9,7 @@
 use crate::pid;
 use std::time::Duration;
 
-use lacquer_vcl::exec::{Action, Scratch};
+use lacquer_vcl::exec::{Action, Context, Scratch};
 use lacquer_vcl::subs::BuiltinSub;
 use lacquer_vsl::{Tag, Vxid};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -60,6 +60,10 @@ where
     let mut bo = new_bo(t, true, bereq, vxid);
     bo.pipe_req = Some(Box::new(t.req.clone()));
     bo.pipe_xid = t.vxid_str.clone();
+    bo.pipe_vars = crate::fetch::bo_task::PIPE_REQ_VARS
+        .iter()
+        .filter_map(|v| Some((*v, t.get(*v).ok()?)))
+        .collect();
     bo.cur_sub = BuiltinSub::Pipe;
     bo.vsl
         .log(Tag::Begin, format_args!("bereq {} pipe", t.vxid));
@@ -150,6 +154,7 @@ where
         sh.counters.add(Main::s_pipe_hdrbytes, t.req_hdr_bytes);
         sh.counters.add(Main::s_pipe_in, a.piped_in);
         sh.counters.add(Main::s_pipe_out, a.piped_out);
+        return Piped::Done(After::Piped(a.connected));
     }
     Piped::Done(After::Close)
 }
@@ -167,6 +172,9 @@ struct PipeAcct {
     t_process: f64,
     /// When the bereq went to the backend (0 if it did not).
     t_sent: f64,
+    /// A backend connection was had (varnishd's session close reason is
+    /// then `TX_PIPE`, else `TX_ERROR`).
+    connected: bool,
 }
 
 async fn run_pipe<S>(
@@ -200,6 +208,7 @@ where
         .get(Duration::from_secs_f64(connect.max(0.001)), reuse, holddown)
         .await
         .map_err(|e| format!("backend {}: {e}", backend.name))?;
+    acct.connected = true;
     let mut head = backend.proxy_preface(&bo.sess).unwrap_or_default();
     if !be_conn.reused
         && let Some(p) = &backend.preamble

@@ -63,6 +63,13 @@ pub enum After {
     /// unknown filter): nothing was sent and the session ends
     /// (varnishd's `OVERLOAD`).
     Overload,
+    /// The response went out and the session closes for this reason
+    /// (varnishd's `REQ_CLOSE`, `REQ_HTTP10`, `RESP_CLOSE`, `TX_EOF`).
+    CloseAs(&'static str),
+    /// A pipe ended: the session closes as `TX_PIPE` when the tunnel had
+    /// a backend connection, `TX_ERROR` when it had none (varnishd's
+    /// `vbe_dir_http1pipe`).
+    Piped(bool),
 }
 
 /// Where a request goes once vcl_hash has run.
@@ -812,6 +819,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         t_last: lacquer_http::date::now(),
         pipe_req: None,
         pipe_xid: String::new(),
+        pipe_vars: Vec::new(),
         ws,
         ws_bo,
         beresp_dropped: false,
@@ -1164,7 +1172,7 @@ fn log_unsent(t: &mut ReqTask) {
 /// must close.
 fn filter_failed(vsl: &mut lacquer_vsl::VslBuf, e: String) -> TxError {
     vsl.log(Tag::Debug, format_args!("Delivery filter failed: {e}"));
-    TxError::Failed
+    TxError::Aborted
 }
 
 /// Ends a request whose delivery could not be set up: nothing is sent,
@@ -1234,16 +1242,27 @@ where
     }
     let sh = t.sh.clone();
     let params = sh.params();
-    let head_only = &t.req.method[..] == b"HEAD";
+    // As varnishd (cnt_transmit reads req->http0): whether the client gets
+    // a body depends on the method it sent, not on one VCL set.
+    let head_only = &t.req_orig.method[..] == b"HEAD";
     let req_version = if t.req.is_http10() {
         lacquer_http::Version::Http10
     } else {
         lacquer_http::Version::Http11
     };
-    let mut keep = lacquer_http::persistence(&t.req.headers, req_version).keep_alive()
-        && !t.resp.headers.has_token("connection", "close")
-        && !t.vcl_failed
-        && !t.body_broken;
+    let persist = lacquer_http::persistence(&t.req.headers, req_version);
+    let resp_close = t.resp.headers.has_token("connection", "close");
+    let mut keep = persist.keep_alive() && !resp_close && !t.vcl_failed && !t.body_broken;
+    // Why the session will close, as varnishd's doclose: the request's
+    // Connection header or HTTP/1.0 first, then the response's
+    // `Connection: close`; a body without length to an HTTP/1.0 client
+    // (below) overrides both.
+    let mut close_as = match persist {
+        lacquer_http::Persistence::Close => "REQ_CLOSE",
+        lacquer_http::Persistence::Http10 => "REQ_HTTP10",
+        lacquer_http::Persistence::KeepAlive if resp_close => "RESP_CLOSE",
+        lacquer_http::Persistence::KeepAlive => "REQ_CLOSE",
+    };
     // What vcl_deliver/vcl_synth left (already logged); delivery's own
     // changes are logged below as they differ.
     let (status0, reason0) = (t.resp.status, t.resp.reason.clone());
@@ -1437,7 +1456,10 @@ where
         && body_len.is_none()
         && !t.req.is_http10()
         && !esi_head;
-    if body_len.is_none() && t.req.is_http10() {
+    if body_len.is_none() && t.req.is_http10() && send_body && !head_only && !no_body_status {
+        keep = false;
+        close_as = "TX_EOF";
+    } else if body_len.is_none() && t.req.is_http10() {
         keep = false;
     }
     // As varnishd: a Content-Length that says the length is kept where
@@ -1586,7 +1608,11 @@ where
                 let stored = match item {
                     Err(e) => {
                         vsl.log(Tag::Debug, format_args!("Body of the object failed: {e}"));
-                        return Err(TxError::Failed);
+                        // As varnishd: what was ready (the head, earlier
+                        // pieces) still goes out before the close.
+                        let _ = batch.send(&mut w, vsl, &mut out).await;
+                        let _ = w.flush(vsl).await;
+                        return Err(TxError::Aborted);
                     }
                     Ok(None) => break,
                     Ok(Some(s)) => s,
@@ -1595,8 +1621,15 @@ where
                 let raw: &[u8] = if before_gunzip.is_empty() {
                     &stored
                 } else {
-                    pre = crate::client::vdp::run(&mut before_gunzip, &stored)
-                        .map_err(|e| filter_failed(vsl, e))?;
+                    pre = match crate::client::vdp::run(&mut before_gunzip, &stored) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            let err = filter_failed(vsl, e);
+                            let _ = batch.send(&mut w, vsl, &mut out).await;
+                            let _ = w.flush(vsl).await;
+                            return Err(err);
+                        }
+                    };
                     &pre
                 };
                 let mut seg: &[u8] = match gz.as_mut() {
@@ -1604,7 +1637,9 @@ where
                         plain.clear();
                         if let Err(e) = g.feed(raw, &mut plain) {
                             vsl.log(Tag::Debug, format_args!("Gunzip of the object failed: {e}"));
-                            return Err(TxError::Failed);
+                            let _ = batch.send(&mut w, vsl, &mut out).await;
+                            let _ = w.flush(vsl).await;
+                            return Err(TxError::Aborted);
                         }
                         &plain
                     }
@@ -1711,7 +1746,7 @@ where
     });
     match result {
         Ok(()) if keep => After::KeepAlive,
-        Ok(()) => After::Close,
+        Ok(()) => After::CloseAs(close_as),
         Err(e) => After::TxFailed(e),
     }
 }

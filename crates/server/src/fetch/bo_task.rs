@@ -19,6 +19,28 @@ use crate::runtime::ws::Workspace;
 
 use crate::runtime::task::*;
 
+/// The client variables besides `req.http`, method, URL, protocol and xid
+/// that `vcl_pipe` reads from the request (copied before it runs).
+pub const PIPE_REQ_VARS: &[VarId] = &[
+    VarId::ReqRestarts,
+    VarId::ReqEsiLevel,
+    VarId::ReqEsi,
+    VarId::ReqTtl,
+    VarId::ReqGrace,
+    VarId::ReqCanGzip,
+    VarId::ReqHashAlwaysMiss,
+    VarId::ReqHashIgnoreBusy,
+    VarId::ReqHashIgnoreVary,
+    VarId::ReqIsHitmiss,
+    VarId::ReqIsHitpass,
+    VarId::ReqBackendHint,
+    VarId::ReqStorage,
+    VarId::ReqHash,
+    VarId::ReqTime,
+    VarId::ReqTopTime,
+    VarId::ReqTransport,
+];
+
 /// A backend fetch while it runs backend-side VCL.
 pub struct BoTask {
     pub sh: Arc<Shared>,
@@ -85,6 +107,10 @@ pub struct BoTask {
     pub pipe_req: Option<Box<ReqMsg>>,
     /// The client request's `req.xid` while `vcl_pipe` runs.
     pub pipe_xid: String,
+    /// The client request's other `req.*` values while `vcl_pipe` runs
+    /// (varnishd runs vcl_pipe in the request's context, so they read as
+    /// in vcl_recv; see [`PIPE_REQ_VARS`]).
+    pub pipe_vars: Vec<(VarId, Value)>,
     /// The backend workspace (`workspace_backend`, see [`crate::runtime::ws`]).
     pub ws: Workspace,
     /// Where [`BoTask::ws`] stood once the backend request was built:
@@ -472,6 +498,12 @@ impl Context for BoTask {
                 None => Value::Null,
             },
             VarId::Now => Value::Time(self.now),
+            other if self.pipe_vars.iter().any(|(v, _)| *v == other) => self
+                .pipe_vars
+                .iter()
+                .find(|(v, _)| *v == other)
+                .map(|(_, x)| x.clone())
+                .unwrap_or(Value::Null),
             other => {
                 return match self.get_str(other)? {
                     Some(s) => Ok(Value::Str(Bytes::copy_from_slice(s))),

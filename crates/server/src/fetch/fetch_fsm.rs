@@ -461,6 +461,10 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 }
             }
         }
+        // As varnishd (V1F_FetchRespHdr): a backend request counts once
+        // it was sent and its response is awaited, whether or not one
+        // comes.
+        bo.sh.counters.inc(Main::backend_req);
         let mut rbuf = BytesMut::with_capacity(8192);
         let deadline = tokio::time::Instant::now() + secs(first_byte);
         let head = loop {
@@ -504,9 +508,12 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             continue;
         };
         let is_head = &bo.bereq.method[..] == b"HEAD";
-        let body = head
-            .body_kind(is_head)
-            .map_err(|e| format!("http format error: {}", e.message()))?;
+        let body = head.body_kind(is_head).map_err(|e| {
+            // As varnishd: a body whose framing cannot be read (a bad
+            // length or transfer coding) is a fetch_bad.
+            bo.sh.counters.inc(Main::fetch_bad);
+            format!("http format error: {}", e.message())
+        })?;
         // As varnishd: the connection state, the bytes read with the head
         // and the body's reader go into the fetch's workspace.
         let got = lacquer_http::response_head_len(&head) as u64;
@@ -521,7 +528,6 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         bo.beresp = RespMsg::from(head);
         let close = bo.bereq.headers.has_token("connection", "close") || !persistent(&bo.beresp);
         bo.log_ts("Beresp", lacquer_http::date::now());
-        bo.sh.counters.inc(Main::backend_req);
         bo.sh.counters.inc(if is_head {
             Main::fetch_head
         } else {
@@ -923,8 +929,8 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             drop(params);
             let vmods = bo.vcl.vmods.clone();
             let vmod = |name: &str| vmods.filter(name, false);
-            let headers = &mut bo.beresp.headers;
             let partial = bo.beresp.status == 206;
+            let headers = &mut bo.beresp.headers;
             match crate::fetch::gzip::build_fetch_filters(
                 &list, &vmod, headers, partial, support, level,
             ) {

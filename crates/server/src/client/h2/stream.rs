@@ -390,6 +390,9 @@ async fn serve_request(
     let mut req = req;
     let expect = lacquer_http::expect(&req.headers);
     if expect == lacquer_http::Expect::Unsupported {
+        // As varnishd (h2_do_req counts every request the state machine
+        // finished, cnt_transport's 417 included).
+        sh.counters.inc(Main::client_req);
         sh.counters.inc(Main::client_req_417);
         minimal_response(conn, &mut vsl, 417);
         vsl.log(
