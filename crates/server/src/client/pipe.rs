@@ -17,9 +17,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use bytes::Bytes;
 
 use crate::client::req_fsm::{After, ClientConn, new_bo};
+use crate::client::req_task::ReqTask;
 use crate::runtime::counters::Main;
 use crate::runtime::msg::ReqMsg;
-use crate::runtime::task::ReqTask;
 
 /// How a pipe ended.
 pub enum Piped {
@@ -60,7 +60,7 @@ where
     let mut bo = new_bo(t, true, bereq, vxid);
     bo.pipe_req = Some(Box::new(t.req.clone()));
     bo.pipe_xid = t.vxid_str.clone();
-    bo.pipe_vars = crate::runtime::task::PIPE_REQ_VARS
+    bo.pipe_vars = crate::fetch::bo_task::PIPE_REQ_VARS
         .iter()
         .filter_map(|v| Some((*v, t.get(*v).ok()?)))
         .collect();
@@ -105,7 +105,7 @@ where
                 (None, None) => Ok(Vec::new()),
             };
             let mut acct = PipeAcct {
-                t_process: crate::fetch::rfc2616::now(),
+                t_process: lacquer_http::date::now(),
                 ..PipeAcct::default()
             };
             // The backend is picked in the request's task too (a director
@@ -178,7 +178,7 @@ struct PipeAcct {
 }
 
 async fn run_pipe<S>(
-    bo: &mut crate::runtime::task::BoTask,
+    bo: &mut crate::fetch::bo_task::BoTask,
     conn: &mut ClientConn<S>,
     lead: &[Bytes],
     acct: &mut PipeAcct,
@@ -231,7 +231,7 @@ where
         .write_all(&head)
         .await
         .map_err(|e| format!("pipe write: {e}"))?;
-    acct.t_sent = crate::fetch::rfc2616::now();
+    acct.t_sent = lacquer_http::date::now();
     let (mut cr, mut cw) = tokio::io::split(&mut conn.stream);
     let (mut br, mut bw) = tokio::io::split(&mut be_conn.stream);
     let mut cbuf = vec![0u8; 16 * 1024];

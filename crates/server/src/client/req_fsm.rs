@@ -31,12 +31,13 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 
 use crate::client::cond::{RangeOutcome, apply_range, not_modified};
+use crate::client::req_task::ReqTask;
 use crate::client::txio::{TimedWriter, TxError};
+use crate::fetch::bo_task::BoTask;
 use crate::fetch::fetch_fsm::{FetchJob, FetchMode, FetchOutcome};
 use crate::fetch::gzip::Gunzip;
-use crate::fetch::rfc2616;
 use crate::runtime::msg::{HeaderView, ReqMsg, RespMsg};
-use crate::runtime::task::{BoTask, ReqTask, SessInfo};
+use crate::runtime::task::SessInfo;
 use crate::runtime::ws::{Workspace, header_len};
 
 /// `Via` header value Lacquer adds to responses.
@@ -139,7 +140,7 @@ where
             // VCL): as with varnishd's child, the client gets no answer.
             return After::Close;
         }
-        t.now = rfc2616::now();
+        t.now = lacquer_http::date::now();
         state = match state {
             State::Recv => {
                 t.is_hit = false;
@@ -181,7 +182,7 @@ where
                 match action {
                     Action::Hash | Action::Lookup => {
                         if ae_rules {
-                            normalise_ae(&mut t.req.headers);
+                            normalise_ae(&mut t.vsl, &mut t.req.headers);
                         }
                         State::Hash(AfterHash::Lookup)
                     }
@@ -203,7 +204,7 @@ where
                     Action::Pipe => State::Hash(AfterHash::Pipe),
                     Action::Purge => {
                         if ae_rules {
-                            normalise_ae(&mut t.req.headers);
+                            normalise_ae(&mut t.vsl, &mut t.req.headers);
                         }
                         t.purging = true;
                         State::Hash(AfterHash::Lookup)
@@ -463,7 +464,9 @@ fn add_xff(t: &mut ReqTask) {
             v.extend_from_slice(&ip);
             t.ws.take(header_len(b"X-Forwarded-For", &v));
             t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &v);
-            t.req.headers.set("X-Forwarded-For", v);
+            // As varnishd: the new value goes at the end of the list.
+            t.req.headers.remove("x-forwarded-for");
+            t.req.headers.append("X-Forwarded-For", v);
         }
         None => {
             t.ws.take(header_len(b"X-Forwarded-For", &ip));
@@ -508,7 +511,7 @@ pub(crate) fn log_req_start(vsl: &mut lacquer_vsl::VslBuf, sess: &SessInfo, req:
 /// ends with a `Link` to the new one, which begins with `req <old> restart`
 /// and logs the request again.
 fn restart_vxid(t: &mut ReqTask) {
-    let now = rfc2616::now();
+    let now = lacquer_http::date::now();
     t.stamp("Restart", now);
     let new = t.sh.vxid.next();
     // `req <vxid> restart` without formatting machinery (once per restart).
@@ -576,15 +579,44 @@ pub(crate) fn decimal(n: u64) -> Bytes {
     Bytes::copy_from_slice(lacquer_vsl::u64_digits(n, &mut buf))
 }
 
+/// Makes `Accept-Encoding` say `gzip` as varnishd's `http_ForceHeader`
+/// does: one already saying so stays where it is, anything else goes
+/// and the new line comes last.
+fn force_gzip_ae(h: &mut Headers) {
+    if h.get("accept-encoding")
+        .is_some_and(|v| v.eq_ignore_ascii_case(b"gzip"))
+    {
+        return;
+    }
+    h.remove("accept-encoding");
+    h.append("Accept-Encoding", "gzip");
+}
+
 /// `Accept-Encoding` after vcl_recv when `http_gzip_support` is on: `gzip`
-/// when the client accepts it, else removed.
-fn normalise_ae(h: &mut Headers) {
-    match h.get("accept-encoding") {
-        Some(v) if crate::fetch::gzip::accepts_gzip(v) => h.set("Accept-Encoding", "gzip"),
-        Some(_) => {
-            h.remove("accept-encoding");
+/// when the client accepts it (see [`force_gzip_ae`]), else removed;
+/// each change logged as varnishd logs it.
+fn normalise_ae(vsl: &mut lacquer_vsl::VslBuf, h: &mut Headers) {
+    let Some(gzip) = h
+        .get("accept-encoding")
+        .map(crate::fetch::gzip::accepts_gzip)
+    else {
+        return;
+    };
+    if gzip
+        && h.get("accept-encoding")
+            .is_some_and(|v| v.eq_ignore_ascii_case(b"gzip"))
+    {
+        return;
+    }
+    for (k, v) in h.iter() {
+        if k.eq_ignore_ascii_case(b"accept-encoding") {
+            vsl.log_header(Tag::ReqUnset, k, v);
         }
-        None => {}
+    }
+    h.remove("accept-encoding");
+    if gzip {
+        vsl.log_header(Tag::ReqHeader, b"Accept-Encoding", b"gzip");
+        h.append("Accept-Encoding", "gzip");
     }
 }
 
@@ -648,7 +680,7 @@ async fn lookup(t: &mut ReqTask) -> State {
             Lookup::Busy(waiter) => {
                 waiter.wait().await;
                 t.log_ts("Waitinglist");
-                t.now = rfc2616::now();
+                t.now = lacquer_http::date::now();
                 continue;
             }
         };
@@ -695,7 +727,7 @@ fn make_bereq(t: &ReqTask, pass: bool, vxid: u32) -> ReqMsg {
         Bytes::from_static(b"GET")
     };
     if !pass && t.sh.params().flag(pid!("http_gzip_support")) {
-        h.set("Accept-Encoding", "gzip");
+        force_gzip_ae(&mut h);
     }
     if let Some(b) = t.req_body.as_ref().filter(|_| pass || t.req_body_kept) {
         // As varnishd: a body std.cache_req_body() kept goes to the
@@ -741,7 +773,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         bereq0: t.req.headers.clone(),
         bereq,
         beresp: RespMsg::new(200),
-        t_bereq: rfc2616::now(),
+        t_bereq: lacquer_http::date::now(),
         t_beresp: 0.0,
         retries: 0,
         // The hint starts as the default backend; VCL may set it NULL.
@@ -781,10 +813,10 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
             2048,
         ),
         privs: Default::default(),
-        now: rfc2616::now(),
+        now: lacquer_http::date::now(),
         bereq_orig,
         cur_sub: BuiltinSub::BackendFetch,
-        t_last: rfc2616::now(),
+        t_last: lacquer_http::date::now(),
         pipe_req: None,
         pipe_xid: String::new(),
         pipe_vars: Vec::new(),
@@ -1034,7 +1066,7 @@ where
             t.resp = RespMsg::new(500);
             t.resp
                 .headers
-                .append("Date", rfc2616::format_http_date(t.now));
+                .append("Date", lacquer_http::date::format_http_date(t.now));
             t.resp.headers.append("Server", "Varnish");
             t.resp.headers.append("X-Varnish", t.vxid.to_string());
             t.resp.headers.append("Connection", "close");
@@ -1351,8 +1383,10 @@ where
                     }
                 }
             }
+            // As varnishd, the decision reads the stored headers whatever
+            // delivery then does to the body (a gunzipped object gets its
+            // 304 too).
             if t.resp.status == 200
-                && !gunzip
                 && not_modified(
                     // With a Range, only a strong ETag match counts.
                     t.req.headers.contains("range"),
@@ -1360,6 +1394,7 @@ where
                     t.req.headers.get("if-modified-since"),
                     t.resp.headers.get("etag"),
                     t.resp.headers.get("last-modified"),
+                    crate::client::cond::stored_last_modified(data.last_modified(), o.t_origin()),
                     t.t_req,
                 )
             {
@@ -1396,7 +1431,7 @@ where
                     RangeOutcome::Unsatisfiable { reason } => {
                         t.vsl.log(Tag::Debug, format_args!("RANGE_FAIL {reason}"));
                         t.resp.status = 416;
-                        t.resp.reason = Bytes::from_static(b"Range Not Satisfiable");
+                        t.resp.reason = Bytes::from_static(b"Requested Range Not Satisfiable");
                         if let Some(l) = body_len {
                             let cr = format!("bytes */{l}");
                             t.vsl
@@ -1427,19 +1462,26 @@ where
     } else if body_len.is_none() && t.req.is_http10() {
         keep = false;
     }
+    // As varnishd: a Content-Length that says the length is kept where
+    // it is, another one goes and the right one comes last; Connection
+    // then Transfer-Encoding follow it.
     if no_body_status {
         t.resp.headers.remove("content-length");
     } else if let Some(l) = body_len {
-        t.resp.headers.set("Content-Length", decimal(l));
+        let l = decimal(l);
+        if t.resp.headers.get("content-length") != Some(&l[..]) {
+            t.resp.headers.remove("content-length");
+            t.resp.headers.append("Content-Length", l);
+        }
     } else {
         t.resp.headers.remove("content-length");
-        if chunked {
-            t.resp.headers.append("Transfer-Encoding", "chunked");
-        }
     }
     let conn_hdr = if keep { "keep-alive" } else { "close" };
     if !h2 {
         t.resp.headers.append("Connection", conn_hdr);
+    }
+    if chunked {
+        t.resp.headers.append("Transfer-Encoding", "chunked");
     }
     if t.resp.status != status0 {
         let status = u64::from(t.resp.status);
@@ -1457,13 +1499,13 @@ where
             t.vsl.log_header(Tag::RespHeader, b"Content-Length", v);
         }
     }
-    if chunked {
-        t.vsl
-            .log_header(Tag::RespHeader, b"Transfer-Encoding", b"chunked");
-    }
     if !h2 {
         t.vsl
             .log_header(Tag::RespHeader, b"Connection", conn_hdr.as_bytes());
+    }
+    if chunked {
+        t.vsl
+            .log_header(Tag::RespHeader, b"Transfer-Encoding", b"chunked");
     }
     let (send_timeout, idle_send) = (t.timeouts.send_timeout, t.timeouts.idle_send_timeout);
     if t.ws.overflowed() {

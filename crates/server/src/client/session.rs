@@ -41,10 +41,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::{Instant, Sleep};
 
 use crate::client::req_fsm::{After, ClientConn};
-use crate::fetch::rfc2616;
+use crate::client::req_task::ReqTask;
 use crate::runtime::msg::ReqMsg;
 use crate::runtime::state::Shared;
-use crate::runtime::task::{ReqTask, SessInfo, SessTimeouts};
+use crate::runtime::task::{SessInfo, SessTimeouts};
 use crate::runtime::ws::Workspace;
 use crate::runtime::ws::size::{POINTER, SUCKADDR, TLV_HEAD};
 
@@ -70,7 +70,7 @@ pub async fn serve<S>(
 ) where
     S: AsyncRead + AsyncWrite + crate::client::sock::Readable + Unpin + Send,
 {
-    let t_open = rfc2616::now();
+    let t_open = lacquer_http::date::now();
     let Some(mut s) = Box::pin(open(sh, stream, sess, sock, t_open)).await else {
         return;
     };
@@ -96,8 +96,8 @@ pub async fn serve<S>(
                         break "REM_CLOSE";
                     },
                     () = lazy_sleep(s.idle_timer.as_mut(), deadline) => {
-                        s.sh.counters.inc(Main::sc_rx_timeout);
-                        break "RX_TIMEOUT";
+                        s.sh.counters.inc(Main::sc_rx_close_idle);
+                        break "RX_CLOSE_IDLE";
                     }
                 }
             }
@@ -116,6 +116,11 @@ pub async fn serve<S>(
             Turn::End(reason) => break reason,
         }
     };
+    if reason == "RX_OVERFLOW"
+        && let Some(sock) = &s.sock
+    {
+        sock.reset_on_close();
+    }
     end(&s.sh, &mut s.svsl, t_open, reason)
 }
 
@@ -197,6 +202,11 @@ where
                 return None;
             }
             Err(reason) => {
+                if reason == "RX_OVERFLOW"
+                    && let Some(sock) = &sock
+                {
+                    sock.reset_on_close();
+                }
                 sh.counters.inc(match reason {
                     "RX_OVERFLOW" => Main::sc_rx_overflow,
                     "RX_TIMEOUT" => Main::sc_rx_timeout,
@@ -335,6 +345,12 @@ where
             let linger = (conn.rbuf.is_empty() && tmo.timeout_linger < tmo.timeout_idle)
                 .then(|| (linger_timer.as_mut(), now + secs(tmo.timeout_linger)));
             match read_more(conn, idle_timer.as_mut(), deadline, linger).await {
+                // As varnishd: idle without a byte of a request is not an
+                // error, a request begun and not finished is.
+                Wait::Timeout if conn.rbuf.is_empty() => {
+                    sh.counters.inc(Main::sc_rx_close_idle);
+                    return Turn::End("RX_CLOSE_IDLE");
+                }
                 Wait::Timeout => {
                     sh.counters.inc(Main::sc_rx_timeout);
                     return Turn::End("RX_TIMEOUT");
@@ -407,7 +423,7 @@ where
                 }
                 svsl.flush();
                 let mut vsl = VslBuf::new(sh.vsl.clone(), Vxid::client(vxid));
-                let now = rfc2616::now();
+                let now = lacquer_http::date::now();
                 vsl.log(Tag::Begin, format_args!("req {svxid} rxreq"));
                 vsl.log_timestamp("Start", now, 0.0, 0.0);
                 vsl.log_timestamp("Req", now, 0.0, 0.0);
@@ -464,7 +480,7 @@ where
             let up = crate::client::h2::Upgraded {
                 req,
                 hdr_bytes: req_hdr_bytes as u64,
-                t_req: rfc2616::now(),
+                t_req: lacquer_http::date::now(),
             };
             return Turn::H2(Some(Box::new((up, pairs))));
         }
@@ -506,7 +522,7 @@ where
             Vxid::client(vxid),
             std::mem::take(spare_log),
         );
-        let t_req = rfc2616::now();
+        let t_req = lacquer_http::date::now();
         log_req_link(&mut vsl, Tag::Begin, svxid);
         // As varnishd: Start and Req (the head is complete), then the VCL
         // the request runs on.
@@ -859,12 +875,35 @@ fn head_end(buf: &[u8]) -> usize {
 
 fn end(sh: &Shared, svsl: &mut VslBuf, t_open: f64, reason: &str) {
     sh.counters.inc(Main::sess_closed);
+    if close_is_error(reason) {
+        sh.counters.inc(Main::sess_closed_err);
+    }
     svsl.log(
         Tag::SessClose,
-        format_args!("{reason} {:.3}", rfc2616::now() - t_open),
+        format_args!("{reason} {:.3}", lacquer_http::date::now() - t_open),
     );
     svsl.log_str(Tag::End, "");
     svsl.flush();
+}
+
+/// Whether varnishd counts a session closed for `reason` in
+/// `sess_closed_err` (its table of close reasons marks these errors).
+fn close_is_error(reason: &str) -> bool {
+    matches!(
+        reason,
+        "REQ_HTTP10"
+            | "RX_BAD"
+            | "RX_BODY"
+            | "RX_JUNK"
+            | "RX_OVERFLOW"
+            | "RX_TIMEOUT"
+            | "TX_ERROR"
+            | "OVERLOAD"
+            | "PIPE_OVERFLOW"
+            | "RANGE_SHORT"
+            | "REQ_HTTP20"
+            | "VCL_FAILURE"
+    )
 }
 
 /// What the acceptor knows about a new connection.

@@ -27,10 +27,11 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::mpsc;
 
 use crate::client::req_fsm::ClientConn;
+use crate::client::req_task::ReqTask;
 use crate::runtime::counters::Main;
 use crate::runtime::msg::ReqMsg;
 use crate::runtime::state::Shared;
-use crate::runtime::task::{ReqTask, SessInfo, SessTimeouts};
+use crate::runtime::task::{SessInfo, SessTimeouts};
 
 /// Most response bytes queued for the socket before writers wait.
 const QUEUE_MAX: usize = 256 * 1024;
