@@ -18,7 +18,10 @@ use crate::runtime::state::Shared;
 use crate::runtime::vcls::LoadedVcl;
 use crate::runtime::ws::Workspace;
 
-use crate::runtime::task::*;
+use crate::runtime::task::{
+    SessInfo, SessTimeouts, TaskIo, as_backend, as_bool, as_f64, as_int, end_privs, finish_privs,
+    http_header, log_raw, not_here, obj_header, stevedore_name, storage_value, vcl_status,
+};
 
 /// The top-level request of an ESI include tree, as `req_top.*` reads it.
 #[derive(Debug)]

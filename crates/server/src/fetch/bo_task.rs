@@ -17,7 +17,10 @@ use crate::runtime::state::Shared;
 use crate::runtime::vcls::LoadedVcl;
 use crate::runtime::ws::Workspace;
 
-use crate::runtime::task::*;
+use crate::runtime::task::{
+    SessInfo, TaskIo, as_backend, as_bool, as_f64, as_int, end_privs, finish_privs, http_header,
+    log_raw, not_here, opt_dur, stevedore_name, storage_value, vcl_status,
+};
 
 /// The client variables besides `req.http`, method, URL, protocol and xid
 /// that `vcl_pipe` reads from the request (copied before it runs).

@@ -79,7 +79,7 @@ pub fn obj_header<'a>(obj: &'a ObjRef, lower: &[u8]) -> Option<&'a [u8]> {
 }
 
 /// The (header, unset) log tags of a message VCL changes.
-pub(crate) fn header_tags(which: HttpWhich) -> Option<(Tag, Tag)> {
+fn header_tags(which: HttpWhich) -> Option<(Tag, Tag)> {
     match which {
         HttpWhich::Req | HttpWhich::ReqTop => Some((Tag::ReqHeader, Tag::ReqUnset)),
         HttpWhich::Resp => Some((Tag::RespHeader, Tag::RespUnset)),
@@ -90,7 +90,7 @@ pub(crate) fn header_tags(which: HttpWhich) -> Option<(Tag, Tag)> {
 }
 
 /// Logs the lines called `name` in `h` under `tag` (before they go away).
-pub(crate) fn log_lines(vsl: &mut VslBuf, tag: Tag, h: &lacquer_http::Headers, lower: &[u8]) {
+fn log_lines(vsl: &mut VslBuf, tag: Tag, h: &lacquer_http::Headers, lower: &[u8]) {
     for (k, v) in h.named(lower) {
         vsl.log_header(tag, k, v);
     }
@@ -101,7 +101,7 @@ pub(crate) fn log_lines(vsl: &mut VslBuf, tag: Tag, h: &lacquer_http::Headers, l
 /// With `feature=+validate_headers` (the default), VCL may not set a
 /// header value varnishd would refuse to send (control characters such as
 /// CR or LF): the task fails, as varnishd's "Bad header".
-pub(crate) fn check_header(sh: &Shared, name: &HeaderName, value: &[u8]) -> Result<(), String> {
+fn check_header(sh: &Shared, name: &HeaderName, value: &[u8]) -> Result<(), String> {
     if lacquer_http::headers::is_valid_value(value)
         || !sh.params().bit("feature", "validate_headers")
     {
@@ -114,7 +114,7 @@ pub(crate) fn check_header(sh: &Shared, name: &HeaderName, value: &[u8]) -> Resu
     ))
 }
 
-pub(crate) fn set_logged(
+fn set_logged(
     vsl: &mut VslBuf,
     which: HttpWhich,
     h: &mut lacquer_http::Headers,
@@ -130,12 +130,7 @@ pub(crate) fn set_logged(
 
 /// Charges a header line VCL sets to the task's workspace: `false`, with
 /// varnishd's `LostHeader` record, when it does not fit.
-pub(crate) fn charge_header(
-    ws: &mut Workspace,
-    vsl: &mut VslBuf,
-    name: &[u8],
-    value: &[u8],
-) -> bool {
+fn charge_header(ws: &mut Workspace, vsl: &mut VslBuf, name: &[u8], value: &[u8]) -> bool {
     let ok = ws.take(crate::runtime::ws::header_len(name, value));
     ws.flush_trace(vsl);
     if !ok {
@@ -152,7 +147,7 @@ pub(crate) fn charge_header(
 /// gone, in the object's header slots (`http_max_hdr`): else `LostHeader`
 /// with the line, `Error out of workspace`, `MAIN.losthdr`, and the
 /// workspace is marked overflowed, which fails the task at delivery.
-pub(crate) fn set_limited(
+fn set_limited(
     sh: &Shared,
     ws: &mut Workspace,
     vsl: &mut VslBuf,
@@ -180,7 +175,7 @@ pub(crate) fn set_limited(
 
 /// A vmod's `add_header` within the same limits as [`set_limited`]: the
 /// line must fit in the workspace and in a free header slot.
-pub(crate) fn add_limited(
+fn add_limited(
     sh: &Shared,
     ws: &mut Workspace,
     vsl: &mut VslBuf,
@@ -199,13 +194,7 @@ pub(crate) fn add_limited(
 }
 
 /// A header line that found no free slot in its HTTP object.
-pub(crate) fn lost_slot(
-    sh: &Shared,
-    ws: &mut Workspace,
-    vsl: &mut VslBuf,
-    name: &[u8],
-    value: &[u8],
-) {
+fn lost_slot(sh: &Shared, ws: &mut Workspace, vsl: &mut VslBuf, name: &[u8], value: &[u8]) {
     vsl.log_header(Tag::LostHeader, name, value);
     vsl.log(Tag::Error, format_args!("out of workspace ({})", ws.id()));
     sh.counters.inc(Main::losthdr);
@@ -214,7 +203,7 @@ pub(crate) fn lost_slot(
 
 /// Charges header lines a vmod puts in place of an object's lines: those
 /// that were not there before are new strings.
-pub(crate) fn charge_lines(
+fn charge_lines(
     ws: &mut Workspace,
     vsl: &mut VslBuf,
     old: &lacquer_http::Headers,
@@ -231,7 +220,7 @@ pub(crate) fn charge_lines(
 
 /// Charges a STRING variable's new value (method, URL, protocol, reason,
 /// identity); the error is varnishd's `VCL_Error` when it does not fit.
-pub(crate) fn charge_str(
+fn charge_str(
     ws: &mut Workspace,
     vsl: &mut VslBuf,
     var: VarId,
@@ -250,7 +239,7 @@ pub(crate) fn charge_str(
 }
 
 /// `unset <which>.http.<name>`, logging what goes.
-pub(crate) fn unset_logged(
+fn unset_logged(
     vsl: &mut VslBuf,
     which: HttpWhich,
     h: &mut lacquer_http::Headers,
@@ -489,7 +478,7 @@ pub(crate) fn storage_value(sh: &Shared, var: VarId, name: &str) -> Result<Value
 /// request memory pools count the ones handed out.
 pub static LIVE_REQS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-pub(crate) fn headers_from(lines: Vec<(Vec<u8>, Vec<u8>)>) -> lacquer_http::Headers {
+fn headers_from(lines: Vec<(Vec<u8>, Vec<u8>)>) -> lacquer_http::Headers {
     let mut h = lacquer_http::Headers::with_capacity(lines.len());
     for (k, v) in lines {
         h.append(Bytes::from(k), Bytes::from(v));
