@@ -11,8 +11,8 @@
 //! varnishd cannot satisfy or parse becomes a 416 with
 //! `Content-Range: bytes */LEN`.
 
-use crate::fetch::range::{digits, trim};
-use crate::fetch::rfc2616::parse_http_date;
+use crate::fetch::range::digits;
+use lacquer_http::date::parse_http_date;
 
 /// Whether a 200 response may be answered with 304 Not Modified.
 ///
@@ -88,11 +88,11 @@ pub fn if_range_allows(
     last_modified: Option<&[u8]>,
     date: Option<&[u8]>,
 ) -> bool {
-    let Some(ir) = if_range.map(trim) else {
+    let Some(ir) = if_range.map(<[u8]>::trim_ascii) else {
         return true;
     };
     if ir.starts_with(b"\"") {
-        return etag.is_some_and(|e| !e.starts_with(b"W/") && trim(e) == ir);
+        return etag.is_some_and(|e| !e.starts_with(b"W/") && e.trim_ascii() == ir);
     }
     let (Some(ims), Some(lm), Some(d)) = (
         parse_http_date(ir),
@@ -194,7 +194,7 @@ pub fn apply_range(range: &[u8], len: Option<u64>) -> RangeOutcome {
 mod tests {
     use super::RangeOutcome::*;
     use super::*;
-    use crate::fetch::rfc2616::format_http_date;
+    use lacquer_http::date::format_http_date;
 
     #[test]
     fn etags() {

@@ -31,12 +31,13 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 
 use crate::client::cond::{RangeOutcome, apply_range, not_modified};
+use crate::client::req_task::ReqTask;
 use crate::client::txio::{TimedWriter, TxError};
+use crate::fetch::bo_task::BoTask;
 use crate::fetch::fetch_fsm::{FetchJob, FetchMode, FetchOutcome};
 use crate::fetch::gzip::Gunzip;
-use crate::fetch::rfc2616;
 use crate::runtime::msg::{HeaderView, ReqMsg, RespMsg};
-use crate::runtime::task::{BoTask, ReqTask, SessInfo};
+use crate::runtime::task::SessInfo;
 use crate::runtime::ws::{Workspace, header_len};
 
 /// `Via` header value Lacquer adds to responses.
@@ -62,6 +63,13 @@ pub enum After {
     /// unknown filter): nothing was sent and the session ends
     /// (varnishd's `OVERLOAD`).
     Overload,
+    /// The response went out and the session closes for this reason
+    /// (varnishd's `REQ_CLOSE`, `REQ_HTTP10`, `RESP_CLOSE`, `TX_EOF`).
+    CloseAs(&'static str),
+    /// A pipe ended: the session closes as `TX_PIPE` when the tunnel had
+    /// a backend connection, `TX_ERROR` when it had none (varnishd's
+    /// `vbe_dir_http1pipe`).
+    Piped(bool),
 }
 
 /// Where a request goes once vcl_hash has run.
@@ -132,7 +140,7 @@ where
             // VCL): as with varnishd's child, the client gets no answer.
             return After::Close;
         }
-        t.now = rfc2616::now();
+        t.now = lacquer_http::date::now();
         state = match state {
             State::Recv => {
                 t.is_hit = false;
@@ -503,7 +511,7 @@ pub(crate) fn log_req_start(vsl: &mut lacquer_vsl::VslBuf, sess: &SessInfo, req:
 /// ends with a `Link` to the new one, which begins with `req <old> restart`
 /// and logs the request again.
 fn restart_vxid(t: &mut ReqTask) {
-    let now = rfc2616::now();
+    let now = lacquer_http::date::now();
     t.stamp("Restart", now);
     let new = t.sh.vxid.next();
     // `req <vxid> restart` without formatting machinery (once per restart).
@@ -672,7 +680,7 @@ async fn lookup(t: &mut ReqTask) -> State {
             Lookup::Busy(waiter) => {
                 waiter.wait().await;
                 t.log_ts("Waitinglist");
-                t.now = rfc2616::now();
+                t.now = lacquer_http::date::now();
                 continue;
             }
         };
@@ -765,7 +773,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         bereq0: t.req.headers.clone(),
         bereq,
         beresp: RespMsg::new(200),
-        t_bereq: rfc2616::now(),
+        t_bereq: lacquer_http::date::now(),
         t_beresp: 0.0,
         retries: 0,
         // The hint starts as the default backend; VCL may set it NULL.
@@ -805,12 +813,13 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
             2048,
         ),
         privs: Default::default(),
-        now: rfc2616::now(),
+        now: lacquer_http::date::now(),
         bereq_orig,
         cur_sub: BuiltinSub::BackendFetch,
-        t_last: rfc2616::now(),
+        t_last: lacquer_http::date::now(),
         pipe_req: None,
         pipe_xid: String::new(),
+        pipe_vars: Vec::new(),
         ws,
         ws_bo,
         beresp_dropped: false,
@@ -1057,7 +1066,7 @@ where
             t.resp = RespMsg::new(500);
             t.resp
                 .headers
-                .append("Date", rfc2616::format_http_date(t.now));
+                .append("Date", lacquer_http::date::format_http_date(t.now));
             t.resp.headers.append("Server", "Varnish");
             t.resp.headers.append("X-Varnish", t.vxid.to_string());
             t.resp.headers.append("Connection", "close");
@@ -1163,7 +1172,7 @@ fn log_unsent(t: &mut ReqTask) {
 /// must close.
 fn filter_failed(vsl: &mut lacquer_vsl::VslBuf, e: String) -> TxError {
     vsl.log(Tag::Debug, format_args!("Delivery filter failed: {e}"));
-    TxError::Failed
+    TxError::Aborted
 }
 
 /// Ends a request whose delivery could not be set up: nothing is sent,
@@ -1233,16 +1242,27 @@ where
     }
     let sh = t.sh.clone();
     let params = sh.params();
-    let head_only = &t.req.method[..] == b"HEAD";
+    // As varnishd (cnt_transmit reads req->http0): whether the client gets
+    // a body depends on the method it sent, not on one VCL set.
+    let head_only = &t.req_orig.method[..] == b"HEAD";
     let req_version = if t.req.is_http10() {
         lacquer_http::Version::Http10
     } else {
         lacquer_http::Version::Http11
     };
-    let mut keep = lacquer_http::persistence(&t.req.headers, req_version).keep_alive()
-        && !t.resp.headers.has_token("connection", "close")
-        && !t.vcl_failed
-        && !t.body_broken;
+    let persist = lacquer_http::persistence(&t.req.headers, req_version);
+    let resp_close = t.resp.headers.has_token("connection", "close");
+    let mut keep = persist.keep_alive() && !resp_close && !t.vcl_failed && !t.body_broken;
+    // Why the session will close, as varnishd's doclose: the request's
+    // Connection header or HTTP/1.0 first, then the response's
+    // `Connection: close`; a body without length to an HTTP/1.0 client
+    // (below) overrides both.
+    let mut close_as = match persist {
+        lacquer_http::Persistence::Close => "REQ_CLOSE",
+        lacquer_http::Persistence::Http10 => "REQ_HTTP10",
+        lacquer_http::Persistence::KeepAlive if resp_close => "RESP_CLOSE",
+        lacquer_http::Persistence::KeepAlive => "REQ_CLOSE",
+    };
     // What vcl_deliver/vcl_synth left (already logged); delivery's own
     // changes are logged below as they differ.
     let (status0, reason0) = (t.resp.status, t.resp.reason.clone());
@@ -1436,7 +1456,10 @@ where
         && body_len.is_none()
         && !t.req.is_http10()
         && !esi_head;
-    if body_len.is_none() && t.req.is_http10() {
+    if body_len.is_none() && t.req.is_http10() && send_body && !head_only && !no_body_status {
+        keep = false;
+        close_as = "TX_EOF";
+    } else if body_len.is_none() && t.req.is_http10() {
         keep = false;
     }
     // As varnishd: a Content-Length that says the length is kept where
@@ -1585,7 +1608,11 @@ where
                 let stored = match item {
                     Err(e) => {
                         vsl.log(Tag::Debug, format_args!("Body of the object failed: {e}"));
-                        return Err(TxError::Failed);
+                        // As varnishd: what was ready (the head, earlier
+                        // pieces) still goes out before the close.
+                        let _ = batch.send(&mut w, vsl, &mut out).await;
+                        let _ = w.flush(vsl).await;
+                        return Err(TxError::Aborted);
                     }
                     Ok(None) => break,
                     Ok(Some(s)) => s,
@@ -1594,8 +1621,15 @@ where
                 let raw: &[u8] = if before_gunzip.is_empty() {
                     &stored
                 } else {
-                    pre = crate::client::vdp::run(&mut before_gunzip, &stored)
-                        .map_err(|e| filter_failed(vsl, e))?;
+                    pre = match crate::client::vdp::run(&mut before_gunzip, &stored) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            let err = filter_failed(vsl, e);
+                            let _ = batch.send(&mut w, vsl, &mut out).await;
+                            let _ = w.flush(vsl).await;
+                            return Err(err);
+                        }
+                    };
                     &pre
                 };
                 let mut seg: &[u8] = match gz.as_mut() {
@@ -1603,7 +1637,9 @@ where
                         plain.clear();
                         if let Err(e) = g.feed(raw, &mut plain) {
                             vsl.log(Tag::Debug, format_args!("Gunzip of the object failed: {e}"));
-                            return Err(TxError::Failed);
+                            let _ = batch.send(&mut w, vsl, &mut out).await;
+                            let _ = w.flush(vsl).await;
+                            return Err(TxError::Aborted);
                         }
                         &plain
                     }
@@ -1710,7 +1746,7 @@ where
     });
     match result {
         Ok(()) if keep => After::KeepAlive,
-        Ok(()) => After::Close,
+        Ok(()) => After::CloseAs(close_as),
         Err(e) => After::TxFailed(e),
     }
 }

@@ -16,10 +16,10 @@ use flate2::{Compress, Compression, FlushCompress, Status};
 use lacquer_vsl::Tag;
 
 use crate::esi::parse::{Diag, Downstream, Features, Flush, Parser, Severity};
+use crate::fetch::bo_task::BoTask;
 use crate::fetch::gzip::Gunzip;
 use crate::pid;
 use crate::runtime::counters::Main;
-use crate::runtime::task::BoTask;
 
 /// The fixed gzip header of objects Lacquer compresses.
 const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];

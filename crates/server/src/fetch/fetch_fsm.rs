@@ -30,11 +30,11 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::oneshot;
 
 use crate::backend::pool::ConnectError;
+use crate::fetch::bo_task::BoTask;
 use crate::fetch::bodyio::{BodyIoError, BodyStream};
 use crate::fetch::gzip::FetchChain;
 use crate::fetch::rfc2616::{self, Defaults, RespInfo};
 use crate::runtime::msg::RespMsg;
-use crate::runtime::task::BoTask;
 use crate::runtime::vcls::BackendRt;
 use crate::runtime::ws::{header_len, size};
 
@@ -224,7 +224,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
     let max_retries = job.bo.sh.params().uint(pid!("max_retries")) as u32;
     loop {
         let vcl = job.bo.vcl.clone();
-        job.bo.now = rfc2616::now();
+        job.bo.now = lacquer_http::date::now();
         match vcl.run(BuiltinSub::BackendFetch, &mut job.bo, scratch) {
             // As varnishd: a backend request that overflowed the workspace
             // is not sent.
@@ -233,7 +233,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
                 job.bo.vsl.log_str(Tag::FetchError, "out of workspace");
                 return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
             }
-            Action::Fetch => job.bo.log_ts("Fetch", rfc2616::now()),
+            Action::Fetch => job.bo.log_ts("Fetch", lacquer_http::date::now()),
             Action::Error { status, reason } => return Err(Step::VclError(status, reason)),
             Action::Abandon | Action::Fail => return Err(Step::Fail),
             other => {
@@ -250,7 +250,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
                 return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
             }
         };
-        job.bo.now = rfc2616::now();
+        job.bo.now = lacquer_http::date::now();
         job.bo.t_beresp = job.bo.now;
         job.bo.beresp_has_body = !matches!(fetched.body, BodyKind::None | BodyKind::Length(0));
         job.bo.vfp_filters = None;
@@ -282,7 +282,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
             return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
         }
         if matches!(action, Action::Deliver | Action::Pass { .. }) {
-            job.bo.log_ts("Process", rfc2616::now());
+            job.bo.log_ts("Process", lacquer_http::date::now());
         }
         match action {
             Action::Deliver => {
@@ -405,7 +405,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 return Err(format!("backend {}: {e}", backend.name));
             }
         };
-        bo.log_ts("Connected", rfc2616::now());
+        bo.log_ts("Connected", lacquer_http::date::now());
         if conn.reused {
             bo.sh.counters.inc(Main::backend_reuse);
         } else {
@@ -422,7 +422,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 if conn.reused { "reuse" } else { "connect" }
             ),
         );
-        bo.log_ts("Bereq", rfc2616::now());
+        bo.log_ts("Bereq", lacquer_http::date::now());
         let sent = async {
             if let Some(p) = backend.proxy_preface(&bo.sess) {
                 conn.stream.write_all(&p).await?;
@@ -461,6 +461,10 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 }
             }
         }
+        // As varnishd (V1F_FetchRespHdr): a backend request counts once
+        // it was sent and its response is awaited, whether or not one
+        // comes.
+        bo.sh.counters.inc(Main::backend_req);
         let mut rbuf = BytesMut::with_capacity(8192);
         let deadline = tokio::time::Instant::now() + secs(first_byte);
         let head = loop {
@@ -504,9 +508,12 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             continue;
         };
         let is_head = &bo.bereq.method[..] == b"HEAD";
-        let body = head
-            .body_kind(is_head)
-            .map_err(|e| format!("http format error: {}", e.message()))?;
+        let body = head.body_kind(is_head).map_err(|e| {
+            // As varnishd: a body whose framing cannot be read (a bad
+            // length or transfer coding) is a fetch_bad.
+            bo.sh.counters.inc(Main::fetch_bad);
+            format!("http format error: {}", e.message())
+        })?;
         // As varnishd: the connection state, the bytes read with the head
         // and the body's reader go into the fetch's workspace.
         let got = lacquer_http::response_head_len(&head) as u64;
@@ -520,8 +527,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         }
         bo.beresp = RespMsg::from(head);
         let close = bo.bereq.headers.has_token("connection", "close") || !persistent(&bo.beresp);
-        bo.log_ts("Beresp", rfc2616::now());
-        bo.sh.counters.inc(Main::backend_req);
+        bo.log_ts("Beresp", lacquer_http::date::now());
         bo.sh.counters.inc(if is_head {
             Main::fetch_head
         } else {
@@ -682,7 +688,7 @@ fn compute_ttl(bo: &mut BoTask) {
     };
     drop(params);
     if !bo.beresp.headers.contains("date") {
-        let date = rfc2616::format_http_date(bo.now);
+        let date = lacquer_http::date::format_http_date(bo.now);
         bo.ws.take(header_len(b"Date", date.as_bytes()));
         bo.vsl
             .log_header(Tag::BerespHeader, b"Date", date.as_bytes());
@@ -923,8 +929,8 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             drop(params);
             let vmods = bo.vcl.vmods.clone();
             let vmod = |name: &str| vmods.filter(name, false);
-            let headers = &mut bo.beresp.headers;
             let partial = bo.beresp.status == 206;
+            let headers = &mut bo.beresp.headers;
             match crate::fetch::gzip::build_fetch_filters(
                 &list, &vmod, headers, partial, support, level,
             ) {
@@ -1325,7 +1331,7 @@ fn body_done(bo: &mut BoTask, f: Fetched, len: u64) {
             format_args!("{port} {} close", f.backend.vcl_name),
         );
     }
-    bo.log_ts("BerespBody", rfc2616::now());
+    bo.log_ts("BerespBody", lacquer_http::date::now());
     bo.end_privs();
     bo.vsl.log(Tag::Length, format_args!("{len}"));
 }
@@ -1370,13 +1376,13 @@ fn backend_error(
     reason: Option<Bytes>,
 ) -> ErrorNext {
     let bo = &mut job.bo;
-    bo.now = rfc2616::now();
+    bo.now = lacquer_http::date::now();
     bo.log_ts("Error", bo.now);
     bo.beresp = RespMsg::new(status);
     if let Some(r) = reason {
         bo.beresp.reason = r;
     }
-    let date = rfc2616::format_http_date(bo.now);
+    let date = lacquer_http::date::format_http_date(bo.now);
     bo.ws.take(header_len(b"Date", date.as_bytes()));
     bo.beresp.headers.append("Date", date);
     bo.beresp.headers.append("Server", "Varnish");

@@ -42,13 +42,13 @@ pub fn accepts_gzip(accept_encoding: &[u8]) -> bool {
 fn accepts_coding(accept_encoding: &[u8], coding_wanted: &[u8]) -> bool {
     for item in accept_encoding.split(|b| *b == b',') {
         let mut parts = item.split(|b| *b == b';');
-        let coding = trim(parts.next().unwrap_or_default());
+        let coding = parts.next().unwrap_or_default().trim_ascii();
         if !coding.eq_ignore_ascii_case(coding_wanted) {
             continue;
         }
         let q = parts
             .filter_map(|p| {
-                let p = trim(p);
+                let p = p.trim_ascii();
                 let v = p.strip_prefix(b"q=").or_else(|| p.strip_prefix(b"Q="))?;
                 std::str::from_utf8(v).ok()?.trim().parse::<f64>().ok()
             })
@@ -58,21 +58,9 @@ fn accepts_coding(accept_encoding: &[u8], coding_wanted: &[u8]) -> bool {
     false
 }
 
-fn trim(b: &[u8]) -> &[u8] {
-    let s = b
-        .iter()
-        .position(|c| !c.is_ascii_whitespace())
-        .unwrap_or(b.len());
-    let e = b
-        .iter()
-        .rposition(|c| !c.is_ascii_whitespace())
-        .map_or(s, |e| e + 1);
-    &b[s..e]
-}
-
 /// Whether a `Content-Encoding` value says gzip.
 pub fn is_gzip_encoding(content_encoding: &[u8]) -> bool {
-    let v = trim(content_encoding);
+    let v = content_encoding.trim_ascii();
     v.eq_ignore_ascii_case(b"gzip") || v.eq_ignore_ascii_case(b"x-gzip")
 }
 
