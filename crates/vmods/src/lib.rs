@@ -51,6 +51,7 @@ mod debug;
 mod directors;
 mod header;
 mod host;
+mod kvstore;
 mod mse;
 mod proxy;
 mod purge;
@@ -59,6 +60,8 @@ mod saintmode;
 mod str_vmod;
 mod tcp;
 mod unix;
+mod urlplus;
+mod utils;
 mod var;
 mod vmod_std;
 mod vsthrottle;
@@ -187,6 +190,9 @@ fn modules() -> Vec<&'static ModuleImpl> {
         &bodyaccess::MODULE,
         &tcp::MODULE,
         &saintmode::MODULE,
+        &kvstore::MODULE,
+        &urlplus::MODULE,
+        &utils::MODULE,
         &mse::MODULE,
         &accept::MODULE,
         // Varnish installs vmod_vtc with varnishd and does not restrict
