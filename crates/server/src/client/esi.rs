@@ -40,13 +40,13 @@ use lacquer_vsl::{Tag, VslBuf, Vxid};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use crate::client::req_fsm::{After, ClientConn};
+use crate::client::req_task::ReqTask;
+use crate::client::req_task::TopReq;
 use crate::esi::{Instr, Program};
 use crate::fetch::gzip::{Gunzip, inflate};
-use crate::fetch::rfc2616;
 use crate::pid;
 use crate::runtime::counters::Main;
 use crate::runtime::msg::ReqMsg;
-use crate::runtime::task::{ReqTask, TopReq};
 
 /// The header of the gzip stream a stitched response starts with.
 const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
@@ -599,7 +599,7 @@ fn include<'a>(
         parent.vsl.log(Tag::Link, format_args!("req {vxid} esi"));
         sh.counters.inc(Main::esi_req);
         let req = include_request(&parent.req_orig, host.as_ref(), &url, sink.gzip);
-        let now = rfc2616::now();
+        let now = lacquer_http::date::now();
         let mut vsl = VslBuf::with_capacity(sh.vsl.clone(), Vxid::client(vxid), 2048);
         vsl.log(Tag::Begin, format_args!("req {} esi", parent.vxid));
         vsl.log_timestamp("Start", now, 0.0, 0.0);
@@ -656,7 +656,7 @@ fn include<'a>(
 /// The end of an include's transaction: its last records, its privs and
 /// workspace; `sent` is the body bytes it delivered.
 fn finish_child(child: &mut ReqTask, sent: u64) {
-    let end = rfc2616::now();
+    let end = lacquer_http::date::now();
     child
         .vsl
         .log_timestamp("Resp", end, end - child.t_req, end - child.now);
@@ -826,7 +826,7 @@ fn start_ahead(
     parent.vsl.log(Tag::Link, format_args!("req {vxid} esi"));
     sh.counters.inc(Main::esi_req);
     let req = include_request(&parent.req_orig, host.as_ref(), &url, sink.gzip);
-    let now = rfc2616::now();
+    let now = lacquer_http::date::now();
     let mut vsl = VslBuf::with_capacity(sh.vsl.clone(), Vxid::client(vxid), 2048);
     vsl.log(Tag::Begin, format_args!("req {} esi", parent.vxid));
     vsl.log_timestamp("Start", now, 0.0, 0.0);

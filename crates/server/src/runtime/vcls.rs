@@ -994,7 +994,7 @@ pub struct LoadOptions {
     pub vcl_path: Vec<String>,
     pub unsafe_path: bool,
     pub prefer_ipv6: bool,
-    /// The test-only vmods (`debug`, `vtc`) may be imported: only when the
+    /// The test-only vmod (`debug`) may be imported: only when the
     /// daemon runs with `-p debug=+vtc_mode`, as varnishtest starts it.
     pub test_vmods: bool,
 }
