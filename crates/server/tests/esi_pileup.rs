@@ -18,6 +18,12 @@
 //! - memory does not grow from one storm to the next (RSS from
 //!   `/proc/self/status`: the daemon runs in this process).
 //!
+//! The include runs ahead of its place (`esi_parallel`, default 10), as a
+//! task of its own: the guarantees above hold for those tasks too (a
+//! page whose client left aborts the includes it started).
+//! `esi_parallel.rs` holds the parallel form's speed and output checks
+//! (another binary: this test measures the whole process).
+//!
 //! The measured figures are printed (`cargo test -- --nocapture`).
 
 mod common;

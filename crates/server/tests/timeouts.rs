@@ -39,7 +39,16 @@ async fn an_idle_client_is_closed_after_timeout_idle() {
     let a = l.first_addr().unwrap();
     let mut s = TcpStream::connect(a).await.unwrap();
     closed_silently_after(&mut s, Duration::from_millis(250)).await;
+    // As varnishd: idle without a byte of a request is not an error.
+    wait_counter(&l, Main::sc_rx_close_idle, 1, Duration::from_secs(2)).await;
+    assert_eq!(l.shared.counters.get(Main::sc_rx_timeout), 0);
+    assert_eq!(l.shared.counters.get(Main::sess_closed_err), 0);
+    // Half a request left waiting is.
+    let mut s = TcpStream::connect(a).await.unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
+    closed_silently_after(&mut s, Duration::from_millis(250)).await;
     wait_counter(&l, Main::sc_rx_timeout, 1, Duration::from_secs(2)).await;
+    wait_counter(&l, Main::sess_closed_err, 1, Duration::from_secs(2)).await;
 }
 
 /// After `timeout_linger` without a new request the session lets go of
@@ -80,7 +89,7 @@ async fn a_session_idle_past_timeout_linger_keeps_its_connection_and_timeout() {
     assert_eq!(herd(&l), 1);
     // Silent from here: closed once timeout_idle passes, not at the linger.
     closed_silently_after(&mut s, Duration::from_millis(500)).await;
-    wait_counter(&l, Main::sc_rx_timeout, 1, Duration::from_secs(2)).await;
+    wait_counter(&l, Main::sc_rx_close_idle, 1, Duration::from_secs(2)).await;
     assert_eq!(herd(&l), 2);
     assert_eq!(l.shared.counters.get(Main::sess_readahead), 0);
 }

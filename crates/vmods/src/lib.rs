@@ -20,7 +20,8 @@
 //!
 //! 1. compile VCL against [`registry()`] (`lacquer_vcl::compile`), or
 //!    [`registry_with_test_vmods()`] when running varnishtest cases (adds
-//!    the test-only `vtc` and `debug`);
+//!    the test-only `debug`; `vtc`, which Varnish installs and production
+//!    VCL imports for `vtc.sleep()` and the like, is in both);
 //! 2. build [`Runtime::for_program`] with the server's [`Host`], and the
 //!    executor program (`Program::from_ir`); run `vcl_init` with the
 //!    runtime as the `Vmods` (objects are created there and directors
@@ -41,14 +42,19 @@ use lacquer_vcl::ir::{ImportedVmod, InstanceDef};
 use lacquer_vcl::vars::VclVersion;
 use lacquer_vcl::vmod::{VmodDecl, VmodRegistry};
 
+mod accept;
 mod args;
 mod blob;
 mod bodyaccess;
 mod cookie;
+mod curl;
 mod debug;
 mod directors;
 mod header;
 mod host;
+mod http_vmod;
+mod httpc;
+mod kvstore;
 mod mse;
 mod proxy;
 mod purge;
@@ -57,6 +63,8 @@ mod saintmode;
 mod str_vmod;
 mod tcp;
 mod unix;
+mod urlplus;
+mod utils;
 mod var;
 mod vmod_std;
 mod vsthrottle;
@@ -69,6 +77,7 @@ pub use host::{
     ObjectEvent, ObjectEventFn,
 };
 
+pub use curl::set_defaults as curl_set_defaults;
 pub use wasm::cli_update as wasm_cli_update;
 
 use args::Args;
@@ -189,15 +198,24 @@ fn modules() -> Vec<&'static ModuleImpl> {
         &tcp::MODULE,
         &saintmode::MODULE,
         &wasm::MODULE,
+        &curl::MODULE,
+        &http_vmod::MODULE,
+        &kvstore::MODULE,
+        &urlplus::MODULE,
+        &utils::MODULE,
         &mse::MODULE,
+        &accept::MODULE,
+        // Varnish installs vmod_vtc with varnishd and does not restrict
+        // it: production VCL imports it (`vtc.sleep()`).
+        &vtc::MODULE,
     ]
 }
 
-/// The test-only vmods (varnishtest's `vtc` and `debug`): offered to VCL
-/// only through [`registry_with_test_vmods`], so production VCL can never
-/// import them by accident.
+/// The test-only vmod (varnishtest's `debug`, which Varnish does not
+/// install): offered to VCL only through [`registry_with_test_vmods`], so
+/// production VCL can never import it by accident.
 fn test_modules() -> Vec<&'static ModuleImpl> {
-    vec![&vtc::MODULE, &debug::MODULE]
+    vec![&debug::MODULE]
 }
 
 /// A parsed vmod: its declaration, implementation, and whether it is a
@@ -233,7 +251,7 @@ pub fn registry() -> VmodRegistry {
     r
 }
 
-/// Everything in [`registry`] plus the test-only vmods `vtc` and `debug`,
+/// Everything in [`registry`] plus the test-only vmod `debug`,
 /// for a server running varnishtest cases (`-p debug=+vtc_mode`).
 pub fn registry_with_test_vmods() -> VmodRegistry {
     let mut r = VmodRegistry::new();

@@ -1,34 +1,42 @@
 //! Client conditional and partial requests, decided as varnishd does at
 //! delivery time.
 //!
-//! A 200 response becomes a 304 when `If-None-Match` matches its `ETag`
-//! (weak comparison), or when there is no `If-None-Match` and
-//! `If-Modified-Since` is not older than its `Last-Modified`. A single
-//! `bytes=` range of a 200 response becomes a 206; a range varnishd cannot
-//! satisfy or parse becomes a 416 with `Content-Range: bytes */LEN`.
+//! A 200 response becomes a 304 when `If-None-Match` matches its `ETag`,
+//! or when there is no `If-None-Match` and `If-Modified-Since` is not
+//! older than its `Last-Modified`. As varnishd 7.1, `If-None-Match` is
+//! compared with the ETag as one string (weakly: a `W/` in front of
+//! either is ignored; strongly when the request has a `Range`): `*` and
+//! lists of tags are not taken apart, so they match only a tag spelled the
+//! same. A single `bytes=` range of a 200 response becomes a 206; a range
+//! varnishd cannot satisfy or parse becomes a 416 with
+//! `Content-Range: bytes */LEN`.
 
-use crate::fetch::range::{digits, trim};
-use crate::fetch::rfc2616::parse_http_date;
+use crate::fetch::range::digits;
+use lacquer_http::date::parse_http_date;
 
 /// Whether a 200 response may be answered with 304 Not Modified.
 ///
 /// `t_req` is when the request arrived: an `If-Modified-Since` in the
 /// future is ignored. With `strong` (the request has a `Range`), a weak
-/// ETag never matches.
+/// ETag never matches. `stored_lm` is the object's own modification time,
+/// as varnishd keeps it at fetch (its `Last-Modified` then, else when it
+/// was fetched): it answers `If-Modified-Since` when the response has no
+/// `Last-Modified` (vcl_deliver removed it, or there never was one).
 pub fn not_modified(
     strong: bool,
     if_none_match: Option<&[u8]>,
     if_modified_since: Option<&[u8]>,
     etag: Option<&[u8]>,
     last_modified: Option<&[u8]>,
+    stored_lm: f64,
     t_req: f64,
 ) -> bool {
     if let Some(inm) = if_none_match {
         return etag.is_some_and(|e| {
             if strong {
-                etag_list_matches_strongly(inm, e)
+                etag_matches_strongly(inm, e)
             } else {
-                etag_list_matches(inm, e)
+                etag_matches(inm, e)
             }
         });
     }
@@ -39,35 +47,35 @@ pub fn not_modified(
         if ims > t_req {
             return false;
         }
-        return last_modified
-            .and_then(parse_http_date)
-            .is_some_and(|lm| lm <= ims);
+        return match last_modified {
+            Some(lm) => parse_http_date(lm).is_some_and(|lm| lm <= ims),
+            None => stored_lm <= ims,
+        };
     }
     false
 }
 
-fn strip_weak(e: &[u8]) -> &[u8] {
-    let e = trim(e);
-    e.strip_prefix(b"W/").unwrap_or(e)
+/// The modification time varnishd stores with an object at fetch: its
+/// `Last-Modified` (0 when that does not parse), else the whole second
+/// it was fetched in.
+pub fn stored_last_modified(last_modified: Option<&[u8]>, t_origin: f64) -> f64 {
+    match last_modified {
+        Some(v) => parse_http_date(v).unwrap_or(0.0),
+        None => t_origin.floor(),
+    }
 }
 
-/// Weak comparison of an `If-None-Match` list (or `*`) with an `ETag`.
-pub fn etag_list_matches(list: &[u8], etag: &[u8]) -> bool {
-    if trim(list) == b"*" {
-        return true;
-    }
-    let etag = strip_weak(etag);
-    list.split(|b| *b == b',').any(|e| strip_weak(e) == etag)
+/// Weak comparison of an `If-None-Match` value with an `ETag`, as
+/// varnishd 7.1's: equal once a leading `W/` is dropped from each.
+pub fn etag_matches(inm: &[u8], etag: &[u8]) -> bool {
+    let unweak = |v: &[u8]| -> usize { if v.starts_with(b"W/") { 2 } else { 0 } };
+    inm[unweak(inm)..] == etag[unweak(etag)..]
 }
 
-/// Strong comparison (RFC 7232 2.3.2), as varnishd uses when the request
-/// also has a `Range`: weak tags never match.
-pub fn etag_list_matches_strongly(list: &[u8], etag: &[u8]) -> bool {
-    let etag = trim(etag);
-    if etag.starts_with(b"W/") {
-        return false;
-    }
-    trim(list) == b"*" || list.split(|b| *b == b',').any(|e| trim(e) == etag)
+/// Strong comparison, as varnishd uses when the request also has a
+/// `Range`: neither may be weak, and they are equal.
+pub fn etag_matches_strongly(inm: &[u8], etag: &[u8]) -> bool {
+    !inm.starts_with(b"W/") && !etag.starts_with(b"W/") && inm == etag
 }
 
 /// Whether an `If-Range` lets the `Range` apply (RFC 7233 3.2, as
@@ -80,11 +88,11 @@ pub fn if_range_allows(
     last_modified: Option<&[u8]>,
     date: Option<&[u8]>,
 ) -> bool {
-    let Some(ir) = if_range.map(trim) else {
+    let Some(ir) = if_range.map(<[u8]>::trim_ascii) else {
         return true;
     };
     if ir.starts_with(b"\"") {
-        return etag.is_some_and(|e| !e.starts_with(b"W/") && trim(e) == ir);
+        return etag.is_some_and(|e| !e.starts_with(b"W/") && e.trim_ascii() == ir);
     }
     let (Some(ims), Some(lm), Some(d)) = (
         parse_http_date(ir),
@@ -186,76 +194,45 @@ pub fn apply_range(range: &[u8], len: Option<u64>) -> RangeOutcome {
 mod tests {
     use super::RangeOutcome::*;
     use super::*;
-    use crate::fetch::rfc2616::format_http_date;
+    use lacquer_http::date::format_http_date;
 
     #[test]
     fn etags() {
-        assert!(not_modified(
-            false,
-            Some(b"\"a\""),
-            None,
-            Some(b"\"a\""),
-            None,
-            0.0
-        ));
-        assert!(not_modified(
-            false,
-            Some(b"W/\"a\""),
-            None,
-            Some(b"\"a\""),
-            None,
-            0.0
-        ));
-        assert!(not_modified(
-            false,
-            Some(b"\"x\", \"a\""),
-            None,
-            Some(b"W/\"a\""),
-            None,
-            0.0
-        ));
-        assert!(not_modified(
-            false,
-            Some(b"*"),
-            None,
-            Some(b"\"q\""),
-            None,
-            0.0
-        ));
-        assert!(!not_modified(
-            false,
-            Some(b"\"b\""),
-            None,
-            Some(b"\"a\""),
-            None,
-            0.0
-        ));
-        assert!(!not_modified(false, Some(b"*"), None, None, None, 0.0));
+        let inm = |inm: &str, etag: Option<&str>| {
+            not_modified(
+                false,
+                Some(inm.as_bytes()),
+                None,
+                etag.map(str::as_bytes),
+                None,
+                0.0,
+                0.0,
+            )
+        };
+        assert!(inm("\"a\"", Some("\"a\"")));
+        assert!(inm("W/\"a\"", Some("\"a\"")));
+        assert!(inm("\"a\"", Some("W/\"a\"")));
+        assert!(!inm("\"b\"", Some("\"a\"")));
+        // As varnishd 7.1: one string, no list and no `*`.
+        assert!(!inm("\"x\", \"a\"", Some("W/\"a\"")));
+        assert!(!inm("*", Some("\"q\"")));
+        assert!(inm("*", Some("*")));
+        assert!(!inm("*", None));
         // With a Range, only strong tags match.
-        assert!(not_modified(
-            true,
-            Some(b"\"a\""),
-            None,
-            Some(b"\"a\""),
-            None,
-            0.0
-        ));
-        assert!(!not_modified(
-            true,
-            Some(b"W/\"a\""),
-            None,
-            Some(b"\"a\""),
-            None,
-            0.0
-        ));
-        assert!(!not_modified(
-            true,
-            Some(b"\"a\""),
-            None,
-            Some(b"W/\"a\""),
-            None,
-            0.0
-        ));
+        let strong = |inm: &str, etag: &str| {
+            not_modified(
+                true,
+                Some(inm.as_bytes()),
+                None,
+                Some(etag.as_bytes()),
+                None,
+                0.0,
+                0.0,
+            )
+        };
+        assert!(strong("\"a\"", "\"a\""));
+        assert!(!strong("W/\"a\"", "\"a\""));
+        assert!(!strong("\"a\"", "W/\"a\""));
         // If-None-Match takes precedence over If-Modified-Since.
         let lm = format_http_date(1000.0);
         assert!(!not_modified(
@@ -264,6 +241,7 @@ mod tests {
             Some(lm.as_bytes()),
             Some(b"\"a\""),
             Some(lm.as_bytes()),
+            1000.0,
             2000.0
         ));
     }
@@ -273,44 +251,30 @@ mod tests {
         let lm = format_http_date(1000.0);
         let later = format_http_date(1500.0);
         let earlier = format_http_date(500.0);
-        let ims = |v: &String, lm: &String| {
+        let ims = |v: &str, lm: Option<&str>, stored: f64| {
             not_modified(
                 false,
                 None,
                 Some(v.as_bytes()),
                 None,
-                Some(lm.as_bytes()),
+                lm.map(str::as_bytes),
+                stored,
                 2000.0,
             )
         };
-        assert!(ims(&lm, &lm));
-        assert!(ims(&later, &lm));
-        assert!(!ims(&earlier, &lm));
-        // A date in the future (after the request) is ignored.
-        assert!(!not_modified(
-            false,
-            None,
-            Some(format_http_date(3000.0).as_bytes()),
-            None,
-            Some(lm.as_bytes()),
-            2000.0
-        ));
-        assert!(!not_modified(
-            false,
-            None,
-            Some(b"junk"),
-            None,
-            Some(lm.as_bytes()),
-            2000.0
-        ));
-        assert!(!not_modified(
-            false,
-            None,
-            Some(lm.as_bytes()),
-            None,
-            None,
-            2000.0
-        ));
+        assert!(ims(&lm, Some(&lm), 1000.0));
+        assert!(ims(&later, Some(&lm), 1000.0));
+        assert!(!ims(&earlier, Some(&lm), 1000.0));
+        // A date in the future (after the request) is ignored, as is junk.
+        assert!(!ims(&format_http_date(3000.0), Some(&lm), 1000.0));
+        assert!(!ims("junk", Some(&lm), 1000.0));
+        assert!(!ims(&lm, Some("junk"), 1000.0));
+        // Without Last-Modified, the stored time decides.
+        assert!(ims(&lm, None, 1000.0));
+        assert!(!ims(&earlier, None, 1000.0));
+        assert_eq!(stored_last_modified(Some(lm.as_bytes()), 1900.5), 1000.0);
+        assert_eq!(stored_last_modified(Some(b"junk"), 1900.5), 0.0);
+        assert_eq!(stored_last_modified(None, 1900.5), 1900.0);
     }
 
     #[test]

@@ -10,6 +10,15 @@
 //! nothing is buffered beyond a few kilobytes, and a client that goes away
 //! stops the whole tree at the next write.
 //!
+//! Includes run ahead of their place in the page (`esi_parallel` of an
+//! object's includes at once, a process-wide cap on all of them): each
+//! runs as a task of its own whose body is recorded ([`Piece`]s, after its
+//! own filters) instead of written, and replayed into the page's sink when
+//! delivery reaches it, so the output is byte for byte the one-by-one
+//! output. The page's own bytes go out as soon as they are ready; a page
+//! that ends early (client gone, an include that aborts the response)
+//! aborts the includes it started.
+//!
 //! When the top object is stored gzip'ed and the client takes gzip, the
 //! response is one gzip stream stitched together without recompressing:
 //! verbatim ranges of gzip'ed ESI objects are copied as they are stored
@@ -31,13 +40,13 @@ use lacquer_vsl::{Tag, VslBuf, Vxid};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use crate::client::req_fsm::{After, ClientConn};
+use crate::client::req_task::ReqTask;
+use crate::client::req_task::TopReq;
 use crate::esi::{Instr, Program};
 use crate::fetch::gzip::{Gunzip, inflate};
-use crate::fetch::rfc2616;
 use crate::pid;
 use crate::runtime::counters::Main;
 use crate::runtime::msg::ReqMsg;
-use crate::runtime::task::{ReqTask, TopReq};
 
 /// The header of the gzip stream a stitched response starts with.
 const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
@@ -50,6 +59,24 @@ const DIRECT: usize = 8 * 1024;
 
 /// The largest stored deflate block.
 const STORED_MAX: usize = 65_535;
+
+/// Includes running ahead of their place in the whole process, at most
+/// (past this, includes run one after another at their place).
+const AHEAD_PROCESS_MAX: usize = 4096;
+
+/// A piece of an include's body recorded while it ran ahead of its place,
+/// replayed into the including response when delivery reaches it.
+#[derive(Debug)]
+enum Piece {
+    /// Plain bytes, after the include's own filters.
+    Plain(Vec<u8>),
+    /// A verbatim range of a gzip'ed ESI object, as stored.
+    Gzip {
+        data: Vec<u8>,
+        crc: u32,
+        plain_len: u64,
+    },
+}
 
 /// The response body being assembled: framing, gzip stitching state and
 /// accounting, shared by every level of an ESI tree in turn.
@@ -76,6 +103,8 @@ pub struct EsiSink {
     abort: bool,
     /// Writing to the client failed.
     failed: bool,
+    /// An include running ahead: its body is recorded here, not written.
+    record: Option<Vec<Piece>>,
 }
 
 fn write_error(e: &io::Error) -> io::Error {
@@ -199,6 +228,11 @@ impl EsiSink {
             filtered = cur;
             &filtered
         };
+        if let Some(rec) = &mut self.record {
+            self.bytes += data.len() as u64;
+            rec.push(Piece::Plain(data.to_vec()));
+            return Ok(());
+        }
         if !self.gzip {
             return self.raw(w, data).await;
         }
@@ -212,6 +246,60 @@ impl EsiSink {
             block.extend_from_slice(&(!n).to_le_bytes());
             block.extend_from_slice(piece);
             self.raw(w, &block).await?;
+        }
+        Ok(())
+    }
+
+    /// A verbatim range of a gzip'ed ESI object into a gzip stream: copied
+    /// as stored (its CRC and length combined into the stream's), or
+    /// recorded as it is.
+    async fn gzip_range(
+        &mut self,
+        w: &mut (dyn AsyncWrite + Unpin + Send),
+        data: &[u8],
+        crc: u32,
+        plain_len: u64,
+    ) -> io::Result<()> {
+        if let Some(rec) = &mut self.record {
+            self.bytes += data.len() as u64;
+            rec.push(Piece::Gzip {
+                data: data.to_vec(),
+                crc,
+                plain_len,
+            });
+            return Ok(());
+        }
+        self.raw(w, data).await?;
+        self.crc = zlib_rs::crc32::crc32_combine(self.crc, crc, plain_len);
+        self.plain_len += plain_len;
+        Ok(())
+    }
+
+    /// Replays what an include that ran ahead recorded, as if it ran here.
+    async fn replay(
+        &mut self,
+        w: &mut (dyn AsyncWrite + Unpin + Send),
+        pieces: Vec<Piece>,
+    ) -> io::Result<()> {
+        let mut inflater: Option<Decompress> = None;
+        let mut plain = Vec::new();
+        for p in pieces {
+            match p {
+                Piece::Plain(b) => self.plain(w, &b).await?,
+                Piece::Gzip {
+                    data,
+                    crc,
+                    plain_len,
+                } if self.levels.is_empty() => self.gzip_range(w, &data, crc, plain_len).await?,
+                // Filters of including levels must see the plain bytes.
+                Piece::Gzip { data, .. } => {
+                    let d = inflater.get_or_insert_with(|| Decompress::new(false));
+                    d.reset(false);
+                    plain.clear();
+                    inflate(d, &data, &mut plain)?;
+                    self.plain(w, &plain).await?;
+                }
+            }
         }
         Ok(())
     }
@@ -356,6 +444,7 @@ async fn walk(
     };
     let mut inflater: Option<Decompress> = None;
     let mut plain = Vec::new();
+    let mut ahead = Ahead::new(t, &prog);
     if t.esi_level > 0 && prog.gzip() && !sink.gzip {
         // An include's own `gunzip` delivery filter (the top level's is
         // counted where delivery chose it).
@@ -379,7 +468,15 @@ async fn walk(
                 let mut left = len;
                 // Verbatim gzip goes through as it is, unless an include's
                 // filters must see its plain bytes.
-                if prog.gzip() && sink.gzip && sink.levels.is_empty() {
+                if prog.gzip() && sink.gzip && sink.levels.is_empty() && sink.record.is_some() {
+                    let mut data = Vec::with_capacity(len as usize);
+                    while left > 0 {
+                        let piece = body.take(left).await?;
+                        left -= piece.len() as u64;
+                        data.extend_from_slice(&piece);
+                    }
+                    sink.gzip_range(w, &data, crc, plain_len).await?;
+                } else if prog.gzip() && sink.gzip && sink.levels.is_empty() {
                     while left > 0 {
                         let piece = body.take(left).await?;
                         left -= piece.len() as u64;
@@ -416,7 +513,24 @@ async fn walk(
                 url,
                 continue_on_error,
             } => {
-                include(t, w, sink, host, url, continue_on_error).await?;
+                match ahead.next(t, sink) {
+                    Some(task) => {
+                        // What came before the include reaches the client
+                        // while it finishes.
+                        sink.flush(w).await?;
+                        match task.await {
+                            Ok(Some(back)) => {
+                                sink.replay(w, back.record.unwrap_or_default()).await?;
+                                sink.abort |= back.abort;
+                            }
+                            // The include did not hand its body back.
+                            Ok(None) | Err(_) => {
+                                return Err(io::Error::other("an ESI include failed"));
+                            }
+                        }
+                    }
+                    None => include(t, w, sink, host, url, continue_on_error).await?,
+                }
                 if sink.abort {
                     return Err(io::Error::other("an ESI include failed"));
                 }
@@ -485,7 +599,7 @@ fn include<'a>(
         parent.vsl.log(Tag::Link, format_args!("req {vxid} esi"));
         sh.counters.inc(Main::esi_req);
         let req = include_request(&parent.req_orig, host.as_ref(), &url, sink.gzip);
-        let now = rfc2616::now();
+        let now = lacquer_http::date::now();
         let mut vsl = VslBuf::with_capacity(sh.vsl.clone(), Vxid::client(vxid), 2048);
         vsl.log(Tag::Begin, format_args!("req {} esi", parent.vxid));
         vsl.log_timestamp("Start", now, 0.0, 0.0);
@@ -531,28 +645,232 @@ fn include<'a>(
             sink.failed = true;
         }
         sink.abort_on_error = saved_abort_on_error;
-        let sent = sink.bytes - bytes_before;
-        let end = rfc2616::now();
-        child
-            .vsl
-            .log_timestamp("Resp", end, end - child.t_req, end - child.now);
-        child.end_privs();
-        child
-            .vsl
-            .log(Tag::ReqAcct, format_args!("0 0 0 0 {sent} {sent}"));
-        // The include's own workspace ends with it.
-        child.ws.flush_trace(&mut child.vsl);
-        if lacquer_vcl::exec::Workspace::overflowed(&child.ws) {
-            sh.counters
-                .inc(crate::runtime::counters::Main::ws_client_overflow);
-        }
-        child.vsl.log_str(Tag::End, "");
-        child.vsl.flush();
+        finish_child(&mut child, sink.bytes - bytes_before);
         if sink.failed {
             return Err(io::Error::other("client write failed"));
         }
         Ok(())
     })
+}
+
+/// The end of an include's transaction: its last records, its privs and
+/// workspace; `sent` is the body bytes it delivered.
+fn finish_child(child: &mut ReqTask, sent: u64) {
+    let end = lacquer_http::date::now();
+    child
+        .vsl
+        .log_timestamp("Resp", end, end - child.t_req, end - child.now);
+    child.end_privs();
+    child
+        .vsl
+        .log(Tag::ReqAcct, format_args!("0 0 0 0 {sent} {sent}"));
+    // The include's own workspace ends with it.
+    child.ws.flush_trace(&mut child.vsl);
+    if lacquer_vcl::exec::Workspace::overflowed(&child.ws) {
+        child
+            .sh
+            .counters
+            .inc(crate::runtime::counters::Main::ws_client_overflow);
+    }
+    child.vsl.log_str(Tag::End, "");
+    child.vsl.flush();
+}
+
+/// Slots of [`AHEAD_PROCESS_MAX`].
+fn ahead_slots() -> &'static Arc<tokio::sync::Semaphore> {
+    static SLOTS: std::sync::OnceLock<Arc<tokio::sync::Semaphore>> = std::sync::OnceLock::new();
+    SLOTS.get_or_init(|| Arc::new(tokio::sync::Semaphore::new(AHEAD_PROCESS_MAX)))
+}
+
+/// An include running ahead: its task hands back its recording sink.
+type AheadTask = tokio::task::JoinHandle<Option<Box<EsiSink>>>;
+
+/// The includes of one object and those of them running ahead of the
+/// walk, `esi_parallel` at most. Dropping it (the walk ended early) aborts
+/// what still runs.
+struct Ahead {
+    includes: Vec<(Option<Bytes>, Bytes, bool)>,
+    /// The running ones, by index in `includes`.
+    running: std::collections::VecDeque<(usize, AheadTask)>,
+    /// The next include the walk reaches.
+    next: usize,
+    /// The next include to start.
+    started: usize,
+    window: usize,
+}
+
+impl Drop for Ahead {
+    fn drop(&mut self) {
+        for (_, task) in &self.running {
+            task.abort();
+        }
+    }
+}
+
+impl Ahead {
+    /// The includes of `prog`, none started.
+    fn new(t: &ReqTask, prog: &Program) -> Ahead {
+        let params = t.sh.params();
+        // Varnish's tests pin varnishd's one-by-one order of include
+        // fetches: under varnishtest they run that way.
+        let window = if params.bit(pid!("debug"), "vtc_mode") {
+            1
+        } else {
+            params.uint(pid!("esi_parallel")).max(1) as usize
+        };
+        drop(params);
+        let mut includes = Vec::new();
+        if window > 1 {
+            let mut scan = prog.clone();
+            while let Ok(Some(i)) = scan.next_instr() {
+                if let Instr::Include {
+                    host,
+                    url,
+                    continue_on_error,
+                } = i
+                {
+                    includes.push((host, url, continue_on_error));
+                }
+            }
+        }
+        Ahead {
+            includes,
+            running: Default::default(),
+            next: 0,
+            started: 0,
+            window,
+        }
+    }
+
+    /// The walk reached its next include: starts those up to the window
+    /// ahead, and gives the task of this one if it runs ahead (`None`:
+    /// run it here).
+    fn next(&mut self, t: &mut ReqTask, sink: &EsiSink) -> Option<AheadTask> {
+        let k = self.next;
+        self.next += 1;
+        self.started = self.started.max(k);
+        while self.started < self.includes.len() && self.started < k + self.window {
+            let (host, url, onerror) = self.includes[self.started].clone();
+            // At the depth limit or the process cap it runs at its place.
+            if let Some(task) = start_ahead(t, sink, host, url, onerror) {
+                self.running.push_back((self.started, task));
+            }
+            self.started += 1;
+        }
+        while let Some((i, _)) = self.running.front() {
+            if *i > k {
+                break;
+            }
+            let (i, task) = self.running.pop_front()?;
+            if i == k {
+                return Some(task);
+            }
+            task.abort();
+        }
+        None
+    }
+}
+
+/// A stream for an include running ahead: it writes nothing (its sink
+/// records) and reads end-of-file.
+struct Discard;
+
+impl AsyncRead for Discard {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        _: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for Discard {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// Starts an include of `parent` as a task of its own whose body is
+/// recorded; `None` when it must run at its place (the depth limit, whose
+/// error that path reports, or the process-wide cap).
+fn start_ahead(
+    parent: &mut ReqTask,
+    sink: &EsiSink,
+    host: Option<Bytes>,
+    url: Bytes,
+    continue_on_error: bool,
+) -> Option<AheadTask> {
+    let sh = parent.sh.clone();
+    let params = sh.params();
+    let max_depth = params.uint(pid!("max_esi_depth"));
+    let abort_on_error = params.bit(pid!("feature"), "esi_include_onerror") && !continue_on_error;
+    drop(params);
+    if u64::from(parent.esi_level) >= max_depth {
+        return None;
+    }
+    let slot = ahead_slots().clone().try_acquire_owned().ok()?;
+    let vxid = sh.vxid.next();
+    parent.vsl.log(Tag::Link, format_args!("req {vxid} esi"));
+    sh.counters.inc(Main::esi_req);
+    let req = include_request(&parent.req_orig, host.as_ref(), &url, sink.gzip);
+    let now = lacquer_http::date::now();
+    let mut vsl = VslBuf::with_capacity(sh.vsl.clone(), Vxid::client(vxid), 2048);
+    vsl.log(Tag::Begin, format_args!("req {} esi", parent.vxid));
+    vsl.log_timestamp("Start", now, 0.0, 0.0);
+    vsl.log_bytes(Tag::ReqURL, &url);
+    crate::client::req_fsm::log_req_start(&mut vsl, &parent.sess, &req);
+    let top = parent.top.clone().unwrap_or_else(|| {
+        Arc::new(TopReq {
+            req: parent.req.clone(),
+            t_req: parent.t_req,
+        })
+    });
+    let mut child = ReqTask::new(
+        sh.clone(),
+        parent.vcl.clone(),
+        parent.sess.clone(),
+        parent.timeouts,
+        vxid,
+        req,
+        now,
+        vsl,
+    );
+    child.esi_level = parent.esi_level + 1;
+    child.sock = parent.sock.clone();
+    child.top = Some(top);
+    child.top_privs = Some(parent.shared_top_privs());
+    child.esi_sink = Some(Box::new(EsiSink {
+        gzip: sink.gzip,
+        idle_send: sink.idle_send,
+        abort_on_error,
+        record: Some(Vec::new()),
+        ..EsiSink::default()
+    }));
+    Some(tokio::spawn(async move {
+        let _slot = slot;
+        let mut conn = ClientConn {
+            stream: Discard,
+            rbuf: BytesMut::new(),
+            h2: None,
+        };
+        crate::client::req_fsm::handle(&mut child, &mut conn).await;
+        let back = child.esi_sink.take();
+        finish_child(&mut child, back.as_ref().map_or(0, |s| s.bytes));
+        back
+    }))
 }
 
 /// Writes a non-ESI object's body as plain bytes into `sink`.

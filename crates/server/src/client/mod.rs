@@ -9,6 +9,7 @@ pub mod esi;
 pub mod h2;
 pub mod pipe;
 pub mod req_fsm;
+pub mod req_task;
 pub mod reqbody;
 pub mod session;
 pub mod sock;

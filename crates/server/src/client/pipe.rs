@@ -9,7 +9,7 @@
 use crate::pid;
 use std::time::Duration;
 
-use lacquer_vcl::exec::{Action, Scratch};
+use lacquer_vcl::exec::{Action, Context, Scratch};
 use lacquer_vcl::subs::BuiltinSub;
 use lacquer_vsl::{Tag, Vxid};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -17,9 +17,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use bytes::Bytes;
 
 use crate::client::req_fsm::{After, ClientConn, new_bo};
+use crate::client::req_task::ReqTask;
 use crate::runtime::counters::Main;
 use crate::runtime::msg::ReqMsg;
-use crate::runtime::task::ReqTask;
 
 /// How a pipe ended.
 pub enum Piped {
@@ -60,6 +60,10 @@ where
     let mut bo = new_bo(t, true, bereq, vxid);
     bo.pipe_req = Some(Box::new(t.req.clone()));
     bo.pipe_xid = t.vxid_str.clone();
+    bo.pipe_vars = crate::fetch::bo_task::PIPE_REQ_VARS
+        .iter()
+        .filter_map(|v| Some((*v, t.get(*v).ok()?)))
+        .collect();
     bo.cur_sub = BuiltinSub::Pipe;
     bo.vsl
         .log(Tag::Begin, format_args!("bereq {} pipe", t.vxid));
@@ -73,7 +77,7 @@ where
     // As varnishd, vcl_pipe runs in the request's task: it sees and
     // extends the request's vmod state.
     std::mem::swap(&mut bo.privs, &mut t.privs);
-    let action = vcl.run(BuiltinSub::Pipe, &mut bo, scratch);
+    let action = vcl.run_async(BuiltinSub::Pipe, &mut bo, scratch).await;
     std::mem::swap(&mut bo.privs, &mut t.privs);
     bo.vsl.set_vxid(Vxid::backend(vxid));
     let sh = t.sh.clone();
@@ -101,7 +105,7 @@ where
                 (None, None) => Ok(Vec::new()),
             };
             let mut acct = PipeAcct {
-                t_process: crate::fetch::rfc2616::now(),
+                t_process: lacquer_http::date::now(),
                 ..PipeAcct::default()
             };
             // The backend is picked in the request's task too (a director
@@ -150,6 +154,7 @@ where
         sh.counters.add(Main::s_pipe_hdrbytes, t.req_hdr_bytes);
         sh.counters.add(Main::s_pipe_in, a.piped_in);
         sh.counters.add(Main::s_pipe_out, a.piped_out);
+        return Piped::Done(After::Piped(a.connected));
     }
     Piped::Done(After::Close)
 }
@@ -167,10 +172,13 @@ struct PipeAcct {
     t_process: f64,
     /// When the bereq went to the backend (0 if it did not).
     t_sent: f64,
+    /// A backend connection was had (varnishd's session close reason is
+    /// then `TX_PIPE`, else `TX_ERROR`).
+    connected: bool,
 }
 
 async fn run_pipe<S>(
-    bo: &mut crate::runtime::task::BoTask,
+    bo: &mut crate::fetch::bo_task::BoTask,
     conn: &mut ClientConn<S>,
     lead: &[Bytes],
     acct: &mut PipeAcct,
@@ -200,6 +208,7 @@ where
         .get(Duration::from_secs_f64(connect.max(0.001)), reuse, holddown)
         .await
         .map_err(|e| format!("backend {}: {e}", backend.name))?;
+    acct.connected = true;
     let mut head = backend.proxy_preface(&bo.sess).unwrap_or_default();
     if !be_conn.reused
         && let Some(p) = &backend.preamble
@@ -222,7 +231,7 @@ where
         .write_all(&head)
         .await
         .map_err(|e| format!("pipe write: {e}"))?;
-    acct.t_sent = crate::fetch::rfc2616::now();
+    acct.t_sent = lacquer_http::date::now();
     let (mut cr, mut cw) = tokio::io::split(&mut conn.stream);
     let (mut br, mut bw) = tokio::io::split(&mut be_conn.stream);
     let mut cbuf = vec![0u8; 16 * 1024];

@@ -31,12 +31,13 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 
 use crate::client::cond::{RangeOutcome, apply_range, not_modified};
+use crate::client::req_task::ReqTask;
 use crate::client::txio::{TimedWriter, TxError};
+use crate::fetch::bo_task::BoTask;
 use crate::fetch::fetch_fsm::{FetchJob, FetchMode, FetchOutcome};
 use crate::fetch::gzip::Gunzip;
-use crate::fetch::rfc2616;
 use crate::runtime::msg::{HeaderView, ReqMsg, RespMsg};
-use crate::runtime::task::{BoTask, ReqTask, SessInfo};
+use crate::runtime::task::SessInfo;
 use crate::runtime::ws::{Workspace, header_len};
 
 /// `Via` header value Lacquer adds to responses.
@@ -62,6 +63,13 @@ pub enum After {
     /// unknown filter): nothing was sent and the session ends
     /// (varnishd's `OVERLOAD`).
     Overload,
+    /// The response went out and the session closes for this reason
+    /// (varnishd's `REQ_CLOSE`, `REQ_HTTP10`, `RESP_CLOSE`, `TX_EOF`).
+    CloseAs(&'static str),
+    /// A pipe ended: the session closes as `TX_PIPE` when the tunnel had
+    /// a backend connection, `TX_ERROR` when it had none (varnishd's
+    /// `vbe_dir_http1pipe`).
+    Piped(bool),
 }
 
 /// Where a request goes once vcl_hash has run.
@@ -132,7 +140,7 @@ where
             // VCL): as with varnishd's child, the client gets no answer.
             return After::Close;
         }
-        t.now = rfc2616::now();
+        t.now = lacquer_http::date::now();
         state = match state {
             State::Recv => {
                 t.is_hit = false;
@@ -145,11 +153,12 @@ where
                 // the call, so vcl_recv runs beside the connection.
                 let action = if t.want_100 && vcl.req_body_prefetch > 0 && conn.h2.is_none() {
                     let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
+                    let rt = tokio::runtime::Handle::current();
                     crate::client::reqbody::recv_with_body(conn, t, timeout, |t| {
-                        vcl.run(BuiltinSub::Recv, t, &mut scratch)
+                        vcl.run_blocking(BuiltinSub::Recv, t, &mut scratch, &rt)
                     })
                 } else {
-                    vcl.run(BuiltinSub::Recv, t, &mut scratch)
+                    vcl.run_async(BuiltinSub::Recv, t, &mut scratch).await
                 };
                 if t.req_body_failed {
                     // As varnishd: a body too big to cache ends the
@@ -174,7 +183,7 @@ where
                 match action {
                     Action::Hash | Action::Lookup => {
                         if ae_rules {
-                            normalise_ae(&mut t.req.headers);
+                            normalise_ae(&mut t.vsl, &mut t.req.headers);
                         }
                         State::Hash(AfterHash::Lookup)
                     }
@@ -196,7 +205,7 @@ where
                     Action::Pipe => State::Hash(AfterHash::Pipe),
                     Action::Purge => {
                         if ae_rules {
-                            normalise_ae(&mut t.req.headers);
+                            normalise_ae(&mut t.vsl, &mut t.req.headers);
                         }
                         t.purging = true;
                         State::Hash(AfterHash::Lookup)
@@ -231,7 +240,7 @@ where
             State::Hash(next) => {
                 t.hash = Some(lacquer_cache::HashBuilder::new());
                 let vcl = t.vcl.clone();
-                let action = vcl.run(BuiltinSub::Hash, t, &mut scratch);
+                let action = vcl.run_async(BuiltinSub::Hash, t, &mut scratch).await;
                 let h = t.hash.take().unwrap_or_default();
                 t.digest = Some(h.finish());
                 match (action, next) {
@@ -259,7 +268,7 @@ where
                 let digest = t.digest.expect("digest computed in vcl_hash");
                 sh.cache.purge(&digest, t.now, 0.0, 0.0, 0.0);
                 let vcl = t.vcl.clone();
-                match vcl.run(BuiltinSub::Purge, t, &mut scratch) {
+                match vcl.run_async(BuiltinSub::Purge, t, &mut scratch).await {
                     Action::Synth { status, reason } => State::Synth { status, reason },
                     Action::Restart => State::Restart,
                     _ => fail_synth(t),
@@ -293,7 +302,7 @@ where
                     }
                 });
                 let vcl = t.vcl.clone();
-                let action = vcl.run(BuiltinSub::Hit, t, &mut scratch);
+                let action = vcl.run_async(BuiltinSub::Hit, t, &mut scratch).await;
                 match action {
                     Action::Deliver => {
                         if let Some(busy) = bgfetch {
@@ -337,7 +346,7 @@ where
                 hitmiss,
             } => {
                 let vcl = t.vcl.clone();
-                match vcl.run(BuiltinSub::Miss, t, &mut scratch) {
+                match vcl.run_async(BuiltinSub::Miss, t, &mut scratch).await {
                     Action::Fetch => {
                         let mode = match hitmiss {
                             Some(marker) => FetchMode::HitMiss { busy, marker },
@@ -368,7 +377,7 @@ where
             }
             State::Pass => {
                 let vcl = t.vcl.clone();
-                match vcl.run(BuiltinSub::Pass, t, &mut scratch) {
+                match vcl.run_async(BuiltinSub::Pass, t, &mut scratch).await {
                     Action::Fetch => {
                         sh.counters.inc(Main::s_pass);
                         match fetch(t, conn, FetchMode::Pass, true).await {
@@ -456,7 +465,9 @@ fn add_xff(t: &mut ReqTask) {
             v.extend_from_slice(&ip);
             t.ws.take(header_len(b"X-Forwarded-For", &v));
             t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &v);
-            t.req.headers.set("X-Forwarded-For", v);
+            // As varnishd: the new value goes at the end of the list.
+            t.req.headers.remove("x-forwarded-for");
+            t.req.headers.append("X-Forwarded-For", v);
         }
         None => {
             t.ws.take(header_len(b"X-Forwarded-For", &ip));
@@ -501,7 +512,7 @@ pub(crate) fn log_req_start(vsl: &mut lacquer_vsl::VslBuf, sess: &SessInfo, req:
 /// ends with a `Link` to the new one, which begins with `req <old> restart`
 /// and logs the request again.
 fn restart_vxid(t: &mut ReqTask) {
-    let now = rfc2616::now();
+    let now = lacquer_http::date::now();
     t.stamp("Restart", now);
     let new = t.sh.vxid.next();
     // `req <vxid> restart` without formatting machinery (once per restart).
@@ -569,15 +580,44 @@ pub(crate) fn decimal(n: u64) -> Bytes {
     Bytes::copy_from_slice(lacquer_vsl::u64_digits(n, &mut buf))
 }
 
+/// Makes `Accept-Encoding` say `gzip` as varnishd's `http_ForceHeader`
+/// does: one already saying so stays where it is, anything else goes
+/// and the new line comes last.
+fn force_gzip_ae(h: &mut Headers) {
+    if h.get("accept-encoding")
+        .is_some_and(|v| v.eq_ignore_ascii_case(b"gzip"))
+    {
+        return;
+    }
+    h.remove("accept-encoding");
+    h.append("Accept-Encoding", "gzip");
+}
+
 /// `Accept-Encoding` after vcl_recv when `http_gzip_support` is on: `gzip`
-/// when the client accepts it, else removed.
-fn normalise_ae(h: &mut Headers) {
-    match h.get("accept-encoding") {
-        Some(v) if crate::fetch::gzip::accepts_gzip(v) => h.set("Accept-Encoding", "gzip"),
-        Some(_) => {
-            h.remove("accept-encoding");
+/// when the client accepts it (see [`force_gzip_ae`]), else removed;
+/// each change logged as varnishd logs it.
+fn normalise_ae(vsl: &mut lacquer_vsl::VslBuf, h: &mut Headers) {
+    let Some(gzip) = h
+        .get("accept-encoding")
+        .map(crate::fetch::gzip::accepts_gzip)
+    else {
+        return;
+    };
+    if gzip
+        && h.get("accept-encoding")
+            .is_some_and(|v| v.eq_ignore_ascii_case(b"gzip"))
+    {
+        return;
+    }
+    for (k, v) in h.iter() {
+        if k.eq_ignore_ascii_case(b"accept-encoding") {
+            vsl.log_header(Tag::ReqUnset, k, v);
         }
-        None => {}
+    }
+    h.remove("accept-encoding");
+    if gzip {
+        vsl.log_header(Tag::ReqHeader, b"Accept-Encoding", b"gzip");
+        h.append("Accept-Encoding", "gzip");
     }
 }
 
@@ -641,7 +681,7 @@ async fn lookup(t: &mut ReqTask) -> State {
             Lookup::Busy(waiter) => {
                 waiter.wait().await;
                 t.log_ts("Waitinglist");
-                t.now = rfc2616::now();
+                t.now = lacquer_http::date::now();
                 continue;
             }
         };
@@ -688,7 +728,7 @@ fn make_bereq(t: &ReqTask, pass: bool, vxid: u32) -> ReqMsg {
         Bytes::from_static(b"GET")
     };
     if !pass && t.sh.params().flag(pid!("http_gzip_support")) {
-        h.set("Accept-Encoding", "gzip");
+        force_gzip_ae(&mut h);
     }
     if let Some(b) = t.req_body.as_ref().filter(|_| pass || t.req_body_kept) {
         // As varnishd: a body std.cache_req_body() kept goes to the
@@ -734,7 +774,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         bereq0: t.req.headers.clone(),
         bereq,
         beresp: RespMsg::new(200),
-        t_bereq: rfc2616::now(),
+        t_bereq: lacquer_http::date::now(),
         t_beresp: 0.0,
         retries: 0,
         // The hint starts as the default backend; VCL may set it NULL.
@@ -761,6 +801,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         vfp_filters: None,
         beresp_has_body: false,
         was_304: false,
+        fast_304: false,
         storage: None,
         storage_hint: None,
         synth_body: Vec::new(),
@@ -774,12 +815,13 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
             2048,
         ),
         privs: Default::default(),
-        now: rfc2616::now(),
+        now: lacquer_http::date::now(),
         bereq_orig,
         cur_sub: BuiltinSub::BackendFetch,
-        t_last: rfc2616::now(),
+        t_last: lacquer_http::date::now(),
         pipe_req: None,
         pipe_xid: String::new(),
+        pipe_vars: Vec::new(),
         ws,
         ws_bo,
         beresp_dropped: false,
@@ -979,7 +1021,7 @@ where
             .log_header(Tag::RespHeader, b"Accept-Ranges", b"bytes");
     }
     let vcl = t.vcl.clone();
-    let action = vcl.run(BuiltinSub::Deliver, t, scratch);
+    let action = vcl.run_async(BuiltinSub::Deliver, t, scratch).await;
     t.log_ts("Process");
     match action {
         Action::Deliver => {}
@@ -1012,7 +1054,7 @@ where
     t.synth_body.clear();
     let vcl = t.vcl.clone();
     let max_restarts = t.sh.params().uint(pid!("max_restarts")) as u32;
-    let action = vcl.run(BuiltinSub::Synth, t, scratch);
+    let action = vcl.run_async(BuiltinSub::Synth, t, scratch).await;
     t.log_ts("Process");
     match action {
         Action::Deliver => {}
@@ -1026,7 +1068,7 @@ where
             t.resp = RespMsg::new(500);
             t.resp
                 .headers
-                .append("Date", rfc2616::format_http_date(t.now));
+                .append("Date", lacquer_http::date::format_http_date(t.now));
             t.resp.headers.append("Server", "Varnish");
             t.resp.headers.append("X-Varnish", t.vxid.to_string());
             t.resp.headers.append("Connection", "close");
@@ -1132,7 +1174,7 @@ fn log_unsent(t: &mut ReqTask) {
 /// must close.
 fn filter_failed(vsl: &mut lacquer_vsl::VslBuf, e: String) -> TxError {
     vsl.log(Tag::Debug, format_args!("Delivery filter failed: {e}"));
-    TxError::Failed
+    TxError::Aborted
 }
 
 /// Ends a request whose delivery could not be set up: nothing is sent,
@@ -1202,16 +1244,27 @@ where
     }
     let sh = t.sh.clone();
     let params = sh.params();
-    let head_only = &t.req.method[..] == b"HEAD";
+    // As varnishd (cnt_transmit reads req->http0): whether the client gets
+    // a body depends on the method it sent, not on one VCL set.
+    let head_only = &t.req_orig.method[..] == b"HEAD";
     let req_version = if t.req.is_http10() {
         lacquer_http::Version::Http10
     } else {
         lacquer_http::Version::Http11
     };
-    let mut keep = lacquer_http::persistence(&t.req.headers, req_version).keep_alive()
-        && !t.resp.headers.has_token("connection", "close")
-        && !t.vcl_failed
-        && !t.body_broken;
+    let persist = lacquer_http::persistence(&t.req.headers, req_version);
+    let resp_close = t.resp.headers.has_token("connection", "close");
+    let mut keep = persist.keep_alive() && !resp_close && !t.vcl_failed && !t.body_broken;
+    // Why the session will close, as varnishd's doclose: the request's
+    // Connection header or HTTP/1.0 first, then the response's
+    // `Connection: close`; a body without length to an HTTP/1.0 client
+    // (below) overrides both.
+    let mut close_as = match persist {
+        lacquer_http::Persistence::Close => "REQ_CLOSE",
+        lacquer_http::Persistence::Http10 => "REQ_HTTP10",
+        lacquer_http::Persistence::KeepAlive if resp_close => "RESP_CLOSE",
+        lacquer_http::Persistence::KeepAlive => "REQ_CLOSE",
+    };
     // What vcl_deliver/vcl_synth left (already logged); delivery's own
     // changes are logged below as they differ.
     let (status0, reason0) = (t.resp.status, t.resp.reason.clone());
@@ -1332,8 +1385,10 @@ where
                     }
                 }
             }
+            // As varnishd, the decision reads the stored headers whatever
+            // delivery then does to the body (a gunzipped object gets its
+            // 304 too).
             if t.resp.status == 200
-                && !gunzip
                 && not_modified(
                     // With a Range, only a strong ETag match counts.
                     t.req.headers.contains("range"),
@@ -1341,6 +1396,7 @@ where
                     t.req.headers.get("if-modified-since"),
                     t.resp.headers.get("etag"),
                     t.resp.headers.get("last-modified"),
+                    crate::client::cond::stored_last_modified(data.last_modified(), o.t_origin()),
                     t.t_req,
                 )
             {
@@ -1377,7 +1433,7 @@ where
                     RangeOutcome::Unsatisfiable { reason } => {
                         t.vsl.log(Tag::Debug, format_args!("RANGE_FAIL {reason}"));
                         t.resp.status = 416;
-                        t.resp.reason = Bytes::from_static(b"Range Not Satisfiable");
+                        t.resp.reason = Bytes::from_static(b"Requested Range Not Satisfiable");
                         if let Some(l) = body_len {
                             let cr = format!("bytes */{l}");
                             t.vsl
@@ -1402,22 +1458,32 @@ where
         && body_len.is_none()
         && !t.req.is_http10()
         && !esi_head;
-    if body_len.is_none() && t.req.is_http10() {
+    if body_len.is_none() && t.req.is_http10() && send_body && !head_only && !no_body_status {
+        keep = false;
+        close_as = "TX_EOF";
+    } else if body_len.is_none() && t.req.is_http10() {
         keep = false;
     }
+    // As varnishd: a Content-Length that says the length is kept where
+    // it is, another one goes and the right one comes last; Connection
+    // then Transfer-Encoding follow it.
     if no_body_status {
         t.resp.headers.remove("content-length");
     } else if let Some(l) = body_len {
-        t.resp.headers.set("Content-Length", decimal(l));
+        let l = decimal(l);
+        if t.resp.headers.get("content-length") != Some(&l[..]) {
+            t.resp.headers.remove("content-length");
+            t.resp.headers.append("Content-Length", l);
+        }
     } else {
         t.resp.headers.remove("content-length");
-        if chunked {
-            t.resp.headers.append("Transfer-Encoding", "chunked");
-        }
     }
     let conn_hdr = if keep { "keep-alive" } else { "close" };
     if !h2 {
         t.resp.headers.append("Connection", conn_hdr);
+    }
+    if chunked {
+        t.resp.headers.append("Transfer-Encoding", "chunked");
     }
     if t.resp.status != status0 {
         let status = u64::from(t.resp.status);
@@ -1435,13 +1501,13 @@ where
             t.vsl.log_header(Tag::RespHeader, b"Content-Length", v);
         }
     }
-    if chunked {
-        t.vsl
-            .log_header(Tag::RespHeader, b"Transfer-Encoding", b"chunked");
-    }
     if !h2 {
         t.vsl
             .log_header(Tag::RespHeader, b"Connection", conn_hdr.as_bytes());
+    }
+    if chunked {
+        t.vsl
+            .log_header(Tag::RespHeader, b"Transfer-Encoding", b"chunked");
     }
     let (send_timeout, idle_send) = (t.timeouts.send_timeout, t.timeouts.idle_send_timeout);
     if t.ws.overflowed() {
@@ -1544,7 +1610,11 @@ where
                 let stored = match item {
                     Err(e) => {
                         vsl.log(Tag::Debug, format_args!("Body of the object failed: {e}"));
-                        return Err(TxError::Failed);
+                        // As varnishd: what was ready (the head, earlier
+                        // pieces) still goes out before the close.
+                        let _ = batch.send(&mut w, vsl, &mut out).await;
+                        let _ = w.flush(vsl).await;
+                        return Err(TxError::Aborted);
                     }
                     Ok(None) => break,
                     Ok(Some(s)) => s,
@@ -1553,8 +1623,15 @@ where
                 let raw: &[u8] = if before_gunzip.is_empty() {
                     &stored
                 } else {
-                    pre = crate::client::vdp::run(&mut before_gunzip, &stored)
-                        .map_err(|e| filter_failed(vsl, e))?;
+                    pre = match crate::client::vdp::run(&mut before_gunzip, &stored) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            let err = filter_failed(vsl, e);
+                            let _ = batch.send(&mut w, vsl, &mut out).await;
+                            let _ = w.flush(vsl).await;
+                            return Err(err);
+                        }
+                    };
                     &pre
                 };
                 let mut seg: &[u8] = match gz.as_mut() {
@@ -1562,7 +1639,9 @@ where
                         plain.clear();
                         if let Err(e) = g.feed(raw, &mut plain) {
                             vsl.log(Tag::Debug, format_args!("Gunzip of the object failed: {e}"));
-                            return Err(TxError::Failed);
+                            let _ = batch.send(&mut w, vsl, &mut out).await;
+                            let _ = w.flush(vsl).await;
+                            return Err(TxError::Aborted);
                         }
                         &plain
                     }
@@ -1669,7 +1748,7 @@ where
     });
     match result {
         Ok(()) if keep => After::KeepAlive,
-        Ok(()) => After::Close,
+        Ok(()) => After::CloseAs(close_as),
         Err(e) => After::TxFailed(e),
     }
 }

@@ -148,9 +148,9 @@ impl BodyLink {
 /// called on a multi-threaded runtime (it uses `block_in_place`).
 pub fn recv_with_body<S, T>(
     conn: &mut crate::client::req_fsm::ClientConn<S>,
-    task: &mut crate::runtime::task::ReqTask,
+    task: &mut crate::client::req_task::ReqTask,
     timeout: Duration,
-    run: impl FnOnce(&mut crate::runtime::task::ReqTask) -> T + Send,
+    run: impl FnOnce(&mut crate::client::req_task::ReqTask) -> T + Send,
 ) -> T
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
@@ -233,7 +233,7 @@ pub fn log_100(vsl: &mut lacquer_vsl::VslBuf) {
 /// hands it to `task`: kept whole, or pending with what was read so far.
 /// Counts the bytes read.
 pub async fn take_ahead<R: AsyncRead + Unpin>(
-    task: &mut crate::runtime::task::ReqTask,
+    task: &mut crate::client::req_task::ReqTask,
     kind: BodyKind,
     r: &mut R,
     buf: &mut BytesMut,
@@ -252,7 +252,7 @@ pub async fn take_ahead<R: AsyncRead + Unpin>(
     match b {
         ReqBody::Cached(b) => {
             task.req_body = Some(b);
-            task.req_body_read_at = Some(crate::fetch::rfc2616::now());
+            task.req_body_read_at = Some(lacquer_http::date::now());
         }
         ReqBody::Pending(p) => task.body_pending = Some(p),
     }

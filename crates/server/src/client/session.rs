@@ -41,10 +41,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::{Instant, Sleep};
 
 use crate::client::req_fsm::{After, ClientConn};
-use crate::fetch::rfc2616;
+use crate::client::req_task::ReqTask;
 use crate::runtime::msg::ReqMsg;
 use crate::runtime::state::Shared;
-use crate::runtime::task::{ReqTask, SessInfo, SessTimeouts};
+use crate::runtime::task::{SessInfo, SessTimeouts};
 use crate::runtime::ws::Workspace;
 use crate::runtime::ws::size::{POINTER, SUCKADDR, TLV_HEAD};
 
@@ -70,7 +70,7 @@ pub async fn serve<S>(
 ) where
     S: AsyncRead + AsyncWrite + crate::client::sock::Readable + Unpin + Send,
 {
-    let t_open = rfc2616::now();
+    let t_open = lacquer_http::date::now();
     let Some(mut s) = Box::pin(open(sh, stream, sess, sock, t_open)).await else {
         return;
     };
@@ -96,8 +96,8 @@ pub async fn serve<S>(
                         break "REM_CLOSE";
                     },
                     () = lazy_sleep(s.idle_timer.as_mut(), deadline) => {
-                        s.sh.counters.inc(Main::sc_rx_timeout);
-                        break "RX_TIMEOUT";
+                        s.sh.counters.inc(Main::sc_rx_close_idle);
+                        break "RX_CLOSE_IDLE";
                     }
                 }
             }
@@ -116,6 +116,11 @@ pub async fn serve<S>(
             Turn::End(reason) => break reason,
         }
     };
+    if reason == "RX_OVERFLOW"
+        && let Some(sock) = &s.sock
+    {
+        sock.reset_on_close();
+    }
     end(&s.sh, &mut s.svsl, t_open, reason)
 }
 
@@ -197,6 +202,11 @@ where
                 return None;
             }
             Err(reason) => {
+                if reason == "RX_OVERFLOW"
+                    && let Some(sock) = &sock
+                {
+                    sock.reset_on_close();
+                }
                 sh.counters.inc(match reason {
                     "RX_OVERFLOW" => Main::sc_rx_overflow,
                     "RX_TIMEOUT" => Main::sc_rx_timeout,
@@ -335,6 +345,12 @@ where
             let linger = (conn.rbuf.is_empty() && tmo.timeout_linger < tmo.timeout_idle)
                 .then(|| (linger_timer.as_mut(), now + secs(tmo.timeout_linger)));
             match read_more(conn, idle_timer.as_mut(), deadline, linger).await {
+                // As varnishd: idle without a byte of a request is not an
+                // error, a request begun and not finished is.
+                Wait::Timeout if conn.rbuf.is_empty() => {
+                    sh.counters.inc(Main::sc_rx_close_idle);
+                    return Turn::End("RX_CLOSE_IDLE");
+                }
                 Wait::Timeout => {
                     sh.counters.inc(Main::sc_rx_timeout);
                     return Turn::End("RX_TIMEOUT");
@@ -369,7 +385,26 @@ where
                 // As varnishd: the bad request is a transaction of its own,
                 // answered with a bare status line, and the session ends.
                 sh.counters.inc(Main::client_req_400);
-                let junk = e.kind() == lacquer_http::ErrorKind::Malformed;
+                // As varnishd: whatever its request dissector refuses
+                // (grammar, framing, Host, sizes) closes as RX_JUNK; only
+                // a Connection header naming a protected header (its
+                // http_DoConnection) is RX_BAD.
+                //
+                // Two Host or Content-Length fields pass varnishd's
+                // dissector and are refused in vcl_recv's preamble
+                // (cnt_recv): a client_req, closed as RX_BAD.
+                let in_recv = matches!(
+                    (e.kind(), e.message()),
+                    (lacquer_http::ErrorKind::Host, "Multiple Host: headers")
+                        | (
+                            lacquer_http::ErrorKind::Framing,
+                            "Multiple Content-Length: headers"
+                        )
+                );
+                if in_recv {
+                    sh.counters.inc(Main::client_req);
+                }
+                let junk = e.kind() != lacquer_http::ErrorKind::Connection && !in_recv;
                 sh.counters.inc(if junk {
                     Main::sc_rx_junk
                 } else {
@@ -388,7 +423,7 @@ where
                 }
                 svsl.flush();
                 let mut vsl = VslBuf::new(sh.vsl.clone(), Vxid::client(vxid));
-                let now = rfc2616::now();
+                let now = lacquer_http::date::now();
                 vsl.log(Tag::Begin, format_args!("req {svxid} rxreq"));
                 vsl.log_timestamp("Start", now, 0.0, 0.0);
                 vsl.log_timestamp("Req", now, 0.0, 0.0);
@@ -445,7 +480,7 @@ where
             let up = crate::client::h2::Upgraded {
                 req,
                 hdr_bytes: req_hdr_bytes as u64,
-                t_req: rfc2616::now(),
+                t_req: lacquer_http::date::now(),
             };
             return Turn::H2(Some(Box::new((up, pairs))));
         }
@@ -487,7 +522,7 @@ where
             Vxid::client(vxid),
             std::mem::take(spare_log),
         );
-        let t_req = rfc2616::now();
+        let t_req = lacquer_http::date::now();
         log_req_link(&mut vsl, Tag::Begin, svxid);
         // As varnishd: Start and Req (the head is complete), then the VCL
         // the request runs on.
@@ -498,6 +533,9 @@ where
         // with a minimal response, the request's only records, and the
         // session ends.
         if expect == lacquer_http::Expect::Unsupported {
+            // As varnishd, the refused request still went through the
+            // request state machine (cnt_transport), so it is a client_req.
+            sh.counters.inc(Main::client_req);
             sh.counters.inc(Main::client_req_417);
             sh.counters.inc(Main::sc_rx_junk);
             let out = b"HTTP/1.1 417 Expectation Failed\r\n\r\n";
@@ -581,7 +619,7 @@ where
                 after = After::Close;
             }
         } else if let Some(p) = task.body_pending.take()
-            && !matches!(after, After::Close)
+            && !matches!(after, After::Close | After::CloseAs(_))
         {
             match p
                 .discard(&mut conn.stream, &mut conn.rbuf, body_timeout)
@@ -608,9 +646,19 @@ where
         match after {
             After::KeepAlive => {}
             After::Close => return Turn::End("REQ_CLOSE"),
+            After::CloseAs(reason) => {
+                sh.counters.inc(match reason {
+                    "REQ_HTTP10" => Main::sc_req_http10,
+                    "RESP_CLOSE" => Main::sc_resp_close,
+                    "TX_EOF" => Main::sc_tx_eof,
+                    _ => Main::sc_req_close,
+                });
+                return Turn::End(reason);
+            }
             After::TxFailed(e) => {
                 sh.counters.inc(match e {
-                    crate::client::txio::TxError::Closed => Main::sc_rem_close,
+                    crate::client::txio::TxError::Closed
+                    | crate::client::txio::TxError::Aborted => Main::sc_rem_close,
                     crate::client::txio::TxError::Failed => Main::sc_tx_error,
                 });
                 return Turn::End(e.close_reason());
@@ -618,6 +666,14 @@ where
             After::Overload => {
                 sh.counters.inc(Main::sc_overload);
                 return Turn::End("OVERLOAD");
+            }
+            After::Piped(true) => {
+                sh.counters.inc(Main::sc_tx_pipe);
+                return Turn::End("TX_PIPE");
+            }
+            After::Piped(false) => {
+                sh.counters.inc(Main::sc_tx_error);
+                return Turn::End("TX_ERROR");
             }
         }
     }
@@ -819,12 +875,35 @@ fn head_end(buf: &[u8]) -> usize {
 
 fn end(sh: &Shared, svsl: &mut VslBuf, t_open: f64, reason: &str) {
     sh.counters.inc(Main::sess_closed);
+    if close_is_error(reason) {
+        sh.counters.inc(Main::sess_closed_err);
+    }
     svsl.log(
         Tag::SessClose,
-        format_args!("{reason} {:.3}", rfc2616::now() - t_open),
+        format_args!("{reason} {:.3}", lacquer_http::date::now() - t_open),
     );
     svsl.log_str(Tag::End, "");
     svsl.flush();
+}
+
+/// Whether varnishd counts a session closed for `reason` in
+/// `sess_closed_err` (its table of close reasons marks these errors).
+fn close_is_error(reason: &str) -> bool {
+    matches!(
+        reason,
+        "REQ_HTTP10"
+            | "RX_BAD"
+            | "RX_BODY"
+            | "RX_JUNK"
+            | "RX_OVERFLOW"
+            | "RX_TIMEOUT"
+            | "TX_ERROR"
+            | "OVERLOAD"
+            | "PIPE_OVERFLOW"
+            | "RANGE_SHORT"
+            | "REQ_HTTP20"
+            | "VCL_FAILURE"
+    )
 }
 
 /// What the acceptor knows about a new connection.

@@ -240,6 +240,16 @@ impl SockCtl {
         }
     }
 
+    /// Makes the coming close a reset (`SO_LINGER` 0), as a client that
+    /// overflowed the receive buffer sees from varnishd, which closes
+    /// with the rest of the request unread. No-op on a Unix socket.
+    pub fn reset_on_close(&self) {
+        if let Ok(t) = self.tcp() {
+            // Best effort: without it the close is an orderly one.
+            let _ = SockRef::from(t).set_linger(Some(std::time::Duration::ZERO));
+        }
+    }
+
     /// Whether the connection is TCP (else a Unix socket).
     pub fn is_tcp(&self) -> bool {
         matches!(self.conn, Conn::Tcp(_))

@@ -27,6 +27,10 @@ pub enum TxError {
     Closed,
     /// A send timeout or another write error (`TX_ERROR`).
     Failed,
+    /// A delivery processor failed (the object's body, gunzip, a vmod
+    /// filter) with the socket fine: varnishd's V1D_Deliver then closes
+    /// as `REM_CLOSE`.
+    Aborted,
 }
 
 impl TxError {
@@ -35,6 +39,7 @@ impl TxError {
         match self {
             TxError::Closed => "REM_CLOSE",
             TxError::Failed => "TX_ERROR",
+            TxError::Aborted => "REM_CLOSE",
         }
     }
 }

@@ -16,10 +16,10 @@ use flate2::{Compress, Compression, FlushCompress, Status};
 use lacquer_vsl::Tag;
 
 use crate::esi::parse::{Diag, Downstream, Features, Flush, Parser, Severity};
+use crate::fetch::bo_task::BoTask;
 use crate::fetch::gzip::Gunzip;
 use crate::pid;
 use crate::runtime::counters::Main;
-use crate::runtime::task::BoTask;
 
 /// The fixed gzip header of objects Lacquer compresses.
 const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
@@ -177,14 +177,19 @@ pub fn stage(bo: &mut BoTask, backend_gzip: bool, gzip_out: bool) -> EsiFetch {
     if gzip_out {
         bo.sh.counters.inc(Main::n_gzip);
     }
-    if backend_gzip && !gzip_out {
-        bo.beresp.headers.remove("content-encoding");
-    }
-    if !backend_gzip && gzip_out {
-        bo.beresp.headers.set("Content-Encoding", "gzip");
-    }
+    // As varnishd's gunzip and esi_gzip filters: the body they code is
+    // not the backend's, so its ETag turns weak (moved to the end of the
+    // list), and a Content-Encoding they set comes after it.
     if backend_gzip || gzip_out {
         bo.beresp.headers.remove("content-length");
+        crate::fetch::gzip::weaken_etag(&mut bo.beresp.headers);
+    }
+    if backend_gzip {
+        bo.beresp.headers.remove("content-encoding");
+    }
+    if gzip_out {
+        bo.beresp.headers.remove("content-encoding");
+        bo.beresp.headers.append("Content-Encoding", "gzip");
     }
     bo.do_stream = false;
     EsiFetch::new(&bo.bereq.url, features, backend_gzip, gzip_out, level, chop)

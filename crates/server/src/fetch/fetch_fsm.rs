@@ -30,11 +30,11 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::oneshot;
 
 use crate::backend::pool::ConnectError;
+use crate::fetch::bo_task::BoTask;
 use crate::fetch::bodyio::{BodyIoError, BodyStream};
 use crate::fetch::gzip::FetchChain;
 use crate::fetch::rfc2616::{self, Defaults, RespInfo};
 use crate::runtime::msg::RespMsg;
-use crate::runtime::task::BoTask;
 use crate::runtime::vcls::BackendRt;
 use crate::runtime::ws::{header_len, size};
 
@@ -159,7 +159,7 @@ pub async fn run(mut job: FetchJob) {
             }
             Err(Step::VclError(s, r)) => (s, r),
         };
-        match backend_error(&mut job, &mut scratch, status, reason) {
+        match backend_error(&mut job, &mut scratch, status, reason).await {
             ErrorNext::Done => break,
             ErrorNext::Retry if no_retry(&mut job) => {
                 fail(&mut job);
@@ -224,8 +224,11 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
     let max_retries = job.bo.sh.params().uint(pid!("max_retries")) as u32;
     loop {
         let vcl = job.bo.vcl.clone();
-        job.bo.now = rfc2616::now();
-        match vcl.run(BuiltinSub::BackendFetch, &mut job.bo, scratch) {
+        job.bo.now = lacquer_http::date::now();
+        match vcl
+            .run_async(BuiltinSub::BackendFetch, &mut job.bo, scratch)
+            .await
+        {
             // As varnishd: a backend request that overflowed the workspace
             // is not sent.
             Action::Fetch if job.bo.ws.overflowed() => {
@@ -233,7 +236,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
                 job.bo.vsl.log_str(Tag::FetchError, "out of workspace");
                 return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
             }
-            Action::Fetch => job.bo.log_ts("Fetch", rfc2616::now()),
+            Action::Fetch => job.bo.log_ts("Fetch", lacquer_http::date::now()),
             Action::Error { status, reason } => return Err(Step::VclError(status, reason)),
             Action::Abandon | Action::Fail => return Err(Step::Fail),
             other => {
@@ -250,15 +253,18 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
                 return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
             }
         };
-        job.bo.now = rfc2616::now();
+        job.bo.now = lacquer_http::date::now();
         job.bo.t_beresp = job.bo.now;
         job.bo.beresp_has_body = !matches!(fetched.body, BodyKind::None | BodyKind::Length(0));
         job.bo.vfp_filters = None;
         compute_ttl(&mut job.bo);
         let mut fetched = fetched;
+        job.bo.fast_304 = false;
         fetched.reuse = merge_304(job)?;
         job.bo.beresp_dropped = false;
-        let action = vcl.run(BuiltinSub::BackendResponse, &mut job.bo, scratch);
+        let action = vcl
+            .run_async(BuiltinSub::BackendResponse, &mut job.bo, scratch)
+            .await;
         // As varnishd: a response that does not match the range asked for
         // fails the fetch, whatever vcl_backend_response decided.
         if job.bo.sh.params().flag(pid!("http_range_support"))
@@ -282,10 +288,13 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
             return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
         }
         if matches!(action, Action::Deliver | Action::Pass { .. }) {
-            job.bo.log_ts("Process", rfc2616::now());
+            job.bo.log_ts("Process", lacquer_http::date::now());
         }
         match action {
             Action::Deliver => {
+                let Some(fetched) = refresh_in_place(job, fetched) else {
+                    return Ok(());
+                };
                 return deliver(job, fetched, None).await;
             }
             Action::Pass { ttl } => {
@@ -405,7 +414,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 return Err(format!("backend {}: {e}", backend.name));
             }
         };
-        bo.log_ts("Connected", rfc2616::now());
+        bo.log_ts("Connected", lacquer_http::date::now());
         if conn.reused {
             bo.sh.counters.inc(Main::backend_reuse);
         } else {
@@ -422,7 +431,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 if conn.reused { "reuse" } else { "connect" }
             ),
         );
-        bo.log_ts("Bereq", rfc2616::now());
+        bo.log_ts("Bereq", lacquer_http::date::now());
         let sent = async {
             if let Some(p) = backend.proxy_preface(&bo.sess) {
                 conn.stream.write_all(&p).await?;
@@ -461,6 +470,10 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 }
             }
         }
+        // As varnishd (V1F_FetchRespHdr): a backend request counts once
+        // it was sent and its response is awaited, whether or not one
+        // comes.
+        bo.sh.counters.inc(Main::backend_req);
         let mut rbuf = BytesMut::with_capacity(8192);
         let deadline = tokio::time::Instant::now() + secs(first_byte);
         let head = loop {
@@ -504,9 +517,12 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             continue;
         };
         let is_head = &bo.bereq.method[..] == b"HEAD";
-        let body = head
-            .body_kind(is_head)
-            .map_err(|e| format!("http format error: {}", e.message()))?;
+        let body = head.body_kind(is_head).map_err(|e| {
+            // As varnishd: a body whose framing cannot be read (a bad
+            // length or transfer coding) is a fetch_bad.
+            bo.sh.counters.inc(Main::fetch_bad);
+            format!("http format error: {}", e.message())
+        })?;
         // As varnishd: the connection state, the bytes read with the head
         // and the body's reader go into the fetch's workspace.
         let got = lacquer_http::response_head_len(&head) as u64;
@@ -520,8 +536,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         }
         bo.beresp = RespMsg::from(head);
         let close = bo.bereq.headers.has_token("connection", "close") || !persistent(&bo.beresp);
-        bo.log_ts("Beresp", rfc2616::now());
-        bo.sh.counters.inc(Main::backend_req);
+        bo.log_ts("Beresp", lacquer_http::date::now());
         bo.sh.counters.inc(if is_head {
             Main::fetch_head
         } else {
@@ -682,7 +697,7 @@ fn compute_ttl(bo: &mut BoTask) {
     };
     drop(params);
     if !bo.beresp.headers.contains("date") {
-        let date = rfc2616::format_http_date(bo.now);
+        let date = lacquer_http::date::format_http_date(bo.now);
         bo.ws.take(header_len(b"Date", date.as_bytes()));
         bo.vsl
             .log_header(Tag::BerespHeader, b"Date", date.as_bytes());
@@ -859,6 +874,59 @@ fn merge_304(job: &mut FetchJob) -> Result<Option<lacquer_storage::Body>, Step> 
     Ok(Some(data.body.clone()))
 }
 
+/// `utils.fast_304()` (Varnish Enterprise): a 304 delivered by
+/// vcl_backend_response refreshes the stale object in place, with the
+/// lifetime VCL gave beresp and its stored headers and body as they are
+/// (`BusyObj::refresh_in_place`): no new object, no copy. The fetch ends
+/// there (`None`), the refreshed object is what waiting clients get.
+/// `Some` hands the response back for an ordinary insert: no
+/// `fast_304()`, an uncacheable response, or a stale object that left the
+/// cache meanwhile.
+fn refresh_in_place(job: &mut FetchJob, f: Fetched) -> Option<Fetched> {
+    let bo = &mut job.bo;
+    if !bo.fast_304 || f.reuse.is_none() || bo.uncacheable {
+        return Some(f);
+    }
+    let (busy, stale, background) = match std::mem::replace(&mut job.mode, FetchMode::Pass) {
+        FetchMode::Miss {
+            busy,
+            stale: Some(stale),
+        } => (busy, stale, false),
+        FetchMode::Background { busy, stale } => (busy, stale, true),
+        other => {
+            job.mode = other;
+            return Some(f);
+        }
+    };
+    let life = lacquer_cache::Lifetime {
+        t_origin: bo.t_origin,
+        ttl: bo.ttl,
+        grace: bo.grace,
+        keep: bo.keep,
+    };
+    if let Err(busy) = busy.refresh_in_place(&stale, life) {
+        job.mode = if background {
+            FetchMode::Background { busy, stale }
+        } else {
+            FetchMode::Miss {
+                busy,
+                stale: Some(stale),
+            }
+        };
+        return Some(f);
+    }
+    bo.vsl.log(
+        Tag::Debug,
+        format_args!("fast_304: object {} refreshed in place", stale.vxid()),
+    );
+    bo.vsl.log_str(Tag::Fetch_Body, "none -");
+    body_done(bo, f, 0);
+    if let Some(n) = job.notify.take() {
+        let _ = n.send(FetchOutcome::Object(stale));
+    }
+    None
+}
+
 /// Turns the response into an object and streams its body.
 async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Result<(), Step> {
     let reuse_body = f.reuse.take();
@@ -892,6 +960,18 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             && bo.do_esi
             && let Some(gzip_out) = crate::fetch::gzip::esi_in_list(&bo.fetch_filter_list()) =>
         {
+            if bo.beresp.status == 206 {
+                // As varnishd's ESI fetch filters: a part of a body
+                // cannot be parsed, the filter fails to open.
+                let name = if gzip_out { "esi_gzip" } else { "esi" };
+                bo.vsl
+                    .log_str(Tag::VCL_Error, "Attempted ESI on partial (206) response");
+                bo.vsl.log(
+                    Tag::FetchError,
+                    format_args!("Fetch filter {name} failed to open"),
+                );
+                return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+            }
             let e = crate::fetch::esi::stage(bo, backend_gzip, gzip_out);
             let stored_gzip = e.stores_gzip();
             if stored_gzip && bo.sh.params().flag(pid!("http_gzip_support")) {
@@ -911,8 +991,11 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             drop(params);
             let vmods = bo.vcl.vmods.clone();
             let vmod = |name: &str| vmods.filter(name, false);
+            let partial = bo.beresp.status == 206;
             let headers = &mut bo.beresp.headers;
-            match crate::fetch::gzip::build_fetch_filters(&list, &vmod, headers, support, level) {
+            match crate::fetch::gzip::build_fetch_filters(
+                &list, &vmod, headers, partial, support, level,
+            ) {
                 Ok(c) => c,
                 Err(msg) => {
                     bo.vsl.log_str(Tag::FetchError, &msg);
@@ -1310,7 +1393,7 @@ fn body_done(bo: &mut BoTask, f: Fetched, len: u64) {
             format_args!("{port} {} close", f.backend.vcl_name),
         );
     }
-    bo.log_ts("BerespBody", rfc2616::now());
+    bo.log_ts("BerespBody", lacquer_http::date::now());
     bo.end_privs();
     bo.vsl.log(Tag::Length, format_args!("{len}"));
 }
@@ -1348,20 +1431,20 @@ enum ErrorNext {
 }
 
 /// vcl_backend_error and the synthetic object it makes.
-fn backend_error(
+async fn backend_error(
     job: &mut FetchJob,
     scratch: &mut Scratch,
     status: u16,
     reason: Option<Bytes>,
 ) -> ErrorNext {
     let bo = &mut job.bo;
-    bo.now = rfc2616::now();
+    bo.now = lacquer_http::date::now();
     bo.log_ts("Error", bo.now);
     bo.beresp = RespMsg::new(status);
     if let Some(r) = reason {
         bo.beresp.reason = r;
     }
-    let date = rfc2616::format_http_date(bo.now);
+    let date = lacquer_http::date::format_http_date(bo.now);
     bo.ws.take(header_len(b"Date", date.as_bytes()));
     bo.beresp.headers.append("Date", date);
     bo.beresp.headers.append("Server", "Varnish");
@@ -1371,17 +1454,20 @@ fn backend_error(
     bo.grace = 0.0;
     bo.keep = 0.0;
     let vcl = bo.vcl.clone();
-    match vcl.run(BuiltinSub::BackendError, bo, scratch) {
+    match vcl.run_async(BuiltinSub::BackendError, bo, scratch).await {
         Action::Deliver => {}
         Action::Retry => return ErrorNext::Retry,
         _ => return ErrorNext::Fail,
     }
     let body = Bytes::from(std::mem::take(&mut bo.synth_body));
     bo.beresp.headers.remove("content-length");
-    let kind = if bo.ttl > 0.0 && !bo.uncacheable {
-        ObjKind::Normal
-    } else {
+    // As varnishd: the error object of a cacheable fetch is an ordinary
+    // object (`obj.uncacheable` false), expired at once unless
+    // vcl_backend_error gave it a ttl.
+    let kind = if bo.uncacheable {
         ObjKind::HitForMiss
+    } else {
+        ObjKind::Normal
     };
     let store = bo.sh.cache.transient();
     let new = NewObject {

@@ -42,13 +42,13 @@ pub fn accepts_gzip(accept_encoding: &[u8]) -> bool {
 fn accepts_coding(accept_encoding: &[u8], coding_wanted: &[u8]) -> bool {
     for item in accept_encoding.split(|b| *b == b',') {
         let mut parts = item.split(|b| *b == b';');
-        let coding = trim(parts.next().unwrap_or_default());
+        let coding = parts.next().unwrap_or_default().trim_ascii();
         if !coding.eq_ignore_ascii_case(coding_wanted) {
             continue;
         }
         let q = parts
             .filter_map(|p| {
-                let p = trim(p);
+                let p = p.trim_ascii();
                 let v = p.strip_prefix(b"q=").or_else(|| p.strip_prefix(b"Q="))?;
                 std::str::from_utf8(v).ok()?.trim().parse::<f64>().ok()
             })
@@ -58,21 +58,9 @@ fn accepts_coding(accept_encoding: &[u8], coding_wanted: &[u8]) -> bool {
     false
 }
 
-fn trim(b: &[u8]) -> &[u8] {
-    let s = b
-        .iter()
-        .position(|c| !c.is_ascii_whitespace())
-        .unwrap_or(b.len());
-    let e = b
-        .iter()
-        .rposition(|c| !c.is_ascii_whitespace())
-        .map_or(s, |e| e + 1);
-    &b[s..e]
-}
-
 /// Whether a `Content-Encoding` value says gzip.
 pub fn is_gzip_encoding(content_encoding: &[u8]) -> bool {
-    let v = trim(content_encoding);
+    let v = content_encoding.trim_ascii();
     v.eq_ignore_ascii_case(b"gzip") || v.eq_ignore_ascii_case(b"x-gzip")
 }
 
@@ -383,13 +371,16 @@ pub fn esi_in_list(list: &str) -> Option<bool> {
 /// set up: `gzip` is skipped for a body that already has a
 /// `Content-Encoding`, `gunzip` and `testgunzip` for one that is not gzip;
 /// gzip and gunzip drop `Content-Length` and weaken the ETag; gzip and
-/// testgunzip add `Vary: Accept-Encoding`. Other names are looked up with
+/// testgunzip add `Vary: Accept-Encoding`. With `partial` (a 206) the
+/// gzip filters stand aside, headers untouched, as varnishd's do when
+/// they open on a part of a body. Other names are looked up with
 /// `vmod` (filters of the VCL's imported vmods); an unknown one is an
 /// error quoting the list from there, as varnishd's.
 pub fn build_fetch_filters(
     list: &str,
     vmod: &dyn Fn(&str) -> Option<&'static lacquer_vmods::BodyFilter>,
     headers: &mut lacquer_http::Headers,
+    partial: bool,
     gzip_support: bool,
     level: u32,
 ) -> Result<FetchChain, String> {
@@ -406,6 +397,7 @@ pub fn build_fetch_filters(
             // instructions: `esi` leaves the body as it is, `esi_gzip`
             // compresses it as `gzip` does.
             "esi" => continue,
+            "gzip" | "esi_gzip" | "gunzip" | "testgunzip" if partial => continue,
             "gzip" | "esi_gzip" if headers.contains("content-encoding") => continue,
             "gzip" | "esi_gzip" => FetchFilter::Gzip(Gzip::new(level)),
             "gunzip" | "testgunzip" if !is_gzip => continue,
@@ -476,12 +468,15 @@ pub fn filter_not_found(list: &str, at: usize) -> String {
 /// Makes a strong `ETag` weak (`W/"x"`): a re-encoded body is not
 /// byte-identical to what the origin tagged.
 pub fn weaken_etag(headers: &mut lacquer_http::Headers) {
+    // As varnishd, the weak tag replaces the strong one at the end of
+    // the list.
     if let Some(v) = headers.get("etag")
         && !v.starts_with(b"W/")
     {
         let mut w = b"W/".to_vec();
         w.extend_from_slice(v);
-        headers.set("ETag", w);
+        headers.remove("etag");
+        headers.append("ETag", w);
     }
 }
 
@@ -651,7 +646,7 @@ mod tests {
         assert_eq!(esi_in_list(" gunzip esi_gzip"), Some(true));
         assert_eq!(esi_in_list("esi"), Some(false));
         assert_eq!(esi_in_list(" gzip"), None);
-        let mut chain = build_fetch_filters("gzip", &none, &mut h, true, 6).unwrap();
+        let mut chain = build_fetch_filters("gzip", &none, &mut h, false, true, 6).unwrap();
         assert!(chain.gzip && chain.changed);
         assert_eq!(h.get("content-encoding"), Some(&b"gzip"[..]));
         assert_eq!(h.get("etag"), Some(&b"W/\"x\""[..]));
@@ -682,21 +677,29 @@ mod tests {
         );
         // A chain: gzip is skipped while encoded, gunzip while plain.
         let mut h2 = h.clone();
-        let chain = build_fetch_filters(" gzip  gunzip gunzip", &none, &mut h2, true, 6).unwrap();
+        let chain =
+            build_fetch_filters(" gzip  gunzip gunzip", &none, &mut h2, false, true, 6).unwrap();
         assert_eq!(chain.filters().len(), 1);
         assert!(!chain.gzip && !h2.contains("content-encoding"));
         assert_eq!(
-            build_fetch_filters("gunzip rot13  gzip", &none, &mut h2, true, 6).unwrap_err(),
+            build_fetch_filters("gunzip rot13  gzip", &none, &mut h2, false, true, 6).unwrap_err(),
             "Filter '...rot13  gzip' not found"
         );
         // testgunzip passes bytes through and rejects broken ones.
-        let mut t = build_fetch_filters("testgunzip", &none, &mut h, true, 6).unwrap();
+        let mut t = build_fetch_filters("testgunzip", &none, &mut h, false, true, 6).unwrap();
         assert_eq!(&t.feed(bytes::Bytes::from(z.clone())).unwrap()[..], &z[..]);
         assert!(t.finish().unwrap().is_empty());
-        let mut t = build_fetch_filters("testgunzip", &none, &mut h, true, 6).unwrap();
+        let mut t = build_fetch_filters("testgunzip", &none, &mut h, false, true, 6).unwrap();
         t.feed(bytes::Bytes::copy_from_slice(&z[..z.len() - 3]))
             .unwrap();
         assert_eq!(t.finish(), Err(GzipError::Truncated));
+        // On a 206 the gzip filters stand aside and leave the headers.
+        let mut p = lacquer_http::Headers::new();
+        p.set("ETag", "\"p\"");
+        let c = build_fetch_filters(" gzip testgunzip", &none, &mut p, true, true, 6).unwrap();
+        assert!(c.filters().is_empty() && !c.gzip && !c.changed);
+        assert_eq!(p.get("etag"), Some(&b"\"p\""[..]));
+        assert!(!p.contains("vary") && !p.contains("content-encoding"));
     }
 
     #[test]

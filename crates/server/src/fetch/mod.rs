@@ -3,6 +3,7 @@
 //! passes through on its way to storage, and the TTL rules an object
 //! starts with.
 
+pub mod bo_task;
 pub mod bodyio;
 pub mod esi;
 pub mod fetch_fsm;

@@ -25,7 +25,7 @@ fn bereq_range(v: &[u8]) -> Result<(Option<u64>, Option<u64>), &'static str> {
         (Some(l), Some(h)) if h < l => return Err("high smaller than low"),
         _ => {}
     }
-    if !trim(rest).is_empty() {
+    if !rest.trim_ascii().is_empty() {
         return Err("Trailing stuff");
     }
     Ok((lo, hi))
@@ -63,7 +63,7 @@ fn content_range(v: Option<&[u8]>) -> Result<Option<(Option<(u64, u64)>, Option<
             (Some(l?.filter(|l| *l > 0).ok_or(())?), r)
         }
     };
-    if !trim(rest).is_empty() {
+    if !rest.trim_ascii().is_empty() {
         return Err(());
     }
     match (span, len) {
@@ -96,7 +96,7 @@ pub fn check_backend_range(
     };
     let clen = match content_length {
         None => None,
-        Some(v) => match digits(trim(v)) {
+        Some(v) => match digits(v.trim_ascii()) {
             (Ok(Some(n)), []) => Some(n),
             _ => return Err("Invalid content-length header".into()),
         },
@@ -154,19 +154,6 @@ pub(crate) fn digits(s: &[u8]) -> (Num, &[u8]) {
         }
     }
     (Ok(Some(v)), &s[n..])
-}
-
-/// `b` without leading and trailing ASCII whitespace.
-pub(crate) fn trim(b: &[u8]) -> &[u8] {
-    let s = b
-        .iter()
-        .position(|c| !c.is_ascii_whitespace())
-        .unwrap_or(b.len());
-    let e = b
-        .iter()
-        .rposition(|c| !c.is_ascii_whitespace())
-        .map_or(s, |e| e + 1);
-    &b[s..e]
 }
 
 #[cfg(test)]

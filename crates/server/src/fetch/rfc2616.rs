@@ -7,7 +7,7 @@
 //! `Age` moves the object's origin time back. `stale-while-revalidate`
 //! gives the grace. 302 and 307 are cached only with explicit freshness.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use lacquer_http::date::parse_http_date;
 
 /// The header values the computation reads.
 #[derive(Clone, Copy, Debug, Default)]
@@ -63,9 +63,9 @@ impl Freshness {
 /// `Some(None)` for a directive without a value.
 pub fn directive<'a>(cc: &'a [u8], name: &str) -> Option<Option<&'a [u8]>> {
     for part in cc.split(|b| *b == b',') {
-        let part = trim(part);
+        let part = part.trim_ascii();
         let (k, v) = match part.iter().position(|b| *b == b'=') {
-            Some(i) => (trim(&part[..i]), Some(trim(&part[i + 1..]))),
+            Some(i) => (part[..i].trim_ascii(), Some(part[i + 1..].trim_ascii())),
             None => (part, None),
         };
         if k.eq_ignore_ascii_case(name.as_bytes()) {
@@ -80,23 +80,11 @@ pub fn directive<'a>(cc: &'a [u8], name: &str) -> Option<Option<&'a [u8]>> {
     None
 }
 
-fn trim(b: &[u8]) -> &[u8] {
-    let s = b
-        .iter()
-        .position(|c| !c.is_ascii_whitespace())
-        .unwrap_or(b.len());
-    let e = b
-        .iter()
-        .rposition(|c| !c.is_ascii_whitespace())
-        .map_or(s, |e| e + 1);
-    &b[s..e]
-}
-
 /// A delta-seconds value as varnishd reads it: leading decimal digits
 /// (capped at `u32::MAX`), optional spaces, then the end, `,` or `.`;
 /// anything else (a sign, letters) reads as 0.
 fn leading_uint(v: &[u8]) -> u64 {
-    let v = trim(v);
+    let v = v.trim_ascii();
     let digits = v.iter().take_while(|d| d.is_ascii_digit()).count();
     let rest = v[digits..].trim_ascii_start();
     if !matches!(rest.first(), None | Some(b',') | Some(b'.')) {
@@ -107,39 +95,6 @@ fn leading_uint(v: &[u8]) -> u64 {
         n = n.saturating_mul(10).saturating_add(u64::from(d - b'0'));
     }
     n.min(u64::from(u32::MAX))
-}
-
-/// Parses an HTTP date (RFC 1123, RFC 850 or asctime) to epoch seconds.
-pub fn parse_http_date(v: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(v).ok()?.trim();
-    let t = match httpdate::parse_http_date(s) {
-        Ok(t) => t,
-        // A one-digit day ("Fri, 2 Mar 2018 ..."), which varnishd also
-        // accepts: pad it and try again.
-        Err(_) => {
-            let (wd, rest) = s.split_once(", ")?;
-            let (day, tail) = rest.split_once(' ')?;
-            if day.len() != 1 {
-                return None;
-            }
-            httpdate::parse_http_date(&format!("{wd}, 0{day} {tail}")).ok()?
-        }
-    };
-    Some(t.duration_since(UNIX_EPOCH).ok()?.as_secs_f64())
-}
-
-/// Formats epoch seconds as an RFC 1123 HTTP date.
-pub fn format_http_date(t: f64) -> String {
-    let t = if t.is_finite() && t > 0.0 { t } else { 0.0 };
-    httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs_f64(t))
-}
-
-/// The current time in epoch seconds.
-pub fn now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
 }
 
 /// Computes the initial freshness of a backend response received at `now`.
@@ -202,6 +157,7 @@ pub fn freshness(resp: &RespInfo<'_>, now: f64, d: &Defaults) -> Freshness {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lacquer_http::date::format_http_date;
 
     const D: Defaults = Defaults {
         ttl: 120.0,
@@ -282,7 +238,7 @@ mod tests {
     }
 
     #[test]
-    fn log_line_and_dates() {
+    fn log_line_and_directives() {
         let f = freshness(&info(200), NOW, &D);
         assert_eq!(
             f.log_line(NOW),
@@ -291,16 +247,6 @@ mod tests {
         let s = format_http_date(NOW);
         assert_eq!(s, "Tue, 14 Nov 2023 22:13:20 GMT");
         assert_eq!(parse_http_date(s.as_bytes()), Some(NOW));
-        assert_eq!(
-            parse_http_date(b"Sunday, 06-Nov-94 08:49:37 GMT"),
-            Some(784_111_777.0)
-        );
-        assert_eq!(parse_http_date(b"nonsense"), None);
-        assert_eq!(
-            parse_http_date(b"Fri, 2 Mar 2018 14:26:02 GMT"),
-            parse_http_date(b"Fri, 02 Mar 2018 14:26:02 GMT")
-        );
-        assert!(parse_http_date(b"Fri, 02 Mar 2018 14:26:02 GMT").is_some());
         assert_eq!(directive(b"a, B=\"7\"", "b"), Some(Some(&b"7"[..])));
         assert_eq!(directive(b"no-cache", "no-cache"), Some(None));
     }

@@ -10,8 +10,6 @@
 //! [`COMMANDS`] is the single table of commands (syntax, help, argument
 //! counts); `help`, argument checking and `lacquer adm` all read it.
 
-use sha2::{Digest, Sha256};
-
 /// CLI status codes (varnishd's `enum VCLI_status_e`).
 pub mod status {
     pub const SYNTAX: u16 = 100;
@@ -175,7 +173,7 @@ impl Reply {
         } else {
             (self.status, self.body.as_str())
         };
-        let mut out = format!("{status:<3} {:<8}\n", body.len()).into_bytes();
+        let mut out = lacquer_cli::status_line(status, body.len()).into_bytes();
         out.extend_from_slice(body.as_bytes());
         out.push(b'\n');
         out
@@ -418,18 +416,6 @@ pub fn challenge() -> String {
     out
 }
 
-/// The answer to a challenge: SHA-256 over challenge, newline, secret,
-/// challenge, newline, in lower-case hex.
-pub fn auth_response(challenge: &str, secret: &[u8]) -> String {
-    let mut h = Sha256::new();
-    h.update(challenge.as_bytes());
-    h.update(b"\n");
-    h.update(secret);
-    h.update(challenge.as_bytes());
-    h.update(b"\n");
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The body of the 107 reply that opens an authenticated connection.
 pub fn auth_banner(challenge: &str) -> String {
     format!("{challenge}\n\nAuthentication required.\n")
@@ -521,11 +507,6 @@ mod tests {
         let c = challenge();
         assert_eq!(c.len(), 32);
         assert!(c.bytes().all(|b| b.is_ascii_lowercase()));
-        // Reference value computed with sha256sum over the same byte layout.
-        assert_eq!(
-            auth_response("abcdefghijklmnopqrstuvwxyzabcdef", b"secret\n"),
-            "4612dbda0cbd8dcf32665ded74ada5fb344bbaea6f2e41ad9a99688eab0784f4"
-        );
         let plain = help_text(true, false, true);
         assert!(plain.contains("vcl.load <configname> <filename> [auto|cold|warm]\n"));
         assert!(!plain.contains("debug.xid"));

@@ -79,7 +79,7 @@ fn json_head(words: &[String]) -> String {
     format!(
         "[ 2, [{}], {:.3},\n",
         args.join(", "),
-        crate::fetch::rfc2616::now()
+        lacquer_http::date::now()
     )
 }
 
@@ -298,7 +298,7 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
     let (json, plain) = json_flag(args);
     match cmd {
         "ping" => {
-            let now = crate::fetch::rfc2616::now() as u64;
+            let now = lacquer_http::date::now() as u64;
             if json {
                 Reply::ok(format!("{}  \"PONG\", {now}, 1.0]", json_head(words)))
             } else {
@@ -400,7 +400,7 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
             let spec: Vec<&str> = args.iter().map(String::as_str).collect();
             match lacquer_cache::BanSpec::parse_words(&spec) {
                 Ok(b) => {
-                    sh.cache.ban(b, crate::fetch::rfc2616::now());
+                    sh.cache.ban(b, lacquer_http::date::now());
                     Reply::ok("")
                 }
                 Err(e) => Reply::err(status::PARAM, e.to_string()),
@@ -1357,8 +1357,8 @@ fn backend_list(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) 
     let probe_detail = plain.contains(&"-p");
     let pattern = plain.iter().find(|a| **a != "-p").copied();
     let list = matching_entries(sh, pattern);
-    let now_secs = crate::fetch::rfc2616::now();
-    let now = crate::fetch::rfc2616::format_http_date(now_secs);
+    let now_secs = lacquer_http::date::now();
+    let now = lacquer_http::date::format_http_date(now_secs);
     let mut rows = vec![vec![
         "Backend name".to_string(),
         "Admin".to_string(),

@@ -114,7 +114,12 @@ pub fn check_vcl(vcl: &BootVcl, params: &ParamSet) -> Result<String, String> {
         err_unref: params.flag("vcc_err_unref"),
         storages: vec!["s0".into(), "Transient".into()],
         labels: Vec::new(),
-        vcl_path: Vec::new(),
+        // As varnishd: relative includes are found along vcl_path only,
+        // never in the working directory.
+        vcl_path: match params.get("vcl_path") {
+            crate::runtime::params::Value::Text(t) => t.split(':').map(str::to_string).collect(),
+            _ => Vec::new(),
+        },
         unsafe_path: params.flag("vcc_unsafe_path"),
         prefer_ipv6: params.flag("prefer_ipv6"),
         test_vmods: params.bit("debug", "vtc_mode"),
@@ -204,7 +209,7 @@ impl InitTask {
             vcl: vcl.clone(),
             privs: Default::default(),
             sub,
-            now: crate::fetch::rfc2616::now(),
+            now: lacquer_http::date::now(),
             errors: Vec::new(),
         }
     }
@@ -692,7 +697,7 @@ where
                     match &secret {
                         Some(s)
                             if words.len() == 2
-                                && words[1] == cli::auth_response(&challenge, s) =>
+                                && words[1] == lacquer_cli::auth_response(&challenge, s) =>
                         {
                             authed = true;
                             Reply::ok(crate::mgt::commands::banner(sh.is_running()))
@@ -931,7 +936,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
             ..Default::default()
         },
         stores.clone(),
-        crate::fetch::rfc2616::now(),
+        lacquer_http::date::now(),
     ));
     let host = hostname();
     let sh = Arc::new(Shared {
@@ -1080,7 +1085,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         loop {
             tick.tick().await;
             n += 1;
-            let now = crate::fetch::rfc2616::now();
+            let now = lacquer_http::date::now();
             let ping = hk.params().uint("ping_interval");
             if ping > 0 && last_ping.elapsed() >= Duration::from_secs(ping) {
                 // varnishd's manager pings its child this often, and the

@@ -51,7 +51,7 @@ async fn serve(mut s: TcpStream) {
             }
         };
         let path = String::from_utf8_lossy(&head.target).into_owned();
-        let now = crate::fetch::rfc2616::format_http_date(crate::fetch::rfc2616::now());
+        let now = lacquer_http::date::format_http_date(lacquer_http::date::now());
         let private = path.starts_with("/private/");
         let body = format!(
             "<!doctype html>\n<title>Lacquer demo</title>\n<h1>Hello from the demo origin</h1>\n\

@@ -54,7 +54,7 @@ impl MgtState {
         last.as_ref().map(|(t, why)| {
             format!(
                 "Panic at: {}\n{why}\n",
-                crate::fetch::rfc2616::format_http_date(*t)
+                lacquer_http::date::format_http_date(*t)
             )
         })
     }
@@ -164,7 +164,7 @@ fn die(sh: &Shared, text: String) {
     if let Err(e) = m.write_panic(&text) {
         eprintln!("Error: {e}");
     }
-    *m.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((crate::fetch::rfc2616::now(), text));
+    *m.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((lacquer_http::date::now(), text));
     m.child_panic.fetch_add(1, Ordering::Relaxed);
     m.ever_panicked.store(true, Ordering::Relaxed);
     sh.running.store(false, Ordering::Release);

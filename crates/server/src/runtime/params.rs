@@ -346,6 +346,22 @@ pub static PARAMS: &[Param] = &[
         "Critbit tree tuning; Lacquer uses a sharded hash table."
     ),
     p!(
+        "curl_max_inflight",
+        uint(Some(0), None),
+        "10000",
+        "calls",
+        USED,
+        "Most vmod curl calls in flight in the process; a call over the cap fails at once (status 0, curl.error() says why) and is logged as VCL_Error."
+    ),
+    p!(
+        "curl_timeout",
+        dur(Some(0.0), None),
+        "10",
+        "seconds",
+        USED,
+        "Default limit of a whole vmod curl call when VCL sets none with curl.set_timeout(); 0 is no limit."
+    ),
+    p!(
         "debug",
         Kind::Bits { names: DEBUG_BITS },
         "none",
@@ -376,6 +392,14 @@ pub static PARAMS: &[Param] = &[
         "seconds",
         USED,
         "TTL given to objects when neither the backend nor VCL sets one."
+    ),
+    p!(
+        "esi_parallel",
+        uint(Some(1), Some(1000)),
+        "10",
+        "includes",
+        USED,
+        "Most ESI includes of one object fetched at once, ahead of their place in the page (1: one after another). Delivery stays in document order. Under -p debug=+vtc_mode (varnishtest) includes run one after another, as varnishd's, whose tests pin that order of fetches."
     ),
     p!(
         "experimental",

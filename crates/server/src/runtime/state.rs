@@ -101,6 +101,11 @@ impl Shared {
         }
         let _ = self.vsl.set_reclen(p.bytes("vsl_reclen") as usize);
         self.vsl.set_sync(p.bit("debug", "syncvsl"));
+        let t = p.duration("curl_timeout");
+        lacquer_vmods::curl_set_defaults(
+            (t > 0.0).then(|| std::time::Duration::from_secs_f64(t)),
+            p.uint("curl_max_inflight"),
+        );
     }
 
     /// The active VCL, if one is loaded and in use.

@@ -283,8 +283,21 @@ pub struct LoadError {
 }
 
 impl LoadedVcl {
-    /// Runs a built-in method for a task.
+    /// Runs a built-in method for a task that cannot wait (`vcl_init`,
+    /// `vcl_fini`): a vmod asking to wait for I/O fails the call.
     pub fn run<C: Context + TaskSub>(
+        &self,
+        m: BuiltinSub,
+        ctx: &mut C,
+        scratch: &mut Scratch,
+    ) -> Action {
+        self.call_logged(m, ctx, |ctx| self.code.run(m, ctx, &*self.vmods, scratch))
+    }
+
+    /// Runs a built-in method for a request or fetch task; a vmod may
+    /// suspend it to wait for I/O, which this awaits on the task (no
+    /// thread waits) before it resumes the method.
+    pub async fn run_async<C: Context + TaskSub>(
         &self,
         m: BuiltinSub,
         ctx: &mut C,
@@ -294,7 +307,60 @@ impl LoadedVcl {
         if let Some(vsl) = ctx.task_vsl() {
             vsl.log_str(Tag::VCL_call, call_name(m));
         }
-        let action = self.code.run(m, ctx, &*self.vmods, scratch);
+        let mut run = self.code.start(m, ctx, &*self.vmods, scratch);
+        let action = loop {
+            match run {
+                exec::Run::Done(a) => break a,
+                exec::Run::Suspended(s) => {
+                    s.wait.await;
+                    run = self.code.resume(s.point, ctx, &*self.vmods, scratch);
+                }
+            }
+        };
+        self.returned(ctx, action)
+    }
+
+    /// [`Self::run_async`] for a method run on a thread of its own inside
+    /// the runtime (vcl_recv beside a connection serving its body,
+    /// `reqbody::recv_with_body`): the thread blocks on each wait.
+    pub fn run_blocking<C: Context + TaskSub>(
+        &self,
+        m: BuiltinSub,
+        ctx: &mut C,
+        scratch: &mut Scratch,
+        rt: &tokio::runtime::Handle,
+    ) -> Action {
+        self.call_logged(m, ctx, |ctx| {
+            let mut run = self.code.start(m, ctx, &*self.vmods, scratch);
+            loop {
+                match run {
+                    exec::Run::Done(a) => break a,
+                    exec::Run::Suspended(s) => {
+                        rt.block_on(s.wait);
+                        run = self.code.resume(s.point, ctx, &*self.vmods, scratch);
+                    }
+                }
+            }
+        })
+    }
+
+    /// Logs `VCL_call`, runs `body`, counts a failure, logs `VCL_return`.
+    fn call_logged<C: Context + TaskSub>(
+        &self,
+        m: BuiltinSub,
+        ctx: &mut C,
+        body: impl FnOnce(&mut C) -> Action,
+    ) -> Action {
+        ctx.set_sub(m);
+        if let Some(vsl) = ctx.task_vsl() {
+            vsl.log_str(Tag::VCL_call, call_name(m));
+        }
+        let action = body(ctx);
+        self.returned(ctx, action)
+    }
+
+    /// Counts a failed method and logs what it returned.
+    fn returned<C: Context + TaskSub>(&self, ctx: &mut C, action: Action) -> Action {
         if matches!(action, Action::Fail) {
             ctx.count_vcl_fail();
         }
@@ -928,7 +994,7 @@ pub struct LoadOptions {
     pub vcl_path: Vec<String>,
     pub unsafe_path: bool,
     pub prefer_ipv6: bool,
-    /// The test-only vmods (`debug`, `vtc`) may be imported: only when the
+    /// The test-only vmod (`debug`) may be imported: only when the
     /// daemon runs with `-p debug=+vtc_mode`, as varnishtest starts it.
     pub test_vmods: bool,
 }

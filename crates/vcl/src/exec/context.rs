@@ -222,6 +222,18 @@ pub trait Context {
     fn set_lookup_hook(&mut self, _hook: Box<dyn LookupHook>) -> Result<(), String> {
         Err("there is no cache lookup to hook outside a client request".into())
     }
+    /// `utils.fast_304()` (Varnish Enterprise): when this fetch
+    /// revalidated a stale object with a 304, refresh that object's
+    /// lifetime in place (its stored headers and body as they are)
+    /// instead of making a new object; does nothing after any other
+    /// response. Only a fetch has a backend response to refresh from.
+    fn fast_304(&mut self) -> Result<(), String> {
+        Err("utils.fast_304(): only a backend fetch can refresh an object".into())
+    }
+    /// Whether `fast_304()` was asked for and applies to this fetch.
+    fn is_fast_304(&self) -> bool {
+        false
+    }
 }
 
 /// What a [`LookupHook`] makes of one candidate object of a lookup.
@@ -354,6 +366,35 @@ pub trait VclRuntime {
     /// call failed, or the subroutine chose a `return` action): the vmod
     /// should return at once; the executor then fails or returns.
     fn call(&mut self, ctx: &mut dyn Context, sub: u32) -> bool;
+    /// Suspends the running VCL once this vmod call returns: the host
+    /// awaits `wait` (the vmod's I/O, which leaves its outcome in the
+    /// vmod's task state) and then resumes the subroutine where it stopped
+    /// (see [`Resume`]). The vmod's return value is then ignored. `Err`
+    /// says why VCL cannot wait here (a run that cannot be suspended, as
+    /// `vcl_init`, or a subroutine a vmod runs); the vmod should fail the
+    /// call with that message.
+    fn suspend(&mut self, wait: Wait, resume: Resume) -> Result<(), String> {
+        drop((wait, resume));
+        Err("VCL cannot wait for I/O here".into())
+    }
+}
+
+/// The I/O a suspended VCL subroutine waits for: a future the host awaits
+/// before it resumes the subroutine. It owns everything it uses (it runs
+/// while the task's context is free) and reports its outcome through state
+/// it shares with the vmod that made it (typically the vmod's `PRIV_TASK`).
+pub type Wait = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'static>>;
+
+/// Where a suspended subroutine goes on once its [`Wait`] is over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resume {
+    /// After the statement that suspended (a VOID call that did its I/O:
+    /// `curl.fetch()`). Its value, if any, is dropped.
+    After,
+    /// At the start of the statement that suspended, which runs again: its
+    /// vmod call must then find its answer ready and not suspend again (a
+    /// getter that waited for a response started earlier).
+    Again,
 }
 
 /// Native vmod behaviour, implemented by the vmods crate. All calls receive

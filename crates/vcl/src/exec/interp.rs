@@ -20,7 +20,7 @@ use bytes::Bytes;
 use super::Action;
 use super::acl::AclResult;
 use super::code::{Expr, Program, ReturnAction, Stmt, SubId, Target};
-use super::context::{Context, LogKind, VclRuntime, VmodArg, Vmods, WsKind};
+use super::context::{Context, LogKind, Resume, VclRuntime, VmodArg, Vmods, Wait, WsKind};
 use super::value::{Strands, Value};
 use crate::subs::BuiltinSub;
 use crate::types::{ArithOp, CmpOp};
@@ -41,6 +41,10 @@ pub struct Scratch {
     bufs: Vec<Vec<u8>>,
     /// Subroutines currently being executed, innermost last.
     stack: Vec<SubId>,
+    /// The suspension a run is unwinding (empty between runs: a run that
+    /// suspends hands it out), kept here so that a run neither
+    /// initialises nor drops it.
+    unwinding: Option<Box<Unwinding>>,
 }
 
 /// Evaluation stopped on a runtime error; the message is in
@@ -130,6 +134,77 @@ struct Exec<'a, C: Context + AsDynContext + ?Sized> {
     action: Option<Action>,
     /// The message of the runtime error being unwound.
     failure: Option<Box<str>>,
+    /// Whether a vmod may suspend this run ([`Program::start`]).
+    can_suspend: bool,
+    /// The suspension being unwound (an `Err(Failed)` with this set is a
+    /// suspension, not an error); boxed so that a run that never suspends
+    /// carries one empty word.
+    unwinding: &'a mut Option<Box<Unwinding>>,
+}
+
+/// Where a suspended run stopped: the statement it stopped in, named by
+/// its address in each enclosing block from the method's body inward
+/// (stored innermost first). Addresses stay valid because a program is
+/// immutable and shared while tasks run it; a point resumed against
+/// another program finds no statement there and fails the task.
+#[derive(Debug)]
+pub struct ResumePoint {
+    /// The method's subroutine.
+    sub: SubId,
+    path: Vec<usize>,
+    resume: Resume,
+}
+
+/// A run that stopped at a vmod call waiting for I/O.
+pub struct Suspended {
+    /// What to await before [`Program::resume`].
+    pub wait: Wait,
+    /// Where to resume.
+    pub point: ResumePoint,
+}
+
+impl std::fmt::Debug for Suspended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Suspended")
+            .field("point", &self.point)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a resumable run ([`Program::start`], [`Program::resume`]) ended.
+#[derive(Debug)]
+pub enum Run {
+    /// The method returned this action.
+    Done(Action),
+    /// A vmod suspended it: await `wait`, then resume at `point`.
+    Suspended(Suspended),
+}
+
+/// A suspension on its way out of the interpreter.
+struct Unwinding {
+    wait: Wait,
+    resume: Resume,
+    /// The address of the statement it left in each block, innermost
+    /// first (see [`ResumePoint`]).
+    path: Vec<usize>,
+}
+
+impl std::fmt::Debug for Unwinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Unwinding")
+            .field("resume", &self.resume)
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The index of the statement at address `addr` in `stmts`, if it is one
+/// of them.
+fn index_of(stmts: &[Stmt], addr: usize) -> Option<usize> {
+    let off = addr.checked_sub(stmts.as_ptr() as usize)?;
+    let size = std::mem::size_of::<Stmt>();
+    let i = off / size;
+    (off % size == 0 && i < stmts.len()).then_some(i)
 }
 
 impl Program {
@@ -138,6 +213,9 @@ impl Program {
     /// A method without code, or code that ends without `return`, yields
     /// [`Action::Ok`] (only `vcl_init`/`vcl_fini` do that once builtin.vcl is
     /// appended).
+    ///
+    /// A vmod that asks to wait for I/O here gets an error (the call
+    /// fails the task): hosts that can wait use [`Program::start`].
     pub fn run<C: Context>(
         &self,
         method: BuiltinSub,
@@ -159,6 +237,51 @@ impl Program {
         vmods: &dyn Vmods,
         scratch: &mut Scratch,
     ) -> Action {
+        match self.exec(sub, ctx, vmods, scratch, false, None) {
+            Run::Done(a) => a,
+            Run::Suspended(_) => unreachable!("a run that cannot be suspended was"),
+        }
+    }
+
+    /// Runs the code of a built-in method as [`Program::run`] does, except
+    /// that a vmod may suspend it to wait for I/O: then the host awaits
+    /// [`Suspended::wait`] and calls [`Program::resume`] with the same
+    /// context, vmods and a scratch (any, it holds nothing across).
+    pub fn start<C: Context>(
+        &self,
+        method: BuiltinSub,
+        ctx: &mut C,
+        vmods: &dyn Vmods,
+        scratch: &mut Scratch,
+    ) -> Run {
+        let Some(sub) = self.methods[method.index()] else {
+            return Run::Done(Action::Ok);
+        };
+        self.exec(sub, ctx, vmods, scratch, true, None)
+    }
+
+    /// Goes on with a suspended run once its wait is over: the call stack
+    /// is rebuilt and execution continues after (or at, see [`Resume`])
+    /// the statement that suspended. It may suspend again.
+    pub fn resume<C: Context>(
+        &self,
+        point: ResumePoint,
+        ctx: &mut C,
+        vmods: &dyn Vmods,
+        scratch: &mut Scratch,
+    ) -> Run {
+        self.exec(point.sub, ctx, vmods, scratch, true, Some(point))
+    }
+
+    fn exec<C: Context>(
+        &self,
+        sub: SubId,
+        ctx: &mut C,
+        vmods: &dyn Vmods,
+        scratch: &mut Scratch,
+        can_suspend: bool,
+        resume: Option<ResumePoint>,
+    ) -> Run {
         let marker = 0u8;
         let _base = StackBase::enter(std::ptr::addr_of!(marker) as usize);
         scratch.stack.clear();
@@ -170,10 +293,30 @@ impl Program {
             stack: &mut scratch.stack,
             action: None,
             failure: None,
+            can_suspend,
+            unwinding: &mut scratch.unwinding,
         };
-        match ex.call(sub) {
+        let r = match resume {
+            None => ex.call(sub),
+            Some(point) => {
+                let mut path = point.path;
+                ex.resume_call(sub, &mut path, point.resume)
+            }
+        };
+        Run::Done(match r {
             Ok(Flow::Return) => ex.action.take().unwrap_or(Action::Ok),
             Ok(Flow::Next | Flow::ReturnSub) => Action::Ok,
+            Err(Failed) if ex.unwinding.is_some() => {
+                let u = ex.unwinding.take().expect("checked");
+                return Run::Suspended(Suspended {
+                    wait: u.wait,
+                    point: ResumePoint {
+                        sub,
+                        path: u.path,
+                        resume: u.resume,
+                    },
+                });
+            }
             // A subroutine a vmod ran chose an action: the task unwinds
             // as from that `return`.
             Err(Failed) if ex.failure.is_none() && ex.action.is_some() => {
@@ -184,7 +327,7 @@ impl Program {
                 ex.ctx.log(LogKind::Error, msg.as_bytes());
                 Action::Fail
             }
-        }
+        })
     }
 }
 
@@ -219,9 +362,28 @@ struct VmodVcl<'r> {
     action: Option<Action>,
     /// Why a subroutine run for the vmod failed.
     failure: Option<Box<str>>,
+    /// Whether the vmod may suspend the run.
+    can_suspend: bool,
+    /// The wait the vmod asked for.
+    suspended: Option<(Wait, Resume)>,
 }
 
 impl VclRuntime for VmodVcl<'_> {
+    fn suspend(&mut self, wait: Wait, resume: Resume) -> Result<(), String> {
+        if !self.can_suspend {
+            return Err(
+                "VCL cannot wait for I/O here (only client and backend subroutines \
+                 run by the server can, not vcl_init, vcl_fini or a subroutine a vmod runs)"
+                    .into(),
+            );
+        }
+        if self.suspended.is_some() {
+            return Err("a vmod call may wait for I/O only once".into());
+        }
+        self.suspended = Some((wait, resume));
+        Ok(())
+    }
+
     fn acl_match(
         &mut self,
         ctx: &mut dyn Context,
@@ -255,6 +417,8 @@ impl VclRuntime for VmodVcl<'_> {
             // The task is already stopping: run nothing more.
             return false;
         }
+        // What a vmod runs cannot be resumed in the middle.
+        let mut never = None;
         let mut ex: Exec<'_, dyn Context> = Exec {
             prog: self.prog,
             ctx,
@@ -263,6 +427,8 @@ impl VclRuntime for VmodVcl<'_> {
             stack: &mut *self.stack,
             action: None,
             failure: None,
+            can_suspend: false,
+            unwinding: &mut never,
         };
         let r = ex.call_dynamic(sub);
         let (action, failure) = (ex.action.take(), ex.failure.take());
@@ -495,10 +661,15 @@ impl<'a, C: Context + AsDynContext + ?Sized> Exec<'a, C> {
             stack: &mut *self.stack,
             action: None,
             failure: None,
+            can_suspend: self.can_suspend,
+            suspended: None,
         };
         let r = f(self.vmods, self.ctx.as_dyn(), &mut vcl);
         let VmodVcl {
-            action, failure, ..
+            action,
+            failure,
+            suspended,
+            ..
         } = vcl;
         if let Some(msg) = failure {
             self.failure = Some(msg);
@@ -508,17 +679,110 @@ impl<'a, C: Context + AsDynContext + ?Sized> Exec<'a, C> {
             self.action = action;
             return Err(Failed);
         }
-        self.check(r)
+        let v = self.check(r)?;
+        if let Some((wait, resume)) = suspended {
+            *self.unwinding = Some(Box::new(Unwinding {
+                wait,
+                resume,
+                path: Vec::new(),
+            }));
+            return Err(Failed);
+        }
+        Ok(v)
     }
 
     fn block(&mut self, stmts: &[Stmt]) -> Res<Flow> {
         for s in stmts {
-            match self.stmt(s)? {
-                Flow::Next => {}
-                other => return Ok(other),
+            match self.stmt(s) {
+                Ok(Flow::Next) => {}
+                Ok(other) => return Ok(other),
+                Err(f) => return Err(self.unwinding(s, f)),
             }
         }
         Ok(Flow::Next)
+    }
+
+    /// A statement of a block ended in `Err`: when that is a suspension,
+    /// records the statement on the way out.
+    #[cold]
+    #[inline(never)]
+    fn unwinding(&mut self, s: &Stmt, f: Failed) -> Failed {
+        if let Some(u) = self.unwinding.as_mut() {
+            u.path.push(s as *const Stmt as usize);
+        }
+        f
+    }
+
+    /// Resumes subroutine `sub` at `path` (outermost statement last).
+    #[cold]
+    #[inline(never)]
+    fn resume_call(&mut self, sub: SubId, path: &mut Vec<usize>, how: Resume) -> Res<Flow> {
+        let prog = self.prog;
+        let Some(code) = prog.subs.get(sub as usize) else {
+            return Err(self.fail(format!("resume in unknown subroutine #{sub}")));
+        };
+        self.stack.push(sub);
+        let r = self.resume_block(&code.body, path, how);
+        self.stack.pop();
+        r
+    }
+
+    /// Resumes a block at the statement `path` ends with, then runs the
+    /// statements after it.
+    fn resume_block(&mut self, stmts: &[Stmt], path: &mut Vec<usize>, how: Resume) -> Res<Flow> {
+        let Some(i) = path.pop().and_then(|a| index_of(stmts, a)) else {
+            return Err(self.fail("VCL resumed at a point that is not in its program"));
+        };
+        let s = &stmts[i];
+        let r = if path.is_empty() {
+            match how {
+                Resume::After => Ok(Flow::Next),
+                Resume::Again => self.stmt(s),
+            }
+        } else {
+            self.resume_stmt(s, path, how)
+        };
+        match r {
+            Ok(Flow::Next) => self.block(&stmts[i + 1..]),
+            Ok(other) => Ok(other),
+            Err(f) => Err(self.unwinding(s, f)),
+        }
+    }
+
+    /// Resumes inside statement `s`: the branch of an `if`, or the
+    /// subroutine of a `call`, that holds the next statement of `path`.
+    fn resume_stmt(&mut self, s: &Stmt, path: &mut Vec<usize>, how: Resume) -> Res<Flow> {
+        let next = path.last().copied().unwrap_or(0);
+        let flow = match s {
+            Stmt::If(branches, otherwise) => {
+                let body = branches
+                    .iter()
+                    .map(|(_, b)| b)
+                    .chain(std::iter::once(otherwise))
+                    .find(|b| index_of(b, next).is_some());
+                return match body {
+                    Some(b) => self.resume_block(b, path, how),
+                    None => Err(self.fail("VCL resumed in an if without that statement")),
+                };
+            }
+            Stmt::Call(sub) => self.resume_call(*sub, path, how)?,
+            Stmt::CallDynamic(_) => {
+                let prog = self.prog;
+                let Some(sub) = prog
+                    .subs
+                    .iter()
+                    .position(|c| index_of(&c.body, next).is_some())
+                else {
+                    return Err(self.fail("VCL resumed in a call without that statement"));
+                };
+                self.resume_call(sub as SubId, path, how)?
+            }
+            _ => return Err(self.fail("VCL resumed inside a statement without a body")),
+        };
+        Ok(match flow {
+            Flow::ReturnSub => Flow::Next,
+            other => other,
+        })
     }
 
     fn stmt(&mut self, s: &Stmt) -> Res<Flow> {
@@ -1316,5 +1580,220 @@ mod tests {
         let b: std::net::SocketAddr = "1.2.3.4:2".parse().unwrap();
         assert!(t(CmpOp::Eq, Value::Ip(a), Value::Ip(b)));
         assert!(value_cmp(CmpOp::Eq, &Value::Int(1), &Value::str("1")).is_err());
+    }
+}
+
+#[cfg(test)]
+mod suspend_tests {
+    //! Suspension and resumption of runs, against hand-built programs and a
+    //! vmod whose I/O is a future that is ready at once.
+    use super::*;
+    use crate::exec::code::Block;
+    use crate::exec::context::FuncRef;
+    use crate::exec::mock::MockContext;
+    use std::sync::Mutex;
+
+    const WAIT: FuncRef = FuncRef { vmod: 0, func: 0 };
+    const GET: FuncRef = FuncRef { vmod: 0, func: 1 };
+    const RUN_SUB: FuncRef = FuncRef { vmod: 0, func: 2 };
+
+    /// `WAIT` suspends (resume after it); `GET` suspends once and, run
+    /// again, returns "got"; `RUN_SUB` runs the SUB it is given.
+    #[derive(Default)]
+    struct Waiting {
+        get_calls: Mutex<u32>,
+    }
+
+    impl Vmods for Waiting {
+        fn call(
+            &self,
+            ctx: &mut dyn Context,
+            vcl: &mut dyn VclRuntime,
+            f: FuncRef,
+            args: &[VmodArg],
+        ) -> Result<Value, String> {
+            match f.func {
+                0 => vcl.suspend(Box::pin(async {}), Resume::After)?,
+                1 => {
+                    let mut n = self.get_calls.lock().unwrap();
+                    *n += 1;
+                    if *n == 1 {
+                        vcl.suspend(Box::pin(async {}), Resume::Again)?;
+                        return Ok(Value::Null);
+                    }
+                    return Ok(Value::str(b"got".to_vec()));
+                }
+                _ => {
+                    let Some(Some(Value::Sub(s))) = args.first() else {
+                        return Err("no sub".into());
+                    };
+                    vcl.call(ctx, *s);
+                }
+            }
+            Ok(Value::Null)
+        }
+        fn construct(
+            &self,
+            _: &mut dyn Context,
+            _: &mut dyn VclRuntime,
+            _: FuncRef,
+            _: u32,
+            _: &str,
+            _: &[VmodArg],
+        ) -> Result<(), String> {
+            Err("no objects".into())
+        }
+        fn method(
+            &self,
+            _: &mut dyn Context,
+            _: &mut dyn VclRuntime,
+            _: u32,
+            _: u32,
+            _: &[VmodArg],
+        ) -> Result<Value, String> {
+            Err("no objects".into())
+        }
+    }
+
+    fn mark(s: &str) -> Stmt {
+        Stmt::Synthetic(Expr::str(s))
+    }
+
+    fn wait() -> Stmt {
+        Stmt::Eval(Expr::Call(WAIT, Box::new([])))
+    }
+
+    /// Runs `method` to the end, awaiting each wait; returns the action
+    /// and how many times the run was suspended.
+    fn drive(
+        prog: &Program,
+        ctx: &mut MockContext,
+        vmods: &Waiting,
+        method: BuiltinSub,
+    ) -> (Action, u32) {
+        let mut scratch = Scratch::default();
+        let mut suspensions = 0;
+        let mut run = prog.start(method, ctx, vmods, &mut scratch);
+        loop {
+            match run {
+                Run::Done(a) => return (a, suspensions),
+                Run::Suspended(s) => {
+                    suspensions += 1;
+                    let mut wait = s.wait;
+                    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+                    assert!(wait.as_mut().poll(&mut cx).is_ready());
+                    // Each resume may use another scratch.
+                    let mut other = Scratch::default();
+                    run = prog.resume(s.point, ctx, vmods, &mut other);
+                }
+            }
+        }
+    }
+
+    fn program() -> Program {
+        let mut prog = Program::default();
+        let helper = prog.add_sub("helper", vec![mark("h1,"), wait(), mark("h2,")]);
+        let recv = prog.add_sub(
+            "vcl_recv",
+            vec![
+                mark("1,"),
+                Stmt::If(
+                    Box::new([
+                        (
+                            Expr::Const(Value::Bool(false)),
+                            Box::new([mark("x,")]) as Block,
+                        ),
+                        (
+                            Expr::Const(Value::Bool(true)),
+                            Box::new([
+                                mark("2,"),
+                                Stmt::Call(helper),
+                                mark("3,"),
+                                wait(),
+                                mark("4,"),
+                                Stmt::CallDynamic(Expr::Const(Value::Sub(helper))),
+                            ]),
+                        ),
+                    ]),
+                    Box::new([mark("y,")]),
+                ),
+                Stmt::Set(
+                    Target::header(crate::exec::HttpWhich::Req, "x"),
+                    Expr::Call(GET, Box::new([])),
+                ),
+                mark("5"),
+                Stmt::Return(ReturnAction::Hash),
+            ],
+        );
+        prog.set_method(BuiltinSub::Recv, recv);
+        prog
+    }
+
+    #[test]
+    fn a_run_resumes_after_each_wait_in_nested_blocks_and_calls() {
+        let prog = program();
+        let vmods = Waiting::default();
+        let mut ctx = MockContext::new("GET", "/");
+        let (action, n) = drive(&prog, &mut ctx, &vmods, BuiltinSub::Recv);
+        assert_eq!(action, Action::Hash);
+        // helper's wait, the branch's wait, helper's again (dynamic call),
+        // and GET once.
+        assert_eq!(n, 4);
+        assert_eq!(
+            String::from_utf8_lossy(&ctx.synthetic),
+            "1,2,h1,h2,3,4,h1,h2,5"
+        );
+        assert_eq!(ctx.http[0].get("x"), Some(&b"got"[..]));
+        assert_eq!(*vmods.get_calls.lock().unwrap(), 2);
+    }
+
+    #[test]
+    fn a_run_that_cannot_wait_fails_the_call() {
+        let prog = program();
+        let vmods = Waiting::default();
+        let mut ctx = MockContext::new("GET", "/");
+        let action = prog.run(BuiltinSub::Recv, &mut ctx, &vmods, &mut Scratch::default());
+        assert_eq!(action, Action::Fail);
+        assert_eq!(String::from_utf8_lossy(&ctx.synthetic), "1,2,h1,");
+        let errors = ctx.logs_of(LogKind::Error);
+        assert!(errors[0].contains("cannot wait for I/O here"), "{errors:?}");
+    }
+
+    #[test]
+    fn a_subroutine_a_vmod_runs_cannot_wait() {
+        let mut prog = Program::default();
+        let waits = prog.add_sub("waits", vec![mark("a,"), wait(), mark("b,")]);
+        let recv = prog.add_sub(
+            "vcl_recv",
+            vec![
+                Stmt::Eval(Expr::Call(
+                    RUN_SUB,
+                    Box::new([Some(Expr::Const(Value::Sub(waits)))]),
+                )),
+                mark("after"),
+            ],
+        );
+        prog.set_method(BuiltinSub::Recv, recv);
+        let vmods = Waiting::default();
+        let mut ctx = MockContext::new("GET", "/");
+        let (action, n) = drive(&prog, &mut ctx, &vmods, BuiltinSub::Recv);
+        assert_eq!((action, n), (Action::Fail, 0));
+        assert_eq!(String::from_utf8_lossy(&ctx.synthetic), "a,");
+    }
+
+    #[test]
+    fn a_point_resumed_against_another_program_fails_the_task() {
+        let prog = program();
+        let vmods = Waiting::default();
+        let mut ctx = MockContext::new("GET", "/");
+        let Run::Suspended(s) =
+            prog.start(BuiltinSub::Recv, &mut ctx, &vmods, &mut Scratch::default())
+        else {
+            panic!("did not suspend");
+        };
+        let other = program();
+        let run = other.resume(s.point, &mut ctx, &vmods, &mut Scratch::default());
+        assert!(matches!(run, Run::Done(Action::Fail)), "{run:?}");
+        assert!(ctx.logs_of(LogKind::Error)[0].contains("not in its program"));
     }
 }

@@ -10,7 +10,10 @@
 //!
 //! The server compiles with [`crate::compile::compile_str`], converts the
 //! result once with [`code::Program::from_ir`], and calls
-//! [`code::Program::run`] for each method of each task.
+//! [`code::Program::start`] for each method of each task (and
+//! [`code::Program::resume`] after a vmod suspended it to wait for I/O,
+//! see [`VclRuntime::suspend`]); [`code::Program::run`] is the form for
+//! runs that cannot wait (`vcl_init`, `vcl_fini`).
 //!
 //! Running a method:
 //!
@@ -41,10 +44,10 @@ pub mod regex;
 pub mod value;
 
 pub use context::{
-    Context, FuncRef, HeaderName, HttpWhich, LogKind, LookupHook, LookupVerdict, NoVmods, TcpInfo,
-    TcpOp, VclRuntime, VmodArg, Vmods, Workspace, WsKind, WsMark,
+    Context, FuncRef, HeaderName, HttpWhich, LogKind, LookupHook, LookupVerdict, NoVmods, Resume,
+    TcpInfo, TcpOp, VclRuntime, VmodArg, Vmods, Wait, Workspace, WsKind, WsMark,
 };
-pub use interp::Scratch;
+pub use interp::{ResumePoint, Run, Scratch, Suspended};
 pub use value::{Backend, Strands, Value};
 
 /// The outcome of running a built-in subroutine: the `return (...)` action

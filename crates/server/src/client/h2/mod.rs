@@ -817,7 +817,7 @@ impl Conn {
     fn end_headers(&mut self, svsl: &mut VslBuf) -> Result<(), Fault> {
         let cont = self.cont.take().expect("a header block in progress");
         let sid = cont.sid;
-        let t_req = crate::fetch::rfc2616::now();
+        let t_req = lacquer_http::date::now();
         let (fields, err) = hpack::decode_block_bounded(
             &mut self.dec,
             &cont.block,

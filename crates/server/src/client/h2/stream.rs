@@ -27,10 +27,11 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::mpsc;
 
 use crate::client::req_fsm::ClientConn;
+use crate::client::req_task::ReqTask;
 use crate::runtime::counters::Main;
 use crate::runtime::msg::ReqMsg;
 use crate::runtime::state::Shared;
-use crate::runtime::task::{ReqTask, SessInfo, SessTimeouts};
+use crate::runtime::task::{SessInfo, SessTimeouts};
 
 /// Most response bytes queued for the socket before writers wait.
 const QUEUE_MAX: usize = 256 * 1024;
@@ -389,6 +390,9 @@ async fn serve_request(
     let mut req = req;
     let expect = lacquer_http::expect(&req.headers);
     if expect == lacquer_http::Expect::Unsupported {
+        // As varnishd (h2_do_req counts every request the state machine
+        // finished, cnt_transport's 417 included).
+        sh.counters.inc(Main::client_req);
         sh.counters.inc(Main::client_req_417);
         minimal_response(conn, &mut vsl, 417);
         vsl.log(
