@@ -28,6 +28,7 @@ pub mod sock;
 pub mod state;
 pub mod stats;
 pub mod task;
+pub mod tls;
 pub mod txio;
 pub mod vcls;
 pub mod vdp;

@@ -296,6 +296,7 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
     let args = &words[1..];
     let (json, plain) = json_flag(args);
     match cmd {
+        c if c.starts_with("tls.cert.") => crate::tls::cli(sh, c, &plain),
         "ping" => {
             let now = crate::rfc2616::now() as u64;
             if json {

@@ -65,8 +65,7 @@ async fn handshake(
     let fe = fe.clone();
     let server = tokio::spawn(async move {
         match fe.accept(s, h2).await {
-            Ok(mut t) => {
-                let info = crate::server::info_of(&t);
+            Ok((mut t, info)) => {
                 let mut b = [0u8; 4];
                 let _ = t.read_exact(&mut b).await;
                 let _ = t.write_all(b"pong").await;

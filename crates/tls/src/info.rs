@@ -32,6 +32,10 @@ pub struct TlsInfo {
     /// The verification result as OpenSSL's `X509_V_*` code: 0 is OK (or
     /// no certificate asked for).
     pub verify_result: i64,
+    /// The server certificate's signature algorithm (`ecdsa-with-SHA256`).
+    pub sig_alg: Option<String>,
+    /// The server certificate's key (`RSA2048`, `EC256`).
+    pub key_alg: Option<String>,
 }
 
 /// OpenSSL's name of a protocol version.
@@ -46,8 +50,9 @@ pub fn version_name(v: ProtocolVersion) -> String {
 }
 
 impl TlsInfo {
-    /// From a server connection whose handshake has finished.
-    pub fn of_server(c: &ServerConnection) -> Self {
+    /// From a server connection whose handshake has finished; `leaf` is
+    /// the certificate it presented.
+    pub fn of_server(c: &ServerConnection, leaf: Option<&[u8]>) -> Self {
         let cert = c.peer_certificates().and_then(|c| c.first());
         TlsInfo {
             version: c.protocol_version().map(version_name).unwrap_or_default(),
@@ -63,6 +68,8 @@ impl TlsInfo {
             client_cert_cn: cert.and_then(|c| crate::der::subject_cn(c.as_ref())),
             resumed: c.handshake_kind() == Some(HandshakeKind::Resumed),
             verify_result: 0,
+            sig_alg: leaf.and_then(crate::der::signature_name),
+            key_alg: leaf.and_then(crate::der::key_name),
         }
     }
 
@@ -97,6 +104,8 @@ impl TlsInfo {
                             0x21 => info.version = s,
                             0x22 => info.client_cert_cn = Some(s),
                             0x23 => info.cipher = s,
+                            0x24 => info.sig_alg = Some(s),
+                            0x25 => info.key_alg = Some(s),
                             _ => {}
                         }
                         sub = &sub[3 + len..];
@@ -119,7 +128,9 @@ impl TlsInfo {
         if let Some(s) = &self.sni {
             out.push((0x02, s.as_bytes().to_vec()));
         }
-        let mut ssl = vec![0x01 | if self.client_cert { 0x02 } else { 0 }];
+        // PP2_CLIENT_SSL, and PP2_CLIENT_CERT_CONN | PP2_CLIENT_CERT_SESS
+        // (a certificate on this connection is one in its session too).
+        let mut ssl = vec![0x01 | if self.client_cert { 0x06 } else { 0 }];
         ssl.extend_from_slice(
             &u32::try_from(self.verify_result)
                 .unwrap_or(u32::MAX)
@@ -136,6 +147,12 @@ impl TlsInfo {
             sub(0x22, cn);
         }
         sub(0x23, &self.cipher);
+        if let Some(a) = &self.sig_alg {
+            sub(0x24, a);
+        }
+        if let Some(a) = &self.key_alg {
+            sub(0x25, a);
+        }
         out.push((0x20, ssl));
         out
     }
@@ -156,6 +173,8 @@ mod tests {
             client_cert_cn: Some("client one".into()),
             resumed: false,
             verify_result: 0,
+            sig_alg: Some("ecdsa-with-SHA256".into()),
+            key_alg: Some("EC256".into()),
         };
         let tlvs = i.to_proxy_tlvs();
         let back = TlsInfo::from_proxy_tlvs(tlvs.iter().map(|(t, v)| (*t, v.as_slice()))).unwrap();

@@ -327,9 +327,14 @@ impl TlsFrontend {
         }
     }
 
-    /// Runs the server side of a handshake on `io`. `h2` says whether the
-    /// listener serves HTTP/2 now. The caller bounds the time.
-    pub async fn accept<IO>(&self, io: IO, h2: bool) -> Result<TlsStream<IO>, HandshakeError>
+    /// Runs the server side of a handshake on `io`, and says what it
+    /// negotiated. `h2` says whether the listener serves HTTP/2 now. The
+    /// caller bounds the time.
+    pub async fn accept<IO>(
+        &self,
+        io: IO,
+        h2: bool,
+    ) -> Result<(TlsStream<IO>, TlsInfo), HandshakeError>
     where
         IO: AsyncRead + AsyncWrite + Unpin,
     {
@@ -360,11 +365,13 @@ impl TlsFrontend {
         } else {
             built.h1.clone()
         };
-        start.into_stream(config).await.map_err(fail)
+        let stream = start.into_stream(config).await.map_err(fail)?;
+        let conn = stream.get_ref().1;
+        let leaf = built
+            .set
+            .choose(conn.server_name())
+            .and_then(|(c, _)| c.key.cert.first());
+        let info = TlsInfo::of_server(conn, leaf.map(|c| c.as_ref()));
+        Ok((stream, info))
     }
-}
-
-/// What a finished handshake negotiated, for VCL and the log.
-pub fn info_of<IO>(s: &TlsStream<IO>) -> TlsInfo {
-    TlsInfo::of_server(s.get_ref().1)
 }

@@ -55,6 +55,7 @@ pub mod rnd;
 mod saintmode;
 mod str_vmod;
 mod tcp;
+mod tls;
 mod unix;
 mod var;
 mod vmod_std;
@@ -184,6 +185,7 @@ fn modules() -> Vec<&'static ModuleImpl> {
         &bodyaccess::MODULE,
         &tcp::MODULE,
         &saintmode::MODULE,
+        &tls::MODULE,
     ]
 }
 

@@ -37,6 +37,7 @@ fn registry_matches_implementations() {
             "std",
             "str",
             "tcp",
+            "tls",
             "unix",
             "var",
             "vsthrottle",
