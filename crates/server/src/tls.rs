@@ -213,6 +213,15 @@ impl TlsState {
             .map(|(_, f)| f.clone())
     }
 
+    /// Copies the backend handshake counts into `TLS.be_*`.
+    pub fn publish_backend(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let h = &crate::backend::pool::TLS_HANDSHAKES;
+        self.counters.set(Tls::be_handshakes, h[0].load(Relaxed));
+        self.counters.set(Tls::be_resumed, h[1].load(Relaxed));
+        self.counters.set(Tls::be_fail, h[2].load(Relaxed));
+    }
+
     /// Re-reads every certificate from its files (SIGHUP); a store whose
     /// files fail keeps its certificates.
     pub fn reload(&self) -> Vec<String> {
