@@ -36,6 +36,9 @@ use crate::object::{
 use crate::stats::CacheStats;
 use crate::vary::{HeaderLookup, VarySpec};
 
+mod persist;
+pub use persist::StoredUpdate;
+
 /// Tunables (varnishd parameters of the same names where they exist).
 #[derive(Debug, Clone)]
 pub struct CacheConfig {
@@ -412,6 +415,11 @@ pub(crate) struct Inner {
     exp_mail: AtomicBool,
     /// Who hears of objects entering and leaving the cache.
     subscribers: Subscribers,
+    /// Persistent stores' objects are still being put back.
+    recovering: AtomicBool,
+    /// While they are: the journaled bans and purges, and purges issued
+    /// since, for the objects still to come (see `persist`).
+    recovery_purges: Mutex<Option<Vec<lacquer_storage::disk::format::JournalEntry>>>,
 }
 
 /// The object cache. Cheap to clone (shared handle).
@@ -460,7 +468,7 @@ impl Cache {
             stores.push(StoreRef::new(Arc::new(MallocStore::new("Transient", None))));
         }
         let bans = BanList::new(now, &stats);
-        Cache {
+        let cache = Cache {
             inner: Arc::new(Inner {
                 shards: (0..n).map(|_| Mutex::new(HeadMap::default())).collect(),
                 shard_mask: n - 1,
@@ -474,9 +482,21 @@ impl Cache {
                 events: OnceLock::new(),
                 exp_mail: AtomicBool::new(false),
                 subscribers: Subscribers::default(),
+                recovering: AtomicBool::new(false),
+                recovery_purges: Mutex::new(None),
                 stats,
             }),
-        }
+        };
+        // Objects of persistent stores come back in the background; bans
+        // journaled before a restart are in force from the start.
+        cache.inner.recover(now);
+        cache
+    }
+
+    /// Whether objects of persistent stores are still being put back
+    /// after startup (new objects meanwhile go to memory).
+    pub fn recovering(&self) -> bool {
+        self.inner.recovering.load(Ordering::Acquire)
     }
 
     /// Subscribes `f` to objects entering the cache (once a fetch makes
@@ -554,7 +574,7 @@ impl Cache {
             .inner
             .stores
             .iter()
-            .filter(|s| s.name() != "Transient")
+            .filter(|s| s.name() != "Transient" && !s.stevedore().chosen_only())
             .collect();
         if stores.is_empty() {
             return self.transient();
@@ -733,6 +753,13 @@ impl Cache {
     pub fn purge(&self, digest: &Digest, now: f64, ttl: f64, grace: f64, keep: f64) -> usize {
         let inner = &self.inner;
         let is_purge = ttl == 0.0 && grace == 0.0 && keep == 0.0;
+        inner.journal(|| lacquer_storage::disk::format::JournalEntry::Purge {
+            time: now,
+            digest: *digest,
+            ttl,
+            grace,
+            keep,
+        });
         let mut removed = Vec::new();
         let mut rearmed = Vec::new();
         let mut total = 0;
@@ -857,7 +884,8 @@ impl Cache {
 
     /// Removes every object that is not being fetched, as a restart of
     /// varnishd's child (whose memory storage does not survive it) would;
-    /// returns how many went.
+    /// objects of persistent stores stay, as their records do. Returns how
+    /// many went.
     pub fn clear(&self) -> usize {
         let inner = &self.inner;
         let entries: Vec<_> = lock(&inner.exp).drain().collect();
@@ -865,7 +893,13 @@ impl Cache {
         let mut n = 0;
         for e in entries {
             let Some(oc) = e.oc.upgrade() else { continue };
-            if oc.flags() & F_BUSY != 0 {
+            // Objects of persistent stores outlive the child, as their
+            // records do.
+            let persistent = oc
+                .store
+                .get()
+                .is_some_and(|s| s.stevedore().disk().is_some());
+            if oc.flags() & F_BUSY != 0 || persistent {
                 keep.push(e);
             } else if inner.kill(&oc) {
                 n += 1;
@@ -898,6 +932,11 @@ impl Cache {
     /// Add a ban (`ban` CLI command, VCL `ban()`); `now` is its timestamp.
     pub fn ban(&self, spec: BanSpec, now: f64) {
         let inner = &self.inner;
+        // Journaled first: a ban in effect is never lost in a crash.
+        inner.journal(|| lacquer_storage::disk::format::JournalEntry::Ban {
+            time: now,
+            text: spec.render(),
+        });
         let mut list = inner.bans_write();
         let id = list.add(spec, now, &inner.stats);
         inner.newest_ban.store(id, Ordering::Release);
@@ -938,6 +977,9 @@ impl Cache {
         let inner = &self.inner;
         let stats = &inner.stats;
         let mut report = LurkerReport::default();
+        // While persistent stores' objects are still being put back, a pass
+        // has not seen every object: it completes no ban.
+        let partial = inner.recovering.load(Ordering::Acquire);
         // As varnishd's lurker: every obj ban old enough is lurkable; req
         // bans and younger ones are left to lookups, and objects cannot
         // move past them.
@@ -1045,14 +1087,16 @@ impl Cache {
         }
         // A full pass tested every object hanging on an older ban against
         // every lurkable ban: those are complete.
-        if !lurkable.is_empty() && visited == nshards && examined < budget {
+        if !partial && !lurkable.is_empty() && visited == nshards && examined < budget {
             for b in &lurkable {
                 if !b.is_completed() && b.mark_completed(stats) {
                     report.completed += 1;
                 }
             }
         }
-        report.completed += inner.bans_read().complete_moot(stats);
+        if !partial {
+            report.completed += inner.bans_read().complete_moot(stats);
+        }
         report.deleted = inner.bans_write().trim(stats);
         report
     }
@@ -1105,6 +1149,15 @@ fn wake(waiters: Vec<oneshot::Sender<()>>, stats: &CacheStats) {
 }
 
 impl Inner {
+    /// The `Transient` store (`Cache::new` always has one).
+    fn transient_store(&self) -> StoreRef {
+        self.stores
+            .iter()
+            .find(|s| s.name() == "Transient")
+            .cloned()
+            .unwrap_or_else(|| self.stores[self.stores.len() - 1].clone())
+    }
+
     fn shard(&self, d: &Digest) -> MutexGuard<'_, HeadMap> {
         let i = (usize::from(d[0]) | usize::from(d[1]) << 8) & self.shard_mask;
         lock(&self.shards[i])
@@ -1285,6 +1338,7 @@ impl Inner {
 
     /// The removal owner's second half: LRU list and ban reference.
     fn finish_removal(&self, oc: &ObjCore) {
+        self.forget(oc);
         if let Some(store) = oc.store.get() {
             store.lru().remove(oc);
         }
@@ -1421,6 +1475,15 @@ impl Inner {
         obj: NewObject,
         store: &StoreRef,
     ) -> Result<Unbusied, StorageError> {
+        // A persistent store still scanning its file allocates nothing: the
+        // object lives in memory instead.
+        let transient;
+        let store = if store.stevedore().disk().is_some_and(|d| d.recovering()) {
+            transient = self.transient_store();
+            &transient
+        } else {
+            store
+        };
         let NewObject {
             meta,
             status,
@@ -1461,7 +1524,13 @@ impl Inner {
             None => oc.vary.get().map_or(0, VarySpec::storage_size) as u64,
         };
         let mut allocs = vec![data.charge_bytes() as u64 + vary];
-        let body_len = data.body.len_so_far();
+        // A body already in this persistent store (kept by a 304 refresh)
+        // is shared, not copied: its extents stay where they are.
+        let shared = store
+            .stevedore()
+            .disk()
+            .is_some_and(|d| d.holds(&data.body));
+        let body_len = if shared { 0 } else { data.body.len_so_far() };
         let plan = body_chunk.unwrap_or(PiecePlan {
             estimate: Some(body_len),
             chunk: body_len,
@@ -1579,6 +1648,7 @@ impl Inner {
             },
             spare: 0,
             piece: 0,
+            crc: store.stevedore().disk().map(|d| d.body_checksum()),
         });
         Ok(Unbusied {
             obj: ObjRef(Arc::clone(oc)),
@@ -1684,6 +1754,9 @@ impl BusyObj {
             }
         };
         wake(waiters, &inner.stats);
+        if out.body.is_none() {
+            inner.persist(&self.oc, None);
+        }
         Ok(out)
     }
 
@@ -1772,6 +1845,8 @@ pub struct FetchBody {
     spare: u64,
     /// Size of the piece being filled.
     piece: u64,
+    /// For a persistent store: the body's checksum so far.
+    crc: Option<lacquer_storage::disk::format::Crc>,
 }
 
 impl FetchBody {
@@ -1821,6 +1896,9 @@ impl FetchBody {
                             nuked: 0,
                         })?;
                         *used += take;
+                        if let Some(c) = self.crc.as_mut() {
+                            c.update(&piece);
+                        }
                         w.push_segment(Segment::File(span));
                     }
                     None => w.push(piece),
@@ -1873,6 +1951,8 @@ impl FetchBody {
         self.trim();
         if let Some(w) = self.writer.take() {
             w.finish();
+            let crc = self.crc.take();
+            self.cache.persist(&self.oc, crc);
         }
     }
 

@@ -80,7 +80,8 @@ pub use ban::{BanError, BanObject, BanRequest, BanSpec};
 pub use banlist::BanInfo;
 pub use cache::{
     BusyObj, Cache, CacheConfig, CacheEvent, EventSink, FetchBody, Lookup, LookupRequest,
-    LookupResult, LurkerReport, NewBody, NewObject, PiecePlan, StorageError, Unbusied, Waiter,
+    LookupResult, LurkerReport, NewBody, NewObject, PiecePlan, StorageError, StoredUpdate,
+    Unbusied, Waiter,
 };
 pub use hash::{Digest, HashBuilder, digest_hex};
 pub use headers::StoredHeaders;

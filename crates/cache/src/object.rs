@@ -25,6 +25,9 @@ pub(crate) const F_PRIVATE: u32 = 4;
 pub(crate) const F_HFM: u32 = 8;
 pub(crate) const F_HFP: u32 = 16;
 pub(crate) const F_DYING: u32 = 32;
+/// Put back by the recovery of a persistent store (it ranks behind objects
+/// fetched since startup).
+pub(crate) const F_RECOVERED: u32 = 64;
 
 /// A snapshot of an objcore's flags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -125,6 +125,23 @@ impl VarySpec {
                 })
     }
 
+    /// A spec from its parts (as [`never`](Self::never) and
+    /// [`entries`](Self::entries) give them; a persistent store's record).
+    pub fn from_parts(never: bool, entries: Vec<(String, Option<Vec<u8>>)>) -> VarySpec {
+        VarySpec {
+            never,
+            entries: entries
+                .into_iter()
+                .map(|(n, v)| (n.into_boxed_str(), v.map(Vec::into_boxed_slice)))
+                .collect(),
+        }
+    }
+
+    /// Whether it is `Vary: *` (no request matches).
+    pub fn never(&self) -> bool {
+        self.never
+    }
+
     /// The captured (lower-case) header names and values.
     pub fn entries(&self) -> impl Iterator<Item = (&str, Option<&[u8]>)> {
         self.entries.iter().map(|(n, v)| (&**n, v.as_deref()))

@@ -16,6 +16,9 @@
 //! - [`ChunkedDecoder`], [`encode_chunk`], [`encode_last_chunk`]: chunked
 //!   coding.
 //! - [`write_request_head`], [`write_response_head`]: serialisation.
+//! - [`base64`]: base64 in its variants, one decoder for every user.
+//! - [`date`]: HTTP dates (`VTIM_parse`/`VTIM_format`), `strftime`, the
+//!   clock in epoch seconds.
 //! - [`do_connection`], [`keep_alive`], [`strip_hop_by_hop`], [`expect`]:
 //!   connection semantics; [`reason_phrase`]: default reasons.
 //!
@@ -52,8 +55,10 @@
 //!   them with [`is_valid_name`] / [`is_valid_value`] (Varnish
 //!   `validate_headers`) before they reach a serialiser.
 
+pub mod base64;
 pub mod chunked;
 pub mod conn;
+pub mod date;
 mod error;
 pub mod framing;
 pub mod h2;

@@ -89,11 +89,11 @@ fn vcl_check(files: &[String]) -> i32 {
         eprintln!("usage: lacquer vcl check FILE.vcl...");
         return 2;
     }
-    let params = lacquer_server::params::ParamSet::default();
+    let params = lacquer_server::runtime::params::ParamSet::default();
     let mut failed = 0;
     for f in files {
-        let vcl = lacquer_server::daemon::BootVcl::Files(vec![f.into()]);
-        match lacquer_server::daemon::check_vcl(&vcl, &params) {
+        let vcl = lacquer_server::mgt::daemon::BootVcl::Files(vec![f.into()]);
+        match lacquer_server::mgt::daemon::check_vcl(&vcl, &params) {
             Ok(summary) => print!("{f}: {summary}"),
             Err(msg) => {
                 failed += 1;

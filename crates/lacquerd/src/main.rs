@@ -57,7 +57,7 @@ const USAGE: &[(&str, &str)] = &[
     ("-S secret-file", "Secret file for CLI authentication"),
     (
         "-s [name=]kind[,options]",
-        "Storage (repeatable): malloc[,size] or file,path[,size[,granularity[,advice]]]",
+        "Storage (repeatable): malloc[,size], file,path[,size[,granularity[,advice]]], disk,path,size (persistent) or mse,/path/mse.conf",
     ),
     ("-T address:port | none", "Management CLI listen address"),
     ("-t TTL", "Default TTL (default_ttl)"),
@@ -148,7 +148,7 @@ fn version(name: &str) -> String {
 /// `-x cli`: each CLI command with its syntax and help, as reStructuredText.
 fn cli_reference() -> String {
     let mut s = String::new();
-    for c in lacquer_server::cli::COMMANDS {
+    for c in lacquer_server::mgt::cli::COMMANDS {
         s.push_str(&format!(
             ".. _ref_cli_{}:\n\n{}\n{}\n  {}\n\n",
             c.name.replace('.', "_"),
@@ -238,7 +238,9 @@ fn parse_args(name: &str, args: &[String]) -> Result<Args, Early> {
                 'x' if args.len() > 2 => return Err(Early::error("Too many arguments for -x")),
                 'x' => {
                     return Err(match v.as_str() {
-                        "parameter" => Early::print(lacquer_server::params::reference_markdown()),
+                        "parameter" => {
+                            Early::print(lacquer_server::runtime::params::reference_markdown())
+                        }
                         "vsl" => Early::print(lacquer_vsl::tags::reference_rst()),
                         "cli" => Early::print(cli_reference()),
                         "builtin" => Early::print(lacquer_vcl::compile::BUILTIN_VCL.to_string()),
@@ -365,14 +367,14 @@ fn shell_quote(s: &str) -> String {
 }
 
 fn run(args: Args) -> anyhow::Result<ExitCode> {
-    use lacquer_server::daemon::{self, BootVcl, Config};
+    use lacquer_server::mgt::daemon::{self, BootVcl, Config};
     if let Some(j) = &args.jail {
-        let jail = lacquer_server::jail::parse_jail(j).map_err(anyhow::Error::msg)?;
+        let jail = lacquer_server::mgt::jail::parse_jail(j).map_err(anyhow::Error::msg)?;
         if let Some(n) = jail.notice() {
             eprintln!("{n}");
         }
     }
-    let mut params = lacquer_server::params::ParamSet::default();
+    let mut params = lacquer_server::runtime::params::ParamSet::default();
     for p in &args.params {
         params.apply_arg(p)?;
     }
@@ -444,7 +446,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut listen_args = args.listen.clone();
     let tls_listen = tls_conf
         .as_ref()
-        .map(lacquer_server::tls::listen_args)
+        .map(lacquer_server::client::tls::listen_args)
         .unwrap_or_default();
     if listen_args.is_empty() && tls_listen.is_empty() {
         listen_args.push(if args.demo {
@@ -455,15 +457,15 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let mut listen = Vec::new();
     for (i, a) in listen_args.iter().enumerate() {
-        listen.push(lacquer_server::listen::parse_listen(a, i)?);
+        listen.push(lacquer_server::mgt::listen::parse_listen(a, i)?);
     }
     for a in &tls_listen {
-        listen.push(lacquer_server::listen::parse_listen(a, 0)?);
+        listen.push(lacquer_server::mgt::listen::parse_listen(a, 0)?);
     }
     if listen_args.is_empty() {
         listen_args.push(tls_listen[0].clone());
     }
-    lacquer_server::listen::check_distinct(&listen)?;
+    lacquer_server::mgt::listen::check_distinct(&listen)?;
     let workdir = args
         .workdir
         .as_deref()
@@ -482,19 +484,19 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let result = rt.block_on(async move {
         let vcl = if demo {
-            let origin = lacquer_server::demo::start_origin()
+            let origin = lacquer_server::mgt::demo::start_origin()
                 .await
                 .map_err(|e| format!("Cannot start the demo origin: {e}"))?;
             eprint!(
                 "{}",
-                lacquer_server::demo::instructions(
+                lacquer_server::mgt::demo::instructions(
                     &listen_text,
                     origin,
                     &tool_command(),
                     &workdir_arg,
                 )
             );
-            BootVcl::Inline(lacquer_server::demo::demo_vcl(origin.port()))
+            BootVcl::Inline(lacquer_server::mgt::demo::demo_vcl(origin.port()))
         } else {
             vcl
         };

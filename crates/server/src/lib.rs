@@ -1,36 +1,25 @@
 //! The daemon: sessions, request and fetch state machines, backends, management CLI.
 //!
-//! `lacquerd` is a thin command-line layer over this crate.
+//! `lacquerd` is a thin command-line layer over this crate. Its modules are
+//! grouped by the role they play, as varnishd separates its manager from
+//! the client and backend sides of its cache process:
+//!
+//! * [`mgt`]: starting and stopping the daemon, the management CLI and its
+//!   commands, listen and jail specifications, the demo setup.
+//! * [`client`]: client connections (HTTP/1 and HTTP/2), the request state
+//!   machine, request bodies, delivery and its filters, pipe.
+//! * [`fetch`]: the backend fetch state machine, body reading, gzip
+//!   filters, TTL rules.
+//! * [`backend`]: connection pools and health probes.
+//! * [`esi`]: the ESI parser and the instruction list stored with objects.
+//! * [`runtime`]: what every side shares while VCL runs: tasks, loaded VCLs,
+//!   HTTP messages, workspaces, vxids, parameters, counters, daemon state.
+//!
+//! ARCHITECTURE.md states which group may use which.
 
 pub mod backend;
-pub mod bodyio;
-pub mod cli;
-pub mod cond;
-pub mod counters;
-pub mod daemon;
-pub mod demo;
+pub mod client;
 pub mod esi;
 pub mod fetch;
-pub mod gzip;
-pub mod h2;
-pub mod jail;
-pub mod listen;
 pub mod mgt;
-pub mod msg;
-pub mod panic;
-pub mod params;
-pub mod pipe;
-pub mod req;
-pub mod reqbody;
-pub mod rfc2616;
-pub mod session;
-pub mod sock;
-pub mod state;
-pub mod stats;
-pub mod task;
-pub mod tls;
-pub mod txio;
-pub mod vcls;
-pub mod vdp;
-pub mod vxid;
-pub mod ws;
+pub mod runtime;

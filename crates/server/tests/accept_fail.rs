@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use lacquer_server::counters::Main;
+use lacquer_server::runtime::counters::Main;
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -36,7 +36,7 @@ async fn miss_then_hit() {
 /// reused, counted as varnishd counts them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pooled_backend_connection_is_recycled_and_reused() {
-    use lacquer_server::counters::Main;
+    use lacquer_server::runtime::counters::Main;
     let be = backend(|_| (NO, ok("pooled", "Cache-Control: max-age=60\r\n"))).await;
     let l = lacquer(&vcl_with(be.addr, ""), &[]).await;
     let a = l.first_addr().unwrap();
@@ -199,7 +199,7 @@ async fn chunked_backend_and_conditionals() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gzip_stored_once_gunzipped_for_plain_clients() {
-    let gz = lacquer_server::gzip::gzip_all(b"compressible compressible compressible", 6);
+    let gz = lacquer_server::fetch::gzip::gzip_all(b"compressible compressible compressible", 6);
     let be = backend(move |_| {
         let mut out = format!(
             "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\nCache-Control: max-age=60\r\n\r\n",
@@ -218,7 +218,7 @@ async fn gzip_stored_once_gunzipped_for_plain_clients() {
     let zipped = get(a, "/z", "Accept-Encoding: gzip\r\n").await;
     assert_eq!(zipped.header("content-encoding"), Some("gzip"));
     assert_eq!(
-        lacquer_server::gzip::gunzip_all(&zipped.body).unwrap(),
+        lacquer_server::fetch::gzip::gunzip_all(&zipped.body).unwrap(),
         b"compressible compressible compressible"
     );
     assert_eq!(be.count(), 1);
@@ -351,7 +351,7 @@ async fn streaming_miss_keeps_the_backend_content_length() {
 /// with Age and two ids in X-Varnish, a pass.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_origin_and_vcl_show_miss_hit_and_pass() {
-    use lacquer_server::demo;
+    use lacquer_server::mgt::demo;
     let origin = demo::start_origin().await.unwrap();
     let l = lacquer(&demo::demo_vcl(origin.port()), &[]).await;
     let a = l.first_addr().unwrap();

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use common::*;
 use lacquer_http::{Limits, parse_request_buf};
-use lacquer_server::daemon::Running;
+use lacquer_server::mgt::daemon::Running;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use common::*;
 use lacquer_http::{BodyKind, Limits, parse_response_buf};
-use lacquer_server::daemon::Running;
+use lacquer_server::mgt::daemon::Running;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -61,14 +61,14 @@ fn label_vcl(be: SocketAddr, tag: &str) -> String {
 /// returns the reply body, failing the test on a non-200 status.
 fn cli(l: &Running, words: &[&str]) -> String {
     let w: Vec<String> = words.iter().map(|s| s.to_string()).collect();
-    let r = lacquer_server::mgt::dispatch(&l.shared, &w);
+    let r = lacquer_server::mgt::commands::dispatch(&l.shared, &w);
     assert_eq!(r.status, 200, "{words:?}: {}", r.body);
     r.body
 }
 
 fn cli_status(l: &Running, words: &[&str]) -> (u16, String) {
     let w: Vec<String> = words.iter().map(|s| s.to_string()).collect();
-    let r = lacquer_server::mgt::dispatch(&l.shared, &w);
+    let r = lacquer_server::mgt::commands::dispatch(&l.shared, &w);
     (r.status, r.body)
 }
 

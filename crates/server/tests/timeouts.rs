@@ -8,14 +8,19 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use lacquer_server::counters::Main;
+use lacquer_server::runtime::counters::Main;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 const NO: Duration = Duration::ZERO;
 
 /// Polls a counter until it reaches `want` (sessions close asynchronously).
-async fn wait_counter(l: &lacquer_server::daemon::Running, c: Main, want: u64, within: Duration) {
+async fn wait_counter(
+    l: &lacquer_server::mgt::daemon::Running,
+    c: Main,
+    want: u64,
+    within: Duration,
+) {
     let t0 = Instant::now();
     while l.shared.counters.get(c) < want {
         assert!(
@@ -34,7 +39,16 @@ async fn an_idle_client_is_closed_after_timeout_idle() {
     let a = l.first_addr().unwrap();
     let mut s = TcpStream::connect(a).await.unwrap();
     closed_silently_after(&mut s, Duration::from_millis(250)).await;
+    // As varnishd: idle without a byte of a request is not an error.
+    wait_counter(&l, Main::sc_rx_close_idle, 1, Duration::from_secs(2)).await;
+    assert_eq!(l.shared.counters.get(Main::sc_rx_timeout), 0);
+    assert_eq!(l.shared.counters.get(Main::sess_closed_err), 0);
+    // Half a request left waiting is.
+    let mut s = TcpStream::connect(a).await.unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
+    closed_silently_after(&mut s, Duration::from_millis(250)).await;
     wait_counter(&l, Main::sc_rx_timeout, 1, Duration::from_secs(2)).await;
+    wait_counter(&l, Main::sess_closed_err, 1, Duration::from_secs(2)).await;
 }
 
 /// After `timeout_linger` without a new request the session lets go of
@@ -52,7 +66,7 @@ async fn a_session_idle_past_timeout_linger_keeps_its_connection_and_timeout() {
     )
     .await;
     let a = l.first_addr().unwrap();
-    let herd = |l: &lacquer_server::daemon::Running| l.shared.counters.get(Main::sess_herd);
+    let herd = |l: &lacquer_server::mgt::daemon::Running| l.shared.counters.get(Main::sess_herd);
     let req = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
     let mut s = TcpStream::connect(a).await.unwrap();
     // Back to back: the session never lingers out.
@@ -75,7 +89,7 @@ async fn a_session_idle_past_timeout_linger_keeps_its_connection_and_timeout() {
     assert_eq!(herd(&l), 1);
     // Silent from here: closed once timeout_idle passes, not at the linger.
     closed_silently_after(&mut s, Duration::from_millis(500)).await;
-    wait_counter(&l, Main::sc_rx_timeout, 1, Duration::from_secs(2)).await;
+    wait_counter(&l, Main::sc_rx_close_idle, 1, Duration::from_secs(2)).await;
     assert_eq!(herd(&l), 2);
     assert_eq!(l.shared.counters.get(Main::sess_readahead), 0);
 }

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use lacquer_server::daemon::{self, BootVcl, Config, Running};
-use lacquer_server::params::ParamSet;
+use lacquer_server::mgt::daemon::{self, BootVcl, Config, Running};
+use lacquer_server::runtime::params::ParamSet;
 use lacquer_tls::testcerts::{Ca, tempdir};
 use lacquer_vsl::vsc::tables::Tls;
 
@@ -61,8 +61,8 @@ async fn site(tag: &str, params: &[&str]) -> Site {
     );
     let conf = lacquer_tls::conf::parse("hitch.conf", &conf_text).unwrap();
     let mut listen = Vec::new();
-    for a in lacquer_server::tls::listen_args(&conf) {
-        listen.push(lacquer_server::listen::parse_listen(&a, 0).unwrap());
+    for a in lacquer_server::client::tls::listen_args(&conf) {
+        listen.push(lacquer_server::mgt::listen::parse_listen(&a, 0).unwrap());
     }
     let mut p = ParamSet::default();
     p.set("vsl_space", "1M").unwrap();
@@ -197,7 +197,10 @@ async fn curl_and_openssl_see_the_right_certificate_and_vcl_sees_tls() {
         .iter()
         .map(|s| s.to_string())
         .collect();
-    assert_eq!(lacquer_server::mgt::dispatch(&s.l.shared, &w).status, 200);
+    assert_eq!(
+        lacquer_server::mgt::commands::dispatch(&s.l.shared, &w).status,
+        200
+    );
     let t = text(&run(s_client(s.main, &["-alpn", "h2,http/1.1"], &ca)).await);
     assert!(t.contains("ALPN protocol: http/1.1"), "{t}");
 
@@ -297,7 +300,7 @@ async fn certificates_swap_under_load_without_a_failed_handshake() {
     }
     let cli = |words: &[&str]| {
         let w: Vec<String> = words.iter().map(|s| s.to_string()).collect();
-        lacquer_server::mgt::dispatch(&s.l.shared, &w)
+        lacquer_server::mgt::commands::dispatch(&s.l.shared, &w)
     };
     for round in 0..6 {
         tokio::time::sleep(std::time::Duration::from_millis(150)).await;

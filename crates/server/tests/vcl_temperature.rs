@@ -7,11 +7,11 @@
 mod common;
 
 use common::*;
-use lacquer_server::daemon::Running;
+use lacquer_server::mgt::daemon::Running;
 
 fn cli(l: &Running, words: &[&str]) -> (u16, String) {
     let w: Vec<String> = words.iter().map(|s| s.to_string()).collect();
-    let r = lacquer_server::mgt::dispatch(&l.shared, &w);
+    let r = lacquer_server::mgt::commands::dispatch(&l.shared, &w);
     (r.status, r.body)
 }
 

@@ -185,6 +185,48 @@ impl Arena {
         Some((off, want))
     }
 
+    /// Mark `off..off+len` used (recovery of a persistent store: the extent
+    /// a record names). `len` must be whole granules and the range must lie
+    /// inside one free extent; returns false (changing nothing) otherwise.
+    pub fn reserve(&mut self, off: u64, len: u64) -> bool {
+        let g = self.granularity;
+        if len == 0 || !off.is_multiple_of(g) || !len.is_multiple_of(g) {
+            return false;
+        }
+        let Some((&foff, &fe)) = self.order.range(..=off).next_back() else {
+            return false;
+        };
+        if !fe.free || off.checked_add(len).is_none_or(|end| end > foff + fe.len) {
+            return false;
+        }
+        self.remove_free(foff, fe.len);
+        if off > foff {
+            self.order.insert(
+                foff,
+                Ext {
+                    len: off - foff,
+                    free: true,
+                },
+            );
+            self.insert_free(foff, off - foff);
+            self.counts.extents += 1;
+        }
+        self.order.insert(off, Ext { len, free: false });
+        let tail = foff + fe.len - (off + len);
+        if tail > 0 {
+            self.order.insert(
+                off + len,
+                Ext {
+                    len: tail,
+                    free: true,
+                },
+            );
+            self.insert_free(off + len, tail);
+            self.counts.extents += 1;
+        }
+        true
+    }
+
     /// Give back the used extent at `off`, merging it with free neighbours.
     /// Returns its length (0 if `off` is not a used extent).
     pub fn free(&mut self, off: u64) -> u64 {
@@ -262,6 +304,9 @@ pub struct FileStats {
 struct Shared {
     name: &'static str,
     file: File,
+    /// File offset of arena offset 0 (a persistent store keeps its header
+    /// before it).
+    base: u64,
     arena: Mutex<Arena>,
     stats: StoreStats,
     smf: FileStats,
@@ -308,8 +353,8 @@ impl Advice {
     }
 }
 
-/// The `file` stevedore.
-#[derive(Debug)]
+/// The `file` stevedore. Clones are handles on the same store.
+#[derive(Debug, Clone)]
 pub struct FileStore {
     shared: Arc<Shared>,
     size: u64,
@@ -326,10 +371,23 @@ struct ExtentInner {
     store: Arc<Shared>,
     off: u64,
     len: AtomicU64,
+    /// It holds the record of a persistent store's object that left the
+    /// cache: its first bytes are zeroed before the space goes back to the
+    /// allocator, so the record is never found again (see `crate::disk`).
+    record: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for ExtentInner {
     fn drop(&mut self) {
+        if *self.record.get_mut() {
+            // One small write to the page cache; a failure leaves a record
+            // that recovery rejects when the bytes it covers were reused
+            // (its checksum no longer matches).
+            let _ = self
+                .store
+                .file
+                .write_all_at(&[0u8; 8], self.store.base + self.off);
+        }
         let mut a = self.store.arena();
         a.free(self.off);
         self.store.publish(&a);
@@ -365,8 +423,34 @@ impl Extent {
                 ),
             ));
         }
-        self.0.store.file.write_all_at(data, self.0.off + at)?;
+        self.0
+            .store
+            .file
+            .write_all_at(data, self.0.store.base + self.0.off + at)?;
         Ok(FileSpan {
+            ext: self.clone(),
+            at,
+            len,
+        })
+    }
+
+    /// Its offset in the store's arena.
+    pub fn offset(&self) -> u64 {
+        self.0.off
+    }
+
+    /// Have its first bytes zeroed when it is dropped: it holds the record
+    /// of an object that left the cache (or may), which must not be found
+    /// again. Extents not so marked keep their bytes when dropped (a process
+    /// shutting down leaves every record in place).
+    pub fn erase_when_dropped(&self) {
+        self.0.record.store(true, Relaxed);
+    }
+
+    /// The span of bytes `at..at+len` of it; `None` when that runs past
+    /// its end.
+    pub fn span(&self, at: u64, len: u64) -> Option<FileSpan> {
+        (at.checked_add(len)? <= self.len()).then(|| FileSpan {
             ext: self.clone(),
             at,
             len,
@@ -472,6 +556,16 @@ impl FileSpan {
         }
     }
 
+    /// The extent holding it.
+    pub fn extent(&self) -> &Extent {
+        &self.ext
+    }
+
+    /// Where it starts in its extent.
+    pub fn at(&self) -> u64 {
+        self.at
+    }
+
     /// Whether it lies in `ext`.
     pub fn is_in(&self, ext: &Extent) -> bool {
         self.ext.same(ext)
@@ -486,7 +580,7 @@ impl FileSpan {
             .0
             .store
             .file
-            .read_exact_at(&mut buf, self.ext.0.off + self.at)?;
+            .read_exact_at(&mut buf, self.ext.0.store.base + self.ext.0.off + self.at)?;
         Ok(Bytes::from(buf))
     }
 }
@@ -495,9 +589,23 @@ impl FileStore {
     /// A store called `name` over `file`, `size` bytes long (already
     /// sized), allocating in units of `granularity`.
     pub fn new(name: &str, file: File, path: String, size: u64, granularity: u64) -> FileStore {
+        FileStore::with_base(name, file, path, 0, size, granularity)
+    }
+
+    /// A store over the `size` bytes of `file` that start at offset `base`
+    /// (a persistent store keeps its header in front of them).
+    pub fn with_base(
+        name: &str,
+        file: File,
+        path: String,
+        base: u64,
+        size: u64,
+        granularity: u64,
+    ) -> FileStore {
         let shared = Shared {
             name: Box::leak(name.to_owned().into_boxed_str()),
             file,
+            base,
             arena: Mutex::new(Arena::new(size, granularity)),
             stats: StoreStats::default(),
             smf: FileStats::default(),
@@ -568,6 +676,39 @@ impl FileStore {
     /// The allocation unit.
     pub fn granularity(&self) -> u64 {
         self.shared.arena().granularity()
+    }
+
+    /// The backing file.
+    pub fn file(&self) -> &File {
+        &self.shared.file
+    }
+
+    /// Whether `ext` is an extent of this store.
+    pub fn owns(&self, ext: &Extent) -> bool {
+        Arc::ptr_eq(&ext.0.store, &self.shared)
+    }
+
+    /// Take `off..off+len` of the arena as a used extent, counted as an
+    /// allocation (recovery of a persistent store); `None` when that space
+    /// is not free or not whole granules.
+    pub fn adopt(&self, off: u64, len: u64) -> Option<Extent> {
+        let mut a = self.shared.arena();
+        if !a.reserve(off, len) {
+            return None;
+        }
+        let s = &self.shared.stats;
+        s.c_req.fetch_add(1, Relaxed);
+        s.g_alloc.fetch_add(1, Relaxed);
+        s.c_bytes.fetch_add(len, Relaxed);
+        s.g_bytes.fetch_add(len, Relaxed);
+        self.shared.publish(&a);
+        drop(a);
+        Some(Extent(Arc::new(ExtentInner {
+            store: Arc::clone(&self.shared),
+            off,
+            len: AtomicU64::new(len),
+            record: std::sync::atomic::AtomicBool::new(false),
+        })))
     }
 }
 
@@ -700,6 +841,7 @@ impl Stevedore for FileStore {
                 store: Arc::clone(&self.shared),
                 off,
                 len: AtomicU64::new(len),
+                record: std::sync::atomic::AtomicBool::new(false),
             }))),
         })
     }

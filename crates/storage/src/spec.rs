@@ -2,6 +2,9 @@
 //!
 //! `malloc` (and its alias `default`), varnishd's test store `debug`
 //! (malloc with an optional `lessspace`) and `file` can be created here;
+//! `disk,PATH,SIZE[,journal=DIR]` and `mse,CONF` make the persistent store
+//! (`crate::disk`); an `mse` argument stands for the memory tier and every
+//! store its `mse.conf` lists, each a spec of its own.
 //! `persistent`, `umem` and `deprecated_persistent` are recognised so that the
 //! error says they are unavailable rather than unknown. A `file` argument is
 //! checked here with varnishd's rules and messages; its file is opened and
@@ -22,6 +25,8 @@ pub enum StorageKind {
     /// varnishd's `debug` store: malloc that, with `lessspace`, grants one
     /// byte less than each allocation asks for.
     Debug { less_space: bool },
+    /// The memory tier of an `mse.conf`: malloc, used when VCL names it.
+    MemoryTier,
     /// A file on disk (`file,PATH[,SIZE[,GRANULARITY[,ADVICE]]]`).
     File {
         /// The file, or a directory to make an anonymous file in.
@@ -34,6 +39,13 @@ pub enum StorageKind {
         /// How the file will be read.
         advice: Advice,
     },
+    /// The persistent store (`disk,PATH,SIZE` or a store of an `mse.conf`).
+    Disk {
+        /// `mse` or `disk`, as the argument named it.
+        kind: &'static str,
+        /// Where and how large.
+        cfg: crate::disk::DiskConfig,
+    },
 }
 
 /// One parsed `-s` argument.
@@ -45,15 +57,33 @@ pub struct StorageSpec {
     pub kind: StorageKind,
     /// Size limit in bytes, `None` when unlimited.
     pub size: Option<u64>,
+    /// What to tell the operator once at startup about this store (keys of
+    /// an `mse.conf` that mean nothing here).
+    pub notes: Vec<String>,
 }
 
 impl StorageSpec {
     /// Create the store this spec describes (a file store opens, and may
     /// create, its file).
     pub fn build(&self) -> Result<std::sync::Arc<dyn crate::Stevedore>, StorageSpecError> {
+        for n in &self.notes {
+            eprintln!("Storage {}: {n}", self.name);
+        }
         Ok(match &self.kind {
+            StorageKind::Disk { kind, cfg } => {
+                std::sync::Arc::new(crate::DiskStore::open(&self.name, kind, cfg).map_err(
+                    |reason| StorageSpecError {
+                        arg: String::new(),
+                        reason,
+                        verbatim: true,
+                    },
+                )?)
+            }
             StorageKind::Malloc => {
                 std::sync::Arc::new(crate::MallocStore::new(&self.name, self.size))
+            }
+            StorageKind::MemoryTier => {
+                std::sync::Arc::new(crate::MallocStore::tier(&self.name, self.size))
             }
             StorageKind::Debug { less_space } => std::sync::Arc::new(crate::MallocStore::debug(
                 &self.name,
@@ -212,6 +242,85 @@ fn parse_file(opts: &[&str]) -> Result<StorageKind, String> {
     })
 }
 
+/// The options of `disk`: `PATH,SIZE[,journal=DIR]`.
+fn parse_disk(opts: &[&str]) -> Result<crate::disk::DiskConfig, String> {
+    let usage = "usage: -s [name=]disk,PATH,SIZE[,journal=DIR]";
+    let (path, size, rest) = match opts {
+        [p, s, rest @ ..] if !p.trim().is_empty() => (p.trim(), s.trim(), rest),
+        _ => return Err(format!("a path and a size are required; {usage}")),
+    };
+    let size = parse_size(size)?;
+    let mut journal_dir = None;
+    for o in rest {
+        match o.trim().split_once('=') {
+            Some(("journal", d)) if !d.is_empty() => journal_dir = Some(d.into()),
+            _ => return Err(format!("unknown option \"{o}\"; {usage}")),
+        }
+    }
+    Ok(crate::disk::DiskConfig {
+        path: path.into(),
+        size: Some(size),
+        journal_dir,
+    })
+}
+
+/// RAM of this machine in bytes (`/proc/meminfo`), for `memcache_size =
+/// "auto"`.
+fn total_ram() -> Option<u64> {
+    let m = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// `mse,CONF`: the memory tier (named after the environment's id) and the
+/// configured stores, in the file's order.
+fn parse_mse(opts: &[&str]) -> Result<Vec<StorageSpec>, String> {
+    let [conf] = opts else {
+        return Err("usage: -s mse,/path/to/mse.conf".into());
+    };
+    let conf = conf.trim();
+    let text = std::fs::read_to_string(conf)
+        .map_err(|e| format!("cannot read {conf} ({e}); give the path of an mse.conf"))?;
+    let c = crate::disk::conf::MseConf::parse(&text).map_err(|e| format!("{conf}: {e}"))?;
+    let mem = match c.memcache_size {
+        Some(n) => n,
+        None => total_ram()
+            .map(|r| r / 100 * c.memory_target)
+            .ok_or_else(|| {
+                format!("{conf}: memcache_size is auto but the RAM size is unknown; give a size")
+            })?,
+    };
+    let mut out = vec![StorageSpec {
+        name: c.id.clone(),
+        kind: StorageKind::MemoryTier,
+        size: Some(mem),
+        notes: c.ignored.clone(),
+    }];
+    for st in c.stores {
+        if !valid_name(&st.id) {
+            return Err(format!(
+                "{conf}: store id \"{}\" is not a valid storage name (letters, digits, '_' and '-', starting with a letter)",
+                st.id
+            ));
+        }
+        out.push(StorageSpec {
+            name: st.id,
+            kind: StorageKind::Disk {
+                kind: "mse",
+                cfg: crate::disk::DiskConfig {
+                    path: st.filename,
+                    size: Some(st.size),
+                    journal_dir: st.book_dir,
+                },
+            },
+            size: Some(st.size),
+            notes: Vec::new(),
+        });
+    }
+    Ok(out)
+}
+
 fn valid_name(n: &str) -> bool {
     let mut chars = n.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic())
@@ -263,6 +372,7 @@ fn parse_one(arg: &str, index: usize) -> Result<StorageSpec, StorageSpecError> {
                     name,
                     kind: store_kind,
                     size,
+                    notes: Vec::new(),
                 })
             } else {
                 Err(err(
@@ -270,11 +380,23 @@ fn parse_one(arg: &str, index: usize) -> Result<StorageSpec, StorageSpecError> {
                 ))
             }
         }
+        "mse" => Err(err(
+            "an mse store takes its names from its mse.conf: give -s mse,/path/mse.conf without NAME=".into(),
+        )),
+        "disk" => parse_disk(&opts)
+            .map(|cfg| StorageSpec {
+                name,
+                size: cfg.size,
+                kind: StorageKind::Disk { kind: "disk", cfg },
+                notes: Vec::new(),
+            })
+            .map_err(err),
         "file" => parse_file(&opts)
             .map(|kind| StorageSpec {
                 name,
                 kind,
                 size: None,
+                notes: Vec::new(),
             })
             .map_err(|reason| StorageSpecError {
                 arg: arg.to_owned(),
@@ -282,7 +404,7 @@ fn parse_one(arg: &str, index: usize) -> Result<StorageSpec, StorageSpecError> {
                 verbatim: true,
             }),
         "persistent" | "deprecated_persistent" | "umem" => Err(err(format!(
-            "storage kind \"{kind}\" is not available in lacquer; use malloc (-s malloc,SIZE) or file (-s file,PATH,SIZE)"
+            "storage kind \"{kind}\" is not available in lacquer; use malloc (-s malloc,SIZE), file (-s file,PATH,SIZE) or the persistent disk (-s disk,PATH,SIZE)"
         ))),
         "" => Err(err(
             "missing storage kind; usage: -s [name=]malloc[,size]".into()
@@ -301,18 +423,34 @@ pub fn parse_storage_args<S: AsRef<str>>(args: &[S]) -> Result<Vec<StorageSpec>,
     let mut unnamed = 0usize;
     for a in args {
         let a = a.as_ref();
-        let spec = parse_one(a, unnamed)?;
-        if !a.contains('=') {
-            unnamed += 1;
+        let specs = match a.split_once(',') {
+            Some(("mse", rest)) => {
+                parse_mse(&rest.split(',').collect::<Vec<_>>()).map_err(|reason| {
+                    StorageSpecError {
+                        arg: a.to_owned(),
+                        reason,
+                        verbatim: false,
+                    }
+                })?
+            }
+            _ => {
+                let spec = parse_one(a, unnamed)?;
+                if !a.contains('=') {
+                    unnamed += 1;
+                }
+                vec![spec]
+            }
+        };
+        for spec in specs {
+            if out.iter().any(|s| s.name == spec.name) {
+                return Err(StorageSpecError {
+                    arg: a.to_owned(),
+                    reason: format!("storage \"{}\" is already defined", spec.name),
+                    verbatim: false,
+                });
+            }
+            out.push(spec);
         }
-        if out.iter().any(|s| s.name == spec.name) {
-            return Err(StorageSpecError {
-                arg: a.to_owned(),
-                reason: format!("storage \"{}\" is already defined", spec.name),
-                verbatim: false,
-            });
-        }
-        out.push(spec);
     }
     if out.iter().all(|s| s.name == "Transient") {
         out.insert(
@@ -321,6 +459,7 @@ pub fn parse_storage_args<S: AsRef<str>>(args: &[S]) -> Result<Vec<StorageSpec>,
                 name: "s0".into(),
                 kind: StorageKind::Malloc,
                 size: Some(100 * 1024 * 1024),
+                notes: Vec::new(),
             },
         );
     }
@@ -329,6 +468,7 @@ pub fn parse_storage_args<S: AsRef<str>>(args: &[S]) -> Result<Vec<StorageSpec>,
             name: "Transient".into(),
             kind: StorageKind::Malloc,
             size: None,
+            notes: Vec::new(),
         });
     }
     Ok(out)
@@ -366,12 +506,14 @@ mod tests {
                 StorageSpec {
                     name: "s0".into(),
                     kind: StorageKind::Malloc,
-                    size: Some(256 << 20)
+                    size: Some(256 << 20),
+                    notes: vec![],
                 },
                 StorageSpec {
                     name: "Transient".into(),
                     kind: StorageKind::Malloc,
-                    size: None
+                    size: None,
+                    notes: vec![],
                 },
             ]
         );
@@ -472,6 +614,54 @@ mod tests {
             "(-s file) invalid advice: \"RANDOM\""
         );
         assert_eq!(msg("file,/x,10M,,"), "(-s file) invalid advice: \"\"");
+    }
+
+    #[test]
+    fn disk_and_mse_specs() {
+        let v = parse_storage_args(&["d=disk,/var/cache/x.dat,1G,journal=/j"]).unwrap();
+        assert_eq!(v[0].name, "d");
+        assert_eq!(v[0].size, Some(1 << 30));
+        let StorageKind::Disk { kind, cfg } = &v[0].kind else {
+            panic!("{:?}", v[0].kind);
+        };
+        assert_eq!(*kind, "disk");
+        assert_eq!(cfg.path, std::path::Path::new("/var/cache/x.dat"));
+        assert_eq!(cfg.journal_dir.as_deref(), Some(std::path::Path::new("/j")));
+        let msg = |a: &str| parse_storage_args(&[a]).unwrap_err().to_string();
+        assert!(msg("disk,/x").contains("a path and a size are required"));
+        assert!(msg("disk,/x,1G,bogus").contains("unknown option \"bogus\""));
+        assert!(msg("disk,/x,1Q").contains("unknown unit"));
+        assert!(msg("mse,/nonexistent/mse.conf").contains("cannot read /nonexistent/mse.conf"));
+        assert!(msg("m=mse,/x").contains("takes its names from its mse.conf"));
+        // An mse.conf: the memory tier and each store, in order.
+        let dir = std::env::temp_dir().join(format!("lacquer-spec-mse-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let conf = dir.join("mse.conf");
+        std::fs::write(
+            &conf,
+            "env: { id = \"mem\"; memcache_size = \"64M\"; database_size = \"1G\";\n\
+             books = ({ directory = \"/b\"; stores = ({ id = \"st1\"; filename = \"/s1\"; size = \"2G\"; }); }); };",
+        )
+        .unwrap();
+        let v = parse_storage_args(&[format!("mse,{}", conf.display())]).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(
+            v.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+            ["mem", "st1", "Transient"]
+        );
+        assert_eq!(
+            (v[0].kind.clone(), v[0].size),
+            (StorageKind::MemoryTier, Some(64 << 20))
+        );
+        let tier = v[0].build().unwrap();
+        assert!(tier.chosen_only() && tier.kind() == "malloc");
+        assert_eq!(v[0].notes.len(), 1);
+        assert!(v[0].notes[0].contains("database_size"));
+        let StorageKind::Disk { kind, cfg } = &v[1].kind else {
+            panic!("{:?}", v[1].kind);
+        };
+        assert_eq!((*kind, cfg.size), ("mse", Some(2 << 30)));
+        assert_eq!(cfg.journal_dir.as_deref(), Some(std::path::Path::new("/b")));
     }
 
     #[test]

@@ -78,6 +78,16 @@ pub trait Stevedore: Send + Sync + fmt::Debug {
     fn file_stats(&self) -> Option<&crate::file::FileStats> {
         None
     }
+    /// Whether objects go here only when VCL names it (an `mse.conf`'s
+    /// memory tier), never in the default rotation over stores.
+    fn chosen_only(&self) -> bool {
+        false
+    }
+    /// The persistent store behind this one (`mse`/`disk` kinds), whose
+    /// objects the cache records and recovers.
+    fn disk(&self) -> Option<&crate::disk::DiskStore> {
+        None
+    }
     /// Account one allocation of `bytes`; fails without side effects on the
     /// outstanding counts when it does not fit (it still counts `c_req`/`c_fail`).
     fn try_alloc(&self, bytes: u64) -> Result<Allocation, NoSpace>;
@@ -104,6 +114,7 @@ pub struct MallocStore {
     stats: StoreStats,
     kind: &'static str,
     less_space: bool,
+    chosen_only: bool,
 }
 
 impl MallocStore {
@@ -122,6 +133,16 @@ impl MallocStore {
             stats,
             kind: "malloc",
             less_space: false,
+            chosen_only: false,
+        }
+    }
+
+    /// The memory tier of an `mse.conf`: a malloc store that objects go to
+    /// only when VCL chooses it (the default rotation skips it).
+    pub fn tier(name: &str, limit: Option<u64>) -> Self {
+        MallocStore {
+            chosen_only: true,
+            ..MallocStore::new(name, limit)
         }
     }
 
@@ -200,6 +221,10 @@ impl Stevedore for MallocStore {
             Some(l) => l.saturating_sub(self.stats.g_bytes.load(Relaxed)),
             None => u64::MAX,
         }
+    }
+
+    fn chosen_only(&self) -> bool {
+        self.chosen_only
     }
 
     fn grant(&self, wanted: u64) -> u64 {

@@ -9,38 +9,12 @@ use std::net::TcpStream;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
+use lacquer_cli::auth_response;
 
-/// Reads one reply: status and body.
+/// Reads one reply: status and body (as text).
 pub fn read_reply(r: &mut impl Read) -> Result<(u16, String), String> {
-    let mut head = [0u8; 13];
-    r.read_exact(&mut head)
-        .map_err(|e| format!("reading the reply: {e}"))?;
-    let head = String::from_utf8_lossy(&head);
-    let mut it = head.split_whitespace();
-    let status: u16 = it
-        .next()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("bad reply header {head:?}"))?;
-    let len: usize = it
-        .next()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("bad reply header {head:?}"))?;
-    let mut body = vec![0u8; len + 1];
-    r.read_exact(&mut body)
-        .map_err(|e| format!("reading the reply body: {e}"))?;
-    body.pop();
+    let (status, body) = lacquer_cli::read_reply(r).map_err(|e| e.to_string())?;
     Ok((status, String::from_utf8_lossy(&body).into_owned()))
-}
-
-fn auth_response(challenge: &str, secret: &[u8]) -> String {
-    let mut h = Sha256::new();
-    h.update(challenge.as_bytes());
-    h.update(b"\n");
-    h.update(secret);
-    h.update(challenge.as_bytes());
-    h.update(b"\n");
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A connected, authenticated CLI session.

@@ -142,6 +142,12 @@ pub struct Vcl {
     pub version: Option<VersionDecl>,
     /// Top-level declarations in source order (after include expansion).
     pub items: Vec<Item>,
+    /// How each header variable is spelled where the program first names
+    /// it, keyed by object (`req`, `beresp`, ...) and header name, both
+    /// lowercased: vcc finds symbols whatever their case, so every
+    /// `set` of that header writes this spelling (see
+    /// [`crate::parser::header_spellings`]).
+    pub header_spellings: std::collections::HashMap<(String, String), String>,
 }
 
 /// VCL syntax version.

@@ -46,6 +46,28 @@ impl Default for CompileOptions {
 
 type R<T> = Result<T, Box<Diagnostic>>;
 
+/// A backend's host, port, socket path and resolved addresses.
+type BackendHost = (String, String, Option<String>, Vec<std::net::SocketAddr>);
+
+/// Adds to an error in backend `b`'s definition where the definition
+/// starts, as vcc does.
+fn in_backend(b: &ast::Backend) -> impl Fn(Box<Diagnostic>) -> Box<Diagnostic> + '_ {
+    move |d| {
+        let kw = Span::new(
+            b.span.file,
+            b.span.start,
+            b.span.start + "backend".len() as u32,
+        );
+        Box::new(d.with_note("\nIn backend specification starting at:", Some(kw)))
+    }
+}
+
+/// vcc's "Symbol not found" error: the location follows `At: ` in the
+/// range form, whatever the length of the name.
+fn not_found<T>(msg: String, span: Span) -> R<T> {
+    Err(Box::new(Diagnostic::error(msg, span).ranged()))
+}
+
 fn err<T>(msg: impl Into<String>, span: Span) -> R<T> {
     Err(Box::new(Diagnostic::error(msg, span)))
 }
@@ -107,13 +129,20 @@ struct SubInfo {
     from_builtin: bool,
 }
 
-/// Reserved words that cannot be used as expression symbols.
-const RESERVED: &[&str] = &[
-    "acl", "backend", "probe", "import", "include", "sub", "vcl", "if", "else", "elseif", "elsif",
-    "elif", "set", "unset", "call", "return", "new",
-];
+/// vcc's built-in symbols that are not values (actions such as `set` or
+/// `ban`, reserved words such as `acl`): naming one in an expression is
+/// "Symbol 'x' type (kind) can not be used in expression.".
+fn unusable_symbol(name: &str) -> Option<String> {
+    crate::parser::builtin_symbol_kind(name)
+        .filter(|k| matches!(*k, "action" | "reserved"))
+        .map(|k| format!("Symbol '{name}' type ({k}) can not be used in expression."))
+}
 
 struct Checker<'a> {
+    /// First spelling of each header variable (see `ast::Vcl`).
+    header_spellings: &'a HashMap<(String, String), String>,
+    /// Backend addresses resolved at declaration (see `backend_host`).
+    backend_addrs: HashMap<usize, BackendHost>,
     sm: &'a SourceMap,
     opts: &'a CompileOptions,
     registry: &'a VmodRegistry,
@@ -154,6 +183,8 @@ pub fn check(
         .map(|v| v.version)
         .unwrap_or(VclVersion::V41);
     let mut c = Checker {
+        header_spellings: &main.header_spellings,
+        backend_addrs: HashMap::new(),
         sm,
         opts,
         registry,
@@ -457,6 +488,12 @@ impl<'a> Checker<'a> {
                     b.name.span,
                     false,
                 ));
+                if let ast::BackendBody::Def(fields) = &b.body {
+                    let h = self
+                        .backend_host(fields, b.name.span)
+                        .map_err(in_backend(b))?;
+                    self.backend_addrs.insert(idx, h);
+                }
                 Ok(())
             }
             ast::Item::Probe(p) => {
@@ -607,13 +644,82 @@ impl<'a> Checker<'a> {
         {
             return Ok((v, ci));
         }
-        err(
-            format!("Symbol not found: '{}'\nAt:", callee.dotted()),
+        not_found(
+            format!("Symbol not found: '{}'\nAt: ", callee.dotted()),
             callee.span,
         )
     }
 
+    /// A backend's host, port, socket path and addresses: resolved when
+    /// the backend is declared, in source order with the ACLs' host names,
+    /// as vcc resolves them while parsing.
+    fn backend_host(&mut self, fields: &ast::FieldList, name_span: Span) -> R<BackendHost> {
+        let host_field = fields
+            .string("host")
+            .map(|s| s.value.clone())
+            .unwrap_or_default();
+        let (host, host_port) = split_host_port(&host_field);
+        let host = host.to_string();
+        let port = fields
+            .string("port")
+            .map(|s| s.value.clone())
+            .or(host_port.map(str::to_string))
+            // A TLS backend (`.ssl = 1`) defaults to 443.
+            .unwrap_or_else(|| {
+                if fields.uint("ssl") == Some(1) {
+                    "443"
+                } else {
+                    "80"
+                }
+                .into()
+            });
+        let path = fields.string("path").map(|s| s.value.clone());
+        if let (Some(p), Some(lit)) = (&path, fields.string("path")) {
+            if self.version == VclVersion::V40 {
+                return err(
+                    "Unix socket backends only supported in VCL4.1 and higher.",
+                    lit.span,
+                );
+            }
+            let span = lit.span;
+            if let Some(w) = check_uds_path(p).map_err(|m| Box::new(Diagnostic::error(m, span)))? {
+                self.warnings.push(Diagnostic::warning(w, span));
+            }
+        }
+        if let Some(lit) = fields.string("host") {
+            check_ipv6_brackets(&lit.value)
+                .map_err(|m| Box::new(Diagnostic::error(m, lit.span)))?;
+        }
+        let mut addrs = Vec::new();
+        if path.is_none() && !host.is_empty() {
+            let span = fields.string("host").map(|s| s.span).unwrap_or(name_span);
+            addrs = resolve_host(&host, &port).map_err(|e| {
+                Box::new(Diagnostic::error(
+                    format!("Backend host '\"{host_field}\"' could not be resolved to an IP address:\n\t{e}\n(Sorry if that error message is gibberish.)"),
+                    span,
+                ))
+            })?;
+            let v4 = addrs.iter().filter(|a| a.is_ipv4()).count();
+            let v6 = addrs.len() - v4;
+            if v4 > 1 || v6 > 1 {
+                return err(
+                    format!(
+                        "Backend host \"{host}\": resolves to too many addresses.\nOnly one IPv4 and one IPv6 are allowed.\nPlease specify which exact address you want to use, we found all of these:"
+                    ),
+                    span,
+                );
+            }
+        }
+        Ok((host, port, path, addrs))
+    }
+
     fn lower_backend(&mut self, b: &ast::Backend) -> R<()> {
+        // As vcc: any error in a backend's definition is followed by
+        // where the definition starts.
+        self.lower_backend_def(b).map_err(in_backend(b))
+    }
+
+    fn lower_backend_def(&mut self, b: &ast::Backend) -> R<()> {
         let Some(idx) = self.backends.iter().position(|x| x.0.name == b.name.name) else {
             return Ok(());
         };
@@ -651,7 +757,10 @@ impl<'a> Checker<'a> {
                         );
                     }
                     None => {
-                        return err(format!("Symbol not found: '{}'\nAt:", id.name), id.span);
+                        return not_found(
+                            format!("Symbol not found: '{}'\nAt: ", id.name),
+                            id.span,
+                        );
                     }
                 },
                 ast::FieldValue::ProbeInline(spec) => {
@@ -670,54 +779,10 @@ impl<'a> Checker<'a> {
             probe = Some(p);
         }
         let tls = backend_tls(fields)?;
-        let host_field = fields
-            .string("host")
-            .map(|s| s.value.clone())
-            .unwrap_or_default();
-        let (host, host_port) = split_host_port(&host_field);
-        let host = host.to_string();
-        let port = fields
-            .string("port")
-            .map(|s| s.value.clone())
-            .or(host_port.map(str::to_string))
-            .unwrap_or_else(|| if tls.is_some() { "443" } else { "80" }.into());
-        let path = fields.string("path").map(|s| s.value.clone());
-        if let (Some(p), Some(lit)) = (&path, fields.string("path")) {
-            if self.version == VclVersion::V40 {
-                return err(
-                    "Unix socket backends only supported in VCL4.1 and higher.",
-                    lit.span,
-                );
-            }
-            let span = lit.span;
-            if let Some(w) = check_uds_path(p).map_err(|m| Box::new(Diagnostic::error(m, span)))? {
-                self.warnings.push(Diagnostic::warning(w, span));
-            }
-        }
-        if let Some(lit) = fields.string("host") {
-            check_ipv6_brackets(&lit.value)
-                .map_err(|m| Box::new(Diagnostic::error(m, lit.span)))?;
-        }
-        let mut addrs = Vec::new();
-        if path.is_none() && !host.is_empty() {
-            let span = fields.string("host").map(|s| s.span).unwrap_or(b.name.span);
-            addrs = resolve_host(&host, &port).map_err(|e| {
-                Box::new(Diagnostic::error(
-                    format!("Backend host '\"{host_field}\"' could not be resolved to an IP address:\n\t{e}\n(Sorry if that error message is gibberish.)"),
-                    span,
-                ))
-            })?;
-            let v4 = addrs.iter().filter(|a| a.is_ipv4()).count();
-            let v6 = addrs.len() - v4;
-            if v4 > 1 || v6 > 1 {
-                return err(
-                    format!(
-                        "Backend host \"{host}\": resolves to too many addresses.\nOnly one IPv4 and one IPv6 are allowed.\nPlease specify which exact address you want to use, we found all of these:"
-                    ),
-                    span,
-                );
-            }
-        }
+        let (host, port, path, addrs) = match self.backend_addrs.remove(&idx) {
+            Some(a) => a,
+            None => self.backend_host(fields, b.name.span)?,
+        };
         let def = &mut self.backends[idx].0;
         def.host = host;
         def.port = port;
@@ -925,7 +990,10 @@ impl<'a> Checker<'a> {
             StmtKind::New { name, constructor } => {
                 self.add_use(st.span, SubMask::of(&[BuiltinSub::Init]), UseKind::Action);
                 let Some((Sym::Instance(inst), _)) = self.syms.get(&name.name).copied() else {
-                    return err(format!("Symbol not found: '{}'\nAt:", name.name), name.span);
+                    return not_found(
+                        format!("Symbol not found: '{}'\nAt: ", name.name),
+                        name.span,
+                    );
                 };
                 let AK::Call {
                     args, args_span, ..
@@ -982,10 +1050,9 @@ impl<'a> Checker<'a> {
             {
                 Box::new(Diagnostic::error("Symbol cannot be used here.", p.span))
             }
-            None => Box::new(Diagnostic::error(
-                format!("Symbol not found: '{name}'\nAt:"),
-                p.span,
-            )),
+            None => Box::new(
+                Diagnostic::error(format!("Symbol not found: '{name}'\nAt: "), p.span).ranged(),
+            ),
         }
     }
 
@@ -1028,6 +1095,16 @@ impl<'a> Checker<'a> {
         Some(Ok((def, last.name.clone())))
     }
 
+    /// The header name `h` of variable `p` (`beresp.http.x`) as the
+    /// program first spelled it.
+    fn spelled(&self, p: &ast::Path, h: &str) -> String {
+        let obj = p.segments[0].name.to_ascii_lowercase();
+        match self.header_spellings.get(&(obj, h.to_ascii_lowercase())) {
+            Some(first) => first.clone(),
+            None => h.to_string(),
+        }
+    }
+
     fn lvalue(&mut self, target: &ast::Path) -> R<(&'static VarDef, VarRef)> {
         if let Some(r) = self.quoted_header(target) {
             let (d, h) = r?;
@@ -1035,7 +1112,7 @@ impl<'a> Checker<'a> {
                 d,
                 VarRef {
                     id: d.id,
-                    arg: VarArg::Header(header_checked(&h, target.span)?),
+                    arg: VarArg::Header(header_checked(&self.spelled(target, &h), target.span)?),
                 },
             ));
         }
@@ -1052,20 +1129,24 @@ impl<'a> Checker<'a> {
                 d,
                 VarRef {
                     id: d.id,
-                    arg: VarArg::Header(header_checked(&h, target.span)?),
+                    arg: VarArg::Header(header_checked(&self.spelled(target, &h), target.span)?),
                 },
             )),
             // Storage variables are read-only and, like vcc, not even
             // found as assignment targets.
-            VarLookup::Storage(..) => err(format!("Symbol not found: '{name}'\nAt:"), target.span),
-            VarLookup::WrongVersion(d) => err(
+            VarLookup::Storage(..) => {
+                not_found(format!("Symbol not found: '{name}'\nAt: "), target.span)
+            }
+            VarLookup::WrongVersion(d) => not_found(
                 format!(
-                    "Symbol not found: '{name}' {}\nAt:",
+                    "Symbol not found: '{name}' {}\nAt: ",
                     d.versions.availability()
                 ),
                 target.span,
             ),
-            VarLookup::NotFound => err(format!("Symbol not found: '{name}'\nAt:"), target.span),
+            VarLookup::NotFound => {
+                not_found(format!("Symbol not found: '{name}'\nAt: "), target.span)
+            }
         }
     }
 
@@ -1144,7 +1225,7 @@ impl<'a> Checker<'a> {
             };
             let name = p.dotted();
             if self.version == VclVersion::V40 {
-                return err(format!("Symbol not found: '{name}'\nAt:"), p.span);
+                return not_found(format!("Symbol not found: '{name}'\nAt: "), p.span);
             }
             if !self.opts.labels.contains(&name) {
                 if let Some((sym, def)) = self.syms.get(&name).copied() {
@@ -1159,7 +1240,7 @@ impl<'a> Checker<'a> {
                         .with_note("Symbol was defined here:", Some(def)),
                     ));
                 }
-                return err(format!("Symbol not found: '{name}'\nAt:"), p.span);
+                return not_found(format!("Symbol not found: '{name}'\nAt: "), p.span);
             }
             let idx = match self.labels.iter().position(|l| *l == name) {
                 Some(i) => i,
@@ -1196,14 +1277,8 @@ impl<'a> Checker<'a> {
     /// Resolves a reference to a subroutine (`call x`, SUB arguments).
     /// Undefined subs are recorded for later reporting.
     fn sub_ref(&mut self, id: &ast::Ident) -> R<Option<usize>> {
-        if RESERVED.contains(&id.name.as_str()) {
-            return err(
-                format!(
-                    "Symbol '{}' type (reserved) can not be used in expression.",
-                    id.name
-                ),
-                id.span,
-            );
+        if let Some(msg) = unusable_symbol(&id.name) {
+            return err(msg, id.span);
         }
         match self.syms.get(&id.name).copied() {
             Some((Sym::Sub(i), _)) => {
@@ -1788,12 +1863,7 @@ impl<'a> Checker<'a> {
         let name = p.dotted();
         match name.as_str() {
             "default" => return err("Symbol 'default' is a reserved word.", p.span),
-            n if RESERVED.contains(&n) => {
-                return err(
-                    format!("Symbol '{n}' type (reserved) can not be used in expression."),
-                    p.span,
-                );
-            }
+            n if let Some(msg) = unusable_symbol(n) => return err(msg, p.span),
             "true" | "false" => {
                 return err("Expression has type BOOL, expected ACL", p.span);
             }
@@ -1947,18 +2017,15 @@ impl<'a> Checker<'a> {
             if let Some((sym, _)) = self.syms.get(&name).copied() {
                 return self.sym_expr(sym, p, fmt);
             }
-            if RESERVED.contains(&name.as_str()) {
-                return err(
-                    format!("Symbol '{name}' type (reserved) can not be used in expression."),
-                    p.span,
-                );
+            if let Some(msg) = unusable_symbol(&name) {
+                return err(msg, p.span);
             }
         }
         if let Some(r) = self.quoted_header(p) {
             let (d, h) = r?;
             return Ok(self.var_read(
                 d,
-                VarArg::Header(header_checked(&h, p.span)?),
+                VarArg::Header(header_checked(&self.spelled(p, &h), p.span)?),
                 p.segments[0].span,
                 fmt,
             ));
@@ -1971,7 +2038,7 @@ impl<'a> Checker<'a> {
             VarLookup::Header(d, h) => {
                 return Ok(self.var_read(
                     d,
-                    VarArg::Header(header_checked(&h, p.span)?),
+                    VarArg::Header(header_checked(&self.spelled(p, &h), p.span)?),
                     p.segments[0].span,
                     fmt,
                 ));
@@ -2002,9 +2069,9 @@ impl<'a> Checker<'a> {
                         prop.span,
                     );
                 } else {
-                    return err(
+                    return not_found(
                         format!(
-                            "Symbol not found: '{name}' {}\nAt:",
+                            "Symbol not found: '{name}' {}\nAt: ",
                             d.versions.availability()
                         ),
                         p.span,
@@ -2020,7 +2087,7 @@ impl<'a> Checker<'a> {
                     kind: IK::Stevedore(Arc::from(st)),
                 });
             }
-            return err(format!("Symbol not found: '{name}'\nAt:"), p.span);
+            return not_found(format!("Symbol not found: '{name}'\nAt: "), p.span);
         }
         // Longest known prefix, then properties.
         for cut in (1..p.segments.len()).rev() {
@@ -2035,7 +2102,7 @@ impl<'a> Checker<'a> {
             ) || (cut == 1 && self.syms.contains_key(&pname));
             if known {
                 if let Some((Sym::Vmod(_), _)) = self.syms.get(&pname).copied() {
-                    return err(format!("Symbol not found: '{name}'\nAt:"), p.span);
+                    return not_found(format!("Symbol not found: '{name}'\nAt: "), p.span);
                 }
                 let base = self.path_expr(&prefix, Type::Void)?;
                 let prop = &p.segments[cut];
@@ -2056,7 +2123,7 @@ impl<'a> Checker<'a> {
                 kind: IK::DefaultBackend,
             });
         }
-        err(format!("Symbol not found: '{name}'\nAt:"), p.span)
+        not_found(format!("Symbol not found: '{name}'\nAt: "), p.span)
     }
 
     fn sym_expr(&mut self, sym: Sym, p: &ast::Path, fmt: Type) -> R<Expr> {
@@ -2196,7 +2263,7 @@ impl<'a> Checker<'a> {
                 Some((Sym::Vmod(v), _)) => {
                     let decl = self.vmods[v].decl.clone();
                     let Some((fi, f)) = decl.function(&segs[1].name) else {
-                        return err(format!("Symbol not found: '{name}'\nAt:"), callee.span);
+                        return not_found(format!("Symbol not found: '{name}'\nAt: "), callee.span);
                     };
                     if f.ret == Type::Void && !as_stmt {
                         return err("Function returns VOID:", callee.span);
@@ -2289,7 +2356,7 @@ impl<'a> Checker<'a> {
                 callee.span,
             );
         }
-        err(format!("Symbol not found: '{name}'\nAt:"), callee.span)
+        not_found(format!("Symbol not found: '{name}'\nAt: "), callee.span)
     }
 
     /// `.upper()`, `.lower()` on strings, `.resolve()` on backends.

@@ -480,10 +480,11 @@ impl Expander<'_, '_> {
             };
             match self.cfg.loader.read(&p) {
                 Ok(b) => return Ok((p, b)),
-                Err(e) => last = Some((p, e)),
+                Err(e) => last = Some(e),
             }
         }
-        Err(last.expect("vcl_path is not empty"))
+        // As vcc: a name searched for is reported as it was written.
+        Err((name.to_string(), last.expect("vcl_path is not empty")))
     }
 }
 
@@ -684,6 +685,36 @@ mod tests {
             "VCL filename '/etc/v/a.vcl' is unsafe."
         );
         assert_eq!(sm.file(FileId(1)).name(), "/etc/v/a.vcl");
+    }
+
+    #[test]
+    fn relative_names_are_searched_along_vcl_path_only() {
+        // "y.vcl" exists relative to the working directory, not in the path.
+        let loader = MapLoader(
+            [
+                ("y.vcl".to_string(), "cwd".to_string()),
+                ("/etc/v/z.vcl".to_string(), "path".to_string()),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        let mut sm = SourceMap::new();
+        let f = sm.add("<vcl.inline>", "include \"z.vcl\";", FileKind::Main);
+        let path = vec!["/tmp".to_string(), "/etc/v/".to_string()];
+        let cfg = IncludeConfig {
+            vcl_path: &path,
+            unsafe_path: true,
+            loader: &loader,
+        };
+        let (s, d) = expand(&mut sm, &[f], &cfg);
+        assert!(d.is_empty(), "{}", d.render(&sm));
+        assert_eq!(texts(&sm, &s), vec!["path", ""]);
+        let g = sm.add("<vcl.inline>", "include \"y.vcl\";", FileKind::Main);
+        let (_, d) = expand(&mut sm, &[g], &cfg);
+        assert_eq!(
+            d.iter().next().unwrap().message,
+            "Cannot read file 'y.vcl' (No such file or directory)"
+        );
     }
 
     #[test]

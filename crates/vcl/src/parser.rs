@@ -37,12 +37,6 @@ pub const METHODS: &[&str] = &[
     "vcl_fini",
 ];
 
-/// The names accepted in `return (...)`.
-pub const RETURN_ACTIONS: &[&str] = &[
-    "abandon", "deliver", "error", "fail", "fetch", "hash", "lookup", "miss", "ok", "pass", "pipe",
-    "purge", "restart", "retry", "synth", "vcl",
-];
-
 /// Deepest nesting of blocks plus parenthesised/unary expressions accepted.
 pub const MAX_NESTING: u32 = 100;
 
@@ -136,8 +130,45 @@ pub fn parse_with(sm: &mut SourceMap, main: FileId, opts: &ParseOptions<'_>) -> 
         Some(b) => p.sub_names_in(b),
         None => BUILTIN_SUBS.iter().map(|s| s.to_string()).collect(),
     };
-    let vcl = p.program();
+    let mut vcl = p.program();
+    vcl.header_spellings = header_spellings(p.sm, &p.stream.toks);
     (vcl, p.diags)
+}
+
+/// The spelling of each `OBJ.http.NAME` the token stream (user VCL,
+/// includes in place, then the built-in VCL) names first, keyed by
+/// lowercased object and name. vcc enters a header variable in its
+/// symbol table at its first mention and finds it again whatever the
+/// case, so a later `set beresp.http.Content-Type` writes the header as
+/// an earlier `beresp.http.content-type` spelled it (checked against
+/// varnishd 7.1 running Magento's VCL).
+pub fn header_spellings(
+    sm: &SourceMap,
+    toks: &[Token],
+) -> std::collections::HashMap<(String, String), String> {
+    const OBJECTS: &[&str] = &["req", "req_top", "bereq", "beresp", "resp", "obj"];
+    let mut out = std::collections::HashMap::new();
+    for w in toks.windows(5) {
+        let [obj, d1, http, d2, name] = w else {
+            continue;
+        };
+        if obj.kind != TokKind::Id
+            || !d1.is(Punct::Dot)
+            || http.kind != TokKind::Id
+            || !d2.is(Punct::Dot)
+            || name.kind != TokKind::Id
+        {
+            continue;
+        }
+        let (o, h) = (sm.slice(obj.span), sm.slice(http.span));
+        if !h.eq_ignore_ascii_case("http") || !OBJECTS.iter().any(|x| x.eq_ignore_ascii_case(o)) {
+            continue;
+        }
+        let n = sm.slice(name.span);
+        out.entry((o.to_ascii_lowercase(), n.to_ascii_lowercase()))
+            .or_insert_with(|| n.to_string());
+    }
+    out
 }
 
 /// Adds `bytes` to `sm` as the main file named `name` and parses it.
@@ -321,6 +352,19 @@ impl<'a> Parser<'a> {
             ));
         }
         Ok(id)
+    }
+
+    /// The name of a new acl, backend, probe or object: not one of vcc's
+    /// built-in symbols (of another kind, whatever the case), then not
+    /// `vcl_*` (see [`Self::check_vcl_prefix`]).
+    fn check_decl_name(&mut self, id: &Ident) -> PResult<()> {
+        if let Some(kind) = builtin_symbol_kind(&id.name) {
+            return Err(self.err_at(
+                format!("Name {} must have type '{kind}'.", id.name),
+                id.span,
+            ));
+        }
+        self.check_vcl_prefix(id)
     }
 
     /// In VCL >= 4.1 new global names may not start with `vcl_`.
@@ -543,7 +587,7 @@ impl<'a> Parser<'a> {
         let t0 = self.advance();
         let name = self.expect_vid("backend")?;
         if name.name != "default" {
-            self.check_vcl_prefix(&name)?;
+            self.check_decl_name(&name)?;
         }
         if self.at_id("none") || self.at_id("None") {
             let n = self.advance();
@@ -703,7 +747,7 @@ impl<'a> Parser<'a> {
         let t0 = self.advance();
         let name = self.expect_vid("backend probe")?;
         if name.name != "default" {
-            self.check_vcl_prefix(&name)?;
+            self.check_decl_name(&name)?;
         }
         let spec = self.probe_spec()?;
         if name.name == "default" {
@@ -866,7 +910,7 @@ impl<'a> Parser<'a> {
     fn acl(&mut self) -> PResult<Acl> {
         let t0 = self.advance();
         let name = self.expect_vid("ACL")?;
-        self.check_vcl_prefix(&name)?;
+        self.check_decl_name(&name)?;
         let mut flags = Vec::new();
         loop {
             let t1 = self.tok();
@@ -1019,6 +1063,19 @@ impl<'a> Parser<'a> {
     fn sub(&mut self) -> PResult<Sub> {
         let t0 = self.advance();
         let name = self.expect_vid("subroutine")?;
+        if let Some(kind) = builtin_symbol_kind(&name.name).filter(|k| *k != "sub") {
+            return Err(self.error(
+                Diagnostic::error(
+                    format!(
+                        "Symbol '{}' has wrong type ({kind}), expected sub:\nAt: ",
+                        name.name
+                    ),
+                    name.span,
+                )
+                .ranged()
+                .with_note("Symbol was builtin", None),
+            ));
+        }
         let is_method = METHODS.contains(&name.name.as_str());
         if !is_method && has_vcl_prefix(&name.name) && !self.builtin_subs.contains(&name.name) {
             let mut list = String::from("Valid vcl_* subroutines are:");
@@ -1143,7 +1200,7 @@ impl<'a> Parser<'a> {
             "new" => {
                 self.advance();
                 let name = self.expect_vid("VCL object")?;
-                self.check_vcl_prefix(&name)?;
+                self.check_decl_name(&name)?;
                 self.skip(Punct::Assign)?;
                 if self.tok().kind != TokKind::Id {
                     return Err(self.expected(TokKind::Id));
@@ -1214,7 +1271,8 @@ impl<'a> Parser<'a> {
     fn return_action(&mut self) -> PResult<ReturnAction> {
         let open = self.skip(Punct::LParen)?;
         let name = self.expect_id()?;
-        if !RETURN_ACTIONS.contains(&name.name.as_str()) {
+        // The actions are those of `subs::Action` (vcc's table: no `miss`).
+        if crate::subs::Action::from_name(&name.name).is_none() {
             return Err(self.err_at("Expected return action name.", name.span));
         }
         let mut args = Vec::new();
@@ -1667,6 +1725,39 @@ impl<'a> Parser<'a> {
             }
         }
     }
+}
+
+/// The kind of vcc's built-in symbol called `name` (vcc looks symbols up
+/// whatever their case), as its messages name it: a declaration of
+/// another kind with that name is an error (checked against varnishd 7.1).
+pub fn builtin_symbol_kind(name: &str) -> Option<&'static str> {
+    const KINDS: &[(&str, &[&str])] = &[
+        (
+            "action",
+            &[
+                "ban",
+                "call",
+                "hash_data",
+                "if",
+                "new",
+                "return",
+                "set",
+                "synthetic",
+                "unset",
+            ],
+        ),
+        ("func", &["default", "false", "regsub", "regsuball", "true"]),
+        ("var", &["bereq", "beresp", "now", "req", "resp"]),
+        (
+            "reserved",
+            &["acl", "backend", "import", "probe", "sub", "vcl"],
+        ),
+        ("sub", METHODS),
+    ];
+    KINDS
+        .iter()
+        .find(|(_, names)| names.iter().any(|n| n.eq_ignore_ascii_case(name)))
+        .map(|(kind, _)| *kind)
 }
 
 /// Top-level keywords vcc enters in its symbol table as reserved words: as

@@ -336,6 +336,47 @@ const CASES: &[(&str, &str)] = &[
         r#"backend c { .host = "nonexistent.invalid"; } sub vcl_recv { set req.backend_hint = c; }"#,
         r#"Backend host '"nonexistent.invalid"' could not be resolved to an IP address:"#,
     ),
+    // vcc's built-in symbols, whatever the case, cannot name a declaration
+    // of another kind, nor be used as values.
+    (
+        r#"acl req { "1.2.3.4"; }"#,
+        r#"Name req must have type 'var'."#,
+    ),
+    (
+        r#"backend synthetic { .host = "127.0.0.1"; }"#,
+        r#"Name synthetic must have type 'action'."#,
+    ),
+    (r#"probe Now { }"#, r#"Name Now must have type 'var'."#),
+    (
+        r#"sub vcl_recv { new regsuball = foo.bar(); }"#,
+        r#"Name regsuball must have type 'func'."#,
+    ),
+    (
+        r#"sub call { }"#,
+        "Symbol 'call' has wrong type (action), expected sub:\nAt: ",
+    ),
+    (
+        r#"sub vcl_recv { set req.http.x = set; }"#,
+        r#"Symbol 'set' type (action) can not be used in expression."#,
+    ),
+    (
+        r#"sub vcl_recv { call ban; }"#,
+        r#"Symbol 'ban' type (action) can not be used in expression."#,
+    ),
+    (
+        r#"sub vcl_recv { set req.http.x = else; }"#,
+        "Symbol not found: 'else'\nAt: ",
+    ),
+    // An error in a backend's definition says where the definition starts.
+    (
+        r#"backend c { .host = "127.0.0.1"; .probe = pp; }"#,
+        "------------------------------------------##---\n\n\nIn backend specification starting at:\n('t.vcl' Line 3 Pos 1)\nbackend c",
+    ),
+    // Host names resolve in source order: this backend before the ACL.
+    (
+        r#"backend c { .host = "nonexistent.invalid"; } acl a { "nohost.invalid"; }"#,
+        "Backend host '\"nonexistent.invalid\"' could not be resolved to an IP address:",
+    ),
 ];
 
 fn compile(snippet: &str) -> Result<(), String> {

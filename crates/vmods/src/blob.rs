@@ -8,6 +8,7 @@
 //! one that does not fit fails the task with varnishd's message.
 
 use bytes::Bytes;
+use lacquer_http::base64;
 use lacquer_vcl::exec::{Context, Value, WsKind};
 
 use crate::args::{Args, lossy, string};
@@ -49,8 +50,6 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
 
 type R = Result<Value, String>;
 
-const B64_STD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-const B64_URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 const B64_CF: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-~";
 
 /// An encoding scheme.
@@ -94,9 +93,9 @@ impl Enc {
     /// (alphabet, padding byte) of the base64 variants.
     fn b64(self) -> Option<(&'static [u8; 64], Option<u8>)> {
         match self {
-            Enc::Base64 => Some((B64_STD, Some(b'='))),
-            Enc::Base64Url => Some((B64_URL, Some(b'='))),
-            Enc::Base64UrlNoPad => Some((B64_URL, None)),
+            Enc::Base64 => Some((base64::STANDARD, Some(b'='))),
+            Enc::Base64Url => Some((base64::URL_SAFE, Some(b'='))),
+            Enc::Base64UrlNoPad => Some((base64::URL_SAFE, None)),
             Enc::Base64Cf => Some((B64_CF, Some(b'_'))),
             _ => None,
         }
@@ -134,20 +133,8 @@ pub(crate) fn encode_bytes(enc: Enc, upper: bool, data: &[u8]) -> Vec<u8> {
         }
         _ => {
             let (alpha, pad) = enc.b64().expect("base64 variant");
-            let mut out = Vec::with_capacity(data.len().div_ceil(3) * 4);
-            for chunk in data.chunks(3) {
-                let n = (chunk[0] as u32) << 16
-                    | (*chunk.get(1).unwrap_or(&0) as u32) << 8
-                    | *chunk.get(2).unwrap_or(&0) as u32;
-                let chars = chunk.len() + 1;
-                for i in 0..4 {
-                    if i < chars {
-                        out.push(alpha[(n >> (18 - 6 * i) & 63) as usize]);
-                    } else if let Some(p) = pad {
-                        out.push(p);
-                    }
-                }
-            }
+            let mut out = Vec::new();
+            base64::encode_into(&mut out, data, alpha, pad);
             out
         }
     }
@@ -215,29 +202,7 @@ fn decode_quoting(enc: Enc, length: i64, whole: &[u8], quoted: &[u8]) -> Result<
         }
         _ => {
             let (alpha, pad) = enc.b64().expect("base64 variant");
-            let mut out = Vec::with_capacity(input.len() / 4 * 3 + 3);
-            let mut acc = 0u32;
-            let mut bits = 0;
-            let mut padded = false;
-            for &b in input {
-                if Some(b) == pad {
-                    padded = true;
-                    continue;
-                }
-                let v = alpha.iter().position(|&c| c == b);
-                match v {
-                    Some(v) if !padded => {
-                        acc = acc << 6 | v as u32;
-                        bits += 6;
-                        if bits >= 8 {
-                            bits -= 8;
-                            out.push((acc >> bits) as u8);
-                        }
-                    }
-                    _ => return Err(decode_error(input)),
-                }
-            }
-            Ok(out)
+            base64::decode(input, alpha, pad).map_err(|_| decode_error(input))
         }
     }
 }

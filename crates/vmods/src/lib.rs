@@ -20,7 +20,8 @@
 //!
 //! 1. compile VCL against [`registry()`] (`lacquer_vcl::compile`), or
 //!    [`registry_with_test_vmods()`] when running varnishtest cases (adds
-//!    the test-only `vtc` and `debug`);
+//!    the test-only `debug`; `vtc`, which Varnish installs and production
+//!    VCL imports for `vtc.sleep()` and the like, is in both);
 //! 2. build [`Runtime::for_program`] with the server's [`Host`], and the
 //!    executor program (`Program::from_ir`); run `vcl_init` with the
 //!    runtime as the `Vmods` (objects are created there and directors
@@ -41,6 +42,7 @@ use lacquer_vcl::ir::{ImportedVmod, InstanceDef};
 use lacquer_vcl::vars::VclVersion;
 use lacquer_vcl::vmod::{VmodDecl, VmodRegistry};
 
+mod accept;
 mod args;
 mod blob;
 mod bodyaccess;
@@ -49,6 +51,7 @@ mod debug;
 mod directors;
 mod header;
 mod host;
+mod mse;
 mod proxy;
 mod purge;
 pub mod rnd;
@@ -186,14 +189,19 @@ fn modules() -> Vec<&'static ModuleImpl> {
         &tcp::MODULE,
         &saintmode::MODULE,
         &tls::MODULE,
+        &mse::MODULE,
+        &accept::MODULE,
+        // Varnish installs vmod_vtc with varnishd and does not restrict
+        // it: production VCL imports it (`vtc.sleep()`).
+        &vtc::MODULE,
     ]
 }
 
-/// The test-only vmods (varnishtest's `vtc` and `debug`): offered to VCL
-/// only through [`registry_with_test_vmods`], so production VCL can never
-/// import them by accident.
+/// The test-only vmod (varnishtest's `debug`, which Varnish does not
+/// install): offered to VCL only through [`registry_with_test_vmods`], so
+/// production VCL can never import it by accident.
 fn test_modules() -> Vec<&'static ModuleImpl> {
-    vec![&vtc::MODULE, &debug::MODULE]
+    vec![&debug::MODULE]
 }
 
 /// A parsed vmod: its declaration, implementation, and whether it is a
@@ -229,7 +237,7 @@ pub fn registry() -> VmodRegistry {
     r
 }
 
-/// Everything in [`registry`] plus the test-only vmods `vtc` and `debug`,
+/// Everything in [`registry`] plus the test-only vmod `debug`,
 /// for a server running varnishtest cases (`-p debug=+vtc_mode`).
 pub fn registry_with_test_vmods() -> VmodRegistry {
     let mut r = VmodRegistry::new();

@@ -557,115 +557,20 @@ pub(crate) fn parse_ip(s: &str, default_port: &str, resolve: bool) -> Option<Soc
 
 // ---- time -------------------------------------------------------------
 
-use lacquer_vcl::exec::value::{MONTH, WDAY, WDAY_LONG, days_from_civil, strftime};
+use lacquer_vcl::exec::value::strftime;
 
-fn days_in_month(y: i64, m: u32) -> u32 {
-    match m {
-        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Builds a time from its fields, validating them like `VTIM_parse`
-/// (a leap second 60 counts as 59; a given weekday must be right).
-fn build_time(
-    y: i64,
-    mo: u32,
-    d: u32,
-    h: u32,
-    mi: u32,
-    s: u32,
-    wday: Option<usize>,
-) -> Option<f64> {
-    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || s > 60 {
-        return None;
-    }
-    let days = days_from_civil(y, mo, d);
-    if let Some(w) = wday
-        && days.rem_euclid(7) as usize != w
-    {
-        return None;
-    }
-    Some((days * 86_400 + (h * 3600 + mi * 60 + s.min(59)) as i64) as f64)
-}
-
-fn hms(t: &str) -> Option<(u32, u32, u32)> {
-    let mut it = t.split(':');
-    let h = two_digits(it.next()?)?;
-    let m = two_digits(it.next()?)?;
-    let s = two_digits(it.next()?)?;
-    it.next().is_none().then_some((h, m, s))
-}
-
-fn two_digits(s: &str) -> Option<u32> {
-    (s.len() == 2 && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?
-}
-
-/// Parses the time formats `std.time()` accepts: RFC 1123, RFC 850,
-/// asctime, ISO 8601 (`1994-11-06T08:49:37`) and seconds since the epoch.
+/// Parses the time formats `std.time()` accepts: an HTTP date as
+/// varnishd's `VTIM_parse` reads it (RFC 1123, also with a one-digit day;
+/// RFC 850; asctime; ISO 8601 `1994-11-06T08:49:37`), or seconds since the
+/// epoch.
 pub(crate) fn parse_time(s: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(s).ok()?.trim();
-    if s.bytes().next()?.is_ascii_digit() {
-        if let Some((date, t)) = s.split_once('T') {
-            let mut it = date.split('-');
-            let y: i64 = it.next().filter(|y| y.len() == 4)?.parse().ok()?;
-            let mo = two_digits(it.next()?)?;
-            let d = two_digits(it.next()?)?;
-            if it.next().is_some() {
-                return None;
-            }
-            let (h, mi, se) = hms(t)?;
-            return build_time(y, mo, d, h, mi, se, None);
+    lacquer_http::date::parse_http_date(s).or_else(|| {
+        let s = std::str::from_utf8(s).ok()?.trim();
+        if !s.bytes().next()?.is_ascii_digit() {
+            return None;
         }
-        return parse_decimal(s).filter(|t| *t >= 0.0);
-    }
-    let month = |m: &str| MONTH.iter().position(|x| *x == m).map(|i| i as u32 + 1);
-    if let Some((wd, rest)) = s.split_once(", ") {
-        let parts: Vec<&str> = rest.split(' ').collect();
-        match parts.as_slice() {
-            [d, mo, y, t, "GMT"] => {
-                let w = WDAY.iter().position(|x| *x == wd)?;
-                let (h, mi, se) = hms(t)?;
-                let y = y.parse().ok().filter(|_| y.len() == 4)?;
-                // A one-digit day ("Thu, 4 Jan 2018") is taken too, as the
-                // server's header date parsing does.
-                let d = match d.len() {
-                    1 => d
-                        .parse()
-                        .ok()
-                        .filter(|_| d.as_bytes()[0].is_ascii_digit())?,
-                    _ => two_digits(d)?,
-                };
-                build_time(y, month(mo)?, d, h, mi, se, Some(w))
-            }
-            [dmy, t, "GMT"] => {
-                let w = WDAY_LONG.iter().position(|x| *x == wd)?;
-                let mut it = dmy.split('-');
-                let d = two_digits(it.next()?)?;
-                let mo = month(it.next()?)?;
-                let yy = two_digits(it.next()?)? as i64;
-                let y = if yy < 70 { 2000 + yy } else { 1900 + yy };
-                let (h, mi, se) = hms(t)?;
-                build_time(y, mo, d, h, mi, se, Some(w))
-            }
-            _ => None,
-        }
-    } else {
-        // asctime: "Sun Nov  6 08:49:37 1994"
-        let parts: Vec<&str> = s.split_whitespace().collect();
-        match parts.as_slice() {
-            [wd, mo, d, t, y] => {
-                let w = WDAY.iter().position(|x| x == wd)?;
-                let d: u32 = d.parse().ok().filter(|_| d.len() <= 2)?;
-                let (h, mi, se) = hms(t)?;
-                let y = y.parse().ok().filter(|_| y.len() == 4)?;
-                build_time(y, month(mo)?, d, h, mi, se, Some(w))
-            }
-            _ => None,
-        }
-    }
+        parse_decimal(s).filter(|t| *t >= 0.0)
+    })
 }
 
 fn strftime_fn(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {

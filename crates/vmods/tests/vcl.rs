@@ -240,11 +240,13 @@ fn restricted_functions_are_rejected_by_the_compiler() {
 
 #[test]
 fn test_vmods_load_only_from_the_test_registry() {
-    for m in ["debug", "vtc"] {
-        let text = format!("vcl 4.1;\nbackend s1 {{ .host = \"127.0.0.1\"; }}\nimport {m};\n");
-        let (_, r) = compile_str("t.vcl", &text, &CompileOptions::default(), &registry());
-        assert!(r.is_err(), "{m} must not be importable by production VCL");
-    }
+    let text = "vcl 4.1;\nbackend s1 { .host = \"127.0.0.1\"; }\nimport debug;\n";
+    let (_, r) = compile_str("t.vcl", text, &CompileOptions::default(), &registry());
+    assert!(r.is_err(), "debug must not be importable by production VCL");
+    // vtc and accept are, as with varnishd.
+    let text = "vcl 4.1;\nbackend s1 { .host = \"127.0.0.1\"; }\nimport vtc;\nimport accept;\nsub vcl_init { new r = accept.rule(\"x\"); }\nsub vcl_recv { vtc.sleep(0s); set req.http.a = r.filter(req.http.a); }\n";
+    let (sm, r) = compile_str("t.vcl", text, &CompileOptions::default(), &registry());
+    r.unwrap_or_else(|d| panic!("{}", d.render(&sm)));
     let l = load_with_test_vmods(
         r#"import debug;
 sub vcl_recv {

@@ -129,43 +129,14 @@ fn string_func(args: &[String]) -> Result<String, String> {
     }
 }
 
-/// Format a time as an RFC 1123 HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`).
+/// Format a time as an RFC 1123 HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`);
+/// a clock before 1970 reads as the epoch.
 pub fn http_date(t: SystemTime) -> String {
     let secs = t
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
-        .unwrap_or(0) as i64;
-    let days = secs.div_euclid(86400);
-    let sod = secs.rem_euclid(86400);
-    let (y, m, d) = civil_from_days(days);
-    const WD: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MO: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    format!(
-        "{}, {:02} {} {} {:02}:{:02}:{:02} GMT",
-        WD[days.rem_euclid(7) as usize],
-        d,
-        MO[(m - 1) as usize],
-        y,
-        sod / 3600,
-        (sod % 3600) / 60,
-        sod % 60
-    )
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian.
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
+        .unwrap_or(0);
+    lacquer_http::date::format_http_date(secs as f64)
 }
 
 #[cfg(test)]

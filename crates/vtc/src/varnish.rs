@@ -9,7 +9,6 @@ use crate::script::{self, Cmd};
 use crate::sources::CounterSource;
 use crate::text::{bytes, latin1};
 use crate::{bail, fail};
-use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
@@ -49,51 +48,10 @@ impl std::fmt::Debug for Varnish {
     }
 }
 
-/// Compute the CLI authentication response: SHA-256 over challenge,
-/// newline, secret file contents, challenge, newline; lowercase hex.
-pub fn auth_response(challenge: &str, secret: &[u8]) -> String {
-    let mut h = Sha256::new();
-    h.update(challenge.as_bytes());
-    h.update(b"\n");
-    h.update(secret);
-    h.update(challenge.as_bytes());
-    h.update(b"\n");
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Read one CLI response: `STATUS LEN\n` + LEN bytes + `\n`.
-pub fn read_cli_response(r: &mut impl Read) -> Result<(u32, String), String> {
-    let mut hdr = Vec::new();
-    let mut b = [0u8; 1];
-    loop {
-        match r.read(&mut b) {
-            Ok(0) => return Err("CLI connection closed".into()),
-            Ok(_) => {
-                if b[0] == b'\n' {
-                    break;
-                }
-                hdr.push(b[0]);
-                if hdr.len() > 64 {
-                    return Err("CLI status line too long".into());
-                }
-            }
-            Err(e) => return Err(format!("CLI read failed: {e}")),
-        }
-    }
-    let h = String::from_utf8_lossy(&hdr).to_string();
-    let mut it = h.split_whitespace();
-    let status: u32 = it
-        .next()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("bad CLI status line '{h}'"))?;
-    let len: usize = it
-        .next()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("bad CLI status line '{h}'"))?;
-    let mut body = vec![0u8; len + 1];
-    r.read_exact(&mut body)
-        .map_err(|e| format!("CLI read failed: {e}"))?;
-    body.pop();
+/// Read one CLI response: `STATUS LEN\n` + LEN bytes + `\n`; the body as
+/// Latin-1 text.
+pub fn read_cli_response(r: &mut impl Read) -> Result<(u16, String), String> {
+    let (status, body) = lacquer_cli::read_reply(r).map_err(|e| e.to_string())?;
     Ok((status, latin1(&body)))
 }
 
@@ -139,7 +97,7 @@ impl Varnish {
         })?;
         ctx.log(3, &self.name, &format!("CLI RX  {st}"));
         ctx.dump(4, &self.name, "CLI RX", &body);
-        Ok((st, body))
+        Ok((u32::from(st), body))
     }
 
     fn launch(&mut self, ctx: &Arc<Ctx>) -> R<()> {
@@ -249,7 +207,7 @@ impl Varnish {
         let challenge = body.lines().next().unwrap_or("").to_string();
         let sf = self.workdir.join("_.secret");
         let secret = std::fs::read(&sf).map_err(|e| fail!("cannot read {}: {e}", sf.display()))?;
-        let resp = auth_response(&challenge, &secret);
+        let resp = lacquer_cli::auth_response(&challenge, &secret);
         let (st, body) = self.ask(ctx, Some(&format!("auth {resp}")))?;
         if st != CLIS_OK {
             bail!("CLI auth command failed: {st} {body}");
@@ -715,13 +673,6 @@ mod tests {
         assert_eq!(read_cli_response(&mut r).unwrap(), (200, "hello".into()));
         let mut r: &[u8] = b"garbage\n";
         assert!(read_cli_response(&mut r).is_err());
-    }
-
-    #[test]
-    fn auth() {
-        let a = auth_response("abc", b"secret\n");
-        assert_eq!(a.len(), 64);
-        assert_ne!(a, auth_response("abd", b"secret\n"));
     }
 
     #[test]

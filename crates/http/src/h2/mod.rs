@@ -225,26 +225,7 @@ impl Settings {
 /// Decodes the base64url `HTTP2-Settings` header of an `h2c` upgrade
 /// into settings pairs (`None` when it is not whole settings in base64url).
 pub fn decode_upgrade_settings(v: &[u8]) -> Option<Vec<(u16, u32)>> {
-    let mut bytes = Vec::with_capacity(v.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for &c in v {
-        let d = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'-' => 62,
-            b'_' => 63,
-            b'=' => continue,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(d);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            bytes.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
+    let bytes = crate::base64::decode(v, crate::base64::URL_SAFE, Some(b'=')).ok()?;
     if !bytes.len().is_multiple_of(6) {
         return None;
     }

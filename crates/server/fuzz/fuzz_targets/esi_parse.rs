@@ -9,7 +9,7 @@
 #![no_main]
 
 use bytes::Bytes;
-use lacquer_server::esi::fetch::EsiFetch;
+use lacquer_server::fetch::esi::EsiFetch;
 use lacquer_server::esi::parse::{Downstream, Features, Flush, Instr, Parser};
 use lacquer_server::esi::Program;
 use libfuzzer_sys::fuzz_target;
@@ -94,7 +94,7 @@ fuzz_target!(|data: &[u8]| {
         .finish(&mut |b: Bytes| stored.extend_from_slice(&b))
         .unwrap();
     let mut check = Vec::new();
-    let mut g = lacquer_server::gzip::Gunzip::new();
+    let mut g = lacquer_server::fetch::gzip::Gunzip::new();
     g.feed(&stored, &mut check).unwrap();
     g.finish().unwrap();
     assert_eq!(check, body);
@@ -124,5 +124,5 @@ fuzz_target!(|data: &[u8]| {
 
 /// Inflates raw deflate blocks that end at a flush point.
 fn flate2_inflate(data: &[u8]) -> Vec<u8> {
-    lacquer_server::esi::deliver::inflate_range(data).unwrap()
+    lacquer_server::client::esi::inflate_range(data).unwrap()
 }

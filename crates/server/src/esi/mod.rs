@@ -2,11 +2,11 @@
 //!
 //! * [`parse`]: the sans-io parser that turns a body into verbatim/skip
 //!   ranges and includes (varnishd's VEP), with varnishd's diagnostics.
-//! * [`fetch`]: the fetch-side stage (`beresp.do_esi`): runs the parser over
+//! * [`fetch::esi`](crate::fetch::esi): the fetch-side stage (`beresp.do_esi`): runs the parser over
 //!   the body as it arrives, gunzipping and re-gzipping it when the object is
 //!   stored compressed, and produces the instruction list kept with the
 //!   object, so a body is parsed once, not at every delivery.
-//! * [`deliver`]: delivery, where includes become sub-requests that run
+//! * [`client::esi`](crate::client::esi): delivery, where includes become sub-requests that run
 //!   through VCL like client requests and are written into the parent's
 //!   response in order; gzip'ed objects are stitched into one valid gzip
 //!   stream for clients that accept gzip.
@@ -14,8 +14,6 @@
 //! The instruction list is stored with the object as a compact byte string
 //! (see [`encode`]); the cache keeps it opaque.
 
-pub mod deliver;
-pub mod fetch;
 pub mod parse;
 
 use bytes::{BufMut, Bytes, BytesMut};

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use lacquer_http::{BodyKind, Limits, parse_request_buf, parse_response};
-use lacquer_server::daemon::{self, BootVcl, Config, Running};
-use lacquer_server::params::ParamSet;
+use lacquer_server::mgt::daemon::{self, BootVcl, Config, Running};
+use lacquer_server::runtime::params::ParamSet;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -156,7 +156,7 @@ pub async fn lacquer_on(vcl: &str, params: &[&str], listen: &str) -> Running {
     ));
     p.set("vsl_space", "1M").unwrap();
     let cfg = Config {
-        listen: vec![lacquer_server::listen::parse_listen(listen, 0).unwrap()],
+        listen: vec![lacquer_server::mgt::listen::parse_listen(listen, 0).unwrap()],
         vcl: BootVcl::Inline(vcl.to_string()),
         storage: vec!["malloc,64m".to_string()],
         params: p,

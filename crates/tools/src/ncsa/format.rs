@@ -619,26 +619,8 @@ impl Stamp {
 /// The user name of HTTP basic credentials (before the first `:`), or None
 /// if they do not decode.
 fn basic_user(b64: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut acc = 0u32;
-    let mut bits = 0;
-    for &c in b64 {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            b'=' => break,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
+    use lacquer_http::base64;
+    let mut out = base64::decode(b64, base64::STANDARD, Some(b'=')).ok()?;
     if out.len() > 127 {
         return None;
     }
@@ -738,5 +720,6 @@ mod tests {
         assert_eq!(basic_user(b"dXNlcjpwYXNz"), Some(b"user".to_vec()));
         assert_eq!(basic_user(b"dXNlcg=="), Some(b"user".to_vec()));
         assert_eq!(basic_user(b"!!!!"), None);
+        assert_eq!(basic_user(b"dXNl=cg"), None);
     }
 }

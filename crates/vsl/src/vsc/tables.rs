@@ -1,7 +1,8 @@
 //! Declarative counter tables of Varnish 7.1: one schema per section kind
-//! (MAIN, MGT, MEMPOOL, SMA, SMU, SMF, VBE, LCK, and DEBUG of the test
-//! vmod; plus Lacquer's own TLS section for its built-in TLS), with each
-//! counter's type,
+//! (MAIN, MGT, MEMPOOL, SMA, SMU, SMF, VBE, LCK, DEBUG of the test vmod,
+//! and MSE for Lacquer's persistent store, named as Varnish Enterprise
+//! names its store's section; plus Lacquer's own TLS section for its
+//! built-in TLS), with each counter's type,
 //! format, level, the one-line description varnishstat prints and a longer
 //! description. Each schema also defines an enum naming its counters, used
 //! as the index on the hot path (`main.inc(Main::cache_hit)`).
@@ -441,6 +442,38 @@ schema! {
 }
 
 schema! {
+    Mse, MSE, "MSE", "Persistent store counters";
+    recovered: Gauge, Integer, Info, "Objects recovered",
+        "Objects found again in the store file at startup.";
+    recovered_bytes: Gauge, Bytes, Info, "Bytes recovered",
+        "Body bytes of the objects found again at startup.";
+    recovery_us: Gauge, Integer, Info, "Recovery time",
+        "Microseconds the startup scan of the store file took.";
+    scanned_bytes: Gauge, Bytes, Info, "Bytes scanned",
+        "Bytes of the store file the startup scan read.";
+    dropped_damaged: Gauge, Integer, Info, "Damaged records dropped",
+        "Records dropped at startup: torn, truncated or failing their checksum.";
+    dropped_conflict: Gauge, Integer, Info, "Conflicting records dropped",
+        "Records dropped at startup: naming space past the end of the file or owned by a newer record.";
+    dropped_stale: Gauge, Integer, Info, "Stale records dropped",
+        "Recovered objects not reinserted: expired, or purged before the restart.";
+    records: Counter, Integer, Info, "Records written",
+        "Object records written (objects made persistent).";
+    record_failures: Counter, Integer, Info, "Record failures",
+        "Objects not made persistent: no space for the record, a body outside the store, or a write error.";
+    journal_entries: Gauge, Integer, Info, "Journal entries",
+        "Ban and purge entries in the journal.";
+    journal_failures: Counter, Integer, Info, "Journal failures",
+        "Ban or purge journal appends that failed.";
+    syncs: Counter, Integer, Info, "Syncs",
+        "fdatasync calls of the store's writer.";
+    verified: Counter, Integer, Info, "Bodies verified",
+        "Recovered bodies read back and checked against their record's checksum.";
+    verify_failures: Counter, Integer, Info, "Bodies mismatched",
+        "Recovered bodies whose bytes no longer matched their record (removed).";
+}
+
+schema! {
     Vbe, VBE, "VBE", "Backend counters";
     happy: Bitmap, Bitmap, Info, "Happy health probes",
         "Bitmap of the last 64 health probes, newest in the lowest bit; 1 means healthy.";
@@ -506,7 +539,7 @@ schema! {
 
 /// Every schema above, for tools that look counters up by kind.
 pub static ALL: &[&Schema] = &[
-    &MAIN, &MGT, &TLS, &MEMPOOL, &SMA, &SMU, &SMF, &VBE, &LCK, &DEBUG,
+    &MAIN, &MGT, &TLS, &MEMPOOL, &SMA, &SMU, &SMF, &MSE, &VBE, &LCK, &DEBUG,
 ];
 
 /// The schema of a section kind (`"VBE"`), if known.

@@ -1,0 +1,15 @@
+//! Differential testing of lacquerd against varnishd 7.1: the same
+//! scenario (VCL, scripted backend, scripted client) runs on both daemons
+//! and the normalised transcripts are compared. `grammar` makes scenarios from
+//! a seed by the thousand, `runner::minimise` shrinks a difference to a
+//! small case saved under `tests/diff/cases/`, and `tests/regressions.rs`
+//! replays those cases. Deliberate differences are listed, with reasons,
+//! in `tests/diff/DEVIATIONS.md`.
+
+pub mod backend;
+pub mod client;
+pub mod daemon;
+pub mod grammar;
+pub mod rng;
+pub mod runner;
+pub mod scenario;

@@ -1,0 +1,209 @@
+//! `lacquer-difftest`: runs generated scenarios against varnishd and
+//! lacquerd and reports the differences by class.
+//!
+//! ```text
+//! lacquer-difftest batch [--seed N] [--count N] [--seconds S] [--save DIR] [--minimise] [--fail-on CLASS,...]
+//! lacquer-difftest replay FILE|DIR...
+//! lacquer-difftest show SEED
+//! lacquer-difftest run SEED
+//! ```
+//! `batch` exits non-zero when a scenario differs (with `--fail-on`, only
+//! a difference of one of those classes: hang, crash, vcl-acceptance,
+//! error-status, status, reason, header, body, connection,
+//! backend-request, counter); `replay` runs saved
+//! cases (regressions that must agree) and prints both transcripts of any
+//! that differ.
+
+use lacquer_difftest::grammar;
+use lacquer_difftest::runner::{self, Pair};
+use lacquer_difftest::scenario::Scenario;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+const USAGE: &str = "usage: lacquer-difftest batch [--seed N] [--count N] [--seconds S] [--save DIR] [--minimise] [--fail-on CLASS,...]\n       lacquer-difftest replay FILE|DIR...\n       lacquer-difftest show SEED\n       lacquer-difftest run SEED";
+
+fn workdir() -> PathBuf {
+    std::env::temp_dir().join(format!("lacquer-difftest-{}", std::process::id()))
+}
+
+fn num(args: &[String], i: usize, what: &str) -> Result<u64, String> {
+    args.get(i)
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("{what} needs a number\n{USAGE}"))
+}
+
+fn batch(args: &[String]) -> Result<bool, String> {
+    let (mut seed, mut count, mut seconds, mut save, mut mini) = (1u64, 100u64, 0u64, None, false);
+    let mut fail_on: Option<Vec<String>> = None;
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--seed" => seed = num(args, i + 1, "--seed")?,
+            "--count" => count = num(args, i + 1, "--count")?,
+            "--seconds" => seconds = num(args, i + 1, "--seconds")?,
+            "--save" => {
+                save = Some(PathBuf::from(
+                    args.get(i + 1).ok_or("--save needs a directory")?,
+                ))
+            }
+            "--fail-on" => {
+                let v = args.get(i + 1).ok_or("--fail-on needs a list of classes")?;
+                fail_on = Some(v.split(',').map(str::to_string).collect());
+            }
+            "--minimise" => {
+                mini = true;
+                i += 1;
+                continue;
+            }
+            o => return Err(format!("unknown option {o}\n{USAGE}")),
+        }
+        i += 2;
+    }
+    let root = workdir();
+    let mut p = Pair::start(&root)?;
+    let start = Instant::now();
+    let mut by_class: BTreeMap<String, u64> = BTreeMap::new();
+    let mut ran = 0;
+    for s in seed..seed + count {
+        if seconds > 0 && start.elapsed() > Duration::from_secs(seconds) {
+            break;
+        }
+        let sc = grammar::scenario(s);
+        ran += 1;
+        match runner::check(&mut p, &sc)? {
+            None => {}
+            Some(d) => {
+                *by_class.entry(d.class.clone()).or_default() += 1;
+                println!(
+                    "seed {s}: {}\n  varnishd: {}\n  lacquerd: {}",
+                    d.class, d.varnish, d.lacquer
+                );
+                if let Some(dir) = &save {
+                    let small = if mini {
+                        runner::minimise(&mut p, &sc, &d.class, 60)
+                    } else {
+                        sc.clone()
+                    };
+                    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                    let f = dir.join(format!("{}-{s}.json", d.class));
+                    std::fs::write(&f, small.to_json())
+                        .map_err(|e| format!("{}: {e}", f.display()))?;
+                    println!("  saved {}", f.display());
+                }
+            }
+        }
+    }
+    drop(p);
+    let _ = std::fs::remove_dir_all(&root);
+    let total: u64 = by_class.values().sum();
+    println!(
+        "difftest: {ran} scenarios from seed {seed} in {:.0} s, {total} differ",
+        start.elapsed().as_secs_f64()
+    );
+    for (c, n) in &by_class {
+        println!("  {c}: {n}");
+    }
+    // Only the classes named by --fail-on fail the run (all by default).
+    let failing: u64 = by_class
+        .iter()
+        .filter(|(c, _)| fail_on.as_ref().is_none_or(|f| f.iter().any(|x| x == *c)))
+        .map(|(_, n)| n)
+        .sum();
+    Ok(failing == 0)
+}
+
+fn cases(paths: &[String]) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    for a in paths {
+        let p = Path::new(a);
+        if p.is_dir() {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| format!("{}: {e}", p.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect();
+            v.sort();
+            out.extend(v);
+        } else {
+            out.push(p.to_path_buf());
+        }
+    }
+    Ok(out)
+}
+
+fn replay(args: &[String]) -> Result<bool, String> {
+    let files = cases(args)?;
+    let root = workdir();
+    let mut p = Pair::start(&root)?;
+    let mut bad = 0;
+    for f in &files {
+        let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let sc = Scenario::from_json(&text).map_err(|e| format!("{}: {e}", f.display()))?;
+        let (v, l) = runner::both(&mut p, &sc)?;
+        match runner::compare(&v, &l) {
+            None => println!(
+                "{}: same ({})",
+                f.display(),
+                v.first().map_or("nothing ran", String::as_str)
+            ),
+            Some(d) => {
+                bad += 1;
+                println!(
+                    "{}: {} differs\n--- varnishd\n{}\n--- lacquerd\n{}",
+                    f.display(),
+                    d.class,
+                    v.join("\n"),
+                    l.join("\n")
+                );
+            }
+        }
+    }
+    drop(p);
+    let _ = std::fs::remove_dir_all(&root);
+    println!("replay: {} passed, {bad} failed", files.len() - bad);
+    Ok(bad == 0)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let r = match args.first().map(String::as_str) {
+        Some("batch") => batch(&args[1..]),
+        Some("replay") if args.len() > 1 => replay(&args[1..]),
+        Some("run") if args.len() > 1 => num(&args, 1, "run").and_then(|s| {
+            let root = workdir();
+            let mut p = Pair::start(&root)?;
+            let sc = grammar::scenario(s);
+            let (v, l) = runner::both(&mut p, &sc)?;
+            drop(p);
+            // DIFFTEST_KEEP=1 keeps the daemons' directories (logs) to read.
+            if std::env::var_os("DIFFTEST_KEEP").is_none() {
+                let _ = std::fs::remove_dir_all(&root);
+            } else {
+                println!("kept {}", root.display());
+            }
+            println!(
+                "{}\n--- varnishd\n{}\n--- lacquerd\n{}",
+                sc.vcl(0),
+                v.join("\n"),
+                l.join("\n")
+            );
+            Ok(runner::compare(&v, &l).is_none())
+        }),
+        Some("show") => num(&args, 1, "show").map(|s| {
+            let sc = grammar::scenario(s);
+            println!("{}\n{}", sc.to_json(), sc.vcl(8080));
+            true
+        }),
+        _ => Err(USAGE.to_string()),
+    };
+    match r {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("lacquer-difftest: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! What one differential test is: a VCL (subroutine bodies as lists of
+//! statements, so the minimiser can drop them one by one), a scripted
+//! backend (responses per URL path, with framing, delays, truncation or raw
+//! malformed bytes) and a client script (raw request bytes per connection,
+//! pipelining, early close). Scenarios are saved as JSON regression cases.
+
+use serde::{Deserialize, Serialize};
+
+/// How the scripted backend frames a response body.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// `Content-Length`.
+    Length,
+    /// `Transfer-Encoding: chunked`, the body in pieces of a few bytes.
+    Chunked,
+    /// No length: the body ends when the backend closes the connection.
+    Close,
+    /// Neither a length nor a body (1xx/204/304, or a bodiless 200).
+    None,
+}
+
+/// One response of the scripted backend.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct BeResp {
+    /// The request path (without query) this response answers, or `*`.
+    pub url: String,
+    pub status: u16,
+    pub reason: String,
+    /// Headers besides the framing ones, in order.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+    /// Send the body gzipped, with `Content-Encoding: gzip`.
+    pub gzip: bool,
+    pub framing: Framing,
+    /// Wait before the response head (a stalled backend when it exceeds
+    /// `first_byte_timeout`).
+    pub delay_ms: u64,
+    /// Wait after the first half of the body (past `between_bytes_timeout`
+    /// it stalls the fetch).
+    pub stall_ms: u64,
+    /// Send only half of the body, then close.
+    pub truncate: bool,
+    /// Send these bytes verbatim instead of a response, then close.
+    pub raw: Option<String>,
+}
+
+/// One client request.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Step {
+    /// Client connection number (connections open on first use).
+    pub conn: usize,
+    /// The request bytes as sent (possibly malformed on purpose).
+    pub raw: String,
+    /// Send the next step's bytes in the same write before reading this
+    /// step's response (the next step must use the same connection).
+    pub pipeline: bool,
+    /// Close the connection right after sending, without reading.
+    pub close_early: bool,
+}
+
+/// A whole scenario.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Scenario {
+    /// The generator seed that made it (0 for hand-written cases).
+    pub seed: u64,
+    /// `(subroutine name, statements)`; the harness adds `vcl 4.1;`,
+    /// `import std;` and the backend declaration.
+    pub subs: Vec<(String, Vec<String>)>,
+    pub backend: Vec<BeResp>,
+    pub steps: Vec<Step>,
+}
+
+impl Scenario {
+    /// The VCL text with the backend at `port`.
+    pub fn vcl(&self, port: u16) -> String {
+        let mut s = format!(
+            "vcl 4.1;\nimport std;\n\nbackend default {{\n  .host = \"127.0.0.1\";\n  .port = \"{port}\";\n}}\n"
+        );
+        for (name, body) in &self.subs {
+            s.push_str(&format!("\nsub {name} {{\n"));
+            for st in body {
+                for l in st.lines() {
+                    s.push_str("  ");
+                    s.push_str(l);
+                    s.push('\n');
+                }
+            }
+            s.push_str("}\n");
+        }
+        s
+    }
+
+    /// Size measure the minimiser reduces.
+    pub fn weight(&self) -> usize {
+        self.subs.iter().map(|(_, b)| b.len() + 1).sum::<usize>()
+            + self
+                .backend
+                .iter()
+                .map(|r| 1 + r.headers.len())
+                .sum::<usize>()
+            + self.steps.len()
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a scenario always serialises")
+    }
+
+    pub fn from_json(s: &str) -> Result<Self, String> {
+        serde_json::from_str(s).map_err(|e| format!("not a difftest scenario: {e}"))
+    }
+}

@@ -1,0 +1,263 @@
+//! Pipe mode: after `vcl_pipe`, the client connection is tied to a fresh
+//! backend connection and bytes are copied both ways until either side
+//! closes or nothing moves for `pipe_timeout`.
+//!
+//! The backend request carries `Connection: close` (VCL may change it in
+//! `vcl_pipe`) so that the backend does not keep the connection for
+//! requests that were never meant for it. The connection is never pooled.
+
+use crate::pid;
+use std::time::Duration;
+
+use lacquer_vcl::exec::{Action, Context, Scratch};
+use lacquer_vcl::subs::BuiltinSub;
+use lacquer_vsl::{Tag, Vxid};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use bytes::Bytes;
+
+use crate::client::req_fsm::{After, ClientConn, new_bo};
+use crate::client::req_task::ReqTask;
+use crate::runtime::counters::Main;
+use crate::runtime::msg::ReqMsg;
+
+/// How a pipe ended.
+pub enum Piped {
+    /// The tunnel ran (or broke); the client connection closes.
+    Done(After),
+    /// No tunnel: the client gets a synthetic response (`vcl_pipe`
+    /// returned synth, or `pipe_sess_max` pipes are already open).
+    Synth(u16, Option<Bytes>),
+}
+
+/// Counts an open pipe in `MAIN.n_pipe` for as long as it lives.
+struct PipeSlot<'a>(&'a crate::runtime::counters::Counters);
+
+impl Drop for PipeSlot<'_> {
+    fn drop(&mut self) {
+        self.0.sub(Main::n_pipe, 1);
+    }
+}
+
+/// Runs a pipe; unless it ends in a synthetic response, the client
+/// connection closes afterwards.
+pub async fn pipe<S>(t: &mut ReqTask, conn: &mut ClientConn<S>, scratch: &mut Scratch) -> Piped
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let vxid = t.sh.vxid.next();
+    t.vsl.log(Tag::Link, format_args!("bereq {vxid} pipe"));
+    let mut headers = t.req.headers.clone();
+    // As varnishd: a pipe's X-Varnish names the client request.
+    headers.set("X-Varnish", t.vxid.to_string());
+    headers.set("Connection", "close");
+    let bereq = ReqMsg {
+        method: t.req.method.clone(),
+        url: t.req.url.clone(),
+        proto: t.req.proto.clone(),
+        headers,
+    };
+    let mut bo = new_bo(t, true, bereq, vxid);
+    bo.pipe_req = Some(Box::new(t.req.clone()));
+    bo.pipe_xid = t.vxid_str.clone();
+    bo.pipe_vars = crate::fetch::bo_task::PIPE_REQ_VARS
+        .iter()
+        .filter_map(|v| Some((*v, t.get(*v).ok()?)))
+        .collect();
+    bo.cur_sub = BuiltinSub::Pipe;
+    bo.vsl
+        .log(Tag::Begin, format_args!("bereq {} pipe", t.vxid));
+    bo.vsl.log_timestamp("Start", bo.t_bereq, 0.0, 0.0);
+    crate::fetch::fetch_fsm::log_bereq(&mut bo);
+    // As varnishd, vcl_pipe logs into the client request's transaction:
+    // what the request logged so far goes out first, to keep its order.
+    t.vsl.flush();
+    bo.vsl.set_vxid(Vxid::client(t.vxid));
+    let vcl = t.vcl.clone();
+    // As varnishd, vcl_pipe runs in the request's task: it sees and
+    // extends the request's vmod state.
+    std::mem::swap(&mut bo.privs, &mut t.privs);
+    let action = vcl.run(BuiltinSub::Pipe, &mut bo, scratch);
+    std::mem::swap(&mut bo.privs, &mut t.privs);
+    bo.vsl.set_vxid(Vxid::backend(vxid));
+    let sh = t.sh.clone();
+    let (result, pipe_acct) = match action {
+        Action::Pipe => {
+            // As varnishd: at most pipe_sess_max tunnels (0: no limit);
+            // one more gets a 503.
+            let max = sh.params().uint(pid!("pipe_sess_max"));
+            if max > 0 && sh.counters.get(Main::n_pipe) >= max {
+                sh.counters.inc(Main::pipe_limited);
+                bo.vsl.log_str(Tag::FetchError, "pipe_sess_max reached");
+                bo.vsl.log_str(Tag::End, "");
+                return Piped::Synth(503, None);
+            }
+            sh.counters.inc(Main::n_pipe);
+            let _slot = PipeSlot(&sh.counters);
+            // What was read of the body goes first; the rest follows
+            // straight from the connection.
+            let lead = match (&t.req_body, t.body_pending.take()) {
+                (Some(b), _) => Ok(vec![b.clone()]),
+                (None, Some(p)) => p
+                    .raw_prefix()
+                    .map(<[Bytes]>::to_vec)
+                    .ok_or_else(|| "pipe: part of a chunked body was read ahead".to_string()),
+                (None, None) => Ok(Vec::new()),
+            };
+            let mut acct = PipeAcct {
+                t_process: lacquer_http::date::now(),
+                ..PipeAcct::default()
+            };
+            // The backend is picked in the request's task too (a director
+            // may read what vcl_pipe set there).
+            std::mem::swap(&mut bo.privs, &mut t.privs);
+            let r = match lead {
+                Ok(lead) => run_pipe(&mut bo, conn, &lead, &mut acct).await,
+                Err(e) => Err(e),
+            };
+            std::mem::swap(&mut bo.privs, &mut t.privs);
+            (r, Some(acct))
+        }
+        Action::Synth { status, reason } => {
+            bo.vsl.log_str(Tag::End, "");
+            return Piped::Synth(status, reason);
+        }
+        _ => {
+            bo.vsl.log_str(Tag::BereqAcct, "0 0 0 0 0 0");
+            bo.vsl.log_str(Tag::End, "");
+            crate::client::req_fsm::vcl_failed(t);
+            return Piped::Synth(503, Some(Bytes::from_static(b"VCL failed")));
+        }
+    };
+    if let Err(e) = result {
+        bo.vsl.log_str(Tag::FetchError, &e);
+    }
+    bo.vsl.log_str(Tag::BereqAcct, "0 0 0 0 0 0");
+    bo.vsl.log_str(Tag::End, "");
+    bo.vsl.flush();
+    // As varnishd, the tunnel's byte counts go into the client request's
+    // transaction: its head, the bereq head, bytes piped in and out.
+    if let Some(a) = pipe_acct {
+        t.stamp("Process", a.t_process);
+        if a.t_sent > 0.0 {
+            t.stamp("Pipe", a.t_sent);
+        }
+        t.log_ts("PipeSess");
+        t.vsl.log(
+            Tag::PipeAcct,
+            format_args!(
+                "{} {} {} {}",
+                t.req_hdr_bytes, a.bereq_hdr, a.piped_in, a.piped_out
+            ),
+        );
+        t.end_privs();
+        sh.counters.add(Main::s_pipe_hdrbytes, t.req_hdr_bytes);
+        sh.counters.add(Main::s_pipe_in, a.piped_in);
+        sh.counters.add(Main::s_pipe_out, a.piped_out);
+        return Piped::Done(After::Piped(a.connected));
+    }
+    Piped::Done(After::Close)
+}
+
+/// What a tunnel moved, for `PipeAcct` and the `s_pipe_*` counters.
+#[derive(Debug, Default)]
+struct PipeAcct {
+    /// Bytes of the bereq head sent to the backend.
+    bereq_hdr: u64,
+    /// Bytes from the client passed on after the head.
+    piped_in: u64,
+    /// Bytes from the backend passed on to the client.
+    piped_out: u64,
+    /// When vcl_pipe was done.
+    t_process: f64,
+    /// When the bereq went to the backend (0 if it did not).
+    t_sent: f64,
+    /// A backend connection was had (varnishd's session close reason is
+    /// then `TX_PIPE`, else `TX_ERROR`).
+    connected: bool,
+}
+
+async fn run_pipe<S>(
+    bo: &mut crate::fetch::bo_task::BoTask,
+    conn: &mut ClientConn<S>,
+    lead: &[Bytes],
+    acct: &mut PipeAcct,
+) -> Result<(), String>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let be = bo.backend.clone().ok_or("No backend")?;
+    let vcl = bo.vcl.clone();
+    let backend = vcl
+        .resolve_backend(&be, &mut *bo)
+        .ok_or_else(|| format!("Director {} returned no backend", be.name))?;
+    if !backend.healthy() {
+        return Err(format!("backend {}: unhealthy", backend.name));
+    }
+    let params = bo.sh.params();
+    let connect = backend
+        .connect_timeout
+        .unwrap_or_else(|| params.duration(pid!("connect_timeout")));
+    let idle = Duration::from_secs_f64(params.duration(pid!("pipe_timeout")).max(0.001));
+    let holddown = crate::runtime::params::holddown(&params);
+    // As varnishd, a pipe may take over an idle pooled connection.
+    let reuse = Duration::from_secs_f64(params.duration(pid!("backend_idle_timeout")).max(0.0));
+    drop(params);
+    let mut be_conn = backend
+        .pool
+        .get(Duration::from_secs_f64(connect.max(0.001)), reuse, holddown)
+        .await
+        .map_err(|e| format!("backend {}: {e}", backend.name))?;
+    acct.connected = true;
+    let mut head = backend.proxy_preface(&bo.sess).unwrap_or_default();
+    if !be_conn.reused
+        && let Some(p) = &backend.preamble
+    {
+        head.extend_from_slice(p);
+    }
+    let at = head.len();
+    bo.bereq.write_head(&mut head);
+    acct.bereq_hdr = (head.len() - at) as u64;
+    // What was read of the body goes first, then whatever the client sent
+    // after it.
+    let pending_at = head.len();
+    for b in lead {
+        head.extend_from_slice(b);
+    }
+    head.extend_from_slice(&conn.rbuf.split());
+    acct.piped_in = (head.len() - pending_at) as u64;
+    be_conn
+        .stream
+        .write_all(&head)
+        .await
+        .map_err(|e| format!("pipe write: {e}"))?;
+    acct.t_sent = lacquer_http::date::now();
+    let (mut cr, mut cw) = tokio::io::split(&mut conn.stream);
+    let (mut br, mut bw) = tokio::io::split(&mut be_conn.stream);
+    let mut cbuf = vec![0u8; 16 * 1024];
+    let mut bbuf = vec![0u8; 16 * 1024];
+    let (mut c_open, mut b_open) = (true, true);
+    let (mut to_backend, mut to_client) = (acct.piped_in, 0u64);
+    while c_open && b_open {
+        tokio::select! {
+            r = tokio::time::timeout(idle, cr.read(&mut cbuf)), if c_open => match r {
+                Ok(Ok(0)) | Ok(Err(_)) | Err(_) => { c_open = false; let _ = bw.shutdown().await; }
+                Ok(Ok(n)) => {
+                    to_backend += n as u64;
+                    if bw.write_all(&cbuf[..n]).await.is_err() { b_open = false; }
+                }
+            },
+            r = tokio::time::timeout(idle, br.read(&mut bbuf)), if b_open => match r {
+                Ok(Ok(0)) | Ok(Err(_)) | Err(_) => { b_open = false; }
+                Ok(Ok(n)) => {
+                    to_client += n as u64;
+                    if cw.write_all(&bbuf[..n]).await.is_err() { c_open = false; }
+                }
+            },
+        }
+    }
+    let _ = cw.flush().await;
+    acct.piped_in = to_backend;
+    acct.piped_out = to_client;
+    Ok(())
+}

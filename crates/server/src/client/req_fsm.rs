@@ -1,0 +1,1752 @@
+//! The client request state machine, as varnishd's `cache_req_fsm.c`.
+//!
+//! ```text
+//!            ┌──────────── restart (≤ max_restarts) ◀───────────────┐
+//!            ▼                                                      │
+//!        vcl_recv ──hash──▶ vcl_hash ──▶ lookup ──hit──▶ vcl_hit ──deliver──▶ vcl_deliver ──▶ transmit
+//!         │ │ │ │                          │ │ busy: wait, lookup again    │
+//!         │ │ │ │                          │ └─miss/hit-for-miss─▶ vcl_miss ──fetch──▶ fetch task
+//!         │ │ │ │                          └─hit-for-pass──┐
+//!         │ │ │ └─pass─────────────────────▶ vcl_pass ◀────┘──fetch──▶ fetch task (private)
+//!         │ │ └─pipe──▶ vcl_pipe ──▶ tunnel
+//!         │ └─purge──▶ purge ──▶ vcl_purge
+//!         └─synth──▶ vcl_synth ──▶ transmit
+//! ```
+//!
+//! Every state keeps Varnish's log records and counters so that varnishlog
+//! users see the transactions they expect.
+
+use crate::pid;
+use crate::runtime::counters::Main;
+use lacquer_vsl::push_u64;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use lacquer_cache::{Lookup, LookupRequest, ObjRef};
+use lacquer_http::Headers;
+use lacquer_vcl::exec::{Action, Scratch, Workspace as _};
+use lacquer_vcl::subs::BuiltinSub;
+use lacquer_vsl::Tag;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::oneshot;
+
+use crate::client::cond::{RangeOutcome, apply_range, not_modified};
+use crate::client::req_task::ReqTask;
+use crate::client::txio::{TimedWriter, TxError};
+use crate::fetch::bo_task::BoTask;
+use crate::fetch::fetch_fsm::{FetchJob, FetchMode, FetchOutcome};
+use crate::fetch::gzip::Gunzip;
+use crate::runtime::msg::{HeaderView, ReqMsg, RespMsg};
+use crate::runtime::task::SessInfo;
+use crate::runtime::ws::{Workspace, header_len};
+
+/// `Via` header value Lacquer adds to responses.
+pub const VIA: &str = "1.1 varnish (Lacquer/0.1)";
+
+/// The client connection a request arrived on: the bytes of an HTTP/1
+/// connection, or an HTTP/2 stream (request body in, response body out)
+/// whose response head goes out through `h2` instead of as bytes.
+pub struct ClientConn<S> {
+    pub stream: S,
+    pub rbuf: BytesMut,
+    pub h2: Option<crate::client::h2::StreamHead>,
+}
+
+/// How a request ended for its connection.
+#[derive(Debug)]
+pub enum After {
+    KeepAlive,
+    Close,
+    /// Writing the response failed: the session ends for this reason.
+    TxFailed(TxError),
+    /// The delivery could not be set up (a `resp.filters` naming an
+    /// unknown filter): nothing was sent and the session ends
+    /// (varnishd's `OVERLOAD`).
+    Overload,
+    /// The response went out and the session closes for this reason
+    /// (varnishd's `REQ_CLOSE`, `REQ_HTTP10`, `RESP_CLOSE`, `TX_EOF`).
+    CloseAs(&'static str),
+    /// A pipe ended: the session closes as `TX_PIPE` when the tunnel had
+    /// a backend connection, `TX_ERROR` when it had none (varnishd's
+    /// `vbe_dir_http1pipe`).
+    Piped(bool),
+}
+
+/// Where a request goes once vcl_hash has run.
+enum AfterHash {
+    Lookup,
+    Pass,
+    Pipe,
+    Synth {
+        status: u16,
+        reason: Option<Bytes>,
+    },
+    /// `return (vcl(...))` where it is not allowed: vcl_hash runs, then
+    /// the error is logged and a plain 503 follows.
+    IllegalVcl(&'static str),
+}
+
+enum State {
+    Recv,
+    /// vcl_hash, which runs after every vcl_recv (as in varnishd), then
+    /// where vcl_recv was going.
+    Hash(AfterHash),
+    Lookup,
+    Miss {
+        busy: lacquer_cache::BusyObj,
+        stale: Option<ObjRef>,
+        /// A hit-for-miss: the marker the fetched object replaces.
+        hitmiss: Option<ObjRef>,
+    },
+    Hit(ObjRef, Option<lacquer_cache::BusyObj>),
+    Pass,
+    Pipe,
+    Purge,
+    Synth {
+        status: u16,
+        reason: Option<Bytes>,
+    },
+    Deliver {
+        obj: ObjRef,
+        hit: bool,
+        pass: bool,
+    },
+    Restart,
+}
+
+/// Handles one request on a client connection.
+pub async fn handle<S>(t: &mut ReqTask, conn: &mut ClientConn<S>) -> After
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let sh = t.sh.clone();
+    let mut scratch = Scratch::default();
+    let max_restarts = sh.params().uint(pid!("max_restarts")) as u32;
+    // As varnishd: the received head is the first thing in the client
+    // workspace, and what std.rollback(req) goes back to (an ESI include's
+    // request is built from its parent's and has nothing to add).
+    t.ws.take(t.req_hdr_bytes);
+    t.ws_req = t.ws.snapshot();
+    if t.esi_level == 0 {
+        sh.counters.inc(Main::client_req);
+        add_xff(t);
+    }
+    t.req_orig = t.req.clone();
+    let mut state = State::Recv;
+    let mut vcl_switched = false;
+    loop {
+        if !sh.is_running() {
+            // The cache process died under this request (a panic from
+            // VCL): as with varnishd's child, the client gets no answer.
+            return After::Close;
+        }
+        t.now = lacquer_http::date::now();
+        state = match state {
+            State::Recv => {
+                t.is_hit = false;
+                t.lookup_hook = None;
+                t.hash = None;
+                t.digest = None;
+                let vcl = t.vcl.clone();
+                // A client waiting for 100 Continue sends its body only
+                // then: a std.cache_req_body() in vcl_recv asks for it at
+                // the call, so vcl_recv runs beside the connection.
+                let action = if t.want_100 && vcl.req_body_prefetch > 0 && conn.h2.is_none() {
+                    let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
+                    crate::client::reqbody::recv_with_body(conn, t, timeout, |t| {
+                        vcl.run(BuiltinSub::Recv, t, &mut scratch)
+                    })
+                } else {
+                    vcl.run(BuiltinSub::Recv, t, &mut scratch)
+                };
+                if t.req_body_failed {
+                    // As varnishd: a body too big to cache ends the
+                    // session without an answer.
+                    t.vsl
+                        .log_str(Tag::FetchError, "Request body too big to cache");
+                    return After::Close;
+                }
+                // As varnishd: the owed 100 goes out once vcl_recv returns
+                // (unless it failed or switches VCL), or when the body is
+                // read after std.late_100_continue(true).
+                let vcl_switch = matches!(action, Action::Vcl(_)) && t.restarts == 0;
+                if t.want_100
+                    && !t.late_100
+                    && !vcl_switch
+                    && !matches!(action, Action::Fail)
+                    && send_100(t, conn).await.is_err()
+                {
+                    return After::TxFailed(TxError::Closed);
+                }
+                let ae_rules = sh.params().flag(pid!("http_gzip_support"));
+                match action {
+                    Action::Hash | Action::Lookup => {
+                        if ae_rules {
+                            normalise_ae(&mut t.vsl, &mut t.req.headers);
+                        }
+                        State::Hash(AfterHash::Lookup)
+                    }
+                    Action::Pass { .. } => State::Hash(AfterHash::Pass),
+                    Action::Pipe if t.esi_level > 0 => {
+                        t.vsl.log_str(
+                            Tag::VCL_Error,
+                            "vcl_recv{} returns pipe for ESI included object.  Doing pass.",
+                        );
+                        State::Hash(AfterHash::Pass)
+                    }
+                    Action::Pipe if conn.h2.is_some() => {
+                        t.vsl.log_str(
+                            Tag::VCL_Error,
+                            "vcl_recv{} returns pipe for HTTP/2 request.  Doing pass.",
+                        );
+                        State::Hash(AfterHash::Pass)
+                    }
+                    Action::Pipe => State::Hash(AfterHash::Pipe),
+                    Action::Purge => {
+                        if ae_rules {
+                            normalise_ae(&mut t.vsl, &mut t.req.headers);
+                        }
+                        t.purging = true;
+                        State::Hash(AfterHash::Lookup)
+                    }
+                    Action::Synth { status, reason } => {
+                        State::Hash(AfterHash::Synth { status, reason })
+                    }
+                    Action::Restart => State::Restart,
+                    Action::Vcl(label) if t.restarts == 0 && !vcl_switched => {
+                        match sh.vcl_by_label(&label) {
+                            Some(v) => {
+                                vcl_switched = true;
+                                t.vsl
+                                    .log(Tag::VCL_use, format_args!("{} via {}", v.name, label));
+                                t.backend_hint = v.default_backend();
+                                t.vcl = v;
+                                t.req = t.req_orig.clone();
+                                State::Recv
+                            }
+                            None => State::Synth {
+                                status: 503,
+                                reason: Some(Bytes::from_static(b"VCL failed")),
+                            },
+                        }
+                    }
+                    Action::Vcl(_) if t.restarts > 0 => {
+                        State::Hash(AfterHash::IllegalVcl("Not after restarts"))
+                    }
+                    _ => fail_synth(t),
+                }
+            }
+            State::Hash(next) => {
+                t.hash = Some(lacquer_cache::HashBuilder::new());
+                let vcl = t.vcl.clone();
+                let action = vcl.run(BuiltinSub::Hash, t, &mut scratch);
+                let h = t.hash.take().unwrap_or_default();
+                t.digest = Some(h.finish());
+                match (action, next) {
+                    (Action::Lookup, AfterHash::Lookup) if t.purging => State::Purge,
+                    (Action::Lookup, AfterHash::Lookup) => State::Lookup,
+                    (Action::Lookup, AfterHash::Pass) => State::Pass,
+                    (Action::Lookup, AfterHash::Pipe) => State::Pipe,
+                    (Action::Lookup, AfterHash::Synth { status, reason }) => {
+                        State::Synth { status, reason }
+                    }
+                    (Action::Lookup, AfterHash::IllegalVcl(why)) => {
+                        t.vsl
+                            .log(Tag::VCL_Error, format_args!("Illegal return(vcl): {why}"));
+                        State::Synth {
+                            status: 503,
+                            reason: None,
+                        }
+                    }
+                    _ => fail_synth(t),
+                }
+            }
+            State::Lookup => lookup(t).await,
+            State::Purge => {
+                t.purging = false;
+                let digest = t.digest.expect("digest computed in vcl_hash");
+                sh.cache.purge(&digest, t.now, 0.0, 0.0, 0.0);
+                let vcl = t.vcl.clone();
+                match vcl.run(BuiltinSub::Purge, t, &mut scratch) {
+                    Action::Synth { status, reason } => State::Synth { status, reason },
+                    Action::Restart => State::Restart,
+                    _ => fail_synth(t),
+                }
+            }
+            State::Hit(obj, bgfetch) => {
+                t.obj = Some(obj.clone());
+                // As varnishd: the Hit record comes before vcl_hit.
+                let ttl_left = obj.t_origin() + obj.ttl() - t.now;
+                // As varnishd: a hit on an object still being fetched also
+                // shows how much has arrived, and the length when known.
+                let fetching = (!obj.body().is_finished()).then(|| {
+                    let cl = crate::runtime::task::obj_header(&obj, b"content-length")
+                        .and_then(|v| std::str::from_utf8(v).ok())
+                        .and_then(|v| v.trim().parse::<u64>().ok());
+                    (obj.body().len_so_far(), cl)
+                });
+                t.vsl.log_with(Tag::Hit, |o| {
+                    push_u64(o, u64::from(obj.vxid()));
+                    for v in [ttl_left, obj.grace(), obj.keep()] {
+                        o.push(b' ');
+                        lacquer_vsl::push_fixed6(o, v);
+                    }
+                    if let Some((so_far, len)) = fetching {
+                        o.push(b' ');
+                        push_u64(o, so_far);
+                        if let Some(l) = len {
+                            o.push(b' ');
+                            push_u64(o, l);
+                        }
+                    }
+                });
+                let vcl = t.vcl.clone();
+                let action = vcl.run(BuiltinSub::Hit, t, &mut scratch);
+                match action {
+                    Action::Deliver => {
+                        if let Some(busy) = bgfetch {
+                            start_bgfetch(t, busy, obj.clone());
+                        }
+                        if obj.t_origin() + obj.ttl() <= t.now {
+                            sh.counters.inc(Main::cache_hit_grace);
+                        }
+                        sh.counters.inc(Main::cache_hit);
+                        State::Deliver {
+                            obj,
+                            hit: true,
+                            pass: false,
+                        }
+                    }
+                    Action::Pass { .. } => {
+                        // A pass from a hit is still a hit (varnishd's
+                        // is_hit): counted, and X-Varnish names the object.
+                        sh.counters.inc(Main::cache_hit);
+                        t.is_hit = true;
+                        t.obj = None;
+                        State::Pass
+                    }
+                    Action::Synth { status, reason } => {
+                        t.obj = None;
+                        State::Synth { status, reason }
+                    }
+                    Action::Restart => {
+                        t.obj = None;
+                        State::Restart
+                    }
+                    _ => {
+                        t.obj = None;
+                        fail_synth(t)
+                    }
+                }
+            }
+            State::Miss {
+                busy,
+                stale,
+                hitmiss,
+            } => {
+                let vcl = t.vcl.clone();
+                match vcl.run(BuiltinSub::Miss, t, &mut scratch) {
+                    Action::Fetch => {
+                        let mode = match hitmiss {
+                            Some(marker) => FetchMode::HitMiss { busy, marker },
+                            None => {
+                                sh.counters.inc(Main::cache_miss);
+                                FetchMode::Miss { busy, stale }
+                            }
+                        };
+                        match fetch(t, conn, mode, false).await {
+                            Some(obj) => State::Deliver {
+                                obj,
+                                hit: false,
+                                pass: false,
+                            },
+                            // A failed fetch (vcl_backend_* failed or
+                            // abandoned) is a plain 503, as varnishd.
+                            None => State::Synth {
+                                status: 503,
+                                reason: None,
+                            },
+                        }
+                    }
+                    Action::Pass { .. } => State::Pass,
+                    Action::Synth { status, reason } => State::Synth { status, reason },
+                    Action::Restart => State::Restart,
+                    _ => fail_synth(t),
+                }
+            }
+            State::Pass => {
+                let vcl = t.vcl.clone();
+                match vcl.run(BuiltinSub::Pass, t, &mut scratch) {
+                    Action::Fetch => {
+                        sh.counters.inc(Main::s_pass);
+                        match fetch(t, conn, FetchMode::Pass, true).await {
+                            Some(obj) => State::Deliver {
+                                obj,
+                                hit: t.is_hit,
+                                pass: true,
+                            },
+                            // A failed fetch (vcl_backend_* failed or
+                            // abandoned) is a plain 503, as varnishd.
+                            None => State::Synth {
+                                status: 503,
+                                reason: None,
+                            },
+                        }
+                    }
+                    Action::Synth { status, reason } => State::Synth { status, reason },
+                    Action::Restart => State::Restart,
+                    _ => fail_synth(t),
+                }
+            }
+            State::Pipe => {
+                sh.counters.inc(Main::s_pipe);
+                match crate::client::pipe::pipe(t, conn, &mut scratch).await {
+                    crate::client::pipe::Piped::Done(after) => return after,
+                    crate::client::pipe::Piped::Synth(status, reason) => {
+                        State::Synth { status, reason }
+                    }
+                }
+            }
+            State::Deliver { obj, hit, pass } => {
+                match deliver(t, conn, obj, hit, pass, &mut scratch).await {
+                    Delivered::Done(after) => return after,
+                    Delivered::Restart => State::Restart,
+                    Delivered::Synth(status, reason) => State::Synth { status, reason },
+                }
+            }
+            State::Synth { status, reason } => {
+                match synth(t, conn, status, reason, &mut scratch).await {
+                    Delivered::Done(after) => return after,
+                    Delivered::Restart => State::Restart,
+                    Delivered::Synth(..) => unreachable!("vcl_synth cannot return synth"),
+                }
+            }
+            State::Restart => {
+                t.obj = None;
+                // As varnishd: the count goes up first, so vcl_synth sees
+                // max_restarts + 1 when the limit is exceeded.
+                t.restarts += 1;
+                if t.restarts > max_restarts {
+                    t.vsl.log_str(Tag::VCL_Error, "Too many restarts");
+                    State::Synth {
+                        status: 503,
+                        reason: None,
+                    }
+                } else {
+                    restart_vxid(t);
+                    t.resp = RespMsg::new(200);
+                    State::Recv
+                }
+            }
+        };
+    }
+}
+
+/// X-Forwarded-For gets the client address appended, once per client
+/// request.
+fn add_xff(t: &mut ReqTask) {
+    let ip = t.sess.client_ip.clone();
+    match t.req.headers.get("x-forwarded-for").map(<[u8]>::to_vec) {
+        Some(mut v) => {
+            for (k, old) in t.req.headers.iter() {
+                if k.eq_ignore_ascii_case(b"x-forwarded-for") {
+                    t.vsl.log_header(Tag::ReqUnset, k, old);
+                }
+            }
+            t.req.headers.collect("x-forwarded-for");
+            v = t
+                .req
+                .headers
+                .get("x-forwarded-for")
+                .map(<[u8]>::to_vec)
+                .unwrap_or(v);
+            v.extend_from_slice(b", ");
+            v.extend_from_slice(&ip);
+            t.ws.take(header_len(b"X-Forwarded-For", &v));
+            t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &v);
+            // As varnishd: the new value goes at the end of the list.
+            t.req.headers.remove("x-forwarded-for");
+            t.req.headers.append("X-Forwarded-For", v);
+        }
+        None => {
+            t.ws.take(header_len(b"X-Forwarded-For", &ip));
+            t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &ip);
+            t.req.headers.append("X-Forwarded-For", ip);
+        }
+    }
+}
+
+/// Removes a request's `Expect` header, logged as unset (HTTP/1 and
+/// HTTP/2 consume `100-continue` themselves, as varnishd).
+pub(crate) fn consume_expect(vsl: &mut lacquer_vsl::VslBuf, req: &mut ReqMsg) {
+    if let Some((k, v)) = req
+        .headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(b"expect"))
+    {
+        vsl.log_header(Tag::ReqUnset, k, v);
+    }
+    req.headers.remove("expect");
+}
+
+/// The records that open a request's log (`ReqStart` and the request as
+/// received), written when it arrives and again after each restart.
+pub(crate) fn log_req_start(vsl: &mut lacquer_vsl::VslBuf, sess: &SessInfo, req: &ReqMsg) {
+    vsl.log_with(Tag::ReqStart, |o| {
+        o.extend_from_slice(&sess.client_ip);
+        o.push(b' ');
+        o.extend_from_slice(sess.client_port.as_bytes());
+        o.push(b' ');
+        o.extend_from_slice(sess.listener.as_bytes());
+    });
+    vsl.log_bytes(Tag::ReqMethod, &req.method);
+    vsl.log_bytes(Tag::ReqURL, &req.url);
+    vsl.log_bytes(Tag::ReqProtocol, &req.proto);
+    for (k, v) in req.headers.iter() {
+        vsl.log_header(Tag::ReqHeader, k, v);
+    }
+}
+
+/// As varnishd, a restart continues under a new vxid: the old transaction
+/// ends with a `Link` to the new one, which begins with `req <old> restart`
+/// and logs the request again.
+fn restart_vxid(t: &mut ReqTask) {
+    let now = lacquer_http::date::now();
+    t.stamp("Restart", now);
+    let new = t.sh.vxid.next();
+    // `req <vxid> restart` without formatting machinery (once per restart).
+    let link = |vsl: &mut lacquer_vsl::VslBuf, tag, vxid: &[u8]| {
+        vsl.log_with(tag, |o| {
+            o.extend_from_slice(b"req ");
+            o.extend_from_slice(vxid);
+            o.extend_from_slice(b" restart");
+        })
+    };
+    let (mut a, mut b) = ([0u8; 20], [0u8; 20]);
+    let new_digits = lacquer_vsl::u64_digits(u64::from(new), &mut a);
+    link(&mut t.vsl, Tag::Link, new_digits);
+    t.vsl.log_str(Tag::End, "");
+    t.vsl.flush();
+    let old = lacquer_vsl::u64_digits(u64::from(t.vxid), &mut b);
+    t.vxid = new;
+    t.vxid_str.clear();
+    t.vxid_str.extend(new_digits.iter().map(|d| char::from(*d)));
+    t.vsl.set_vxid(lacquer_vsl::Vxid::client(new));
+    link(&mut t.vsl, Tag::Begin, old);
+    t.vsl.log_timestamp("Start", now, now - t.t_req, 0.0);
+    t.t_last = now;
+    let sess = t.sess.clone();
+    log_req_start(&mut t.vsl, &sess, &t.req);
+}
+
+/// An ESI response's validator is weak: its bytes depend on the includes.
+fn weaken_etag(t: &mut ReqTask) {
+    let Some(etag) = t.resp.headers.get("etag").map(Bytes::copy_from_slice) else {
+        return;
+    };
+    if etag.starts_with(b"W/") {
+        return;
+    }
+    let mut weak = b"W/".to_vec();
+    weak.extend_from_slice(&etag);
+    t.vsl.log_header(Tag::RespUnset, b"ETag", &etag);
+    t.vsl.log_header(Tag::RespHeader, b"ETag", &weak);
+    t.resp.headers.remove("etag");
+    t.resp.headers.append("ETag", weak);
+}
+
+/// A client-side subroutine failed: a 503 "VCL failed", and the
+/// connection closes after it.
+fn fail_synth(t: &mut ReqTask) -> State {
+    vcl_failed(t);
+    State::Synth {
+        status: 503,
+        reason: Some(Bytes::from_static(b"VCL failed")),
+    }
+}
+
+/// A client-side subroutine failed (`MAIN.vcl_fail` counts it where VCL
+/// runs): the connection closes after the response.
+pub(crate) fn vcl_failed(t: &mut ReqTask) {
+    t.vcl_failed = true;
+    // As varnishd: the workspace goes back to the request as received.
+    t.ws_rollback();
+}
+
+/// `n` in decimal, for header values (one exact-size allocation).
+pub(crate) fn decimal(n: u64) -> Bytes {
+    let mut buf = [0u8; 20];
+    Bytes::copy_from_slice(lacquer_vsl::u64_digits(n, &mut buf))
+}
+
+/// Makes `Accept-Encoding` say `gzip` as varnishd's `http_ForceHeader`
+/// does: one already saying so stays where it is, anything else goes
+/// and the new line comes last.
+fn force_gzip_ae(h: &mut Headers) {
+    if h.get("accept-encoding")
+        .is_some_and(|v| v.eq_ignore_ascii_case(b"gzip"))
+    {
+        return;
+    }
+    h.remove("accept-encoding");
+    h.append("Accept-Encoding", "gzip");
+}
+
+/// `Accept-Encoding` after vcl_recv when `http_gzip_support` is on: `gzip`
+/// when the client accepts it (see [`force_gzip_ae`]), else removed;
+/// each change logged as varnishd logs it.
+fn normalise_ae(vsl: &mut lacquer_vsl::VslBuf, h: &mut Headers) {
+    let Some(gzip) = h
+        .get("accept-encoding")
+        .map(crate::fetch::gzip::accepts_gzip)
+    else {
+        return;
+    };
+    if gzip
+        && h.get("accept-encoding")
+            .is_some_and(|v| v.eq_ignore_ascii_case(b"gzip"))
+    {
+        return;
+    }
+    for (k, v) in h.iter() {
+        if k.eq_ignore_ascii_case(b"accept-encoding") {
+            vsl.log_header(Tag::ReqUnset, k, v);
+        }
+    }
+    h.remove("accept-encoding");
+    if gzip {
+        vsl.log_header(Tag::ReqHeader, b"Accept-Encoding", b"gzip");
+        h.append("Accept-Encoding", "gzip");
+    }
+}
+
+async fn lookup(t: &mut ReqTask) -> State {
+    let sh = t.sh.clone();
+    let digest = t.digest.expect("digest computed in vcl_hash");
+    // A vmod's hook serves this lookup (and its retries after waiting).
+    let mut hook = t.lookup_hook.take();
+    loop {
+        let result = {
+            let view = HeaderView(&t.req.headers);
+            let lr = LookupRequest {
+                digest: &digest,
+                url: &t.req.url,
+                headers: &view,
+                now: t.now,
+                req_ttl: t.ttl,
+                req_grace: t.grace,
+                ignore_busy: t.hash_ignore_busy,
+                always_miss: t.hash_always_miss,
+                ignore_vary: t.hash_ignore_vary,
+            };
+            match hook.as_deref_mut() {
+                Some(h) => sh.cache.lookup_hooked(&lr, &mut VclHook(h)),
+                None => sh.cache.lookup(&lr),
+            }
+        };
+        for v in result.banned {
+            t.vsl.log(Tag::ExpBan, format_args!("{v} banned lookup"));
+        }
+        return match result.kind {
+            Lookup::Hit(obj) => State::Hit(obj, None),
+            Lookup::Grace { stale, bgfetch } => State::Hit(stale, bgfetch),
+            Lookup::Miss { busy, stale } => State::Miss {
+                busy,
+                stale,
+                hitmiss: None,
+            },
+            Lookup::HitMiss {
+                busy,
+                marker,
+                vxid,
+                dttl,
+            } => {
+                t.is_hitmiss = true;
+                sh.counters.inc(Main::cache_hitmiss);
+                sh.counters.inc(Main::cache_miss);
+                t.vsl.log(Tag::HitMiss, format_args!("{vxid} {dttl:.6}"));
+                State::Miss {
+                    busy,
+                    stale: None,
+                    hitmiss: Some(marker),
+                }
+            }
+            Lookup::HitPass { vxid, dttl } => {
+                t.is_hitpass = true;
+                sh.counters.inc(Main::cache_hitpass);
+                t.vsl.log(Tag::HitPass, format_args!("{vxid} {dttl:.6}"));
+                State::Pass
+            }
+            Lookup::Busy(waiter) => {
+                waiter.wait().await;
+                t.log_ts("Waitinglist");
+                t.now = lacquer_http::date::now();
+                continue;
+            }
+        };
+    }
+}
+
+/// A vmod's lookup hook, as the cache asks it.
+struct VclHook<'a>(&'a mut dyn lacquer_vcl::exec::LookupHook);
+
+impl lacquer_cache::LookupHook for VclHook<'_> {
+    fn candidate(&mut self, index: usize) -> lacquer_cache::HookVerdict {
+        use lacquer_cache::HookVerdict as H;
+        use lacquer_vcl::exec::LookupVerdict as V;
+        match self.0.candidate(index) {
+            V::Default => H::Default,
+            V::Continue => H::Continue,
+            V::Hit => H::Hit,
+            V::Miss => H::Miss,
+        }
+    }
+    fn finish(&mut self) -> Option<usize> {
+        self.0.finish()
+    }
+}
+
+/// Builds the backend request from the client request, as varnishd's
+/// `http_FilterReq` does for a fetch or a pass.
+fn make_bereq(t: &ReqTask, pass: bool, vxid: u32) -> ReqMsg {
+    let mut h = Headers::new();
+    let mask = if pass {
+        lacquer_http::FILTER_PASS
+    } else {
+        lacquer_http::FILTER_FETCH
+    };
+    t.req.headers.copy_filtered(mask, &mut h);
+    let method = if pass || &t.req.method[..] != b"HEAD" {
+        t.req.method.clone()
+    } else {
+        Bytes::from_static(b"GET")
+    };
+    let method = if pass {
+        method
+    } else {
+        Bytes::from_static(b"GET")
+    };
+    if !pass && t.sh.params().flag(pid!("http_gzip_support")) {
+        force_gzip_ae(&mut h);
+    }
+    if let Some(b) = t.req_body.as_ref().filter(|_| pass || t.req_body_kept) {
+        // As varnishd: a body std.cache_req_body() kept goes to the
+        // backend with its length, whatever the method (a cache fetch
+        // sends it with its GET too).
+        h.remove("transfer-encoding");
+        h.set("Content-Length", decimal(b.len() as u64));
+    }
+    h.append("X-Varnish", vxid.to_string());
+    ReqMsg {
+        method,
+        url: t.req.url.clone(),
+        proto: Bytes::from_static(b"HTTP/1.1"),
+        headers: h,
+    }
+}
+
+/// Prepares a fetch task for this request.
+pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
+    let sh = &t.sh;
+    let bereq_orig = bereq.clone();
+    // As varnishd: the backend request is copied into the fetch's
+    // workspace; std.rollback(bereq) comes back to it before X-Varnish.
+    let mut ws = Workspace::backend(&sh.params());
+    for part in [&bereq.method, &bereq.url, &bereq.proto] {
+        ws.take(part.len() as u64 + 1);
+    }
+    let is_xv = |k: &[u8]| k.eq_ignore_ascii_case(b"x-varnish");
+    for (k, v) in bereq.headers.iter().filter(|(k, _)| !is_xv(k)) {
+        ws.take(header_len(k, v));
+    }
+    let ws_bo = ws.snapshot();
+    for (k, v) in bereq.headers.iter().filter(|(k, _)| is_xv(k)) {
+        ws.take(header_len(k, v));
+    }
+    let mut bo = BoTask {
+        sh: sh.clone(),
+        vcl: t.vcl.clone(),
+        sess: t.sess.clone(),
+        vxid,
+        req_vxid: t.vxid,
+        vxid_str: vxid.to_string(),
+        bereq0: t.req.headers.clone(),
+        bereq,
+        beresp: RespMsg::new(200),
+        t_bereq: lacquer_http::date::now(),
+        t_beresp: 0.0,
+        retries: 0,
+        // The hint starts as the default backend; VCL may set it NULL.
+        backend: t.backend_hint.clone(),
+        beresp_backend: None,
+        beresp_backend_ip: None,
+        connect_timeout: None,
+        first_byte_timeout: None,
+        between_bytes_timeout: None,
+        uncacheable: pass,
+        is_bgfetch: false,
+        is_hitmiss: t.is_hitmiss,
+        is_hitpass: t.is_hitpass,
+        digest: t.digest,
+        has_body: false,
+        t_origin: 0.0,
+        ttl: 0.0,
+        grace: 0.0,
+        keep: 0.0,
+        do_stream: true,
+        do_gzip: false,
+        do_gunzip: false,
+        do_esi: false,
+        vfp_filters: None,
+        beresp_has_body: false,
+        was_304: false,
+        storage: None,
+        storage_hint: None,
+        synth_body: Vec::new(),
+        acct: Default::default(),
+        acct_backend: None,
+        acct_charged: Default::default(),
+        client_identity: t.client_identity.clone(),
+        vsl: lacquer_vsl::VslBuf::with_capacity(
+            sh.vsl.clone(),
+            lacquer_vsl::Vxid::backend(vxid),
+            2048,
+        ),
+        privs: Default::default(),
+        now: lacquer_http::date::now(),
+        bereq_orig,
+        cur_sub: BuiltinSub::BackendFetch,
+        t_last: lacquer_http::date::now(),
+        pipe_req: None,
+        pipe_xid: String::new(),
+        pipe_vars: Vec::new(),
+        ws,
+        ws_bo,
+        beresp_dropped: false,
+    };
+    // As varnishd: the store is chosen when the fetch starts, in turn among
+    // the stores (Transient for a pass); VCL may change it.
+    let store = if pass {
+        sh.cache.transient()
+    } else {
+        sh.cache.next_store()
+    };
+    bo.set_storage(Some(std::sync::Arc::from(store.name())));
+    bo
+}
+
+/// Starts a fetch and waits for its object. A body `std.cache_req_body()`
+/// kept goes to the backend whole, with any fetch; a pass also forwards a
+/// body it did not keep, streamed off the client connection while the
+/// fetch sends it (see [`crate::client::reqbody`]).
+async fn fetch<S>(
+    t: &mut ReqTask,
+    conn: &mut ClientConn<S>,
+    mode: FetchMode,
+    pass: bool,
+) -> Option<ObjRef>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    use crate::client::reqbody::CHANNEL_SEGMENTS;
+    use crate::fetch::fetch_fsm::FetchBody;
+    let vxid = t.sh.vxid.next();
+    let how = if pass { "pass" } else { "fetch" };
+    t.vsl.log(Tag::Link, format_args!("bereq {vxid} {how}"));
+    let bereq = make_bereq(t, pass, vxid);
+    let mut bo = new_bo(t, pass, bereq, vxid);
+    let mut stream = None;
+    let req_body = if let Some(b) = t.req_body.as_ref().filter(|_| pass || t.req_body_kept) {
+        FetchBody::Cached(b.clone())
+    } else if !pass {
+        FetchBody::None
+    } else if let Some(p) = t.body_pending.take() {
+        let length = p.length();
+        match length {
+            Some(n) => {
+                bo.bereq.headers.remove("transfer-encoding");
+                bo.bereq.headers.set("Content-Length", n.to_string());
+            }
+            None => {
+                bo.bereq.headers.remove("content-length");
+                bo.bereq.headers.set("Transfer-Encoding", "chunked");
+            }
+        }
+        let (tx, rx) = tokio::sync::mpsc::channel(CHANNEL_SEGMENTS);
+        stream = Some((p, tx));
+        t.body_taken = true;
+        FetchBody::Stream { length, rx }
+    } else if t.body_taken {
+        // A restarted request whose body an earlier pass streamed.
+        t.vsl.log_str(
+            Tag::VCL_Error,
+            "Uncached req.body can only be consumed once.",
+        );
+        FetchBody::Taken
+    } else {
+        FetchBody::None
+    };
+    bo.has_body = !matches!(req_body, FetchBody::None);
+    let (tx, mut rx) = oneshot::channel();
+    let job = FetchJob {
+        bo,
+        mode,
+        req_body,
+        notify: Some(tx),
+    };
+    tokio::spawn(crate::fetch::fetch_fsm::run(job));
+    let mut early = None;
+    if let Some((p, body_tx)) = stream {
+        t.log_body_storage();
+        if t.want_100
+            && let Err(e) = send_100(t, conn).await
+        {
+            // The fetch sees the body end early and fails.
+            t.vsl.log(
+                Tag::FetchError,
+                format_args!("req.body read error: sending 100 Continue: {e}"),
+            );
+            t.body_broken = true;
+            drop(body_tx);
+            return fetch_outcome(t, rx.await);
+        }
+        let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
+        let pump = p.pump(&mut conn.stream, &mut conn.rbuf, timeout, &body_tx);
+        tokio::pin!(pump);
+        tokio::select! {
+            r = &mut pump => match r {
+                Ok((n, left)) => {
+                    t.sh.counters.add(Main::s_req_bodybytes, n);
+                    t.req_body_bytes += n;
+                    // As varnishd: the body read to its end is timestamped.
+                    if left.is_none() {
+                        t.log_ts("ReqBody");
+                    }
+                    t.body_pending = left;
+                }
+                Err(e) => {
+                    t.vsl
+                        .log(Tag::FetchError, format_args!("req.body read error: {e}"));
+                    t.body_broken = true;
+                }
+            },
+            // The backend answered before taking the whole body: what is
+            // left of it can no longer be found on the connection.
+            got = &mut rx => {
+                t.body_broken = true;
+                early = Some(got);
+            }
+        }
+    }
+    let got = match early {
+        Some(got) => got,
+        None => rx.await,
+    };
+    fetch_outcome(t, got)
+}
+
+/// What a fetch's answer gives the request, timestamped and counted.
+fn fetch_outcome(
+    t: &mut ReqTask,
+    got: Result<FetchOutcome, oneshot::error::RecvError>,
+) -> Option<ObjRef> {
+    t.log_ts("Fetch");
+    t.sh.counters.inc(Main::s_fetch);
+    match got {
+        Ok(FetchOutcome::Object(o)) => Some(o),
+        Ok(FetchOutcome::Failed) | Err(_) => None,
+    }
+}
+
+/// Sends the `100 Continue` a client waits for before its body (logged
+/// as varnishd logs it); the client will not get it twice.
+async fn send_100<S>(t: &mut ReqTask, conn: &mut ClientConn<S>) -> std::io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    t.want_100 = false;
+    crate::client::reqbody::log_100(&mut t.vsl);
+    conn.stream
+        .write_all(crate::client::reqbody::CONTINUE_100)
+        .await
+}
+
+/// Starts a background refresh of a stale object delivered in grace.
+fn start_bgfetch(t: &mut ReqTask, busy: lacquer_cache::BusyObj, stale: ObjRef) {
+    let vxid = t.sh.vxid.next();
+    t.vsl.log(Tag::Link, format_args!("bereq {vxid} bgfetch"));
+    let bereq = make_bereq(t, false, vxid);
+    let mut bo = new_bo(t, false, bereq, vxid);
+    bo.is_bgfetch = true;
+    t.sh.counters.inc(Main::s_bgfetch);
+    let req_body = match t.req_body.as_ref().filter(|_| t.req_body_kept) {
+        Some(b) => crate::fetch::fetch_fsm::FetchBody::Cached(b.clone()),
+        None => crate::fetch::fetch_fsm::FetchBody::None,
+    };
+    bo.has_body = matches!(req_body, crate::fetch::fetch_fsm::FetchBody::Cached(_));
+    let job = FetchJob {
+        bo,
+        mode: FetchMode::Background { busy, stale },
+        req_body,
+        notify: None,
+    };
+    tokio::spawn(crate::fetch::fetch_fsm::run(job));
+}
+
+enum Delivered {
+    Done(After),
+    Restart,
+    Synth(u16, Option<Bytes>),
+}
+
+/// vcl_deliver, then the response goes out.
+async fn deliver<S>(
+    t: &mut ReqTask,
+    conn: &mut ClientConn<S>,
+    obj: ObjRef,
+    hit: bool,
+    pass: bool,
+    scratch: &mut Scratch,
+) -> Delivered
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    t.setup_deliver_resp(&obj, hit);
+    if !pass && t.sh.params().flag(pid!("http_range_support")) && t.resp.status == 200 {
+        t.ws.take(header_len(b"Accept-Ranges", b"bytes"));
+        t.resp.headers.set("Accept-Ranges", "bytes");
+        t.vsl
+            .log_header(Tag::RespHeader, b"Accept-Ranges", b"bytes");
+    }
+    let vcl = t.vcl.clone();
+    let action = vcl.run(BuiltinSub::Deliver, t, scratch);
+    t.log_ts("Process");
+    match action {
+        Action::Deliver => {}
+        Action::Restart => return Delivered::Restart,
+        Action::Synth { status, reason } => return Delivered::Synth(status, reason),
+        _ => {
+            vcl_failed(t);
+            return Delivered::Synth(503, Some(Bytes::from_static(b"VCL failed")));
+        }
+    }
+    Delivered::Done(transmit(t, conn, Some(obj), None).await)
+}
+
+/// vcl_synth, then the synthetic response goes out.
+async fn synth<S>(
+    t: &mut ReqTask,
+    conn: &mut ClientConn<S>,
+    status: u16,
+    reason: Option<Bytes>,
+    scratch: &mut Scratch,
+) -> Delivered
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let sh = t.sh.clone();
+    sh.counters.inc(Main::s_synth);
+    t.synth_code = (status, reason);
+    t.setup_synth_resp();
+    t.obj = None;
+    t.synth_body.clear();
+    let vcl = t.vcl.clone();
+    let max_restarts = t.sh.params().uint(pid!("max_restarts")) as u32;
+    let action = vcl.run(BuiltinSub::Synth, t, scratch);
+    t.log_ts("Process");
+    match action {
+        Action::Deliver => {}
+        // Past the limit a restart from vcl_synth delivers (as varnishd),
+        // so a synth that always restarts cannot loop.
+        Action::Restart if t.restarts > max_restarts => {}
+        Action::Restart => return Delivered::Restart,
+        _ => {
+            // A failing vcl_synth gets a bare 500 and a closed connection.
+            vcl_failed(t);
+            t.resp = RespMsg::new(500);
+            t.resp
+                .headers
+                .append("Date", lacquer_http::date::format_http_date(t.now));
+            t.resp.headers.append("Server", "Varnish");
+            t.resp.headers.append("X-Varnish", t.vxid.to_string());
+            t.resp.headers.append("Connection", "close");
+            t.synth_body.clear();
+            t.log_resp();
+        }
+    }
+    let b = Bytes::from(std::mem::take(&mut t.synth_body));
+    Delivered::Done(transmit(t, conn, None, Some(b)).await)
+}
+
+/// Body segments at least this long are written from storage directly
+/// instead of being copied into the output buffer first.
+const DIRECT_WRITE: usize = 8 * 1024;
+
+/// Writes `a` then `b` with vectored writes (one system call when the
+/// socket takes both).
+pub(crate) async fn write_both<S>(stream: &mut S, mut a: &[u8], mut b: &[u8]) -> std::io::Result<()>
+where
+    S: AsyncWrite + Unpin + ?Sized,
+{
+    while !a.is_empty() {
+        let n = stream
+            .write_vectored(&[std::io::IoSlice::new(a), std::io::IoSlice::new(b)])
+            .await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        if n < a.len() {
+            a = &a[n..];
+        } else {
+            b = &b[n - a.len()..];
+            a = &[];
+        }
+    }
+    stream.write_all(b).await
+}
+
+/// Polls `f` once: its output if it is ready now, `None` if it would wait
+/// (its waker stays registered, so it can be awaited afterwards).
+async fn poll_once<F: std::future::Future>(mut f: std::pin::Pin<&mut F>) -> Option<F::Output> {
+    std::future::poll_fn(|cx| match f.as_mut().poll(cx) {
+        std::task::Poll::Ready(v) => std::task::Poll::Ready(Some(v)),
+        std::task::Poll::Pending => std::task::Poll::Ready(None),
+    })
+    .await
+}
+
+/// The response when the client workspace overflowed before delivery, as
+/// varnishd's: a fixed 500 written as is, and the connection closes.
+async fn overflowed_500<S>(t: &mut ReqTask, conn: &mut ClientConn<S>, timeout: Duration) -> After
+where
+    S: AsyncWrite + Unpin,
+{
+    const R_500: &[u8] =
+        b"HTTP/1.1 500 Internal Server Error\r\nServer: Varnish\r\nConnection: close\r\n\r\n";
+    t.ws.flush_trace(&mut t.vsl);
+    if let Some(head) = conn.h2.as_ref() {
+        // varnishd's fixed HTTP/2 answer: 500, no body, Server.
+        t.vsl.log_str(Tag::RespProtocol, "HTTP/2.0");
+        t.vsl.log_str(Tag::Error, "workspace_client overflow");
+        t.vsl.log_str(Tag::RespStatus, "500");
+        t.vsl.log_str(Tag::RespReason, "Internal Server Error");
+        t.sh.counters.inc(Main::client_resp_500);
+        let mut block = Vec::new();
+        lacquer_http::h2::encode_response_head(
+            500,
+            [(&b"content-length"[..], &b"0"[..]), (b"server", b"Varnish")].into_iter(),
+            &mut block,
+        );
+        let _ = head.send(block, true);
+        log_unsent(t);
+        return After::Close;
+    }
+    t.vsl.log_str(Tag::Error, "workspace_client overflow");
+    t.vsl.log_str(Tag::RespProtocol, "HTTP/1.1");
+    t.vsl.log_str(Tag::RespStatus, "500");
+    t.vsl.log_str(Tag::RespReason, "Internal Server Error");
+    t.sh.counters.inc(Main::client_resp_500);
+    let _ = tokio::time::timeout(timeout, async {
+        conn.stream.write_all(R_500).await?;
+        conn.stream.flush().await
+    })
+    .await;
+    // As varnishd, the bytes of this answer are not accounted.
+    log_unsent(t);
+    After::Close
+}
+
+/// The `Resp` timestamp and the accounting of a request whose response
+/// counts as not sent: what it received, nothing transmitted.
+fn log_unsent(t: &mut ReqTask) {
+    t.log_ts("Resp");
+    t.end_privs();
+    let (rxh, rxb) = (t.req_hdr_bytes, t.req_body_bytes);
+    t.vsl.log(
+        Tag::ReqAcct,
+        format_args!("{rxh} {rxb} {} 0 0 0", rxh + rxb),
+    );
+}
+
+/// A vmod delivery filter failed mid-body: logged, and the connection
+/// must close.
+fn filter_failed(vsl: &mut lacquer_vsl::VslBuf, e: String) -> TxError {
+    vsl.log(Tag::Debug, format_args!("Delivery filter failed: {e}"));
+    TxError::Aborted
+}
+
+/// Ends a request whose delivery could not be set up: nothing is sent,
+/// the accounting says so and the session closes.
+fn no_delivery(t: &mut ReqTask) -> After {
+    log_unsent(t);
+    After::Overload
+}
+
+/// Writes `t.resp` and the body (from the object, or the synthetic bytes).
+async fn transmit<S>(
+    t: &mut ReqTask,
+    conn: &mut ClientConn<S>,
+    obj: Option<ObjRef>,
+    synth: Option<Bytes>,
+) -> After
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    if t.esi_level > 0 {
+        // An ESI include: its body goes into the including response.
+        return crate::client::esi::include_body(t, conn, obj, synth).await;
+    }
+    // As varnishd (VRB_Ignore): a request body nobody used is read (on
+    // HTTP/2 its window given back) and thrown away before the response
+    // goes out, and a client that does not deliver it in time gets the
+    // response with `Connection: close`.
+    // A client still waiting for 100 Continue gets neither the 100 nor its
+    // body read when the connection closes after this response (vcl_synth
+    // may remove the `Connection: close` it was given to veto that).
+    let closing = t.want_100
+        && (t.vcl_failed
+            || t.resp.headers.has_token("connection", "close")
+            || !lacquer_http::persistence(
+                &t.req.headers,
+                if t.req.is_http10() {
+                    lacquer_http::Version::Http10
+                } else {
+                    lacquer_http::Version::Http11
+                },
+            )
+            .keep_alive());
+    if !closing && let Some(p) = t.body_pending.take() {
+        t.log_body_storage();
+        let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
+        let sent = if t.want_100 {
+            send_100(t, conn).await
+        } else {
+            Ok(())
+        };
+        let discarded = match sent {
+            Ok(()) => p.discard(&mut conn.stream, &mut conn.rbuf, timeout).await,
+            Err(e) => Err(e.into()),
+        };
+        match discarded {
+            Ok(n) => {
+                t.sh.counters.add(Main::s_req_bodybytes, n);
+                t.req_body_bytes += n;
+                t.log_ts("ReqBody");
+            }
+            Err(e) => {
+                t.vsl
+                    .log(Tag::FetchError, format_args!("req.body read error: {e}"));
+                t.body_broken = true;
+            }
+        }
+    }
+    let sh = t.sh.clone();
+    let params = sh.params();
+    // As varnishd (cnt_transmit reads req->http0): whether the client gets
+    // a body depends on the method it sent, not on one VCL set.
+    let head_only = &t.req_orig.method[..] == b"HEAD";
+    let req_version = if t.req.is_http10() {
+        lacquer_http::Version::Http10
+    } else {
+        lacquer_http::Version::Http11
+    };
+    let persist = lacquer_http::persistence(&t.req.headers, req_version);
+    let resp_close = t.resp.headers.has_token("connection", "close");
+    let mut keep = persist.keep_alive() && !resp_close && !t.vcl_failed && !t.body_broken;
+    // Why the session will close, as varnishd's doclose: the request's
+    // Connection header or HTTP/1.0 first, then the response's
+    // `Connection: close`; a body without length to an HTTP/1.0 client
+    // (below) overrides both.
+    let mut close_as = match persist {
+        lacquer_http::Persistence::Close => "REQ_CLOSE",
+        lacquer_http::Persistence::Http10 => "REQ_HTTP10",
+        lacquer_http::Persistence::KeepAlive if resp_close => "RESP_CLOSE",
+        lacquer_http::Persistence::KeepAlive => "REQ_CLOSE",
+    };
+    // What vcl_deliver/vcl_synth left (already logged); delivery's own
+    // changes are logged below as they differ.
+    let (status0, reason0) = (t.resp.status, t.resp.reason.clone());
+    let cl0 = t
+        .resp
+        .headers
+        .get("content-length")
+        .map(Bytes::copy_from_slice);
+    for tag_name in ["connection", "transfer-encoding"] {
+        for (k, v) in t.resp.headers.iter() {
+            if k.eq_ignore_ascii_case(tag_name.as_bytes()) {
+                t.vsl.log_header(Tag::RespUnset, k, v);
+            }
+        }
+    }
+    t.resp.headers.remove("connection");
+    t.resp.headers.remove("transfer-encoding");
+    t.resp.proto = Bytes::from_static(b"HTTP/1.1");
+
+    // Decide the body and its framing.
+    let mut body_len: Option<u64>;
+    let mut range: Option<(u64, u64)> = None;
+    let mut gunzip = false;
+    let mut send_body = true;
+    let mut esi: Option<crate::esi::Program> = None;
+    let mut esi_head = false;
+    // The delivery filters: resp.filters as VCL set them, else the
+    // default list (esi, gunzip, range) decided below as varnishd does.
+    let mut plan = None;
+    if obj.is_some() && !head_only {
+        let list = String::from_utf8_lossy(t.delivery_filters()).into_owned();
+        t.vsl.log_str(Tag::Filters, &list);
+        if t.vdp_filters.is_some() {
+            match crate::client::vdp::DeliveryPlan::parse(&list, &t.vcl.vmods) {
+                Ok(p) => plan = Some(p),
+                Err(e) => {
+                    drop(params);
+                    t.vsl.log_str(Tag::Error, &e);
+                    t.vsl.log_str(Tag::Error, "Failure to push processors");
+                    return no_delivery(t);
+                }
+            }
+        }
+    }
+    let (mut before_gunzip, mut after_gunzip) = match &mut plan {
+        Some(p) => (
+            std::mem::take(&mut p.before_gunzip),
+            std::mem::take(&mut p.after_gunzip),
+        ),
+        None => (Vec::new(), Vec::new()),
+    };
+    match (&obj, &synth) {
+        (Some(o), _) => {
+            let data = o.data();
+            body_len = o.body().final_len();
+            if body_len.is_none() {
+                // Still being fetched: the backend's Content-Length (the
+                // fetch drops it whenever a filter changes the length)
+                // frames the response, as varnishd does, unless
+                // vcl_deliver removed it.
+                body_len = t
+                    .resp
+                    .headers
+                    .get("content-length")
+                    .and_then(|v| std::str::from_utf8(v).ok())
+                    .and_then(|v| v.trim().parse::<u64>().ok());
+            }
+            // A HEAD that was passed stores no body: the backend's
+            // Content-Length still describes the resource (as varnishd).
+            if head_only
+                && body_len == Some(0)
+                && let Some(cl) = t
+                    .resp
+                    .headers
+                    .get("content-length")
+                    .and_then(|v| std::str::from_utf8(v).ok())
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            {
+                body_len = Some(cl);
+            }
+            let want_gunzip = match &plan {
+                Some(p) => p.gunzip,
+                None => {
+                    params.flag(pid!("http_gzip_support"))
+                        && !t
+                            .req
+                            .headers
+                            .get("accept-encoding")
+                            .is_some_and(crate::fetch::gzip::accepts_gzip)
+                }
+            };
+            if data.gzip && want_gunzip {
+                gunzip = true;
+                sh.counters.inc(Main::n_gunzip);
+                t.resp.headers.remove("content-encoding");
+                // As varnishd: the plain length is known once the object
+                // is complete (its gzip trailer says it).
+                body_len = o
+                    .body()
+                    .final_len()
+                    .zip(o.body().tail(4))
+                    .and_then(|(len, tail)| crate::fetch::gzip::gzip_plain_len(len, &tail))
+                    .filter(|l| *l > 0);
+            }
+            if plan.as_ref().map_or(t.esi, |p| p.esi)
+                && let Some(code) = data.esi.clone()
+            {
+                // The length is not known before the includes ran (a HEAD
+                // gets no length either, as varnishd).
+                body_len = None;
+                weaken_etag(t);
+                if head_only {
+                    esi_head = true;
+                } else {
+                    match crate::esi::Program::new(code) {
+                        Ok(p) => esi = Some(p),
+                        Err(e) => t.vsl.log(Tag::Error, format_args!("{e}")),
+                    }
+                }
+            }
+            // As varnishd, the decision reads the stored headers whatever
+            // delivery then does to the body (a gunzipped object gets its
+            // 304 too).
+            if t.resp.status == 200
+                && not_modified(
+                    // With a Range, only a strong ETag match counts.
+                    t.req.headers.contains("range"),
+                    t.req.headers.get("if-none-match"),
+                    t.req.headers.get("if-modified-since"),
+                    t.resp.headers.get("etag"),
+                    t.resp.headers.get("last-modified"),
+                    crate::client::cond::stored_last_modified(data.last_modified(), o.t_origin()),
+                    t.t_req,
+                )
+            {
+                t.resp.status = 304;
+                t.resp.reason = Bytes::from_static(b"Not Modified");
+                send_body = false;
+            } else if t.resp.status == 200
+                && plan
+                    .as_ref()
+                    .map_or_else(|| params.flag(pid!("http_range_support")), |p| p.range)
+                && (!gunzip || body_len.is_some())
+                && esi.is_none()
+                && let Some(r) = t.req.headers.get("range")
+                && crate::client::cond::if_range_allows(
+                    t.req.headers.get("if-range"),
+                    t.resp.headers.get("etag"),
+                    t.resp.headers.get("last-modified"),
+                    t.resp.headers.get("date"),
+                )
+            {
+                match apply_range(r, body_len) {
+                    RangeOutcome::Full => {}
+                    RangeOutcome::Partial { start, end } => {
+                        t.resp.status = 206;
+                        t.resp.reason = Bytes::from_static(b"Partial Content");
+                        let total = body_len.map_or("*".to_string(), |l| l.to_string());
+                        let cr = format!("bytes {start}-{end}/{total}");
+                        t.vsl
+                            .log_header(Tag::RespHeader, b"Content-Range", cr.as_bytes());
+                        t.resp.headers.set("Content-Range", cr);
+                        range = Some((start, end));
+                        body_len = Some(end - start + 1);
+                    }
+                    RangeOutcome::Unsatisfiable { reason } => {
+                        t.vsl.log(Tag::Debug, format_args!("RANGE_FAIL {reason}"));
+                        t.resp.status = 416;
+                        t.resp.reason = Bytes::from_static(b"Requested Range Not Satisfiable");
+                        if let Some(l) = body_len {
+                            let cr = format!("bytes */{l}");
+                            t.vsl
+                                .log_header(Tag::RespHeader, b"Content-Range", cr.as_bytes());
+                            t.resp.headers.set("Content-Range", cr);
+                        }
+                        send_body = false;
+                        body_len = Some(0);
+                    }
+                }
+            }
+        }
+        (None, Some(b)) => body_len = Some(b.len() as u64),
+        (None, None) => body_len = Some(0),
+    }
+    let no_body_status = t.resp.status < 200 || t.resp.status == 204 || t.resp.status == 304;
+    // HTTP/2 frames the body itself and has no connection header.
+    let h2 = conn.h2.is_some();
+    let chunked = !h2
+        && send_body
+        && !no_body_status
+        && body_len.is_none()
+        && !t.req.is_http10()
+        && !esi_head;
+    if body_len.is_none() && t.req.is_http10() && send_body && !head_only && !no_body_status {
+        keep = false;
+        close_as = "TX_EOF";
+    } else if body_len.is_none() && t.req.is_http10() {
+        keep = false;
+    }
+    // As varnishd: a Content-Length that says the length is kept where
+    // it is, another one goes and the right one comes last; Connection
+    // then Transfer-Encoding follow it.
+    if no_body_status {
+        t.resp.headers.remove("content-length");
+    } else if let Some(l) = body_len {
+        let l = decimal(l);
+        if t.resp.headers.get("content-length") != Some(&l[..]) {
+            t.resp.headers.remove("content-length");
+            t.resp.headers.append("Content-Length", l);
+        }
+    } else {
+        t.resp.headers.remove("content-length");
+    }
+    let conn_hdr = if keep { "keep-alive" } else { "close" };
+    if !h2 {
+        t.resp.headers.append("Connection", conn_hdr);
+    }
+    if chunked {
+        t.resp.headers.append("Transfer-Encoding", "chunked");
+    }
+    if t.resp.status != status0 {
+        let status = u64::from(t.resp.status);
+        t.vsl.log_with(Tag::RespStatus, |o| push_u64(o, status));
+    }
+    if t.resp.reason != reason0 {
+        t.vsl.log_bytes(Tag::RespReason, &t.resp.reason);
+    }
+    let cl1 = t.resp.headers.get("content-length");
+    if cl1 != cl0.as_deref() {
+        if let Some(v) = &cl0 {
+            t.vsl.log_header(Tag::RespUnset, b"Content-Length", v);
+        }
+        if let Some(v) = cl1 {
+            t.vsl.log_header(Tag::RespHeader, b"Content-Length", v);
+        }
+    }
+    if !h2 {
+        t.vsl
+            .log_header(Tag::RespHeader, b"Connection", conn_hdr.as_bytes());
+    }
+    if chunked {
+        t.vsl
+            .log_header(Tag::RespHeader, b"Transfer-Encoding", b"chunked");
+    }
+    let (send_timeout, idle_send) = (t.timeouts.send_timeout, t.timeouts.idle_send_timeout);
+    if t.ws.overflowed() {
+        drop(params);
+        let timeout = Duration::from_secs_f64(send_timeout.max(0.001));
+        return overflowed_500(t, conn, timeout).await;
+    }
+    drop(params);
+    let write_body = send_body && !head_only && !no_body_status;
+    let mut out = Vec::with_capacity(512);
+    let hdr_bytes;
+    if let Some(head) = conn.h2.as_ref() {
+        // The head is a HEADERS frame; only the body is written as bytes.
+        t.vsl.log_str(Tag::RespProtocol, "HTTP/2.0");
+        let mut block = Vec::with_capacity(256);
+        lacquer_http::h2::encode_response_head(t.resp.status, t.resp.headers.iter(), &mut block);
+        hdr_bytes = block.len() as u64;
+        let end = !write_body || body_len == Some(0);
+        if let Err(e) = head.send(block, end) {
+            return After::TxFailed(e);
+        }
+    } else {
+        t.resp.write_head(&mut out);
+        hdr_bytes = out.len() as u64;
+    }
+    let mut body_bytes = 0u64;
+    let result: Result<(), TxError> = if write_body
+        && synth.is_none()
+        && let Some(o) = obj.as_ref()
+        && let Some(prog) = esi.take()
+    {
+        // ESI delivery writes as includes complete; send_timeout bounds
+        // the whole of it, idle_send_timeout each write (see esi::deliver).
+        // Vmod filters see what the ESI stage puts out, includes and all.
+        before_gunzip.append(&mut after_gunzip);
+        let framing = crate::client::esi::TopFraming {
+            chunked,
+            gzip: prog.gzip() && !gunzip,
+            idle_send: Duration::from_secs_f64(idle_send.max(0.001)),
+            filters: before_gunzip,
+        };
+        let head = std::mem::take(&mut out);
+        let top = crate::client::esi::deliver_top(t, &mut conn.stream, o, prog, framing, head);
+        match tokio::time::timeout(Duration::from_secs_f64(send_timeout.max(0.0)), top).await {
+            Ok((r, n)) => {
+                body_bytes = n;
+                r.map_err(|e| {
+                    t.vsl.log(Tag::Debug, format_args!("Write error: {e}"));
+                    if e.kind() == std::io::ErrorKind::BrokenPipe {
+                        TxError::Closed
+                    } else {
+                        TxError::Failed
+                    }
+                })
+            }
+            Err(_) => {
+                t.vsl
+                    .log_str(Tag::Debug, "Hit total send timeout in ESI delivery");
+                Err(TxError::Failed)
+            }
+        }
+    } else {
+        let mut w = TimedWriter::new(&mut conn.stream, send_timeout, idle_send);
+        let vsl = &mut t.vsl;
+        async {
+            if !write_body {
+                w.write(vsl, &[&out]).await?;
+                return w.flush(vsl).await;
+            }
+            if let Some(b) = &synth {
+                body_bytes = b.len() as u64;
+                w.write(vsl, &[&out, b]).await?;
+                return w.flush(vsl).await;
+            }
+            let o = obj.as_ref().expect("object or synth body");
+            // A range of a gunzipped body is cut from the plain bytes.
+            let (mut reader, mut plain_range) = match (range, gunzip) {
+                (Some((s, e)), false) => (o.body().range_reader(s, Some(e + 1)), None),
+                (Some((s, e)), true) => (o.body().reader(), Some((s, e + 1 - s))),
+                (None, _) => (o.body().reader(), None),
+            };
+            let mut gz = gunzip.then(Gunzip::new);
+            let mut plain = Vec::new();
+            // Small bodies go out with the head in one write; large storage
+            // segments queue in `batch` (ahead of `out`) and leave together
+            // in one vectored write, straight from storage.
+            let mut batch = crate::client::txio::SegmentBatch::default();
+            loop {
+                let mut next = std::pin::pin!(reader.next());
+                let item = match poll_once(next.as_mut()).await {
+                    Some(item) => item,
+                    None => {
+                        // The fetch has nothing more yet: what is buffered (the
+                        // head, small segments) goes out before waiting, so a
+                        // streamed body reaches the client as it arrives.
+                        batch.send(&mut w, vsl, &mut out).await?;
+                        next.await
+                    }
+                };
+                let stored = match item {
+                    Err(e) => {
+                        vsl.log(Tag::Debug, format_args!("Body of the object failed: {e}"));
+                        // As varnishd: what was ready (the head, earlier
+                        // pieces) still goes out before the close.
+                        let _ = batch.send(&mut w, vsl, &mut out).await;
+                        let _ = w.flush(vsl).await;
+                        return Err(TxError::Aborted);
+                    }
+                    Ok(None) => break,
+                    Ok(Some(s)) => s,
+                };
+                let pre;
+                let raw: &[u8] = if before_gunzip.is_empty() {
+                    &stored
+                } else {
+                    pre = match crate::client::vdp::run(&mut before_gunzip, &stored) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            let err = filter_failed(vsl, e);
+                            let _ = batch.send(&mut w, vsl, &mut out).await;
+                            let _ = w.flush(vsl).await;
+                            return Err(err);
+                        }
+                    };
+                    &pre
+                };
+                let mut seg: &[u8] = match gz.as_mut() {
+                    Some(g) => {
+                        plain.clear();
+                        if let Err(e) = g.feed(raw, &mut plain) {
+                            vsl.log(Tag::Debug, format_args!("Gunzip of the object failed: {e}"));
+                            let _ = batch.send(&mut w, vsl, &mut out).await;
+                            let _ = w.flush(vsl).await;
+                            return Err(TxError::Aborted);
+                        }
+                        &plain
+                    }
+                    None => raw,
+                };
+                if let Some((skip, take)) = plain_range.as_mut() {
+                    let drop_n = (*skip).min(seg.len() as u64) as usize;
+                    *skip -= drop_n as u64;
+                    seg = &seg[drop_n..];
+                    let keep_n = (*take).min(seg.len() as u64) as usize;
+                    *take -= keep_n as u64;
+                    seg = &seg[..keep_n];
+                }
+                let post;
+                if !after_gunzip.is_empty() {
+                    post = crate::client::vdp::run(&mut after_gunzip, seg)
+                        .map_err(|e| filter_failed(vsl, e))?;
+                    seg = &post;
+                }
+                if seg.is_empty() {
+                    continue;
+                }
+                body_bytes += seg.len() as u64;
+                let unfiltered =
+                    gz.is_none() && before_gunzip.is_empty() && after_gunzip.is_empty();
+                if seg.len() >= DIRECT_WRITE && unfiltered {
+                    // A large segment goes out straight from storage (the
+                    // whole stored segment: ranges come cut by the reader).
+                    if chunked {
+                        lacquer_http::encode_chunk_header(seg.len(), &mut out);
+                    }
+                    batch.push(&mut out, stored.clone());
+                    if chunked {
+                        out.extend_from_slice(b"\r\n");
+                    }
+                    if batch.full() {
+                        batch.send(&mut w, vsl, &mut out).await?;
+                    }
+                    continue;
+                }
+                if chunked {
+                    lacquer_http::encode_chunk(seg, &mut out);
+                } else {
+                    out.extend_from_slice(seg);
+                }
+                if out.len() >= 16 * 1024 {
+                    batch.send(&mut w, vsl, &mut out).await?;
+                }
+            }
+            // The filters end in list order: the ones before gunzip end
+            // into the ones after it.
+            let mut tail = crate::client::vdp::finish(&mut before_gunzip)
+                .map_err(|e| filter_failed(vsl, e))?;
+            if !tail.is_empty() || !after_gunzip.is_empty() {
+                tail = crate::client::vdp::run(&mut after_gunzip, &tail)
+                    .map_err(|e| filter_failed(vsl, e))?;
+                tail.extend(
+                    crate::client::vdp::finish(&mut after_gunzip)
+                        .map_err(|e| filter_failed(vsl, e))?,
+                );
+            }
+            if !tail.is_empty() {
+                body_bytes += tail.len() as u64;
+                if chunked {
+                    lacquer_http::encode_chunk(&tail, &mut out);
+                } else {
+                    out.extend_from_slice(&tail);
+                }
+            }
+            if chunked {
+                out.extend_from_slice(lacquer_http::LAST_CHUNK);
+            }
+            batch.send(&mut w, vsl, &mut out).await?;
+            w.flush(vsl).await
+        }
+        .await
+    };
+    if let Some(h) = conn.h2.as_ref() {
+        // What the stream's windows let out, not what was queued.
+        body_bytes = h.body_sent();
+    }
+    sh.counters.add(Main::s_resp_hdrbytes, hdr_bytes);
+    sh.counters.add(Main::s_resp_bodybytes, body_bytes);
+    t.log_ts("Resp");
+    t.end_privs();
+    let (rxh, rxb) = (t.req_hdr_bytes, t.req_body_bytes);
+    t.vsl.log_with(Tag::ReqAcct, |o| {
+        for (i, n) in [
+            rxh,
+            rxb,
+            rxh + rxb,
+            hdr_bytes,
+            body_bytes,
+            hdr_bytes + body_bytes,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if i > 0 {
+                o.push(b' ');
+            }
+            push_u64(o, n);
+        }
+    });
+    match result {
+        Ok(()) if keep => After::KeepAlive,
+        Ok(()) => After::CloseAs(close_as),
+        Err(e) => After::TxFailed(e),
+    }
+}

@@ -1,0 +1,1432 @@
+//! The backend fetch state machine: from a prepared `bereq` to an object in
+//! the cache (or a private one for pass), as varnishd's `cache_fetch.c`.
+//!
+//! ```text
+//! vcl_backend_fetch ──fetch──▶ connect, send, read head ──▶ vcl_backend_response
+//!       │ error                     │ failure                   │ deliver: unbusy, stream body
+//!       ▼                           ▼                           │ retry ──▶ (again, ≤ max_retries)
+//! vcl_backend_error ◀───────────────┘                           │ error ──▶ vcl_backend_error
+//!       │ deliver: synthetic object      retry ──▶ (again)      │ abandon/fail ──▶ failed
+//! ```
+//!
+//! A fetch runs in its own task: a client that goes away never stops it,
+//! and every client waiting on the object reads the one stored copy as it
+//! arrives. The client that started it learns the outcome through a oneshot
+//! channel as soon as the object's headers exist (or, without
+//! `beresp.do_stream`, when its body is complete).
+
+use crate::pid;
+use crate::runtime::counters::Main;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use lacquer_cache::{BusyObj, NewBody, NewObject, ObjKind, ObjMeta, ObjRef, PiecePlan};
+use lacquer_http::{BodyKind, Limits, parse_response_buf};
+use lacquer_vcl::exec::{Action, Scratch, Workspace as _};
+use lacquer_vcl::subs::BuiltinSub;
+use lacquer_vsl::Tag;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::oneshot;
+
+use crate::backend::pool::ConnectError;
+use crate::fetch::bo_task::BoTask;
+use crate::fetch::bodyio::{BodyIoError, BodyStream};
+use crate::fetch::gzip::FetchChain;
+use crate::fetch::rfc2616::{self, Defaults, RespInfo};
+use crate::runtime::msg::RespMsg;
+use crate::runtime::vcls::BackendRt;
+use crate::runtime::ws::{header_len, size};
+
+/// A segment for the fetch, or why the body could not be read. An empty
+/// segment marks the end of the body: a channel that closes without it
+/// means the body is incomplete.
+pub type Segment = Result<Bytes, String>;
+
+/// The body as a fetch sends it.
+#[derive(Debug)]
+pub enum FetchBody {
+    None,
+    /// Kept in memory: sent with `Content-Length`, again on a retry.
+    Cached(Bytes),
+    /// Streamed from the client: sent once, with the client's framing
+    /// (`Length`) or chunked.
+    Stream {
+        length: Option<u64>,
+        rx: tokio::sync::mpsc::Receiver<Segment>,
+    },
+    /// Streamed already: it cannot be sent again (no retry).
+    Taken,
+}
+
+/// What the fetch is for.
+pub enum FetchMode {
+    /// A cache miss: fill `busy`; `stale` (within keep) allows revalidation.
+    Miss {
+        busy: BusyObj,
+        stale: Option<ObjRef>,
+    },
+    /// A hit-for-miss: fill `busy`, nobody waits on it; the object replaces
+    /// the hit-for-miss `marker`.
+    HitMiss { busy: BusyObj, marker: ObjRef },
+    /// A grace hit's background refresh.
+    Background { busy: BusyObj, stale: ObjRef },
+    /// A pass: the object is private to the requesting client.
+    Pass,
+}
+
+/// What the requesting client gets.
+#[derive(Debug)]
+pub enum FetchOutcome {
+    /// Deliver this object (possibly still streaming).
+    Object(ObjRef),
+    /// The fetch failed without an object: the client answers 503.
+    Failed,
+}
+
+/// A fetch ready to run.
+pub struct FetchJob {
+    pub bo: BoTask,
+    pub mode: FetchMode,
+    /// The client request body, for a pass.
+    pub req_body: FetchBody,
+    pub notify: Option<oneshot::Sender<FetchOutcome>>,
+}
+
+enum Step {
+    /// The fetch failed: run vcl_backend_error with this status/reason
+    /// (reason None: default).
+    Error(u16, Option<Bytes>),
+    /// VCL returned `error(...)`: vcl_backend_error runs, but the fetch
+    /// did not fail (`fetch_failed` is not counted).
+    VclError(u16, Option<Bytes>),
+    Fail,
+}
+
+/// The connection, head and body framing of a backend response.
+struct Fetched {
+    /// The stale object's body a 304 refreshed.
+    reuse: Option<lacquer_storage::Body>,
+    conn: crate::backend::pool::Conn,
+    backend: Arc<BackendRt>,
+    rbuf: BytesMut,
+    body: BodyKind,
+    /// The request went out with `Connection: close`, or the response
+    /// came with it (or as HTTP/1.0 without keep-alive): the connection is
+    /// not reused, whatever VCL does to the headers afterwards.
+    close: bool,
+}
+
+/// The reason of the 503 a failed fetch produces.
+const FETCH_FAILED: &[u8] = b"Backend fetch failed";
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(if s.is_finite() && s > 0.0 { s } else { 0.0 })
+}
+
+/// Runs a fetch to completion.
+pub async fn run(mut job: FetchJob) {
+    let max_retries = job.bo.sh.params().uint(pid!("max_retries")) as u32;
+    let mut scratch = Scratch::default();
+    job.bo.vsl.log(
+        Tag::Begin,
+        format_args!(
+            "bereq {} {}",
+            job.bo.req_vxid,
+            match job.mode {
+                FetchMode::Background { .. } => "bgfetch",
+                FetchMode::Pass => "pass",
+                _ => "fetch",
+            }
+        ),
+    );
+    job.bo.vsl.log_timestamp("Start", job.bo.t_bereq, 0.0, 0.0);
+    let vcl = job.bo.vcl.clone();
+    job.bo.vsl.log_str(Tag::VCL_use, &vcl.name);
+    add_conditionals(&mut job);
+    log_bereq(&mut job.bo);
+    loop {
+        let step = attempt(&mut job, &mut scratch).await;
+        let (status, reason) = match step {
+            Ok(()) => break,
+            Err(Step::Fail) => {
+                fail(&mut job);
+                break;
+            }
+            Err(Step::Error(s, r)) => {
+                job.bo.sh.counters.inc(Main::fetch_failed);
+                (s, r)
+            }
+            Err(Step::VclError(s, r)) => (s, r),
+        };
+        match backend_error(&mut job, &mut scratch, status, reason) {
+            ErrorNext::Done => break,
+            ErrorNext::Retry if no_retry(&mut job) => {
+                fail(&mut job);
+                break;
+            }
+            ErrorNext::Retry if job.bo.retries < max_retries => {
+                job.bo.retries += 1;
+                continue;
+            }
+            ErrorNext::Retry => {
+                job.bo
+                    .vsl
+                    .log_str(Tag::VCL_Error, "Too many retries, failing");
+                fail(&mut job);
+                break;
+            }
+            ErrorNext::Fail => {
+                fail(&mut job);
+                break;
+            }
+        }
+    }
+    if job.bo.ws.overflowed() {
+        job.bo.sh.counters.inc(Main::ws_backend_overflow);
+    }
+    job.bo.ws.flush_trace(&mut job.bo.vsl);
+    job.bo.charge_backend();
+    job.bo.end_privs();
+    let acct = job.bo.acct.record();
+    job.bo.vsl.log_str(Tag::BereqAcct, &acct);
+    job.bo.vsl.log_str(Tag::End, "");
+    job.bo.vsl.flush();
+}
+
+/// A request body streamed from the client is gone once sent: as varnishd,
+/// such a fetch cannot be retried (logged, and the fetch fails).
+fn no_retry(job: &mut FetchJob) -> bool {
+    if !matches!(job.req_body, FetchBody::Taken) {
+        return false;
+    }
+    job.bo
+        .vsl
+        .log_str(Tag::Error, "Retry not possible, req.body not cached");
+    true
+}
+
+fn fail(job: &mut FetchJob) {
+    if let Some(n) = job.notify.take() {
+        let _ = n.send(FetchOutcome::Failed);
+    }
+    match std::mem::replace(&mut job.mode, FetchMode::Pass) {
+        FetchMode::Miss { busy, .. }
+        | FetchMode::HitMiss { busy, .. }
+        | FetchMode::Background { busy, .. } => busy.fail(),
+        FetchMode::Pass => {}
+    }
+}
+
+/// One pass through vcl_backend_fetch, the backend and vcl_backend_response,
+/// repeated on `retry`.
+async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> {
+    let max_retries = job.bo.sh.params().uint(pid!("max_retries")) as u32;
+    loop {
+        let vcl = job.bo.vcl.clone();
+        job.bo.now = lacquer_http::date::now();
+        match vcl.run(BuiltinSub::BackendFetch, &mut job.bo, scratch) {
+            // As varnishd: a backend request that overflowed the workspace
+            // is not sent.
+            Action::Fetch if job.bo.ws.overflowed() => {
+                job.bo.ws.flush_trace(&mut job.bo.vsl);
+                job.bo.vsl.log_str(Tag::FetchError, "out of workspace");
+                return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+            }
+            Action::Fetch => job.bo.log_ts("Fetch", lacquer_http::date::now()),
+            Action::Error { status, reason } => return Err(Step::VclError(status, reason)),
+            Action::Abandon | Action::Fail => return Err(Step::Fail),
+            other => {
+                job.bo
+                    .vsl
+                    .log(Tag::VCL_Error, format_args!("illegal return {other:?}"));
+                return Err(Step::Fail);
+            }
+        }
+        let fetched = match send_and_receive(job).await {
+            Ok(f) => f,
+            Err(msg) => {
+                job.bo.vsl.log_str(Tag::FetchError, &msg);
+                return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+            }
+        };
+        job.bo.now = lacquer_http::date::now();
+        job.bo.t_beresp = job.bo.now;
+        job.bo.beresp_has_body = !matches!(fetched.body, BodyKind::None | BodyKind::Length(0));
+        job.bo.vfp_filters = None;
+        compute_ttl(&mut job.bo);
+        let mut fetched = fetched;
+        fetched.reuse = merge_304(job)?;
+        job.bo.beresp_dropped = false;
+        let action = vcl.run(BuiltinSub::BackendResponse, &mut job.bo, scratch);
+        // As varnishd: a response that does not match the range asked for
+        // fails the fetch, whatever vcl_backend_response decided.
+        if job.bo.sh.params().flag(pid!("http_range_support"))
+            && let Err(e) = crate::fetch::range::check_backend_range(
+                job.bo.bereq_orig.headers.get("range"),
+                job.bo.beresp.status,
+                job.bo.beresp.headers.get("content-length"),
+                job.bo.beresp.headers.get("content-range"),
+            )
+        {
+            job.bo.vsl.log_str(Tag::Error, &e);
+            drain_and_let_go(&mut job.bo, fetched).await;
+            return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+        }
+        if job.bo.beresp_dropped && matches!(action, Action::Deliver | Action::Pass { .. }) {
+            // As varnishd: the rollback let go of the response.
+            let_go(&mut job.bo, fetched);
+            job.bo
+                .vsl
+                .log_str(Tag::FetchError, "No backend connection (rollback?)");
+            return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+        }
+        if matches!(action, Action::Deliver | Action::Pass { .. }) {
+            job.bo.log_ts("Process", lacquer_http::date::now());
+        }
+        match action {
+            Action::Deliver => {
+                return deliver(job, fetched, None).await;
+            }
+            Action::Pass { ttl } => {
+                return deliver(job, fetched, Some(ttl.unwrap_or(job.bo.ttl))).await;
+            }
+            Action::Retry => {
+                let_go(&mut job.bo, fetched);
+                if no_retry(job) {
+                    return Err(Step::Fail);
+                }
+                if job.bo.retries >= max_retries {
+                    job.bo.retries += 1;
+                    // As varnishd: out of retries here means a 503 from
+                    // vcl_backend_error, not an outright failure.
+                    job.bo
+                        .vsl
+                        .log_str(Tag::VCL_Error, "Too many retries, delivering 503");
+                    return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+                }
+                job.bo.retries += 1;
+                continue;
+            }
+            Action::Error { status, reason } => return Err(Step::VclError(status, reason)),
+            Action::Abandon | Action::Fail => return Err(Step::Fail),
+            other => {
+                job.bo
+                    .vsl
+                    .log(Tag::VCL_Error, format_args!("illegal return {other:?}"));
+                return Err(Step::Fail);
+            }
+        }
+    }
+}
+
+/// Connects, sends bereq (and body), and reads the response head.
+async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
+    let bo = &mut job.bo;
+    let Some(be) = bo.backend.clone() else {
+        bo.sh.counters.inc(Main::backend_fail);
+        return Err("No backend".to_string());
+    };
+    let vcl = bo.vcl.clone();
+    let backend = vcl
+        .resolve_backend(&be, &mut *bo)
+        .ok_or_else(|| format!("Director {} returned no backend", be.name))?;
+    if !backend.healthy() {
+        bo.sh.counters.inc(Main::backend_unhealthy);
+        return Err(format!("backend {}: unhealthy", backend.name));
+    }
+    let params = bo.sh.params();
+    let connect_timeout = bo
+        .connect_timeout
+        .or(backend.connect_timeout)
+        .unwrap_or_else(|| params.duration(pid!("connect_timeout")));
+    let first_byte = bo
+        .first_byte_timeout
+        .or(backend.first_byte_timeout)
+        .unwrap_or_else(|| params.duration(pid!("first_byte_timeout")));
+    let idle = params.duration(pid!("backend_idle_timeout"));
+    let holddown = crate::runtime::params::holddown(&params);
+    let limits = Limits {
+        require_host: false,
+        ..Limits::from_varnish_params(
+            params.bytes(pid!("http_resp_hdr_len")) as usize,
+            params.bytes(pid!("http_resp_size")) as usize,
+            params.uint(pid!("http_max_hdr")) as usize,
+        )
+    };
+    drop(params);
+    // Bytes of an earlier attempt belong to the backend that served it.
+    bo.charge_backend();
+    bo.acct_backend = Some(backend.clone());
+    // beresp.backend is what the directors picked, not the director.
+    bo.beresp_backend = Some(lacquer_vcl::exec::Backend {
+        id: backend.id,
+        name: Arc::from(backend.vcl_name.as_str()),
+    });
+    bo.beresp_backend_ip = backend.tcp_addr();
+    // Host header from the backend definition when the request has none,
+    // logged as varnishd logs it.
+    if !bo.bereq.headers.contains("host")
+        && let Some(h) = &backend.host_header
+    {
+        bo.vsl.log_header(Tag::BereqHeader, b"Host", h.as_bytes());
+        bo.bereq.headers.append("Host", h.clone());
+    }
+    if bo.has_body && matches!(job.req_body, FetchBody::Taken) {
+        return Err("req.body not cached: it cannot be sent again".to_string());
+    }
+    // As varnishd 7.1, `unset bereq.body` (which builtin.vcl does for
+    // every GET) drops only a body still on the client connection: one
+    // std.cache_req_body() kept is sent all the same.
+    if !bo.has_body && matches!(job.req_body, FetchBody::Stream { .. } | FetchBody::Taken) {
+        // `unset bereq.body`: no body, so no framing for one either.
+        bo.bereq.headers.remove("content-length");
+        bo.bereq.headers.remove("transfer-encoding");
+    }
+    let mut head = Vec::with_capacity(1024);
+    bo.bereq.write_head(&mut head);
+    // A reused connection the backend closed meanwhile is retried once
+    // with a fresh one, as varnishd does.
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let mut conn = match backend
+            .pool
+            .get(secs(connect_timeout), secs(idle), holddown)
+            .await
+        {
+            Ok(c) => c,
+            Err(ConnectError::Busy(_)) => {
+                bo.sh.counters.inc(Main::backend_busy);
+                return Err(format!("backend {}: busy", backend.name));
+            }
+            Err(e) => {
+                bo.sh.counters.inc(Main::backend_fail);
+                return Err(format!("backend {}: {e}", backend.name));
+            }
+        };
+        bo.log_ts("Connected", lacquer_http::date::now());
+        if conn.reused {
+            bo.sh.counters.inc(Main::backend_reuse);
+        } else {
+            bo.sh.counters.inc(Main::backend_conn);
+        }
+        bo.vsl.log(
+            Tag::BackendOpen,
+            format_args!(
+                "{} {} {} {} {}",
+                conn.local_port(),
+                backend.vcl_name,
+                backend.pool.address().log_peer(),
+                conn.local_addr_string(),
+                if conn.reused { "reuse" } else { "connect" }
+            ),
+        );
+        bo.log_ts("Bereq", lacquer_http::date::now());
+        let sent = async {
+            if let Some(p) = backend.proxy_preface(&bo.sess) {
+                conn.stream.write_all(&p).await?;
+            }
+            if !conn.reused
+                && let Some(p) = &backend.preamble
+            {
+                conn.stream.write_all(p).await?;
+            }
+            conn.stream.write_all(&head).await?;
+            if let FetchBody::Cached(b) = &job.req_body {
+                conn.stream.write_all(b).await?;
+            }
+            conn.stream.flush().await
+        }
+        .await;
+        if let Err(e) = sent {
+            if conn.reused && tries == 1 {
+                break_retry(bo, conn.local_port(), &backend.vcl_name);
+                continue;
+            }
+            bo.sh.counters.inc(Main::backend_fail);
+            return Err(format!("backend write error: {e}"));
+        }
+        bo.acct.bereq_hdr += head.len() as u64;
+        if bo.has_body {
+            match std::mem::replace(&mut job.req_body, FetchBody::Taken) {
+                FetchBody::Stream { length, mut rx } => {
+                    bo.acct.bereq_body += send_stream(&mut conn.stream, length, &mut rx).await?;
+                }
+                other => {
+                    if let FetchBody::Cached(b) = &other {
+                        bo.acct.bereq_body += b.len() as u64;
+                    }
+                    job.req_body = other;
+                }
+            }
+        }
+        // As varnishd (V1F_FetchRespHdr): a backend request counts once
+        // it was sent and its response is awaited, whether or not one
+        // comes.
+        bo.sh.counters.inc(Main::backend_req);
+        let mut rbuf = BytesMut::with_capacity(8192);
+        let deadline = tokio::time::Instant::now() + secs(first_byte);
+        let head = loop {
+            let before = rbuf.len();
+            match parse_response_buf(&mut rbuf, &limits) {
+                Ok(Some(h)) => {
+                    bo.acct.beresp_hdr += (before - rbuf.len()) as u64;
+                    break Some(h);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    bo.acct.beresp_hdr += before as u64;
+                    return Err(format!("http format error: {}", e.message()));
+                }
+            }
+            rbuf.reserve(8192);
+            let read = tokio::time::timeout_at(
+                deadline,
+                tokio::io::AsyncReadExt::read_buf(&mut conn.stream, &mut rbuf),
+            )
+            .await;
+            match read {
+                Err(_) => {
+                    return Err("first byte timeout".to_string());
+                }
+                Ok(Ok(0)) | Ok(Err(_))
+                    if conn.reused
+                        && tries == 1
+                        && rbuf.is_empty()
+                        && !matches!(job.req_body, FetchBody::Taken) =>
+                {
+                    break_retry(bo, conn.local_port(), &backend.vcl_name);
+                    break None;
+                }
+                Ok(Ok(0)) => return Err("http first read error: EOF".to_string()),
+                Ok(Err(e)) => return Err(format!("http first read error: {e}")),
+                Ok(Ok(_)) => {}
+            }
+        };
+        let Some(head) = head else {
+            continue;
+        };
+        let is_head = &bo.bereq.method[..] == b"HEAD";
+        let body = head.body_kind(is_head).map_err(|e| {
+            // As varnishd: a body whose framing cannot be read (a bad
+            // length or transfer coding) is a fetch_bad.
+            bo.sh.counters.inc(Main::fetch_bad);
+            format!("http format error: {}", e.message())
+        })?;
+        // As varnishd: the connection state, the bytes read with the head
+        // and the body's reader go into the fetch's workspace.
+        let got = lacquer_http::response_head_len(&head) as u64;
+        bo.ws.take(size::HTC);
+        if !bo.ws.take(got + rbuf.len() as u64) {
+            // varnishd reads the head into the workspace: it did not fit.
+            return Err("http first read error: overflow".to_string());
+        }
+        if body != BodyKind::None {
+            bo.ws.take(size::VFP_ENTRY);
+        }
+        bo.beresp = RespMsg::from(head);
+        let close = bo.bereq.headers.has_token("connection", "close") || !persistent(&bo.beresp);
+        bo.log_ts("Beresp", lacquer_http::date::now());
+        bo.sh.counters.inc(if is_head {
+            Main::fetch_head
+        } else {
+            match (bo.beresp.status, body) {
+                (0..=199, _) => Main::fetch_1xx,
+                (204, _) => Main::fetch_204,
+                (304, _) => Main::fetch_304,
+                (_, BodyKind::Chunked) => Main::fetch_chunked,
+                (_, BodyKind::Length(_)) => Main::fetch_length,
+                (_, BodyKind::Eof) => Main::fetch_eof,
+                (_, BodyKind::None) => Main::fetch_none,
+            }
+        });
+        log_resp(bo, Tag::BerespProtocol);
+        if let Ok(tokens) = crate::runtime::msg::connection_tokens(&bo.beresp.headers) {
+            crate::runtime::msg::drop_connection_tokens(&mut bo.beresp.headers, &tokens);
+        }
+        return Ok(Fetched {
+            reuse: None,
+            conn,
+            backend,
+            rbuf,
+            body,
+            close,
+        });
+    }
+}
+
+/// Sends a request body streamed from the client: segments as they come,
+/// chunk-encoded when the client sent it chunked (`length` is `None`).
+async fn send_stream<W>(
+    w: &mut W,
+    length: Option<u64>,
+    rx: &mut tokio::sync::mpsc::Receiver<Segment>,
+) -> Result<u64, String>
+where
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    let werr = |e: std::io::Error| format!("backend write error: {e}");
+    let mut size = Vec::with_capacity(18);
+    let mut sent = 0u64;
+    loop {
+        let failed = match rx.recv().await {
+            None => "req.body read error: the client went away".to_string(),
+            Some(Err(e)) => e,
+            Some(Ok(seg)) if seg.is_empty() => break,
+            Some(Ok(seg)) => {
+                if length.is_none() {
+                    size.clear();
+                    lacquer_http::encode_chunk_header(seg.len(), &mut size);
+                    w.write_all(&size).await.map_err(werr)?;
+                }
+                w.write_all(&seg).await.map_err(werr)?;
+                sent += seg.len() as u64;
+                if length.is_none() {
+                    w.write_all(lacquer_http::CHUNK_END).await.map_err(werr)?;
+                }
+                continue;
+            }
+        };
+        // As varnishd, a chunked body whose client side failed is still
+        // terminated, so the backend is not left waiting for the rest;
+        // the fetch fails all the same and the connection is not reused.
+        if length.is_none() {
+            let _ = w.write_all(lacquer_http::LAST_CHUNK).await;
+            let _ = w.flush().await;
+        }
+        return Err(failed);
+    }
+    if length.is_none() {
+        w.write_all(lacquer_http::LAST_CHUNK).await.map_err(werr)?;
+    }
+    w.flush().await.map_err(werr)?;
+    Ok(sent)
+}
+
+/// A reused backend connection turned out closed: the request is sent once
+/// more on a fresh one (varnishd's `backend_retry`).
+fn break_retry(bo: &mut BoTask, port: u16, name: &str) {
+    bo.sh.counters.inc(Main::backend_retry);
+    bo.vsl.log_str(Tag::FetchError, "HTC eof (-1)");
+    bo.vsl
+        .log(Tag::BackendClose, format_args!("{port} {name} close"));
+}
+
+/// A revalidation of a stale object that may be refreshed by a 304 asks
+/// the backend conditionally (varnishd's IMS candidates: a 200 with a
+/// Last-Modified or ETag and a body — one still streaming counts, as
+/// varnishd marks candidates when their fetch starts).
+fn add_conditionals(job: &mut FetchJob) {
+    let stale = match &job.mode {
+        FetchMode::Miss {
+            stale: Some(stale), ..
+        } => stale,
+        FetchMode::Background { stale, .. } => stale,
+        _ => return,
+    };
+    let data = stale.data();
+    let body = stale.body();
+    if data.status != 200 || body.is_failed() || body.final_len() == Some(0) {
+        return;
+    }
+    let lm = crate::runtime::task::obj_header(stale, b"last-modified").map(Bytes::copy_from_slice);
+    let etag = crate::runtime::task::obj_header(stale, b"etag").map(Bytes::copy_from_slice);
+    let bo = &mut job.bo;
+    for h in [&mut bo.bereq.headers, &mut bo.bereq_orig.headers] {
+        if let Some(v) = &lm {
+            h.append("If-Modified-Since", v.clone());
+        }
+        if let Some(v) = &etag {
+            h.append("If-None-Match", v.clone());
+        }
+    }
+}
+
+/// Logs the backend request as it stands (`BereqMethod` …).
+pub fn log_bereq(bo: &mut BoTask) {
+    bo.vsl.log_bytes(Tag::BereqMethod, &bo.bereq.method);
+    bo.vsl.log_bytes(Tag::BereqURL, &bo.bereq.url);
+    bo.vsl.log_bytes(Tag::BereqProtocol, &bo.bereq.proto);
+    for (k, v) in bo.bereq.headers.iter() {
+        bo.vsl.log_header(Tag::BereqHeader, k, v);
+    }
+}
+
+/// Logs a response's start line and headers under the given family of tags
+/// (`BerespProtocol` … or `ObjProtocol` …).
+fn log_resp(bo: &mut BoTask, first: Tag) {
+    let (proto, status, reason, header) = match first {
+        Tag::ObjProtocol => (
+            Tag::ObjProtocol,
+            Tag::ObjStatus,
+            Tag::ObjReason,
+            Tag::ObjHeader,
+        ),
+        _ => (
+            Tag::BerespProtocol,
+            Tag::BerespStatus,
+            Tag::BerespReason,
+            Tag::BerespHeader,
+        ),
+    };
+    bo.vsl.log_bytes(proto, &bo.beresp.proto);
+    bo.vsl.log(status, format_args!("{}", bo.beresp.status));
+    bo.vsl.log_bytes(reason, &bo.beresp.reason);
+    for (k, v) in bo.beresp.headers.iter() {
+        bo.vsl.log_header(header, k, v);
+    }
+}
+
+fn compute_ttl(bo: &mut BoTask) {
+    let params = bo.sh.params();
+    let d = Defaults {
+        ttl: params.duration(pid!("default_ttl")),
+        grace: params.duration(pid!("default_grace")),
+        keep: params.duration(pid!("default_keep")),
+        clock_skew: params.uint(pid!("clock_skew")) as f64,
+    };
+    drop(params);
+    if !bo.beresp.headers.contains("date") {
+        let date = lacquer_http::date::format_http_date(bo.now);
+        bo.ws.take(header_len(b"Date", date.as_bytes()));
+        bo.vsl
+            .log_header(Tag::BerespHeader, b"Date", date.as_bytes());
+        bo.beresp.headers.append("Date", date);
+    }
+    // As varnishd: these may be spread over several lines; VCL and the
+    // TTL computation see them collected into one.
+    collect_header(&mut bo.beresp.headers, "cache-control", "Cache-Control");
+    collect_header(&mut bo.beresp.headers, "vary", "Vary");
+    let h = &bo.beresp.headers;
+    let info = RespInfo {
+        status: bo.beresp.status,
+        cache_control: h.get("cache-control"),
+        age: h.get("age"),
+        expires: h.get("expires"),
+        date: h.get("date"),
+    };
+    let f = rfc2616::freshness(&info, bo.now, &d);
+    bo.t_origin = f.t_origin;
+    if bo.uncacheable {
+        // A pass object (as varnishd): only the Age-adjusted origin is
+        // kept, the ttl is negative and no `TTL RFC` record is written.
+        bo.ttl = -1.0;
+        bo.grace = 0.0;
+        bo.keep = 0.0;
+    } else {
+        bo.vsl.log_str(Tag::TTL, &f.log_line(bo.now));
+        bo.ttl = f.ttl;
+        bo.grace = f.grace;
+        bo.keep = f.keep;
+    }
+}
+
+/// Joins repeated `name` headers into one comma-separated line.
+fn collect_header(h: &mut lacquer_http::Headers, lower: &str, name: &'static str) {
+    let mut n = 0;
+    for (k, _) in h.iter() {
+        if k.eq_ignore_ascii_case(lower.as_bytes()) {
+            n += 1;
+        }
+    }
+    if n < 2 {
+        return;
+    }
+    let mut joined = Vec::new();
+    for (k, v) in h.iter() {
+        if k.eq_ignore_ascii_case(lower.as_bytes()) {
+            if !joined.is_empty() {
+                joined.extend_from_slice(b", ");
+            }
+            joined.extend_from_slice(v);
+        }
+    }
+    h.set(name, joined);
+}
+
+/// The store an object goes to.
+/// The store an object goes to; `None` when VCL set `beresp.storage` to
+/// no store (the fetch then fails, as varnishd's "Could not get storage").
+fn pick_store(bo: &BoTask, private: bool) -> Option<lacquer_cache::StoreRef> {
+    let cache = &bo.sh.cache;
+    // As varnishd's vbf_allocobj: uncacheable and short-lived objects go to
+    // Transient whatever storage VCL asked for, and are counted.
+    if private || bo.uncacheable {
+        bo.sh.counters.inc(Main::beresp_uncacheable);
+        return Some(cache.transient());
+    }
+    let shortlived = bo.sh.params().duration(pid!("shortlived"));
+    if bo.ttl + bo.grace + bo.keep < shortlived {
+        bo.sh.counters.inc(Main::beresp_shortlived);
+        return Some(cache.transient());
+    }
+    let name = bo.storage.as_ref()?;
+    // A hint naming no store falls back to the next one in turn.
+    Some(cache.store(name).unwrap_or_else(|| cache.next_store()))
+}
+
+/// The parts of a new object that come from `beresp` and the timing;
+/// callers fill in the body and gzip flag.
+fn object_from(bo: &BoTask, kind: ObjKind) -> NewObject {
+    NewObject {
+        meta: ObjMeta {
+            vxid: bo.vxid,
+            t_origin: bo.t_origin,
+            ttl: bo.ttl,
+            grace: bo.grace,
+            keep: bo.keep,
+            kind,
+        },
+        status: bo.beresp.status,
+        // Copied: a slice would keep the whole response read buffer alive.
+        reason: Bytes::copy_from_slice(&bo.beresp.reason),
+        headers: object_headers(&bo.beresp, bo.uncacheable || kind != ObjKind::Normal),
+        gzip: false,
+        esi: None,
+        gzip_changed: false,
+        body: NewBody::Empty,
+        body_chunk: None,
+        vary_bytes: stored_vary_bytes(bo),
+    }
+}
+
+/// The size of the Vary data varnishd would keep with the object when it
+/// differs from the matching spec's: under `http_gzip_support` varnishd
+/// keeps `Accept-Encoding` (with the normalised request value) where
+/// Lacquer drops it from matching.
+fn stored_vary_bytes(bo: &BoTask) -> Option<u64> {
+    if !bo.sh.params().flag(pid!("http_gzip_support")) {
+        return None;
+    }
+    let v = bo.beresp.headers.get("vary")?;
+    let spec = lacquer_cache::VarySpec::capture([v], &crate::runtime::msg::HeaderView(&bo.bereq0));
+    Some(spec.map_or(0, |s| s.storage_size() as u64))
+}
+
+/// Headers stored in an object: beresp without hop-by-hop fields. As
+/// varnishd, an uncacheable object (pass, hit-for-miss/pass) only loses
+/// what a pass drops (`HTTPH_A_PASS`) and keeps e.g. the backend's
+/// `Accept-Ranges`, which cached objects drop (`HTTPH_A_INS`).
+fn object_headers(beresp: &RespMsg, uncacheable: bool) -> Vec<(Bytes, Bytes)> {
+    let mut out = lacquer_http::Headers::new();
+    let mask = if uncacheable {
+        lacquer_http::FILTER_PASS
+    } else {
+        lacquer_http::FILTER_INSERT
+    };
+    beresp.headers.copy_filtered(mask, &mut out);
+    out.iter()
+        .map(|(k, v)| (Bytes::copy_from_slice(k), Bytes::copy_from_slice(v)))
+        .collect()
+}
+
+/// A 304 answering a conditional fetch: the stale object's headers are
+/// merged under the new ones and its body is reused (before
+/// vcl_backend_response runs, which sees `beresp.was_304`). A 304 nobody
+/// asked for is an error, except for a pass.
+fn merge_304(job: &mut FetchJob) -> Result<Option<lacquer_storage::Body>, Step> {
+    let bo = &mut job.bo;
+    if bo.beresp.status != 304 {
+        return Ok(None);
+    }
+    let stale = match &job.mode {
+        FetchMode::Miss { stale, .. } => stale.clone(),
+        FetchMode::Background { stale, .. } => Some(stale.clone()),
+        FetchMode::HitMiss { .. } => None,
+        FetchMode::Pass => return Ok(None),
+    };
+    let Some(stale) = stale else {
+        bo.vsl
+            .log_str(Tag::Error, "304 response but not conditional fetch");
+        return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+    };
+    let data = stale.data();
+    if data.gzip_changed {
+        // The stored encoding is ours, not the backend's: its new
+        // Content-Encoding does not apply and its ETag cannot be strong.
+        bo.beresp.headers.remove("content-encoding");
+        crate::fetch::gzip::weaken_etag(&mut bo.beresp.headers);
+    }
+    bo.beresp.headers.remove("content-length");
+    let mut merged = lacquer_http::Headers::new();
+    for (k, v) in data.headers.to_pairs() {
+        if !bo.beresp.headers.contains(&k[..]) {
+            merged.append(k.clone(), v.clone());
+        }
+    }
+    for (k, v) in bo.beresp.headers.iter() {
+        merged.append(Bytes::copy_from_slice(k), Bytes::copy_from_slice(v));
+    }
+    bo.beresp.headers = merged;
+    bo.beresp.status = data.status;
+    bo.beresp.reason = data.reason.clone();
+    bo.was_304 = true;
+    Ok(Some(data.body.clone()))
+}
+
+/// Turns the response into an object and streams its body.
+async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Result<(), Step> {
+    let reuse_body = f.reuse.take();
+    let bo = &mut job.bo;
+    // Body filters: VCL's beresp.filters, else varnishd's choice. A 304
+    // refresh reuses the stale body as it was stored.
+    if matches!(f.body, BodyKind::Length(0)) {
+        bo.beresp.headers.remove("content-encoding");
+    }
+    let backend_gzip = bo
+        .beresp
+        .headers
+        .get("content-encoding")
+        .is_some_and(crate::fetch::gzip::is_gzip_encoding);
+    let mut esi = None;
+    let mut chain = match &reuse_body {
+        Some(_) => {
+            let stale = match &job.mode {
+                FetchMode::Miss { stale, .. } => stale.clone(),
+                FetchMode::Background { stale, .. } => Some(stale.clone()),
+                _ => None,
+            };
+            FetchChain::unfiltered(
+                stale.as_ref().is_some_and(|o| o.data().gzip),
+                stale.as_ref().is_some_and(|o| o.data().gzip_changed),
+            )
+        }
+        // The ESI stage does its own gzip work (see crate::fetch::esi).
+        // As varnishd, ESI instructions are kept only with beresp.do_esi.
+        None if f.body != BodyKind::None
+            && bo.do_esi
+            && let Some(gzip_out) = crate::fetch::gzip::esi_in_list(&bo.fetch_filter_list()) =>
+        {
+            if bo.beresp.status == 206 {
+                // As varnishd's ESI fetch filters: a part of a body
+                // cannot be parsed, the filter fails to open.
+                let name = if gzip_out { "esi_gzip" } else { "esi" };
+                bo.vsl
+                    .log_str(Tag::VCL_Error, "Attempted ESI on partial (206) response");
+                bo.vsl.log(
+                    Tag::FetchError,
+                    format_args!("Fetch filter {name} failed to open"),
+                );
+                return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+            }
+            let e = crate::fetch::esi::stage(bo, backend_gzip, gzip_out);
+            let stored_gzip = e.stores_gzip();
+            if stored_gzip && bo.sh.params().flag(pid!("http_gzip_support")) {
+                crate::fetch::gzip::add_vary_accept_encoding(&mut bo.beresp.headers);
+            }
+            esi = Some(e);
+            FetchChain::unfiltered(stored_gzip, stored_gzip != backend_gzip)
+        }
+        None if bo.beresp_has_body || bo.vfp_filters.is_some() => {
+            let list = bo.fetch_filter_list();
+            bo.vsl.log_str(Tag::Filters, &list);
+            let params = bo.sh.params();
+            let (support, level) = (
+                params.flag(pid!("http_gzip_support")),
+                params.uint(pid!("gzip_level")) as u32,
+            );
+            drop(params);
+            let vmods = bo.vcl.vmods.clone();
+            let vmod = |name: &str| vmods.filter(name, false);
+            let partial = bo.beresp.status == 206;
+            let headers = &mut bo.beresp.headers;
+            match crate::fetch::gzip::build_fetch_filters(
+                &list, &vmod, headers, partial, support, level,
+            ) {
+                Ok(c) => c,
+                Err(msg) => {
+                    bo.vsl.log_str(Tag::FetchError, &msg);
+                    return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+                }
+            }
+        }
+        None => FetchChain::default(),
+    };
+    for filter in chain.filters() {
+        let counter = match filter {
+            crate::fetch::gzip::FetchFilter::Gzip(_) => Main::n_gzip,
+            crate::fetch::gzip::FetchFilter::Gunzip(_) => Main::n_gunzip,
+            crate::fetch::gzip::FetchFilter::TestGunzip(..) => Main::n_test_gunzip,
+            crate::fetch::gzip::FetchFilter::Vmod(..) => continue,
+        };
+        bo.sh.counters.inc(counter);
+    }
+    let kind = match hfp_ttl {
+        Some(_) => ObjKind::HitForPass,
+        None if bo.uncacheable => ObjKind::HitForMiss,
+        None => ObjKind::Normal,
+    };
+    if let Some(t) = hfp_ttl {
+        // A hit-for-pass lasts exactly its ttl: no grace, no keep.
+        bo.vsl.log(
+            Tag::TTL,
+            format_args!("HFP {t:.0} 0 0 {:.0} uncacheable", bo.t_origin),
+        );
+        bo.ttl = t + (bo.now - bo.t_origin);
+        bo.grace = 0.0;
+        bo.keep = 0.0;
+    }
+    log_resp(bo, Tag::ObjProtocol);
+    // Without streaming the whole body is read before the object exists,
+    // so a broken body still ends in vcl_backend_error (as varnishd).
+    let mut prefetched: Option<(lacquer_storage::Body, u64)> = None;
+    let mut esi_done = None;
+    if !bo.do_stream && reuse_body.is_none() && f.body != BodyKind::None {
+        let mut segs = Vec::new();
+        let mut len = 0u64;
+        let r = pump_body(
+            between_bytes(bo, &f),
+            &mut f,
+            &mut chain,
+            &mut esi,
+            bo.sh.fetch_fragment(),
+            |seg| {
+                len += seg.len() as u64;
+                segs.push(seg);
+                Ok(())
+            },
+        )
+        .await;
+        if let Err(msg) = &r {
+            bo.vsl.log_str(Tag::FetchError, msg);
+            bo.vsl.log(
+                Tag::BackendClose,
+                format_args!("{} {} close", f.conn.local_port(), f.backend.vcl_name),
+            );
+            return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+        }
+        esi_done = r.ok().flatten();
+        prefetched = Some((lacquer_storage::Body::from_segments(segs), len));
+    }
+    let prefetched_len = prefetched.as_ref().map(|(_, l)| *l);
+    let private = matches!(job.mode, FetchMode::Pass);
+    let Some(store) = pick_store(bo, private) else {
+        bo.vsl.log_str(Tag::FetchError, "Could not get storage");
+        return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+    };
+    // The store's kind and name, as varnishd logs them (`malloc s0`, `file s0`).
+    bo.vsl.log(
+        Tag::Storage,
+        format_args!("{} {}", store.stevedore().kind(), store.name()),
+    );
+    let new = NewObject {
+        gzip: chain.gzip,
+        gzip_changed: chain.changed,
+        esi: match (&reuse_body, &esi_done) {
+            (Some(_), _) => replaced_esi(&job.mode),
+            (None, Some(done)) => done.esi.clone(),
+            (None, None) => None,
+        },
+        body: match (&reuse_body, prefetched.map(|(b, _)| b), f.body) {
+            (Some(b), _, _) => NewBody::Complete(b.clone()),
+            (None, Some(b), _) => NewBody::Complete(b),
+            (None, None, BodyKind::None) => NewBody::Empty,
+            (None, None, _) => NewBody::Streamed,
+        },
+        // A body read before the object existed is charged as varnishd's
+        // fetch allocates it: the backend's length, then fetch_chunksize
+        // pieces. A revalidated copy, only when a filter changed it.
+        body_chunk: (reuse_body.is_none() || chain.changed).then(|| PiecePlan {
+            estimate: match f.body {
+                BodyKind::Length(n) if reuse_body.is_none() => Some(n),
+                _ => None,
+            },
+            chunk: bo.sh.params().bytes(pid!("fetch_chunksize")).max(1),
+            max_chunk: bo.sh.params().bytes(pid!("fetch_maxchunksize")).max(1),
+        }),
+        ..object_from(bo, kind)
+    };
+    // With http_gzip_support every fetch asks the backend for gzip and
+    // clients get gunzipped copies as needed, so Accept-Encoding does not
+    // split variants.
+    let gzip_support = bo.sh.params().flag(pid!("http_gzip_support"));
+    let vary_spec = bo.beresp.headers.get("vary").map(|v| {
+        if gzip_support {
+            strip_token(v, b"accept-encoding")
+        } else {
+            v.to_vec()
+        }
+    });
+    let (busy, replaced) = match std::mem::replace(&mut job.mode, FetchMode::Pass) {
+        FetchMode::Pass => (None, None),
+        FetchMode::Miss { busy, stale } => (Some(busy), stale),
+        FetchMode::Background { busy, stale } => (Some(busy), Some(stale)),
+        FetchMode::HitMiss { busy, marker } => (Some(busy), Some(marker)),
+    };
+    let inserted = match busy {
+        None => bo.sh.cache.insert_private(new, &store),
+        Some(busy) => {
+            if let Some(v) = vary_spec.as_ref().filter(|v| !v.is_empty())
+                && let Some(spec) = lacquer_cache::VarySpec::capture(
+                    [&v[..]],
+                    &crate::runtime::msg::HeaderView(&bo.bereq0),
+                )
+            {
+                busy.set_vary(spec);
+            }
+            busy.unbusy(new, &store)
+        }
+    };
+    // As varnishd: a successful refresh retires the object it replaces.
+    if inserted.is_ok()
+        && let Some(old) = &replaced
+    {
+        bo.sh.cache.kill(old);
+    }
+    let unbusied = match inserted {
+        Ok(u) => u,
+        Err(e) => {
+            bo.vsl.log(Tag::FetchError, format_args!("{e}"));
+            return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+        }
+    };
+    let obj = unbusied.obj.clone();
+    let stream_early = bo.do_stream;
+    if stream_early && let Some(n) = job.notify.take() {
+        let _ = n.send(FetchOutcome::Object(obj.clone()));
+    }
+    bo.vsl.log(
+        Tag::Fetch_Body,
+        format_args!(
+            "{} {}",
+            body_kind_name(f.body),
+            if stream_early && f.body != BodyKind::None {
+                "stream"
+            } else {
+                "-"
+            }
+        ),
+    );
+    if let Some(done) = &esi_done {
+        crate::fetch::esi::log_done(bo, done);
+    }
+    if let Some(mut writer) = unbusied.body {
+        // Storage as varnishd allocates it: the backend's length at once
+        // when known (filters or not), then fetch_chunksize pieces.
+        let expected = match f.body {
+            BodyKind::Length(n) => Some(n),
+            _ => None,
+        };
+        writer.plan({
+            let params = bo.sh.params();
+            PiecePlan {
+                estimate: expected,
+                chunk: params.bytes(pid!("fetch_chunksize")).max(1),
+                max_chunk: params.bytes(pid!("fetch_maxchunksize")).max(1),
+            }
+        });
+        let result = pump_body(
+            between_bytes(bo, &f),
+            &mut f,
+            &mut chain,
+            &mut None,
+            bo.sh.fetch_fragment(),
+            |seg| writer.push(seg).map_err(|e| e.to_string()),
+        )
+        .await;
+        match result {
+            Ok(_) => {
+                let len = writer.len();
+                writer.finish();
+                body_done(bo, f, len);
+            }
+            Err(msg) => {
+                bo.vsl.log_str(Tag::FetchError, &msg);
+                bo.sh.counters.inc(Main::fetch_failed);
+                writer.fail();
+            }
+        }
+    } else {
+        // A prefetched body, or none: the same close and length records.
+        body_done(bo, f, prefetched_len.unwrap_or(0));
+    }
+    bo.acct.beresp_body += obj.body().len_so_far();
+    if let Some(n) = job.notify.take() {
+        let _ = n.send(FetchOutcome::Object(obj));
+    }
+    Ok(())
+}
+
+/// The between-bytes timeout of a fetch: VCL's, the backend's, the parameter.
+fn between_bytes(bo: &BoTask, f: &Fetched) -> f64 {
+    bo.between_bytes_timeout
+        .or(f.backend.between_bytes_timeout)
+        .unwrap_or_else(|| bo.sh.params().duration(pid!("between_bytes_timeout")))
+}
+
+/// Reads a backend body through the fetch filters, or the ESI stage,
+/// handing each piece to `push`; what the ESI stage found once the body is
+/// complete.
+async fn pump_body(
+    bbt: f64,
+    f: &mut Fetched,
+    chain: &mut FetchChain,
+    esi: &mut Option<crate::fetch::esi::EsiFetch>,
+    frag: usize,
+    mut push: impl FnMut(Bytes) -> Result<(), String>,
+) -> Result<Option<crate::fetch::esi::Finished>, String> {
+    let mut stream = BodyStream::new(f.body, true);
+    loop {
+        let seg = match stream
+            .next(&mut f.conn.stream, &mut f.rbuf, secs(bbt))
+            .await
+        {
+            Ok(Some(s)) => s,
+            Ok(None) => break,
+            Err(BodyIoError::Timeout) => return Err("backend read timeout".into()),
+            Err(e) => return Err(format!("backend body error: {e}")),
+        };
+        // `debug.fragfetch` cuts the body into small pieces.
+        let mut rest = seg;
+        while !rest.is_empty() {
+            let seg = rest.split_to(frag.min(rest.len()));
+            if let Some(e) = esi.as_mut() {
+                let mut failed = None;
+                e.feed(seg, &mut |b: Bytes| {
+                    if failed.is_none()
+                        && let Err(x) = push(b)
+                    {
+                        failed = Some(x);
+                    }
+                })?;
+                if let Some(x) = failed {
+                    return Err(x);
+                }
+                continue;
+            }
+            let seg = chain.feed(seg).map_err(|e| e.to_string())?;
+            if seg.is_empty() {
+                continue;
+            }
+            push(seg)?;
+        }
+    }
+    let tail = chain.finish().map_err(|e| e.to_string())?;
+    if !tail.is_empty() {
+        push(tail)?;
+    }
+    match esi.take() {
+        Some(e) => {
+            let mut failed = None;
+            let done = e.finish(&mut |b: Bytes| {
+                if failed.is_none()
+                    && let Err(x) = push(b)
+                {
+                    failed = Some(x);
+                }
+            })?;
+            match failed {
+                Some(x) => Err(x),
+                None => Ok(Some(done)),
+            }
+        }
+        None => Ok(None),
+    }
+}
+
+/// The ESI instructions of the object a 304 refreshed, kept with its body.
+fn replaced_esi(mode: &FetchMode) -> Option<Bytes> {
+    match mode {
+        FetchMode::Miss {
+            stale: Some(stale), ..
+        }
+        | FetchMode::Background { stale, .. } => stale.data().esi.clone(),
+        _ => None,
+    }
+}
+
+/// Whether the backend connection may be reused: not when the request
+/// asked to close it, and as the response says (HTTP/1.1 unless
+/// `Connection: close`, HTTP/1.0 only with `Connection: keep-alive`).
+fn backend_keeps_alive(bo: &BoTask, f: &Fetched) -> bool {
+    !f.close && persistent(&bo.beresp)
+}
+
+/// Whether a response lets its connection be reused.
+fn persistent(beresp: &RespMsg) -> bool {
+    let version = if &beresp.proto[..] == b"HTTP/1.0" {
+        lacquer_http::Version::Http10
+    } else {
+        lacquer_http::Version::Http11
+    };
+    lacquer_http::persistence(&beresp.headers, version).keep_alive()
+}
+
+/// Whether the connection may go back to the pool: the backend keeps it
+/// alive and it did not start with a PROXY header naming this client.
+/// Bodies at most this long are read and dropped to keep the backend
+/// connection of a response that is not used; longer ones close it.
+const DRAIN_MAX: u64 = 64 * 1024;
+
+/// Lets go of a response whose body nobody wants: a short body of a
+/// reusable connection is read (within `between_bytes_timeout`) and the
+/// connection recycled; anything else closes it.
+async fn drain_and_let_go(bo: &mut BoTask, mut f: Fetched) {
+    if let BodyKind::Length(n) = f.body
+        && n <= DRAIN_MAX
+        && reusable(bo, &f)
+    {
+        let bbt = secs(between_bytes(bo, &f));
+        let mut stream = BodyStream::new(f.body, true);
+        let mut read = 0u64;
+        loop {
+            match stream.next(&mut f.conn.stream, &mut f.rbuf, bbt).await {
+                Ok(Some(seg)) => read += seg.len() as u64,
+                Ok(None) if read == n && f.rbuf.is_empty() => {
+                    f.body = BodyKind::None;
+                    break;
+                }
+                _ => break,
+            }
+        }
+    }
+    let_go(bo, f);
+}
+
+fn reusable(bo: &BoTask, f: &Fetched) -> bool {
+    f.backend.proxy_header.is_none() && backend_keeps_alive(bo, f)
+}
+
+/// A response given up before its body was read (a retry, a rollback):
+/// the connection goes back to the pool when no body is left on it.
+fn let_go(bo: &mut BoTask, f: Fetched) {
+    let empty = matches!(f.body, BodyKind::None | BodyKind::Length(0)) && f.rbuf.is_empty();
+    let recycle = empty && reusable(bo, &f);
+    let port = f.conn.local_port();
+    let how = if recycle { "recycle" } else { "close" };
+    bo.vsl.log(
+        Tag::BackendClose,
+        format_args!("{port} {} {how}", f.backend.vcl_name),
+    );
+    if recycle {
+        bo.sh.counters.inc(Main::backend_recycle);
+        f.backend.pool.recycle(f.conn);
+    }
+}
+
+/// The body is in: timestamps, length, and the connection goes back to
+/// the pool when the framing allows.
+fn body_done(bo: &mut BoTask, f: Fetched, len: u64) {
+    let port = f.conn.local_port();
+    let keep_alive = reusable(bo, &f);
+    if f.body != BodyKind::Eof && keep_alive {
+        bo.vsl.log(
+            Tag::BackendClose,
+            format_args!("{port} {} recycle", f.backend.vcl_name),
+        );
+        bo.sh.counters.inc(Main::backend_recycle);
+        f.backend.pool.recycle(f.conn);
+    } else if !keep_alive {
+        bo.vsl.log(
+            Tag::BackendClose,
+            format_args!(
+                "{port} {} close Backend/VCL requested close",
+                f.backend.vcl_name
+            ),
+        );
+    } else {
+        bo.vsl.log(
+            Tag::BackendClose,
+            format_args!("{port} {} close", f.backend.vcl_name),
+        );
+    }
+    bo.log_ts("BerespBody", lacquer_http::date::now());
+    bo.end_privs();
+    bo.vsl.log(Tag::Length, format_args!("{len}"));
+}
+
+/// A comma-separated list without `token` (case-insensitive).
+fn strip_token(list: &[u8], token: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(list.len());
+    for item in list.split(|b| *b == b',') {
+        let t = item.trim_ascii();
+        if t.is_empty() || t.eq_ignore_ascii_case(token) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.extend_from_slice(b", ");
+        }
+        out.extend_from_slice(t);
+    }
+    out
+}
+
+/// The body status as `Fetch_Body` logs it (varnishd's number and name).
+fn body_kind_name(k: BodyKind) -> &'static str {
+    match k {
+        BodyKind::None => "0 none",
+        BodyKind::Length(_) => "3 length",
+        BodyKind::Chunked => "2 chunked",
+        BodyKind::Eof => "4 eof",
+    }
+}
+
+enum ErrorNext {
+    Done,
+    Retry,
+    Fail,
+}
+
+/// vcl_backend_error and the synthetic object it makes.
+fn backend_error(
+    job: &mut FetchJob,
+    scratch: &mut Scratch,
+    status: u16,
+    reason: Option<Bytes>,
+) -> ErrorNext {
+    let bo = &mut job.bo;
+    bo.now = lacquer_http::date::now();
+    bo.log_ts("Error", bo.now);
+    bo.beresp = RespMsg::new(status);
+    if let Some(r) = reason {
+        bo.beresp.reason = r;
+    }
+    let date = lacquer_http::date::format_http_date(bo.now);
+    bo.ws.take(header_len(b"Date", date.as_bytes()));
+    bo.beresp.headers.append("Date", date);
+    bo.beresp.headers.append("Server", "Varnish");
+    bo.synth_body.clear();
+    bo.t_origin = bo.now;
+    bo.ttl = 0.0;
+    bo.grace = 0.0;
+    bo.keep = 0.0;
+    let vcl = bo.vcl.clone();
+    match vcl.run(BuiltinSub::BackendError, bo, scratch) {
+        Action::Deliver => {}
+        Action::Retry => return ErrorNext::Retry,
+        _ => return ErrorNext::Fail,
+    }
+    let body = Bytes::from(std::mem::take(&mut bo.synth_body));
+    bo.beresp.headers.remove("content-length");
+    // As varnishd: the error object of a cacheable fetch is an ordinary
+    // object (`obj.uncacheable` false), expired at once unless
+    // vcl_backend_error gave it a ttl.
+    let kind = if bo.uncacheable {
+        ObjKind::HitForMiss
+    } else {
+        ObjKind::Normal
+    };
+    let store = bo.sh.cache.transient();
+    let new = NewObject {
+        gzip: false,
+        gzip_changed: false,
+        body: NewBody::Complete(lacquer_storage::Body::from_segments(vec![body])),
+        ..object_from(bo, kind)
+    };
+    let inserted = match std::mem::replace(&mut job.mode, FetchMode::Pass) {
+        FetchMode::Pass => bo.sh.cache.insert_private(new, &store),
+        FetchMode::Miss { busy, .. }
+        | FetchMode::HitMiss { busy, .. }
+        | FetchMode::Background { busy, .. } => busy.unbusy(new, &store),
+    };
+    match inserted {
+        Ok(u) => {
+            if let Some(n) = job.notify.take() {
+                let _ = n.send(FetchOutcome::Object(u.obj));
+            }
+            ErrorNext::Done
+        }
+        Err(_) => ErrorNext::Fail,
+    }
+}

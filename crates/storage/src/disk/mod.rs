@@ -1,0 +1,1035 @@
+//! The persistent store (`-s mse,CONF` or `-s disk,PATH,SIZE`): object
+//! bodies and records in a store file that survives restarts and crashes,
+//! bans and purges in a journal next to it.
+//!
+//! The store file is laid out on first start: a versioned header
+//! ([`format::FileHeader`]) then an arena managed by the `file` store's
+//! extent allocator ([`crate::FileStore`], so eviction, accounting and
+//! streaming from disk are the `file` store's). A fetch writes its body into
+//! extents as it arrives; once the body is complete the cache hands the
+//! object to [`DiskStore::persist`], and the store's writer thread (never an
+//! async worker) reads the body back to checksum it, makes the bodies
+//! durable (`fdatasync`) and only then writes the object's record (digest,
+//! timing, status, headers, Vary, ESI data, body length, checksum and
+//! extents). The record is the commit point: an object is found again after
+//! a restart only if its record is complete and checks out, and it names
+//! only bytes that were durable before it was written.
+//!
+//! When an object leaves the cache (expiry, purge, ban, eviction) the cache
+//! marks its record extent ([`Extent::erase_when_dropped`]) and the record's
+//! magic is overwritten before the space returns to the allocator, so a
+//! record found at startup is always of an object that was alive. Objects
+//! still cached when the process ends keep their records. Bans and purges are appended to the
+//! journal ([`format::JournalEntry`]) when issued and replayed on recovery
+//! against the objects inserted before them.
+//!
+//! Recovery starts in [`DiskStore::open`] and runs on a thread of its own,
+//! so serving starts at once: it scans the arena for records at granule
+//! boundaries, drops and counts damaged ones (torn, truncated, of another
+//! store, naming space past the end of a truncated file or space another
+//! newer record owns), adopts the extents of the others and leaves them for
+//! the cache to insert ([`DiskStore::take_recovered`]). Until the scan is
+//! done the store allocates nothing ([`DiskStore::recovering`]), so nothing
+//! new can land on a record not found yet; the cache keeps new objects in
+//! memory meanwhile. The journal's entries are read at once
+//! ([`DiskStore::take_journal`]) so bans are in force from the start.
+
+pub mod conf;
+pub mod format;
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use crate::body::{Body, Segment};
+use crate::file::{Extent, FileSpan, FileStats, FileStore};
+use crate::store::{Allocation, NoSpace, Stevedore, StoreStats};
+use format::{
+    BodyExtent, Crc, FileHeader, FormatError, HEADER_SIZE, JournalEntry, ObjectRecord, RECORD_HEAD,
+    RECORD_MAGIC,
+};
+
+/// How long the writer gathers records before making them durable: at most
+/// about this much of the newest writes is lost in a crash.
+const COMMIT_INTERVAL: Duration = Duration::from_millis(200);
+/// The allocation unit of a new store file: small enough that a small
+/// object costs about 1 KiB on disk (record and body), large enough to keep
+/// the extent allocator's maps short. Existing files keep theirs.
+const GRANULARITY: u64 = 512;
+/// Bytes read at once by the recovery scan (when it reads on through free
+/// space) and the body checksum.
+const SCAN_CHUNK: usize = 4 << 20;
+/// The scan's first read after it jumped over an object's body: enough
+/// for the next record, without reading bodies.
+const SCAN_SMALL: usize = 64 << 10;
+
+/// Counters of a persistent store beyond the `SMF.*` ones (published in its
+/// section and by `lacquer stat`).
+#[derive(Debug, Default)]
+pub struct DiskStats {
+    /// Objects found again at startup.
+    pub recovered: AtomicU64,
+    /// Body bytes of the objects found again.
+    pub recovered_bytes: AtomicU64,
+    /// Records dropped at startup: torn, truncated or failing their checksum.
+    pub dropped_damaged: AtomicU64,
+    /// Records dropped at startup because they name space past the end of
+    /// the file (truncated while stopped) or space a newer record owns.
+    pub dropped_conflict: AtomicU64,
+    /// Records found but rejected by the cache (expired, purged, banned).
+    pub dropped_stale: AtomicU64,
+    /// Microseconds the startup scan took.
+    pub recovery_us: AtomicU64,
+    /// Bytes the startup scan read.
+    pub scanned_bytes: AtomicU64,
+    /// Object records written.
+    pub records: AtomicU64,
+    /// Objects not made persistent (no space for the record, a body not in
+    /// this store, or a write error).
+    pub record_failures: AtomicU64,
+    /// Ban and purge entries in the journal.
+    pub journal_entries: AtomicU64,
+    /// Journal appends that failed.
+    pub journal_failures: AtomicU64,
+    /// `fdatasync` calls of the writer.
+    pub syncs: AtomicU64,
+    /// Recovered bodies checked against their record's checksum.
+    pub verified: AtomicU64,
+    /// Recovered bodies whose bytes no longer matched (removed, refetched).
+    pub verify_failures: AtomicU64,
+}
+
+/// What a `-s` argument or an `mse.conf` store asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskConfig {
+    /// The store file.
+    pub path: PathBuf,
+    /// Its arena size (`None`: keep the existing file's).
+    pub size: Option<u64>,
+    /// Where the ban/purge journal goes (`None`: next to the store file).
+    pub journal_dir: Option<PathBuf>,
+}
+
+/// An object found again at startup, its extents adopted.
+#[derive(Debug)]
+pub struct Recovered {
+    /// Its record.
+    pub record: ObjectRecord,
+    /// The extent holding the record (the cache marks it to be erased when
+    /// the object goes).
+    pub record_extent: Extent,
+    /// The body, as spans of the store file.
+    pub body: Body,
+    /// Bytes of all its extents (record and body).
+    pub charged: u64,
+    /// Number of its extents.
+    pub allocs: u64,
+}
+
+/// An object to make persistent: its record without the body fields, which
+/// the writer fills in from the body.
+struct Job {
+    record: ObjectRecord,
+    body: Body,
+    /// The body's checksum ([`DiskStore::body_checksum`] fed every byte) when
+    /// the fetch computed it; otherwise the writer reads the body back.
+    checksum: Option<Crc>,
+    /// The extent the cache charged for the object, used for the record
+    /// when it is large enough.
+    slot: Option<Extent>,
+    /// Told the extent the record went to, when it is not `slot`.
+    on_placed: Box<dyn FnOnce(Extent) + Send>,
+}
+
+enum Msg {
+    Persist(Box<Job>),
+    Flush(mpsc::Sender<()>),
+}
+
+/// The persistent stevedore.
+pub struct DiskStore {
+    files: FileStore,
+    kind: &'static str,
+    salt: u64,
+    journal: Arc<Mutex<File>>,
+    journal_path: PathBuf,
+    tx: Mutex<mpsc::Sender<Msg>>,
+    /// The journal's entries as read at startup (taken once).
+    journal_entries: Mutex<Option<Vec<JournalEntry>>>,
+    state: Arc<RecoveryState>,
+    stats: Arc<DiskStats>,
+}
+
+/// Where the recovery thread leaves its result.
+struct RecoveryState {
+    /// The scan is not done: allocate nothing.
+    recovering: AtomicBool,
+    objects: Mutex<Option<Vec<Recovered>>>,
+    done: Condvar,
+}
+
+/// What the recovery thread works on.
+struct RecoveryJob {
+    name: String,
+    shown: String,
+    files: FileStore,
+    salt: u64,
+    arena_size: u64,
+    truncated_at: Option<u64>,
+    stats: Arc<DiskStats>,
+    journal: Arc<Mutex<File>>,
+    journal_path: PathBuf,
+    state: Arc<RecoveryState>,
+    started: Instant,
+}
+
+impl RecoveryJob {
+    fn run(self) {
+        let s = &self.stats;
+        let found = match scan(&self.files, self.salt, self.arena_size, s) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!(
+                    "Storage {}: {}: reading the store file failed ({e}); starting without what it held",
+                    self.name, self.shown
+                );
+                Vec::new()
+            }
+        };
+        let mut objects = adopt(&self.files, found, self.truncated_at, s);
+        objects.sort_by(|a, b| a.record.inserted_at.total_cmp(&b.record.inserted_at));
+        // Space is known: allocations may start.
+        self.state.recovering.store(false, Relaxed);
+        // Journal entries older than every object can no longer matter.
+        let oldest = objects
+            .first()
+            .map_or(f64::INFINITY, |o| o.record.inserted_at);
+        if let Err(e) = self.compact_journal(oldest) {
+            eprintln!(
+                "Storage {}: cannot compact journal {} ({e}); it keeps every entry",
+                self.name,
+                self.journal_path.display()
+            );
+        }
+        s.recovery_us
+            .store(self.started.elapsed().as_micros() as u64, Relaxed);
+        eprintln!(
+            "Storage {}: {}: {} objects ({} body bytes) recovered in {:.3} s \
+             ({} bytes scanned); {} damaged and {} conflicting records dropped; {} journal entries",
+            self.name,
+            self.shown,
+            s.recovered.load(Relaxed),
+            s.recovered_bytes.load(Relaxed),
+            self.started.elapsed().as_secs_f64(),
+            s.scanned_bytes.load(Relaxed),
+            s.dropped_damaged.load(Relaxed),
+            s.dropped_conflict.load(Relaxed),
+            s.journal_entries.load(Relaxed),
+        );
+        *self.state.objects.lock().unwrap_or_else(|p| p.into_inner()) = Some(objects);
+        self.state.done.notify_all();
+    }
+
+    /// Rewrite the journal without entries older than `oldest`, holding its
+    /// lock so that no append is lost.
+    fn compact_journal(&self, oldest: f64) -> io::Result<()> {
+        let mut j = self.journal.lock().unwrap_or_else(|p| p.into_inner());
+        let bytes = std::fs::read(&self.journal_path)?;
+        let entries = match format::decode_journal(&bytes) {
+            Ok((salt, entries, _)) if salt == self.salt => entries,
+            _ => return Ok(()),
+        };
+        let keep: Vec<JournalEntry> = entries.into_iter().filter(|e| e.time() >= oldest).collect();
+        *j = rewrite_journal(&self.journal_path, self.salt, &keep)?;
+        self.stats.journal_entries.store(keep.len() as u64, Relaxed);
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for DiskStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiskStore")
+            .field("name", &self.files.name())
+            .field("path", &self.files.path())
+            .finish_non_exhaustive()
+    }
+}
+
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// A salt different for every store laid out.
+fn new_salt(path: &Path) -> u64 {
+    let mut c = Crc::default();
+    c.update(path.as_os_str().as_encoded_bytes());
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let a = u64::from(c.value()) << 32 | u64::from(std::process::id());
+    (a ^ (t as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)).rotate_left(17) ^ (t >> 64) as u64
+}
+
+impl DiskStore {
+    /// Open the store `name` of `kind` (`mse` or `disk`), laying the file
+    /// out when it is new, and recover what it holds. Errors name the file,
+    /// what failed and what to do.
+    pub fn open(name: &str, kind: &'static str, cfg: &DiskConfig) -> Result<DiskStore, String> {
+        let started = Instant::now();
+        let path = &cfg.path;
+        let shown = path.display();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| {
+                format!(
+                    "-s {kind}: cannot open or create the store file {shown} ({e}); \
+                     check that its directory exists and is writable"
+                )
+            })?;
+        let existing = file
+            .metadata()
+            .map_err(|e| format!("-s {kind}: cannot stat {shown} ({e})"))?
+            .len();
+        let mut head = vec![0u8; HEADER_SIZE as usize];
+        let got = read_upto(&file, &mut head, 0)
+            .map_err(|e| format!("-s {kind}: cannot read {shown} ({e})"))?;
+        let header = match FileHeader::decode(&head[..got]) {
+            Ok(h) => Some(h),
+            Err(FormatError::NoMagic | FormatError::Truncated) if head.iter().all(|&b| b == 0) => {
+                None
+            }
+            Err(e) => {
+                return Err(format!(
+                    "-s {kind}: {shown} is not a usable Lacquer store file ({e}); \
+                     move it away (or delete it) to start with an empty store"
+                ));
+            }
+        };
+        let vfs = rustix::fs::fstatvfs(&file)
+            .map_err(|e| format!("-s {kind}: cannot read the file system of {shown} ({e})"))?;
+        let (salt, granularity, arena_size, truncated_at) = match header {
+            Some(h) => {
+                let size = cfg.size.unwrap_or(h.arena_size);
+                // A file cut short while stopped: records naming space past
+                // the cut are dropped.
+                let end = existing.saturating_sub(HEADER_SIZE);
+                let truncated = (end < h.arena_size).then_some(end);
+                (h.salt, h.granularity, size, truncated)
+            }
+            None => {
+                let Some(size) = cfg.size else {
+                    return Err(format!(
+                        "-s {kind}: {shown} is new and no size was given; give one, e.g. -s {kind},{shown},10G"
+                    ));
+                };
+                (new_salt(path), GRANULARITY, size, None)
+            }
+        };
+        let arena_size = arena_size - arena_size % granularity;
+        if arena_size < 16 * granularity {
+            return Err(format!(
+                "-s {kind}: {shown}: size {arena_size} is too small; give at least 1M"
+            ));
+        }
+        let total = HEADER_SIZE + arena_size;
+        if total > existing {
+            let grow = total - existing;
+            if grow > vfs.f_bavail.saturating_mul(vfs.f_frsize) {
+                return Err(format!(
+                    "-s {kind}: {shown}: growing it to {total} bytes needs {grow} more than the file system has free; \
+                     give a smaller size or free space"
+                ));
+            }
+        }
+        file.set_len(total)
+            .map_err(|e| format!("-s {kind}: cannot size {shown} to {total} bytes ({e})"))?;
+        // Reserve the blocks now, so that a full disk is an error here and
+        // never a failed write later (file systems without fallocate keep a
+        // sparse file).
+        if let Err(rustix::io::Errno::NOSPC) =
+            rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, total)
+        {
+            return Err(format!(
+                "-s {kind}: {shown}: the file system has no room for {total} bytes; \
+                 give a smaller size or free space"
+            ));
+        }
+        let hdr = FileHeader {
+            version: format::VERSION,
+            granularity,
+            arena_size,
+            salt,
+            created: header.map_or_else(now, |h| h.created),
+        };
+        file.write_all_at(&hdr.encode(), 0)
+            .and_then(|()| file.sync_data())
+            .map_err(|e| format!("-s {kind}: cannot write the header of {shown} ({e})"))?;
+        let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::Random);
+        let writer_file = file
+            .try_clone()
+            .map_err(|e| format!("-s {kind}: cannot duplicate the descriptor of {shown} ({e})"))?;
+        let files = FileStore::with_base(
+            name,
+            file,
+            path.display().to_string(),
+            HEADER_SIZE,
+            arena_size,
+            granularity,
+        );
+        let stats = Arc::new(DiskStats::default());
+
+        // The journal.
+        let journal_path = match &cfg.journal_dir {
+            Some(d) => d.join(format!("{name}.journal")),
+            None => {
+                let mut p = path.clone().into_os_string();
+                p.push(".journal");
+                PathBuf::from(p)
+            }
+        };
+        let journal_entries = load_journal(&journal_path, salt)
+            .map_err(|e| format!("-s {kind}: journal {}: {e}", journal_path.display()))?;
+
+        // Cut a torn tail now; entries appended from here on go after it.
+        let jfile = rewrite_journal(&journal_path, salt, &journal_entries).map_err(|e| {
+            format!(
+                "-s {kind}: cannot write journal {} ({e})",
+                journal_path.display()
+            )
+        })?;
+        stats
+            .journal_entries
+            .store(journal_entries.len() as u64, Relaxed);
+        let journal = Arc::new(Mutex::new(jfile));
+
+        let (tx, rx) = mpsc::channel();
+        let wstats = Arc::clone(&stats);
+        let granule = granularity;
+        let alloc_files = files.clone();
+        let wjournal = Arc::clone(&journal);
+        std::thread::Builder::new()
+            .name(format!("store-{name}"))
+            .spawn(move || {
+                writer(
+                    rx,
+                    writer_file,
+                    wjournal,
+                    salt,
+                    granule,
+                    alloc_files,
+                    wstats,
+                )
+            })
+            .map_err(|e| format!("-s {kind}: cannot start the writer thread ({e})"))?;
+
+        // The scan runs on a thread of its own: serving starts now. Until
+        // it is done the store allocates nothing (so nothing can land on a
+        // record not found yet) and the cache stores new objects in memory.
+        let state = Arc::new(RecoveryState {
+            recovering: AtomicBool::new(true),
+            objects: Mutex::new(None),
+            done: Condvar::new(),
+        });
+        let job = RecoveryJob {
+            name: name.to_owned(),
+            shown: shown.to_string(),
+            files: files.clone(),
+            salt,
+            arena_size,
+            truncated_at,
+            stats: Arc::clone(&stats),
+            journal: Arc::clone(&journal),
+            journal_path: journal_path.clone(),
+            state: Arc::clone(&state),
+            started,
+        };
+        std::thread::Builder::new()
+            .name(format!("store-recover-{name}"))
+            .spawn(move || job.run())
+            .map_err(|e| format!("-s {kind}: cannot start the recovery thread ({e})"))?;
+        Ok(DiskStore {
+            files,
+            kind,
+            salt,
+            journal,
+            journal_path,
+            tx: Mutex::new(tx),
+            journal_entries: Mutex::new(Some(journal_entries)),
+            state,
+            stats,
+        })
+    }
+
+    /// The bans and purges of the journal as read at startup, oldest first
+    /// (once; later calls get nothing).
+    pub fn take_journal(&self) -> Vec<JournalEntry> {
+        self.journal_entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .unwrap_or_default()
+    }
+
+    /// Whether the startup scan is still running (the store allocates
+    /// nothing until it is done).
+    pub fn recovering(&self) -> bool {
+        self.state.recovering.load(Relaxed)
+    }
+
+    /// The objects the startup scan found, oldest first, waiting for the
+    /// scan to finish (blocking: for a thread, not an async worker). Once;
+    /// later calls get nothing.
+    pub fn take_recovered(&self) -> Vec<Recovered> {
+        let mut g = self.state.objects.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(v) = g.take() {
+                // Leave an empty list for later calls.
+                *g = Some(Vec::new());
+                return v;
+            }
+            g = self.state.done.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// This store's counters beyond `SMF.*`.
+    pub fn disk_stats(&self) -> &DiskStats {
+        &self.stats
+    }
+
+    /// The store file.
+    pub fn path(&self) -> &str {
+        self.files.path()
+    }
+
+    /// The journal file.
+    pub fn journal_path(&self) -> &Path {
+        &self.journal_path
+    }
+
+    /// Make an object persistent: `record` describes it (its body fields
+    /// are filled in here), `body` is its complete body, all of it in this
+    /// store's extents. `slot` is an extent already charged for the object;
+    /// the record goes there when it fits, otherwise to a new extent handed
+    /// to `on_placed` (the object must hold it, and mark it to be erased
+    /// when the object leaves the cache). The work happens on the store's writer thread.
+    pub fn persist(
+        &self,
+        record: ObjectRecord,
+        body: Body,
+        checksum: Option<Crc>,
+        slot: Option<Extent>,
+        on_placed: Box<dyn FnOnce(Extent) + Send>,
+    ) {
+        let job = Box::new(Job {
+            record,
+            body,
+            checksum,
+            slot,
+            on_placed,
+        });
+        let sent = self
+            .tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send(Msg::Persist(job));
+        if sent.is_err() {
+            self.stats.record_failures.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// A checksum for a body of this store, to feed every body byte as a
+    /// fetch writes it (so the writer need not read the body back).
+    pub fn body_checksum(&self) -> Crc {
+        Crc::salted(self.salt)
+    }
+
+    /// Append a ban or purge to the journal (a write to the page cache;
+    /// the writer makes it durable with the next records). Returns whether
+    /// it was written.
+    pub fn journal(&self, entry: &JournalEntry) -> bool {
+        let bytes = entry.encode(self.salt);
+        let ok = self
+            .journal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .write_all(&bytes)
+            .is_ok();
+        if ok {
+            self.stats.journal_entries.fetch_add(1, Relaxed);
+        } else {
+            self.stats.journal_failures.fetch_add(1, Relaxed);
+        }
+        ok
+    }
+
+    /// Wait until everything handed to [`persist`](Self::persist) and
+    /// [`journal`](Self::journal) so far is written and durable (a clean
+    /// shutdown; tests). Blocking: not for an async worker.
+    pub fn flush(&self) {
+        let (tx, rx) = mpsc::channel();
+        let sent = self
+            .tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send(Msg::Flush(tx));
+        if sent.is_ok() {
+            let _ = rx.recv();
+        }
+    }
+
+    /// Whether `body` (a recovered object's) still has the bytes its record
+    /// vouched for: length and checksum. Blocking reads of the whole body:
+    /// for a background thread. Counts the outcome.
+    pub fn verify_body(&self, body: &Body, len: u64, crc: u32) -> bool {
+        let ok = checksum(self.salt, body, None).is_some_and(|(c, l, _)| c == crc && l == len);
+        let counter = if ok {
+            &self.stats.verified
+        } else {
+            &self.stats.verify_failures
+        };
+        counter.fetch_add(1, Relaxed);
+        ok
+    }
+
+    /// Whether every segment of `body` lies in this store (a body that can
+    /// be recorded as it is, e.g. the one a 304 refresh keeps).
+    pub fn holds(&self, body: &Body) -> bool {
+        body.segments().is_some_and(|segs| {
+            segs.iter().all(|s| match s {
+                Segment::File(f) => self.files.owns(f.extent()),
+                Segment::Mem(b) => b.is_empty(),
+            })
+        })
+    }
+}
+
+impl Stevedore for DiskStore {
+    fn name(&self) -> &'static str {
+        self.files.name()
+    }
+
+    fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    fn limit(&self) -> Option<u64> {
+        self.files.limit()
+    }
+
+    fn stats(&self) -> &StoreStats {
+        self.files.stats()
+    }
+
+    fn file_stats(&self) -> Option<&FileStats> {
+        self.files.file_stats()
+    }
+
+    fn try_alloc(&self, bytes: u64) -> Result<Allocation, NoSpace> {
+        if self.recovering() {
+            return Err(NoSpace {
+                store: self.files.name(),
+                wanted: bytes,
+                available: 0,
+            });
+        }
+        self.files.try_alloc(bytes)
+    }
+
+    fn free(&self, bytes: u64, allocs: u64) {
+        self.files.free(bytes, allocs)
+    }
+
+    fn available(&self) -> u64 {
+        if self.recovering() {
+            return 0;
+        }
+        self.files.available()
+    }
+
+    fn disk(&self) -> Option<&DiskStore> {
+        Some(self)
+    }
+}
+
+/// `pread` as much of `buf` as the file has at `at`; the bytes read.
+fn read_upto(f: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match f.read_at(&mut buf[done..], at + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// A record found by the scan: where, how long (whole granules) and what.
+struct Found {
+    off: u64,
+    len: u64,
+    record: ObjectRecord,
+}
+
+/// Read the arena and decode a record wherever a granule starts with the
+/// record magic. After a record the scan jumps over its own extent and the
+/// body extents that follow it directly (a fetch allocates them in that
+/// order), so bodies are not read; reads grow from [`SCAN_SMALL`] to
+/// [`SCAN_CHUNK`] while it goes on through anything else.
+fn scan(files: &FileStore, salt: u64, size: u64, stats: &DiskStats) -> io::Result<Vec<Found>> {
+    let g = files.granularity();
+    let f = files.file();
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; SCAN_CHUNK];
+    let mut chunk = SCAN_SMALL;
+    let mut pos = 0u64;
+    while pos < size {
+        let want = (size - pos).min(chunk as u64) as usize;
+        let n = read_upto(f, &mut buf[..want], HEADER_SIZE + pos)?;
+        stats.scanned_bytes.fetch_add(n as u64, Relaxed);
+        if n == 0 {
+            break;
+        }
+        let mut at = 0usize;
+        let mut next = pos + n as u64;
+        let mut jumped = false;
+        while at + RECORD_HEAD <= n {
+            if &buf[at..at + 4] != RECORD_MAGIC {
+                at += g as usize;
+                continue;
+            }
+            let off = pos + at as u64;
+            let decoded = match ObjectRecord::peek_len(&buf[at..n]) {
+                Ok(len) if at + len <= n => ObjectRecord::decode(&buf[at..at + len], salt),
+                Ok(len) => {
+                    let mut rec = vec![0u8; len];
+                    let got = read_upto(f, &mut rec, HEADER_SIZE + off)?;
+                    ObjectRecord::decode(&rec[..got], salt)
+                }
+                Err(e) => Err(e),
+            };
+            match decoded {
+                Ok(record) if record.slot_len.is_multiple_of(g) => {
+                    let mut end = off + record.slot_len;
+                    let mut body: Vec<&BodyExtent> = record.extents.iter().collect();
+                    body.sort_by_key(|x| x.off);
+                    for x in body {
+                        if x.off == end && x.len.is_multiple_of(g) {
+                            end = end.saturating_add(x.len);
+                        } else if x.off > end {
+                            break;
+                        }
+                    }
+                    out.push(Found {
+                        off,
+                        len: record.slot_len,
+                        record,
+                    });
+                    if end >= pos + n as u64 {
+                        next = end;
+                        jumped = true;
+                        break;
+                    }
+                    at = (end - pos) as usize;
+                }
+                Ok(_) | Err(_) => {
+                    stats.dropped_damaged.fetch_add(1, Relaxed);
+                    at += g as usize;
+                }
+            }
+        }
+        chunk = if jumped {
+            SCAN_SMALL
+        } else {
+            (chunk * 2).min(SCAN_CHUNK)
+        };
+        pos = next.max(pos + 1);
+        // Stay on a granule boundary.
+        pos = pos.div_ceil(g) * g;
+    }
+    Ok(out)
+}
+
+/// Take the extents of the records found, newest first: a record naming
+/// space past `truncated_at` or space a newer record took is dropped.
+/// Returns the objects whose extents were all adopted.
+fn adopt(
+    files: &FileStore,
+    mut found: Vec<Found>,
+    truncated_at: Option<u64>,
+    stats: &DiskStats,
+) -> Vec<Recovered> {
+    found.sort_by(|a, b| b.record.inserted_at.total_cmp(&a.record.inserted_at));
+    let g = files.granularity();
+    let mut out = Vec::with_capacity(found.len());
+    'records: for f in found {
+        let limit = truncated_at.unwrap_or(u64::MAX);
+        let past = |off: u64, len: u64| off.checked_add(len).is_none_or(|e| e > limit);
+        if past(f.off, f.len) || f.record.extents.iter().any(|x| past(x.off, x.len)) {
+            stats.dropped_conflict.fetch_add(1, Relaxed);
+            continue;
+        }
+        let Some(rx) = files.adopt(f.off, f.len) else {
+            stats.dropped_conflict.fetch_add(1, Relaxed);
+            continue;
+        };
+        let mut charged = f.len;
+        let mut spans = Vec::with_capacity(f.record.extents.len());
+        let mut held = Vec::with_capacity(f.record.extents.len());
+        for x in &f.record.extents {
+            let BodyExtent { off, len, used } = *x;
+            let ext = if len.is_multiple_of(g) {
+                files.adopt(off, len)
+            } else {
+                None
+            };
+            let Some(ext) = ext else {
+                // Give back what this record took and erase it: it is
+                // stale (a newer record owns its space).
+                let n = held.len() as u64 + 1;
+                drop(held);
+                drop(spans);
+                rx.erase_when_dropped();
+                drop(rx);
+                files.free(charged, n);
+                stats.dropped_conflict.fetch_add(1, Relaxed);
+                continue 'records;
+            };
+            charged += len;
+            // In pieces a delivery reads at once, never a whole large body.
+            let mut at = 0;
+            while at < used {
+                let n = (used - at).min(FileSpan::MAX_READ);
+                if let Some(s) = ext.span(at, n) {
+                    spans.push(Segment::File(s));
+                }
+                at += n;
+            }
+            held.push(ext);
+        }
+        stats.recovered.fetch_add(1, Relaxed);
+        stats.recovered_bytes.fetch_add(f.record.body_len, Relaxed);
+        let allocs = held.len() as u64 + 1;
+        out.push(Recovered {
+            record: f.record,
+            record_extent: rx,
+            body: Body::from_parts(spans),
+            charged,
+            allocs,
+        });
+    }
+    out
+}
+
+/// Read the journal's valid entries; a missing journal, or one of another
+/// store (its salt differs: the store file was recreated), has none.
+fn load_journal(path: &Path, salt: u64) -> Result<Vec<JournalEntry>, String> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("cannot read it ({e}); check its permissions")),
+    };
+    match format::decode_journal(&bytes) {
+        Ok((s, entries, _)) if s == salt => Ok(entries),
+        Ok(_) | Err(FormatError::NoMagic | FormatError::Truncated) => Ok(Vec::new()),
+        Err(FormatError::Version(v)) => Err(format!(
+            "written by a newer Lacquer (format {v}); move it away to start without its bans"
+        )),
+        Err(e) => Err(format!(
+            "damaged header ({e}); move it away to start without its bans"
+        )),
+    }
+}
+
+/// Write the journal anew with `entries` (to a temporary file renamed over
+/// it, so a crash leaves the old or the new one) and open it for appends.
+fn rewrite_journal(path: &Path, salt: u64, entries: &[JournalEntry]) -> io::Result<File> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".new");
+    let tmp = PathBuf::from(tmp);
+    {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        let mut b = format::journal_header(salt);
+        for e in entries {
+            b.extend_from_slice(&e.encode(salt));
+        }
+        f.write_all(&b)?;
+        f.sync_data()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && let Ok(d) = File::open(dir)
+    {
+        let _ = d.sync_all();
+    }
+    OpenOptions::new().append(true).open(path)
+}
+
+/// The writer thread: gathers jobs for [`COMMIT_INTERVAL`], makes the
+/// bodies durable, writes the records, makes them and the journal durable.
+fn writer(
+    rx: mpsc::Receiver<Msg>,
+    file: File,
+    journal: Arc<Mutex<File>>,
+    salt: u64,
+    granularity: u64,
+    files: FileStore,
+    stats: Arc<DiskStats>,
+) {
+    let mut open = true;
+    while open {
+        let first = match rx.recv() {
+            Ok(m) => m,
+            Err(_) => return,
+        };
+        let mut batch = vec![first];
+        let deadline = Instant::now() + COMMIT_INTERVAL;
+        let mut flush_now = matches!(batch[0], Msg::Flush(_));
+        while !flush_now {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match rx.recv_timeout(left) {
+                Ok(m) => {
+                    flush_now = matches!(m, Msg::Flush(_));
+                    batch.push(m);
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => break,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    open = false;
+                    break;
+                }
+            }
+        }
+        // Bodies first: a record never names bytes that are not durable.
+        let _ = file.sync_data();
+        stats.syncs.fetch_add(1, Relaxed);
+        let mut waiters = Vec::new();
+        let mut written = Vec::new();
+        for m in batch {
+            match m {
+                Msg::Flush(tx) => waiters.push(tx),
+                Msg::Persist(job) => match write_record(*job, salt, granularity, &files) {
+                    Some(x) => {
+                        stats.records.fetch_add(1, Relaxed);
+                        written.push(x);
+                    }
+                    None => {
+                        stats.record_failures.fetch_add(1, Relaxed);
+                    }
+                },
+            }
+        }
+        let _ = file.sync_data();
+        let _ = journal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .sync_data();
+        stats.syncs.fetch_add(1, Relaxed);
+        // Only now may a dropped object's record extent be erased and
+        // reused (the writer held it until its record was written).
+        drop(written);
+        for w in waiters {
+            let _ = w.send(());
+        }
+    }
+}
+
+/// Checksum a job's body, place and write its record. Returns the record's
+/// extent (held until the batch is durable), `None` when it could not be
+/// written.
+fn write_record(
+    job: Job,
+    salt: u64,
+    granularity: u64,
+    files: &FileStore,
+) -> Option<(Extent, Body)> {
+    let Job {
+        mut record,
+        body,
+        checksum: job_crc,
+        slot,
+        on_placed,
+    } = job;
+    let (crc, len, extents) = checksum(salt, &body, job_crc)?;
+    record.body_len = len;
+    record.body_crc = crc;
+    record.extents = extents;
+    // The slot length does not change the record's length.
+    let need = record.encode(salt).len() as u64;
+    let ext = match slot.filter(|s| s.len() >= need) {
+        Some(s) => s,
+        None => {
+            let a = files
+                .try_alloc(need.div_ceil(granularity) * granularity)
+                .ok()?;
+            let x = a.extent?;
+            on_placed(x.clone());
+            x
+        }
+    };
+    record.slot_len = ext.len();
+    ext.write(0, &record.encode(salt)).ok()?;
+    Some((ext, body))
+}
+
+/// The salted CRC-32C of a finished body, its length and the extents it
+/// fills from their start (`None` when it is not all in file extents laid
+/// out that way, or a read fails). With the checksum `known` (fed every
+/// byte by the fetch) nothing is read; otherwise blocking reads.
+fn checksum(salt: u64, body: &Body, known: Option<Crc>) -> Option<(u32, u64, Vec<BodyExtent>)> {
+    let read = known.is_none();
+    let mut crc = known.unwrap_or_else(|| Crc::salted(salt));
+    let mut extents: Vec<BodyExtent> = Vec::new();
+    let mut len = 0u64;
+    for s in body.segments()? {
+        let span: &FileSpan = match s {
+            Segment::File(f) => f,
+            Segment::Mem(b) if b.is_empty() => continue,
+            Segment::Mem(_) => return None,
+        };
+        let ext = span.extent();
+        // A span continues its extent's bytes or starts a new extent.
+        match extents.last_mut() {
+            Some(last) if last.off == ext.offset() && last.used == span.at() => {
+                last.used += span.len();
+            }
+            _ if span.at() == 0 => extents.push(BodyExtent {
+                off: ext.offset(),
+                len: ext.len(),
+                used: span.len(),
+            }),
+            _ => return None,
+        }
+        let mut done = if read { 0 } else { span.len() };
+        while done < span.len() {
+            let n = (span.len() - done).min(SCAN_CHUNK as u64);
+            let bytes = span.slice(done, n).read().ok()?;
+            crc.update(&bytes);
+            done += n;
+        }
+        len += span.len();
+    }
+    Some((crc.value(), len, extents))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,3 @@
+vcl 4.1;
+backend be { .host = "127.0.0.1"; }
+sub regsub { }

@@ -1,0 +1,5 @@
+vcl 4.1;
+backend be { .host = "127.0.0.1"; }
+sub vcl_hit {
+	return (miss);
+}
