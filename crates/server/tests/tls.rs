@@ -334,3 +334,90 @@ async fn certificates_swap_under_load_without_a_failed_handshake() {
     assert_eq!(cli(&["tls.cert.load", bad.to_str().unwrap()]).status, 300);
     let _ = std::fs::remove_dir_all(&s.dir);
 }
+
+/// Hitch from Debian in front (PROXY v2 with its TLVs) and Lacquer's own
+/// TLS give VCL the same answers for what Hitch sends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_hitch_vcl_sees_what_native_tls_shows() {
+    let s = site("hitch", &[]).await;
+    let proxy_port = free_port();
+    let hitch_port = free_port();
+    // A second daemon listening for Hitch's PROXY v2.
+    let mut p = ParamSet::default();
+    p.set("vsl_space", "1M").unwrap();
+    let behind = daemon::start(Config {
+        listen: vec![
+            lacquer_server::mgt::listen::parse_listen(&format!("127.0.0.1:{proxy_port},PROXY"), 0)
+                .unwrap(),
+        ],
+        vcl: BootVcl::Inline(VCL.to_string()),
+        storage: vec!["malloc,8m".to_string()],
+        params: p,
+        workdir: s.dir.join("wd-behind"),
+        identity: None,
+        admin: None,
+        secret: None,
+        reverse_cli: None,
+        debug: false,
+        pidfile: None,
+        cli_file: None,
+        tls: None,
+    })
+    .await
+    .expect("daemon starts");
+    let conf = s.dir.join("hitch.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "frontend = \"[127.0.0.1]:{hitch_port}\"\nbackend = \"[127.0.0.1]:{proxy_port}\"\npem-file = \"{}\"\nwrite-proxy-v2 = on\nalpn-protos = \"http/1.1\"\nuser = \"nobody\"\ndaemon = off\n",
+            s.dir.join("www.pem").display()
+        ),
+    )
+    .unwrap();
+    let mut hitch = Command::new("hitch")
+        .arg(format!("--config={}", conf.display()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("hitch runs (apt-get install hitch)");
+    let mut up = false;
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", hitch_port)).is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let fetch = |port: u16| {
+        let mut c = Command::new("curl");
+        c.args(["-sS", "-i", "--http1.1", "--max-time", "10", "--cacert"])
+            .arg(s.dir.join("ca.pem"))
+            .arg("--resolve")
+            .arg(format!("www.example.com:{port}:127.0.0.1"))
+            .arg(format!("https://www.example.com:{port}/"));
+        c
+    };
+    let via_hitch = if up {
+        text(&run(fetch(hitch_port)).await)
+    } else {
+        String::new()
+    };
+    let native = text(&run(fetch(s.main.port())).await);
+    let _ = hitch.kill();
+    let _ = hitch.wait();
+    assert!(up, "hitch did not start");
+    let header = |t: &str, name: &str| {
+        t.lines()
+            .find_map(|l| l.strip_prefix(name).map(str::to_string))
+            .unwrap_or_default()
+    };
+    let p_h = header(&via_hitch, "x-proxy: ");
+    assert_eq!(p_h, "true TLSv1.3 www.example.com http/1.1", "{via_hitch}");
+    assert_eq!(p_h, header(&native, "x-proxy: "), "{native}");
+    // vmod tls: the same, but for the key type Hitch does not send.
+    let t_h = header(&via_hitch, "x-tls: ");
+    assert_eq!(t_h, "true TLSv1.3 www.example.com http/1.1 ", "{via_hitch}");
+    assert_eq!(header(&native, "x-tls: "), format!("{t_h}EC256"));
+    drop(behind);
+    let _ = std::fs::remove_dir_all(&s.dir);
+}
