@@ -46,6 +46,11 @@ fn free_port() -> u16 {
 }
 
 async fn site(tag: &str, params: &[&str]) -> Site {
+    site_with(tag, params, "").await
+}
+
+/// [`site`] with more lines for its hitch.conf.
+async fn site_with(tag: &str, params: &[&str], extra: &str) -> Site {
     let dir = tempdir(tag);
     let ca = Ca::new("Lacquer Test CA");
     ca.write(&dir);
@@ -54,7 +59,7 @@ async fn site(tag: &str, params: &[&str]) -> Site {
     let def = ca.leaf_file(&dir, "default", &["default.test"]);
     let (p1, p2) = (free_port(), free_port());
     let conf_text = format!(
-        "frontend = \"[127.0.0.1]:{p1}\"\nfrontend = {{\n  host = \"127.0.0.1\"\n  port = \"{p2}\"\n  sni-nomatch-abort = on\n}}\npem-file = \"{}\"\npem-file = \"{}\"\npem-file = \"{}\"\nworkers = 2\n",
+        "frontend = \"[127.0.0.1]:{p1}\"\nfrontend = {{\n  host = \"127.0.0.1\"\n  port = \"{p2}\"\n  sni-nomatch-abort = on\n}}\npem-file = \"{}\"\npem-file = \"{}\"\npem-file = \"{}\"\nworkers = 2\n{extra}",
         www.display(),
         wild.display(),
         def.display()
@@ -420,4 +425,33 @@ async fn behind_hitch_vcl_sees_what_native_tls_shows() {
     assert_eq!(header(&native, "x-tls: "), format!("{t_h}EC256"));
     drop(behind);
     let _ = std::fs::remove_dir_all(&s.dir);
+}
+
+/// Two nodes that read the same ticket-key-file resume each other's
+/// sessions; a node with its own random keys does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_sharing_a_ticket_key_file_resume_each_others_sessions() {
+    let keys = tempdir("ticket-keys").join("keys");
+    std::fs::write(&keys, "a secret shared by every node, 32 bytes or more\n").unwrap();
+    let line = format!("ticket-key-file = \"{}\"\n", keys.display());
+    let a = site_with("node-a", &[], &line).await;
+    let b = site_with("node-b", &[], &line).await;
+    let c = site("node-c", &[]).await;
+    // The same CA is not needed for resumption: -CAfile only quiets
+    // s_client; each site has its own.
+    let sess = a.dir.join("sess");
+    let sess = sess.to_str().unwrap();
+    let ca = a.dir.join("ca.pem");
+    let t = text(&run(s_client(a.main, &["-tls1_3", "-sess_out", sess], &ca)).await);
+    assert!(t.contains("New, TLSv1.3"), "{t}");
+    let t = text(&run(s_client(b.main, &["-tls1_3", "-sess_in", sess], &ca)).await);
+    assert!(
+        t.contains("Reused, TLSv1.3"),
+        "node b resumes node a's session: {t}"
+    );
+    let t = text(&run(s_client(c.main, &["-tls1_3", "-sess_in", sess], &ca)).await);
+    assert!(t.contains("New, TLSv1.3"), "node c has other keys: {t}");
+    for s in [a, b, c] {
+        let _ = std::fs::remove_dir_all(&s.dir);
+    }
 }

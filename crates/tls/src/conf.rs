@@ -13,6 +13,8 @@
 //! equivalent for are accepted with a warning ([`HitchConf::warnings`]),
 //! never applied approximately. A key Hitch does not know, a value of the
 //! wrong kind or a malformed line is an error naming the file and line.
+//! One key is Lacquer's own: `ticket-key-file`, the secret several nodes
+//! share so that clients resume their TLS sessions on any of them.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -98,6 +100,9 @@ pub struct HitchConf {
     /// intersection with what the listener really serves.
     pub alpn_protos: Option<Vec<String>>,
     pub ocsp_dir: Option<PathBuf>,
+    /// `ticket-key-file` (Lacquer's own key): the secret session-ticket
+    /// keys derive from, shared by the nodes that read the same file.
+    pub ticket_key_file: Option<PathBuf>,
     /// Keys accepted but not applied, one message each (file and line).
     pub warnings: Vec<String>,
 }
@@ -488,6 +493,7 @@ pub fn parse(file: &str, text: &str) -> Result<HitchConf, ConfError> {
             "frontend" => conf.frontends.push(frontend(&p, a, &mut conf.warnings)?),
             "pem-dir" => conf.pem_dir = Some(PathBuf::from(text(a)?)),
             "pem-dir-glob" => conf.pem_dir_glob = Some(text(a)?),
+            "ticket-key-file" => conf.ticket_key_file = Some(PathBuf::from(text(a)?)),
             "ocsp-dir" => {
                 conf.ocsp_dir = Some(PathBuf::from(text(a)?));
                 conf.warnings.push(format!(
@@ -920,6 +926,11 @@ mod tests {
         );
         assert_eq!(c.global.prefer_server_ciphers, Some(true));
         assert_eq!(c.pem_dir, Some(PathBuf::from("/etc/certs")));
+        let t = parse("f", "ticket-key-file = \"/etc/lacquer/tickets\"\n").unwrap();
+        assert_eq!(
+            t.ticket_key_file,
+            Some(PathBuf::from("/etc/lacquer/tickets"))
+        );
         assert!(glob_match(c.pem_dir_glob.as_deref().unwrap(), "a.pem"));
         assert!(!glob_match("*.pem", "a.key"));
         assert!(glob_match("s?te*.p*m", "site-one.pem"));

@@ -143,7 +143,10 @@ impl TlsState {
         };
         let mut stores: Vec<Arc<CertStore>> = global.iter().cloned().collect();
         let tickets: Arc<dyn lacquer_tls::rustls::server::ProducesTickets> =
-            Arc::new(lacquer_tls::tickets::Tickets::random(ticket_period)?);
+            Arc::new(match &conf.ticket_key_file {
+                Some(f) => lacquer_tls::tickets::Tickets::from_file(f, ticket_period)?,
+                None => lacquer_tls::tickets::Tickets::random(ticket_period)?,
+            });
         let sessions = lacquer_tls::rustls::server::ServerSessionMemoryCache::new(64 * 1024);
         let mut frontends = Vec::new();
         for spec in https {
