@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The whole test suite: unit and integration tests of every crate
 # (including the VCL corpus ratchet), then Varnish's own .vtc suite run
-# against lacquerd with the conformance ratchet. Fails on any failure.
+# against lacquerd with the conformance ratchet, then a bounded batch of
+# generated differential scenarios against Debian's varnishd. Fails on any
+# failure.
 set -euo pipefail
 cd "$(dirname "$0")"
 mkdir -p target
 cargo test --workspace 2>&1 | tee target/test.log
 awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "cargo: %d passed, %d failed, %d skipped\n", p, f, i }' target/test.log
-cargo build -p lacquer -p lacquerd
+cargo build -p lacquer -p lacquerd -p lacquer-difftest
 # Peers the corpus drives besides lacquerd, as varnishtest does: HAProxy
 # (the h family) and nghttp (a02022). Install them when they are missing.
 need=""
@@ -23,3 +25,7 @@ if [ -n "$need" ]; then
     fi
 fi
 python3 tests/vtc/ratchet.py --jobs 2
+# Generated scenarios run against lacquerd and varnishd side by side: a hang
+# or a crash fails the run, other differences are reported (tests/diff/).
+command -v varnishd >/dev/null 2>&1 || { echo "test.sh: varnishd missing (apt-get install varnish)" >&2; exit 1; }
+target/debug/lacquer-difftest batch --seed 1 --count 60 --fail-on hang,crash

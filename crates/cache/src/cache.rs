@@ -1678,6 +1678,16 @@ impl Inner {
     }
 }
 
+/// The lifetime [`BusyObj::refresh_in_place`] gives a revalidated object.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Lifetime {
+    /// When the response was validated (seconds since the epoch).
+    pub t_origin: f64,
+    pub ttl: f64,
+    pub grace: f64,
+    pub keep: f64,
+}
+
 /// A busy objcore: the right (and duty) to fetch an object others may be
 /// waiting for. Finish it with [`unbusy`](Self::unbusy); dropping it or calling
 /// [`fail`](Self::fail) marks the fetch failed and wakes the waiting list.
@@ -1758,6 +1768,62 @@ impl BusyObj {
             inner.persist(&self.oc, None);
         }
         Ok(out)
+    }
+
+    /// Revalidates `stale` in place instead of inserting a new object
+    /// (Varnish Enterprise's fast 304, `utils.fast_304()`): `stale` takes
+    /// the lifetime `life` (its origin time, ttl, grace and keep; its
+    /// vxid and kind stay) and keeps its stored headers, body and store
+    /// charges, so nothing is copied or charged again; it moves to the
+    /// front of its objhead and of its LRU list and is re-armed for
+    /// expiry. This busy objcore is withdrawn (not failed) and its
+    /// waiters are woken to find `stale`.
+    ///
+    /// A persistent store writes the new lifetime to the object's record
+    /// (as for a soft purge), naming the same body extents. Hands the busy objcore back, untouched, when `stale` cannot be
+    /// refreshed: it left the cache meanwhile (purged, expired, killed),
+    /// it is of another objhead, or it is private.
+    pub fn refresh_in_place(mut self, stale: &ObjRef, life: Lifetime) -> Result<(), BusyObj> {
+        let oc = &stale.0;
+        if oc.digest != self.oc.digest || oc.flags() & (F_PRIVATE | F_BUSY) != 0 {
+            return Err(self);
+        }
+        let inner = Arc::clone(&self.cache);
+        let key = DigestKey(self.oc.digest);
+        let waiters = {
+            let mut shard = inner.shard(&self.oc.digest);
+            let Some(head) = shard.get_mut(&key) else {
+                return Err(self);
+            };
+            // Under the objhead's lock, so a concurrent kill or expiry
+            // either happened before (and the object is not there) or
+            // waits for the new lifetime.
+            let Some(pos) = head.cores.iter().position(|c| Arc::ptr_eq(c, oc)) else {
+                return Err(self);
+            };
+            if oc.flags() & F_DYING != 0 {
+                return Err(self);
+            }
+            oc.t_origin.set(life.t_origin);
+            oc.ttl.set(life.ttl);
+            oc.grace.set(life.grace);
+            oc.keep.set(life.keep);
+            oc.exp_when.set(oc.compute_exp_when());
+            let refreshed = head.cores.remove(pos);
+            head.cores.insert(0, refreshed);
+            self.oc.flags.fetch_or(F_DYING, Ordering::AcqRel);
+            head.cores.retain(|c| !Arc::ptr_eq(c, &self.oc));
+            std::mem::take(&mut head.waiters)
+        };
+        self.done = true;
+        inner.exp_push(oc);
+        // A persistent store records the new lifetime (a record naming the
+        // same body); nothing is written for the others.
+        inner.persist(oc, None);
+        inner.touch(oc, life.t_origin);
+        wake(waiters, &inner.stats);
+        inner.finish_removal(&self.oc);
+        Ok(())
     }
 
     /// The fetch failed (`HSH_Fail`).

@@ -79,7 +79,7 @@ pub mod vary;
 pub use ban::{BanError, BanObject, BanRequest, BanSpec};
 pub use banlist::BanInfo;
 pub use cache::{
-    BusyObj, Cache, CacheConfig, CacheEvent, EventSink, FetchBody, Lookup, LookupRequest,
+    BusyObj, Cache, CacheConfig, CacheEvent, EventSink, FetchBody, Lifetime, Lookup, LookupRequest,
     LookupResult, LurkerReport, NewBody, NewObject, PiecePlan, StorageError, StoredUpdate,
     Unbusied, Waiter,
 };

@@ -663,3 +663,74 @@ fn a_piece_that_does_not_fit_is_halved_before_nuking() {
     fb.finish();
     expect_hit(lookup(&c, &digest("/old"), T0));
 }
+
+#[test]
+fn refresh_in_place_revalidates_without_a_copy() {
+    let c = cache();
+    let d = digest("/s3/object");
+    let (busy, _) = expect_miss(lookup(&c, &d, T0));
+    let mut o = new_obj(meta(7, T0, 3600.0, 10.0, 3600.0), b"body");
+    o.headers
+        .push((Bytes::from_static(b"X-206"), Bytes::from_static(b"true")));
+    let old = busy.unbusy(o, &c.store("s0").unwrap()).unwrap().obj;
+    let charged = sma(&c);
+    let objects = get(&c.stats().n_object);
+    // Past its ttl and grace, within keep: a miss that may revalidate.
+    let life = |t: f64| Lifetime {
+        t_origin: t,
+        ttl: 0.000001,
+        grace: 0.0,
+        keep: 3600.0,
+    };
+    let (busy, stale) = expect_miss(lookup(&c, &d, T0 + 3611.0));
+    let stale = stale.unwrap();
+    assert!(stale.same(&old));
+    // A request arriving meanwhile waits on the busy objcore.
+    let waiter = match lookup(&c, &d, T0 + 3611.0) {
+        Lookup::Busy(w) => w,
+        other => panic!("expected Busy, got {other:?}"),
+    };
+    busy.refresh_in_place(&stale, life(T0 + 3612.0)).unwrap();
+    // The waiter was woken (its channel answered, not dropped unanswered).
+    futures_lite_block_on(waiter);
+    // Same object, same headers and body, new lifetime; nothing new
+    // allocated or charged, no object added.
+    assert_eq!(old.t_origin(), T0 + 3612.0);
+    assert_eq!(old.ttl(), 0.000001);
+    assert_eq!(old.keep(), 3600.0);
+    assert_eq!(old.data().header("x-206"), Some(&b"true"[..]));
+    assert_eq!(sma(&c), charged);
+    assert_eq!(get(&c.stats().n_object), objects);
+    assert_eq!(get(&c.stats().n_objectcore), 1);
+    // Its expiry moved with it: kept an hour from the refresh.
+    assert_eq!(c.expire_due(T0 + 3700.0), 0);
+    let (busy, stale) = expect_miss(lookup(&c, &d, T0 + 3700.0));
+    assert!(stale.unwrap().same(&old));
+    // A stale object that left the cache meanwhile is not refreshed:
+    // the busy objcore comes back for an ordinary insert.
+    assert!(c.kill(&old));
+    let busy = busy.refresh_in_place(&old, life(T0 + 3701.0)).unwrap_err();
+    assert_eq!(old.t_origin(), T0 + 3612.0);
+    let s0 = c.store("s0").unwrap();
+    let new = busy
+        .unbusy(new_obj(meta(8, T0 + 3701.0, 60.0, 0.0, 0.0), b"new"), &s0)
+        .unwrap()
+        .obj;
+    assert!(expect_hit(lookup(&c, &d, T0 + 3702.0)).same(&new));
+    // Nor is an object of another objhead.
+    let other = insert(&c, &digest("/other"), meta(9, T0, 1.0, 0.0, 60.0), b"o");
+    let (busy, _) = expect_miss(lookup(&c, &d, T0 + 4000.0));
+    let busy = busy
+        .refresh_in_place(&other, life(T0 + 4000.0))
+        .unwrap_err();
+    drop(busy);
+}
+
+/// Waits for a waiter without a runtime of its own (it only awaits a
+/// oneshot channel).
+fn futures_lite_block_on(w: Waiter) {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(w.wait());
+}

@@ -338,3 +338,56 @@ fn a_memory_tier_is_used_only_when_named() {
     }
     assert!(c.store("mse").is_some());
 }
+
+#[tokio::test]
+async fn refresh_in_place_records_the_new_lifetime() {
+    let dir = scratch("refresh");
+    let body = pattern(11, 40_000);
+    {
+        let (c, s) = open(&dir, T0);
+        let o = store(&c, "/f", "en", &body, 10.0);
+        s.flush();
+        let before = s.stats().g_bytes.load(Relaxed);
+        // Past ttl and grace, within keep: a revalidating miss.
+        let d = digest("/f");
+        let req: Vec<(&str, &str)> = vec![("Accept-Language", "en")];
+        let (busy, stale) = match c
+            .lookup(&LookupRequest::new(&d, b"/f", &req, T0 + 20.0))
+            .kind
+        {
+            Lookup::Miss { busy, stale } => (busy, stale.expect("the stale object")),
+            other => panic!("expected a miss, got {other:?}"),
+        };
+        assert!(stale.same(&o));
+        let life = Lifetime {
+            t_origin: T0 + 20.0,
+            ttl: 0.000001,
+            grace: 0.0,
+            keep: 600.0,
+        };
+        busy.refresh_in_place(&stale, life).unwrap();
+        // Nothing new was allocated: same object, same body.
+        assert_eq!(s.stats().g_bytes.load(Relaxed), before);
+        assert!(!o.flags().dying());
+        drop((o, stale));
+        s.flush();
+    }
+    // After a restart the object has the refreshed lifetime (it would
+    // have expired with the old one: 10 + 5 + 30 s from T0).
+    let (c, _s) = open(&dir, T0 + 100.0);
+    let d = digest("/f");
+    let req: Vec<(&str, &str)> = vec![("Accept-Language", "en")];
+    let o = match c
+        .lookup(&LookupRequest::new(&d, b"/f", &req, T0 + 100.0))
+        .kind
+    {
+        Lookup::Miss { stale, .. } => stale.expect("the refreshed object, kept"),
+        other => panic!("expected a revalidating miss, got {other:?}"),
+    };
+    assert_eq!(
+        (o.t_origin(), o.ttl(), o.keep()),
+        (T0 + 20.0, 0.000001, 600.0)
+    );
+    assert_eq!(o.data().header("x-url"), Some(&b"/f"[..]));
+    assert_eq!(o.body().collect().await.unwrap().to_vec(), body);
+}

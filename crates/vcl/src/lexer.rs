@@ -514,7 +514,10 @@ pub fn lex(file: FileId, text: &str) -> (Tokens, Option<Diagnostic>) {
             while r < end && b[r].is_ascii_digit() {
                 r += 1;
             }
-            if dot - p > 13 || r - dot > 3 {
+            // Varnish 7.1 allows three decimals; Varnish Enterprise
+            // accepts more in a duration (`0.000001s`, which the
+            // StorageGRID guide's VCL sets). A bare REAL keeps the limit.
+            if dot - p > 13 || (r - dot > 3 && !duration_unit_follows(b, r, end)) {
                 return (out, err("Too many digits for real.", p, r));
             }
             out.toks.push(Token {
@@ -532,6 +535,25 @@ pub fn lex(file: FileId, text: &str) -> (Tokens, Option<Diagnostic>) {
         return (out, err("Syntax error at", p, e));
     }
     (out, None)
+}
+
+/// Whether the number ending at `at` is a duration: a duration unit
+/// (`ms`, `s`, `m`, `h`, `d`, `w`, `y`) follows, after blanks, as a whole
+/// identifier.
+fn duration_unit_follows(b: &[u8], at: usize, end: usize) -> bool {
+    let mut p = at;
+    while p < end && matches!(b[p], b' ' | b'\t' | b'\r' | b'\n') {
+        p += 1;
+    }
+    let mut q = p;
+    while q < end && is_ident(b[q]) {
+        q += 1;
+    }
+    q > p
+        && std::str::from_utf8(&b[p..q])
+            .ok()
+            .and_then(crate::parser::duration_unit)
+            .is_some()
 }
 
 /// Matches the longest fixed token at the start of `s`.
@@ -635,6 +657,16 @@ mod tests {
         );
         assert_eq!(error("1234567890123."), "Too many digits for real.");
         assert_eq!(error("0.1234"), "Too many digits for real.");
+        // Durations may have more decimals (as Varnish Enterprise); a
+        // bare REAL, or one followed by another word, may not.
+        assert_eq!(
+            kinds("0.000001s 0.1234 ms"),
+            vec![TokKind::FNum, TokKind::Id, TokKind::FNum, TokKind::Id]
+        );
+        assert_eq!(error("0.1234 + 1s"), "Too many digits for real.");
+        assert_eq!(error("0.1234KB"), "Too many digits for real.");
+        assert_eq!(error("0.1234 sx"), "Too many digits for real.");
+        assert_eq!(error("1234567890123.5s"), "Too many digits for real.");
         assert!(
             lex(FileId(0), "123456789012.123 123456789012345")
                 .1

@@ -51,6 +51,7 @@ mod debug;
 mod directors;
 mod header;
 mod host;
+mod kvstore;
 mod mse;
 mod proxy;
 mod purge;
@@ -60,6 +61,8 @@ mod str_vmod;
 mod tcp;
 mod tls;
 mod unix;
+mod urlplus;
+mod utils;
 mod var;
 mod vmod_std;
 mod vsthrottle;
@@ -189,6 +192,9 @@ fn modules() -> Vec<&'static ModuleImpl> {
         &tcp::MODULE,
         &saintmode::MODULE,
         &tls::MODULE,
+        &kvstore::MODULE,
+        &urlplus::MODULE,
+        &utils::MODULE,
         &mse::MODULE,
         &accept::MODULE,
         // Varnish installs vmod_vtc with varnishd and does not restrict

@@ -800,6 +800,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         vfp_filters: None,
         beresp_has_body: false,
         was_304: false,
+        fast_304: false,
         storage: None,
         storage_hint: None,
         synth_body: Vec::new(),

@@ -90,6 +90,9 @@ pub struct BoTask {
     /// The backend response has a body to filter.
     pub beresp_has_body: bool,
     pub was_304: bool,
+    /// `utils.fast_304()` on a 304: the stale object is refreshed in
+    /// place instead of replaced (see `fetch_fsm::refresh_in_place`).
+    pub fast_304: bool,
     /// The store the object goes to (`beresp.storage`), by name.
     pub storage: Option<Arc<str>>,
     /// `beresp.storage_hint` as VCL reads it (`storage.<name>`).
@@ -693,6 +696,16 @@ impl Context for BoTask {
 
     fn tcp_info(&self) -> Result<lacquer_vcl::exec::TcpInfo, String> {
         Err("vmod tcp works on client connections only".to_string())
+    }
+
+    fn fast_304(&mut self) -> Result<(), String> {
+        // After a full response there is nothing to refresh in place.
+        self.fast_304 |= self.was_304;
+        Ok(())
+    }
+
+    fn is_fast_304(&self) -> bool {
+        self.fast_304
     }
 }
 

@@ -256,6 +256,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         job.bo.vfp_filters = None;
         compute_ttl(&mut job.bo);
         let mut fetched = fetched;
+        job.bo.fast_304 = false;
         fetched.reuse = merge_304(job)?;
         job.bo.beresp_dropped = false;
         let action = vcl.run(BuiltinSub::BackendResponse, &mut job.bo, scratch);
@@ -286,6 +287,9 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         }
         match action {
             Action::Deliver => {
+                let Some(fetched) = refresh_in_place(job, fetched) else {
+                    return Ok(());
+                };
                 return deliver(job, fetched, None).await;
             }
             Action::Pass { ttl } => {
@@ -863,6 +867,59 @@ fn merge_304(job: &mut FetchJob) -> Result<Option<lacquer_storage::Body>, Step> 
     bo.beresp.reason = data.reason.clone();
     bo.was_304 = true;
     Ok(Some(data.body.clone()))
+}
+
+/// `utils.fast_304()` (Varnish Enterprise): a 304 delivered by
+/// vcl_backend_response refreshes the stale object in place, with the
+/// lifetime VCL gave beresp and its stored headers and body as they are
+/// (`BusyObj::refresh_in_place`): no new object, no copy. The fetch ends
+/// there (`None`), the refreshed object is what waiting clients get.
+/// `Some` hands the response back for an ordinary insert: no
+/// `fast_304()`, an uncacheable response, or a stale object that left the
+/// cache meanwhile.
+fn refresh_in_place(job: &mut FetchJob, f: Fetched) -> Option<Fetched> {
+    let bo = &mut job.bo;
+    if !bo.fast_304 || f.reuse.is_none() || bo.uncacheable {
+        return Some(f);
+    }
+    let (busy, stale, background) = match std::mem::replace(&mut job.mode, FetchMode::Pass) {
+        FetchMode::Miss {
+            busy,
+            stale: Some(stale),
+        } => (busy, stale, false),
+        FetchMode::Background { busy, stale } => (busy, stale, true),
+        other => {
+            job.mode = other;
+            return Some(f);
+        }
+    };
+    let life = lacquer_cache::Lifetime {
+        t_origin: bo.t_origin,
+        ttl: bo.ttl,
+        grace: bo.grace,
+        keep: bo.keep,
+    };
+    if let Err(busy) = busy.refresh_in_place(&stale, life) {
+        job.mode = if background {
+            FetchMode::Background { busy, stale }
+        } else {
+            FetchMode::Miss {
+                busy,
+                stale: Some(stale),
+            }
+        };
+        return Some(f);
+    }
+    bo.vsl.log(
+        Tag::Debug,
+        format_args!("fast_304: object {} refreshed in place", stale.vxid()),
+    );
+    bo.vsl.log_str(Tag::Fetch_Body, "none -");
+    body_done(bo, f, 0);
+    if let Some(n) = job.notify.take() {
+        let _ = n.send(FetchOutcome::Object(stale));
+    }
+    None
 }
 
 /// Turns the response into an object and streams its body.

@@ -222,6 +222,18 @@ pub trait Context {
     fn set_lookup_hook(&mut self, _hook: Box<dyn LookupHook>) -> Result<(), String> {
         Err("there is no cache lookup to hook outside a client request".into())
     }
+    /// `utils.fast_304()` (Varnish Enterprise): when this fetch
+    /// revalidated a stale object with a 304, refresh that object's
+    /// lifetime in place (its stored headers and body as they are)
+    /// instead of making a new object; does nothing after any other
+    /// response. Only a fetch has a backend response to refresh from.
+    fn fast_304(&mut self) -> Result<(), String> {
+        Err("utils.fast_304(): only a backend fetch can refresh an object".into())
+    }
+    /// Whether `fast_304()` was asked for and applies to this fetch.
+    fn is_fast_304(&self) -> bool {
+        false
+    }
 }
 
 /// What a [`LookupHook`] makes of one candidate object of a lookup.
