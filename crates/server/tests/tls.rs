@@ -57,9 +57,9 @@ async fn site_with(tag: &str, params: &[&str], extra: &str) -> Site {
     let www = ca.leaf_file(&dir, "www", &["www.example.com"]);
     let wild = ca.leaf_file(&dir, "wild", &["*.example.com"]);
     let def = ca.leaf_file(&dir, "default", &["default.test"]);
-    let (p1, p2) = (free_port(), free_port());
+    // Port 0: the kernel picks; the bound ports are read back below.
     let conf_text = format!(
-        "frontend = \"[127.0.0.1]:{p1}\"\nfrontend = {{\n  host = \"127.0.0.1\"\n  port = \"{p2}\"\n  sni-nomatch-abort = on\n}}\npem-file = \"{}\"\npem-file = \"{}\"\npem-file = \"{}\"\nworkers = 2\n{extra}",
+        "frontend = \"[127.0.0.1]:0\"\nfrontend = {{\n  host = \"127.0.0.1\"\n  port = \"0\"\n  sni-nomatch-abort = on\n}}\npem-file = \"{}\"\npem-file = \"{}\"\npem-file = \"{}\"\nworkers = 2\n{extra}",
         www.display(),
         wild.display(),
         def.display()
@@ -91,9 +91,16 @@ async fn site_with(tag: &str, params: &[&str], extra: &str) -> Site {
     })
     .await
     .expect("daemon starts");
+    let bound = |name: &str| -> SocketAddr {
+        let ls = l.shared.listeners.lock().unwrap();
+        let b = ls.iter().find(|b| b.name == name).expect("listener bound");
+        let (ip, port) = b.printable.split_once(' ').unwrap();
+        format!("{ip}:{port}").parse().unwrap()
+    };
+    let (main, strict) = (bound("tls0"), bound("tls1"));
     Site {
-        main: format!("127.0.0.1:{p1}").parse().unwrap(),
-        strict: format!("127.0.0.1:{p2}").parse().unwrap(),
+        main,
+        strict,
         dir,
         ca,
         l,
@@ -122,16 +129,21 @@ fn curl(s: &Site, name: &str, extra: &[&str]) -> Command {
     c
 }
 
-/// `openssl s_client` with stdin closed: the subject line and the rest.
+/// `openssl s_client` sending one HTTP/1.0 request and reading until the
+/// server closes: by then the TLS 1.3 session tickets, which come after
+/// the handshake, have arrived (for `-sess_out`).
 fn s_client(addr: SocketAddr, args: &[&str], ca: &Path) -> Command {
+    let req = ca.with_file_name("request.txt");
+    std::fs::write(&req, "GET / HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
     let mut c = Command::new("openssl");
     c.arg("s_client")
         .arg("-connect")
         .arg(addr.to_string())
         .arg("-CAfile")
         .arg(ca)
+        .arg("-ign_eof")
         .args(args)
-        .stdin(std::process::Stdio::null());
+        .stdin(std::fs::File::open(&req).unwrap());
     c
 }
 
@@ -345,16 +357,12 @@ async fn certificates_swap_under_load_without_a_failed_handshake() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn behind_hitch_vcl_sees_what_native_tls_shows() {
     let s = site("hitch", &[]).await;
-    let proxy_port = free_port();
     let hitch_port = free_port();
     // A second daemon listening for Hitch's PROXY v2.
     let mut p = ParamSet::default();
     p.set("vsl_space", "1M").unwrap();
     let behind = daemon::start(Config {
-        listen: vec![
-            lacquer_server::mgt::listen::parse_listen(&format!("127.0.0.1:{proxy_port},PROXY"), 0)
-                .unwrap(),
-        ],
+        listen: vec![lacquer_server::mgt::listen::parse_listen("127.0.0.1:0,PROXY", 0).unwrap()],
         vcl: BootVcl::Inline(VCL.to_string()),
         storage: vec!["malloc,8m".to_string()],
         params: p,
@@ -370,6 +378,7 @@ async fn behind_hitch_vcl_sees_what_native_tls_shows() {
     })
     .await
     .expect("daemon starts");
+    let proxy_port = behind.first_addr().unwrap().port();
     let conf = s.dir.join("hitch.conf");
     std::fs::write(
         &conf,
