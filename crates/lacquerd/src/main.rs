@@ -15,13 +15,17 @@ static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// varnishd's option letters, as `-x optstring` prints them: a letter
 /// followed by `:` takes an argument. `--demo` is Lacquer's own.
-const OPTSTRING: &str = "?a:b:Cdf:Fh:i:I:j:l:M:n:P:p:r:S:s:T:t:VW:x:";
+const OPTSTRING: &str = "?a:A:b:Cdf:Fh:i:I:j:l:M:n:P:p:r:S:s:T:t:VW:x:";
 
 /// What each option does, for the usage text.
 const USAGE: &[(&str, &str)] = &[
     (
         "-a [name=][address][:port][,PROTO][,user=U][,group=G][,mode=M]",
-        "Listen address (repeatable)",
+        "Listen address (repeatable); PROTO is HTTP, PROXY or HTTPS (TLS, certificates from -A)",
+    ),
+    (
+        "-A file",
+        "TLS configuration in Hitch's hitch.conf format: frontends to listen on, certificates",
     ),
     (
         "-b none | host[:port]",
@@ -73,6 +77,8 @@ const USAGE: &[(&str, &str)] = &[
 #[derive(Debug, Default)]
 struct Args {
     listen: Vec<String>,
+    /// `-A`: a hitch.conf.
+    tls_conf: Option<String>,
     backend: Option<String>,
     compile_only: bool,
     debug: bool,
@@ -254,6 +260,8 @@ fn parse_args(name: &str, args: &[String]) -> Result<Args, Early> {
                     });
                 }
                 'a' => a.listen.push(v),
+                'A' if a.tls_conf.is_some() => return Err(Early::error("Only one -A allowed")),
+                'A' => a.tls_conf = Some(v),
                 'b' => a.backend = Some(v),
                 'C' => a.compile_only = true,
                 'd' => a.debug = true,
@@ -425,8 +433,22 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         };
     }
+    let tls_conf = match &args.tls_conf {
+        Some(f) => {
+            let c = lacquer_tls::conf::load(std::path::Path::new(f))?;
+            for w in &c.warnings {
+                eprintln!("Warning: {w}");
+            }
+            Some(c)
+        }
+        None => None,
+    };
     let mut listen_args = args.listen.clone();
-    if listen_args.is_empty() {
+    let tls_listen = tls_conf
+        .as_ref()
+        .map(lacquer_server::client::tls::listen_args)
+        .unwrap_or_default();
+    if listen_args.is_empty() && tls_listen.is_empty() {
         listen_args.push(if args.demo {
             "127.0.0.1:6081".to_string()
         } else {
@@ -436,6 +458,12 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut listen = Vec::new();
     for (i, a) in listen_args.iter().enumerate() {
         listen.push(lacquer_server::mgt::listen::parse_listen(a, i)?);
+    }
+    for a in &tls_listen {
+        listen.push(lacquer_server::mgt::listen::parse_listen(a, 0)?);
+    }
+    if listen_args.is_empty() {
+        listen_args.push(tls_listen[0].clone());
     }
     lacquer_server::mgt::listen::check_distinct(&listen)?;
     let workdir = args
@@ -491,6 +519,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             debug: args.debug,
             pidfile: args.pidfile.as_ref().map(Into::into),
             cli_file: args.cli_file.as_ref().map(Into::into),
+            tls: tls_conf,
         };
         daemon::run(cfg).await
     });
@@ -560,7 +589,7 @@ mod tests {
         let o = parse(&["-x", "optstring"]).unwrap_err();
         assert_eq!(
             (o.code, o.stdout.as_str()),
-            (0, "?a:b:Cdf:Fh:i:I:j:l:M:n:P:p:r:S:s:T:t:VW:x:\n")
+            (0, "?a:A:b:Cdf:Fh:i:I:j:l:M:n:P:p:r:S:s:T:t:VW:x:\n")
         );
         assert_eq!(parse(&["--optstring"]).unwrap_err(), o);
         let cli = parse(&["-x", "cli"]).unwrap_err().stdout;
@@ -569,11 +598,23 @@ mod tests {
 
     #[test]
     fn getopt_errors_and_usage() {
-        let e = parse(&["-A"]).unwrap_err();
+        let e = parse(&["-B"]).unwrap_err();
         assert_eq!(e.code, 1);
         assert!(
             e.stderr
-                .starts_with("varnishd: invalid option -- 'A'\nUsage: varnishd [options]")
+                .starts_with("varnishd: invalid option -- 'B'\nUsage: varnishd [options]")
+        );
+        // -A (TLS, as Varnish Enterprise and Varnish 9) takes a file, once.
+        let e = parse(&["-A"]).unwrap_err();
+        assert!(
+            e.stderr
+                .starts_with("varnishd: option requires an argument -- 'A'"),
+            "{}",
+            e.stderr
+        );
+        assert_eq!(
+            error(&["-A", "a.conf", "-A", "b.conf", "-b", "none"]),
+            "Error: Only one -A allowed\n"
         );
         assert!(error(&["-?"]).starts_with("Usage: varnishd [options]\n"));
         assert!(error(&["-n"]).contains("option requires an argument -- 'n'"));

@@ -22,6 +22,7 @@ fn config(tag: &str, cli_file: std::path::PathBuf) -> Config {
         debug: false,
         pidfile: None,
         cli_file: Some(cli_file),
+        tls: None,
     }
 }
 

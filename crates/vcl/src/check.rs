@@ -483,6 +483,7 @@ impl<'a> Checker<'a> {
                         proxy_header: None,
                         probe: None,
                         preamble: None,
+                        tls: None,
                     },
                     b.name.span,
                     false,
@@ -663,7 +664,15 @@ impl<'a> Checker<'a> {
             .string("port")
             .map(|s| s.value.clone())
             .or(host_port.map(str::to_string))
-            .unwrap_or_else(|| "80".into());
+            // A TLS backend (`.ssl = 1`) defaults to 443.
+            .unwrap_or_else(|| {
+                if fields.uint("ssl") == Some(1) {
+                    "443"
+                } else {
+                    "80"
+                }
+                .into()
+            });
         let path = fields.string("path").map(|s| s.value.clone());
         if let (Some(p), Some(lit)) = (&path, fields.string("path")) {
             if self.version == VclVersion::V40 {
@@ -769,6 +778,7 @@ impl<'a> Checker<'a> {
             self.probes[p].2 = true;
             probe = Some(p);
         }
+        let tls = backend_tls(fields)?;
         let (host, port, path, addrs) = match self.backend_addrs.remove(&idx) {
             Some(a) => a,
             None => self.backend_host(fields, b.name.span)?,
@@ -789,6 +799,7 @@ impl<'a> Checker<'a> {
             Some(ast::FieldValue::Blob(b)) => Some(Arc::from(b.bytes.as_slice())),
             _ => None,
         };
+        def.tls = tls;
         Ok(())
     }
 
@@ -3143,6 +3154,63 @@ fn lower_probe(name: &str, spec: &ast::FieldList) -> ir::ProbeDef {
         initial: spec.uint("initial"),
         expected_response: spec.uint("expected_response"),
     }
+}
+
+/// A backend's TLS attributes: Varnish Enterprise's (`.ssl`, `.ssl_sni`,
+/// `.ssl_verify_peer`, `.ssl_verify_host`, `.certificate`), Varnish 9's
+/// negative spellings (`.ssl_nosni`, `.ssl_noverify`) and `.ssl_ca`.
+/// `None` for a plain backend; attributes that would have no effect, or
+/// that contradict each other, are errors.
+fn backend_tls(fields: &ast::FieldList) -> R<Option<ir::BackendTlsDef>> {
+    const ATTRS: &[&str] = &[
+        "ssl_sni",
+        "ssl_verify_peer",
+        "ssl_verify_host",
+        "ssl_nosni",
+        "ssl_noverify",
+        "ssl_ca",
+        "certificate",
+    ];
+    let Some(ssl) = fields.get("ssl") else {
+        if let Some(f) = ATTRS.iter().find_map(|a| fields.get(a)) {
+            return err(
+                format!(
+                    "'.{}' applies to TLS backends only: add .ssl = 1",
+                    f.name.name
+                ),
+                f.name.span,
+            );
+        }
+        return Ok(None);
+    };
+    if fields.uint("ssl") != Some(1) {
+        return Ok(None);
+    }
+    if fields.get("path").is_some() {
+        return err(
+            ".ssl cannot be used with .path: a Unix socket backend is not reached over TLS",
+            ssl.name.span,
+        );
+    }
+    for (yes, no) in [
+        ("ssl_sni", "ssl_nosni"),
+        ("ssl_verify_peer", "ssl_noverify"),
+    ] {
+        if let (Some(_), Some(n)) = (fields.get(yes), fields.get(no)) {
+            return err(
+                format!(".{yes} and .{no} conflict: set one of them"),
+                n.name.span,
+            );
+        }
+    }
+    let flag = |name: &str| fields.uint(name).map(|v| v == 1);
+    Ok(Some(ir::BackendTlsDef {
+        sni: flag("ssl_sni").unwrap_or(true) && flag("ssl_nosni") != Some(true),
+        verify_peer: flag("ssl_verify_peer").unwrap_or(true) && flag("ssl_noverify") != Some(true),
+        verify_host: flag("ssl_verify_host").unwrap_or(false),
+        ca_file: fields.string("ssl_ca").map(|s| s.value.clone()),
+        certificate: fields.string("certificate").map(|s| s.value.clone()),
+    }))
 }
 
 #[cfg(test)]

@@ -155,6 +155,24 @@ pub struct BackendDef {
     pub proxy_header: Option<u64>,
     pub probe: Option<ProbeIdx>,
     pub preamble: Option<Arc<[u8]>>,
+    /// `.ssl = 1`: TLS to the backend, with these settings.
+    pub tls: Option<BackendTlsDef>,
+}
+
+/// A backend's TLS attributes (Varnish Enterprise's defaults filled in).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendTlsDef {
+    /// Send SNI (`.ssl_sni`, default 1; `.ssl_nosni = 1` turns it off).
+    pub sni: bool,
+    /// Verify the certificate chain (`.ssl_verify_peer`, default 1;
+    /// `.ssl_noverify = 1` turns it off).
+    pub verify_peer: bool,
+    /// Verify the name (`.ssl_verify_host`, default 0).
+    pub verify_host: bool,
+    /// `.ssl_ca`: a CA file instead of the system's trust store.
+    pub ca_file: Option<String>,
+    /// `.certificate`: a client certificate (key and chain in one PEM).
+    pub certificate: Option<String>,
 }
 
 /// A health probe (named, or inline in a backend).

@@ -634,7 +634,17 @@ impl<'a> Parser<'a> {
                     address = Some(fname.span);
                     FieldValue::Str(self.expect_str()?)
                 }
-                "port" | "host_header" => FieldValue::Str(self.expect_str()?),
+                "port" | "host_header" | "ssl_ca" | "certificate" => {
+                    FieldValue::Str(self.expect_str()?)
+                }
+                "ssl" | "ssl_sni" | "ssl_verify_peer" | "ssl_verify_host" | "ssl_nosni"
+                | "ssl_noverify" => {
+                    let u = self.uint()?;
+                    if u.value > 1 {
+                        return Err(self.err_at(format!(".{} must be 0 or 1", fname.name), u.span));
+                    }
+                    FieldValue::Uint(u)
+                }
                 "connect_timeout" | "first_byte_timeout" | "between_bytes_timeout" => {
                     FieldValue::Duration(self.duration()?)
                 }
@@ -1794,6 +1804,16 @@ const BACKEND_FIELDS: &[&str] = &[
     "max_connections",
     "proxy_header",
     "preamble",
+    // TLS to the backend: Varnish Enterprise's names, Varnish 9's
+    // `.ssl_nosni`/`.ssl_noverify`, and Lacquer's `.ssl_ca`.
+    "ssl",
+    "ssl_sni",
+    "ssl_verify_peer",
+    "ssl_verify_host",
+    "ssl_nosni",
+    "ssl_noverify",
+    "ssl_ca",
+    "certificate",
 ];
 
 const PROBE_FIELDS: &[&str] = &[

@@ -62,6 +62,7 @@ pub mod rnd;
 mod saintmode;
 mod str_vmod;
 mod tcp;
+mod tls;
 mod unix;
 mod urlplus;
 mod utils;
@@ -200,6 +201,7 @@ fn modules() -> Vec<&'static ModuleImpl> {
         &wasm::MODULE,
         &curl::MODULE,
         &http_vmod::MODULE,
+        &tls::MODULE,
         &kvstore::MODULE,
         &urlplus::MODULE,
         &utils::MODULE,

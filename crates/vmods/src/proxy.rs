@@ -44,16 +44,16 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
 type R = Result<Value, String>;
 
 use lacquer_http::proxy::{PP2_TYPE_ALPN, PP2_TYPE_AUTHORITY, PP2_TYPE_SSL};
-const PP2_SUBTYPE_SSL_VERSION: u8 = 0x21;
+pub(crate) const PP2_SUBTYPE_SSL_VERSION: u8 = 0x21;
 const PP2_SUBTYPE_SSL_CN: u8 = 0x22;
-const PP2_SUBTYPE_SSL_CIPHER: u8 = 0x23;
-const PP2_SUBTYPE_SSL_SIG_ALG: u8 = 0x24;
-const PP2_SUBTYPE_SSL_KEY_ALG: u8 = 0x25;
-const PP2_CLIENT_SSL: u8 = 0x01;
+pub(crate) const PP2_SUBTYPE_SSL_CIPHER: u8 = 0x23;
+pub(crate) const PP2_SUBTYPE_SSL_SIG_ALG: u8 = 0x24;
+pub(crate) const PP2_SUBTYPE_SSL_KEY_ALG: u8 = 0x25;
+pub(crate) const PP2_CLIENT_SSL: u8 = 0x01;
 const PP2_CLIENT_CERT_CONN: u8 = 0x02;
 const PP2_CLIENT_CERT_SESS: u8 = 0x04;
 
-fn tlv_str(ctx: &dyn Context, kind: u8) -> Value {
+pub(crate) fn tlv_str(ctx: &dyn Context, kind: u8) -> Value {
     ctx.proxy_tlv(kind)
         .map_or(Value::Null, |v| string(v.to_vec()))
 }
@@ -67,13 +67,13 @@ fn ssl(ctx: &dyn Context) -> Option<(u8, u32, &[u8])> {
     Some((v[0], u32::from_be_bytes([v[1], v[2], v[3], v[4]]), &v[5..]))
 }
 
-fn ssl_sub(ctx: &dyn Context, kind: u8) -> Value {
+pub(crate) fn ssl_sub(ctx: &dyn Context, kind: u8) -> Value {
     ssl(ctx)
         .and_then(|(_, _, subs)| lacquer_http::proxy::find_tlv(subs, kind))
         .map_or(Value::Null, |v| string(v.to_vec()))
 }
 
-fn client_flag(ctx: &dyn Context, flag: u8) -> Value {
+pub(crate) fn client_flag(ctx: &dyn Context, flag: u8) -> Value {
     Value::Bool(ssl(ctx).is_some_and(|(c, _, _)| c & flag != 0))
 }
 

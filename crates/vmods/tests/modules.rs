@@ -1305,3 +1305,41 @@ fn debug_holds_a_warm_vcl_until_it_goes_cold() {
     assert_eq!(r.host.deleted.lock().unwrap().len(), 1);
     assert!(ev.0.lock().unwrap()[2].contains("got a backend while going cold"));
 }
+
+#[test]
+fn tls_reads_what_proxy_reads() {
+    let r = Rig::new(&["tls", "proxy"], &[]);
+    let mut c = req();
+    assert_eq!(r.call(&mut c, "tls.is_tls", vec![]), Ok(Value::Bool(false)));
+    assert_eq!(r.call(&mut c, "tls.version", vec![]), Ok(Value::Null));
+    c.vmod.proxy_tlvs.insert(0x01, b"h2".to_vec());
+    c.vmod.proxy_tlvs.insert(0x02, b"www.example.com".to_vec());
+    let mut ssl = vec![0x01, 0, 0, 0, 0];
+    for (k, v) in [
+        (0x21u8, &b"TLSv1.2"[..]),
+        (0x23, b"ECDHE-RSA-AES128-GCM-SHA256"),
+        (0x24, b"RSA-SHA256"),
+        (0x25, b"RSA2048"),
+    ] {
+        ssl.push(k);
+        ssl.extend_from_slice(&(v.len() as u16).to_be_bytes());
+        ssl.extend_from_slice(v);
+    }
+    c.vmod.proxy_tlvs.insert(0x20, ssl);
+    assert_eq!(r.call(&mut c, "tls.is_tls", vec![]), Ok(Value::Bool(true)));
+    for (tls_fn, proxy_fn, want) in [
+        ("tls.version", "proxy.ssl_version", "TLSv1.2"),
+        (
+            "tls.cipher",
+            "proxy.ssl_cipher",
+            "ECDHE-RSA-AES128-GCM-SHA256",
+        ),
+        ("tls.authority", "proxy.authority", "www.example.com"),
+        ("tls.alpn", "proxy.alpn", "h2"),
+        ("tls.cert_sign", "proxy.cert_sign", "RSA-SHA256"),
+        ("tls.cert_key", "proxy.cert_key", "RSA2048"),
+    ] {
+        assert_eq!(t(r.call(&mut c, tls_fn, vec![])).unwrap(), want);
+        assert_eq!(t(r.call(&mut c, proxy_fn, vec![])).unwrap(), want);
+    }
+}

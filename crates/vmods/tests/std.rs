@@ -42,6 +42,7 @@ fn registry_matches_implementations() {
             "std",
             "str",
             "tcp",
+            "tls",
             "unix",
             "urlplus",
             "utils",

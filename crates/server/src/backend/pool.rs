@@ -14,6 +14,15 @@
 //! reload keeps using the connections the previous VCL opened. An endpoint
 //! lives as long as some backend refers to it; its idle connections close
 //! when the last one goes. `LCK.conn_pool.*` counts the endpoints' locks.
+//!
+//! A TLS backend (`.ssl = 1`) connects over TCP, then runs the handshake
+//! with the rustls client config its attributes ask for ([`PoolTls`]);
+//! its endpoint is keyed by those attributes too, so pooled TLS
+//! connections are only reused for the same name and settings. Configs are
+//! shared per attribute set across backends and VCLs, and with them the
+//! session cache: a new connection resumes the origin's last session. A
+//! handshake failure (a certificate refused, an alert) is a failed connect
+//! whose error names the problem, and the fetch takes the 503 path.
 
 use std::collections::HashMap;
 use std::io;
@@ -55,11 +64,74 @@ impl std::fmt::Display for Address {
     }
 }
 
-/// A stream to a backend, TCP or Unix.
+/// A stream to a backend, TCP, Unix or TLS over TCP.
 #[derive(Debug)]
 pub enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    Tls(Box<lacquer_tls::tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+/// How a TLS backend's connections are made: the client config (shared per
+/// attribute set) and the name verified and sent as SNI, or why they could
+/// not be set up (a CA file missing, …): connects then fail with it.
+#[derive(Clone, Debug)]
+pub struct PoolTls {
+    setup: Result<
+        (
+            Arc<lacquer_tls::rustls::ClientConfig>,
+            lacquer_tls::rustls::pki_types::ServerName<'static>,
+        ),
+        String,
+    >,
+    /// Name and attributes: what makes pooled connections interchangeable.
+    key: String,
+}
+
+/// Client configs shared by every TLS backend of the process.
+static TLS_CONFIGS: LazyLock<lacquer_tls::client::Connectors> =
+    LazyLock::new(lacquer_tls::client::Connectors::default);
+
+/// Backend TLS handshakes done, resumed, failed, in the process (published
+/// as `TLS.be_*` when the `TLS` section exists: with a TLS listener).
+pub static TLS_HANDSHAKES: [AtomicU64; 3] =
+    [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+
+impl PoolTls {
+    /// The connector for a backend with these attributes; `name` is
+    /// `.host_header` if set, else `.host`.
+    pub fn new(spec: &lacquer_tls::client::BackendTls, name: &str) -> Self {
+        PoolTls {
+            setup: TLS_CONFIGS
+                .get(spec)
+                .and_then(|c| lacquer_tls::client::server_name(Some(name), name).map(|n| (c, n))),
+            key: format!("{name} {spec:?}"),
+        }
+    }
+
+    /// Runs the client handshake over `tcp`.
+    pub async fn connect(&self, tcp: TcpStream) -> io::Result<Stream> {
+        let (config, name) = self
+            .setup
+            .as_ref()
+            .map_err(|e| io::Error::other(format!("TLS setup: {e}")))?;
+        let c = lacquer_tls::tokio_rustls::TlsConnector::from(config.clone());
+        match c.connect(name.clone(), tcp).await {
+            Ok(s) => {
+                TLS_HANDSHAKES[0].fetch_add(1, Ordering::Relaxed);
+                if s.get_ref().1.handshake_kind()
+                    == Some(lacquer_tls::rustls::HandshakeKind::Resumed)
+                {
+                    TLS_HANDSHAKES[1].fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(Stream::Tls(Box::new(s)))
+            }
+            Err(e) => {
+                TLS_HANDSHAKES[2].fetch_add(1, Ordering::Relaxed);
+                Err(io::Error::other(lacquer_tls::client::describe(&e)))
+            }
+        }
+    }
 }
 
 impl AsyncRead for Stream {
@@ -71,6 +143,7 @@ impl AsyncRead for Stream {
         match self.get_mut() {
             Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
             Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s).poll_read(cx, buf),
         }
     }
 }
@@ -84,6 +157,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s).poll_write(cx, buf),
         }
     }
 
@@ -95,6 +169,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             Stream::Unix(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Stream::Tls(s) => Pin::new(s).poll_write_vectored(cx, bufs),
         }
     }
 
@@ -106,6 +181,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Tcp(s) => Pin::new(s).poll_flush(cx),
             Stream::Unix(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s).poll_flush(cx),
         }
     }
 
@@ -113,6 +189,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
             Stream::Unix(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s).poll_shutdown(cx),
         }
     }
 }
@@ -129,6 +206,8 @@ impl Stream {
         let r = match self {
             Stream::Tcp(s) => socket2::SockRef::from(s).peek(&mut buf),
             Stream::Unix(s) => socket2::SockRef::from(s).peek(&mut buf),
+            // Any TLS record now (close_notify, …) ends the reuse too.
+            Stream::Tls(s) => socket2::SockRef::from(s.get_ref().0).peek(&mut buf),
         };
         !matches!(r, Err(ref e) if e.kind() == io::ErrorKind::WouldBlock)
     }
@@ -219,8 +298,9 @@ pub static CONN_POOL_LOCKS: LockStats = LockStats {
 };
 
 /// What identifies an endpoint: connections to the same address opened
-/// with the same preamble are interchangeable.
-type EndpointKey = (Address, Option<Arc<[u8]>>);
+/// with the same preamble (and TLS name and attributes) are
+/// interchangeable.
+type EndpointKey = (Address, Option<Arc<[u8]>>, Option<String>);
 
 /// Every live endpoint, so that backends naming the same one share it.
 static ENDPOINTS: LazyLock<Mutex<HashMap<EndpointKey, Weak<Endpoint>>>> =
@@ -305,6 +385,7 @@ pub struct Pool {
     max_connections: Option<usize>,
     open: Arc<AtomicUsize>,
     endpoint: Arc<Endpoint>,
+    tls: Option<PoolTls>,
     pub stats: PoolStats,
 }
 
@@ -341,6 +422,7 @@ impl Conn {
     pub fn local_port(&self) -> u16 {
         match &self.stream {
             Stream::Tcp(s) => s.local_addr().map(|a| a.port()).unwrap_or(0),
+            Stream::Tls(s) => s.get_ref().0.local_addr().map(|a| a.port()).unwrap_or(0),
             Stream::Unix(_) => 0,
         }
     }
@@ -349,6 +431,12 @@ impl Conn {
     pub fn local_addr_string(&self) -> String {
         match &self.stream {
             Stream::Tcp(s) => s
+                .local_addr()
+                .map(|a| format!("{} {}", a.ip(), a.port()))
+                .unwrap_or_else(|_| "- -".to_string()),
+            Stream::Tls(s) => s
+                .get_ref()
+                .0
                 .local_addr()
                 .map(|a| format!("{} {}", a.ip(), a.port()))
                 .unwrap_or_else(|_| "- -".to_string()),
@@ -362,12 +450,27 @@ impl Pool {
     /// new connections start with).
     pub fn new(addr: Address, preamble: Option<Arc<[u8]>>, max_connections: Option<usize>) -> Self {
         Pool {
-            endpoint: Endpoint::get((addr.clone(), preamble)),
+            endpoint: Endpoint::get((addr.clone(), preamble, None)),
             addr,
             max_connections: max_connections.filter(|m| *m > 0),
             open: Arc::new(AtomicUsize::new(0)),
+            tls: None,
             stats: PoolStats::default(),
         }
+    }
+
+    /// Makes the pool's connections TLS ones (a backend with `.ssl = 1`):
+    /// they are pooled apart from plain ones to the same address.
+    pub fn with_tls(mut self, tls: PoolTls) -> Self {
+        let (addr, preamble, _) = self.endpoint.key.clone();
+        self.endpoint = Endpoint::get((addr, preamble, Some(tls.key.clone())));
+        self.tls = Some(tls);
+        self
+    }
+
+    /// The TLS side of the pool's connections, if any.
+    pub fn tls(&self) -> Option<&PoolTls> {
+        self.tls.as_ref()
     }
 
     pub fn address(&self) -> &Address {
@@ -436,7 +539,10 @@ impl Pool {
             Address::Tcp(a) => {
                 let s = TcpStream::connect(a).await?;
                 s.set_nodelay(true)?;
-                Ok(Stream::Tcp(s))
+                match &self.tls {
+                    Some(t) => t.connect(s).await,
+                    None => Ok(Stream::Tcp(s)),
+                }
             }
             Address::Unix(p) => Ok(Stream::Unix(UnixStream::connect(p).await?)),
         }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::pool::{Address, Stream};
+use super::pool::{Address, PoolTls, Stream};
 
 /// A resolved probe declaration.
 #[derive(Clone, Debug, PartialEq)]
@@ -94,8 +94,8 @@ pub struct PollResult {
     pub status_line: String,
 }
 
-/// Polls once.
-pub async fn poll(addr: &Address, spec: &ProbeSpec) -> PollResult {
+/// Polls once (over TLS when the backend's pool is a TLS one).
+pub async fn poll(addr: &Address, tls: Option<&PoolTls>, spec: &ProbeSpec) -> PollResult {
     let start = Instant::now();
     let mut r = PollResult::default();
     let fut = async {
@@ -107,7 +107,14 @@ pub async fn poll(addr: &Address, spec: &ProbeSpec) -> PollResult {
                     r.connected_v4 = a.is_ipv4();
                     r.connected_v6 = a.is_ipv6();
                     let local = s.local_addr().unwrap_or(zero);
-                    (Stream::Tcp(s), (local, *a))
+                    let s = match tls {
+                        Some(t) => match t.connect(s).await {
+                            Ok(s) => s,
+                            Err(_) => return,
+                        },
+                        None => Stream::Tcp(s),
+                    };
+                    (s, (local, *a))
                 }
                 Err(_) => return,
             },
@@ -474,14 +481,14 @@ mod tests {
     #[tokio::test]
     async fn good_and_bad_polls() {
         let s = spec();
-        let good = poll(&server(b"HTTP/1.1 200 OK\r\n\r\n").await, &s).await;
+        let good = poll(&server(b"HTTP/1.1 200 OK\r\n\r\n").await, None, &s).await;
         assert!(good.good, "{good:?}");
         assert_eq!(flags(&good), "4---X-RH");
         assert_eq!(good.status_line, "HTTP/1.1 200 OK");
-        let bad = poll(&server(b"HTTP/1.1 500 Oops\r\n\r\n").await, &s).await;
+        let bad = poll(&server(b"HTTP/1.1 500 Oops\r\n\r\n").await, None, &s).await;
         assert!(!bad.good);
         assert_eq!(flags(&bad), "4---X-R-");
-        let junk = poll(&server(b"garbage\r\n").await, &s).await;
+        let junk = poll(&server(b"garbage\r\n").await, None, &s).await;
         assert!(!junk.good);
     }
 

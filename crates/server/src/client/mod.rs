@@ -2,7 +2,8 @@
 //! [`session`], HTTP/2 in [`h2`]), the request state machine
 //! ([`req_fsm`]), request bodies, delivery (conditional and range
 //! decisions, delivery filters, ESI includes, transmit under send
-//! timeouts), pipe mode and the socket options VCL may set.
+//! timeouts), pipe mode, the socket options VCL may set, and TLS listeners
+//! ([`tls`]: the handshake before a session starts).
 
 pub mod cond;
 pub mod esi;
@@ -13,5 +14,6 @@ pub mod req_task;
 pub mod reqbody;
 pub mod session;
 pub mod sock;
+pub mod tls;
 pub mod txio;
 pub mod vdp;

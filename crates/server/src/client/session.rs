@@ -177,7 +177,7 @@ where
         local: sess.local,
         listener: sess.listener.clone(),
         endpoint: sess.endpoint.clone(),
-        proxy_tlvs: Vec::new(),
+        proxy_tlvs: sess.tlvs,
     };
     let mut ws = Workspace::session(sh.params().bytes(pid!("workspace_session")));
     if sess.proxy {
@@ -915,6 +915,9 @@ pub struct SessInfoArgs {
     pub endpoint: Arc<str>,
     /// The listener expects a PROXY protocol header first (`-a …,PROXY`).
     pub proxy: bool,
+    /// PROXY v2 TLV bytes the connection brings by itself: what Lacquer's
+    /// own TLS handshake negotiated (`crate::client::tls`), empty otherwise.
+    pub tlvs: Vec<u8>,
 }
 
 #[cfg(test)]

@@ -62,6 +62,8 @@ pub struct Config {
     pub pidfile: Option<PathBuf>,
     /// `-I`: CLI commands run before the cache starts.
     pub cli_file: Option<PathBuf>,
+    /// `-A`: the parsed hitch.conf (its frontends are already in `listen`).
+    pub tls: Option<lacquer_tls::conf::HitchConf>,
 }
 
 /// The default working directory (`-n`): per host, under the temp dir.
@@ -459,9 +461,15 @@ struct Named {
     written: Arc<str>,
     /// `PROXY` listener: sessions start with a PROXY protocol header.
     proxy: bool,
+    /// A TLS listener's frontend.
+    tls: Option<Arc<lacquer_tls::server::TlsFrontend>>,
 }
 
-fn bind_all(specs: &[ListenSpec], backlog: u32) -> Result<Vec<Bound>, String> {
+fn bind_all(
+    specs: &[ListenSpec],
+    backlog: u32,
+    tls: Option<&crate::client::tls::TlsState>,
+) -> Result<Vec<Bound>, String> {
     let mut out = Vec::new();
     for spec in specs {
         for ep in &spec.endpoints {
@@ -469,6 +477,7 @@ fn bind_all(specs: &[ListenSpec], backlog: u32) -> Result<Vec<Bound>, String> {
                 name: Arc::from(spec.name.as_str()),
                 written: Arc::from(spec.written.as_str()),
                 proxy: spec.proto == crate::mgt::listen::Proto::Proxy,
+                tls: tls.and_then(|t| t.frontend(&spec.name)),
             };
             match ep {
                 Endpoint::Tcp(addr) => {
@@ -615,11 +624,18 @@ fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
                         listener: named.name.clone(),
                         endpoint: named.written.clone(),
                         proxy: named.proxy,
+                        tlvs: Vec::new(),
                     };
                     let sh = sh.clone();
+                    let tls = named.tls.clone().zip(sh.tls.get().cloned());
                     tokio::spawn(async move {
                         let _g = SessGuard::new();
-                        crate::client::session::serve(sh, s, args, Some(ctl)).await;
+                        match tls {
+                            Some((fe, state)) => {
+                                crate::client::tls::serve(sh, state, fe, s, args, ctl).await;
+                            }
+                            None => crate::client::session::serve(sh, s, args, Some(ctl)).await,
+                        }
                     });
                 }
             });
@@ -647,6 +663,7 @@ fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
                         listener: named.name.clone(),
                         endpoint: named.written.clone(),
                         proxy: named.proxy,
+                        tlvs: Vec::new(),
                     };
                     let sh = sh.clone();
                     // VCL's handle on the socket (debug.sndbuf()) works on
@@ -957,6 +974,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         mgt: Default::default(),
         workdir: cfg.workdir.clone(),
         stats: std::sync::OnceLock::new(),
+        tls: std::sync::OnceLock::new(),
     });
     sh.apply_params(&params);
     let exp_vsl = sh.vsl.clone();
@@ -966,7 +984,15 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         crate::runtime::stats::Sections::new(&vsc, &sh, mgt_section).map_err(|e| e.to_string())?,
     );
     let _ = sh.stats.set(sections.clone());
-    let bound = bind_all(&cfg.listen, params.uint("listen_depth") as u32)?;
+    if let Some(t) = crate::client::tls::TlsState::new(cfg.tls.as_ref(), &cfg.listen, &vsc, 3600)? {
+        crate::client::tls::spawn_sighup(sh.clone(), t.clone());
+        let _ = sh.tls.set(t);
+    }
+    let bound = bind_all(
+        &cfg.listen,
+        params.uint("listen_depth") as u32,
+        sh.tls.get().map(|t| &**t),
+    )?;
     // The boot VCLs: (name, file name, source).
     let boot: Vec<(String, String, String)> = match &cfg.vcl {
         BootVcl::Files(files) => boot_names(files)

@@ -3,7 +3,7 @@
 //! Syntax as varnishd: `-a [name=][address][:port][,PROTO][,user=U][,group=G][,mode=M]`
 //! where `address` is a host name, an IPv4 address, a bracketed IPv6 address,
 //! or an absolute path for a Unix domain socket, and `PROTO` is `HTTP` (the
-//! default) or `PROXY`. Host names are resolved once, at startup; a name with
+//! default), `PROXY` or `HTTPS` (TLS, see `crate::client::tls`). Host names are resolved once, at startup; a name with
 //! several addresses gives one socket per address. `user=`, `group=` and
 //! `mode=` (Unix sockets only) set the socket file's owner and permissions;
 //! sub-argument names may be abbreviated and errors read as varnishd's.
@@ -17,6 +17,8 @@ pub enum Proto {
     Http,
     /// PROXY protocol v1/v2 header first, then HTTP.
     Proxy,
+    /// TLS (`https`), then HTTP/1 or HTTP/2 by ALPN (`crate::client::tls`).
+    Https,
 }
 
 /// Where a listener binds.
@@ -125,6 +127,8 @@ pub fn parse_listen(arg: &str, index: usize) -> Result<ListenSpec, ListenError> 
                 Proto::Http
             } else if opt.eq_ignore_ascii_case("PROXY") {
                 Proto::Proxy
+            } else if opt.eq_ignore_ascii_case("HTTPS") && !unix {
+                Proto::Https
             } else {
                 return Err(bad(arg, format!("Unknown protocol '{opt}'")));
             });

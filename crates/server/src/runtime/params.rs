@@ -934,6 +934,14 @@ pub static PARAMS: &[Param] = &[
         "Thread hand-off tuning; Lacquer's idle connections cost no thread."
     ),
     p!(
+        "tls_handshake_timeout",
+        dur(Some(0.0), None),
+        "8",
+        "seconds",
+        USED,
+        "Time a client has to finish the TLS handshake on a TLS listener; a client that stalls or sends garbage is closed after at most this long (TLS.fail_timeout)."
+    ),
+    p!(
         "vary_notice",
         uint(Some(1), None),
         "10",

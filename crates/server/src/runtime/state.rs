@@ -59,6 +59,8 @@ pub struct Shared {
     /// publishes at once, so its backends' VBE counters exist as soon as
     /// the load is answered (as varnishd creates them with the backends).
     pub stats: std::sync::OnceLock<Arc<crate::runtime::stats::Sections>>,
+    /// Built-in TLS, when a listener uses it.
+    pub tls: std::sync::OnceLock<Arc<crate::client::tls::TlsState>>,
 }
 
 impl std::fmt::Debug for Shared {

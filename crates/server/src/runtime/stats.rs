@@ -88,6 +88,9 @@ impl Sections {
 
     /// Copies current values into the segment.
     pub fn publish(&self, sh: &Arc<Shared>) {
+        if let Some(t) = sh.tls.get() {
+            t.publish_backend();
+        }
         let c = &sh.counters;
         c.set(Main::uptime, sh.started.elapsed().as_secs());
         let m = &sh.mgt;

@@ -74,6 +74,23 @@ fn probe_spec(p: &ProbeDef, host: Option<&str>) -> ProbeSpec {
     )
 }
 
+/// A pool over TLS for a backend with `.ssl = 1`; its name for SNI and
+/// verification is `.host_header` if set, else `.host`.
+fn tls_pool(pool: Pool, def: &BackendDef) -> Pool {
+    let Some(t) = &def.tls else {
+        return pool;
+    };
+    let spec = lacquer_tls::client::BackendTls {
+        sni: t.sni,
+        verify_peer: t.verify_peer,
+        verify_host: t.verify_host,
+        ca_file: t.ca_file.as_ref().map(Into::into),
+        client_cert: t.certificate.as_ref().map(Into::into),
+    };
+    let name = def.host_header.as_deref().unwrap_or(&def.host);
+    pool.with_tls(crate::backend::pool::PoolTls::new(&spec, name))
+}
+
 impl BackendRt {
     fn new(vcl: &str, id: u32, def: &BackendDef, probes: &[ProbeDef], prefer_ipv6: bool) -> Self {
         let addr = match &def.path {
@@ -111,10 +128,13 @@ impl BackendRt {
             vcl_name: def.name.clone(),
             name: format!("{vcl}.{}", def.name),
             none: def.none,
-            pool: Pool::new(
-                addr,
-                def.preamble.clone(),
-                def.max_connections.map(|m| m as usize),
+            pool: tls_pool(
+                Pool::new(
+                    addr,
+                    def.preamble.clone(),
+                    def.max_connections.map(|m| m as usize),
+                ),
+                def,
             ),
             health,
             probe,
@@ -641,7 +661,7 @@ fn spawn_probe(b: Arc<BackendRt>, spec: ProbeSpec, vsl: Arc<lacquer_vsl::Vsl>) -
             ),
         );
         loop {
-            let r = probe::poll(b.pool.address(), &spec).await;
+            let r = probe::poll(b.pool.address(), b.pool.tls(), &spec).await;
             let tr = b.health.record(&spec, &r);
             vsl.log_immediate(
                 lacquer_vsl::Tag::Backend_health,

@@ -168,6 +168,7 @@ pub async fn lacquer_on(vcl: &str, params: &[&str], listen: &str) -> Running {
         debug: false,
         pidfile: None,
         cli_file: None,
+        tls: None,
     };
     daemon::start(cfg).await.expect("daemon starts")
 }

@@ -1,7 +1,8 @@
 //! Declarative counter tables of Varnish 7.1: one schema per section kind
 //! (MAIN, MGT, MEMPOOL, SMA, SMU, SMF, VBE, LCK, DEBUG of the test vmod,
 //! and MSE for Lacquer's persistent store, named as Varnish Enterprise
-//! names its store's section), with each counter's type,
+//! names its store's section; plus Lacquer's own TLS section for its
+//! built-in TLS), with each counter's type,
 //! format, level, the one-line description varnishstat prints and a longer
 //! description. Each schema also defines an enum naming its counters, used
 //! as the index on the hot path (`main.inc(Main::cache_hit)`).
@@ -319,6 +320,42 @@ schema! {
 }
 
 schema! {
+    Tls, TLS, "TLS", "TLS on client and backend connections";
+    handshakes: Counter, Integer, Info, "Client TLS handshakes",
+        "Client TLS handshakes completed (full and resumed).";
+    resumed: Counter, Integer, Info, "Client TLS sessions resumed",
+        "Client TLS handshakes that resumed a session (ticket or session id).";
+    alpn_h2: Counter, Integer, Info, "Client TLS connections on h2",
+        "Client TLS connections that chose HTTP/2 by ALPN.";
+    fail_timeout: Counter, Integer, Info, "Client TLS handshakes timed out",
+        "Client TLS handshakes not finished within tls_handshake_timeout.";
+    fail_closed: Counter, Integer, Info, "Client TLS handshakes closed",
+        "Client TLS handshakes the client closed or reset before finishing.";
+    fail_junk: Counter, Integer, Info, "Client TLS handshakes on junk",
+        "Client connections to a TLS listener that did not speak TLS (plain HTTP, junk, broken records).";
+    fail_incompatible: Counter, Integer, Info, "Client TLS handshakes without common ground",
+        "Client TLS handshakes with no protocol version, cipher suite, group or ALPN protocol in common.";
+    fail_client_cert: Counter, Integer, Info, "Client TLS handshakes refused for the client certificate",
+        "Client TLS handshakes where a required client certificate was missing or did not verify.";
+    fail_sni_nomatch: Counter, Integer, Info, "Client TLS handshakes aborted on SNI",
+        "Client TLS handshakes ended with unrecognized_name (sni-nomatch-abort).";
+    fail_other: Counter, Integer, Info, "Client TLS handshakes failed otherwise",
+        "Client TLS handshakes that failed for any other reason (an alert from the client, ...).";
+    rx_bytes: Counter, Bytes, Info, "Client TLS bytes received",
+        "Decrypted bytes read from client TLS connections.";
+    tx_bytes: Counter, Bytes, Info, "Client TLS bytes sent",
+        "Bytes written to client TLS connections before encryption.";
+    cert_commits: Counter, Integer, Info, "Certificate set changes",
+        "Certificate sets installed by tls.cert.commit or a reload (SIGHUP).";
+    be_handshakes: Counter, Integer, Info, "Backend TLS handshakes",
+        "TLS handshakes with backends completed.";
+    be_resumed: Counter, Integer, Info, "Backend TLS sessions resumed",
+        "Backend TLS handshakes that resumed a session.";
+    be_fail: Counter, Integer, Info, "Backend TLS handshakes failed",
+        "Backend TLS handshakes that failed (certificate rejected, timeout, alert); see FetchError records.";
+}
+
+schema! {
     Mempool, MEMPOOL, "MEMPOOL", "Memory pool counters";
     live: Gauge, Integer, Debug, "In use",
         "Items of this pool currently handed out.";
@@ -502,7 +539,7 @@ schema! {
 
 /// Every schema above, for tools that look counters up by kind.
 pub static ALL: &[&Schema] = &[
-    &MAIN, &MGT, &MEMPOOL, &SMA, &SMU, &SMF, &MSE, &VBE, &LCK, &DEBUG,
+    &MAIN, &MGT, &TLS, &MEMPOOL, &SMA, &SMU, &SMF, &MSE, &VBE, &LCK, &DEBUG,
 ];
 
 /// The schema of a section kind (`"VBE"`), if known.
