@@ -446,7 +446,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut listen_args = args.listen.clone();
     let tls_listen = tls_conf
         .as_ref()
-        .map(lacquer_server::client::tls::listen_args)
+        .map(lacquer_server::mgt::tls::listen_args)
         .unwrap_or_default();
     if listen_args.is_empty() && tls_listen.is_empty() {
         listen_args.push(if args.demo {

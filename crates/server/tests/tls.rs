@@ -66,7 +66,7 @@ async fn site_with(tag: &str, params: &[&str], extra: &str) -> Site {
     );
     let conf = lacquer_tls::conf::parse("hitch.conf", &conf_text).unwrap();
     let mut listen = Vec::new();
-    for a in lacquer_server::client::tls::listen_args(&conf) {
+    for a in lacquer_server::mgt::tls::listen_args(&conf) {
         listen.push(lacquer_server::mgt::listen::parse_listen(&a, 0).unwrap());
     }
     let mut p = ParamSet::default();

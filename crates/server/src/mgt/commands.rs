@@ -297,7 +297,7 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
     let args = &words[1..];
     let (json, plain) = json_flag(args);
     match cmd {
-        c if c.starts_with("tls.cert.") => crate::client::tls::cli(sh, c, &plain),
+        c if c.starts_with("tls.cert.") => crate::mgt::tls::cli(sh, c, &plain),
         "ping" => {
             let now = lacquer_http::date::now() as u64;
             if json {

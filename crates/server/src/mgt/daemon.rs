@@ -468,7 +468,7 @@ struct Named {
 fn bind_all(
     specs: &[ListenSpec],
     backlog: u32,
-    tls: Option<&crate::client::tls::TlsState>,
+    tls: Option<&crate::runtime::tls::TlsState>,
 ) -> Result<Vec<Bound>, String> {
     let mut out = Vec::new();
     for spec in specs {
@@ -984,8 +984,8 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         crate::runtime::stats::Sections::new(&vsc, &sh, mgt_section).map_err(|e| e.to_string())?,
     );
     let _ = sh.stats.set(sections.clone());
-    if let Some(t) = crate::client::tls::TlsState::new(cfg.tls.as_ref(), &cfg.listen, &vsc, 3600)? {
-        crate::client::tls::spawn_sighup(sh.clone(), t.clone());
+    if let Some(t) = crate::mgt::tls::build(cfg.tls.as_ref(), &cfg.listen, &vsc, 3600)? {
+        crate::mgt::tls::spawn_sighup(sh.clone(), t.clone());
         let _ = sh.tls.set(t);
     }
     let bound = bind_all(

@@ -8,3 +8,4 @@ pub mod daemon;
 pub mod demo;
 pub mod jail;
 pub mod listen;
+pub mod tls;

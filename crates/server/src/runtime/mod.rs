@@ -10,6 +10,7 @@ pub mod params;
 pub mod state;
 pub mod stats;
 pub mod task;
+pub mod tls;
 pub mod vcls;
 pub mod vxid;
 pub mod ws;

@@ -60,7 +60,7 @@ pub struct Shared {
     /// the load is answered (as varnishd creates them with the backends).
     pub stats: std::sync::OnceLock<Arc<crate::runtime::stats::Sections>>,
     /// Built-in TLS, when a listener uses it.
-    pub tls: std::sync::OnceLock<Arc<crate::client::tls::TlsState>>,
+    pub tls: std::sync::OnceLock<Arc<crate::runtime::tls::TlsState>>,
 }
 
 impl std::fmt::Debug for Shared {
