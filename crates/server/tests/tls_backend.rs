@@ -44,7 +44,12 @@ fn nginx(dir: &std::path::Path, cert: &std::path::Path, key: &std::path::Path) -
         .arg(dir)
         .arg("-c")
         .arg(&conf_path)
-        .args(["-g", "daemon off;"])
+        // One process (no master/worker pair), so killing it leaves no
+        // worker behind; no inherited output, so nothing it leaves can
+        // hold the test runner's pipe open.
+        .args(["-g", "daemon off; master_process off;"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
         .spawn()
         .expect("nginx runs (apt-get install nginx)");
     // Owned at once, so every path below kills and reaps it.
