@@ -7,60 +7,11 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::*;
-use lacquer_vcl::compile::{CompileOptions, compile_str};
-use lacquer_vcl::exec::code::Program;
+use common::curl_vcl::*;
 use lacquer_vcl::exec::mock::MockContext;
-use lacquer_vcl::exec::{Action, HttpWhich, LogKind, Run, Scratch};
+use lacquer_vcl::exec::{Action, LogKind, Scratch};
 use lacquer_vcl::subs::BuiltinSub;
-use lacquer_vmods::{Runtime, registry};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-const REQ: HttpWhich = HttpWhich::Req;
-
-struct Loaded {
-    prog: Program,
-    rt: Runtime,
-}
-
-fn load(vcl: &str) -> Loaded {
-    let text = format!("vcl 4.1;\nimport curl;\nbackend s1 {{ .host = \"127.0.0.1\"; }}\n{vcl}");
-    let opts = CompileOptions {
-        err_unref: false,
-        ..CompileOptions::default()
-    };
-    let (sm, r) = compile_str("test.vcl", &text, &opts, &registry());
-    let ir = r.unwrap_or_else(|d| panic!("{}", d.render(&sm)));
-    let rt = Runtime::for_program(&ir, Arc::new(TestHost::default())).unwrap();
-    let prog = Program::from_ir(&ir).unwrap();
-    Loaded { prog, rt }
-}
-
-impl Loaded {
-    /// Runs `m` as the server does: awaiting each suspension's wait.
-    async fn run(&self, m: BuiltinSub, c: &mut MockContext) -> (Action, u32) {
-        c.vmod.sub = Some(m);
-        let mut scratch = Scratch::default();
-        let mut waits = 0;
-        let mut run = self.prog.start(m, c, &self.rt, &mut scratch);
-        loop {
-            match run {
-                Run::Done(a) => return (a, waits),
-                Run::Suspended(s) => {
-                    waits += 1;
-                    s.wait.await;
-                    run = self.prog.resume(s.point, c, &self.rt, &mut scratch);
-                }
-            }
-        }
-    }
-}
-
-fn hdr(c: &MockContext, name: &str) -> Option<String> {
-    c.http(REQ)
-        .get(name)
-        .map(|v| String::from_utf8_lossy(v).into_owned())
-}
 
 /// A scripted origin: answers every request with `answer`, keeps each
 /// request (head and body) it received, counts connections.

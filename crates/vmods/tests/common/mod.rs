@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod curl_vcl;
+
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
