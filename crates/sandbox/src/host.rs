@@ -34,7 +34,6 @@
 //! | `arg` | out → length (the argument of `call`) |
 //! | `result` | index, value → 0 / -3 |
 
-use base64::Engine as _;
 use sha2::Digest as _;
 use wasmtime::{Caller, Linker, Result, format_err};
 
@@ -440,8 +439,15 @@ pub(crate) fn link(l: &mut Linker<Task>) -> Result<()> {
         "base64_encode",
         |mut c: Caller<'_, Task>, p: i32, n: i32, op: i32, oc: i32| -> Result<i32> {
             let (mem, _) = parts(&mut c)?;
-            let e = base64::engine::general_purpose::STANDARD.encode(slice(mem, p, n)?);
-            put(mem, op, oc, e.as_bytes())
+            let mut e = Vec::new();
+            let data = slice(mem, p, n)?;
+            lacquer_http::base64::encode_into(
+                &mut e,
+                data,
+                lacquer_http::base64::STANDARD,
+                Some(b'='),
+            );
+            put(mem, op, oc, &e)
         },
     )?;
     l.func_wrap(
@@ -449,7 +455,8 @@ pub(crate) fn link(l: &mut Linker<Task>) -> Result<()> {
         "base64_decode",
         |mut c: Caller<'_, Task>, p: i32, n: i32, op: i32, oc: i32| -> Result<i32> {
             let (mem, _) = parts(&mut c)?;
-            match base64::engine::general_purpose::STANDARD.decode(slice(mem, p, n)?) {
+            let data = slice(mem, p, n)?;
+            match lacquer_http::base64::decode(data, lacquer_http::base64::STANDARD, Some(b'=')) {
                 Ok(d) => put(mem, op, oc, &d),
                 Err(_) => Ok(-2),
             }
