@@ -205,15 +205,7 @@ async fn refused_and_silent_endpoints_give_status_0_and_an_error() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let silent_port = silent.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        loop {
-            let (s, _) = silent.accept().await.unwrap();
-            held.push(s);
-        }
-    });
+    let silent_port = silent_endpoint().await;
     let l = load(&format!(
         r#"
 sub vcl_recv {{

@@ -15,15 +15,7 @@ use lacquer_vcl::subs::BuiltinSub;
 /// parameters); one test, as they are global to the process.
 #[tokio::test]
 async fn process_limits_default_timeout_and_cap_on_calls_in_flight() {
-    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = silent.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        loop {
-            let (s, _) = silent.accept().await.unwrap();
-            held.push(s);
-        }
-    });
+    let port = silent_endpoint().await;
     let l = load(&format!(
         r#"
 sub vcl_recv {{

@@ -58,3 +58,18 @@ pub fn hdr(c: &MockContext, name: &str) -> Option<String> {
         .get(name)
         .map(|v| String::from_utf8_lossy(v).into_owned())
 }
+
+/// A loopback port that accepts connections and never answers (held open
+/// for the rest of the test), for timeouts.
+pub async fn silent_endpoint() -> u16 {
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = silent.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        loop {
+            let (s, _) = silent.accept().await.unwrap();
+            held.push(s);
+        }
+    });
+    port
+}
