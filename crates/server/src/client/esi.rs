@@ -568,6 +568,45 @@ fn include_request(parent: &ReqMsg, host: Option<&Bytes>, url: &Bytes, gzip: boo
     req
 }
 
+/// The request of an include of `parent`: a new vxid linked from the
+/// parent's log, its own log opened as varnishd's, one ESI level deeper,
+/// on the parent's client connection and request tree (`PRIV_TOP`).
+fn new_include(parent: &mut ReqTask, host: Option<&Bytes>, url: &Bytes, gzip: bool) -> ReqTask {
+    let sh = parent.sh.clone();
+    let vxid = sh.vxid.next();
+    parent.vsl.log(Tag::Link, format_args!("req {vxid} esi"));
+    sh.counters.inc(Main::esi_req);
+    let req = include_request(&parent.req_orig, host, url, gzip);
+    let now = lacquer_http::date::now();
+    let mut vsl = VslBuf::with_capacity(sh.vsl.clone(), Vxid::client(vxid), 2048);
+    vsl.log(Tag::Begin, format_args!("req {} esi", parent.vxid));
+    vsl.log_timestamp("Start", now, 0.0, 0.0);
+    vsl.log_bytes(Tag::ReqURL, url);
+    crate::client::req_fsm::log_req_start(&mut vsl, &parent.sess, &req);
+    let top = parent.top.clone().unwrap_or_else(|| {
+        Arc::new(TopReq {
+            req: parent.req.clone(),
+            t_req: parent.t_req,
+        })
+    });
+    let mut child = ReqTask::new(
+        sh,
+        parent.vcl.clone(),
+        parent.sess.clone(),
+        parent.timeouts,
+        vxid,
+        req,
+        now,
+        vsl,
+    );
+    child.esi_level = parent.esi_level + 1;
+    // An include runs on its parent's client connection.
+    child.sock = parent.sock.clone();
+    child.top = Some(top);
+    child.top_privs = Some(parent.shared_top_privs());
+    child
+}
+
 /// Runs one include as a sub-request whose body goes into `sink`. (Boxed:
 /// an include runs the request state machine, which can include again.)
 fn include<'a>(
@@ -595,40 +634,10 @@ fn include<'a>(
         }
         // What came before the include reaches the client before it runs.
         sink.flush(w).await?;
-        let vxid = sh.vxid.next();
-        parent.vsl.log(Tag::Link, format_args!("req {vxid} esi"));
-        sh.counters.inc(Main::esi_req);
-        let req = include_request(&parent.req_orig, host.as_ref(), &url, sink.gzip);
-        let now = lacquer_http::date::now();
-        let mut vsl = VslBuf::with_capacity(sh.vsl.clone(), Vxid::client(vxid), 2048);
-        vsl.log(Tag::Begin, format_args!("req {} esi", parent.vxid));
-        vsl.log_timestamp("Start", now, 0.0, 0.0);
-        vsl.log_bytes(Tag::ReqURL, &url);
-        crate::client::req_fsm::log_req_start(&mut vsl, &parent.sess, &req);
-        let top = parent.top.clone().unwrap_or_else(|| {
-            Arc::new(TopReq {
-                req: parent.req.clone(),
-                t_req: parent.t_req,
-            })
-        });
         let saved_abort_on_error = sink.abort_on_error;
         sink.abort_on_error = abort_on_error;
         let bytes_before = sink.bytes;
-        let mut child = ReqTask::new(
-            sh.clone(),
-            parent.vcl.clone(),
-            parent.sess.clone(),
-            parent.timeouts,
-            vxid,
-            req,
-            now,
-            vsl,
-        );
-        child.esi_level = parent.esi_level + 1;
-        // An include runs on its parent's client connection.
-        child.sock = parent.sock.clone();
-        child.top = Some(top);
-        child.top_privs = Some(parent.shared_top_privs());
+        let mut child = new_include(parent, host.as_ref(), &url, sink.gzip);
         child.esi_sink = Some(Box::new(std::mem::take(sink)));
         {
             let mut conn = ClientConn {
@@ -822,36 +831,7 @@ fn start_ahead(
         return None;
     }
     let slot = ahead_slots().clone().try_acquire_owned().ok()?;
-    let vxid = sh.vxid.next();
-    parent.vsl.log(Tag::Link, format_args!("req {vxid} esi"));
-    sh.counters.inc(Main::esi_req);
-    let req = include_request(&parent.req_orig, host.as_ref(), &url, sink.gzip);
-    let now = lacquer_http::date::now();
-    let mut vsl = VslBuf::with_capacity(sh.vsl.clone(), Vxid::client(vxid), 2048);
-    vsl.log(Tag::Begin, format_args!("req {} esi", parent.vxid));
-    vsl.log_timestamp("Start", now, 0.0, 0.0);
-    vsl.log_bytes(Tag::ReqURL, &url);
-    crate::client::req_fsm::log_req_start(&mut vsl, &parent.sess, &req);
-    let top = parent.top.clone().unwrap_or_else(|| {
-        Arc::new(TopReq {
-            req: parent.req.clone(),
-            t_req: parent.t_req,
-        })
-    });
-    let mut child = ReqTask::new(
-        sh.clone(),
-        parent.vcl.clone(),
-        parent.sess.clone(),
-        parent.timeouts,
-        vxid,
-        req,
-        now,
-        vsl,
-    );
-    child.esi_level = parent.esi_level + 1;
-    child.sock = parent.sock.clone();
-    child.top = Some(top);
-    child.top_privs = Some(parent.shared_top_privs());
+    let mut child = new_include(parent, host.as_ref(), &url, sink.gzip);
     child.esi_sink = Some(Box::new(EsiSink {
         gzip: sink.gzip,
         idle_send: sink.idle_send,
