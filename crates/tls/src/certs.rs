@@ -89,7 +89,14 @@ pub fn load_pem(
             format!("key and certificate do not go together: {e}"),
         )
     })?;
-    if let Some(ocsp) = &pem.ocsp_resp_file {
+    // As Hitch: a staple cached in ocsp-dir first, else ocsp-resp-file.
+    let cached = pem
+        .ocsp_dir
+        .as_deref()
+        .and_then(|dir| crate::ocsp::cached_staple(dir, &pem.cert));
+    if let Some(der) = cached {
+        ck.ocsp = Some(der);
+    } else if let Some(ocsp) = &pem.ocsp_resp_file {
         let der = std::fs::read(ocsp)
             .map_err(|e| cert_err(ocsp, format!("cannot read the OCSP response: {e}")))?;
         if der.first() != Some(&0x30) {
@@ -363,6 +370,7 @@ mod tests {
             cert: p,
             private_key: None,
             ocsp_resp_file: None,
+            ocsp_dir: None,
             line: 1,
         }
     }
@@ -463,6 +471,7 @@ mod tests {
         let with = PemFile {
             private_key: p.private_key.clone(),
             ocsp_resp_file: Some(ocsp),
+            ocsp_dir: None,
             ..pem(cert)
         };
         let l = load_pem("c", &with, &crate::provider()).unwrap();
@@ -470,5 +479,23 @@ mod tests {
             l.key.ocsp.as_deref(),
             Some(&[0x30, 0x03, 0x0a, 0x01, 0x00][..])
         );
+        // A staple cached in ocsp-dir under Hitch's name for the file
+        // comes before ocsp-resp-file; an empty ocsp-dir changes nothing.
+        let odir = dir.join("ocsp");
+        std::fs::create_dir_all(&odir).unwrap();
+        let in_dir = PemFile {
+            ocsp_dir: Some(odir.clone()),
+            ..with.clone()
+        };
+        let l = load_pem("c", &in_dir, &crate::provider()).unwrap();
+        assert_eq!(l.key.ocsp.as_deref().map(|d| d[4]), Some(0x00));
+        std::fs::write(
+            crate::ocsp::cached_staple_path(&odir, &with.cert),
+            [0x30, 0x03, 0x0a, 0x01, 0x01],
+        )
+        .unwrap();
+        let l = load_pem("c", &in_dir, &crate::provider()).unwrap();
+        assert_eq!(l.key.ocsp.as_deref().map(|d| d[4]), Some(0x01));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -141,6 +141,7 @@ pub fn client_config(spec: &BackendTls) -> Result<ClientConfig, String> {
                 cert: path.clone(),
                 private_key: None,
                 ocsp_resp_file: None,
+                ocsp_dir: None,
                 line: 0,
             };
             let l = crate::certs::load_pem("client", &pem, &provider).map_err(|e| e.to_string())?;

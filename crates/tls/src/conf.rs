@@ -58,6 +58,9 @@ pub struct PemFile {
     pub cert: PathBuf,
     pub private_key: Option<PathBuf>,
     pub ocsp_resp_file: Option<PathBuf>,
+    /// `ocsp-dir`: where a staple cached by Hitch's file naming is looked
+    /// for first ([`crate::ocsp`]).
+    pub ocsp_dir: Option<PathBuf>,
     /// Line of the assignment, for messages about the files it names.
     pub line: usize,
 }
@@ -412,15 +415,15 @@ const NOT_APPLIED: &[(&str, &str)] = &[
     ),
     (
         "ocsp-connect-tmo",
-        "OCSP responses are not fetched; staple one with pem-file { ocsp-resp-file }",
+        "OCSP responses are not fetched; they are stapled from ocsp-dir (files Hitch named) or pem-file { ocsp-resp-file }",
     ),
     (
         "ocsp-resp-tmo",
-        "OCSP responses are not fetched; staple one with pem-file { ocsp-resp-file }",
+        "OCSP responses are not fetched; they are stapled from ocsp-dir (files Hitch named) or pem-file { ocsp-resp-file }",
     ),
     (
         "ocsp-refresh-interval",
-        "OCSP responses are not fetched; staple one with pem-file { ocsp-resp-file }",
+        "OCSP responses are not fetched; they are stapled from ocsp-dir (files Hitch named) or pem-file { ocsp-resp-file }",
     ),
     (
         "ocsp-verify-staple",
@@ -496,10 +499,6 @@ pub fn parse(file: &str, text: &str) -> Result<HitchConf, ConfError> {
             "ticket-key-file" => conf.ticket_key_file = Some(PathBuf::from(text(a)?)),
             "ocsp-dir" => {
                 conf.ocsp_dir = Some(PathBuf::from(text(a)?));
-                conf.warnings.push(format!(
-                    "{file}:{}: ocsp-dir: OCSP responses are not fetched or read from a directory; staple one with pem-file {{ cert = ... ocsp-resp-file = ... }}",
-                    a.line
-                ));
             }
             "alpn-protos" => {
                 let list: Vec<String> = text(a)?
@@ -545,6 +544,15 @@ pub fn parse(file: &str, text: &str) -> Result<HitchConf, ConfError> {
                 } else {
                     return Err(p.err(a.line, format!("unknown option '{key}'")));
                 }
+            }
+        }
+    }
+    // ocsp-dir holds for every pem-file, wherever it was written.
+    if let Some(dir) = &conf.ocsp_dir {
+        let fronts = conf.frontends.iter_mut().map(|f| &mut f.scope);
+        for scope in std::iter::once(&mut conf.global).chain(fronts) {
+            for pem in &mut scope.pem_files {
+                pem.ocsp_dir = Some(dir.clone());
             }
         }
     }
@@ -632,6 +640,7 @@ fn pem_file(p: &Parser<'_>, a: &Assign) -> Result<PemFile, ConfError> {
                 cert: PathBuf::from(s),
                 private_key: None,
                 ocsp_resp_file: None,
+                ocsp_dir: None,
                 line: a.line,
             })
         }
@@ -663,6 +672,7 @@ fn pem_file(p: &Parser<'_>, a: &Assign) -> Result<PemFile, ConfError> {
                 cert: cert.ok_or_else(|| p.err(a.line, "pem-file block without 'cert'"))?,
                 private_key: key,
                 ocsp_resp_file: ocsp,
+                ocsp_dir: None,
                 line: a.line,
             })
         }
@@ -685,6 +695,7 @@ fn frontend(p: &Parser<'_>, a: &Assign, warnings: &mut Vec<String>) -> Result<Fr
                     cert: PathBuf::from(c),
                     private_key: None,
                     ocsp_resp_file: None,
+                    ocsp_dir: None,
                     line: a.line,
                 });
             }
@@ -935,6 +946,16 @@ mod tests {
         assert!(!glob_match("*.pem", "a.key"));
         assert!(glob_match("s?te*.p*m", "site-one.pem"));
         assert!(glob_match("***", ""));
+        // ocsp-dir, before or after the pem-files, applies to all of them.
+        let o = parse(
+            "f",
+            "pem-file = \"/a.pem\"\nfrontend = { host = \"*\" port = \"443\" pem-file = \"/b.pem\" }\nocsp-dir = /var/lib/hitch\n",
+        )
+        .unwrap();
+        let dir = Some(PathBuf::from("/var/lib/hitch"));
+        assert_eq!(o.global.pem_files[0].ocsp_dir, dir);
+        assert_eq!(o.frontends[0].scope.pem_files[0].ocsp_dir, dir);
+        assert!(o.warnings.is_empty(), "{:?}", o.warnings);
     }
 
     #[test]

@@ -21,6 +21,7 @@ fn pem(p: std::path::PathBuf) -> PemFile {
         cert: p,
         private_key: None,
         ocsp_resp_file: None,
+        ocsp_dir: None,
         line: 1,
     }
 }

@@ -60,6 +60,7 @@ fn global_pems(conf: &HitchConf) -> Result<Vec<PemFile>, String> {
                 cert,
                 private_key: None,
                 ocsp_resp_file: None,
+                ocsp_dir: conf.ocsp_dir.clone(),
                 line: 0,
             })
             .collect();
@@ -232,6 +233,7 @@ pub fn cli(sh: &Shared, cmd: &str, args: &[&str]) -> Reply {
                 cert: file.into(),
                 private_key: None,
                 ocsp_resp_file: None,
+                ocsp_dir: None,
                 line: 0,
             };
             match store.stage_load(id, pem, true) {
