@@ -536,8 +536,10 @@ def main():
                         continue
                     r = s_time(b.port[n], secs) if ld == "handshake" else wrk(b.port[n], path, t, c, secs, hdr)
                     raw[ld][n].append(r)
-                    desc = r.get("failed") or (f"{r['gbps']:.2f} GB/s" if metric == "gbps" else
-                                               f"{r['rps']:.0f} req/s p99 {r.get('p99', 0):.2f} ms")
+                    desc = r.get("failed") or (
+                        f"{r['gbps']:.2f} GB/s" if metric == "gbps" else
+                        f"{r['rps']:.0f} full handshakes/s" if ld == "handshake" else
+                        f"{r['rps']:.0f} req/s p99 {r.get('p99', 0):.2f} ms")
                     bad = (f" ERRORS {r.get('error_detail', '')} non2xx={r['non2xx']}"
                            if r.get("errors") or r.get("non2xx") else "")
                     log(f"round {rnd + 1}/{rounds} {ld:<9} {n:<15} {desc}{bad}")
