@@ -21,24 +21,30 @@ pub const FILTER_FETCH: u8 = 1 << 1;
 /// Dropped when inserting a backend response into the cache
 /// (Varnish `HTTPH_A_INS`).
 pub const FILTER_INSERT: u8 = 1 << 2;
+/// Dropped when a backend response becomes an uncacheable object (pass,
+/// hit-for-miss/pass; Varnish `HTTPH_A_PASS`).
+pub const FILTER_PASS_OBJ: u8 = 1 << 3;
 
 const P: u8 = FILTER_PASS;
 const F: u8 = FILTER_FETCH;
 const I: u8 = FILTER_INSERT;
+const A: u8 = FILTER_PASS_OBJ;
 
-/// The well-known headers and their filter flags (Varnish 7.1 table).
+/// The well-known headers and their filter flags, as varnishd 7.1.1 applies
+/// them (observed: a backend's `Keep-Alive` never reaches the client, and a
+/// pass object loses the backend's `Age`, which delivery then recomputes).
 const WELL_KNOWN: &[(&str, u8)] = &[
-    ("Keep-Alive", P | F),
+    ("Keep-Alive", P | F | I | A),
     ("Accept", 0),
     ("Accept-Charset", 0),
     ("Accept-Encoding", 0),
     ("Accept-Language", 0),
     ("Accept-Ranges", F | I),
-    ("Age", I),
+    ("Age", I | A),
     ("Allow", 0),
     ("Authorization", 0),
     ("Cache-Control", F),
-    ("Connection", P | F | I),
+    ("Connection", P | F | I | A),
     ("Content-Encoding", 0),
     ("Content-Language", 0),
     ("Content-Length", F),
@@ -53,7 +59,7 @@ const WELL_KNOWN: &[(&str, u8)] = &[
     ("Expires", 0),
     ("From", 0),
     ("Host", 0),
-    ("HTTP2-Settings", P | F | I),
+    ("HTTP2-Settings", P | F | I | A),
     ("If-Match", F),
     ("If-Modified-Since", F),
     ("If-None-Match", F),
@@ -70,10 +76,10 @@ const WELL_KNOWN: &[(&str, u8)] = &[
     ("Retry-After", 0),
     ("Server", 0),
     ("Set-Cookie", 0),
-    ("TE", P | F | I),
-    ("Trailer", P | F | I),
-    ("Transfer-Encoding", P | F | I),
-    ("Upgrade", P | F | I),
+    ("TE", P | F | I | A),
+    ("Trailer", P | F | I | A),
+    ("Transfer-Encoding", P | F | I | A),
+    ("Upgrade", P | F | I | A),
     ("User-Agent", 0),
     ("Vary", 0),
     ("Via", 0),
@@ -253,15 +259,15 @@ mod tests {
 
     #[test]
     fn flags_table() {
-        assert_eq!(header_flags(b"transfer-encoding"), P | F | I);
+        assert_eq!(header_flags(b"transfer-encoding"), P | F | I | A);
         assert_eq!(header_flags(b"Content-Length"), F);
         assert_eq!(header_flags(b"HOST"), 0);
         assert_eq!(header_flags(b"X-Foo"), 0);
         assert_eq!(header_flags(b""), 0);
         assert_eq!(header_flags(b"Proxy-Authenticate"), F | I);
         assert_eq!(header_flags(b"Proxy-Authenticat"), 0);
-        assert_eq!(header_flags(b"Keep-Alive"), P | F);
-        assert_eq!(header_flags(b"Age"), I);
+        assert_eq!(header_flags(b"Keep-Alive"), P | F | I | A);
+        assert_eq!(header_flags(b"Age"), I | A);
         // Every table entry is reachable through the pre-check.
         for (n, f) in WELL_KNOWN {
             assert_eq!(header_flags(n.as_bytes()), *f, "{n}");

@@ -74,8 +74,8 @@ pub use chunked::{
     encode_chunk_header, encode_last_chunk,
 };
 pub use conn::{
-    Expect, FILTER_FETCH, FILTER_INSERT, FILTER_PASS, Persistence, do_connection, expect,
-    header_flags, keep_alive, persistence, strip_hop_by_hop,
+    Expect, FILTER_FETCH, FILTER_INSERT, FILTER_PASS, FILTER_PASS_OBJ, Persistence, do_connection,
+    expect, header_flags, keep_alive, persistence, strip_hop_by_hop,
 };
 pub use error::{Error, ErrorKind};
 pub use framing::{BodyKind, parse_content_length, request_body_kind, response_body_kind};

@@ -429,9 +429,19 @@ where
                 t.restarts += 1;
                 if t.restarts > max_restarts {
                     t.vsl.log_str(Tag::VCL_Error, "Too many restarts");
+                    // varnishd sets only err_code here: the reason of an
+                    // earlier synth of this request (its default phrase
+                    // when none was given) stays.
+                    let reason = match &t.synth_code {
+                        (0, _) => None,
+                        (_, Some(r)) => Some(r.clone()),
+                        (s, None) => Some(Bytes::from_static(
+                            lacquer_http::status::reason_phrase(*s).as_bytes(),
+                        )),
+                    };
                     State::Synth {
                         status: 503,
-                        reason: None,
+                        reason,
                     }
                 } else {
                     restart_vxid(t);

@@ -106,7 +106,8 @@ pub struct ReqTask {
     /// `resp.body` / `synthetic()` output in `vcl_synth`.
     pub synth_body: Vec<u8>,
     /// The status and reason `vcl_synth` was entered with (varnishd's
-    /// `err_code`/`err_reason`), for the response it starts from.
+    /// `err_code`/`err_reason`), for the response it starts from; status 0
+    /// until the request first goes to vcl_synth.
     pub synth_code: (u16, Option<Bytes>),
     pub vsl: VslBuf,
     pub privs: lacquer_vcl::exec::privs::TaskPrivs,
@@ -320,7 +321,7 @@ impl ReqTask {
             obj: None,
             deliver_hit: false,
             synth_body: Vec::new(),
-            synth_code: (200, None),
+            synth_code: (0, None),
             vsl,
             privs: Default::default(),
             top_privs: None,

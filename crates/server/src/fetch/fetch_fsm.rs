@@ -518,6 +518,12 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         };
         let is_head = &bo.bereq.method[..] == b"HEAD";
         let body = head.body_kind(is_head).map_err(|e| {
+            if head.status == 204 {
+                // As varnishd: a 204 that announces a body counts as a
+                // fetch_204 whose body cannot be fetched.
+                bo.sh.counters.inc(Main::fetch_204);
+                return "Body cannot be fetched".to_string();
+            }
             // As varnishd: a body whose framing cannot be read (a bad
             // length or transfer coding) is a fetch_bad.
             bo.sh.counters.inc(Main::fetch_bad);
@@ -551,6 +557,14 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             }
         });
         log_resp(bo, Tag::BerespProtocol);
+        // As varnishd (vbf_stp_startfetch): a 1xx answer (an interim
+        // `100 Continue` included) is taken as the response and has no body
+        // that could be read, so the fetch fails (503 from
+        // vcl_backend_error) and the connection is dropped, instead of the
+        // interim answer reaching the client.
+        if !is_head && bo.beresp.status < 200 {
+            return Err("Body cannot be fetched".to_string());
+        }
         if let Ok(tokens) = crate::runtime::msg::connection_tokens(&bo.beresp.headers) {
             crate::runtime::msg::drop_connection_tokens(&mut bo.beresp.headers, &tokens);
         }
@@ -815,12 +829,13 @@ fn stored_vary_bytes(bo: &BoTask) -> Option<u64> {
 
 /// Headers stored in an object: beresp without hop-by-hop fields. As
 /// varnishd, an uncacheable object (pass, hit-for-miss/pass) only loses
-/// what a pass drops (`HTTPH_A_PASS`) and keeps e.g. the backend's
-/// `Accept-Ranges`, which cached objects drop (`HTTPH_A_INS`).
+/// what a pass drops (`HTTPH_A_PASS`: hop-by-hop fields and `Age`) and
+/// keeps e.g. the backend's `Accept-Ranges`, which cached objects drop
+/// (`HTTPH_A_INS`).
 fn object_headers(beresp: &RespMsg, uncacheable: bool) -> Vec<(Bytes, Bytes)> {
     let mut out = lacquer_http::Headers::new();
     let mask = if uncacheable {
-        lacquer_http::FILTER_PASS
+        lacquer_http::FILTER_PASS_OBJ
     } else {
         lacquer_http::FILTER_INSERT
     };

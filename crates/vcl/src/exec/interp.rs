@@ -1001,9 +1001,11 @@ impl<'a, C: Context + AsDynContext + ?Sized> Exec<'a, C> {
         })
     }
 
-    /// `synth(status, reason)` arguments as `VRT_synth` takes them: a status
-    /// outside 100..=65535 becomes 503; a NULL or absent reason is `None`
-    /// (the server uses the standard reason phrase of `status % 1000`).
+    /// `synth(status, reason)` arguments as `VRT_synth` takes them: a
+    /// negative status, one above 65535 or one whose last three digits are
+    /// below 100 fails the subroutine with varnishd's message (so the client
+    /// gets a 503 "VCL failed"); a NULL or absent reason is `None` (the
+    /// server uses the standard reason phrase of `status % 1000`).
     fn status_reason(&mut self, status: &Expr, reason: Option<&Expr>) -> Res<(u16, Option<Bytes>)> {
         let status = match self.eval(status)? {
             Value::Int(i) => i,
@@ -1011,10 +1013,19 @@ impl<'a, C: Context + AsDynContext + ?Sized> Exec<'a, C> {
                 return Err(self.fail(format!("status must be an INT, got {}", other.type_name())));
             }
         };
-        let status = u16::try_from(status)
-            .ok()
-            .filter(|s| *s >= 100)
-            .unwrap_or(503);
+        let status = if status < 0 {
+            return Err(self.fail(format!(
+                "return(synth()) status code ({status}) is negative"
+            )));
+        } else if status > 65535 {
+            return Err(self.fail(format!("return(synth()) status code ({status}) > 65535")));
+        } else if status % 1000 < 100 {
+            return Err(self.fail(format!(
+                "illegal return(synth()) status code ({status}) (..0##)"
+            )));
+        } else {
+            status as u16
+        };
         let reason = match reason {
             None => None,
             Some(e) => {

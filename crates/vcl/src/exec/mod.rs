@@ -57,7 +57,8 @@ pub enum Action {
     Abandon,
     Deliver,
     /// `error(status, reason)` from a backend subroutine; status already
-    /// clamped to 100..=65535 (else 503), `None` reason = default phrase.
+    /// checked as `VRT_synth` does (a bad one fails the subroutine instead),
+    /// `None` reason = default phrase.
     Error {
         status: u16,
         reason: Option<Bytes>,
