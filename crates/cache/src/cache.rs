@@ -420,6 +420,8 @@ pub(crate) struct Inner {
     /// While they are: the journaled bans and purges, and purges issued
     /// since, for the objects still to come (see `persist`).
     recovery_purges: Mutex<Option<Vec<lacquer_storage::disk::format::JournalEntry>>>,
+    /// Objects of persistent stores' indexes, put back on first lookup.
+    lazy: persist::Lazy,
 }
 
 /// The object cache. Cheap to clone (shared handle).
@@ -484,12 +486,13 @@ impl Cache {
                 subscribers: Subscribers::default(),
                 recovering: AtomicBool::new(false),
                 recovery_purges: Mutex::new(None),
+                lazy: persist::Lazy::default(),
                 stats,
             }),
         };
         // Objects of persistent stores come back in the background; bans
         // journaled before a restart are in force from the start.
-        cache.inner.recover(now);
+        cache.inner.recover();
         cache
     }
 
@@ -619,6 +622,8 @@ impl Cache {
         let mut banned = Vec::new();
         let mut touch = None;
         let mut vary_skipped = 0u32;
+        // Variants still only in a persistent store's index come in first.
+        inner.materialize(req.digest, now);
         let kind = {
             let mut shard = inner.shard(req.digest);
             let head = shard.entry(DigestKey(*req.digest)).or_insert_with(|| {
@@ -760,6 +765,8 @@ impl Cache {
             grace,
             keep,
         });
+        // Variants still only in an index are purged as the others.
+        inner.materialize(digest, now);
         let mut removed = Vec::new();
         let mut rearmed = Vec::new();
         let mut total = 0;
@@ -979,7 +986,7 @@ impl Cache {
         let mut report = LurkerReport::default();
         // While persistent stores' objects are still being put back, a pass
         // has not seen every object: it completes no ban.
-        let partial = inner.recovering.load(Ordering::Acquire);
+        let partial = inner.lazy_pending();
         // As varnishd's lurker: every obj ban old enough is lurkable; req
         // bans and younger ones are left to lookups, and objects cannot
         // move past them.
@@ -1438,6 +1445,11 @@ impl Inner {
             }
             if sv.limit().is_some_and(|l| size > l) {
                 return Err(err(nuked));
+            }
+            // Objects of the index, never looked up since the restart, go
+            // before any object in the cache.
+            if sv.disk().is_some_and(|d| d.evict_indexed()) {
+                continue;
             }
             if nuked >= self.cfg.nuke_limit {
                 CacheStats::inc(&self.stats.n_lru_limited);
