@@ -748,6 +748,25 @@ impl Cache {
         }
     }
 
+    /// Change the size of store `name` at run time (a memory tier under
+    /// `memory_target`) and, when it now holds more than that, nuke its
+    /// least recently used objects until it fits or nothing idle is left.
+    /// The number nuked; `None` when there is no such store or its size
+    /// is fixed.
+    pub fn resize_store(&self, name: &str, bytes: u64) -> Option<usize> {
+        let store = self.store(name)?;
+        if !store.stevedore().set_limit(bytes) {
+            return None;
+        }
+        let mut nuked = 0;
+        while store.stevedore().stats().g_bytes.load(Ordering::Relaxed) > bytes
+            && self.inner.nuke_one(&store).is_some()
+        {
+            nuked += 1;
+        }
+        Some(nuked)
+    }
+
     /// Purge all variants of `digest` (`HSH_Purge`): with `ttl`, `grace` and
     /// `keep` all 0 the objects are removed (hard purge, counted in
     /// `n_purges`/`n_obj_purged`, and each one in `n_expired` as varnishd's

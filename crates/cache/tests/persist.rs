@@ -464,3 +464,33 @@ async fn new_objects_push_out_objects_of_the_index_before_cached_ones() {
     let o = find(&c, "/old/0", "en", T0 + 2.0).expect("/old/0 kept");
     assert_eq!(o.body().collect().await.unwrap().to_vec(), body);
 }
+
+#[tokio::test]
+async fn a_memory_tier_is_resized_at_run_time() {
+    let tier: Arc<dyn Stevedore> = Arc::new(MallocStore::tier("mem", Some(1 << 20)));
+    let c = Cache::new(CacheConfig::default(), vec![tier], T0);
+    let mem = c.store("mem").unwrap();
+    for i in 0..8 {
+        let d = digest(&format!("/m/{i}"));
+        let busy = match c.lookup(&LookupRequest::new(&d, b"/", &(), T0)).kind {
+            Lookup::Miss { busy, .. } => busy,
+            other => panic!("{other:?}"),
+        };
+        static BODY: [u8; 100_000] = [b'x'; 100_000];
+        busy.unbusy(new_obj(meta(i, T0, 100.0, 0.0, 0.0), &BODY), &mem)
+            .unwrap();
+    }
+    let held = mem.stevedore().stats().g_bytes.load(Relaxed);
+    assert!(held > 800_000, "{held}");
+    // Down to 300 kB: the oldest objects go until it fits.
+    let nuked = c.resize_store("mem", 300_000).unwrap();
+    assert!(nuked >= 5, "{nuked}");
+    assert!(mem.stevedore().stats().g_bytes.load(Relaxed) <= 300_000);
+    assert_eq!(mem.stevedore().limit(), Some(300_000));
+    assert!(mem.stevedore().stats().g_space.load(Relaxed) <= 300_000);
+    // Up again: room for more.
+    assert_eq!(c.resize_store("mem", 2 << 20), Some(0));
+    assert!(mem.stevedore().available() >= (2 << 20) - 300_000);
+    // Transient's size is not a limit to change.
+    assert_eq!(c.resize_store("Transient", 1), None);
+}

@@ -3,7 +3,9 @@
 //! and the resident-set growth), the first hit after that and what a
 //! lookup that materialises an object costs. Its own test binary, so nothing
 //! else allocates meanwhile. `LACQUER_PERSIST_OBJECTS` sets the count
-//! (default 10 000; the figure is for 1 000 000).
+//! (default 10 000; the figures are for 1 000 000 small and 10 000
+//! large objects) and `LACQUER_PERSIST_BODY` the body size (default 1000
+//! bytes).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -61,8 +63,12 @@ fn recovery_rate_and_ram_per_object() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("store.dat");
-    // A record and a body of 1000 bytes: 1.5 KiB per object, plus room.
-    let size = (n as u64 * 2048).max(16 << 20);
+    let body_len: usize = std::env::var("LACQUER_PERSIST_BODY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    // A record and the body, rounded to granules, plus room.
+    let size = (n as u64 * (body_len as u64 + 1536)).max(16 << 20);
     let headers = vec![
         (
             Bytes::from_static(b"Content-Type"),
@@ -112,7 +118,7 @@ fn recovery_rate_and_ram_per_object() {
                     body: NewBody::Complete(Body::from_segments(vec![Bytes::from(vec![
                         (i % 251)
                             as u8;
-                        1000
+                        body_len
                     ])])),
                 },
                 &s0,
@@ -168,7 +174,7 @@ fn recovery_rate_and_ram_per_object() {
         let o = lookup(i);
         assert_eq!(o.data().status, 200);
         assert_eq!(o.data().header("etag"), Some(&b"\"5f3-1a2b3c\""[..]));
-        assert_eq!(o.body().final_len(), Some(1000));
+        assert_eq!(o.body().final_len(), Some(body_len as u64));
     }
     let per_lookup = t2.elapsed() / sample as u32;
     assert!(index_bytes / n as u64 <= 64, "{index_bytes} index bytes");
