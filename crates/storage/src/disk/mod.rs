@@ -527,6 +527,16 @@ impl DiskStore {
         self.stats.indexed.load(Relaxed)
     }
 
+    /// Publish the index's count after a change; an emptied table gives
+    /// its RAM back.
+    fn counted(&self, ix: &mut Index) {
+        self.stats.indexed.store(ix.len() as u64, Relaxed);
+        if ix.is_empty() && ix.bytes() > 0 {
+            *ix = Index::default();
+            self.stats.index_bytes.store(0, Relaxed);
+        }
+    }
+
     fn index(&self) -> std::sync::MutexGuard<'_, Index> {
         self.state.index.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -547,7 +557,7 @@ impl DiskStore {
                 return Vec::new();
             }
             let t = ix.take(tag);
-            self.stats.indexed.store(ix.len() as u64, Relaxed);
+            self.counted(&mut ix);
             t
         };
         let mut out = Vec::with_capacity(taken.len());
@@ -566,10 +576,15 @@ impl DiskStore {
         });
         if !back.is_empty() {
             let mut ix = self.index();
+            if ix.is_empty() {
+                // Emptied (and its table given back) meanwhile.
+                *ix = Index::with_capacity(back.len());
+                self.stats.index_bytes.store(ix.bytes() as u64, Relaxed);
+            }
             for e in back {
                 ix.insert(e);
             }
-            self.stats.indexed.store(ix.len() as u64, Relaxed);
+            self.counted(&mut ix);
         }
         self.stats.materialized.fetch_add(out.len() as u64, Relaxed);
         out.sort_by(|a, b| a.record.inserted_at.total_cmp(&b.record.inserted_at));
@@ -586,7 +601,7 @@ impl DiskStore {
         let Some(e) = ({
             let mut ix = self.index();
             let e = ix.evict(Entry::seconds(now()));
-            self.stats.indexed.store(ix.len() as u64, Relaxed);
+            self.counted(&mut ix);
             e
         }) else {
             return false;
