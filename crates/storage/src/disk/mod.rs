@@ -72,6 +72,10 @@ const SCAN_CHUNK: usize = 4 << 20;
 /// The scan's first read after it jumped over an object's body: enough
 /// for the next record, without reading bodies.
 const SCAN_SMALL: usize = 64 << 10;
+/// The first read after a jump over a large body: one record's worth
+/// (a longer record is read whole on its own), so that a store of large
+/// objects is scanned by reading little more than its records.
+const SCAN_PROBE: usize = 4 << 10;
 
 /// Counters of a persistent store beyond the `SMF.*` ones (published in its
 /// section and by `lacquer stat`).
@@ -883,8 +887,9 @@ struct Found {
 /// record magic ([`ObjectRecord::summary`]: checksum and fields, nothing
 /// allocated per record). After a record the scan jumps over its own
 /// extent and the body extents that follow it directly (a fetch allocates
-/// them in that order), so bodies are not read; reads grow from
-/// [`SCAN_SMALL`] to [`SCAN_CHUNK`] while it goes on through anything else.
+/// them in that order), so bodies are not read; the read after a jump is
+/// [`SCAN_PROBE`] past a large body, [`SCAN_SMALL`] otherwise, and reads
+/// grow to [`SCAN_CHUNK`] while it goes on through anything else.
 fn scan(files: &FileStore, salt: u64, size: u64, stats: &DiskStats) -> io::Result<Found> {
     let g = files.granularity();
     let f = files.file();
@@ -910,7 +915,7 @@ fn scan(files: &FileStore, salt: u64, size: u64, stats: &DiskStats) -> io::Resul
         }
         let mut at = 0usize;
         let mut next = pos + n as u64;
-        let mut jumped = false;
+        let mut jumped = None;
         while at + RECORD_HEAD <= n {
             if &buf[at..at + 4] != RECORD_MAGIC {
                 at += g as usize;
@@ -956,8 +961,8 @@ fn scan(files: &FileStore, salt: u64, size: u64, stats: &DiskStats) -> io::Resul
                         ext_n: ext_n as u32,
                     });
                     if end >= pos + n as u64 {
+                        jumped = Some(end - (pos + n as u64));
                         next = end;
-                        jumped = true;
                         break;
                     }
                     at = (end - pos) as usize;
@@ -969,10 +974,10 @@ fn scan(files: &FileStore, salt: u64, size: u64, stats: &DiskStats) -> io::Resul
                 }
             }
         }
-        chunk = if jumped {
-            SCAN_SMALL
-        } else {
-            (chunk * 2).min(SCAN_CHUNK)
+        chunk = match jumped {
+            Some(over) if over >= SCAN_SMALL as u64 => SCAN_PROBE,
+            Some(_) => SCAN_SMALL,
+            None => (chunk * 2).min(SCAN_CHUNK),
         };
         pos = next.max(pos + 1);
         // Stay on a granule boundary.
