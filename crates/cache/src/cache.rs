@@ -420,6 +420,8 @@ pub(crate) struct Inner {
     /// While they are: the journaled bans and purges, and purges issued
     /// since, for the objects still to come (see `persist`).
     recovery_purges: Mutex<Option<Vec<lacquer_storage::disk::format::JournalEntry>>>,
+    /// Objects of persistent stores' indexes, put back on first lookup.
+    lazy: persist::Lazy,
 }
 
 /// The object cache. Cheap to clone (shared handle).
@@ -484,12 +486,13 @@ impl Cache {
                 subscribers: Subscribers::default(),
                 recovering: AtomicBool::new(false),
                 recovery_purges: Mutex::new(None),
+                lazy: persist::Lazy::default(),
                 stats,
             }),
         };
         // Objects of persistent stores come back in the background; bans
         // journaled before a restart are in force from the start.
-        cache.inner.recover(now);
+        cache.inner.recover();
         cache
     }
 
@@ -619,6 +622,8 @@ impl Cache {
         let mut banned = Vec::new();
         let mut touch = None;
         let mut vary_skipped = 0u32;
+        // Variants still only in a persistent store's index come in first.
+        inner.materialize(req.digest, now);
         let kind = {
             let mut shard = inner.shard(req.digest);
             let head = shard.entry(DigestKey(*req.digest)).or_insert_with(|| {
@@ -743,6 +748,25 @@ impl Cache {
         }
     }
 
+    /// Change the size of store `name` at run time (a memory tier under
+    /// `memory_target`) and, when it now holds more than that, nuke its
+    /// least recently used objects until it fits or nothing idle is left.
+    /// The number nuked; `None` when there is no such store or its size
+    /// is fixed.
+    pub fn resize_store(&self, name: &str, bytes: u64) -> Option<usize> {
+        let store = self.store(name)?;
+        if !store.stevedore().set_limit(bytes) {
+            return None;
+        }
+        let mut nuked = 0;
+        while store.stevedore().stats().g_bytes.load(Ordering::Relaxed) > bytes
+            && self.inner.nuke_one(&store).is_some()
+        {
+            nuked += 1;
+        }
+        Some(nuked)
+    }
+
     /// Purge all variants of `digest` (`HSH_Purge`): with `ttl`, `grace` and
     /// `keep` all 0 the objects are removed (hard purge, counted in
     /// `n_purges`/`n_obj_purged`, and each one in `n_expired` as varnishd's
@@ -760,6 +784,8 @@ impl Cache {
             grace,
             keep,
         });
+        // Variants still only in an index are purged as the others.
+        inner.materialize(digest, now);
         let mut removed = Vec::new();
         let mut rearmed = Vec::new();
         let mut total = 0;
@@ -979,7 +1005,7 @@ impl Cache {
         let mut report = LurkerReport::default();
         // While persistent stores' objects are still being put back, a pass
         // has not seen every object: it completes no ban.
-        let partial = inner.recovering.load(Ordering::Acquire);
+        let partial = inner.lazy_pending();
         // As varnishd's lurker: every obj ban old enough is lurkable; req
         // bans and younger ones are left to lookups, and objects cannot
         // move past them.
@@ -1438,6 +1464,11 @@ impl Inner {
             }
             if sv.limit().is_some_and(|l| size > l) {
                 return Err(err(nuked));
+            }
+            // Objects of the index, never looked up since the restart, go
+            // before any object in the cache.
+            if sv.disk().is_some_and(|d| d.evict_indexed()) {
+                continue;
             }
             if nuked >= self.cfg.nuke_limit {
                 CacheStats::inc(&self.stats.n_lru_limited);

@@ -158,8 +158,12 @@ async fn objects_come_back_exactly_after_a_restart() {
     // Expired by the time of a later restart: dropped, not served.
     drop((c, s, fr, en, b));
     let (c, s) = open(&dir, T0 + 1000.0);
+    // In the index until looked up; dropped then.
+    assert_eq!(s.indexed(), 3);
     assert!(find(&c, "/big", "en", T0 + 1000.0).is_none());
+    assert!(find(&c, "/small", "en", T0 + 1000.0).is_none());
     assert_eq!(s.disk_stats().dropped_stale.load(Relaxed), 3);
+    assert_eq!(s.indexed(), 0);
 }
 
 #[tokio::test]
@@ -318,6 +322,10 @@ async fn a_body_changed_on_disk_is_found_out_and_removed() {
     .unwrap();
     drop(f);
     let (c, s) = open(&dir, T0 + 1.0);
+    // The first lookup puts the objects back and queues their bodies for
+    // the check, which removes the damaged one.
+    find(&c, "/v", "en", T0 + 1.0);
+    find(&c, "/w", "en", T0 + 1.0);
     let t = std::time::Instant::now();
     while s.disk_stats().verify_failures.load(Relaxed) == 0 && t.elapsed().as_secs() < 10 {
         std::thread::sleep(std::time::Duration::from_millis(10));
@@ -390,4 +398,99 @@ async fn refresh_in_place_records_the_new_lifetime() {
     );
     assert_eq!(o.data().header("x-url"), Some(&b"/f"[..]));
     assert_eq!(o.body().collect().await.unwrap().to_vec(), body);
+}
+
+#[tokio::test]
+async fn objects_of_the_index_obey_bans_and_purges_issued_after_the_restart() {
+    let dir = scratch("lazy-inval");
+    {
+        let (c, s) = open(&dir, T0);
+        for u in ["/a", "/b", "/c", "/d"] {
+            store(&c, u, "en", u.as_bytes(), 100.0);
+        }
+        s.flush();
+    }
+    {
+        let (c, s) = open(&dir, T0 + 1.0);
+        assert_eq!(s.indexed(), 4);
+        assert_eq!(c.stats().n_object.load(Relaxed), 0);
+        // Issued while the objects are only in the index.
+        c.ban_str("obj.http.x-url == /a", T0 + 2.0).unwrap();
+        assert_eq!(c.purge(&digest("/b"), T0 + 2.0, 0.0, 0.0, 0.0), 1);
+        assert_eq!(s.indexed(), 3);
+        // The lurker passes: it sees only what is in memory, so it
+        // completes no ban while objects are still in the index.
+        for _ in 0..3 {
+            assert_eq!(c.ban_lurker_step(T0 + 3.0, 0.0, 10_000, 0).completed, 0);
+        }
+        assert!(find(&c, "/a", "en", T0 + 3.0).is_none());
+        assert!(find(&c, "/b", "en", T0 + 3.0).is_none());
+        let o = find(&c, "/c", "en", T0 + 3.0).expect("/c");
+        assert_eq!(&o.body().collect().await.unwrap()[..], b"/c");
+        s.flush();
+    }
+    // And after another restart the purge and the ban still hold.
+    let (c, s) = open(&dir, T0 + 4.0);
+    assert!(find(&c, "/a", "en", T0 + 4.0).is_none());
+    assert!(find(&c, "/b", "en", T0 + 4.0).is_none());
+    assert!(find(&c, "/c", "en", T0 + 4.0).is_some());
+    assert!(find(&c, "/d", "en", T0 + 4.0).is_some());
+    assert_eq!(s.indexed(), 0);
+}
+
+#[tokio::test]
+async fn new_objects_push_out_objects_of_the_index_before_cached_ones() {
+    let dir = scratch("lazy-room");
+    let body = pattern(5, 400_000);
+    {
+        let (c, s) = open(&dir, T0);
+        // 16 MiB store: 30 objects of 400 kB fill most of it.
+        for i in 0..30 {
+            store(&c, &format!("/old/{i}"), "en", &body, 1000.0);
+        }
+        s.flush();
+    }
+    let (c, s) = open(&dir, T0 + 1.0);
+    assert_eq!(s.indexed(), 30);
+    let hot = find(&c, "/old/0", "en", T0 + 1.0).expect("/old/0");
+    drop(hot);
+    for i in 0..20 {
+        store(&c, &format!("/new/{i}"), "en", &body, 1000.0);
+    }
+    let evicted = s.disk_stats().index_evicted.load(Relaxed);
+    assert!(evicted >= 5, "{evicted} evicted, {} indexed", s.indexed());
+    assert_eq!(c.stats().n_lru_nuked.load(Relaxed), 0);
+    // The object looked up since the restart stayed.
+    let o = find(&c, "/old/0", "en", T0 + 2.0).expect("/old/0 kept");
+    assert_eq!(o.body().collect().await.unwrap().to_vec(), body);
+}
+
+#[tokio::test]
+async fn a_memory_tier_is_resized_at_run_time() {
+    let tier: Arc<dyn Stevedore> = Arc::new(MallocStore::tier("mem", Some(1 << 20)));
+    let c = Cache::new(CacheConfig::default(), vec![tier], T0);
+    let mem = c.store("mem").unwrap();
+    for i in 0..8 {
+        let d = digest(&format!("/m/{i}"));
+        let busy = match c.lookup(&LookupRequest::new(&d, b"/", &(), T0)).kind {
+            Lookup::Miss { busy, .. } => busy,
+            other => panic!("{other:?}"),
+        };
+        static BODY: [u8; 100_000] = [b'x'; 100_000];
+        busy.unbusy(new_obj(meta(i, T0, 100.0, 0.0, 0.0), &BODY), &mem)
+            .unwrap();
+    }
+    let held = mem.stevedore().stats().g_bytes.load(Relaxed);
+    assert!(held > 800_000, "{held}");
+    // Down to 300 kB: the oldest objects go until it fits.
+    let nuked = c.resize_store("mem", 300_000).unwrap();
+    assert!(nuked >= 5, "{nuked}");
+    assert!(mem.stevedore().stats().g_bytes.load(Relaxed) <= 300_000);
+    assert_eq!(mem.stevedore().limit(), Some(300_000));
+    assert!(mem.stevedore().stats().g_space.load(Relaxed) <= 300_000);
+    // Up again: room for more.
+    assert_eq!(c.resize_store("mem", 2 << 20), Some(0));
+    assert!(mem.stevedore().available() >= (2 << 20) - 300_000);
+    // Transient's size is not a limit to change.
+    assert_eq!(c.resize_store("Transient", 1), None);
 }

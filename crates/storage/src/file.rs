@@ -227,6 +227,79 @@ impl Arena {
         true
     }
 
+    /// [`reserve`](Self::reserve), then merge the range with used
+    /// neighbours that touch it, so that space recovered for many objects
+    /// costs one map entry per run of used space, not one per extent (the
+    /// persistent store's recovery; such space is given back with
+    /// [`free_range`](Self::free_range)).
+    pub fn reserve_merged(&mut self, off: u64, len: u64) -> bool {
+        if !self.reserve(off, len) {
+            return false;
+        }
+        let mut start = off;
+        let mut total = len;
+        if let Some((&poff, &prev)) = self.order.range(..off).next_back()
+            && !prev.free
+            && poff + prev.len == off
+        {
+            self.order.remove(&off);
+            self.counts.extents -= 1;
+            start = poff;
+            total += prev.len;
+        }
+        if let Some(next) = self.order.get(&(off + len)).copied().filter(|n| !n.free) {
+            self.order.remove(&(off + len));
+            self.counts.extents -= 1;
+            total += next.len;
+        }
+        self.order.insert(
+            start,
+            Ext {
+                len: total,
+                free: false,
+            },
+        );
+        true
+    }
+
+    /// Give back `off..off+len`, which lies inside one used extent (the
+    /// whole of it, or a part of a run merged by
+    /// [`reserve_merged`](Self::reserve_merged)): the used parts before and
+    /// after it stay used. Returns the bytes freed (0, changing nothing,
+    /// when the range is not inside a used extent).
+    pub fn free_range(&mut self, off: u64, len: u64) -> u64 {
+        let Some((&uoff, &ue)) = self.order.range(..=off).next_back() else {
+            return 0;
+        };
+        let end = off.saturating_add(len);
+        if ue.free || len == 0 || end > uoff + ue.len {
+            return 0;
+        }
+        if off > uoff {
+            self.order.insert(
+                uoff,
+                Ext {
+                    len: off - uoff,
+                    free: false,
+                },
+            );
+            self.counts.extents += 1;
+        }
+        if end < uoff + ue.len {
+            self.order.insert(
+                end,
+                Ext {
+                    len: uoff + ue.len - end,
+                    free: false,
+                },
+            );
+            self.counts.extents += 1;
+        }
+        self.order.insert(off, Ext { len, free: false });
+        self.release(off, len);
+        len
+    }
+
     /// Give back the used extent at `off`, merging it with free neighbours.
     /// Returns its length (0 if `off` is not a used extent).
     pub fn free(&mut self, off: u64) -> u64 {
@@ -389,7 +462,8 @@ impl Drop for ExtentInner {
                 .write_all_at(&[0u8; 8], self.store.base + self.off);
         }
         let mut a = self.store.arena();
-        a.free(self.off);
+        // The extent itself, or its part of a run recovery merged.
+        a.free_range(self.off, *self.len.get_mut());
         self.store.publish(&a);
     }
 }
@@ -709,6 +783,48 @@ impl FileStore {
             len: AtomicU64::new(len),
             record: std::sync::atomic::AtomicBool::new(false),
         })))
+    }
+
+    /// Mark `off..off+len` used without making an [`Extent`] for it
+    /// (recovery of a persistent store fills its compact index this way),
+    /// counted as one allocation; false when the space is not free or not
+    /// whole granules.
+    pub fn reserve(&self, off: u64, len: u64) -> bool {
+        let mut a = self.shared.arena();
+        if !a.reserve_merged(off, len) {
+            return false;
+        }
+        let s = &self.shared.stats;
+        s.c_req.fetch_add(1, Relaxed);
+        s.g_alloc.fetch_add(1, Relaxed);
+        s.c_bytes.fetch_add(len, Relaxed);
+        s.g_bytes.fetch_add(len, Relaxed);
+        self.shared.publish(&a);
+        true
+    }
+
+    /// The [`Extent`] for `off..off+len`, space [`reserve`](Self::reserve)d
+    /// earlier: its counts stay as they are (the holder frees them as for
+    /// any allocation), and its space returns when it drops.
+    pub fn reserved_extent(&self, off: u64, len: u64) -> Extent {
+        Extent(Arc::new(ExtentInner {
+            store: Arc::clone(&self.shared),
+            off,
+            len: AtomicU64::new(len),
+            record: std::sync::atomic::AtomicBool::new(false),
+        }))
+    }
+
+    /// Give back `off..off+len`, space [`reserve`](Self::reserve)d earlier
+    /// that no [`Extent`] holds, with its counts (one allocation).
+    pub fn release(&self, off: u64, len: u64) {
+        let mut a = self.shared.arena();
+        let freed = a.free_range(off, len);
+        self.shared.publish(&a);
+        drop(a);
+        if freed > 0 {
+            self.free(freed, 1);
+        }
     }
 }
 

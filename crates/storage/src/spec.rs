@@ -265,8 +265,8 @@ fn parse_disk(opts: &[&str]) -> Result<crate::disk::DiskConfig, String> {
 }
 
 /// RAM of this machine in bytes (`/proc/meminfo`), for `memcache_size =
-/// "auto"`.
-fn total_ram() -> Option<u64> {
+/// "auto"` and the `memory_target` parameter.
+pub fn total_ram() -> Option<u64> {
     let m = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

@@ -101,6 +101,13 @@ pub trait Stevedore: Send + Sync + fmt::Debug {
     fn grant(&self, wanted: u64) -> u64 {
         wanted
     }
+    /// Change the size limit at run time (a memory tier under
+    /// `memory_target`); false for stores whose size is fixed. Shrinking
+    /// below what is held makes allocations fail until enough is freed
+    /// (the cache nukes to get there).
+    fn set_limit(&self, _bytes: u64) -> bool {
+        false
+    }
 }
 
 /// The `malloc` stevedore: accounts bytes against an optional limit. As
@@ -110,7 +117,10 @@ pub trait Stevedore: Send + Sync + fmt::Debug {
 #[derive(Debug)]
 pub struct MallocStore {
     name: &'static str,
-    limit: Option<u64>,
+    /// The size limit (`u64::MAX`: unlimited), changeable for a limited
+    /// store ([`Stevedore::set_limit`]).
+    limit: AtomicU64,
+    limited: bool,
     stats: StoreStats,
     kind: &'static str,
     less_space: bool,
@@ -129,7 +139,8 @@ impl MallocStore {
         }
         MallocStore {
             name: Box::leak(name.to_owned().into_boxed_str()),
-            limit,
+            limit: AtomicU64::new(limit.unwrap_or(u64::MAX)),
+            limited: limit.is_some(),
             stats,
             kind: "malloc",
             less_space: false,
@@ -143,6 +154,15 @@ impl MallocStore {
         MallocStore {
             chosen_only: true,
             ..MallocStore::new(name, limit)
+        }
+    }
+
+    /// Set `g_space` from the limit and what is held (a limit lowered
+    /// below it shows 0).
+    fn publish_space(&self) {
+        if let Some(l) = self.limit() {
+            let held = self.stats.g_bytes.load(Relaxed);
+            self.stats.g_space.store(l.saturating_sub(held), Relaxed);
         }
     }
 
@@ -168,17 +188,26 @@ impl Stevedore for MallocStore {
     }
 
     fn limit(&self) -> Option<u64> {
-        self.limit
+        self.limited.then(|| self.limit.load(Relaxed))
     }
 
     fn stats(&self) -> &StoreStats {
         &self.stats
     }
 
+    fn set_limit(&self, bytes: u64) -> bool {
+        if !self.limited {
+            return false;
+        }
+        self.limit.store(bytes, Relaxed);
+        self.publish_space();
+        true
+    }
+
     fn try_alloc(&self, bytes: u64) -> Result<Allocation, NoSpace> {
         let s = &self.stats;
         s.c_req.fetch_add(1, Relaxed);
-        if let Some(limit) = self.limit {
+        if let Some(limit) = self.limit() {
             let mut cur = s.g_bytes.load(Relaxed);
             loop {
                 let Some(new) = cur.checked_add(bytes).filter(|n| *n <= limit) else {
@@ -194,7 +223,7 @@ impl Stevedore for MallocStore {
                     Err(actual) => cur = actual,
                 }
             }
-            s.g_space.fetch_sub(bytes, Relaxed);
+            self.publish_space();
         } else {
             s.g_bytes.fetch_add(bytes, Relaxed);
         }
@@ -211,13 +240,11 @@ impl Stevedore for MallocStore {
         s.g_bytes.fetch_sub(bytes, Relaxed);
         s.g_alloc.fetch_sub(allocs, Relaxed);
         s.c_freed.fetch_add(bytes, Relaxed);
-        if self.limit.is_some() {
-            s.g_space.fetch_add(bytes, Relaxed);
-        }
+        self.publish_space();
     }
 
     fn available(&self) -> u64 {
-        match self.limit {
+        match self.limit() {
             Some(l) => l.saturating_sub(self.stats.g_bytes.load(Relaxed)),
             None => u64::MAX,
         }

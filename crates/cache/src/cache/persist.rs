@@ -1,18 +1,25 @@
 //! The cache's side of the persistent store (`lacquer_storage::disk`):
 //! recording objects once they are complete, journaling bans and purges,
-//! putting recovered objects back at startup, and replacing an object's
-//! headers and lifetime without touching its body (a 304 revalidation).
+//! putting objects of a store's index back when first looked up
+//! (materialising them), and replacing an object's headers and lifetime
+//! without touching its body (a 304 revalidation).
 //!
-//! A recovered object is inserted as it was: same digest, Vary data,
-//! status, headers, ESI data, timing and body (spans of the store file, read
-//! on delivery). Its ban reference is the newest journaled ban not younger
-//! than the newest ban it had been checked against when recorded, so every
-//! ban issued after it (and journaled before the crash) is tested against
-//! it again before it can be served; journaled purges issued after it are
-//! applied before it is inserted.
+//! After a restart the objects on disk are only in their store's compact
+//! index. A lookup (or purge) of a digest first takes every entry of that
+//! digest out of the index and inserts the objects, so the lookup's
+//! decision (Vary, bans, ttl/grace/keep) sees all variants as if they had
+//! never left memory. A materialised object is inserted as it was: same
+//! digest, Vary data, status, headers, ESI data, timing and body (spans of
+//! the store file, read on delivery). Its ban reference is the newest
+//! journaled ban not younger than the newest ban it had been checked
+//! against when recorded, so every ban issued after it (and journaled
+//! before the crash) is tested against it before it can be served;
+//! journaled purges issued after it are applied before it is inserted.
+//! While any object is still in an index, the ban lurker completes no ban
+//! and the ban that was newest at startup stays referenced.
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 
 use bytes::Bytes;
 use lacquer_storage::disk::format::{Crc, JournalEntry, ObjectRecord, VaryRecord, flags};
@@ -31,6 +38,37 @@ use crate::vary::VarySpec;
 /// A recovered object to check: its store, the object, body length and
 /// checksum from its record.
 type Verify = (StoreRef, std::sync::Weak<ObjCore>, u64, u32);
+
+/// Stripes of the lock that makes taking a digest's entries out of an
+/// index and inserting its objects one step for concurrent lookups and
+/// purges of that digest.
+const STRIPES: usize = 64;
+
+/// The state of materialisation: what objects still in an index need.
+pub(super) struct Lazy {
+    /// The journaled bans re-added at startup, oldest first: (time, id).
+    bans: Mutex<Vec<(f64, u64)>>,
+    /// The ban that was newest at startup, referenced until every object
+    /// of the indexes is in (or gone).
+    first_ban: Mutex<Option<u64>>,
+    /// Lookups taking entries out of an index and not done inserting.
+    busy: AtomicUsize,
+    stripes: Box<[Mutex<()>]>,
+    /// Where materialised objects go to have their bodies checked.
+    verify: Mutex<Option<mpsc::Sender<Verify>>>,
+}
+
+impl Default for Lazy {
+    fn default() -> Self {
+        Lazy {
+            bans: Mutex::new(Vec::new()),
+            first_ban: Mutex::new(None),
+            busy: AtomicUsize::new(0),
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            verify: Mutex::new(None),
+        }
+    }
+}
 
 /// What [`Cache::update_in_place`] changes of a stored object.
 #[derive(Debug, Clone)]
@@ -140,9 +178,12 @@ impl Inner {
     pub(super) fn journal(&self, entry: impl FnOnce() -> JournalEntry) {
         let mut entry = Some(entry);
         let mut built = None;
-        // While objects are still being recovered, they must see purges
-        // issued meanwhile.
-        if let Some(list) = lock(&self.recovery_purges).as_mut() {
+        // While a store is still scanning, the objects it will index must
+        // see purges issued meanwhile (after that a purge materialises the
+        // digest's objects first).
+        if self.recovering.load(Ordering::Acquire)
+            && let Some(list) = lock(&self.recovery_purges).as_mut()
+        {
             let e = entry.take().map(|f| f());
             if let Some(e @ JournalEntry::Purge { .. }) = &e {
                 list.push(e.clone());
@@ -226,8 +267,9 @@ impl Inner {
         oc
     }
 
-    /// Insert what the persistent stores recovered (at startup, `now`).
-    pub(super) fn recover(self: &Arc<Self>, now: f64) {
+    /// Start recovery at startup: the journaled bans go back on the list now;
+    /// the stores' objects are indexed in the background.
+    pub(super) fn recover(self: &Arc<Self>) {
         let stores: Vec<StoreRef> = self
             .stores
             .iter()
@@ -270,47 +312,88 @@ impl Inner {
                 bans.push((*time, id));
             }
         }
-        // The objects come as each store's scan finishes.
+        // Objects are indexed as each store's scan finishes.
         *lock(&self.recovery_purges) = Some(entries);
+        *lock(&self.lazy.bans) = bans;
+        *lock(&self.lazy.first_ban) = Some(first_id);
         self.recovering.store(true, Ordering::Release);
+        self.start_verifier();
         let cache = Arc::downgrade(self);
         let spawned = std::thread::Builder::new()
             .name("cache-recover".into())
             .spawn(move || {
-                let mut check = Vec::new();
                 for store in stores {
-                    let Some(disk) = store.stevedore().disk() else {
-                        continue;
-                    };
-                    let objects = disk.take_recovered();
-                    for r in objects {
-                        let Some(inner) = cache.upgrade() else { return };
-                        let (len, crc) = (r.record.body_len, r.record.body_crc);
-                        match inner.recover_one(&store, r, &bans, first_id, now) {
-                            Some(oc) => {
-                                check.push((store.clone(), Arc::downgrade(&oc), len, crc));
-                            }
-                            None => {
-                                disk.disk_stats()
-                                    .dropped_stale
-                                    .fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
+                    if let Some(disk) = store.stevedore().disk() {
+                        disk.wait_scanned();
                     }
                 }
-                let Some(inner) = cache.upgrade() else { return };
-                *lock(&inner.recovery_purges) = None;
-                inner.recovering.store(false, Ordering::Release);
-                inner.release_ban(first_id);
-                if !check.is_empty() {
-                    inner.verify_in_background(check);
+                if let Some(inner) = cache.upgrade() {
+                    inner.recovering.store(false, Ordering::Release);
+                    inner.lazy_pending();
                 }
             });
         if spawned.is_err() {
-            // Without the thread nothing is recovered; serving goes on.
-            *lock(&self.recovery_purges) = None;
+            // Without the thread the indexes are consulted as they fill;
+            // serving goes on.
             self.recovering.store(false, Ordering::Release);
-            self.release_ban(first_id);
+        }
+    }
+
+    /// Whether objects of persistent stores are still not all in the
+    /// cache (a store scanning, objects in an index, or being inserted);
+    /// when they are, the startup ban reference and purge list go.
+    pub(super) fn lazy_pending(&self) -> bool {
+        if self.recovering.load(Ordering::SeqCst) {
+            return true;
+        }
+        // The index counts first: a lookup counts itself busy before it
+        // takes entries out.
+        let indexed = self
+            .stores
+            .iter()
+            .any(|s| s.stevedore().disk().is_some_and(|d| d.indexed() > 0));
+        if indexed || self.lazy.busy.load(Ordering::SeqCst) > 0 {
+            return true;
+        }
+        if let Some(id) = lock(&self.lazy.first_ban).take() {
+            *lock(&self.recovery_purges) = None;
+            lock(&self.lazy.bans).clear();
+            self.release_ban(id);
+        }
+        false
+    }
+
+    /// Put the objects of `digest` still in a persistent store's index in
+    /// the cache (a lookup or purge of it is about to look).
+    pub(super) fn materialize(self: &Arc<Self>, digest: &[u8; 32], now: f64) {
+        for store in &self.stores {
+            let Some(disk) = store.stevedore().disk() else {
+                continue;
+            };
+            if disk.indexed() == 0 {
+                continue;
+            }
+            let _one = lock(&self.lazy.stripes[usize::from(digest[31]) % STRIPES]);
+            self.lazy.busy.fetch_add(1, Ordering::SeqCst);
+            let objects = disk.take_indexed(digest);
+            if !objects.is_empty() {
+                let bans = lock(&self.lazy.bans).clone();
+                let first_id = lock(&self.lazy.first_ban).unwrap_or(0);
+                for r in objects {
+                    let (len, crc) = (r.record.body_len, r.record.body_crc);
+                    match self.recover_one(store, r, &bans, first_id, now) {
+                        Some(oc) => {
+                            self.verify_later((store.clone(), Arc::downgrade(&oc), len, crc))
+                        }
+                        None => {
+                            disk.disk_stats()
+                                .dropped_stale
+                                .fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            }
+            self.lazy.busy.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
@@ -321,16 +404,17 @@ impl Inner {
         }
     }
 
-    /// Read every recovered body back on a thread of its own and remove the
-    /// objects whose bytes do not match their record any more (space reused
-    /// after a power loss; the checksum is what the record vouched for).
-    /// Serving does not wait for it.
-    fn verify_in_background(self: &Arc<Self>, check: Vec<Verify>) {
+    /// Start the thread that reads materialised bodies back and removes
+    /// the objects whose bytes do not match their record any more (space
+    /// reused after a power loss; the checksum is what the record vouched
+    /// for). Serving does not wait for it.
+    fn start_verifier(self: &Arc<Self>) {
+        let (tx, rx) = mpsc::channel::<Verify>();
         let cache = Arc::downgrade(self);
         let spawned = std::thread::Builder::new()
             .name("store-verify".into())
             .spawn(move || {
-                for (store, oc, len, crc) in check {
+                for (store, oc, len, crc) in rx {
                     let (Some(inner), Some(oc)) = (cache.upgrade(), oc.upgrade()) else {
                         continue;
                     };
@@ -344,7 +428,16 @@ impl Inner {
             });
         // Without the thread the bodies are served as recovered, which a
         // process crash (as opposed to a power loss) never makes wrong.
-        drop(spawned);
+        if spawned.is_ok() {
+            *lock(&self.lazy.verify) = Some(tx);
+        }
+    }
+
+    /// Queue a materialised object for the verifier.
+    fn verify_later(&self, v: Verify) {
+        if let Some(tx) = lock(&self.lazy.verify).as_ref() {
+            let _ = tx.send(v);
+        }
     }
 
     /// Insert one recovered object unless it expired or was purged after it

@@ -1108,6 +1108,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         let mut n: u64 = 0;
         let mut last_ping = std::time::Instant::now();
+        let mut memory_target = 0;
         loop {
             tick.tick().await;
             n += 1;
@@ -1128,6 +1129,24 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
                     p.uint("ban_lurker_batch") as usize,
                     p.uint("ban_cutoff") as usize,
                 );
+            }
+            let target = p.uint("memory_target");
+            if target != memory_target {
+                memory_target = target;
+                // MSE's governor: the memory tier follows the target.
+                if let Some(ram) = lacquer_storage::spec::total_ram().filter(|_| target > 0) {
+                    for s in hk.cache.stores() {
+                        if s.stevedore().chosen_only() {
+                            let size = ram / 100 * target;
+                            let nuked = hk.cache.resize_store(s.name(), size);
+                            eprintln!(
+                                "memory_target {target}%: memory tier {} resized to {size} bytes ({} objects nuked)",
+                                s.name(),
+                                nuked.unwrap_or(0)
+                            );
+                        }
+                    }
+                }
             }
             crate::mgt::commands::cool_idle_vcls(&hk);
             if n.is_multiple_of(10) {

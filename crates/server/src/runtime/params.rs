@@ -662,6 +662,14 @@ pub static PARAMS: &[Param] = &[
         "Past max_vcl: 0 ignore, 1 warn, 2 refuse."
     ),
     p!(
+        "memory_target",
+        uint(Some(0), Some(100)),
+        "0",
+        "%",
+        USED,
+        "Varnish Enterprise's MSE governor target, changeable at run time: when set (1-100), the memory tier of -s mse is resized to this share of RAM, nuking its least recently used objects when it shrinks. 0 leaves it as it is (at startup: the size mse.conf gave)."
+    ),
+    p!(
         "nuke_limit",
         uint(Some(0), None),
         "50",

@@ -183,6 +183,10 @@ impl Sections {
             sec.set(Mse::syncs, g(&m.syncs));
             sec.set(Mse::verified, g(&m.verified));
             sec.set(Mse::verify_failures, g(&m.verify_failures));
+            sec.set(Mse::indexed, g(&m.indexed));
+            sec.set(Mse::index_bytes, g(&m.index_bytes));
+            sec.set(Mse::materialized, g(&m.materialized));
+            sec.set(Mse::index_evicted, g(&m.index_evicted));
         }
         // Lacquer has no per-pool allocators: what is alive is counted in
         // the first pool's sections, the others stay at zero.

@@ -507,6 +507,122 @@ impl ObjectRecord {
     }
 }
 
+/// What the recovery scan keeps of a record (see
+/// [`ObjectRecord::summary`]): no headers, nothing allocated.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RecordSummary {
+    /// The objhead digest.
+    pub digest: [u8; 32],
+    /// When the object entered the cache.
+    pub inserted_at: f64,
+    /// `t_origin + ttl + grace + keep`: when it is gone for good.
+    pub expires: f64,
+    /// Body length.
+    pub body_len: u64,
+    /// Length of the extent holding the record.
+    pub slot_len: u64,
+}
+
+impl ObjectRecord {
+    /// Check the record at the start of `b` as [`decode`](Self::decode)
+    /// does (magic, length, checksum, every field) but keep only what the
+    /// recovery scan needs, appending its body extents to `extents` (on an
+    /// error `extents` is left as it was).
+    pub fn summary(
+        b: &[u8],
+        salt: u64,
+        extents: &mut Vec<BodyExtent>,
+    ) -> Result<RecordSummary, FormatError> {
+        let total = Self::peek_len(b)?;
+        let Some(payload) = b.get(RECORD_HEAD..total) else {
+            return Err(FormatError::Truncated);
+        };
+        if b[12..16] != [0; 4] {
+            return Err(FormatError::Malformed("reserved bytes"));
+        }
+        let mut crc = Crc::salted(salt);
+        crc.update(&b[4..8]);
+        crc.update(payload);
+        if crc.value() != u32::from_le_bytes([b[8], b[9], b[10], b[11]]) {
+            return Err(FormatError::Checksum);
+        }
+        let mut r = Reader::new(payload);
+        let digest = r.array()?;
+        let inserted_at = r.f64()?;
+        let (t_origin, ttl, grace, keep) = (r.f64()?, r.f64()?, r.f64()?, r.f64()?);
+        for f in [inserted_at, t_origin, ttl, grace, keep] {
+            if !f.is_finite() {
+                return Err(FormatError::Malformed("timing"));
+            }
+        }
+        r.take(4 + 2 + 1)?;
+        r.bytes16()?;
+        for _ in 0..r.count(6)? {
+            r.bytes16()?;
+            r.bytes32()?;
+        }
+        match r.u8()? {
+            0 => {}
+            1 | 2 => {
+                for _ in 0..r.count(3)? {
+                    std::str::from_utf8(r.bytes16()?)
+                        .map_err(|_| FormatError::Malformed("vary header name"))?;
+                    match r.u8()? {
+                        0 => {}
+                        1 => {
+                            r.bytes32()?;
+                        }
+                        _ => return Err(FormatError::Malformed("vary value tag")),
+                    }
+                }
+            }
+            _ => return Err(FormatError::Malformed("vary tag")),
+        }
+        match r.u8()? {
+            0 => {}
+            1 => {
+                r.bytes32()?;
+            }
+            _ => return Err(FormatError::Malformed("esi tag")),
+        }
+        let body_len = r.u64()?;
+        r.u32()?;
+        let slot_len = r.u64()?;
+        if (slot_len as u128) < total as u128 {
+            return Err(FormatError::Malformed(
+                "record slot shorter than the record",
+            ));
+        }
+        let n = r.count(24)?;
+        let mark = extents.len();
+        let mut sum = 0u64;
+        for _ in 0..n {
+            let x = BodyExtent {
+                off: r.u64()?,
+                len: r.u64()?,
+                used: r.u64()?,
+            };
+            if x.used > x.len || x.off.checked_add(x.len).is_none() {
+                extents.truncate(mark);
+                return Err(FormatError::Malformed("body extent"));
+            }
+            sum = sum.saturating_add(x.used);
+            extents.push(x);
+        }
+        if sum != body_len || !r.is_empty() {
+            extents.truncate(mark);
+            return Err(FormatError::Malformed("body length"));
+        }
+        Ok(RecordSummary {
+            digest,
+            inserted_at,
+            expires: t_origin + ttl + grace + keep,
+            body_len,
+            slot_len,
+        })
+    }
+}
+
 // ---------------------------------------------------------------- journal
 
 /// One entry of the ban/purge journal.

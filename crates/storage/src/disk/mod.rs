@@ -27,15 +27,20 @@
 //! so serving starts at once: it scans the arena for records at granule
 //! boundaries, drops and counts damaged ones (torn, truncated, of another
 //! store, naming space past the end of a truncated file or space another
-//! newer record owns), adopts the extents of the others and leaves them for
-//! the cache to insert ([`DiskStore::take_recovered`]). Until the scan is
-//! done the store allocates nothing ([`DiskStore::recovering`]), so nothing
-//! new can land on a record not found yet; the cache keeps new objects in
-//! memory meanwhile. The journal's entries are read at once
+//! newer record owns), marks the space of the others used and files each
+//! in the compact [`index`] (24 bytes per entry, no headers, no per-object
+//! allocation). The cache takes an object's entries out when a lookup
+//! misses in memory ([`DiskStore::take_indexed`]: its records are read and
+//! decoded then) and the store gives entries up when space is short
+//! ([`DiskStore::evict_indexed`]). Until the scan is done the store
+//! allocates nothing ([`DiskStore::recovering`]), so nothing new can land
+//! on a record not found yet; the cache keeps new objects in memory
+//! meanwhile. The journal's entries are read at once
 //! ([`DiskStore::take_journal`]) so bans are in force from the start.
 
 pub mod conf;
 pub mod format;
+pub mod index;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -52,6 +57,7 @@ use format::{
     BodyExtent, Crc, FileHeader, FormatError, HEADER_SIZE, JournalEntry, ObjectRecord, RECORD_HEAD,
     RECORD_MAGIC,
 };
+use index::{Entry, Index};
 
 /// How long the writer gathers records before making them durable: at most
 /// about this much of the newest writes is lost in a crash.
@@ -66,6 +72,10 @@ const SCAN_CHUNK: usize = 4 << 20;
 /// The scan's first read after it jumped over an object's body: enough
 /// for the next record, without reading bodies.
 const SCAN_SMALL: usize = 64 << 10;
+/// The first read after a jump over a large body: one record's worth
+/// (a longer record is read whole on its own), so that a store of large
+/// objects is scanned by reading little more than its records.
+const SCAN_PROBE: usize = 4 << 10;
 
 /// Counters of a persistent store beyond the `SMF.*` ones (published in its
 /// section and by `lacquer stat`).
@@ -101,6 +111,15 @@ pub struct DiskStats {
     pub verified: AtomicU64,
     /// Recovered bodies whose bytes no longer matched (removed, refetched).
     pub verify_failures: AtomicU64,
+    /// Objects of the index put back in the cache by a lookup.
+    pub materialized: AtomicU64,
+    /// Objects of the index given up to make room, never looked up.
+    pub index_evicted: AtomicU64,
+    /// Objects in the index (found at startup, not looked up or evicted
+    /// yet).
+    pub indexed: AtomicU64,
+    /// Bytes of RAM the index takes.
+    pub index_bytes: AtomicU64,
 }
 
 /// What a `-s` argument or an `mse.conf` store asks for.
@@ -114,7 +133,7 @@ pub struct DiskConfig {
     pub journal_dir: Option<PathBuf>,
 }
 
-/// An object found again at startup, its extents adopted.
+/// An object of the index, its record read back and its extents held.
 #[derive(Debug)]
 pub struct Recovered {
     /// Its record.
@@ -168,7 +187,10 @@ pub struct DiskStore {
 struct RecoveryState {
     /// The scan is not done: allocate nothing.
     recovering: AtomicBool,
-    objects: Mutex<Option<Vec<Recovered>>>,
+    /// The objects found and not taken yet.
+    index: Mutex<Index>,
+    /// The scan is done (waited on with `done`).
+    scanned: Mutex<bool>,
     done: Condvar,
 }
 
@@ -180,6 +202,8 @@ struct RecoveryJob {
     salt: u64,
     arena_size: u64,
     truncated_at: Option<u64>,
+    /// The file was laid out just now: there is nothing to scan.
+    fresh: bool,
     stats: Arc<DiskStats>,
     journal: Arc<Mutex<File>>,
     journal_path: PathBuf,
@@ -190,24 +214,28 @@ struct RecoveryJob {
 impl RecoveryJob {
     fn run(self) {
         let s = &self.stats;
-        let found = match scan(&self.files, self.salt, self.arena_size, s) {
+        let scanned = if self.fresh {
+            Ok(Found::default())
+        } else {
+            scan(&self.files, self.salt, self.arena_size, s)
+        };
+        let found = match scanned {
             Ok(f) => f,
             Err(e) => {
                 eprintln!(
                     "Storage {}: {}: reading the store file failed ({e}); starting without what it held",
                     self.name, self.shown
                 );
-                Vec::new()
+                Found::default()
             }
         };
-        let mut objects = adopt(&self.files, found, self.truncated_at, s);
-        objects.sort_by(|a, b| a.record.inserted_at.total_cmp(&b.record.inserted_at));
+        let (index, oldest) = fill_index(&self.files, found, self.truncated_at, s);
+        s.indexed.store(index.len() as u64, Relaxed);
+        s.index_bytes.store(index.bytes() as u64, Relaxed);
+        *self.state.index.lock().unwrap_or_else(|p| p.into_inner()) = index;
         // Space is known: allocations may start.
         self.state.recovering.store(false, Relaxed);
         // Journal entries older than every object can no longer matter.
-        let oldest = objects
-            .first()
-            .map_or(f64::INFINITY, |o| o.record.inserted_at);
         if let Err(e) = self.compact_journal(oldest) {
             eprintln!(
                 "Storage {}: cannot compact journal {} ({e}); it keeps every entry",
@@ -230,7 +258,7 @@ impl RecoveryJob {
             s.dropped_conflict.load(Relaxed),
             s.journal_entries.load(Relaxed),
         );
-        *self.state.objects.lock().unwrap_or_else(|p| p.into_inner()) = Some(objects);
+        *self.state.scanned.lock().unwrap_or_else(|p| p.into_inner()) = true;
         self.state.done.notify_all();
     }
 
@@ -438,7 +466,8 @@ impl DiskStore {
         // record not found yet) and the cache stores new objects in memory.
         let state = Arc::new(RecoveryState {
             recovering: AtomicBool::new(true),
-            objects: Mutex::new(None),
+            index: Mutex::new(Index::default()),
+            scanned: Mutex::new(false),
             done: Condvar::new(),
         });
         let job = RecoveryJob {
@@ -448,6 +477,7 @@ impl DiskStore {
             salt,
             arena_size,
             truncated_at,
+            fresh: header.is_none(),
             stats: Arc::clone(&stats),
             journal: Arc::clone(&journal),
             journal_path: journal_path.clone(),
@@ -487,18 +517,161 @@ impl DiskStore {
         self.state.recovering.load(Relaxed)
     }
 
-    /// The objects the startup scan found, oldest first, waiting for the
-    /// scan to finish (blocking: for a thread, not an async worker). Once;
-    /// later calls get nothing.
-    pub fn take_recovered(&self) -> Vec<Recovered> {
-        let mut g = self.state.objects.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            if let Some(v) = g.take() {
-                // Leave an empty list for later calls.
-                *g = Some(Vec::new());
-                return v;
-            }
+    /// Wait until the startup scan has filled the index (blocking: for a
+    /// thread, not an async worker).
+    pub fn wait_scanned(&self) {
+        let mut g = self.state.scanned.lock().unwrap_or_else(|p| p.into_inner());
+        while !*g {
             g = self.state.done.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Objects in the index (not looked up or evicted since startup).
+    pub fn indexed(&self) -> u64 {
+        self.stats.indexed.load(Relaxed)
+    }
+
+    /// Publish the index's count after a change; an emptied table gives
+    /// its RAM back.
+    fn counted(&self, ix: &mut Index) {
+        self.stats.indexed.store(ix.len() as u64, Relaxed);
+        if ix.is_empty() && ix.bytes() > 0 {
+            *ix = Index::default();
+            self.stats.index_bytes.store(0, Relaxed);
+        }
+    }
+
+    fn index(&self) -> std::sync::MutexGuard<'_, Index> {
+        self.state.index.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Take the objects of `digest` out of the index: their records are
+    /// read back (blocking reads of a few KiB; [`blocking`] keeps an async
+    /// worker's other tasks moving) and their extents handed over, oldest
+    /// first. A record that no longer decodes is dropped and counted; one
+    /// of another digest filed under the same tag goes back.
+    pub fn take_indexed(&self, digest: &[u8; 32]) -> Vec<Recovered> {
+        if self.indexed() == 0 {
+            return Vec::new();
+        }
+        let tag = Entry::tag_of(digest);
+        let taken = {
+            let mut ix = self.index();
+            if !ix.contains(tag) {
+                return Vec::new();
+            }
+            let t = ix.take(tag);
+            self.counted(&mut ix);
+            t
+        };
+        let mut out = Vec::with_capacity(taken.len());
+        let mut back = Vec::new();
+        blocking(|| {
+            for e in taken {
+                match self.read_record(&e) {
+                    Ok(rec) if rec.digest == *digest => out.push(self.held(&e, rec)),
+                    Ok(_) => back.push(e),
+                    Err(_) => {
+                        self.stats.dropped_damaged.fetch_add(1, Relaxed);
+                        self.drop_entry(&e, None);
+                    }
+                }
+            }
+        });
+        if !back.is_empty() {
+            let mut ix = self.index();
+            if ix.is_empty() {
+                // Emptied (and its table given back) meanwhile.
+                *ix = Index::with_capacity(back.len());
+                self.stats.index_bytes.store(ix.bytes() as u64, Relaxed);
+            }
+            for e in back {
+                ix.insert(e);
+            }
+            self.counted(&mut ix);
+        }
+        self.stats.materialized.fetch_add(out.len() as u64, Relaxed);
+        out.sort_by(|a, b| a.record.inserted_at.total_cmp(&b.record.inserted_at));
+        out
+    }
+
+    /// Give up one object of the index to make room: its record is erased
+    /// and its space freed. False when the index is empty. Blocking (one
+    /// record read).
+    pub fn evict_indexed(&self) -> bool {
+        if self.indexed() == 0 {
+            return false;
+        }
+        let Some(e) = ({
+            let mut ix = self.index();
+            let e = ix.evict(Entry::seconds(now()));
+            self.counted(&mut ix);
+            e
+        }) else {
+            return false;
+        };
+        blocking(|| {
+            let rec = self.read_record(&e).ok();
+            self.drop_entry(&e, rec.as_ref());
+        });
+        self.stats.index_evicted.fetch_add(1, Relaxed);
+        true
+    }
+
+    /// Read and decode the record an entry points at.
+    fn read_record(&self, e: &Entry) -> Result<ObjectRecord, FormatError> {
+        let mut buf = vec![0u8; e.slot as usize];
+        let got = read_upto(self.files.file(), &mut buf, HEADER_SIZE + e.off)
+            .map_err(|_| FormatError::Truncated)?;
+        let rec = ObjectRecord::decode(&buf[..got], self.salt)?;
+        if rec.slot_len != u64::from(e.slot) {
+            return Err(FormatError::Malformed("slot length"));
+        }
+        Ok(rec)
+    }
+
+    /// Erase an entry's record and free its space (and its body's, when
+    /// the record could be read).
+    fn drop_entry(&self, e: &Entry, rec: Option<&ObjectRecord>) {
+        // Erased before the space can be reused (see the module doc).
+        let _ = self
+            .files
+            .file()
+            .write_all_at(&[0u8; 8], HEADER_SIZE + e.off);
+        self.files.release(e.off, u64::from(e.slot));
+        if let Some(r) = rec {
+            for x in &r.extents {
+                self.files.release(x.off, x.len);
+            }
+        }
+    }
+
+    /// The object of an entry whose record was read: extents for the space
+    /// the scan reserved.
+    fn held(&self, e: &Entry, record: ObjectRecord) -> Recovered {
+        let record_extent = self.files.reserved_extent(e.off, u64::from(e.slot));
+        let mut charged = u64::from(e.slot);
+        let mut spans = Vec::with_capacity(record.extents.len());
+        for x in &record.extents {
+            let ext = self.files.reserved_extent(x.off, x.len);
+            charged += x.len;
+            // In pieces a delivery reads at once, never a whole large body.
+            let mut at = 0;
+            while at < x.used {
+                let n = (x.used - at).min(FileSpan::MAX_READ);
+                if let Some(s) = ext.span(at, n) {
+                    spans.push(Segment::File(s));
+                }
+                at += n;
+            }
+        }
+        let allocs = record.extents.len() as u64 + 1;
+        Recovered {
+            record,
+            record_extent,
+            body: Body::from_parts(spans),
+            charged,
+            allocs,
         }
     }
 
@@ -662,6 +835,18 @@ impl Stevedore for DiskStore {
     }
 }
 
+/// Run blocking I/O `f`: on a worker of a multi-threaded tokio runtime
+/// through `block_in_place` (the worker's other tasks move to another
+/// thread meanwhile), elsewhere directly.
+pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
 /// `pread` as much of `buf` as the file has at `at`; the bytes read.
 fn read_upto(f: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
     let mut done = 0;
@@ -676,23 +861,49 @@ fn read_upto(f: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
     Ok(done)
 }
 
-/// A record found by the scan: where, how long (whole granules) and what.
-struct Found {
+/// A record found by the scan: where, its slot's length (whole granules),
+/// what the index and the conflict check need, and where its body
+/// extents are in [`Found::extents`].
+struct FoundRecord {
     off: u64,
-    len: u64,
-    record: ObjectRecord,
+    slot: u64,
+    tag: u64,
+    inserted_at: f64,
+    expires: f64,
+    body_len: u64,
+    ext_at: u32,
+    ext_n: u32,
 }
 
-/// Read the arena and decode a record wherever a granule starts with the
-/// record magic. After a record the scan jumps over its own extent and the
-/// body extents that follow it directly (a fetch allocates them in that
-/// order), so bodies are not read; reads grow from [`SCAN_SMALL`] to
-/// [`SCAN_CHUNK`] while it goes on through anything else.
-fn scan(files: &FileStore, salt: u64, size: u64, stats: &DiskStats) -> io::Result<Vec<Found>> {
+/// What the scan found: one fixed-size entry per record, the body extents
+/// of all of them in one list.
+#[derive(Default)]
+struct Found {
+    records: Vec<FoundRecord>,
+    extents: Vec<BodyExtent>,
+}
+
+/// Read the arena and check a record wherever a granule starts with the
+/// record magic ([`ObjectRecord::summary`]: checksum and fields, nothing
+/// allocated per record). After a record the scan jumps over its own
+/// extent and the body extents that follow it directly (a fetch allocates
+/// them in that order), so bodies are not read; the read after a jump is
+/// [`SCAN_PROBE`] past a large body, [`SCAN_SMALL`] otherwise, and reads
+/// grow to [`SCAN_CHUNK`] while it goes on through anything else.
+fn scan(files: &FileStore, salt: u64, size: u64, stats: &DiskStats) -> io::Result<Found> {
     let g = files.granularity();
     let f = files.file();
-    let mut out = Vec::new();
+    // Room for a record in every other granule (up to 16 M records), asked
+    // for at once: untouched room costs no RAM, and one large allocation
+    // goes back to the system when recovery is done instead of leaving
+    // the pieces of a growing vector in the heap.
+    let room = usize::try_from(size / (2 * g)).map_or(1 << 24, |n| n.min(1 << 24));
+    let mut out = Found {
+        records: Vec::with_capacity(room),
+        extents: Vec::with_capacity(room),
+    };
     let mut buf = vec![0u8; SCAN_CHUNK];
+    let mut rec = Vec::new();
     let mut chunk = SCAN_SMALL;
     let mut pos = 0u64;
     while pos < size {
@@ -704,56 +915,69 @@ fn scan(files: &FileStore, salt: u64, size: u64, stats: &DiskStats) -> io::Resul
         }
         let mut at = 0usize;
         let mut next = pos + n as u64;
-        let mut jumped = false;
+        let mut jumped = None;
         while at + RECORD_HEAD <= n {
             if &buf[at..at + 4] != RECORD_MAGIC {
                 at += g as usize;
                 continue;
             }
             let off = pos + at as u64;
+            let ext_at = out.extents.len();
             let decoded = match ObjectRecord::peek_len(&buf[at..n]) {
-                Ok(len) if at + len <= n => ObjectRecord::decode(&buf[at..at + len], salt),
+                Ok(len) if at + len <= n => {
+                    ObjectRecord::summary(&buf[at..at + len], salt, &mut out.extents)
+                }
                 Ok(len) => {
-                    let mut rec = vec![0u8; len];
+                    rec.resize(len, 0);
                     let got = read_upto(f, &mut rec, HEADER_SIZE + off)?;
-                    ObjectRecord::decode(&rec[..got], salt)
+                    ObjectRecord::summary(&rec[..got], salt, &mut out.extents)
                 }
                 Err(e) => Err(e),
             };
             match decoded {
-                Ok(record) if record.slot_len.is_multiple_of(g) => {
-                    let mut end = off + record.slot_len;
-                    let mut body: Vec<&BodyExtent> = record.extents.iter().collect();
+                Ok(sum) if sum.slot_len.is_multiple_of(g) && ext_at <= u32::MAX as usize => {
+                    let body = &mut out.extents[ext_at..];
+                    let ext_n = body.len();
+                    let mut end = off + sum.slot_len;
+                    // Sorted by offset to find the run after the record
+                    // (the order of a body's extents is the record's to
+                    // keep, but the index needs only where they are).
                     body.sort_by_key(|x| x.off);
-                    for x in body {
+                    for x in body.iter() {
                         if x.off == end && x.len.is_multiple_of(g) {
                             end = end.saturating_add(x.len);
                         } else if x.off > end {
                             break;
                         }
                     }
-                    out.push(Found {
+                    out.records.push(FoundRecord {
                         off,
-                        len: record.slot_len,
-                        record,
+                        slot: sum.slot_len,
+                        tag: Entry::tag_of(&sum.digest),
+                        inserted_at: sum.inserted_at,
+                        expires: sum.expires,
+                        body_len: sum.body_len,
+                        ext_at: ext_at as u32,
+                        ext_n: ext_n as u32,
                     });
                     if end >= pos + n as u64 {
+                        jumped = Some(end - (pos + n as u64));
                         next = end;
-                        jumped = true;
                         break;
                     }
                     at = (end - pos) as usize;
                 }
                 Ok(_) | Err(_) => {
+                    out.extents.truncate(ext_at);
                     stats.dropped_damaged.fetch_add(1, Relaxed);
                     at += g as usize;
                 }
             }
         }
-        chunk = if jumped {
-            SCAN_SMALL
-        } else {
-            (chunk * 2).min(SCAN_CHUNK)
+        chunk = match jumped {
+            Some(over) if over >= SCAN_SMALL as u64 => SCAN_PROBE,
+            Some(_) => SCAN_SMALL,
+            None => (chunk * 2).min(SCAN_CHUNK),
         };
         pos = next.max(pos + 1);
         // Stay on a granule boundary.
@@ -762,75 +986,72 @@ fn scan(files: &FileStore, salt: u64, size: u64, stats: &DiskStats) -> io::Resul
     Ok(out)
 }
 
-/// Take the extents of the records found, newest first: a record naming
-/// space past `truncated_at` or space a newer record took is dropped.
-/// Returns the objects whose extents were all adopted.
-fn adopt(
+/// Mark the space of the records found used, newest first, and file them
+/// in an index: a record naming space past `truncated_at` or space a newer
+/// record took is erased and dropped. Returns the index and the oldest
+/// `inserted_at` filed (infinity when none).
+fn fill_index(
     files: &FileStore,
-    mut found: Vec<Found>,
+    found: Found,
     truncated_at: Option<u64>,
     stats: &DiskStats,
-) -> Vec<Recovered> {
-    found.sort_by(|a, b| b.record.inserted_at.total_cmp(&a.record.inserted_at));
-    let g = files.granularity();
-    let mut out = Vec::with_capacity(found.len());
-    'records: for f in found {
-        let limit = truncated_at.unwrap_or(u64::MAX);
-        let past = |off: u64, len: u64| off.checked_add(len).is_none_or(|e| e > limit);
-        if past(f.off, f.len) || f.record.extents.iter().any(|x| past(x.off, x.len)) {
+) -> (Index, f64) {
+    let Found {
+        mut records,
+        extents,
+    } = found;
+    records.sort_by(|a, b| b.inserted_at.total_cmp(&a.inserted_at));
+    let mut index = Index::with_capacity(records.len());
+    let mut oldest = f64::INFINITY;
+    let limit = truncated_at.unwrap_or(u64::MAX);
+    let past = |off: u64, len: u64| off.checked_add(len).is_none_or(|e| e > limit);
+    for r in &records {
+        let body = &extents[r.ext_at as usize..(r.ext_at + r.ext_n) as usize];
+        if past(r.off, r.slot) || body.iter().any(|x| past(x.off, x.len)) {
             stats.dropped_conflict.fetch_add(1, Relaxed);
             continue;
         }
-        let Some(rx) = files.adopt(f.off, f.len) else {
+        if !files.reserve(r.off, r.slot) {
             stats.dropped_conflict.fetch_add(1, Relaxed);
             continue;
-        };
-        let mut charged = f.len;
-        let mut spans = Vec::with_capacity(f.record.extents.len());
-        let mut held = Vec::with_capacity(f.record.extents.len());
-        for x in &f.record.extents {
-            let BodyExtent { off, len, used } = *x;
-            let ext = if len.is_multiple_of(g) {
-                files.adopt(off, len)
-            } else {
-                None
-            };
-            let Some(ext) = ext else {
-                // Give back what this record took and erase it: it is
-                // stale (a newer record owns its space).
-                let n = held.len() as u64 + 1;
-                drop(held);
-                drop(spans);
-                rx.erase_when_dropped();
-                drop(rx);
-                files.free(charged, n);
-                stats.dropped_conflict.fetch_add(1, Relaxed);
-                continue 'records;
-            };
-            charged += len;
-            // In pieces a delivery reads at once, never a whole large body.
-            let mut at = 0;
-            while at < used {
-                let n = (used - at).min(FileSpan::MAX_READ);
-                if let Some(s) = ext.span(at, n) {
-                    spans.push(Segment::File(s));
-                }
-                at += n;
+        }
+        let mut held = 0;
+        while held < body.len() && files.reserve(body[held].off, body[held].len) {
+            held += 1;
+        }
+        if held < body.len() {
+            // A newer record owns some of its space: it is stale. Erased
+            // before its space is given back.
+            let _ = files.file().write_all_at(&[0u8; 8], HEADER_SIZE + r.off);
+            files.release(r.off, r.slot);
+            for x in &body[..held] {
+                files.release(x.off, x.len);
             }
-            held.push(ext);
+            stats.dropped_conflict.fetch_add(1, Relaxed);
+            continue;
         }
-        stats.recovered.fetch_add(1, Relaxed);
-        stats.recovered_bytes.fetch_add(f.record.body_len, Relaxed);
-        let allocs = held.len() as u64 + 1;
-        out.push(Recovered {
-            record: f.record,
-            record_extent: rx,
-            body: Body::from_parts(spans),
-            charged,
-            allocs,
+        let filed = u32::try_from(r.slot).is_ok_and(|slot| {
+            index.insert(Entry {
+                tag: r.tag,
+                off: r.off,
+                slot,
+                expires: Entry::seconds(r.expires),
+            })
         });
+        if !filed {
+            let _ = files.file().write_all_at(&[0u8; 8], HEADER_SIZE + r.off);
+            files.release(r.off, r.slot);
+            for x in body {
+                files.release(x.off, x.len);
+            }
+            stats.dropped_damaged.fetch_add(1, Relaxed);
+            continue;
+        }
+        oldest = oldest.min(r.inserted_at);
+        stats.recovered.fetch_add(1, Relaxed);
+        stats.recovered_bytes.fetch_add(r.body_len, Relaxed);
     }
-    out
+    (index, oldest)
 }
 
 /// Read the journal's valid entries; a missing journal, or one of another

@@ -66,6 +66,16 @@ fn put(s: &DiskStore, digest: u8, t: f64, body: &[u8]) -> (Extent, Body) {
     (slot, body)
 }
 
+/// Every object of the index (the tests' digests are `[n; 32]`), oldest
+/// first.
+fn take_all(s: &DiskStore) -> Vec<Recovered> {
+    s.wait_scanned();
+    let mut v: Vec<Recovered> = (0..=255u8).flat_map(|d| s.take_indexed(&[d; 32])).collect();
+    v.sort_by(|a, b| a.record.inserted_at.total_cmp(&b.record.inserted_at));
+    assert_eq!(s.indexed(), 0);
+    v
+}
+
 async fn bytes_of(b: &Body) -> Vec<u8> {
     b.collect().await.unwrap().to_vec()
 }
@@ -76,7 +86,8 @@ async fn objects_survive_a_reopen() {
     let big: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
     {
         let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
-        assert!(s.take_recovered().is_empty());
+        s.wait_scanned();
+        assert_eq!(s.indexed(), 0);
         let _a = put(&s, 1, 10.0, b"hello");
         let _b = put(&s, 2, 11.0, &big);
         assert!(s.journal(&JournalEntry::Ban {
@@ -91,7 +102,7 @@ async fn objects_survive_a_reopen() {
         std::mem::forget(_b);
     }
     let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
-    let r = s.take_recovered();
+    let r = take_all(&s);
     assert_eq!(r.len(), 2);
     assert_eq!(r[0].record.digest, [1; 32]);
     assert_eq!(r[0].record.headers[0].1, vec![1]);
@@ -119,7 +130,7 @@ async fn a_dropped_object_is_not_found_again() {
     let d = Dir::new("drop");
     {
         let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
-        s.take_recovered();
+        s.wait_scanned();
         let kept = put(&s, 1, 10.0, b"kept");
         let gone = put(&s, 2, 11.0, b"gone");
         s.flush();
@@ -129,7 +140,7 @@ async fn a_dropped_object_is_not_found_again() {
         std::mem::forget(kept);
     }
     let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
-    let r = s.take_recovered();
+    let r = take_all(&s);
     assert_eq!(r.len(), 1);
     assert_eq!(bytes_of(&r[0].body).await, b"kept");
 }
@@ -140,7 +151,7 @@ fn damaged_records_are_dropped_and_counted() {
     let rec_off;
     {
         let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
-        s.take_recovered();
+        s.wait_scanned();
         let a = put(&s, 1, 10.0, b"first");
         let b = put(&s, 2, 11.0, b"second");
         s.flush();
@@ -160,7 +171,7 @@ fn damaged_records_are_dropped_and_counted() {
     byte[0] ^= 0xff;
     f.write_all_at(&byte, HEADER_SIZE + rec_off + 40).unwrap();
     let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
-    let r = s.take_recovered();
+    let r = take_all(&s);
     assert_eq!(r.len(), 1);
     assert_eq!(r[0].record.digest, [1; 32]);
     assert_eq!(s.disk_stats().dropped_damaged.load(Relaxed), 1);
@@ -171,7 +182,7 @@ fn a_truncated_file_keeps_what_is_intact() {
     let d = Dir::new("trunc");
     {
         let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
-        s.take_recovered();
+        s.wait_scanned();
         let a = put(&s, 1, 10.0, b"early");
         // Push the next object far into the file.
         let filler = s.try_alloc(4 << 20).unwrap();
@@ -184,7 +195,7 @@ fn a_truncated_file_keeps_what_is_intact() {
     f.set_len(HEADER_SIZE + (4 << 20) + 4096).unwrap();
     drop(f);
     let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
-    let r = s.take_recovered();
+    let r = take_all(&s);
     assert_eq!(
         r.len(),
         1,
@@ -297,7 +308,7 @@ fn the_store_grows_online_and_keeps_its_objects() {
     let d = Dir::new("grow");
     {
         let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
-        s.take_recovered();
+        s.wait_scanned();
         let a = put(&s, 1, 10.0, b"abc");
         s.flush();
         std::mem::forget(a);
@@ -307,7 +318,7 @@ fn the_store_grows_online_and_keeps_its_objects() {
         ..cfg(&d)
     };
     let s = DiskStore::open("d0", "disk", &bigger).unwrap();
-    assert_eq!(s.take_recovered().len(), 1);
+    assert_eq!(take_all(&s).len(), 1);
     assert_eq!(s.limit(), Some(16 << 20));
 }
 
@@ -317,7 +328,7 @@ async fn a_large_recovered_body_is_delivered_in_read_sized_pieces() {
     let big: Vec<u8> = (0..3_500_000u32).map(|i| (i % 253) as u8).collect();
     {
         let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
-        s.take_recovered();
+        s.wait_scanned();
         let slot = s.try_alloc(100).unwrap().extent.unwrap();
         let x = s.try_alloc(big.len() as u64).unwrap().extent.unwrap();
         let body = Body::from_parts(vec![Segment::File(x.write(0, &big).unwrap())]);
@@ -337,9 +348,52 @@ async fn a_large_recovered_body_is_delivered_in_read_sized_pieces() {
         std::mem::forget((slot, body, x));
     }
     let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
-    let r = s.take_recovered();
+    let r = take_all(&s);
     let segs = r[0].body.segments().unwrap();
     assert_eq!(segs.len(), 4);
     assert!(segs.iter().all(|s| s.len() <= FileSpan::MAX_READ));
     assert_eq!(bytes_of(&r[0].body).await, big);
+}
+
+#[test]
+fn the_index_gives_up_objects_for_room_and_they_stay_gone() {
+    let d = Dir::new("evict");
+    {
+        let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
+        s.wait_scanned();
+        for i in 1..=20u8 {
+            std::mem::forget(put(&s, i, f64::from(i), &[i; 3000]));
+        }
+        s.flush();
+    }
+    let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
+    s.wait_scanned();
+    assert_eq!(s.indexed(), 20);
+    // 20 objects of a record and one body extent each, in one run of used
+    // space: the arena keeps one extent for all of them.
+    assert!(s.file_stats().unwrap().g_smf.load(Relaxed) <= 2);
+    let used = s.stats().g_bytes.load(Relaxed);
+    assert!(s.evict_indexed());
+    assert_eq!(s.indexed(), 19);
+    assert_eq!(s.disk_stats().index_evicted.load(Relaxed), 1);
+    // Its record and body went back to the allocator.
+    assert_eq!(used - s.stats().g_bytes.load(Relaxed), 512 + 3072);
+    // A lookup of an object that is still there takes it out once.
+    let got = s.take_indexed(&[7; 32]);
+    let gone = usize::from(got.is_empty());
+    assert!(s.take_indexed(&[7; 32]).is_empty());
+    while s.evict_indexed() {}
+    assert_eq!(s.indexed(), 0);
+    assert_eq!(
+        s.stats().g_bytes.load(Relaxed),
+        (512 + 3072) * (1 - gone as u64)
+    );
+    drop(got);
+    assert_eq!(s.available(), 8 << 20);
+    drop(s);
+    // What was given up is not found again; the object taken out (and
+    // dropped without being removed, as a process ends) is.
+    let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
+    s.wait_scanned();
+    assert_eq!(s.indexed(), 1 - gone as u64);
 }

@@ -471,6 +471,14 @@ schema! {
         "Recovered bodies read back and checked against their record's checksum.";
     verify_failures: Counter, Integer, Info, "Bodies mismatched",
         "Recovered bodies whose bytes no longer matched their record (removed).";
+    indexed: Gauge, Integer, Info, "Objects in the index",
+        "Objects found at startup and not looked up or evicted since (on disk, in the compact index only).";
+    index_bytes: Gauge, Bytes, Info, "Index size",
+        "Bytes of RAM the compact index of the objects on disk takes.";
+    materialized: Counter, Integer, Info, "Objects materialised",
+        "Objects of the index put back in the cache by a lookup or purge of their digest.";
+    index_evicted: Counter, Integer, Info, "Index objects evicted",
+        "Objects of the index given up to make room for new ones, never looked up since the restart.";
 }
 
 schema! {
