@@ -85,6 +85,9 @@ fn read_head(c: &mut Conn, deadline: Instant) -> Result<(String, Vec<(String, St
             }
             let hs = lines
                 .map(|l| match l.split_once(':') {
+                    // An empty value keeps its spelling (`Name:` and
+                    // `Name: ` differ on the wire), quoted.
+                    Some((n, v)) if v.trim().is_empty() => (n.to_string(), format!("{v:?}")),
                     Some((n, v)) => (n.to_string(), v.trim().to_string()),
                     None => (l.to_string(), String::new()),
                 })
@@ -282,6 +285,9 @@ pub fn run(addr: &str, steps: &[Step]) -> Vec<String> {
     while i < steps.len() {
         let st = &steps[i];
         let tag = format!("r{i} c{}", st.conn);
+        if st.wait_ms > 0 {
+            std::thread::sleep(Duration::from_millis(st.wait_ms));
+        }
         if let std::collections::btree_map::Entry::Vacant(e) = conns.entry(st.conn) {
             match TcpStream::connect(addr) {
                 Ok(s) => {

@@ -556,14 +556,15 @@ fn include_request(parent: &ReqMsg, host: Option<&Bytes>, url: &Bytes, gzip: boo
         "if-modified-since",
         "if-none-match",
         "range",
-        "accept-encoding",
         "content-length",
         "transfer-encoding",
     ] {
         req.headers.remove(name);
     }
     if gzip {
-        req.headers.set("Accept-Encoding", "gzip");
+        crate::client::req_fsm::force_gzip_ae(&mut req.headers);
+    } else {
+        req.headers.remove("accept-encoding");
     }
     req
 }

@@ -129,9 +129,13 @@ where
     t.ws_req = t.ws.snapshot();
     if t.esi_level == 0 {
         sh.counters.inc(Main::client_req);
-        add_xff(t);
     }
+    // As varnishd: the request as it arrived (http0) is kept for ESI
+    // includes and rollbacks before X-Forwarded-For is added, which every
+    // request gets, an include too (so an include's Accept-Encoding comes
+    // before it).
     t.req_orig = t.req.clone();
+    add_xff(t);
     let mut state = State::Recv;
     let mut vcl_switched = false;
     loop {
@@ -144,6 +148,9 @@ where
         state = match state {
             State::Recv => {
                 t.is_hit = false;
+                // As varnishd's cnt_recv_prep: a new round forgets the
+                // reason of an earlier synth.
+                t.synth_code.1 = None;
                 t.lookup_hook = None;
                 t.hash = None;
                 t.digest = None;
@@ -223,6 +230,7 @@ where
                                 t.backend_hint = v.default_backend();
                                 t.vcl = v;
                                 t.req = t.req_orig.clone();
+                                add_xff(t);
                                 State::Recv
                             }
                             None => State::Synth {
@@ -429,9 +437,12 @@ where
                 t.restarts += 1;
                 if t.restarts > max_restarts {
                     t.vsl.log_str(Tag::VCL_Error, "Too many restarts");
+                    // As varnishd's cnt_restart: only the status is set;
+                    // the reason of the last synth of this request (say
+                    // "VCL failed") stays.
                     State::Synth {
                         status: 503,
-                        reason: None,
+                        reason: t.synth_code.1.clone(),
                     }
                 } else {
                     restart_vxid(t);
@@ -443,8 +454,8 @@ where
     }
 }
 
-/// X-Forwarded-For gets the client address appended, once per client
-/// request.
+/// X-Forwarded-For gets the client address appended, once per request
+/// (client or ESI include) before its first vcl_recv.
 fn add_xff(t: &mut ReqTask) {
     let ip = t.sess.client_ip.clone();
     match t.req.headers.get("x-forwarded-for").map(<[u8]>::to_vec) {
@@ -583,7 +594,7 @@ pub(crate) fn decimal(n: u64) -> Bytes {
 /// Makes `Accept-Encoding` say `gzip` as varnishd's `http_ForceHeader`
 /// does: one already saying so stays where it is, anything else goes
 /// and the new line comes last.
-fn force_gzip_ae(h: &mut Headers) {
+pub(crate) fn force_gzip_ae(h: &mut Headers) {
     if h.get("accept-encoding")
         .is_some_and(|v| v.eq_ignore_ascii_case(b"gzip"))
     {
@@ -980,6 +991,8 @@ fn start_bgfetch(t: &mut ReqTask, busy: lacquer_cache::BusyObj, stale: ObjRef) {
     let bereq = make_bereq(t, false, vxid);
     let mut bo = new_bo(t, false, bereq, vxid);
     bo.is_bgfetch = true;
+    // As varnishd's cnt_lookup: a background fetch counts as a fetch too.
+    t.sh.counters.inc(Main::s_fetch);
     t.sh.counters.inc(Main::s_bgfetch);
     let req_body = match t.req_body.as_ref().filter(|_| t.req_body_kept) {
         Some(b) => crate::fetch::fetch_fsm::FetchBody::Cached(b.clone()),
@@ -1050,6 +1063,9 @@ where
     sh.counters.inc(Main::s_synth);
     t.synth_code = (status, reason);
     t.setup_synth_resp();
+    // varnishd's err_reason: the reason this synth started with, kept for
+    // a later "Too many restarts" 503 of the same request.
+    t.synth_code.1 = Some(t.resp.reason.clone());
     t.obj = None;
     t.synth_body.clear();
     let vcl = t.vcl.clone();
