@@ -1205,7 +1205,7 @@ async fn transmit<S>(
     t: &mut ReqTask,
     conn: &mut ClientConn<S>,
     obj: Option<ObjRef>,
-    synth: Option<Bytes>,
+    mut synth: Option<Bytes>,
 ) -> After
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
@@ -1464,6 +1464,47 @@ where
         }
         (None, Some(b)) => body_len = Some(b.len() as u64),
         (None, None) => body_len = Some(0),
+    }
+    // As varnishd's default filter list: a synthetic 200 is cut to a
+    // Range too (it has no validators, so an If-Range never matches).
+    if obj.is_none()
+        && t.resp.status == 200
+        && !head_only
+        && t.sh.params().flag(pid!("http_range_support"))
+        && let Some(b) = synth.as_mut()
+        && let Some(r) = t.req.headers.get("range")
+        && crate::client::cond::if_range_allows(
+            t.req.headers.get("if-range"),
+            t.resp.headers.get("etag"),
+            t.resp.headers.get("last-modified"),
+            t.resp.headers.get("date"),
+        )
+    {
+        let len = b.len() as u64;
+        match apply_range(r, Some(len)) {
+            RangeOutcome::Full => {}
+            RangeOutcome::Partial { start, end } => {
+                t.resp.status = 206;
+                t.resp.reason = Bytes::from_static(b"Partial Content");
+                let cr = format!("bytes {start}-{end}/{len}");
+                t.vsl
+                    .log_header(Tag::RespHeader, b"Content-Range", cr.as_bytes());
+                t.resp.headers.set("Content-Range", cr);
+                *b = b.slice(start as usize..end as usize + 1);
+                body_len = Some(end - start + 1);
+            }
+            RangeOutcome::Unsatisfiable { reason } => {
+                t.vsl.log(Tag::Debug, format_args!("RANGE_FAIL {reason}"));
+                t.resp.status = 416;
+                t.resp.reason = Bytes::from_static(b"Requested Range Not Satisfiable");
+                let cr = format!("bytes */{len}");
+                t.vsl
+                    .log_header(Tag::RespHeader, b"Content-Range", cr.as_bytes());
+                t.resp.headers.set("Content-Range", cr);
+                *b = Bytes::new();
+                body_len = Some(0);
+            }
+        }
     }
     let no_body_status = t.resp.status < 200 || t.resp.status == 204 || t.resp.status == 304;
     // HTTP/2 frames the body itself and has no connection header.
