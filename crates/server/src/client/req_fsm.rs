@@ -356,12 +356,12 @@ where
                 let vcl = t.vcl.clone();
                 match vcl.run_async(BuiltinSub::Miss, t, &mut scratch).await {
                     Action::Fetch => {
+                        // As varnishd's cnt_miss: a miss (a hit-for-miss
+                        // too) counts when vcl_miss goes on to fetch.
+                        sh.counters.inc(Main::cache_miss);
                         let mode = match hitmiss {
                             Some(marker) => FetchMode::HitMiss { busy, marker },
-                            None => {
-                                sh.counters.inc(Main::cache_miss);
-                                FetchMode::Miss { busy, stale }
-                            }
+                            None => FetchMode::Miss { busy, stale },
                         };
                         match fetch(t, conn, mode, false).await {
                             Some(obj) => State::Deliver {
@@ -675,7 +675,6 @@ async fn lookup(t: &mut ReqTask) -> State {
             } => {
                 t.is_hitmiss = true;
                 sh.counters.inc(Main::cache_hitmiss);
-                sh.counters.inc(Main::cache_miss);
                 t.vsl.log(Tag::HitMiss, format_args!("{vxid} {dttl:.6}"));
                 State::Miss {
                     busy,
