@@ -223,11 +223,12 @@ fn describe(r: &Resp, out: &mut Vec<String>, tag: &str) {
         .any(|(n, v)| n.eq_ignore_ascii_case("content-encoding") && v.contains("gzip"));
     let partial = r.status_line.split(' ').nth(1) == Some("206");
     // A synthetic response's length depends on the XID in its body, also
-    // when only its head was asked for (or a 416 names only the length).
-    let synthetic_head = r.body.is_empty()
-        && r.headers
-            .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case("retry-after"));
+    // when only its head was asked for, and so do the totals of its ranges.
+    let synthetic = r
+        .headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("retry-after"));
+    let synthetic_head = r.body.is_empty() && synthetic;
     let (body, xid) = if gz && !partial && !r.body.is_empty() {
         match gunzip(&r.body) {
             Some(p) => {
@@ -259,7 +260,7 @@ fn describe(r: &Resp, out: &mut Vec<String>, tag: &str) {
         }
         let v = if MASKED.contains(&l.as_str())
             || ((gz || xid || synthetic_head) && l == "content-length")
-            || ((gz || xid || synthetic_head) && l == "content-range")
+            || ((gz || xid || synthetic) && l == "content-range")
             || (xid && l == "etag")
         {
             "*"
