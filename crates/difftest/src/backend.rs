@@ -14,6 +14,10 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+/// The path a scenario's backend probe asks for: answered 200 and not
+/// recorded.
+pub const PROBE_PATH: &str = "/health_check.php";
+
 /// One request as the backend saw it.
 #[derive(Clone, Debug)]
 pub struct Received {
@@ -198,6 +202,14 @@ fn serve(mut c: TcpStream, st: &Mutex<State>, stop: &AtomicBool) {
             .next()
             .unwrap_or("")
             .to_string();
+        if path == PROBE_PATH {
+            // A health probe: always healthy, not part of the transcript
+            // (when probes come is a matter of timing).
+            let _ =
+                c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+            let _ = c.shutdown(Shutdown::Both);
+            return;
+        }
         let resp = {
             let mut s = st.lock().expect("backend state");
             s.log.push(Received {

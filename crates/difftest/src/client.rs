@@ -85,6 +85,9 @@ fn read_head(c: &mut Conn, deadline: Instant) -> Result<(String, Vec<(String, St
             }
             let hs = lines
                 .map(|l| match l.split_once(':') {
+                    // An empty value keeps its spelling (`Name:` and
+                    // `Name: ` differ on the wire), quoted.
+                    Some((n, v)) if v.trim().is_empty() => (n.to_string(), format!("{v:?}")),
                     Some((n, v)) => (n.to_string(), v.trim().to_string()),
                     None => (l.to_string(), String::new()),
                 })
@@ -220,11 +223,12 @@ fn describe(r: &Resp, out: &mut Vec<String>, tag: &str) {
         .any(|(n, v)| n.eq_ignore_ascii_case("content-encoding") && v.contains("gzip"));
     let partial = r.status_line.split(' ').nth(1) == Some("206");
     // A synthetic response's length depends on the XID in its body, also
-    // when only its head was asked for.
-    let synthetic_head = r.body.is_empty()
-        && r.headers
-            .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case("retry-after"));
+    // when only its head was asked for, and so do the totals of its ranges.
+    let synthetic = r
+        .headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("retry-after"));
+    let synthetic_head = r.body.is_empty() && synthetic;
     let (body, xid) = if gz && !partial && !r.body.is_empty() {
         match gunzip(&r.body) {
             Some(p) => {
@@ -256,7 +260,7 @@ fn describe(r: &Resp, out: &mut Vec<String>, tag: &str) {
         }
         let v = if MASKED.contains(&l.as_str())
             || ((gz || xid || synthetic_head) && l == "content-length")
-            || ((gz || xid) && l == "content-range")
+            || ((gz || xid || synthetic) && l == "content-range")
             || (xid && l == "etag")
         {
             "*"
@@ -282,6 +286,9 @@ pub fn run(addr: &str, steps: &[Step]) -> Vec<String> {
     while i < steps.len() {
         let st = &steps[i];
         let tag = format!("r{i} c{}", st.conn);
+        if st.wait_ms > 0 {
+            std::thread::sleep(Duration::from_millis(st.wait_ms));
+        }
         if let std::collections::btree_map::Entry::Vacant(e) = conns.entry(st.conn) {
             match TcpStream::connect(addr) {
                 Ok(s) => {

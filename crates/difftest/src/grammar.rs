@@ -624,6 +624,7 @@ pub fn scenario(seed: u64) -> Scenario {
             raw: gen_request(&mut r),
             pipeline: false,
             close_early: r.chance(4),
+            wait_ms: 0,
         });
     }
     // Pipelining: flag a step whose successor shares its connection.
@@ -637,6 +638,8 @@ pub fn scenario(seed: u64) -> Scenario {
         subs,
         backend,
         steps,
+        backend_attrs: Vec::new(),
+        decls: Vec::new(),
     }
 }
 

@@ -10,6 +10,7 @@ pub mod backend;
 pub mod client;
 pub mod daemon;
 pub mod grammar;
+pub mod magento;
 pub mod rng;
 pub mod runner;
 pub mod scenario;

@@ -6,7 +6,9 @@
 //! lacquer-difftest replay FILE|DIR...
 //! lacquer-difftest show SEED
 //! lacquer-difftest run SEED
+//! lacquer-difftest magento
 //! ```
+//! `magento` runs the store-shaped scenario of [`lacquer_difftest::magento`].
 //! `batch` exits non-zero when a scenario differs (with `--fail-on`, only
 //! a difference of one of those classes: hang, crash, vcl-acceptance,
 //! error-status, status, reason, header, body, connection,
@@ -22,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: lacquer-difftest batch [--seed N] [--count N] [--seconds S] [--save DIR] [--minimise] [--fail-on CLASS,...]\n       lacquer-difftest replay FILE|DIR...\n       lacquer-difftest show SEED\n       lacquer-difftest run SEED";
+const USAGE: &str = "usage: lacquer-difftest batch [--seed N] [--count N] [--seconds S] [--save DIR] [--minimise] [--fail-on CLASS,...]\n       lacquer-difftest replay FILE|DIR...\n       lacquer-difftest show SEED\n       lacquer-difftest run SEED\n       lacquer-difftest magento";
 
 fn workdir() -> PathBuf {
     std::env::temp_dir().join(format!("lacquer-difftest-{}", std::process::id()))
@@ -143,6 +145,11 @@ fn replay(args: &[String]) -> Result<bool, String> {
         let sc = Scenario::from_json(&text).map_err(|e| format!("{}: {e}", f.display()))?;
         let (v, l) = runner::both(&mut p, &sc)?;
         match runner::compare(&v, &l) {
+            // DIFFTEST_VERBOSE=1 prints varnishd's transcript of agreeing
+            // cases too (to see what a new case pins down).
+            None if std::env::var_os("DIFFTEST_VERBOSE").is_some() => {
+                println!("{}: same\n{}", f.display(), v.join("\n"))
+            }
             None => println!(
                 "{}: same ({})",
                 f.display(),
@@ -171,26 +178,10 @@ fn main() -> ExitCode {
     let r = match args.first().map(String::as_str) {
         Some("batch") => batch(&args[1..]),
         Some("replay") if args.len() > 1 => replay(&args[1..]),
-        Some("run") if args.len() > 1 => num(&args, 1, "run").and_then(|s| {
-            let root = workdir();
-            let mut p = Pair::start(&root)?;
-            let sc = grammar::scenario(s);
-            let (v, l) = runner::both(&mut p, &sc)?;
-            drop(p);
-            // DIFFTEST_KEEP=1 keeps the daemons' directories (logs) to read.
-            if std::env::var_os("DIFFTEST_KEEP").is_none() {
-                let _ = std::fs::remove_dir_all(&root);
-            } else {
-                println!("kept {}", root.display());
-            }
-            println!(
-                "{}\n--- varnishd\n{}\n--- lacquerd\n{}",
-                sc.vcl(0),
-                v.join("\n"),
-                l.join("\n")
-            );
-            Ok(runner::compare(&v, &l).is_none())
-        }),
+        Some("run") if args.len() > 1 => {
+            num(&args, 1, "run").and_then(|s| run(grammar::scenario(s)))
+        }
+        Some("magento") => run(lacquer_difftest::magento::scenario()),
         Some("show") => num(&args, 1, "show").map(|s| {
             let sc = grammar::scenario(s);
             println!("{}\n{}", sc.to_json(), sc.vcl(8080));
@@ -205,5 +196,36 @@ fn main() -> ExitCode {
             eprintln!("lacquer-difftest: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Runs one scenario on both daemons and prints its VCL and both
+/// transcripts; true when they agree.
+fn run(sc: Scenario) -> Result<bool, String> {
+    let root = workdir();
+    let mut p = Pair::start(&root)?;
+    let (v, l) = runner::both(&mut p, &sc)?;
+    drop(p);
+    // DIFFTEST_KEEP=1 keeps the daemons' directories (logs) to read.
+    if std::env::var_os("DIFFTEST_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&root);
+    } else {
+        println!("kept {}", root.display());
+    }
+    println!(
+        "{}\n--- varnishd\n{}\n--- lacquerd\n{}",
+        sc.vcl(0),
+        v.join("\n"),
+        l.join("\n")
+    );
+    match runner::compare(&v, &l) {
+        Some(d) => {
+            println!(
+                "differs: {}\n  varnishd: {}\n  lacquerd: {}",
+                d.class, d.varnish, d.lacquer
+            );
+            Ok(false)
+        }
+        None => Ok(true),
     }
 }

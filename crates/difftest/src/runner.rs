@@ -27,6 +27,7 @@ pub const COUNTERS: &[&str] = &[
     "s_pipe",
     "s_pass",
     "s_fetch",
+    "s_bgfetch",
     "s_synth",
     "fetch_head",
     "fetch_length",

@@ -56,6 +56,13 @@ pub struct Step {
     pub pipeline: bool,
     /// Close the connection right after sending, without reading.
     pub close_early: bool,
+    /// Wait this long before sending (to let a TTL run out).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub wait_ms: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// A whole scenario.
@@ -68,14 +75,35 @@ pub struct Scenario {
     pub subs: Vec<(String, Vec<String>)>,
     pub backend: Vec<BeResp>,
     pub steps: Vec<Step>,
+    /// Lines added inside the backend declaration (`.probe = { ... }`,
+    /// timeouts); requests for [`crate::backend::PROBE_PATH`] are the
+    /// probe's and are neither scripted nor recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backend_attrs: Vec<String>,
+    /// Top-level declarations after the backend (`acl`, `probe`, `sub`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decls: Vec<String>,
 }
 
 impl Scenario {
     /// The VCL text with the backend at `port`.
     pub fn vcl(&self, port: u16) -> String {
         let mut s = format!(
-            "vcl 4.1;\nimport std;\n\nbackend default {{\n  .host = \"127.0.0.1\";\n  .port = \"{port}\";\n}}\n"
+            "vcl 4.1;\nimport std;\n\nbackend default {{\n  .host = \"127.0.0.1\";\n  .port = \"{port}\";\n"
         );
+        for a in &self.backend_attrs {
+            for l in a.lines() {
+                s.push_str("  ");
+                s.push_str(l);
+                s.push('\n');
+            }
+        }
+        s.push_str("}\n");
+        for d in &self.decls {
+            s.push('\n');
+            s.push_str(d);
+            s.push('\n');
+        }
         for (name, body) in &self.subs {
             s.push_str(&format!("\nsub {name} {{\n"));
             for st in body {

@@ -728,15 +728,31 @@ impl Headers {
 
     /// Number of bytes [`Headers::write_to`] produces.
     pub fn wire_len(&self) -> usize {
-        self.iter().map(|(n, v)| n.len() + v.len() + 4).sum()
+        self.fields
+            .iter()
+            .map(|f| {
+                let sep = if Self::bare(f) { 1 } else { 2 };
+                self.name_of(f).len() + sep + self.value_of(f).len() + 2
+            })
+            .sum()
     }
 
-    /// Serialises every field as `name: value\r\n`, in order (no final CRLF).
+    /// Whether a field is written `name:` with nothing after the colon: an
+    /// empty value that came off the wire (a range of the shared buffer:
+    /// parsed, or a cached object's packed headers), as varnishd, which
+    /// keeps a received `Name:` line as it was. An empty value VCL set is
+    /// written `name: `, as varnishd prints `"%s %s"`.
+    fn bare(f: &Field) -> bool {
+        matches!(f.value, Slot::Buf(s, e) if s == e)
+    }
+
+    /// Serialises every field as `name: value\r\n` (`name:\r\n` for an
+    /// empty value received so), in order (no final CRLF).
     pub fn write_to(&self, out: &mut impl crate::write::WriteBuf) {
-        for (n, v) in self.iter() {
-            out.put(n);
-            out.put(b": ");
-            out.put(v);
+        for f in &self.fields {
+            out.put(self.name_of(f));
+            out.put(if Self::bare(f) { b":" } else { b": " });
+            out.put(self.value_of(f));
             out.put(b"\r\n");
         }
     }

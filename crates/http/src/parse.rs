@@ -896,6 +896,16 @@ mod tests {
     }
 
     #[test]
+    fn received_empty_values_are_written_without_a_space() {
+        let mut h = ok_req("GET / HTTP/1.1\r\nHost: h\r\nEmpty:\r\nE2:   \r\n\r\n").headers;
+        h.append("Set", "");
+        let mut out = Vec::new();
+        h.write_to(&mut out);
+        assert_eq!(out, b"Host: h\r\nEmpty:\r\nE2:\r\nSet: \r\n");
+        assert_eq!(out.len(), h.wire_len());
+    }
+
+    #[test]
     fn bad_versions() {
         assert_eq!(
             req_err("GET / HTTP/2.0\r\nHost: a\r\n\r\n").status(),

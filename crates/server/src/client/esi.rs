@@ -556,14 +556,15 @@ fn include_request(parent: &ReqMsg, host: Option<&Bytes>, url: &Bytes, gzip: boo
         "if-modified-since",
         "if-none-match",
         "range",
-        "accept-encoding",
         "content-length",
         "transfer-encoding",
     ] {
         req.headers.remove(name);
     }
     if gzip {
-        req.headers.set("Accept-Encoding", "gzip");
+        crate::client::req_fsm::force_gzip_ae(&mut req.headers);
+    } else {
+        req.headers.remove("accept-encoding");
     }
     req
 }
@@ -572,6 +573,10 @@ fn include_request(parent: &ReqMsg, host: Option<&Bytes>, url: &Bytes, gzip: boo
 /// parent's log, its own log opened as varnishd's, one ESI level deeper,
 /// on the parent's client connection and request tree (`PRIV_TOP`).
 fn new_include(parent: &mut ReqTask, host: Option<&Bytes>, url: &Bytes, gzip: bool) -> ReqTask {
+    // As varnishd's ESI VDP, an include asks for gzip when the object
+    // holding it is gzip'ed, whatever the client takes (the gzip'ed pieces
+    // are then gunzipped together for it).
+    let gzip = parent.obj.as_ref().map_or(gzip, |o| o.data().gzip);
     let sh = parent.sh.clone();
     let vxid = sh.vxid.next();
     parent.vsl.log(Tag::Link, format_args!("req {vxid} esi"));

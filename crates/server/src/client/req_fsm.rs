@@ -129,9 +129,13 @@ where
     t.ws_req = t.ws.snapshot();
     if t.esi_level == 0 {
         sh.counters.inc(Main::client_req);
-        add_xff(t);
     }
+    // As varnishd: the request as it arrived (http0) is kept for ESI
+    // includes and rollbacks before X-Forwarded-For is added, which every
+    // request gets, an include too (so an include's Accept-Encoding comes
+    // before it).
     t.req_orig = t.req.clone();
+    add_xff(t);
     let mut state = State::Recv;
     let mut vcl_switched = false;
     loop {
@@ -144,6 +148,9 @@ where
         state = match state {
             State::Recv => {
                 t.is_hit = false;
+                // As varnishd's cnt_recv_prep: a new round forgets the
+                // reason of an earlier synth.
+                t.synth_code.1 = None;
                 t.lookup_hook = None;
                 t.hash = None;
                 t.digest = None;
@@ -223,6 +230,7 @@ where
                                 t.backend_hint = v.default_backend();
                                 t.vcl = v;
                                 t.req = t.req_orig.clone();
+                                add_xff(t);
                                 State::Recv
                             }
                             None => State::Synth {
@@ -348,12 +356,12 @@ where
                 let vcl = t.vcl.clone();
                 match vcl.run_async(BuiltinSub::Miss, t, &mut scratch).await {
                     Action::Fetch => {
+                        // As varnishd's cnt_miss: a miss (a hit-for-miss
+                        // too) counts when vcl_miss goes on to fetch.
+                        sh.counters.inc(Main::cache_miss);
                         let mode = match hitmiss {
                             Some(marker) => FetchMode::HitMiss { busy, marker },
-                            None => {
-                                sh.counters.inc(Main::cache_miss);
-                                FetchMode::Miss { busy, stale }
-                            }
+                            None => FetchMode::Miss { busy, stale },
                         };
                         match fetch(t, conn, mode, false).await {
                             Some(obj) => State::Deliver {
@@ -429,19 +437,12 @@ where
                 t.restarts += 1;
                 if t.restarts > max_restarts {
                     t.vsl.log_str(Tag::VCL_Error, "Too many restarts");
-                    // varnishd sets only err_code here: the reason of an
-                    // earlier synth of this request (its default phrase
-                    // when none was given) stays.
-                    let reason = match &t.synth_code {
-                        (0, _) => None,
-                        (_, Some(r)) => Some(r.clone()),
-                        (s, None) => Some(Bytes::from_static(
-                            lacquer_http::status::reason_phrase(*s).as_bytes(),
-                        )),
-                    };
+                    // As varnishd's cnt_restart: only the status is set;
+                    // the reason of the last synth of this request (say
+                    // "VCL failed") stays.
                     State::Synth {
                         status: 503,
-                        reason,
+                        reason: t.synth_code.1.clone(),
                     }
                 } else {
                     restart_vxid(t);
@@ -453,8 +454,8 @@ where
     }
 }
 
-/// X-Forwarded-For gets the client address appended, once per client
-/// request.
+/// X-Forwarded-For gets the client address appended, once per request
+/// (client or ESI include) before its first vcl_recv.
 fn add_xff(t: &mut ReqTask) {
     let ip = t.sess.client_ip.clone();
     match t.req.headers.get("x-forwarded-for").map(<[u8]>::to_vec) {
@@ -593,7 +594,7 @@ pub(crate) fn decimal(n: u64) -> Bytes {
 /// Makes `Accept-Encoding` say `gzip` as varnishd's `http_ForceHeader`
 /// does: one already saying so stays where it is, anything else goes
 /// and the new line comes last.
-fn force_gzip_ae(h: &mut Headers) {
+pub(crate) fn force_gzip_ae(h: &mut Headers) {
     if h.get("accept-encoding")
         .is_some_and(|v| v.eq_ignore_ascii_case(b"gzip"))
     {
@@ -674,7 +675,6 @@ async fn lookup(t: &mut ReqTask) -> State {
             } => {
                 t.is_hitmiss = true;
                 sh.counters.inc(Main::cache_hitmiss);
-                sh.counters.inc(Main::cache_miss);
                 t.vsl.log(Tag::HitMiss, format_args!("{vxid} {dttl:.6}"));
                 State::Miss {
                     busy,
@@ -990,6 +990,8 @@ fn start_bgfetch(t: &mut ReqTask, busy: lacquer_cache::BusyObj, stale: ObjRef) {
     let bereq = make_bereq(t, false, vxid);
     let mut bo = new_bo(t, false, bereq, vxid);
     bo.is_bgfetch = true;
+    // As varnishd's cnt_lookup: a background fetch counts as a fetch too.
+    t.sh.counters.inc(Main::s_fetch);
     t.sh.counters.inc(Main::s_bgfetch);
     let req_body = match t.req_body.as_ref().filter(|_| t.req_body_kept) {
         Some(b) => crate::fetch::fetch_fsm::FetchBody::Cached(b.clone()),
@@ -1060,6 +1062,9 @@ where
     sh.counters.inc(Main::s_synth);
     t.synth_code = (status, reason);
     t.setup_synth_resp();
+    // varnishd's err_reason: the reason this synth started with, kept for
+    // a later "Too many restarts" 503 of the same request.
+    t.synth_code.1 = Some(t.resp.reason.clone());
     t.obj = None;
     t.synth_body.clear();
     let vcl = t.vcl.clone();
@@ -1199,7 +1204,7 @@ async fn transmit<S>(
     t: &mut ReqTask,
     conn: &mut ClientConn<S>,
     obj: Option<ObjRef>,
-    synth: Option<Bytes>,
+    mut synth: Option<Bytes>,
 ) -> After
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
@@ -1458,6 +1463,47 @@ where
         }
         (None, Some(b)) => body_len = Some(b.len() as u64),
         (None, None) => body_len = Some(0),
+    }
+    // As varnishd's default filter list: a synthetic 200 is cut to a
+    // Range too (it has no validators, so an If-Range never matches).
+    if obj.is_none()
+        && t.resp.status == 200
+        && !head_only
+        && t.sh.params().flag(pid!("http_range_support"))
+        && let Some(b) = synth.as_mut()
+        && let Some(r) = t.req.headers.get("range")
+        && crate::client::cond::if_range_allows(
+            t.req.headers.get("if-range"),
+            t.resp.headers.get("etag"),
+            t.resp.headers.get("last-modified"),
+            t.resp.headers.get("date"),
+        )
+    {
+        let len = b.len() as u64;
+        match apply_range(r, Some(len)) {
+            RangeOutcome::Full => {}
+            RangeOutcome::Partial { start, end } => {
+                t.resp.status = 206;
+                t.resp.reason = Bytes::from_static(b"Partial Content");
+                let cr = format!("bytes {start}-{end}/{len}");
+                t.vsl
+                    .log_header(Tag::RespHeader, b"Content-Range", cr.as_bytes());
+                t.resp.headers.set("Content-Range", cr);
+                *b = b.slice(start as usize..end as usize + 1);
+                body_len = Some(end - start + 1);
+            }
+            RangeOutcome::Unsatisfiable { reason } => {
+                t.vsl.log(Tag::Debug, format_args!("RANGE_FAIL {reason}"));
+                t.resp.status = 416;
+                t.resp.reason = Bytes::from_static(b"Requested Range Not Satisfiable");
+                let cr = format!("bytes */{len}");
+                t.vsl
+                    .log_header(Tag::RespHeader, b"Content-Range", cr.as_bytes());
+                t.resp.headers.set("Content-Range", cr);
+                *b = Bytes::new();
+                body_len = Some(0);
+            }
+        }
     }
     let no_body_status = t.resp.status < 200 || t.resp.status == 204 || t.resp.status == 304;
     // HTTP/2 frames the body itself and has no connection header.

@@ -222,6 +222,19 @@ impl ReqTask {
         self.ws.take(crate::runtime::ws::header_len(b"Age", &age));
         resp.headers.set("Age", age);
         resp.headers.append("Via", crate::client::req_fsm::VIA);
+        // As varnishd: a gzipped object delivered to a client that does
+        // not take gzip is gunzipped on the way, so its validator is weak
+        // from here on (vcl_deliver and the 304 decision see `W/`).
+        if data.gzip
+            && self.sh.params().flag(pid!("http_gzip_support"))
+            && !self
+                .req
+                .headers
+                .get("accept-encoding")
+                .is_some_and(crate::fetch::gzip::accepts_gzip)
+        {
+            crate::fetch::gzip::weaken_etag(&mut resp.headers);
+        }
         self.resp = resp;
         self.obj = Some(obj.clone());
         self.deliver_hit = hit;
