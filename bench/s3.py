@@ -5,12 +5,12 @@ GETs of 4 KB, 1 MB and 100 MB objects (10 MB with --quick) from MinIO directly,
 through lacquerd running examples/storagegrid.vcl (the guide's VCL, Enterprise
 vmods and all) and through varnishd 7.1 running the closest open-source VCL
 (bench/s3-open.vcl: no kvstore hit counter, regsub for urlplus.url_get(),
-no fast_304, a TTL of 1 ms as 7.1 allows three decimals; memory store). Every
+no fast_304, the guide's TTL of 1 us through std.duration(); memory store). Every
 client GET is a presigned URL (wrk cannot sign, a presigned URL needs no
 signing per request; each server gets URLs signed for its own Host), spread
 over many objects of each size (64 small, 4 big) so that concurrent requests
 rarely meet on one object. Reports objects/s, MB/s, p50/p99 and the bytes the origin sent
-(backend body and header bytes from the caches' VBE counters), per size and
+(backend body bytes and header bytes apart, from the caches' VBE counters), per size and
 concurrency, median of the rounds, interleaved (MinIO, lacquerd, varnishd,
 MinIO, ...).
 
@@ -112,20 +112,23 @@ def wrk(port, targets, conns, secs, work):
 
 
 def backend_bytes(kind, stat_bin, workdir):
-    """Bytes the caches received from the origin so far (VBE counters)."""
+    """Header and body bytes the caches received from the origin so far
+    (VBE counters), as {"hdr": n, "body": n}."""
     cmd = [stat_bin, "stat", "-n", str(workdir), "-1", "-f", "VBE.*"]
     if kind == "varnishd":
         cmd = ["varnishstat", "-n", str(workdir), "-1", "-f", "VBE.*"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-    total, seen = 0, False
+    got = {"hdr": 0, "body": 0}
+    seen = False
     for line in r.stdout.splitlines():
         f = line.split()
-        if len(f) >= 2 and re.search(r"\.beresp_(hdr|body)bytes$", f[0]):
-            total += int(f[1])
+        m = re.search(r"\.beresp_(hdr|body)bytes$", f[0]) if len(f) >= 2 else None
+        if m:
+            got[m.group(1)] += int(f[1])
             seen = True
     if not seen:
         raise RuntimeError(f"{' '.join(cmd)}: no VBE byte counters ({r.returncode}): {r.stderr.strip()[-300:]}")
-    return total
+    return got
 
 
 def main():
@@ -208,16 +211,20 @@ def main():
             runs = {n: [] for n in ports}
             for r in range(rounds):
                 for name, port in ports.items():
-                    before = backend_bytes(name, *stat[name]) if name in stat else 0
+                    before = backend_bytes(name, *stat[name]) if name in stat else None
                     w = wrk(port, targets[(name, label)], conns, secs, work)
                     if name in stat:
-                        w["origin_bytes"] = backend_bytes(name, *stat[name]) - before
+                        after = backend_bytes(name, *stat[name])
+                        w["origin_body"] = after["body"] - before["body"]
+                        w["origin_hdr"] = after["hdr"] - before["hdr"]
                     else:
-                        w["origin_bytes"] = w.get("requests", 0) * size
+                        w["origin_body"] = w.get("requests", 0) * size
+                        w["origin_hdr"] = 0
                     w["mbs"] = w.get("objs", 0) * size / 1e6
                     log(f"{label} c{conns} {name} round {r + 1}: {w.get('objs', 0):.1f} obj/s "
                         f"{w['mbs']:.0f} MB/s p50 {w.get('p50', 0):.2f} ms p99 {w.get('p99', 0):.2f} ms "
-                        f"origin {w['origin_bytes'] / max(1, w.get('requests', 1)):.0f} B/req"
+                        f"origin body {w['origin_body'] / max(1, w.get('requests', 1)):.0f} "
+                        f"hdr {w['origin_hdr'] / max(1, w.get('requests', 1)):.0f} B/req"
                         + (f" non-2xx {w['non2xx']}" if w.get("non2xx") else "")
                         + (f" FAILED {w['failed']}" if "failed" in w else ""))
                     runs[name].append(w)
@@ -229,29 +236,30 @@ def main():
                     continue
                 med = {k: statistics.median(w.get(k, 0) for w in ok)
                        for k in ("objs", "mbs", "p50", "p99", "non2xx", "errors")}
-                med["origin_per_req"] = statistics.median(w["origin_bytes"] / max(1, w.get("requests", 1)) for w in ok)
+                for k in ("origin_body", "origin_hdr"):
+                    med[k + "_per_req"] = statistics.median(w[k] / max(1, w.get("requests", 1)) for w in ok)
                 results[label][name] = med
         out = Path(a.out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "s3.json").write_text(json.dumps(results, indent=1))
         lines = ["## S3 object store (the StorageGRID guide's tables)", "",
                  "Presigned GETs spread over the objects of each size, `wrk -t2`, "
-                 f"{rounds} round(s) per server, interleaved, median. Origin bytes: what the cache received from MinIO per request (VBE header+body bytes); "
-                 "for MinIO direct, the object size.", "",
-                 "| object | conc | objects, s | server | obj/s | MB/s | p50 ms | p99 ms | origin B/req | non-2xx |",
-                 "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+                 f"{rounds} round(s) per server, interleaved, median. Origin bytes: what the cache received from MinIO per "
+                 "client request (VBE body and header bytes); for MinIO direct, the object size.", "",
+                 "| object | conc | objects, s | server | obj/s | MB/s | p50 ms | p99 ms | origin body B/req | origin hdr B/req | non-2xx |",
+                 "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for label, r in results.items():
             for name in ports:
                 d = r[name]
                 if "failed" in d:
-                    lines.append(f"| {label} | {r['conns']} | | {name} | failed: {d['failed'][:80]} | | | | | |")
+                    lines.append(f"| {label} | {r['conns']} | | {name} | failed: {d['failed'][:80]} | | | | | | |")
                     continue
                 lines.append(f"| {label} | {r['conns']} | {r['objects']}, {r['secs']} | {name} | {d['objs']:.1f} | {d['mbs']:.0f} | {d['p50']:.2f} "
-                             f"| {d['p99']:.2f} | {d['origin_per_req']:.0f} | {d['non2xx']:.0f} |")
+                             f"| {d['p99']:.2f} | {d['origin_body_per_req']:.0f} | {d['origin_hdr_per_req']:.0f} | {d['non2xx']:.0f} |")
             lq, vd, mi = r.get("lacquerd", {}), r.get("varnishd", {}), r.get("minio", {})
             if lq.get("objs") and vd.get("objs") and mi.get("objs"):
-                lines.append(f"| {label} | | | lacquerd / varnishd | {lq['objs'] / vd['objs']:.2f}x | | | | | |")
-                lines.append(f"| {label} | | | lacquerd / MinIO | {lq['objs'] / mi['objs']:.2f}x | | | | | |")
+                lines.append(f"| {label} | | | lacquerd / varnishd | {lq['objs'] / vd['objs']:.2f}x | | | | | | |")
+                lines.append(f"| {label} | | | lacquerd / MinIO | {lq['objs'] / mi['objs']:.2f}x | | | | | | |")
         (out / "s3.md").write_text("\n".join(lines) + "\n")
         print("\n".join(lines), flush=True)
     finally:

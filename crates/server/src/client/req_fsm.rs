@@ -284,8 +284,9 @@ where
             }
             State::Hit(obj, bgfetch) => {
                 t.obj = Some(obj.clone());
-                // As varnishd: the Hit record comes before vcl_hit.
-                let ttl_left = obj.t_origin() + obj.ttl() - t.now;
+                // As varnishd: the Hit record comes before vcl_hit, its
+                // ttl counted from the request's arrival as the lookup's.
+                let ttl_left = obj.t_origin() + obj.ttl() - t.t_req;
                 // As varnishd: a hit on an object still being fetched also
                 // shows how much has arrived, and the length when known.
                 let fetching = (!obj.body().is_finished()).then(|| {
@@ -316,7 +317,7 @@ where
                         if let Some(busy) = bgfetch {
                             start_bgfetch(t, busy, obj.clone());
                         }
-                        if obj.t_origin() + obj.ttl() <= t.now {
+                        if obj.t_origin() + obj.ttl() <= t.t_req {
                             sh.counters.inc(Main::cache_hit_grace);
                         }
                         sh.counters.inc(Main::cache_hit);
@@ -640,11 +641,15 @@ async fn lookup(t: &mut ReqTask) -> State {
     loop {
         let result = {
             let view = HeaderView(&t.req.headers);
+            // As varnishd's HSH_Lookup: freshness and grace are judged at
+            // the request's arrival (t_req), also after the waiting list,
+            // so a request queued behind a fetch gets the object that
+            // fetch made even if its ttl ended while it waited.
             let lr = LookupRequest {
                 digest: &digest,
                 url: &t.req.url,
                 headers: &view,
-                now: t.now,
+                now: t.t_req,
                 req_ttl: t.ttl,
                 req_grace: t.grace,
                 ignore_busy: t.hash_ignore_busy,
