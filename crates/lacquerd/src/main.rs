@@ -374,6 +374,18 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("{n}");
         }
     }
+    // varnishd checks each -s as it reads its arguments (mgt_stevedore.c),
+    // before -C compiles; a file store opens (or creates) its file then.
+    let specs = lacquer_storage::parse_storage_args(&args.storage)
+        .map_err(|e| anyhow::anyhow!("{e}\n(-? gives usage)"))?;
+    if args.compile_only {
+        for s in &specs {
+            if let lacquer_storage::StorageKind::File { .. } = s.kind {
+                s.build()
+                    .map_err(|e| anyhow::anyhow!("{e}\n(-? gives usage)"))?;
+            }
+        }
+    }
     let mut params = lacquer_server::runtime::params::ParamSet::default();
     for p in &args.params {
         params.apply_arg(p)?;
