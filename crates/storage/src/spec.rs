@@ -347,8 +347,11 @@ fn parse_one(arg: &str, index: usize) -> Result<StorageSpec, StorageSpecError> {
     let mut parts = rest.split(',');
     let kind = parts.next().unwrap_or("").trim();
     let mut opts: Vec<&str> = parts.collect();
-    if kind.is_empty() {
-        return Err(err("Empty argument to -s".into()));
+    if arg.is_empty() {
+        return Err(err("-s argument lacks strategy {malloc, file, ...}".into()));
+    }
+    if name.is_some() && rest.is_empty() {
+        return Err(err(format!("Empty named -s argument \"{arg}\"")));
     }
     if !matches!(
         kind,
@@ -701,7 +704,9 @@ mod tests {
         assert_eq!(msg(&["1x=malloc"]), "invalid -s name \"1x\"=[...]");
         assert_eq!(msg(&["a.b=malloc"]), "invalid -s name \"a.b\"=[...]");
         assert!(parse_storage_args(&["malloc,0"]).is_err());
-        assert!(parse_storage_args(&["x="]).is_err());
+        assert_eq!(msg(&["x="]), "Empty named -s argument \"x=\"");
+        assert_eq!(msg(&[""]), "-s argument lacks strategy {malloc, file, ...}");
+        assert_eq!(msg(&[",1M"]), "Unknown storage method \"\"");
         // An empty size is no size; a '=' after the first comma is no name.
         assert!(parse_storage_args(&["malloc,"]).is_ok());
         assert!(parse_storage_args(&["file,/tmp/a=b,1M"]).is_ok());
