@@ -374,6 +374,26 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("{n}");
         }
     }
+    // varnishd checks each -s as it reads its arguments (mgt_stevedore.c),
+    // before -C compiles; a file store opens (or creates) its file then.
+    // (varnishd ends its file advice error without a newline.)
+    let usage = |e: lacquer_storage::StorageSpecError| {
+        let e = e.to_string();
+        let sep = if e.starts_with("(-s file) invalid advice") {
+            ""
+        } else {
+            "\n"
+        };
+        anyhow::anyhow!("{e}{sep}(-? gives usage)")
+    };
+    let specs = lacquer_storage::parse_storage_args(&args.storage).map_err(usage)?;
+    if args.compile_only {
+        for s in &specs {
+            if let lacquer_storage::StorageKind::File { .. } = s.kind {
+                s.build().map_err(usage)?;
+            }
+        }
+    }
     let mut params = lacquer_server::runtime::params::ParamSet::default();
     for p in &args.params {
         params.apply_arg(p)?;

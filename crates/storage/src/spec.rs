@@ -5,8 +5,9 @@
 //! `disk,PATH,SIZE[,journal=DIR]` and `mse,CONF` make the persistent store
 //! (`crate::disk`); an `mse` argument stands for the memory tier and every
 //! store its `mse.conf` lists, each a spec of its own.
-//! `persistent`, `umem` and `deprecated_persistent` are recognised so that the
-//! error says they are unavailable rather than unknown. A `file` argument is
+//! Other kinds (`persistent`, `umem`, ...) are refused with varnishd's
+//! "Unknown storage method", as a Linux varnishd 7.1 refuses them; malloc
+//! sizes, names and duplicates are checked with its texts too. A `file` argument is
 //! checked here with varnishd's rules and messages; its file is opened and
 //! its size decided when the store is built ([`StorageSpec::build`]), as
 //! varnishd does them in that order. Unnamed stores are called
@@ -331,22 +332,40 @@ fn parse_one(arg: &str, index: usize) -> Result<StorageSpec, StorageSpecError> {
     let err = |reason: String| StorageSpecError {
         arg: arg.to_owned(),
         reason,
-        verbatim: false,
+        verbatim: true,
     };
-    let (name, rest) = match arg.split_once('=') {
-        Some((n, r)) => {
-            if !valid_name(n) {
-                return Err(err(format!(
-                    "\"{n}\" is not a valid storage name (letters, digits, '_' and '-', starting with a letter)"
-                )));
-            }
-            (n.to_owned(), r)
-        }
-        None => (format!("s{index}"), arg),
+    // As mgt_stevedore.c: a '=' before the first comma ends a name.
+    let named = match (arg.find('='), arg.find(',')) {
+        (Some(e), Some(c)) => e < c,
+        (Some(_), None) => true,
+        _ => false,
+    };
+    let (name, rest) = match arg.split_once('=').filter(|_| named) {
+        Some((n, r)) => (Some(n), r),
+        None => (None, arg),
     };
     let mut parts = rest.split(',');
     let kind = parts.next().unwrap_or("").trim();
     let mut opts: Vec<&str> = parts.collect();
+    if arg.is_empty() {
+        return Err(err("-s argument lacks strategy {malloc, file, ...}".into()));
+    }
+    if name.is_some() && rest.is_empty() {
+        return Err(err(format!("Empty named -s argument \"{arg}\"")));
+    }
+    if !matches!(
+        kind,
+        "malloc" | "default" | "debug" | "file" | "disk" | "mse"
+    ) {
+        return Err(err(format!("Unknown storage method \"{kind}\"")));
+    }
+    let name = match name {
+        Some(n) if !valid_name(n) => {
+            return Err(err(format!("invalid -s name \"{n}\"=[...]")));
+        }
+        Some(n) => n.to_owned(),
+        None => format!("s{index}"),
+    };
     let mut store_kind = StorageKind::Malloc;
     if kind == "debug" {
         // The debug store takes its own flag, then malloc's arguments.
@@ -356,29 +375,28 @@ fn parse_one(arg: &str, index: usize) -> Result<StorageSpec, StorageSpecError> {
     }
     match kind {
         "malloc" | "default" | "debug" => {
+            // storage_malloc.c's checks and texts.
             let size = match opts.as_slice() {
                 [] => None,
-                [s] if s.trim().is_empty() => None,
-                [s] => Some(parse_size(s).map_err(err)?),
-                _ => {
-                    return Err(err(format!(
-                        "too many arguments to malloc ({}); usage: -s [name=]malloc[,size]",
-                        opts.len()
-                    )));
+                [""] => None,
+                [s] => {
+                    let n = vnum_bytes(s)
+                        .map_err(|e| err(format!("(-smalloc) size \"{s}\": {e}")))?;
+                    if n < 1024 * 1024 {
+                        return Err(err(format!(
+                            "(-smalloc) size \"{s}\": too small, did you forget to specify M or G?"
+                        )));
+                    }
+                    Some(n)
                 }
+                _ => return Err(err("(-smalloc) too many arguments".into())),
             };
-            if name == "Transient" || size.is_none() || size.is_some_and(|s| s > 0) {
-                Ok(StorageSpec {
-                    name,
-                    kind: store_kind,
-                    size,
-                    notes: Vec::new(),
-                })
-            } else {
-                Err(err(
-                    "a malloc size of 0 leaves no room for any object".into()
-                ))
-            }
+            Ok(StorageSpec {
+                name,
+                kind: store_kind,
+                size,
+                notes: Vec::new(),
+            })
         }
         "mse" => Err(err(
             "an mse store takes its names from its mse.conf: give -s mse,/path/mse.conf without NAME=".into(),
@@ -391,7 +409,8 @@ fn parse_one(arg: &str, index: usize) -> Result<StorageSpec, StorageSpecError> {
                 notes: Vec::new(),
             })
             .map_err(err),
-        "file" => parse_file(&opts)
+        // `file`, the one kind left after the check above.
+        _ => parse_file(&opts)
             .map(|kind| StorageSpec {
                 name,
                 kind,
@@ -403,15 +422,6 @@ fn parse_one(arg: &str, index: usize) -> Result<StorageSpec, StorageSpecError> {
                 reason,
                 verbatim: true,
             }),
-        "persistent" | "deprecated_persistent" | "umem" => Err(err(format!(
-            "storage kind \"{kind}\" is not available in lacquer; use malloc (-s malloc,SIZE), file (-s file,PATH,SIZE) or the persistent disk (-s disk,PATH,SIZE)"
-        ))),
-        "" => Err(err(
-            "missing storage kind; usage: -s [name=]malloc[,size]".into()
-        )),
-        other => Err(err(format!(
-            "unknown storage kind \"{other}\"; usage: -s [name=]malloc[,size]"
-        ))),
     }
 }
 
@@ -445,8 +455,8 @@ pub fn parse_storage_args<S: AsRef<str>>(args: &[S]) -> Result<Vec<StorageSpec>,
             if out.iter().any(|s| s.name == spec.name) {
                 return Err(StorageSpecError {
                     arg: a.to_owned(),
-                    reason: format!("storage \"{}\" is already defined", spec.name),
-                    verbatim: false,
+                    reason: format!("(-s {a}) '{}' is already defined", spec.name),
+                    verbatim: true,
                 });
             }
             out.push(spec);
@@ -545,11 +555,11 @@ mod tests {
 
     #[test]
     fn build_stores() {
-        let v = parse_storage_args(&["malloc,1k"]).unwrap();
+        let v = parse_storage_args(&["malloc,1m"]).unwrap();
         let stores: Vec<_> = v.iter().map(|s| s.build().unwrap()).collect();
         assert_eq!(stores[0].name(), "s0");
-        assert_eq!(stores[0].limit(), Some(1024));
-        assert!(stores[0].try_alloc(2048).is_err());
+        assert_eq!(stores[0].limit(), Some(1 << 20));
+        assert!(stores[0].try_alloc(2 << 20).is_err());
         assert_eq!(stores[1].name(), "Transient");
         assert_eq!(stores[1].limit(), None);
     }
@@ -665,25 +675,40 @@ mod tests {
     }
 
     #[test]
-    fn bad_specs() {
-        let e = parse_storage_args(&["foo"]).unwrap_err();
+    fn bad_specs_as_varnishd() {
+        // Each text as varnishd 7.1.1 prints it after "Error: ".
+        let msg = |a: &[&str]| parse_storage_args(a).unwrap_err().to_string();
+        assert_eq!(msg(&["foo"]), "Unknown storage method \"foo\"");
+        assert_eq!(msg(&["umem,1M"]), "Unknown storage method \"umem\"");
         assert_eq!(
-            e.to_string(),
-            "-s foo: unknown storage kind \"foo\"; usage: -s [name=]malloc[,size]"
+            msg(&["persistent,/tmp/x,1g"]),
+            "Unknown storage method \"persistent\""
         );
-        let e = parse_storage_args(&["malloc,banana"]).unwrap_err();
-        assert!(
-            e.to_string().contains("size \"banana\": invalid number"),
-            "{e}"
+        assert_eq!(
+            msg(&["malloc,banana"]),
+            "(-smalloc) size \"banana\": Invalid number"
         );
-        let e = parse_storage_args(&["persistent,/tmp/x,1g"]).unwrap_err();
-        assert!(e.to_string().contains("not available"), "{e}");
-        let e = parse_storage_args(&["a=malloc", "a=malloc"]).unwrap_err();
-        assert!(e.to_string().contains("already defined"), "{e}");
-        let e = parse_storage_args(&["1x=malloc"]).unwrap_err();
-        assert!(e.to_string().contains("not a valid storage name"), "{e}");
-        assert!(parse_storage_args(&["malloc,1m,2"]).is_err());
+        assert_eq!(
+            msg(&["malloc,1x"]),
+            "(-smalloc) size \"1x\": Unknown BYTES unit of measurement ([KMGTP][B])"
+        );
+        assert_eq!(
+            msg(&["malloc,1k"]),
+            "(-smalloc) size \"1k\": too small, did you forget to specify M or G?"
+        );
+        assert_eq!(msg(&["malloc,1m,2"]), "(-smalloc) too many arguments");
+        assert_eq!(
+            msg(&["a=malloc", "a=malloc"]),
+            "(-s a=malloc) 'a' is already defined"
+        );
+        assert_eq!(msg(&["1x=malloc"]), "invalid -s name \"1x\"=[...]");
+        assert_eq!(msg(&["a.b=malloc"]), "invalid -s name \"a.b\"=[...]");
         assert!(parse_storage_args(&["malloc,0"]).is_err());
-        assert!(parse_storage_args(&["x="]).is_err());
+        assert_eq!(msg(&["x="]), "Empty named -s argument \"x=\"");
+        assert_eq!(msg(&[""]), "-s argument lacks strategy {malloc, file, ...}");
+        assert_eq!(msg(&[",1M"]), "Unknown storage method \"\"");
+        // An empty size is no size; a '=' after the first comma is no name.
+        assert!(parse_storage_args(&["malloc,"]).is_ok());
+        assert!(parse_storage_args(&["file,/tmp/a=b,1M"]).is_ok());
     }
 }

@@ -316,7 +316,7 @@ impl<'a> Checker<'a> {
                 callable_from,
             })
             .collect();
-        let default_probe = self.probes.iter().position(|p| p.0.name == "default");
+        let default_probe = self.probes.iter().rposition(|p| p.0.name == "default");
         Ok(ir::Program {
             version: self.version,
             subs,
@@ -402,15 +402,9 @@ impl<'a> Checker<'a> {
                     }
                     return Ok(());
                 }
-                Sym::Probe(_) => {
-                    if let Some(p) = self.probes.iter().find(|p| p.0.name == "default") {
-                        return Err(Box::new(
-                            Diagnostic::error("Probe 'default' redefined", span)
-                                .with_note("First definition:", Some(p.1)),
-                        ));
-                    }
-                    return Ok(());
-                }
+                // vcc keeps the last `probe default` it reads: a second
+                // one replaces the first without complaint.
+                Sym::Probe(_) => return Ok(()),
                 _ => {}
             }
         }
@@ -419,9 +413,9 @@ impl<'a> Checker<'a> {
                 (Sym::Backend(_), Sym::Backend(_)) if name == "default" => {
                     "Only one default director possible.".to_string()
                 }
-                (Sym::Backend(_), Sym::Backend(_)) => format!("Backend '{name}' redefined"),
-                (Sym::Probe(_), Sym::Probe(_)) => format!("Probe '{name}' redefined"),
-                (Sym::Acl(_), Sym::Acl(_)) => format!("ACL '{name}' redefined"),
+                (Sym::Backend(_), Sym::Backend(_)) => format!("Backend '{name}' redefined."),
+                (Sym::Probe(_), Sym::Probe(_)) => format!("Probe '{name}' redefined."),
+                (Sym::Acl(_), Sym::Acl(_)) => format!("Acl '{name}' redefined."),
                 (Sym::Sub(_), Sym::Sub(_)) => format!("Subroutine '{name}' redefined"),
                 (Sym::Instance(_), Sym::Instance(_)) => format!("Instance '{name}' redefined."),
                 _ => format!("Name '{name}' already defined."),
@@ -691,7 +685,7 @@ impl<'a> Checker<'a> {
                 .map_err(|m| Box::new(Diagnostic::error(m, lit.span)))?;
         }
         let mut addrs = Vec::new();
-        if path.is_none() && !host.is_empty() {
+        if path.is_none() && fields.string("host").is_some() {
             let span = fields.string("host").map(|s| s.span).unwrap_or(name_span);
             addrs = resolve_host(&host, &port).map_err(|e| {
                 Box::new(Diagnostic::error(
@@ -730,7 +724,7 @@ impl<'a> Checker<'a> {
         if let Some(f) = fields.get("probe") {
             match &f.value {
                 ast::FieldValue::ProbeRef(id) if id.name == "default" => {
-                    match self.probes.iter().position(|p| p.0.name == "default") {
+                    match self.probes.iter().rposition(|p| p.0.name == "default") {
                         Some(p) => {
                             self.probes[p].2 = true;
                             probe = Some(p);
@@ -773,7 +767,7 @@ impl<'a> Checker<'a> {
             }
         }
         if probe.is_none()
-            && let Some(p) = self.probes.iter().position(|p| p.0.name == "default")
+            && let Some(p) = self.probes.iter().rposition(|p| p.0.name == "default")
         {
             self.probes[p].2 = true;
             probe = Some(p);
@@ -958,6 +952,16 @@ impl<'a> Checker<'a> {
                         self.subs[self.cur].calls.push((i, target.span));
                         out.push(ir::Stmt::Call(i));
                     }
+                }
+                AK::Call {
+                    callee, args_span, ..
+                } if callee.is_simple()
+                    && matches!(self.syms.get(&callee.dotted()), Some((Sym::Sub(_), _))) =>
+                {
+                    // vcc's `call` takes the sub's name and then wants the
+                    // semicolon: a sub is not called with parentheses.
+                    let paren = Span::new(args_span.file, args_span.start, args_span.start + 1);
+                    return err("Expected ';' got '('", paren);
                 }
                 _ => {
                     // A SUB-valued expression (e.g. a vmod method): which
@@ -1952,7 +1956,7 @@ impl<'a> Checker<'a> {
             }
             ArithOp::Mod => {
                 if l.ty != Type::Int {
-                    return err("Operator % only possible on INT", op_span);
+                    return err("Operator % only possible on INT.", op_span);
                 }
                 let r = self.expr(rhs, Type::Int)?;
                 if r.ty != Type::Int {
@@ -2001,14 +2005,15 @@ impl<'a> Checker<'a> {
                             ty: Type::Backend,
                             kind: IK::DefaultBackend,
                         }),
-                        Type::Probe => match self.probes.iter().position(|p| p.0.name == "default")
-                        {
-                            Some(i) => Ok(Expr {
-                                ty: Type::Probe,
-                                kind: IK::Probe(i),
-                            }),
-                            None => err("Symbol 'default' is a reserved word.", p.span),
-                        },
+                        Type::Probe => {
+                            match self.probes.iter().rposition(|p| p.0.name == "default") {
+                                Some(i) => Ok(Expr {
+                                    ty: Type::Probe,
+                                    kind: IK::Probe(i),
+                                }),
+                                None => err("Symbol 'default' is a reserved word.", p.span),
+                            }
+                        }
                         _ => err("Symbol 'default' is a reserved word.", p.span),
                     };
                 }
@@ -2636,7 +2641,9 @@ impl<'a> Checker<'a> {
         unused.extend(
             self.probes
                 .iter()
-                .filter(|x| !x.2)
+                // vcc counts a `probe default` as referenced where it is
+                // defined: never unused, even when replaced by a later one.
+                .filter(|x| !x.2 && x.0.name != "default")
                 .map(|x| (x.0.name.as_str(), "probe", x.1)),
         );
         unused.sort_by_key(|u| u.0);
@@ -2702,7 +2709,11 @@ impl<'a> Checker<'a> {
     /// Checks returns (`returns == true`) or other uses against every
     /// built-in method each subroutine is reachable from.
     fn check_uses(&self, returns: bool) -> R<()> {
-        for m in ALL_BUILTIN_SUBS {
+        // vcc walks its symbol table, which is sorted by name: the first
+        // error reported is the one of the alphabetically first method.
+        let mut methods = ALL_BUILTIN_SUBS;
+        methods.sort_by_key(|m| m.name());
+        for m in methods {
             let Some(entry) = self.subs.iter().position(|s| s.method == Some(m)) else {
                 continue;
             };
@@ -3026,19 +3037,45 @@ fn dns_error_text(e: &std::io::Error) -> String {
     }
 }
 
-fn resolve_host(host: &str, port: &str) -> Result<Vec<SocketAddr>, String> {
-    if let Ok(ip) = host.parse::<IpAddr>() {
-        let port: u16 = port.parse().map_err(|_| format!("bad port '{port}'"))?;
-        return Ok(vec![SocketAddr::new(ip, port)]);
+/// A backend's port as getaddrinfo reads a service: a decimal number is
+/// taken modulo 65536 (as the C library stores it in 16 bits), a name is
+/// looked up in /etc/services (TCP).
+fn service_port(port: &str) -> Result<u16, String> {
+    if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
+        let n: u64 = port.parse().unwrap_or(u64::MAX);
+        return Ok((n % 65536) as u16);
     }
-    let port_num: u16 = match port.parse() {
-        Ok(p) => p,
-        Err(_) => match port {
-            "http" => 80,
-            "https" => 443,
-            _ => return Err(format!("unknown port '{port}'")),
-        },
-    };
+    let services = std::fs::read_to_string("/etc/services").unwrap_or_default();
+    for line in services.lines() {
+        let line = line.split('#').next().unwrap_or("");
+        let mut words = line.split_whitespace();
+        let (Some(name), Some(pp)) = (words.next(), words.next()) else {
+            continue;
+        };
+        let Some((num, "tcp")) = pp.split_once('/') else {
+            continue;
+        };
+        if (name == port || words.any(|alias| alias == port))
+            && let Ok(n) = num.parse()
+        {
+            return Ok(n);
+        }
+    }
+    match port {
+        "http" => Ok(80),
+        "https" => Ok(443),
+        _ => Err("Servname not supported for ai_socktype".into()),
+    }
+}
+
+fn resolve_host(host: &str, port: &str) -> Result<Vec<SocketAddr>, String> {
+    let port_num = service_port(port)?;
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(vec![SocketAddr::new(ip, port_num)]);
+    }
+    if host.is_empty() {
+        return Err("Name or service not known".into());
+    }
     let mut v: Vec<SocketAddr> = (host, port_num)
         .to_socket_addrs()
         .map_err(|e| dns_error_text(&e))?
@@ -3086,14 +3123,14 @@ fn check_ipv6_brackets(host: &str) -> Result<(), String> {
 /// VCL is used, and the worker may see what the compiler's user cannot.
 fn check_uds_path(path: &str) -> Result<Option<String>, String> {
     if !path.starts_with('/') {
-        return Err(format!("Must be an absolute path:\n\t{path}"));
+        return Err(format!("Backend path: Must be an absolute path:\n\t{path}"));
     }
     #[cfg(unix)]
     {
         use std::os::unix::fs::FileTypeExt;
         match std::fs::metadata(path) {
             Ok(md) if !md.file_type().is_socket() => {
-                return Err(format!("Not a socket:\n\t{path}"));
+                return Err(format!("Backend path: Not a socket:\n\t{path}"));
             }
             Ok(_) => {}
             Err(e) => {
@@ -3313,7 +3350,7 @@ mod tests {
         );
         assert_eq!(
             check_uds_path("rel.sock").unwrap_err(),
-            "Must be an absolute path:\n\trel.sock"
+            "Backend path: Must be an absolute path:\n\trel.sock"
         );
     }
 

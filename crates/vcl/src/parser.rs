@@ -1140,7 +1140,7 @@ impl<'a> Parser<'a> {
             "if" => return self.if_stmt(),
             "set" => {
                 self.advance();
-                let target = self.path()?;
+                let target = self.var_target()?;
                 let t = self.tok();
                 let op = match t.kind {
                     TokKind::Punct(Punct::Assign) => AssignOp::Assign,
@@ -1166,7 +1166,7 @@ impl<'a> Parser<'a> {
             "unset" => {
                 self.advance();
                 StmtKind::Unset {
-                    target: self.path()?,
+                    target: self.var_target()?,
                 }
             }
             "call" => {
@@ -1384,6 +1384,36 @@ impl<'a> Parser<'a> {
         Ok(e)
     }
 
+    /// The variable a `set` or `unset` names. A header collection alone
+    /// (`req.http`, or `req.http.` with nothing after the dot) is the
+    /// wildcard symbol of kind none in vcc, refused as not a variable.
+    fn var_target(&mut self) -> PResult<Path> {
+        let target = self.path()?;
+        if target.segments.len() == 2
+            && !target.segments[1].quoted
+            && target.segments[1].name == "http"
+            && HEADER_ROOTS.contains(&target.segments[0].name.as_str())
+            && !(self.at(Punct::Dot) && self.peek(1).kind == TokKind::Id)
+        {
+            let mut span = target.span;
+            if self.at(Punct::Dot) {
+                span = span.to(self.advance().span);
+            }
+            return Err(self.error(
+                Diagnostic::error(
+                    format!(
+                        "Symbol '{}' has wrong type (none), expected var:\nAt: ",
+                        target.dotted()
+                    ),
+                    span,
+                )
+                .ranged()
+                .with_note("Symbol was builtin", None),
+            ));
+        }
+        Ok(target)
+    }
+
     /// A dotted name: `ID ('.' ID)* ['.' CSTR]`.
     fn path(&mut self) -> PResult<Path> {
         let first = self.expect_id()?;
@@ -1475,10 +1505,36 @@ impl<'a> Parser<'a> {
         Ok(e)
     }
 
+    /// Runs `f` with `hint` as the type vcc looks for at the current token
+    /// (for its "Unknown token 'x' when looking for TYPE" message).
+    fn hinted<T>(
+        &mut self,
+        hint: Option<&'static str>,
+        f: impl FnOnce(&mut Self) -> PResult<T>,
+    ) -> PResult<T> {
+        let saved = self.hint;
+        if let Some(h) = hint {
+            self.hint = Some((h, self.pos));
+        }
+        let r = f(self);
+        self.hint = saved;
+        r
+    }
+
+    /// The type vcc gives an operand, where the parser can tell: a
+    /// variable's, a string's or a plain number's.
+    fn operand_type(&self, e: &Expr) -> Option<&'static str> {
+        match &e.kind {
+            ExprKind::Path(p) => self.set_type.and_then(|f| f(&p.dotted())),
+            ExprKind::Str(_) => Some("STRING"),
+            _ => None,
+        }
+    }
+
     fn expr_not(&mut self) -> PResult<Expr> {
         if self.at(Punct::Bang) {
             let t = self.advance();
-            let operand = self.expr_cmp()?;
+            let operand = self.hinted(Some("BOOL"), Self::expr_cmp)?;
             let span = t.span.to(operand.span);
             return Ok(Expr {
                 kind: ExprKind::Unary {
@@ -1507,7 +1563,12 @@ impl<'a> Parser<'a> {
         };
         self.advance();
         self.check_bytes_unit(&e)?;
-        let rhs = self.expr_add()?;
+        // vcc reads the right side of a comparison as the left's type.
+        let hint = match op {
+            BinaryOp::Match | BinaryOp::NotMatch => None,
+            _ => self.operand_type(&e),
+        };
+        let rhs = self.hinted(hint, Self::expr_add)?;
         Ok(Self::binary(e, op, t.span, rhs))
     }
 
@@ -1592,6 +1653,28 @@ impl<'a> Parser<'a> {
         Ok(e)
     }
 
+    /// `regsub`'s three arguments as vcc reads them: subject, a comma,
+    /// the regex, a comma, the replacement and the closing parenthesis,
+    /// each in turn expected (no names, no fourth argument).
+    fn regsub_args(&mut self) -> PResult<(Vec<Arg>, Span)> {
+        let open = self.skip(Punct::LParen)?;
+        let mut args = Vec::new();
+        for (i, hint) in ["STRING", "REGEX", "STRING"].into_iter().enumerate() {
+            if i > 0 {
+                self.skip(Punct::Comma)?;
+            }
+            let value = self.expr_typed(hint)?;
+            let span = value.span;
+            args.push(Arg {
+                name: None,
+                value,
+                span,
+            });
+        }
+        let close = self.skip(Punct::RParen)?;
+        Ok((args, open.span.to(close.span)))
+    }
+
     fn call_args(&mut self) -> PResult<(Vec<Arg>, Span)> {
         let open = self.skip(Punct::LParen)?;
         let mut args = Vec::new();
@@ -1659,8 +1742,17 @@ impl<'a> Parser<'a> {
             }
             TokKind::Id => {
                 let path = self.path()?;
+                let regsub = path.segments.len() == 1
+                    && matches!(path.segments[0].name.as_str(), "regsub" | "regsuball");
+                if regsub && !self.at(Punct::LParen) {
+                    return Err(self.expected(TokKind::Punct(Punct::LParen)));
+                }
                 if self.at(Punct::LParen) {
-                    let (args, args_span) = self.call_args()?;
+                    let (args, args_span) = if regsub {
+                        self.regsub_args()?
+                    } else {
+                        self.call_args()?
+                    };
                     let span = path.span.to(args_span);
                     return Ok(Expr {
                         kind: ExprKind::Call {
@@ -1763,6 +1855,9 @@ pub fn builtin_symbol_kind(name: &str) -> Option<&'static str> {
 /// Top-level keywords vcc enters in its symbol table as reserved words: as
 /// a statement they are "Symbol cannot be used here." (checked against
 /// varnishd 7.1).
+/// The objects whose `.http` is a header collection (vcc's `X.http*`).
+const HEADER_ROOTS: &[&str] = &["req", "bereq", "beresp", "resp", "obj", "req_top"];
+
 const RESERVED_SYMBOLS: &[&str] = &["acl", "backend", "default", "import", "probe", "sub", "vcl"];
 
 /// The `vcl_*` subroutines of Varnish 7.1's built-in VCL that are not

@@ -377,6 +377,79 @@ const CASES: &[(&str, &str)] = &[
         r#"backend c { .host = "nonexistent.invalid"; } acl a { "nohost.invalid"; }"#,
         "Backend host '\"nonexistent.invalid\"' could not be resolved to an IP address:",
     ),
+    // Found by tests/diff/vclprobe.py against varnishd 7.1.1.
+    (
+        r#"sub vcl_recv { call foo(); } sub foo {}"#,
+        "Expected ';' got '('",
+    ),
+    (
+        r#"sub vcl_recv { set req.http = "a"; }"#,
+        "Symbol 'req.http' has wrong type (none), expected var:",
+    ),
+    (
+        r#"sub vcl_recv { set req.http. = "a"; }"#,
+        "Symbol 'req.http' has wrong type (none), expected var:",
+    ),
+    (
+        r#"sub vcl_recv { unset req.http; }"#,
+        "Symbol 'req.http' has wrong type (none), expected var:",
+    ),
+    (
+        r#"sub vcl_recv { call foo; } sub vcl_backend_fetch { call foo; } sub foo { set req.http.x = bereq.url; }"#,
+        "Cannot be set from subroutine 'vcl_backend_fetch'.",
+    ),
+    (
+        r#"sub vcl_recv { if (req.http.x == ) {} }"#,
+        "Unknown token ')' when looking for STRING",
+    ),
+    (
+        r#"sub vcl_recv { if (!!req.http.x) {} }"#,
+        "Unknown token '!' when looking for BOOL",
+    ),
+    (
+        r#"sub vcl_recv { set req.url = regsub(req.url, "a"); }"#,
+        "Expected ',' got ')'",
+    ),
+    (
+        r#"sub vcl_recv { set req.url = regsub(req.url, "a", "b", "c"); }"#,
+        "Expected ')' got ','",
+    ),
+    (
+        r#"sub vcl_recv { set req.url = regsub(req.url, "a", "b",); }"#,
+        "Expected ')' got ','",
+    ),
+    (
+        r#"sub vcl_recv { set req.url = regsub; }"#,
+        "Expected '(' got ';'",
+    ),
+    (
+        r#"backend b2 { .host = ""; } sub vcl_recv { set req.backend_hint = b2; }"#,
+        "Backend host '\"\"' could not be resolved to an IP address:",
+    ),
+    (
+        r#"backend b2 { .path = "relative.sock"; } sub vcl_recv { set req.backend_hint = b2; }"#,
+        "Backend path: Must be an absolute path:",
+    ),
+    (
+        r#"backend b2 { .path = "/tmp"; } sub vcl_recv { set req.backend_hint = b2; }"#,
+        "Backend path: Not a socket:",
+    ),
+    (
+        r#"backend b { .host = "127.0.0.1"; }"#,
+        "Backend 'b' redefined.",
+    ),
+    (
+        r#"acl a { } acl a { } sub vcl_recv { if (client.ip ~ a) {} }"#,
+        "Acl 'a' redefined.",
+    ),
+    (
+        r#"probe p { } probe p { } backend c { .host = "127.0.0.1"; .probe = p; }"#,
+        "Probe 'p' redefined.",
+    ),
+    (
+        r#"sub vcl_recv { set req.http.x = 1s % 2; }"#,
+        "Operator % only possible on INT.",
+    ),
 ];
 
 fn compile(snippet: &str) -> Result<(), String> {
@@ -433,6 +506,10 @@ fn valid_programs_compile() {
         r#"acl a { ("nonexistent.invalid"); "localhost"; } sub vcl_recv { if (client.ip ~ a) {} }"#,
         r#"backend c { .host = "localhost"; .port = "http"; .probe = { .url = "/"; } } sub vcl_recv { set req.backend_hint = c; }"#,
         r#"probe p { .url = "/"; } backend c { .host = "127.0.0.1"; .probe = p; } sub vcl_recv { set req.backend_hint = c; }"#,
+        // vcc keeps the last `probe default`; a port is a service, as
+        // getaddrinfo reads it (a number modulo 65536).
+        r#"probe default { } probe default { .url = "/x"; }"#,
+        r#"backend c { .host = "127.0.0.1"; .port = "99999"; } sub vcl_recv { set req.backend_hint = c; }"#,
     ] {
         if let Err(e) = compile(snippet) {
             panic!("{snippet} should compile:\n{e}");
