@@ -394,8 +394,8 @@ impl VclRuntime for VmodVcl<'_> {
     fn suspend(&mut self, wait: Wait, resume: Resume) -> Result<(), String> {
         if !self.can_suspend {
             return Err(
-                "VCL cannot wait for I/O here (only client and backend subroutines \
-                 run by the server can, not vcl_init, vcl_fini or a subroutine a vmod runs)"
+                "VCL cannot wait for I/O here (a subroutine a vmod runs cannot, nor \
+                 vcl_init or vcl_fini where the host cannot block on the wait)"
                     .into(),
             );
         }
