@@ -359,3 +359,44 @@ sub vcl_deliver {{
     assert_eq!(r.header("x-ok"), Some("yes"));
     assert_eq!(r.text(), "hello");
 }
+
+/// libvmod-curl users call it in `vcl_init` (to fetch configuration):
+/// there the management path blocks on the call while the runtime's
+/// workers do the I/O, and what it fetched serves every request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_in_vcl_init_fetches_configuration() {
+    let conf = backend(|r| {
+        let body = if r.url == "/config" { "blue" } else { "?" };
+        (Duration::from_millis(50), ok(body, "X-Mode: strict\r\n"))
+    })
+    .await;
+    let vcl = vcl_with(
+        conf.addr,
+        &format!(
+            r#"
+import curl;
+import var;
+sub vcl_init {{
+    curl.get("http://{c}/config");
+    if (curl.status() != 200) {{
+        return (fail);
+    }}
+    var.global_set("colour", curl.body());
+    var.global_set("mode", curl.header("X-Mode"));
+    curl.free();
+}}
+sub vcl_recv {{
+    return (synth(200, var.global_get("colour") + "/" + var.global_get("mode")));
+}}
+"#,
+            c = conf.addr
+        ),
+    );
+    let l = lacquer(&vcl, &[]).await;
+    assert_eq!(conf.count(), 1);
+    let r = get(l.first_addr().unwrap(), "/", "").await;
+    assert_eq!(r.status, 200);
+    assert!(r.text().contains("blue/strict"), "{}", r.text());
+    // Requests do not call the service again.
+    assert_eq!(conf.count(), 1);
+}

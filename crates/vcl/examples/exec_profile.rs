@@ -10,14 +10,17 @@
 //!
 //! `--toggle-collect` counts only the flows, not building the program or
 //! the requests; divide the total by the count for instructions per
-//! request. Without valgrind it prints the wall time per request.
+//! request. Without valgrind it prints the wall time per request. A third
+//! argument `start` runs a hit case's methods through `Program::start`
+//! (the server's form, which may suspend) instead of `Program::run`.
 
 use std::hint::black_box;
 use std::time::Instant;
 
-use lacquer_vcl::exec::Scratch;
 use lacquer_vcl::exec::code::Program;
 use lacquer_vcl::exec::mock::MockContext;
+use lacquer_vcl::exec::{Action, NoVmods, Run, Scratch};
+use lacquer_vcl::subs::BuiltinSub;
 
 #[path = "../benches/common/mod.rs"]
 mod common;
@@ -33,6 +36,35 @@ fn run_flow(flow: common::Flow, prog: &Program, ctx: &mut MockContext, s: &mut S
     flow(prog, ctx, s);
 }
 
+/// The methods of a hit run as the server runs them: each through
+/// `Program::start`, the form that may suspend (none does here); laid out
+/// as `common::hit`, so that the two differ only in the executor's entry.
+fn hit_started(p: &Program, c: &mut MockContext, s: &mut Scratch) {
+    assert_eq!(
+        done(p.start(BuiltinSub::Recv, c, &NoVmods, s)),
+        Action::Hash
+    );
+    assert_eq!(
+        done(p.start(BuiltinSub::Hash, c, &NoVmods, s)),
+        Action::Lookup
+    );
+    assert_eq!(
+        done(p.start(BuiltinSub::Hit, c, &NoVmods, s)),
+        Action::Deliver
+    );
+    assert_eq!(
+        done(p.start(BuiltinSub::Deliver, c, &NoVmods, s)),
+        Action::Deliver
+    );
+}
+
+fn done(r: Run) -> Action {
+    match r {
+        Run::Done(a) => a,
+        Run::Suspended(_) => panic!("a method suspended without a vmod"),
+    }
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let name = args.next().unwrap_or_else(|| "typical_hit".into());
@@ -40,6 +72,9 @@ fn main() {
         s.parse()
             .unwrap_or_else(|_| panic!("count {s:?} is not a number"))
     });
+    // A third argument `start`: hits through `Program::start` instead of
+    // `Program::run` (the server's path; hit cases only).
+    let started = args.next().is_some_and(|a| a == "start");
     let Some(case) = common::CASES.iter().find(|c| c.name == name) else {
         let names: Vec<_> = common::CASES.iter().map(|c| c.name).collect();
         eprintln!("unknown case {name:?}; one of {names:?}");
@@ -50,6 +85,14 @@ fn main() {
     } else {
         common::BUILTIN_ONLY
     });
+    let flow: common::Flow = match (started, name.ends_with("_hit")) {
+        (false, _) => case.flow,
+        (true, true) => hit_started,
+        (true, false) => {
+            eprintln!("`start` measures hit cases only, not {name:?}");
+            std::process::exit(2);
+        }
+    };
     let mut scratch = Scratch::default();
     let mut spent = std::time::Duration::ZERO;
     let mut left = n;
@@ -58,7 +101,7 @@ fn main() {
         let mut ctxs: Vec<MockContext> = (0..batch).map(|_| (case.setup)()).collect();
         let start = Instant::now();
         for c in &mut ctxs {
-            run_flow(case.flow, &prog, black_box(c), &mut scratch);
+            run_flow(flow, &prog, black_box(c), &mut scratch);
         }
         spent += start.elapsed();
         left -= batch;

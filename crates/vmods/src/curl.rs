@@ -23,8 +23,8 @@
 //! call over the cap fails at once (status 0, `error()` says why) and is
 //! logged as `VCL_Error`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -33,7 +33,7 @@ use lacquer_vcl::subs::BuiltinSub;
 
 use crate::args::Args;
 use crate::httpc::{self, Dest, Outcome, Request};
-use crate::{Env, FuncImpl, ModuleImpl};
+use crate::{Counters, Env, EventCtx, FuncImpl, ModuleImpl, VclEvent};
 
 const DECL: &str = r#"
 $Module curl
@@ -94,7 +94,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("set_debug", set_debug),
     ],
     classes: &[],
-    event: None,
+    event: Some(event),
     filters: &[],
 };
 
@@ -123,16 +123,95 @@ pub(crate) fn default_timeout() -> Option<Duration> {
     (d > 0).then(|| Duration::from_millis(d))
 }
 
+/// The `VMOD_CURL` counters, by their position in that counter table
+/// (`lacquer_vsl::vsc::tables::VMOD_CURL`): vmods curl and http count
+/// into one set, as they share the client and its limits.
+#[derive(Clone, Copy)]
+pub(crate) enum Stat {
+    /// Calls made (sent, or refused before sending).
+    Calls = 0,
+    /// Calls that got no response (status 0).
+    Failed = 1,
+    /// Calls that reached a timeout (also `Failed`).
+    Timeouts = 2,
+    /// Calls refused at `curl_max_inflight` (also `Failed`).
+    InflightCap = 3,
+}
+
+/// The published `VMOD_CURL` set: one for the process, as vmod debug's
+/// `DEBUG` set, from the first VCL importing curl or http until the last
+/// one is discarded.
+fn stats() -> &'static RwLock<Option<Box<dyn Counters>>> {
+    static SET: RwLock<Option<Box<dyn Counters>>> = RwLock::new(None);
+    &SET
+}
+
+/// VCLs loaded that import curl or http (each import counts once).
+static IMPORTS: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts one event in the `VMOD_CURL` set, when it is published.
+pub(crate) fn count(s: Stat) {
+    if let Some(set) = stats().read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        // The position is within the table (checked by the server's
+        // counter test), so this cannot fail.
+        let _ = set.add(s as usize, 1);
+    }
+}
+
+/// A call that failed before it was sent (a bad URL, the cap): counted
+/// as made and failed.
+pub(crate) fn count_refused() {
+    count(Stat::Calls);
+    count(Stat::Failed);
+}
+
+/// The event handler of vmods curl and http: the first VCL loaded that
+/// imports one publishes the `VMOD_CURL` counters, the last one
+/// discarded withdraws them.
+pub(crate) fn event(env: &Env, ev: VclEvent, cx: &dyn EventCtx) -> Result<(), String> {
+    match ev {
+        VclEvent::Load => {
+            IMPORTS.fetch_add(1, Ordering::AcqRel);
+            let mut set = stats().write().unwrap_or_else(|e| e.into_inner());
+            if set.is_none() {
+                match env.host.new_counters("VMOD_CURL", "") {
+                    Ok(s) => *set = Some(s),
+                    // A host without shared memory (a check, a test rig):
+                    // the calls work, uncounted.
+                    Err(e) => cx.log_debug(&format!("curl: no VMOD_CURL counters: {e}")),
+                }
+            }
+        }
+        VclEvent::Discard => {
+            let before = IMPORTS
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    Some(n.saturating_sub(1))
+                })
+                .unwrap_or(0);
+            if before == 1 {
+                stats().write().unwrap_or_else(|e| e.into_inner()).take();
+            }
+        }
+        VclEvent::Warm | VclEvent::Cold => {}
+    }
+    Ok(())
+}
+
 /// Holds one slot of the in-flight cap for as long as a call's future
 /// lives (a dropped future gives it back too).
 pub(crate) struct Slot;
 
 impl Slot {
+    /// Takes a slot for a call about to be sent (counted as made), or
+    /// `None` at the cap (counted as a cap hit and a failure).
     pub(crate) fn take() -> Option<Slot> {
+        count(Stat::Calls);
         let max = MAX_INFLIGHT.load(Ordering::Relaxed);
         let mut cur = INFLIGHT.load(Ordering::Relaxed);
         loop {
             if cur >= max {
+                count(Stat::InflightCap);
+                count(Stat::Failed);
                 return None;
             }
             match INFLIGHT.compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Relaxed)
@@ -430,6 +509,7 @@ fn call(ctx: &mut dyn Context, a: &Args<'_>, kind: Kind) -> R {
     let (req, head) = match prepared {
         Ok(r) => r,
         Err(e) => {
+            count_refused();
             c.error = Some(Bytes::from(e.clone()));
             let msg = format!("curl: {method_name} {}: {e}", String::from_utf8_lossy(&url));
             ctx.log(LogKind::Error, msg.as_bytes());

@@ -67,7 +67,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("varnish_url", varnish_url),
     ],
     classes: &[],
-    event: None,
+    event: Some(curl::event),
     filters: &[],
 };
 
@@ -240,7 +240,7 @@ fn build(c: &Call) -> Result<Request, String> {
 /// Starts call `id` as a task of its own; `Err` says why it could not.
 fn start(ctx: &mut dyn Context, id: i64) -> Result<(Shared, tokio::task::JoinHandle<()>), String> {
     let c = call(ctx, id)?;
-    let req = build(c)?;
+    let req = build(c).inspect_err(|_| curl::count_refused())?;
     let rt = tokio::runtime::Handle::try_current().map_err(|_| {
         "http: requests can only be sent from client or backend subroutines".to_string()
     })?;

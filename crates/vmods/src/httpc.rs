@@ -135,6 +135,12 @@ pub(crate) async fn send(req: Request) -> Outcome {
         },
         None => work.await,
     };
+    if let Err(e) = &result {
+        crate::curl::count(crate::curl::Stat::Failed);
+        if e.starts_with("Timeout was reached") {
+            crate::curl::count(crate::curl::Stat::Timeouts);
+        }
+    }
     Outcome {
         result,
         took: start.elapsed(),

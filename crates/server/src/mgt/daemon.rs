@@ -376,8 +376,7 @@ pub fn init_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) -> Result<(), String> {
         return Err(failed(e));
     }
     let mut t = InitTask::new(sh, vcl, BuiltinSub::Init);
-    let mut scratch = Scratch::default();
-    let action = vcl.run(BuiltinSub::Init, &mut t, &mut scratch);
+    let action = run_waiting(vcl, BuiltinSub::Init, &mut t);
     // The task's end may fail it too.
     let at_end = end_init_privs(&mut t);
     let ok = matches!(action, lacquer_vcl::exec::Action::Ok) && at_end.is_empty();
@@ -395,6 +394,24 @@ pub fn init_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) -> Result<(), String> {
                     .unwrap_or_default()
             ))
         }
+    }
+}
+
+/// Runs `vcl_init` or `vcl_fini`, where VCL may wait for I/O (a
+/// `curl.get()` fetching configuration, as libvmod-curl users do): this
+/// is the management path, not a request's task, so the thread blocks on
+/// each wait while the runtime's workers do the I/O. Blocking needs a
+/// multi-threaded runtime (lacquerd's); elsewhere (no runtime, or a
+/// single-threaded one, where the thread is the only one that could
+/// drive the I/O) the run cannot wait and such a call fails with the
+/// reason.
+fn run_waiting(vcl: &LoadedVcl, m: BuiltinSub, t: &mut InitTask) -> lacquer_vcl::exec::Action {
+    let mut scratch = Scratch::default();
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) if rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(|| vcl.run_blocking(m, t, &mut scratch, &rt))
+        }
+        _ => vcl.run(m, t, &mut scratch),
     }
 }
 
@@ -419,8 +436,7 @@ pub fn unload_failed(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) {
 /// nothing (the VCL goes anyway); varnishd logs that it had no effect.
 pub fn fini_vcl(sh: &Arc<Shared>, vcl: &Arc<LoadedVcl>) {
     let mut t = InitTask::new(sh, vcl, BuiltinSub::Fini);
-    let mut scratch = Scratch::default();
-    let action = vcl.run(BuiltinSub::Fini, &mut t, &mut scratch);
+    let action = run_waiting(vcl, BuiltinSub::Fini, &mut t);
     let at_end = end_init_privs(&mut t);
     for e in &at_end {
         t.log(LogKind::Error, e.as_bytes());

@@ -176,8 +176,9 @@ impl std::fmt::Debug for Suspended {
 pub enum Run {
     /// The method returned this action.
     Done(Action),
-    /// A vmod suspended it: await `wait`, then resume at `point`.
-    Suspended(Suspended),
+    /// A vmod suspended it: await `wait`, then resume at `point`. (Boxed:
+    /// a run that does not suspend returns and matches a small value.)
+    Suspended(Box<Suspended>),
 }
 
 /// A suspension on its way out of the interpreter.
@@ -237,10 +238,24 @@ impl Program {
         vmods: &dyn Vmods,
         scratch: &mut Scratch,
     ) -> Action {
-        match self.exec(sub, ctx, vmods, scratch, false, None) {
-            Run::Done(a) => a,
-            Run::Suspended(_) => unreachable!("a run that cannot be suspended was"),
-        }
+        // The synchronous path on its own (not through `exec`): no resume
+        // point to pass, no `Run` to wrap and unwrap.
+        let marker = 0u8;
+        let _base = StackBase::enter(std::ptr::addr_of!(marker) as usize);
+        scratch.stack.clear();
+        let mut ex = Exec {
+            prog: self,
+            ctx,
+            vmods,
+            bufs: &mut scratch.bufs,
+            stack: &mut scratch.stack,
+            action: None,
+            failure: None,
+            can_suspend: false,
+            unwinding: &mut scratch.unwinding,
+        };
+        let r = ex.call(sub);
+        ex.outcome(r)
     }
 
     /// Runs the code of a built-in method as [`Program::run`] does, except
@@ -257,7 +272,7 @@ impl Program {
         let Some(sub) = self.methods[method.index()] else {
             return Run::Done(Action::Ok);
         };
-        self.exec(sub, ctx, vmods, scratch, true, None)
+        self.exec(sub, ctx, vmods, scratch, |ex| ex.call(sub))
     }
 
     /// Goes on with a suspended run once its wait is over: the call stack
@@ -270,17 +285,21 @@ impl Program {
         vmods: &dyn Vmods,
         scratch: &mut Scratch,
     ) -> Run {
-        self.exec(point.sub, ctx, vmods, scratch, true, Some(point))
+        let sub = point.sub;
+        self.exec(sub, ctx, vmods, scratch, move |ex| {
+            let mut path = point.path;
+            ex.resume_call(sub, &mut path, point.resume)
+        })
     }
 
+    /// A run that may suspend: `body` starts or resumes method `sub`.
     fn exec<C: Context>(
         &self,
         sub: SubId,
         ctx: &mut C,
         vmods: &dyn Vmods,
         scratch: &mut Scratch,
-        can_suspend: bool,
-        resume: Option<ResumePoint>,
+        body: impl FnOnce(&mut Exec<'_, C>) -> Res<Flow>,
     ) -> Run {
         let marker = 0u8;
         let _base = StackBase::enter(std::ptr::addr_of!(marker) as usize);
@@ -293,41 +312,44 @@ impl Program {
             stack: &mut scratch.stack,
             action: None,
             failure: None,
-            can_suspend,
+            can_suspend: true,
             unwinding: &mut scratch.unwinding,
         };
-        let r = match resume {
-            None => ex.call(sub),
-            Some(point) => {
-                let mut path = point.path;
-                ex.resume_call(sub, &mut path, point.resume)
-            }
-        };
-        Run::Done(match r {
-            Ok(Flow::Return) => ex.action.take().unwrap_or(Action::Ok),
+        let r = body(&mut ex);
+        if r.is_err()
+            && let Some(u) = ex.unwinding.take()
+        {
+            return Run::Suspended(Box::new(Suspended {
+                wait: u.wait,
+                point: ResumePoint {
+                    sub,
+                    path: u.path,
+                    resume: u.resume,
+                },
+            }));
+        }
+        Run::Done(ex.outcome(r))
+    }
+}
+
+impl<C: Context + AsDynContext + ?Sized> Exec<'_, C> {
+    /// The action a run that ended (not suspended) with `r` chose.
+    #[inline(always)]
+    fn outcome(&mut self, r: Res<Flow>) -> Action {
+        match r {
+            Ok(Flow::Return) => self.action.take().unwrap_or(Action::Ok),
             Ok(Flow::Next | Flow::ReturnSub) => Action::Ok,
-            Err(Failed) if ex.unwinding.is_some() => {
-                let u = ex.unwinding.take().expect("checked");
-                return Run::Suspended(Suspended {
-                    wait: u.wait,
-                    point: ResumePoint {
-                        sub,
-                        path: u.path,
-                        resume: u.resume,
-                    },
-                });
-            }
             // A subroutine a vmod ran chose an action: the task unwinds
             // as from that `return`.
-            Err(Failed) if ex.failure.is_none() && ex.action.is_some() => {
-                ex.action.take().unwrap_or(Action::Ok)
+            Err(Failed) if self.failure.is_none() && self.action.is_some() => {
+                self.action.take().unwrap_or(Action::Ok)
             }
             Err(Failed) => {
-                let msg = ex.failure.take().unwrap_or_default();
-                ex.ctx.log(LogKind::Error, msg.as_bytes());
+                let msg = self.failure.take().unwrap_or_default();
+                self.ctx.log(LogKind::Error, msg.as_bytes());
                 Action::Fail
             }
-        })
+        }
     }
 }
 
@@ -372,8 +394,8 @@ impl VclRuntime for VmodVcl<'_> {
     fn suspend(&mut self, wait: Wait, resume: Resume) -> Result<(), String> {
         if !self.can_suspend {
             return Err(
-                "VCL cannot wait for I/O here (only client and backend subroutines \
-                 run by the server can, not vcl_init, vcl_fini or a subroutine a vmod runs)"
+                "VCL cannot wait for I/O here (a subroutine a vmod runs cannot, nor \
+                 vcl_init or vcl_fini where the host cannot block on the wait)"
                     .into(),
             );
         }

@@ -2,7 +2,8 @@
 //! (MAIN, MGT, MEMPOOL, SMA, SMU, SMF, VBE, LCK, DEBUG of the test vmod,
 //! and MSE for Lacquer's persistent store, named as Varnish Enterprise
 //! names its store's section; plus Lacquer's own TLS section for its
-//! built-in TLS), with each counter's type,
+//! built-in TLS, and VMOD_CURL for the HTTP calls VCL makes through vmods
+//! curl and http, as a vmod publishes its own set), with each counter's type,
 //! format, level, the one-line description varnishstat prints and a longer
 //! description. Each schema also defines an enum naming its counters, used
 //! as the index on the hot path (`main.inc(Main::cache_hit)`).
@@ -545,9 +546,21 @@ schema! {
         "What the test vmod debug counts (`debug.vsc_count()`), while it keeps the set (`debug.vsc_new()`).";
 }
 
+schema! {
+    VmodCurl, VMOD_CURL, "VMOD_CURL", "HTTP calls from VCL (vmods curl and http)";
+    calls: Counter, Integer, Info, "Calls made",
+        "HTTP calls vmod curl (get, head, fetch, post) and vmod http (req_send) started.";
+    failed: Counter, Integer, Info, "Calls without a response",
+        "Calls that ended without an HTTP response (refused, reset, timed out, bad answer): status 0 in VCL.";
+    timeouts: Counter, Integer, Info, "Calls timed out",
+        "Calls that reached their timeout (set_timeout, set_connect_timeout or curl_timeout); also counted in failed.";
+    inflight_cap: Counter, Integer, Info, "Calls refused at the in-flight cap",
+        "Calls refused at once because curl_max_inflight calls were already in flight.";
+}
+
 /// Every schema above, for tools that look counters up by kind.
 pub static ALL: &[&Schema] = &[
-    &MAIN, &MGT, &TLS, &MEMPOOL, &SMA, &SMU, &SMF, &MSE, &VBE, &LCK, &DEBUG,
+    &MAIN, &MGT, &TLS, &MEMPOOL, &SMA, &SMU, &SMF, &MSE, &VBE, &LCK, &DEBUG, &VMOD_CURL,
 ];
 
 /// The schema of a section kind (`"VBE"`), if known.
