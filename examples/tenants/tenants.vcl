@@ -18,6 +18,12 @@ sub vcl_recv {
         # A tenant that traps or runs out of budget fails the request
         # here: vcl_recv's failure is a 503, other tenants are unaffected.
         wasm.run();
+        if (wasm.want_result() == "backend") {
+            # A cacheable forge: stored like a backend response (made in
+            # vcl_backend_error below on a miss), later requests hit.
+            set req.backend_hint = wasm.vm_backend();
+            return (hash);
+        }
         if (wasm.want_result() == "synth") {
             return (synth(wasm.want_status()));
         }
@@ -36,6 +42,13 @@ sub vcl_hash {
 sub vcl_deliver {
     if (wasm.active()) {
         wasm.run();
+    }
+}
+
+sub vcl_backend_error {
+    # A fetch through wasm.vm_backend(): the tenant's response, with its TTL.
+    if (wasm.run() == 1) {
+        return (deliver);
     }
 }
 

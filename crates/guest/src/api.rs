@@ -219,8 +219,12 @@ pub fn restart() {
     decide_with(6, 0, "")
 }
 
-/// Builds the response in the sandbox; VCL delivers it through
-/// `vcl_synth` (`wasm.run()` there writes it into `resp`).
+/// Builds the response in the sandbox. Not cacheable: VCL delivers it
+/// through `vcl_synth` (`wasm.run()` there writes it into `resp`).
+/// Cacheable (libvmod-riscv's `forge(Cached, ...)`): `want_result()` says
+/// `"backend"`, VCL routes the request to `wasm.vm_backend()` and the
+/// response is stored like a backend's (TTL from [`set_ttl`] in the same
+/// hook, else 120 s), so later requests hit it.
 pub fn forge(cacheable: bool, status: u16, content_type: &str, body: &[u8]) {
     // SAFETY: both slices are live for the call; the host only reads.
     unsafe {

@@ -49,6 +49,7 @@ fn bench(c: &mut Criterion) {
     let sb = Sandbox::new(PoolConfig {
         slots: 16,
         max_memory: 16 << 20,
+        ..PoolConfig::default()
     })
     .unwrap();
     let p = sb

@@ -33,6 +33,7 @@ use wasmtime::{
     PoolingAllocationConfig, Store, StoreLimitsBuilder, Val,
 };
 
+mod cache;
 pub mod config;
 mod host;
 mod request;
@@ -53,6 +54,11 @@ pub struct PoolConfig {
     /// The most linear memory any tenant may have (tenant limits are
     /// capped by it).
     pub max_memory: u64,
+    /// A directory of precompiled modules of our own ([`cache`]): loads
+    /// of a module compiled before (by this or an earlier process) skip
+    /// Cranelift. Created with mode 0700; refused when other users may
+    /// write in it.
+    pub cache_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for PoolConfig {
@@ -60,6 +66,7 @@ impl Default for PoolConfig {
         PoolConfig {
             slots: 1000,
             max_memory: 64 << 20,
+            cache_dir: None,
         }
     }
 }
@@ -69,6 +76,7 @@ pub struct Sandbox {
     engine: Engine,
     linker: Linker<Task>,
     max_memory: u64,
+    cache: Option<cache::ModuleCache>,
     ticker: Option<std::thread::JoinHandle<()>>,
     stop: Arc<AtomicBool>,
 }
@@ -209,6 +217,10 @@ impl Sandbox {
             .memory_init_cow(true)
             .max_wasm_stack(512 << 10);
         let engine = Engine::new(&c).map_err(|e| format!("wasm engine: {e:#}"))?;
+        let cache = match &pool.cache_dir {
+            Some(d) => Some(cache::ModuleCache::open(&engine, d)?),
+            None => None,
+        };
         let mut linker = Linker::new(&engine);
         host::link(&mut linker).map_err(|e| format!("wasm host API: {e:#}"))?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -229,8 +241,28 @@ impl Sandbox {
             engine,
             linker,
             max_memory: pool.max_memory,
+            cache,
             ticker: Some(ticker),
             stop,
+        })
+    }
+
+    /// Compiles `wasm`, or loads its earlier compilation from the cache.
+    fn compile(&self, wasm: &[u8]) -> Result<Module, String> {
+        match &self.cache {
+            Some(c) => c.module(&self.engine, wasm),
+            None => Module::new(&self.engine, wasm).map_err(|e| format!("{e:#}")),
+        }
+    }
+
+    /// Modules the cache gave back and modules it had to compile since
+    /// this sandbox started; `None` without a cache directory.
+    pub fn cache_stats(&self) -> Option<(u64, u64)> {
+        self.cache.as_ref().map(|c| {
+            (
+                c.hits.load(Ordering::Relaxed),
+                c.misses.load(Ordering::Relaxed),
+            )
         })
     }
 
@@ -262,8 +294,9 @@ impl Sandbox {
         let shape = snapshot::shape(&bin).map_err(|e| fail("cannot load", e))?;
         let instrumented =
             snapshot::instrument(&bin, &shape).map_err(|e| fail("cannot load", e))?;
-        let boot = Module::new(&self.engine, &instrumented)
-            .map_err(|e| fail("compile failed", format!("{e:#}")))?;
+        let boot = self
+            .compile(&instrumented)
+            .map_err(|e| fail("compile failed", e))?;
         let mut store = self.store(limits, None);
         store.data_mut().booting = true;
         store.data_mut().max_regex = limits.max_regex;
@@ -311,8 +344,9 @@ impl Sandbox {
         let image_bytes = snap.segments.iter().map(|(_, b)| b.len()).sum();
         let snapped =
             snapshot::rewrite(&instrumented, &shape, &snap).map_err(|e| fail("snapshot", e))?;
-        let module = Module::new(&self.engine, &snapped)
-            .map_err(|e| fail("compiling the snapshot failed", format!("{e:#}")))?;
+        let module = self
+            .compile(&snapped)
+            .map_err(|e| fail("compiling the snapshot failed", e))?;
         let pre = self
             .linker
             .instantiate_pre(&module)

@@ -94,10 +94,12 @@ pub enum Decision {
 }
 
 impl Decision {
-    /// The name `want_result()` returns (VCL's return action; a forged
-    /// response is delivered through `synth`).
+    /// The name `want_result()` returns: VCL's return action; a forged
+    /// response is delivered through `synth`, a cacheable one through the
+    /// VM backend (`"backend"`, as libvmod-riscv's `forge(Cached, ...)`).
     pub fn name(&self) -> &'static str {
         match self {
+            Decision::Forge(f) if f.cacheable => "backend",
             Decision::Synth { .. } | Decision::Forge(_) => "synth",
             Decision::Pass => "pass",
             Decision::Hash => "hash",

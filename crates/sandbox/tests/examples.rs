@@ -60,6 +60,7 @@ fn sandbox() -> Sandbox {
     Sandbox::new(PoolConfig {
         slots: 8,
         max_memory: 64 << 20,
+        ..PoolConfig::default()
     })
     .unwrap()
 }

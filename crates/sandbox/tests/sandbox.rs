@@ -47,6 +47,7 @@ fn sandbox(slots: u32) -> Sandbox {
     Sandbox::new(PoolConfig {
         slots,
         max_memory: 8 << 20,
+        ..PoolConfig::default()
     })
     .unwrap()
 }
@@ -597,4 +598,75 @@ fn live_update_under_load_fails_no_request() {
         versions.len() >= 2,
         "requests saw the updates: {versions:?}"
     );
+}
+
+#[test]
+fn precompiled_modules_come_back_from_our_cache_and_damaged_ones_are_recompiled() {
+    let dir = std::env::temp_dir().join(format!("lacquer-wasm-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let with_cache = || {
+        Sandbox::new(PoolConfig {
+            slots: 4,
+            max_memory: 8 << 20,
+            cache_dir: Some(dir.clone()),
+        })
+        .unwrap()
+    };
+    let text = module(HELLO);
+    let run = |sb: &Sandbox| {
+        let p = sb
+            .load("hello", text.as_bytes(), &Limits::default())
+            .unwrap();
+        let mut i = sb.instantiate(&p).unwrap();
+        i.task_mut()
+            .set_msg(Which::Req, Some(req("/cached", &[("Host", "a")])));
+        assert!(i.run_hook(hook("on_recv")).unwrap());
+        assert_eq!(
+            i.task().msg(Which::Req).unwrap().header(b"X-Hello"),
+            Some(&b"url=/cached"[..])
+        );
+    };
+    // First load: both modules (boot and snapshot) compiled and written.
+    let sb = with_cache();
+    run(&sb);
+    assert_eq!(sb.cache_stats(), Some((0, 2)));
+    drop(sb);
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&dir).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o700);
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 2, "{files:?}");
+    // A new engine (as after a restart) loads both from the cache.
+    let sb = with_cache();
+    run(&sb);
+    assert_eq!(sb.cache_stats(), Some((2, 0)));
+    drop(sb);
+    // A damaged file is never deserialized: it is compiled again.
+    let mut bytes = std::fs::read(&files[0]).unwrap();
+    let n = bytes.len();
+    bytes[n - 100] ^= 0xff;
+    std::fs::write(&files[0], &bytes).unwrap();
+    std::fs::write(&files[1], b"not a module").unwrap();
+    let sb = with_cache();
+    run(&sb);
+    assert_eq!(sb.cache_stats(), Some((0, 2)));
+    drop(sb);
+    let sb = with_cache();
+    run(&sb);
+    assert_eq!(sb.cache_stats(), Some((2, 0)), "rewritten after the damage");
+    drop(sb);
+    // A directory other users may write to is refused.
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let e = Sandbox::new(PoolConfig {
+        slots: 4,
+        max_memory: 8 << 20,
+        cache_dir: Some(dir.clone()),
+    })
+    .unwrap_err();
+    assert!(e.contains("chmod 700"), "{e}");
+    assert!(sandbox(2).cache_stats().is_none());
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -2,6 +2,8 @@
 //! response, a tenant that loops gets its request a 503 while others are
 //! served, and the CLI's `wasm.update` swaps a program under load with
 //! no failed request and no VCL reload (a bad module is refused).
+//! A cacheable forge goes through the cache like a backend response: the
+//! first request makes the object through the VM backend, later ones hit.
 
 mod common;
 
@@ -161,4 +163,94 @@ async fn tenants_forge_fail_alone_and_update_under_load() {
         ],
     );
     assert_ne!(st, 200);
+}
+
+/// A tenant whose `on_recv` adds a header and forges a cacheable JSON
+/// response with a TTL (`/forged`), or names the function `make`, called
+/// with an argument in the fetch (`/called`).
+const CACHED: &str = r#"(module
+  (import "lacquer" "forge" (func $forge (param i32 i32 i32 i32 i32 i32) (result i32)))
+  (import "lacquer" "header_append" (func $header_append (param i32 i32 i32) (result i32)))
+  (import "lacquer" "set_ttl" (func $set_ttl (param f64) (result i32)))
+  (import "lacquer" "arg" (func $arg (param i32 i32) (result i32)))
+  (memory (export "memory") 1 4)
+  (data (i32.const 0) "application/json")
+  (data (i32.const 32) "{\"cached\":true}")
+  (data (i32.const 64) "X-Tenant-Ran: yes")
+  (func (export "on_recv")
+    (drop (call $header_append (i32.const 0) (i32.const 64) (i32.const 17)))
+    (drop (call $set_ttl (f64.const 60)))
+    (drop (call $forge (i32.const 1) (i32.const 200) (i32.const 0) (i32.const 16) (i32.const 32) (i32.const 15))))
+  (func (export "make")
+    (local $n i32)
+    (local.set $n (call $arg (i32.const 128) (i32.const 64)))
+    (drop (call $forge (i32.const 1) (i32.const 201) (i32.const 0) (i32.const 16) (i32.const 128) (local.get $n)))))"#;
+
+const CACHED_VCL: &str = r#"
+import wasm;
+sub vcl_init {
+    wasm.embed_tenants({"{ "cached.com": { "filename": "DIR/cached.wat" } }"});
+}
+sub vcl_recv {
+    if (wasm.fork(req.http.Host)) {
+        wasm.run();
+        if (req.url == "/called") {
+            set req.backend_hint = wasm.vm_backend("make", "made in the fetch");
+            return (hash);
+        }
+        if (wasm.want_result() == "backend") {
+            set req.backend_hint = wasm.vm_backend();
+            return (hash);
+        }
+    }
+    return (synth(404));
+}
+sub vcl_backend_error {
+    if (wasm.run() == 1) {
+        set beresp.http.X-Run-In = "backend_error";
+        return (deliver);
+    }
+}
+sub vcl_deliver {
+    set resp.http.X-Hits = obj.hits;
+    set resp.http.X-Ttl = obj.ttl;
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cacheable_forges_are_stored_and_hit() {
+    let d = std::env::temp_dir().join(format!("lacquer-wasm-cached-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("cached.wat"), CACHED).unwrap();
+    let be = "127.0.0.1:9".parse().unwrap();
+    let vcl = vcl_with(be, &CACHED_VCL.replace("DIR", d.to_str().unwrap()));
+    let l = lacquer(&vcl, &[]).await;
+    let a = l.first_addr().unwrap();
+    let req = |url: &str| format!("GET {url} HTTP/1.1\r\nHost: cached.com\r\n\r\n").into_bytes();
+
+    let r = raw(a, &req("/forged"), false).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), r#"{"cached":true}"#);
+    assert_eq!(r.header("Content-Type"), Some("application/json"));
+    assert_eq!(r.header("X-Run-In"), Some("backend_error"));
+    assert_eq!(r.header("X-Hits"), Some("0"));
+    // The tenant's set_ttl(60) in on_recv is the object's TTL.
+    let ttl: f64 = r.header("X-Ttl").unwrap().parse().unwrap();
+    assert!(ttl > 50.0 && ttl <= 60.0, "ttl {ttl}");
+    for hits in 1..=3 {
+        let r = raw(a, &req("/forged"), false).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.text(), r#"{"cached":true}"#);
+        assert_eq!(r.header("X-Hits"), Some(hits.to_string().as_str()));
+    }
+
+    // vm_backend(func, arg): the function runs in the fetch, on the miss.
+    let r = raw(a, &req("/called"), false).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(r.text(), "made in the fetch");
+    assert_eq!(r.header("X-Hits"), Some("0"));
+    let r = raw(a, &req("/called"), false).await;
+    assert_eq!(r.header("X-Hits"), Some("1"));
+    assert_eq!(r.text(), "made in the fetch");
+    let _ = std::fs::remove_dir_all(&d);
 }

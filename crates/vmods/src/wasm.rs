@@ -16,6 +16,21 @@
 //! `resp`. A hook that traps or exhausts its budget fails the VCL task
 //! (a 503 from `vcl_recv`), leaving the request as it was before the call.
 //!
+//! Cacheable forges (libvmod-riscv's `forge(Cached, ...)`): the tenant's
+//! `forge(true, ...)` makes `want_result()` say `"backend"`; VCL then sets
+//! `req.backend_hint = wasm.vm_backend()` and looks the object up. On a
+//! miss the fetch goes to the VM backend, a director of this VCL with no
+//! network backend behind it, so the fetch reaches `vcl_backend_error`,
+//! where `wasm.run()` writes the tenant's response into `beresp` with a
+//! TTL (the tenant's `set_ttl`, else [`VM_TTL`]) and VCL returns
+//! `deliver`: the object is stored like a backend response and later
+//! requests hit it without the tenant building the body again.
+//! `vm_backend(func, arg)` instead calls the tenant's function `func`
+//! with `arg` in a fresh instance during that fetch (on misses only), and
+//! its forge is the response. The fetch finds what to deliver by
+//! `bereq`'s Host and URL, registered by the client request that called
+//! `vm_backend()` for as long as that request lives.
+//!
 //! Live update: `live_update_file(tenant, file)` from VCL, or the CLI's
 //! `wasm.update <tenant> <file>` ([`cli_update`]), swap a tenant's program
 //! in every loaded VCL without a reload; tasks that forked before keep
@@ -50,7 +65,7 @@ $Function STRING want_result()
 $Function INT want_status()
 $Function INT result_value(INT idx)
 $Function STRING result_as_string(INT idx)
-$Function BACKEND vm_backend()
+$Function BACKEND vm_backend(STRING func="", STRING arg="")
 $Function BOOL live_update(STRING tenant, STRING program)
 $Function BOOL live_update_file(STRING tenant, STRING file)
 $Function VOID apply_hash()
@@ -83,17 +98,78 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
 
 type R = Result<Value, String>;
 
+/// The environment variable naming the directory of precompiled tenant
+/// modules (`lacquer_sandbox::PoolConfig::cache_dir`); unset, every load
+/// compiles.
+pub const CACHE_ENV: &str = "LACQUER_WASM_CACHE";
+
 /// The process's sandbox engine, made on first use.
 pub fn sandbox() -> Result<&'static Sandbox, String> {
     static S: OnceLock<Result<Sandbox, String>> = OnceLock::new();
-    S.get_or_init(|| Sandbox::new(PoolConfig::default()))
-        .as_ref()
-        .map_err(Clone::clone)
+    S.get_or_init(|| {
+        Sandbox::new(PoolConfig {
+            cache_dir: std::env::var_os(CACHE_ENV).map(std::path::PathBuf::from),
+            ..PoolConfig::default()
+        })
+    })
+    .as_ref()
+    .map_err(Clone::clone)
 }
 
-/// The tenants of one VCL.
+/// The TTL of an object a cacheable forge made when the tenant set none
+/// (varnishd's `default_ttl` default); VCL may change `beresp.ttl` after
+/// `wasm.run()` in `vcl_backend_error`.
+pub const VM_TTL: f64 = 120.0;
+
+/// The tenants of one VCL, its VM backend and the responses that
+/// backend owes to requests in flight.
 #[derive(Default)]
-struct Tenants(HashMap<String, Arc<Tenant>>);
+struct Tenants {
+    map: HashMap<String, Arc<Tenant>>,
+    /// The VM backend (a director without network backends), made when
+    /// the first tenants load.
+    vm: Option<lacquer_vcl::exec::Backend>,
+    /// What a fetch through the VM backend delivers, by (Host, URL).
+    pending: HashMap<VmKey, Arc<VmFetch>>,
+}
+
+/// A fetch through the VM backend is matched to the request that asked
+/// for it by `Host` and URL.
+type VmKey = (Vec<u8>, Vec<u8>);
+
+/// The response a fetch through the VM backend delivers.
+struct VmFetch {
+    program: Arc<lacquer_sandbox::Program>,
+    source: VmSource,
+    /// The TTL the tenant set before asking (`set_ttl` in `on_recv`).
+    ttl: Option<f64>,
+}
+
+enum VmSource {
+    /// The response the tenant forged.
+    Forged(lacquer_sandbox::Forged),
+    /// A function to call in a fresh instance during the fetch.
+    Call { func: String, arg: Vec<u8> },
+}
+
+/// The VM backend: resolves to no network backend, so a fetch through it
+/// reaches `vcl_backend_error`, where `wasm.run()` delivers the tenant's
+/// response.
+struct VmDirector;
+
+impl crate::host::Director for VmDirector {
+    fn resolve(&self, _: &mut dyn Context) -> Option<lacquer_vcl::exec::Backend> {
+        None
+    }
+
+    fn healthy(&self) -> Result<bool, String> {
+        Ok(true)
+    }
+
+    fn list(&self) -> Option<crate::host::DirectorList> {
+        None
+    }
+}
 
 /// Every VCL's tenant set, for CLI updates.
 fn all_sets() -> &'static Mutex<Vec<Weak<Mutex<Tenants>>>> {
@@ -118,7 +194,7 @@ fn tenants(env: &Env) -> Arc<Mutex<Tenants>> {
 fn find(env: &Env, name: &str) -> Option<Arc<Tenant>> {
     let t = tenants(env);
     let t = t.lock().unwrap_or_else(|e| e.into_inner());
-    t.0.get(name).cloned()
+    t.map.get(name).cloned()
 }
 
 fn add_tenants(env: &Env, ctx: &mut dyn Context, json: &str, base: Option<&std::path::Path>) -> R {
@@ -140,7 +216,10 @@ fn add_tenants(env: &Env, ctx: &mut dyn Context, json: &str, base: Option<&std::
     let set = tenants(env);
     let mut set = set.lock().unwrap_or_else(|e| e.into_inner());
     for t in loaded {
-        set.0.insert(t.name().to_string(), t);
+        set.map.insert(t.name().to_string(), t);
+    }
+    if set.vm.is_none() {
+        set.vm = Some(env.add_director("wasm_vm", Arc::new(VmDirector)));
     }
     Ok(Value::Bool(true))
 }
@@ -164,6 +243,35 @@ struct Forked {
     hash: Vec<Vec<u8>>,
     /// The backend the tenant chose, resolved.
     backend: Option<Value>,
+    /// The TTL the tenant set in a client subroutine, for `vm_backend()`.
+    ttl: Option<f64>,
+    /// The VM fetch this task registered, withdrawn when the task ends.
+    vm: Option<VmClaim>,
+}
+
+/// A response registered for the VM backend by one task.
+struct VmClaim {
+    set: Weak<Mutex<Tenants>>,
+    key: VmKey,
+    fetch: Arc<VmFetch>,
+}
+
+impl Drop for Forked {
+    fn drop(&mut self) {
+        let Some(c) = self.vm.take() else {
+            return;
+        };
+        if let Some(set) = c.set.upgrade() {
+            let mut set = set.lock().unwrap_or_else(|e| e.into_inner());
+            if set
+                .pending
+                .get(&c.key)
+                .is_some_and(|p| Arc::ptr_eq(p, &c.fetch))
+            {
+                set.pending.remove(&c.key);
+            }
+        }
+    }
 }
 
 fn forked(ctx: &mut dyn Context) -> Option<&mut Forked> {
@@ -189,6 +297,8 @@ fn fork(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
             inst,
             hash: Vec::new(),
             backend: None,
+            ttl: None,
+            vm: None,
         },
     );
     Ok(Value::Bool(true))
@@ -385,11 +495,10 @@ fn with_call(
             )
         })?;
         let v = Value::Backend(be);
-        match sub {
-            BuiltinSub::BackendFetch | BuiltinSub::BackendResponse | BuiltinSub::BackendError => {
-                ctx.set(VarId::BereqBackend, v.clone())?
-            }
-            _ => ctx.set(VarId::ReqBackendHint, v.clone())?,
+        if is_backend_sub(sub) {
+            ctx.set(VarId::BereqBackend, v.clone())?
+        } else {
+            ctx.set(VarId::ReqBackendHint, v.clone())?
         }
         if let Some(fk) = forked(ctx) {
             fk.backend = Some(v);
@@ -405,7 +514,12 @@ fn with_call(
         }
     }
     if let Some(ttl) = effects.ttl {
-        ctx.set(VarId::BerespTtl, Value::Duration(ttl))?;
+        if is_backend_sub(sub) {
+            ctx.set(VarId::BerespTtl, Value::Duration(ttl))?;
+        } else if let Some(fk) = forked(ctx) {
+            // For the object a cacheable forge makes (vm_backend()).
+            fk.ttl = Some(ttl);
+        }
     }
     if let Some(u) = effects.uncacheable {
         ctx.set(VarId::BerespUncacheable, Value::Bool(u))?;
@@ -414,6 +528,13 @@ fn with_call(
         ctx.ban(b)?;
     }
     Ok(ran)
+}
+
+fn is_backend_sub(sub: BuiltinSub) -> bool {
+    matches!(
+        sub,
+        BuiltinSub::BackendFetch | BuiltinSub::BackendResponse | BuiltinSub::BackendError
+    )
 }
 
 /// Writes a forged response into `resp` (in `vcl_synth`).
@@ -434,6 +555,16 @@ fn deliver_forged(ctx: &mut dyn Context) -> Result<bool, String> {
 fn run(env: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
     if ctx.sub() == BuiltinSub::Synth && deliver_forged(ctx)? {
         return Ok(Value::Int(1));
+    }
+    if ctx.sub() == BuiltinSub::BackendError {
+        if deliver_vm(env, ctx)? {
+            return Ok(Value::Int(1));
+        }
+        if forked(ctx).is_none() {
+            // A fetch that was not the VM backend's, in a task without a
+            // tenant: nothing to do, VCL goes on.
+            return Ok(Value::Int(0));
+        }
     }
     let Some(hook) = hook_of(ctx.sub()) else {
         return Err("wasm.run: no tenant hook for this subroutine".into());
@@ -495,10 +626,123 @@ fn result_as_string(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(result(ctx, a)?.map_or(Value::Null, Value::str))
 }
 
-fn vm_backend(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
-    Ok(forked(ctx)
-        .and_then(|fk| fk.backend.clone())
-        .unwrap_or(Value::Null))
+/// The (Host, URL) of the request (client subroutines) or of `bereq`.
+fn vm_key(ctx: &dyn Context) -> Result<VmKey, String> {
+    let (h, url) = if is_backend_sub(ctx.sub()) {
+        (HttpWhich::Bereq, VarId::BereqUrl)
+    } else {
+        (HttpWhich::Req, VarId::ReqUrl)
+    };
+    let host = ctx
+        .header(h, &lacquer_vcl::exec::HeaderName::new("Host"))
+        .unwrap_or_default()
+        .to_vec();
+    Ok((host, ctx.get_str(url)?.unwrap_or_default().to_vec()))
+}
+
+/// libvmod-riscv's `vm_backend(func, arg)`: a backend that makes the
+/// response in the tenant. Without a function, the response the tenant
+/// forged (a cacheable `forge`); with one, what that function forges when
+/// called with `arg` during the fetch. The tenant's chosen backend, if it
+/// forged nothing and no function is named (a `"backend"` decision of a
+/// router tenant); NULL when no tenant is forked.
+fn vm_backend(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let func = lossy(a.str_or_empty(0)?).into_owned();
+    let arg = a.str_or_empty(1)?.to_vec();
+    let key = vm_key(ctx)?;
+    let set = tenants(env);
+    let vm = set.lock().unwrap_or_else(|e| e.into_inner()).vm.clone();
+    let Some(fk) = forked(ctx) else {
+        return Ok(Value::Null);
+    };
+    let source = match (&fk.inst.task().decision, func.is_empty()) {
+        (_, false) => VmSource::Call { func, arg },
+        (Some(Decision::Forge(f)), true) => VmSource::Forged(f.clone()),
+        (_, true) => return Ok(fk.backend.clone().unwrap_or(Value::Null)),
+    };
+    let vm = vm.ok_or("wasm.vm_backend: this VCL loaded no tenants")?;
+    let fetch = Arc::new(VmFetch {
+        program: fk.inst.program().clone(),
+        source,
+        ttl: fk.ttl,
+    });
+    // Dropping an earlier claim of this task withdraws it first.
+    fk.vm = None;
+    fk.vm = Some(VmClaim {
+        set: Arc::downgrade(&set),
+        key: key.clone(),
+        fetch: fetch.clone(),
+    });
+    set.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .pending
+        .insert(key, fetch);
+    Ok(Value::Backend(vm))
+}
+
+/// In `vcl_backend_error` of a fetch through the VM backend: writes the
+/// tenant's response into `beresp`; false for other fetches.
+fn deliver_vm(env: &Env, ctx: &mut dyn Context) -> Result<bool, String> {
+    let set = tenants(env);
+    let Some(vm) = set.lock().unwrap_or_else(|e| e.into_inner()).vm.clone() else {
+        return Ok(false);
+    };
+    if !matches!(ctx.get(VarId::BereqBackend), Ok(Value::Backend(b)) if b.id == vm.id) {
+        return Ok(false);
+    }
+    let key = vm_key(ctx)?;
+    let fetch = set
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .pending
+        .get(&key)
+        .cloned();
+    let Some(fetch) = fetch else {
+        return Err(format!(
+            "wasm.run: the VM backend has no response for Host '{}' URL '{}': the request that chose it is gone (a background fetch outlives it) or changed bereq's Host or URL",
+            String::from_utf8_lossy(&key.0),
+            String::from_utf8_lossy(&key.1)
+        ));
+    };
+    let (forged, ttl) = match &fetch.source {
+        VmSource::Forged(f) => (f.clone(), fetch.ttl),
+        VmSource::Call { func, arg } => {
+            let mut inst = sandbox()?.instantiate(&fetch.program)?;
+            let bereq = load_message(ctx, Which::Bereq, HttpWhich::Bereq);
+            let task = inst.task_mut();
+            task.set_msg(Which::Bereq, Some(bereq));
+            task.arg = arg.clone();
+            inst.call(func).map_err(|e| {
+                let m = format!("wasm.run: vm_backend('{func}'): {e}");
+                ctx.log(LogKind::Error, m.as_bytes());
+                m
+            })?;
+            let name = fetch.program.name.clone();
+            let task = inst.task_mut();
+            for l in std::mem::take(&mut task.effects.logs) {
+                let mut line = format!("wasm {name}: ").into_bytes();
+                line.extend_from_slice(&l);
+                ctx.log(LogKind::Log, &line);
+            }
+            let task = inst.task();
+            match &task.decision {
+                Some(Decision::Forge(f)) => (f.clone(), task.effects.ttl.or(fetch.ttl)),
+                _ => {
+                    return Err(format!(
+                        "wasm.run: vm_backend('{func}'): tenant '{name}' forged no response"
+                    ));
+                }
+            }
+        }
+    };
+    ctx.set(VarId::BerespStatus, Value::Int(i64::from(forged.status)))?;
+    let ct = lacquer_vcl::exec::HeaderName::new("Content-Type");
+    if !forged.content_type.is_empty() {
+        ctx.set_header(HttpWhich::Beresp, &ct, &forged.content_type)?;
+    }
+    ctx.synthetic(&forged.body);
+    ctx.set(VarId::BerespTtl, Value::Duration(ttl.unwrap_or(VM_TTL)))?;
+    Ok(true)
 }
 
 fn apply_hash(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
@@ -517,7 +761,7 @@ fn update_in(sets: &[Arc<Mutex<Tenants>>], tenant: &str, bytes: &[u8]) -> Result
         .filter_map(|s| {
             s.lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .0
+                .map
                 .get(tenant)
                 .cloned()
         })
