@@ -762,6 +762,15 @@ impl FileStore {
         Arc::ptr_eq(&ext.0.store, &self.shared)
     }
 
+    /// Count space recovery took over as one allocation of `len` bytes.
+    fn count_adopted(&self, len: u64) {
+        let s = &self.shared.stats;
+        s.c_req.fetch_add(1, Relaxed);
+        s.g_alloc.fetch_add(1, Relaxed);
+        s.c_bytes.fetch_add(len, Relaxed);
+        s.g_bytes.fetch_add(len, Relaxed);
+    }
+
     /// Take `off..off+len` of the arena as a used extent, counted as an
     /// allocation (recovery of a persistent store); `None` when that space
     /// is not free or not whole granules.
@@ -770,11 +779,7 @@ impl FileStore {
         if !a.reserve(off, len) {
             return None;
         }
-        let s = &self.shared.stats;
-        s.c_req.fetch_add(1, Relaxed);
-        s.g_alloc.fetch_add(1, Relaxed);
-        s.c_bytes.fetch_add(len, Relaxed);
-        s.g_bytes.fetch_add(len, Relaxed);
+        self.count_adopted(len);
         self.shared.publish(&a);
         drop(a);
         Some(Extent(Arc::new(ExtentInner {
@@ -794,11 +799,7 @@ impl FileStore {
         if !a.reserve_merged(off, len) {
             return false;
         }
-        let s = &self.shared.stats;
-        s.c_req.fetch_add(1, Relaxed);
-        s.g_alloc.fetch_add(1, Relaxed);
-        s.c_bytes.fetch_add(len, Relaxed);
-        s.g_bytes.fetch_add(len, Relaxed);
+        self.count_adopted(len);
         self.shared.publish(&a);
         true
     }

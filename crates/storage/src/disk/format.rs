@@ -405,9 +405,11 @@ impl ObjectRecord {
         Ok(RECORD_HEAD + len)
     }
 
-    /// Decode the record at the start of `b` (which may hold more bytes
-    /// after it). Checks magic, length, checksum and every field.
-    pub fn decode(b: &[u8], salt: u64) -> Result<ObjectRecord, FormatError> {
+    /// The payload of the record at the start of `b`, once its magic,
+    /// length, reserved bytes and salted checksum are checked: what both
+    /// `decode` and the recovery scan's `summary` read fields from.
+    /// Also gives the record's total length.
+    fn checked_payload(b: &[u8], salt: u64) -> Result<(&[u8], usize), FormatError> {
         let total = Self::peek_len(b)?;
         let Some(payload) = b.get(RECORD_HEAD..total) else {
             return Err(FormatError::Truncated);
@@ -421,6 +423,13 @@ impl ObjectRecord {
         if crc.value() != u32::from_le_bytes([b[8], b[9], b[10], b[11]]) {
             return Err(FormatError::Checksum);
         }
+        Ok((payload, total))
+    }
+
+    /// Decode the record at the start of `b` (which may hold more bytes
+    /// after it). Checks magic, length, checksum and every field.
+    pub fn decode(b: &[u8], salt: u64) -> Result<ObjectRecord, FormatError> {
+        let (payload, total) = Self::checked_payload(b, salt)?;
         let mut r = Reader::new(payload);
         let mut rec = ObjectRecord {
             digest: r.array()?,
@@ -533,19 +542,7 @@ impl ObjectRecord {
         salt: u64,
         extents: &mut Vec<BodyExtent>,
     ) -> Result<RecordSummary, FormatError> {
-        let total = Self::peek_len(b)?;
-        let Some(payload) = b.get(RECORD_HEAD..total) else {
-            return Err(FormatError::Truncated);
-        };
-        if b[12..16] != [0; 4] {
-            return Err(FormatError::Malformed("reserved bytes"));
-        }
-        let mut crc = Crc::salted(salt);
-        crc.update(&b[4..8]);
-        crc.update(payload);
-        if crc.value() != u32::from_le_bytes([b[8], b[9], b[10], b[11]]) {
-            return Err(FormatError::Checksum);
-        }
+        let (payload, total) = Self::checked_payload(b, salt)?;
         let mut r = Reader::new(payload);
         let digest = r.array()?;
         let inserted_at = r.f64()?;
