@@ -143,20 +143,25 @@ fn return_from_called_sub_inside_nested_blocks() {
 }
 
 #[test]
-fn synth_status_is_clamped_like_vrt_synth() {
-    let p = program(vec![ret(ReturnAction::Synth(Expr::int(70000), None))]);
-    let mut c = MockContext::new("GET", "/");
-    assert_eq!(
-        run(&p, BuiltinSub::Recv, &mut c),
-        Action::Synth {
-            status: 503,
-            reason: None
-        }
-    );
+fn synth_status_is_checked_like_vrt_synth() {
+    // As varnishd 7.1: a status above 65535, a negative one or one whose
+    // last three digits are under 100 fails the subroutine, with the
+    // reason in the log (tests/vtc/lacquer/synth_status_checks.vtc).
+    for (status, error) in [
+        (70000, "return(synth()) status code (70000) > 65535"),
+        (-1, "return(synth()) status code (-1) is negative"),
+        (1099, "illegal return(synth()) status code (1099) (..0##)"),
+    ] {
+        let p = program(vec![ret(ReturnAction::Synth(Expr::int(status), None))]);
+        let mut c = MockContext::new("GET", "/");
+        assert_eq!(run(&p, BuiltinSub::Recv, &mut c), Action::Fail);
+        assert_eq!(c.logs_of(LogKind::Error), [error]);
+    }
     let p = program(vec![ret(ReturnAction::Synth(
         Expr::int(750),
         Some(Expr::header(REQ, "missing")),
     ))]);
+    let mut c = MockContext::new("GET", "/");
     assert_eq!(
         run(&p, BuiltinSub::Recv, &mut c),
         Action::Synth {
