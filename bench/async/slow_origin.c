@@ -37,6 +37,7 @@ struct waiting {
     int fd;
     unsigned gen;
     int frag; /* -1: the "ok" answer; else the fragment's number */
+    int close; /* the request said "Connection: close": end after the answer */
     long long due;
 };
 
@@ -81,13 +82,15 @@ static void late(const struct waiting *w)
         return;
     if (w->frag < 0) {
         answer(w->fd, "X-Ok: 1\r\nCache-Control: private\r\n", "ok");
-        return;
+    } else {
+        char body[512];
+        int n = snprintf(body, sizeof body, "fragment %d ", w->frag);
+        memset(body + n, 'x', 200);
+        body[n + 200] = 0;
+        answer(w->fd, "Cache-Control: private, max-age=0\r\n", body);
     }
-    char body[512];
-    int n = snprintf(body, sizeof body, "fragment %d ", w->frag);
-    memset(body + n, 'x', 200);
-    body[n + 200] = 0;
-    answer(w->fd, "Cache-Control: private, max-age=0\r\n", body);
+    if (w->close)
+        shutdown(w->fd, SHUT_WR);
 }
 
 static void drop(int ep, int fd)
@@ -108,13 +111,17 @@ static void requests(int fd)
             return;
         char *sp = memchr(b, ' ', end - b);
         const char *path = sp ? sp + 1 : "";
+        /* Readiness checks send "Connection: close" and read to the end. */
+        int close_after = memmem(b, end - b, "Connection: close", 17) != NULL;
         if (strncmp(path, "/esi/page", 9) == 0) {
             page(fd);
+            if (close_after)
+                shutdown(fd, SHUT_WR);
         } else if (qtail - qhead < QCAP) {
             int frag = -1;
             if (strncmp(path, "/esi/f", 6) == 0)
                 frag = atoi(path + 6);
-            q[qtail % QCAP] = (struct waiting){fd, gen[fd], frag, now_ns() + delay_ns};
+            q[qtail % QCAP] = (struct waiting){fd, gen[fd], frag, close_after, now_ns() + delay_ns};
             qtail++;
         }
         int used = end + 4 - b;
