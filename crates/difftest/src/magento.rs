@@ -31,8 +31,13 @@ const ACL: &str = "acl purgers {
 /// they do not split the cache.
 const MARKETING: &str = "(gclid|fbclid|msclkid|mc_[a-z]+|utm_[a-z]+|_ga)";
 
+/// One subroutine's statements, as the scenario keeps them.
+fn lines(statements: &[&str]) -> Vec<String> {
+    statements.iter().map(|s| s.to_string()).collect()
+}
+
 fn vcl_recv() -> Vec<String> {
-    [
+    lines(&[
         "if (req.restarts > 0) {\n  set req.hash_always_miss = true;\n}",
         "if (req.method == \"PURGE\") {\n  if (client.ip !~ purgers) {\n    return (synth(405, \"Method not allowed\"));\n  }\n  if (!req.http.X-Magento-Tags-Pattern && !req.http.X-Pool) {\n    return (synth(400, \"X-Magento-Tags-Pattern or X-Pool header required\"));\n  }\n  if (req.http.X-Magento-Tags-Pattern) {\n    ban(\"obj.http.X-Magento-Tags ~ \" + req.http.X-Magento-Tags-Pattern);\n  }\n  if (req.http.X-Pool) {\n    ban(\"obj.http.X-Pool ~ \" + req.http.X-Pool);\n  }\n  return (synth(200, \"Purged\"));\n}",
         "if (req.method != \"GET\" && req.method != \"HEAD\" && req.method != \"PUT\" && req.method != \"POST\" && req.method != \"PATCH\" && req.method != \"TRACE\" && req.method != \"OPTIONS\" && req.method != \"DELETE\") {\n  return (pipe);\n}",
@@ -40,41 +45,37 @@ fn vcl_recv() -> Vec<String> {
         "if (req.url ~ \"/checkout\" || req.url ~ \"/customer/section/load\") {\n  return (pass);\n}",
         "set req.http.grace = \"none\";",
         "set req.url = regsub(req.url, \"^https?://[^/]+\", \"\");",
-        &format!("if (req.url ~ \"(\\?|&){MARKETING}=\") {{\n  set req.url = regsuball(req.url, \"{MARKETING}=[-_A-Za-z0-9+()%.]+&?\", \"\");\n  set req.url = regsub(req.url, \"[?&]+$\", \"\");\n}}"),
+        &format!(
+            "if (req.url ~ \"(\\?|&){MARKETING}=\") {{\n  set req.url = regsuball(req.url, \"{MARKETING}=[-_A-Za-z0-9+()%.]+&?\", \"\");\n  set req.url = regsub(req.url, \"[?&]+$\", \"\");\n}}"
+        ),
         "if (req.url ~ \"^/(pub/)?(media|static)/\") {\n  unset req.http.Cookie;\n  unset req.http.Https;\n  unset req.http.X-Forwarded-Proto;\n}",
         "if (req.url ~ \"/graphql\" && !req.http.X-Magento-Cache-Id && req.http.Authorization ~ \"^Bearer\") {\n  return (pass);\n}",
         "if (req.http.Cookie) {\n  set req.http.Cookie = regsuball(req.http.Cookie, \"(^|; *)(_ga|_gid|__utm[a-z]+)=[^;]*\", \"\");\n  set req.http.Cookie = regsub(req.http.Cookie, \"^; *\", \"\");\n  if (req.http.Cookie == \"\") {\n    unset req.http.Cookie;\n  }\n}",
         "return (hash);",
-    ]
-    .map(str::to_string)
-    .to_vec()
+    ])
 }
 
 fn vcl_hash() -> Vec<String> {
-    [
+    lines(&[
         "if (req.http.Cookie ~ \"X-Magento-Vary=\") {\n  hash_data(regsub(req.http.Cookie, \"^.*?X-Magento-Vary=([^;]+);*.*$\", \"\\1\"));\n}",
         "hash_data(req.url);",
         "if (req.http.host) {\n  hash_data(req.http.host);\n} else {\n  hash_data(server.ip);\n}",
         "if (req.url ~ \"/graphql\") {\n  if (req.http.X-Magento-Cache-Id) {\n    hash_data(req.http.X-Magento-Cache-Id);\n  } else {\n    hash_data(req.http.Store);\n    hash_data(req.http.Content-Currency);\n  }\n}",
         "return (lookup);",
-    ]
-    .map(str::to_string)
-    .to_vec()
+    ])
 }
 
 fn vcl_hit() -> Vec<String> {
-    [
+    lines(&[
         "if (obj.ttl >= 0s) {\n  return (deliver);\n}",
         "if (std.healthy(req.backend_hint)) {\n  if (obj.ttl + 300s > 0s) {\n    set req.http.grace = \"normal\";\n    return (deliver);\n  }\n  return (restart);\n}",
         "set req.http.grace = \"unlimited\";",
         "return (deliver);",
-    ]
-    .map(str::to_string)
-    .to_vec()
+    ])
 }
 
 fn vcl_backend_response() -> Vec<String> {
-    [
+    lines(&[
         "set beresp.grace = 3d;",
         "if (beresp.http.Content-Type ~ \"text\") {\n  set beresp.do_esi = true;\n}",
         "if (bereq.url ~ \"\\.js$\" || beresp.http.Content-Type ~ \"text\") {\n  set beresp.do_gzip = true;\n}",
@@ -83,13 +84,11 @@ fn vcl_backend_response() -> Vec<String> {
         "if (bereq.url !~ \"\\.(ico|css|js|jpg|jpeg|png|gif|svg|woff2?)(\\?|$)\") {\n  unset beresp.http.Set-Cookie;\n}",
         "if (beresp.ttl <= 0s || beresp.http.Surrogate-Control ~ \"no-store\" || (!beresp.http.Surrogate-Control && beresp.http.Cache-Control ~ \"no-cache|no-store\") || beresp.http.Vary == \"*\") {\n  set beresp.ttl = 120s;\n  set beresp.uncacheable = true;\n}",
         "return (deliver);",
-    ]
-    .map(str::to_string)
-    .to_vec()
+    ])
 }
 
 fn vcl_deliver() -> Vec<String> {
-    [
+    lines(&[
         "if (obj.uncacheable) {\n  set resp.http.X-Magento-Cache-Debug = \"UNCACHEABLE\";\n} elsif (obj.hits > 0) {\n  set resp.http.X-Magento-Cache-Debug = \"HIT\";\n  set resp.http.Grace = req.http.grace;\n} else {\n  set resp.http.X-Magento-Cache-Debug = \"MISS\";\n}",
         "if (resp.http.Cache-Control !~ \"private\" && req.url !~ \"^/(pub/)?(media|static)/\") {\n  set resp.http.Pragma = \"no-cache\";\n  set resp.http.Expires = \"-1\";\n  set resp.http.Cache-Control = \"no-store, no-cache, must-revalidate, max-age=0\";\n}",
         "if (!resp.http.X-Magento-Debug) {\n  unset resp.http.Age;\n}",
@@ -99,9 +98,7 @@ fn vcl_deliver() -> Vec<String> {
         "unset resp.http.Server;",
         "unset resp.http.Via;",
         "unset resp.http.Link;",
-    ]
-    .map(str::to_string)
-    .to_vec()
+    ])
 }
 
 fn resp(url: &str, status: u16, headers: &[(&str, &str)], body: &str) -> BeResp {
