@@ -948,11 +948,7 @@ impl Cache {
         obj: NewObject,
         store: &StoreRef,
     ) -> Result<Unbusied, StorageError> {
-        let oc = Arc::new(ObjCore::new_busy([0; 32], 0, &self.inner.stats));
-        oc.flags.fetch_or(F_PRIVATE, Ordering::AcqRel);
-        let out = self.inner.fill(&oc, obj, store)?;
-        oc.flags.fetch_and(!F_BUSY, Ordering::AcqRel);
-        Ok(out)
+        self.inner.fill_private(obj, store, true)
     }
 
     /// Add a ban (`ban` CLI command, VCL `ban()`); `now` is its timestamp.
@@ -1498,13 +1494,31 @@ impl Inner {
         }
     }
 
-    /// Fill a busy objcore: charge its store, attach data and timing, put it on
-    /// the LRU list and the expiry heap. Does not clear BUSY.
+    /// A private objcore (`HSH_Private`) filled with `obj`; `head` says
+    /// whether its headers are charged (see [`BusyObj::unbusy`] for one
+    /// whose headers another objcore already holds).
+    fn fill_private(
+        self: &Arc<Self>,
+        obj: NewObject,
+        store: &StoreRef,
+        head: bool,
+    ) -> Result<Unbusied, StorageError> {
+        let oc = Arc::new(ObjCore::new_busy([0; 32], 0, &self.stats));
+        oc.flags.fetch_or(F_PRIVATE, Ordering::AcqRel);
+        let out = self.fill(&oc, obj, store, head)?;
+        oc.flags.fetch_and(!F_BUSY, Ordering::AcqRel);
+        Ok(out)
+    }
+
+    /// Fill a busy objcore: charge its store (its headers too when `head`),
+    /// attach data and timing, put it on the LRU list and the expiry heap.
+    /// Does not clear BUSY.
     fn fill(
         self: &Arc<Self>,
         oc: &Arc<ObjCore>,
         obj: NewObject,
         store: &StoreRef,
+        head: bool,
     ) -> Result<Unbusied, StorageError> {
         // A persistent store still scanning its file allocates nothing: the
         // object lives in memory instead.
@@ -1554,7 +1568,11 @@ impl Inner {
             Some(n) => n,
             None => oc.vary.get().map_or(0, VarySpec::storage_size) as u64,
         };
-        let mut allocs = vec![data.charge_bytes() as u64 + vary];
+        let mut allocs = Vec::new();
+        if head {
+            allocs.push(data.charge_bytes() as u64 + vary);
+        }
+        let first_body = allocs.len();
         // A body already in this persistent store (kept by a 304 refresh)
         // is shared, not copied: its extents stay where they are.
         let shared = store
@@ -1578,7 +1596,7 @@ impl Inner {
             left = left.saturating_sub(piece);
             estimate = estimate.map(|e| e.saturating_sub(piece));
         }
-        let body_pieces = 1..allocs.len();
+        let body_pieces = first_body..allocs.len();
         if let Some(e) = data.esi.as_ref().filter(|e| !e.is_empty()) {
             allocs.push(e.len() as u64);
         }
@@ -1759,10 +1777,42 @@ impl BusyObj {
     /// Insert the fetched object into the cache and wake the waiting list
     /// (`HSH_Unbusy`). On a storage failure the busy objcore is failed (waiters
     /// woken) and the error returned (the server answers 503).
+    ///
+    /// A hit-for-miss or hit-for-pass object keeps no body in the cache:
+    /// varnishd delivers it to the request that fetched it and then slims
+    /// it to its headers (`HSH_Cancel`, `ObjSlim`). Here the body goes to a
+    /// private objcore that only the fetch and that request hold, charged
+    /// for the body alone, so its storage is freed when they let go of it;
+    /// the marker in the cache is charged for the headers, as varnishd's
+    /// slimmed object is. The returned [`Unbusied`] is the body's.
     pub fn unbusy(mut self, obj: NewObject, store: &StoreRef) -> Result<Unbusied, StorageError> {
         self.done = true;
         let inner = Arc::clone(&self.cache);
-        let out = match inner.fill(&self.oc, obj, store) {
+        let (marker, body) = match obj.meta.kind {
+            ObjKind::HitForMiss | ObjKind::HitForPass if !matches!(obj.body, NewBody::Empty) => {
+                let marker = NewObject {
+                    meta: obj.meta,
+                    status: obj.status,
+                    reason: obj.reason.clone(),
+                    headers: obj.headers.clone(),
+                    gzip: obj.gzip,
+                    esi: None,
+                    gzip_changed: obj.gzip_changed,
+                    body: NewBody::Empty,
+                    body_chunk: None,
+                    vary_bytes: obj.vary_bytes,
+                };
+                match inner.fill_private(obj, store, false) {
+                    Ok(b) => (marker, Some(b)),
+                    Err(e) => {
+                        inner.fail_busy(&self.oc);
+                        return Err(e);
+                    }
+                }
+            }
+            _ => (obj, None),
+        };
+        let out = match inner.fill(&self.oc, marker, store, true) {
             Ok(out) => out,
             Err(e) => {
                 inner.fail_busy(&self.oc);
@@ -1798,7 +1848,7 @@ impl BusyObj {
         if out.body.is_none() {
             inner.persist(&self.oc, None);
         }
-        Ok(out)
+        Ok(body.unwrap_or(out))
     }
 
     /// Revalidates `stale` in place instead of inserting a new object
