@@ -107,6 +107,31 @@ async fn site_with(tag: &str, params: &[&str], extra: &str) -> Site {
     }
 }
 
+/// The `ReqStart` records a daemon has logged, once there is one (a
+/// transaction's records reach the log when it ends, just after its
+/// response; waits up to 5 s).
+async fn req_starts(l: &Running) -> Vec<String> {
+    use lacquer_vsl::{ReadEvent, StartAt, Tag, VslReader, vsl_path};
+    let mut out = Vec::new();
+    for _ in 0..100 {
+        let mut r = VslReader::open(&vsl_path(&l.shared.workdir), StartAt::Oldest).unwrap();
+        loop {
+            match r.next_event() {
+                ReadEvent::Record(rec) if rec.tag == Tag::ReqStart => {
+                    out.push(String::from_utf8_lossy(&rec.data).into_owned());
+                }
+                ReadEvent::Record(_) | ReadEvent::Overrun { .. } => {}
+                ReadEvent::Idle => break,
+            }
+        }
+        if !out.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    out
+}
+
 fn tls_counter(l: &Running, c: Tls) -> u64 {
     l.shared.tls.get().expect("TLS is on").counters.get(c)
 }
@@ -432,6 +457,17 @@ async fn behind_hitch_vcl_sees_what_native_tls_shows() {
     let t_h = header(&via_hitch, "x-tls: ");
     assert_eq!(t_h, "true TLSv1.3 www.example.com http/1.1 ", "{via_hitch}");
     assert_eq!(header(&native, "x-tls: "), format!("{t_h}EC256"));
+    // `ReqStart` gains Varnish 9's `https` field on both paths.
+    let logged = req_starts(&behind).await;
+    assert!(
+        !logged.is_empty() && logged.iter().all(|r| r.ends_with(" a0 https")),
+        "{logged:?}"
+    );
+    let logged = req_starts(&s.l).await;
+    assert!(
+        !logged.is_empty() && logged.iter().all(|r| r.ends_with(" tls0 https")),
+        "{logged:?}"
+    );
     drop(behind);
     let _ = std::fs::remove_dir_all(&s.dir);
 }

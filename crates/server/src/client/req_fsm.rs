@@ -504,13 +504,25 @@ pub(crate) fn consume_expect(vsl: &mut lacquer_vsl::VslBuf, req: &mut ReqMsg) {
 
 /// The records that open a request's log (`ReqStart` and the request as
 /// received), written when it arrives and again after each restart.
+///
+/// `ReqStart` is varnishd 7.1's `IP port listener`; a client that reached
+/// us over TLS (our own handshake, or a terminator's PROXY v2 header with
+/// `PP2_CLIENT_SSL`: both arrive as the session's TLVs) gets a fourth
+/// field, `https`, as Varnish 9 logs it. Plain connections keep 7.1's
+/// three fields, so log queries and tools written for 7.1 see no change.
 pub(crate) fn log_req_start(vsl: &mut lacquer_vsl::VslBuf, sess: &SessInfo, req: &ReqMsg) {
+    let https = lacquer_http::proxy::find_tlv(&sess.proxy_tlvs, PP2_TYPE_SSL)
+        .and_then(|v| v.first())
+        .is_some_and(|client| client & PP2_CLIENT_SSL != 0);
     vsl.log_with(Tag::ReqStart, |o| {
         o.extend_from_slice(&sess.client_ip);
         o.push(b' ');
         o.extend_from_slice(sess.client_port.as_bytes());
         o.push(b' ');
         o.extend_from_slice(sess.listener.as_bytes());
+        if https {
+            o.extend_from_slice(b" https");
+        }
     });
     vsl.log_bytes(Tag::ReqMethod, &req.method);
     vsl.log_bytes(Tag::ReqURL, &req.url);
@@ -519,6 +531,10 @@ pub(crate) fn log_req_start(vsl: &mut lacquer_vsl::VslBuf, sess: &SessInfo, req:
         vsl.log_header(Tag::ReqHeader, k, v);
     }
 }
+
+/// PROXY v2's TLS TLV and, in its first byte, the "client used TLS" bit.
+const PP2_TYPE_SSL: u8 = 0x20;
+const PP2_CLIENT_SSL: u8 = 0x01;
 
 /// As varnishd, a restart continues under a new vxid: the old transaction
 /// ends with a `Link` to the new one, which begins with `req <old> restart`
