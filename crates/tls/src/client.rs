@@ -38,6 +38,10 @@ pub struct BackendTls {
     pub verify_host: bool,
     /// A CA file instead of the system store (`.ssl_ca`).
     pub ca_file: Option<PathBuf>,
+    /// A directory of CA files instead of the system store (libcurl's
+    /// `CURLOPT_CAPATH`, vmod curl's `set_ssl_capath()`): every PEM
+    /// certificate in its files is trusted, whatever their names.
+    pub ca_dir: Option<PathBuf>,
     /// A client certificate (`.certificate`): key and chain in one PEM.
     pub client_cert: Option<PathBuf>,
 }
@@ -50,6 +54,7 @@ impl Default for BackendTls {
             verify_peer: true,
             verify_host: false,
             ca_file: None,
+            ca_dir: None,
             client_cert: None,
         }
     }
@@ -100,18 +105,43 @@ fn system_roots() -> Result<Arc<RootCertStore>, String> {
 }
 
 fn roots_for(spec: &BackendTls) -> Result<Arc<RootCertStore>, String> {
-    match &spec.ca_file {
-        Some(f) => {
-            let mut roots = RootCertStore::empty();
-            for c in crate::certs::read_certs(f).map_err(|e| e.to_string())? {
-                roots
-                    .add(c)
-                    .map_err(|e| format!("{}: bad CA certificate: {e}", f.display()))?;
-            }
-            Ok(Arc::new(roots))
-        }
-        None => system_roots(),
+    if spec.ca_file.is_none() && spec.ca_dir.is_none() {
+        return system_roots();
     }
+    let mut roots = RootCertStore::empty();
+    let mut add = |f: &std::path::Path| -> Result<(), String> {
+        for c in crate::certs::read_certs(f).map_err(|e| e.to_string())? {
+            roots
+                .add(c)
+                .map_err(|e| format!("{}: bad CA certificate: {e}", f.display()))?;
+        }
+        Ok(())
+    };
+    if let Some(f) = &spec.ca_file {
+        add(f)?;
+    }
+    if let Some(d) = &spec.ca_dir {
+        let entries = std::fs::read_dir(d)
+            .map_err(|e| format!("{}: cannot read the CA directory: {e}", d.display()))?;
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .collect();
+        files.sort();
+        // Files without a certificate (a README, a CRL) are skipped, as
+        // OpenSSL's lookup skips what it cannot use.
+        for f in &files {
+            let _ = add(f);
+        }
+        if roots.is_empty() {
+            return Err(format!(
+                "{}: no CA certificate found in the directory",
+                d.display()
+            ));
+        }
+    }
+    Ok(Arc::new(roots))
 }
 
 /// Builds the client config `spec` asks for.

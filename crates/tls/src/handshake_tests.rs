@@ -211,6 +211,7 @@ async fn backend_verify_matrix() {
         verify_peer,
         verify_host,
         ca_file: Some(ca.to_path_buf()),
+        ca_dir: None,
         client_cert: None,
     };
     let good = s.dir.join("ca.pem");

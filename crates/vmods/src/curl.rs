@@ -32,7 +32,7 @@ use lacquer_vcl::exec::{Context, HttpWhich, LogKind, Resume, Value};
 use lacquer_vcl::subs::BuiltinSub;
 
 use crate::args::Args;
-use crate::httpc::{self, Dest, Outcome, Request};
+use crate::httpc::{self, Dest, Outcome, Request, TlsTarget};
 use crate::{Counters, Env, EventCtx, FuncImpl, ModuleImpl, VclEvent};
 
 const DECL: &str = r#"
@@ -315,6 +315,8 @@ pub(crate) struct Url {
     pub target: String,
     /// `user:password` before the host, for basic authentication.
     pub userinfo: Option<String>,
+    /// An `https` URL.
+    pub tls: bool,
 }
 
 pub(crate) fn parse_url(url: &str) -> Result<Url, String> {
@@ -323,17 +325,11 @@ pub(crate) fn parse_url(url: &str) -> Result<Url, String> {
         // libcurl guesses HTTP for a URL without a scheme.
         None => ("http".to_string(), url),
     };
-    match scheme.as_str() {
-        "http" => {}
-        "https" => {
-            return Err(
-                "Unsupported protocol (https: this Lacquer build has no TLS client yet; \
-                 call the service over http or through a local TLS proxy with set_proxy())"
-                    .into(),
-            );
-        }
+    let tls = match scheme.as_str() {
+        "http" => false,
+        "https" => true,
         other => return Err(format!("Unsupported protocol ({other})")),
-    }
+    };
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (auth, tail) = rest.split_at(end);
     let (userinfo, hostport) = match auth.rfind('@') {
@@ -358,6 +354,7 @@ pub(crate) fn parse_url(url: &str) -> Result<Url, String> {
         ));
     }
     let port = match port {
+        None | Some("") if tls => 443,
         None | Some("") => 80,
         Some(p) => p
             .parse::<u16>()
@@ -375,6 +372,7 @@ pub(crate) fn parse_url(url: &str) -> Result<Url, String> {
         port,
         target,
         userinfo,
+        tls,
     })
 }
 
@@ -551,24 +549,7 @@ fn prepare(
 ) -> Result<(Request, Vec<u8>), String> {
     let text = std::str::from_utf8(url)
         .map_err(|_| "URL using bad/illegal format or missing URL".to_string())?;
-    let u = parse_url(text).map_err(|e| {
-        if e.starts_with("Unsupported protocol (https") {
-            // Say which TLS settings the call would have used.
-            let show = |p: &Option<Bytes>| {
-                p.as_ref()
-                    .map_or("-".into(), |p| String::from_utf8_lossy(p).into_owned())
-            };
-            format!(
-                "{e} [verify_peer={} verify_host={} cafile={} capath={}]",
-                u8::from(c.verify_peer),
-                u8::from(c.verify_host),
-                show(&c.cafile),
-                show(&c.capath)
-            )
-        } else {
-            e
-        }
-    })?;
+    let u = parse_url(text)?;
     let dest = if let Some(path) = &c.unix_path {
         Dest::Unix(String::from_utf8_lossy(path).into_owned())
     } else if let Some(p) = c.proxy.as_ref().filter(|p| !p.is_empty()) {
@@ -579,11 +560,32 @@ fn prepare(
         Dest::Tcp(u.host.clone(), u.port)
     };
     let proxied = c.unix_path.is_none() && c.proxy.as_ref().is_some_and(|p| !p.is_empty());
-    let head = build_head(c, method, kind, &u, proxied, fields.len());
+    let path = |p: &Option<Bytes>| {
+        p.as_ref()
+            .filter(|p| !p.is_empty())
+            .map(|p| std::path::PathBuf::from(String::from_utf8_lossy(p).into_owned()))
+    };
+    // As libvmod-curl: peer and host are verified only when asked.
+    let tls = u.tls.then(|| TlsTarget {
+        spec: lacquer_tls::client::BackendTls {
+            sni: true,
+            verify_peer: c.verify_peer,
+            verify_host: c.verify_host,
+            ca_file: path(&c.cafile),
+            ca_dir: path(&c.capath),
+            client_cert: None,
+        },
+        name: u.host.clone(),
+        tunnel: proxied.then(|| format!("{}:{}", bracketed(&u.host), u.port)),
+    });
+    // Through a proxy, plain HTTP asks for the absolute URL; HTTPS goes
+    // through a tunnel and asks the origin as it would directly.
+    let head = build_head(c, method, kind, &u, proxied && !u.tls, fields.len());
     let timeout = ms(c.timeout_ms).or_else(default_timeout);
     Ok((
         Request {
             dest,
+            tls,
             head: head.clone(),
             body: fields.to_vec(),
             no_body: kind == Kind::Head,
@@ -592,6 +594,15 @@ fn prepare(
         },
         head,
     ))
+}
+
+/// A host as it goes before `:port`: IPv6 addresses in brackets.
+fn bracketed(host: &str) -> String {
+    if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    }
 }
 
 /// Stores a finished call's outcome and logs it.

@@ -23,7 +23,7 @@ use lacquer_vcl::vars::VarId;
 
 use crate::args::Args;
 use crate::curl::{self, Slot};
-use crate::httpc::{self, Dest, Outcome, Request};
+use crate::httpc::{self, Dest, Outcome, Request, TlsTarget};
 use crate::{Env, FuncImpl, ModuleImpl};
 
 const DECL: &str = r#"
@@ -223,8 +223,18 @@ fn build(c: &Call) -> Result<Request, String> {
         );
     }
     head.extend_from_slice(b"\r\n");
+    // HTTPS verifies the chain and the name against the system's trust.
+    let tls = u.tls.then(|| TlsTarget {
+        spec: lacquer_tls::client::BackendTls {
+            verify_host: true,
+            ..Default::default()
+        },
+        name: u.host.clone(),
+        tunnel: None,
+    });
     Ok(Request {
         dest: Dest::Tcp(u.host, u.port),
+        tls,
         head,
         body: body.to_vec(),
         no_body: method == b"HEAD",

@@ -11,6 +11,12 @@
 //! the server awaits while the VCL that made it is suspended: dropping
 //! the future (a client that left) closes its connection.
 //!
+//! HTTPS runs over any of those transports with rustls, through the
+//! client configurations of `lacquer-tls` (one per distinct set of verify
+//! options and CA files, shared process-wide so new connections resume
+//! sessions); through an HTTP proxy it tunnels with `CONNECT`, as libcurl
+//! does. Pooled connections are keyed by transport and TLS settings.
+//!
 //! Failures are reported with libcurl's messages (`curl.error()` shows
 //! them), so VCL written for libvmod-curl sees the same text.
 
@@ -40,10 +46,23 @@ pub(crate) enum Dest {
     Unix(String),
 }
 
+/// TLS over a request's transport.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct TlsTarget {
+    /// Verify options and trust.
+    pub spec: lacquer_tls::client::BackendTls,
+    /// The name sent as SNI and verified (the URL's host).
+    pub name: String,
+    /// Through an HTTP proxy: the `host:port` to `CONNECT` to first.
+    pub tunnel: Option<String>,
+}
+
 /// One request, ready to send.
 #[derive(Clone, Debug)]
 pub(crate) struct Request {
     pub dest: Dest,
+    /// HTTPS: TLS on top of `dest`.
+    pub tls: Option<TlsTarget>,
     /// The request head, terminated by the empty line.
     pub head: Vec<u8>,
     pub body: Vec<u8>,
@@ -85,13 +104,16 @@ struct Idle {
     since: Instant,
 }
 
-fn pool() -> &'static Mutex<HashMap<Dest, Vec<Idle>>> {
-    static POOL: OnceLock<Mutex<HashMap<Dest, Vec<Idle>>>> = OnceLock::new();
+/// What a pooled connection is: its transport and the TLS on it.
+type PoolKey = (Dest, Option<TlsTarget>);
+
+fn pool() -> &'static Mutex<HashMap<PoolKey, Vec<Idle>>> {
+    static POOL: OnceLock<Mutex<HashMap<PoolKey, Vec<Idle>>>> = OnceLock::new();
     POOL.get_or_init(Default::default)
 }
 
 /// A recently idle connection to `dest`, if the pool has one.
-fn take_idle(dest: &Dest) -> Option<Box<dyn Stream>> {
+fn take_idle(dest: &PoolKey) -> Option<Box<dyn Stream>> {
     let mut p = pool().lock().unwrap_or_else(|e| e.into_inner());
     let list = p.get_mut(dest)?;
     while let Some(idle) = list.pop() {
@@ -102,7 +124,7 @@ fn take_idle(dest: &Dest) -> Option<Box<dyn Stream>> {
     None
 }
 
-fn put_idle(dest: Dest, conn: Box<dyn Stream>) {
+fn put_idle(dest: PoolKey, conn: Box<dyn Stream>) {
     let mut p = pool().lock().unwrap_or_else(|e| e.into_inner());
     let list = p.entry(dest).or_default();
     if list.len() < MAX_IDLE {
@@ -115,7 +137,7 @@ fn put_idle(dest: Dest, conn: Box<dyn Stream>) {
 
 /// How many idle connections the pool holds for `dest` (for tests).
 #[cfg(test)]
-pub(crate) fn idle_count(dest: &Dest) -> usize {
+pub(crate) fn idle_count(dest: &PoolKey) -> usize {
     let p = pool().lock().unwrap_or_else(|e| e.into_inner());
     p.get(dest).map_or(0, Vec::len)
 }
@@ -149,7 +171,7 @@ pub(crate) async fn send(req: Request) -> Outcome {
 }
 
 async fn exchange(req: &Request, text: &mut Vec<String>) -> Result<Response, String> {
-    if let Some(conn) = take_idle(&req.dest) {
+    if let Some(conn) = take_idle(&(req.dest.clone(), req.tls.clone())) {
         text.push(format!(
             "Re-using existing connection to {}",
             show(&req.dest)
@@ -180,35 +202,10 @@ fn show(dest: &Dest) -> String {
 
 async fn connect(req: &Request) -> Result<Box<dyn Stream>, String> {
     let work = async {
-        match &req.dest {
-            Dest::Tcp(host, port) => {
-                let addrs: Vec<_> = tokio::net::lookup_host((host.as_str(), *port))
-                    .await
-                    .map_err(|_| {
-                        format!("Couldn't resolve host name (Could not resolve host: {host})")
-                    })?
-                    .collect();
-                let mut last = None;
-                for a in addrs {
-                    match tokio::net::TcpStream::connect(a).await {
-                        Ok(s) => {
-                            s.set_nodelay(true).ok();
-                            return Ok(Box::new(s) as Box<dyn Stream>);
-                        }
-                        Err(e) => last = Some(e),
-                    }
-                }
-                Err(format!(
-                    "Couldn't connect to server (Failed to connect to {host} port {port}: {})",
-                    last.map_or_else(|| "no address".to_string(), |e| e.to_string())
-                ))
-            }
-            Dest::Unix(path) => match tokio::net::UnixStream::connect(path).await {
-                Ok(s) => Ok(Box::new(s) as Box<dyn Stream>),
-                Err(e) => Err(format!(
-                    "Couldn't connect to server (Failed to connect to unix socket {path}: {e})"
-                )),
-            },
+        let conn = transport(req).await?;
+        match &req.tls {
+            Some(t) => handshake(conn, t).await,
+            None => Ok(conn),
         }
     };
     match req.connect_timeout {
@@ -219,6 +216,107 @@ async fn connect(req: &Request) -> Result<Box<dyn Stream>, String> {
             ))
         }),
         None => work.await,
+    }
+}
+
+/// The client configurations of every HTTPS call, by verify options.
+fn connectors() -> &'static lacquer_tls::client::Connectors {
+    static C: OnceLock<lacquer_tls::client::Connectors> = OnceLock::new();
+    C.get_or_init(Default::default)
+}
+
+/// TLS on `conn` as `t` asks (after a proxy `CONNECT` when tunnelling),
+/// with libcurl's messages for what fails.
+async fn handshake(mut conn: Box<dyn Stream>, t: &TlsTarget) -> Result<Box<dyn Stream>, String> {
+    if let Some(target) = &t.tunnel {
+        conn = tunnel(conn, target).await?;
+    }
+    let config = connectors()
+        .get(&t.spec)
+        .map_err(|e| format!("Problem with the SSL CA cert (path? access rights?) ({e})"))?;
+    let name = lacquer_tls::client::server_name(None, &t.name)
+        .map_err(|e| format!("SSL connect error ({e})"))?;
+    let tls = lacquer_tls::tokio_rustls::TlsConnector::from(config);
+    match tls.connect(name, conn).await {
+        Ok(s) => Ok(Box::new(s) as Box<dyn Stream>),
+        Err(e) => {
+            let why = lacquer_tls::client::describe(&e);
+            Err(if why.contains("certificate rejected") {
+                format!("SSL peer certificate or SSH remote key was not OK ({why})")
+            } else {
+                format!("SSL connect error ({why})")
+            })
+        }
+    }
+}
+
+/// Asks an HTTP proxy for a tunnel to `target` (`host:port`).
+async fn tunnel(mut conn: Box<dyn Stream>, target: &str) -> Result<Box<dyn Stream>, String> {
+    let ask = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
+    conn.write_all(ask.as_bytes())
+        .await
+        .map_err(|e| format!("Failure when sending data to the peer ({e})"))?;
+    let mut buf = BytesMut::with_capacity(1024);
+    let limits = Limits::response();
+    loop {
+        if let Ok(Some((head, len))) = parse_response(&buf, &limits) {
+            if !(200..300).contains(&head.status) {
+                return Err(format!(
+                    "Failure when receiving data from the peer (CONNECT tunnel failed, response {})",
+                    head.status
+                ));
+            }
+            if buf.len() > len {
+                return Err("Weird server reply (data after the proxy's CONNECT answer)".into());
+            }
+            return Ok(conn);
+        }
+        if buf.len() > 64 * 1024 {
+            return Err("Weird server reply (the proxy's CONNECT answer is too long)".into());
+        }
+        match conn.read_buf(&mut buf).await {
+            Ok(0) => {
+                return Err(
+                    "Failure when receiving data from the peer (proxy closed the CONNECT)".into(),
+                );
+            }
+            Ok(_) => {}
+            Err(e) => return Err(recv_failed(&e)),
+        }
+    }
+}
+
+/// The connection under any TLS: TCP or a Unix socket.
+async fn transport(req: &Request) -> Result<Box<dyn Stream>, String> {
+    match &req.dest {
+        Dest::Tcp(host, port) => {
+            let addrs: Vec<_> = tokio::net::lookup_host((host.as_str(), *port))
+                .await
+                .map_err(|_| {
+                    format!("Couldn't resolve host name (Could not resolve host: {host})")
+                })?
+                .collect();
+            let mut last = None;
+            for a in addrs {
+                match tokio::net::TcpStream::connect(a).await {
+                    Ok(s) => {
+                        s.set_nodelay(true).ok();
+                        return Ok(Box::new(s) as Box<dyn Stream>);
+                    }
+                    Err(e) => last = Some(e),
+                }
+            }
+            Err(format!(
+                "Couldn't connect to server (Failed to connect to {host} port {port}: {})",
+                last.map_or_else(|| "no address".to_string(), |e| e.to_string())
+            ))
+        }
+        Dest::Unix(path) => match tokio::net::UnixStream::connect(path).await {
+            Ok(s) => Ok(Box::new(s) as Box<dyn Stream>),
+            Err(e) => Err(format!(
+                "Couldn't connect to server (Failed to connect to unix socket {path}: {e})"
+            )),
+        },
     }
 }
 
@@ -329,7 +427,7 @@ async fn on_conn(mut conn: Box<dyn Stream>, req: &Request) -> Result<Response, F
         }
     }
     if reusable && buf.is_empty() {
-        put_idle(req.dest.clone(), conn);
+        put_idle((req.dest.clone(), req.tls.clone()), conn);
     }
     Ok(Response {
         status: head.status,
@@ -410,6 +508,7 @@ mod tests {
     fn get(port: u16) -> Request {
         Request {
             dest: Dest::Tcp("127.0.0.1".into(), port),
+            tls: None,
             head: format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").into_bytes(),
             body: Vec::new(),
             no_body: false,
@@ -430,7 +529,7 @@ mod tests {
             assert_eq!((r.status, &r.body[..]), (200, &b"abc"[..]));
         }
         assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 1);
-        assert_eq!(idle_count(&Dest::Tcp("127.0.0.1".into(), port)), 1);
+        assert_eq!(idle_count(&(Dest::Tcp("127.0.0.1".into(), port), None)), 1);
     }
 
     #[tokio::test]

@@ -22,6 +22,14 @@ struct Origin {
 }
 
 async fn origin(answer: &'static str) -> Origin {
+    origin_with(answer, None).await
+}
+
+/// [`origin`], speaking TLS through `tls` when given.
+async fn origin_with(
+    answer: &'static str,
+    tls: Option<lacquer_tls::tokio_rustls::TlsAcceptor>,
+) -> Origin {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = l.local_addr().unwrap().port();
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -31,7 +39,17 @@ async fn origin(answer: &'static str) -> Origin {
         loop {
             let (s, _) = l.accept().await.unwrap();
             *c2.lock().unwrap() += 1;
-            tokio::spawn(serve(s, answer, s2.clone()));
+            let (tls, seen) = (tls.clone(), s2.clone());
+            tokio::spawn(async move {
+                match tls {
+                    Some(a) => {
+                        if let Ok(t) = a.accept(s).await {
+                            serve(t, answer, seen).await;
+                        }
+                    }
+                    None => serve(s, answer, seen).await,
+                }
+            });
         }
     });
     Origin { port, seen, conns }
@@ -323,29 +341,173 @@ sub vcl_recv {{
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[tokio::test]
-async fn https_says_why_it_fails_and_settings_are_reported() {
-    let l = load(
-        r#"
-sub vcl_recv {
-    curl.set_ssl_verify_peer(1);
-    curl.set_ssl_cafile("/etc/ca.pem");
-    curl.set_connect_timeout(100);
-    curl.set_debug(text);
-    curl.get("https://127.0.0.1/");
-    set req.http.e = curl.status() + " " + curl.error();
-    return (hash);
-}"#,
-    );
+/// A TLS origin for `localhost` signed by a fresh CA: answers as
+/// [`origin`] does; the CA is in `dir/ca.pem`.
+async fn tls_origin(answer: &'static str, dir: &std::path::Path) -> Origin {
+    use lacquer_tls::rustls::{self, pki_types};
+    let ca = lacquer_tls::testcerts::Ca::new("curl test CA");
+    ca.write(dir);
+    let (cert, key) = ca.leaf_der("localhost", &["localhost"]);
+    let provider = lacquer_tls::provider();
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![pki_types::CertificateDer::from(cert)],
+            pki_types::PrivateKeyDer::Pkcs8(key.into()),
+        )
+        .unwrap();
+    let acceptor = lacquer_tls::tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    origin_with(answer, Some(acceptor)).await
+}
+
+/// Runs `calls` (VCL statements) in `vcl_recv` and returns `req.http.e`.
+async fn https_call(calls: &str) -> String {
+    let l = load(&format!(
+        "sub vcl_recv {{\n{calls}\n    set req.http.e = curl.status() + \" \" + curl.error() + \" \" + curl.body();\n    return (hash);\n}}"
+    ));
     let mut c = MockContext::new("GET", "/");
-    let (a, waits) = l.run(BuiltinSub::Recv, &mut c).await;
-    assert_eq!((a, waits), (Action::Hash, 0));
-    let e = hdr(&c, "e").unwrap();
-    assert!(e.starts_with("0 Unsupported protocol (https"), "{e}");
+    let (a, _) = l.run(BuiltinSub::Recv, &mut c).await;
+    assert_eq!(a, Action::Hash);
+    hdr(&c, "e").unwrap()
+}
+
+/// Statements that verify the peer against the CA file `ca` (and its
+/// name when `host`) and get `url`.
+fn verified_get(ca: &str, host: bool, url: &str) -> String {
+    format!(
+        "    curl.set_ssl_verify_peer(1);\n    curl.set_ssl_verify_host({});\n    curl.set_ssl_cafile(\"{ca}\");\n    curl.get(\"{url}\");",
+        u8::from(host)
+    )
+}
+
+#[tokio::test]
+async fn https_calls_verify_as_asked_and_reuse_their_connection() {
+    let dir = lacquer_tls::testcerts::tempdir("curl-https");
+    let o = tls_origin("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecret", &dir).await;
+    let url = format!("https://localhost:{}/x", o.port);
+    let ca = dir.join("ca.pem").display().to_string();
+    // Verified against the test CA, name included: two calls, one
+    // connection.
+    let twice = format!(
+        "{}\n    curl.get(\"{url}\");",
+        verified_get(&ca, true, &url)
+    );
+    let e = https_call(&twice).await;
+    assert_eq!(e, "200  secret");
+    assert_eq!(*o.conns.lock().unwrap(), 1);
+    assert!(o.seen.lock().unwrap()[0].starts_with(&format!(
+        "GET /x HTTP/1.1\r\nHost: localhost:{}\r\n",
+        o.port
+    )));
+    // The same CA found in a directory (set_ssl_capath).
+    let cadir = dir.join("cas");
+    std::fs::create_dir_all(&cadir).unwrap();
+    std::fs::copy(dir.join("ca.pem"), cadir.join("0a1b2c3d.0")).unwrap();
+    let e = https_call(&format!(
+        "    curl.set_ssl_verify_peer(1);\n    curl.set_ssl_capath(\"{}\");\n    curl.get(\"{url}\");",
+        cadir.display()
+    ))
+    .await;
+    assert_eq!(e, "200  secret");
+    // libvmod-curl verifies nothing unless asked: the unknown CA is fine.
+    let e = https_call(&format!("    curl.get(\"{url}\");")).await;
+    assert_eq!(e, "200  secret");
+    // Asked to verify without the CA: no response, and why.
+    let e = https_call(&format!(
+        "    curl.set_ssl_verify_peer(1);\n    curl.get(\"{url}\");"
+    ))
+    .await;
     assert!(
-        e.contains("verify_peer=1") && e.contains("cafile=/etc/ca.pem"),
+        e.starts_with("0 SSL peer certificate or SSH remote key was not OK (")
+            && e.contains("unknown issuer"),
         "{e}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn https_checks_the_name_only_with_verify_host() {
+    let dir = lacquer_tls::testcerts::tempdir("curl-https-name");
+    let o = tls_origin("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", &dir).await;
+    // The certificate names localhost; the call goes to 127.0.0.1.
+    let url = format!("https://127.0.0.1:{}/", o.port);
+    let ca = dir.join("ca.pem").display().to_string();
+    let e = https_call(&verified_get(&ca, false, &url)).await;
+    assert_eq!(e, "200  ok");
+    let e = https_call(&verified_get(&ca, true, &url)).await;
+    assert!(
+        e.starts_with("0 SSL peer certificate or SSH remote key was not OK (")
+            && e.contains("name"),
+        "{e}"
+    );
+    // A CA file that does not exist is said so.
+    let missing = dir.join("missing.pem").display().to_string();
+    let e = https_call(&verified_get(&missing, false, &url)).await;
+    assert!(e.starts_with("0 Problem with the SSL CA cert"), "{e}");
+    // Plain HTTP spoken to it is no answer at all.
+    let e = https_call(&format!("    curl.get(\"http://127.0.0.1:{}/\");", o.port)).await;
+    assert!(e.starts_with("0 "), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An HTTP proxy that only tunnels (`CONNECT`); keeps what it was asked.
+async fn connect_proxy() -> (u16, Arc<Mutex<Vec<String>>>) {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let a2 = asked.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            let asked = a2.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut b = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if s.read_exact(&mut b).await.is_err() {
+                        return;
+                    }
+                    head.push(b[0]);
+                }
+                let head = String::from_utf8_lossy(&head).into_owned();
+                let target = head.split(' ').nth(1).unwrap_or("").to_string();
+                asked.lock().unwrap().push(head);
+                let target = target.replace("localhost", "127.0.0.1");
+                let Ok(mut up) = tokio::net::TcpStream::connect(target).await else {
+                    return;
+                };
+                s.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await
+                    .unwrap();
+                let _ = tokio::io::copy_bidirectional(&mut s, &mut up).await;
+            });
+        }
+    });
+    (port, asked)
+}
+
+#[tokio::test]
+async fn https_through_a_proxy_tunnels_with_connect() {
+    let dir = lacquer_tls::testcerts::tempdir("curl-https-proxy");
+    let o = tls_origin("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", &dir).await;
+    let (proxy, asked) = connect_proxy().await;
+    let ca = dir.join("ca.pem").display().to_string();
+    let e = https_call(&format!(
+        "    curl.set_proxy(\"http://127.0.0.1:{proxy}\");\n    curl.set_ssl_verify_peer(1);\n    curl.set_ssl_verify_host(1);\n    curl.set_ssl_cafile(\"{ca}\");\n    curl.get(\"https://localhost:{}/t\");",
+        o.port
+    ))
+    .await;
+    assert_eq!(e, "200  ok");
+    let port = o.port;
+    assert_eq!(
+        asked.lock().unwrap()[0],
+        format!("CONNECT localhost:{port} HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n")
+    );
+    // Inside the tunnel the origin is asked as it would be directly.
+    assert!(o.seen.lock().unwrap()[0].starts_with("GET /t HTTP/1.1\r\n"));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]

@@ -85,6 +85,7 @@ fn tls_pool(pool: Pool, def: &BackendDef) -> Pool {
         verify_peer: t.verify_peer,
         verify_host: t.verify_host,
         ca_file: t.ca_file.as_ref().map(Into::into),
+        ca_dir: None,
         client_cert: t.certificate.as_ref().map(Into::into),
     };
     let name = def.host_header.as_deref().unwrap_or(&def.host);
