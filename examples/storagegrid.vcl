@@ -4,9 +4,9 @@
 #
 # The VCL NetApp publishes with TR-4796 ("StorageGRID Caching with
 # Varnish", shared/seeds/004), unchanged but for the backend's host and
-# port, pointed at a local S3 server (MinIO) over plain HTTP: the guide's
-# `.ssl`, `.ssl_sni`, `.ssl_verify_peer` and `.ssl_verify_host` lines come
-# back with backend TLS. Run lacquerd with the guide's parameters:
+# port, pointed at a local S3 server (MinIO) over HTTPS, verified as the
+# guide asks (`.ssl_verify_peer`, `.ssl_verify_host`) against the system's
+# trust store or SSL_CERT_FILE. Run lacquerd with the guide's parameters:
 #   lacquerd -a :8080 -f examples/storagegrid.vcl \
 #       -p http_gzip_support=off -p vsl_mask=+Hash
 # README's "Caching an S3 object store" section has the whole recipe.
@@ -23,6 +23,10 @@ import utils;
 backend default {
     .host = "127.0.0.1";
     .port = "9000";
+    .ssl = 1;
+    .ssl_sni = 1;
+    .ssl_verify_peer = 1;
+    .ssl_verify_host = 1;
 }
 
 # custom VCL for handling S3 requests

@@ -27,6 +27,7 @@ Usage: check.py MINIO LACQUERD VCL. Exits non-zero on the first failed
 check, saying which and why; prints a summary with figures otherwise.
 """
 
+import asyncio
 import hashlib
 import json
 import os
@@ -34,6 +35,7 @@ import random
 import re
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -83,7 +85,7 @@ def wait_port(port, proc, what, timeout=30.0):
 
 
 class Reader:
-    """Buffered reads off a socket, for parsing request framing."""
+    """Buffered reads off a socket, for parsing response framing."""
 
     def __init__(self, sock):
         self.sock = sock
@@ -109,55 +111,84 @@ class Reader:
         return out
 
 
-class Recorder:
-    """A proxy between Lacquer and the origin: logs each request head (in
-    wire order and case) and counts the bytes the origin sends back."""
+def make_certs(d):
+    """A test CA and a certificate it signs for 127.0.0.1 and localhost
+    (with openssl): the origin's TLS, which the guide's VCL verifies
+    (`.ssl_verify_peer`, `.ssl_verify_host`) against SSL_CERT_FILE."""
+    ca_key, ca, key, csr, crt = (os.path.join(d, n) for n in
+                                 ("ca.key", "ca.pem", "origin.key", "origin.csr", "origin.pem"))
+    ext = os.path.join(d, "origin.ext")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n")
+    steps = [
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-days", "2", "-subj", "/CN=Lacquer S3 test CA", "-keyout", ca_key, "-out", ca],
+        ["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", key, "-out", csr],
+        ["openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+         "-days", "2", "-extfile", ext, "-out", crt],
+    ]
+    for cmd in steps:
+        r = subprocess.run(cmd, capture_output=True)
+        check(r.returncode == 0, f"{' '.join(cmd[:3])} failed: {r.stderr.decode(errors='replace')}")
+    return ca, crt, key
 
-    def __init__(self, upstream_port):
+
+class Recorder:
+    """The origin as Lacquer sees it: a TLS endpoint (the guide's backend
+    is HTTPS) that relays to MinIO, logs each request head (in wire order
+    and case) and counts the bytes the origin sends back. It runs on
+    asyncio in a thread of its own, so each TLS connection is driven by
+    one event loop only."""
+
+    def __init__(self, upstream_port, cert, key):
         self.upstream = upstream_port
         self.lock = threading.Lock()
         self.heads = []
         self.resp_bytes = 0
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(128)
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self.accept, daemon=True).start()
+        self.ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.ctx.load_cert_chain(cert, key)
+        ready = threading.Event()
+        threading.Thread(target=self.run, args=(ready,), daemon=True).start()
+        check(ready.wait(10), "the recording TLS proxy did not start")
 
-    def accept(self):
-        while True:
-            c, _ = self.sock.accept()
-            threading.Thread(target=self.conn, args=(c,), daemon=True).start()
+    def run(self, ready):
+        loop = asyncio.new_event_loop()
 
-    def pump_back(self, up, c):
+        async def start():
+            srv = await asyncio.start_server(self.conn, "127.0.0.1", 0, ssl=self.ctx,
+                                             limit=1 << 20)
+            self.port = srv.sockets[0].getsockname()[1]
+            ready.set()
+            await srv.serve_forever()
+
+        loop.run_until_complete(start())
+
+    async def pump_back(self, up_r, w):
         try:
             while True:
-                d = up.recv(65536)
+                d = await up_r.read(65536)
                 if not d:
                     break
                 with self.lock:
                     self.resp_bytes += len(d)
-                c.sendall(d)
-        except OSError:
+                w.write(d)
+                await w.drain()
+        except (OSError, ConnectionError):
             pass
         finally:
-            try:
-                c.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
+            w.close()
 
-    def conn(self, c):
+    async def conn(self, r, w):
         try:
-            up = socket.create_connection(("127.0.0.1", self.upstream))
+            up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream)
         except OSError:
-            c.close()
+            w.close()
             return
-        threading.Thread(target=self.pump_back, args=(up, c), daemon=True).start()
-        r = Reader(c)
+        back = asyncio.ensure_future(self.pump_back(up_r, w))
         try:
             while True:
-                head = r.until(b"\r\n\r\n")
+                head = await r.readuntil(b"\r\n\r\n")
                 lines = head[:-4].split(b"\r\n")
                 method, target, _ = lines[0].split(b" ", 2)
                 fields = []
@@ -166,34 +197,39 @@ class Recorder:
                     fields.append((k.decode(), v.strip().decode("latin-1")))
                 with self.lock:
                     self.heads.append({"method": method.decode(), "target": target.decode(), "fields": fields})
-                up.sendall(head)
+                up_w.write(head)
                 lower = {k.lower(): v for k, v in fields}
                 if "chunked" in lower.get("transfer-encoding", "").lower():
                     while True:
-                        size_line = r.until(b"\r\n")
-                        up.sendall(size_line)
+                        size_line = await r.readuntil(b"\r\n")
+                        up_w.write(size_line)
                         size = int(size_line.split(b";")[0], 16)
                         if size == 0:
                             while True:
-                                t = r.until(b"\r\n")
-                                up.sendall(t)
+                                t = await r.readuntil(b"\r\n")
+                                up_w.write(t)
                                 if t == b"\r\n":
                                     break
                             break
-                        up.sendall(r.exactly(size + 2))
+                        up_w.write(await r.readexactly(size + 2))
+                        await up_w.drain()
                 else:
                     n = int(lower.get("content-length", "0"))
                     while n > 0:
-                        chunk = r.exactly(min(n, 65536))
-                        up.sendall(chunk)
+                        chunk = await r.readexactly(min(n, 65536))
+                        up_w.write(chunk)
+                        await up_w.drain()
                         n -= len(chunk)
-        except (EOFError, OSError, ValueError):
+                await up_w.drain()
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError,
+                ConnectionError, ValueError):
             pass
         finally:
             try:
-                up.shutdown(socket.SHUT_WR)
+                up_w.write_eof()
             except OSError:
                 pass
+            await back
 
     def mark(self):
         with self.lock:
@@ -222,10 +258,13 @@ class Setup:
         self.procs.append(m)
         wait_port(mport, m, "minio")
         self.wait_live(mport, m)
-        self.origin = Recorder(mport)
+        ca, cert, key = make_certs(self.tmp)
+        self.origin = Recorder(mport, cert, key)
         vcl = open(vcl_path).read()
         check('.host = "127.0.0.1";' in vcl and '.port = "9000";' in vcl,
               f"{vcl_path} no longer names the backend 127.0.0.1:9000 this test rewrites")
+        check(".ssl = 1;" in vcl and ".ssl_verify_host = 1;" in vcl,
+              f"{vcl_path} no longer has the guide's backend TLS lines")
         vcl = vcl.replace('.port = "9000";', f'.port = "{self.origin.port}";')
         vpath = os.path.join(self.tmp, "storagegrid.vcl")
         open(vpath, "w").write(vcl)
@@ -234,6 +273,7 @@ class Setup:
         lq = subprocess.Popen([lacquerd, "-F", "-a", f"127.0.0.1:{self.port}", "-f", vpath,
                                "-n", os.path.join(self.tmp, "lq"), "-s", "malloc,512m",
                                "-p", "http_gzip_support=off", "-p", "vsl_mask=+Hash"],
+                              env=dict(os.environ, SSL_CERT_FILE=ca),
                               stdout=self.lq_log, stderr=subprocess.STDOUT)
         self.procs.append(lq)
         wait_port(self.port, lq, "lacquerd")
