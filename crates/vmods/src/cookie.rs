@@ -20,6 +20,7 @@ $Function VOID filter(STRING filterstring)
 $Function VOID filter_re(STRING expression)
 $Function VOID keep(STRING filterstring)
 $Function VOID keep_re(STRING expression)
+$Function STRING format_date(TIME now, DURATION timedelta)
 $Function STRING format_rfc1123(TIME now, DURATION timedelta)
 $Function STRING get(STRING cookiename)
 $Function STRING get_re(STRING expression)
@@ -38,6 +39,8 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("filter_re", filter_re),
         ("keep", keep),
         ("keep_re", keep_re),
+        // 7.1's name, and the older one it keeps as an alias.
+        ("format_date", format_rfc1123),
         ("format_rfc1123", format_rfc1123),
         ("get", get),
         ("get_re", get_re),

@@ -69,6 +69,8 @@ $Method STRING .bar(STRING why)
 $Method TIME .date()
 $Method STRING .test_priv_task(STRING s="")
 $Method STRING .test_priv_top(STRING s="")
+$Method VOID .test_priv_call(PRIV_CALL)
+$Method VOID .test_priv_vcl(PRIV_VCL)
 $Function STRING argtest(STRING one, REAL two=2, STRING three="3", STRING comma=",", INT four=4, [STRING opt])
 $Function VOID fail()
 $Function BOOL fail2()
@@ -127,6 +129,10 @@ $Function VOID cooling_backend(PRIV_VCL)
 $Function VOID vsc_new()
 $Function VOID vsc_count(INT val = 1)
 $Function VOID vsc_destroy()
+$Function VOID rot52(HTTP hdr)
+$Function VOID test_priv_call(PRIV_CALL)
+$Function VOID test_priv_vcl(PRIV_VCL)
+$Function VOID test_priv_task_get()
 "#;
 
 pub(crate) static MODULE: ModuleImpl = ModuleImpl {
@@ -171,6 +177,10 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("vsc_new", vsc_new),
         ("vsc_count", vsc_count),
         ("vsc_destroy", vsc_destroy),
+        ("rot52", rot52),
+        ("test_priv_call", test_priv_call),
+        ("test_priv_vcl", test_priv_vcl),
+        ("test_priv_task_get", test_priv_task_get),
     ],
     classes: &[
         ClassImpl {
@@ -186,6 +196,8 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
                 ("date", obj_date),
                 ("test_priv_task", obj_priv_task),
                 ("test_priv_top", obj_priv_top),
+                ("test_priv_call", obj_priv_call),
+                ("test_priv_vcl", obj_priv_vcl),
             ],
         },
         ClassImpl {
@@ -308,6 +320,7 @@ fn event(env: &Env, ev: crate::VclEvent, cx: &dyn crate::EventCtx) -> Result<(),
     match ev {
         crate::VclEvent::Load => {
             LOADS.fetch_add(1, Ordering::AcqRel);
+            env.vcl_state().insert(0, PrivVcl("FOO"));
             if is_42("nuke_limit") {
                 return Err("nuke_limit is not the answer.".into());
             }
@@ -656,6 +669,54 @@ fn store_ip(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(Value::Null)
 }
 
+/// "Encrypts" a message with quad-ROT13: marks it with `Encrypted: ROT52`
+/// (the text is its own ciphertext), as varnishd's test vmod does.
+fn rot52(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let which = a.http(0)?;
+    let name = lacquer_vcl::exec::HeaderName::new("Encrypted");
+    ctx.set_header(which, &name, b"ROT52")?;
+    Ok(Value::Null)
+}
+
+/// What `test_priv_call()` keeps: set on the first call, found again by
+/// the next ones of the task.
+struct CallPriv(&'static str);
+
+/// Checks the task's `CallPriv` under `slot` (`u64::MAX` for the function, an
+/// object's id for its method).
+fn check_priv_call(ctx: &mut dyn Context, slot: u64) -> R {
+    let p = ctx.privs().get_or_insert_with(slot, || CallPriv("BAR"));
+    if p.0 != "BAR" {
+        return Err(format!("debug: PRIV_CALL holds {:?}, not BAR", p.0));
+    }
+    Ok(Value::Null)
+}
+
+fn test_priv_call(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    check_priv_call(ctx, u64::MAX)
+}
+
+/// What the load event leaves in the VCL's state for `test_priv_vcl()`.
+struct PrivVcl(&'static str);
+
+fn check_priv_vcl(env: &Env) -> R {
+    match env.vcl_state().get::<PrivVcl>(0) {
+        Some(PrivVcl("FOO")) => Ok(Value::Null),
+        Some(PrivVcl(other)) => Err(format!("debug: PRIV_VCL holds {other:?}, not FOO")),
+        None => Err("debug: PRIV_VCL was not set by the load event".into()),
+    }
+}
+
+fn test_priv_vcl(env: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
+    check_priv_vcl(env)
+}
+
+/// varnishd asserts that no task state is kept under a NULL key; task
+/// state here is keyed by slot numbers, so there is never one.
+fn test_priv_task_get(_: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(Value::Null)
+}
+
 fn get_ip(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
     Ok(ctx
         .privs()
@@ -960,6 +1021,15 @@ fn obj_date(_: &Env, _: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
 /// replaces it. Each call logs a `Debug` record (`<name>.priv_task() = …`)
 /// with the slot's and value's addresses; the task's end logs
 /// `obj_priv_task_fini(<value>)`.
+fn obj_priv_call(_: &Env, o: &AnyObj, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    let o = this::<DebugObj>(o);
+    check_priv_call(ctx, o.id)
+}
+
+fn obj_priv_vcl(env: &Env, _: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
+    check_priv_vcl(env)
+}
+
 fn obj_priv_task(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let o = this::<DebugObj>(o);
     let s = a.str_or_empty(0)?;

@@ -563,14 +563,20 @@ use lacquer_vcl::exec::value::strftime;
 /// varnishd's `VTIM_parse` reads it (RFC 1123, also with a one-digit day;
 /// RFC 850; asctime; ISO 8601 `1994-11-06T08:49:37`), or seconds since the
 /// epoch.
+/// `std.time()`'s reading of a string, as varnishd's: a date
+/// (`VTIM_parse`), else a number of seconds. As there, a date parsed as
+/// 0 (the epoch) counts as no date, and a number must be above 0, so both
+/// give the fallback.
 pub(crate) fn parse_time(s: &[u8]) -> Option<f64> {
-    lacquer_http::date::parse_http_date(s).or_else(|| {
-        let s = std::str::from_utf8(s).ok()?.trim();
-        if !s.bytes().next()?.is_ascii_digit() {
-            return None;
-        }
-        parse_decimal(s).filter(|t| *t >= 0.0)
-    })
+    lacquer_http::date::parse_http_date(s)
+        .filter(|t| *t != 0.0)
+        .or_else(|| {
+            let s = std::str::from_utf8(s).ok()?.trim();
+            if !s.bytes().next()?.is_ascii_digit() {
+                return None;
+            }
+            parse_decimal(s).filter(|t| *t > 0.0)
+        })
 }
 
 fn strftime_fn(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
@@ -787,6 +793,10 @@ mod tests {
             Some(1_292_803_200.0)
         );
         assert_eq!(parse_time(b"2030-12-20T00:00:00"), Some(1_923_955_200.0));
+        // The epoch and 0 are no time at all, as in varnishd.
+        assert_eq!(parse_time(b"Thu, 01 Jan 1970 00:00:00 GMT"), None);
+        assert_eq!(parse_time(b"0"), None);
+        assert_eq!(parse_time(b"0.5"), Some(0.5));
         assert_eq!(parse_time(b"1055455200.00"), Some(1_055_455_200.0));
         assert_eq!(
             parse_time(b"Mon, 20 Dec 2010 00:00:60 GMT"),
