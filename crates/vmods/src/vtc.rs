@@ -38,7 +38,7 @@ $Function VOID workspace_snapshot(ENUM {client, backend, session, thread})
 $Function VOID workspace_reset(ENUM {client, backend, session, thread})
 $Function BOOL workspace_overflowed(ENUM {client, backend, session, thread})
 $Function VOID workspace_overflow(ENUM {client, backend, session, thread})
-$Function VOID vsl(INT id, STRING tag, ENUM {c, b} side, STRANDS s)
+$Function VOID vsl(INT vxid, STRING tag, ENUM {c, b} side, STRANDS s)
 $Function VOID vsl_replay(STRANDS s)
 "#;
 
