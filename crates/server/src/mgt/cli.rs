@@ -102,6 +102,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("debug.fragfetch", "debug.fragfetch <size>", "Cut fetched bodies into pieces of at most <size> bytes (test-only: needs -p debug=+vtc_mode).", 1, Some(1), false, true, CHILD),
     cmd!("debug.listen_address", "debug.listen_address", "Print the addresses the listeners are bound to.", 0, Some(0), false, true, CHILD),
     cmd!("debug.panic.master", "debug.panic.master", "Panic the manager process: lacquerd aborts (for testing what watches it).", 0, Some(0), false, true, MGT),
+    cmd!("debug.panic.worker", "debug.panic.worker", "Panic the cache: it stops serving and loses its objects, as varnishd's worker process dying (test-only).", 0, Some(0), false, true, CHILD),
     cmd!("debug.srandom", "debug.srandom [<seed>]", "Seed the random generator of std.random() and the random directors (default 1), for repeatable tests.", 0, Some(1), false, true, CHILD),
     cmd!("debug.vmod", "debug.vmod", "Show the loaded vmods: how many VCLs use each, its name and where it comes from.", 0, Some(0), false, true, CHILD),
     cmd!("debug.xid", "debug.xid [<xid> [<cachesize>]]", "Print, or set, the next transaction id.", 0, Some(2), false, true, CHILD),

@@ -521,6 +521,12 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
             eprintln!("Panic: debug.panic.master: you asked for it");
             std::process::abort()
         }
+        "debug.panic.worker" => {
+            // varnishd's child dies before it answers: the manager reports
+            // the lost reply.
+            crate::runtime::panic::asked_for(sh);
+            Reply::err(status::COMMS, "CLI communication error (hdr)")
+        }
         "debug.vmod" => {
             let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
             let mut s = String::new();

@@ -8,7 +8,7 @@
 //! `panic.show`, and the daemon's exit status later says a panic happened
 //! (`0x40`). It is reached only through the test vmods (`vtc.panic()`,
 //! and vmod misuse varnishd asserts against, such as a backend created
-//! for a cold VCL).
+//! for a cold VCL) and the test-only CLI command `debug.panic.worker`.
 //!
 //! As varnishd's manager, it publishes two segments in its shared-memory
 //! directory (`_.vsm_mgt`) while the cache runs, and withdraws them when
@@ -150,6 +150,17 @@ impl MgtState {
 /// its objects are gone, and the panic is on record until cleared.
 pub fn panic(sh: &Shared, why: &str) {
     die(sh, format!("Panic from VCL:\n  {why}"));
+}
+
+/// The cache process panics because the CLI asked (`debug.panic.worker`),
+/// with the assertion text varnishd's child dies with.
+pub fn asked_for(sh: &Shared) {
+    die(
+        sh,
+        "Assert error in ccf_panic(), cache/cache_panic.c line 0:\n  \
+         Condition((strcmp(\"\", \"You asked for it\")) == 0) not true."
+            .to_string(),
+    );
 }
 
 /// The cache process panics on a broken rule (varnishd's `WRONG()`): a
