@@ -583,9 +583,10 @@ fn help(words: &[String], plain: &[&str], json: bool, running: bool) -> Reply {
         Some(flag) if flag.starts_with('-') => Reply::err(status::UNKNOWN, "Unknown flag"),
         Some(name) => match crate::mgt::cli::command(name).filter(|c| c.available(running)) {
             Some(c) => Reply::ok(format!("{}\n{}\n", c.syntax, c.help)),
+            // varnishd's text exactly: the name is not repeated.
             None => Reply::err(
                 status::UNKNOWN,
-                format!("Unknown request.\nType 'help' for more info.\n(no command \"{name}\")"),
+                "Unknown request.\nType 'help' for more info.",
             ),
         },
     }
