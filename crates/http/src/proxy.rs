@@ -41,6 +41,10 @@ pub const PP2_TYPE_ALPN: u8 = 0x01;
 pub const PP2_TYPE_AUTHORITY: u8 = 0x02;
 pub const PP2_TYPE_CRC32C: u8 = 0x03;
 pub const PP2_TYPE_SSL: u8 = 0x20;
+/// First of the range the protocol leaves to applications
+/// (`PP2_TYPE_MIN_CUSTOM`): Lacquer's own TLS listeners put the client's
+/// JA3 string here (`tls_ja3`), for vmod `tls`'s `ja3()`.
+pub const PP2_TYPE_LACQUER_JA3: u8 = 0xE0;
 
 /// How far the bytes read so far get a PROXY header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

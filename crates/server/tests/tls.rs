@@ -22,6 +22,9 @@ sub vcl_recv { return (synth(200)); }
 sub vcl_synth {
     set resp.http.x-tls = tls.is_tls() + " " + tls.version() + " " + tls.authority() + " " + tls.alpn() + " " + tls.cert_key();
     set resp.http.x-proxy = proxy.is_ssl() + " " + proxy.ssl_version() + " " + proxy.authority() + " " + proxy.alpn();
+    if (tls.ja3()) {
+        set resp.http.x-ja3 = tls.ja3();
+    }
     set resp.body = "hello";
     return (deliver);
 }
@@ -374,6 +377,47 @@ async fn certificates_swap_under_load_without_a_failed_handshake() {
     let bad = s.dir.join("bad.pem");
     std::fs::write(&bad, "junk").unwrap();
     assert_eq!(cli(&["tls.cert.load", bad.to_str().unwrap()]).status, 300);
+    let _ = std::fs::remove_dir_all(&s.dir);
+}
+
+/// With `tls_ja3` on, VCL reads the client's JA3 string: curl's and
+/// openssl's hellos differ, the same client gives the same string, and
+/// without the parameter there is none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_ja3_fingerprints_the_client_hello() {
+    let s = site("ja3", &["tls_ja3=on"]).await;
+    let ja3 = |t: &str| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("x-ja3: ").map(str::to_string))
+            .unwrap_or_default()
+    };
+    let a = ja3(&text(
+        &run(curl(&s, "www.example.com", &["--http1.1"])).await,
+    ));
+    let b = ja3(&text(
+        &run(curl(&s, "www.example.com", &["--http1.1"])).await,
+    ));
+    let fields: Vec<&str> = a.split(',').collect();
+    assert_eq!(fields.len(), 5, "{a}");
+    // TLS 1.3 hellos carry the legacy version 0x0303, and name the
+    // supported groups (10) and the supported versions (43).
+    assert_eq!(fields[0], "771", "{a}");
+    assert!(fields[2].split('-').any(|e| e == "10"), "{a}");
+    assert!(fields[2].split('-').any(|e| e == "43"), "{a}");
+    assert_eq!(a, b);
+    let o = run(s_client(
+        s.main,
+        &["-servername", "www.example.com", "-tls1_2"],
+        &s.dir.join("ca.pem"),
+    ))
+    .await;
+    let t = text(&o);
+    assert!(t.contains("x-ja3: 771,"), "{t}");
+    assert!(!t.contains(&format!("x-ja3: {a}")), "{t}");
+    drop(s.l);
+    let s = site("ja3-off", &[]).await;
+    let t = text(&run(curl(&s, "www.example.com", &["--http1.1"])).await);
+    assert!(t.starts_with("HTTP/1.1 200") && !t.contains("x-ja3"), "{t}");
     let _ = std::fs::remove_dir_all(&s.dir);
 }
 

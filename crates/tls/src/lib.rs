@@ -19,6 +19,7 @@ mod der;
 #[cfg(test)]
 mod handshake_tests;
 pub mod info;
+pub mod ja3;
 pub mod ocsp;
 pub mod server;
 pub mod suites;

@@ -4,7 +4,9 @@
 //! It reads the same PROXY v2 TLVs as `vmod_proxy`: those a TLS terminator
 //! in front sent (Hitch, HAProxy), or those Lacquer's own TLS listeners
 //! fill in after their handshake. So a VCL gets the same answers whether
-//! Lacquer terminates TLS itself or sits behind Hitch.
+//! Lacquer terminates TLS itself or sits behind Hitch. `ja3()` is the one
+//! exception: only Lacquer's own listeners read the ClientHello (with
+//! `tls_ja3` on) and pass its JA3 string in a TLV of the custom range.
 
 use lacquer_vcl::exec::{Context, Value};
 
@@ -14,7 +16,7 @@ use crate::proxy::{
     PP2_SUBTYPE_SSL_VERSION, client_flag, ssl_sub, tlv_str,
 };
 use crate::{Env, FuncImpl, ModuleImpl};
-use lacquer_http::proxy::{PP2_TYPE_ALPN, PP2_TYPE_AUTHORITY};
+use lacquer_http::proxy::{PP2_TYPE_ALPN, PP2_TYPE_AUTHORITY, PP2_TYPE_LACQUER_JA3};
 
 const DECL: &str = r#"
 $Module tls
@@ -25,6 +27,7 @@ $Function STRING authority()
 $Function STRING alpn()
 $Function STRING cert_sign()
 $Function STRING cert_key()
+$Function STRING ja3()
 "#;
 
 pub(crate) static MODULE: ModuleImpl = ModuleImpl {
@@ -37,6 +40,7 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("alpn", alpn),
         ("cert_sign", cert_sign),
         ("cert_key", cert_key),
+        ("ja3", ja3),
     ],
     classes: &[],
     event: None,
@@ -71,4 +75,11 @@ fn cert_sign(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
 
 fn cert_key(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
     Ok(ssl_sub(ctx, PP2_SUBTYPE_SSL_KEY_ALG))
+}
+
+/// The client's JA3 string, when Lacquer's own TLS listener read it
+/// (`tls_ja3` on); NULL otherwise, and behind a terminator that does not
+/// send it.
+fn ja3(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    Ok(tlv_str(ctx, PP2_TYPE_LACQUER_JA3))
 }

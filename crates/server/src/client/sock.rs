@@ -134,6 +134,14 @@ impl ClientStream {
     }
 }
 
+impl ClientStream {
+    /// Copies what has arrived on the socket into `buf` without taking it
+    /// (waits until something has).
+    pub async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.tcp.peek(buf).await
+    }
+}
+
 impl AsyncRead for ClientStream {
     fn poll_read(
         self: Pin<&mut Self>,

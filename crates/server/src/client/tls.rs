@@ -112,12 +112,44 @@ impl Readable for TlsConn {
 fn tlv_bytes(info: &lacquer_tls::info::TlsInfo) -> Vec<u8> {
     let mut out = Vec::new();
     for (t, v) in info.to_proxy_tlvs() {
-        let len = u16::try_from(v.len()).unwrap_or(u16::MAX);
-        out.push(t);
-        out.extend_from_slice(&len.to_be_bytes());
-        out.extend_from_slice(&v[..usize::from(len)]);
+        push_tlv(&mut out, t, &v);
     }
     out
+}
+
+/// Appends one TLV (a value longer than 64 KiB is cut).
+fn push_tlv(out: &mut Vec<u8>, t: u8, v: &[u8]) {
+    let len = u16::try_from(v.len()).unwrap_or(u16::MAX);
+    out.push(t);
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&v[..usize::from(len)]);
+}
+
+/// The JA3 string of the client's ClientHello (`tls_ja3`), read by peeking
+/// at the socket before the handshake consumes it. A hello split over
+/// several TCP segments is looked at again each millisecond until it is
+/// whole; the caller's handshake timeout bounds the wait. `None` for
+/// anything that is not a ClientHello (the handshake then says why).
+async fn client_ja3(stream: &ClientStream) -> Option<String> {
+    use lacquer_tls::ja3::{Ja3, MAX_HELLO, fingerprint};
+    let mut buf = vec![0u8; MAX_HELLO + 5];
+    let mut last = 0;
+    loop {
+        let n = stream.peek(&mut buf).await.ok()?;
+        match fingerprint(&buf[..n]) {
+            Ja3::Fingerprint(s) => return Some(s),
+            Ja3::NotHello => return None,
+            // Nothing new arrived, or the connection closed: the
+            // handshake will tell.
+            Ja3::NeedMore if n == 0 || n == buf.len() => return None,
+            Ja3::NeedMore => {
+                if n == last {
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+                last = n;
+            }
+        }
+    }
 }
 
 /// Runs the handshake of a connection accepted on a TLS listener, then
@@ -130,11 +162,12 @@ pub async fn serve(
     mut args: SessInfoArgs,
     ctl: SockCtl,
 ) {
-    let (timeout, h2) = {
+    let (timeout, h2, ja3_on) = {
         let p = sh.params();
         (
             p.duration(pid!("tls_handshake_timeout")),
             p.bit(pid!("feature"), "http2"),
+            p.flag(pid!("tls_ja3")),
         )
     };
     let limit = std::time::Duration::from_secs_f64(timeout.clamp(0.0, 1e9));
@@ -160,16 +193,27 @@ pub async fn serve(
             ),
         );
     };
-    let conn = match tokio::time::timeout(limit, fe.accept(stream, h2)).await {
-        Err(_) => {
+    let handshake = async {
+        let ja3 = match ja3_on {
+            true => client_ja3(&stream).await,
+            false => None,
+        };
+        (ja3, fe.accept(stream, h2).await)
+    };
+    let (ja3, conn) = match tokio::time::timeout(limit, handshake).await {
+        Err(_) => (None, Err(None)),
+        Ok((ja3, r)) => (ja3, r.map_err(Some)),
+    };
+    let conn = match conn {
+        Err(None) => {
             failed(Failure::Timeout, "tls_handshake_timeout");
             return;
         }
-        Ok(Err(e)) => {
+        Err(Some(e)) => {
             failed(e.failure, &e.msg);
             return;
         }
-        Ok(Ok(c)) => c,
+        Ok(c) => c,
     };
     let (conn, info) = conn;
     tls.counters.inc(Tls::handshakes);
@@ -180,6 +224,13 @@ pub async fn serve(
         tls.counters.inc(Tls::alpn_h2);
     }
     args.tlvs = tlv_bytes(&info);
+    if let Some(s) = ja3 {
+        push_tlv(
+            &mut args.tlvs,
+            lacquer_http::proxy::PP2_TYPE_LACQUER_JA3,
+            s.as_bytes(),
+        );
+    }
     let conn = TlsConn {
         inner: conn,
         tls: tls.clone(),

@@ -950,6 +950,14 @@ pub static PARAMS: &[Param] = &[
         "Time a client has to finish the TLS handshake on a TLS listener; a client that stalls or sends garbage is closed after at most this long (TLS.fail_timeout)."
     ),
     p!(
+        "tls_ja3",
+        Kind::Bool,
+        "off",
+        "bool",
+        USED,
+        "Read the JA3 fingerprint of each TLS client's ClientHello on Lacquer's own TLS listeners, for vmod tls's ja3()."
+    ),
+    p!(
         "vary_notice",
         uint(Some(1), None),
         "10",
