@@ -131,7 +131,7 @@ fn is_grease(v: u16) -> bool {
 
 /// The decimal values of a list of 16-bit items, GREASE left out.
 fn list16(bytes: &[u8]) -> Option<String> {
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return None;
     }
     let vals: Vec<String> = bytes
