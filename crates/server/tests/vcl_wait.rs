@@ -100,6 +100,67 @@ sub vcl_recv {{
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_to_lacquerds_own_address_is_served_in_process() {
+    // The report's layout: the VCL calls its own cache (`localhost:6081`
+    // there), which caches the token service's answers per token.
+    let oauth = backend(|r| {
+        let user = r.header("OAuth-Token").unwrap_or("-").to_string();
+        (NO, ok("valid", &format!("OAuth-User-Id: {user}\r\n")))
+    })
+    .await;
+    let port = {
+        let s = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        s.local_addr().unwrap().port()
+    };
+    let vcl = vcl_with(
+        oauth.addr,
+        &format!(
+            r#"
+import curl;
+import std;
+sub vcl_recv {{
+    if (req.url == "/oauth/token_validation") {{
+        return (hash);
+    }}
+    curl.header_add("OAuth-Token: " + regsub(req.http.Authorization, "^Bearer ", ""));
+    curl.fetch("http://localhost:{port}/oauth/token_validation");
+    return (synth(200));
+}}
+sub vcl_hash {{
+    if (req.url == "/oauth/token_validation") {{
+        hash_data(req.http.OAuth-Token);
+    }}
+}}
+sub vcl_backend_response {{
+    set beresp.ttl = 1h;
+}}
+sub vcl_deliver {{
+    set resp.http.X-Peer-Port = std.port(client.ip);
+}}
+sub vcl_synth {{
+    set resp.http.X-User = curl.header("OAuth-User-Id");
+    set resp.http.X-Inner-Peer-Port = curl.header("X-Peer-Port");
+    set resp.http.X-Body = curl.body();
+}}
+"#
+        ),
+    );
+    let l = lacquer_on(&vcl, &[], &format!("127.0.0.1:{port}")).await;
+    let a = l.first_addr().unwrap();
+    for (token, fetches) in [("t1", 1), ("t1", 1), ("t2", 2), ("t1", 2)] {
+        let r = get(a, "/api", &format!("Authorization: Bearer {token}\r\n")).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.header("X-User"), Some(token));
+        assert_eq!(r.header("X-Body"), Some("valid"));
+        // The inner request came through a session with no socket: its
+        // client port is 0 (over TCP it would be an ephemeral port).
+        assert_eq!(r.header("X-Inner-Peer-Port"), Some("0"));
+        // The token service's answers are cached per token.
+        assert_eq!(oauth.count(), fetches);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_suspends_in_every_subroutine_across_restart_and_retry() {
     // The service answers with the subroutine named in its URL.
     let svc = backend(|r| (NO, ok("", &format!("X-Sub: {}\r\n", &r.url[1..])))).await;

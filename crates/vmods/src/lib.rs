@@ -79,6 +79,7 @@ pub use host::{
 };
 
 pub use curl::set_defaults as curl_set_defaults;
+pub use httpc::{LocalConnector, Stream as HttpcStream, set_local_connector};
 pub use wasm::cli_update as wasm_cli_update;
 
 use args::Args;

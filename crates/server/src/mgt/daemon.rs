@@ -616,6 +616,15 @@ async fn accept_failed(
 fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
     match b {
         Bound::Tcp(l, named) => {
+            // VCL's HTTP calls to this listener are served in process.
+            if let (None, false, Ok(a)) = (&named.tls, named.proxy, l.local_addr()) {
+                crate::client::loopback::register(
+                    &sh,
+                    a,
+                    named.name.clone(),
+                    named.written.clone(),
+                );
+            }
             tokio::spawn(async move {
                 loop {
                     let (s, peer) = match l.accept().await {
