@@ -266,7 +266,7 @@ impl Daemon {
         Ok(Ok(()))
     }
 
-    /// `MAIN.*` counters.
+    /// Every counter: `MAIN.*` by its short name, others by full name.
     pub fn counters(&self) -> BTreeMap<String, u64> {
         let mut c = Command::new(&self.stat);
         if self.kind == Kind::Lacquer {
@@ -283,10 +283,9 @@ impl Daemon {
             for l in String::from_utf8_lossy(&o.stdout).lines() {
                 let mut it = l.split_whitespace();
                 if let (Some(n), Some(v)) = (it.next(), it.next())
-                    && let Some(n) = n.strip_prefix("MAIN.")
                     && let Ok(v) = v.parse()
                 {
-                    m.insert(n.to_string(), v);
+                    m.insert(n.strip_prefix("MAIN.").unwrap_or(n).to_string(), v);
                 }
             }
         }

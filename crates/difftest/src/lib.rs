@@ -7,6 +7,7 @@
 //! in `tests/diff/DEVIATIONS.md`.
 
 pub mod backend;
+pub mod cli;
 pub mod client;
 pub mod daemon;
 pub mod grammar;

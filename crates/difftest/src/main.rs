@@ -7,7 +7,10 @@
 //! lacquer-difftest show SEED
 //! lacquer-difftest run SEED
 //! lacquer-difftest magento
+//! lacquer-difftest cli FILE|DIR...
 //! ```
+//! `cli` sends scripts of management commands (`tests/diff/cli/*.cli`) to
+//! both daemons and compares the replies ([`lacquer_difftest::cli`]).
 //! `magento` runs the store-shaped scenario of [`lacquer_difftest::magento`].
 //! `batch` exits non-zero when a scenario differs (with `--fail-on`, only
 //! a difference of one of those classes: hang, crash, vcl-acceptance,
@@ -24,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: lacquer-difftest batch [--seed N] [--count N] [--seconds S] [--save DIR] [--minimise] [--fail-on CLASS,...]\n       lacquer-difftest replay FILE|DIR...\n       lacquer-difftest show SEED\n       lacquer-difftest run SEED\n       lacquer-difftest magento";
+const USAGE: &str = "usage: lacquer-difftest batch [--seed N] [--count N] [--seconds S] [--save DIR] [--minimise] [--fail-on CLASS,...]\n       lacquer-difftest replay FILE|DIR...\n       lacquer-difftest show SEED\n       lacquer-difftest run SEED\n       lacquer-difftest magento\n       lacquer-difftest cli FILE|DIR...";
 
 fn workdir() -> PathBuf {
     std::env::temp_dir().join(format!("lacquer-difftest-{}", std::process::id()))
@@ -116,7 +119,45 @@ fn batch(args: &[String]) -> Result<bool, String> {
     Ok(failing == 0)
 }
 
+/// Runs CLI scripts on both daemons; true when every reply agrees.
+fn cli(args: &[String]) -> Result<bool, String> {
+    let files = cases_with(args, "cli")?;
+    let root = workdir();
+    let mut p = Pair::start(&root)?;
+    let (mut total, mut bad) = (0, 0);
+    for f in &files {
+        let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let cmds = lacquer_difftest::cli::commands(&text);
+        let v = lacquer_difftest::cli::replies(&mut p.v, &cmds)?;
+        let l = lacquer_difftest::cli::replies(&mut p.l, &cmds)?;
+        let diffs = lacquer_difftest::cli::differences(&cmds, &v, &l);
+        for (c, a, b) in &diffs {
+            println!(
+                "=== {}: {c}\n--- varnishd\n{a}\n--- lacquerd\n{b}\n",
+                f.display()
+            );
+        }
+        println!(
+            "{}: {} commands, {} differ",
+            f.display(),
+            cmds.len(),
+            diffs.len()
+        );
+        total += cmds.len();
+        bad += diffs.len();
+    }
+    drop(p);
+    let _ = std::fs::remove_dir_all(&root);
+    println!("cli: {total} commands, {bad} differ");
+    Ok(bad == 0)
+}
+
 fn cases(paths: &[String]) -> Result<Vec<PathBuf>, String> {
+    cases_with(paths, "json")
+}
+
+/// The files named, and those ending in `.{ext}` in the directories named.
+fn cases_with(paths: &[String], ext: &str) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
     for a in paths {
         let p = Path::new(a);
@@ -124,7 +165,7 @@ fn cases(paths: &[String]) -> Result<Vec<PathBuf>, String> {
             let mut v: Vec<PathBuf> = std::fs::read_dir(p)
                 .map_err(|e| format!("{}: {e}", p.display()))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .filter(|p| p.extension().is_some_and(|x| x == ext))
                 .collect();
             v.sort();
             out.extend(v);
@@ -182,6 +223,7 @@ fn main() -> ExitCode {
             num(&args, 1, "run").and_then(|s| run(grammar::scenario(s)))
         }
         Some("magento") => run(lacquer_difftest::magento::scenario()),
+        Some("cli") if args.len() > 1 => cli(&args[1..]),
         Some("show") => num(&args, 1, "show").map(|s| {
             let sc = grammar::scenario(s);
             println!("{}\n{}", sc.to_json(), sc.vcl(8080));

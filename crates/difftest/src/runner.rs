@@ -13,7 +13,8 @@ use crate::scenario::Scenario;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Counters whose change over a scenario is compared.
+/// Counters whose change over a scenario is compared (`MAIN.` ones by
+/// their short name, others by their full name).
 pub const COUNTERS: &[&str] = &[
     "client_req",
     "client_req_400",
@@ -60,6 +61,10 @@ pub const COUNTERS: &[&str] = &[
     "sc_range_short",
     "sc_req_http20",
     "sc_vcl_failure",
+    "sess_closed_err",
+    "n_object",
+    "SMA.Transient.c_fail",
+    "SMA.s0.c_fail",
 ];
 
 /// Both daemons of a batch.

@@ -199,7 +199,7 @@ fn parse_args(name: &str, args: &[String]) -> Result<Args, Early> {
             let val = match takes(c) {
                 None => {
                     return Err(Early {
-                        code: 1,
+                        code: 2,
                         stdout: String::new(),
                         stderr: format!("{name}: invalid option -- '{c}'\n{}", usage(name)),
                     });
@@ -216,7 +216,7 @@ fn parse_args(name: &str, args: &[String]) -> Result<Args, Early> {
                 }
                 Some(true) => {
                     return Err(Early {
-                        code: 1,
+                        code: 2,
                         stdout: String::new(),
                         stderr: format!(
                             "{name}: option requires an argument -- '{c}'\n{}",
@@ -229,7 +229,7 @@ fn parse_args(name: &str, args: &[String]) -> Result<Args, Early> {
             match c {
                 '?' => {
                     return Err(Early {
-                        code: 1,
+                        code: 2,
                         stdout: String::new(),
                         stderr: usage(name),
                     });
@@ -336,9 +336,21 @@ fn main() -> ExitCode {
     match run(args) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("Error: {e:#}");
+            // varnishd puts a parameter's refusal on the lines after "Error:".
+            let msg = format!("{e:#}");
+            let sep = if msg.starts_with('\n') { "" } else { " " };
+            eprintln!("Error:{sep}{msg}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// A `-p`, `-t` or `-l` value refused: varnishd's text, which goes on the
+/// line after `Error:` (all but the missing `=`).
+fn param_error(e: lacquer_server::runtime::params::ParamError) -> anyhow::Error {
+    match e {
+        lacquer_server::runtime::params::ParamError::NoEquals => anyhow::anyhow!("{e}"),
+        e => anyhow::anyhow!("\n{e}"),
     }
 }
 
@@ -396,18 +408,20 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let mut params = lacquer_server::runtime::params::ParamSet::default();
     for p in &args.params {
-        params.apply_arg(p)?;
+        params.apply_arg(p).map_err(param_error)?;
     }
     for list in &args.readonly {
         for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            params.protect(name)?;
+            params
+                .protect(name)
+                .map_err(|_| anyhow::anyhow!("\nUnknown parameter {name}"))?;
         }
     }
     if let Some(t) = &args.ttl {
-        params.set("default_ttl", t)?;
+        params.set("default_ttl", t).map_err(param_error)?;
     }
     if let Some(l) = &args.vsl_space {
-        params.set("vsl_space", l)?;
+        params.set("vsl_space", l).map_err(param_error)?;
     }
     // `-f ''` starts without a VCL, as varnishd: the cache waits for one
     // on the CLI.
@@ -430,9 +444,29 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         && s != "none"
         && let Err(e) = std::fs::File::open(s)
     {
-        anyhow::bail!("Cannot open -S file ({s}): {e}");
+        // The system's words, without Rust's "(os error N)".
+        let why = e.to_string();
+        let why = why.split(" (os error").next().unwrap_or_default();
+        anyhow::bail!("Cannot open -S file ({s}): {why}");
     }
     if args.compile_only {
+        // varnishd checks each -a (and opens Unix sockets) while reading
+        // its arguments, so -C refuses a bad one too.
+        for (i, a) in args.listen.iter().enumerate() {
+            let spec = lacquer_server::mgt::listen::parse_listen(a, i)?;
+            for e in &spec.endpoints {
+                if let lacquer_server::mgt::listen::Endpoint::Unix { path, .. } = e
+                    && let Some(dir) = path.parent()
+                    && !dir.as_os_str().is_empty()
+                    && !dir.is_dir()
+                {
+                    anyhow::bail!(
+                        "Could not get socket {}: No such file or directory",
+                        path.display()
+                    );
+                }
+            }
+        }
         return match daemon::check_vcl(&vcl, &params) {
             Ok(summary) => {
                 // Where varnishd prints the C it compiled to.
@@ -619,7 +653,8 @@ mod tests {
     #[test]
     fn getopt_errors_and_usage() {
         let e = parse(&["-B"]).unwrap_err();
-        assert_eq!(e.code, 1);
+        // varnishd exits 2 on every getopt error and on -?.
+        assert_eq!(e.code, 2);
         assert!(
             e.stderr
                 .starts_with("varnishd: invalid option -- 'B'\nUsage: varnishd [options]")

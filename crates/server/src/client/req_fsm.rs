@@ -1487,9 +1487,11 @@ where
     }
     // As varnishd's default filter list: a synthetic 200 is cut to a
     // Range too (it has no validators, so an If-Range never matches).
+    // A HEAD gets the 206 head, and since the range filter then sees none
+    // of the bytes it promised, varnishd closes the session as
+    // RANGE_SHORT.
     if obj.is_none()
         && t.resp.status == 200
-        && !head_only
         && t.sh.params().flag(pid!("http_range_support"))
         && let Some(b) = synth.as_mut()
         && let Some(r) = t.req.headers.get("range")
@@ -1512,6 +1514,10 @@ where
                 t.resp.headers.set("Content-Range", cr);
                 *b = b.slice(start as usize..end as usize + 1);
                 body_len = Some(end - start + 1);
+                if head_only {
+                    keep = false;
+                    close_as = "RANGE_SHORT";
+                }
             }
             RangeOutcome::Unsatisfiable { reason } => {
                 t.vsl.log(Tag::Debug, format_args!("RANGE_FAIL {reason}"));

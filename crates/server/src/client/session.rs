@@ -651,6 +651,7 @@ where
                     "REQ_HTTP10" => Main::sc_req_http10,
                     "RESP_CLOSE" => Main::sc_resp_close,
                     "TX_EOF" => Main::sc_tx_eof,
+                    "RANGE_SHORT" => Main::sc_range_short,
                     _ => Main::sc_req_close,
                 });
                 return Turn::End(reason);

@@ -472,8 +472,13 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         }
         // As varnishd (V1F_FetchRespHdr): a backend request counts once
         // it was sent and its response is awaited, whether or not one
-        // comes.
-        bo.sh.counters.inc(Main::backend_req);
+        // comes. On a reused connection varnishd first waits (VCP_Wait)
+        // for the connection to turn readable: a first-byte timeout there
+        // fails the fetch before V1F_FetchRespHdr, so it is not counted.
+        let mut counted = !conn.reused;
+        if counted {
+            bo.sh.counters.inc(Main::backend_req);
+        }
         let mut rbuf = BytesMut::with_capacity(8192);
         let deadline = tokio::time::Instant::now() + secs(first_byte);
         let head = loop {
@@ -495,7 +500,14 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 tokio::io::AsyncReadExt::read_buf(&mut conn.stream, &mut rbuf),
             )
             .await;
+            if read.is_ok() && !counted {
+                counted = true;
+                bo.sh.counters.inc(Main::backend_req);
+            }
             match read {
+                Err(_) if !counted => {
+                    return Err("first byte timeout (reused connection)".to_string());
+                }
                 Err(_) => {
                     return Err("first byte timeout".to_string());
                 }

@@ -377,15 +377,8 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
             // With -j the reply is the parameter as param.show -j shows it.
             Ok(()) if json => param_show(sh, &plain[..1], true, words),
             Ok(()) => Reply::ok(""),
-            Err(e @ params::ParamError::Unknown(_)) => Reply::err(status::PARAM, e.to_string()),
             Err(e @ params::ParamError::Protected(_)) => Reply::err(status::AUTH, e.to_string()),
-            Err(e) => Reply::err(
-                status::PARAM,
-                format!(
-                    "{e}\n\n(attempting to set param '{}' to '{}')",
-                    plain[0], plain[1]
-                ),
-            ),
+            Err(e) => Reply::err(status::PARAM, e.to_string()),
         },
         "param.reset" => match params::lookup(params::canonical(plain[0])) {
             Some(p) => match sh.set_param(p.name, p.default) {
@@ -399,6 +392,14 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
         },
         "ban" => {
             let spec: Vec<&str> = args.iter().map(String::as_str).collect();
+            // varnishd's cheap checks first (ccf_ban): whole conditions
+            // of three words, joined by `&&`.
+            if spec.len() % 4 != 3 {
+                return Reply::err(status::PARAM, "Wrong number of arguments");
+            }
+            if let Some(w) = spec.iter().skip(3).step_by(4).find(|w| **w != "&&") {
+                return Reply::err(status::PARAM, format!("Found \"{w}\" expected &&"));
+            }
             match lacquer_cache::BanSpec::parse_words(&spec) {
                 Ok(b) => {
                     sh.cache.ban(b, lacquer_http::date::now());
@@ -681,7 +682,11 @@ fn vcl_load(sh: &Arc<Shared>, name: &str, src: Source<'_>, temp: Option<&str>) -
             if !v.warnings.is_empty() {
                 let _ = write!(out, "Message from VCC-compiler:\n{}", v.warnings);
             }
-            out.push_str("VCL compiled.\n");
+            // As varnishd: the manager says so itself only while the child
+            // is stopped; a running child's load answers with nothing.
+            if !sh.is_running() {
+                out.push_str("VCL compiled.\n");
+            }
             if count + 1 > max && handling == 1 {
                 let _ = write!(
                     out,
@@ -716,7 +721,7 @@ fn vcl_use(sh: &Arc<Shared>, name: &str) -> Reply {
         .cloned()
         .unwrap_or_else(|| name.to_string());
     let Some(entry) = reg.vcls.get(&target) else {
-        return Reply::err(status::PARAM, format!("No VCL named {name}"));
+        return Reply::err(status::PARAM, format!("No VCL named {name} known"));
     };
     if entry.temp == Temp::Cold {
         return Reply::err(status::CANT, format!("VCL '{name}' is cold"));
@@ -1071,7 +1076,7 @@ fn vcl_label(sh: &Arc<Shared>, label: &str, target: &str) -> Reply {
         return Reply::err(status::CANT, "VCL labels cannot point to labels");
     }
     if !reg.vcls.contains_key(target) {
-        return Reply::err(status::PARAM, format!("No VCL named {target}"));
+        return Reply::err(status::PARAM, format!("No VCL named {target} known"));
     }
     // Moving a label may not make a VCL reach itself through labels.
     if reg.labels.get(label).is_some_and(|t| t != target) {
@@ -1108,7 +1113,7 @@ fn vcl_state(sh: &Arc<Shared>, name: &str, temp: &str) -> Reply {
     let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
     let is_active = reg.active.as_deref() == Some(name);
     let Some(e) = reg.vcls.get_mut(name) else {
-        return Reply::err(status::PARAM, format!("No VCL named {name}"));
+        return Reply::err(status::PARAM, format!("No VCL named {name} known"));
     };
     if t == Temp::Cold && is_active {
         return Reply::err(status::CANT, "Cannot set the active VCL cold.");
@@ -1254,7 +1259,18 @@ fn param_show(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) ->
                 },
                 if is_default { " (default)" } else { "" }
             );
-            let _ = writeln!(s, "        Default is: {}", p.default);
+            // As varnishd: the default only when the value differs, then
+            // the bounds as they stand (some follow other parameters).
+            if !is_default {
+                let _ = writeln!(s, "        Default is: {}", p.show(&p.default_value()));
+            }
+            let b = ps.bounds(p);
+            if let Some(m) = b.min {
+                let _ = writeln!(s, "        Minimum is: {m}");
+            }
+            if let Some(m) = b.max {
+                let _ = writeln!(s, "        Maximum is: {m}");
+            }
             let _ = writeln!(s, "\n        {}\n", p.doc);
         } else {
             let _ = writeln!(s, "{}", param_line(p, v, is_default));
@@ -1480,7 +1496,7 @@ fn backend_set_health(sh: &Arc<Shared>, pattern: &str, state: &str) -> Reply {
         "auto" => crate::backend::probe::Admin::Auto,
         "healthy" => crate::backend::probe::Admin::Healthy,
         "sick" => crate::backend::probe::Admin::Sick,
-        _ => return Reply::err(status::PARAM, "Invalid state"),
+        _ => return Reply::err(status::PARAM, format!("Invalid state {state}")),
     };
     let list = matching_backends(sh, Some(pattern));
     if list.is_empty() {

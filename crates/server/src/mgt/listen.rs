@@ -95,12 +95,14 @@ pub fn parse_listen(arg: &str, index: usize) -> Result<ListenSpec, ListenError> 
     let first = parts.next().unwrap_or_default();
     let (name, addr) = match first.split_once('=') {
         Some((n, a)) => {
-            if n.is_empty()
+            // As varnishd: a name starts with a letter, then letters,
+            // digits, `_` or `-`.
+            if !n.starts_with(|c: char| c.is_ascii_alphabetic())
                 || !n
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
             {
-                return Err(bad(arg, format!("invalid listener name \"{n}\"")));
+                return Err(bad(arg, format!("invalid -a name \"{n}\"=[...]")));
             }
             (n.to_string(), a)
         }
@@ -200,7 +202,8 @@ pub fn parse_listen(arg: &str, index: usize) -> Result<ListenSpec, ListenError> 
             gid,
         }]
     } else {
-        resolve(addr).map_err(|why| bad(arg, format!("-a '{arg}': {why}")))?
+        // varnishd's words for an address that gives no socket, then why.
+        resolve(addr).map_err(|why| bad(arg, format!("Got no socket(s) for {addr}\n({why})")))?
     };
     Ok(ListenSpec {
         name,
@@ -430,7 +433,12 @@ mod tests {
     #[test]
     fn errors_are_clear() {
         let e = parse_listen("127.0.0.1:notaport", 0).unwrap_err();
-        assert!(e.to_string().contains("invalid port \"notaport\""), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "Got no socket(s) for 127.0.0.1:notaport\n(invalid port \"notaport\")"
+        );
+        let e = parse_listen("1foo=:0", 0).unwrap_err();
+        assert_eq!(e.to_string(), "invalid -a name \"1foo\"=[...]");
         let e = parse_listen("127.0.0.1:80,SPDY", 0).unwrap_err();
         assert!(e.to_string().contains("Unknown protocol"), "{e}");
         assert!(parse_listen("[::1:80", 0).is_err());

@@ -11,6 +11,7 @@ pub mod state;
 pub mod stats;
 pub mod task;
 pub mod tls;
+pub mod tweak;
 pub mod vcls;
 pub mod vxid;
 pub mod ws;

@@ -15,6 +15,8 @@ use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
 
+use super::tweak;
+
 /// What kind of value a parameter holds, with its bounds.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Kind {
@@ -1139,29 +1141,19 @@ pub enum Value {
 pub enum ParamError {
     #[error("Unknown parameter \"{0}\".")]
     Unknown(String),
-    #[error("Invalid value \"{value}\" for parameter \"{name}\": {why}")]
-    Invalid {
+    /// Refused by the parameter's own check; `text` is varnishd's
+    /// (see [`super::tweak`]), usually ending in a newline.
+    #[error("{text}\n(attempting to set param '{name}' to '{value}')")]
+    Refused {
         name: String,
         value: String,
-        why: String,
+        text: String,
     },
-    #[error("Must be at least {min} (parameter \"{name}\")")]
-    TooSmall { name: String, min: String },
-    #[error("Must be no more than {max} (parameter \"{name}\")")]
-    TooBig { name: String, max: String },
     #[error("parameter \"{0}\" is protected.")]
     Protected(String),
-    /// Out of the range another parameter's value sets.
-    #[error("Must be {bound} ({by})")]
-    Related { bound: String, by: String },
-}
-
-fn invalid(p: &Param, value: &str, why: impl Into<String>) -> ParamError {
-    ParamError::Invalid {
-        name: p.name.to_string(),
-        value: value.to_string(),
-        why: why.into(),
-    }
+    /// A `-p` argument without `=`.
+    #[error("\t-p lacks '='\n(-? gives usage)")]
+    NoEquals,
 }
 
 /// Parses a boolean the way varnishd does.
@@ -1173,203 +1165,12 @@ pub fn parse_bool(s: &str) -> Option<bool> {
     }
 }
 
-/// Parses a duration: a number with an optional VCL unit (`ms s m h d w y`).
-pub fn parse_duration(s: &str) -> Option<f64> {
-    let s = s.trim();
-    let split = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num.trim().parse().ok()?;
-    let mult = match unit.trim() {
-        "" | "s" => 1.0,
-        "ms" => 0.001,
-        "m" => 60.0,
-        "h" => 3600.0,
-        "d" => 86_400.0,
-        "w" => 7.0 * 86_400.0,
-        "y" => 365.0 * 86_400.0,
-        _ => return None,
-    };
-    let v = n * mult;
-    v.is_finite().then_some(v)
-}
-
-/// Parses a byte size with an optional `b k m g t` suffix (powers of 1024);
-/// fractions such as `0.25G` are allowed.
-pub fn parse_bytes(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let split = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num.trim().parse().ok()?;
-    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" => 1024.0,
-        "m" | "mb" => 1024.0 * 1024.0,
-        "g" | "gb" => 1024.0 * 1024.0 * 1024.0,
-        "t" | "tb" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
-        _ => return None,
-    };
-    let v = n * mult;
-    (v.is_finite() && v >= 0.0 && v < u64::MAX as f64).then(|| v.round() as u64)
-}
-
-/// Formats a byte count the way `param.show` does: the largest unit that
-/// divides it exactly (`48k`, `65535b`, `256M`).
-pub fn format_bytes(v: u64) -> String {
-    const UNITS: [(u64, char); 5] = [
-        (1 << 40, 'T'),
-        (1 << 30, 'G'),
-        (1 << 20, 'M'),
-        (1 << 10, 'k'),
-        (1, 'b'),
-    ];
-    for (size, unit) in UNITS {
-        if v != 0 && v.is_multiple_of(size) {
-            return format!("{}{unit}", v / size);
-        }
-    }
-    "0b".to_string()
-}
-
 impl Param {
-    /// Parses `text` into a value for this parameter, applying the bits
-    /// edits to `current` for bit sets (`+a,-b`).
+    /// Parses `text` into a value for this parameter within its static
+    /// bounds, applying the bits edits to `current` for bit sets
+    /// (`+a,-b`). [`ParamSet::set`] adds the bounds other parameters set.
     pub fn parse(&self, text: &str, current: Option<&Value>) -> Result<Value, ParamError> {
-        let v = match self.kind {
-            Kind::Bool => Value::Bool(
-                parse_bool(text).ok_or_else(|| invalid(self, text, "use \"on\" or \"off\""))?,
-            ),
-            Kind::Duration { min, max } => {
-                let v = parse_duration(text)
-                    .ok_or_else(|| invalid(self, text, "expected seconds, e.g. 2.5 or 10s"))?;
-                if let Some(m) = min.filter(|m| v < *m) {
-                    return Err(self.too_small(format!("{m:.3}")));
-                }
-                if let Some(m) = max.filter(|m| v > *m) {
-                    return Err(self.too_big(format!("{m:.3}")));
-                }
-                Value::Duration(v)
-            }
-            Kind::Bytes { min, max } => {
-                let v = parse_bytes(text)
-                    .ok_or_else(|| invalid(self, text, "expected a size, e.g. 64k or 1M"))?;
-                if let Some(m) = min.filter(|m| v < *m) {
-                    return Err(self.too_small(format_bytes(m)));
-                }
-                if let Some(m) = max.filter(|m| v > *m) {
-                    return Err(self.too_big(format_bytes(m)));
-                }
-                Value::Bytes(v)
-            }
-            Kind::Uint { min, max } => {
-                let v: u64 = if text.trim() == "unlimited" {
-                    u64::MAX
-                } else {
-                    text.trim()
-                        .parse()
-                        .map_err(|_| invalid(self, text, "expected a whole number"))?
-                };
-                if let Some(m) = min.filter(|m| v < *m) {
-                    return Err(self.too_small(m.to_string()));
-                }
-                if let Some(m) = max.filter(|m| v > *m) {
-                    return Err(self.too_big(m.to_string()));
-                }
-                Value::Uint(v)
-            }
-            Kind::Float { min, max } => {
-                let v: f64 = text
-                    .trim()
-                    .parse()
-                    .ok()
-                    .filter(|v: &f64| v.is_finite())
-                    .ok_or_else(|| invalid(self, text, "expected a number"))?;
-                if let Some(m) = min.filter(|m| v < *m) {
-                    return Err(self.too_small(m.to_string()));
-                }
-                if let Some(m) = max.filter(|m| v > *m) {
-                    return Err(self.too_big(m.to_string()));
-                }
-                Value::Float(v)
-            }
-            Kind::Text => Value::Text(text.to_string()),
-            Kind::Bits { names } => self.parse_bits(text, names, current)?,
-            Kind::Pool => {
-                let parts: Vec<&str> = text.split(',').map(str::trim).collect();
-                let bad = || invalid(self, text, "expected min_pool,max_pool,max_age");
-                if parts.len() != 3 {
-                    return Err(bad());
-                }
-                let lo: u64 = parts[0].parse().map_err(|_| bad())?;
-                let hi: u64 = parts[1].parse().map_err(|_| bad())?;
-                let age = parse_duration(parts[2]).ok_or_else(bad)?;
-                if lo > hi {
-                    return Err(invalid(self, text, "min_pool exceeds max_pool"));
-                }
-                Value::Pool(lo, hi, age)
-            }
-        };
-        Ok(v)
-    }
-
-    fn parse_bits(
-        &self,
-        text: &str,
-        names: &[&str],
-        current: Option<&Value>,
-    ) -> Result<Value, ParamError> {
-        let mut set: Vec<String> = match current {
-            Some(Value::Bits(b)) => b.clone(),
-            _ => Vec::new(),
-        };
-        for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            match item {
-                "none" => set.clear(),
-                "default" => {
-                    set = match self.parse_bits(self.default, names, None)? {
-                        Value::Bits(b) => b,
-                        _ => unreachable!("parse_bits always yields bits"),
-                    }
-                }
-                _ => {
-                    let (add, name) = match item.as_bytes()[0] {
-                        b'+' => (true, &item[1..]),
-                        b'-' => (false, &item[1..]),
-                        _ => {
-                            return Err(invalid(
-                                self,
-                                text,
-                                format!("\"{item}\": use +name or -name"),
-                            ));
-                        }
-                    };
-                    let known = if names.is_empty() {
-                        lacquer_vsl::Tag::from_name(name).is_some()
-                    } else {
-                        names.contains(&name)
-                    };
-                    if !known {
-                        return Err(invalid(self, text, format!("unknown bit \"{name}\"")));
-                    }
-                    set.retain(|n| n != name);
-                    // For vsl_mask the bits listed are the masked tags, so a
-                    // "-Tag" adds the tag to the mask set; elsewhere "+bit" sets.
-                    let adds = if names.is_empty() { !add } else { add };
-                    if adds {
-                        set.push(name.to_string());
-                    }
-                }
-            }
-        }
-        // Kept in table order (tag order for vsl_mask), as varnishd shows
-        // them, whatever order they were set in.
-        set.sort_by_key(|n| {
-            if names.is_empty() {
-                lacquer_vsl::Tag::from_name(n).map_or(usize::MAX, |t| t as usize)
-            } else {
-                names.iter().position(|x| x == n).unwrap_or(usize::MAX)
-            }
-        });
-        Ok(Value::Bits(set))
+        tweak::parse(self, text, current, &tweak::static_bounds(self.name))
     }
 
     /// A value as `param.show` prints it: bits with the sign that sets
@@ -1388,20 +1189,6 @@ impl Param {
         }
     }
 
-    fn too_small(&self, min: String) -> ParamError {
-        ParamError::TooSmall {
-            name: self.name.to_string(),
-            min,
-        }
-    }
-
-    fn too_big(&self, max: String) -> ParamError {
-        ParamError::TooBig {
-            name: self.name.to_string(),
-            max,
-        }
-    }
-
     /// The parsed default value.
     pub fn default_value(&self) -> Value {
         self.parse(self.default, None)
@@ -1414,7 +1201,8 @@ impl fmt::Display for Value {
         match self {
             Value::Bool(b) => f.write_str(if *b { "on" } else { "off" }),
             Value::Duration(d) => write!(f, "{d:.3}"),
-            Value::Bytes(b) => f.write_str(&format_bytes(*b)),
+            Value::Bytes(b) => f.write_str(&tweak::fmt_bytes(*b)),
+            Value::Uint(u64::MAX) => f.write_str("unlimited"),
             Value::Uint(u) => write!(f, "{u}"),
             Value::Float(x) => write!(f, "{x}"),
             Value::Text(t) => f.write_str(t),
@@ -1524,40 +1312,49 @@ impl ParamSet {
 
     /// Sets `name` from its text form.
     pub fn set(&mut self, name: &str, text: &str) -> Result<(), ParamError> {
-        let name = canonical(name);
-        let i = param_index(name).ok_or_else(|| ParamError::Unknown(name.to_string()))?;
-        let v = PARAMS[i].parse(text, Some(&self.values[i]))?;
-        self.check_related(name, &v)?;
+        let i =
+            param_index(canonical(name)).ok_or_else(|| ParamError::Unknown(name.to_string()))?;
+        let p = &PARAMS[i];
+        let v =
+            tweak::parse(p, text, Some(&self.values[i]), &self.bounds(p)).map_err(|e| match e {
+                // An alias is named as it was typed, as varnishd does.
+                ParamError::Refused { value, text, .. } => ParamError::Refused {
+                    name: name.to_string(),
+                    value,
+                    text,
+                },
+                e => e,
+            })?;
         self.values[i] = v;
         Ok(())
     }
 
-    /// The bounds one parameter puts on another, as varnishd's: a pool's
-    /// minimum is at most its maximum, and the reserve at most 95% of the
-    /// minimum.
-    fn check_related(&self, name: &str, v: &Value) -> Result<(), ParamError> {
-        let Value::Uint(n) = *v else { return Ok(()) };
-        let rel = |bound: String, by: &str| {
-            Err(ParamError::Related {
-                bound,
-                by: by.to_string(),
-            })
-        };
-        match name {
-            "thread_pool_min" if n > self.uint("thread_pool_max") => rel(
-                format!("no more than {}", self.uint("thread_pool_max")),
-                "thread_pool_max",
-            ),
-            "thread_pool_max" if n < self.uint("thread_pool_min") => rel(
-                format!("at least {}", self.uint("thread_pool_min")),
-                "thread_pool_min",
-            ),
-            "thread_pool_reserve" if n > self.uint("thread_pool_min") * 95 / 100 => rel(
-                format!("no more than {}", self.uint("thread_pool_min") * 95 / 100),
-                "95% of thread_pool_min",
-            ),
-            _ => Ok(()),
+    /// The bounds of `p` as varnishd spells them now: some follow another
+    /// parameter's value (a pool's minimum is at most its maximum, the
+    /// reserve at most 95% of the minimum, a log record fits the buffer).
+    pub fn bounds(&self, p: &Param) -> tweak::Bounds {
+        let mut b = tweak::static_bounds(p.name);
+        match p.name {
+            "thread_pool_min" => {
+                b.min = Some("5".to_string());
+                b.max = Some(self.uint("thread_pool_max").to_string());
+                b.max_reason = Some("thread_pool_max");
+            }
+            "thread_pool_max" => {
+                b.min = Some(self.uint("thread_pool_min").to_string());
+                b.min_reason = Some("thread_pool_min");
+            }
+            "thread_pool_reserve" => {
+                b.max = Some((self.uint("thread_pool_min") * 950 / 1000).to_string());
+                b.max_reason = Some("95% of thread_pool_min");
+            }
+            "vsl_buffer" => b.min = Some((self.bytes("vsl_reclen") + 12).to_string()),
+            "vsl_reclen" if !self.is_default("vsl_buffer") => {
+                b.max = Some(self.bytes("vsl_buffer").saturating_sub(12).to_string());
+            }
+            _ => {}
         }
+        b
     }
 
     /// Makes a parameter read-only (`-r`): later [`ParamSet::set_unless_protected`]
@@ -1579,11 +1376,7 @@ impl ParamSet {
 
     /// Applies a `-p name=value` argument.
     pub fn apply_arg(&mut self, arg: &str) -> Result<(), ParamError> {
-        let (name, value) = arg.split_once('=').ok_or_else(|| ParamError::Invalid {
-            name: arg.to_string(),
-            value: String::new(),
-            why: "expected name=value".to_string(),
-        })?;
+        let (name, value) = arg.split_once('=').ok_or(ParamError::NoEquals)?;
         self.set(name.trim(), value)
     }
 
@@ -1655,14 +1448,8 @@ pub fn reference_markdown() -> String {
             let _ = writeln!(out, "* Units: {}", p.unit);
         }
         let _ = writeln!(out, "* Default: {}", p.default);
-        let bounds = match p.kind {
-            Kind::Duration { min, max } | Kind::Float { min, max } => {
-                (min.map(|m| m.to_string()), max.map(|m| m.to_string()))
-            }
-            Kind::Bytes { min, max } => (min.map(format_bytes), max.map(format_bytes)),
-            Kind::Uint { min, max } => (min.map(|m| m.to_string()), max.map(|m| m.to_string())),
-            _ => (None, None),
-        };
+        let b = tweak::static_bounds(p.name);
+        let bounds = (b.min, b.max);
         if let Some(m) = bounds.0 {
             let _ = writeln!(out, "* Minimum: {m}");
         }
@@ -1733,20 +1520,52 @@ mod tests {
         assert_eq!(s.duration("default_ttl"), 3600.0);
         s.set("http_req_size", "64k").unwrap();
         assert_eq!(s.bytes("http_req_size"), 65536);
-        assert!(matches!(
-            s.set("gzip_level", "10"),
-            Err(ParamError::TooBig { .. })
-        ));
-        assert!(matches!(
-            s.set("backend_idle_timeout", "0.5"),
-            Err(ParamError::TooSmall { .. })
-        ));
-        assert!(matches!(s.set("nope", "1"), Err(ParamError::Unknown(_))));
-        assert!(matches!(
-            s.set("auto_restart", "maybe"),
-            Err(ParamError::Invalid { .. })
-        ));
-        assert!(s.apply_arg("max_restarts").is_err());
+        let text = |r: Result<(), ParamError>| r.unwrap_err().to_string();
+        assert_eq!(
+            text(s.set("gzip_level", "10")),
+            "Must be no more than 9\n\n(attempting to set param 'gzip_level' to '10')"
+        );
+        assert_eq!(
+            text(s.set("backend_idle_timeout", "0.5")),
+            "Must be greater or equal to 1.000\n\n(attempting to set param 'backend_idle_timeout' to '0.5')"
+        );
+        assert_eq!(text(s.set("nope", "1")), "Unknown parameter \"nope\".");
+        assert_eq!(
+            text(s.set("auto_restart", "maybe")),
+            "use \"on\" or \"off\"\n\n(attempting to set param 'auto_restart' to 'maybe')"
+        );
+        assert_eq!(
+            text(s.set("http_req_size", "255")),
+            "Must be at least 0.25k\n\n(attempting to set param 'http_req_size' to '255')"
+        );
+        assert_eq!(
+            text(s.set("workspace_client", "1x")),
+            "Could not convert to bytes.\nUnknown BYTES unit of measurement ([KMGTP][B])\n  Try something like '80k' or '120M'\n\n(attempting to set param 'workspace_client' to '1x')"
+        );
+        assert_eq!(
+            text(s.set("vsl_reclen", "1M")),
+            "Must be no more than 16372b\n\n\n(attempting to set param 'vsl_reclen' to '1M')"
+        );
+        assert_eq!(
+            text(s.set("thread_pool_max", "1")),
+            "Must be at least 100 (thread_pool_min)\n\n(attempting to set param 'thread_pool_max' to '1')"
+        );
+        assert_eq!(
+            text(s.set("max_restarts", "")),
+            "Illegal Min: 0\n\n(attempting to set param 'max_restarts' to '')"
+        );
+        assert_eq!(
+            text(s.set("pool_sess", "1,2")),
+            "Three fields required: min_pool, max_pool and max_age\n\n(attempting to set param 'pool_sess' to '1,2')"
+        );
+        s.set("vsl_buffer", "1k").unwrap();
+        assert_eq!(
+            text(s.set("vsl_reclen", "2k")),
+            "Must be no more than 1012\n\n\n(attempting to set param 'vsl_reclen' to '2k')"
+        );
+        s.set("max_restarts", "-1").unwrap();
+        assert_eq!(s.get("max_restarts").to_string(), "unlimited");
+        assert_eq!(s.apply_arg("max_restarts"), Err(ParamError::NoEquals));
     }
 
     #[test]
@@ -1757,7 +1576,16 @@ mod tests {
         assert!(!s.bit("feature", "validate_headers"));
         s.set("feature", "default").unwrap();
         assert!(s.bit("feature", "validate_headers"));
-        assert!(s.set("feature", "+nonsense").is_err());
+        assert_eq!(
+            s.set("feature", "+nonsense").unwrap_err().to_string(),
+            "Unknown feature bit (+nonsense)\n\n(attempting to set param 'feature' to '+nonsense')"
+        );
+        assert_eq!(
+            s.set("vsl_mask", "none").unwrap_err().to_string(),
+            "Missing '+' or '-' (none)\n\n(attempting to set param 'vsl_mask' to 'none')"
+        );
+        s.set("feature", "+HTTP2 -http2,+http2").unwrap();
+        assert!(s.bit("feature", "http2"));
         s.set("debug", "+vtc_mode").unwrap();
         assert!(s.bit("debug", "vtc_mode"));
         s.set("vsl_mask", "+Debug,-Hash").unwrap();
@@ -1775,12 +1603,9 @@ mod tests {
 
     #[test]
     fn byte_formatting() {
-        assert_eq!(format_bytes(48 * 1024), "48k");
-        assert_eq!(format_bytes(65535), "65535b");
-        assert_eq!(format_bytes(256 * 1024 * 1024), "256M");
-        assert_eq!(parse_bytes("0.75k"), Some(768));
-        assert_eq!(parse_bytes("banana"), None);
-        assert_eq!(parse_duration("1.5m"), Some(90.0));
-        assert_eq!(parse_duration("10x"), None);
+        assert_eq!(Value::Bytes(48 * 1024).to_string(), "48k");
+        assert_eq!(Value::Bytes(65535).to_string(), "65535b");
+        assert_eq!(Value::Bytes(256 * 1024 * 1024).to_string(), "0.25G");
+        assert_eq!(Value::Uint(u64::MAX).to_string(), "unlimited");
     }
 }
