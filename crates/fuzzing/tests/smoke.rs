@@ -3,15 +3,24 @@
 //! parser) and then a fixed number of seeded pseudo-random mutations of
 //! it. Deterministic, bounded to a few seconds, and needs no nightly
 //! toolchain, so the targets keep building and fixed crashes stay fixed.
-//! Set `LACQUER_FUZZ_SMOKE_ITERS` to run more mutations per target.
+//! Set `LACQUER_FUZZ_SMOKE_ITERS` (and `LACQUER_FUZZ_SMOKE_SECS`, the time
+//! cap per target) to run more mutations per target.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Mutations per target unless `LACQUER_FUZZ_SMOKE_ITERS` says otherwise.
 const ITERS: usize = 1000;
-/// No target may take longer than this for its mutations (debug build).
-const BUDGET: Duration = Duration::from_secs(2);
+/// No target may take longer than this (seconds) for its mutations
+/// unless `LACQUER_FUZZ_SMOKE_SECS` says otherwise.
+const BUDGET_SECS: u64 = 2;
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz")
@@ -141,10 +150,8 @@ fn every_target_has_a_libfuzzer_binary() {
 
 #[test]
 fn corpora_and_mutations_run_clean() {
-    let iters = std::env::var("LACQUER_FUZZ_SMOKE_ITERS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(ITERS);
+    let iters = env_num("LACQUER_FUZZ_SMOKE_ITERS", ITERS as u64) as usize;
+    let budget = Duration::from_secs(env_num("LACQUER_FUZZ_SMOKE_SECS", BUDGET_SECS));
     let mut total = 0;
     for (ti, (name, run)) in lacquer_fuzzing::TARGETS.iter().enumerate() {
         let seeds = corpus(name);
@@ -163,7 +170,7 @@ fn corpora_and_mutations_run_clean() {
             let r = std::panic::catch_unwind(|| run(&input));
             assert!(r.is_ok(), "{name}: mutation {done} fails on {input:?}");
             done += 1;
-            if start.elapsed() > BUDGET {
+            if start.elapsed() > budget {
                 break;
             }
         }
