@@ -1,0 +1,3 @@
+#![no_main]
+//! libFuzzer target for `lacquer_fuzzing::http_request` (see crates/fuzzing).
+libfuzzer_sys::fuzz_target!(|data: &[u8]| lacquer_fuzzing::http_request(data));
