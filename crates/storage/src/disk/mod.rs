@@ -69,8 +69,8 @@ const GRANULARITY: u64 = 512;
 /// Bytes read at once by the recovery scan (when it reads on through free
 /// space) and the body checksum.
 const SCAN_CHUNK: usize = 4 << 20;
-/// The scan's first read after it jumped over an object's body: enough
-/// for the next record, without reading bodies.
+/// A jump over a body shorter than this counts as small: the scan keeps
+/// reading in large blocks instead of probing for the next record.
 const SCAN_SMALL: usize = 64 << 10;
 /// The first read after a jump over a large body: one record's worth
 /// (a longer record is read whole on its own), so that a store of large
@@ -887,9 +887,11 @@ struct Found {
 /// record magic ([`ObjectRecord::summary`]: checksum and fields, nothing
 /// allocated per record). After a record the scan jumps over its own
 /// extent and the body extents that follow it directly (a fetch allocates
-/// them in that order), so bodies are not read; the read after a jump is
-/// [`SCAN_PROBE`] past a large body, [`SCAN_SMALL`] otherwise, and reads
-/// grow to [`SCAN_CHUNK`] while it goes on through anything else.
+/// them in that order), so large bodies are not read: the read after a
+/// jump over [`SCAN_SMALL`] or more is [`SCAN_PROBE`]. Anywhere else
+/// (small objects, free space) reads grow to [`SCAN_CHUNK`], and the
+/// kernel is asked to read the next blocks meanwhile, so a store of small
+/// objects is read sequentially at the disk's speed.
 fn scan(files: &FileStore, salt: u64, size: u64, stats: &DiskStats) -> io::Result<Found> {
     let g = files.granularity();
     let f = files.file();
@@ -974,14 +976,28 @@ fn scan(files: &FileStore, salt: u64, size: u64, stats: &DiskStats) -> io::Resul
                 }
             }
         }
+        // Past a large body: probe for the next record. Otherwise (small
+        // objects, free space) the arena is dense with records: read on in
+        // large blocks, as a sequential read of the file.
         chunk = match jumped {
             Some(over) if over >= SCAN_SMALL as u64 => SCAN_PROBE,
-            Some(_) => SCAN_SMALL,
-            None => (chunk * 2).min(SCAN_CHUNK),
+            Some(_) | None => (chunk * 2).min(SCAN_CHUNK),
         };
         pos = next.max(pos + 1);
         // Stay on a granule boundary.
         pos = pos.div_ceil(g) * g;
+        // Have the kernel read the next block while this thread checks the
+        // records of the one it has (the file is opened for random reads,
+        // so nothing is read ahead otherwise).
+        if chunk == SCAN_CHUNK && pos < size {
+            let ahead = (size - pos).min(2 * SCAN_CHUNK as u64);
+            let _ = rustix::fs::fadvise(
+                f,
+                HEADER_SIZE + pos,
+                std::num::NonZeroU64::new(ahead),
+                rustix::fs::Advice::WillNeed,
+            );
+        }
     }
     Ok(out)
 }
