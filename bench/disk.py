@@ -182,6 +182,25 @@ def wrk(port, conns, secs, lua):
     return r
 
 
+def cpu_ticks(p):
+    """CPU time (clock ticks, user + system) of every process in `p`'s
+    process group (varnishd's child, nginx's workers), so a server's cost
+    per hit can be compared on a loaded machine."""
+    pgid = os.getpgid(p.pid)
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            total += int(fields[11]) + int(fields[12])
+    return total
+
+
 def start(name, a, work, port, origin, size_mb):
     d = work / name
     d.mkdir(exist_ok=True)
@@ -276,7 +295,10 @@ def main():
                 r["fill_s"] = round(time.time() - t, 1)
                 for c in (32, 100):
                     o0 = origin_hits(work)
+                    t0 = cpu_ticks(p)
                     w = wrk(port, c, secs, lua)
+                    ticks = cpu_ticks(p) - t0
+                    w["cpu_us_per_hit"] = round(ticks * 1e6 / os.sysconf("SC_CLK_TCK") / max(1.0, w["rps"] * secs), 1)
                     w["origin_fetches"] = origin_hits(work) - o0
                     r[f"c{c}"] = w
                     log(f"{name} c{c}: {w}")
@@ -321,6 +343,8 @@ def main():
     for c in (32, 100):
         row(f"random hits c{c}, req/s", lambda r, c=c: f"{r[f'c{c}']['rps']:.0f}")
         row(f"random hits c{c}, p99 ms", lambda r, c=c: f"{r[f'c{c}'].get('p99_ms', 0):.1f}")
+        row(f"c{c} server CPU µs per hit (survives a loaded machine)",
+            lambda r, c=c: f"{r[f'c{c}']['cpu_us_per_hit']:.0f}")
         row(f"c{c} origin fetches", lambda r, c=c: str(r[f"c{c}"]["origin_fetches"]))
     row("kill -9, restart: first answer s", lambda r: f"{r['restart_first_answer_s']:.3f}")
     row("restart: first hit s", lambda r: "miss (cache lost)" if r["restart_first_hit_s"] is None

@@ -12,8 +12,9 @@
 //! Byte ranges (`Range:` requests) are served by [`Body::range_reader`], which
 //! slices segments instead of copying and also works on a body still growing.
 //!
-//! A file segment is read when a reader reaches it, on tokio's blocking pool
-//! (see `crate::file`); consecutive spans of one extent are read together, up
+//! A file segment is read when a reader reaches it: straight from the
+//! store's mapping when its pages are in memory, otherwise on tokio's
+//! blocking pool (see `crate::file`); consecutive spans of one extent are read together, up
 //! to a MiB, so delivery from a file store sends the same large batches as
 //! from memory.
 
@@ -405,6 +406,10 @@ impl BodyReader {
                             *rem -= next.len();
                         }
                     }
+                }
+                // In the page cache: its bytes, from the mapping, at once.
+                if let Some(b) = span.mapped() {
+                    return Ok(Some(b));
                 }
                 let read = tokio::task::spawn_blocking(move || span.read()).await;
                 match read {

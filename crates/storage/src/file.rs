@@ -17,14 +17,16 @@
 //! * [`FileSpan`] is a stretch of an extent holding body bytes; bodies
 //!   (`crate::body`) keep spans instead of the bytes themselves.
 //!
-//! I/O uses positional reads and writes (`pread`/`pwrite`), no mmap. Writes
-//! happen on the fetch task, one body segment (a read buffer of the
-//! backend connection) at a time: they land in the page cache and are
-//! bounded by that segment size. Reads for delivery are larger (up to
-//! [`FileSpan::MAX_READ`] coalesced) and driven by clients, so
-//! [`crate::BodyReader`] runs them on tokio's blocking pool: a slow disk
-//! stalls that one delivery, never a runtime worker, and a slow client
-//! holds no thread while its socket drains.
+//! Writes are positional (`pwrite`) and happen on the fetch task, one body
+//! segment (a read buffer of the backend connection) at a time: they land
+//! in the page cache and are bounded by that segment size. Reads for
+//! delivery are larger (up to [`FileSpan::MAX_READ`] coalesced) and driven
+//! by clients: a span whose pages are all in the page cache is handed out
+//! as bytes of a read-only mapping of the file ([`FileSpan::mapped`], see
+//! `crate::mapped`: no copy, no thread hop), any other is read with `pread`
+//! on tokio's blocking pool by [`crate::BodyReader`], so a slow disk stalls
+//! that one delivery, never a runtime worker, and a slow client holds no
+//! thread while its socket drains.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
@@ -36,6 +38,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
+use crate::mapped::FileMap;
 use crate::store::{Allocation, NoSpace, Stevedore, StoreStats};
 
 /// Free extents of `1..NBUCKET-1` granules have a class each; the last
@@ -380,6 +383,9 @@ struct Shared {
     /// File offset of arena offset 0 (a persistent store keeps its header
     /// before it).
     base: u64,
+    /// The file mapped read-only (`None` when mapping failed: every read
+    /// is a `pread`).
+    map: Option<Arc<FileMap>>,
     arena: Mutex<Arena>,
     stats: StoreStats,
     smf: FileStats,
@@ -645,6 +651,26 @@ impl FileSpan {
         self.ext.same(ext)
     }
 
+    /// The bytes without reading them, when every page holding them is in
+    /// the page cache: a view of the store's mapping that keeps the extent
+    /// (so its space is not reused while the bytes are out). `None` when
+    /// some page is not in memory (or the file is not mapped): then
+    /// [`read`](Self::read) them on a thread that may block.
+    pub fn mapped(&self) -> Option<Bytes> {
+        let map = self.ext.0.store.map.as_ref()?;
+        let off = self.ext.0.store.base + self.ext.0.off + self.at;
+        map.slice(off, self.len)?;
+        if !map.resident(off, self.len) {
+            return None;
+        }
+        Some(Bytes::from_owner(MappedSpan {
+            map: Arc::clone(map),
+            _ext: self.ext.clone(),
+            off,
+            len: self.len,
+        }))
+    }
+
     /// Read the bytes back (a blocking `pread`).
     pub fn read(&self) -> io::Result<Bytes> {
         let n = usize::try_from(self.len)
@@ -656,6 +682,22 @@ impl FileSpan {
             .file
             .read_exact_at(&mut buf, self.ext.0.store.base + self.ext.0.off + self.at)?;
         Ok(Bytes::from(buf))
+    }
+}
+
+/// Bytes of a store's mapping handed out for delivery, with the extent
+/// holding them (see [`FileSpan::mapped`]).
+struct MappedSpan {
+    map: Arc<FileMap>,
+    _ext: Extent,
+    off: u64,
+    len: u64,
+}
+
+impl AsRef<[u8]> for MappedSpan {
+    fn as_ref(&self) -> &[u8] {
+        // Checked to lie in the mapping when made; the mapping never shrinks.
+        self.map.slice(self.off, self.len).unwrap_or_default()
     }
 }
 
@@ -676,10 +718,12 @@ impl FileStore {
         size: u64,
         granularity: u64,
     ) -> FileStore {
+        let map = FileMap::new(&file, base + size).map(Arc::new);
         let shared = Shared {
             name: Box::leak(name.to_owned().into_boxed_str()),
             file,
             base,
+            map,
             arena: Mutex::new(Arena::new(size, granularity)),
             stats: StoreStats::default(),
             smf: FileStats::default(),
@@ -1167,6 +1211,47 @@ mod tests {
         let e = s.try_alloc(2 << 20).unwrap_err();
         assert_eq!(e.available, 1 << 20);
         assert_eq!(st.c_fail.load(Relaxed), 1);
+    }
+
+    #[test]
+    fn resident_spans_are_served_from_the_mapping_and_hold_their_space() {
+        let (_d, s) = store(1 << 20);
+        let ext = s.try_alloc(300_000).unwrap().extent.unwrap();
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        let span = ext.write(0, &data).unwrap();
+        // Just written: in the page cache, so the mapping serves it, with
+        // the same bytes a pread gives, at any offset.
+        let mapped = span.mapped().expect("written pages are resident");
+        assert_eq!(&mapped[..], &data[..]);
+        assert_eq!(&mapped[..], &span.read().unwrap()[..]);
+        let part = span.slice(4097, 70_000).mapped().unwrap();
+        assert_eq!(&part[..], &data[4097..74_097]);
+        // The mapped bytes keep the extent: its space is not reused while
+        // they are out, even once the object and the span are gone.
+        let before = s.available();
+        drop((ext, span));
+        assert_eq!(s.available(), before);
+        drop(mapped);
+        assert_eq!(s.available(), before);
+        drop(part);
+        assert_eq!(s.available(), 1 << 20);
+        // Pages dropped from the page cache are not served from the mapping
+        // (a fault there could wait for the disk on an async worker). A
+        // fresh store, so no page of it is mapped yet (mapped pages stay).
+        let (_d2, s) = store(1 << 20);
+        let ext = s.try_alloc(1 << 16).unwrap().extent.unwrap();
+        let span = ext.write(0, &data[..1 << 16]).unwrap();
+        s.file().sync_all().unwrap();
+        let at = s.shared.base + ext.0.off;
+        let len = std::num::NonZeroU64::new(1 << 16);
+        rustix::fs::fadvise(s.file(), at, len, rustix::fs::Advice::DontNeed).unwrap();
+        // On a file system that keeps every page in memory (tmpfs) they
+        // stay resident and the mapping may serve them.
+        if span.mapped().is_none() {
+            assert_eq!(&span.read().unwrap()[..], &data[..1 << 16]);
+        }
+        let back = span.mapped().expect("the pread brought the pages back");
+        assert_eq!(&back[..], &data[..1 << 16]);
     }
 
     #[test]

@@ -19,6 +19,7 @@
 pub mod body;
 pub mod disk;
 pub mod file;
+mod mapped;
 pub mod spec;
 mod store;
 

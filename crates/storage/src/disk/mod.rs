@@ -69,8 +69,16 @@ const GRANULARITY: u64 = 512;
 /// Bytes read at once by the recovery scan (when it reads on through free
 /// space) and the body checksum.
 const SCAN_CHUNK: usize = 4 << 20;
-/// The scan's first read after it jumped over an object's body: enough
-/// for the next record, without reading bodies.
+/// Readers the recovery scan uses at most, each over its own part of the
+/// arena.
+const SCAN_THREADS: u64 = 4;
+/// The least arena a scan reader is given (smaller stores are scanned by
+/// fewer readers). Unit tests use small stores: there it is small, so
+/// that every recovery test goes through a scan in parts, with objects
+/// across the parts' boundaries.
+const SCAN_PART_MIN: u64 = if cfg!(test) { 1 << 20 } else { 64 << 20 };
+/// A jump over a body shorter than this counts as small: the scan keeps
+/// reading in large blocks instead of probing for the next record.
 const SCAN_SMALL: usize = 64 << 10;
 /// The first read after a jump over a large body: one record's worth
 /// (a longer record is read whole on its own), so that a store of large
@@ -887,17 +895,85 @@ struct Found {
 /// record magic ([`ObjectRecord::summary`]: checksum and fields, nothing
 /// allocated per record). After a record the scan jumps over its own
 /// extent and the body extents that follow it directly (a fetch allocates
-/// them in that order), so bodies are not read; the read after a jump is
-/// [`SCAN_PROBE`] past a large body, [`SCAN_SMALL`] otherwise, and reads
-/// grow to [`SCAN_CHUNK`] while it goes on through anything else.
+/// them in that order), so large bodies are not read: the read after a
+/// jump over [`SCAN_SMALL`] or more is [`SCAN_PROBE`]. Anywhere else
+/// (small objects, free space) reads grow to [`SCAN_CHUNK`], and the
+/// kernel is asked to read the next blocks meanwhile, so a store of small
+/// objects is read sequentially at the disk's speed.
 fn scan(files: &FileStore, salt: u64, size: u64, stats: &DiskStats) -> io::Result<Found> {
+    let g = files.granularity();
+    // Several sequential readers keep more of the disk busy than one
+    // (measured on the development VM: 480 MB/s for one reader of 4 MiB
+    // blocks, 790 MB/s for four).
+    let parts = (size / SCAN_PART_MIN).clamp(1, SCAN_THREADS);
+    if parts == 1 {
+        return scan_range(files, salt, 0, size, size, stats);
+    }
+    let bounds: Vec<u64> = (0..=parts).map(|i| size / parts * i / g * g).collect();
+    let found: Vec<io::Result<Found>> = std::thread::scope(|sc| {
+        let parts: Vec<_> = bounds
+            .windows(2)
+            .map(|w| {
+                let (from, to) = (w[0], if w[1] + g > size { size } else { w[1] });
+                std::thread::Builder::new()
+                    .name("store-scan".into())
+                    .spawn_scoped(sc, move || scan_range(files, salt, from, to, size, stats))
+            })
+            .collect();
+        parts
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(io::Error::other("a recovery scan thread panicked"))),
+                Err(e) => Err(e),
+            })
+            .collect()
+    });
+    let found = found.into_iter().collect::<io::Result<Vec<Found>>>()?;
+    // One allocation each, sized at once (no growth, nothing left behind).
+    let mut out = Found {
+        records: Vec::with_capacity(found.iter().map(|p| p.records.len()).sum()),
+        extents: Vec::with_capacity(found.iter().map(|p| p.extents.len()).sum()),
+    };
+    for part in found {
+        let base = out.extents.len();
+        out.extents.extend_from_slice(&part.extents);
+        for mut r in part.records {
+            match u32::try_from(base + r.ext_at as usize) {
+                Ok(at) => {
+                    r.ext_at = at;
+                    out.records.push(r);
+                }
+                Err(_) => {
+                    stats.dropped_damaged.fetch_add(1, Relaxed);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// [`scan`] of the records that start in `from..to` (granule-aligned;
+/// reads may go on past `to`, up to `size`, to finish a record or jump
+/// over a body). A part that starts inside an object's body checks its
+/// granules as it does free space: only a record whose salted checksum
+/// holds is taken.
+fn scan_range(
+    files: &FileStore,
+    salt: u64,
+    from: u64,
+    to: u64,
+    size: u64,
+    stats: &DiskStats,
+) -> io::Result<Found> {
     let g = files.granularity();
     let f = files.file();
     // Room for a record in every other granule (up to 16 M records), asked
     // for at once: untouched room costs no RAM, and one large allocation
     // goes back to the system when recovery is done instead of leaving
     // the pieces of a growing vector in the heap.
-    let room = usize::try_from(size / (2 * g)).map_or(1 << 24, |n| n.min(1 << 24));
+    let room = usize::try_from((to - from) / (2 * g)).map_or(1 << 24, |n| n.min(1 << 24));
     let mut out = Found {
         records: Vec::with_capacity(room),
         extents: Vec::with_capacity(room),
@@ -905,8 +981,8 @@ fn scan(files: &FileStore, salt: u64, size: u64, stats: &DiskStats) -> io::Resul
     let mut buf = vec![0u8; SCAN_CHUNK];
     let mut rec = Vec::new();
     let mut chunk = SCAN_SMALL;
-    let mut pos = 0u64;
-    while pos < size {
+    let mut pos = from;
+    while pos < to {
         let want = (size - pos).min(chunk as u64) as usize;
         let n = read_upto(f, &mut buf[..want], HEADER_SIZE + pos)?;
         stats.scanned_bytes.fetch_add(n as u64, Relaxed);
@@ -917,6 +993,11 @@ fn scan(files: &FileStore, salt: u64, size: u64, stats: &DiskStats) -> io::Resul
         let mut next = pos + n as u64;
         let mut jumped = None;
         while at + RECORD_HEAD <= n {
+            if pos + at as u64 >= to {
+                // The next part's.
+                next = to;
+                break;
+            }
             if &buf[at..at + 4] != RECORD_MAGIC {
                 at += g as usize;
                 continue;
@@ -974,14 +1055,28 @@ fn scan(files: &FileStore, salt: u64, size: u64, stats: &DiskStats) -> io::Resul
                 }
             }
         }
+        // Past a large body: probe for the next record. Otherwise (small
+        // objects, free space) the arena is dense with records: read on in
+        // large blocks, as a sequential read of the file.
         chunk = match jumped {
             Some(over) if over >= SCAN_SMALL as u64 => SCAN_PROBE,
-            Some(_) => SCAN_SMALL,
-            None => (chunk * 2).min(SCAN_CHUNK),
+            Some(_) | None => (chunk * 2).min(SCAN_CHUNK),
         };
         pos = next.max(pos + 1);
         // Stay on a granule boundary.
         pos = pos.div_ceil(g) * g;
+        // Have the kernel read the next block while this thread checks the
+        // records of the one it has (the file is opened for random reads,
+        // so nothing is read ahead otherwise).
+        if chunk == SCAN_CHUNK && pos < to {
+            let ahead = (to - pos).min(2 * SCAN_CHUNK as u64);
+            let _ = rustix::fs::fadvise(
+                f,
+                HEADER_SIZE + pos,
+                std::num::NonZeroU64::new(ahead),
+                rustix::fs::Advice::WillNeed,
+            );
+        }
     }
     Ok(out)
 }
