@@ -32,7 +32,7 @@ mod server;
 pub use disk::{disk_format, disk_index, mse_conf, storage_args};
 pub use h2::{h2_frames, hpack};
 pub use http1::{chunked, http_request, http_response, proxy};
-pub use text::{hitch_conf, vcl, vsl_query};
+pub use text::{hitch_conf, tls_ja3, vcl, vsl_query};
 
 #[cfg(feature = "server")]
 pub use server::{esi, params};
@@ -50,6 +50,7 @@ pub const TARGETS: &[Target] = &[
     ("h2_frames", h2_frames),
     ("hpack", hpack),
     ("hitch_conf", hitch_conf),
+    ("tls_ja3", tls_ja3),
     ("vcl", vcl),
     ("vsl_query", vsl_query),
     ("disk_format", disk_format),

@@ -30,6 +30,31 @@ pub fn hitch_conf(data: &[u8]) {
     }
 }
 
+/// A TLS client's first bytes as `tls_ja3` reads them: whatever the
+/// bytes, an answer and never a panic; a fingerprint has JA3's five fields
+/// of decimal numbers, and reading more bytes never takes one back.
+pub fn tls_ja3(data: &[u8]) {
+    use lacquer_tls::ja3::{Ja3, fingerprint};
+    let whole = fingerprint(data);
+    if let Ja3::Fingerprint(s) = &whole {
+        let fields: Vec<&str> = s.split(',').collect();
+        assert_eq!(fields.len(), 5, "{s}");
+        assert!(
+            s.bytes()
+                .all(|b| b.is_ascii_digit() || b == b',' || b == b'-'),
+            "{s}"
+        );
+    }
+    let cut = crate::split_point(data);
+    if let Ja3::Fingerprint(s) = fingerprint(&data[..cut]) {
+        assert_eq!(
+            whole,
+            Ja3::Fingerprint(s),
+            "a prefix fingerprinted otherwise"
+        );
+    }
+}
+
 /// Serves `include "inc.vcl";` from memory and nothing else, so a fuzzed
 /// VCL never reads the file system.
 struct MemLoader;
