@@ -1,11 +1,18 @@
 //! What a request costs in the sandbox: instantiate from the pool, call a
 //! hook, drop (the slot is wiped for reuse), and what one host call
 //! costs (a header read, timed over a loop of 1000 inside the guest).
+//! The hook is the hello tenant twice: written by hand in WebAssembly
+//! text, and the example tenant built from Rust with the guest SDK
+//! (`examples/tenants/hello`, what `bench/run --only wasm` runs; its
+//! allocator and stack touch more pages).
 //!
 //! `cargo bench -p lacquer-sandbox --bench sandbox`
 
+use std::path::Path;
+use std::process::Command;
+
 use criterion::{Criterion, criterion_group, criterion_main};
-use lacquer_sandbox::{HOOKS, Limits, Message, PoolConfig, Sandbox, Which};
+use lacquer_sandbox::{HOOKS, Limits, Message, PoolConfig, Sandbox, SlotReset, Which};
 
 const HELLO: &str = r#"(module
   (import "lacquer" "field_get" (func $field_get (param i32 i32 i32 i32) (result i32)))
@@ -45,7 +52,33 @@ fn request() -> Message {
     }
 }
 
+/// The example hello tenant, built for `wasm32-unknown-unknown`.
+fn rust_hello() -> Vec<u8> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target = root.join("target/tenants");
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-unknown-unknown",
+            "--manifest-path",
+        ])
+        .arg(root.join("examples/tenants/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target)
+        .output()
+        .expect("running cargo");
+    assert!(
+        out.status.success(),
+        "building the example tenants failed (is the wasm32-unknown-unknown target installed?):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read(target.join("wasm32-unknown-unknown/release/tenant_hello.wasm")).unwrap()
+}
+
 fn bench(c: &mut Criterion) {
+    eprintln!("slot reset: {:?}", SlotReset::for_host());
     let sb = Sandbox::new(PoolConfig {
         slots: 16,
         max_memory: 16 << 20,
@@ -64,6 +97,17 @@ fn bench(c: &mut Criterion) {
     c.bench_function("instantiate+on_recv(hello)+drop", |b| {
         b.iter(|| {
             let mut i = sb.instantiate(&p).unwrap();
+            i.task_mut().set_msg(Which::Req, Some(req.clone()));
+            i.run_hook(on_recv).unwrap();
+            drop(i)
+        })
+    });
+    let rust = sb
+        .load("rust-hello", &rust_hello(), &Limits::default())
+        .unwrap();
+    c.bench_function("instantiate+on_recv(Rust hello tenant)+drop", |b| {
+        b.iter(|| {
+            let mut i = sb.instantiate(&rust).unwrap();
             i.task_mut().set_msg(Which::Req, Some(req.clone()));
             i.run_hook(on_recv).unwrap();
             drop(i)

@@ -87,6 +87,22 @@ fn hello_tenant_adds_its_header_and_forges_json() {
 }
 
 #[test]
+fn a_request_of_the_hello_tenant_does_not_grow_memory() {
+    // The SDK's `__lacquer_init` leaves the allocator a free heap in the
+    // snapshot; without it every request's first allocation grew memory.
+    let sb = sandbox();
+    let p = load(&sb, "hello", &Limits::default());
+    for _ in 0..3 {
+        let mut i = sb.instantiate(&p).unwrap();
+        let fresh = i.memory_size();
+        i.task_mut()
+            .set_msg(Which::Req, Some(req("/a-request-url", &[])));
+        assert!(i.run_hook(hook("on_recv")).unwrap());
+        assert_eq!(i.memory_size(), fresh, "the request grew linear memory");
+    }
+}
+
+#[test]
 fn router_tenant_routes_with_patterns_compiled_in_main() {
     let sb = sandbox();
     let p = load(&sb, "router", &Limits::default());
