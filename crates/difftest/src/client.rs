@@ -278,6 +278,9 @@ fn describe(r: &Resp, out: &mut Vec<String>, tag: &str) {
     out.push(format!("{tag} body {body}"));
 }
 
+/// How long a step on a new connection waits after the step before it.
+const NEW_CONN_PAUSE_MS: u64 = 30;
+
 /// Runs the steps against `addr` and returns the transcript lines.
 pub fn run(addr: &str, steps: &[Step]) -> Vec<String> {
     let mut out = Vec::new();
@@ -290,6 +293,14 @@ pub fn run(addr: &str, steps: &[Step]) -> Vec<String> {
             std::thread::sleep(Duration::from_millis(st.wait_ms));
         }
         if let std::collections::btree_map::Entry::Vacant(e) = conns.entry(st.conn) {
+            // A request on a new connection comes a little after the
+            // previous answer, as a separate client's would: both daemons
+            // finish what the last fetch left (its backend connection
+            // back in the pool) first, so reuse does not hang on which
+            // thread the machine's load schedules first.
+            if i > 0 {
+                std::thread::sleep(Duration::from_millis(NEW_CONN_PAUSE_MS));
+            }
             match TcpStream::connect(addr) {
                 Ok(s) => {
                     let _ = s.set_nodelay(true);
