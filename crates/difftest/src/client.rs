@@ -372,13 +372,17 @@ pub fn run(addr: &str, steps: &[Step]) -> Vec<String> {
         }
         i = group.last().expect("non-empty") + 1;
     }
-    // Is each connection still open? A closed one reads EOF quickly.
+    // Is each connection still open? One pause for all of them, then a
+    // read that does not wait: a connection the daemon closed reads EOF.
+    // (Waiting on each in turn made the last ones idle long enough to
+    // meet timeout_idle, a race between the two daemons' timers.)
+    std::thread::sleep(Duration::from_millis(300));
     for (n, c) in conns.iter_mut() {
         if c.eof {
             out.push(format!("c{n} end closed"));
             continue;
         }
-        let _ = c.s.set_read_timeout(Some(Duration::from_millis(300)));
+        let _ = c.s.set_nonblocking(true);
         let mut tmp = [0u8; 256];
         let state = match c.s.read(&mut tmp) {
             Ok(0) => "closed".to_string(),
