@@ -2,7 +2,7 @@ vcl 4.1;
 import curl;
 backend default {
     .host = "127.0.0.1";
-    .port = "46843";
+    .port = "43887";
 }
 
 sub vcl_recv {
@@ -12,7 +12,7 @@ sub vcl_recv {
     }
     curl.header_add("OAuth-Ip: " + req.http.X-Forwarded-For);
     curl.header_add("OAuth-Token: " + regsub(req.http.Authorization, "^Bearer ", ""));
-    curl.fetch("http://127.0.0.1:37055/oauth/token_validation");
+    curl.fetch("http://127.0.0.1:59945/oauth/token_validation");
 
     if (curl.status() == 200) {
         set req.http.OAuth-Country = curl.header("OAuth-Country");
@@ -23,6 +23,11 @@ sub vcl_recv {
     } else {
         return (synth(401, "Unauthorized"));
     }
+}
+
+sub vcl_recv {
+    # As the restart VCL: the protected page is looked up in the cache.
+    return (hash);
 }
 
 sub vcl_hash {
