@@ -62,7 +62,9 @@ pub const COUNTERS: &[&str] = &[
     "sc_req_http20",
     "sc_vcl_failure",
     "sess_closed_err",
-    "n_object",
+    // Not n_object: the daemons serve case after case, and whether an
+    // object of an earlier case expires inside this one's window is a
+    // matter of the expiry thread's timing (a CI run saw varnishd -1).
     "SMA.Transient.c_fail",
     "SMA.s0.c_fail",
 ];
