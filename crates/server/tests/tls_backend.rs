@@ -146,6 +146,26 @@ sub vcl_backend_fetch {{
         new >= 1 && res * 100 >= new * 90,
         "{res} of {new} new connections resumed"
     );
+    // No TLS listener here: the `TLS` section exists for its `be_*` fields
+    // all the same, as the tick after the first TLS backend makes it.
+    let mut published = None;
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let path = lacquer_vsl::vsc::vsc_path(&l.shared.workdir);
+        let snap = lacquer_vsl::vsc::VscReader::open(&path)
+            .unwrap()
+            .snapshot()
+            .unwrap();
+        published = lacquer_vsl::vsc::lookup(&snap, "TLS.be_handshakes").map(|c| c.value);
+        if published == Some(h[0].load(Ordering::Relaxed)) {
+            break;
+        }
+    }
+    assert_eq!(
+        published,
+        Some(h[0].load(Ordering::Relaxed)),
+        "TLS.be_handshakes is published without a TLS listener"
+    );
     drop(n);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -92,15 +92,20 @@ pub struct PoolTls {
 static TLS_CONFIGS: LazyLock<lacquer_tls::client::Connectors> =
     LazyLock::new(lacquer_tls::client::Connectors::default);
 
-/// Backend TLS handshakes done, resumed, failed, in the process (published
-/// as `TLS.be_*` when the `TLS` section exists: with a TLS listener).
+/// Backend TLS handshakes done, resumed, failed, in the process, published
+/// as `TLS.be_*` (`runtime::tls::publish_backend`).
 pub static TLS_HANDSHAKES: [AtomicU64; 3] =
     [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+
+/// Set once any VCL has made a TLS backend: the `TLS` counter section then
+/// exists even without a TLS listener, for its `be_*` fields.
+pub static TLS_BACKENDS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 impl PoolTls {
     /// The connector for a backend with these attributes; `name` is
     /// `.host_header` if set, else `.host`.
     pub fn new(spec: &lacquer_tls::client::BackendTls, name: &str) -> Self {
+        TLS_BACKENDS.store(true, Ordering::Relaxed);
         PoolTls {
             setup: TLS_CONFIGS
                 .get(spec)

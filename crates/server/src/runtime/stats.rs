@@ -32,6 +32,9 @@ pub struct Sections {
     /// `MEMPOOL.req<n>` and `MEMPOOL.sess<n>`, one pair per thread pool.
     mempool: Vec<(Section, Section)>,
     vbe: Mutex<Vec<(Weak<BackendRt>, Section)>>,
+    /// `TLS`, made on the first tick after a VCL made a TLS backend when
+    /// no TLS listener made it at startup.
+    tls_backends: std::sync::OnceLock<Section>,
 }
 
 impl std::fmt::Debug for Sections {
@@ -73,6 +76,7 @@ impl Sections {
             lck_conn_pool: vsc.add_section(&LCK, "LCK.conn_pool")?,
             mempool,
             vbe: Mutex::new(Vec::new()),
+            tls_backends: std::sync::OnceLock::new(),
         })
     }
 
@@ -89,7 +93,16 @@ impl Sections {
     /// Copies current values into the segment.
     pub fn publish(&self, sh: &Arc<Shared>) {
         if let Some(t) = sh.tls.get() {
-            t.publish_backend();
+            crate::runtime::tls::publish_backend(&t.counters);
+        } else if crate::backend::pool::TLS_BACKENDS.load(Ordering::Relaxed) {
+            if self.tls_backends.get().is_none()
+                && let Ok(s) = self.vsc.add_section(&lacquer_vsl::vsc::tables::TLS, "TLS")
+            {
+                let _ = self.tls_backends.set(s);
+            }
+            if let Some(s) = self.tls_backends.get() {
+                crate::runtime::tls::publish_backend(s);
+            }
         }
         let c = &sh.counters;
         c.set(Main::uptime, sh.started.elapsed().as_secs());

@@ -40,15 +40,6 @@ impl TlsState {
             .map(|(_, f)| f.clone())
     }
 
-    /// Copies the backend handshake counts into `TLS.be_*`.
-    pub fn publish_backend(&self) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let h = &crate::backend::pool::TLS_HANDSHAKES;
-        self.counters.set(Tls::be_handshakes, h[0].load(Relaxed));
-        self.counters.set(Tls::be_resumed, h[1].load(Relaxed));
-        self.counters.set(Tls::be_fail, h[2].load(Relaxed));
-    }
-
     /// Re-reads every certificate from its files (SIGHUP); a store whose
     /// files fail keeps its certificates.
     pub fn reload(&self) -> Vec<String> {
@@ -61,4 +52,14 @@ impl TlsState {
         }
         errors
     }
+}
+
+/// Copies the backend handshake counts into `section`'s `TLS.be_*` fields:
+/// the TLS listeners' section, or one made for TLS backends alone.
+pub fn publish_backend(section: &Section) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let h = &crate::backend::pool::TLS_HANDSHAKES;
+    section.set(Tls::be_handshakes, h[0].load(Relaxed));
+    section.set(Tls::be_resumed, h[1].load(Relaxed));
+    section.set(Tls::be_fail, h[2].load(Relaxed));
 }
