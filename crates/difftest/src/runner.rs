@@ -67,6 +67,11 @@ pub const COUNTERS: &[&str] = &[
     // matter of the expiry thread's timing (a CI run saw varnishd -1).
     "SMA.Transient.c_fail",
     "SMA.s0.c_fail",
+    // Not the header byte counters (X-Varnish ids differ in length) nor
+    // s_resp_bodybytes (synthetic bodies carry the XID).
+    "s_req_bodybytes",
+    "s_pipe_in",
+    "s_pipe_out",
 ];
 
 /// Both daemons of a batch.

@@ -236,22 +236,40 @@ where
     let (mut br, mut bw) = tokio::io::split(&mut be_conn.stream);
     let mut cbuf = vec![0u8; 16 * 1024];
     let mut bbuf = vec![0u8; 16 * 1024];
+    // As varnishd's V1P_Process: the tunnel lives while either direction
+    // does. A side that ends (end of file, a read or write error) stops
+    // that direction and half-closes the other connection's write side;
+    // the other direction goes on until it ends too. Nothing moving either
+    // way for pipe_timeout ends both. Bytes count as they are written.
     let (mut c_open, mut b_open) = (true, true);
     let (mut to_backend, mut to_client) = (acct.piped_in, 0u64);
-    while c_open && b_open {
+    while c_open || b_open {
         tokio::select! {
-            r = tokio::time::timeout(idle, cr.read(&mut cbuf)), if c_open => match r {
-                Ok(Ok(0)) | Ok(Err(_)) | Err(_) => { c_open = false; let _ = bw.shutdown().await; }
-                Ok(Ok(n)) => {
-                    to_backend += n as u64;
-                    if bw.write_all(&cbuf[..n]).await.is_err() { b_open = false; }
+            biased;
+            r = tokio::time::timeout(idle, br.read(&mut bbuf)), if b_open => match r {
+                Err(_) => break,
+                Ok(Ok(n)) if n > 0 && cw.write_all(&bbuf[..n]).await.is_ok() => {
+                    to_client += n as u64;
+                }
+                Ok(_) => {
+                    if !c_open {
+                        break;
+                    }
+                    b_open = false;
+                    let _ = cw.shutdown().await;
                 }
             },
-            r = tokio::time::timeout(idle, br.read(&mut bbuf)), if b_open => match r {
-                Ok(Ok(0)) | Ok(Err(_)) | Err(_) => { b_open = false; }
-                Ok(Ok(n)) => {
-                    to_client += n as u64;
-                    if cw.write_all(&bbuf[..n]).await.is_err() { c_open = false; }
+            r = tokio::time::timeout(idle, cr.read(&mut cbuf)), if c_open => match r {
+                Err(_) => break,
+                Ok(Ok(n)) if n > 0 && bw.write_all(&cbuf[..n]).await.is_ok() => {
+                    to_backend += n as u64;
+                }
+                Ok(_) => {
+                    if !b_open {
+                        break;
+                    }
+                    c_open = false;
+                    let _ = bw.shutdown().await;
                 }
             },
         }
