@@ -1238,21 +1238,25 @@ where
     // HTTP/2 its window given back) and thrown away before the response
     // goes out, and a client that does not deliver it in time gets the
     // response with `Connection: close`.
-    // A client still waiting for 100 Continue gets neither the 100 nor its
-    // body read when the connection closes after this response (vcl_synth
-    // may remove the `Connection: close` it was given to veto that).
-    let closing = t.want_100
-        && (t.vcl_failed
-            || t.resp.headers.has_token("connection", "close")
-            || !lacquer_http::persistence(
-                &t.req.headers,
-                if t.req.is_http10() {
-                    lacquer_http::Version::Http10
-                } else {
-                    lacquer_http::Version::Http11
-                },
-            )
-            .keep_alive());
+    // As varnishd (VRB_Ignore returns at once when req->doclose is set),
+    // nothing is read when the session closes after this response anyway:
+    // the request asked for it (`Connection: close`, HTTP/1.0), VCL
+    // failed, or, from vcl_synth (cnt_synth sets doclose before it
+    // ignores the body), the response says `Connection: close`. A client
+    // still waiting for 100 Continue is not sent the 100 either, and its
+    // response's `Connection: close` counts from vcl_deliver too (vcl_synth
+    // may remove the one it was given to veto that).
+    let closing = t.vcl_failed
+        || ((synth.is_some() || t.want_100) && t.resp.headers.has_token("connection", "close"))
+        || !lacquer_http::persistence(
+            &t.req.headers,
+            if t.req.is_http10() {
+                lacquer_http::Version::Http10
+            } else {
+                lacquer_http::Version::Http11
+            },
+        )
+        .keep_alive();
     if !closing && let Some(p) = t.body_pending.take() {
         t.log_body_storage();
         let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
