@@ -118,74 +118,55 @@ pub enum RangeOutcome {
 
 /// Applies `range` to a body of `len` bytes (`None` while the length is
 /// not known yet, e.g. a streaming object without Content-Length).
+///
+/// As varnishd 7.1: the header is first checked on its own
+/// (`http_GetRange`: a bad unit or number, no hyphen, `-0`, a high end
+/// below the low one, trailing bytes other than white space are 416
+/// whatever the length), then fitted to the length (`vrg_dorange`): with
+/// the length unknown every valid range gets the whole body with 200.
 pub fn apply_range(range: &[u8], len: Option<u64>) -> RangeOutcome {
     use RangeOutcome::*;
-    let Some(r) = range
-        .get(..6)
-        .filter(|p| p.eq_ignore_ascii_case(b"bytes="))
-        .map(|_| &range[6..])
-    else {
-        return Unsatisfiable {
-            reason: "Not Bytes",
-        };
+    let bad = |reason| Unsatisfiable { reason };
+    let Some(eq) = range.iter().position(|&b| b == b'=') else {
+        return bad("Missing '='");
     };
-    let (low, rest) = digits(r);
+    if !range[..eq].eq_ignore_ascii_case(b"bytes") {
+        return bad("Not Bytes");
+    }
+    let (low, rest) = digits(&range[eq + 1..]);
+    let Ok(low) = low else {
+        return bad("Low number too big");
+    };
     let Some(rest) = rest.strip_prefix(b"-") else {
-        return Unsatisfiable {
-            reason: "Missing hyphen",
-        };
+        return bad("Missing hyphen");
     };
     let (high, rest) = digits(rest);
-    if !rest.is_empty() {
-        return Unsatisfiable {
-            reason: "Trailing stuff",
-        };
-    }
-    let (low, high) = match (low, high) {
-        (Err(()), _) | (_, Err(())) => {
-            return Unsatisfiable {
-                reason: "Number too big",
-            };
-        }
-        (Ok(l), Ok(h)) => (l, h),
+    let Ok(high) = high else {
+        return bad("High number too big");
     };
-    let (start, end) = match (low, high, len) {
-        (None, None, _) => {
-            return Unsatisfiable {
-                reason: "Neither high nor low",
-            };
-        }
-        (None, Some(_), None) => return Full,
-        (None, Some(0), Some(_)) => {
-            return Unsatisfiable {
-                reason: "No low, high is zero",
-            };
-        }
-        (None, Some(h), Some(len)) => {
-            let h = h.min(len);
-            (len - h, len.saturating_sub(1))
-        }
-        (Some(l), h, Some(len)) => {
-            let end = match h {
-                Some(h) if h < len => h,
-                _ => len.saturating_sub(1),
-            };
-            (l, end)
-        }
-        // As varnishd 7.1: no length, no range (a 200 with everything).
-        (Some(_), _, None) => return Full,
-    };
-    if end < start {
-        return Unsatisfiable {
-            reason: "high smaller than low",
-        };
+    match (low, high) {
+        (None, None) => return bad("Neither high nor low"),
+        (None, Some(0)) => return bad("No low, high is zero"),
+        (Some(l), Some(h)) if h < l => return bad("high smaller than low"),
+        _ => {}
     }
-    if let Some(len) = len
-        && start >= len
+    if !rest
+        .iter()
+        .all(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
     {
-        return Unsatisfiable {
-            reason: "low range beyond object",
-        };
+        return bad("Trailing stuff");
+    }
+    let Some(len) = len else {
+        return Full;
+    };
+    let (start, end) = match (low, high) {
+        (None, Some(h)) => (len - h.min(len), len.saturating_sub(1)),
+        (Some(l), Some(h)) if h < len => (l, h),
+        (Some(l), _) => (l, len.saturating_sub(1)),
+        (None, None) => return bad("Neither high nor low"),
+    };
+    if start >= len {
+        return bad("low range beyond object");
     }
     Partial { start, end }
 }
@@ -280,6 +261,7 @@ mod tests {
     #[test]
     fn ranges() {
         let r = |s: &str, len| apply_range(s.as_bytes(), len);
+        let bad = |reason| Unsatisfiable { reason };
         assert_eq!(r("bytes=0-9", Some(100)), Partial { start: 0, end: 9 });
         assert_eq!(r("bytes=90-", Some(100)), Partial { start: 90, end: 99 });
         assert_eq!(r("bytes=-10", Some(100)), Partial { start: 90, end: 99 });
@@ -302,10 +284,18 @@ mod tests {
             r("bytes=99999999999999999999-", Some(100)),
             Unsatisfiable { .. }
         ));
-        // Unknown length (still streaming).
+        // Unknown length (still streaming): a valid range gets everything,
+        // a malformed one is refused all the same.
         assert_eq!(r("bytes=-10", None), Full);
         assert_eq!(r("bytes=10-", None), Full);
         assert_eq!(r("bytes=10-20", None), Full);
+        assert_eq!(r("bytes=10-2", None), bad("high smaller than low"));
+        assert_eq!(r("bytes=-0", None), bad("No low, high is zero"));
+        assert_eq!(r("bytes=1-2x", None), bad("Trailing stuff"));
+        // White space may follow the range.
+        assert_eq!(r("bytes=1-2 ", Some(10)), Partial { start: 1, end: 2 });
+        assert_eq!(r("bytes 1-2", Some(10)), bad("Missing '='"));
+        assert_eq!(r("bytes=1-", Some(0)), bad("low range beyond object"));
     }
 
     #[test]
