@@ -167,6 +167,7 @@ pub async fn run(mut job: FetchJob) {
             }
             ErrorNext::Retry if job.bo.retries < max_retries => {
                 job.bo.retries += 1;
+                retry_vxid(&mut job.bo);
                 continue;
             }
             ErrorNext::Retry => {
@@ -218,11 +219,55 @@ fn fail(job: &mut FetchJob) {
     }
 }
 
+/// As varnishd's vbf_stp_retry: a retry goes on under a new vxid. The old
+/// transaction gets its `Retry` timestamp and ends with a `Link` to the new
+/// one, which begins with `bereq <old> retry` and logs the bereq again.
+fn retry_vxid(bo: &mut BoTask) {
+    let now = lacquer_http::date::now();
+    bo.log_ts("Retry", now);
+    let new = bo.sh.vxid.next();
+    bo.vsl.log(Tag::Link, format_args!("bereq {new} retry"));
+    bo.vsl.log_str(Tag::End, "");
+    bo.vsl.flush();
+    let old = bo.vxid;
+    bo.vxid = new;
+    bo.vxid_str = new.to_string();
+    bo.vsl.set_vxid(lacquer_vsl::Vxid::backend(new));
+    bo.vsl.log(Tag::Begin, format_args!("bereq {old} retry"));
+    bo.vsl
+        .log_timestamp("Start", bo.t_last, bo.t_last - bo.t_bereq, 0.0);
+    log_bereq(bo);
+}
+
+/// As varnishd's vbf_stp_startfetch on a retry: the bereq keeps what the
+/// attempt before did to it, and its `X-Varnish` is taken out and put back
+/// last (after a `Host` the first attempt's backend added).
+fn renew_x_varnish(bo: &mut BoTask) {
+    let old: Vec<Bytes> = bo
+        .bereq
+        .headers
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case(b"x-varnish"))
+        .map(|(_, v)| Bytes::copy_from_slice(v))
+        .collect();
+    for v in &old {
+        bo.vsl.log_header(Tag::BereqUnset, b"X-Varnish", v);
+    }
+    bo.bereq.headers.remove("x-varnish");
+    let xv = bo.vxid.to_string();
+    bo.vsl
+        .log_header(Tag::BereqHeader, b"X-Varnish", xv.as_bytes());
+    bo.bereq.headers.append("X-Varnish", xv);
+}
+
 /// One pass through vcl_backend_fetch, the backend and vcl_backend_response,
 /// repeated on `retry`.
 async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> {
     let max_retries = job.bo.sh.params().uint(pid!("max_retries")) as u32;
     loop {
+        if job.bo.retries > 0 {
+            renew_x_varnish(&mut job.bo);
+        }
         let vcl = job.bo.vcl.clone();
         job.bo.now = lacquer_http::date::now();
         match vcl
@@ -315,6 +360,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
                     return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
                 }
                 job.bo.retries += 1;
+                retry_vxid(&mut job.bo);
                 continue;
             }
             Action::Error { status, reason } => return Err(Step::VclError(status, reason)),
