@@ -167,7 +167,7 @@ pub async fn run(mut job: FetchJob) {
             }
             ErrorNext::Retry if job.bo.retries < max_retries => {
                 job.bo.retries += 1;
-                retry_vxid(&mut job.bo);
+                retry_step(&mut job.bo);
                 continue;
             }
             ErrorNext::Retry => {
@@ -222,7 +222,11 @@ fn fail(job: &mut FetchJob) {
 /// As varnishd's vbf_stp_retry: a retry goes on under a new vxid. The old
 /// transaction gets its `Retry` timestamp and ends with a `Link` to the new
 /// one, which begins with `bereq <old> retry` and logs the bereq again.
-fn retry_vxid(bo: &mut BoTask) {
+/// `beresp.do_esi` and `beresp.do_stream` start over (`do_gzip` and
+/// `do_gunzip` do not, as in varnishd).
+fn retry_step(bo: &mut BoTask) {
+    bo.do_esi = false;
+    bo.do_stream = true;
     let now = lacquer_http::date::now();
     bo.log_ts("Retry", now);
     let new = bo.sh.vxid.next();
@@ -360,7 +364,7 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
                     return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
                 }
                 job.bo.retries += 1;
-                retry_vxid(&mut job.bo);
+                retry_step(&mut job.bo);
                 continue;
             }
             Action::Error { status, reason } => return Err(Step::VclError(status, reason)),
