@@ -110,6 +110,9 @@ enum State {
         obj: ObjRef,
         hit: bool,
         pass: bool,
+        /// The object came from this request's own fetch while its body
+        /// was still being fetched (`FetchOutcome::Streaming`).
+        streaming: bool,
     },
     Restart,
 }
@@ -325,6 +328,7 @@ where
                             obj,
                             hit: true,
                             pass: false,
+                            streaming: false,
                         }
                     }
                     Action::Pass { .. } => {
@@ -365,10 +369,11 @@ where
                             None => FetchMode::Miss { busy, stale },
                         };
                         match fetch(t, conn, mode, false).await {
-                            Some(obj) => State::Deliver {
+                            Some((obj, streaming)) => State::Deliver {
                                 obj,
                                 hit: false,
                                 pass: false,
+                                streaming,
                             },
                             // A failed fetch (vcl_backend_* failed or
                             // abandoned) is a plain 503, as varnishd.
@@ -390,10 +395,11 @@ where
                     Action::Fetch => {
                         sh.counters.inc(Main::s_pass);
                         match fetch(t, conn, FetchMode::Pass, true).await {
-                            Some(obj) => State::Deliver {
+                            Some((obj, streaming)) => State::Deliver {
                                 obj,
                                 hit: t.is_hit,
                                 pass: true,
+                                streaming,
                             },
                             // A failed fetch (vcl_backend_* failed or
                             // abandoned) is a plain 503, as varnishd.
@@ -417,13 +423,16 @@ where
                     }
                 }
             }
-            State::Deliver { obj, hit, pass } => {
-                match deliver(t, conn, obj, hit, pass, &mut scratch).await {
-                    Delivered::Done(after) => return after,
-                    Delivered::Restart => State::Restart,
-                    Delivered::Synth(status, reason) => State::Synth { status, reason },
-                }
-            }
+            State::Deliver {
+                obj,
+                hit,
+                pass,
+                streaming,
+            } => match deliver(t, conn, obj, hit, pass, streaming, &mut scratch).await {
+                Delivered::Done(after) => return after,
+                Delivered::Restart => State::Restart,
+                Delivered::Synth(status, reason) => State::Synth { status, reason },
+            },
             State::Synth { status, reason } => {
                 match synth(t, conn, status, reason, &mut scratch).await {
                     Delivered::Done(after) => return after,
@@ -877,7 +886,7 @@ async fn fetch<S>(
     conn: &mut ClientConn<S>,
     mode: FetchMode,
     pass: bool,
-) -> Option<ObjRef>
+) -> Option<(ObjRef, bool)>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
@@ -978,15 +987,18 @@ where
     fetch_outcome(t, got)
 }
 
-/// What a fetch's answer gives the request, timestamped and counted.
+/// What a fetch's answer gives the request, timestamped and counted: the
+/// object, and whether it was handed over while its body was still being
+/// fetched.
 fn fetch_outcome(
     t: &mut ReqTask,
     got: Result<FetchOutcome, oneshot::error::RecvError>,
-) -> Option<ObjRef> {
+) -> Option<(ObjRef, bool)> {
     t.log_ts("Fetch");
     t.sh.counters.inc(Main::s_fetch);
     match got {
-        Ok(FetchOutcome::Object(o)) => Some(o),
+        Ok(FetchOutcome::Object(o)) => Some((o, false)),
+        Ok(FetchOutcome::Streaming(o)) => Some((o, true)),
         Ok(FetchOutcome::Failed) | Err(_) => None,
     }
 }
@@ -1041,6 +1053,7 @@ async fn deliver<S>(
     obj: ObjRef,
     hit: bool,
     pass: bool,
+    streaming: bool,
     scratch: &mut Scratch,
 ) -> Delivered
 where
@@ -1065,7 +1078,7 @@ where
             return Delivered::Synth(503, Some(Bytes::from_static(b"VCL failed")));
         }
     }
-    Delivered::Done(transmit(t, conn, Some(obj), None).await)
+    Delivered::Done(transmit(t, conn, Some(obj), None, streaming).await)
 }
 
 /// vcl_synth, then the synthetic response goes out.
@@ -1113,7 +1126,7 @@ where
         }
     }
     let b = Bytes::from(std::mem::take(&mut t.synth_body));
-    Delivered::Done(transmit(t, conn, None, Some(b)).await)
+    Delivered::Done(transmit(t, conn, None, Some(b), false).await)
 }
 
 /// Body segments at least this long are written from storage directly
@@ -1226,6 +1239,7 @@ async fn transmit<S>(
     conn: &mut ClientConn<S>,
     obj: Option<ObjRef>,
     mut synth: Option<Bytes>,
+    streaming: bool,
 ) -> After
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
@@ -1355,7 +1369,12 @@ where
     match (&obj, &synth) {
         (Some(o), _) => {
             let data = o.data();
-            body_len = o.body().final_len();
+            // As varnishd's cnt_transmit: the length is the object's once
+            // the fetch has finished. The request that started a streaming
+            // fetch sees it in progress (varnishd wakes it at BOS_STREAM,
+            // before the body is read), whatever the fetch did since.
+            let final_len = o.body().final_len().filter(|_| !streaming);
+            body_len = final_len;
             if body_len.is_none() {
                 // Still being fetched: the backend's Content-Length (the
                 // fetch drops it whenever a filter changes the length)
@@ -1398,9 +1417,7 @@ where
                 t.resp.headers.remove("content-encoding");
                 // As varnishd: the plain length is known once the object
                 // is complete (its gzip trailer says it).
-                body_len = o
-                    .body()
-                    .final_len()
+                body_len = final_len
                     .zip(o.body().tail(4))
                     .and_then(|(len, tail)| crate::fetch::gzip::gzip_plain_len(len, &tail))
                     .filter(|l| *l > 0);

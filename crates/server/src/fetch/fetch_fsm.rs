@@ -78,8 +78,14 @@ pub enum FetchMode {
 /// What the requesting client gets.
 #[derive(Debug)]
 pub enum FetchOutcome {
-    /// Deliver this object (possibly still streaming).
+    /// Deliver this object (complete, or still streaming from a fetch
+    /// that handed it over at its end).
     Object(ObjRef),
+    /// Deliver this object, handed over before its body was fetched
+    /// (varnishd's `BOS_STREAM`): the request that started the fetch
+    /// frames its response as varnishd's does for a fetch in progress,
+    /// however fast the body then arrives.
+    Streaming(ObjRef),
     /// The fetch failed without an object: the client answers 503.
     Failed,
 }
@@ -1173,7 +1179,11 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     let obj = unbusied.obj.clone();
     let stream_early = bo.do_stream;
     if stream_early && let Some(n) = job.notify.take() {
-        let _ = n.send(FetchOutcome::Object(obj.clone()));
+        let _ = n.send(if unbusied.body.is_some() {
+            FetchOutcome::Streaming(obj.clone())
+        } else {
+            FetchOutcome::Object(obj.clone())
+        });
     }
     bo.vsl.log(
         Tag::Fetch_Body,
