@@ -1297,14 +1297,30 @@ where
     // As varnishd (cnt_transmit reads req->http0): whether the client gets
     // a body depends on the method it sent, not on one VCL set.
     let head_only = &t.req_orig.method[..] == b"HEAD";
-    let req_version = if t.req.is_http10() {
-        lacquer_http::Version::Http10
-    } else {
-        lacquer_http::Version::Http11
-    };
-    let persist = lacquer_http::persistence(&t.req.headers, req_version);
-    let resp_close = t.resp.headers.has_token("connection", "close");
+    // As varnishd, whether the request asked to close was decided when it
+    // was received (HTTP1_DissectRequest): VCL changing req.http.Connection
+    // or req.proto does not change it.
+    let persist = lacquer_http::persistence(
+        &t.req_orig.headers,
+        if t.req_orig.is_http10() {
+            lacquer_http::Version::Http10
+        } else {
+            lacquer_http::Version::Http11
+        },
+    );
+    // As varnishd's V1D_Deliver (http_HdrIs): only a response Connection
+    // header that is exactly `close` (any case) closes; any other value VCL
+    // left (`x-foo`, `keep-alive, close`) goes out verbatim and the
+    // connection stays open.
+    let vcl_conn = t.resp.headers.get("connection").map(Bytes::copy_from_slice);
+    let resp_close = vcl_conn
+        .as_deref()
+        .is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"close"));
     let mut keep = persist.keep_alive() && !resp_close && !t.vcl_failed && !t.body_broken;
+    // The Connection header follows this decision, taken before the body:
+    // an HTTP/1.0 body without length closes the connection (below) under
+    // the header it was given.
+    let keep_for_header = keep;
     // Why the session will close, as varnishd's doclose: the request's
     // Connection header or HTTP/1.0 first, then the response's
     // `Connection: close`; a body without length to an HTTP/1.0 client
@@ -1323,15 +1339,22 @@ where
         .headers
         .get("content-length")
         .map(Bytes::copy_from_slice);
+    // HTTP/2 frames the body itself and has no connection header.
+    let h2 = conn.h2.is_some();
+    // VCL's Connection stays where it is when the decision keeps it: a
+    // closing response replaces any value but `close` (V1D_Deliver).
+    let replace_conn = h2 || (!keep_for_header && !resp_close);
     for tag_name in ["connection", "transfer-encoding"] {
+        if tag_name == "connection" && !replace_conn {
+            continue;
+        }
         for (k, v) in t.resp.headers.iter() {
             if k.eq_ignore_ascii_case(tag_name.as_bytes()) {
                 t.vsl.log_header(Tag::RespUnset, k, v);
             }
         }
+        t.resp.headers.remove(tag_name);
     }
-    t.resp.headers.remove("connection");
-    t.resp.headers.remove("transfer-encoding");
     t.resp.proto = Bytes::from_static(b"HTTP/1.1");
 
     // Decide the body and its framing.
@@ -1550,8 +1573,6 @@ where
         }
     }
     let no_body_status = t.resp.status < 200 || t.resp.status == 204 || t.resp.status == 304;
-    // HTTP/2 frames the body itself and has no connection header.
-    let h2 = conn.h2.is_some();
     let chunked = !h2
         && send_body
         && !no_body_status
@@ -1578,9 +1599,15 @@ where
     } else {
         t.resp.headers.remove("content-length");
     }
-    let conn_hdr = if keep { "keep-alive" } else { "close" };
-    if !h2 {
-        t.resp.headers.append("Connection", conn_hdr);
+    let conn_hdr = match (h2, keep_for_header) {
+        (true, _) => None,
+        (false, true) if vcl_conn.is_some() => None,
+        (false, true) => Some("keep-alive"),
+        (false, false) if !replace_conn => None,
+        (false, false) => Some("close"),
+    };
+    if let Some(v) = conn_hdr {
+        t.resp.headers.append("Connection", v);
     }
     if chunked {
         t.resp.headers.append("Transfer-Encoding", "chunked");
@@ -1601,9 +1628,9 @@ where
             t.vsl.log_header(Tag::RespHeader, b"Content-Length", v);
         }
     }
-    if !h2 {
+    if let Some(v) = conn_hdr {
         t.vsl
-            .log_header(Tag::RespHeader, b"Connection", conn_hdr.as_bytes());
+            .log_header(Tag::RespHeader, b"Connection", v.as_bytes());
     }
     if chunked {
         t.vsl
