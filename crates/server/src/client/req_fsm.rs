@@ -1711,10 +1711,22 @@ where
             }
             let o = obj.as_ref().expect("object or synth body");
             // A range of a gunzipped body is cut from the plain bytes.
+            // A private (pass) body has this delivery as its only reader:
+            // what it has taken from a body still being fetched is freed
+            // as it goes, as varnishd frees a private object's delivered
+            // storage while it streams.
+            let private = o.flags().private();
+            let reader_of = |start: u64, end: Option<u64>| {
+                if private {
+                    o.body().consuming_reader(start, end)
+                } else {
+                    o.body().range_reader(start, end)
+                }
+            };
             let (mut reader, mut plain_range) = match (range, gunzip) {
-                (Some((s, e)), false) => (o.body().range_reader(s, Some(e + 1)), None),
-                (Some((s, e)), true) => (o.body().reader(), Some((s, e + 1 - s))),
-                (None, _) => (o.body().reader(), None),
+                (Some((s, e)), false) => (reader_of(s, Some(e + 1)), None),
+                (Some((s, e)), true) => (reader_of(0, None), Some((s, e + 1 - s))),
+                (None, _) => (reader_of(0, None), None),
             };
             let mut gz = gunzip.then(Gunzip::new);
             let mut plain = Vec::new();
@@ -1723,15 +1735,18 @@ where
             // in one vectored write, straight from storage.
             let mut batch = crate::client::txio::SegmentBatch::default();
             loop {
-                let mut next = std::pin::pin!(reader.next());
-                let item = match poll_once(next.as_mut()).await {
-                    Some(item) => item,
-                    None => {
-                        // The fetch has nothing more yet: what is buffered (the
-                        // head, small segments) goes out before waiting, so a
-                        // streamed body reaches the client as it arrives.
-                        batch.send(&mut w, vsl, &mut out).await?;
-                        next.await
+                let item = {
+                    let mut next = std::pin::pin!(reader.next());
+                    match poll_once(next.as_mut()).await {
+                        Some(item) => item,
+                        None => {
+                            // The fetch has nothing more yet: what is buffered
+                            // (the head, small segments) goes out before
+                            // waiting, so a streamed body reaches the client
+                            // as it arrives.
+                            batch.send(&mut w, vsl, &mut out).await?;
+                            next.await
+                        }
                     }
                 };
                 let stored = match item {
@@ -1746,6 +1761,9 @@ where
                     Ok(None) => break,
                     Ok(Some(s)) => s,
                 };
+                if private {
+                    o.release_delivered(reader.passed());
+                }
                 let pre;
                 let raw: &[u8] = if before_gunzip.is_empty() {
                     &stored
