@@ -235,9 +235,11 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
             .run_async(BuiltinSub::BackendFetch, &mut job.bo, scratch)
             .await
         {
-            // As varnishd: a backend request that overflowed the workspace
-            // is not sent.
-            Action::Fetch if job.bo.ws.overflowed() => {
+            // As varnishd's vbe_dir_gethdr: the connection state is the
+            // first thing the fetch takes from its workspace; without room
+            // for it the request is not sent. An overflow VCL only marked
+            // (vtc.workspace_overflow) leaves the room, and the fetch goes on.
+            Action::Fetch if !job.bo.ws.take(size::HTC) => {
                 job.bo.ws.flush_trace(&mut job.bo.vsl);
                 job.bo.vsl.log_str(Tag::FetchError, "out of workspace");
                 return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
@@ -550,7 +552,6 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         // As varnishd: the connection state, the bytes read with the head
         // and the body's reader go into the fetch's workspace.
         let got = lacquer_http::response_head_len(&head) as u64;
-        bo.ws.take(size::HTC);
         if !bo.ws.take(got + rbuf.len() as u64) {
             // varnishd reads the head into the workspace: it did not fit.
             return Err("http first read error: overflow".to_string());
