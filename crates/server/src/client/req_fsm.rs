@@ -1505,6 +1505,14 @@ where
                         t.resp.headers.set("Content-Range", cr);
                         range = Some((start, end));
                         body_len = Some(end - start + 1);
+                        // As varnishd: the range filter is stacked for a
+                        // HEAD too and ends having sent none of the range,
+                        // which closes the session (SC_RANGE_SHORT) after
+                        // a head that said keep-alive.
+                        if head_only {
+                            keep = false;
+                            close_as = "RANGE_SHORT";
+                        }
                     }
                     RangeOutcome::Unsatisfiable { reason } => {
                         t.vsl.log(Tag::Debug, format_args!("RANGE_FAIL {reason}"));
