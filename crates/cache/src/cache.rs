@@ -2013,6 +2013,9 @@ impl FetchBody {
         while !seg.is_empty() {
             let need = seg.len() as u64;
             if self.spare == 0 {
+                // The piece just filled, for a private body's delivery to
+                // give back once it has sent it.
+                self.record_piece(self.piece);
                 let planned = self.plan.next(self.expected).unwrap_or(need);
                 let want = sv.grant(planned).clamp(1, planned);
                 let floor = match self.plan.chunk {
@@ -2055,18 +2058,31 @@ impl FetchBody {
         Ok(())
     }
 
+    /// Records a filled memory piece of `bytes` ending at the body's
+    /// current length, when the object is private
+    /// ([`ObjRef::release_delivered`]); a file store's extents stay with
+    /// the object, as bytes read from them may still be on their way out.
+    fn record_piece(&self, bytes: u64) {
+        if bytes == 0 || self.ext.is_some() || self.oc.flags() & F_PRIVATE == 0 {
+            return;
+        }
+        let end = self.len();
+        lock(&self.oc.pieces).push_back((end, bytes));
+    }
+
     /// Trims the last piece once the body is complete, as varnishd does:
     /// its bytes move to a piece of their size when enough is unused.
-    fn trim(&mut self) {
+    /// Returns the size the last piece is charged at.
+    fn trim(&mut self) -> u64 {
         let ext = self.ext.take();
         if self.spare == 0 {
-            return;
+            return self.piece;
         }
         let sv = self.store.stevedore();
         let used = self.piece - self.spare;
         self.spare = 0;
         let Some(a) = trim_last(sv.as_ref(), self.piece, used) else {
-            return;
+            return self.piece;
         };
         // A file store's bytes are copied to the new extent and the body's
         // spans pointed at it; readers still on the old one keep it alive.
@@ -2075,12 +2091,13 @@ impl FetchBody {
         {
             // Could not move: keep the old piece, give the new one back.
             sv.free(a.bytes, 1);
-            return;
+            return self.piece;
         }
         sv.free(self.piece, 1);
         let charged = &self.oc.charged;
         charged.fetch_add(a.bytes, Ordering::Relaxed);
         charged.fetch_sub(self.piece, Ordering::Relaxed);
+        a.bytes
     }
 
     /// Bytes written so far.
@@ -2095,7 +2112,11 @@ impl FetchBody {
 
     /// The body complete.
     pub fn finish(mut self) {
-        self.trim();
+        let in_file = self.ext.is_some();
+        let last = self.trim();
+        if !in_file {
+            self.record_piece(last);
+        }
         if let Some(w) = self.writer.take() {
             w.finish();
             let crc = self.crc.take();

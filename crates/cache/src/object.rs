@@ -199,6 +199,10 @@ pub(crate) struct ObjCore {
     /// File store extents charged for the object itself and its ESI data
     /// (its body's are held by the body); given back on drop.
     pub(crate) held: std::sync::Mutex<Vec<lacquer_storage::Extent>>,
+    /// A private object's filled memory body pieces not yet given back:
+    /// (body offset where the piece ends, bytes charged), in body order.
+    /// [`ObjRef::release_delivered`] frees those its one delivery passed.
+    pub(crate) pieces: std::sync::Mutex<std::collections::VecDeque<(u64, u64)>>,
     stats: Arc<CacheStats>,
 }
 
@@ -225,6 +229,7 @@ impl ObjCore {
             charged: AtomicU64::new(0),
             allocs: AtomicU64::new(0),
             held: std::sync::Mutex::new(Vec::new()),
+            pieces: std::sync::Mutex::new(std::collections::VecDeque::new()),
             stats: Arc::clone(stats),
         }
     }
@@ -296,6 +301,30 @@ impl std::fmt::Debug for ObjRef {
 pub struct ObjRef(pub(crate) Arc<ObjCore>);
 
 impl ObjRef {
+    /// A private (pass) object's delivery has sent its body up to byte
+    /// `offset`: the body pieces wholly before it go back to their store
+    /// now, as varnishd frees a private object's delivered storage while
+    /// it streams, instead of when the object is dropped. Only the memory
+    /// pieces the fetch finished are given back; nothing for a cached
+    /// object (it records none).
+    pub fn release_delivered(&self, offset: u64) {
+        let oc = &self.0;
+        let Some(store) = oc.store.get() else {
+            return;
+        };
+        let mut pieces = oc.pieces.lock().unwrap_or_else(|p| p.into_inner());
+        while let Some(&(end, bytes)) = pieces.front()
+            && end <= offset
+        {
+            pieces.pop_front();
+            // Moved off the object's charge, so its drop does not free it
+            // again.
+            oc.charged.fetch_sub(bytes, Ordering::Relaxed);
+            oc.allocs.fetch_sub(1, Ordering::Relaxed);
+            store.stevedore().free(bytes, 1);
+        }
+    }
+
     /// The stored response.
     pub fn data(&self) -> &ObjectData {
         // Invariant: an ObjRef is only made for objects that went through unbusy.

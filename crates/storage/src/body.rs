@@ -127,6 +127,11 @@ pub struct BodyReader {
     seg: usize,
     skip: u64,
     remaining: Option<u64>,
+    /// Drops each segment it takes from a growing body
+    /// ([`Body::consuming_reader`]).
+    consume: bool,
+    /// Body bytes in the segments taken or skipped so far.
+    passed: u64,
 }
 
 impl Body {
@@ -177,6 +182,22 @@ impl Body {
             seg: 0,
             skip: 0,
             remaining: None,
+            consume: false,
+            passed: 0,
+        }
+    }
+
+    /// The only reader a private (pass) body will ever have: while the
+    /// body is still growing, each segment it takes (or skips) is dropped
+    /// from the body, so a streamed pass holds only what the fetch is ahead
+    /// of delivery, not the whole body (varnishd frees a private object's
+    /// delivered storage as it streams). What the fetch had finished before
+    /// this reader got to it stays until the body is dropped. Nothing may
+    /// read the body after it: the dropped segments read as empty.
+    pub fn consuming_reader(&self, start: u64, end: Option<u64>) -> BodyReader {
+        BodyReader {
+            consume: true,
+            ..self.range_reader(start, end)
         }
     }
 
@@ -188,6 +209,8 @@ impl Body {
             seg: 0,
             skip: start,
             remaining: end.map(|e| e.saturating_sub(start)),
+            consume: false,
+            passed: 0,
         }
     }
 
@@ -402,6 +425,7 @@ impl BodyReader {
                         };
                         span = joined;
                         self.seg += 1;
+                        self.passed += next.len();
                         if let Some(rem) = self.remaining.as_mut() {
                             *rem -= next.len();
                         }
@@ -445,8 +469,12 @@ impl BodyReader {
             tokio::pin!(notified);
             notified.as_mut().enable();
             let step = {
-                let g = self.body.lock();
-                match g.segs.get(self.seg) {
+                let mut g = self.body.lock();
+                match g.segs.get_mut(self.seg) {
+                    // The empty placeholder keeps the other segments' indexes.
+                    Some(s) if self.consume => {
+                        Step::Seg(std::mem::replace(s, Segment::Mem(Bytes::new())))
+                    }
                     Some(s) => Step::Seg(s.clone()),
                     None => match g.state {
                         State::Open => Step::Wait,
@@ -469,9 +497,16 @@ impl BodyReader {
         }
     }
 
+    /// The body offset past the last segment this reader took or skipped
+    /// (what a private body's delivery has done with).
+    pub fn passed(&self) -> u64 {
+        self.passed
+    }
+
     /// Apply the range window to a segment; `None` if it is skipped entirely.
     fn trim(&mut self, s: Segment) -> Option<Segment> {
         let len = s.len();
+        self.passed += len;
         if self.skip >= len {
             self.skip -= len;
             return None;
@@ -501,6 +536,46 @@ mod tests {
             v.extend_from_slice(&s);
         }
         Ok(v)
+    }
+
+    #[tokio::test]
+    async fn consuming_reader_drops_what_it_took_from_a_growing_body() {
+        let (mut w, b) = Body::new();
+        w.push(Bytes::from(vec![b'a'; 1000]));
+        w.push(Bytes::from(vec![b'b'; 1000]));
+        let mut r = b.consuming_reader(0, None);
+        assert_eq!(r.next().await.unwrap().unwrap().len(), 1000);
+        {
+            let g = b.lock();
+            // The segment handed out is gone from the body; the next one
+            // is still there, and the total length still counts both.
+            assert_eq!(g.segs[0].len(), 0);
+            assert_eq!(g.segs[1].len(), 1000);
+        }
+        assert_eq!(b.len_so_far(), 2000);
+        assert_eq!(r.passed(), 1000);
+        w.push(Bytes::from_static(b"tail"));
+        w.finish();
+        let rest = read_all(r).await.unwrap();
+        assert_eq!(rest.len(), 1004);
+        assert!(rest.ends_with(b"btail"));
+        assert_eq!(b.final_len(), Some(2004));
+        // A range window skips what it does not deliver, and drops it too.
+        let (mut w, b) = Body::new();
+        w.push(Bytes::from_static(b"0123"));
+        w.push(Bytes::from_static(b"4567"));
+        let mut r = b.consuming_reader(5, Some(7));
+        assert_eq!(&r.next().await.unwrap().unwrap()[..], b"56");
+        assert!(b.lock().segs.iter().all(|s| s.is_empty()));
+        w.finish();
+        assert_eq!(r.next().await.unwrap(), None);
+        // An ordinary reader of the same kind of body leaves it whole.
+        let (mut w, b) = Body::new();
+        w.push(Bytes::from_static(b"keep"));
+        let mut r = b.reader();
+        assert_eq!(&r.next().await.unwrap().unwrap()[..], b"keep");
+        assert_eq!(b.lock().segs[0].len(), 4);
+        w.finish();
     }
 
     #[tokio::test]

@@ -425,8 +425,10 @@ fn parse_one(arg: &str, index: usize) -> Result<StorageSpec, StorageSpecError> {
     }
 }
 
-/// Parse all `-s` arguments in order. With no store other than `Transient` given,
-/// varnishd's default `-s default,100m` applies (`s0`, malloc, 100 MiB). A
+/// Parse all `-s` arguments in order. With no `-s` argument at all,
+/// varnishd's default `-s default,100m` applies (`s0`, malloc, 100 MiB); any
+/// `-s` (a `Transient=` one alone too) replaces it, as varnishd's
+/// `s_arg_given`, so with only `Transient` given every object goes there. A
 /// `Transient` store (unlimited malloc) is appended unless an argument names it.
 pub fn parse_storage_args<S: AsRef<str>>(args: &[S]) -> Result<Vec<StorageSpec>, StorageSpecError> {
     let mut out: Vec<StorageSpec> = Vec::new();
@@ -462,7 +464,7 @@ pub fn parse_storage_args<S: AsRef<str>>(args: &[S]) -> Result<Vec<StorageSpec>,
             out.push(spec);
         }
     }
-    if out.iter().all(|s| s.name == "Transient") {
+    if args.is_empty() {
         out.insert(
             0,
             StorageSpec {
@@ -537,6 +539,13 @@ mod tests {
         let v = parse_storage_args::<&str>(&[]).unwrap();
         assert_eq!(v[0].size, Some(100 << 20));
         assert_eq!(v[1].name, "Transient");
+        // Any -s replaces the default store, a Transient one alone too.
+        let v = parse_storage_args(&["Transient=malloc,1m"]).unwrap();
+        assert_eq!(v.len(), 1);
+        assert_eq!(
+            (v[0].name.as_str(), v[0].size),
+            ("Transient", Some(1 << 20))
+        );
     }
 
     #[test]
@@ -594,9 +603,9 @@ mod tests {
             }
         );
         let v = parse_storage_args(&["Transient=file, /d ,1g,8k,sequential"]).unwrap();
-        assert_eq!(v[0].name, "s0");
+        assert_eq!(v[0].name, "Transient");
         assert_eq!(
-            v[1].kind,
+            v[0].kind,
             StorageKind::File {
                 path: "/d".into(),
                 size: Some("1g".into()),

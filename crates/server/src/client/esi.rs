@@ -48,8 +48,10 @@ use crate::pid;
 use crate::runtime::counters::Main;
 use crate::runtime::msg::ReqMsg;
 
-/// The header of the gzip stream a stitched response starts with.
-const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
+/// The header of the gzip stream a stitched response starts with:
+/// varnishd's `ved_vdp` writes this fixed one (XFL 2, OS Unix) whatever
+/// the level the pieces were compressed at.
+const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 2, 3];
 
 /// Output is written to the socket once this much is buffered.
 const BUFFERED: usize = 16 * 1024;
@@ -1007,6 +1009,8 @@ mod tests {
         let big = vec![b'x'; 70_000];
         let (out, n) = sink_output(true, false, &[b"hello ", &big, b"", b" world"]).await;
         assert_eq!(n, out.len() as u64);
+        // varnishd's ved_vdp header: XFL 2, OS Unix.
+        assert_eq!(&out[..10], &[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 2, 3]);
         let mut plain = Vec::new();
         flate2::read::GzDecoder::new(&out[..])
             .read_to_end(&mut plain)

@@ -110,6 +110,9 @@ enum State {
         obj: ObjRef,
         hit: bool,
         pass: bool,
+        /// The object came from this request's own fetch while its body
+        /// was still being fetched (`FetchOutcome::Streaming`).
+        streaming: bool,
     },
     Restart,
 }
@@ -325,6 +328,7 @@ where
                             obj,
                             hit: true,
                             pass: false,
+                            streaming: false,
                         }
                     }
                     Action::Pass { .. } => {
@@ -365,10 +369,11 @@ where
                             None => FetchMode::Miss { busy, stale },
                         };
                         match fetch(t, conn, mode, false).await {
-                            Some(obj) => State::Deliver {
+                            Some((obj, streaming)) => State::Deliver {
                                 obj,
                                 hit: false,
                                 pass: false,
+                                streaming,
                             },
                             // A failed fetch (vcl_backend_* failed or
                             // abandoned) is a plain 503, as varnishd.
@@ -390,10 +395,11 @@ where
                     Action::Fetch => {
                         sh.counters.inc(Main::s_pass);
                         match fetch(t, conn, FetchMode::Pass, true).await {
-                            Some(obj) => State::Deliver {
+                            Some((obj, streaming)) => State::Deliver {
                                 obj,
                                 hit: t.is_hit,
                                 pass: true,
+                                streaming,
                             },
                             // A failed fetch (vcl_backend_* failed or
                             // abandoned) is a plain 503, as varnishd.
@@ -417,13 +423,16 @@ where
                     }
                 }
             }
-            State::Deliver { obj, hit, pass } => {
-                match deliver(t, conn, obj, hit, pass, &mut scratch).await {
-                    Delivered::Done(after) => return after,
-                    Delivered::Restart => State::Restart,
-                    Delivered::Synth(status, reason) => State::Synth { status, reason },
-                }
-            }
+            State::Deliver {
+                obj,
+                hit,
+                pass,
+                streaming,
+            } => match deliver(t, conn, obj, hit, pass, streaming, &mut scratch).await {
+                Delivered::Done(after) => return after,
+                Delivered::Restart => State::Restart,
+                Delivered::Synth(status, reason) => State::Synth { status, reason },
+            },
             State::Synth { status, reason } => {
                 match synth(t, conn, status, reason, &mut scratch).await {
                     Delivered::Done(after) => return after,
@@ -877,7 +886,7 @@ async fn fetch<S>(
     conn: &mut ClientConn<S>,
     mode: FetchMode,
     pass: bool,
-) -> Option<ObjRef>
+) -> Option<(ObjRef, bool)>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
@@ -978,15 +987,18 @@ where
     fetch_outcome(t, got)
 }
 
-/// What a fetch's answer gives the request, timestamped and counted.
+/// What a fetch's answer gives the request, timestamped and counted: the
+/// object, and whether it was handed over while its body was still being
+/// fetched.
 fn fetch_outcome(
     t: &mut ReqTask,
     got: Result<FetchOutcome, oneshot::error::RecvError>,
-) -> Option<ObjRef> {
+) -> Option<(ObjRef, bool)> {
     t.log_ts("Fetch");
     t.sh.counters.inc(Main::s_fetch);
     match got {
-        Ok(FetchOutcome::Object(o)) => Some(o),
+        Ok(FetchOutcome::Object(o)) => Some((o, false)),
+        Ok(FetchOutcome::Streaming(o)) => Some((o, true)),
         Ok(FetchOutcome::Failed) | Err(_) => None,
     }
 }
@@ -1041,6 +1053,7 @@ async fn deliver<S>(
     obj: ObjRef,
     hit: bool,
     pass: bool,
+    streaming: bool,
     scratch: &mut Scratch,
 ) -> Delivered
 where
@@ -1065,7 +1078,7 @@ where
             return Delivered::Synth(503, Some(Bytes::from_static(b"VCL failed")));
         }
     }
-    Delivered::Done(transmit(t, conn, Some(obj), None).await)
+    Delivered::Done(transmit(t, conn, Some(obj), None, streaming).await)
 }
 
 /// vcl_synth, then the synthetic response goes out.
@@ -1113,7 +1126,7 @@ where
         }
     }
     let b = Bytes::from(std::mem::take(&mut t.synth_body));
-    Delivered::Done(transmit(t, conn, None, Some(b)).await)
+    Delivered::Done(transmit(t, conn, None, Some(b), false).await)
 }
 
 /// Body segments at least this long are written from storage directly
@@ -1226,6 +1239,7 @@ async fn transmit<S>(
     conn: &mut ClientConn<S>,
     obj: Option<ObjRef>,
     mut synth: Option<Bytes>,
+    streaming: bool,
 ) -> After
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
@@ -1287,14 +1301,30 @@ where
     // As varnishd (cnt_transmit reads req->http0): whether the client gets
     // a body depends on the method it sent, not on one VCL set.
     let head_only = &t.req_orig.method[..] == b"HEAD";
-    let req_version = if t.req.is_http10() {
-        lacquer_http::Version::Http10
-    } else {
-        lacquer_http::Version::Http11
-    };
-    let persist = lacquer_http::persistence(&t.req.headers, req_version);
-    let resp_close = t.resp.headers.has_token("connection", "close");
+    // As varnishd, whether the request asked to close was decided when it
+    // was received (HTTP1_DissectRequest): VCL changing req.http.Connection
+    // or req.proto does not change it.
+    let persist = lacquer_http::persistence(
+        &t.req_orig.headers,
+        if t.req_orig.is_http10() {
+            lacquer_http::Version::Http10
+        } else {
+            lacquer_http::Version::Http11
+        },
+    );
+    // As varnishd's V1D_Deliver (http_HdrIs): only a response Connection
+    // header that is exactly `close` (any case) closes; any other value VCL
+    // left (`x-foo`, `keep-alive, close`) goes out verbatim and the
+    // connection stays open.
+    let vcl_conn = t.resp.headers.get("connection").map(Bytes::copy_from_slice);
+    let resp_close = vcl_conn
+        .as_deref()
+        .is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"close"));
     let mut keep = persist.keep_alive() && !resp_close && !t.vcl_failed && !t.body_broken;
+    // The Connection header follows this decision, taken before the body:
+    // an HTTP/1.0 body without length closes the connection (below) under
+    // the header it was given.
+    let keep_for_header = keep;
     // Why the session will close, as varnishd's doclose: the request's
     // Connection header or HTTP/1.0 first, then the response's
     // `Connection: close`; a body without length to an HTTP/1.0 client
@@ -1313,15 +1343,22 @@ where
         .headers
         .get("content-length")
         .map(Bytes::copy_from_slice);
+    // HTTP/2 frames the body itself and has no connection header.
+    let h2 = conn.h2.is_some();
+    // VCL's Connection stays where it is when the decision keeps it: a
+    // closing response replaces any value but `close` (V1D_Deliver).
+    let replace_conn = h2 || (!keep_for_header && !resp_close);
     for tag_name in ["connection", "transfer-encoding"] {
+        if tag_name == "connection" && !replace_conn {
+            continue;
+        }
         for (k, v) in t.resp.headers.iter() {
             if k.eq_ignore_ascii_case(tag_name.as_bytes()) {
                 t.vsl.log_header(Tag::RespUnset, k, v);
             }
         }
+        t.resp.headers.remove(tag_name);
     }
-    t.resp.headers.remove("connection");
-    t.resp.headers.remove("transfer-encoding");
     t.resp.proto = Bytes::from_static(b"HTTP/1.1");
 
     // Decide the body and its framing.
@@ -1359,7 +1396,12 @@ where
     match (&obj, &synth) {
         (Some(o), _) => {
             let data = o.data();
-            body_len = o.body().final_len();
+            // As varnishd's cnt_transmit: the length is the object's once
+            // the fetch has finished. The request that started a streaming
+            // fetch sees it in progress (varnishd wakes it at BOS_STREAM,
+            // before the body is read), whatever the fetch did since.
+            let final_len = o.body().final_len().filter(|_| !streaming);
+            body_len = final_len;
             if body_len.is_none() {
                 // Still being fetched: the backend's Content-Length (the
                 // fetch drops it whenever a filter changes the length)
@@ -1402,9 +1444,7 @@ where
                 t.resp.headers.remove("content-encoding");
                 // As varnishd: the plain length is known once the object
                 // is complete (its gzip trailer says it).
-                body_len = o
-                    .body()
-                    .final_len()
+                body_len = final_len
                     .zip(o.body().tail(4))
                     .and_then(|(len, tail)| crate::fetch::gzip::gzip_plain_len(len, &tail))
                     .filter(|l| *l > 0);
@@ -1469,6 +1509,14 @@ where
                         t.resp.headers.set("Content-Range", cr);
                         range = Some((start, end));
                         body_len = Some(end - start + 1);
+                        // As varnishd: the range filter is stacked for a
+                        // HEAD too and ends having sent none of the range,
+                        // which closes the session (SC_RANGE_SHORT) after
+                        // a head that said keep-alive.
+                        if head_only {
+                            keep = false;
+                            close_as = "RANGE_SHORT";
+                        }
                     }
                     RangeOutcome::Unsatisfiable { reason } => {
                         t.vsl.log(Tag::Debug, format_args!("RANGE_FAIL {reason}"));
@@ -1537,8 +1585,6 @@ where
         }
     }
     let no_body_status = t.resp.status < 200 || t.resp.status == 204 || t.resp.status == 304;
-    // HTTP/2 frames the body itself and has no connection header.
-    let h2 = conn.h2.is_some();
     let chunked = !h2
         && send_body
         && !no_body_status
@@ -1565,9 +1611,15 @@ where
     } else {
         t.resp.headers.remove("content-length");
     }
-    let conn_hdr = if keep { "keep-alive" } else { "close" };
-    if !h2 {
-        t.resp.headers.append("Connection", conn_hdr);
+    let conn_hdr = match (h2, keep_for_header) {
+        (true, _) => None,
+        (false, true) if vcl_conn.is_some() => None,
+        (false, true) => Some("keep-alive"),
+        (false, false) if !replace_conn => None,
+        (false, false) => Some("close"),
+    };
+    if let Some(v) = conn_hdr {
+        t.resp.headers.append("Connection", v);
     }
     if chunked {
         t.resp.headers.append("Transfer-Encoding", "chunked");
@@ -1588,9 +1640,9 @@ where
             t.vsl.log_header(Tag::RespHeader, b"Content-Length", v);
         }
     }
-    if !h2 {
+    if let Some(v) = conn_hdr {
         t.vsl
-            .log_header(Tag::RespHeader, b"Connection", conn_hdr.as_bytes());
+            .log_header(Tag::RespHeader, b"Connection", v.as_bytes());
     }
     if chunked {
         t.vsl
@@ -1671,10 +1723,22 @@ where
             }
             let o = obj.as_ref().expect("object or synth body");
             // A range of a gunzipped body is cut from the plain bytes.
+            // A private (pass) body has this delivery as its only reader:
+            // what it has taken from a body still being fetched is freed
+            // as it goes, as varnishd frees a private object's delivered
+            // storage while it streams.
+            let private = o.flags().private();
+            let reader_of = |start: u64, end: Option<u64>| {
+                if private {
+                    o.body().consuming_reader(start, end)
+                } else {
+                    o.body().range_reader(start, end)
+                }
+            };
             let (mut reader, mut plain_range) = match (range, gunzip) {
-                (Some((s, e)), false) => (o.body().range_reader(s, Some(e + 1)), None),
-                (Some((s, e)), true) => (o.body().reader(), Some((s, e + 1 - s))),
-                (None, _) => (o.body().reader(), None),
+                (Some((s, e)), false) => (reader_of(s, Some(e + 1)), None),
+                (Some((s, e)), true) => (reader_of(0, None), Some((s, e + 1 - s))),
+                (None, _) => (reader_of(0, None), None),
             };
             let mut gz = gunzip.then(Gunzip::new);
             let mut plain = Vec::new();
@@ -1683,15 +1747,18 @@ where
             // in one vectored write, straight from storage.
             let mut batch = crate::client::txio::SegmentBatch::default();
             loop {
-                let mut next = std::pin::pin!(reader.next());
-                let item = match poll_once(next.as_mut()).await {
-                    Some(item) => item,
-                    None => {
-                        // The fetch has nothing more yet: what is buffered (the
-                        // head, small segments) goes out before waiting, so a
-                        // streamed body reaches the client as it arrives.
-                        batch.send(&mut w, vsl, &mut out).await?;
-                        next.await
+                let item = {
+                    let mut next = std::pin::pin!(reader.next());
+                    match poll_once(next.as_mut()).await {
+                        Some(item) => item,
+                        None => {
+                            // The fetch has nothing more yet: what is buffered
+                            // (the head, small segments) goes out before
+                            // waiting, so a streamed body reaches the client
+                            // as it arrives.
+                            batch.send(&mut w, vsl, &mut out).await?;
+                            next.await
+                        }
                     }
                 };
                 let stored = match item {
@@ -1706,6 +1773,9 @@ where
                     Ok(None) => break,
                     Ok(Some(s)) => s,
                 };
+                if private {
+                    o.release_delivered(reader.passed());
+                }
                 let pre;
                 let raw: &[u8] = if before_gunzip.is_empty() {
                     &stored

@@ -17,12 +17,9 @@ use lacquer_vsl::Tag;
 
 use crate::esi::parse::{Diag, Downstream, Features, Flush, Parser, Severity};
 use crate::fetch::bo_task::BoTask;
-use crate::fetch::gzip::Gunzip;
+use crate::fetch::gzip::{Gunzip, gzip_header};
 use crate::pid;
 use crate::runtime::counters::Main;
-
-/// The fixed gzip header of objects Lacquer compresses.
-const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
 
 /// Counts bytes: the downstream of a plain object.
 #[derive(Debug, Default)]
@@ -38,6 +35,8 @@ impl Downstream for Count {
 /// Compresses the bytes the parser passes on, flushing where it says.
 struct Compressor {
     z: Compress,
+    /// The gzip header for the level (`gzip_header`).
+    header: [u8; 10],
     /// Parsed input not yet compressed (the parser passes bytes on later
     /// than it sees them when a keyword spans pieces).
     held: Vec<u8>,
@@ -76,8 +75,8 @@ impl Compressor {
 impl Downstream for Compressor {
     fn pass(&mut self, n: u64, flush: Flush) -> u64 {
         if !self.header_done {
-            self.out.extend_from_slice(&GZIP_HEADER);
-            self.total_out += GZIP_HEADER.len() as u64;
+            self.out.extend_from_slice(&self.header);
+            self.total_out += self.header.len() as u64;
             self.header_done = true;
         }
         let n = n as usize;
@@ -245,6 +244,7 @@ impl EsiFetch {
         let out = if gzip_out {
             Out::Gzip(Box::new(Compressor {
                 z: Compress::new(Compression::new(level.min(9)), false),
+                header: gzip_header(level),
                 held: Vec::new(),
                 held_at: 0,
                 out: Vec::new(),

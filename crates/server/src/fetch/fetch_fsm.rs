@@ -78,8 +78,14 @@ pub enum FetchMode {
 /// What the requesting client gets.
 #[derive(Debug)]
 pub enum FetchOutcome {
-    /// Deliver this object (possibly still streaming).
+    /// Deliver this object (complete, or still streaming from a fetch
+    /// that handed it over at its end).
     Object(ObjRef),
+    /// Deliver this object, handed over before its body was fetched
+    /// (varnishd's `BOS_STREAM`): the request that started the fetch
+    /// frames its response as varnishd's does for a fetch in progress,
+    /// however fast the body then arrives.
+    Streaming(ObjRef),
     /// The fetch failed without an object: the client answers 503.
     Failed,
 }
@@ -278,9 +284,11 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
             .run_async(BuiltinSub::BackendFetch, &mut job.bo, scratch)
             .await
         {
-            // As varnishd: a backend request that overflowed the workspace
-            // is not sent.
-            Action::Fetch if job.bo.ws.overflowed() => {
+            // As varnishd's vbe_dir_gethdr: the connection state is the
+            // first thing the fetch takes from its workspace; without room
+            // for it the request is not sent. An overflow VCL only marked
+            // (vtc.workspace_overflow) leaves the room, and the fetch goes on.
+            Action::Fetch if !job.bo.ws.take(size::HTC) => {
                 job.bo.ws.flush_trace(&mut job.bo.vsl);
                 job.bo.vsl.log_str(Tag::FetchError, "out of workspace");
                 return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
@@ -594,7 +602,6 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         // As varnishd: the connection state, the bytes read with the head
         // and the body's reader go into the fetch's workspace.
         let got = lacquer_http::response_head_len(&head) as u64;
-        bo.ws.take(size::HTC);
         if !bo.ws.take(got + rbuf.len() as u64) {
             // varnishd reads the head into the workspace: it did not fit.
             return Err("http first read error: overflow".to_string());
@@ -1223,7 +1230,11 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     let obj = unbusied.obj.clone();
     let stream_early = bo.do_stream;
     if stream_early && let Some(n) = job.notify.take() {
-        let _ = n.send(FetchOutcome::Object(obj.clone()));
+        let _ = n.send(if unbusied.body.is_some() {
+            FetchOutcome::Streaming(obj.clone())
+        } else {
+            FetchOutcome::Object(obj.clone())
+        });
     }
     bo.vsl.log(
         Tag::Fetch_Body,

@@ -137,6 +137,7 @@ impl Gunzip {
 /// Incremental gzip encoder.
 pub struct Gzip {
     z: Compress,
+    header: [u8; 10],
     header_written: bool,
     crc: flate2::Crc,
 }
@@ -147,8 +148,18 @@ impl std::fmt::Debug for Gzip {
     }
 }
 
-/// The fixed 10-byte gzip header Lacquer writes (no name, no mtime, Unix).
-const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
+/// The 10-byte gzip header zlib writes for a stream compressed at
+/// `level` (no name, no mtime, OS Unix), as varnishd's fetch-side gzip
+/// has it: the XFL byte says 2 ("slowest") at level 9 and 4 ("fastest")
+/// below level 2, else 0.
+pub fn gzip_header(level: u32) -> [u8; 10] {
+    let xfl = match level.min(9) {
+        9 => 2,
+        0 | 1 => 4,
+        _ => 0,
+    };
+    [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, xfl, 3]
+}
 
 impl Gzip {
     /// `level` 0–9 (`gzip_level`).
@@ -157,6 +168,7 @@ impl Gzip {
             // Raw deflate; the gzip wrapper is written here so that the
             // CRC can be kept incrementally.
             z: Compress::new(Compression::new(level.min(9)), false),
+            header: gzip_header(level),
             header_written: false,
             crc: flate2::Crc::new(),
         }
@@ -180,7 +192,7 @@ impl Gzip {
 
     fn header(&mut self, out: &mut Vec<u8>) {
         if !self.header_written {
-            out.extend_from_slice(&GZIP_HEADER);
+            out.extend_from_slice(&self.header);
             self.header_written = true;
         }
     }
@@ -615,6 +627,14 @@ mod tests {
         // varnishd's gzip of "baz" is 23 bytes: header, one final fixed
         // block, trailer.
         assert_eq!(gzip_all(b"baz", 6).len(), 23);
+    }
+
+    #[test]
+    fn header_extra_flags_follow_the_level_as_zlib() {
+        assert_eq!(gzip_all(b"baz", 6)[8..10], [0, 3]);
+        assert_eq!(gzip_all(b"baz", 9)[8..10], [2, 3]);
+        assert_eq!(gzip_all(b"baz", 1)[8..10], [4, 3]);
+        assert_eq!(gzip_all(b"baz", 0)[8..10], [4, 3]);
     }
 
     #[test]
