@@ -14,6 +14,12 @@ rarely meet on one object. Reports objects/s, MB/s, p50/p99 and the bytes the or
 concurrency, median of the rounds, interleaved (MinIO, lacquerd, varnishd,
 MinIO, ...).
 
+A fourth peer, nginx serving the same objects as static files from memory
+(/dev/shm, sendfile), is the ceiling: no cache in front of MinIO can serve
+a GET cheaper than a static file server on the same machine, so nginx /
+MinIO bounds what the "lacquerd >= 3x MinIO" target can reach here (wrk
+and the server share the machine's cores).
+
 Usage: bench/s3.py --lacquerd BIN --lacquer BIN --out DIR [--quick]
 Writes DIR/s3.md and DIR/s3.json; exits 2 (with a message) when MinIO is not
 installed.
@@ -173,7 +179,7 @@ def main():
         sg = "\n".join(l for l in sg.split("\n") if not l.strip().startswith(".ssl"))
         (work / "sg.vcl").write_text(sg)
         (work / "open.vcl").write_text((BENCH / "s3-open.vcl").read_text().replace("%(origin)d", str(mport)))
-        ports = {"minio": mport, "lacquerd": free_port(), "varnishd": free_port()}
+        ports = {"minio": mport, "lacquerd": free_port(), "varnishd": free_port(), "nginx": free_port()}
         common = ["-s", "malloc,2G", "-p", "http_gzip_support=off", "-p", "vsl_mask=+Hash", "-F"]
         lq = subprocess.Popen([a.lacquerd, "-a", f"127.0.0.1:{ports['lacquerd']}", "-f", str(work / "sg.vcl"),
                                "-n", str(work / "lq"), *common], stdout=open(work / "lacquerd.log", "wb"),
@@ -183,8 +189,19 @@ def main():
                                "-n", str(work / "vd"), *common], stdout=open(work / "varnishd.log", "wb"),
                               stderr=subprocess.STDOUT)
         procs.append(vd)
+        (work / "static").mkdir()
+        (work / "nginx.conf").write_text(
+            "worker_processes 2;\npid %s/nginx.pid;\nerror_log %s/nginx.err;\n"
+            "events { worker_connections 4096; }\nhttp { access_log off; sendfile on; tcp_nopush on;\n"
+            "  keepalive_requests 1000000;\n"
+            "  server { listen 127.0.0.1:%d; root %s/static; location / { } } }\n"
+            % (work, work, ports["nginx"], work))
+        ng = subprocess.Popen(["nginx", "-c", str(work / "nginx.conf"), "-g", "daemon off;"],
+                              stdout=open(work / "nginx.log", "wb"), stderr=subprocess.STDOUT)
+        procs.append(ng)
         wait_port(ports["lacquerd"], lq, "lacquerd")
         wait_port(ports["varnishd"], vd, "varnishd")
+        wait_port(ports["nginx"], ng, "nginx")
         cfg = Config(s3={"addressing_style": "path"})
         admin = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{mport}", aws_access_key_id=access,
                              aws_secret_access_key=secret, region_name=REGION, config=cfg)
@@ -195,8 +212,16 @@ def main():
             keys[label] = [f"obj/{size}/{i}" for i in range(objects)]
             for k in keys[label]:
                 admin.put_object(Bucket="bench", Key=k, Body=body)
+                f = work / "static" / "bench" / k
+                f.parent.mkdir(parents=True, exist_ok=True)
+                f.write_bytes(body)
         targets = {}
         for name, port in ports.items():
+            if name == "nginx":
+                # The same paths; nginx ignores the signature's query string.
+                for label, *_ in loads:
+                    targets[(name, label)] = [f"/bench/{k}" for k in keys[label]]
+                continue
             c = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id=access,
                              aws_secret_access_key=secret, region_name=REGION, config=cfg)
             for label, *_ in loads:
@@ -222,7 +247,7 @@ def main():
                         w["origin_body"] = after["body"] - before["body"]
                         w["origin_hdr"] = after["hdr"] - before["hdr"]
                     else:
-                        w["origin_body"] = w.get("requests", 0) * size
+                        w["origin_body"] = 0 if name == "nginx" else w.get("requests", 0) * size
                         w["origin_hdr"] = 0
                     w["mbs"] = w.get("objs", 0) * size / 1e6
                     log(f"{label} c{conns} {name} round {r + 1}: {w.get('objs', 0):.1f} obj/s "
@@ -261,9 +286,12 @@ def main():
                 lines.append(f"| {label} | {r['conns']} | {r['objects']}, {r['secs']} | {name} | {d['objs']:.1f} | {d['mbs']:.0f} | {d['p50']:.2f} "
                              f"| {d['p99']:.2f} | {d['origin_body_per_req']:.0f} | {d['origin_hdr_per_req']:.0f} | {d['non2xx']:.0f} |")
             lq, vd, mi = r.get("lacquerd", {}), r.get("varnishd", {}), r.get("minio", {})
+            ng = r.get("nginx", {})
             if lq.get("objs") and vd.get("objs") and mi.get("objs"):
                 lines.append(f"| {label} | | | lacquerd / varnishd | {lq['objs'] / vd['objs']:.2f}x | | | | | | |")
                 lines.append(f"| {label} | | | lacquerd / MinIO | {lq['objs'] / mi['objs']:.2f}x | | | | | | |")
+            if ng.get("objs") and mi.get("objs"):
+                lines.append(f"| {label} | | | nginx static / MinIO (ceiling) | {ng['objs'] / mi['objs']:.2f}x | | | | | | |")
         (out / "s3.md").write_text("\n".join(lines) + "\n")
         print("\n".join(lines), flush=True)
     finally:
