@@ -233,6 +233,8 @@ impl RecoveryJob {
         let s = &self.stats;
         let snap_path = self.snaps.path().to_owned();
         let mut how = "scanned";
+        // Loaded from a base whose logs are empty: it is written already.
+        let mut unchanged = false;
         let found = if self.fresh {
             how = "laid out";
             Found::default()
@@ -241,13 +243,19 @@ impl RecoveryJob {
                 Err(SnapError::Mismatch("the store file is shorter than it was"))
             } else {
                 snapshot::read(&snap_path, self.snaps.identity()).map(|(_, base, logs)| {
-                    snapshot::merge(&base, &logs, |r, x| {
-                        record_matches(&self.files, self.salt, r, x)
-                    })
+                    if logs.iter().all(|l| l.ops.is_empty()) {
+                        (base, true)
+                    } else {
+                        let merged = snapshot::merge(&base, &logs, |r, x| {
+                            record_matches(&self.files, self.salt, r, x)
+                        });
+                        (merged, false)
+                    }
                 })
             };
             match loaded {
-                Ok(f) => {
+                Ok((f, same)) => {
+                    unchanged = same;
                     how = "loaded from the index snapshot";
                     f
                 }
@@ -289,6 +297,14 @@ impl RecoveryJob {
             from_snapshot,
             dropped,
         );
+        // The base on disk says it all when nothing was dropped: the logs
+        // just go on (a clean restart writes nothing).
+        let rewrite = !(unchanged && kept.len() == found.records.len());
+        let (found, kept) = if rewrite {
+            (found, kept)
+        } else {
+            (Found::default(), Vec::new())
+        };
         // The next log opens before anything can change. A scan's result
         // replaces every snapshot file: the base goes first, so its logs
         // never count without it.
@@ -326,8 +342,8 @@ impl RecoveryJob {
         s.recovery_us
             .store(self.started.elapsed().as_micros() as u64, Relaxed);
         eprintln!(
-            "Storage {}: {}: {} objects ({} body bytes) {how} in {:.3} s \
-             ({} bytes scanned); {} damaged and {} conflicting records dropped; {} journal entries",
+            "Storage {}: {}: {} objects ({} body bytes) recovered in {:.3} s \
+             ({how}, {} bytes scanned); {} damaged and {} conflicting records dropped; {} journal entries",
             self.name,
             self.shown,
             s.recovered.load(Relaxed),
@@ -343,7 +359,7 @@ impl RecoveryJob {
         // What was recovered becomes the base of the log just opened
         // (serving goes on meanwhile; until the rename the old base and
         // its logs, this one's included, still say the same).
-        if logging && !self.snaps.failed() {
+        if rewrite && logging && !self.snaps.failed() {
             let written = snapshot::write_base(
                 &snap_path,
                 self.snaps.identity(),

@@ -347,6 +347,9 @@ pub fn peek_snapshot(b: &[u8]) -> Result<(Identity, u64), FormatError> {
     if version > SNAP_VERSION {
         return Err(FormatError::Version(version));
     }
+    if version == 0 {
+        return Err(FormatError::Malformed("snapshot version 0"));
+    }
     Ok((id, generation))
 }
 
@@ -493,6 +496,9 @@ pub fn decode_log(b: &[u8], want: &Identity) -> Result<Log, SnapError> {
     }
     if version > SNAP_VERSION {
         return Err(FormatError::Version(version).into());
+    }
+    if version == 0 {
+        return Err(FormatError::Malformed("snapshot log version 0").into());
     }
     if salt != want.salt {
         return Err(SnapError::Mismatch("salt"));
