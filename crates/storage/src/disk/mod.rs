@@ -1525,6 +1525,9 @@ fn rotate(snaps: &Checkpoints) -> Result<(), String> {
     if snaps.failed() {
         return Err("a snapshot log append failed; the next start scans".into());
     }
+    if !snaps.is_open() {
+        return Err("recovery has not started the snapshot log yet".into());
+    }
     let next = snaps.generation() + 1;
     snaps
         .open_log(next)

@@ -908,6 +908,12 @@ impl Checkpoints {
         self.compacting.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether recovery has opened a log (before that nothing may rotate
+    /// or fold: recovery picks the next generation).
+    pub fn is_open(&self) -> bool {
+        self.state().file.is_some()
+    }
+
     /// The open log's generation.
     pub fn generation(&self) -> u64 {
         self.state().generation
