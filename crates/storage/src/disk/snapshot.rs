@@ -700,6 +700,11 @@ pub fn read(path: &Path, want: &Identity) -> Result<(u64, Found, Vec<Log>), Snap
     if logs.is_empty() {
         return Err(SnapError::Stale(format!("log {generation} is missing")));
     }
+    if let Some(after) = log_generations(path).into_iter().find(|&x| x > g) {
+        return Err(SnapError::Stale(format!(
+            "log {g} is missing before log {after}"
+        )));
+    }
     Ok((generation, base, logs))
 }
 

@@ -614,6 +614,13 @@ async fn a_damaged_stale_or_foreign_snapshot_is_ignored_and_the_store_scanned() 
                 }
             }
         }),
+        ("a log missing between two", |_, b| {
+            // Logs G and G+2 exist, G+1 does not.
+            let g = snapshot::peek_snapshot(&std::fs::read(b).unwrap())
+                .unwrap()
+                .1;
+            std::fs::copy(snapshot::log_path(b, g), snapshot::log_path(b, g + 2)).unwrap();
+        }),
         ("garbage log", |d, b| {
             for p in snapshot_files(d) {
                 if p != b {
