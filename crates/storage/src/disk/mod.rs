@@ -360,6 +360,8 @@ impl RecoveryJob {
         // (serving goes on meanwhile; until the rename the old base and
         // its logs, this one's included, still say the same).
         if rewrite && logging && !self.snaps.failed() {
+            // The log this base starts is durable before the base names it.
+            self.snaps.sync();
             let written = snapshot::write_base(
                 &snap_path,
                 self.snaps.identity(),

@@ -749,8 +749,9 @@ pub fn write_base(
     Ok(())
 }
 
-/// Create log `generation` next to base `path` (durable, header only), open for
-/// appends.
+/// Create log `generation` next to base `path` (its header written, not yet
+/// durable: [`Checkpoints::sync`] makes it so before anything relies on
+/// it), open for appends.
 pub fn create_log(path: &Path, generation: u64, salt: u64) -> io::Result<File> {
     let p = log_path(path, generation);
     let mut f = OpenOptions::new()
@@ -760,8 +761,6 @@ pub fn create_log(path: &Path, generation: u64, salt: u64) -> io::Result<File> {
         .mode(0o600)
         .open(&p)?;
     f.write_all(&log_header(generation, salt))?;
-    f.sync_data()?;
-    sync_dir(path);
     OpenOptions::new().append(true).open(&p)
 }
 
@@ -787,6 +786,8 @@ struct LogState {
     pending: Vec<u8>,
     /// An append failed: the log no longer says everything.
     failed: bool,
+    /// The open log's directory entry may not be durable yet.
+    new_entry: bool,
 }
 
 impl Checkpoints {
@@ -858,9 +859,16 @@ impl Checkpoints {
 
     /// Make the open log durable.
     pub fn sync(&self) {
-        let f = self.state().file.as_ref().and_then(|f| f.try_clone().ok());
+        let (f, new_entry) = {
+            let mut s = self.state();
+            let f = s.file.as_ref().and_then(|f| f.try_clone().ok());
+            (f, std::mem::take(&mut s.new_entry))
+        };
         if let Some(f) = f {
             let _ = f.sync_data();
+        }
+        if new_entry {
+            sync_dir(&self.path);
         }
     }
 
@@ -888,6 +896,7 @@ impl Checkpoints {
             let mut s = self.state();
             let old = s.file.replace(f);
             s.generation = generation;
+            s.new_entry = true;
             let pending = std::mem::take(&mut s.pending);
             let lost = !pending.is_empty()
                 && s.file
@@ -943,6 +952,8 @@ impl Checkpoints {
         logs.retain(|l| l.generation < open);
         let merged = merge(&base, &logs, check);
         drop((base, logs));
+        // The new base's first log is durable before the base names it.
+        self.sync();
         write_base(&self.path, &self.id, open, &merged, None)
             .map_err(|e| SnapError::Io(e.to_string()))?;
         remove(&self.path, false, open);
