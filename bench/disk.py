@@ -182,6 +182,45 @@ def wrk(port, conns, secs, lua):
     return r
 
 
+def server_phases(lacquer, ndir, run):
+    """Run `run()` while `lacquer log` reads lacquerd's Timestamp records;
+    returns its result and the server-side p99/p99.9 (ms) of lookup + VCL
+    (`Process`, since `Req`) and delivery (`Resp`, since `Process`), and of
+    the whole request in the server (`Resp` since `Start`): what of wrk's
+    p99 lacquerd itself spends, the rest being time before it reads the
+    request (scheduling) or after it wrote the response."""
+    out = Path(ndir).parent / "timestamps.log"
+    with open(out, "w") as f:
+        lg = subprocess.Popen([str(lacquer), "log", "-n", str(ndir), "-i", "Timestamp"], stdout=f,
+                              stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        try:
+            res = run()
+            time.sleep(0.5)
+        finally:
+            lg.terminate()
+            lg.wait(timeout=10)
+    ph = {}
+    for line in out.read_text(errors="replace").splitlines():
+        f = line.split()
+        if "Timestamp" in f:
+            k = f.index("Timestamp")
+            try:
+                ph.setdefault(f[k + 1].rstrip(":"), []).append((float(f[k + 3]), float(f[k + 4])))
+            except (IndexError, ValueError):
+                pass
+    out.unlink()
+
+    def pct(v, q):
+        v = sorted(v)
+        return round(v[min(len(v) - 1, int(len(v) * q))] * 1e3, 3) if v else None
+    p = {}
+    for name, key, i in (("Process", "process", 1), ("Resp", "deliver", 1), ("Resp", "total", 0)):
+        v = [x[i] for x in ph.get(name, [])]
+        p[f"{key}_p99_ms"], p[f"{key}_p999_ms"] = pct(v, 0.99), pct(v, 0.999)
+    return res, p
+
+
 def cpu_ticks(p):
     """CPU time (clock ticks, user + system) of every process in `p`'s
     process group (varnishd's child, nginx's workers), so a server's cost
@@ -296,7 +335,12 @@ def main():
                 for c in (32, 100):
                     o0 = origin_hits(work)
                     t0 = cpu_ticks(p)
-                    w = wrk(port, c, secs, lua)
+                    lacquer = Path(a.lacquerd).parent / "lacquer"
+                    if name == "lacquerd" and lacquer.exists():
+                        w, w["server"] = server_phases(lacquer, work / name / "n",
+                                                       lambda: wrk(port, c, secs, lua))
+                    else:
+                        w = wrk(port, c, secs, lua)
                     ticks = cpu_ticks(p) - t0
                     w["cpu_us_per_hit"] = round(ticks * 1e6 / os.sysconf("SC_CLK_TCK") / max(1.0, w["rps"] * secs), 1)
                     w["origin_fetches"] = origin_hits(work) - o0
@@ -322,6 +366,17 @@ def main():
                 r["after_restart_c32"] = w
                 log(f"{name} after restart: {r}")
                 stop(p)
+                if name == "lacquerd":
+                    # A clean stop writes the index snapshot; the next start
+                    # reads it.
+                    port = free_port()
+                    log_at = (work / f"{name}.log").stat().st_size
+                    t_start = time.time()
+                    p = start(name, a, work, port, origin, size_mb)
+                    wait_answer(port, p, name)
+                    r["clean_restart_recovery_s"] = recovery(name, work, p, t_start, log_at)
+                    log(f"{name} after a clean restart: recovery {r['clean_restart_recovery_s']} s")
+                    stop(p)
             except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
                 r["failed"] = str(e)[:300]
             finally:
@@ -343,13 +398,17 @@ def main():
     for c in (32, 100):
         row(f"random hits c{c}, req/s", lambda r, c=c: f"{r[f'c{c}']['rps']:.0f}")
         row(f"random hits c{c}, p99 ms", lambda r, c=c: f"{r[f'c{c}'].get('p99_ms', 0):.1f}")
+        row(f"c{c} p99 / p99.9 ms inside lacquerd (lookup+VCL, delivery, whole request; from its log)",
+            lambda r, c=c: " ; ".join(f"{r[f'c{c}']['server'][k + '_p99_ms']} / {r[f'c{c}']['server'][k + '_p999_ms']}"
+                                       for k in ("process", "deliver", "total")))
         row(f"c{c} server CPU µs per hit (survives a loaded machine)",
             lambda r, c=c: f"{r[f'c{c}']['cpu_us_per_hit']:.0f}")
         row(f"c{c} origin fetches", lambda r, c=c: str(r[f"c{c}"]["origin_fetches"]))
     row("kill -9, restart: first answer s", lambda r: f"{r['restart_first_answer_s']:.3f}")
     row("restart: first hit s", lambda r: "miss (cache lost)" if r["restart_first_hit_s"] is None
         else f"{r['restart_first_hit_s']:.3f}")
-    row("recovery s (index scan / nginx cache loader, which starts 60 s after nginx)", lambda r: "-" if r["recovery_s"] is None else f"{r['recovery_s']:.2f}")
+    row("recovery s (index snapshot and its log, or a scan / nginx cache loader, which starts 60 s after nginx)", lambda r: "-" if r["recovery_s"] is None else f"{r['recovery_s']:.2f}")
+    row("clean stop, restart: recovery s (index snapshot)", lambda r: "-" if r.get("clean_restart_recovery_s") is None else f"{r['clean_restart_recovery_s']:.2f}")
     row("after restart c32 req/s", lambda r: f"{r['after_restart_c32']['rps']:.0f}")
     row("after restart c32 origin fetches", lambda r: str(r["after_restart_c32"]["origin_fetches"]))
     md = [f"## Disk caches: {n} objects of 100 KB ({ws_mb} MB) in stores of {size_mb} MB",

@@ -24,6 +24,7 @@
 mod disk;
 mod h2;
 mod http1;
+mod snapshot;
 mod text;
 
 #[cfg(feature = "server")]
@@ -32,6 +33,7 @@ mod server;
 pub use disk::{disk_format, disk_index, mse_conf, storage_args};
 pub use h2::{h2_frames, hpack};
 pub use http1::{chunked, http_request, http_response, proxy};
+pub use snapshot::disk_snapshot;
 pub use text::{hitch_conf, tls_ja3, vcl, vsl_query};
 
 #[cfg(feature = "server")]
@@ -55,6 +57,7 @@ pub const TARGETS: &[Target] = &[
     ("vsl_query", vsl_query),
     ("disk_format", disk_format),
     ("disk_index", disk_index),
+    ("disk_snapshot", disk_snapshot),
     ("mse_conf", mse_conf),
     ("storage_args", storage_args),
     #[cfg(feature = "server")]

@@ -376,6 +376,15 @@ pub struct FileStats {
     pub g_smf_large: AtomicU64,
 }
 
+/// What [`FileStore::on_erase`] calls.
+struct EraseHook(Box<dyn Fn(u64) + Send + Sync>);
+
+impl std::fmt::Debug for EraseHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EraseHook")
+    }
+}
+
 #[derive(Debug)]
 struct Shared {
     name: &'static str,
@@ -389,6 +398,9 @@ struct Shared {
     arena: Mutex<Arena>,
     stats: StoreStats,
     smf: FileStats,
+    /// Told the arena offset of each record erased (a persistent store logs
+    /// it for its index snapshot, `crate::disk::snapshot`).
+    on_erase: std::sync::OnceLock<EraseHook>,
 }
 
 impl Shared {
@@ -466,6 +478,10 @@ impl Drop for ExtentInner {
                 .store
                 .file
                 .write_all_at(&[0u8; 8], self.store.base + self.off);
+            // Logged before the space can be reused.
+            if let Some(f) = self.store.on_erase.get() {
+                (f.0)(self.off);
+            }
         }
         let mut a = self.store.arena();
         // The extent itself, or its part of a run recovery merged.
@@ -727,6 +743,7 @@ impl FileStore {
             arena: Mutex::new(Arena::new(size, granularity)),
             stats: StoreStats::default(),
             smf: FileStats::default(),
+            on_erase: std::sync::OnceLock::new(),
         };
         shared.publish(&shared.arena());
         FileStore {
@@ -858,6 +875,13 @@ impl FileStore {
             len: AtomicU64::new(len),
             record: std::sync::atomic::AtomicBool::new(false),
         }))
+    }
+
+    /// Have `hook` told the arena offset of every record an extent marked
+    /// with [`Extent::erase_when_dropped`] erases, after the erasure and
+    /// before the space is free (once; a second hook is refused).
+    pub fn on_erase(&self, hook: impl Fn(u64) + Send + Sync + 'static) -> bool {
+        self.shared.on_erase.set(EraseHook(Box::new(hook))).is_ok()
     }
 
     /// Give back `off..off+len`, space [`reserve`](Self::reserve)d earlier

@@ -907,6 +907,21 @@ pub async fn run(cfg: Config) -> Result<u8, String> {
     while SESSIONS.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // Persistent stores write their index snapshot, so that the next start
+    // reads it instead of its logs or a scan of the store file.
+    let stores = r.shared.stores.clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        for s in stores.iter().filter_map(|s| s.disk()) {
+            if let Err(e) = s.checkpoint() {
+                eprintln!(
+                    "Storage {}: no index snapshot written at shutdown ({e}); \
+                     the next start reads the older one and its logs, or scans",
+                    s.name()
+                );
+            }
+        }
+    })
+    .await;
     Ok(r.shared.mgt.exit_bits())
 }
 

@@ -41,6 +41,7 @@
 pub mod conf;
 pub mod format;
 pub mod index;
+pub mod snapshot;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -58,6 +59,7 @@ use format::{
     RECORD_MAGIC,
 };
 use index::{Entry, Index};
+use snapshot::{Checkpoints, Found, FoundRecord, Identity, SnapError};
 
 /// How long the writer gathers records before making them durable: at most
 /// about this much of the newest writes is lost in a crash.
@@ -175,6 +177,8 @@ struct Job {
 enum Msg {
     Persist(Box<Job>),
     Flush(mpsc::Sender<()>),
+    /// Fold the index snapshot's logs into a new base (clean shutdown).
+    Checkpoint(mpsc::Sender<Result<u64, String>>),
 }
 
 /// The persistent stevedore.
@@ -189,6 +193,7 @@ pub struct DiskStore {
     journal_entries: Mutex<Option<Vec<JournalEntry>>>,
     state: Arc<RecoveryState>,
     stats: Arc<DiskStats>,
+    snaps: Arc<Checkpoints>,
 }
 
 /// Where the recovery thread leaves its result.
@@ -199,6 +204,9 @@ struct RecoveryState {
     index: Mutex<Index>,
     /// The scan is done (waited on with `done`).
     scanned: Mutex<bool>,
+    /// The recovery thread is done, its index snapshot written (waited on
+    /// with `done`).
+    settled: Mutex<bool>,
     done: Condvar,
 }
 
@@ -217,27 +225,107 @@ struct RecoveryJob {
     journal_path: PathBuf,
     state: Arc<RecoveryState>,
     started: Instant,
+    snaps: Arc<Checkpoints>,
 }
 
 impl RecoveryJob {
     fn run(self) {
         let s = &self.stats;
-        let scanned = if self.fresh {
-            Ok(Found::default())
+        let snap_path = self.snaps.path().to_owned();
+        let mut how = "scanned";
+        // Loaded from a base whose logs are empty: it is written already.
+        let mut unchanged = false;
+        let found = if self.fresh {
+            how = "laid out";
+            Found::default()
         } else {
-            scan(&self.files, self.salt, self.arena_size, s)
-        };
-        let found = match scanned {
-            Ok(f) => f,
-            Err(e) => {
-                eprintln!(
-                    "Storage {}: {}: reading the store file failed ({e}); starting without what it held",
-                    self.name, self.shown
-                );
-                Found::default()
+            let loaded = if self.truncated_at.is_some() {
+                Err(SnapError::Mismatch("the store file is shorter than it was"))
+            } else {
+                snapshot::read(&snap_path, self.snaps.identity()).map(|(_, base, logs)| {
+                    if logs.iter().all(|l| l.ops.is_empty()) {
+                        (base, true)
+                    } else {
+                        let merged = snapshot::merge(&base, &logs, |r, x| {
+                            record_matches(&self.files, self.salt, r, x)
+                        });
+                        (merged, false)
+                    }
+                })
+            };
+            match loaded {
+                Ok((f, same)) => {
+                    unchanged = same;
+                    how = "loaded from the index snapshot";
+                    f
+                }
+                Err(e) => {
+                    eprintln!(
+                        "Storage {}: index snapshot {} not used ({e}); scanning the store file",
+                        self.name,
+                        snap_path.display()
+                    );
+                    match scan(&self.files, self.salt, self.arena_size, s) {
+                        Ok(f) => f,
+                        Err(e) => {
+                            eprintln!(
+                                "Storage {}: {}: reading the store file failed ({e}); starting without what it held",
+                                self.name, self.shown
+                            );
+                            Found::default()
+                        }
+                    }
+                }
             }
         };
-        let (index, oldest) = fill_index(&self.files, found, self.truncated_at, s);
+        let from_snapshot = how.starts_with("loaded");
+        // A record dropped as conflicting is erased when the scan read it
+        // there; one a snapshot names may not be there (its space may hold
+        // a newer object's bytes), so it is logged as gone instead.
+        let dropped = |off: u64| {
+            if from_snapshot {
+                self.snaps.free(off);
+            } else {
+                let _ = self.files.file().write_all_at(&[0u8; 8], HEADER_SIZE + off);
+            }
+        };
+        let (index, oldest, kept) = fill_index(
+            &self.files,
+            &found,
+            self.truncated_at,
+            s,
+            from_snapshot,
+            dropped,
+        );
+        // The base on disk says it all when nothing was dropped: the logs
+        // just go on (a clean restart writes nothing).
+        let rewrite = !(unchanged && kept.len() == found.records.len());
+        let (found, kept) = if rewrite {
+            (found, kept)
+        } else {
+            (Found::default(), Vec::new())
+        };
+        // The next log opens before anything can change. A scan's result
+        // replaces every snapshot file: the base goes first, so its logs
+        // never count without it.
+        let generation = snapshot::next_generation(&snap_path);
+        // No fold of the logs runs until this start's base is written.
+        let folding = self.snaps.hold();
+        if !from_snapshot {
+            snapshot::remove(&snap_path, true, u64::MAX);
+        }
+        let logging = match self.snaps.open_log(generation) {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!(
+                    "Storage {}: cannot start the index snapshot log next to {} ({e}); \
+                     the next start scans the store file",
+                    self.name,
+                    snap_path.display()
+                );
+                false
+            }
+        };
         s.indexed.store(index.len() as u64, Relaxed);
         s.index_bytes.store(index.bytes() as u64, Relaxed);
         *self.state.index.lock().unwrap_or_else(|p| p.into_inner()) = index;
@@ -255,7 +343,7 @@ impl RecoveryJob {
             .store(self.started.elapsed().as_micros() as u64, Relaxed);
         eprintln!(
             "Storage {}: {}: {} objects ({} body bytes) recovered in {:.3} s \
-             ({} bytes scanned); {} damaged and {} conflicting records dropped; {} journal entries",
+             ({how}, {} bytes scanned); {} damaged and {} conflicting records dropped; {} journal entries",
             self.name,
             self.shown,
             s.recovered.load(Relaxed),
@@ -267,6 +355,32 @@ impl RecoveryJob {
             s.journal_entries.load(Relaxed),
         );
         *self.state.scanned.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.state.done.notify_all();
+        // What was recovered becomes the base of the log just opened
+        // (serving goes on meanwhile; until the rename the old base and
+        // its logs, this one's included, still say the same).
+        if rewrite && logging && !self.snaps.failed() {
+            // The log this base starts is durable before the base names it.
+            self.snaps.sync();
+            let written = snapshot::write_base(
+                &snap_path,
+                self.snaps.identity(),
+                generation,
+                &found,
+                Some(&kept),
+            );
+            match written {
+                Ok(()) => snapshot::remove(&snap_path, false, generation),
+                Err(e) => eprintln!(
+                    "Storage {}: cannot write the index snapshot {} ({e}); \
+                     the next start reads the older one or scans",
+                    self.name,
+                    snap_path.display()
+                ),
+            }
+        }
+        drop(folding);
+        *self.state.settled.lock().unwrap_or_else(|p| p.into_inner()) = true;
         self.state.done.notify_all();
     }
 
@@ -449,11 +563,35 @@ impl DiskStore {
             .store(journal_entries.len() as u64, Relaxed);
         let journal = Arc::new(Mutex::new(jfile));
 
+        // The index snapshot, next to the journal.
+        let snap_path = match &cfg.journal_dir {
+            Some(d) => d.join(format!("{name}.snap")),
+            None => {
+                let mut p = path.clone().into_os_string();
+                p.push(".snap");
+                PathBuf::from(p)
+            }
+        };
+        let snaps = Arc::new(Checkpoints::new(
+            snap_path,
+            Identity {
+                salt,
+                arena_size,
+                granularity,
+                created: hdr.created,
+            },
+        ));
+        {
+            let snaps = Arc::clone(&snaps);
+            files.on_erase(move |off| snaps.free(off));
+        }
+
         let (tx, rx) = mpsc::channel();
         let wstats = Arc::clone(&stats);
         let granule = granularity;
         let alloc_files = files.clone();
         let wjournal = Arc::clone(&journal);
+        let wsnaps = Arc::clone(&snaps);
         std::thread::Builder::new()
             .name(format!("store-{name}"))
             .spawn(move || {
@@ -465,6 +603,7 @@ impl DiskStore {
                     granule,
                     alloc_files,
                     wstats,
+                    wsnaps,
                 )
             })
             .map_err(|e| format!("-s {kind}: cannot start the writer thread ({e})"))?;
@@ -476,6 +615,7 @@ impl DiskStore {
             recovering: AtomicBool::new(true),
             index: Mutex::new(Index::default()),
             scanned: Mutex::new(false),
+            settled: Mutex::new(false),
             done: Condvar::new(),
         });
         let job = RecoveryJob {
@@ -491,6 +631,7 @@ impl DiskStore {
             journal_path: journal_path.clone(),
             state: Arc::clone(&state),
             started,
+            snaps: Arc::clone(&snaps),
         };
         std::thread::Builder::new()
             .name(format!("store-recover-{name}"))
@@ -506,6 +647,7 @@ impl DiskStore {
             journal_entries: Mutex::new(Some(journal_entries)),
             state,
             stats,
+            snaps,
         })
     }
 
@@ -529,6 +671,15 @@ impl DiskStore {
     /// thread, not an async worker).
     pub fn wait_scanned(&self) {
         let mut g = self.state.scanned.lock().unwrap_or_else(|p| p.into_inner());
+        while !*g {
+            g = self.state.done.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Wait until the recovery thread is done, the index snapshot of what
+    /// it recovered written (blocking: for a thread, not an async worker).
+    pub fn wait_settled(&self) {
+        let mut g = self.state.settled.lock().unwrap_or_else(|p| p.into_inner());
         while !*g {
             g = self.state.done.wait(g).unwrap_or_else(|p| p.into_inner());
         }
@@ -646,6 +797,7 @@ impl DiskStore {
             .files
             .file()
             .write_all_at(&[0u8; 8], HEADER_SIZE + e.off);
+        self.snaps.free(e.off);
         self.files.release(e.off, u64::from(e.slot));
         if let Some(r) = rec {
             for x in &r.extents {
@@ -769,6 +921,29 @@ impl DiskStore {
         }
     }
 
+    /// Write an index snapshot of everything handed to
+    /// [`persist`](Self::persist) so far (a clean shutdown: the next start
+    /// reads it instead of scanning the store file). Returns the objects it
+    /// lists, or why it was not written. Blocking: not for an async worker.
+    pub fn checkpoint(&self) -> Result<u64, String> {
+        let (tx, rx) = mpsc::channel();
+        let sent = self
+            .tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send(Msg::Checkpoint(tx));
+        if sent.is_err() {
+            return Err("the store's writer thread is gone".into());
+        }
+        rx.recv()
+            .unwrap_or_else(|_| Err("the store's writer thread is gone".into()))
+    }
+
+    /// The index snapshot's base file (its logs are `PATH.N` beside it).
+    pub fn snapshot_path(&self) -> &Path {
+        self.snaps.path()
+    }
+
     /// Whether `body` (a recovered object's) still has the bytes its record
     /// vouched for: length and checksum. Blocking reads of the whole body:
     /// for a background thread. Counts the outcome.
@@ -867,28 +1042,6 @@ fn read_upto(f: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
         }
     }
     Ok(done)
-}
-
-/// A record found by the scan: where, its slot's length (whole granules),
-/// what the index and the conflict check need, and where its body
-/// extents are in [`Found::extents`].
-struct FoundRecord {
-    off: u64,
-    slot: u64,
-    tag: u64,
-    inserted_at: f64,
-    expires: f64,
-    body_len: u64,
-    ext_at: u32,
-    ext_n: u32,
-}
-
-/// What the scan found: one fixed-size entry per record, the body extents
-/// of all of them in one list.
-#[derive(Default)]
-struct Found {
-    records: Vec<FoundRecord>,
-    extents: Vec<BodyExtent>,
 }
 
 /// Read the arena and check a record wherever a granule starts with the
@@ -1081,27 +1234,37 @@ fn scan_range(
     Ok(out)
 }
 
-/// Mark the space of the records found used, newest first, and file them
-/// in an index: a record naming space past `truncated_at` or space a newer
-/// record took is erased and dropped. Returns the index and the oldest
-/// `inserted_at` filed (infinity when none).
+/// Mark the space of the records found used, newest first (`ordered`:
+/// they are listed that way already, as a snapshot lists them; otherwise
+/// by `inserted_at`), and file them in an index: a record naming space
+/// past `truncated_at` or space a newer record took is dropped (`dropped`
+/// is told its offset before its space is given back). Returns the index, the oldest `inserted_at` filed (infinity
+/// when none) and which records were filed.
 fn fill_index(
     files: &FileStore,
-    found: Found,
+    found: &Found,
     truncated_at: Option<u64>,
     stats: &DiskStats,
-) -> (Index, f64) {
-    let Found {
-        mut records,
-        extents,
-    } = found;
-    records.sort_by(|a, b| b.inserted_at.total_cmp(&a.inserted_at));
+    ordered: bool,
+    dropped: impl Fn(u64),
+) -> (Index, f64, Vec<u32>) {
+    let records = &found.records;
+    let mut order: Vec<u32> = (0..records.len() as u32).collect();
+    if !ordered {
+        order.sort_by(|&a, &b| {
+            records[b as usize]
+                .inserted_at
+                .total_cmp(&records[a as usize].inserted_at)
+        });
+    }
     let mut index = Index::with_capacity(records.len());
+    let mut kept = Vec::with_capacity(records.len());
     let mut oldest = f64::INFINITY;
     let limit = truncated_at.unwrap_or(u64::MAX);
     let past = |off: u64, len: u64| off.checked_add(len).is_none_or(|e| e > limit);
-    for r in &records {
-        let body = &extents[r.ext_at as usize..(r.ext_at + r.ext_n) as usize];
+    for i in order {
+        let r = &records[i as usize];
+        let body = found.extents_of(r);
         if past(r.off, r.slot) || body.iter().any(|x| past(x.off, x.len)) {
             stats.dropped_conflict.fetch_add(1, Relaxed);
             continue;
@@ -1115,9 +1278,9 @@ fn fill_index(
             held += 1;
         }
         if held < body.len() {
-            // A newer record owns some of its space: it is stale. Erased
+            // A newer record owns some of its space: it is stale. Dropped
             // before its space is given back.
-            let _ = files.file().write_all_at(&[0u8; 8], HEADER_SIZE + r.off);
+            dropped(r.off);
             files.release(r.off, r.slot);
             for x in &body[..held] {
                 files.release(x.off, x.len);
@@ -1134,7 +1297,7 @@ fn fill_index(
             })
         });
         if !filed {
-            let _ = files.file().write_all_at(&[0u8; 8], HEADER_SIZE + r.off);
+            dropped(r.off);
             files.release(r.off, r.slot);
             for x in body {
                 files.release(x.off, x.len);
@@ -1142,11 +1305,37 @@ fn fill_index(
             stats.dropped_damaged.fetch_add(1, Relaxed);
             continue;
         }
+        kept.push(i);
         oldest = oldest.min(r.inserted_at);
         stats.recovered.fetch_add(1, Relaxed);
         stats.recovered_bytes.fetch_add(r.body_len, Relaxed);
     }
-    (index, oldest)
+    (index, oldest, kept)
+}
+
+/// Whether the record `r` (an add a log did not commit) is on disk as the
+/// log says: it checks out and names the same digest tag, slot, body
+/// length and extents.
+fn record_matches(files: &FileStore, salt: u64, r: &FoundRecord, x: &[BodyExtent]) -> bool {
+    let Ok(len) = usize::try_from(r.slot) else {
+        return false;
+    };
+    let mut buf = vec![0u8; len];
+    let Ok(got) = read_upto(files.file(), &mut buf, HEADER_SIZE + r.off) else {
+        return false;
+    };
+    let mut ext = Vec::new();
+    let Ok(sum) = ObjectRecord::summary(&buf[..got], salt, &mut ext) else {
+        return false;
+    };
+    let mut a: Vec<(u64, u64)> = ext.iter().map(|e| (e.off, e.len)).collect();
+    let mut b: Vec<(u64, u64)> = x.iter().map(|e| (e.off, e.len)).collect();
+    a.sort_unstable();
+    b.sort_unstable();
+    Entry::tag_of(&sum.digest) == r.tag
+        && sum.slot_len == r.slot
+        && sum.body_len == r.body_len
+        && a == b
 }
 
 /// Read the journal's valid entries; a missing journal, or one of another
@@ -1199,7 +1388,12 @@ fn rewrite_journal(path: &Path, salt: u64, entries: &[JournalEntry]) -> io::Resu
 }
 
 /// The writer thread: gathers jobs for [`COMMIT_INTERVAL`], makes the
-/// bodies durable, writes the records, makes them and the journal durable.
+/// bodies durable, logs the records it is about to write in the index
+/// snapshot's log and makes that durable, writes the records, makes them
+/// and the journal durable and logs the commit. A log grown past
+/// [`snapshot::COMPACT_ENTRIES`] is folded into a new base in the
+/// background; a checkpoint folds it at once.
+#[allow(clippy::too_many_arguments)]
 fn writer(
     rx: mpsc::Receiver<Msg>,
     file: File,
@@ -1208,16 +1402,19 @@ fn writer(
     granularity: u64,
     files: FileStore,
     stats: Arc<DiskStats>,
+    snaps: Arc<Checkpoints>,
 ) {
     let mut open = true;
+    let mut seq = 0u64;
     while open {
         let first = match rx.recv() {
             Ok(m) => m,
             Err(_) => return,
         };
+        let ends = |m: &Msg| matches!(m, Msg::Flush(_) | Msg::Checkpoint(_));
+        let mut flush_now = ends(&first);
         let mut batch = vec![first];
         let deadline = Instant::now() + COMMIT_INTERVAL;
-        let mut flush_now = matches!(batch[0], Msg::Flush(_));
         while !flush_now {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -1225,7 +1422,7 @@ fn writer(
             }
             match rx.recv_timeout(left) {
                 Ok(m) => {
-                    flush_now = matches!(m, Msg::Flush(_));
+                    flush_now = ends(&m);
                     batch.push(m);
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => break,
@@ -1239,19 +1436,41 @@ fn writer(
         let _ = file.sync_data();
         stats.syncs.fetch_add(1, Relaxed);
         let mut waiters = Vec::new();
-        let mut written = Vec::new();
+        let mut checkpoints = Vec::new();
+        let mut placed = Vec::new();
         for m in batch {
             match m {
                 Msg::Flush(tx) => waiters.push(tx),
-                Msg::Persist(job) => match write_record(*job, salt, granularity, &files) {
-                    Some(x) => {
-                        stats.records.fetch_add(1, Relaxed);
-                        written.push(x);
-                    }
+                Msg::Checkpoint(tx) => checkpoints.push(tx),
+                Msg::Persist(job) => match place_record(*job, salt, granularity, &files) {
+                    Some(p) => placed.push(p),
                     None => {
                         stats.record_failures.fetch_add(1, Relaxed);
                     }
                 },
+            }
+        }
+        // Every record is in the snapshot log before it is written, so no
+        // record is on disk that the log does not name.
+        if !placed.is_empty() {
+            let mut b = Vec::with_capacity(placed.len() * 96);
+            for p in &placed {
+                snapshot::log_add(&mut b, salt, &p.found, &p.extents);
+            }
+            snaps.append(&b, placed.len() as u64);
+            snaps.sync();
+        }
+        let mut written = Vec::new();
+        for p in placed {
+            match p.ext.write(0, &p.bytes) {
+                Ok(_) => {
+                    stats.records.fetch_add(1, Relaxed);
+                    written.push((p.ext, p.body));
+                }
+                Err(_) => {
+                    stats.record_failures.fetch_add(1, Relaxed);
+                    snaps.free(p.ext.offset());
+                }
             }
         }
         let _ = file.sync_data();
@@ -1260,24 +1479,75 @@ fn writer(
             .unwrap_or_else(|p| p.into_inner())
             .sync_data();
         stats.syncs.fetch_add(1, Relaxed);
+        if !written.is_empty() {
+            seq += 1;
+            let mut b = Vec::with_capacity(snapshot::LOG_ENTRY_HEAD + 8);
+            snapshot::log_commit(&mut b, salt, seq);
+            snaps.append(&b, 1);
+        }
         // Only now may a dropped object's record extent be erased and
         // reused (the writer held it until its record was written).
         drop(written);
         for w in waiters {
             let _ = w.send(());
         }
+        // Logs end at a batch's end: everything they add is committed.
+        if !checkpoints.is_empty() {
+            let r = rotate(&snaps).and_then(|()| {
+                snaps
+                    .compact(|r, x| record_matches(&files, salt, r, x))
+                    .map_err(|e| e.to_string())
+            });
+            for c in checkpoints {
+                let _ = c.send(r.clone());
+            }
+        } else if snaps.entries() >= snapshot::COMPACT_ENTRIES
+            && !snaps.failed()
+            && rotate(&snaps).is_ok()
+        {
+            let (snaps, files) = (Arc::clone(&snaps), files.clone());
+            let _ = std::thread::Builder::new()
+                .name("store-snapshot".into())
+                .spawn(move || {
+                    if let Err(e) = snaps.compact(|r, x| record_matches(&files, salt, r, x)) {
+                        eprintln!(
+                            "Storage {}: cannot write the index snapshot {} ({e}); \
+                             the next start reads the older one or scans",
+                            files.name(),
+                            snaps.path().display()
+                        );
+                    }
+                });
+        }
     }
 }
 
-/// Checksum a job's body, place and write its record. Returns the record's
-/// extent (held until the batch is durable), `None` when it could not be
+/// Start the snapshot's next log.
+fn rotate(snaps: &Checkpoints) -> Result<(), String> {
+    if snaps.failed() {
+        return Err("a snapshot log append failed; the next start scans".into());
+    }
+    if !snaps.is_open() {
+        return Err("recovery has not started the snapshot log yet".into());
+    }
+    let next = snaps.generation() + 1;
+    snaps
+        .open_log(next)
+        .map_err(|e| format!("cannot start snapshot log {next} ({e})"))
+}
+
+/// A record ready to write: where, its bytes, and its snapshot entry.
+struct Placed {
+    ext: Extent,
+    bytes: Vec<u8>,
+    body: Body,
+    found: FoundRecord,
+    extents: Vec<BodyExtent>,
+}
+
+/// Checksum a job's body and place its record. `None` when it cannot be
 /// written.
-fn write_record(
-    job: Job,
-    salt: u64,
-    granularity: u64,
-    files: &FileStore,
-) -> Option<(Extent, Body)> {
+fn place_record(job: Job, salt: u64, granularity: u64, files: &FileStore) -> Option<Placed> {
     let Job {
         mut record,
         body,
@@ -1303,8 +1573,23 @@ fn write_record(
         }
     };
     record.slot_len = ext.len();
-    ext.write(0, &record.encode(salt)).ok()?;
-    Some((ext, body))
+    let found = FoundRecord {
+        off: ext.offset(),
+        slot: ext.len(),
+        tag: Entry::tag_of(&record.digest),
+        inserted_at: record.inserted_at,
+        expires: record.t_origin + record.ttl + record.grace + record.keep,
+        body_len: record.body_len,
+        ext_at: 0,
+        ext_n: record.extents.len() as u32,
+    };
+    Some(Placed {
+        bytes: record.encode(salt),
+        ext,
+        body,
+        found,
+        extents: std::mem::take(&mut record.extents),
+    })
 }
 
 /// The salted CRC-32C of a finished body, its length and the extents it

@@ -76,6 +76,27 @@ fn take_all(s: &DiskStore) -> Vec<Recovered> {
     v
 }
 
+/// The index snapshot's files (base and logs) of the store in `d`.
+fn snapshot_files(d: &Dir) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&d.0)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("store.dat.snap"))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn remove_snapshot(d: &Dir) {
+    for p in snapshot_files(d) {
+        std::fs::remove_file(p).unwrap();
+    }
+}
+
 async fn bytes_of(b: &Body) -> Vec<u8> {
     b.collect().await.unwrap().to_vec()
 }
@@ -143,10 +164,13 @@ async fn a_store_scanned_in_parts_finds_every_object_across_their_bounds() {
         assert!(s.available() < 2 << 20, "the objects fill the store");
         std::mem::forget(kept);
     }
+    // Without its index snapshot the store is scanned.
+    remove_snapshot(&d);
     let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
     let r = take_all(&s);
     assert_eq!(r.len(), 200);
     let st = s.disk_stats();
+    assert!(st.scanned_bytes.load(Relaxed) > 0);
     assert_eq!(st.dropped_damaged.load(Relaxed), 0);
     assert_eq!(st.dropped_conflict.load(Relaxed), 0);
     for (i, o) in r.iter().enumerate() {
@@ -426,4 +450,233 @@ fn the_index_gives_up_objects_for_room_and_they_stay_gone() {
     let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
     s.wait_scanned();
     assert_eq!(s.indexed(), 1 - gone as u64);
+}
+
+/// Objects 1..=n written and left as a crash leaves them; 1..=k of them
+/// removed first.
+fn fill(s: &DiskStore, n: u8, removed: u8) {
+    s.wait_scanned();
+    for i in 1..=n {
+        let (slot, body) = put(s, i, f64::from(i), &vec![i; 700 + usize::from(i) * 13]);
+        s.flush();
+        if i <= removed {
+            slot.erase_when_dropped();
+            drop((slot, body));
+        } else {
+            std::mem::forget((slot, body));
+        }
+    }
+    s.flush();
+}
+
+async fn check_found(s: &DiskStore, n: u8, removed: u8) {
+    let r = take_all(s);
+    let got: Vec<u8> = r.iter().map(|o| o.record.digest[0]).collect();
+    assert_eq!(got, (removed + 1..=n).collect::<Vec<u8>>());
+    for o in &r {
+        let i = o.record.digest[0];
+        assert_eq!(bytes_of(&o.body).await, vec![i; 700 + usize::from(i) * 13]);
+        assert!(s.verify_body(&o.body, o.record.body_len, o.record.body_crc));
+    }
+}
+
+#[tokio::test]
+async fn a_checkpoint_is_loaded_instead_of_scanning() {
+    let d = Dir::new("ckpt");
+    {
+        let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
+        fill(&s, 30, 5);
+        assert_eq!(s.checkpoint(), Ok(25));
+    }
+    // The base and the log opened after it, nothing older.
+    assert_eq!(snapshot_files(&d).len(), 2, "{:?}", snapshot_files(&d));
+    let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
+    s.wait_scanned();
+    assert_eq!(s.disk_stats().scanned_bytes.load(Relaxed), 0);
+    assert_eq!(s.disk_stats().recovered.load(Relaxed), 25);
+    check_found(&s, 30, 5).await;
+}
+
+#[tokio::test]
+async fn after_a_crash_the_log_finds_what_came_after_the_snapshot() {
+    let d = Dir::new("ckpt-crash");
+    {
+        let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
+        fill(&s, 10, 0);
+        assert_eq!(s.checkpoint(), Ok(10));
+        // After the snapshot: more objects, and two of the snapshot's
+        // removed (their space reused), then a crash.
+        for i in 11..=40u8 {
+            std::mem::forget(put(
+                &s,
+                i,
+                f64::from(i),
+                &vec![i; 700 + usize::from(i) * 13],
+            ));
+        }
+        s.flush();
+    }
+    let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
+    s.wait_scanned();
+    assert_eq!(s.disk_stats().scanned_bytes.load(Relaxed), 0);
+    check_found(&s, 40, 0).await;
+    s.wait_settled();
+    drop(s);
+    // Removals after the snapshot stay removed.
+    let d2 = Dir::new("ckpt-crash-rm");
+    {
+        let s = DiskStore::open("d0", "disk", &cfg(&d2)).unwrap();
+        fill(&s, 10, 0);
+        assert_eq!(s.checkpoint(), Ok(10));
+    }
+    {
+        let s = DiskStore::open("d0", "disk", &cfg(&d2)).unwrap();
+        s.wait_scanned();
+        // Objects 1..=4 looked up and removed; their space goes to new ones.
+        for i in 1..=4u8 {
+            let got = s.take_indexed(&[i; 32]);
+            assert_eq!(got.len(), 1);
+            got[0].record_extent.erase_when_dropped();
+        }
+        for i in 11..=20u8 {
+            std::mem::forget(put(
+                &s,
+                i,
+                f64::from(i),
+                &vec![i; 700 + usize::from(i) * 13],
+            ));
+        }
+        s.flush();
+    }
+    let s = DiskStore::open("d0", "disk", &cfg(&d2)).unwrap();
+    s.wait_scanned();
+    assert_eq!(s.disk_stats().scanned_bytes.load(Relaxed), 0);
+    let r = take_all(&s);
+    let got: Vec<u8> = r.iter().map(|o| o.record.digest[0]).collect();
+    assert_eq!(got, (5..=20).collect::<Vec<u8>>());
+    for o in &r {
+        let i = o.record.digest[0];
+        assert_eq!(bytes_of(&o.body).await, vec![i; 700 + usize::from(i) * 13]);
+    }
+    assert_eq!(s.disk_stats().dropped_damaged.load(Relaxed), 0);
+}
+
+#[tokio::test]
+async fn logs_are_folded_into_a_new_base_as_they_grow() {
+    let d = Dir::new("ckpt-fold");
+    {
+        let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
+        // More log entries than a log keeps before it is folded.
+        fill(&s, 120, 30);
+        // Let a background fold finish.
+        assert_eq!(s.checkpoint(), Ok(90));
+        for i in 121..=130u8 {
+            std::mem::forget(put(
+                &s,
+                i,
+                f64::from(i),
+                &vec![i; 700 + usize::from(i) * 13],
+            ));
+        }
+        s.flush();
+    }
+    let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
+    s.wait_scanned();
+    assert_eq!(s.disk_stats().scanned_bytes.load(Relaxed), 0);
+    check_found(&s, 130, 30).await;
+}
+
+#[tokio::test]
+async fn a_damaged_stale_or_foreign_snapshot_is_ignored_and_the_store_scanned() {
+    // Each case damages the snapshot of a store of objects 1..=20 (1..=3
+    // removed), reopens, and must find exactly the others by scanning.
+    type Damage = fn(&Dir, &Path);
+    let cases: Vec<(&str, Damage)> = vec![
+        ("empty base", |_, b| std::fs::write(b, b"").unwrap()),
+        ("garbage base", |_, b| {
+            std::fs::write(b, (0..5000u32).map(|i| (i * 7) as u8).collect::<Vec<_>>()).unwrap()
+        }),
+        ("truncated base", |_, b| {
+            let v = std::fs::read(b).unwrap();
+            std::fs::write(b, &v[..v.len() / 2]).unwrap();
+        }),
+        ("flipped byte", |_, b| {
+            let mut v = std::fs::read(b).unwrap();
+            let at = v.len() - 40;
+            v[at] ^= 1;
+            std::fs::write(b, v).unwrap();
+        }),
+        ("base missing", |_, b| std::fs::remove_file(b).unwrap()),
+        ("log missing", |d, b| {
+            for p in snapshot_files(d) {
+                if p != b {
+                    std::fs::remove_file(p).unwrap();
+                }
+            }
+        }),
+        ("a log missing between two", |_, b| {
+            // Logs G and G+2 exist, G+1 does not.
+            let g = snapshot::peek_snapshot(&std::fs::read(b).unwrap())
+                .unwrap()
+                .1;
+            std::fs::copy(snapshot::log_path(b, g), snapshot::log_path(b, g + 2)).unwrap();
+        }),
+        ("garbage log", |d, b| {
+            for p in snapshot_files(d) {
+                if p != b {
+                    std::fs::write(p, b"LACQUER-SLOG\0\0\0\0 not a log").unwrap();
+                }
+            }
+        }),
+        ("another store's", |d, b| {
+            let other = Dir::new("ckpt-other");
+            {
+                let s = DiskStore::open("d0", "disk", &cfg(&other)).unwrap();
+                s.wait_scanned();
+                s.checkpoint().unwrap();
+            }
+            let _ = d;
+            let theirs = other.0.join("store.dat.snap");
+            std::fs::copy(theirs, b).unwrap();
+        }),
+    ];
+    for (what, damage) in cases {
+        let d = Dir::new("ckpt-damage");
+        {
+            let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
+            fill(&s, 20, 3);
+            assert_eq!(s.checkpoint(), Ok(17), "{what}");
+        }
+        let base = d.0.join("store.dat.snap");
+        damage(&d, &base);
+        let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
+        s.wait_scanned();
+        assert!(s.disk_stats().scanned_bytes.load(Relaxed) > 0, "{what}");
+        check_found(&s, 20, 3).await;
+        s.wait_settled();
+        drop(s);
+        // The scan's result is the new snapshot: the next start loads it.
+        let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
+        s.wait_scanned();
+        assert_eq!(s.disk_stats().scanned_bytes.load(Relaxed), 0, "{what}");
+        check_found(&s, 20, 3).await;
+    }
+}
+
+#[tokio::test]
+async fn a_grown_or_truncated_store_is_scanned_not_loaded() {
+    let d = Dir::new("ckpt-grow");
+    {
+        let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
+        fill(&s, 10, 0);
+        s.checkpoint().unwrap();
+    }
+    let grown = DiskConfig {
+        size: Some(9 << 20),
+        ..cfg(&d)
+    };
+    let s = DiskStore::open("d0", "disk", &grown).unwrap();
+    s.wait_scanned();
+    assert!(s.disk_stats().scanned_bytes.load(Relaxed) > 0);
+    check_found(&s, 10, 0).await;
 }
