@@ -20,6 +20,12 @@
 //! }
 //! ```
 //!
+//! Build tenants with a small stack (`RUSTFLAGS="-C
+//! link-arg=-zstack-size=65536"`; this repository's `.cargo/config.toml`
+//! sets it for its own tenants): Rust's default 1 MiB stack is part of
+//! the tenant's linear memory, which the sandbox walks page by page to
+//! reset after every request.
+//!
 //! On targets other than `wasm32` the crate builds (so the host
 //! workspace builds) but offers only [`json_escape`].
 

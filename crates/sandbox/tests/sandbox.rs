@@ -110,6 +110,50 @@ fn hello_appends_a_header_and_forges_json() {
     assert!(matches!(i.call("main"), Err(CallError::NoHook(_))));
 }
 
+/// Functions are resolved at load and called without wasmtime's per-call
+/// type check: one of another type than `() -> ()` must still be
+/// refused, whether a hook or called by name, and calling the same or
+/// another function again on one instance must reach the right one.
+#[test]
+fn calls_reach_the_named_function_and_refuse_other_types() {
+    let sb = sandbox(2);
+    let p = sb
+        .load(
+            "types",
+            module(
+                r#"
+  (global $g (mut i32) (i32.const 0))
+  (func (export "on_recv") (param i32))
+  (func (export "on_deliver") (result i32) (i32.const 1))
+  (func (export "one") (global.set $g (i32.add (global.get $g) (i32.const 1))))
+  (func (export "ten") (global.set $g (i32.add (global.get $g) (i32.const 10))))
+  (func (export "show")
+    (i32.store (i32.const 0) (global.get $g))
+    (drop (call $result (i32.const 0) (i32.const 0) (i32.const 4))))
+  (export "g" (global $g))
+"#,
+            )
+            .as_bytes(),
+            &Limits::default(),
+        )
+        .unwrap();
+    let mut i = sb.instantiate(&p).unwrap();
+    for h in ["on_recv", "on_deliver"] {
+        match i.run_hook(hook(h)) {
+            Err(CallError::NoHook(m)) => assert!(m.contains("without arguments"), "{m}"),
+            other => panic!("{h}: {other:?}"),
+        }
+    }
+    assert!(matches!(i.call("on_recv"), Err(CallError::NoHook(_))));
+    assert!(matches!(i.call("g"), Err(CallError::NoHook(_))));
+    for f in ["one", "one", "ten", "one", "ten", "ten"] {
+        i.call(f).unwrap();
+    }
+    i.call("show").unwrap();
+    i.call("show").unwrap();
+    assert_eq!(i.task().results[0], 33i32.to_le_bytes());
+}
+
 /// `main` changes memory and a mutable global; every request starts
 /// from that state, whatever the previous request did.
 const COUNTER: &str = r#"
