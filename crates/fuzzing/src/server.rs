@@ -2,11 +2,11 @@
 //! and `-p name=value` parameters.
 
 use bytes::Bytes;
-use flate2::{Crc, Decompress};
+use flate2::Crc;
 use lacquer_server::esi::parse::{Downstream, Features, Flush, Parser};
 use lacquer_server::esi::{Instr, Program, encode};
 use lacquer_server::fetch::esi::EsiFetch;
-use lacquer_server::fetch::gzip::{Gunzip, inflate};
+use lacquer_server::fetch::gzip::{Gunzip, inflate_range};
 use lacquer_server::runtime::params::{ParamSet, canonical, lookup};
 
 /// Counts the bytes handed downstream, as for an object stored plain.
@@ -131,7 +131,6 @@ fn esi_gzip(body: &[u8], features: Features, step: usize, chop: bool, plain: Opt
     let mut prog = Program::new(code).expect("the stage's program");
     let mut out = Vec::new();
     let mut at = 0;
-    let mut d = Decompress::new(false);
     while let Some(i) = prog.next_instr().expect("the stage's instruction") {
         match i {
             Instr::Verbatim {
@@ -139,10 +138,8 @@ fn esi_gzip(body: &[u8], features: Features, step: usize, chop: bool, plain: Opt
                 plain_len,
                 crc,
             } => {
-                let range = &stored[at..at + len as usize];
-                d.reset(false);
-                let mut piece = Vec::new();
-                inflate(&mut d, range, &mut piece).unwrap_or_else(|e| panic!("range at {at}: {e}"));
+                let piece = inflate_range(&stored[at..at + len as usize])
+                    .unwrap_or_else(|e| panic!("range at {at}: {e}"));
                 assert_eq!(piece.len() as u64, plain_len, "range at {at}");
                 let mut c = Crc::new();
                 c.update(&piece);
