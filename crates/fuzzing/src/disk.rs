@@ -1,6 +1,9 @@
 //! The persistent store's bytes and configuration: its file header, object
 //! records and ban journal as recovery reads them back from disk, its
-//! in-memory index, `mse.conf`, and the `-s` arguments.
+//! in-memory index, `mse.conf`, the `-s` arguments, and the extent
+//! allocator of the file stores.
+
+use std::collections::BTreeMap;
 
 use lacquer_storage::disk::conf::MseConf;
 use lacquer_storage::disk::format::{
@@ -8,6 +11,7 @@ use lacquer_storage::disk::format::{
     decode_journal, journal_header,
 };
 use lacquer_storage::disk::index::{Entry, Index};
+use lacquer_storage::file::Arena;
 use lacquer_storage::parse_storage_args;
 
 /// The salt the fuzzed records are checksummed with.
@@ -52,7 +56,8 @@ fn entry(kind: u8, payload: &[u8]) -> Vec<u8> {
 ///   agree on them, and an accepted record encodes back to its bytes;
 /// - 2: raw bytes for both record decoders (checksums as they come);
 /// - 3: journal entries (`kind`, `len`, payload…) after a valid journal
-///   header; the entries read back encode to the valid prefix.
+///   header; the entries read back encode to the valid prefix; the same
+///   bytes as a whole journal are read or refused, within their length.
 pub fn disk_format(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else {
         return;
@@ -132,7 +137,9 @@ fn journal(rest: &[u8]) {
         "journal round trip: {entries:?}"
     );
     let _ = JournalEntry::decode(rest, SALT);
-    let _ = decode_journal(rest);
+    if let Ok((_, entries, valid)) = decode_journal(rest) {
+        assert!(valid <= rest.len() && entries.len() <= rest.len());
+    }
 }
 
 /// The recovery index, driven by operations read from the input (insert,
@@ -209,12 +216,18 @@ pub fn mse_conf(data: &[u8]) {
     }
 }
 
-/// `-s` arguments, one per line (never `mse,FILE`, which reads a file).
+/// `-s` arguments, one per line (never `mse,FILE`, which reads a file),
+/// and each line as a byte count (`parse_size`, `vnum_bytes`): parsed or
+/// refused, never a panic; an
+/// accepted set has unique names and always a `Transient` store.
 pub fn storage_args(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let args: Vec<&str> = text.lines().filter(|a| !a.contains("mse")).collect();
     if let Ok(specs) = parse_storage_args(&args) {
-        assert!(!specs.is_empty());
+        assert!(
+            specs.iter().any(|s| s.name == "Transient"),
+            "no Transient in {specs:?}"
+        );
         for (i, s) in specs.iter().enumerate() {
             assert!(
                 specs[..i].iter().all(|o| o.name != s.name),
@@ -225,5 +238,155 @@ pub fn storage_args(data: &[u8]) {
     }
     for a in &args {
         let _ = lacquer_storage::parse_size(a);
+        let _ = lacquer_storage::spec::vnum_bytes(a);
     }
+}
+
+/// Granules in the [`arena`] target's allocator.
+const ARENA_GRANULES: u64 = 512;
+
+/// The file store's extent allocator (`-s file` and the persistent
+/// store), driven by operations read from the input: allocate, free,
+/// shrink, reserve and reserve-merged (recovery), and free part of a run.
+/// Each call is checked against a plain map of the used extents: what it
+/// returns, that used extents never overlap, that the free space and the
+/// extent counts match the map (free extents are always merged, so an
+/// allocation fails only when no free run is long enough), and that
+/// freeing everything leaves one free extent.
+pub fn arena(data: &[u8]) {
+    let Some((&g, mut ops)) = data.split_first() else {
+        return;
+    };
+    let g = u64::from(g % 16) + 1;
+    let size = ARENA_GRANULES * g;
+    let mut a = Arena::new(size, g);
+    // Used extents by offset, as the arena should hold them.
+    let mut used: BTreeMap<u64, u64> = BTreeMap::new();
+    while let [op, x, y, z, rest @ ..] = ops {
+        ops = rest;
+        let word = u64::from(*y) << 8 | u64::from(*z);
+        // An offset: mostly that of a used extent, sometimes any granule.
+        let pick = |used: &BTreeMap<u64, u64>| match used
+            .keys()
+            .nth(usize::from(*x) % used.len().max(1))
+        {
+            Some(&o) if *z & 1 == 0 => o,
+            _ => u64::from(*x) % ARENA_GRANULES * g,
+        };
+        match op % 6 {
+            0 => {
+                let want = a.round_up(word).expect("small sizes round up");
+                match a.alloc(word) {
+                    Some((off, len)) => {
+                        assert_eq!(len, want, "alloc({word}) rounding");
+                        assert!(range_free(&used, size, off, len), "alloc gave used space");
+                        used.insert(off, len);
+                    }
+                    None => assert!(
+                        free_runs(&used, size).iter().all(|&(_, l)| l < want),
+                        "alloc({word}) failed with a free run of {want} bytes: {used:?}"
+                    ),
+                }
+            }
+            1 => {
+                let off = pick(&used);
+                let want = used.remove(&off).unwrap_or(0);
+                assert_eq!(a.free(off), want, "free({off})");
+            }
+            2 => {
+                let off = pick(&used);
+                let keep = a.round_up(word).expect("small sizes round up");
+                let freed = a.shrink(off, word);
+                match used.get_mut(&off) {
+                    Some(len) if keep < *len => {
+                        assert_eq!(freed, *len - keep, "shrink({off}, {word})");
+                        *len = keep;
+                    }
+                    _ => assert_eq!(freed, 0, "shrink({off}, {word}) of no used extent"),
+                }
+            }
+            3 | 4 => {
+                let off = u64::from(*x) % ARENA_GRANULES * g + u64::from(*z % 4 == 3);
+                let len = u64::from(*y % 32) * g;
+                let fits = len > 0 && off.is_multiple_of(g) && range_free(&used, size, off, len);
+                if op % 6 == 3 {
+                    assert_eq!(a.reserve(off, len), fits, "reserve({off}, {len})");
+                    if fits {
+                        used.insert(off, len);
+                    }
+                } else {
+                    assert_eq!(
+                        a.reserve_merged(off, len),
+                        fits,
+                        "reserve_merged({off}, {len})"
+                    );
+                    if fits {
+                        let (mut start, mut total) = (off, len);
+                        if let Some((&p, &l)) = used.range(..off).next_back()
+                            && p + l == off
+                        {
+                            used.remove(&p);
+                            (start, total) = (p, total + l);
+                        }
+                        if let Some(l) = used.remove(&(off + len)) {
+                            total += l;
+                        }
+                        used.insert(start, total);
+                    }
+                }
+            }
+            _ => {
+                let Some((&o, &l)) = used.iter().nth(usize::from(*x) % used.len().max(1)) else {
+                    continue;
+                };
+                let at = o + u64::from(*y) % (l / g) * g;
+                let len = (u64::from(*z) % ((o + l - at) / g) + 1) * g;
+                assert_eq!(a.free_range(at, len), len, "free_range({at}, {len})");
+                used.remove(&o);
+                if at > o {
+                    used.insert(o, at - o);
+                }
+                if at + len < o + l {
+                    used.insert(at + len, o + l - at - len);
+                }
+            }
+        }
+        let c = a.counts();
+        let in_use: u64 = used.values().sum();
+        assert_eq!(c.free_bytes + in_use, size, "free bytes");
+        let runs = free_runs(&used, size).len() as u64;
+        assert_eq!(c.small_free + c.large_free, runs, "free extents: {used:?}");
+        assert_eq!(c.extents, used.len() as u64 + runs, "extents: {used:?}");
+    }
+    for (off, len) in used {
+        assert_eq!(a.free(off), len);
+    }
+    assert_eq!(a.counts().extents, 1);
+    assert_eq!(a.counts().free_bytes, size);
+}
+
+/// Whether `off..off+len` lies inside the arena and touches no used
+/// extent.
+fn range_free(used: &BTreeMap<u64, u64>, size: u64, off: u64, len: u64) -> bool {
+    off + len <= size
+        && used
+            .range(..off + len)
+            .next_back()
+            .is_none_or(|(&o, &l)| o + l <= off)
+}
+
+/// The maximal free runs between the used extents, as (offset, length).
+fn free_runs(used: &BTreeMap<u64, u64>, size: u64) -> Vec<(u64, u64)> {
+    let mut runs = Vec::new();
+    let mut at = 0;
+    for (&o, &l) in used {
+        if o > at {
+            runs.push((at, o - at));
+        }
+        at = o + l;
+    }
+    if at < size {
+        runs.push((at, size - at));
+    }
+    runs
 }

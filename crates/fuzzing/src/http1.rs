@@ -1,5 +1,6 @@
-//! HTTP/1 heads, chunked bodies and the PROXY protocol header: the bytes a
-//! client or backend controls before any VCL runs.
+//! HTTP/1 heads, chunked bodies and the PROXY protocol header (with the
+//! TLS facts its TLVs carry): the bytes a client or backend controls
+//! before any VCL runs.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -10,6 +11,7 @@ use lacquer_http::{
     ChunkedDecoder, ChunkedLimits, encode_chunk, encode_last_chunk, parse_request,
     parse_request_buf, parse_response, parse_response_buf, write_request_head, write_response_head,
 };
+use lacquer_tls::info::TlsInfo;
 
 fn fields(h: &lacquer_http::Headers) -> Vec<(Vec<u8>, Vec<u8>)> {
     h.iter().map(|(n, v)| (n.to_vec(), v.to_vec())).collect()
@@ -30,13 +32,40 @@ fn same_response(a: &ResponseHead, b: &ResponseHead) -> bool {
         && fields(&a.headers) == fields(&b.headers)
 }
 
-/// A client's request head: both parsers agree, the head lies within the
-/// input, and the head written back out parses to the same head.
+/// Limits small enough for the fuzzer to reach every limit's edge.
+fn small_limits() -> Limits {
+    Limits {
+        max_line: 256,
+        max_head: 2048,
+        max_headers: 16,
+        ..Limits::request()
+    }
+}
+
+/// Limits for reading back what was written: writing normalises
+/// `name:value` to `name: value`, so a head at the edge of a small limit
+/// may grow past it; what is checked is that it reads back the same.
+fn reread_limits() -> Limits {
+    Limits {
+        max_line: 1 << 20,
+        max_head: 1 << 20,
+        max_headers: 1 << 12,
+        ..Limits::request()
+    }
+}
+
+/// A client's request head, with the default and with small limits: both
+/// parsers agree, the head lies within the input, and the head written
+/// back out parses to the same head.
 pub fn http_request(data: &[u8]) {
-    let limits = Limits::request();
-    let copied = parse_request(data, &limits);
+    check_request(data, &Limits::request());
+    check_request(data, &small_limits());
+}
+
+fn check_request(data: &[u8], limits: &Limits) {
+    let copied = parse_request(data, limits);
     let mut buf = BytesMut::from(data);
-    let in_place = parse_request_buf(&mut buf, &limits);
+    let in_place = parse_request_buf(&mut buf, limits);
     match (&copied, &in_place) {
         (Ok(Some((a, len))), Ok(Some(b))) => {
             assert!(
@@ -53,7 +82,7 @@ pub fn http_request(data: &[u8]) {
             let mut out = Vec::new();
             write_request_head(a, &mut out);
             assert_eq!(out.len(), lacquer_http::write::request_head_len(a));
-            let (again, n) = parse_request(&out, &limits)
+            let (again, n) = parse_request(&out, &reread_limits())
                 .unwrap_or_else(|e| panic!("written head refused: {e:?}: {out:?}"))
                 .unwrap_or_else(|| panic!("written head incomplete: {out:?}"));
             assert_eq!(n, out.len());
@@ -67,10 +96,14 @@ pub fn http_request(data: &[u8]) {
 /// A backend's response head, as [`http_request`]; also asks for its body
 /// framing both for a GET and a HEAD.
 pub fn http_response(data: &[u8]) {
-    let limits = Limits::response();
-    let copied = parse_response(data, &limits);
+    check_response(data, &Limits::response());
+    check_response(data, &small_limits());
+}
+
+fn check_response(data: &[u8], limits: &Limits) {
+    let copied = parse_response(data, limits);
     let mut buf = BytesMut::from(data);
-    let in_place = parse_response_buf(&mut buf, &limits);
+    let in_place = parse_response_buf(&mut buf, limits);
     match (&copied, &in_place) {
         (Ok(Some((a, len))), Ok(Some(b))) => {
             assert!(*len <= data.len());
@@ -81,7 +114,7 @@ pub fn http_response(data: &[u8]) {
             let mut out = Vec::new();
             write_response_head(a, &mut out);
             assert_eq!(out.len(), lacquer_http::write::response_head_len(a));
-            let (again, n) = parse_response(&out, &limits)
+            let (again, n) = parse_response(&out, &reread_limits())
                 .unwrap_or_else(|e| panic!("written head refused: {e:?}: {out:?}"))
                 .unwrap_or_else(|| panic!("written head incomplete: {out:?}"));
             assert_eq!(n, out.len());
@@ -94,8 +127,8 @@ pub fn http_response(data: &[u8]) {
 
 /// Decodes `data` fed in the given pieces: the body, the bytes consumed,
 /// and whether the last chunk was seen; `None` on an error.
-fn dechunk(pieces: &[&[u8]]) -> Option<(Vec<u8>, usize, bool)> {
-    let mut d = ChunkedDecoder::new(ChunkedLimits::default());
+fn dechunk(pieces: &[&[u8]], limits: &ChunkedLimits) -> Option<(Vec<u8>, usize, bool)> {
+    let mut d = ChunkedDecoder::new(limits.clone());
     let mut body = Vec::new();
     let mut used = 0;
     for p in pieces {
@@ -111,12 +144,36 @@ fn dechunk(pieces: &[&[u8]]) -> Option<(Vec<u8>, usize, bool)> {
     Some((body, used, false))
 }
 
-/// A chunked body: one piece or two give the same body, the body is never
-/// longer than the input, and the body chunked again decodes to itself.
+/// A chunked body, with the default and with small limits: one piece or
+/// two give the same body, the body is never longer than the input, and
+/// the body chunked again decodes to itself. Also the input itself,
+/// chunked in pieces of 37 bytes, decodes back to the input.
 pub fn chunked(data: &[u8]) {
-    let whole = dechunk(&[data]);
+    check_chunked(data, ChunkedLimits::default());
+    check_chunked(
+        data,
+        ChunkedLimits {
+            max_size_line: 64,
+            max_trailers: 256,
+        },
+    );
+    let mut enc = Vec::new();
+    for piece in data.chunks(37) {
+        encode_chunk(piece, &mut enc);
+    }
+    encode_last_chunk(&mut enc);
+    let got = dechunk(&[&enc], &ChunkedLimits::default());
+    assert_eq!(
+        got,
+        Some((data.to_vec(), enc.len(), true)),
+        "chunked encoding round trip"
+    );
+}
+
+fn check_chunked(data: &[u8], limits: ChunkedLimits) {
+    let whole = dechunk(&[data], &limits);
     let at = crate::split_point(data);
-    let split = dechunk(&[&data[..at], &data[at..]]);
+    let split = dechunk(&[&data[..at], &data[at..]], &limits);
     match (&whole, &split) {
         (Some(a), Some(b)) => assert_eq!(a, b, "split at {at}"),
         // An error in the second piece may be past the end of the body the
@@ -132,7 +189,7 @@ pub fn chunked(data: &[u8]) {
                 encode_chunk(&body, &mut again);
             }
             encode_last_chunk(&mut again);
-            let (b2, u2, d2) = dechunk(&[&again]).expect("re-chunked body refused");
+            let (b2, u2, d2) = dechunk(&[&again], &limits).expect("re-chunked body refused");
             assert!(d2 && u2 == again.len() && b2 == body);
         }
     }
@@ -141,8 +198,12 @@ pub fn chunked(data: &[u8]) {
 /// A PROXY header (v1 or v2, with TLVs). The first byte chooses: odd, the
 /// rest is what a connection sent; even, the rest is the TLV area of a v2
 /// header built around it (so the fuzzer reaches the TLV walker without
-/// guessing the signature), with a correct CRC32C when it holds a CRC TLV.
-/// Also checks that what [`proxy::encode_v2`] writes parses back.
+/// guessing the signature), with a correct CRC32C when it holds a CRC TLV,
+/// and also the TLVs `TlsInfo` reads (see [`tls_tlvs`]). A complete header
+/// lies within the input, every shorter prefix of it scans as incomplete,
+/// an accepted header's addresses survive re-encoding as v2 and v1, and
+/// its TLVs tile the TLV area, each found by `find_tlv`. Also checks that
+/// what [`proxy::encode_v2`] writes parses back.
 pub fn proxy(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else {
         return;
@@ -168,6 +229,7 @@ pub fn proxy(data: &[u8]) {
         h.extend_from_slice(rest);
         fix_crc(&mut h, tlv_start);
         proxy_bytes(&h);
+        tls_tlvs(rest);
     }
     let v4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)), 1234);
     let v6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 443);
@@ -199,27 +261,79 @@ fn fix_crc(h: &mut [u8], mut at: usize) {
 }
 
 fn proxy_bytes(data: &[u8]) {
-    match proxy::scan(data) {
-        Scan::Complete(n) => {
-            assert!(n <= data.len() && n <= proxy::MAX_HEADER);
-            let p = proxy::parse(&data[..n]);
-            if let Ok(got) = p.result {
-                assert!(got.tlvs.len() <= n);
-                for kind in 0..=u8::MAX {
-                    if let Some(v) = proxy::find_tlv(&got.tlvs, kind) {
-                        assert!(v.len() <= got.tlvs.len());
-                    }
-                }
-                if let Some(ssl) = proxy::find_tlv(&got.tlvs, proxy::PP2_TYPE_SSL) {
-                    // The SSL TLV's own sub-TLVs follow its 5-byte head.
-                    if let Some(sub) = ssl.get(5..) {
-                        for kind in 0x21..=0x25 {
-                            let _ = proxy::find_tlv(sub, kind);
-                        }
-                    }
-                }
+    let Scan::Complete(n) = proxy::scan(data) else {
+        return;
+    };
+    assert!(n <= data.len() && n <= proxy::MAX_HEADER);
+    for cut in [n / 2, n.saturating_sub(1)] {
+        if cut < n {
+            assert!(
+                matches!(proxy::scan(&data[..cut]), Scan::More),
+                "prefix {cut} of a {n}-byte header does not scan as incomplete"
+            );
+        }
+    }
+    let Ok(got) = proxy::parse(&data[..n]).result else {
+        return;
+    };
+    assert!(got.tlvs.len() <= n);
+    if let Some(a) = &got.addrs {
+        let v2 = proxy::parse(&proxy::encode_v2(a.client, a.server, None));
+        let b = v2.result.expect("re-encoded v2 header refused");
+        let b = b.addrs.expect("re-encoded v2 header has no addresses");
+        assert_eq!((b.client, b.server), (a.client, a.server), "v2 round trip");
+        if a.client.is_ipv4() == a.server.is_ipv4() {
+            let v1 = proxy::encode_v1(&a.client.ip().to_string(), &a.client_port, a.server);
+            let b = proxy::parse(&v1)
+                .result
+                .expect("re-encoded v1 header refused");
+            let b = b.addrs.expect("re-encoded v1 header has no addresses");
+            assert_eq!((b.client, b.server), (a.client, a.server), "v1 round trip");
+        }
+    }
+    let mut rest = &got.tlvs[..];
+    while let [kind, hi, lo, tail @ ..] = rest {
+        let len = usize::from(u16::from_be_bytes([*hi, *lo]));
+        assert!(len <= tail.len(), "accepted TLV runs past the area");
+        assert!(proxy::find_tlv(&got.tlvs, *kind).is_some());
+        rest = &tail[len..];
+    }
+    assert!(rest.is_empty(), "accepted TLVs must tile the area exactly");
+    for kind in 0..=u8::MAX {
+        if let Some(v) = proxy::find_tlv(&got.tlvs, kind) {
+            assert!(v.len() <= got.tlvs.len());
+        }
+    }
+    if let Some(ssl) = proxy::find_tlv(&got.tlvs, proxy::PP2_TYPE_SSL) {
+        // The SSL TLV's own sub-TLVs follow its 5-byte head.
+        if let Some(sub) = ssl.get(5..) {
+            for kind in 0x21..=0x25 {
+                let _ = proxy::find_tlv(sub, kind);
             }
         }
-        Scan::More | Scan::Junk | Scan::Overflow => {}
     }
+}
+
+/// TLVs as a PROXY v2 header carries them (type, 16-bit length, value),
+/// through `TlsInfo::from_proxy_tlvs`: what it reads as TLS survives
+/// re-encoding with `to_proxy_tlvs` (the path native TLS takes to VCL)
+/// unchanged.
+fn tls_tlvs(area: &[u8]) {
+    let mut tlvs = Vec::new();
+    let mut rest = area;
+    while let [kind, hi, lo, tail @ ..] = rest {
+        let len = usize::from(u16::from_be_bytes([*hi, *lo]));
+        let Some(v) = tail.get(..len) else {
+            break;
+        };
+        tlvs.push((*kind, v));
+        rest = &tail[len..];
+    }
+    let Some(info) = TlsInfo::from_proxy_tlvs(tlvs.iter().copied()) else {
+        return;
+    };
+    let again = info.to_proxy_tlvs();
+    let back = TlsInfo::from_proxy_tlvs(again.iter().map(|(t, v)| (*t, v.as_slice())))
+        .expect("re-encoded TLS info is TLS");
+    assert_eq!(back, info, "TLS info through PROXY TLVs");
 }

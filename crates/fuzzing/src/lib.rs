@@ -1,5 +1,6 @@
 //! Fuzz entry points for every parser in Lacquer that reads bytes from a
-//! client, a backend, an operator or a disk.
+//! client, a backend, an operator or a disk (and the allocator the disk
+//! stores recover into).
 //!
 //! Each `pub fn <target>(data: &[u8])` feeds arbitrary bytes to the real
 //! parser through its public API and asserts the cheap invariants the parser
@@ -24,17 +25,19 @@
 mod disk;
 mod h2;
 mod http1;
+mod logs;
 mod snapshot;
 mod text;
 
 #[cfg(feature = "server")]
 mod server;
 
-pub use disk::{disk_format, disk_index, mse_conf, storage_args};
+pub use disk::{arena, disk_format, disk_index, mse_conf, storage_args};
 pub use h2::{h2_frames, hpack};
 pub use http1::{chunked, http_request, http_response, proxy};
+pub use logs::{file_read, hist_profile, ncsa_format, vsm_index};
 pub use snapshot::disk_snapshot;
-pub use text::{hitch_conf, tls_ja3, vcl, vsl_query};
+pub use text::{hitch_conf, regex, tls_ja3, vcl, vsl_query};
 
 #[cfg(feature = "server")]
 pub use server::{esi, params};
@@ -54,12 +57,18 @@ pub const TARGETS: &[Target] = &[
     ("hitch_conf", hitch_conf),
     ("tls_ja3", tls_ja3),
     ("vcl", vcl),
+    ("regex", regex),
     ("vsl_query", vsl_query),
+    ("file_read", file_read),
+    ("vsm_index", vsm_index),
+    ("ncsa_format", ncsa_format),
+    ("hist_profile", hist_profile),
     ("disk_format", disk_format),
     ("disk_index", disk_index),
     ("disk_snapshot", disk_snapshot),
     ("mse_conf", mse_conf),
     ("storage_args", storage_args),
+    ("arena", arena),
     #[cfg(feature = "server")]
     ("esi", esi),
     #[cfg(feature = "server")]

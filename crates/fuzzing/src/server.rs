@@ -2,8 +2,11 @@
 //! and `-p name=value` parameters.
 
 use bytes::Bytes;
+use flate2::Crc;
 use lacquer_server::esi::parse::{Downstream, Features, Flush, Parser};
 use lacquer_server::esi::{Instr, Program, encode};
+use lacquer_server::fetch::esi::EsiFetch;
+use lacquer_server::fetch::gzip::{Gunzip, inflate_range};
 use lacquer_server::runtime::params::{ParamSet, canonical, lookup};
 
 /// Counts the bytes handed downstream, as for an object stored plain.
@@ -31,11 +34,35 @@ fn esi_run(pieces: &[&[u8]], features: Features) -> EsiOutcome {
     (instrs, diags, ds.0)
 }
 
+/// The bytes a plain object's instructions deliver, an include as a NUL
+/// and its URL.
+fn render(body: &[u8], instrs: &[Instr]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for i in instrs {
+        match i {
+            Instr::Verbatim { len, .. } => {
+                out.extend_from_slice(&body[at..at + *len as usize]);
+                at += *len as usize;
+            }
+            Instr::Skip(len) => at += *len as usize,
+            Instr::Include { url, .. } => {
+                out.push(0);
+                out.extend_from_slice(url);
+            }
+        }
+    }
+    assert_eq!(at, body.len(), "instructions cover the body");
+    out
+}
+
 /// A body through the ESI parser: every input byte goes downstream once,
-/// the instructions cover exactly the body, feeding it in two pieces or
-/// byte by byte gives the same instructions and diagnostics, and the
-/// instructions survive their storage encoding. The first byte picks the
-/// ESI features.
+/// the instructions cover exactly the body, feeding it in two pieces, in
+/// pieces of a size the first byte picks, or byte by byte gives the same
+/// instructions and diagnostics, and the instructions survive their
+/// storage encoding. Then the same body through the fetch stage that
+/// stores it gzip'ed ([`esi_gzip`]). The first byte picks the ESI
+/// features, the piece size and the fetch stage's byte-by-byte mode.
 pub fn esi(data: &[u8]) {
     let Some((&f, body)) = data.split_first() else {
         return;
@@ -55,15 +82,12 @@ pub fn esi(data: &[u8]) {
         let bytes: Vec<&[u8]> = body.chunks(1).collect();
         assert_eq!(whole, esi_run(&bytes, features), "byte by byte");
     }
+    let step = usize::from(f >> 4) + 1;
+    let pieces: Vec<&[u8]> = body.chunks(step).collect();
+    assert_eq!(whole, esi_run(&pieces, features), "pieces of {step}");
+    let plain = whole.0.as_ref().map(|i| render(body, i));
+    esi_gzip(body, features, step, f & 0x80 != 0, plain.as_deref());
     if let Some(instrs) = whole.0 {
-        let covered: u64 = instrs
-            .iter()
-            .map(|i| match i {
-                Instr::Verbatim { len, .. } | Instr::Skip(len) => *len,
-                Instr::Include { .. } => 0,
-            })
-            .sum();
-        assert_eq!(covered, body.len() as u64, "instructions cover the body");
         let code: Bytes = encode(false, &instrs);
         let mut prog = Program::new(code).expect("encoded program");
         let mut back = Vec::new();
@@ -72,6 +96,65 @@ pub fn esi(data: &[u8]) {
         }
         assert_eq!(back, instrs, "ESI program round trip");
     }
+}
+
+/// The fetch stage storing `body` gzip'ed, fed in pieces of `step`
+/// (byte by byte inside when `chop`): the stored object gunzips to the
+/// body, it has instructions exactly when the plain parse had them
+/// (`plain`, what those deliver), and each verbatim range inflates on its
+/// own to `plain_len` bytes with the CRC the instruction names, together
+/// delivering what the plain object delivers.
+fn esi_gzip(body: &[u8], features: Features, step: usize, chop: bool, plain: Option<&[u8]>) {
+    let mut stage = EsiFetch::new(b"/fuzz/page", features, false, true, 6, chop);
+    let mut stored = Vec::new();
+    for piece in body.chunks(step) {
+        stage
+            .feed(Bytes::copy_from_slice(piece), &mut |b: Bytes| {
+                stored.extend_from_slice(&b)
+            })
+            .expect("a plain body feeds the gzip stage");
+    }
+    let done = stage
+        .finish(&mut |b: Bytes| stored.extend_from_slice(&b))
+        .expect("a plain body finishes the gzip stage");
+    let mut check = Vec::new();
+    let mut g = Gunzip::new();
+    g.feed(&stored, &mut check)
+        .unwrap_or_else(|e| panic!("stored object does not gunzip: {e}"));
+    g.finish()
+        .unwrap_or_else(|e| panic!("stored object ends badly: {e}"));
+    assert!(check == body, "stored object gunzips to another body");
+    assert_eq!(done.esi.is_some(), plain.is_some(), "gzip and plain ESI");
+    let (Some(code), Some(plain)) = (done.esi, plain) else {
+        return;
+    };
+    let mut prog = Program::new(code).expect("the stage's program");
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(i) = prog.next_instr().expect("the stage's instruction") {
+        match i {
+            Instr::Verbatim {
+                len,
+                plain_len,
+                crc,
+            } => {
+                let piece = inflate_range(&stored[at..at + len as usize])
+                    .unwrap_or_else(|e| panic!("range at {at}: {e}"));
+                assert_eq!(piece.len() as u64, plain_len, "range at {at}");
+                let mut c = Crc::new();
+                c.update(&piece);
+                assert_eq!(c.sum(), crc, "CRC of the range at {at}");
+                out.extend_from_slice(&piece);
+                at += len as usize;
+            }
+            Instr::Skip(len) => at += len as usize,
+            Instr::Include { url, .. } => {
+                out.push(0);
+                out.extend_from_slice(&url);
+            }
+        }
+    }
+    assert!(out == plain, "gzip'ed object delivers otherwise");
 }
 
 /// `-p name=value` arguments, one per line, applied in order to the

@@ -8,8 +8,8 @@
 //!
 //! `cargo bench -p lacquer-sandbox --bench sandbox`
 
-use std::path::Path;
-use std::process::Command;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use lacquer_sandbox::{HOOKS, Limits, Message, PoolConfig, Sandbox, SlotReset, Which};
@@ -52,31 +52,6 @@ fn request() -> Message {
     }
 }
 
-/// The example hello tenant, built for `wasm32-unknown-unknown`.
-fn rust_hello() -> Vec<u8> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let target = root.join("target/tenants");
-    let out = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--release",
-            "--target",
-            "wasm32-unknown-unknown",
-            "--manifest-path",
-        ])
-        .arg(root.join("examples/tenants/Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target)
-        .output()
-        .expect("running cargo");
-    assert!(
-        out.status.success(),
-        "building the example tenants failed (is the wasm32-unknown-unknown target installed?):\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::read(target.join("wasm32-unknown-unknown/release/tenant_hello.wasm")).unwrap()
-}
-
 fn bench(c: &mut Criterion) {
     eprintln!("slot reset: {:?}", SlotReset::for_host());
     let sb = Sandbox::new(PoolConfig {
@@ -103,7 +78,7 @@ fn bench(c: &mut Criterion) {
         })
     });
     let rust = sb
-        .load("rust-hello", &rust_hello(), &Limits::default())
+        .load("rust-hello", &support::tenant("hello"), &Limits::default())
         .unwrap();
     c.bench_function("instantiate+on_recv(Rust hello tenant)+drop", |b| {
         b.iter(|| {

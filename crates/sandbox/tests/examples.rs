@@ -3,40 +3,12 @@
 //! installed: `rustup target add wasm32-unknown-unknown`) and run in the
 //! sandbox: hello, router, header rewriter and the misbehaving tenant.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
+mod support;
 
 use lacquer_sandbox::{CallError, Decision, HOOKS, Limits, Message, PoolConfig, Sandbox, Which};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Builds the example tenants once; the directory of the `.wasm` files.
-fn built() -> &'static PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let target = root().join("target/tenants");
-        let out = Command::new(env!("CARGO"))
-            .args(["build", "--release", "--target", "wasm32-unknown-unknown", "--manifest-path"])
-            .arg(root().join("examples/tenants/Cargo.toml"))
-            .arg("--target-dir")
-            .arg(&target)
-            .output()
-            .expect("running cargo");
-        assert!(
-            out.status.success(),
-            "building the example tenants failed (is the wasm32-unknown-unknown target installed?):\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        target.join("wasm32-unknown-unknown/release")
-    })
-}
-
 fn load(sb: &Sandbox, name: &str, l: &Limits) -> std::sync::Arc<lacquer_sandbox::Program> {
-    let bytes = std::fs::read(built().join(format!("tenant_{name}.wasm"))).unwrap();
-    sb.load(name, &bytes, l).unwrap()
+    sb.load(name, &support::tenant(name), l).unwrap()
 }
 
 fn hook(name: &str) -> usize {

@@ -240,7 +240,8 @@ impl Profile {
         if field < 1 {
             return Err(format!("-P: '{arg}': the field number must be 1 or more"));
         }
-        if low >= high || high - low > 100 {
+        // In i64: the bounds are any i32 and their difference may not be.
+        if low >= high || i64::from(high) - i64::from(low) > 100 {
             return Err(format!(
                 "-P: '{arg}': min must be below max (and the range at most 100 powers of ten)"
             ));
@@ -447,8 +448,13 @@ impl Hist {
         let Some(v) = value.filter(|v| *v > 0.0) else {
             return;
         };
-        let (low, high) = (self.profile.low * HIST_RES, self.profile.high * HIST_RES);
-        let b = ((f64::from(HIST_RES) * v.log10()).round() as i32).clamp(low, high - 1) - low;
+        // In i64: a bound near i32's limits times HIST_RES leaves i32.
+        let res = i64::from(HIST_RES);
+        let (low, high) = (
+            i64::from(self.profile.low) * res,
+            i64::from(self.profile.high) * res,
+        );
+        let b = ((res as f64 * v.log10()).round() as i64).clamp(low, high - 1) - low;
         let b = b as usize;
         if self.ring.len() == HIST_N {
             let (old, was_hit) = self.ring[self.next];
@@ -740,6 +746,20 @@ mod tests {
             reason: "rxreq".into(),
             records,
         }
+    }
+
+    #[test]
+    fn axis_bounds_near_i32_limits() {
+        // Found by the hist_profile fuzz target: these overflowed i32.
+        let e = Profile::parse("c:Timestamp:Process:3:-2000000000:2000000000").unwrap_err();
+        assert!(e.contains("min must be below max"), "{e}");
+        let p = Profile::parse("c:Timestamp:Process:3:2147483600:2147483647").unwrap();
+        let mut h = Hist::new(p);
+        h.accumulate(&[req(1, "0.001", false)]);
+        assert_eq!(h.len(), 1);
+        assert_eq!(h.misses[0], 1, "below the axis: the first bucket");
+        let last = h.screen(80, 24, "", "").pop().unwrap();
+        assert!(last.contains("|1e2147483646"), "{last:?}");
     }
 
     #[test]

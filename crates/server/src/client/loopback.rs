@@ -239,14 +239,8 @@ fn connect(host: &str, port: u16) -> Option<PipeEnd> {
             },
             port,
         );
-        let args = SessInfoArgs {
-            client: SocketAddr::new(local.ip(), 0),
-            local,
-            listener: x.name.clone(),
-            endpoint: x.endpoint.clone(),
-            proxy: false,
-            tlvs: Vec::new(),
-        };
+        let client = SocketAddr::new(local.ip(), 0);
+        let args = SessInfoArgs::new(client, local, x.name.clone(), x.endpoint.clone(), false);
         (sh, args)
     };
     if !sh.is_running() {

@@ -921,6 +921,29 @@ pub struct SessInfoArgs {
     pub tlvs: Vec<u8>,
 }
 
+impl SessInfoArgs {
+    /// A connection accepted on the listener `listener` (written as
+    /// `endpoint` on the command line) from `client` to `local`; `proxy`
+    /// when the listener expects a PROXY header. It brings no TLVs of its
+    /// own (TLS termination adds them).
+    pub fn new(
+        client: SocketAddr,
+        local: SocketAddr,
+        listener: Arc<str>,
+        endpoint: Arc<str>,
+        proxy: bool,
+    ) -> SessInfoArgs {
+        SessInfoArgs {
+            client,
+            local,
+            listener,
+            endpoint,
+            proxy,
+            tlvs: Vec::new(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::head_end;

@@ -643,14 +643,13 @@ fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
                     let _ = s.set_nodelay(true);
                     let local = s.local_addr().unwrap_or(peer);
                     let (s, ctl) = crate::client::sock::client_stream(s);
-                    let args = SessInfoArgs {
-                        client: peer,
+                    let args = SessInfoArgs::new(
+                        peer,
                         local,
-                        listener: named.name.clone(),
-                        endpoint: named.written.clone(),
-                        proxy: named.proxy,
-                        tlvs: Vec::new(),
-                    };
+                        named.name.clone(),
+                        named.written.clone(),
+                        named.proxy,
+                    );
                     let sh = sh.clone();
                     let tls = named.tls.clone().zip(sh.tls.get().cloned());
                     tokio::spawn(async move {
@@ -682,14 +681,13 @@ fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
                     // Unix-socket sessions report 0.0.0.0 addresses, as
                     // varnishd (a PROXY header may still name others).
                     let zero = SocketAddr::from(([0, 0, 0, 0], 0));
-                    let args = SessInfoArgs {
-                        client: zero,
-                        local: zero,
-                        listener: named.name.clone(),
-                        endpoint: named.written.clone(),
-                        proxy: named.proxy,
-                        tlvs: Vec::new(),
-                    };
+                    let args = SessInfoArgs::new(
+                        zero,
+                        zero,
+                        named.name.clone(),
+                        named.written.clone(),
+                        named.proxy,
+                    );
                     let sh = sh.clone();
                     // VCL's handle on the socket (debug.sndbuf()) works on
                     // a duplicate of the descriptor.

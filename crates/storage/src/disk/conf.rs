@@ -370,6 +370,11 @@ impl MseConf {
                     .get("id")
                     .and_then(text)
                     .unwrap_or_else(|| format!("store{}", stores.len()));
+                if id.is_empty() {
+                    return Err(format!(
+                        "{what}: store id is empty: name the store (id = \"store-1\";) or leave id out"
+                    ));
+                }
                 if stores.iter().any(|x: &MseStore| x.id == id) {
                     return Err(format!("{what}: store id \"{id}\" is used twice"));
                 }
@@ -462,6 +467,11 @@ env: {
             (
                 "env: { books = ({ stores = ({ filename = \"/x\"; size = \"1Q\"; }); }); }",
                 "unknown unit",
+            ),
+            (
+                // Found by the mse_conf fuzz target: accepted before.
+                "env: { books = ({ stores = ({ id = \"\"; filename = \"/x\"; size = \"1G\"; }); }); }",
+                "store id is empty",
             ),
             ("env: { id = \"a\"; id = \"b\"; }", "set twice"),
             ("env: { id = \"a ", "unterminated"),
