@@ -6,6 +6,13 @@ VCLs separated by lines of `----`; a probe that does not begin with `vcl `
 gets `vcl 4.1;` and `backend b none;` put in front. A line `#! text` in a
 probe is a note and is removed before compiling.
 
+Matrix files (*.vclm) generate probe families: each chunk (chunks are
+separated by `----` as above) is a template whose `{NAME}` fields are
+filled with every combination of the values its `#= NAME value` lines
+give (one value a line, in order; a value may hold fields too), e.g. `#= T 1s` and `#= T now` with
+`set req.ttl = {T};`. Probes are named `file#chunk.i.j...` by the index
+of each value.
+
 usage: vclprobe.py [--lacquerd PATH] [--varnishd PATH] [-j N] [FILE...]
 Files ending in .args hold one command line a line (shell words; `{tmp}`
 stands for a scratch directory): both daemons run it with their own `-n`,
@@ -42,6 +49,42 @@ def probes(path):
         if not body.startswith("vcl "):
             body = PRELUDE + body
         out.append((f"{os.path.basename(path)}#{n}", body + "\n"))
+    return out
+
+
+def matrix_probes(path):
+    text = open(path, encoding="utf-8").read()
+    out = []
+    for n, chunk in enumerate(re.split(r"^----\s*$", text, flags=re.M)):
+        values = {}
+        body = []
+        for line in chunk.strip("\n").split("\n"):
+            m = re.match(r"#=\s*(\w+)\s(.*)$", line)
+            if m:
+                values.setdefault(m.group(1), []).append(m.group(2).strip())
+            elif not line.startswith("#!"):
+                body.append(line)
+        template = "\n".join(body).strip()
+        if not template:
+            continue
+        # A value may itself hold fields: expand until none is left.
+        done = []
+        todo = [((), template)]
+        while todo:
+            idx, t = todo.pop()
+            k = next((k for k in values if "{" + k + "}" in t), None)
+            if k is None:
+                done.append((idx, t))
+                continue
+            todo.extend(
+                (idx + (i,), t.replace("{" + k + "}", v))
+                for i, v in reversed(list(enumerate(values[k])))
+            )
+        for idx, t in done:
+            if not t.startswith("vcl "):
+                t = PRELUDE + t
+            tag = ".".join(str(i) for i in idx)
+            out.append((f"{os.path.basename(path)}#{n}.{tag}", t + "\n"))
     return out
 
 
@@ -126,8 +169,10 @@ def main():
     a = ap.parse_args()
     files = a.files or sorted(glob.glob(os.path.join(HERE, "vcl-probes", "*.*")))
     all_probes = [p for f in files if f.endswith(".vcls") for p in probes(f)]
+    all_probes += [p for f in files if f.endswith(".vclm") for p in matrix_probes(f)]
     all_probes += [("args", p) for f in files if f.endswith(".args") for p in arg_probes(f)]
     diffs = 0
+    per_file = {}
     cache = {}
     if a.cache and os.path.exists(a.cache):
         cache = json.load(open(a.cache, encoding="utf-8"))
@@ -152,11 +197,17 @@ def main():
 
         with concurrent.futures.ThreadPoolExecutor(a.j) as ex:
             for name, vcl, v, l in ex.map(one, all_probes):
+                fam = re.split(r"[#:]", name)[0]
+                tally = per_file.setdefault(fam, [0, 0])
+                tally[0] += 1
                 if tuple(v) != tuple(l):
                     diffs += 1
+                    tally[1] += 1
                     print(f"=== {name}\n{vcl}--- varnishd: {v[0]}: {v[1]}\n--- lacquerd: {l[0]}: {l[1]}\n")
     if a.cache:
         json.dump(cache, open(a.cache, "w", encoding="utf-8"), indent=0, sort_keys=True)
+    for fam, (n, d) in sorted(per_file.items()):
+        print(f"{fam}: {n} probes, {d} differ")
     print(f"{len(all_probes)} probes, {diffs} differ")
     return 1 if diffs else 0
 

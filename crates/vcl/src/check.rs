@@ -64,6 +64,18 @@ fn in_backend(b: &ast::Backend) -> impl Fn(Box<Diagnostic>) -> Box<Diagnostic> +
 
 /// vcc's "Symbol not found" error: the location follows `At: ` in the
 /// range form, whatever the length of the name.
+/// The kind of a symbol as vcc names it in "has wrong type" messages.
+fn sym_kind(s: Sym) -> &'static str {
+    match s {
+        Sym::Sub(_) => "sub",
+        Sym::Acl(_) => "acl",
+        Sym::Backend(_) => "backend",
+        Sym::Probe(_) => "probe",
+        Sym::Vmod(_) => "vmod",
+        Sym::Instance(_) => "instance",
+    }
+}
+
 fn not_found<T>(msg: String, span: Span) -> R<T> {
     Err(Box::new(Diagnostic::error(msg, span).ranged()))
 }
@@ -163,6 +175,13 @@ struct Checker<'a> {
     /// Deferred "Undefined ..." errors (first reference per name).
     undefined: Vec<Diagnostic>,
     cur: usize,
+    /// Position (item index) of the declaration of each global name, and
+    /// of the item whose body is being checked: vcc reads the source once,
+    /// so a name used before its declaration resolves differently (see
+    /// [`Checker::declared_later`]).
+    sym_item: HashMap<String, usize>,
+    declaring_item: usize,
+    cur_item: usize,
     /// Names of the subroutines the built-in VCL defines (user VCL may
     /// define them too, even with the reserved `vcl_` prefix).
     builtin_subs: Vec<String>,
@@ -202,6 +221,9 @@ pub fn check(
         default_backend: None,
         undefined: Vec::new(),
         cur: 0,
+        sym_item: HashMap::new(),
+        declaring_item: 0,
+        cur_item: usize::MAX,
         builtin_subs: Vec::new(),
     };
     c.run(main).map_err(|d| {
@@ -262,9 +284,11 @@ impl<'a> Checker<'a> {
             let mut out = Vec::new();
             for b in blocks {
                 if let ast::Item::Sub(s) = items[b].0 {
+                    self.cur_item = b;
                     self.stmts(&s.body.stmts, &mut out)?;
                 }
             }
+            self.cur_item = usize::MAX;
             bodies.push(out);
         }
         if self.backends.is_empty() {
@@ -418,6 +442,13 @@ impl<'a> Checker<'a> {
                 (Sym::Acl(_), Sym::Acl(_)) => format!("Acl '{name}' redefined."),
                 (Sym::Sub(_), Sym::Sub(_)) => format!("Subroutine '{name}' redefined"),
                 (Sym::Instance(_), Sym::Instance(_)) => format!("Instance '{name}' redefined."),
+                // vcc looks a subroutine or an import name up as that kind
+                // and finds another one.
+                (_, Sym::Sub(_) | Sym::Vmod(_)) => format!(
+                    "Symbol '{name}' has wrong type ({}), expected {}:",
+                    sym_kind(old),
+                    sym_kind(sym)
+                ),
                 _ => format!("Name '{name}' already defined."),
             };
             let note = if matches!(sym, Sym::Sub(_)) {
@@ -430,7 +461,34 @@ impl<'a> Checker<'a> {
             ));
         }
         self.syms.insert(name.to_string(), (sym, span));
+        self.sym_item.insert(name.to_string(), self.declaring_item);
         Ok(())
+    }
+
+    /// Whether global `name` (an ACL, backend, probe or subroutine) is
+    /// declared after the subroutine body being checked. vcc compiles in
+    /// one pass: a use in a typed context (`call x`, a BACKEND, an ACL)
+    /// makes a symbol of that kind which the later declaration must
+    /// match, and a use anywhere else does not find the name.
+    fn declared_later(&self, name: &str) -> bool {
+        matches!(
+            self.syms.get(name),
+            Some((
+                Sym::Acl(_) | Sym::Backend(_) | Sym::Probe(_) | Sym::Sub(_),
+                _
+            ))
+        ) && self.sym_item.get(name).is_some_and(|i| *i > self.cur_item)
+    }
+
+    /// The error vcc gives at the declaration of `name` as `def` when a
+    /// use before it made the name a `want` (acl, backend, probe, sub).
+    fn forward_kind_error(name: &str, def: Sym, def_span: Span, want: &str) -> Box<Diagnostic> {
+        let msg = if matches!(def, Sym::Sub(_)) {
+            format!("Symbol '{name}' has wrong type ({want}), expected sub:")
+        } else {
+            format!("Name {name} must have type '{want}'.")
+        };
+        Box::new(Diagnostic::error(msg, def_span))
     }
 
     fn check_plain_name(&self, what: &str, id: &ast::Ident) -> R<()> {
@@ -454,6 +512,7 @@ impl<'a> Checker<'a> {
     }
 
     fn declare(&mut self, item: &ast::Item, idx: usize, from_builtin: bool) -> R<()> {
+        self.declaring_item = idx;
         match item {
             ast::Item::Version(_) => Ok(()),
             ast::Item::Import(imp) => self.declare_import(imp),
@@ -1033,6 +1092,9 @@ impl<'a> Checker<'a> {
         let name = p.dotted();
         let first = &p.segments[0].name;
         match self.syms.get(first).copied() {
+            Some(_) if self.declared_later(first) => Box::new(
+                Diagnostic::error(format!("Symbol not found: '{name}'\nAt: "), p.span).ranged(),
+            ),
             Some((Sym::Instance(_), _)) if p.segments.len() == 1 => Box::new(Diagnostic::error(
                 format!("Expected '.' got '{}'", self.after_token(p.span)),
                 p.span,
@@ -1288,6 +1350,9 @@ impl<'a> Checker<'a> {
             Some((Sym::Sub(i), _)) => {
                 self.subs[i].referenced = true;
                 Ok(Some(i))
+            }
+            Some((other, def)) if self.declared_later(&id.name) => {
+                Err(Self::forward_kind_error(&id.name, other, def, "sub"))
             }
             Some((other, _)) => err(
                 format!(
@@ -1664,8 +1729,12 @@ impl<'a> Checker<'a> {
     fn number(&mut self, lit: &ast::NumLit, unit: Option<&ast::Ident>, fmt: Type) -> R<Expr> {
         if fmt == Type::Bytes {
             let Some(u) = unit else {
+                // vcc reads the number, then wants a unit token after it.
                 return err(
-                    format!("Expected BYTES unit (B, KB, MB...) got '{}'", lit.text),
+                    format!(
+                        "Expected BYTES unit (B, KB, MB...) got '{}'",
+                        self.after_token(lit.span)
+                    ),
                     lit.span,
                 );
             };
@@ -1887,11 +1956,20 @@ impl<'a> Checker<'a> {
             ),
             // vcc creates the ACL symbol at this reference; a later
             // definition of another kind then conflicts with it.
-            Some((Sym::Sub(_), def)) => err(
-                format!("Symbol '{name}' has wrong type (acl), expected sub:"),
-                def,
+            Some((s, def)) if self.declared_later(&name) => {
+                Err(Self::forward_kind_error(&name, s, def, "acl"))
+            }
+            Some((Sym::Sub(_), _)) => err(
+                format!("Symbol '{name}' can only be used as a SUB expression"),
+                p.span,
             ),
-            Some((_, def)) => err(format!("Name {name} must have type 'acl'."), def),
+            Some((s, _)) => err(
+                format!(
+                    "Expression has type {}, expected ACL",
+                    self.sym_type_name(s)
+                ),
+                p.span,
+            ),
             None => {
                 if name.starts_with("vcl_") {
                     return err("Symbols named 'vcl_*' are reserved.", p.span);
@@ -2019,7 +2097,22 @@ impl<'a> Checker<'a> {
                 }
                 _ => {}
             }
-            if let Some((sym, _)) = self.syms.get(&name).copied() {
+            if let Some((sym, def)) = self.syms.get(&name).copied() {
+                if self.declared_later(&name) {
+                    let want = match fmt {
+                        Type::Acl => "acl",
+                        Type::Backend => "backend",
+                        Type::Probe => "probe",
+                        Type::Sub => "sub",
+                        _ => {
+                            return not_found(format!("Symbol not found: '{name}'\nAt: "), p.span);
+                        }
+                    };
+                    if self.sym_type_name(sym).eq_ignore_ascii_case(want) {
+                        return self.sym_expr(sym, p, fmt);
+                    }
+                    return Err(Self::forward_kind_error(&name, sym, def, want));
+                }
                 return self.sym_expr(sym, p, fmt);
             }
             if let Some(msg) = unusable_symbol(&name) {
@@ -2092,6 +2185,14 @@ impl<'a> Checker<'a> {
                     kind: IK::Stevedore(Arc::from(st)),
                 });
             }
+            // `storage.<known>.<nope>`: a property the STEVEDORE lacks.
+            if p.segments.len() > 2 && self.opts.storages.iter().any(|s| *s == p.segments[1].name) {
+                let prop = &p.segments[2];
+                return err(
+                    format!("Unknown property '{}' for type STEVEDORE", prop.name),
+                    prop.span,
+                );
+            }
             return not_found(format!("Symbol not found: '{name}'\nAt: "), p.span);
         }
         // Longest known prefix, then properties.
@@ -2101,10 +2202,11 @@ impl<'a> Checker<'a> {
                 span: p.segments[0].span.to(p.segments[cut - 1].span),
             };
             let pname = prefix.dotted();
-            let known = matches!(
-                vars::lookup(&pname, self.version, &self.opts.storages),
-                VarLookup::Plain(_)
-            ) || (cut == 1 && self.syms.contains_key(&pname));
+            let known =
+                matches!(
+                    vars::lookup(&pname, self.version, &self.opts.storages),
+                    VarLookup::Plain(_)
+                ) || (cut == 1 && self.syms.contains_key(&pname) && !self.declared_later(&pname));
             if known {
                 if let Some((Sym::Vmod(_), _)) = self.syms.get(&pname).copied() {
                     return not_found(format!("Symbol not found: '{name}'\nAt: "), p.span);
