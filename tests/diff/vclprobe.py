@@ -156,6 +156,21 @@ def run_args(cmd, line, workdir):
     return (f"exit {p.returncode}", lines[0] if p.returncode and lines else "")
 
 
+def compare(a, all_probes, one, per_file):
+    """Runs the probes; prints and counts those that differ."""
+    diffs = 0
+    with concurrent.futures.ThreadPoolExecutor(a.j) as ex:
+        for name, vcl, v, l in ex.map(one, all_probes):
+            fam = re.split(r"[#:]", name)[0]
+            tally = per_file.setdefault(fam, [0, 0])
+            tally[0] += 1
+            if tuple(v) != tuple(l):
+                diffs += 1
+                tally[1] += 1
+                print(f"=== {name}\n{vcl}--- varnishd: {v[0]}: {v[1]}\n--- lacquerd: {l[0]}: {l[1]}\n")
+    return diffs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lacquerd", default=os.path.join(HERE, "../../target/debug/lacquerd"))
@@ -195,17 +210,12 @@ def main():
             cache[key] = list(v)
             return name, vcl, v, run([a.lacquerd], vcl, d, name)
 
-        with concurrent.futures.ThreadPoolExecutor(a.j) as ex:
-            for name, vcl, v, l in ex.map(one, all_probes):
-                fam = re.split(r"[#:]", name)[0]
-                tally = per_file.setdefault(fam, [0, 0])
-                tally[0] += 1
-                if tuple(v) != tuple(l):
-                    diffs += 1
-                    tally[1] += 1
-                    print(f"=== {name}\n{vcl}--- varnishd: {v[0]}: {v[1]}\n--- lacquerd: {l[0]}: {l[1]}\n")
-    if a.cache:
-        json.dump(cache, open(a.cache, "w", encoding="utf-8"), indent=0, sort_keys=True)
+        try:
+            diffs = compare(a, all_probes, one, per_file)
+        finally:
+            # varnishd's answers so far are kept even when a run breaks off.
+            if a.cache:
+                json.dump(cache, open(a.cache, "w", encoding="utf-8"), indent=0, sort_keys=True)
     for fam, (n, d) in sorted(per_file.items()):
         print(f"{fam}: {n} probes, {d} differ")
     print(f"{len(all_probes)} probes, {diffs} differ")

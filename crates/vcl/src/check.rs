@@ -64,6 +64,25 @@ fn in_backend(b: &ast::Backend) -> impl Fn(Box<Diagnostic>) -> Box<Diagnostic> +
 
 /// vcc's "Symbol not found" error: the location follows `At: ` in the
 /// range form, whatever the length of the name.
+/// The methods values of a type have (`.upper()`, `.resolve()`).
+fn type_method_of(ty: Type, name: &str) -> Option<ir::TypeMethod> {
+    match (ty, name) {
+        (Type::String | Type::Strands | Type::Header, "upper") => Some(ir::TypeMethod::Upper),
+        (Type::String | Type::Strands | Type::Header, "lower") => Some(ir::TypeMethod::Lower),
+        (Type::Backend, "resolve") => Some(ir::TypeMethod::Resolve),
+        _ => None,
+    }
+}
+
+/// The type vcc names in "Unknown property" messages: a STRING is looked
+/// at as STRINGS (the form its methods take).
+fn property_type_name(ty: Type) -> &'static str {
+    match ty {
+        Type::String => "STRINGS",
+        t => t.name(),
+    }
+}
+
 /// The kind of a symbol as vcc names it in "has wrong type" messages.
 fn sym_kind(s: Sym) -> &'static str {
     match s {
@@ -2213,11 +2232,18 @@ impl<'a> Checker<'a> {
                 }
                 let base = self.path_expr(&prefix, Type::Void)?;
                 let prop = &p.segments[cut];
+                // A method named without its parentheses (`req.url.lower`).
+                if cut + 1 == p.segments.len() && type_method_of(base.ty, &prop.name).is_some() {
+                    return err(
+                        format!("Expected '(' got '{}'", self.after_token(p.span)),
+                        prop.span,
+                    );
+                }
                 return err(
                     format!(
                         "Unknown property '{}' for type {}",
                         prop.name,
-                        base.ty.name()
+                        property_type_name(base.ty)
                     ),
                     prop.span,
                 );
@@ -2468,20 +2494,15 @@ impl<'a> Checker<'a> {
 
     /// `.upper()`, `.lower()` on strings, `.resolve()` on backends.
     fn type_method(&mut self, base: Expr, name: &ast::Ident, called: bool) -> R<Expr> {
-        let method = match (base.ty, name.name.as_str()) {
-            (Type::String | Type::Strands | Type::Header, "upper") => ir::TypeMethod::Upper,
-            (Type::String | Type::Strands | Type::Header, "lower") => ir::TypeMethod::Lower,
-            (Type::Backend, "resolve") => ir::TypeMethod::Resolve,
-            _ => {
-                return err(
-                    format!(
-                        "Unknown property '{}' for type {}",
-                        name.name,
-                        base.ty.name()
-                    ),
-                    name.span,
-                );
-            }
+        let Some(method) = type_method_of(base.ty, &name.name) else {
+            return err(
+                format!(
+                    "Unknown property '{}' for type {}",
+                    name.name,
+                    property_type_name(base.ty)
+                ),
+                name.span,
+            );
         };
         if !called {
             return err("Expected '(' got '.'", name.span);
@@ -2516,8 +2537,10 @@ impl<'a> Checker<'a> {
             let idx = match &a.name {
                 None => {
                     if seen_named {
+                        // vcc reads named arguments to the end: a
+                        // positional one after them ends the list early.
                         return err(
-                            format!("Expected ID got '{}'", self.first_token(a.span)),
+                            format!("Expected ')' got '{}'", self.first_token(a.span)),
                             a.span,
                         );
                     }
