@@ -161,6 +161,8 @@ def compare(a, all_probes, one, per_file):
     diffs = 0
     with concurrent.futures.ThreadPoolExecutor(a.j) as ex:
         for name, vcl, v, l in ex.map(one, all_probes):
+            # some vcc messages end in their location on the same line
+            v, l = [(s, re.sub(r"\('[^']*' Line \d+ Pos \d+\)$", "", m)) for s, m in (v, l)]
             fam = re.split(r"[#:]", name)[0]
             tally = per_file.setdefault(fam, [0, 0])
             tally[0] += 1

@@ -1774,9 +1774,7 @@ impl<'a> Checker<'a> {
                 "p" => 1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0,
                 _ => {
                     return err(
-                        "Unknown BYTES unit ".to_string()
-                            + &u.name
-                            + ".  Legal are 'B', 'KB', 'MB', 'GB' and 'TB'",
+                        format!("Unknown BYTES unit of measurement ([KMGTP][B])'{}'", u.name),
                         u.span,
                     );
                 }
