@@ -392,6 +392,16 @@ impl<'a> Checker<'a> {
         let Some((_, c0)) = chars.next() else {
             return "EOI".into();
         };
+        if c0.is_ascii_digit() {
+            // A number: digits, and a fraction (`1.0`); a unit is a token
+            // of its own.
+            let int = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+            let end = match t[int..].strip_prefix('.') {
+                Some(f) => int + 1 + f.find(|c: char| !c.is_ascii_digit()).unwrap_or(f.len()),
+                None => int,
+            };
+            return t[..end].to_string();
+        }
         if c0.is_ascii_alphanumeric() || c0 == '_' {
             let end = t
                 .char_indices()
@@ -715,6 +725,19 @@ impl<'a> Checker<'a> {
             && let Some((ci, _)) = self.vmods[v].decl.object(&segs[1].name)
         {
             return Ok((v, ci));
+        }
+        // A function of the vmod where an object class is wanted.
+        if segs.len() == 2
+            && let Some((Sym::Vmod(v), _)) = self.syms.get(&segs[0].name).copied()
+            && self.vmods[v].decl.function(&segs[1].name).is_some()
+        {
+            return err(
+                format!(
+                    "Symbol '{}' has wrong type (func), expected object:",
+                    callee.dotted()
+                ),
+                callee.span,
+            );
         }
         not_found(
             format!("Symbol not found: '{}'\nAt: ", callee.dotted()),
@@ -1118,6 +1141,20 @@ impl<'a> Checker<'a> {
                 format!("Expected '.' got '{}'", self.after_token(p.span)),
                 p.span,
             )),
+            // A method named without its parentheses (`d.backend;`).
+            Some((Sym::Instance(i), _))
+                if p.segments.len() == 2 && {
+                    let inst = &self.instances[i];
+                    self.vmods[inst.vmod].decl.objects[inst.class]
+                        .method(&p.segments[1].name)
+                        .is_some()
+                } =>
+            {
+                Box::new(Diagnostic::error(
+                    format!("Expected '(' got '{}'", self.after_token(p.span)),
+                    p.span,
+                ))
+            }
             Some((Sym::Vmod(v), _))
                 if p.segments.len() == 2
                     && self.vmods[v].decl.function(&p.segments[1].name).is_some() =>
@@ -2534,18 +2571,26 @@ impl<'a> Checker<'a> {
         for a in args {
             let idx = match &a.name {
                 None => {
-                    if seen_named {
-                        // vcc reads named arguments to the end: a
-                        // positional one after them ends the list early.
-                        return err(
-                            format!("Expected ')' got '{}'", self.first_token(a.span)),
-                            a.span,
-                        );
-                    }
                     while next < slots.len() && slots[next].is_some() {
                         next += 1;
                     }
-                    if next >= slots.len() {
+                    if seen_named || next >= slots.len() {
+                        // vcc reads the arguments left as `name = value`:
+                        // a name there must be a declared argument.
+                        if let AK::Path(p) = &a.value.kind {
+                            let n = p.dotted();
+                            let known = f.args.iter().any(|d| {
+                                d.name.as_deref() == Some(n.as_str())
+                                    && !matches!(d.ty, ArgType::Priv(_))
+                            });
+                            if !known {
+                                return err(format!("Unknown argument '{n}'"), p.span);
+                            }
+                            return err(
+                                format!("Expected '=' got '{}'", self.after_token(p.span)),
+                                p.span,
+                            );
+                        }
                         return err(
                             format!("Expected ')' got '{}'", self.first_token(a.span)),
                             a.span,

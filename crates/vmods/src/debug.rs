@@ -433,7 +433,12 @@ struct VclName(String);
 struct ColdHold(u64);
 
 /// `vcl_prevent_cold()`: holds the VCL back from going cold (it stays
-/// `cooling`) until `vcl_allow_cold()`.
+/// `cooling`) until `vcl_allow_cold()`. varnishd counts this reference
+/// as a busy task instead (`vcl.list` shows `busy 1`, and the VCL may be
+/// warmed again meanwhile); Lacquer's hosts have no busy count a vmod can
+/// take, so the hold is the vmod reference `vcl.list` shows as `cooling`.
+/// A second call without `vcl_allow_cold()` (an assertion in varnishd)
+/// fails the task.
 fn vcl_prevent_cold(env: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
     let mut st = env.vcl_state();
     if st.get::<ColdHold>(0).is_some() {
