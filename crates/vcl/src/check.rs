@@ -78,7 +78,7 @@ fn type_method_of(ty: Type, name: &str) -> Option<ir::TypeMethod> {
 /// at as STRINGS (the form its methods take).
 fn property_type_name(ty: Type) -> &'static str {
     match ty {
-        Type::String => "STRINGS",
+        Type::String | Type::Header => "STRINGS",
         t => t.name(),
     }
 }
@@ -1207,7 +1207,7 @@ impl<'a> Checker<'a> {
                 c => c.to_string(),
             };
             return Some(err(
-                format!("Invalid character '{shown}' in header name"),
+                format!("Invalid character '{shown}' in header name."),
                 last.span,
             ));
         }
@@ -2259,7 +2259,8 @@ impl<'a> Checker<'a> {
             let known =
                 matches!(
                     vars::lookup(&pname, self.version, &self.opts.storages),
-                    VarLookup::Plain(_)
+                    // `req.http.x.y`: header `x`, then a property of it.
+                    VarLookup::Plain(_) | VarLookup::Header(..)
                 ) || (cut == 1 && self.syms.contains_key(&pname) && !self.declared_later(&pname));
             if known {
                 if let Some((Sym::Vmod(_), _)) = self.syms.get(&pname).copied() {
