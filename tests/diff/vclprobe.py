@@ -13,7 +13,10 @@ give (one value a line, in order; a value may hold fields too), e.g. `#= T 1s` a
 `set req.ttl = {T};`. Probes are named `file#chunk.i.j...` by the index
 of each value.
 
-usage: vclprobe.py [--lacquerd PATH] [--varnishd PATH] [-j N] [FILE...]
+usage: vclprobe.py [--lacquerd PATH] [--varnishd PATH] [-j N] [--cache FILE] [FILE...]
+`--cache tests/diff/vclprobe-varnishd.json` reuses varnishd 7.1.1's
+answers to every committed probe (a full run then takes minutes, not
+the better part of an hour); new probes are added to the file.
 Files ending in .args hold one command line a line (shell words; `{tmp}`
 stands for a scratch directory): both daemons run it with their own `-n`,
 and the exit status and, on failure, the first line of standard error are
