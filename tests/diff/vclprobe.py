@@ -6,7 +6,17 @@ VCLs separated by lines of `----`; a probe that does not begin with `vcl `
 gets `vcl 4.1;` and `backend b none;` put in front. A line `#! text` in a
 probe is a note and is removed before compiling.
 
-usage: vclprobe.py [--lacquerd PATH] [--varnishd PATH] [-j N] [FILE...]
+Matrix files (*.vclm) generate probe families: each chunk (chunks are
+separated by `----` as above) is a template whose `{NAME}` fields are
+filled with every combination of the values its `#= NAME value` lines
+give (one value a line, in order; a value may hold fields too), e.g. `#= T 1s` and `#= T now` with
+`set req.ttl = {T};`. Probes are named `file#chunk.i.j...` by the index
+of each value.
+
+usage: vclprobe.py [--lacquerd PATH] [--varnishd PATH] [-j N] [--cache FILE] [FILE...]
+`--cache tests/diff/vclprobe-varnishd.json` reuses varnishd 7.1.1's
+answers to every committed probe (a full run then takes minutes, not
+the better part of an hour); new probes are added to the file.
 Files ending in .args hold one command line a line (shell words; `{tmp}`
 stands for a scratch directory): both daemons run it with their own `-n`,
 and the exit status and, on failure, the first line of standard error are
@@ -42,6 +52,42 @@ def probes(path):
         if not body.startswith("vcl "):
             body = PRELUDE + body
         out.append((f"{os.path.basename(path)}#{n}", body + "\n"))
+    return out
+
+
+def matrix_probes(path):
+    text = open(path, encoding="utf-8").read()
+    out = []
+    for n, chunk in enumerate(re.split(r"^----\s*$", text, flags=re.M)):
+        values = {}
+        body = []
+        for line in chunk.strip("\n").split("\n"):
+            m = re.match(r"#=\s*(\w+)\s(.*)$", line)
+            if m:
+                values.setdefault(m.group(1), []).append(m.group(2).strip())
+            elif not line.startswith("#!"):
+                body.append(line)
+        template = "\n".join(body).strip()
+        if not template:
+            continue
+        # A value may itself hold fields: expand until none is left.
+        done = []
+        todo = [((), template)]
+        while todo:
+            idx, t = todo.pop()
+            k = next((k for k in values if "{" + k + "}" in t), None)
+            if k is None:
+                done.append((idx, t))
+                continue
+            todo.extend(
+                (idx + (i,), t.replace("{" + k + "}", v))
+                for i, v in reversed(list(enumerate(values[k])))
+            )
+        for idx, t in done:
+            if not t.startswith("vcl "):
+                t = PRELUDE + t
+            tag = ".".join(str(i) for i in idx)
+            out.append((f"{os.path.basename(path)}#{n}.{tag}", t + "\n"))
     return out
 
 
@@ -113,6 +159,23 @@ def run_args(cmd, line, workdir):
     return (f"exit {p.returncode}", lines[0] if p.returncode and lines else "")
 
 
+def compare(a, all_probes, one, per_file):
+    """Runs the probes; prints and counts those that differ."""
+    diffs = 0
+    with concurrent.futures.ThreadPoolExecutor(a.j) as ex:
+        for name, vcl, v, l in ex.map(one, all_probes):
+            # some vcc messages end in their location on the same line
+            v, l = [(s, re.sub(r"\('[^']*' Line \d+ Pos \d+\)$", "", m)) for s, m in (v, l)]
+            fam = re.split(r"[#:]", name)[0]
+            tally = per_file.setdefault(fam, [0, 0])
+            tally[0] += 1
+            if tuple(v) != tuple(l):
+                diffs += 1
+                tally[1] += 1
+                print(f"=== {name}\n{vcl}--- varnishd: {v[0]}: {v[1]}\n--- lacquerd: {l[0]}: {l[1]}\n")
+    return diffs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lacquerd", default=os.path.join(HERE, "../../target/debug/lacquerd"))
@@ -126,8 +189,10 @@ def main():
     a = ap.parse_args()
     files = a.files or sorted(glob.glob(os.path.join(HERE, "vcl-probes", "*.*")))
     all_probes = [p for f in files if f.endswith(".vcls") for p in probes(f)]
+    all_probes += [p for f in files if f.endswith(".vclm") for p in matrix_probes(f)]
     all_probes += [("args", p) for f in files if f.endswith(".args") for p in arg_probes(f)]
     diffs = 0
+    per_file = {}
     cache = {}
     if a.cache and os.path.exists(a.cache):
         cache = json.load(open(a.cache, encoding="utf-8"))
@@ -150,13 +215,14 @@ def main():
             cache[key] = list(v)
             return name, vcl, v, run([a.lacquerd], vcl, d, name)
 
-        with concurrent.futures.ThreadPoolExecutor(a.j) as ex:
-            for name, vcl, v, l in ex.map(one, all_probes):
-                if tuple(v) != tuple(l):
-                    diffs += 1
-                    print(f"=== {name}\n{vcl}--- varnishd: {v[0]}: {v[1]}\n--- lacquerd: {l[0]}: {l[1]}\n")
-    if a.cache:
-        json.dump(cache, open(a.cache, "w", encoding="utf-8"), indent=0, sort_keys=True)
+        try:
+            diffs = compare(a, all_probes, one, per_file)
+        finally:
+            # varnishd's answers so far are kept even when a run breaks off.
+            if a.cache:
+                json.dump(cache, open(a.cache, "w", encoding="utf-8"), indent=0, sort_keys=True)
+    for fam, (n, d) in sorted(per_file.items()):
+        print(f"{fam}: {n} probes, {d} differ")
     print(f"{len(all_probes)} probes, {diffs} differ")
     return 1 if diffs else 0
 

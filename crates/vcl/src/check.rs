@@ -64,6 +64,37 @@ fn in_backend(b: &ast::Backend) -> impl Fn(Box<Diagnostic>) -> Box<Diagnostic> +
 
 /// vcc's "Symbol not found" error: the location follows `At: ` in the
 /// range form, whatever the length of the name.
+/// The methods values of a type have (`.upper()`, `.resolve()`).
+fn type_method_of(ty: Type, name: &str) -> Option<ir::TypeMethod> {
+    match (ty, name) {
+        (Type::String | Type::Strands | Type::Header, "upper") => Some(ir::TypeMethod::Upper),
+        (Type::String | Type::Strands | Type::Header, "lower") => Some(ir::TypeMethod::Lower),
+        (Type::Backend, "resolve") => Some(ir::TypeMethod::Resolve),
+        _ => None,
+    }
+}
+
+/// The type vcc names in "Unknown property" messages: a STRING is looked
+/// at as STRINGS (the form its methods take).
+fn property_type_name(ty: Type) -> &'static str {
+    match ty {
+        Type::String | Type::Header => "STRINGS",
+        t => t.name(),
+    }
+}
+
+/// The kind of a symbol as vcc names it in "has wrong type" messages.
+fn sym_kind(s: Sym) -> &'static str {
+    match s {
+        Sym::Sub(_) => "sub",
+        Sym::Acl(_) => "acl",
+        Sym::Backend(_) => "backend",
+        Sym::Probe(_) => "probe",
+        Sym::Vmod(_) => "vmod",
+        Sym::Instance(_) => "instance",
+    }
+}
+
 fn not_found<T>(msg: String, span: Span) -> R<T> {
     Err(Box::new(Diagnostic::error(msg, span).ranged()))
 }
@@ -163,6 +194,13 @@ struct Checker<'a> {
     /// Deferred "Undefined ..." errors (first reference per name).
     undefined: Vec<Diagnostic>,
     cur: usize,
+    /// Position (item index) of the declaration of each global name, and
+    /// of the item whose body is being checked: vcc reads the source once,
+    /// so a name used before its declaration resolves differently (see
+    /// [`Checker::declared_later`]).
+    sym_item: HashMap<String, usize>,
+    declaring_item: usize,
+    cur_item: usize,
     /// Names of the subroutines the built-in VCL defines (user VCL may
     /// define them too, even with the reserved `vcl_` prefix).
     builtin_subs: Vec<String>,
@@ -202,6 +240,9 @@ pub fn check(
         default_backend: None,
         undefined: Vec::new(),
         cur: 0,
+        sym_item: HashMap::new(),
+        declaring_item: 0,
+        cur_item: usize::MAX,
         builtin_subs: Vec::new(),
     };
     c.run(main).map_err(|d| {
@@ -262,9 +303,11 @@ impl<'a> Checker<'a> {
             let mut out = Vec::new();
             for b in blocks {
                 if let ast::Item::Sub(s) = items[b].0 {
+                    self.cur_item = b;
                     self.stmts(&s.body.stmts, &mut out)?;
                 }
             }
+            self.cur_item = usize::MAX;
             bodies.push(out);
         }
         if self.backends.is_empty() {
@@ -349,6 +392,16 @@ impl<'a> Checker<'a> {
         let Some((_, c0)) = chars.next() else {
             return "EOI".into();
         };
+        if c0.is_ascii_digit() {
+            // A number: digits, and a fraction (`1.0`); a unit is a token
+            // of its own.
+            let int = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+            let end = match t[int..].strip_prefix('.') {
+                Some(f) => int + 1 + f.find(|c: char| !c.is_ascii_digit()).unwrap_or(f.len()),
+                None => int,
+            };
+            return t[..end].to_string();
+        }
         if c0.is_ascii_alphanumeric() || c0 == '_' {
             let end = t
                 .char_indices()
@@ -418,6 +471,13 @@ impl<'a> Checker<'a> {
                 (Sym::Acl(_), Sym::Acl(_)) => format!("Acl '{name}' redefined."),
                 (Sym::Sub(_), Sym::Sub(_)) => format!("Subroutine '{name}' redefined"),
                 (Sym::Instance(_), Sym::Instance(_)) => format!("Instance '{name}' redefined."),
+                // vcc looks a subroutine or an import name up as that kind
+                // and finds another one.
+                (_, Sym::Sub(_) | Sym::Vmod(_)) => format!(
+                    "Symbol '{name}' has wrong type ({}), expected {}:",
+                    sym_kind(old),
+                    sym_kind(sym)
+                ),
                 _ => format!("Name '{name}' already defined."),
             };
             let note = if matches!(sym, Sym::Sub(_)) {
@@ -430,7 +490,34 @@ impl<'a> Checker<'a> {
             ));
         }
         self.syms.insert(name.to_string(), (sym, span));
+        self.sym_item.insert(name.to_string(), self.declaring_item);
         Ok(())
+    }
+
+    /// Whether global `name` (an ACL, backend, probe or subroutine) is
+    /// declared after the subroutine body being checked. vcc compiles in
+    /// one pass: a use in a typed context (`call x`, a BACKEND, an ACL)
+    /// makes a symbol of that kind which the later declaration must
+    /// match, and a use anywhere else does not find the name.
+    fn declared_later(&self, name: &str) -> bool {
+        matches!(
+            self.syms.get(name),
+            Some((
+                Sym::Acl(_) | Sym::Backend(_) | Sym::Probe(_) | Sym::Sub(_),
+                _
+            ))
+        ) && self.sym_item.get(name).is_some_and(|i| *i > self.cur_item)
+    }
+
+    /// The error vcc gives at the declaration of `name` as `def` when a
+    /// use before it made the name a `want` (acl, backend, probe, sub).
+    fn forward_kind_error(name: &str, def: Sym, def_span: Span, want: &str) -> Box<Diagnostic> {
+        let msg = if matches!(def, Sym::Sub(_)) {
+            format!("Symbol '{name}' has wrong type ({want}), expected sub:")
+        } else {
+            format!("Name {name} must have type '{want}'.")
+        };
+        Box::new(Diagnostic::error(msg, def_span))
     }
 
     fn check_plain_name(&self, what: &str, id: &ast::Ident) -> R<()> {
@@ -454,6 +541,7 @@ impl<'a> Checker<'a> {
     }
 
     fn declare(&mut self, item: &ast::Item, idx: usize, from_builtin: bool) -> R<()> {
+        self.declaring_item = idx;
         match item {
             ast::Item::Version(_) => Ok(()),
             ast::Item::Import(imp) => self.declare_import(imp),
@@ -637,6 +725,19 @@ impl<'a> Checker<'a> {
             && let Some((ci, _)) = self.vmods[v].decl.object(&segs[1].name)
         {
             return Ok((v, ci));
+        }
+        // A function of the vmod where an object class is wanted.
+        if segs.len() == 2
+            && let Some((Sym::Vmod(v), _)) = self.syms.get(&segs[0].name).copied()
+            && self.vmods[v].decl.function(&segs[1].name).is_some()
+        {
+            return err(
+                format!(
+                    "Symbol '{}' has wrong type (func), expected object:",
+                    callee.dotted()
+                ),
+                callee.span,
+            );
         }
         not_found(
             format!("Symbol not found: '{}'\nAt: ", callee.dotted()),
@@ -1033,10 +1134,27 @@ impl<'a> Checker<'a> {
         let name = p.dotted();
         let first = &p.segments[0].name;
         match self.syms.get(first).copied() {
+            Some(_) if self.declared_later(first) => Box::new(
+                Diagnostic::error(format!("Symbol not found: '{name}'\nAt: "), p.span).ranged(),
+            ),
             Some((Sym::Instance(_), _)) if p.segments.len() == 1 => Box::new(Diagnostic::error(
                 format!("Expected '.' got '{}'", self.after_token(p.span)),
                 p.span,
             )),
+            // A method named without its parentheses (`d.backend;`).
+            Some((Sym::Instance(i), _))
+                if p.segments.len() == 2 && {
+                    let inst = &self.instances[i];
+                    self.vmods[inst.vmod].decl.objects[inst.class]
+                        .method(&p.segments[1].name)
+                        .is_some()
+                } =>
+            {
+                Box::new(Diagnostic::error(
+                    format!("Expected '(' got '{}'", self.after_token(p.span)),
+                    p.span,
+                ))
+            }
             Some((Sym::Vmod(v), _))
                 if p.segments.len() == 2
                     && self.vmods[v].decl.function(&p.segments[1].name).is_some() =>
@@ -1089,7 +1207,7 @@ impl<'a> Checker<'a> {
                 c => c.to_string(),
             };
             return Some(err(
-                format!("Invalid character '{shown}' in header name"),
+                format!("Invalid character '{shown}' in header name."),
                 last.span,
             ));
         }
@@ -1288,6 +1406,9 @@ impl<'a> Checker<'a> {
             Some((Sym::Sub(i), _)) => {
                 self.subs[i].referenced = true;
                 Ok(Some(i))
+            }
+            Some((other, def)) if self.declared_later(&id.name) => {
+                Err(Self::forward_kind_error(&id.name, other, def, "sub"))
             }
             Some((other, _)) => err(
                 format!(
@@ -1664,8 +1785,12 @@ impl<'a> Checker<'a> {
     fn number(&mut self, lit: &ast::NumLit, unit: Option<&ast::Ident>, fmt: Type) -> R<Expr> {
         if fmt == Type::Bytes {
             let Some(u) = unit else {
+                // vcc reads the number, then wants a unit token after it.
                 return err(
-                    format!("Expected BYTES unit (B, KB, MB...) got '{}'", lit.text),
+                    format!(
+                        "Expected BYTES unit (B, KB, MB...) got '{}'",
+                        self.after_token(lit.span)
+                    ),
                     lit.span,
                 );
             };
@@ -1686,9 +1811,7 @@ impl<'a> Checker<'a> {
                 "p" => 1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0,
                 _ => {
                     return err(
-                        "Unknown BYTES unit ".to_string()
-                            + &u.name
-                            + ".  Legal are 'B', 'KB', 'MB', 'GB' and 'TB'",
+                        format!("Unknown BYTES unit of measurement ([KMGTP][B])'{}'", u.name),
                         u.span,
                     );
                 }
@@ -1887,11 +2010,20 @@ impl<'a> Checker<'a> {
             ),
             // vcc creates the ACL symbol at this reference; a later
             // definition of another kind then conflicts with it.
-            Some((Sym::Sub(_), def)) => err(
-                format!("Symbol '{name}' has wrong type (acl), expected sub:"),
-                def,
+            Some((s, def)) if self.declared_later(&name) => {
+                Err(Self::forward_kind_error(&name, s, def, "acl"))
+            }
+            Some((Sym::Sub(_), _)) => err(
+                format!("Symbol '{name}' can only be used as a SUB expression"),
+                p.span,
             ),
-            Some((_, def)) => err(format!("Name {name} must have type 'acl'."), def),
+            Some((s, _)) => err(
+                format!(
+                    "Expression has type {}, expected ACL",
+                    self.sym_type_name(s)
+                ),
+                p.span,
+            ),
             None => {
                 if name.starts_with("vcl_") {
                     return err("Symbols named 'vcl_*' are reserved.", p.span);
@@ -2019,7 +2151,22 @@ impl<'a> Checker<'a> {
                 }
                 _ => {}
             }
-            if let Some((sym, _)) = self.syms.get(&name).copied() {
+            if let Some((sym, def)) = self.syms.get(&name).copied() {
+                if self.declared_later(&name) {
+                    let want = match fmt {
+                        Type::Acl => "acl",
+                        Type::Backend => "backend",
+                        Type::Probe => "probe",
+                        Type::Sub => "sub",
+                        _ => {
+                            return not_found(format!("Symbol not found: '{name}'\nAt: "), p.span);
+                        }
+                    };
+                    if self.sym_type_name(sym).eq_ignore_ascii_case(want) {
+                        return self.sym_expr(sym, p, fmt);
+                    }
+                    return Err(Self::forward_kind_error(&name, sym, def, want));
+                }
                 return self.sym_expr(sym, p, fmt);
             }
             if let Some(msg) = unusable_symbol(&name) {
@@ -2092,6 +2239,14 @@ impl<'a> Checker<'a> {
                     kind: IK::Stevedore(Arc::from(st)),
                 });
             }
+            // `storage.<known>.<nope>`: a property the STEVEDORE lacks.
+            if p.segments.len() > 2 && self.opts.storages.iter().any(|s| *s == p.segments[1].name) {
+                let prop = &p.segments[2];
+                return err(
+                    format!("Unknown property '{}' for type STEVEDORE", prop.name),
+                    prop.span,
+                );
+            }
             return not_found(format!("Symbol not found: '{name}'\nAt: "), p.span);
         }
         // Longest known prefix, then properties.
@@ -2101,21 +2256,30 @@ impl<'a> Checker<'a> {
                 span: p.segments[0].span.to(p.segments[cut - 1].span),
             };
             let pname = prefix.dotted();
-            let known = matches!(
-                vars::lookup(&pname, self.version, &self.opts.storages),
-                VarLookup::Plain(_)
-            ) || (cut == 1 && self.syms.contains_key(&pname));
+            let known =
+                matches!(
+                    vars::lookup(&pname, self.version, &self.opts.storages),
+                    // `req.http.x.y`: header `x`, then a property of it.
+                    VarLookup::Plain(_) | VarLookup::Header(..)
+                ) || (cut == 1 && self.syms.contains_key(&pname) && !self.declared_later(&pname));
             if known {
                 if let Some((Sym::Vmod(_), _)) = self.syms.get(&pname).copied() {
                     return not_found(format!("Symbol not found: '{name}'\nAt: "), p.span);
                 }
                 let base = self.path_expr(&prefix, Type::Void)?;
                 let prop = &p.segments[cut];
+                // A method named without its parentheses (`req.url.lower`).
+                if cut + 1 == p.segments.len() && type_method_of(base.ty, &prop.name).is_some() {
+                    return err(
+                        format!("Expected '(' got '{}'", self.after_token(p.span)),
+                        prop.span,
+                    );
+                }
                 return err(
                     format!(
                         "Unknown property '{}' for type {}",
                         prop.name,
-                        base.ty.name()
+                        property_type_name(base.ty)
                     ),
                     prop.span,
                 );
@@ -2366,20 +2530,15 @@ impl<'a> Checker<'a> {
 
     /// `.upper()`, `.lower()` on strings, `.resolve()` on backends.
     fn type_method(&mut self, base: Expr, name: &ast::Ident, called: bool) -> R<Expr> {
-        let method = match (base.ty, name.name.as_str()) {
-            (Type::String | Type::Strands | Type::Header, "upper") => ir::TypeMethod::Upper,
-            (Type::String | Type::Strands | Type::Header, "lower") => ir::TypeMethod::Lower,
-            (Type::Backend, "resolve") => ir::TypeMethod::Resolve,
-            _ => {
-                return err(
-                    format!(
-                        "Unknown property '{}' for type {}",
-                        name.name,
-                        base.ty.name()
-                    ),
-                    name.span,
-                );
-            }
+        let Some(method) = type_method_of(base.ty, &name.name) else {
+            return err(
+                format!(
+                    "Unknown property '{}' for type {}",
+                    name.name,
+                    property_type_name(base.ty)
+                ),
+                name.span,
+            );
         };
         if !called {
             return err("Expected '(' got '.'", name.span);
@@ -2413,16 +2572,26 @@ impl<'a> Checker<'a> {
         for a in args {
             let idx = match &a.name {
                 None => {
-                    if seen_named {
-                        return err(
-                            format!("Expected ID got '{}'", self.first_token(a.span)),
-                            a.span,
-                        );
-                    }
                     while next < slots.len() && slots[next].is_some() {
                         next += 1;
                     }
-                    if next >= slots.len() {
+                    if seen_named || next >= slots.len() {
+                        // vcc reads the arguments left as `name = value`:
+                        // a name there must be a declared argument.
+                        if let AK::Path(p) = &a.value.kind {
+                            let n = p.dotted();
+                            let known = f.args.iter().any(|d| {
+                                d.name.as_deref() == Some(n.as_str())
+                                    && !matches!(d.ty, ArgType::Priv(_))
+                            });
+                            if !known {
+                                return err(format!("Unknown argument '{n}'"), p.span);
+                            }
+                            return err(
+                                format!("Expected '=' got '{}'", self.after_token(p.span)),
+                                p.span,
+                            );
+                        }
                         return err(
                             format!("Expected ')' got '{}'", self.first_token(a.span)),
                             a.span,

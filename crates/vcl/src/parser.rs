@@ -1703,6 +1703,13 @@ impl<'a> Parser<'a> {
                 }
                 // vcc expects a comma after any argument not followed by ')'.
                 self.skip(Punct::Comma)?;
+                // ... and takes one comma before the ')' (`f(a, )`).
+                if self.at(Punct::RParen) {
+                    break;
+                }
+                if self.at(Punct::Comma) {
+                    self.skip(Punct::RParen)?;
+                }
             }
         }
         let close = self.skip(Punct::RParen)?;

@@ -7,10 +7,11 @@
 //! declaration out of step with its implementation) into an error message
 //! instead of a panic.
 
-use std::cell::{RefCell, RefMut};
+use std::cell::{Ref, RefCell, RefMut};
 use std::net::SocketAddr;
 
 use bytes::Bytes;
+use lacquer_vcl::exec::regex::Regex;
 use lacquer_vcl::exec::{
     Backend, Context, HeaderName, HttpWhich, Value, VclRuntime, VmodArg, WsKind,
 };
@@ -187,6 +188,18 @@ impl<'a> Args<'a> {
             Some(v) => Err(mismatch(i, "HEADER", v)),
             None => Err(format!("vmod argument {} (HEADER) is missing", i + 1)),
         }
+    }
+
+    /// A REGEX argument: the expression compiled with the VCL (a bad one
+    /// is a compile error there, as in varnishd).
+    pub fn regex(&self, i: usize) -> Result<Ref<'_, Regex>, String> {
+        let idx = match self.get(i) {
+            Some(Value::Regex(idx)) => *idx,
+            Some(v) => return Err(mismatch(i, "REGEX", v)),
+            None => return Err(format!("vmod argument {} (REGEX) is missing", i + 1)),
+        };
+        Ref::filter_map(self.1.borrow(), |vcl| vcl.regex(idx))
+            .map_err(|_| format!("vmod argument {}: the VCL has no regex #{idx}", i + 1))
     }
 
     /// An HTTP argument (`req`, `bereq`, ...).

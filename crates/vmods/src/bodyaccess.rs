@@ -10,7 +10,7 @@ use crate::{Env, FuncImpl, ModuleImpl};
 
 const DECL: &str = r#"
 $Module bodyaccess
-$Function INT rematch_req_body(STRING re)
+$Function INT rematch_req_body(REGEX re)
 $Function VOID hash_req_body()
 $Function INT len_req_body()
 $Function VOID log_req_body(STRING prefix="", INT length=200)
@@ -37,8 +37,8 @@ fn not_cached(ctx: &mut dyn Context, f: &str) {
     ctx.log(LogKind::Error, m.as_bytes());
 }
 
-fn rematch_req_body(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
-    let re = env.regex(a.str_or_empty(0)?)?;
+fn rematch_req_body(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let re = a.regex(0)?;
     let Some(body) = ctx.cached_req_body() else {
         not_cached(ctx, "rematch_req_body");
         return Ok(Value::Int(-1));

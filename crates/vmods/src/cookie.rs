@@ -17,13 +17,13 @@ $Module cookie
 $Function VOID clean()
 $Function VOID delete(STRING cookiename)
 $Function VOID filter(STRING filterstring)
-$Function VOID filter_re(STRING expression)
+$Function VOID filter_re(REGEX expression)
 $Function VOID keep(STRING filterstring)
-$Function VOID keep_re(STRING expression)
+$Function VOID keep_re(REGEX expression)
 $Function STRING format_date(TIME now, DURATION timedelta)
 $Function STRING format_rfc1123(TIME now, DURATION timedelta)
 $Function STRING get(STRING cookiename)
-$Function STRING get_re(STRING expression)
+$Function STRING get_re(REGEX expression)
 $Function STRING get_string()
 $Function BOOL isset(STRING cookiename)
 $Function VOID parse(STRING cookieheader)
@@ -132,14 +132,14 @@ fn keep(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(Value::Null)
 }
 
-fn filter_re(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
-    let re = env.regex(a.str_or_empty(0)?)?;
+fn filter_re(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let re = a.regex(0)?;
     jar(ctx).0.retain(|(k, _)| !re.is_match(k).unwrap_or(false));
     Ok(Value::Null)
 }
 
-fn keep_re(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
-    let re = env.regex(a.str_or_empty(0)?)?;
+fn keep_re(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let re = a.regex(0)?;
     jar(ctx).0.retain(|(k, _)| re.is_match(k).unwrap_or(false));
     Ok(Value::Null)
 }
@@ -160,8 +160,8 @@ fn get(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
         .map_or(Value::Null, |(_, v)| Value::Str(v.clone())))
 }
 
-fn get_re(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
-    let re = env.regex(a.str_or_empty(0)?)?;
+fn get_re(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    let re = a.regex(0)?;
     Ok(jar(ctx)
         .0
         .iter()

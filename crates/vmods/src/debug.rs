@@ -34,11 +34,10 @@
 //! `bad_memory`/`total_recall` keep a SUB past its VCL; using it from
 //! another VCL panics the cache process as in varnishd.
 //!
-//! Left out because they need server internals this crate cannot reach
-//! (they fail to compile rather than pretend): `sweep_acl`, delivery
-//! filters (`rot52`) and workspace probes. The `Debug` log
-//! lines Varnish's functions emit are not written: the executor has no
-//! Debug log kind.
+//! `sweep_acl`/`time_acl` walk address ranges through an ACL
+//! ([`acl_sweep`]); `vre_limit` reads `pcre2_match_limit`;
+//! `vcl_prevent_cold`/`vcl_allow_cold` take and release a hold on the VCL
+//! ([`crate::Host::hold`]).
 //!
 //! `PRIV_TOP` state is kept in the request tree's shared store
 //! ([`Context::top_privs`]), seen by the top request and its ESI includes.
@@ -48,6 +47,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use bytes::Bytes;
 use lacquer_vcl::exec::{Context, LogKind, Value, WsKind};
 
+mod acl_sweep;
 mod dynamic;
 
 use crate::args::{Args, lossy, string};
@@ -133,6 +133,11 @@ $Function VOID rot52(HTTP hdr)
 $Function VOID test_priv_call(PRIV_CALL)
 $Function VOID test_priv_vcl(PRIV_VCL)
 $Function VOID test_priv_task_get()
+$Function BLOB sweep_acl(ACL acl, IP ip0, IP ip1, INT step=1)
+$Function DURATION time_acl(ACL acl, IP ip0, IP ip1, INT step=1, INT rounds=1000)
+$Function INT vre_limit()
+$Function VOID vcl_prevent_cold(PRIV_VCL)
+$Function VOID vcl_allow_cold(PRIV_VCL)
 "#;
 
 pub(crate) static MODULE: ModuleImpl = ModuleImpl {
@@ -181,6 +186,11 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
         ("test_priv_call", test_priv_call),
         ("test_priv_vcl", test_priv_vcl),
         ("test_priv_task_get", test_priv_task_get),
+        ("sweep_acl", acl_sweep::sweep_acl),
+        ("time_acl", acl_sweep::time_acl),
+        ("vre_limit", vre_limit),
+        ("vcl_prevent_cold", vcl_prevent_cold),
+        ("vcl_allow_cold", vcl_allow_cold),
     ],
     classes: &[
         ClassImpl {
@@ -321,6 +331,8 @@ fn event(env: &Env, ev: crate::VclEvent, cx: &dyn crate::EventCtx) -> Result<(),
         crate::VclEvent::Load => {
             LOADS.fetch_add(1, Ordering::AcqRel);
             env.vcl_state().insert(0, PrivVcl("FOO"));
+            env.vcl_state()
+                .insert(0, VclName(cx.vcl_name().to_string()));
             if is_42("nuke_limit") {
                 return Err("nuke_limit is not the answer.".into());
             }
@@ -412,6 +424,51 @@ fn doomed_backend(env: &Env, cx: &dyn crate::EventCtx) {
         );
         cx.log(LogKind::Error, msg.as_bytes());
     }
+}
+
+/// The loaded VCL's name, kept at the load event for the hold
+/// `vcl_prevent_cold()` takes.
+struct VclName(String);
+/// The hold `vcl_prevent_cold()` took, until `vcl_allow_cold()`.
+struct ColdHold(u64);
+
+/// `vcl_prevent_cold()`: holds the VCL back from going cold (it stays
+/// `cooling`) until `vcl_allow_cold()`. varnishd counts this reference
+/// as a busy task instead (`vcl.list` shows `busy 1`, and the VCL may be
+/// warmed again meanwhile); Lacquer's hosts have no busy count a vmod can
+/// take, so the hold is the vmod reference `vcl.list` shows as `cooling`.
+/// A second call without `vcl_allow_cold()` (an assertion in varnishd)
+/// fails the task.
+fn vcl_prevent_cold(env: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
+    let mut st = env.vcl_state();
+    if st.get::<ColdHold>(0).is_some() {
+        return Err("debug.vcl_prevent_cold(): the VCL is already held".into());
+    }
+    let name = st.get::<VclName>(0).map_or("", |n| n.0.as_str());
+    let id = env.host.hold(&format!("vmod-debug ref on {name}"));
+    st.insert(0, ColdHold(id));
+    Ok(Value::Null)
+}
+
+/// `vcl_allow_cold()`: lets go of the hold `vcl_prevent_cold()` took.
+fn vcl_allow_cold(env: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
+    let Some(ColdHold(id)) = env.vcl_state().remove::<ColdHold>(0) else {
+        return Err("debug.vcl_allow_cold(): no debug.vcl_prevent_cold() to undo".into());
+    };
+    env.host.release(id);
+    Ok(Value::Null)
+}
+
+/// `vre_limit()`: the match limit regexes run with (`pcre2_match_limit`).
+fn vre_limit(env: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {
+    let v = env
+        .host
+        .param("pcre2_match_limit")
+        .ok_or("debug.vre_limit(): parameter pcre2_match_limit is not available")?;
+    v.trim()
+        .parse::<i64>()
+        .map(Value::Int)
+        .map_err(|_| format!("debug.vre_limit(): pcre2_match_limit is {v:?}, not a number"))
 }
 
 fn cold_backend(env: &Env, _: &mut dyn Context, _: &Args<'_>) -> R {

@@ -2,8 +2,9 @@
 //! repeated header (`Set-Cookie` and friends) instead of only the first.
 //!
 //! Regex arguments match the header's value (leading blanks skipped);
-//! `regsub` works on whole `Name: value` lines. Regexes given as strings
-//! are compiled once per VCL.
+//! `regsub` works on whole `Name: value` lines. Their regexes are REGEX
+//! arguments, as in varnish-modules for 7.1: literals compiled with the
+//! VCL, so a bad one is a compile error.
 
 use std::sync::Arc;
 
@@ -16,9 +17,9 @@ const DECL: &str = r#"
 $Module header
 $Function VOID append(HEADER, STRANDS)
 $Function VOID copy(HEADER, HEADER)
-$Function STRING get(HEADER header, STRING regex)
-$Function VOID remove(HEADER header, STRING regex)
-$Function VOID regsub(HTTP, STRING regex, STRING sub, BOOL all=0)
+$Function STRING get(HEADER header, REGEX regex)
+$Function VOID remove(HEADER header, REGEX regex)
+$Function VOID regsub(HTTP, REGEX regex, STRING sub, BOOL all=0)
 $Function HEADER dyn(HTTP, STRING)
 "#;
 
@@ -70,9 +71,9 @@ fn copy(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(Value::Null)
 }
 
-fn get(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+fn get(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let (which, name) = a.header(0)?;
-    let re = env.regex(a.str_or_empty(1)?)?;
+    let re = a.regex(1)?;
     Ok(ctx
         .headers(which)
         .into_iter()
@@ -82,9 +83,9 @@ fn get(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
         .map_or(Value::Null, |v| Value::str(v.to_vec())))
 }
 
-fn remove(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+fn remove(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let (which, name) = a.header(0)?;
-    let re = env.regex(a.str_or_empty(1)?)?;
+    let re = a.regex(1)?;
     let lines: Vec<(Vec<u8>, Vec<u8>)> = ctx
         .headers(which)
         .into_iter()
@@ -98,9 +99,9 @@ fn remove(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(Value::Null)
 }
 
-fn regsub(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+fn regsub(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let which = a.http(0)?;
-    let re = env.regex(a.str_or_empty(1)?)?;
+    let re = a.regex(1)?;
     let tmpl = a.str_or_empty(2)?;
     let all = a.bool(3)?.unwrap_or(false);
     let mut changed = false;

@@ -155,6 +155,9 @@ pub trait Host: Send + Sync {
     fn hold(&self, who: &str) -> u64;
     /// Ends a hold taken with [`Host::hold`].
     fn release(&self, id: u64);
+    /// A runtime parameter's current value as `param.show` prints it
+    /// (`None` for an unknown name, or before the daemon is attached).
+    fn param(&self, name: &str) -> Option<String>;
     /// The cache process panics with `why` (test vmods only: `vtc.panic`):
     /// it stops serving and loses its objects, as varnishd's child dying.
     fn panic(&self, why: &str);

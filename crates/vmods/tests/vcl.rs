@@ -496,3 +496,51 @@ fn a_sub_kept_past_its_vcl_panics_when_another_vcl_recalls_it() {
         "{logged:?}"
     );
 }
+
+/// varnish-modules' `header` and 7.1's `cookie` and `bodyaccess` take
+/// REGEX arguments: literals compiled with the VCL, so a bad pattern or
+/// a non-literal is refused with varnishd's texts.
+#[test]
+fn regex_arguments_are_compiled_with_the_vcl() {
+    let refused = |call: &str| {
+        let text = format!(
+            "vcl 4.1;\nbackend s1 {{ .host = \"127.0.0.1\"; }}\nimport cookie;\nimport header;\nimport bodyaccess;\nsub vcl_recv {{ {call} }}\n"
+        );
+        let (sm, r) = compile_str("t.vcl", &text, &CompileOptions::default(), &registry());
+        match r {
+            Ok(_) => panic!("{call} compiled"),
+            Err(d) => d.render(&sm),
+        }
+    };
+    for call in [
+        "cookie.filter_re(\"(\");",
+        "cookie.keep_re(\"a\" + \"(\");",
+        "set req.http.x = cookie.get_re(\"[\");",
+        "set req.http.x = header.get(req.http.y, \"(\");",
+        "header.remove(req.http.y, \"(\");",
+        "header.regsub(req, \"(\", \"x\");",
+        "if (bodyaccess.rematch_req_body(\"(\") == 1) { }",
+    ] {
+        let m = refused(call);
+        assert!(m.contains("Regexp compilation error:"), "{call}: {m}");
+    }
+    let m = refused("cookie.filter_re(req.http.x);");
+    assert!(
+        m.contains("Expression has type STRING, expected REGEX"),
+        "{m}"
+    );
+    let m = refused("header.remove(req.http.y, 1);");
+    assert!(m.contains("Expression has type INT, expected REGEX"), "{m}");
+    // Literals joined with `+` are one literal, as in vcc.
+    let l = load(
+        "import cookie;\nimport header;\nsub vcl_recv { cookie.parse(req.http.cookie); cookie.keep_re(\"^\" + \"b\"); set req.http.cookie = cookie.get_string(); set req.http.g = header.get(req.http.v, \"^tw\"); header.remove(req.http.v, \"^o\"); return (synth(200)); }\n",
+    );
+    let mut c = client("/")
+        .with_header(REQ, "Cookie", "a=1; b=2; bb=3")
+        .with_header(REQ, "v", "one")
+        .with_header(REQ, "v", "two");
+    l.run(BuiltinSub::Recv, &mut c);
+    assert_eq!(get(&c, REQ, "cookie").as_deref(), Some("b=2; bb=3;"));
+    assert_eq!(get(&c, REQ, "g").as_deref(), Some("two"));
+    assert_eq!(get(&c, REQ, "v").as_deref(), Some("two"));
+}

@@ -789,6 +789,11 @@ impl Drop for VclHost {
 }
 
 impl lacquer_vmods::Host for VclHost {
+    fn param(&self, name: &str) -> Option<String> {
+        let sh = self.daemon.get().and_then(std::sync::Weak::upgrade)?;
+        crate::runtime::params::lookup(name).map(|p| sh.params().get(p.name).to_string())
+    }
+
     fn backend_healthy(&self, backend: &Backend) -> Result<bool, String> {
         match self.lookup(backend.id) {
             Some(Target::Backend(b)) => Ok(b.healthy()),

@@ -366,6 +366,10 @@ pub trait VclRuntime {
     /// call failed, or the subroutine chose a `return` action): the vmod
     /// should return at once; the executor then fails or returns.
     fn call(&mut self, ctx: &mut dyn Context, sub: u32) -> bool;
+    /// The regex a REGEX argument (`Value::Regex(i)`) names: compiled
+    /// with the program, as varnishd compiles vmod REGEX arguments with
+    /// the VCL. `None` for an index the program does not have.
+    fn regex(&self, i: u32) -> Option<&super::regex::Regex>;
     /// Suspends the running VCL once this vmod call returns: the host
     /// awaits `wait` (the vmod's I/O, which leaves its outcome in the
     /// vmod's task state) and then resumes the subroutine where it stopped

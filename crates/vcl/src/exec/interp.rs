@@ -415,6 +415,10 @@ impl VclRuntime for VmodVcl<'_> {
         match_acl(self.prog, ctx, acl, ip)
     }
 
+    fn regex(&self, i: u32) -> Option<&super::regex::Regex> {
+        self.prog.regexes.get(i as usize)
+    }
+
     fn check_call(&self, ctx: &dyn Context, sub: u32) -> Option<String> {
         let Some(code) = self.prog.subs.get(sub as usize) else {
             return Some(format!("call to unknown subroutine #{sub}"));

@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use lacquer_vcl::exec::mock::MockContext;
+use lacquer_vcl::exec::regex::Regex;
 use lacquer_vcl::exec::{Backend, Context, FuncRef, Value, VclRuntime, VmodArg, Vmods};
 use lacquer_vcl::ir::{ImportedVmod, InstanceDef};
 use lacquer_vcl::types::Type;
@@ -41,6 +42,8 @@ pub struct TestHost {
     pub deleted: Mutex<Vec<Backend>>,
     /// Holds taken through `Host::hold` (None once released).
     pub holds: Mutex<Vec<Option<String>>>,
+    /// Runtime parameters `Host::param` answers with.
+    pub params: Mutex<std::collections::HashMap<String, String>>,
     /// Records written through `Host::log`.
     pub logged: Mutex<Vec<(lacquer_vcl::exec::LogKind, String)>>,
     /// Object event subscriptions (None once ended).
@@ -114,6 +117,9 @@ impl TestHost {
 }
 
 impl Host for TestHost {
+    fn param(&self, name: &str) -> Option<String> {
+        self.params.lock().unwrap().get(name).cloned()
+    }
     fn backend_healthy(&self, b: &Backend) -> Result<bool, String> {
         if b.id >= DYNAMIC_BASE {
             return Ok(!self.deleted.lock().unwrap().contains(b));
@@ -348,10 +354,11 @@ impl Rig {
         let (fi, decl) = self.decls[vi]
             .function(f)
             .unwrap_or_else(|| panic!("no {name}"));
-        let args = fill(decl, args);
+        let mut vcl = NoVcl::default();
+        let args = vcl.compile_regexes(decl, fill(decl, args));
         self.rt.call(
             ctx,
-            &mut NoVcl,
+            &mut vcl,
             FuncRef {
                 vmod: vi as u32,
                 func: fi as u32,
@@ -373,7 +380,7 @@ impl Rig {
         let args = fill(&class.ctor, args);
         self.rt.construct(
             ctx,
-            &mut NoVcl,
+            &mut NoVcl::default(),
             FuncRef {
                 vmod: inst.vmod as u32,
                 func: inst.class as u32,
@@ -398,14 +405,38 @@ impl Rig {
         let (mi, m) = class
             .method(method)
             .unwrap_or_else(|| panic!("no method {method}"));
-        let args = fill(m, args);
-        self.rt.method(ctx, &mut NoVcl, ii as u32, mi as u32, &args)
+        let mut vcl = NoVcl::default();
+        let args = vcl.compile_regexes(m, fill(m, args));
+        self.rt.method(ctx, &mut vcl, ii as u32, mi as u32, &args)
     }
 }
 
 /// The VCL side of calls made without a program: these tests pass no
-/// ACL or SUB values, so any request for one is a test bug.
-pub struct NoVcl;
+/// ACL or SUB values, so any request for one is a test bug. REGEX
+/// arguments are given as strings and compiled here, as the compiler
+/// would compile their literals with the VCL.
+#[derive(Default)]
+pub struct NoVcl {
+    regexes: Vec<Regex>,
+}
+
+impl NoVcl {
+    /// Replaces each string given for a REGEX parameter with the compiled
+    /// regex (a bad pattern is a test bug).
+    fn compile_regexes(&mut self, f: &FuncDecl, mut args: Vec<VmodArg>) -> Vec<VmodArg> {
+        let decl = f.args.iter().filter(|a| !matches!(a.ty, ArgType::Priv(_)));
+        for (arg, d) in args.iter_mut().zip(decl) {
+            if d.ty == ArgType::Value(Type::Regex)
+                && let Some(Value::Str(s)) = arg
+            {
+                let pattern = std::str::from_utf8(s).unwrap();
+                self.regexes.push(Regex::new(pattern).unwrap());
+                *arg = Some(Value::Regex(self.regexes.len() as u32 - 1));
+            }
+        }
+        args
+    }
+}
 
 impl VclRuntime for NoVcl {
     fn acl_match(&mut self, _: &mut dyn Context, acl: u32, _: SocketAddr) -> Result<bool, String> {
@@ -416,6 +447,9 @@ impl VclRuntime for NoVcl {
     }
     fn call(&mut self, _: &mut dyn Context, _: u32) -> bool {
         false
+    }
+    fn regex(&self, i: u32) -> Option<&Regex> {
+        self.regexes.get(i as usize)
     }
 }
 
