@@ -1487,7 +1487,9 @@ where
                 && plan
                     .as_ref()
                     .map_or_else(|| params.flag(pid!("http_range_support")), |p| p.range)
-                && (!gunzip || body_len.is_some())
+                // A gunzipped body of unknown length still has its Range
+                // header checked: a malformed one is a 416 (varnishd's
+                // range filter runs after gunzip whatever the length).
                 && esi.is_none()
                 && let Some(r) = t.req.headers.get("range")
                 && crate::client::cond::if_range_allows(
