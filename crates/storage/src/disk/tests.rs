@@ -454,10 +454,24 @@ fn the_index_gives_up_objects_for_room_and_they_stay_gone() {
 
 /// Objects 1..=n written and left as a crash leaves them; 1..=k of them
 /// removed first.
+/// The body of the numbered test object `i`.
+fn numbered_body(i: u8) -> Vec<u8> {
+    vec![i; 700 + usize::from(i) * 13]
+}
+
+/// Writes the numbered objects `ids` and keeps them (as a crash would
+/// leave them), then flushes.
+fn put_kept(s: &DiskStore, ids: std::ops::RangeInclusive<u8>) {
+    for i in ids {
+        std::mem::forget(put(s, i, f64::from(i), &numbered_body(i)));
+    }
+    s.flush();
+}
+
 fn fill(s: &DiskStore, n: u8, removed: u8) {
     s.wait_scanned();
     for i in 1..=n {
-        let (slot, body) = put(s, i, f64::from(i), &vec![i; 700 + usize::from(i) * 13]);
+        let (slot, body) = put(s, i, f64::from(i), &numbered_body(i));
         s.flush();
         if i <= removed {
             slot.erase_when_dropped();
@@ -475,7 +489,7 @@ async fn check_found(s: &DiskStore, n: u8, removed: u8) {
     assert_eq!(got, (removed + 1..=n).collect::<Vec<u8>>());
     for o in &r {
         let i = o.record.digest[0];
-        assert_eq!(bytes_of(&o.body).await, vec![i; 700 + usize::from(i) * 13]);
+        assert_eq!(bytes_of(&o.body).await, numbered_body(i));
         assert!(s.verify_body(&o.body, o.record.body_len, o.record.body_crc));
     }
 }
@@ -506,15 +520,7 @@ async fn after_a_crash_the_log_finds_what_came_after_the_snapshot() {
         assert_eq!(s.checkpoint(), Ok(10));
         // After the snapshot: more objects, and two of the snapshot's
         // removed (their space reused), then a crash.
-        for i in 11..=40u8 {
-            std::mem::forget(put(
-                &s,
-                i,
-                f64::from(i),
-                &vec![i; 700 + usize::from(i) * 13],
-            ));
-        }
-        s.flush();
+        put_kept(&s, 11..=40);
     }
     let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
     s.wait_scanned();
@@ -538,15 +544,7 @@ async fn after_a_crash_the_log_finds_what_came_after_the_snapshot() {
             assert_eq!(got.len(), 1);
             got[0].record_extent.erase_when_dropped();
         }
-        for i in 11..=20u8 {
-            std::mem::forget(put(
-                &s,
-                i,
-                f64::from(i),
-                &vec![i; 700 + usize::from(i) * 13],
-            ));
-        }
-        s.flush();
+        put_kept(&s, 11..=20);
     }
     let s = DiskStore::open("d0", "disk", &cfg(&d2)).unwrap();
     s.wait_scanned();
@@ -556,7 +554,7 @@ async fn after_a_crash_the_log_finds_what_came_after_the_snapshot() {
     assert_eq!(got, (5..=20).collect::<Vec<u8>>());
     for o in &r {
         let i = o.record.digest[0];
-        assert_eq!(bytes_of(&o.body).await, vec![i; 700 + usize::from(i) * 13]);
+        assert_eq!(bytes_of(&o.body).await, numbered_body(i));
     }
     assert_eq!(s.disk_stats().dropped_damaged.load(Relaxed), 0);
 }
@@ -570,15 +568,7 @@ async fn logs_are_folded_into_a_new_base_as_they_grow() {
         fill(&s, 120, 30);
         // Let a background fold finish.
         assert_eq!(s.checkpoint(), Ok(90));
-        for i in 121..=130u8 {
-            std::mem::forget(put(
-                &s,
-                i,
-                f64::from(i),
-                &vec![i; 700 + usize::from(i) * 13],
-            ));
-        }
-        s.flush();
+        put_kept(&s, 121..=130);
     }
     let s = DiskStore::open("d0", "disk", &cfg(&d)).unwrap();
     s.wait_scanned();
