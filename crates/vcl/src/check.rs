@@ -83,18 +83,6 @@ fn property_type_name(ty: Type) -> &'static str {
     }
 }
 
-/// The kind of a symbol as vcc names it in "has wrong type" messages.
-fn sym_kind(s: Sym) -> &'static str {
-    match s {
-        Sym::Sub(_) => "sub",
-        Sym::Acl(_) => "acl",
-        Sym::Backend(_) => "backend",
-        Sym::Probe(_) => "probe",
-        Sym::Vmod(_) => "vmod",
-        Sym::Instance(_) => "instance",
-    }
-}
-
 fn not_found<T>(msg: String, span: Span) -> R<T> {
     Err(Box::new(Diagnostic::error(msg, span).ranged()))
 }
@@ -115,6 +103,7 @@ enum Sym {
 }
 
 impl Sym {
+    /// The kind as vcc names it in "has wrong type" messages.
     fn kind_name(self) -> &'static str {
         match self {
             Sym::Sub(_) => "sub",
@@ -475,8 +464,8 @@ impl<'a> Checker<'a> {
                 // and finds another one.
                 (_, Sym::Sub(_) | Sym::Vmod(_)) => format!(
                     "Symbol '{name}' has wrong type ({}), expected {}:",
-                    sym_kind(old),
-                    sym_kind(sym)
+                    old.kind_name(),
+                    sym.kind_name()
                 ),
                 _ => format!("Name '{name}' already defined."),
             };
