@@ -209,6 +209,7 @@ pub fn cli_main_with(args: &[String], setup: &dyn Fn(&mut Config)) -> i32 {
     cfg.timeout = Duration::from_secs_f64(o.timeout);
     cfg.defines = o.defines.clone();
     cfg.verbose_live = o.verbose && o.jobs == 1;
+    cfg.print_vsl = o.verbose;
     cfg.keep_tmp = o.leave_tmp;
     cfg.keep_failed_tmp = o.leave_failed_tmp;
     setup(&mut cfg);

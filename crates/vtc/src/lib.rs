@@ -85,6 +85,9 @@ pub struct Config {
     pub defines: Vec<(String, String)>,
     /// Print log lines as they happen (`-v` with one job).
     pub verbose_live: bool,
+    /// Copy each daemon's log into the test log as `vsl|` lines at level
+    /// 4, as varnishtest does (`-v`).
+    pub print_vsl: bool,
     /// Keep every test's temporary directory.
     pub keep_tmp: bool,
     /// Keep the temporary directory of failed tests.
@@ -166,6 +169,7 @@ impl Config {
                 timeout: Duration::from_secs(60),
                 defines: Vec::new(),
                 verbose_live: false,
+                print_vsl: false,
                 keep_tmp: false,
                 keep_failed_tmp: false,
                 counters: Arc::new(|wd: &Path| {
@@ -186,6 +190,7 @@ impl Config {
             timeout: Duration::from_secs(60),
             defines: Vec::new(),
             verbose_live: false,
+            print_vsl: false,
             keep_tmp: false,
             keep_failed_tmp: false,
             counters: varnishstat_factory(&stat),

@@ -6,7 +6,7 @@
 
 use crate::ctx::{Ctx, R, lock, send_signal};
 use crate::script::{self, Cmd};
-use crate::sources::CounterSource;
+use crate::sources::{CounterSource, LogQuery};
 use crate::text::{bytes, latin1};
 use crate::{bail, fail};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -15,6 +15,8 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The delimiter varnishtest uses for `vcl.inline` here-documents.
@@ -40,6 +42,8 @@ pub struct Varnish {
     vcl_nbr: u32,
     expect_exit: i32,
     counters: Option<Box<dyn CounterSource>>,
+    /// The `vsl|` printer (`-v`): its stop flag and thread.
+    vsl: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
 }
 
 impl std::fmt::Debug for Varnish {
@@ -73,6 +77,7 @@ impl Varnish {
             vcl_nbr: 0,
             expect_exit: 0,
             counters: None,
+            vsl: None,
         })
     }
 
@@ -213,7 +218,56 @@ impl Varnish {
             bail!("CLI auth command failed: {st} {body}");
         }
         self.counters = Some((ctx.cfg.counters)(&self.workdir));
+        if ctx.cfg.print_vsl {
+            self.vsl = Some(self.print_vsl(ctx));
+        }
         Ok(())
+    }
+
+    /// Copy the daemon's log into the test log as varnishtest's `vsl|`
+    /// lines, from the head of the log on, until [`Self::stop_vsl`]. The
+    /// log exists only once the child runs, so opening it is retried.
+    fn print_vsl(&self, ctx: &Arc<Ctx>) -> (Arc<AtomicBool>, JoinHandle<()>) {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ctx, name, flag) = (ctx.clone(), self.name.clone(), stop.clone());
+        let q = LogQuery {
+            workdir: self.workdir.clone(),
+            grouping: "raw".into(),
+            from_head: true,
+            ..LogQuery::default()
+        };
+        let h = std::thread::spawn(move || {
+            let mut src = loop {
+                if flag.load(Ordering::Relaxed) || ctx.aborted() {
+                    return;
+                }
+                match (ctx.cfg.logs)(&q) {
+                    Ok(s) => break s,
+                    Err(_) => std::thread::sleep(Duration::from_millis(100)),
+                }
+            };
+            loop {
+                let stopping = flag.load(Ordering::Relaxed) || ctx.aborted();
+                match src.next(Duration::from_millis(100)) {
+                    Ok(Some(r)) => ctx.log(
+                        4,
+                        &name,
+                        &format!("vsl| {:>10} {:<15} {} {}", r.vxid, r.tag, r.kind, r.data),
+                    ),
+                    Ok(None) if !stopping => {}
+                    Ok(None) | Err(_) => return,
+                }
+            }
+        });
+        (stop, h)
+    }
+
+    /// End the `vsl|` printer once it has read what the log holds.
+    fn stop_vsl(&mut self) {
+        if let Some((stop, h)) = self.vsl.take() {
+            stop.store(true, Ordering::Relaxed);
+            let _ = h.join();
+        }
     }
 
     fn status_loop(&mut self, ctx: &Ctx, want_running: bool) -> R<()> {
@@ -309,6 +363,7 @@ impl Varnish {
 
     /// Close the CLI and stdin, and collect the exit status.
     fn cleanup(&mut self, ctx: &Ctx) -> R<()> {
+        self.stop_vsl();
         if let Some(c) = self.cli.take() {
             let _ = c.shutdown(std::net::Shutdown::Both);
         }
@@ -358,6 +413,7 @@ impl Varnish {
 
     /// Kill the daemon without ceremony (test aborted).
     pub fn kill(&mut self) {
+        self.stop_vsl();
         if let Some(c) = self.cli.take() {
             let _ = c.shutdown(std::net::Shutdown::Both);
         }

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Compare the shared-memory log of varnishd and lacquerd over the same .vtc files.
+
+Varnish's regression tests check log records (`logexpect`) as often as responses, and the
+records a test does not check are where behaviour quietly differs. This runs each test under
+varnishtest 7.1.1 and under `lacquer vtc`, both with `-v` (which copies every daemon's log into
+the test output as `vsl|` lines), and compares the records transaction by transaction, after
+dropping what legitimately differs between two runs (timestamps, ports, file descriptors,
+durations, CLI and Debug records).
+
+Usage: tests/diff/vslcmp.py [--lacquer BIN] [--jobs N] [--only TAG[,TAG]] [--show N] [--detail] FILE.vtc...
+Prints, per test, the first differing record of each differing transaction, and at the end how
+many tests differ per tag (the tag of the first difference), most frequent first.
+Exit status 0: it is a survey, not a check.
+"""
+
+import argparse
+import collections
+import concurrent.futures
+import difflib
+import re
+import subprocess
+import sys
+
+# Records that differ between any two runs, or describe the harness rather than the daemon.
+SKIP = {"Timestamp", "CLI", "Debug", "SessOpen", "ReqStart", "BackendOpen", "BackendReuse",
+        "BackendClose", "VSL", "Witness", "ExpKill", "ExpBan", "WorkThread", "Proxy", "ObjProtocol",
+        "VCL_use", "Backend_health", "H2RxHdr", "H2RxBody", "H2TxHdr", "H2TxBody", "SessClose",
+        "Hash"}
+NUM = re.compile(r"\b\d+\.\d+\b")
+DATE = re.compile(r"\w{3}, \d\d \w{3} \d{4} \d\d:\d\d:\d\d GMT")
+ADDR = re.compile(r"127\.0\.0\.1[ :]\d+|::1 \d+")
+EPOCH = re.compile(r"\b1[6-9]\d{8}\b")
+PRODUCT = re.compile(r"\((Varnish|Lacquer)/[\d.]+\)")
+LINE = re.compile(r"^\*{4} (v\d+)\s+vsl\|\s*(\d+) (\S+)\s+(\S) ?(.*)$")
+
+
+def normalize(tag, data):
+    data = DATE.sub("DATE", data)
+    data = ADDR.sub("ADDR", data)
+    data = PRODUCT.sub("(PRODUCT)", data)
+    data = NUM.sub("N.N", data)
+    data = EPOCH.sub("T", data)
+    if tag in ("ReqAcct", "BereqAcct", "PipeAcct"):
+        return data
+    if tag == "Hit":
+        return data.split()[0] if data else data
+    if tag in ("RespHeader", "BerespHeader", "ObjHeader") and data.lower().startswith(("age:", "x-varnish:")):
+        return data.split(":")[0] + ": ..."
+    return data
+
+
+def records(text):
+    """{instance: {vxid: [(tag, kind, data)]}} from a -v test output."""
+    out = collections.defaultdict(lambda: collections.defaultdict(list))
+    for line in text.splitlines():
+        m = LINE.match(line)
+        if not m:
+            continue
+        inst, vxid, tag, kind, data = m.groups()
+        if tag in SKIP or vxid == "0":
+            continue
+        out[inst][int(vxid)].append((tag, kind, normalize(tag, data)))
+    return out
+
+
+def run(cmd, timeout):
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+        return p.returncode, p.stdout.decode("latin-1")
+    except subprocess.TimeoutExpired:
+        return -1, ""
+
+
+def compare(path, lacquer, only, detail=False):
+    rv, v = run(["varnishtest", "-v", path], 120)
+    rl, l = run([lacquer, "vtc", "-v", path], 120)
+    if rv != 0 or rl != 0:
+        return path, None, f"skipped: varnishtest exit {rv}, lacquer vtc exit {rl}"
+    rv_, rl_ = records(v), records(l)
+    diffs = []
+    for inst in sorted(set(rv_) | set(rl_)):
+        a, b = rv_.get(inst, {}), rl_.get(inst, {})
+        for vxid in sorted(set(a) | set(b)):
+            x, y = a.get(vxid, []), b.get(vxid, [])
+            if only:
+                x = [r for r in x if r[0] in only]
+                y = [r for r in y if r[0] in only]
+            if x == y:
+                continue
+            sm = difflib.SequenceMatcher(a=x, b=y, autojunk=False)
+            for op, i1, i2, j1, j2 in sm.get_opcodes():
+                if op == "equal":
+                    continue
+                left = x[i1] if i1 < i2 else None
+                right = y[j1] if j1 < j2 else None
+                tag = (left or right)[0]
+                diffs.append((tag, f"{inst} {vxid}: varnishd {fmt(left)} | lacquerd {fmt(right)}"))
+                break
+            if detail:
+                print(f"--- {path} {inst} {vxid}")
+                for d in difflib.unified_diff([fmt(r) for r in x], [fmt(r) for r in y], "varnishd", "lacquerd", lineterm="", n=2):
+                    print("    " + d)
+    return path, diffs, None
+
+
+def fmt(r):
+    return "-" if r is None else f"{r[0]} {r[1]} {r[2]!r}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lacquer", default="target/debug/lacquer")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--only", default="", help="compare only these tags")
+    ap.add_argument("--show", type=int, default=3, help="differences shown per test")
+    ap.add_argument("--detail", action="store_true", help="print a diff of each differing transaction")
+    ap.add_argument("files", nargs="+")
+    a = ap.parse_args()
+    only = set(t for t in a.only.split(",") if t)
+    per_tag = collections.Counter()
+    same = differ = skipped = 0
+    with concurrent.futures.ThreadPoolExecutor(a.jobs) as ex:
+        for path, diffs, err in ex.map(lambda f: compare(f, a.lacquer, only, a.detail), a.files):
+            if err:
+                skipped += 1
+                print(f"{path}: {err}")
+                continue
+            if not diffs:
+                same += 1
+                continue
+            differ += 1
+            print(f"{path}: {len(diffs)} transaction(s) differ")
+            for _, d in diffs[: a.show]:
+                print(f"    {d}")
+            for t in {t for t, _ in diffs}:
+                per_tag[t] += 1
+            sys.stdout.flush()
+    print(f"\n{same} same, {differ} differ, {skipped} skipped")
+    for t, n in per_tag.most_common():
+        print(f"  {n:4} {t}")
+
+
+if __name__ == "__main__":
+    main()
