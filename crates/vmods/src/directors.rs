@@ -148,7 +148,7 @@ type R = Result<Value, String>;
 
 fn lookup(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     if !matches!(ctx.sub(), BuiltinSub::Init | BuiltinSub::Fini) {
-        return Err("lookup() may only be called from vcl_init{} / vcl_fini{}".into());
+        return Err("lookup() may only be called from vcl_init / vcl_fini".into());
     }
     let name = a.str_or_empty(0)?;
     Ok(env

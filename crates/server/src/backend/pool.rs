@@ -231,6 +231,30 @@ pub enum ConnectError {
     Io(#[from] io::Error),
 }
 
+impl ConnectError {
+    /// The reason as varnishd's `FetchError` words it after the backend's
+    /// name: `busy`, or `fail errno N (text)` for a failed or held-down
+    /// connect (held down reads errno 0, as VCP_Get leaves it). An error
+    /// with no errno (a TLS verify failure) keeps its own text.
+    pub fn fetch_error(&self) -> String {
+        match self {
+            ConnectError::Busy(_) => "busy".to_string(),
+            ConnectError::HeldDown(_) => "fail errno 0 (Success)".to_string(),
+            ConnectError::Timeout(_) => "fail errno 110 (Connection timed out)".to_string(),
+            ConnectError::Io(e) => match e.raw_os_error() {
+                Some(n) => {
+                    let text = e.to_string();
+                    let text = text
+                        .strip_suffix(&format!(" (os error {n})"))
+                        .unwrap_or(&text);
+                    format!("fail errno {n} ({text})")
+                }
+                None => self.to_string(),
+            },
+        }
+    }
+}
+
 /// Counters of one pool, published as `VBE.<vcl>.<backend>.*`.
 #[derive(Debug, Default)]
 pub struct PoolStats {

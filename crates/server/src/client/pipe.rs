@@ -192,7 +192,7 @@ where
         .resolve_backend(&be, &mut *bo)
         .ok_or_else(|| format!("Director {} returned no backend", be.name))?;
     if !backend.healthy() {
-        return Err(format!("backend {}: unhealthy", backend.name));
+        return Err(format!("backend {}: unhealthy", backend.vcl_name));
     }
     let params = bo.sh.params();
     let connect = backend
@@ -207,7 +207,7 @@ where
         .pool
         .get(Duration::from_secs_f64(connect.max(0.001)), reuse, holddown)
         .await
-        .map_err(|e| format!("backend {}: {e}", backend.name))?;
+        .map_err(|e| format!("backend {}: {}", backend.vcl_name, e.fetch_error()))?;
     acct.connected = true;
     let mut head = backend.proxy_preface(&bo.sess).unwrap_or_default();
     if !be_conn.reused

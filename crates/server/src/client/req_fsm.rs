@@ -84,6 +84,9 @@ enum AfterHash {
     /// `return (vcl(...))` where it is not allowed: vcl_hash runs, then
     /// the error is logged and a plain 503 follows.
     IllegalVcl(&'static str),
+    /// `return (restart)` from vcl_recv: varnishd 7.1 runs vcl_hash for
+    /// it too before the restart.
+    Restart,
 }
 
 enum State {
@@ -223,7 +226,7 @@ where
                     Action::Synth { status, reason } => {
                         State::Hash(AfterHash::Synth { status, reason })
                     }
-                    Action::Restart => State::Restart,
+                    Action::Restart => State::Hash(AfterHash::Restart),
                     Action::Vcl(label) if t.restarts == 0 && !vcl_switched => {
                         match sh.vcl_by_label(&label) {
                             Some(v) => {
@@ -262,6 +265,7 @@ where
                     (Action::Lookup, AfterHash::Synth { status, reason }) => {
                         State::Synth { status, reason }
                     }
+                    (Action::Lookup, AfterHash::Restart) => State::Restart,
                     (Action::Lookup, AfterHash::IllegalVcl(why)) => {
                         t.vsl
                             .log(Tag::VCL_Error, format_args!("Illegal return(vcl): {why}"));
@@ -1125,6 +1129,18 @@ where
             t.log_resp();
         }
     }
+    // As varnishd's cnt_synth: the length is set (any other one goes),
+    // then the synthetic body becomes an object in Transient.
+    let len = decimal(t.synth_body.len() as u64);
+    for (k, v) in t.resp.headers.iter() {
+        if k.eq_ignore_ascii_case(b"content-length") {
+            t.vsl.log_header(Tag::RespUnset, k, v);
+        }
+    }
+    t.resp.headers.remove("content-length");
+    t.vsl.log_header(Tag::RespHeader, b"Content-Length", &len);
+    t.resp.headers.append("Content-Length", len);
+    t.log_synth_storage();
     let b = Bytes::from(std::mem::take(&mut t.synth_body));
     Delivered::Done(transmit(t, conn, None, Some(b), false).await)
 }
@@ -1371,10 +1387,12 @@ where
     // The delivery filters: resp.filters as VCL set them, else the
     // default list (esi, gunzip, range) decided below as varnishd does.
     let mut plan = None;
-    if obj.is_some() && !head_only {
+    // As varnishd's cnt_transmit: every response, a HEAD's and a
+    // synthetic one's too, stacks its delivery filters and logs the list.
+    if obj.is_some() || synth.is_some() {
         let list = String::from_utf8_lossy(t.delivery_filters()).into_owned();
         t.vsl.log_str(Tag::Filters, &list);
-        if t.vdp_filters.is_some() {
+        if obj.is_some() && t.vdp_filters.is_some() {
             match crate::client::vdp::DeliveryPlan::parse(&list, &t.vcl.vmods) {
                 Ok(p) => plan = Some(p),
                 Err(e) => {
@@ -1441,6 +1459,11 @@ where
             if data.gzip && want_gunzip {
                 gunzip = true;
                 sh.counters.inc(Main::n_gunzip);
+                for (k, v) in t.resp.headers.iter() {
+                    if k.eq_ignore_ascii_case(b"content-encoding") {
+                        t.vsl.log_header(Tag::RespUnset, k, v);
+                    }
+                }
                 t.resp.headers.remove("content-encoding");
                 // As varnishd: the plain length is known once the object
                 // is complete (its gzip trailer says it).
@@ -1587,8 +1610,11 @@ where
         }
     }
     let no_body_status = t.resp.status < 200 || t.resp.status == 204 || t.resp.status == 304;
+    // As varnishd's V1D_Deliver, a HEAD is never chunked: a length not
+    // known yet just goes unsaid.
     let chunked = !h2
         && send_body
+        && !head_only
         && !no_body_status
         && body_len.is_none()
         && !t.req.is_http10()
@@ -1627,6 +1653,8 @@ where
         t.resp.headers.append("Transfer-Encoding", "chunked");
     }
     if t.resp.status != status0 {
+        // As varnishd's http_PutResponse: the whole status line is set.
+        t.vsl.log_str(Tag::RespProtocol, "HTTP/1.1");
         let status = u64::from(t.resp.status);
         t.vsl.log_with(Tag::RespStatus, |o| push_u64(o, status));
     }

@@ -429,6 +429,16 @@ impl ReqTask {
         );
     }
 
+    /// Logs the store a synthetic response's object goes to (varnishd
+    /// makes one in Transient before delivering it).
+    pub fn log_synth_storage(&mut self) {
+        let store = self.sh.cache.transient();
+        self.vsl.log(
+            Tag::Storage,
+            format_args!("{} {}", store.stevedore().kind(), store.name()),
+        );
+    }
+
     /// `std.cache_req_body(max)` on a body the client sends only after
     /// `100 Continue`: has the connection's owner send the 100 and read
     /// up to `max` bytes, logged as varnishd does at the call (`Storage`,
@@ -511,14 +521,14 @@ impl ReqTask {
         if let Some(l) = &self.vdp_filters {
             return l;
         }
-        let Some(obj) = &self.obj else {
-            return b"";
-        };
-        let data = obj.data();
         let params = self.sh.params();
-        let esi = self.esi && data.esi.is_some() && obj.body().len_so_far() != 0;
+        let data = self.obj.as_ref().map(|o| (o.data(), o.body().len_so_far()));
+        let esi = self.esi
+            && data
+                .as_ref()
+                .is_some_and(|(d, len)| d.esi.is_some() && *len != 0);
         let gunzip = params.flag(pid!("http_gzip_support"))
-            && data.gzip
+            && data.as_ref().is_some_and(|(d, _)| d.gzip)
             && !self
                 .req
                 .headers

@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use lacquer_vcl::exec::{Backend, Context, HeaderName, HttpWhich, LogKind, Value, WsKind, WsMark};
+use lacquer_vcl::exec::{
+    Action, Backend, Context, HeaderName, HttpWhich, LogKind, Value, WsKind, WsMark,
+};
 use lacquer_vcl::subs::BuiltinSub;
 use lacquer_vcl::vars::VarId;
 use lacquer_vsl::{Tag, VslBuf};
@@ -720,5 +722,19 @@ impl crate::runtime::task::TaskSub for BoTask {
         self.sh
             .counters
             .inc(crate::runtime::counters::Main::vcl_fail);
+    }
+    fn on_return(&mut self, action: &Action) {
+        // As varnishd's VRT_hit_for_pass: the hit-for-pass lifetime is
+        // logged by the return statement (a hit-for-pass lasts exactly its
+        // ttl: no grace, no keep).
+        if self.cur_sub == BuiltinSub::BackendResponse
+            && let Action::Pass { ttl } = action
+        {
+            let t = ttl.unwrap_or(self.ttl);
+            self.vsl.log(
+                Tag::TTL,
+                format_args!("HFP {t:.0} 0 0 {:.0} uncacheable", self.t_origin),
+            );
+        }
     }
 }

@@ -25,7 +25,7 @@ use lacquer_cache::{BusyObj, NewBody, NewObject, ObjKind, ObjMeta, ObjRef, Piece
 use lacquer_http::{BodyKind, Limits, parse_response_buf};
 use lacquer_vcl::exec::{Action, Scratch, Workspace as _};
 use lacquer_vcl::subs::BuiltinSub;
-use lacquer_vsl::Tag;
+use lacquer_vsl::{Tag, push_u64};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::oneshot;
 
@@ -303,10 +303,19 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
                 return Err(Step::Fail);
             }
         }
+        // Not a number until a response head is stamped (send_and_receive).
+        job.bo.t_beresp = f64::NAN;
         let fetched = match send_and_receive(job).await {
             Ok(f) => f,
             Err(msg) => {
                 job.bo.vsl.log_str(Tag::FetchError, &msg);
+                // As varnishd's vbf_stp_startfetch: the Beresp stamp is
+                // taken whether or not a response came.
+                if job.bo.t_beresp.is_nan() {
+                    let now = lacquer_http::date::now();
+                    job.bo.t_beresp = now;
+                    job.bo.log_ts("Beresp", now);
+                }
                 return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
             }
         };
@@ -400,7 +409,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         .ok_or_else(|| format!("Director {} returned no backend", be.name))?;
     if !backend.healthy() {
         bo.sh.counters.inc(Main::backend_unhealthy);
-        return Err(format!("backend {}: unhealthy", backend.name));
+        return Err(format!("backend {}: unhealthy", backend.vcl_name));
     }
     let params = bo.sh.params();
     let connect_timeout = bo
@@ -463,13 +472,13 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             .await
         {
             Ok(c) => c,
-            Err(ConnectError::Busy(_)) => {
+            Err(e @ ConnectError::Busy(_)) => {
                 bo.sh.counters.inc(Main::backend_busy);
-                return Err(format!("backend {}: busy", backend.name));
+                return Err(format!("backend {}: {}", backend.vcl_name, e.fetch_error()));
             }
             Err(e) => {
                 bo.sh.counters.inc(Main::backend_fail);
-                return Err(format!("backend {}: {e}", backend.name));
+                return Err(format!("backend {}: {}", backend.vcl_name, e.fetch_error()));
             }
         };
         bo.log_ts("Connected", lacquer_http::date::now());
@@ -611,7 +620,8 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         }
         bo.beresp = RespMsg::from(head);
         let close = bo.bereq.headers.has_token("connection", "close") || !persistent(&bo.beresp);
-        bo.log_ts("Beresp", lacquer_http::date::now());
+        bo.t_beresp = lacquer_http::date::now();
+        bo.log_ts("Beresp", bo.t_beresp);
         bo.sh.counters.inc(if is_head {
             Main::fetch_head
         } else {
@@ -725,12 +735,19 @@ fn add_conditionals(job: &mut FetchJob) {
     let lm = crate::runtime::task::obj_header(stale, b"last-modified").map(Bytes::copy_from_slice);
     let etag = crate::runtime::task::obj_header(stale, b"etag").map(Bytes::copy_from_slice);
     let bo = &mut job.bo;
+    // As varnishd's vbf_stp_mkbereq: the conditions come before the
+    // X-Varnish header the fetch adds last.
     for h in [&mut bo.bereq.headers, &mut bo.bereq_orig.headers] {
+        let xv = h.get("x-varnish").map(Bytes::copy_from_slice);
+        h.remove("x-varnish");
         if let Some(v) = &lm {
             h.append("If-Modified-Since", v.clone());
         }
         if let Some(v) = &etag {
             h.append("If-None-Match", v.clone());
+        }
+        if let Some(v) = xv {
+            h.append("X-Varnish", v);
         }
     }
 }
@@ -942,18 +959,25 @@ fn merge_304(job: &mut FetchJob) -> Result<Option<lacquer_storage::Body>, Step> 
         crate::fetch::gzip::weaken_etag(&mut bo.beresp.headers);
     }
     bo.beresp.headers.remove("content-length");
-    let mut merged = lacquer_http::Headers::new();
-    for (k, v) in data.headers.to_pairs() {
-        if !bo.beresp.headers.contains(&k[..]) {
-            merged.append(k.clone(), v.clone());
-        }
-    }
-    for (k, v) in bo.beresp.headers.iter() {
-        merged.append(Bytes::copy_from_slice(k), Bytes::copy_from_slice(v));
-    }
-    bo.beresp.headers = merged;
+    // As varnishd's HTTP_Merge: the 304's headers stay as they came, the
+    // stored ones it does not have follow, and the status line becomes the
+    // stored one; each change is logged.
     bo.beresp.status = data.status;
     bo.beresp.reason = data.reason.clone();
+    bo.vsl.log_str(Tag::BerespProtocol, "HTTP/1.1");
+    let status = u64::from(data.status);
+    bo.vsl.log_with(Tag::BerespStatus, |o| push_u64(o, status));
+    bo.vsl.log_bytes(Tag::BerespReason, &data.reason);
+    let mut added = Vec::new();
+    for (k, v) in data.headers.to_pairs() {
+        if !bo.beresp.headers.contains(&k[..]) {
+            added.push((k.clone(), v.clone()));
+        }
+    }
+    for (k, v) in added {
+        bo.vsl.log_header(Tag::BerespHeader, &k, &v);
+        bo.beresp.headers.append(k, v);
+    }
     bo.was_304 = true;
     Ok(Some(data.body.clone()))
 }
@@ -1044,6 +1068,8 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             && bo.do_esi
             && let Some(gzip_out) = crate::fetch::gzip::esi_in_list(&bo.fetch_filter_list()) =>
         {
+            let list = bo.fetch_filter_list();
+            bo.vsl.log_str(Tag::Filters, &list);
             if bo.beresp.status == 206 {
                 // As varnishd's ESI fetch filters: a part of a body
                 // cannot be parsed, the filter fails to open.
@@ -1087,7 +1113,12 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
                 }
             }
         }
-        None => FetchChain::default(),
+        None => {
+            // As varnishd: a response without a body runs an empty
+            // filter list, and says so.
+            bo.vsl.log_str(Tag::Filters, "");
+            FetchChain::default()
+        }
     };
     for filter in chain.filters() {
         let counter = match filter {
@@ -1104,11 +1135,8 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         None => ObjKind::Normal,
     };
     if let Some(t) = hfp_ttl {
-        // A hit-for-pass lasts exactly its ttl: no grace, no keep.
-        bo.vsl.log(
-            Tag::TTL,
-            format_args!("HFP {t:.0} 0 0 {:.0} uncacheable", bo.t_origin),
-        );
+        // A hit-for-pass lasts exactly its ttl (logged at the return, see
+        // BoTask::on_return): no grace, no keep.
         bo.ttl = t + (bo.now - bo.t_origin);
         bo.grace = 0.0;
         bo.keep = 0.0;
@@ -1146,7 +1174,8 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         prefetched = Some((lacquer_storage::Body::from_segments(segs), len));
     }
     let prefetched_len = prefetched.as_ref().map(|(_, l)| *l);
-    let private = matches!(job.mode, FetchMode::Pass);
+    // A hit-for-pass marker is uncacheable (VRT_hit_for_pass): Transient.
+    let private = matches!(job.mode, FetchMode::Pass) || hfp_ttl.is_some();
     let Some(store) = pick_store(bo, private) else {
         bo.vsl.log_str(Tag::FetchError, "Could not get storage");
         return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
@@ -1236,18 +1265,22 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             FetchOutcome::Object(obj.clone())
         });
     }
-    bo.vsl.log(
-        Tag::Fetch_Body,
-        format_args!(
-            "{} {}",
-            body_kind_name(f.body),
-            if stream_early && f.body != BodyKind::None {
-                "stream"
-            } else {
-                "-"
-            }
-        ),
-    );
+    // As varnishd's vbf_stp_condfetch: a 304 that refreshes the stale
+    // object copies its body, nothing is read from the backend.
+    if reuse_body.is_none() {
+        bo.vsl.log(
+            Tag::Fetch_Body,
+            format_args!(
+                "{} {}",
+                body_kind_name(f.body),
+                if stream_early && f.body != BodyKind::None {
+                    "stream"
+                } else {
+                    "-"
+                }
+            ),
+        );
+    }
     if let Some(done) = &esi_done {
         crate::fetch::esi::log_done(bo, done);
     }
@@ -1288,10 +1321,17 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             }
         }
     } else {
-        // A prefetched body, or none: the same close and length records.
-        body_done(bo, f, prefetched_len.unwrap_or(0));
+        // A prefetched body, a revalidated copy, or none: the same close
+        // and length records.
+        let len = match &reuse_body {
+            Some(_) => obj.body().len_so_far(),
+            None => prefetched_len.unwrap_or(0),
+        };
+        body_done(bo, f, len);
     }
-    bo.acct.beresp_body += obj.body().len_so_far();
+    if reuse_body.is_none() {
+        bo.acct.beresp_body += obj.body().len_so_far();
+    }
     if let Some(n) = job.notify.take() {
         let _ = n.send(FetchOutcome::Object(obj));
     }
@@ -1536,6 +1576,9 @@ async fn backend_error(
     bo.ws.take(header_len(b"Date", date.as_bytes()));
     bo.beresp.headers.append("Date", date);
     bo.beresp.headers.append("Server", "Varnish");
+    // As varnishd's vbf_stp_error: the made-up response is logged as
+    // beresp before vcl_backend_error sees it.
+    log_resp(bo, Tag::BerespProtocol);
     bo.synth_body.clear();
     bo.t_origin = bo.now;
     bo.ttl = 0.0;
@@ -1558,6 +1601,11 @@ async fn backend_error(
         ObjKind::Normal
     };
     let store = bo.sh.cache.transient();
+    bo.vsl.log(
+        Tag::Storage,
+        format_args!("{} {}", store.stevedore().kind(), store.name()),
+    );
+    bo.vsl.log(Tag::Length, format_args!("{}", body.len()));
     let new = NewObject {
         gzip: false,
         gzip_changed: false,

@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use lacquer_cache::ObjRef;
 use lacquer_vcl::exec::privs::TaskPrivs;
-use lacquer_vcl::exec::{Backend, HeaderName, HttpWhich, LogKind, Value};
+use lacquer_vcl::exec::{Action, Backend, HeaderName, HttpWhich, LogKind, Value};
 use lacquer_vcl::subs::BuiltinSub;
 use lacquer_vcl::vars::VarId;
 use lacquer_vsl::{Tag, VslBuf};
@@ -500,6 +500,9 @@ pub trait TaskSub {
     }
     /// A subroutine of this task returned fail (`MAIN.vcl_fail`).
     fn count_vcl_fail(&self) {}
+    /// What the return statement itself logs, before `VCL_return` (as
+    /// varnishd's VRT call behind `return (pass(...))` does).
+    fn on_return(&mut self, _action: &Action) {}
 }
 
 #[cfg(test)]

@@ -385,6 +385,7 @@ impl LoadedVcl {
         if matches!(action, Action::Fail) {
             ctx.count_vcl_fail();
         }
+        ctx.on_return(&action);
         if let Some(vsl) = ctx.task_vsl() {
             vsl.log_str(Tag::VCL_return, action.kind().name());
         }

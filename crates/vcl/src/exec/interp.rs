@@ -987,6 +987,9 @@ impl<'a, C: Context + AsDynContext + ?Sized> Exec<'a, C> {
                     }
                     self.give_buf(buf);
                     r?;
+                } else {
+                    // As varnishd's compiled `return (fail)`.
+                    self.ctx.log(LogKind::Error, b"Failed from VCL");
                 }
                 Action::Fail
             }
