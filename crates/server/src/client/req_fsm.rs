@@ -808,6 +808,30 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
     for (k, v) in bereq.headers.iter().filter(|(k, _)| is_xv(k)) {
         ws.take(header_len(k, v));
     }
+    // Rare (a HEAD or HTTP/1.0 client): where varnishd's forced fields
+    // fall among the copied headers, for the log.
+    let client_line = (t.req.method != bereq.method || t.req.proto != bereq.proto).then(|| {
+        let mut copied = Headers::new();
+        t.req.headers.copy_filtered(
+            if pass {
+                lacquer_http::FILTER_PASS
+            } else {
+                lacquer_http::FILTER_FETCH
+            },
+            &mut copied,
+        );
+        let ae_appended = !pass
+            && sh.params().flag(pid!("http_gzip_support"))
+            && !copied
+                .get("accept-encoding")
+                .is_some_and(|v| v.eq_ignore_ascii_case(b"gzip"));
+        crate::fetch::bo_task::ClientLine {
+            method: t.req.method.clone(),
+            proto: t.req.proto.clone(),
+            copied: copied.len(),
+            ae_appended,
+        }
+    });
     let mut bo = BoTask {
         sh: sh.clone(),
         vcl: t.vcl.clone(),
@@ -817,6 +841,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         vxid_str: vxid.to_string(),
         bereq0: t.req.headers.clone(),
         bereq,
+        client_line,
         beresp: RespMsg::new(200),
         t_bereq: lacquer_http::date::now(),
         t_beresp: 0.0,

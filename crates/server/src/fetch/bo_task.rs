@@ -57,6 +57,10 @@ pub struct BoTask {
     /// `bereq.xid` as VCL reads it.
     pub vxid_str: String,
     pub bereq: ReqMsg,
+    /// The client's method and protocol when the backend request forced
+    /// others (`GET`, `HTTP/1.1`): the first log of the bereq shows both,
+    /// as varnishd's `http_ForceField` does.
+    pub client_line: Option<ClientLine>,
     /// The client's request headers as they were when the fetch started
     /// (Vary is evaluated against them).
     pub bereq0: lacquer_http::Headers,
@@ -171,6 +175,20 @@ impl BereqAcct {
             self.beresp_hdr + self.beresp_body
         )
     }
+}
+
+/// What the first log of a backend request needs to show the client's
+/// request line before the forced one (see `fetch_fsm::log_bereq`).
+#[derive(Debug, Clone)]
+pub struct ClientLine {
+    pub method: Bytes,
+    pub proto: Bytes,
+    /// How many headers were copied from the client request; the forced
+    /// method is logged after them.
+    pub copied: usize,
+    /// Whether `Accept-Encoding: gzip` was appended after them (the
+    /// forced protocol is logged after it).
+    pub ae_appended: bool,
 }
 
 impl BoTask {

@@ -753,12 +753,41 @@ fn add_conditionals(job: &mut FetchJob) {
 }
 
 /// Logs the backend request as it stands (`BereqMethod` …).
+///
+/// The first time, a method or protocol the fetch forced is logged as
+/// varnishd's `vbf_stp_mkbereq` logs it: the client's with the copied
+/// headers, then the forced method, the appended `Accept-Encoding`, the
+/// forced protocol, and what follows (conditions, `X-Varnish`).
 pub fn log_bereq(bo: &mut BoTask) {
-    bo.vsl.log_bytes(Tag::BereqMethod, &bo.bereq.method);
+    let client = bo.client_line.take();
+    let (method, proto) = match &client {
+        Some(c) => (&c.method, &c.proto),
+        None => (&bo.bereq.method, &bo.bereq.proto),
+    };
+    bo.vsl.log_bytes(Tag::BereqMethod, method);
     bo.vsl.log_bytes(Tag::BereqURL, &bo.bereq.url);
-    bo.vsl.log_bytes(Tag::BereqProtocol, &bo.bereq.proto);
-    for (k, v) in bo.bereq.headers.iter() {
-        bo.vsl.log_header(Tag::BereqHeader, k, v);
+    bo.vsl.log_bytes(Tag::BereqProtocol, proto);
+    let (method_at, proto_at) = match &client {
+        Some(c) => (Some(c.copied), Some(c.copied + usize::from(c.ae_appended))),
+        None => (None, None),
+    };
+    let n = bo.bereq.headers.len();
+    for (i, (k, v)) in bo
+        .bereq
+        .headers
+        .iter()
+        .enumerate()
+        .chain(std::iter::once((n, (&[][..], &[][..]))))
+    {
+        if Some(i) == method_at && bo.bereq.method != method {
+            bo.vsl.log_bytes(Tag::BereqMethod, &bo.bereq.method);
+        }
+        if Some(i) == proto_at && bo.bereq.proto != proto {
+            bo.vsl.log_bytes(Tag::BereqProtocol, &bo.bereq.proto);
+        }
+        if i < n {
+            bo.vsl.log_header(Tag::BereqHeader, k, v);
+        }
     }
 }
 
