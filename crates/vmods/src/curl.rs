@@ -267,7 +267,7 @@ struct Curl {
     req_headers: Vec<Vec<u8>>,
     status: i64,
     error: Option<Bytes>,
-    headers: Vec<(Vec<u8>, Vec<u8>)>,
+    headers: lacquer_http::Headers,
     body: Bytes,
     in_flight: Option<InFlight>,
 }
@@ -276,7 +276,7 @@ impl Curl {
     fn clear_response(&mut self) {
         self.status = 0;
         self.error = None;
-        self.headers.clear();
+        self.headers = lacquer_http::Headers::new();
         self.body = Bytes::new();
     }
 }
@@ -534,12 +534,18 @@ fn call(ctx: &mut dyn Context, a: &Args<'_>, kind: Kind) -> R {
         method: method_name,
         url,
         head,
-        body: fields.to_vec(),
+        // Kept only for `set_debug(data_out)`.
+        body: if state(ctx).debug & DBG_DATA_OUT != 0 {
+            fields.to_vec()
+        } else {
+            Vec::new()
+        },
     });
     Ok(Value::Null)
 }
 
-/// The request for a call, and its head (for debug logging).
+/// The request for a call, and a copy of its head when debug logging
+/// shows it (empty otherwise).
 fn prepare(
     c: &Curl,
     kind: Kind,
@@ -582,17 +588,23 @@ fn prepare(
     // through a tunnel and asks the origin as it would directly.
     let head = build_head(c, method, kind, &u, proxied && !u.tls, fields.len());
     let timeout = ms(c.timeout_ms).or_else(default_timeout);
+    // A copy of the head is kept for `set_debug(header_out)` only.
+    let kept = if c.debug & DBG_HEADER_OUT != 0 {
+        head.clone()
+    } else {
+        Vec::new()
+    };
     Ok((
         Request {
             dest,
             tls,
-            head: head.clone(),
+            head,
             body: fields.to_vec(),
             no_body: kind == Kind::Head,
             timeout,
             connect_timeout: ms(c.connect_timeout_ms),
         },
-        head,
+        kept,
     ))
 }
 
@@ -663,10 +675,11 @@ fn header(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
         return Ok(Value::Null);
     };
     let c = state(ctx);
+    // The last of duplicate fields wins, as in libvmod-curl.
     Ok(c.headers
         .iter()
-        .rev()
-        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+        .last()
         .map_or(Value::Null, |(_, v)| Value::Str(Bytes::copy_from_slice(v))))
 }
 

@@ -89,11 +89,11 @@ pub(crate) struct Request {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Response {
     pub status: u16,
-    /// Header fields in wire order.
-    pub headers: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Header fields in wire order (sharing the received head's bytes).
+    pub headers: lacquer_http::Headers,
     pub body: Vec<u8>,
     /// The raw response head (for debug logging).
-    pub raw_head: Vec<u8>,
+    pub raw_head: bytes::Bytes,
 }
 
 /// What came of a call: the response or libcurl's message for the
@@ -370,9 +370,14 @@ async fn on_conn(mut conn: Box<dyn Stream>, req: &Request) -> Result<Response, F
     let mut buf = BytesMut::with_capacity(8192);
     let limits = Limits::response();
     let (head, raw_head) = loop {
-        match parse_response(&buf, &limits) {
+        // Nothing to parse before the first read.
+        match if buf.is_empty() {
+            Ok(None)
+        } else {
+            parse_response(&buf, &limits)
+        } {
             Ok(Some((head, len))) => {
-                let raw = buf.split_to(len).to_vec();
+                let raw = buf.split_to(len).freeze();
                 // Interim responses (100 Continue) precede the real one.
                 if (100..200).contains(&head.status) && head.status != 101 {
                     continue;
@@ -464,11 +469,7 @@ async fn on_conn(mut conn: Box<dyn Stream>, req: &Request) -> Result<Response, F
     }
     Ok(Response {
         status: head.status,
-        headers: head
-            .headers
-            .iter()
-            .map(|(n, v)| (n.to_vec(), v.to_vec()))
-            .collect(),
+        headers: head.headers,
         body,
         raw_head,
     })

@@ -19,6 +19,7 @@
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex};
 
 use super::context::LogKind;
@@ -47,10 +48,36 @@ struct Slot {
     fini: Option<Fini>,
 }
 
+/// Hashes a slot key (a `TypeId`, already a hash of the type, and an
+/// instance number) with one multiply-rotate per word instead of SipHash:
+/// the keys come from vmod code, never from a client, so they need no
+/// protection against chosen collisions, and a vmod call looks its state
+/// up on every call (vmod curl several times per request).
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// Type-keyed state store for one task.
 #[derive(Default)]
 pub struct TaskPrivs {
-    slots: HashMap<(TypeId, u64), Slot>,
+    slots: HashMap<(TypeId, u64), Slot, BuildHasherDefault<KeyHasher>>,
     finis: Vec<FiniCheck>,
     /// Creation rank of the next new slot.
     next_seq: u64,
@@ -257,5 +284,22 @@ mod tests {
         assert_eq!(p.get::<Jar>(1), Some(&Jar(b"x".to_vec())));
         p.clear();
         assert!(p.is_empty());
+    }
+
+    #[test]
+    fn slot_keys_spread_over_the_table() {
+        use std::hash::BuildHasher;
+        let b = BuildHasherDefault::<KeyHasher>::default();
+        let mut seen = std::collections::HashSet::new();
+        for n in 0..1000u64 {
+            seen.insert(b.hash_one((TypeId::of::<Jar>(), n)));
+            seen.insert(b.hash_one((TypeId::of::<u32>(), n)));
+        }
+        assert_eq!(seen.len(), 2000, "distinct slot keys hash alike");
+        let mut p = TaskPrivs::new();
+        for n in 0..1000u64 {
+            p.insert(n, n as u32);
+        }
+        assert!((0..1000u64).all(|n| p.get::<u32>(n) == Some(&(n as u32))));
     }
 }
