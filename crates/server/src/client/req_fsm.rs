@@ -1378,7 +1378,7 @@ where
     };
     // What vcl_deliver/vcl_synth left (already logged); delivery's own
     // changes are logged below as they differ.
-    let (status0, reason0) = (t.resp.status, t.resp.reason.clone());
+    let (mut status0, mut reason0) = (t.resp.status, t.resp.reason.clone());
     let cl0 = t
         .resp
         .headers
@@ -1412,21 +1412,68 @@ where
     // The delivery filters: resp.filters as VCL set them, else the
     // default list (esi, gunzip, range) decided below as varnishd does.
     let mut plan = None;
+    let plan_error = match &t.vdp_filters {
+        Some(list) if obj.is_some() => {
+            let list = String::from_utf8_lossy(list).into_owned();
+            match crate::client::vdp::DeliveryPlan::parse(&list, &t.vcl.vmods) {
+                Ok(p) => {
+                    plan = Some(p);
+                    None
+                }
+                Err(e) => Some(e),
+            }
+        }
+        _ => None,
+    };
+    // As varnishd's cnt_deliver: a conditional request answered from the
+    // cache becomes a 304 before delivery stacks its filters. The decision
+    // reads the stored headers whatever delivery then does to the body (a
+    // gunzipped object gets its 304 too), with the ETag an ESI delivery
+    // weakens already weak.
+    let mut is_304 = false;
+    if let Some(o) = &obj
+        && plan_error.is_none()
+        && t.resp.status == 200
+    {
+        let data = o.data();
+        let esi_on = plan.as_ref().map_or(t.esi, |p| p.esi) && data.esi.is_some();
+        let etag = t.resp.headers.get("etag").map(|e| {
+            if esi_on && !e.starts_with(b"W/") {
+                [&b"W/"[..], e].concat()
+            } else {
+                e.to_vec()
+            }
+        });
+        if not_modified(
+            // With a Range, only a strong ETag match counts.
+            t.req.headers.contains("range"),
+            t.req.headers.get("if-none-match"),
+            t.req.headers.get("if-modified-since"),
+            etag.as_deref(),
+            t.resp.headers.get("last-modified"),
+            crate::client::cond::stored_last_modified(data.last_modified(), o.t_origin()),
+            t.t_req,
+        ) {
+            is_304 = true;
+            t.resp.status = 304;
+            t.resp.reason = Bytes::from_static(b"Not Modified");
+            t.vsl.log_str(Tag::RespProtocol, "HTTP/1.1");
+            t.vsl.log_str(Tag::RespStatus, "304");
+            t.vsl.log_bytes(Tag::RespReason, &t.resp.reason);
+            (status0, reason0) = (t.resp.status, t.resp.reason.clone());
+            send_body = false;
+        }
+    }
     // As varnishd's cnt_transmit: every response, a HEAD's and a
     // synthetic one's too, stacks its delivery filters and logs the list.
     if obj.is_some() || synth.is_some() {
         let list = String::from_utf8_lossy(t.delivery_filters()).into_owned();
         t.vsl.log_str(Tag::Filters, &list);
-        if obj.is_some() && t.vdp_filters.is_some() {
-            match crate::client::vdp::DeliveryPlan::parse(&list, &t.vcl.vmods) {
-                Ok(p) => plan = Some(p),
-                Err(e) => {
-                    drop(params);
-                    t.vsl.log_str(Tag::Error, &e);
-                    t.vsl.log_str(Tag::Error, "Failure to push processors");
-                    return no_delivery(t);
-                }
-            }
+        if let Some(e) = plan_error {
+            drop(params);
+            t.vsl.log_str(Tag::Error, &e);
+            t.vsl.log_str(Tag::Error, "Failure to push processors");
+            return no_delivery(t);
         }
     }
     let (mut before_gunzip, mut after_gunzip) = match &mut plan {
@@ -1513,24 +1560,8 @@ where
                     }
                 }
             }
-            // As varnishd, the decision reads the stored headers whatever
-            // delivery then does to the body (a gunzipped object gets its
-            // 304 too).
-            if t.resp.status == 200
-                && not_modified(
-                    // With a Range, only a strong ETag match counts.
-                    t.req.headers.contains("range"),
-                    t.req.headers.get("if-none-match"),
-                    t.req.headers.get("if-modified-since"),
-                    t.resp.headers.get("etag"),
-                    t.resp.headers.get("last-modified"),
-                    crate::client::cond::stored_last_modified(data.last_modified(), o.t_origin()),
-                    t.t_req,
-                )
-            {
-                t.resp.status = 304;
-                t.resp.reason = Bytes::from_static(b"Not Modified");
-                send_body = false;
+            if is_304 {
+                // Decided before the filters (above).
             } else if t.resp.status == 200
                 && plan
                     .as_ref()
