@@ -1,5 +1,7 @@
-//! What a request costs in the sandbox: instantiate from the pool, call a
-//! hook, drop (the slot is wiped for reuse), and what one host call
+//! What a request costs in the sandbox: instantiate, call a hook, drop,
+//! as requests of one tenant on one worker thread do (after the first,
+//! each gets the instance the previous one left, reset to the snapshot:
+//! `reuse`), and what one host call
 //! costs (a header read, timed over a loop of 1000 inside the guest).
 //! The hook is the hello tenant twice: written by hand in WebAssembly
 //! text, and the example tenant built from Rust with the guest SDK

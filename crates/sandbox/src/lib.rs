@@ -16,7 +16,10 @@
 //!   swaps it atomically (requests that forked before keep the old one).
 //! - [`Instance`] is one request's sandbox: instantiated from the
 //!   program's image in a pooled slot, called for each hook, dropped at
-//!   the end of the request (its slot is wiped before reuse).
+//!   the end of the request (its slot is wiped before reuse). A clean
+//!   instance is reset to the snapshot by our own code and kept for the
+//!   next request of the same program on the same thread (`reuse`),
+//!   which skips wasmtime's per-store cost.
 //!
 //! Limits per tenant ([`Limits`]): fuel or a wall-time budget per call, a
 //! cap on linear memory (growth beyond it traps), backends and regexes.
@@ -37,6 +40,7 @@ mod cache;
 pub mod config;
 mod host;
 mod request;
+mod reuse;
 mod snapshot;
 
 pub use config::{Limits, TenantConfig};
@@ -277,6 +281,12 @@ pub struct Program {
     backends: Mutex<HashSet<String>>,
     /// The sandbox's epoch ticker, woken by calls with a time budget.
     ticker: Arc<Ticker>,
+    /// What a reused instance is reset to; `None` when instances of this
+    /// program are never reused (see `reuse`).
+    reuse: Option<reuse::Image>,
+    /// Set when a live update replaced this program: its instances are
+    /// no longer cached for reuse.
+    retired: AtomicBool,
 }
 
 impl std::fmt::Debug for Program {
@@ -284,6 +294,7 @@ impl std::fmt::Debug for Program {
         f.debug_struct("Program")
             .field("name", &self.name)
             .field("image_bytes", &self.image_bytes)
+            .field("reusable", &self.reuse.is_some())
             .finish()
     }
 }
@@ -475,6 +486,10 @@ impl Sandbox {
         let regexes = std::mem::take(&mut store.data_mut().boot_regexes);
         drop(store);
         let image_bytes = snap.segments.iter().map(|(_, b)| b.len()).sum();
+        let reusable = SlotReset::for_host().pagemap == wasmtime::Enabled::Yes
+            && snapshot::reuse_blocker(&bin)
+                .map_err(|e| fail("cannot load", e))?
+                .is_none();
         let snapped =
             snapshot::rewrite(&instrumented, &shape, &snap).map_err(|e| fail("snapshot", e))?;
         let module = self
@@ -499,6 +514,25 @@ impl Sandbox {
         }
         let hooks = HOOKS.iter().map(|h| by_name.get(*h).copied()).collect();
         let memory = module.get_export_index(snapshot::MEMORY_EXPORT);
+        let reuse = if reusable {
+            let mut globals = Vec::with_capacity(snap.globals.len());
+            for (&g, v) in shape.mutable_globals.iter().zip(&snap.globals) {
+                let export = module
+                    .get_export_index(&snapshot::global_export(g))
+                    .ok_or_else(|| fail("snapshot", format!("global {g} is not exported")))?;
+                globals.push((export, v.to_val()));
+            }
+            Some(reuse::Image {
+                memory_bytes: (snap.pages * 65536) as usize,
+                segments: std::mem::take(&mut snap.segments)
+                    .into_iter()
+                    .map(|(at, b)| (at as usize, b))
+                    .collect(),
+                globals,
+            })
+        } else {
+            None
+        };
         Ok(Arc::new(Program {
             name: name.to_string(),
             pre,
@@ -511,6 +545,8 @@ impl Sandbox {
             image_bytes,
             backends: Mutex::new(HashSet::new()),
             ticker: self.ticker.clone(),
+            reuse,
+            retired: AtomicBool::new(false),
         }))
     }
 
@@ -564,40 +600,83 @@ impl Tenant {
     /// one), on failure the old one stays and the error says why.
     pub fn update(&self, sandbox: &Sandbox, bytes: &[u8]) -> Result<(), String> {
         let p = sandbox.load(&self.config.name, bytes, &self.config.limits)?;
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = p;
+        let old = std::mem::replace(
+            &mut *self.current.write().unwrap_or_else(|e| e.into_inner()),
+            p,
+        );
+        // Requests in flight finish on `old`; none of its instances is
+        // kept for another request (`reuse`).
+        old.retired.store(true, Ordering::Release);
         Ok(())
     }
 }
 
-/// One request's sandbox.
+/// One request's sandbox: a fresh instance from the pool, or one that
+/// served an earlier request of the same program on this thread and was
+/// reset to the snapshot since (`reuse`).
 pub struct Instance {
-    store: Store<Task>,
-    instance: wasmtime::Instance,
-    program: Arc<Program>,
-    /// The function called last (index in `Program::functions`):
-    /// looking an export up initialises its function reference (about
-    /// 900 instructions), worth skipping when VCL calls the same
-    /// function again.
-    last: Option<(usize, wasmtime::Func)>,
+    /// Always `Some` until the instance drops.
+    live: Option<reuse::Reusable>,
+    /// No call trapped or ran out of budget: the instance may be reset
+    /// and reused when it drops.
+    clean: bool,
+    reused: bool,
 }
 
 impl std::fmt::Debug for Instance {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Instance")
-            .field("program", &self.program.name)
+            .field("program", &self.program().name)
+            .field("reused", &self.reused)
             .finish()
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if let Some(live) = self.live.take()
+            && self.clean
+            && live.program.reuse.is_some()
+        {
+            reuse::put(live);
+        }
     }
 }
 
 impl Instance {
     fn new(sandbox: &Sandbox, program: &Arc<Program>) -> Result<Instance, String> {
+        if program.reuse.is_some()
+            && let Some(live) = reuse::take(program)
+        {
+            return Ok(Instance {
+                live: Some(live),
+                clean: true,
+                reused: true,
+            });
+        }
+        let live = match Instance::fresh(sandbox, program) {
+            Ok(l) => l,
+            Err(_) => {
+                // Perhaps this thread's cached instances hold the slots.
+                reuse::flush();
+                Instance::fresh(sandbox, program).map_err(|e| {
+                    format!(
+                        "tenant '{}': no sandbox for this request: {e:#}",
+                        program.name
+                    )
+                })?
+            }
+        };
+        Ok(Instance {
+            live: Some(live),
+            clean: true,
+            reused: false,
+        })
+    }
+
+    fn fresh(sandbox: &Sandbox, program: &Arc<Program>) -> wasmtime::Result<reuse::Reusable> {
         let mut store = sandbox.store(&program.limits, Some(program.clone()));
-        let instance = program.pre.instantiate(&mut store).map_err(|e| {
-            format!(
-                "tenant '{}': no sandbox for this request: {e:#}",
-                program.name
-            )
-        })?;
+        let instance = program.pre.instantiate(&mut store)?;
         let memory = match &program.memory {
             Some(m) => instance
                 .get_module_export(&mut store, m)
@@ -605,28 +684,114 @@ impl Instance {
             None => None,
         };
         store.data_mut().memory = memory;
-        Ok(Instance {
+        let globals = match &program.reuse {
+            Some(image) => image
+                .globals
+                .iter()
+                .filter_map(|(e, _)| {
+                    instance
+                        .get_module_export(&mut store, e)
+                        .and_then(wasmtime::Extern::into_global)
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        Ok(reuse::Reusable {
             store,
             instance,
             program: program.clone(),
             last: None,
+            globals,
         })
+    }
+
+    fn live(&self) -> &reuse::Reusable {
+        self.live
+            .as_ref()
+            .expect("an instance is live until it drops")
+    }
+
+    fn live_mut(&mut self) -> &mut reuse::Reusable {
+        self.live
+            .as_mut()
+            .expect("an instance is live until it drops")
+    }
+
+    /// Whether this instance served an earlier request (and was reset to
+    /// the snapshot since).
+    pub fn reused(&self) -> bool {
+        self.reused
     }
 
     /// The program this instance runs.
     pub fn program(&self) -> &Arc<Program> {
-        &self.program
+        &self.live().program
     }
 
     /// The store data: messages, effects, decision, results.
     pub fn task(&self) -> &Task {
-        self.store.data()
+        self.live().store.data()
     }
 
     pub fn task_mut(&mut self) -> &mut Task {
-        self.store.data_mut()
+        self.live_mut().store.data_mut()
     }
 
+    /// Calls `Program::functions[i]`; a trap or an exhausted budget
+    /// keeps the instance from being reused.
+    fn call_entry(&mut self, i: usize, who: &str) -> Result<(), CallError> {
+        let r = self.live_mut().call_entry(i, who);
+        if matches!(r, Err(CallError::Budget(_) | CallError::Trap(_))) {
+            self.clean = false;
+        }
+        r
+    }
+
+    /// Calls the hook `HOOKS[i]`; `Ok(false)` when the program has none.
+    pub fn run_hook(&mut self, i: usize) -> Result<bool, CallError> {
+        let Some(&Some(f)) = self.program().hooks.get(i) else {
+            return Ok(false);
+        };
+        self.call_entry(f, HOOKS[i])?;
+        Ok(true)
+    }
+
+    /// Calls the exported function `name` (`vcall`, `call`).
+    pub fn call(&mut self, name: &str) -> Result<(), CallError> {
+        let program = self.program();
+        if name.starts_with("__lacquer_") || name == "main" || name == "_initialize" {
+            return Err(CallError::NoHook(format!(
+                "tenant '{}': '{name}' may not be called per request",
+                program.name
+            )));
+        }
+        let f = *program.by_name.get(name).ok_or_else(|| {
+            CallError::NoHook(format!(
+                "tenant '{}' exports no function '{name}'",
+                program.name
+            ))
+        })?;
+        self.call_entry(f, name)
+    }
+
+    /// Linear memory in bytes right now (tests look for leaks with it).
+    pub fn memory_size(&self) -> usize {
+        let l = self.live();
+        l.store.data().memory.map_or(0, |m| m.data_size(&l.store))
+    }
+
+    /// Reads `len` bytes of the instance's memory at `at` (tests and
+    /// diagnostics); `None` outside memory.
+    pub fn peek(&self, at: usize, len: usize) -> Option<Vec<u8>> {
+        let l = self.live();
+        let m = l.store.data().memory?;
+        m.data(&l.store)
+            .get(at..at.checked_add(len)?)
+            .map(<[u8]>::to_vec)
+    }
+}
+
+impl reuse::Reusable {
     fn budget(&mut self) -> Result<(), CallError> {
         let l = &self.program.limits;
         self.store
@@ -683,48 +848,5 @@ impl Instance {
         // from within an async call (the engine is synchronous).
         let r = unsafe { f.call_unchecked(&mut self.store, &mut none as *mut [ValRaw]) };
         r.map_err(|e| classify(e, &format!("tenant '{}' {who}", self.program.name)))
-    }
-
-    /// Calls the hook `HOOKS[i]`; `Ok(false)` when the program has none.
-    pub fn run_hook(&mut self, i: usize) -> Result<bool, CallError> {
-        let Some(&Some(f)) = self.program.hooks.get(i) else {
-            return Ok(false);
-        };
-        self.call_entry(f, HOOKS[i])?;
-        Ok(true)
-    }
-
-    /// Calls the exported function `name` (`vcall`, `call`).
-    pub fn call(&mut self, name: &str) -> Result<(), CallError> {
-        if name.starts_with("__lacquer_") || name == "main" || name == "_initialize" {
-            return Err(CallError::NoHook(format!(
-                "tenant '{}': '{name}' may not be called per request",
-                self.program.name
-            )));
-        }
-        let f = *self.program.by_name.get(name).ok_or_else(|| {
-            CallError::NoHook(format!(
-                "tenant '{}' exports no function '{name}'",
-                self.program.name
-            ))
-        })?;
-        self.call_entry(f, name)
-    }
-
-    /// Linear memory in bytes right now (tests look for leaks with it).
-    pub fn memory_size(&self) -> usize {
-        self.store
-            .data()
-            .memory
-            .map_or(0, |m| m.data_size(&self.store))
-    }
-
-    /// Reads `len` bytes of the instance's memory at `at` (tests and
-    /// diagnostics); `None` outside memory.
-    pub fn peek(&self, at: usize, len: usize) -> Option<Vec<u8>> {
-        let m = self.store.data().memory?;
-        m.data(&self.store)
-            .get(at..at.checked_add(len)?)
-            .map(<[u8]>::to_vec)
     }
 }

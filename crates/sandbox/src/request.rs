@@ -171,6 +171,17 @@ impl Task {
         }
     }
 
+    /// Forgets everything one request left (messages, effects,
+    /// decision, argument, results), for the next request of a reused
+    /// instance (`reuse`).
+    pub(crate) fn clear_request(&mut self) {
+        self.msgs = Default::default();
+        self.effects = Effects::default();
+        self.decision = None;
+        self.arg.clear();
+        self.results.clear();
+    }
+
     /// The message `w`, if the current subroutine has it.
     pub fn msg(&self, w: Which) -> Option<&Message> {
         self.msgs[w as usize].as_ref()

@@ -115,6 +115,37 @@ pub(crate) fn shape(bin: &[u8]) -> Result<Shape, String> {
     Ok(s)
 }
 
+/// Why instances of the module may not be reset and reused by the next
+/// request (`reuse`), or `None` when they may: the reset puts back memory
+/// 0 and the mutable globals, not tables or dropped segments.
+pub(crate) fn reuse_blocker(bin: &[u8]) -> Result<Option<String>, String> {
+    use wasmparser::Operator as O;
+    let mut memories = 0;
+    for payload in wasmparser::Parser::new(0).parse_all(bin) {
+        match payload.map_err(parse_err)? {
+            wasmparser::Payload::MemorySection(r) => memories += r.count(),
+            wasmparser::Payload::CodeSectionEntry(body) => {
+                let mut ops = body.get_operators_reader().map_err(parse_err)?;
+                while !ops.eof() {
+                    let what = match ops.read().map_err(parse_err)? {
+                        O::TableSet { .. } => "table.set",
+                        O::TableGrow { .. } => "table.grow",
+                        O::TableFill { .. } => "table.fill",
+                        O::TableCopy { .. } => "table.copy",
+                        O::TableInit { .. } => "table.init",
+                        O::ElemDrop { .. } => "elem.drop",
+                        O::DataDrop { .. } => "data.drop",
+                        _ => continue,
+                    };
+                    return Ok(Some(format!("its code uses {what}")));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok((memories > 1).then(|| format!("it defines {memories} memories")))
+}
+
 fn re_err(e: ReError<std::convert::Infallible>) -> String {
     format!("rewriting the module failed: {e}")
 }
@@ -157,6 +188,17 @@ pub(crate) enum GlobalValue {
     I64(i64),
     F32(u32),
     F64(u64),
+}
+
+impl GlobalValue {
+    pub(crate) fn to_val(self) -> wasmtime::Val {
+        match self {
+            GlobalValue::I32(x) => wasmtime::Val::I32(x),
+            GlobalValue::I64(x) => wasmtime::Val::I64(x),
+            GlobalValue::F32(b) => wasmtime::Val::F32(b),
+            GlobalValue::F64(b) => wasmtime::Val::F64(b),
+        }
+    }
 }
 
 /// The state `main` left.

@@ -412,9 +412,9 @@ fn load_message(ctx: &dyn Context, w: Which, h: HttpWhich) -> Message {
     m
 }
 
-fn store_message(ctx: &mut dyn Context, w: Which, h: HttpWhich, m: &Message) -> Result<(), String> {
+fn store_message(ctx: &mut dyn Context, w: Which, h: HttpWhich, m: Message) -> Result<(), String> {
     if m.headers_changed {
-        ctx.replace_headers(h, m.headers.clone())?;
+        ctx.replace_headers(h, m.headers)?;
     }
     if m.fields_changed {
         let vars = field_vars(w);
@@ -470,7 +470,8 @@ fn with_call(
         .iter()
         .filter_map(|&(w, h)| task.msgs[w as usize].take().map(|m| (w, h, m)))
         .collect();
-    let name = fk.inst.program().name.clone();
+    let program = fk.inst.program().clone();
+    let name = &program.name;
     let ran = match result {
         Ok(ran) => ran,
         Err(e) => {
@@ -480,8 +481,8 @@ fn with_call(
             return Err(msg);
         }
     };
-    for (w, h, m) in &out {
-        store_message(ctx, *w, *h, m)?;
+    for (w, h, m) in out {
+        store_message(ctx, w, h, m)?;
     }
     for l in &effects.logs {
         let mut line = format!("wasm {name}: ").into_bytes();
