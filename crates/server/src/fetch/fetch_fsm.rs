@@ -121,6 +121,9 @@ struct Fetched {
     /// came with it (or as HTTP/1.0 without keep-alive): the connection is
     /// not reused, whatever VCL does to the headers afterwards.
     close: bool,
+    /// Body bytes read from the backend so far (unchunked, before any
+    /// filter): what `BereqAcct` and `VBE.*.beresp_bodybytes` count.
+    body_read: u64,
 }
 
 /// The reason of the 503 a failed fetch produces.
@@ -654,6 +657,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             rbuf,
             body,
             close,
+            body_read: 0,
         });
     }
 }
@@ -787,6 +791,39 @@ pub fn log_bereq(bo: &mut BoTask) {
         }
         if i < n {
             bo.vsl.log_header(Tag::BereqHeader, k, v);
+        }
+    }
+}
+
+/// The response headers as owned pairs, to compare with after filters
+/// changed them.
+fn header_pairs(h: &lacquer_http::Headers) -> Vec<(Bytes, Bytes)> {
+    h.iter()
+        .map(|(k, v)| (Bytes::copy_from_slice(k), Bytes::copy_from_slice(v)))
+        .collect()
+}
+
+/// Logs what the fetch filters did to beresp's headers as varnishd's
+/// filter inits log it (`http_Unset`, `http_SetHeader`): the removed
+/// lines first, in their order, then the added ones, in theirs (the order
+/// varnishd's gzip/gunzip/testgunzip/esi inits produce: Content-Encoding,
+/// Content-Length, the weakened ETag, the new Content-Encoding, Vary).
+fn log_header_changes(bo: &mut BoTask, before: &[(Bytes, Bytes)]) {
+    let after = header_pairs(&bo.beresp.headers);
+    let mut kept = vec![false; after.len()];
+    let mut removed = Vec::new();
+    for (k, v) in before {
+        match (0..after.len()).find(|&i| !kept[i] && after[i].0 == *k && after[i].1 == *v) {
+            Some(i) => kept[i] = true,
+            None => removed.push((k, v)),
+        }
+    }
+    for (k, v) in removed {
+        bo.vsl.log_header(Tag::BerespUnset, k, v);
+    }
+    for (i, (k, v)) in after.iter().enumerate() {
+        if !kept[i] {
+            bo.vsl.log_header(Tag::BerespHeader, k, v);
         }
     }
 }
@@ -1111,11 +1148,13 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
                 );
                 return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
             }
+            let before = header_pairs(&bo.beresp.headers);
             let e = crate::fetch::esi::stage(bo, backend_gzip, gzip_out);
             let stored_gzip = e.stores_gzip();
             if stored_gzip && bo.sh.params().flag(pid!("http_gzip_support")) {
                 crate::fetch::gzip::add_vary_accept_encoding(&mut bo.beresp.headers);
             }
+            log_header_changes(bo, &before);
             esi = Some(e);
             FetchChain::unfiltered(stored_gzip, stored_gzip != backend_gzip)
         }
@@ -1131,11 +1170,15 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             let vmods = bo.vcl.vmods.clone();
             let vmod = |name: &str| vmods.filter(name, false);
             let partial = bo.beresp.status == 206;
+            let before = header_pairs(&bo.beresp.headers);
             let headers = &mut bo.beresp.headers;
             match crate::fetch::gzip::build_fetch_filters(
                 &list, &vmod, headers, partial, support, level,
             ) {
-                Ok(c) => c,
+                Ok(c) => {
+                    log_header_changes(bo, &before);
+                    c
+                }
                 Err(msg) => {
                     bo.vsl.log_str(Tag::FetchError, &msg);
                     return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
@@ -1192,6 +1235,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         )
         .await;
         if let Err(msg) = &r {
+            bo.acct.beresp_body += f.body_read;
             bo.vsl.log_str(Tag::FetchError, msg);
             bo.vsl.log(
                 Tag::BackendClose,
@@ -1344,6 +1388,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
                 body_done(bo, f, len);
             }
             Err(msg) => {
+                bo.acct.beresp_body += f.body_read;
                 bo.vsl.log_str(Tag::FetchError, &msg);
                 bo.sh.counters.inc(Main::fetch_failed);
                 writer.fail();
@@ -1358,9 +1403,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         };
         body_done(bo, f, len);
     }
-    if reuse_body.is_none() {
-        bo.acct.beresp_body += obj.body().len_so_far();
-    }
+
     if let Some(n) = job.notify.take() {
         let _ = n.send(FetchOutcome::Object(obj));
     }
@@ -1391,7 +1434,10 @@ async fn pump_body(
             .next(&mut f.conn.stream, &mut f.rbuf, secs(bbt))
             .await
         {
-            Ok(Some(s)) => s,
+            Ok(Some(s)) => {
+                f.body_read += s.len() as u64;
+                s
+            }
             Ok(None) => break,
             Err(BodyIoError::Timeout) => return Err("backend read timeout".into()),
             Err(e) => return Err(format!("backend body error: {e}")),
@@ -1527,6 +1573,8 @@ fn let_go(bo: &mut BoTask, f: Fetched) {
 /// The body is in: timestamps, length, and the connection goes back to
 /// the pool when the framing allows.
 fn body_done(bo: &mut BoTask, f: Fetched, len: u64) {
+    // As varnishd's acct: what came from the backend, not what was stored.
+    bo.acct.beresp_body += f.body_read;
     let port = f.conn.local_port();
     let keep_alive = reusable(bo, &f);
     if f.body != BodyKind::Eof && keep_alive {
