@@ -915,9 +915,14 @@ where
             }
         }
         let (tx, rx) = tokio::sync::mpsc::channel(CHANNEL_SEGMENTS);
-        stream = Some((p, tx));
+        let (go_tx, go_rx) = oneshot::channel();
+        stream = Some((p, tx, go_rx));
         t.body_taken = true;
-        FetchBody::Stream { length, rx }
+        FetchBody::Stream {
+            length,
+            rx,
+            go: Some(go_tx),
+        }
     } else if t.body_taken {
         // A restarted request whose body an earlier pass streamed.
         t.vsl.log_str(
@@ -938,7 +943,27 @@ where
     };
     tokio::spawn(crate::fetch::fetch_fsm::run(job));
     let mut early = None;
-    if let Some((p, body_tx)) = stream {
+    if let Some((p, body_tx, go_rx)) = stream {
+        // As varnishd, the body is read off the client connection only
+        // when the fetch sends it (and a client waiting for 100 Continue
+        // is sent it only then): a fetch that answers without sending it
+        // leaves it to be ignored before the response (`transmit`).
+        let wanted = tokio::select! {
+            go = go_rx => go.is_ok(),
+            got = &mut rx => {
+                early = Some(got);
+                false
+            }
+        };
+        if !wanted {
+            t.body_pending = Some(p);
+            t.body_taken = false;
+            let got = match early {
+                Some(got) => got,
+                None => rx.await,
+            };
+            return fetch_outcome(t, got);
+        }
         t.log_body_storage();
         if t.want_100
             && let Err(e) = send_100(t, conn).await

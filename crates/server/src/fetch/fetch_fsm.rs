@@ -50,10 +50,15 @@ pub enum FetchBody {
     /// Kept in memory: sent with `Content-Length`, again on a retry.
     Cached(Bytes),
     /// Streamed from the client: sent once, with the client's framing
-    /// (`Length`) or chunked.
+    /// (`Length`) or chunked. `go` tells the client side that the fetch
+    /// sends it now: as varnishd (the body is read by `V1F_SendReq`), a
+    /// fetch that never sends it (an error or abandon in
+    /// vcl_backend_fetch, `unset bereq.body`) leaves it on the client
+    /// connection unread.
     Stream {
         length: Option<u64>,
         rx: tokio::sync::mpsc::Receiver<Segment>,
+        go: Option<tokio::sync::oneshot::Sender<()>>,
     },
     /// Streamed already: it cannot be sent again (no retry).
     Taken,
@@ -517,7 +522,10 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         bo.acct.bereq_hdr += head.len() as u64;
         if bo.has_body {
             match std::mem::replace(&mut job.req_body, FetchBody::Taken) {
-                FetchBody::Stream { length, mut rx } => {
+                FetchBody::Stream { length, mut rx, go } => {
+                    if let Some(go) = go {
+                        let _ = go.send(());
+                    }
                     bo.acct.bereq_body += send_stream(&mut conn.stream, length, &mut rx).await?;
                 }
                 other => {
