@@ -327,8 +327,11 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         let action = vcl
             .run_async(BuiltinSub::BackendResponse, &mut job.bo, scratch)
             .await;
-        // As varnishd: a response that does not match the range asked for
-        // fails the fetch, whatever vcl_backend_response decided.
+        // As varnishd (VRG_CheckBo right after vcl_backend_response): a
+        // response that does not match the range asked for fails the
+        // fetch, whatever vcl_backend_response decided; the error object
+        // keeps the status and reason of a `return (error(..))` it chose
+        // (`bo->err_code`), else 503.
         if job.bo.sh.params().flag(pid!("http_range_support"))
             && let Err(e) = crate::fetch::range::check_backend_range(
                 job.bo.bereq_orig.headers.get("range"),
@@ -339,7 +342,10 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         {
             job.bo.vsl.log_str(Tag::Error, &e);
             drain_and_let_go(&mut job.bo, fetched).await;
-            return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+            return Err(match action {
+                Action::Error { status, reason } => Step::Error(status, reason),
+                _ => Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))),
+            });
         }
         if job.bo.beresp_dropped && matches!(action, Action::Deliver | Action::Pass { .. }) {
             // As varnishd: the rollback let go of the response.
