@@ -1094,6 +1094,9 @@ where
     let vcl = t.vcl.clone();
     let action = vcl.run_async(BuiltinSub::Deliver, t, scratch).await;
     t.log_ts("Process");
+    if !matches!(action, Action::Deliver) {
+        cancel_fetch(&obj).await;
+    }
     match action {
         Action::Deliver => {}
         Action::Restart => return Delivered::Restart,
@@ -1103,7 +1106,26 @@ where
             return Delivered::Synth(503, Some(Bytes::from_static(b"VCL failed")));
         }
     }
-    Delivered::Done(transmit(t, conn, Some(obj), None, streaming).await)
+    let after = transmit(t, conn, Some(obj.clone()), None, streaming).await;
+    cancel_fetch(&obj).await;
+    Delivered::Done(after)
+}
+
+/// As varnishd's `HSH_Cancel` (after vcl_deliver chose anything but
+/// deliver, and after the response went out, whole or not): a private,
+/// hit-for-miss or hit-for-pass object only this request delivers, still
+/// being fetched, is abandoned, so the fetch stops reading its body and
+/// closes the backend connection; the request waits for the fetch to end
+/// (`ObjWaitState(BOS_FINISHED)`), so the connection is gone before the
+/// next fetch looks for one.
+async fn cancel_fetch(obj: &ObjRef) {
+    let body = obj.body();
+    if !obj.flags().transient() || body.is_finished() || body.is_failed() {
+        return;
+    }
+    obj.abandon();
+    // A failed fetch ends too; either way it has ended.
+    let _ = body.wait_finished().await;
 }
 
 /// vcl_synth, then the synthetic response goes out.

@@ -1141,6 +1141,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             &mut chain,
             &mut esi,
             bo.sh.fetch_fragment(),
+            || false,
             |seg| {
                 len += seg.len() as u64;
                 segs.push(seg);
@@ -1286,6 +1287,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             &mut chain,
             &mut None,
             bo.sh.fetch_fragment(),
+            || obj.flags().abandoned(),
             |seg| writer.push(seg).map_err(|e| e.to_string()),
         )
         .await;
@@ -1294,6 +1296,27 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
                 let len = writer.len();
                 writer.finish();
                 body_done(bo, f, len);
+            }
+            Err(msg) if msg == PASS_ABANDONED => {
+                // Not a failure: the object ends with what was read (so a
+                // hit-for-pass or hit-for-miss still gets made) and the
+                // backend connection, its body unread, is closed.
+                // Logged as varnishd 7.1 logs it: a `Debug` record, and
+                // the close reason is `SC_RX_BODY`'s text.
+                bo.vsl.log(Tag::Debug, format_args!("Fetch: {msg}"));
+                let len = writer.len();
+                writer.finish();
+                bo.vsl.log(
+                    Tag::BackendClose,
+                    format_args!(
+                        "{} {} close Failure receiving req.body",
+                        f.conn.local_port(),
+                        f.backend.vcl_name
+                    ),
+                );
+                bo.log_ts("BerespBody", lacquer_http::date::now());
+                bo.end_privs();
+                bo.vsl.log(Tag::Length, format_args!("{len}"));
             }
             Err(msg) => {
                 bo.vsl.log_str(Tag::FetchError, &msg);
@@ -1312,6 +1335,10 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     Ok(())
 }
 
+/// Why a fetch stopped reading a body its client abandoned (varnishd's
+/// FetchError text).
+const PASS_ABANDONED: &str = "Pass delivery abandoned";
+
 /// The between-bytes timeout of a fetch: VCL's, the backend's, the parameter.
 fn between_bytes(bo: &BoTask, f: &Fetched) -> f64 {
     bo.between_bytes_timeout
@@ -1328,10 +1355,16 @@ async fn pump_body(
     chain: &mut FetchChain,
     esi: &mut Option<crate::fetch::esi::EsiFetch>,
     frag: usize,
+    abandoned: impl Fn() -> bool,
     mut push: impl FnMut(Bytes) -> Result<(), String>,
 ) -> Result<Option<crate::fetch::esi::Finished>, String> {
     let mut stream = BodyStream::new(f.body, true);
     loop {
+        // As varnishd (vbf_stp_fetchbody): before each read, a private
+        // object nobody delivers any more ends the fetch.
+        if abandoned() {
+            return Err(PASS_ABANDONED.to_string());
+        }
         let seg = match stream
             .next(&mut f.conn.stream, &mut f.rbuf, secs(bbt))
             .await
