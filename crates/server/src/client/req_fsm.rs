@@ -1759,6 +1759,7 @@ where
         }
     } else {
         let mut w = TimedWriter::new(&mut conn.stream, send_timeout, idle_send);
+        let gz_buffer = (t.sh.params().bytes(pid!("gzip_buffer")) as usize).max(1);
         let vsl = &mut t.vsl;
         async {
             if !write_body {
@@ -1791,6 +1792,11 @@ where
             };
             let mut gz = gunzip.then(Gunzip::new);
             let mut plain = Vec::new();
+            // As varnishd's gunzip VDP: plain bytes go on in pieces of
+            // `gzip_buffer` (its output buffer, passed on when full), the
+            // rest at the end of the body; what a failing fetch leaves
+            // short of a full buffer is never sent.
+            let mut gz_pending = Vec::new();
             // Small bodies go out with the head in one write; large storage
             // segments queue in `batch` (ahead of `out`) and leave together
             // in one vectored write, straight from storage.
@@ -1819,14 +1825,17 @@ where
                         let _ = w.flush(vsl).await;
                         return Err(TxError::Aborted);
                     }
+                    // The body is whole: what gunzip holds goes out last.
+                    Ok(None) if !gz_pending.is_empty() => Bytes::new(),
                     Ok(None) => break,
                     Ok(Some(s)) => s,
                 };
+                let last = stored.is_empty() && !gz_pending.is_empty();
                 if private {
                     o.release_delivered(reader.passed());
                 }
                 let pre;
-                let raw: &[u8] = if before_gunzip.is_empty() {
+                let raw: &[u8] = if last || before_gunzip.is_empty() {
                     &stored
                 } else {
                     pre = match crate::client::vdp::run(&mut before_gunzip, &stored) {
@@ -1842,13 +1851,19 @@ where
                 };
                 let mut seg: &[u8] = match gz.as_mut() {
                     Some(g) => {
-                        plain.clear();
-                        if let Err(e) = g.feed(raw, &mut plain) {
+                        if let Err(e) = g.feed(raw, &mut gz_pending) {
                             vsl.log(Tag::Debug, format_args!("Gunzip of the object failed: {e}"));
                             let _ = batch.send(&mut w, vsl, &mut out).await;
                             let _ = w.flush(vsl).await;
                             return Err(TxError::Aborted);
                         }
+                        let n = if last {
+                            gz_pending.len()
+                        } else {
+                            gz_pending.len() / gz_buffer * gz_buffer
+                        };
+                        plain.clear();
+                        plain.extend(gz_pending.drain(..n));
                         &plain
                     }
                     None => raw,
