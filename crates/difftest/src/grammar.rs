@@ -1,12 +1,12 @@
 //! The scenario grammar: from a seed, a VCL (common statements, every
-//! return action of every subroutine, restarts and retries, header
-//! operations, TTL/grace/ESI/gzip switches, bans, and now and then a
-//! statement the compiler must reject), a backend script (cache-control variants,
-//! validators, Vary, gzip, ESI markup, every framing, delays past the
-//! timeouts, truncated and malformed responses) and a client script
-//! (methods, ranges, conditional and encoding headers, pipelining, early
-//! close, malformed and hostile requests, now and then a pause past a
-//! short TTL).
+//! return action of every subroutine, restarts (to another URL too) and
+//! retries, header operations, TTL/grace/ESI/gzip switches, bans, and now
+//! and then a statement the compiler must reject), a backend script
+//! (cache-control variants, validators, Vary, `Age`, gzip, ESI markup,
+//! every framing, delays past the timeouts, truncated and malformed
+//! responses) and a client script (methods, ranges, conditional and
+//! encoding headers, pipelining, early close, malformed and hostile
+//! requests, now and then a pause past a short TTL).
 
 use crate::rng::Rng;
 use crate::scenario::{BeResp, Framing, Scenario, Step};
@@ -186,6 +186,7 @@ fn statements(sub: &str) -> &'static [&'static str] {
             "set resp.filters = \"\";",
             "set resp.http.X-Restarts = req.restarts;",
             "unset resp.http.Via;",
+            "set req.url = \"/b\";",
         ],
         "vcl_synth" => &[
             "synthetic(\"synth \" + resp.status + \" \" + resp.reason);",
@@ -194,6 +195,7 @@ fn statements(sub: &str) -> &'static [&'static str] {
             "set resp.http.Connection = \"close\";",
             "set resp.reason = \"Sy\";",
             "set resp.http.Content-Type = \"text/plain\";",
+            "set req.url = \"/b\";",
         ],
         _ => &[],
     }
@@ -477,6 +479,9 @@ fn gen_resp(r: &mut Rng, url: &str) -> BeResp {
     }
     if r.chance(8) {
         headers.push(("Surrogate-Control".into(), "content=\"ESI/1.0\"".into()));
+    }
+    if r.chance(8) {
+        headers.push(("Age".into(), r.pick(&["30", "100", "x"]).to_string()));
     }
     if r.chance(60) {
         headers.push(("Content-Type".into(), "text/html".into()));
