@@ -409,6 +409,9 @@ const BODIES: &[&str] = &[
     "<esi:include src=\"/missing\"/>x",
     "<esi:include src=\"/inc\" onerror=\"continue\"/>",
     "<esi:bogus/>text",
+    "<esi:include src=\"/a\"/>|<esi:include src=\"/inc\"/>|<esi:include src=\"/inc\"/>",
+    "x<esi:include src=\"/esi\"/>y",
+    "<esi:include src=\"http://test/inc\"/><esi:comment text=\"c\"/>",
 ];
 
 fn gen_resp(r: &mut Rng, url: &str) -> BeResp {
