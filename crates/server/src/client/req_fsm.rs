@@ -1634,8 +1634,11 @@ where
         }
     }
     let no_body_status = t.resp.status < 200 || t.resp.status == 204 || t.resp.status == 304;
+    // As varnishd's V1D_Deliver: chunked framing only for a response
+    // that sends a body, so never on the answer to a HEAD.
     let chunked = !h2
         && send_body
+        && !head_only
         && !no_body_status
         && body_len.is_none()
         && !t.req.is_http10()

@@ -1031,7 +1031,11 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     let bo = &mut job.bo;
     // Body filters: VCL's beresp.filters, else varnishd's choice. A 304
     // refresh reuses the stale body as it was stored.
-    if matches!(f.body, BodyKind::Length(0)) {
+    // As varnishd (vbf_stp_fetch, `content_length == 0`): a response
+    // without a body (an empty one, or none at all: HEAD, 204, 304 on a
+    // pass) loses its Content-Encoding, there being nothing it encodes;
+    // a 304 refresh keeps the stored object's.
+    if matches!(f.body, BodyKind::Length(0)) || (f.body == BodyKind::None && reuse_body.is_none()) {
         bo.beresp.headers.remove("content-encoding");
     }
     let backend_gzip = bo
