@@ -1652,15 +1652,19 @@ where
     // As varnishd: a Content-Length that says the length is kept where
     // it is, another one goes and the right one comes last; Connection
     // then Transfer-Encoding follow it.
+    // As varnishd's cnt_transmit: the answer to a HEAD for a pass or an
+    // uncacheable object keeps the Content-Length the backend sent, or
+    // none (a HEAD passed on stores no body to measure).
+    let cl_as_is = head_only && obj.as_ref().is_some_and(|o| o.flags().transient());
     if no_body_status {
         t.resp.headers.remove("content-length");
-    } else if let Some(l) = body_len {
+    } else if let Some(l) = body_len.filter(|_| !cl_as_is) {
         let l = decimal(l);
         if t.resp.headers.get("content-length") != Some(&l[..]) {
             t.resp.headers.remove("content-length");
             t.resp.headers.append("Content-Length", l);
         }
-    } else {
+    } else if !cl_as_is {
         t.resp.headers.remove("content-length");
     }
     let conn_hdr = match (h2, keep_for_header) {
