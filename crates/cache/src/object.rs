@@ -28,6 +28,9 @@ pub(crate) const F_DYING: u32 = 32;
 /// Put back by the recovery of a persistent store (it ranks behind objects
 /// fetched since startup).
 pub(crate) const F_RECOVERED: u32 = 64;
+/// The client let go of a private object still being fetched: the fetch
+/// stops reading its body (varnishd's `OC_F_ABANDON`).
+pub(crate) const F_ABANDON: u32 = 128;
 
 /// A snapshot of an objcore's flags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +60,15 @@ impl ObjFlags {
     /// Removed from the cache (expired, purged, banned, nuked or killed).
     pub fn dying(self) -> bool {
         self.0 & F_DYING != 0
+    }
+    /// Nobody delivers this private object any more ([`ObjRef::abandon`]).
+    pub fn abandoned(self) -> bool {
+        self.0 & F_ABANDON != 0
+    }
+    /// A private object, a hit-for-miss or a hit-for-pass: one only the
+    /// request that fetched it delivers.
+    pub fn transient(self) -> bool {
+        self.0 & (F_PRIVATE | F_HFM | F_HFP) != 0
     }
 }
 
@@ -352,6 +364,13 @@ impl ObjRef {
     /// Current flags.
     pub fn flags(&self) -> ObjFlags {
         ObjFlags(self.0.flags())
+    }
+
+    /// The request delivering this object is done with it before its
+    /// fetch finished (varnishd's `HSH_Abandon` from `HSH_Cancel`): the
+    /// fetch stops reading the body and closes its backend connection.
+    pub fn abandon(&self) {
+        self.0.flags.fetch_or(F_ABANDON, Ordering::AcqRel);
     }
 
     /// `obj.hits`

@@ -5,8 +5,11 @@
 //! request may only use that variant if its own values are the same
 //! ([`VarySpec::matches`]). Header names compare case-insensitively, values
 //! exactly after trailing white space is removed (as varnishd does). A header
-//! absent when captured only matches requests that lack it too. `Vary: *` makes a
-//! variant that no request matches.
+//! absent when captured only matches requests that lack it too. As in varnishd
+//! (`VRY_Create`), `*` is a header name like any other: a `Vary: *` variant
+//! matches the requests that have no `*` header (builtin.vcl makes such a
+//! response a hit-for-miss, which then answers every request of its hash). A
+//! name that is not UTF-8 makes a variant no request matches.
 
 /// Access to a message's headers by case-insensitive name (first occurrence).
 pub trait HeaderLookup: Sync {
@@ -68,10 +71,6 @@ impl VarySpec {
                 let start = tok.iter().position(|c| !matches!(c, b' ' | b'\t'));
                 let Some(start) = start else { continue };
                 let tok = &tok[start..];
-                if tok == b"*" {
-                    never = true;
-                    continue;
-                }
                 let Ok(name) = std::str::from_utf8(tok) else {
                     never = true;
                     continue;
@@ -137,7 +136,7 @@ impl VarySpec {
         }
     }
 
-    /// Whether it is `Vary: *` (no request matches).
+    /// Whether no request matches (a header name that is not UTF-8).
     pub fn never(&self) -> bool {
         self.never
     }
@@ -186,8 +185,14 @@ mod tests {
     #[test]
     fn star_and_empty() {
         assert!(VarySpec::capture([&b" , "[..]], &()).is_none());
+        // `*` names a header, as in varnishd: absent, it matches requests
+        // without one.
         let s = VarySpec::capture([&b"*"[..]], &()).unwrap();
-        assert!(!s.matches(&()));
+        assert!(s.matches(&()));
+        let star: Vec<(&str, &str)> = vec![("*", "x")];
+        assert!(!s.matches(&star));
+        let odd = VarySpec::capture([&b"\xff"[..]], &()).unwrap();
+        assert!(!odd.matches(&()));
         let dup = VarySpec::capture([&b"A, a"[..], &b"a"[..]], &()).unwrap();
         assert_eq!(dup.entries().count(), 1);
         assert!(dup.matches(&()));

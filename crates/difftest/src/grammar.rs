@@ -1,11 +1,12 @@
 //! The scenario grammar: from a seed, a VCL (common statements, every
-//! return action of every subroutine, restarts and retries, header
-//! operations, TTL/grace/ESI/gzip switches, and now and then a statement
-//! the compiler must reject), a backend script (cache-control variants,
-//! validators, Vary, gzip, ESI markup, every framing, delays past the
-//! timeouts, truncated and malformed responses) and a client script
-//! (methods, ranges, conditional and encoding headers, pipelining, early
-//! close, malformed and hostile requests).
+//! return action of every subroutine, restarts (to another URL too) and
+//! retries, header operations, TTL/grace/ESI/gzip switches, bans, and now
+//! and then a statement the compiler must reject), a backend script
+//! (cache-control variants, validators, Vary, `Age`, gzip, ESI markup,
+//! every framing, delays past the timeouts, truncated and malformed
+//! responses) and a client script (methods, ranges, conditional and
+//! encoding headers, pipelining, early close, malformed and hostile
+//! requests, now and then a pause past a short TTL).
 
 use crate::rng::Rng;
 use crate::scenario::{BeResp, Framing, Scenario, Step};
@@ -111,6 +112,9 @@ fn statements(sub: &str) -> &'static [&'static str] {
             "std.log(\"recv \" + req.url);",
             "std.collect(req.http.X-T);",
             "set req.http.X-Int = std.integer(req.http.X-T, 3);",
+            "set req.grace = 10s;",
+            "ban(\"req.url ~ ^/a\");",
+            "ban(\"obj.http.ETag ~ e1\");",
         ],
         "vcl_hash" => &[
             "hash_data(req.url);",
@@ -138,6 +142,9 @@ fn statements(sub: &str) -> &'static [&'static str] {
             "set beresp.ttl = -1s;",
             "set beresp.grace = 5s;",
             "set beresp.keep = 10s;",
+            "set beresp.ttl = 1s;",
+            "set beresp.ttl = 1s;",
+            "set beresp.grace = 0s;",
             "set beresp.uncacheable = true;",
             "set beresp.do_esi = true;",
             "set beresp.do_esi = true;",
@@ -179,6 +186,7 @@ fn statements(sub: &str) -> &'static [&'static str] {
             "set resp.filters = \"\";",
             "set resp.http.X-Restarts = req.restarts;",
             "unset resp.http.Via;",
+            "set req.url = \"/b\";",
         ],
         "vcl_synth" => &[
             "synthetic(\"synth \" + resp.status + \" \" + resp.reason);",
@@ -187,6 +195,7 @@ fn statements(sub: &str) -> &'static [&'static str] {
             "set resp.http.Connection = \"close\";",
             "set resp.reason = \"Sy\";",
             "set resp.http.Content-Type = \"text/plain\";",
+            "set req.url = \"/b\";",
         ],
         _ => &[],
     }
@@ -400,6 +409,9 @@ const BODIES: &[&str] = &[
     "<esi:include src=\"/missing\"/>x",
     "<esi:include src=\"/inc\" onerror=\"continue\"/>",
     "<esi:bogus/>text",
+    "<esi:include src=\"/a\"/>|<esi:include src=\"/inc\"/>|<esi:include src=\"/inc\"/>",
+    "x<esi:include src=\"/esi\"/>y",
+    "<esi:include src=\"http://test/inc\"/><esi:comment text=\"c\"/>",
 ];
 
 fn gen_resp(r: &mut Rng, url: &str) -> BeResp {
@@ -470,6 +482,9 @@ fn gen_resp(r: &mut Rng, url: &str) -> BeResp {
     }
     if r.chance(8) {
         headers.push(("Surrogate-Control".into(), "content=\"ESI/1.0\"".into()));
+    }
+    if r.chance(8) {
+        headers.push(("Age".into(), r.pick(&["30", "100", "x"]).to_string()));
     }
     if r.chance(60) {
         headers.push(("Content-Type".into(), "text/html".into()));
@@ -624,7 +639,9 @@ pub fn scenario(seed: u64) -> Scenario {
             raw: gen_request(&mut r),
             pipeline: false,
             close_early: r.chance(4),
-            wait_ms: 0,
+            // Past a 1 s TTL: grace, keep, background fetches and
+            // conditional refreshes of what the earlier steps stored.
+            wait_ms: if i > 0 && r.chance(10) { 1100 } else { 0 },
         });
     }
     // Pipelining: flag a step whose successor shares its connection.

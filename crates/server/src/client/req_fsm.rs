@@ -944,9 +944,14 @@ where
             }
         }
         let (tx, rx) = tokio::sync::mpsc::channel(CHANNEL_SEGMENTS);
-        stream = Some((p, tx));
+        let (go_tx, go_rx) = oneshot::channel();
+        stream = Some((p, tx, go_rx));
         t.body_taken = true;
-        FetchBody::Stream { length, rx }
+        FetchBody::Stream {
+            length,
+            rx,
+            go: Some(go_tx),
+        }
     } else if t.body_taken {
         // A restarted request whose body an earlier pass streamed.
         t.vsl.log_str(
@@ -967,7 +972,27 @@ where
     };
     tokio::spawn(crate::fetch::fetch_fsm::run(job));
     let mut early = None;
-    if let Some((p, body_tx)) = stream {
+    if let Some((p, body_tx, go_rx)) = stream {
+        // As varnishd, the body is read off the client connection only
+        // when the fetch sends it (and a client waiting for 100 Continue
+        // is sent it only then): a fetch that answers without sending it
+        // leaves it to be ignored before the response (`transmit`).
+        let wanted = tokio::select! {
+            go = go_rx => go.is_ok(),
+            got = &mut rx => {
+                early = Some(got);
+                false
+            }
+        };
+        if !wanted {
+            t.body_pending = Some(p);
+            t.body_taken = false;
+            let got = match early {
+                Some(got) => got,
+                None => rx.await,
+            };
+            return fetch_outcome(t, got);
+        }
         t.log_body_storage();
         if t.want_100
             && let Err(e) = send_100(t, conn).await
@@ -1098,6 +1123,9 @@ where
     let vcl = t.vcl.clone();
     let action = vcl.run_async(BuiltinSub::Deliver, t, scratch).await;
     t.log_ts("Process");
+    if !matches!(action, Action::Deliver) {
+        cancel_fetch(&obj).await;
+    }
     match action {
         Action::Deliver => {}
         Action::Restart => return Delivered::Restart,
@@ -1107,7 +1135,26 @@ where
             return Delivered::Synth(503, Some(Bytes::from_static(b"VCL failed")));
         }
     }
-    Delivered::Done(transmit(t, conn, Some(obj), None, streaming).await)
+    let after = transmit(t, conn, Some(obj.clone()), None, streaming).await;
+    cancel_fetch(&obj).await;
+    Delivered::Done(after)
+}
+
+/// As varnishd's `HSH_Cancel` (after vcl_deliver chose anything but
+/// deliver, and after the response went out, whole or not): a private,
+/// hit-for-miss or hit-for-pass object only this request delivers, still
+/// being fetched, is abandoned, so the fetch stops reading its body and
+/// closes the backend connection; the request waits for the fetch to end
+/// (`ObjWaitState(BOS_FINISHED)`), so the connection is gone before the
+/// next fetch looks for one.
+async fn cancel_fetch(obj: &ObjRef) {
+    let body = obj.body();
+    if !obj.flags().transient() || body.is_finished() || body.is_failed() {
+        return;
+    }
+    obj.abandon();
+    // A failed fetch ends too; either way it has ended.
+    let _ = body.wait_finished().await;
 }
 
 /// vcl_synth, then the synthetic response goes out.
@@ -1666,8 +1713,8 @@ where
         }
     }
     let no_body_status = t.resp.status < 200 || t.resp.status == 204 || t.resp.status == 304;
-    // As varnishd's V1D_Deliver, a HEAD is never chunked: a length not
-    // known yet just goes unsaid.
+    // As varnishd's V1D_Deliver: chunked framing only for a response
+    // that sends a body, so never on the answer to a HEAD.
     let chunked = !h2
         && send_body
         && !head_only
@@ -1684,15 +1731,19 @@ where
     // As varnishd: a Content-Length that says the length is kept where
     // it is, another one goes and the right one comes last; Connection
     // then Transfer-Encoding follow it.
+    // As varnishd's cnt_transmit: the answer to a HEAD for a pass or an
+    // uncacheable object keeps the Content-Length the backend sent, or
+    // none (a HEAD passed on stores no body to measure).
+    let cl_as_is = head_only && obj.as_ref().is_some_and(|o| o.flags().transient());
     if no_body_status {
         t.resp.headers.remove("content-length");
-    } else if let Some(l) = body_len {
+    } else if let Some(l) = body_len.filter(|_| !cl_as_is) {
         let l = decimal(l);
         if t.resp.headers.get("content-length") != Some(&l[..]) {
             t.resp.headers.remove("content-length");
             t.resp.headers.append("Content-Length", l);
         }
-    } else {
+    } else if !cl_as_is {
         t.resp.headers.remove("content-length");
     }
     let conn_hdr = match (h2, keep_for_header) {
@@ -1796,6 +1847,7 @@ where
         }
     } else {
         let mut w = TimedWriter::new(&mut conn.stream, send_timeout, idle_send);
+        let gz_buffer = (t.sh.params().bytes(pid!("gzip_buffer")) as usize).max(1);
         let vsl = &mut t.vsl;
         async {
             if !write_body {
@@ -1828,6 +1880,11 @@ where
             };
             let mut gz = gunzip.then(Gunzip::new);
             let mut plain = Vec::new();
+            // As varnishd's gunzip VDP: plain bytes go on in pieces of
+            // `gzip_buffer` (its output buffer, passed on when full), the
+            // rest at the end of the body; what a failing fetch leaves
+            // short of a full buffer is never sent.
+            let mut gz_pending = Vec::new();
             // Small bodies go out with the head in one write; large storage
             // segments queue in `batch` (ahead of `out`) and leave together
             // in one vectored write, straight from storage.
@@ -1856,14 +1913,17 @@ where
                         let _ = w.flush(vsl).await;
                         return Err(TxError::Aborted);
                     }
+                    // The body is whole: what gunzip holds goes out last.
+                    Ok(None) if !gz_pending.is_empty() => Bytes::new(),
                     Ok(None) => break,
                     Ok(Some(s)) => s,
                 };
+                let last = stored.is_empty() && !gz_pending.is_empty();
                 if private {
                     o.release_delivered(reader.passed());
                 }
                 let pre;
-                let raw: &[u8] = if before_gunzip.is_empty() {
+                let raw: &[u8] = if last || before_gunzip.is_empty() {
                     &stored
                 } else {
                     pre = match crate::client::vdp::run(&mut before_gunzip, &stored) {
@@ -1879,13 +1939,19 @@ where
                 };
                 let mut seg: &[u8] = match gz.as_mut() {
                     Some(g) => {
-                        plain.clear();
-                        if let Err(e) = g.feed(raw, &mut plain) {
+                        if let Err(e) = g.feed(raw, &mut gz_pending) {
                             vsl.log(Tag::Debug, format_args!("Gunzip of the object failed: {e}"));
                             let _ = batch.send(&mut w, vsl, &mut out).await;
                             let _ = w.flush(vsl).await;
                             return Err(TxError::Aborted);
                         }
+                        let n = if last {
+                            gz_pending.len()
+                        } else {
+                            gz_pending.len() / gz_buffer * gz_buffer
+                        };
+                        plain.clear();
+                        plain.extend(gz_pending.drain(..n));
                         &plain
                     }
                     None => raw,

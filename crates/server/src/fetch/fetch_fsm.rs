@@ -50,10 +50,15 @@ pub enum FetchBody {
     /// Kept in memory: sent with `Content-Length`, again on a retry.
     Cached(Bytes),
     /// Streamed from the client: sent once, with the client's framing
-    /// (`Length`) or chunked.
+    /// (`Length`) or chunked. `go` tells the client side that the fetch
+    /// sends it now: as varnishd (the body is read by `V1F_SendReq`), a
+    /// fetch that never sends it (an error or abandon in
+    /// vcl_backend_fetch, `unset bereq.body`) leaves it on the client
+    /// connection unread.
     Stream {
         length: Option<u64>,
         rx: tokio::sync::mpsc::Receiver<Segment>,
+        go: Option<tokio::sync::oneshot::Sender<()>>,
     },
     /// Streamed already: it cannot be sent again (no retry).
     Taken,
@@ -334,8 +339,11 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         let action = vcl
             .run_async(BuiltinSub::BackendResponse, &mut job.bo, scratch)
             .await;
-        // As varnishd: a response that does not match the range asked for
-        // fails the fetch, whatever vcl_backend_response decided.
+        // As varnishd (VRG_CheckBo right after vcl_backend_response): a
+        // response that does not match the range asked for fails the
+        // fetch, whatever vcl_backend_response decided; the error object
+        // keeps the status and reason of a `return (error(..))` it chose
+        // (`bo->err_code`), else 503.
         if job.bo.sh.params().flag(pid!("http_range_support"))
             && let Err(e) = crate::fetch::range::check_backend_range(
                 job.bo.bereq_orig.headers.get("range"),
@@ -346,7 +354,10 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         {
             job.bo.vsl.log_str(Tag::Error, &e);
             drain_and_let_go(&mut job.bo, fetched).await;
-            return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+            return Err(match action {
+                Action::Error { status, reason } => Step::Error(status, reason),
+                _ => Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))),
+            });
         }
         if job.bo.beresp_dropped && matches!(action, Action::Deliver | Action::Pass { .. }) {
             // As varnishd: the rollback let go of the response.
@@ -529,7 +540,10 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         bo.acct.bereq_hdr += head.len() as u64;
         if bo.has_body {
             match std::mem::replace(&mut job.req_body, FetchBody::Taken) {
-                FetchBody::Stream { length, mut rx } => {
+                FetchBody::Stream { length, mut rx, go } => {
+                    if let Some(go) = go {
+                        let _ = go.send(());
+                    }
                     bo.acct.bereq_body += send_stream(&mut conn.stream, length, &mut rx).await?;
                 }
                 other => {
@@ -1107,7 +1121,11 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     let bo = &mut job.bo;
     // Body filters: VCL's beresp.filters, else varnishd's choice. A 304
     // refresh reuses the stale body as it was stored.
-    if matches!(f.body, BodyKind::Length(0)) {
+    // As varnishd (vbf_stp_fetch, `content_length == 0`): a response
+    // without a body (an empty one, or none at all: HEAD, 204, 304 on a
+    // pass) loses its Content-Encoding, there being nothing it encodes;
+    // a 304 refresh keeps the stored object's.
+    if matches!(f.body, BodyKind::Length(0)) || (f.body == BodyKind::None && reuse_body.is_none()) {
         bo.beresp.headers.remove("content-encoding");
     }
     let backend_gzip = bo
@@ -1227,6 +1245,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             &mut chain,
             &mut esi,
             bo.sh.fetch_fragment(),
+            || false,
             |seg| {
                 len += seg.len() as u64;
                 segs.push(seg);
@@ -1378,6 +1397,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             &mut chain,
             &mut None,
             bo.sh.fetch_fragment(),
+            || obj.flags().abandoned(),
             |seg| writer.push(seg).map_err(|e| e.to_string()),
         )
         .await;
@@ -1386,6 +1406,27 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
                 let len = writer.len();
                 writer.finish();
                 body_done(bo, f, len);
+            }
+            Err(msg) if msg == PASS_ABANDONED => {
+                // Not a failure: the object ends with what was read (so a
+                // hit-for-pass or hit-for-miss still gets made) and the
+                // backend connection, its body unread, is closed.
+                // Logged as varnishd 7.1 logs it: a `Debug` record, and
+                // the close reason is `SC_RX_BODY`'s text.
+                bo.vsl.log(Tag::Debug, format_args!("Fetch: {msg}"));
+                let len = writer.len();
+                writer.finish();
+                bo.vsl.log(
+                    Tag::BackendClose,
+                    format_args!(
+                        "{} {} close Failure receiving req.body",
+                        f.conn.local_port(),
+                        f.backend.vcl_name
+                    ),
+                );
+                bo.log_ts("BerespBody", lacquer_http::date::now());
+                bo.end_privs();
+                bo.vsl.log(Tag::Length, format_args!("{len}"));
             }
             Err(msg) => {
                 bo.acct.beresp_body += f.body_read;
@@ -1410,6 +1451,10 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     Ok(())
 }
 
+/// Why a fetch stopped reading a body its client abandoned (varnishd's
+/// FetchError text).
+const PASS_ABANDONED: &str = "Pass delivery abandoned";
+
 /// The between-bytes timeout of a fetch: VCL's, the backend's, the parameter.
 fn between_bytes(bo: &BoTask, f: &Fetched) -> f64 {
     bo.between_bytes_timeout
@@ -1426,10 +1471,16 @@ async fn pump_body(
     chain: &mut FetchChain,
     esi: &mut Option<crate::fetch::esi::EsiFetch>,
     frag: usize,
+    abandoned: impl Fn() -> bool,
     mut push: impl FnMut(Bytes) -> Result<(), String>,
 ) -> Result<Option<crate::fetch::esi::Finished>, String> {
     let mut stream = BodyStream::new(f.body, true);
     loop {
+        // As varnishd (vbf_stp_fetchbody): before each read, a private
+        // object nobody delivers any more ends the fetch.
+        if abandoned() {
+            return Err(PASS_ABANDONED.to_string());
+        }
         let seg = match stream
             .next(&mut f.conn.stream, &mut f.rbuf, secs(bbt))
             .await
