@@ -202,6 +202,39 @@ enum Raw<T> {
     /// The head ends at this offset and uses obsolete line folding: unfold
     /// `buf[..end]` and parse again.
     Fold(usize),
+    /// A response whose protocol is a later HTTP version (`HTTP/2.0`,
+    /// `HTTP/1.2`): varnishd (`HTTP1_DissectResponse`) reads it as the
+    /// request's `HTTP/1.1`; rewrite the version with [`downgrade_version`]
+    /// and parse again.
+    Newer,
+}
+
+/// Whether a response starts with `HTTP/x.y ` of a version above 1.1
+/// (varnishd's `http_Proto`: one digit each side of the dot).
+fn is_newer_version(buf: &[u8]) -> bool {
+    match buf {
+        [b'H', b'T', b'T', b'P', b'/', major, b'.', minor, b' ', ..]
+            if major.is_ascii_digit() && minor.is_ascii_digit() =>
+        {
+            (major - b'0', minor - b'0') > (1, 1)
+        }
+        _ => false,
+    }
+}
+
+/// A request never gets [`Raw::Newer`] (its grammar pass reports a bad
+/// version as such); should it, it is the same 400.
+fn newer_request() -> Error {
+    Error::req(
+        ErrorKind::Malformed,
+        "Unsupported or malformed protocol version",
+    )
+}
+
+/// Rewrites the version of a response [`is_newer_version`] accepted to
+/// `HTTP/1.1`, in place.
+fn downgrade_version(buf: &mut [u8]) {
+    buf[5..8].copy_from_slice(b"1.1");
 }
 
 struct RawReq {
@@ -619,6 +652,7 @@ fn raw_response(buf: &[u8], limits: &Limits) -> Result<Raw<RawResp>, Error> {
                     len,
                 ))
             }
+            Err(httparse::Error::Version) if is_newer_version(buf) => Ok(Raw::Newer),
             Err(e) => after_grammar_error(buf, limits, side, e),
         }
     })
@@ -740,6 +774,7 @@ pub fn parse_request(buf: &[u8], limits: &Limits) -> Result<Option<(RequestHead,
                 _ => Err(Error::req(ErrorKind::Malformed, "Malformed folded header")),
             }
         }
+        Raw::Newer => Err(newer_request()),
     }
 }
 
@@ -761,6 +796,7 @@ pub fn parse_request_buf(
                 _ => return Err(Error::req(ErrorKind::Malformed, "Malformed folded header")),
             }
         }
+        Raw::Newer => return Err(newer_request()),
     };
     let head = buf.split_to(len).freeze();
     let result = finish_request(raw, head.clone(), limits);
@@ -791,6 +827,11 @@ pub fn parse_response(buf: &[u8], limits: &Limits) -> Result<Option<(ResponseHea
                 _ => Err(Error::resp(ErrorKind::Malformed, "Malformed folded header")),
             }
         }
+        Raw::Newer => {
+            let mut copy = buf.to_vec();
+            downgrade_version(&mut copy);
+            parse_response(&copy, limits)
+        }
     }
 }
 
@@ -809,6 +850,10 @@ pub fn parse_response_buf(
                 Raw::Done(raw, len) => (raw, len),
                 _ => return Err(Error::resp(ErrorKind::Malformed, "Malformed folded header")),
             }
+        }
+        Raw::Newer => {
+            downgrade_version(buf);
+            return parse_response_buf(buf, limits);
         }
     };
     let head = buf.split_to(len).freeze();
@@ -1172,13 +1217,31 @@ mod tests {
             "HTTP/1.1 20 OK\r\n\r\n",
             "HTTP/1.1 099 Low\r\n\r\n",
             "HTTP/1.1 2000 OK\r\n\r\n",
-            "HTTP/2.0 200 OK\r\n\r\n",
+            "HTTP/0.9 200 OK\r\n\r\n",
+            "HTTP/2 200 OK\r\n\r\n",
             "HTTP/1.1 200 OK\r\nBad Name: x\r\n\r\n",
             "HTTP/1.1 200 OK\r\nX: a\x00b\r\n\r\n",
             "ICY 200 OK\r\n\r\n",
         ] {
             let e = resp(bad).expect_err(bad);
             assert_eq!(e.status(), Some(503), "{bad}");
+        }
+    }
+
+    #[test]
+    fn later_response_versions_read_as_http11() {
+        for v in ["HTTP/2.0", "HTTP/1.2", "HTTP/9.9"] {
+            let wire = format!("{v} 200 OK\r\nContent-Length: 2\r\n\r\nok");
+            let (r, len) = resp(&wire).unwrap().unwrap();
+            assert_eq!(
+                (r.version, r.status, len),
+                (Version::Http11, 200, wire.len() - 2)
+            );
+            let mut buf = BytesMut::from(wire.as_bytes());
+            let r = parse_response_buf(&mut buf, &Limits::response())
+                .unwrap()
+                .unwrap();
+            assert_eq!((r.version, &buf[..]), (Version::Http11, &b"ok"[..]));
         }
     }
 

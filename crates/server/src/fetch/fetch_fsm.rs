@@ -1305,6 +1305,21 @@ fn between_bytes(bo: &BoTask, f: &Fetched) -> f64 {
         .unwrap_or_else(|| bo.sh.params().duration(pid!("between_bytes_timeout")))
 }
 
+/// varnishd's `FetchError` text for a body read that failed
+/// (`cache_http1_vfp.c`): the chunked parser's own message, or which
+/// framing ran out of bytes.
+fn body_error_text(kind: BodyKind, stream: &BodyStream, e: BodyIoError) -> String {
+    match (e, kind) {
+        (BodyIoError::Framing(msg), _) => msg,
+        (BodyIoError::Eof, BodyKind::Length(_)) => "straight insufficient bytes".into(),
+        (BodyIoError::Eof, BodyKind::Chunked) if stream.in_chunk_data() => {
+            "chunked insufficient bytes".into()
+        }
+        (BodyIoError::Eof, BodyKind::Chunked) => "chunked read err".into(),
+        (e, _) => format!("backend body error: {e}"),
+    }
+}
+
 /// Reads a backend body through the fetch filters, or the ESI stage,
 /// handing each piece to `push`; what the ESI stage found once the body is
 /// complete.
@@ -1325,7 +1340,7 @@ async fn pump_body(
             Ok(Some(s)) => s,
             Ok(None) => break,
             Err(BodyIoError::Timeout) => return Err("backend read timeout".into()),
-            Err(e) => return Err(format!("backend body error: {e}")),
+            Err(e) => return Err(body_error_text(f.body, &stream, e)),
         };
         // `debug.fragfetch` cuts the body into small pieces.
         let mut rest = seg;
