@@ -161,7 +161,11 @@ where
                 // A client waiting for 100 Continue sends its body only
                 // then: a std.cache_req_body() in vcl_recv asks for it at
                 // the call, so vcl_recv runs beside the connection.
-                let action = if t.want_100 && vcl.req_body_prefetch > 0 && conn.h2.is_none() {
+                let action = if t.want_100
+                    && t.body_pending.is_some()
+                    && vcl.req_body_prefetch > 0
+                    && conn.h2.is_none()
+                {
                     let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
                     let rt = tokio::runtime::Handle::current();
                     crate::client::reqbody::recv_with_body(conn, t, timeout, |t| {

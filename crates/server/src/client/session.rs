@@ -484,16 +484,23 @@ where
             };
             return Turn::H2(Some(Box::new((up, pairs))));
         }
-        // Headers the client's Connection header names are hop-by-hop and
-        // go no further; naming a well-known end-to-end header is refused.
+        // Headers the client's Connection header names are hop-by-hop: VCL
+        // still sees them in `req`, the backend request leaves them out
+        // (varnishd's `http_DoConnection` marks them `HDF_FILTER`); naming a
+        // well-known end-to-end header is refused with varnishd's minimal
+        // 400 (`cnt_transport`).
         match crate::runtime::msg::connection_tokens(&req.headers) {
-            Ok(tokens) => crate::runtime::msg::drop_connection_tokens(&mut req.headers, &tokens),
+            Ok(tokens) => {
+                for t in &tokens {
+                    req.headers.mark_filtered(t);
+                }
+            }
             Err(name) => {
                 sh.counters.inc(Main::client_req_400);
                 sh.counters.inc(Main::sc_rx_bad);
                 let _ = conn
                     .stream
-                    .write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n")
                     .await;
                 svsl.log(
                     Tag::Debug,
@@ -579,10 +586,14 @@ where
             && (task.vcl.req_body_prefetch == 0
                 || tokio::runtime::Handle::current().runtime_flavor()
                     == tokio::runtime::RuntimeFlavor::MultiThread);
-        if body_kind != BodyKind::None && defer_100 {
+        if body_kind == BodyKind::None {
+            // As varnishd (cnt_recv): the 100 is owed whether a body
+            // follows or not, and goes out when vcl_recv returns.
+            task.want_100 = want_100;
+        } else if defer_100 {
             task.want_100 = true;
             task.body_pending = Some(crate::client::reqbody::Pending::new(body_kind));
-        } else if body_kind != BodyKind::None {
+        } else {
             if want_100 {
                 crate::client::reqbody::log_100(&mut task.vsl);
                 if conn
