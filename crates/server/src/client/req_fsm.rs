@@ -495,6 +495,19 @@ fn add_xff(t: &mut ReqTask) {
             t.req.headers.append("X-Forwarded-For", v);
         }
         None => {
+            // As varnishd's http_PrintfHeader: with every header slot
+            // (`http_max_hdr`) taken by the client's fields, the line is
+            // lost and the workspace marked overflowed, which ends the
+            // request in a 500 at delivery.
+            let slots = t.ws.header_slots();
+            if slots > 0 && t.req.headers.len() >= slots {
+                t.sh.counters.inc(Main::losthdr);
+                t.vsl
+                    .log(Tag::Error, format_args!("out of workspace ({})", t.ws.id()));
+                t.vsl.log_header(Tag::LostHeader, b"X-Forwarded-For", &ip);
+                t.ws.mark_overflow();
+                return;
+            }
             t.ws.take(header_len(b"X-Forwarded-For", &ip));
             t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &ip);
             t.req.headers.append("X-Forwarded-For", ip);

@@ -634,8 +634,13 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         if !is_head && bo.beresp.status < 200 {
             return Err("Body cannot be fetched".to_string());
         }
+        // As varnishd (http_DoConnection): fields the backend's Connection
+        // names stay visible to vcl_backend_response and are not stored
+        // (`object_headers` leaves filtered fields out).
         if let Ok(tokens) = crate::runtime::msg::connection_tokens(&bo.beresp.headers) {
-            crate::runtime::msg::drop_connection_tokens(&mut bo.beresp.headers, &tokens);
+            for t in &tokens {
+                bo.beresp.headers.mark_filtered(t);
+            }
         }
         return Ok(Fetched {
             reuse: None,
