@@ -352,15 +352,13 @@ fn collect_headers(
         };
         let line_len = next - eol - ns as usize;
         if line_len > limits.max_line {
-            return Err(side.err(
-                ErrorKind::HeaderTooLong,
-                format!(
-                    "Header too long: {} ({} bytes, limit {})",
-                    excerpt(&buf[ns as usize..]),
-                    line_len,
-                    limits.max_line
-                ),
-            ));
+            // varnishd's BogoHeader text (the limit is `max_line`).
+            return Err(side
+                .err(
+                    ErrorKind::HeaderTooLong,
+                    format!("Header too long: {}", excerpt(&buf[ns as usize..])),
+                )
+                .header_fault());
         }
         let name = h.name.as_bytes();
         match name.len() {
@@ -465,13 +463,36 @@ fn after_grammar_error<T>(
     Err(diagnose(buf, limits, side, err))
 }
 
+/// The header lines of a head (after its first line, before the empty
+/// line), line ends removed.
+fn header_lines(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let start = buf
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(buf.len());
+    buf[start..]
+        .split(|&b| b == b'\n')
+        .skip(1)
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+        .take_while(|l| !l.is_empty())
+}
+
 /// Describes why `httparse` rejected `buf`, in Varnish's words where it has them.
 fn diagnose(buf: &[u8], limits: &Limits, side: Side, err: httparse::Error) -> Error {
     use httparse::Error as H;
     let kind = ErrorKind::Malformed;
     match err {
         H::TooManyHeaders => {
-            return side.err(ErrorKind::TooManyHeaders, "Too many headers");
+            // varnishd's BogoHeader names the first line without a slot.
+            let line = header_lines(buf)
+                .nth(limits.max_headers)
+                .unwrap_or_default();
+            return side
+                .err(
+                    ErrorKind::TooManyHeaders,
+                    format!("Too many headers: {}", excerpt(line)),
+                )
+                .header_fault();
         }
         H::Version => return side.err(kind, "Unsupported or malformed protocol version"),
         H::Status => return side.err(kind, "Malformed status code"),
@@ -522,12 +543,7 @@ fn diagnose(buf: &[u8], limits: &Limits, side: Side, err: httparse::Error) -> Er
             return side
                 .err(
                     ErrorKind::HeaderTooLong,
-                    format!(
-                        "Header too long: {} ({} bytes, limit {})",
-                        excerpt(line),
-                        line.len(),
-                        limits.max_line
-                    ),
+                    format!("Header too long: {}", excerpt(line)),
                 )
                 .header_fault();
         }
