@@ -755,6 +755,27 @@ fn finish_response(raw: RawResp, buf: Bytes) -> ResponseHead {
     }
 }
 
+/// What varnishd's `HttpGarbage` record shows of a refused head (request
+/// or response): its receive buffer as a C string, which `http1_splitline`
+/// cut with a NUL after the first field (method or protocol) once a space
+/// or tab ended it; a head refused before that (a control byte in that
+/// field) shows whole.
+pub fn garbage(head: &[u8]) -> &[u8] {
+    let start = head
+        .iter()
+        .position(|&b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+        .unwrap_or(head.len());
+    for (i, &b) in head[start..].iter().enumerate() {
+        if b == b' ' || b == b'\t' {
+            return &head[..start + i];
+        }
+        if b < 0x20 || b == 0x7f {
+            break;
+        }
+    }
+    head
+}
+
 /// Whether bytes just read could have completed a head that was incomplete
 /// before: a head ends with a line feed, so a read without one cannot. A
 /// caller that re-parses only when this is true (or when its buffer has
@@ -1242,6 +1263,15 @@ mod tests {
             let e = resp(bad).expect_err(bad);
             assert_eq!(e.status(), Some(503), "{bad}");
         }
+    }
+
+    #[test]
+    fn garbage_is_the_first_field_once_split() {
+        assert_eq!(garbage(b"GET /\x01 HTTP/1.1\r\n\r\n"), b"GET");
+        assert_eq!(garbage(b"\r\nPOST\t/ HTTP/1.1\r\n\r\n"), b"\r\nPOST");
+        assert_eq!(garbage(b"HTTP/1.1 2x0 OK\r\n\r\n"), b"HTTP/1.1");
+        let whole = b"G\x7fT / HTTP/1.1\r\n\r\n";
+        assert_eq!(garbage(whole), whole);
     }
 
     #[test]

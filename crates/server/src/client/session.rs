@@ -432,7 +432,7 @@ where
                 if e.is_header_fault() {
                     vsl.log_str(Tag::BogoHeader, e.message());
                 }
-                vsl.log_bytes(Tag::HttpGarbage, garbage(head));
+                vsl.log_bytes(Tag::HttpGarbage, lacquer_http::parse::garbage(head));
                 vsl.log_str(Tag::RespProtocol, "HTTP/1.1");
                 vsl.log(Tag::RespStatus, format_args!("{status}"));
                 vsl.log_str(Tag::RespReason, reason);
@@ -874,26 +874,6 @@ where
     "RX_BODY"
 }
 
-/// What varnishd's `HttpGarbage` record shows of a refused request head:
-/// its receive buffer as a C string, which `http1_splitline` cut with a NUL
-/// after the method once a space or tab ended it; a head refused before
-/// that (a control byte in the method) shows whole.
-fn garbage(head: &[u8]) -> &[u8] {
-    let start = head
-        .iter()
-        .position(|&b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
-        .unwrap_or(head.len());
-    for (i, &b) in head[start..].iter().enumerate() {
-        if b == b' ' || b == b'\t' {
-            return &head[..start + i];
-        }
-        if b < 0x20 || b == 0x7f {
-            break;
-        }
-    }
-    head
-}
-
 /// Where the (bad) head in `buf` ends: after its blank line, or all of
 /// `buf` when there is none.
 fn head_end(buf: &[u8]) -> usize {
@@ -977,15 +957,7 @@ impl SessInfoArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::{garbage, head_end};
-
-    #[test]
-    fn garbage_is_the_method_once_split() {
-        assert_eq!(garbage(b"GET /\x01 HTTP/1.1\r\n\r\n"), b"GET");
-        assert_eq!(garbage(b"\r\nPOST\t/ HTTP/1.1\r\n\r\n"), b"\r\nPOST");
-        let whole = b"G\x7fT / HTTP/1.1\r\n\r\n";
-        assert_eq!(garbage(whole), whole);
-    }
+    use super::head_end;
 
     #[test]
     fn bad_head_ends_at_its_first_blank_line() {

@@ -549,7 +549,19 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 Ok(None) => {}
                 Err(e) => {
                     bo.acct.beresp_hdr += before as u64;
-                    return Err(format!("http format error: {}", e.message()));
+                    // As varnishd: a head past http_resp_size is an
+                    // `overflow`; a refused one logs the bad header line
+                    // (BogoHeader) and the buffer (HttpGarbage) first.
+                    if e.kind() == lacquer_http::ErrorKind::HeadTooLarge {
+                        return Err("overflow".to_string());
+                    }
+                    if e.is_header_fault() {
+                        bo.vsl.log_str(Tag::BogoHeader, e.message());
+                    }
+                    let head = &rbuf[..rbuf.len().min(limits.max_head)];
+                    bo.vsl
+                        .log_bytes(Tag::HttpGarbage, lacquer_http::parse::garbage(head));
+                    return Err("http format error".to_string());
                 }
             }
             rbuf.reserve(8192);
