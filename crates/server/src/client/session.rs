@@ -427,12 +427,23 @@ where
                 vsl.log(Tag::Begin, format_args!("req {svxid} rxreq"));
                 vsl.log_timestamp("Start", now, 0.0, 0.0);
                 vsl.log_timestamp("Req", now, 0.0, 0.0);
-                // A bad header line is the request's own record, as
-                // varnishd's header dissector logs it.
-                if e.is_header_fault() {
+                if in_recv {
+                    // The head passed the dissector: the request is logged
+                    // as any other, then refused in vcl_recv's preamble
+                    // with the reason as a BogoHeader (no HttpGarbage).
+                    if let Some(vcl) = sh.active_vcl() {
+                        vsl.log_str(Tag::VCL_use, &vcl.name);
+                    }
+                    crate::client::req_fsm::log_req_start(&mut vsl, info, &split_head(head));
                     vsl.log_str(Tag::BogoHeader, e.message());
+                } else {
+                    // A bad header line is the request's own record, as
+                    // varnishd's header dissector logs it.
+                    if e.is_header_fault() {
+                        vsl.log_str(Tag::BogoHeader, e.message());
+                    }
+                    vsl.log_bytes(Tag::HttpGarbage, lacquer_http::parse::garbage(head));
                 }
-                vsl.log_bytes(Tag::HttpGarbage, lacquer_http::parse::garbage(head));
                 vsl.log_str(Tag::RespProtocol, "HTTP/1.1");
                 vsl.log(Tag::RespStatus, format_args!("{status}"));
                 vsl.log_str(Tag::RespReason, reason);
@@ -874,6 +885,36 @@ where
     "RX_BODY"
 }
 
+/// A request head the dissector accepted but the request rules refused
+/// (two Host or Content-Length fields), split into its first-line fields
+/// and its header lines as received, for the request's log records.
+fn split_head(head: &[u8]) -> ReqMsg {
+    let mut lines = head
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+        .skip_while(|l| l.is_empty());
+    let first = lines.next().unwrap_or_default();
+    let mut fields = first
+        .split(|&b| b == b' ' || b == b'\t')
+        .filter(|f| !f.is_empty())
+        .map(bytes::Bytes::copy_from_slice);
+    let mut req = ReqMsg {
+        method: fields.next().unwrap_or_default(),
+        url: fields.next().unwrap_or_default(),
+        proto: fields.next().unwrap_or_default(),
+        headers: lacquer_http::Headers::new(),
+    };
+    for line in lines.take_while(|l| !l.is_empty()) {
+        let colon = line.iter().position(|&b| b == b':').unwrap_or(line.len());
+        let value = line.get(colon + 1..).unwrap_or_default().trim_ascii();
+        req.headers.append(
+            bytes::Bytes::copy_from_slice(&line[..colon]),
+            bytes::Bytes::copy_from_slice(value),
+        );
+    }
+    req
+}
+
 /// Where the (bad) head in `buf` ends: after its blank line, or all of
 /// `buf` when there is none.
 fn head_end(buf: &[u8]) -> usize {
@@ -957,7 +998,28 @@ impl SessInfoArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::head_end;
+    use super::{head_end, split_head};
+
+    #[test]
+    fn refused_head_splits_into_its_lines() {
+        let r = split_head(b"GET  /x HTTP/1.1\r\nHost: a\r\nHost:b \r\n\r\n");
+        assert_eq!(
+            (&r.method[..], &r.url[..], &r.proto[..]),
+            (&b"GET"[..], &b"/x"[..], &b"HTTP/1.1"[..])
+        );
+        let lines: Vec<_> = r
+            .headers
+            .iter()
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect();
+        assert_eq!(
+            lines,
+            vec![
+                (b"Host".to_vec(), b"a".to_vec()),
+                (b"Host".to_vec(), b"b".to_vec())
+            ]
+        );
+    }
 
     #[test]
     fn bad_head_ends_at_its_first_blank_line() {
