@@ -625,7 +625,7 @@ where
             )
             .await;
             if let Err(e) = ahead {
-                return Turn::End(body_error(sh, &mut task, conn, body_kind, e).await);
+                return Turn::End(body_error(sh, &mut task, body_kind, e));
             }
         }
         let mut after = crate::client::req_fsm::handle(&mut task, conn).await;
@@ -847,24 +847,22 @@ where
 const WS_OVERFLOW: &str = "WS_OVERFLOW";
 
 /// A request body could not be read ahead: the request's transaction ends
-/// and so does the session (with a 400 for bad framing; silently for a
-/// timeout or EOF, as varnishd).
-async fn body_error<S>(
+/// and so does the session, silently, as varnishd's (the body's
+/// `FetchError`, then `SC_RX_BODY`).
+fn body_error(
     sh: &Shared,
     task: &mut ReqTask,
-    conn: &mut ClientConn<S>,
     kind: BodyKind,
     e: crate::fetch::bodyio::BodyIoError,
-) -> &'static str
-where
-    S: AsyncWrite + Unpin,
-{
+) -> &'static str {
+    use crate::fetch::bodyio::BodyIoError;
     // Logged as varnishd's body pull logs it, a FetchError on the request.
     match (&e, kind) {
-        (crate::fetch::bodyio::BodyIoError::Eof, BodyKind::Length(_)) => {
+        (BodyIoError::Eof, BodyKind::Length(_)) => {
             task.vsl
                 .log_str(Tag::FetchError, "straight insufficient bytes");
         }
+        (BodyIoError::Framing(msg), _) => task.vsl.log_str(Tag::FetchError, msg),
         _ => task
             .vsl
             .log(Tag::FetchError, format_args!("req.body read error: {e}")),
@@ -876,12 +874,6 @@ where
     task.vsl.log_str(Tag::End, "");
     task.vsl.flush();
     sh.counters.inc(Main::sc_rx_body);
-    if matches!(e, crate::fetch::bodyio::BodyIoError::Framing(_)) {
-        let _ = conn
-            .stream
-            .write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
-            .await;
-    }
     "RX_BODY"
 }
 
