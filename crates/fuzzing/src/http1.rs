@@ -150,13 +150,7 @@ fn dechunk(pieces: &[&[u8]], limits: &ChunkedLimits) -> Option<(Vec<u8>, usize, 
 /// chunked in pieces of 37 bytes, decodes back to the input.
 pub fn chunked(data: &[u8]) {
     check_chunked(data, ChunkedLimits::default());
-    check_chunked(
-        data,
-        ChunkedLimits {
-            max_size_line: 64,
-            max_trailers: 256,
-        },
-    );
+    check_chunked(data, ChunkedLimits { max_size_line: 64 });
     let mut enc = Vec::new();
     for piece in data.chunks(37) {
         encode_chunk(piece, &mut enc);

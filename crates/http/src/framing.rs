@@ -9,8 +9,9 @@
 //! - more than one `Content-Length` field, even with equal values (Varnish);
 //! - a `Content-Length` that is not plain decimal digits (no sign, no list,
 //!   no spaces inside) or exceeds 2^63-1;
-//! - `Transfer-Encoding` with any value but `chunked` (case-insensitive), or
-//!   present more than once, or together with `Content-Length`;
+//! - `Transfer-Encoding` with any value but `chunked` (case-insensitive), in
+//!   any of its fields (several fields all saying `chunked` are accepted, as
+//!   varnishd, which reads the first), or together with `Content-Length`;
 //! - an HTTP/1.0 POST or PUT with neither (its body would run to EOF);
 //! - a HEAD request with a body.
 //!
@@ -84,15 +85,11 @@ fn header_framing(
             }
         }
     }
-    let mut te = headers.get_all(b"transfer-encoding");
-    if let Some(v) = te.next() {
-        if te.next().is_some() {
-            return Err(err(
-                ErrorKind::Framing,
-                "Multiple Transfer-Encoding: headers".to_string(),
-            ));
-        }
-        if !trim(v).eq_ignore_ascii_case(b"chunked") {
+    let mut te = headers.get_all(b"transfer-encoding").peekable();
+    if te.peek().is_some() {
+        // varnishd reads the first field only; several all saying
+        // `chunked` mean the same to both readings, any other is refused.
+        if let Some(v) = te.find(|v| !trim(v).eq_ignore_ascii_case(b"chunked")) {
             return Err(err(
                 ErrorKind::Framing,
                 format!("Unsupported Transfer-Encoding: {}", excerpt(v)),
@@ -276,6 +273,16 @@ mod tests {
             .is_err()
         );
         assert!(rq("GET", Http11, &[("Transfer-Encoding", "gzip, chunked")]).is_err());
+        let te2 = [
+            ("Transfer-Encoding", "chunked"),
+            ("Transfer-Encoding", "Chunked"),
+        ];
+        assert_eq!(rq("POST", Http11, &te2).unwrap(), BodyKind::Chunked);
+        let te2 = [
+            ("Transfer-Encoding", "chunked"),
+            ("Transfer-Encoding", "gzip"),
+        ];
+        assert!(rq("POST", Http11, &te2).is_err());
         let e = rq("GET", Http11, &[("Content-Length", "x")]).unwrap_err();
         assert_eq!((e.kind(), e.status()), (ErrorKind::Framing, Some(400)));
     }

@@ -202,6 +202,39 @@ enum Raw<T> {
     /// The head ends at this offset and uses obsolete line folding: unfold
     /// `buf[..end]` and parse again.
     Fold(usize),
+    /// A response whose protocol is a later HTTP version (`HTTP/2.0`,
+    /// `HTTP/1.2`): varnishd (`HTTP1_DissectResponse`) reads it as the
+    /// request's `HTTP/1.1`; rewrite the version with [`downgrade_version`]
+    /// and parse again.
+    Newer,
+}
+
+/// Whether a response starts with `HTTP/x.y ` of a version above 1.1
+/// (varnishd's `http_Proto`: one digit each side of the dot).
+fn is_newer_version(buf: &[u8]) -> bool {
+    match buf {
+        [b'H', b'T', b'T', b'P', b'/', major, b'.', minor, b' ', ..]
+            if major.is_ascii_digit() && minor.is_ascii_digit() =>
+        {
+            (major - b'0', minor - b'0') > (1, 1)
+        }
+        _ => false,
+    }
+}
+
+/// A request never gets [`Raw::Newer`] (its grammar pass reports a bad
+/// version as such); should it, it is the same 400.
+fn newer_request() -> Error {
+    Error::req(
+        ErrorKind::Malformed,
+        "Unsupported or malformed protocol version",
+    )
+}
+
+/// Rewrites the version of a response [`is_newer_version`] accepted to
+/// `HTTP/1.1`, in place.
+fn downgrade_version(buf: &mut [u8]) {
+    buf[5..8].copy_from_slice(b"1.1");
 }
 
 struct RawReq {
@@ -319,15 +352,13 @@ fn collect_headers(
         };
         let line_len = next - eol - ns as usize;
         if line_len > limits.max_line {
-            return Err(side.err(
-                ErrorKind::HeaderTooLong,
-                format!(
-                    "Header too long: {} ({} bytes, limit {})",
-                    excerpt(&buf[ns as usize..]),
-                    line_len,
-                    limits.max_line
-                ),
-            ));
+            // varnishd's BogoHeader text (the limit is `max_line`).
+            return Err(side
+                .err(
+                    ErrorKind::HeaderTooLong,
+                    format!("Header too long: {}", excerpt(&buf[ns as usize..])),
+                )
+                .header_fault());
         }
         let name = h.name.as_bytes();
         match name.len() {
@@ -432,13 +463,36 @@ fn after_grammar_error<T>(
     Err(diagnose(buf, limits, side, err))
 }
 
+/// The header lines of a head (after its first line, before the empty
+/// line), line ends removed.
+fn header_lines(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let start = buf
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(buf.len());
+    buf[start..]
+        .split(|&b| b == b'\n')
+        .skip(1)
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+        .take_while(|l| !l.is_empty())
+}
+
 /// Describes why `httparse` rejected `buf`, in Varnish's words where it has them.
 fn diagnose(buf: &[u8], limits: &Limits, side: Side, err: httparse::Error) -> Error {
     use httparse::Error as H;
     let kind = ErrorKind::Malformed;
     match err {
         H::TooManyHeaders => {
-            return side.err(ErrorKind::TooManyHeaders, "Too many headers");
+            // varnishd's BogoHeader names the first line without a slot.
+            let line = header_lines(buf)
+                .nth(limits.max_headers)
+                .unwrap_or_default();
+            return side
+                .err(
+                    ErrorKind::TooManyHeaders,
+                    format!("Too many headers: {}", excerpt(line)),
+                )
+                .header_fault();
         }
         H::Version => return side.err(kind, "Unsupported or malformed protocol version"),
         H::Status => return side.err(kind, "Malformed status code"),
@@ -489,12 +543,7 @@ fn diagnose(buf: &[u8], limits: &Limits, side: Side, err: httparse::Error) -> Er
             return side
                 .err(
                     ErrorKind::HeaderTooLong,
-                    format!(
-                        "Header too long: {} ({} bytes, limit {})",
-                        excerpt(line),
-                        line.len(),
-                        limits.max_line
-                    ),
+                    format!("Header too long: {}", excerpt(line)),
                 )
                 .header_fault();
         }
@@ -619,6 +668,7 @@ fn raw_response(buf: &[u8], limits: &Limits) -> Result<Raw<RawResp>, Error> {
                     len,
                 ))
             }
+            Err(httparse::Error::Version) if is_newer_version(buf) => Ok(Raw::Newer),
             Err(e) => after_grammar_error(buf, limits, side, e),
         }
     })
@@ -705,6 +755,27 @@ fn finish_response(raw: RawResp, buf: Bytes) -> ResponseHead {
     }
 }
 
+/// What varnishd's `HttpGarbage` record shows of a refused head (request
+/// or response): its receive buffer as a C string, which `http1_splitline`
+/// cut with a NUL after the first field (method or protocol) once a space
+/// or tab ended it; a head refused before that (a control byte in that
+/// field) shows whole.
+pub fn garbage(head: &[u8]) -> &[u8] {
+    let start = head
+        .iter()
+        .position(|&b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+        .unwrap_or(head.len());
+    for (i, &b) in head[start..].iter().enumerate() {
+        if b == b' ' || b == b'\t' {
+            return &head[..start + i];
+        }
+        if b < 0x20 || b == 0x7f {
+            break;
+        }
+    }
+    head
+}
+
 /// Whether bytes just read could have completed a head that was incomplete
 /// before: a head ends with a line feed, so a read without one cannot. A
 /// caller that re-parses only when this is true (or when its buffer has
@@ -740,6 +811,7 @@ pub fn parse_request(buf: &[u8], limits: &Limits) -> Result<Option<(RequestHead,
                 _ => Err(Error::req(ErrorKind::Malformed, "Malformed folded header")),
             }
         }
+        Raw::Newer => Err(newer_request()),
     }
 }
 
@@ -761,6 +833,7 @@ pub fn parse_request_buf(
                 _ => return Err(Error::req(ErrorKind::Malformed, "Malformed folded header")),
             }
         }
+        Raw::Newer => return Err(newer_request()),
     };
     let head = buf.split_to(len).freeze();
     let result = finish_request(raw, head.clone(), limits);
@@ -791,6 +864,11 @@ pub fn parse_response(buf: &[u8], limits: &Limits) -> Result<Option<(ResponseHea
                 _ => Err(Error::resp(ErrorKind::Malformed, "Malformed folded header")),
             }
         }
+        Raw::Newer => {
+            let mut copy = buf.to_vec();
+            downgrade_version(&mut copy);
+            parse_response(&copy, limits)
+        }
     }
 }
 
@@ -809,6 +887,10 @@ pub fn parse_response_buf(
                 Raw::Done(raw, len) => (raw, len),
                 _ => return Err(Error::resp(ErrorKind::Malformed, "Malformed folded header")),
             }
+        }
+        Raw::Newer => {
+            downgrade_version(buf);
+            return parse_response_buf(buf, limits);
         }
     };
     let head = buf.split_to(len).freeze();
@@ -1172,13 +1254,40 @@ mod tests {
             "HTTP/1.1 20 OK\r\n\r\n",
             "HTTP/1.1 099 Low\r\n\r\n",
             "HTTP/1.1 2000 OK\r\n\r\n",
-            "HTTP/2.0 200 OK\r\n\r\n",
+            "HTTP/0.9 200 OK\r\n\r\n",
+            "HTTP/2 200 OK\r\n\r\n",
             "HTTP/1.1 200 OK\r\nBad Name: x\r\n\r\n",
             "HTTP/1.1 200 OK\r\nX: a\x00b\r\n\r\n",
             "ICY 200 OK\r\n\r\n",
         ] {
             let e = resp(bad).expect_err(bad);
             assert_eq!(e.status(), Some(503), "{bad}");
+        }
+    }
+
+    #[test]
+    fn garbage_is_the_first_field_once_split() {
+        assert_eq!(garbage(b"GET /\x01 HTTP/1.1\r\n\r\n"), b"GET");
+        assert_eq!(garbage(b"\r\nPOST\t/ HTTP/1.1\r\n\r\n"), b"\r\nPOST");
+        assert_eq!(garbage(b"HTTP/1.1 2x0 OK\r\n\r\n"), b"HTTP/1.1");
+        let whole = b"G\x7fT / HTTP/1.1\r\n\r\n";
+        assert_eq!(garbage(whole), whole);
+    }
+
+    #[test]
+    fn later_response_versions_read_as_http11() {
+        for v in ["HTTP/2.0", "HTTP/1.2", "HTTP/9.9"] {
+            let wire = format!("{v} 200 OK\r\nContent-Length: 2\r\n\r\nok");
+            let (r, len) = resp(&wire).unwrap().unwrap();
+            assert_eq!(
+                (r.version, r.status, len),
+                (Version::Http11, 200, wire.len() - 2)
+            );
+            let mut buf = BytesMut::from(wire.as_bytes());
+            let r = parse_response_buf(&mut buf, &Limits::response())
+                .unwrap()
+                .unwrap();
+            assert_eq!((r.version, &buf[..]), (Version::Http11, &b"ok"[..]));
         }
     }
 

@@ -164,7 +164,11 @@ where
                 // A client waiting for 100 Continue sends its body only
                 // then: a std.cache_req_body() in vcl_recv asks for it at
                 // the call, so vcl_recv runs beside the connection.
-                let action = if t.want_100 && vcl.req_body_prefetch > 0 && conn.h2.is_none() {
+                let action = if t.want_100
+                    && t.body_pending.is_some()
+                    && vcl.req_body_prefetch > 0
+                    && conn.h2.is_none()
+                {
                     let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
                     let rt = tokio::runtime::Handle::current();
                     crate::client::reqbody::recv_with_body(conn, t, timeout, |t| {
@@ -495,6 +499,19 @@ fn add_xff(t: &mut ReqTask) {
             t.req.headers.append("X-Forwarded-For", v);
         }
         None => {
+            // As varnishd's http_PrintfHeader: with every header slot
+            // (`http_max_hdr`) taken by the client's fields, the line is
+            // lost and the workspace marked overflowed, which ends the
+            // request in a 500 at delivery.
+            let slots = t.ws.header_slots();
+            if slots > 0 && t.req.headers.len() >= slots {
+                t.sh.counters.inc(Main::losthdr);
+                t.vsl
+                    .log(Tag::Error, format_args!("out of workspace ({})", t.ws.id()));
+                t.vsl.log_header(Tag::LostHeader, b"X-Forwarded-For", &ip);
+                t.ws.mark_overflow();
+                return;
+            }
             t.ws.take(header_len(b"X-Forwarded-For", &ip));
             t.vsl.log_header(Tag::ReqHeader, b"X-Forwarded-For", &ip);
             t.req.headers.append("X-Forwarded-For", ip);

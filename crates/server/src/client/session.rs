@@ -427,12 +427,23 @@ where
                 vsl.log(Tag::Begin, format_args!("req {svxid} rxreq"));
                 vsl.log_timestamp("Start", now, 0.0, 0.0);
                 vsl.log_timestamp("Req", now, 0.0, 0.0);
-                // A bad header line is the request's own record, as
-                // varnishd's header dissector logs it.
-                if e.is_header_fault() {
+                if in_recv {
+                    // The head passed the dissector: the request is logged
+                    // as any other, then refused in vcl_recv's preamble
+                    // with the reason as a BogoHeader (no HttpGarbage).
+                    if let Some(vcl) = sh.active_vcl() {
+                        vsl.log_str(Tag::VCL_use, &vcl.name);
+                    }
+                    crate::client::req_fsm::log_req_start(&mut vsl, info, &split_head(head));
                     vsl.log_str(Tag::BogoHeader, e.message());
+                } else {
+                    // A bad header line is the request's own record, as
+                    // varnishd's header dissector logs it.
+                    if e.is_header_fault() {
+                        vsl.log_str(Tag::BogoHeader, e.message());
+                    }
+                    vsl.log_bytes(Tag::HttpGarbage, lacquer_http::parse::garbage(head));
                 }
-                vsl.log_bytes(Tag::HttpGarbage, head);
                 vsl.log_str(Tag::RespProtocol, "HTTP/1.1");
                 vsl.log(Tag::RespStatus, format_args!("{status}"));
                 vsl.log_str(Tag::RespReason, reason);
@@ -484,16 +495,23 @@ where
             };
             return Turn::H2(Some(Box::new((up, pairs))));
         }
-        // Headers the client's Connection header names are hop-by-hop and
-        // go no further; naming a well-known end-to-end header is refused.
+        // Headers the client's Connection header names are hop-by-hop: VCL
+        // still sees them in `req`, the backend request leaves them out
+        // (varnishd's `http_DoConnection` marks them `HDF_FILTER`); naming a
+        // well-known end-to-end header is refused with varnishd's minimal
+        // 400 (`cnt_transport`).
         match crate::runtime::msg::connection_tokens(&req.headers) {
-            Ok(tokens) => crate::runtime::msg::drop_connection_tokens(&mut req.headers, &tokens),
+            Ok(tokens) => {
+                for t in &tokens {
+                    req.headers.mark_filtered(t);
+                }
+            }
             Err(name) => {
                 sh.counters.inc(Main::client_req_400);
                 sh.counters.inc(Main::sc_rx_bad);
                 let _ = conn
                     .stream
-                    .write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n")
                     .await;
                 svsl.log(
                     Tag::Debug,
@@ -579,10 +597,14 @@ where
             && (task.vcl.req_body_prefetch == 0
                 || tokio::runtime::Handle::current().runtime_flavor()
                     == tokio::runtime::RuntimeFlavor::MultiThread);
-        if body_kind != BodyKind::None && defer_100 {
+        if body_kind == BodyKind::None {
+            // As varnishd (cnt_recv): the 100 is owed whether a body
+            // follows or not, and goes out when vcl_recv returns.
+            task.want_100 = want_100;
+        } else if defer_100 {
             task.want_100 = true;
             task.body_pending = Some(crate::client::reqbody::Pending::new(body_kind));
-        } else if body_kind != BodyKind::None {
+        } else {
             if want_100 {
                 crate::client::reqbody::log_100(&mut task.vsl);
                 if conn
@@ -603,7 +625,7 @@ where
             )
             .await;
             if let Err(e) = ahead {
-                return Turn::End(body_error(sh, &mut task, conn, body_kind, e).await);
+                return Turn::End(body_error(sh, &mut task, body_kind, e));
             }
         }
         let mut after = crate::client::req_fsm::handle(&mut task, conn).await;
@@ -825,24 +847,22 @@ where
 const WS_OVERFLOW: &str = "WS_OVERFLOW";
 
 /// A request body could not be read ahead: the request's transaction ends
-/// and so does the session (with a 400 for bad framing; silently for a
-/// timeout or EOF, as varnishd).
-async fn body_error<S>(
+/// and so does the session, silently, as varnishd's (the body's
+/// `FetchError`, then `SC_RX_BODY`).
+fn body_error(
     sh: &Shared,
     task: &mut ReqTask,
-    conn: &mut ClientConn<S>,
     kind: BodyKind,
     e: crate::fetch::bodyio::BodyIoError,
-) -> &'static str
-where
-    S: AsyncWrite + Unpin,
-{
+) -> &'static str {
+    use crate::fetch::bodyio::BodyIoError;
     // Logged as varnishd's body pull logs it, a FetchError on the request.
     match (&e, kind) {
-        (crate::fetch::bodyio::BodyIoError::Eof, BodyKind::Length(_)) => {
+        (BodyIoError::Eof, BodyKind::Length(_)) => {
             task.vsl
                 .log_str(Tag::FetchError, "straight insufficient bytes");
         }
+        (BodyIoError::Framing(msg), _) => task.vsl.log_str(Tag::FetchError, msg),
         _ => task
             .vsl
             .log(Tag::FetchError, format_args!("req.body read error: {e}")),
@@ -854,13 +874,37 @@ where
     task.vsl.log_str(Tag::End, "");
     task.vsl.flush();
     sh.counters.inc(Main::sc_rx_body);
-    if matches!(e, crate::fetch::bodyio::BodyIoError::Framing(_)) {
-        let _ = conn
-            .stream
-            .write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
-            .await;
-    }
     "RX_BODY"
+}
+
+/// A request head the dissector accepted but the request rules refused
+/// (two Host or Content-Length fields), split into its first-line fields
+/// and its header lines as received, for the request's log records.
+fn split_head(head: &[u8]) -> ReqMsg {
+    let mut lines = head
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+        .skip_while(|l| l.is_empty());
+    let first = lines.next().unwrap_or_default();
+    let mut fields = first
+        .split(|&b| b == b' ' || b == b'\t')
+        .filter(|f| !f.is_empty())
+        .map(bytes::Bytes::copy_from_slice);
+    let mut req = ReqMsg {
+        method: fields.next().unwrap_or_default(),
+        url: fields.next().unwrap_or_default(),
+        proto: fields.next().unwrap_or_default(),
+        headers: lacquer_http::Headers::new(),
+    };
+    for line in lines.take_while(|l| !l.is_empty()) {
+        let colon = line.iter().position(|&b| b == b':').unwrap_or(line.len());
+        let value = line.get(colon + 1..).unwrap_or_default().trim_ascii();
+        req.headers.append(
+            bytes::Bytes::copy_from_slice(&line[..colon]),
+            bytes::Bytes::copy_from_slice(value),
+        );
+    }
+    req
 }
 
 /// Where the (bad) head in `buf` ends: after its blank line, or all of
@@ -946,7 +990,28 @@ impl SessInfoArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::head_end;
+    use super::{head_end, split_head};
+
+    #[test]
+    fn refused_head_splits_into_its_lines() {
+        let r = split_head(b"GET  /x HTTP/1.1\r\nHost: a\r\nHost:b \r\n\r\n");
+        assert_eq!(
+            (&r.method[..], &r.url[..], &r.proto[..]),
+            (&b"GET"[..], &b"/x"[..], &b"HTTP/1.1"[..])
+        );
+        let lines: Vec<_> = r
+            .headers
+            .iter()
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect();
+        assert_eq!(
+            lines,
+            vec![
+                (b"Host".to_vec(), b"a".to_vec()),
+                (b"Host".to_vec(), b"b".to_vec())
+            ]
+        );
+    }
 
     #[test]
     fn bad_head_ends_at_its_first_blank_line() {

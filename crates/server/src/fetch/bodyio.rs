@@ -81,6 +81,12 @@ impl BodyStream {
         self.done
     }
 
+    /// Whether a chunked body stopped inside a chunk's data (varnishd's
+    /// `chunked insufficient bytes`) rather than in a size line.
+    pub fn in_chunk_data(&self) -> bool {
+        self.chunked.as_ref().is_some_and(ChunkedDecoder::in_data)
+    }
+
     /// The next segment, `None` at the end of the body.
     pub async fn next<R: AsyncRead + Unpin>(
         &mut self,

@@ -575,7 +575,19 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 Ok(None) => {}
                 Err(e) => {
                     bo.acct.beresp_hdr += before as u64;
-                    return Err(format!("http format error: {}", e.message()));
+                    // As varnishd: a head past http_resp_size is an
+                    // `overflow`; a refused one logs the bad header line
+                    // (BogoHeader) and the buffer (HttpGarbage) first.
+                    if e.kind() == lacquer_http::ErrorKind::HeadTooLarge {
+                        return Err("overflow".to_string());
+                    }
+                    if e.is_header_fault() {
+                        bo.vsl.log_str(Tag::BogoHeader, e.message());
+                    }
+                    let head = &rbuf[..rbuf.len().min(limits.max_head)];
+                    bo.vsl
+                        .log_bytes(Tag::HttpGarbage, lacquer_http::parse::garbage(head));
+                    return Err("http format error".to_string());
                 }
             }
             rbuf.reserve(8192);
@@ -661,8 +673,13 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         if !is_head && bo.beresp.status < 200 {
             return Err("Body cannot be fetched".to_string());
         }
+        // As varnishd (http_DoConnection): fields the backend's Connection
+        // names stay visible to vcl_backend_response and are not stored
+        // (`object_headers` leaves filtered fields out).
         if let Ok(tokens) = crate::runtime::msg::connection_tokens(&bo.beresp.headers) {
-            crate::runtime::msg::drop_connection_tokens(&mut bo.beresp.headers, &tokens);
+            for t in &tokens {
+                bo.beresp.headers.mark_filtered(t);
+            }
         }
         return Ok(Fetched {
             reuse: None,
@@ -1462,6 +1479,21 @@ fn between_bytes(bo: &BoTask, f: &Fetched) -> f64 {
         .unwrap_or_else(|| bo.sh.params().duration(pid!("between_bytes_timeout")))
 }
 
+/// varnishd's `FetchError` text for a body read that failed
+/// (`cache_http1_vfp.c`): the chunked parser's own message, or which
+/// framing ran out of bytes.
+fn body_error_text(kind: BodyKind, stream: &BodyStream, e: BodyIoError) -> String {
+    match (e, kind) {
+        (BodyIoError::Framing(msg), _) => msg,
+        (BodyIoError::Eof, BodyKind::Length(_)) => "straight insufficient bytes".into(),
+        (BodyIoError::Eof, BodyKind::Chunked) if stream.in_chunk_data() => {
+            "chunked insufficient bytes".into()
+        }
+        (BodyIoError::Eof, BodyKind::Chunked) => "chunked read err".into(),
+        (e, _) => format!("backend body error: {e}"),
+    }
+}
+
 /// Reads a backend body through the fetch filters, or the ESI stage,
 /// handing each piece to `push`; what the ESI stage found once the body is
 /// complete.
@@ -1491,7 +1523,7 @@ async fn pump_body(
             }
             Ok(None) => break,
             Err(BodyIoError::Timeout) => return Err("backend read timeout".into()),
-            Err(e) => return Err(format!("backend body error: {e}")),
+            Err(e) => return Err(body_error_text(f.body, &stream, e)),
         };
         // `debug.fragfetch` cuts the body into small pieces.
         let mut rest = seg;

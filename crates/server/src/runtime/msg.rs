@@ -240,14 +240,6 @@ pub fn connection_tokens(h: &Headers) -> Result<Vec<Bytes>, Bytes> {
     Ok(out)
 }
 
-/// Removes the headers `Connection` names (they are not forwarded).
-pub fn drop_connection_tokens(h: &mut Headers, tokens: &[Bytes]) {
-    for t in tokens {
-        let lower = t.to_ascii_lowercase();
-        h.remove(&lower[..]);
-    }
-}
-
 #[cfg(test)]
 mod connection_tests {
     use super::*;
@@ -259,8 +251,6 @@ mod connection_tests {
         h.append("Foo", "1");
         let t = connection_tokens(&h).unwrap();
         assert_eq!(t, vec![Bytes::from("FromVCL"), Bytes::from("foo")]);
-        drop_connection_tokens(&mut h, &t);
-        assert!(!h.contains("foo"));
         let mut bad = Headers::new();
         bad.append("Connection", "Age");
         assert_eq!(connection_tokens(&bad), Err(Bytes::from("Age")));
