@@ -620,9 +620,71 @@ fn raw_request(buf: &[u8], limits: &Limits) -> Result<Raw<RawReq>, Error> {
                     len,
                 ))
             }
+            Err(e @ (httparse::Error::Token | httparse::Error::Version)) => {
+                match lenient_request(buf, limits)? {
+                    Some(raw) => Ok(raw),
+                    None => after_grammar_error(buf, limits, side, e),
+                }
+            }
             Err(e) => after_grammar_error(buf, limits, side, e),
         }
     })
+}
+
+/// A request line `httparse` refuses but varnishd's `http1_splitline`
+/// takes: a method or URL with bytes outside HTTP's token and URI sets
+/// (anything but white space and control characters: `G@T`, a raw UTF-8
+/// URL), and the protocol in any case (`http/1.1`, as `http1_proto_ver`'s
+/// `strcasecmp`). The header lines are then parsed by `httparse` as
+/// usual. `None` when the line is wrong in a way varnishd refuses too, or
+/// is not complete yet (the caller then reports `httparse`'s error or
+/// waits for more).
+fn lenient_request(buf: &[u8], limits: &Limits) -> Result<Option<Raw<RawReq>>, Error> {
+    let ctl = |b: u8| b < 0x20 || b == 0x7f;
+    let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
+        return Ok(None);
+    };
+    let line = &buf[..nl];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let mut fields = line.split(|&b| b == b' ').filter(|f| !f.is_empty());
+    let (Some(method), Some(target), Some(proto), None) =
+        (fields.next(), fields.next(), fields.next(), fields.next())
+    else {
+        return Ok(None);
+    };
+    if method.iter().chain(target).chain(proto).any(|&b| ctl(b)) {
+        return Ok(None);
+    }
+    let version = if proto.eq_ignore_ascii_case(b"HTTP/1.1") {
+        Version::Http11
+    } else if proto.eq_ignore_ascii_case(b"HTTP/1.0") {
+        Version::Http10
+    } else {
+        return Ok(None);
+    };
+    let rest = &buf[nl + 1..];
+    let mut slots = vec![httparse::EMPTY_HEADER; limits.max_headers];
+    match httparse::parse_headers(rest, &mut slots) {
+        Ok(httparse::Status::Complete((used, parsed))) => {
+            let len = nl + 1 + used;
+            if len > limits.head_cap() {
+                return Err(Side::Request.too_large(limits));
+            }
+            let (headers, seen) = collect_headers(buf, len, parsed, limits, Side::Request)?;
+            Ok(Some(Raw::Done(
+                RawReq {
+                    method: span(buf, method),
+                    target: span(buf, target),
+                    version,
+                    headers,
+                    seen,
+                },
+                len,
+            )))
+        }
+        Ok(httparse::Status::Partial) if buf.len() <= limits.head_cap() => Ok(Some(Raw::Partial)),
+        _ => Ok(None),
+    }
 }
 
 fn raw_response(buf: &[u8], limits: &Limits) -> Result<Raw<RawResp>, Error> {
@@ -995,10 +1057,25 @@ mod tests {
         );
         assert_eq!(req_err("GET / HTTP/0.9\r\n\r\n").status(), Some(400));
         assert_eq!(req_err("GET /\r\n\r\n").status(), Some(400));
-        assert_eq!(
-            req_err("GET / http/1.1\r\nHost: a\r\n\r\n").status(),
-            Some(400)
-        );
+    }
+
+    #[test]
+    fn request_line_as_varnishds_splitline() {
+        // The protocol in any case, any method without white space or
+        // control characters, 8-bit URL bytes.
+        let h = ok_req("GET / http/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(h.version, Version::Http11);
+        let h = ok_req("G@T /caf\u{e9} HTTP/1.0\r\nX: y\r\n\r\n");
+        assert_eq!(&h.method[..], b"G@T");
+        assert_eq!(&h.target[..], "/caf\u{e9}".as_bytes());
+        assert_eq!(h.version, Version::Http10);
+        assert_eq!(h.headers.get("x"), Some(&b"y"[..]));
+        // Still refused: a control character, a fourth field, another
+        // protocol, an incomplete head waits for more.
+        assert_eq!(req_err("G\x01T / HTTP/1.1\r\n\r\n").status(), Some(400));
+        assert_eq!(req_err("G@T / HTTP/1.1 x\r\n\r\n").status(), Some(400));
+        assert_eq!(req_err("G@T / HTTP/2.0\r\n\r\n").status(), Some(400));
+        assert!(req("G@T / HTTP/1.1\r\nHost: a\r\n").unwrap().is_none());
     }
 
     #[test]
