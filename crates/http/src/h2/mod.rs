@@ -370,10 +370,13 @@ pub fn request_head(fields: Vec<hpack::Header>, max_list: u64) -> Result<Request
             if f.value.is_empty() && p != b"authority" {
                 return Err(stream_err(format!("Empty pseudo-header: {shown}")));
             }
+            // As varnishd's h2h_addhdr: `:authority` becomes `host` and
+            // `:scheme` a `scheme` field, each where it came.
             match p {
                 b"method" => head.method = f.value,
                 b"path" => head.path = f.value,
                 b"authority" => head.headers.push((b"host".to_vec(), f.value)),
+                b"scheme" => head.headers.push((b"scheme".to_vec(), f.value)),
                 _ => {}
             }
             continue;
@@ -491,7 +494,7 @@ mod tests {
     }
 
     #[test]
-    fn request_head_maps_authority_to_host_and_joins_cookies() {
+    fn request_head_maps_pseudo_headers_and_joins_cookies() {
         let r = request_head(
             vec![
                 h(":method", "GET"),
@@ -510,6 +513,7 @@ mod tests {
         assert_eq!(
             r.headers,
             vec![
+                (b"scheme".to_vec(), b"http".to_vec()),
                 (b"host".to_vec(), b"example.com".to_vec()),
                 (b"cookie".to_vec(), b"a=1; b=2".to_vec()),
                 (b"accept".to_vec(), b"*/*".to_vec()),

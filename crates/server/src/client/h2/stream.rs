@@ -354,6 +354,9 @@ pub(crate) async fn run(c: StreamCtx, req: ReqMsg, hdr_bytes: u64, body: BodyKin
     let mut vsl = VslBuf::new(sh.vsl.clone(), Vxid::client(c.vxid));
     vsl.log(Tag::Begin, format_args!("req {} rxreq", c.svxid));
     vsl.log_timestamp("Start", t_req, 0.0, 0.0);
+    // As varnishd's h2_new_req: the protocol is set (and logged) when the
+    // stream's request is made, before its fields are.
+    vsl.log_str(Tag::ReqProtocol, "HTTP/2.0");
     vsl.log_timestamp("Req", t_req, 0.0, 0.0);
     serve_request(
         sh, &c.info, c.tmo, c.sock, &mut conn, req, hdr_bytes, body, t_req, vsl, c.vxid,
