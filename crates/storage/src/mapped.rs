@@ -16,6 +16,22 @@
 //! [`crate::file::Extent`] holding them, and an extent's space returns to
 //! the allocator only when its last holder is gone.
 //!
+//! Bytes leave by copy, never by reference: delivery writes the mapped
+//! bytes with `writev`, which copies them into the socket's buffers before
+//! it returns, so once it has returned the extent may go and its space be
+//! written again. `sendfile(2)` or `splice(2)` from the store file would
+//! save that copy (about a quarter of a disk hit's CPU, `perf`, issue 18)
+//! but hand the socket references to page-cache pages instead: they are
+//! read when the data is transmitted or retransmitted, and over loopback
+//! they wait in the receiving socket's queue until the peer reads them,
+//! for as long as it likes. This store reuses file space in place (unlike
+//! nginx's cache, which writes each object to a new file), so such a
+//! socket could send bytes a later fetch wrote there: a wrong byte, which
+//! the persistent store's invariants forbid (ARCHITECTURE.md). Knowing
+//! when the kernel is done with the pages needs a completion signal
+//! `sendfile` does not give (`MSG_ZEROCOPY` gives one, and copies over
+//! loopback anyway).
+//!
 //! This is the only module of the crate that uses `unsafe`: mapping the
 //! file and asking for page residency.
 

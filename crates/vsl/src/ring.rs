@@ -159,7 +159,16 @@ pub struct Vsl {
     records: AtomicU64,
     writes: AtomicU64,
     flushes: AtomicU64,
+    /// The thread that faults the ring in ahead of the writers on their
+    /// first lap (see [`Vsl::populate_ahead`]), woken as they move on.
+    ahead: std::sync::OnceLock<std::thread::Thread>,
 }
+
+/// How far ahead of the writers' first lap the ring is faulted in.
+const AHEAD_BYTES: usize = 8 << 20;
+/// Faulted in per call, and the writers' head wakes the thread each time
+/// it crosses a multiple of this.
+const AHEAD_STEP: usize = 2 << 20;
 
 /// Writer activity, for the `MAIN.shm_*` counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -218,7 +227,7 @@ impl Vsl {
             source,
         })?;
         let bits = cfg.mask.to_bits();
-        Ok(Arc::new(Vsl {
+        let vsl = Arc::new(Vsl {
             shm,
             path: path.to_path_buf(),
             nwords,
@@ -231,7 +240,52 @@ impl Vsl {
             records: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
-        }))
+            ahead: std::sync::OnceLock::new(),
+        });
+        Vsl::populate_ahead(&vsl);
+        Ok(vsl)
+    }
+
+    /// Faults the ring's pages in on a thread of its own, [`AHEAD_BYTES`]
+    /// ahead of the writers, until their first lap is done. The file is
+    /// created as a hole, so without this each 4 KiB page's first write
+    /// takes a page fault that allocates and zeroes it (and, with the work
+    /// directory on a disk filesystem, reads and allocates a block) on the
+    /// request path: 5 % of a disk hit's CPU in lacquerd's first seconds
+    /// under load (issue 18, `perf`). Staying just ahead, not faulting the
+    /// whole ring in at once, keeps the daemon's resident memory growing
+    /// with the log as before. The contents do not change, so writers run
+    /// meanwhile; a log dropped early stops it. Where the kernel cannot
+    /// (before Linux 5.14) or no thread starts, pages fault in on first
+    /// write as before.
+    fn populate_ahead(vsl: &Arc<Vsl>) {
+        let weak = Arc::downgrade(vsl);
+        let spawned = std::thread::Builder::new()
+            .name("vsl-populate".into())
+            .spawn(move || {
+                let mut done = 0;
+                while let Some(vsl) = weak.upgrade() {
+                    let len = vsl.shm.len();
+                    let head = vsl.head().min(vsl.nwords) as usize;
+                    let want = ((DATA + head) * 8).saturating_add(AHEAD_BYTES).min(len);
+                    while done < want {
+                        if vsl.shm.populate(done, AHEAD_STEP).is_err() {
+                            return;
+                        }
+                        done += AHEAD_STEP;
+                    }
+                    if done >= len {
+                        return;
+                    }
+                    drop(vsl);
+                    // Woken by a writer moving on (`commit`); the timeout
+                    // only notices a log that was dropped.
+                    std::thread::park_timeout(std::time::Duration::from_secs(1));
+                }
+            });
+        if let Ok(t) = spawned {
+            let _ = vsl.ahead.set(t.thread().clone());
+        }
     }
 
     /// The file this log writes.
@@ -380,6 +434,13 @@ impl Vsl {
         // above (pairs with the acquire fence in `VslReader::next_event`).
         fence(Ordering::Release);
         let end = q + n;
+        let step = (AHEAD_STEP / 8) as u64;
+        if q < self.nwords
+            && q / step != end / step
+            && let Some(t) = self.ahead.get()
+        {
+            t.unpark();
+        }
         let ring = self.nwords as usize;
         // A batch is at most a buffer (a quarter of the ring at most, see
         // `buffer_words`) plus one record, so it never laps itself.
@@ -711,6 +772,54 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn the_ring_is_faulted_in_ahead_of_the_writers() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tmpdir("populate");
+        let path = vsl_path(&d);
+        let cfg = VslConfig {
+            space: 32 << 20,
+            ..VslConfig::default()
+        };
+        let vsl = Vsl::create(&path, &cfg).unwrap();
+        let len = std::fs::metadata(&path).unwrap().len();
+        let held = || std::fs::metadata(&path).unwrap().blocks() * 512;
+        let wait_for = |bytes: u64| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while held() < bytes {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{} of the {bytes} bytes wanted allocated after 20 s",
+                    held()
+                );
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        };
+        // Created as a hole; the first stretch is faulted in without a
+        // write, and no more than it.
+        wait_for(AHEAD_BYTES as u64);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(
+            held() < len / 2,
+            "{} of {len} bytes allocated at once",
+            held()
+        );
+        let mut r = VslReader::open(&path, StartAt::Oldest).unwrap();
+        assert!(records(r.drain()).is_empty(), "faulting in wrote nothing");
+        // Writers move 12 MiB on: the thread stays ahead of them.
+        let payload = "x".repeat(240);
+        for _ in 0..100_000 {
+            if vsl.head() * 8 >= 12 << 20 {
+                break;
+            }
+            vsl.log_immediate(Tag::ReqURL, Vxid::client(1), format_args!("{payload}"));
+        }
+        assert!(vsl.head() * 8 >= 12 << 20, "the writes moved the head");
+        wait_for((vsl.head() * 8 + AHEAD_BYTES as u64).min(len));
+        drop(vsl);
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

@@ -74,6 +74,29 @@ impl ShmWriter {
         result
     }
 
+    /// Faults in the pages of bytes `at..at + len` (clamped to the
+    /// mapping) for writing, as a first write would: a file just created is
+    /// a hole, and the first write to each of its pages otherwise takes a
+    /// page fault that allocates and zeroes a page (and, on a disk
+    /// filesystem, a block) on the writer's path. Contents are unchanged, so
+    /// this may run while others write. `Err` when the kernel cannot
+    /// (before Linux 5.14, or out of memory): the pages then fault in on
+    /// first use, as before.
+    pub(crate) fn populate(&self, at: usize, len: usize) -> io::Result<()> {
+        let at = at.min(self.map.len());
+        let len = len.min(self.map.len() - at);
+        if len == 0 {
+            return Ok(());
+        }
+        self.map
+            .advise_range(memmap2::Advice::PopulateWrite, at, len)
+    }
+
+    /// The mapping's length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
     /// The mapping as atomic words.
     pub(crate) fn words(&self) -> Words<'_> {
         // SAFETY: the mapping is page aligned (so 8-byte aligned), holds
