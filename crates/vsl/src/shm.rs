@@ -58,7 +58,6 @@ impl ShmWriter {
             // (files are only ever replaced by rename, never shrunk), so the
             // mapping stays backed for its whole lifetime.
             let map = unsafe { MmapMut::map_mut(&file)? };
-            prefault(&file, &map);
             let shm = ShmWriter {
                 map,
                 words: bytes / 8,
@@ -108,38 +107,6 @@ impl ShmWriter {
         };
         Words { slice }
     }
-}
-
-/// Maps every page of a fresh writer's mapping writable now, as varnishd
-/// readies its shared memory before use, so that the first lap of the log
-/// ring does not take a page fault (a page allocation) every 4 KB of
-/// records on the request path: at 100,000 records a second that was
-/// about 8 % of the daemon's CPU.
-///
-/// Only on a file system held in memory (tmpfs, ramfs: where the working
-/// directory belongs), whose pages the first lap would allocate anyway. On
-/// a disk file system it would dirty the whole file at once and have it
-/// written back, a cost a short-lived daemon (a test's) never pays today.
-/// `MADV_POPULATE_WRITE` (Linux 5.14) does it in one call without changing
-/// a byte; a kernel without it answers `EINVAL`, and the pages are then
-/// faulted in on first use as before, which costs time, not correctness:
-/// that error is deliberately dropped.
-fn prefault(file: &File, map: &MmapMut) {
-    #[cfg(target_os = "linux")]
-    {
-        const TMPFS_MAGIC: u64 = 0x0102_1994;
-        const RAMFS_MAGIC: u64 = 0x8584_58f6;
-        let in_memory = rustix::fs::fstatfs(file).is_ok_and(|st| {
-            #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
-            let kind = st.f_type as u64;
-            kind == TMPFS_MAGIC || kind == RAMFS_MAGIC
-        });
-        if in_memory {
-            let _ = map.advise(memmap2::Advice::PopulateWrite);
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (file, map);
 }
 
 /// A read-only shared mapping of a whole file, held by a reading process.
