@@ -571,6 +571,42 @@ fn include_request(parent: &ReqMsg, host: Option<&Bytes>, url: &Bytes, gzip: boo
     req
 }
 
+/// Logs what [`include_request`] changes in the including request, as
+/// varnishd's `ved_include` logs it (each `http_Unset`, `http_ForceField`
+/// and `http_SetHeader` on the include's request).
+fn log_include_changes(vsl: &mut VslBuf, parent: &ReqMsg, host: Option<&Bytes>, gzip: bool) {
+    let unset = |vsl: &mut VslBuf, name: &[u8]| {
+        for (k, v) in parent.headers.iter() {
+            if k.eq_ignore_ascii_case(name) {
+                vsl.log_header(Tag::ReqUnset, k, v);
+            }
+        }
+    };
+    if let Some(h) = host.filter(|h| !h.is_empty()) {
+        unset(vsl, b"host");
+        vsl.log_header(Tag::ReqHeader, b"Host", h);
+    }
+    if parent.method != b"GET"[..] {
+        vsl.log_str(Tag::ReqMethod, "GET");
+    }
+    if parent.proto != b"HTTP/1.1"[..] {
+        vsl.log_str(Tag::ReqProtocol, "HTTP/1.1");
+    }
+    for name in [&b"if-modified-since"[..], b"if-none-match", b"range"] {
+        unset(vsl, name);
+    }
+    let ae = parent.headers.get("accept-encoding");
+    if gzip {
+        if !ae.is_some_and(|v| v.eq_ignore_ascii_case(b"gzip")) {
+            unset(vsl, b"accept-encoding");
+            vsl.log_header(Tag::ReqHeader, b"Accept-Encoding", b"gzip");
+        }
+    } else {
+        unset(vsl, b"accept-encoding");
+    }
+    unset(vsl, b"content-length");
+}
+
 /// The request of an include of `parent`: a new vxid linked from the
 /// parent's log, its own log opened as varnishd's, one ESI level deeper,
 /// on the parent's client connection and request tree (`PRIV_TOP`).
@@ -589,6 +625,7 @@ fn new_include(parent: &mut ReqTask, host: Option<&Bytes>, url: &Bytes, gzip: bo
     vsl.log(Tag::Begin, format_args!("req {} esi", parent.vxid));
     vsl.log_timestamp("Start", now, 0.0, 0.0);
     vsl.log_bytes(Tag::ReqURL, url);
+    log_include_changes(&mut vsl, &parent.req_orig, host, gzip);
     crate::client::req_fsm::log_req_start(&mut vsl, &parent.sess, &req);
     let top = parent.top.clone().unwrap_or_else(|| {
         Arc::new(TopReq {
@@ -919,6 +956,19 @@ where
     if obj.is_some() {
         let list = String::from_utf8_lossy(t.delivery_filters()).into_owned();
         t.vsl.log_str(Tag::Filters, &list);
+        // As varnishd's cnt_transmit: an include processed as ESI in turn
+        // has no length any more, so its Content-Length goes.
+        if crate::fetch::gzip::filter_names(&list)
+            .iter()
+            .any(|(_, n)| *n == "esi")
+        {
+            for (k, v) in t.resp.headers.iter() {
+                if k.eq_ignore_ascii_case(b"content-length") {
+                    t.vsl.log_header(Tag::RespUnset, k, v);
+                }
+            }
+            t.resp.headers.remove("content-length");
+        }
         if t.vdp_filters.is_some() {
             filters = crate::client::vdp::DeliveryPlan::parse(&list, &t.vcl.vmods).map(|mut p| {
                 p.before_gunzip.append(&mut p.after_gunzip);

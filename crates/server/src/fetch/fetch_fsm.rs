@@ -839,23 +839,54 @@ fn header_pairs(h: &lacquer_http::Headers) -> Vec<(Bytes, Bytes)> {
 /// lines first, in their order, then the added ones, in theirs (the order
 /// varnishd's gzip/gunzip/testgunzip/esi inits produce: Content-Encoding,
 /// Content-Length, the weakened ETag, the new Content-Encoding, Vary).
+///
+/// A line that stays is one of the longest run of lines kept in order; a
+/// line unset and set again (it moved to the end, as `Content-Encoding:
+/// gzip` does when gzip is redone) is logged both ways, as varnishd does.
 fn log_header_changes(bo: &mut BoTask, before: &[(Bytes, Bytes)]) {
     let after = header_pairs(&bo.beresp.headers);
-    let mut kept = vec![false; after.len()];
-    let mut removed = Vec::new();
-    for (k, v) in before {
-        match (0..after.len()).find(|&i| !kept[i] && after[i].0 == *k && after[i].1 == *v) {
-            Some(i) => kept[i] = true,
-            None => removed.push((k, v)),
+    let (n, m) = (before.len(), after.len());
+    // Longest common subsequence, lengths of the suffixes (a head has
+    // a few dozen lines at most).
+    let mut lcs = vec![vec![0u16; m + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            lcs[i][j] = if before[i] == after[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
         }
     }
-    for (k, v) in removed {
+    let (mut kept_before, mut kept_after) = (vec![false; n], vec![false; m]);
+    let (mut i, mut j) = (0, 0);
+    while i < n && j < m {
+        if before[i] == after[j] {
+            kept_before[i] = true;
+            kept_after[j] = true;
+            i += 1;
+            j += 1;
+        } else if lcs[i + 1][j] >= lcs[i][j + 1] {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    for (k, v) in before
+        .iter()
+        .zip(&kept_before)
+        .filter(|(_, kept)| !**kept)
+        .map(|(h, _)| h)
+    {
         bo.vsl.log_header(Tag::BerespUnset, k, v);
     }
-    for (i, (k, v)) in after.iter().enumerate() {
-        if !kept[i] {
-            bo.vsl.log_header(Tag::BerespHeader, k, v);
-        }
+    for (k, v) in after
+        .iter()
+        .zip(&kept_after)
+        .filter(|(_, kept)| !**kept)
+        .map(|(h, _)| h)
+    {
+        bo.vsl.log_header(Tag::BerespHeader, k, v);
     }
 }
 
