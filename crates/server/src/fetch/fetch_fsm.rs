@@ -806,24 +806,21 @@ pub fn log_bereq(bo: &mut BoTask) {
         Some(c) => (Some(c.copied), Some(c.copied + usize::from(c.ae_appended))),
         None => (None, None),
     };
-    let n = bo.bereq.headers.len();
-    for (i, (k, v)) in bo
-        .bereq
-        .headers
-        .iter()
-        .enumerate()
-        .chain(std::iter::once((n, (&[][..], &[][..]))))
-    {
+    // The forced fields go before the header at their position (or after
+    // the last one).
+    let forced = |vsl: &mut lacquer_vsl::VslBuf, i: usize| {
         if Some(i) == method_at && bo.bereq.method != method {
-            bo.vsl.log_bytes(Tag::BereqMethod, &bo.bereq.method);
+            vsl.log_bytes(Tag::BereqMethod, &bo.bereq.method);
         }
         if Some(i) == proto_at && bo.bereq.proto != proto {
-            bo.vsl.log_bytes(Tag::BereqProtocol, &bo.bereq.proto);
+            vsl.log_bytes(Tag::BereqProtocol, &bo.bereq.proto);
         }
-        if i < n {
-            bo.vsl.log_header(Tag::BereqHeader, k, v);
-        }
+    };
+    for (i, (k, v)) in bo.bereq.headers.iter().enumerate() {
+        forced(&mut bo.vsl, i);
+        bo.vsl.log_header(Tag::BereqHeader, k, v);
     }
+    forced(&mut bo.vsl, bo.bereq.headers.len());
 }
 
 /// The response headers as owned pairs, to compare with after filters
