@@ -245,6 +245,27 @@ struct RawReq {
     seen: Seen,
 }
 
+impl RawReq {
+    /// A parsed request line and its header lines; `method` and `target`
+    /// are slices of `buf`.
+    fn new(
+        buf: &[u8],
+        method: &[u8],
+        target: &[u8],
+        version: Version,
+        headers: Headers,
+        seen: Seen,
+    ) -> Self {
+        RawReq {
+            method: span(buf, method),
+            target: span(buf, target),
+            version,
+            headers,
+            seen,
+        }
+    }
+}
+
 struct RawResp {
     version: Version,
     status: u16,
@@ -610,13 +631,7 @@ fn raw_request(buf: &[u8], limits: &Limits) -> Result<Raw<RawReq>, Error> {
                 let method = req.method.unwrap_or_default().as_bytes();
                 let target = req.path.unwrap_or_default().as_bytes();
                 Ok(Raw::Done(
-                    RawReq {
-                        method: span(buf, method),
-                        target: span(buf, target),
-                        version,
-                        headers,
-                        seen,
-                    },
+                    RawReq::new(buf, method, target, version, headers, seen),
                     len,
                 ))
             }
@@ -672,13 +687,7 @@ fn lenient_request(buf: &[u8], limits: &Limits) -> Result<Option<Raw<RawReq>>, E
             }
             let (headers, seen) = collect_headers(buf, len, parsed, limits, Side::Request)?;
             Ok(Some(Raw::Done(
-                RawReq {
-                    method: span(buf, method),
-                    target: span(buf, target),
-                    version,
-                    headers,
-                    seen,
-                },
+                RawReq::new(buf, method, target, version, headers, seen),
                 len,
             )))
         }
