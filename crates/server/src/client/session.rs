@@ -327,11 +327,14 @@ where
         let h2_on = sh.params().bit(pid!("feature"), "http2");
         let head = loop {
             // A prior-knowledge preface is read whole, as varnishd does.
+            let buffered = conn.rbuf.len();
             match lacquer_http::h2::preface_state(&conn.rbuf) {
                 Some(true) => break Err(None),
                 Some(false) if !conn.rbuf.is_empty() => {}
                 _ => match parse_request_buf(&mut conn.rbuf, &limits) {
-                    Ok(Some(h)) => break Ok(h),
+                    // ReqAcct counts the head's bytes as received (bare
+                    // LF line ends, folds), as varnishd's rxbuf length.
+                    Ok(Some(h)) => break Ok((h, buffered - conn.rbuf.len())),
                     Ok(None) => {}
                     Err(e) => break Err(Some(e)),
                 },
@@ -363,7 +366,7 @@ where
                 Wait::Read(Ok(_)) => {}
             }
         };
-        let head = match head {
+        let (head, req_hdr_bytes) = match head {
             Ok(h) => h,
             // With HTTP/2 on the preface starts an HTTP/2 session, else
             // the session closes without an answer.
@@ -455,7 +458,6 @@ where
                 return Turn::End(if junk { "RX_JUNK" } else { "RX_BAD" });
             }
         };
-        let req_hdr_bytes = crate::runtime::msg::request_head_len(&head);
         let body_kind = head.body;
         let expect = lacquer_http::expect(&head.headers);
         let mut req = ReqMsg::from(head);

@@ -61,11 +61,6 @@ impl From<ResponseHead> for RespMsg {
     }
 }
 
-/// Bytes of a request head on the wire.
-pub fn request_head_len(h: &RequestHead) -> usize {
-    lacquer_http::request_head_len(h)
-}
-
 /// The reason phrase Varnish uses for a status.
 pub fn reason(status: u16) -> &'static str {
     lacquer_http::reason_phrase(status)
