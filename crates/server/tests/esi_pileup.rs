@@ -9,8 +9,8 @@
 //! - every client gets the start of the page (up to the include) at once;
 //!
 //! and after each storm:
-//! - the daemon's sessions (`MAIN.sess_conn` − `MAIN.sess_closed`, read from
-//!   the shared-memory counters), its tasks and the backend's requests in
+//! - the daemon's sessions (its open ends of client connections, from the
+//!   kernel's socket table), its tasks and the backend's requests in
 //!   flight return to their baseline: abandoned clients leave no fetch or
 //!   sub-request running;
 //! - `MAIN.n_object` holds no more than the fragment fetches' hit-for-miss
@@ -136,8 +136,28 @@ fn counter(l: &Running, name: &str) -> u64 {
         .value
 }
 
+/// Client sessions the daemon still holds: its ends of TCP connections on
+/// the listen port that it has not closed (established, or closed by the
+/// client only), from the kernel's socket table. (`MAIN.sess_closed`
+/// cannot tell: as varnishd's, it counts only closes decided while serving
+/// a request.)
 fn open_sessions(l: &Running) -> u64 {
-    counter(l, "MAIN.sess_conn") - counter(l, "MAIN.sess_closed")
+    let port = format!(":{:04X} ", l.first_addr().unwrap().port());
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .map(|t| {
+            t.lines()
+                .skip(1)
+                .filter(|line| {
+                    let f: Vec<&str> = line.split_whitespace().collect();
+                    f.len() > 3
+                        && format!("{} ", f[1]).ends_with(&port)
+                        && (f[3] == "01" || f[3] == "08")
+                })
+                .count()
+        })
+        .sum::<usize>() as u64
 }
 
 fn rss_kib() -> u64 {

@@ -80,7 +80,7 @@ pub async fn serve<S>(
     // held while the client is active. Between spells the session keeps
     // no buffer either, and waits for the client's next bytes with
     // nothing but the socket and its timer (varnishd's waiter).
-    let reason = loop {
+    let (reason, after_request) = loop {
         match Box::pin(requests(&mut s)).await {
             Turn::Idle(deadline) => {
                 // varnishd's count of sessions handed to its waiter.
@@ -93,11 +93,11 @@ pub async fn serve<S>(
                     biased;
                     r = ready => if r.is_err() {
                         s.sh.counters.inc(Main::sc_rem_close);
-                        break "REM_CLOSE";
+                        break ("REM_CLOSE", false);
                     },
                     () = lazy_sleep(s.idle_timer.as_mut(), deadline) => {
                         s.sh.counters.inc(Main::sc_rx_close_idle);
-                        break "RX_CLOSE_IDLE";
+                        break ("RX_CLOSE_IDLE", false);
                     }
                 }
             }
@@ -111,9 +111,11 @@ pub async fn serve<S>(
                     &mut s.svsl,
                     upgraded.map(|u| *u),
                 );
-                break Box::pin(h2).await;
+                // varnishd counts no `sess_closed` for an HTTP/2 session.
+                break (Box::pin(h2).await, false);
             }
-            Turn::End(reason) => break reason,
+            Turn::End(reason) => break (reason, true),
+            Turn::EndUncounted(reason) => break (reason, false),
         }
     };
     if reason == "RX_OVERFLOW"
@@ -121,7 +123,7 @@ pub async fn serve<S>(
     {
         sock.reset_on_close();
     }
-    end(&s.sh, &mut s.svsl, t_open, reason)
+    end(&s.sh, &mut s.svsl, t_open, reason, after_request)
 }
 
 /// Opens the session: logs it, reads a PROXY header on a `PROXY`
@@ -198,7 +200,7 @@ where
             Err(WS_OVERFLOW) => {
                 sh.counters.inc(Main::ws_session_overflow);
                 sh.counters.inc(Main::sc_rx_junk);
-                end(&sh, &mut svsl, t_open, "RX_JUNK");
+                end(&sh, &mut svsl, t_open, "RX_JUNK", false);
                 return None;
             }
             Err(reason) => {
@@ -213,7 +215,7 @@ where
                     "REM_CLOSE" => Main::sc_rem_close,
                     _ => Main::sc_rx_junk,
                 });
-                end(&sh, &mut svsl, t_open, reason);
+                end(&sh, &mut svsl, t_open, reason, false);
                 return None;
             }
         }
@@ -223,7 +225,7 @@ where
         svsl.log_str(Tag::Error, "insufficient workspace (proto_priv)");
         sh.counters.inc(Main::ws_session_overflow);
         sh.counters.inc(Main::sc_rx_junk);
-        end(&sh, &mut svsl, t_open, "RX_JUNK");
+        end(&sh, &mut svsl, t_open, "RX_JUNK", false);
         return None;
     }
     svsl.flush();
@@ -273,8 +275,15 @@ enum Turn {
     /// `h2c` upgrade of this request with the client's settings (boxed: a
     /// request is large and this is rare).
     H2(Option<Box<H2Upgrade>>),
-    /// The session closes, for this reason.
+    /// The session closes after a request (varnishd's `H1CLEANUP`: a
+    /// request answered, refused as bad, or its connection given up), for
+    /// this reason: counted in `sess_closed`.
     End(&'static str),
+    /// The session closes outside a request's cleanup: while waiting for
+    /// a request's head (varnishd's `SES_DeleteHS` from `H1NEWREQ`) or in
+    /// a failed `h2c` upgrade (an HTTP/2 session by then), for this
+    /// reason: not counted in `sess_closed`.
+    EndUncounted(&'static str),
 }
 
 /// A duration parameter (seconds) as a timer length, at least 1 ms.
@@ -352,16 +361,16 @@ where
                 // error, a request begun and not finished is.
                 Wait::Timeout if conn.rbuf.is_empty() => {
                     sh.counters.inc(Main::sc_rx_close_idle);
-                    return Turn::End("RX_CLOSE_IDLE");
+                    return Turn::EndUncounted("RX_CLOSE_IDLE");
                 }
                 Wait::Timeout => {
                     sh.counters.inc(Main::sc_rx_timeout);
-                    return Turn::End("RX_TIMEOUT");
+                    return Turn::EndUncounted("RX_TIMEOUT");
                 }
                 Wait::Linger => return Turn::Idle(deadline),
                 Wait::Read(Ok(0)) | Wait::Read(Err(_)) => {
                     sh.counters.inc(Main::sc_rem_close);
-                    return Turn::End("REM_CLOSE");
+                    return Turn::EndUncounted("REM_CLOSE");
                 }
                 Wait::Read(Ok(_)) => {}
             }
@@ -382,7 +391,7 @@ where
                 // An oversized head: varnishd closes without an answer.
                 sh.counters.inc(Main::sc_rx_overflow);
                 svsl.log_str(Tag::Debug, e.message());
-                return Turn::End("RX_OVERFLOW");
+                return Turn::EndUncounted("RX_OVERFLOW");
             }
             Err(Some(e)) => {
                 // As varnishd: the bad request is a transaction of its own,
@@ -476,7 +485,7 @@ where
             else {
                 svsl.log_str(Tag::Debug, "H2: Bad HTTP-Settings");
                 sh.counters.inc(Main::sc_rx_junk);
-                return Turn::End("RX_JUNK");
+                return Turn::EndUncounted("RX_JUNK");
             };
             if conn
                 .stream
@@ -485,7 +494,7 @@ where
                 .is_err()
             {
                 sh.counters.inc(Main::sc_rem_close);
-                return Turn::End("REM_CLOSE");
+                return Turn::EndUncounted("REM_CLOSE");
             }
             req.headers.remove("upgrade");
             req.headers.remove("http2-settings");
@@ -920,8 +929,14 @@ fn head_end(buf: &[u8]) -> usize {
     }
 }
 
-fn end(sh: &Shared, svsl: &mut VslBuf, t_open: f64, reason: &str) {
-    sh.counters.inc(Main::sess_closed);
+/// Logs the session's end. `after_request`: the close was decided while
+/// serving a request, the only case varnishd counts in `sess_closed`
+/// (`HTTP1_Session`'s `H1CLEANUP`); a client that leaves or times out
+/// between requests, a PROXY header refused and an HTTP/2 session are not.
+fn end(sh: &Shared, svsl: &mut VslBuf, t_open: f64, reason: &str, after_request: bool) {
+    if after_request {
+        sh.counters.inc(Main::sess_closed);
+    }
     if close_is_error(reason) {
         sh.counters.inc(Main::sess_closed_err);
     }
