@@ -39,6 +39,7 @@ use tokio::sync::mpsc;
 use crate::pid;
 use crate::runtime::msg::ReqMsg;
 use crate::runtime::state::Shared;
+use crate::runtime::counters::Main;
 use crate::runtime::task::{SessInfo, SessTimeouts};
 use stream::{Flow, Out, RxChunk, StreamCtx, TxStream};
 
@@ -61,8 +62,52 @@ pub struct SessCtx {
 /// Not an error code: the peer sent GOAWAY, so none goes back.
 const PEER_GOAWAY: u32 = u32::MAX;
 
-/// The session ended on an error of the client's, after a GOAWAY.
-const GOAWAY_SENT: &str = "GOAWAY sent";
+/// How a session ended, as varnishd's `h2->error`: the connection error
+/// code (`NO_ERROR` when the client left or stayed idle too long), and
+/// whether a GOAWAY of ours went out for it.
+#[derive(Clone, Copy)]
+struct Ending {
+    code: u32,
+    goaway_sent: bool,
+}
+
+impl Ending {
+    const LEFT: Ending = Ending {
+        code: code::NO_ERROR,
+        goaway_sent: false,
+    };
+}
+
+/// varnishd's `h2_connectionerror`: a code that names a connection error,
+/// or `PROTOCOL_ERROR` for a stream-only or unknown one.
+fn connection_error(c: u32) -> u32 {
+    match c {
+        code::NO_ERROR
+        | code::PROTOCOL_ERROR
+        | code::INTERNAL_ERROR
+        | code::FLOW_CONTROL_ERROR
+        | code::SETTINGS_TIMEOUT
+        | code::FRAME_SIZE_ERROR
+        | code::COMPRESSION_ERROR
+        | code::ENHANCE_YOUR_CALM
+        | code::INADEQUATE_SECURITY
+        | code::HTTP_1_1_REQUIRED => c,
+        _ => code::PROTOCOL_ERROR,
+    }
+}
+
+/// The session close reason varnishd's HTTP/2 error table gives a
+/// connection error, and its counter.
+fn close_reason(c: u32) -> (&'static str, Main) {
+    match c {
+        code::NO_ERROR => ("REM_CLOSE", Main::sc_rem_close),
+        code::INTERNAL_ERROR => ("VCL_FAILURE", Main::sc_vcl_failure),
+        code::FLOW_CONTROL_ERROR | code::ENHANCE_YOUR_CALM => ("OVERLOAD", Main::sc_overload),
+        code::SETTINGS_TIMEOUT => ("RX_TIMEOUT", Main::sc_rx_timeout),
+        code::HTTP_1_1_REQUIRED => ("REQ_HTTP20", Main::sc_req_http20),
+        _ => ("RX_JUNK", Main::sc_rx_junk),
+    }
+}
 
 /// The `h2c` upgrade answer.
 pub const RESP_101: &[u8] =
@@ -105,6 +150,8 @@ struct Conn {
     out_tx: mpsc::UnboundedSender<Out>,
     wbuf: Vec<u8>,
     tasks: tokio::task::JoinSet<()>,
+    /// The error code of the client's GOAWAY, as a connection error.
+    peer_goaway: u32,
     low_water: i64,
     increment: u32,
     /// The largest header list (and header block) accepted: the announced
@@ -148,8 +195,10 @@ pub fn upgrade_settings(v: &[u8]) -> Option<Vec<(u16, u32)>> {
 /// Runs an HTTP/2 session on `stream`, whose read buffer `rbuf` starts
 /// with the preface (prior knowledge) or, after an upgrade, with whatever
 /// the client sent after its HTTP/1 request. Returns the session's close
-/// reason: `RX_JUNK` (counted), as varnishd 7.1 ends every HTTP/2
-/// session; what really ended it is in the `H2 CLEANUP` debug record.
+/// reason (counted), as varnishd's `h2_del_sess` takes it from its error
+/// table: `REM_CLOSE` when the client left, went idle or sent a GOAWAY
+/// without error; `RX_JUNK` for a protocol error either side named, or a
+/// bad preface.
 pub async fn serve<S>(
     ctx: Arc<SessCtx>,
     stream: S,
@@ -161,10 +210,12 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
     let sh = ctx.sh.clone();
-    let cause = run(ctx, stream, rbuf, svsl, upgraded).await;
-    svsl.log(Tag::Debug, format_args!("H2 CLEANUP {cause}"));
-    sh.counters.inc(crate::runtime::counters::Main::sc_rx_junk);
-    "RX_JUNK"
+    let (reason, counter) = match run(ctx, stream, rbuf, svsl, upgraded).await {
+        Some(end) => close_reason(end.code),
+        None => ("RX_JUNK", Main::sc_rx_junk),
+    };
+    sh.counters.inc(counter);
+    reason
 }
 
 /// The session itself; what ended it.
@@ -174,7 +225,7 @@ async fn run<S>(
     mut rbuf: BytesMut,
     svsl: &mut VslBuf,
     upgraded: Option<(Upgraded, Vec<(u16, u32)>)>,
-) -> &'static str
+) -> Option<Ending>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
@@ -187,7 +238,7 @@ where
             Some(false) => {}
             None => {
                 svsl.log_str(Tag::Debug, "H2: No/Bad PRISM");
-                return "no or bad preface";
+                return None;
             }
         }
         rbuf.reserve(4096);
@@ -195,7 +246,7 @@ where
             Ok(Ok(n)) if n > 0 => {}
             _ => {
                 svsl.log_str(Tag::Debug, "H2: No/Bad PRISM");
-                return "no or bad preface";
+                return None;
             }
         }
     }
@@ -233,6 +284,7 @@ where
         out_tx,
         wbuf: Vec::new(),
         tasks: tokio::task::JoinSet::new(),
+        peer_goaway: code::NO_ERROR,
         low_water,
         increment,
         acct: [0; 4],
@@ -264,20 +316,20 @@ where
             None,
         );
     }
-    let reason = loop {
+    let ending = loop {
         if !ctx.sh.is_running() {
             // The cache "process" died (an emulated panic): the
             // connection goes down with it, nothing more is sent.
             c.wbuf.clear();
-            break "cache stopped";
+            break Ending::LEFT;
         }
         if !c.wbuf.is_empty() {
             let buf = std::mem::take(&mut c.wbuf);
             let send = Duration::from_secs_f64(ctx.tmo.send_timeout.max(0.001));
             match tokio::time::timeout(send, wr.write_all(&buf)).await {
                 Ok(Ok(())) => {}
-                Ok(Err(_)) => break "REM_CLOSE",
-                Err(_) => break "TX_ERROR",
+                // The client cannot take what is owed it: as gone.
+                Ok(Err(_)) | Err(_) => break Ending::LEFT,
             }
         }
         if c.drained > 0 {
@@ -289,7 +341,7 @@ where
         tokio::select! {
             biased;
             o = out_rx.recv() => {
-                let Some(o) = o else { break "REM_CLOSE" };
+                let Some(o) = o else { break Ending::LEFT };
                 c.handle_out(svsl, o);
                 // Whatever else is queued goes out in the same write.
                 while let Ok(o) = out_rx.try_recv() {
@@ -301,23 +353,34 @@ where
             }
             r = tokio::time::timeout(idle, rd.read_buf(&mut rbuf)) => {
                 match r {
-                    Err(_) if c.streams.is_empty() && c.tasks.is_empty() => {
-                        svsl.log_str(Tag::Debug, "H2: No frame (hs=TIMEOUT)");
-                        break "RX_TIMEOUT";
+                    Err(_) => {
+                        // Streams that ended leave their finished tasks
+                        // behind until reaped.
+                        while c.tasks.try_join_next().is_some() {}
+                        if c.streams.is_empty() && c.tasks.is_empty() {
+                            svsl.log_str(Tag::Debug, "H2: No frame (hs=TIMEOUT)");
+                            break Ending::LEFT;
+                        }
+                        continue;
                     }
-                    Err(_) => continue,
                     Ok(Ok(0)) | Ok(Err(_)) => {
                         svsl.log_str(Tag::Debug, "H2: No frame (hs=EOF)");
-                        break "REM_CLOSE";
+                        break Ending::LEFT;
                     }
                     Ok(Ok(_)) => {}
                 }
                 if let Err(f) = c.read_frames(svsl, &mut rbuf) {
-                    if f.code() == PEER_GOAWAY {
-                        break "GOAWAY received";
+                    if let Fault::Conn(PEER_GOAWAY) = f {
+                        break Ending {
+                            code: c.peer_goaway,
+                            goaway_sent: false,
+                        };
                     }
                     c.goaway(svsl, f);
-                    break GOAWAY_SENT;
+                    break Ending {
+                        code: connection_error(f.code()),
+                        goaway_sent: true,
+                    };
                 }
                 rbuf.reserve(16 * 1024);
             }
@@ -332,7 +395,11 @@ where
         .await;
     }
     let _ = wr.shutdown().await;
-    if reason == GOAWAY_SENT {
+    svsl.log(
+        Tag::Debug,
+        format_args!("H2 CLEANUP {}", frame::error_name(ending.code)),
+    );
+    if ending.goaway_sent {
         // After a GOAWAY, what the client still sends is read and dropped
         // for a moment, so that closing does not reset the connection
         // before the client has read the GOAWAY.
@@ -374,7 +441,7 @@ where
         Tag::ReqAcct,
         format_args!("{rxh} {rxb} {} {txh} {txb} {}", rxh + rxb, txh + txb),
     );
-    reason
+    Some(ending)
 }
 
 /// A received frame as varnishd logs it: the binary header and body
@@ -557,6 +624,10 @@ impl Conn {
                     }
                 }
                 self.flow.lock().expect("flow lock").streams.remove(&sid);
+                // A stream's task is done or about to be: the finished
+                // ones are reaped so a long connection does not keep one
+                // entry per stream it ever carried.
+                while self.tasks.try_join_next().is_some() {}
             }
         }
     }
@@ -669,9 +740,10 @@ impl Conn {
                 let err = p
                     .get(4..8)
                     .map_or(0, |b| u32::from_be_bytes(b.try_into().expect("four bytes")));
+                self.peer_goaway = connection_error(err);
                 svsl.log(
                     Tag::Debug,
-                    format_args!("GOAWAY {}", frame::error_name(err)),
+                    format_args!("GOAWAY {}", frame::error_name(self.peer_goaway)),
                 );
                 // The peer is leaving: nothing goes back.
                 return Err(Fault::Conn(PEER_GOAWAY));
