@@ -481,6 +481,12 @@ fn after_grammar_error<T>(
             };
         }
     }
+    // As varnishd's `HTTP1_Complete`: a head is judged once its empty line
+    // has arrived; until then (and within the size limit) more is awaited,
+    // so a half-sent line is never refused for what it lacks so far.
+    if find_head_end(buf).is_none() && buf.len() <= limits.head_cap() {
+        return Ok(Raw::Partial);
+    }
     Err(diagnose(buf, limits, side, err))
 }
 

@@ -1081,7 +1081,7 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
     t.want_100 = false;
-    crate::client::reqbody::log_100(&mut t.vsl);
+    crate::client::reqbody::log_100(t);
     conn.stream
         .write_all(crate::client::reqbody::CONTINUE_100)
         .await
@@ -1317,10 +1317,11 @@ where
 fn log_unsent(t: &mut ReqTask) {
     t.log_ts("Resp");
     t.end_privs();
-    let (rxh, rxb) = (t.req_hdr_bytes, t.req_body_bytes);
+    let (rxh, rxb, txh) = (t.req_hdr_bytes, t.req_body_bytes, t.interim_hdr_bytes);
+    t.sh.counters.add(Main::s_resp_hdrbytes, txh);
     t.vsl.log(
         Tag::ReqAcct,
-        format_args!("{rxh} {rxb} {} 0 0 0", rxh + rxb),
+        format_args!("{rxh} {rxb} {} {txh} 0 {txh}", rxh + rxb),
     );
 }
 
@@ -2049,6 +2050,7 @@ where
         // What the stream's windows let out, not what was queued.
         body_bytes = h.body_sent();
     }
+    let hdr_bytes = hdr_bytes + t.interim_hdr_bytes;
     sh.counters.add(Main::s_resp_hdrbytes, hdr_bytes);
     sh.counters.add(Main::s_resp_bodybytes, body_bytes);
     t.log_ts("Resp");

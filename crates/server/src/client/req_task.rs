@@ -95,6 +95,9 @@ pub struct ReqTask {
     pub req_hdr_bytes: u64,
     /// Bytes of the request body read so far, for `ReqAcct`.
     pub req_body_bytes: u64,
+    /// Bytes of interim responses sent (`100 Continue`), counted with the
+    /// response's header bytes in `ReqAcct`.
+    pub interim_hdr_bytes: u64,
     pub digest: Option<lacquer_cache::Digest>,
     pub resp: RespMsg,
     /// The object being delivered or hit.
@@ -329,6 +332,7 @@ impl ReqTask {
             vcl_failed: false,
             req_hdr_bytes: 0,
             req_body_bytes: 0,
+            interim_hdr_bytes: 0,
             digest: None,
             resp: RespMsg::new(200),
             obj: None,
@@ -463,7 +467,7 @@ impl ReqTask {
         };
         if pulled.sent_100 {
             self.want_100 = false;
-            crate::client::reqbody::log_100(&mut self.vsl);
+            crate::client::reqbody::log_100(self);
         }
         match pulled.result {
             Ok((body, n)) => {

@@ -220,12 +220,15 @@ where
 /// The interim response a client waiting on `Expect: 100-continue` gets.
 pub const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
-/// Logs the interim `100 Continue` as varnishd does (a minimal response).
-pub fn log_100(vsl: &mut lacquer_vsl::VslBuf) {
+/// Logs the interim `100 Continue` as varnishd does (a minimal response)
+/// and counts its bytes among the request's response header bytes, as
+/// varnishd's `http1_minimal_response` does.
+pub fn log_100(t: &mut crate::client::req_task::ReqTask) {
     use lacquer_vsl::Tag;
-    vsl.log_str(Tag::RespProtocol, "HTTP/1.1");
-    vsl.log_str(Tag::RespStatus, "100");
-    vsl.log_str(Tag::RespReason, "Continue");
+    t.vsl.log_str(Tag::RespProtocol, "HTTP/1.1");
+    t.vsl.log_str(Tag::RespStatus, "100");
+    t.vsl.log_str(Tag::RespReason, "Continue");
+    t.interim_hdr_bytes += CONTINUE_100.len() as u64;
 }
 
 /// Reads ahead what `std.cache_req_body()` may keep of a request body

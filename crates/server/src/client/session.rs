@@ -335,6 +335,16 @@ where
         let idle = secs(tmo.timeout_idle);
         let h2_on = sh.params().bit(pid!("feature"), "http2");
         let head = loop {
+            // As varnishd's `HTC_RxStuff`: a buffer of nothing but white
+            // space (line ends left after the last request) is dropped,
+            // neither part of the next request nor a request begun.
+            if conn
+                .rbuf
+                .iter()
+                .all(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+            {
+                conn.rbuf.clear();
+            }
             // A prior-knowledge preface is read whole, as varnishd does.
             let buffered = conn.rbuf.len();
             match lacquer_http::h2::preface_state(&conn.rbuf) {
@@ -617,7 +627,7 @@ where
             task.body_pending = Some(crate::client::reqbody::Pending::new(body_kind));
         } else {
             if want_100 {
-                crate::client::reqbody::log_100(&mut task.vsl);
+                crate::client::reqbody::log_100(&mut task);
                 if conn
                     .stream
                     .write_all(crate::client::reqbody::CONTINUE_100)
@@ -879,9 +889,10 @@ fn body_error(
             .log(Tag::FetchError, format_args!("req.body read error: {e}")),
     }
     // The request's transaction ends here, with nothing sent.
-    let rx = task.req_hdr_bytes;
+    let (rx, tx) = (task.req_hdr_bytes, task.interim_hdr_bytes);
+    sh.counters.add(Main::s_resp_hdrbytes, tx);
     task.vsl
-        .log(Tag::ReqAcct, format_args!("{rx} 0 {rx} 0 0 0"));
+        .log(Tag::ReqAcct, format_args!("{rx} 0 {rx} {tx} 0 {tx}"));
     task.vsl.log_str(Tag::End, "");
     task.vsl.flush();
     sh.counters.inc(Main::sc_rx_body);

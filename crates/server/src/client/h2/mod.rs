@@ -37,9 +37,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use crate::pid;
+use crate::runtime::counters::Main;
 use crate::runtime::msg::ReqMsg;
 use crate::runtime::state::Shared;
-use crate::runtime::counters::Main;
 use crate::runtime::task::{SessInfo, SessTimeouts};
 use stream::{Flow, Out, RxChunk, StreamCtx, TxStream};
 
