@@ -1077,13 +1077,22 @@ fn merge_304(job: &mut FetchJob) -> Result<Option<lacquer_storage::Body>, Step> 
         return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
     };
     let data = stale.data();
-    if data.gzip_changed {
-        // The stored encoding is ours, not the backend's: its new
-        // Content-Encoding does not apply and its ETag cannot be strong.
-        bo.beresp.headers.remove("content-encoding");
-        crate::fetch::gzip::weaken_etag(&mut bo.beresp.headers);
+    // As varnishd's `vbf_304_logic`: when the stored encoding is ours,
+    // not the backend's, the new ETag cannot be strong; the 304's
+    // Content-Encoding and Content-Length never apply to the stored body.
+    // Each change is logged as `http_Unset` and `http_PrintfHeader` log it.
+    if data.gzip_changed
+        && let Some(etag) = bo.beresp.headers.get("etag").map(<[u8]>::to_vec)
+        && !etag.starts_with(b"W/")
+    {
+        unset_beresp(bo, "etag");
+        let mut weak = b"W/".to_vec();
+        weak.extend_from_slice(&etag);
+        bo.vsl.log_header(Tag::BerespHeader, b"ETag", &weak);
+        bo.beresp.headers.append("ETag", weak);
     }
-    bo.beresp.headers.remove("content-length");
+    unset_beresp(bo, "content-encoding");
+    unset_beresp(bo, "content-length");
     // As varnishd's HTTP_Merge: the 304's headers stay as they came, the
     // stored ones it does not have follow, and the status line becomes the
     // stored one; each change is logged.
@@ -1105,6 +1114,22 @@ fn merge_304(job: &mut FetchJob) -> Result<Option<lacquer_storage::Body>, Step> 
     }
     bo.was_304 = true;
     Ok(Some(data.body.clone()))
+}
+
+/// Removes every `name` field of beresp, each logged as `BerespUnset`
+/// (varnishd's `http_Unset`).
+fn unset_beresp(bo: &mut BoTask, name: &str) {
+    let gone: Vec<(Vec<u8>, Vec<u8>)> = bo
+        .beresp
+        .headers
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case(name.as_bytes()))
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect();
+    for (k, v) in &gone {
+        bo.vsl.log_header(Tag::BerespUnset, k, v);
+    }
+    bo.beresp.headers.remove(name);
 }
 
 /// `utils.fast_304()` (Varnish Enterprise): a 304 delivered by
@@ -1164,6 +1189,23 @@ fn refresh_in_place(job: &mut FetchJob, f: Fetched) -> Option<Fetched> {
 async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Result<(), Step> {
     let reuse_body = f.reuse.take();
     let bo = &mut job.bo;
+    // As varnishd's `vbf_stp_condfetch`: a stale object whose fetch is
+    // still running is waited for before the new object is made (its
+    // body and attributes are then complete), and if that fetch fails,
+    // this one fails too.
+    if let Some(stale) = &reuse_body
+        && !stale.is_finished()
+    {
+        bo.vsl.log_str(
+            Tag::Notice,
+            "vsl: Conditional fetch wait for streaming object",
+        );
+        if stale.wait_finished().await.is_err() {
+            bo.vsl.log_str(Tag::FetchError, "Template object failed");
+            bo.sh.counters.inc(Main::fetch_failed);
+            return Err(Step::Fail);
+        }
+    }
     // Body filters: VCL's beresp.filters, else varnishd's choice. A 304
     // refresh reuses the stale body as it was stored.
     // As varnishd (vbf_stp_fetch, `content_length == 0`): a response
