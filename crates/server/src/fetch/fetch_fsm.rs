@@ -587,6 +587,10 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                     let head = &rbuf[..rbuf.len().min(limits.max_head)];
                     bo.vsl
                         .log_bytes(Tag::HttpGarbage, lacquer_http::parse::garbage(head));
+                    // `HTTP1_DissectResponse` then sets the status it
+                    // failed with (`http_SetStatus(hp, 503, NULL)`).
+                    bo.vsl.log_str(Tag::BerespStatus, "503");
+                    bo.vsl.log_str(Tag::BerespReason, "Service Unavailable");
                     return Err("http format error".to_string());
                 }
             }
