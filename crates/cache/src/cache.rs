@@ -626,7 +626,12 @@ impl Cache {
         inner.materialize(req.digest, now);
         let kind = {
             let mut shard = inner.shard(req.digest);
+            // Counted as varnishd's critbit table counts its lookups: each
+            // one, then those that had to insert the objhead.
+            CacheStats::inc(&inner.stats.hcb_nolock);
             let head = shard.entry(DigestKey(*req.digest)).or_insert_with(|| {
+                CacheStats::inc(&inner.stats.hcb_lock);
+                CacheStats::inc(&inner.stats.hcb_insert);
                 CacheStats::inc(&inner.stats.n_objecthead);
                 Head::default()
             });

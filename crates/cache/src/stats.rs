@@ -13,6 +13,13 @@ pub struct CacheStats {
     pub n_objectcore: AtomicU64,
     /// Gauge: objheads (distinct digests).
     pub n_objecthead: AtomicU64,
+    /// Lookups, each first tried without the table's lock (varnishd's
+    /// critbit `hcb_nolock`).
+    pub hcb_nolock: AtomicU64,
+    /// Lookups that found no objhead and went on under the lock.
+    pub hcb_lock: AtomicU64,
+    /// Objheads inserted.
+    pub hcb_insert: AtomicU64,
     /// Objects removed because ttl+grace+keep passed.
     pub n_expired: AtomicU64,
     /// Objects evicted to make room (LRU nuking).

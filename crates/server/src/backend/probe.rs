@@ -273,6 +273,12 @@ impl Health {
         }
     }
 
+    /// The `VBE.*.happy` counter: one bit a poll, newest lowest, as
+    /// varnishd's shift register; 0 for a backend without a probe.
+    pub fn happy_bits(&self) -> u64 {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).bits
+    }
+
     /// The probed health, ignoring any override.
     pub fn probed_healthy(&self) -> bool {
         self.probed_healthy.load(Ordering::Relaxed)

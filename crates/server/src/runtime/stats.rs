@@ -126,6 +126,9 @@ impl Sections {
         c.set(Main::n_object, g(&cs.n_object));
         c.set(Main::n_objectcore, g(&cs.n_objectcore));
         c.set(Main::n_objecthead, g(&cs.n_objecthead));
+        c.set(Main::hcb_nolock, g(&cs.hcb_nolock));
+        c.set(Main::hcb_lock, g(&cs.hcb_lock));
+        c.set(Main::hcb_insert, g(&cs.hcb_insert));
         c.set(Main::n_expired, g(&cs.n_expired));
         c.set(Main::n_lru_nuked, g(&cs.n_lru_nuked));
         c.set(Main::n_lru_moved, g(&cs.n_lru_moved));
@@ -259,7 +262,7 @@ impl Sections {
             let Some(b) = w.upgrade() else { continue };
             let ps = &b.pool.stats;
             let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-            sec.set(Vbe::happy, u64::from(b.healthy()));
+            sec.set(Vbe::happy, b.health.happy_bits());
             sec.set(Vbe::conn, b.pool.open_connections() as u64);
             sec.set(Vbe::req, g(&ps.opened) + g(&ps.reused));
             sec.set(Vbe::fail, g(&ps.fail));
