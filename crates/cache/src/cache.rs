@@ -1407,6 +1407,7 @@ impl Inner {
     }
 
     fn exp_push(&self, oc: &Arc<ObjCore>) {
+        CacheStats::inc(&self.stats.exp_mailed);
         let when = oc.exp_when.get();
         lock(&self.exp).push(ExpEntry {
             when,

@@ -20,6 +20,10 @@ pub struct CacheStats {
     pub hcb_lock: AtomicU64,
     /// Objheads inserted.
     pub hcb_insert: AtomicU64,
+    /// Objects handed to the expiry heap, inserted or re-armed (varnishd's
+    /// `exp_mailed`; its `exp_received` is the same count here, the heap
+    /// taking them at once). Removals by kills are not counted.
+    pub exp_mailed: AtomicU64,
     /// Objects removed because ttl+grace+keep passed.
     pub n_expired: AtomicU64,
     /// Objects evicted to make room (LRU nuking).

@@ -98,6 +98,8 @@ struct Args {
     storage: Vec<String>,
     admin: Option<String>,
     ttl: Option<String>,
+    /// `-h`: checked, not used (Lacquer has one hash).
+    hash: Option<String>,
     demo: bool,
 }
 
@@ -114,7 +116,8 @@ impl Early {
         Early {
             code: 2,
             stdout: String::new(),
-            stderr: format!("Error: {msg}\n"),
+            // As varnishd's ARGV_ERR.
+            stderr: format!("Error: {msg}\n(-? gives usage)\n"),
         }
     }
 
@@ -163,6 +166,27 @@ fn cli_reference() -> String {
 /// Parses varnishd's command line (getopt-style, with its messages and
 /// its rules on which options go together); `-x`, `-V`, `-?` and
 /// `--optstring` end here with their output.
+/// `-h METHOD[,ARGS]` as varnishd's `mgt_hash` reads it: a known method,
+/// with the arguments it takes (`classic` one, the others none).
+fn check_hash(v: &str) -> Result<(), Early> {
+    let mut parts = v.split(',');
+    let method = parts.next().unwrap_or_default();
+    let args = parts.count();
+    let name = match method {
+        "critbit" => "critbit",
+        "simple" | "simple_list" => "simple",
+        "classic" => "classic",
+        _ => return Err(Early::error(format!("Unknown hash method \"{method}\""))),
+    };
+    match (name, args) {
+        (_, 0) | ("classic", 1) => Ok(()),
+        ("classic", _) => Err(Early::error("(-hclassic) too many arguments")),
+        _ => Err(Early::error(format!(
+            "Hash method \"{name}\" takes no arguments"
+        ))),
+    }
+}
+
 fn parse_args(name: &str, args: &[String]) -> Result<Args, Early> {
     if args.first().is_some_and(|a| a == "--optstring") {
         return Err(Early::print(format!("{OPTSTRING}\n")));
@@ -281,12 +305,17 @@ fn parse_args(name: &str, args: &[String]) -> Result<Args, Early> {
                 's' => a.storage.push(v),
                 'T' => a.admin = Some(v),
                 't' => a.ttl = Some(v),
-                // Accepted as varnishd takes them; Lacquer has one hash
-                // and one waiter.
-                'h' | 'W' => {}
+                // Checked as varnishd checks them; Lacquer has one hash
+                // and one waiter, whichever is named.
+                'h' => a.hash = Some(v),
+                'W' => {}
                 _ => unreachable!("every letter of OPTSTRING is handled"),
             }
         }
+    }
+    // varnishd reads -h after -C has compiled (and exited).
+    if let (false, Some(h)) = (a.compile_only, &a.hash) {
+        check_hash(h)?;
     }
     if a.debug && a.foreground {
         return Err(Early::error("Only one of -d or -F can be specified"));
@@ -625,18 +654,21 @@ mod tests {
     fn first_argument_only_options() {
         assert_eq!(
             error(&["-d", "-x", "foo"]),
-            "Error: -x must be the first argument\n"
+            "Error: -x must be the first argument\n(-? gives usage)\n"
         );
         assert_eq!(
             error(&["-d", "-V", "foo"]),
-            "Error: -V must be the first argument\n"
+            "Error: -V must be the first argument\n(-? gives usage)\n"
         );
         assert_eq!(
             error(&["-x", "foo", "bar"]),
-            "Error: Too many arguments for -x\n"
+            "Error: Too many arguments for -x\n(-? gives usage)\n"
         );
         assert!(error(&["-x", "foo"]).starts_with("Error: Invalid -x argument"));
-        assert_eq!(error(&["-V", "-V"]), "Error: Too many arguments for -V\n");
+        assert_eq!(
+            error(&["-V", "-V"]),
+            "Error: Too many arguments for -V\n(-? gives usage)\n"
+        );
         let v = parse(&["-V"]).unwrap_err();
         assert_eq!(v.code, 0);
         assert!(v.stderr.contains("Copyright (c) 2006 Verdens Gang AS"));
@@ -669,14 +701,46 @@ mod tests {
         );
         assert_eq!(
             error(&["-A", "a.conf", "-A", "b.conf", "-b", "none"]),
-            "Error: Only one -A allowed\n"
+            "Error: Only one -A allowed\n(-? gives usage)\n"
         );
         assert!(error(&["-?"]).starts_with("Usage: varnishd [options]\n"));
         assert!(error(&["-n"]).contains("option requires an argument -- 'n'"));
-        assert_eq!(error(&["foo"]), "Error: Too many arguments (foo...)\n");
+        assert_eq!(
+            error(&["foo"]),
+            "Error: Too many arguments (foo...)\n(-? gives usage)\n"
+        );
         assert_eq!(
             error(&["-b", "x", "--", "y"]),
-            "Error: Too many arguments (y...)\n"
+            "Error: Too many arguments (y...)\n(-? gives usage)\n"
+        );
+    }
+
+    #[test]
+    fn hash_methods_as_varnishd_checks_them() {
+        for ok in [
+            "critbit",
+            "simple_list",
+            "simple",
+            "classic",
+            "classic,16383",
+        ] {
+            assert!(parse(&["-h", ok, "-b", "none"]).is_ok(), "{ok}");
+        }
+        assert_eq!(
+            error(&["-h", "foo", "-b", "none"]),
+            "Error: Unknown hash method \"foo\"\n(-? gives usage)\n"
+        );
+        assert_eq!(
+            error(&["-h", "critbit,3", "-b", "none"]),
+            "Error: Hash method \"critbit\" takes no arguments\n(-? gives usage)\n"
+        );
+        assert_eq!(
+            error(&["-h", "simple_list,1", "-b", "none"]),
+            "Error: Hash method \"simple\" takes no arguments\n(-? gives usage)\n"
+        );
+        assert_eq!(
+            error(&["-h", "classic,5,6", "-b", "none"]),
+            "Error: (-hclassic) too many arguments\n(-? gives usage)\n"
         );
     }
 

@@ -129,6 +129,8 @@ impl Sections {
         c.set(Main::hcb_nolock, g(&cs.hcb_nolock));
         c.set(Main::hcb_lock, g(&cs.hcb_lock));
         c.set(Main::hcb_insert, g(&cs.hcb_insert));
+        c.set(Main::exp_mailed, g(&cs.exp_mailed));
+        c.set(Main::exp_received, g(&cs.exp_mailed));
         c.set(Main::n_expired, g(&cs.n_expired));
         c.set(Main::n_lru_nuked, g(&cs.n_lru_nuked));
         c.set(Main::n_lru_moved, g(&cs.n_lru_moved));
