@@ -48,9 +48,13 @@ where
     let vxid = t.sh.vxid.next();
     t.vsl.log(Tag::Link, format_args!("bereq {vxid} pipe"));
     let mut headers = t.req.headers.clone();
-    // As varnishd: a pipe's X-Varnish names the client request.
-    headers.set("X-Varnish", t.vxid.to_string());
-    headers.set("Connection", "close");
+    // As varnishd's cnt_pipe: a pipe's X-Varnish names the client request
+    // and is appended (http_PrintfHeader); `Connection: close` is forced
+    // (http_ForceHeader: every Connection field unset, then one appended
+    // after the others, seed 170025).
+    headers.append("X-Varnish", t.vxid.to_string());
+    headers.remove("Connection");
+    headers.append("Connection", "close");
     let bereq = ReqMsg {
         method: t.req.method.clone(),
         url: t.req.url.clone(),

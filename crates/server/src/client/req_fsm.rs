@@ -1204,8 +1204,17 @@ where
         // so a synth that always restarts cannot loop.
         Action::Restart if t.restarts > max_restarts => {}
         Action::Restart => return Delivered::Restart,
+        _ if t.esi_level == 0 => {
+            // As varnishd's cnt_synth: a failing vcl_synth gets the
+            // transport's minimal response, a status line and nothing
+            // else, and the session closes (seeds 170012, 170039).
+            vcl_failed(t);
+            t.synth_body.clear();
+            let timeout = Duration::from_secs_f64(t.timeouts.send_timeout.max(0.001));
+            return Delivered::Done(minimal_500(t, conn, timeout).await);
+        }
         _ => {
-            // A failing vcl_synth gets a bare 500 and a closed connection.
+            // A failing vcl_synth of an include: a bare 500.
             vcl_failed(t);
             t.resp = RespMsg::new(500);
             t.resp
@@ -1309,6 +1318,45 @@ where
     .await;
     // As varnishd, the bytes of this answer are not accounted.
     log_unsent(t);
+    After::Close
+}
+
+/// varnishd's `minimal_response(req, 500)`: the status line alone (on
+/// HTTP/2 a `:status` alone), logged as a response, and the connection
+/// closes. Its bytes count as response header bytes.
+async fn minimal_500<S>(t: &mut ReqTask, conn: &mut ClientConn<S>, timeout: Duration) -> After
+where
+    S: AsyncWrite + Unpin,
+{
+    const R_500: &[u8] = b"HTTP/1.1 500 Internal Server Error\r\n\r\n";
+    let h2 = conn.h2.is_some();
+    t.vsl
+        .log_str(Tag::RespProtocol, if h2 { "HTTP/2.0" } else { "HTTP/1.1" });
+    t.vsl.log_str(Tag::RespStatus, "500");
+    t.vsl.log_str(Tag::RespReason, "Internal Server Error");
+    let mut sent = 0;
+    if let Some(head) = conn.h2.as_ref() {
+        let mut block = Vec::new();
+        lacquer_http::h2::encode_response_head(500, std::iter::empty(), &mut block);
+        let _ = head.send(block, true);
+    } else {
+        let wrote = tokio::time::timeout(timeout, async {
+            conn.stream.write_all(R_500).await?;
+            conn.stream.flush().await
+        })
+        .await;
+        if matches!(wrote, Ok(Ok(()))) {
+            sent = R_500.len() as u64;
+        }
+    }
+    t.sh.counters.add(Main::s_resp_hdrbytes, sent);
+    t.log_ts("Resp");
+    t.end_privs();
+    let (rxh, rxb) = (t.req_hdr_bytes, t.req_body_bytes);
+    t.vsl.log(
+        Tag::ReqAcct,
+        format_args!("{rxh} {rxb} {} {sent} 0 {sent}", rxh + rxb),
+    );
     After::Close
 }
 
