@@ -470,13 +470,6 @@ impl BodyReader {
             notified.as_mut().enable();
             let step = {
                 let mut g = self.body.lock();
-                // As varnishd's sml_iterator, which tests BOS_FAILED after
-                // each wait before it hands on what was added: a reader
-                // that finds the fetch failed passes on nothing more, not
-                // even the bytes stored before the failure.
-                if g.state == State::Failed {
-                    return Err(BodyError::FetchFailed);
-                }
                 match g.segs.get_mut(self.seg) {
                     // The empty placeholder keeps the other segments' indexes.
                     Some(s) if self.consume => {
@@ -668,18 +661,6 @@ mod tests {
         let r = tokio::spawn(read_all(b.reader()));
         drop(w);
         assert_eq!(r.await.unwrap(), Err(BodyError::FetchFailed));
-    }
-
-    #[tokio::test]
-    async fn a_reader_that_finds_the_fetch_failed_passes_on_nothing_more() {
-        let (mut w, b) = Body::new();
-        let mut r = b.reader();
-        w.push(Bytes::from_static(b"abc"));
-        assert_eq!(r.next().await.unwrap().as_deref(), Some(&b"abc"[..]));
-        w.push(Bytes::from_static(b"def"));
-        w.fail();
-        assert_eq!(r.next().await, Err(BodyError::FetchFailed));
-        assert_eq!(read_all(b.reader()).await, Err(BodyError::FetchFailed));
     }
 
     #[tokio::test]
