@@ -1131,7 +1131,19 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
     t.setup_deliver_resp(&obj, hit);
-    if !pass && t.sh.params().flag(pid!("http_range_support")) && t.resp.status == 200 {
+    let ar_forced = !pass && t.sh.params().flag(pid!("http_range_support")) && t.resp.status == 200;
+    if ar_forced
+        && t.ws.overflowed()
+        && t.resp
+            .headers
+            .get("accept-ranges")
+            .is_none_or(|v| v != b"bytes")
+    {
+        // http_ForceHeader on an overflowed workspace: the old line goes,
+        // the new one is lost.
+        t.resp.headers.remove("accept-ranges");
+        t.printf_header_fits(b"Accept-Ranges", b"bytes");
+    } else if ar_forced {
         t.ws.take(header_len(b"Accept-Ranges", b"bytes"));
         t.resp.headers.set("Accept-Ranges", "bytes");
         t.vsl
@@ -1316,9 +1328,10 @@ where
         conn.stream.flush().await
     })
     .await;
-    // As varnishd, the bytes of this answer are not accounted.
+    // As varnishd, the bytes of this answer are not accounted, and the
+    // session closes as TX_EOF (seed 190007).
     log_unsent(t);
-    After::Close
+    After::CloseAs("TX_EOF")
 }
 
 /// varnishd's `minimal_response(req, 500)`: the status line alone (on
