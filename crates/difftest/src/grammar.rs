@@ -6,7 +6,10 @@
 //! every framing, delays past the timeouts, truncated and malformed
 //! responses) and a client script (methods, ranges, conditional and
 //! encoding headers, pipelining, early close, malformed and hostile
-//! requests, now and then a pause past a short TTL).
+//! requests, now and then a pause past a short TTL). Error paths have
+//! their own pool ([`FAILURES`]): statuses out of range set from VCL,
+//! restarts and retries past their limits, and workspace overflow through
+//! the `vtc` vmod, which varnishd answers with 500 or 503.
 
 use crate::rng::Rng;
 use crate::scenario::{BeResp, Framing, Scenario, Step};
@@ -285,6 +288,55 @@ const EDGE: &[(&str, &str)] = &[
     ("vcl_purge", "return (purge);"),
 ];
 
+/// Statements that drive a request or fetch down an error branch: a status
+/// VCL may not set (below 100, above 999 in a response line, above 65535),
+/// a restart or retry loop past `max_restarts`/`max_retries`, a workspace
+/// exhausted or flagged overflowed (`vtc.workspace_alloc`,
+/// `vtc.workspace_overflow`; the scenario then imports `vtc`), a string
+/// built past the workspace.
+const FAILURES: &[(&str, &str)] = &[
+    ("vcl_recv", "return (synth(1000));"),
+    ("vcl_recv", "return (synth(1404, \"Big\"));"),
+    ("vcl_recv", "return (synth(65536));"),
+    ("vcl_recv", "return (synth(100));"),
+    ("vcl_recv", "return (synth(-1));"),
+    ("vcl_deliver", "set resp.status = 1000;"),
+    ("vcl_deliver", "set resp.status = 1299;"),
+    ("vcl_deliver", "set resp.status = 100;"),
+    ("vcl_deliver", "set resp.status = 65536;"),
+    ("vcl_deliver", "return (restart);"),
+    ("vcl_synth", "set resp.status = 1000;"),
+    ("vcl_synth", "set resp.status = 99;"),
+    ("vcl_synth", "return (restart);"),
+    ("vcl_miss", "return (restart);"),
+    ("vcl_backend_response", "set beresp.status = 99;"),
+    ("vcl_backend_response", "set beresp.status = 1302;"),
+    ("vcl_backend_response", "set beresp.status = 65536;"),
+    ("vcl_backend_response", "return (retry);"),
+    ("vcl_backend_error", "return (retry);"),
+    ("vcl_backend_fetch", "return (error(1000));"),
+    ("vcl_backend_fetch", "return (error(99));"),
+    ("vcl_recv", "vtc.workspace_alloc(client, -10);"),
+    ("vcl_recv", "vtc.workspace_alloc(client, -300);"),
+    ("vcl_hash", "vtc.workspace_alloc(client, -10);"),
+    ("vcl_deliver", "vtc.workspace_alloc(client, -10);"),
+    ("vcl_deliver", "vtc.workspace_alloc(client, -300);"),
+    ("vcl_synth", "vtc.workspace_alloc(client, -10);"),
+    ("vcl_backend_fetch", "vtc.workspace_alloc(backend, -10);"),
+    ("vcl_backend_response", "vtc.workspace_alloc(backend, -10);"),
+    ("vcl_backend_error", "vtc.workspace_alloc(backend, -10);"),
+    ("vcl_recv", "vtc.workspace_overflow(client);"),
+    ("vcl_deliver", "vtc.workspace_overflow(client);"),
+    ("vcl_synth", "vtc.workspace_overflow(client);"),
+    ("vcl_backend_fetch", "vtc.workspace_overflow(backend);"),
+    ("vcl_backend_response", "vtc.workspace_overflow(backend);"),
+    ("vcl_backend_error", "vtc.workspace_overflow(backend);"),
+    (
+        "vcl_recv",
+        "set req.http.X-Big = regsuball(\"0123456789abcdef\", \".\", \"0123456789abcdef0123456789abcdef0123456789abcdef\");\nset req.http.X-Big = req.http.X-Big + req.http.X-Big + req.http.X-Big + req.http.X-Big;\nset req.http.X-Big = req.http.X-Big + req.http.X-Big + req.http.X-Big + req.http.X-Big;\nset req.http.X-Big = req.http.X-Big + req.http.X-Big + req.http.X-Big + req.http.X-Big;",
+    ),
+];
+
 const SUBS: &[&str] = &[
     "vcl_recv",
     "vcl_hash",
@@ -335,7 +387,7 @@ fn gen_sub(r: &mut Rng, sub: &str) -> Vec<String> {
     body
 }
 
-fn gen_vcl(r: &mut Rng) -> Vec<(String, Vec<String>)> {
+fn gen_vcl(r: &mut Rng) -> (Vec<(String, Vec<String>)>, Vec<String>) {
     let mut subs = Vec::new();
     let k = 1 + r.below(5);
     for _ in 0..k {
@@ -362,7 +414,23 @@ fn gen_vcl(r: &mut Rng) -> Vec<(String, Vec<String>)> {
             None => subs.push((s.to_string(), vec![st.to_string()])),
         }
     }
-    subs
+    let mut decls = Vec::new();
+    if r.chance(20) {
+        let (s, st) = *r.pick(FAILURES);
+        let st = if r.chance(40) {
+            format!("if ({}) {{\n  {st}\n}}", cond(r, s))
+        } else {
+            st.to_string()
+        };
+        if st.contains("vtc.") {
+            decls.push("import vtc;".to_string());
+        }
+        match subs.iter_mut().find(|(n, _)| n == s) {
+            Some((_, b)) => b.insert(0, st),
+            None => subs.push((s.to_string(), vec![st])),
+        }
+    }
+    (subs, decls)
 }
 
 const CACHE_CONTROL: &[&str] = &[
@@ -486,6 +554,23 @@ fn gen_resp(r: &mut Rng, url: &str) -> BeResp {
     if r.chance(8) {
         headers.push(("Age".into(), r.pick(&["30", "100", "x"]).to_string()));
     }
+    if r.chance(10) {
+        // Hop-by-hop and varnish-owned fields: which reach the client.
+        let (k, v) = *r.pick(&[
+            ("Keep-Alive", "timeout=5"),
+            ("Connection", "X-Drop"),
+            ("Upgrade", "foo"),
+            ("Trailer", "X-Tr"),
+            ("Proxy-Authenticate", "Basic"),
+            ("Via", "1.1 upstream"),
+            ("X-Varnish", "1234"),
+            ("Accept-Ranges", "bytes"),
+        ]);
+        headers.push((k.into(), v.into()));
+        if v == "X-Drop" {
+            headers.push(("X-Drop".into(), "1".into()));
+        }
+    }
     if r.chance(60) {
         headers.push(("Content-Type".into(), "text/html".into()));
     }
@@ -568,6 +653,15 @@ const RANGES: &[&str] = &[
     "bytes=a-b",
     "bytes=0-1000",
     "bytes=3-3",
+    "bytes=0-1,0-1",
+    "bytes= 0-3",
+    "bytes=0-3 ",
+    "bytes=1-2,",
+    "bytes=-",
+    "bytes=00-03",
+    "bytes=4-3",
+    "bytes=0-3, 5-6",
+    "Bytes=0-3",
 ];
 
 fn gen_request(r: &mut Rng) -> String {
@@ -604,6 +698,8 @@ fn gen_request(r: &mut Rng) -> String {
     }
     if r.chance(8) {
         s.push_str("Connection: close\r\n");
+    } else if proto == "HTTP/1.0" && r.chance(40) {
+        s.push_str("Connection: keep-alive\r\n");
     }
     if r.chance(5) {
         s.push_str("Cache-Control: no-cache\r\n");
@@ -619,7 +715,7 @@ fn gen_request(r: &mut Rng) -> String {
 /// The scenario for `seed`.
 pub fn scenario(seed: u64) -> Scenario {
     let mut r = Rng::new(seed);
-    let subs = gen_vcl(&mut r);
+    let (subs, decls) = gen_vcl(&mut r);
     let mut backend = Vec::new();
     for url in ["/a", "/b", "/inc", "/esi", "*"] {
         let n = if url == "*" { 1 } else { r.below(3) };
@@ -656,7 +752,7 @@ pub fn scenario(seed: u64) -> Scenario {
         backend,
         steps,
         backend_attrs: Vec::new(),
-        decls: Vec::new(),
+        decls,
     }
 }
 
@@ -670,6 +766,21 @@ mod tests {
             assert_eq!(scenario(s), scenario(s));
         }
         assert_ne!(scenario(1), scenario(2));
+    }
+
+    #[test]
+    fn failure_statements_name_known_subroutines_and_import_vtc() {
+        for (s, _) in FAILURES {
+            assert!(SUBS.contains(s), "{s}");
+        }
+        let with_vtc = (0..2000)
+            .map(scenario)
+            .filter(|sc| sc.vcl(1).contains("vtc."))
+            .collect::<Vec<_>>();
+        assert!(!with_vtc.is_empty());
+        for sc in with_vtc {
+            assert!(sc.decls.iter().any(|d| d == "import vtc;"), "{}", sc.seed);
+        }
     }
 
     #[test]

@@ -48,9 +48,19 @@ where
     let vxid = t.sh.vxid.next();
     t.vsl.log(Tag::Link, format_args!("bereq {vxid} pipe"));
     let mut headers = t.req.headers.clone();
-    // As varnishd: a pipe's X-Varnish names the client request.
-    headers.set("X-Varnish", t.vxid.to_string());
-    headers.set("Connection", "close");
+    // As varnishd's cnt_pipe: a pipe's X-Varnish names the client request
+    // and is appended (http_PrintfHeader); `Connection: close` is forced
+    // (http_ForceHeader: a first Connection field saying `close` stays
+    // where it is, seed 190028; else every Connection field goes and one
+    // is appended after the others, seed 170025).
+    headers.append("X-Varnish", t.vxid.to_string());
+    if !headers
+        .get("connection")
+        .is_some_and(|v| v.eq_ignore_ascii_case(b"close"))
+    {
+        headers.remove("Connection");
+        headers.append("Connection", "close");
+    }
     let bereq = ReqMsg {
         method: t.req.method.clone(),
         url: t.req.url.clone(),

@@ -1131,7 +1131,19 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
     t.setup_deliver_resp(&obj, hit);
-    if !pass && t.sh.params().flag(pid!("http_range_support")) && t.resp.status == 200 {
+    let ar_forced = !pass && t.sh.params().flag(pid!("http_range_support")) && t.resp.status == 200;
+    if ar_forced
+        && t.ws.overflowed()
+        && t.resp
+            .headers
+            .get("accept-ranges")
+            .is_none_or(|v| v != b"bytes")
+    {
+        // http_ForceHeader on an overflowed workspace: the old line goes,
+        // the new one is lost.
+        t.resp.headers.remove("accept-ranges");
+        t.printf_header_fits(b"Accept-Ranges", b"bytes");
+    } else if ar_forced {
         t.ws.take(header_len(b"Accept-Ranges", b"bytes"));
         t.resp.headers.set("Accept-Ranges", "bytes");
         t.vsl
@@ -1204,8 +1216,17 @@ where
         // so a synth that always restarts cannot loop.
         Action::Restart if t.restarts > max_restarts => {}
         Action::Restart => return Delivered::Restart,
+        _ if t.esi_level == 0 => {
+            // As varnishd's cnt_synth: a failing vcl_synth gets the
+            // transport's minimal response, a status line and nothing
+            // else, and the session closes (seeds 170012, 170039).
+            vcl_failed(t);
+            t.synth_body.clear();
+            let timeout = Duration::from_secs_f64(t.timeouts.send_timeout.max(0.001));
+            return Delivered::Done(minimal_500(t, conn, timeout).await);
+        }
         _ => {
-            // A failing vcl_synth gets a bare 500 and a closed connection.
+            // A failing vcl_synth of an include: a bare 500.
             vcl_failed(t);
             t.resp = RespMsg::new(500);
             t.resp
@@ -1307,8 +1328,48 @@ where
         conn.stream.flush().await
     })
     .await;
-    // As varnishd, the bytes of this answer are not accounted.
+    // As varnishd, the bytes of this answer are not accounted, and the
+    // session closes as TX_EOF (seed 190007).
     log_unsent(t);
+    After::CloseAs("TX_EOF")
+}
+
+/// varnishd's `minimal_response(req, 500)`: the status line alone (on
+/// HTTP/2 a `:status` alone), logged as a response, and the connection
+/// closes. Its bytes count as response header bytes.
+async fn minimal_500<S>(t: &mut ReqTask, conn: &mut ClientConn<S>, timeout: Duration) -> After
+where
+    S: AsyncWrite + Unpin,
+{
+    const R_500: &[u8] = b"HTTP/1.1 500 Internal Server Error\r\n\r\n";
+    let h2 = conn.h2.is_some();
+    t.vsl
+        .log_str(Tag::RespProtocol, if h2 { "HTTP/2.0" } else { "HTTP/1.1" });
+    t.vsl.log_str(Tag::RespStatus, "500");
+    t.vsl.log_str(Tag::RespReason, "Internal Server Error");
+    let mut sent = 0;
+    if let Some(head) = conn.h2.as_ref() {
+        let mut block = Vec::new();
+        lacquer_http::h2::encode_response_head(500, std::iter::empty(), &mut block);
+        let _ = head.send(block, true);
+    } else {
+        let wrote = tokio::time::timeout(timeout, async {
+            conn.stream.write_all(R_500).await?;
+            conn.stream.flush().await
+        })
+        .await;
+        if matches!(wrote, Ok(Ok(()))) {
+            sent = R_500.len() as u64;
+        }
+    }
+    t.sh.counters.add(Main::s_resp_hdrbytes, sent);
+    t.log_ts("Resp");
+    t.end_privs();
+    let (rxh, rxb) = (t.req_hdr_bytes, t.req_body_bytes);
+    t.vsl.log(
+        Tag::ReqAcct,
+        format_args!("{rxh} {rxb} {} {sent} 0 {sent}", rxh + rxb),
+    );
     After::Close
 }
 

@@ -218,12 +218,15 @@ impl ReqTask {
         };
         // As varnishd: X-Varnish, Age and Accept-Ranges are printed into
         // the client workspace (Via is a constant).
-        self.ws
-            .take(crate::runtime::ws::header_len(b"X-Varnish", &xv));
-        resp.headers.set("X-Varnish", xv);
+        // Appended (http_PrintfHeader): an X-Varnish the backend sent is
+        // kept in the object and delivered too (seed 180014).
+        if self.printf_header_fits(b"X-Varnish", &xv) {
+            resp.headers.append("X-Varnish", xv);
+        }
         let age = crate::client::req_fsm::decimal((self.now - obj.t_origin()).max(0.0) as u64);
-        self.ws.take(crate::runtime::ws::header_len(b"Age", &age));
-        resp.headers.set("Age", age);
+        if self.printf_header_fits(b"Age", &age) {
+            resp.headers.set("Age", age);
+        }
         resp.headers.append("Via", crate::client::req_fsm::VIA);
         // As varnishd: a gzipped object delivered to a client that does
         // not take gzip is gunzipped on the way, so its validator is weak
@@ -243,6 +246,22 @@ impl ReqTask {
         self.deliver_hit = hit;
         self.vdp_filters = None;
         self.log_resp();
+    }
+
+    /// Charges a header line varnishd prints into the client workspace
+    /// (`http_PrintfHeader`): on a workspace already overflowed the print
+    /// fails, so the line is lost (`LostHeader`, `MAIN.losthdr`) and
+    /// `false` comes back (seed 190007: three lines lost at delivery after
+    /// `vtc.workspace_overflow(client)`).
+    pub fn printf_header_fits(&mut self, name: &[u8], value: &[u8]) -> bool {
+        use lacquer_vcl::exec::Workspace as _;
+        if self.ws.overflowed() {
+            self.vsl.log_header(Tag::LostHeader, name, value);
+            self.sh.counters.inc(Main::losthdr);
+            return false;
+        }
+        self.ws.take(crate::runtime::ws::header_len(name, value));
+        true
     }
 
     /// The response `vcl_synth` starts from (varnishd's

@@ -227,15 +227,24 @@ impl BoTask {
     }
 
     /// varnishd's default `beresp.filters` for the response as it is now.
+    /// As its `filter_on_ws`, the list is written on the fetch's
+    /// workspace: an overflowed workspace, or one without room for it,
+    /// gives the empty list (seed 180000: no testgunzip, so no `Vary` and
+    /// an object not marked gzip; no ESI parsing either).
     fn default_fetch_filters(&self) -> &'static str {
-        crate::fetch::gzip::default_fetch_filters(
+        let list = crate::fetch::gzip::default_fetch_filters(
             &self.beresp.headers,
             self.beresp_has_body,
             self.do_gzip,
             self.do_gunzip,
             self.do_esi,
             self.sh.params().flag("http_gzip_support"),
-        )
+        );
+        let ws: &dyn lacquer_vcl::exec::Workspace = &self.ws;
+        if ws.overflowed() || ws.free() < (list.len() as u64 + 1).max(2) {
+            return "";
+        }
+        list
     }
 
     /// Sets the store the object goes to (and what `beresp.storage_hint`

@@ -4,6 +4,12 @@
 //! The receive buffer is shared with the head parser: bytes that arrived
 //! with the head are used first, and bytes past the body's end (a pipelined
 //! request) are left in the buffer for the next message.
+//!
+//! A response body that is not whole in the bytes that came with the head
+//! is read as varnishd's `v1f_read` reads it: those bytes go out only
+//! together with the next socket read, so a backend that stalls or fails
+//! right after its head loses them (the client gets no body byte of a
+//! fetch that then fails), where a backend that closes gives them up.
 
 use std::io;
 use std::time::Duration;
@@ -32,6 +38,9 @@ pub struct BodyStream {
     remaining: u64,
     chunked: Option<ChunkedDecoder>,
     done: bool,
+    /// A response body whose first read is still to come (see the module
+    /// doc: bytes that arrived with the head wait for one socket read).
+    first_read: bool,
     pub bytes_read: u64,
 }
 
@@ -72,6 +81,7 @@ impl BodyStream {
             },
             chunked,
             done: matches!(kind, BodyKind::None),
+            first_read: response,
             bytes_read: 0,
         }
     }
@@ -94,6 +104,24 @@ impl BodyStream {
         buf: &mut BytesMut,
         timeout: Duration,
     ) -> Result<Option<Bytes>, BodyIoError> {
+        if std::mem::take(&mut self.first_read) && !buf.is_empty() {
+            let short = match self.kind {
+                BodyKind::Length(_) => (buf.len() as u64) < self.remaining,
+                BodyKind::Eof => true,
+                BodyKind::None | BodyKind::Chunked => false,
+            };
+            if short {
+                // v1f_read: the pipelined bytes, then one read() for the
+                // rest; its failure fails the whole read.
+                buf.reserve(READ_SIZE);
+                match tokio::time::timeout(timeout, r.read_buf(buf)).await {
+                    Err(_) => return Err(BodyIoError::Timeout),
+                    Ok(r) => {
+                        r?;
+                    }
+                }
+            }
+        }
         loop {
             if self.done {
                 return Ok(None);
@@ -182,6 +210,59 @@ mod tests {
         assert_eq!(b, b"until close");
         let (b, _) = read_all(BodyKind::None, b"ignored").await;
         assert!(b.is_empty());
+    }
+
+    /// A reader that hands out its bytes, then stalls forever.
+    struct Stalls(&'static [u8]);
+
+    impl AsyncRead for Stalls {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            out: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            if self.0.is_empty() {
+                return std::task::Poll::Pending;
+            }
+            out.put_slice(self.0);
+            self.0 = b"";
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn bytes_that_came_with_the_head_wait_for_the_next_read() {
+        let t = Duration::from_millis(50);
+        // Stalled after the head: the head's body bytes are lost.
+        for kind in [BodyKind::Length(10), BodyKind::Eof] {
+            let mut buf = BytesMut::from(&b"abc"[..]);
+            let mut s = BodyStream::new(kind, true);
+            let r = s.next(&mut Stalls(b""), &mut buf, t).await;
+            assert!(matches!(r, Err(BodyIoError::Timeout)), "{kind:?}");
+        }
+        // The next read brings more: both go out together.
+        let mut buf = BytesMut::from(&b"abc"[..]);
+        let mut s = BodyStream::new(BodyKind::Length(10), true);
+        let seg = s.next(&mut Stalls(b"de"), &mut buf, t).await.unwrap();
+        assert_eq!(seg.as_deref(), Some(&b"abcde"[..]));
+        // A closing backend gives them up before the short body fails.
+        let mut buf = BytesMut::from(&b"abc"[..]);
+        let mut s = BodyStream::new(BodyKind::Length(10), true);
+        let seg = s.next(&mut &b""[..], &mut buf, t).await.unwrap();
+        assert_eq!(seg.as_deref(), Some(&b"abc"[..]));
+        assert!(matches!(
+            s.next(&mut &b""[..], &mut buf, t).await,
+            Err(BodyIoError::Eof)
+        ));
+        // Whole in the head's bytes, or a request body: no extra read.
+        let mut buf = BytesMut::from(&b"abc"[..]);
+        let mut s = BodyStream::new(BodyKind::Length(3), true);
+        let seg = s.next(&mut Stalls(b""), &mut buf, t).await.unwrap();
+        assert_eq!(seg.as_deref(), Some(&b"abc"[..]));
+        let mut buf = BytesMut::from(&b"abc"[..]);
+        let mut s = BodyStream::new(BodyKind::Length(10), false);
+        let seg = s.next(&mut Stalls(b""), &mut buf, t).await.unwrap();
+        assert_eq!(seg.as_deref(), Some(&b"abc"[..]));
     }
 
     #[tokio::test]

@@ -927,10 +927,11 @@ fn compute_ttl(bo: &mut BoTask) {
     drop(params);
     if !bo.beresp.headers.contains("date") {
         let date = lacquer_http::date::format_http_date(bo.now);
-        bo.ws.take(header_len(b"Date", date.as_bytes()));
-        bo.vsl
-            .log_header(Tag::BerespHeader, b"Date", date.as_bytes());
-        bo.beresp.headers.append("Date", date);
+        if time_header(bo, &date) {
+            bo.vsl
+                .log_header(Tag::BerespHeader, b"Date", date.as_bytes());
+            bo.beresp.headers.append("Date", date);
+        }
     }
     // As varnishd: these may be spread over several lines; VCL and the
     // TTL computation see them collected into one.
@@ -1793,6 +1794,20 @@ enum ErrorNext {
 }
 
 /// vcl_backend_error and the synthetic object it makes.
+/// Charges a `Date` line as varnishd's `http_TimeHeader` does (the
+/// name and a 30-byte date buffer from the workspace): without room the
+/// line is lost (`LostHeader Date: `, `MAIN.losthdr`) and the workspace
+/// marked overflowed (seed 230020: a workspace nearly used up in
+/// vcl_backend_fetch, then vcl_backend_error's made-up response).
+fn time_header(bo: &mut BoTask, date: &str) -> bool {
+    if bo.ws.take(header_len(b"Date", date.as_bytes())) {
+        return true;
+    }
+    bo.vsl.log_str(Tag::LostHeader, "Date: ");
+    bo.sh.counters.inc(Main::losthdr);
+    false
+}
+
 async fn backend_error(
     job: &mut FetchJob,
     scratch: &mut Scratch,
@@ -1807,8 +1822,9 @@ async fn backend_error(
         bo.beresp.reason = r;
     }
     let date = lacquer_http::date::format_http_date(bo.now);
-    bo.ws.take(header_len(b"Date", date.as_bytes()));
-    bo.beresp.headers.append("Date", date);
+    if time_header(bo, &date) {
+        bo.beresp.headers.append("Date", date);
+    }
     bo.beresp.headers.append("Server", "Varnish");
     // As varnishd's vbf_stp_error: the made-up response is logged as
     // beresp before vcl_backend_error sees it.
