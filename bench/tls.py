@@ -11,9 +11,14 @@ from the same origin (nginx serving static files over plain HTTP):
 All three use one ECDSA P-256 certificate made by this script. Loads, each against the three
 in turn, interleaved over the rounds (A B C A B C ...), median:
 
-- `handshake`: full TLS 1.3 handshakes per second: 8 `openssl s_time -new` clients, each a
-  new connection with a full handshake (no session offered) per HTTP/1.0 request of 1 KB (wrk is
-  not used here: it resumes its sessions on reconnect);
+- `handshake`: full TLS 1.3 handshakes per second: `handshake_load` (an example of the lacquer-tls
+  crate: rustls + aws-lc-rs, 8 client threads, X25519 as OpenSSL 3.0 clients offer), each
+  connection new, with a full handshake (no session offered; every handshake's kind is checked
+  and a resumed one is reported, not counted) and one HTTP/1.0 request of 1 KB read to the close
+  (wrk is not used here: it resumes its sessions on reconnect);
+- `stime`: the same with 8 `openssl s_time -new` clients, as the earlier runs measured it. Each
+  s_time process costs more CPU per handshake than the servers, so on a small machine the
+  clients bound the rate and pull the ratios towards 1;
 - `ka1k`: keep-alive 1 KB hits over TLS, `wrk -t2 -c100`: req/s, p99;
 - `big10m`: 10 MB hits over TLS, `wrk -t2 -c8`: GB/s;
 - `reload`: the `handshake` load while the certificate file is replaced and the server told to
@@ -24,10 +29,17 @@ in turn, interleaved over the rounds (A B C A B C ...), median:
   delta (sum over the server's processes: for the Hitch pair, Hitch's and varnishd's) per
   connection, in KiB.
 
+Beside every rate, the CPU the server spent: utime + stime from /proc/PID/stat before and after
+the load, summed over the server's processes (for the Hitch pair, Hitch's master and workers and
+varnishd's manager and child), divided by the handshakes or requests done: CPU microseconds per
+operation, which does not depend on how much of the machine the client took. The client's own
+CPU per operation is reported too.
+
 Targets (issue 17): handshakes and keep-alive req/s >= 1.5x hitch->varnishd, GB/s >= 1.2x,
 <= 32 KiB per idle TLS connection.
 
-Usage: bench/tls.py --lacquerd BIN --out DIR [--quick] [--only LOAD[,LOAD...]]
+Usage: bench/tls.py --lacquerd BIN --out DIR [--quick] [--only LOAD[,LOAD...]] [--loadgen BIN]
+(without --loadgen, `cargo build --release -p lacquer-tls --example handshake_load` makes it).
 Writes DIR/tls.md and DIR/tls.json. Everything listens on 127.0.0.1, every step is bounded.
 """
 
@@ -48,7 +60,9 @@ import time
 from pathlib import Path
 
 SERVERS = ["lacquerd", "hitch+varnishd", "nginx"]
-LOADS = ["handshake", "ka1k", "big10m", "idle", "reload"]
+LOADS = ["handshake", "stime", "ka1k", "big10m", "idle", "reload"]
+REPO = Path(__file__).resolve().parent.parent
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 UNITS_T = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3}
 UNITS_B = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3, "TB": 1024 ** 4}
 
@@ -168,6 +182,29 @@ def rss_kb(roots):
         except OSError:
             pass
     return total
+
+
+def cpu_ticks(roots):
+    """utime + stime of every process under `roots`, by pid, in clock ticks."""
+    out = {}
+    for pid in descendants(roots):
+        try:
+            st = Path(f"/proc/{pid}/stat").read_text()
+            f = st[st.rindex(")") + 2:].split()
+            out[pid] = int(f[11]) + int(f[12])
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def cpu_spent(before, after):
+    """CPU seconds spent between two `cpu_ticks` readings (processes started since count whole)."""
+    return sum(t - before.get(pid, 0) for pid, t in after.items()) / CLK_TCK
+
+
+def children_cpu():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def client_ctx():
@@ -385,9 +422,36 @@ def s_time(port, secs, clients=STIME_CLIENTS):
     return r
 
 
-# name -> (path, threads, connections, headers, metric); "handshake" runs s_time instead of wrk
+LOADGEN_CLIENTS = 8
+
+
+def loadgen(binary, port, secs, clients=LOADGEN_CLIENTS):
+    """Full handshakes per second with `handshake_load`: `clients` threads, a new connection and a
+    full handshake (resumption off, checked) per HTTP/1.0 request of 1 KB."""
+    cmd = [str(binary), "--connect", f"127.0.0.1:{port}", "--sni", "bench.test", "--path", "/1k",
+           "--secs", str(secs), "--clients", str(clients)]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=secs + 60)
+    except subprocess.TimeoutExpired:
+        return {"failed": "handshake_load did not finish in time"}
+    try:
+        j = json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"failed": f"handshake_load gave no result ({p.returncode}): {(p.stdout + p.stderr).strip()[-300:]}"}
+    r = {"rps": j["rate"], "requests": j["handshakes"], "errors": j["errors"], "non2xx": 0,
+         "resumed": j["resumed"], "hello_retries": j["hello_retries"], "negotiated": j["negotiated"]}
+    if j["errors"]:
+        r["error_detail"] = f"{j['errors']} failed connections, first: {j['first_error']}"
+    if j["resumed"]:
+        r["failed"] = f"{j['resumed']} handshakes were resumed, not full"
+    return r
+
+
+# name -> (path, threads, connections, headers, metric); "handshake" runs handshake_load and
+# "stime" runs s_time instead of wrk
 WRK_LOADS = {
-    "handshake": ("/1k", 0, STIME_CLIENTS, (), "rps"),
+    "handshake": ("/1k", 0, LOADGEN_CLIENTS, (), "rps"),
+    "stime": ("/1k", 0, STIME_CLIENTS, (), "rps"),
     "ka1k": ("/1k", 2, 100, (), "rps"),
     "big10m": ("/10m", 2, 8, (), "gbps"),
 }
@@ -422,13 +486,15 @@ async def _idle(port, count, hold):
     return len(conns), failed
 
 
-def reload_storm(b, names, secs):
-    """The handshake load while certificates are swapped and reloaded four times a second."""
+def reload_storm(b, names, secs, lg):
+    """The handshake load (`handshake_load` when built, else s_time) while certificates are swapped
+    and reloaded four times a second."""
     import threading
     out = {}
     for n in names:
         res = {}
-        th = threading.Thread(target=lambda: res.update(s_time(b.port[n], secs)))
+        th = threading.Thread(target=lambda: res.update(
+            loadgen(lg, b.port[n], secs) if lg else s_time(b.port[n], secs)))
         th.start()
         reloads = 0
         end = time.time() + secs - 0.5
@@ -441,12 +507,12 @@ def reload_storm(b, names, secs):
         r = dict(res)
         r["reloads"] = reloads
         if "rps" not in r:
-            r["failed"] = "s_time gave no result"
+            r["failed"] = "the handshake load gave no result"
         if not b.alive(n):
             r["failed"] = f"{n} died during the reloads"
         out[n] = r
         log(f"reload {n:<15} {r.get('rps', 0):.0f} full handshakes/s over {reloads} reloads, "
-            f"{r.get('errors', 0)} failed clients" + (f" ({r['error_detail']})" if r.get("error_detail") else "")
+            f"{r.get('errors', 0)} failed {'connections' if lg else 'clients'}" + (f" ({r['error_detail']})" if r.get("error_detail") else "")
             + (f" FAILED {r['failed']}" if "failed" in r else ""))
         b.swap_and_reload(n, 1)  # the original certificate back in place
         time.sleep(1)
@@ -490,6 +556,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", help="loads: " + " ".join(LOADS))
+    ap.add_argument("--loadgen", help="the handshake_load binary (default: built with cargo)")
     a = ap.parse_args()
     only = a.only.split(",") if a.only else LOADS
     for ld in only:
@@ -498,6 +565,13 @@ def main():
     for tool in ("wrk", "hitch", "varnishd", "nginx", "openssl"):
         if not shutil.which(tool):
             sys.exit(f"tls: {tool} is missing (apt-get install -y wrk hitch varnish nginx openssl)")
+    if ("handshake" in only or "reload" in only) and not a.loadgen:
+        r = subprocess.run(["cargo", "build", "--release", "-p", "lacquerd", "-p", "lacquer", "-p", "lacquer-tls",
+                            "--example", "handshake_load"], cwd=REPO, capture_output=True, text=True,
+                           timeout=3600)
+        if r.returncode != 0:
+            sys.exit(f"tls: cargo build of handshake_load failed:\n{r.stderr[-3000:]}")
+        a.loadgen = REPO / "target" / "release" / "examples" / "handshake_load"
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     rounds, secs = (2, 3) if a.quick else (3, 5)
@@ -534,12 +608,28 @@ def main():
                     if not b.alive(n):
                         raw[ld][n].append({"failed": f"{n} is not running"})
                         continue
-                    r = s_time(b.port[n], secs) if ld == "handshake" else wrk(b.port[n], path, t, c, secs, hdr)
+                    roots = [p.pid for p in b.procs[n]]
+                    before, c0 = cpu_ticks(roots), children_cpu()
+                    if ld == "handshake":
+                        r = loadgen(a.loadgen, b.port[n], secs)
+                    elif ld == "stime":
+                        r = s_time(b.port[n], secs)
+                    else:
+                        r = wrk(b.port[n], path, t, c, secs, hdr)
+                    r["server_cpu_s"] = cpu_spent(before, cpu_ticks(roots))
+                    r["client_cpu_s"] = children_cpu() - c0
+                    if r.get("requests"):
+                        r["server_us_per_op"] = r["server_cpu_s"] / r["requests"] * 1e6
+                        r["client_us_per_op"] = r["client_cpu_s"] / r["requests"] * 1e6
                     raw[ld][n].append(r)
                     desc = r.get("failed") or (
                         f"{r['gbps']:.2f} GB/s" if metric == "gbps" else
-                        f"{r['rps']:.0f} full handshakes/s" if ld == "handshake" else
+                        f"{r['rps']:.0f} full handshakes/s" if ld in ("handshake", "stime") else
                         f"{r['rps']:.0f} req/s p99 {r.get('p99', 0):.2f} ms")
+                    if "server_us_per_op" in r:
+                        desc += (f", server {r['server_us_per_op']:.0f} us CPU per "
+                                 f"{'handshake' if ld in ('handshake', 'stime') else 'request'}"
+                                 f" (client {r['client_us_per_op']:.0f} us)")
                     bad = (f" ERRORS {r.get('error_detail', '')} non2xx={r['non2xx']}"
                            if r.get("errors") or r.get("non2xx") else "")
                     log(f"round {rnd + 1}/{rounds} {ld:<9} {n:<15} {desc}{bad}")
@@ -553,11 +643,14 @@ def main():
                     continue
                 res[n] = {metric: statistics.median(r[metric] for r in ok),
                           "p99": statistics.median(r.get("p99", 0) for r in ok),
+                          "server_us_per_op": statistics.median(r.get("server_us_per_op", 0) for r in ok),
+                          "client_us_per_op": statistics.median(r.get("client_us_per_op", 0) for r in ok),
+                          "runs": raw[ld][n],
                           "errors": sum(r.get("errors", 0) for r in raw[ld][n]),
                           "non2xx": sum(r.get("non2xx", 0) for r in raw[ld][n])}
             results["loads"][ld] = res
         if "reload" in only:
-            results["loads"]["reload"] = reload_storm(b, names, secs * 2)
+            results["loads"]["reload"] = reload_storm(b, names, secs * 2, a.loadgen)
         if "idle" in only:
             results["loads"]["idle"] = idle(b, names, nconn)
     finally:
@@ -578,14 +671,21 @@ def main():
 def report(results, rounds, secs, nconn):
     L = results["loads"]
     lines = ["## TLS: lacquerd's own TLS beside hitch -> varnishd (PROXY v2) and nginx", "",
-             f"`wrk` (`openssl s_time` for handshakes) over https, {rounds} round(s) of {secs} s per server, interleaved, median; one ECDSA P-256 "
+             f"`wrk` (`handshake_load` and `openssl s_time` for handshakes) over https, {rounds} round(s) of {secs} s per server, interleaved, median; one ECDSA P-256 "
              "certificate for all; the protocol each server negotiated: "
              + ", ".join(f"{n} {v}" for n, v in results["versions"].items()) + ".", "",
              "| load | lacquerd | hitch+varnishd | nginx | lacquerd / hitch+varnishd | target |",
              "| --- | --- | --- | --- | --- | --- |"]
-    rows = (("handshake", "rps", f"full TLS 1.3 handshakes/s ({STIME_CLIENTS} s_time -new clients, 1 KB each)",
+    rows = (("handshake", "rps", f"full TLS 1.3 handshakes/s ({LOADGEN_CLIENTS} handshake_load threads, 1 KB each)",
              ">= 1.5"),
+            ("handshake", "server_us_per_op", "server CPU µs per full handshake (handshake_load)",
+             "hitch+varnishd / lacquerd"),
+            ("handshake", "client_us_per_op", "client CPU µs per full handshake (handshake_load)", ""),
+            ("stime", "rps", f"full TLS 1.3 handshakes/s ({STIME_CLIENTS} s_time -new clients, 1 KB each)", ""),
+            ("stime", "server_us_per_op", "server CPU µs per full handshake (s_time)", "hitch+varnishd / lacquerd"),
+            ("stime", "client_us_per_op", "client CPU µs per full handshake (s_time)", ""),
             ("ka1k", "rps", "keep-alive 1 KB hits over TLS, c100: req/s", ">= 1.5"),
+            ("ka1k", "server_us_per_op", "server CPU µs per keep-alive 1 KB request", "hitch+varnishd / lacquerd"),
             ("big10m", "gbps", "10 MB hits over TLS, c8: GB/s", ">= 1.2"))
     for ld, metric, title, target in rows:
         if ld not in L:
@@ -598,10 +698,19 @@ def report(results, rounds, secs, nconn):
             else:
                 v = f"{d[metric]:.2f}" if metric == "gbps" else f"{d[metric]:.0f}"
                 extra = f" (p99 {d['p99']:.1f} ms)" if metric == "rps" and d.get("p99") else ""
-                err = f" errors {d['errors']} non-2xx {d['non2xx']}" if d["errors"] or d["non2xx"] else ""
+                err = (f" errors {d['errors']} non-2xx {d['non2xx']}"
+                       if metric in ("rps", "gbps") and (d["errors"] or d["non2xx"]) else "")
                 cells.append(v + extra + err)
         lq, hv = L[ld].get("lacquerd", {}), L[ld].get("hitch+varnishd", {})
-        ratio = f"{lq[metric] / hv[metric]:.2f}" if lq.get(metric) and hv.get(metric) else "-"
+        if not target:
+            ratio = "-"
+        elif metric == "server_us_per_op":
+            # Less CPU is better: the ratio is the peer's cost over lacquerd's.
+            ratio = f"{hv[metric] / lq[metric]:.2f}" if lq.get(metric) and hv.get(metric) else "-"
+        else:
+            ratio = f"{lq[metric] / hv[metric]:.2f}" if lq.get(metric) and hv.get(metric) else "-"
+        if metric == "server_us_per_op":
+            target = ""
         lines.append(f"| {title} | {' | '.join(cells)} | {ratio} | {target} |")
     if "reload" in L:
         cells = []
@@ -610,7 +719,7 @@ def report(results, rounds, secs, nconn):
             if "failed" in d:
                 cells.append(f"failed: {d['failed'][:60]}")
             else:
-                cells.append(f"{d['rps']:.0f}/s, {d['reloads']} reloads, {d['errors']} failed clients")
+                cells.append(f"{d['rps']:.0f}/s, {d['reloads']} reloads, {d['errors']} failed")
         lq, hv = L["reload"].get("lacquerd", {}), L["reload"].get("hitch+varnishd", {})
         ratio = f"{lq['rps'] / hv['rps']:.2f}" if lq.get("rps") and hv.get("rps") else "-"
         lines.append(f"| full handshakes/s while certificates are swapped (SIGHUP 4/s) | {' | '.join(cells)} | "
@@ -632,7 +741,9 @@ def report(results, rounds, secs, nconn):
         lines += ["", f"**{n} did not start: {why[:300]}**"]
     lines += ["", "The handshake clients do a full handshake each time too (ECDHE and a signature check), on the "
               "same cores: on a small machine they bound the rate as much as the server does, which pulls the "
-              "ratios towards 1.", "", "For the Hitch pair, RSS is Hitch's and varnishd's processes together (each connection is "
+              "ratios towards 1. The CPU rows do not depend on that: they are the CPU time the server's processes "
+              "spent (utime + stime from /proc, summed over the processes: for the Hitch pair, Hitch's and "
+              "varnishd's) per operation done; their ratio column is hitch+varnishd's cost over lacquerd's.", "", "For the Hitch pair, RSS is Hitch's and varnishd's processes together (each connection is "
               "held by both); for lacquerd and nginx, their own processes."]
     return "\n".join(lines) + "\n"
 

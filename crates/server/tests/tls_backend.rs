@@ -169,3 +169,67 @@ sub vcl_backend_fetch {{
     drop(n);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Backends a vmod creates at run time (`debug.dyn`, and its
+/// `.refresh()`) take the TLS attributes of declared ones: the same
+/// verify matrix against the same kind of origin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamic_backends_take_the_tls_attributes() {
+    let dir = tempdir("dynbe");
+    let ca = Ca::new("Dynamic Origin CA");
+    let ca_file = ca.write(&dir);
+    // The dynamic backend's name for verification is its address.
+    let (cert, key) = ca.leaf_pair_files(&dir, "origin", &["origin.test", "127.0.0.1"]);
+    let n = nginx(&dir, &cert, &key);
+    let ca_s = ca_file.display();
+    let port = n.port;
+    let vcl = format!(
+        r#"vcl 4.1;
+import debug;
+backend default none;
+sub vcl_init {{
+    new trusted = debug.dyn("127.0.0.1", "{port}", ssl = true, ssl_verify_host = true,
+        ssl_ca = "{ca_s}");
+    new untrusted = debug.dyn("127.0.0.1", "{port}", ssl = true);
+    new noverify = debug.dyn("127.0.0.1", "{port}", ssl = true, ssl_verify_peer = false);
+    new plain = debug.dyn("127.0.0.1", "{port}");
+    new swapped = debug.dyn("127.0.0.1", "{port}");
+}}
+sub vcl_recv {{
+    if (req.url ~ "^/swapped") {{
+        swapped.refresh("127.0.0.1", "{port}", ssl = true, ssl_ca = "{ca_s}");
+    }}
+    return (pass);
+}}
+sub vcl_backend_fetch {{
+    if (bereq.url ~ "^/trusted") {{ set bereq.backend = trusted.backend(); }}
+    elsif (bereq.url ~ "^/untrusted") {{ set bereq.backend = untrusted.backend(); }}
+    elsif (bereq.url ~ "^/noverify") {{ set bereq.backend = noverify.backend(); }}
+    elsif (bereq.url ~ "^/swapped") {{ set bereq.backend = swapped.backend(); }}
+    else {{ set bereq.backend = plain.backend(); }}
+}}
+"#
+    );
+    // vmod debug is loaded in vtc mode.
+    let l = common::lacquer(&vcl, &["debug=+vtc_mode"]).await;
+    let addr = l.first_addr().unwrap();
+    for (url, ok) in [
+        ("/trusted", true),
+        ("/untrusted", false),
+        ("/noverify", true),
+        ("/swapped", true),
+        // Plain HTTP to the TLS port: nginx refuses it.
+        ("/plain", false),
+    ] {
+        let r = common::get(addr, url, "").await;
+        if ok {
+            assert_eq!(r.status, 200, "{url}: {}", r.text());
+            assert_eq!(r.text(), "hello over tls", "{url}");
+        } else {
+            assert_ne!(r.status, 200, "{url}: {}", r.text());
+            assert_ne!(r.text(), "hello over tls", "{url}");
+        }
+    }
+    drop(n);
+    let _ = std::fs::remove_dir_all(&dir);
+}

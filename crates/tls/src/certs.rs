@@ -52,6 +52,11 @@ pub struct LoadedCert {
     pub key: Arc<CertifiedKey>,
     /// Lower-case DNS names; wildcards as written (`*.example.com`).
     pub names: Vec<String>,
+    /// The leaf's signature algorithm (`ecdsa-with-SHA256`) and key
+    /// (`EC256`), as `tls.cert_sign()`/`tls.cert_key()` report them: read
+    /// once here, not per handshake.
+    pub sig_alg: Option<String>,
+    pub key_alg: Option<String>,
 }
 
 /// Reads every certificate in a PEM file (the chain, leaf first).
@@ -104,11 +109,16 @@ pub fn load_pem(
         }
         ck.ocsp = Some(der);
     }
+    let leaf = ck.cert.first().map(|c| c.as_ref());
+    let sig_alg = leaf.and_then(crate::der::signature_name);
+    let key_alg = leaf.and_then(crate::der::key_name);
     Ok(LoadedCert {
         id: id.to_string(),
         source: pem.clone(),
         key: Arc::new(ck),
         names,
+        sig_alg,
+        key_alg,
     })
 }
 
@@ -165,8 +175,14 @@ impl CertSet {
     /// empty set.
     pub fn choose(&self, sni: Option<&str>) -> Option<(&Arc<LoadedCert>, Choice)> {
         if let Some(name) = sni {
-            let name = name.trim_end_matches('.').to_ascii_lowercase();
-            if let Some(&i) = self.exact.get(&name) {
+            let name = name.trim_end_matches('.');
+            // Most clients send the name in lower case: no copy then.
+            let name: std::borrow::Cow<'_, str> = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+                name.to_ascii_lowercase().into()
+            } else {
+                name.into()
+            };
+            if let Some(&i) = self.exact.get(name.as_ref()) {
                 return Some((&self.certs[i], Choice::Exact));
             }
             if let Some((_, base)) = name.split_once('.')

@@ -10,6 +10,7 @@
 use rustls::server::ServerConnection;
 use rustls::{HandshakeKind, ProtocolVersion};
 
+use crate::certs::LoadedCert;
 use crate::suites::openssl_name;
 
 /// The negotiated parameters of a client connection.
@@ -52,7 +53,7 @@ pub fn version_name(v: ProtocolVersion) -> String {
 impl TlsInfo {
     /// From a server connection whose handshake has finished; `leaf` is
     /// the certificate it presented.
-    pub fn of_server(c: &ServerConnection, leaf: Option<&[u8]>) -> Self {
+    pub fn of_server(c: &ServerConnection, leaf: Option<&LoadedCert>) -> Self {
         let cert = c.peer_certificates().and_then(|c| c.first());
         TlsInfo {
             version: c.protocol_version().map(version_name).unwrap_or_default(),
@@ -68,8 +69,8 @@ impl TlsInfo {
             client_cert_cn: cert.and_then(|c| crate::der::subject_cn(c.as_ref())),
             resumed: c.handshake_kind() == Some(HandshakeKind::Resumed),
             verify_result: 0,
-            sig_alg: leaf.and_then(crate::der::signature_name),
-            key_alg: leaf.and_then(crate::der::key_name),
+            sig_alg: leaf.and_then(|l| l.sig_alg.clone()),
+            key_alg: leaf.and_then(|l| l.key_alg.clone()),
         }
     }
 

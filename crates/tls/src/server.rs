@@ -367,11 +367,8 @@ impl TlsFrontend {
         };
         let stream = start.into_stream(config).await.map_err(fail)?;
         let conn = stream.get_ref().1;
-        let leaf = built
-            .set
-            .choose(conn.server_name())
-            .and_then(|(c, _)| c.key.cert.first());
-        let info = TlsInfo::of_server(conn, leaf.map(|c| c.as_ref()));
+        let leaf = built.set.choose(conn.server_name()).map(|(c, _)| &**c);
+        let info = TlsInfo::of_server(conn, leaf);
         Ok((stream, info))
     }
 }

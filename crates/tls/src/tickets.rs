@@ -15,10 +15,16 @@
 //!
 //! Ticket layout: period (8 bytes, big-endian) || nonce (12) || sealed
 //! session state || tag (16).
+//!
+//! The keys of the last two periods used are kept (derived once, not per
+//! ticket: every full handshake seals two tickets), in an `ArcSwap` that
+//! handshakes on every thread read without a lock.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use arc_swap::ArcSwap;
 use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use aws_lc_rs::hkdf::{HKDF_SHA256, Salt};
 use aws_lc_rs::rand::{SecureRandom, SystemRandom};
@@ -27,11 +33,19 @@ use rustls::server::ProducesTickets;
 /// The longest rotation period: keys live two periods, so ≤ 6 h.
 pub const MAX_PERIOD_SECS: u64 = 3 * 3600;
 
+/// A period's key, derived once.
+struct PeriodKey {
+    period: u64,
+    key: LessSafeKey,
+}
+
 /// Stateless ticket sealing with period-derived keys.
 pub struct Tickets {
     secret: [u8; 32],
     period: u64,
     rng: SystemRandom,
+    /// The keys of the (at most two) periods used last, newest first.
+    keys: ArcSwap<Vec<Arc<PeriodKey>>>,
     /// Clock for tests; `None` reads the system's.
     now: Option<fn() -> u64>,
 }
@@ -86,6 +100,7 @@ impl Tickets {
             secret,
             period: period.clamp(60, MAX_PERIOD_SECS),
             rng: SystemRandom::new(),
+            keys: ArcSwap::from_pointee(Vec::new()),
             now: None,
         }
     }
@@ -94,7 +109,7 @@ impl Tickets {
         self.now.map_or_else(unix_now, |f| f()) / self.period
     }
 
-    fn key(&self, period: u64) -> Option<LessSafeKey> {
+    fn derive_key(&self, period: u64) -> Option<LessSafeKey> {
         let mut k = [0u8; 32];
         let prk = Salt::new(HKDF_SHA256, b"lacquer ticket key").extract(&self.secret);
         let info = period.to_be_bytes();
@@ -102,6 +117,31 @@ impl Tickets {
             .and_then(|okm| okm.fill(&mut k))
             .ok()?;
         Some(LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &k).ok()?))
+    }
+
+    /// `period`'s key: from the cache, or derived and cached beside the
+    /// newest other one (two threads that miss at once both derive the
+    /// same key; one of the two caches wins).
+    fn key(&self, period: u64) -> Option<Arc<PeriodKey>> {
+        let cached = self.keys.load();
+        if let Some(k) = cached.iter().find(|k| k.period == period) {
+            return Some(k.clone());
+        }
+        let fresh = Arc::new(PeriodKey {
+            period,
+            key: self.derive_key(period)?,
+        });
+        let mut keep: Vec<Arc<PeriodKey>> = cached
+            .iter()
+            .filter(|k| k.period != period)
+            .cloned()
+            .collect();
+        keep.sort_by_key(|k| std::cmp::Reverse(k.period));
+        keep.truncate(1);
+        keep.push(fresh.clone());
+        keep.sort_by_key(|k| std::cmp::Reverse(k.period));
+        self.keys.store(Arc::new(keep));
+        Some(fresh)
     }
 }
 
@@ -123,12 +163,13 @@ impl ProducesTickets for Tickets {
         out.extend_from_slice(&period.to_be_bytes());
         out.extend_from_slice(&nonce);
         let mut body = plain.to_vec();
-        key.seal_in_place_append_tag(
-            Nonce::assume_unique_for_key(nonce),
-            Aad::from(&out[..8]),
-            &mut body,
-        )
-        .ok()?;
+        key.key
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(&out[..8]),
+                &mut body,
+            )
+            .ok()?;
         out.extend_from_slice(&body);
         Some(out)
     }
@@ -146,6 +187,7 @@ impl ProducesTickets for Tickets {
         let nonce = Nonce::try_assume_unique_for_key(&cipher[8..8 + NONCE_LEN]).ok()?;
         let mut body = cipher[8 + NONCE_LEN..].to_vec();
         let plain = key
+            .key
             .open_in_place(nonce, Aad::from(&cipher[..8]), &mut body)
             .ok()?;
         let n = plain.len();
@@ -181,6 +223,17 @@ mod tests {
         assert!(t.decrypt(&c).is_some(), "next period still opens");
         t.now = Some(|| 6120);
         assert!(t.decrypt(&c).is_none(), "two periods on it does not");
+        // Keys are kept for the two newest periods used, and one derived
+        // again after it left the cache is the same key.
+        let periods = |t: &Tickets| t.keys.load().iter().map(|k| k.period).collect::<Vec<_>>();
+        t.now = Some(|| 6060);
+        t.encrypt(b"y").unwrap();
+        t.now = Some(|| 6120);
+        t.encrypt(b"z").unwrap();
+        assert_eq!(periods(&t), [102, 101]);
+        t.now = Some(|| 6000);
+        assert!(t.decrypt(&c).is_some(), "the period's key is derived again");
+        assert_eq!(periods(&t), [102, 100]);
         assert_eq!(Tickets::random(99_999).unwrap().period, MAX_PERIOD_SECS);
     }
 

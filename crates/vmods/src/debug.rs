@@ -114,9 +114,9 @@ $Restrict client
 $Function VOID vcl_discard_delay(PRIV_VCL, DURATION)
 $Function VOID fail_task_fini()
 $Function VOID ok_task_fini()
-$Object dyn(STRING addr, STRING port, PROBE probe=0)
+$Object dyn(STRING addr, STRING port, PROBE probe=0, BOOL ssl=0, BOOL ssl_sni=1, BOOL ssl_verify_peer=1, BOOL ssl_verify_host=0, [STRING ssl_ca], [STRING certificate])
 $Method BACKEND .backend()
-$Method VOID .refresh(STRING addr, STRING port, PROBE probe=0)
+$Method VOID .refresh(STRING addr, STRING port, PROBE probe=0, BOOL ssl=0, BOOL ssl_sni=1, BOOL ssl_verify_peer=1, BOOL ssl_verify_host=0, [STRING ssl_ca], [STRING certificate])
 $Object dyn_uds(STRING path)
 $Method BACKEND .backend()
 $Method VOID .refresh(STRING path)
@@ -415,6 +415,7 @@ fn doomed_backend(env: &Env, cx: &dyn crate::EventCtx) {
         endpoint: crate::Endpoint::Unix("/".into()),
         host_header: None,
         probe: None,
+        tls: None,
     };
     if let Ok(be) = env.host.new_backend(spec) {
         env.host.delete_backend(&be);

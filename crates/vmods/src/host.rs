@@ -88,6 +88,35 @@ pub struct DynamicBackend {
     pub host_header: Option<String>,
     /// A probe declared in the VCL, by name, to poll the backend with.
     pub probe: Option<String>,
+    /// TLS to the backend (`None`: plain TCP).
+    pub tls: Option<DynamicTls>,
+}
+
+/// The TLS attributes of a backend created at run time, with the meaning
+/// and defaults of a VCL backend's: `.ssl_sni` (1), `.ssl_verify_peer`
+/// (1), `.ssl_verify_host` (0), `.ssl_ca` and `.certificate`. The name
+/// sent by SNI and checked is the backend's `host_header`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DynamicTls {
+    pub sni: bool,
+    pub verify_peer: bool,
+    pub verify_host: bool,
+    /// A CA file that replaces the system's trust store.
+    pub ca_file: Option<PathBuf>,
+    /// A client certificate (PEM: certificate chain and key) to present.
+    pub certificate: Option<PathBuf>,
+}
+
+impl Default for DynamicTls {
+    fn default() -> Self {
+        DynamicTls {
+            sni: true,
+            verify_peer: true,
+            verify_host: false,
+            ca_file: None,
+            certificate: None,
+        }
+    }
 }
 
 /// Something that happened to an object in the cache, as a vmod

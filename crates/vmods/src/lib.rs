@@ -74,8 +74,8 @@ mod wasm;
 mod xkey;
 
 pub use host::{
-    Counters, Director, DirectorList, DynamicBackend, Endpoint, Host, ListedMember, MemberReport,
-    ObjectEvent, ObjectEventFn,
+    Counters, Director, DirectorList, DynamicBackend, DynamicTls, Endpoint, Host, ListedMember,
+    MemberReport, ObjectEvent, ObjectEventFn,
 };
 
 pub use curl::set_defaults as curl_set_defaults;

@@ -174,12 +174,27 @@ impl BackendRt {
             Some(spec) => Health::probed(spec),
             None => Health::unprobed(),
         };
+        let mut pool = Pool::new(addr, None, None);
+        if let Some(t) = &spec.tls {
+            // The name for SNI and verification: the Host the vmod gave
+            // (its address as written), as `.host` for a declared backend.
+            let tls = lacquer_tls::client::BackendTls {
+                sni: t.sni,
+                verify_peer: t.verify_peer,
+                verify_host: t.verify_host,
+                ca_file: t.ca_file.clone(),
+                ca_dir: None,
+                client_cert: t.certificate.clone(),
+            };
+            let name = spec.host_header.as_deref().unwrap_or("localhost");
+            pool = pool.with_tls(crate::backend::pool::PoolTls::new(&tls, name));
+        }
         BackendRt {
             id,
             name: format!("{vcl}.{}", spec.name),
             vcl_name: spec.name,
             none: false,
-            pool: Pool::new(addr, None, None),
+            pool,
             health,
             probe,
             host_header: spec.host_header,

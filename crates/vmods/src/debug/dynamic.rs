@@ -6,6 +6,12 @@
 //! every `.refresh()` makes a new one (even for the same address, as the
 //! suite expects) and retires the old one, so a task that picked the old
 //! backend before the swap finds it sick and gone.
+//!
+//! `dyn` and its `.refresh()` also take a VCL backend's TLS attributes as
+//! named arguments (`ssl`, `ssl_sni`, `ssl_verify_peer`,
+//! `ssl_verify_host`, `ssl_ca`, `certificate`; a Lacquer addition, with
+//! the defaults of the backend attributes), so backends made at run time
+//! speak TLS as declared ones do.
 
 use std::net::ToSocketAddrs;
 use std::path::PathBuf;
@@ -14,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use lacquer_vcl::exec::{Backend, Context, Value};
 
 use crate::args::{Args, lossy};
-use crate::host::{Director, DynamicBackend, Endpoint};
+use crate::host::{Director, DynamicBackend, DynamicTls, Endpoint};
 use crate::{AnyObj, Env, Obj, this};
 
 type R = Result<Value, String>;
@@ -72,7 +78,30 @@ fn tcp_backend(name: &str, a: &Args<'_>) -> Result<DynamicBackend, String> {
         endpoint: Endpoint::Tcp(sa),
         host_header: Some(addr),
         probe: probe_arg(a, 2),
+        tls: tls_args(a, 3)?,
     })
+}
+
+/// The TLS arguments from position `at` on: `ssl`, `ssl_sni`,
+/// `ssl_verify_peer`, `ssl_verify_host`, `ssl_ca`, `certificate`. `None`
+/// unless `ssl` is true.
+fn tls_args(a: &Args<'_>, at: usize) -> Result<Option<DynamicTls>, String> {
+    if !a.bool(at)?.unwrap_or(false) {
+        return Ok(None);
+    }
+    let d = DynamicTls::default();
+    let path = |i: usize| -> Result<Option<PathBuf>, String> {
+        Ok(a.str(i)?
+            .map(|p| PathBuf::from(lossy(p).into_owned()))
+            .filter(|p| !p.as_os_str().is_empty()))
+    };
+    Ok(Some(DynamicTls {
+        sni: a.bool(at + 1)?.unwrap_or(d.sni),
+        verify_peer: a.bool(at + 2)?.unwrap_or(d.verify_peer),
+        verify_host: a.bool(at + 3)?.unwrap_or(d.verify_host),
+        ca_file: path(at + 4)?,
+        certificate: path(at + 5)?,
+    }))
 }
 
 /// A Unix-socket backend at `path`, which must name an existing socket.
@@ -99,6 +128,7 @@ fn uds_backend(name: &str, a: &Args<'_>) -> Result<DynamicBackend, String> {
         endpoint: Endpoint::Unix(PathBuf::from(path)),
         host_header: Some("localhost".into()),
         probe: None,
+        tls: None,
     })
 }
 
