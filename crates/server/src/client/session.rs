@@ -473,6 +473,7 @@ where
                 .and_then(crate::client::h2::upgrade_settings)
             else {
                 svsl.log_str(Tag::Debug, "H2: Bad HTTP-Settings");
+                crate::client::h2::log_failed_upgrade(sh, svsl, req_hdr_bytes as u64, &[], false);
                 sh.counters.inc(Main::sc_rx_junk);
                 return Turn::End("RX_JUNK");
             };
@@ -485,6 +486,23 @@ where
                 sh.counters.inc(Main::sc_rem_close);
                 return Turn::End("REM_CLOSE");
             }
+            // As varnishd's h2_ou_session: both fields are unset (and
+            // logged so in the request's transaction).
+            let unset = ["upgrade", "http2-settings"]
+                .iter()
+                .flat_map(|n| {
+                    req.headers
+                        .iter()
+                        .filter(|(k, _)| k.eq_ignore_ascii_case(n.as_bytes()))
+                        .map(|(k, v)| {
+                            (
+                                bytes::Bytes::copy_from_slice(k),
+                                bytes::Bytes::copy_from_slice(v),
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect();
             req.headers.remove("upgrade");
             req.headers.remove("http2-settings");
             req.proto = bytes::Bytes::from_static(b"HTTP/2.0");
@@ -492,6 +510,7 @@ where
                 req,
                 hdr_bytes: req_hdr_bytes as u64,
                 t_req: lacquer_http::date::now(),
+                unset,
             };
             return Turn::H2(Some(Box::new((up, pairs))));
         }

@@ -318,6 +318,8 @@ pub(crate) struct StreamCtx {
     pub flow: Arc<Mutex<Flow>>,
     pub out: mpsc::UnboundedSender<Out>,
     pub rx: mpsc::UnboundedReceiver<RxChunk>,
+    /// The fields an `h2c` upgrade took out of the request.
+    pub unset: Vec<(Bytes, Bytes)>,
 }
 
 /// Runs one request received on stream `c.sid`: its head `req` came in
@@ -354,6 +356,9 @@ pub(crate) async fn run(c: StreamCtx, req: ReqMsg, hdr_bytes: u64, body: BodyKin
     let mut vsl = VslBuf::new(sh.vsl.clone(), Vxid::client(c.vxid));
     vsl.log(Tag::Begin, format_args!("req {} rxreq", c.svxid));
     vsl.log_timestamp("Start", t_req, 0.0, 0.0);
+    for (k, v) in &c.unset {
+        vsl.log_header(Tag::ReqUnset, k, v);
+    }
     // As varnishd's h2_new_req: the protocol is set (and logged) when the
     // stream's request is made, before its fields are.
     vsl.log_str(Tag::ReqProtocol, "HTTP/2.0");
