@@ -205,20 +205,6 @@ where
                         State::Hash(AfterHash::Lookup)
                     }
                     Action::Pass { .. } => State::Hash(AfterHash::Pass),
-                    Action::Pipe if t.esi_level > 0 => {
-                        t.vsl.log_str(
-                            Tag::VCL_Error,
-                            "vcl_recv{} returns pipe for ESI included object.  Doing pass.",
-                        );
-                        State::Hash(AfterHash::Pass)
-                    }
-                    Action::Pipe if conn.h2.is_some() => {
-                        t.vsl.log_str(
-                            Tag::VCL_Error,
-                            "vcl_recv{} returns pipe for HTTP/2 request.  Doing pass.",
-                        );
-                        State::Hash(AfterHash::Pass)
-                    }
                     Action::Pipe => State::Hash(AfterHash::Pipe),
                     Action::Purge => {
                         if ae_rules {
@@ -265,6 +251,23 @@ where
                     (Action::Lookup, AfterHash::Lookup) if t.purging => State::Purge,
                     (Action::Lookup, AfterHash::Lookup) => State::Lookup,
                     (Action::Lookup, AfterHash::Pass) => State::Pass,
+                    // As varnishd's cnt_recv: a pipe an ESI include or an
+                    // HTTP/2 request cannot take becomes a pass once
+                    // vcl_hash ran, logged then.
+                    (Action::Lookup, AfterHash::Pipe) if t.esi_level > 0 => {
+                        t.vsl.log_str(
+                            Tag::VCL_Error,
+                            "vcl_recv{} returns pipe for ESI included object.  Doing pass.",
+                        );
+                        State::Pass
+                    }
+                    (Action::Lookup, AfterHash::Pipe) if conn.h2.is_some() => {
+                        t.vsl.log_str(
+                            Tag::VCL_Error,
+                            "vcl_recv{} returns pipe for HTTP/2 request.  Doing pass.",
+                        );
+                        State::Pass
+                    }
                     (Action::Lookup, AfterHash::Pipe) => State::Pipe,
                     (Action::Lookup, AfterHash::Synth { status, reason }) => {
                         State::Synth { status, reason }
