@@ -191,6 +191,10 @@ where
     let backend = vcl
         .resolve_backend(&be, &mut *bo)
         .ok_or_else(|| format!("Director {} returned no backend", be.name))?;
+    // `backend x none;` is varnishd's NULL backend: VDI_Resolve finds none.
+    if backend.none {
+        return Err("No backend".to_string());
+    }
     if !backend.healthy() {
         return Err(format!("backend {}: unhealthy", backend.vcl_name));
     }

@@ -421,6 +421,10 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
     let backend = vcl
         .resolve_backend(&be, &mut *bo)
         .ok_or_else(|| format!("Director {} returned no backend", be.name))?;
+    // `backend x none;` is varnishd's NULL backend: VDI_Resolve finds none.
+    if backend.none {
+        return Err("No backend".to_string());
+    }
     if !backend.healthy() {
         bo.sh.counters.inc(Main::backend_unhealthy);
         return Err(format!("backend {}: unhealthy", backend.vcl_name));
