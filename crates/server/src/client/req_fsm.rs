@@ -909,6 +909,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         cur_sub: BuiltinSub::BackendFetch,
         t_last: lacquer_http::date::now(),
         pipe_req: None,
+        pipe_bereq_vsl: None,
         pipe_xid: String::new(),
         pipe_vars: Vec::new(),
         ws,
