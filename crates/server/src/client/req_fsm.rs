@@ -959,9 +959,11 @@ where
                 bo.bereq.headers.remove("transfer-encoding");
                 bo.bereq.headers.set("Content-Length", n.to_string());
             }
+            // As varnishd (V1F_SendReq), `Transfer-Encoding: chunked` is
+            // added when the request is sent, after vcl_backend_fetch.
             None => {
                 bo.bereq.headers.remove("content-length");
-                bo.bereq.headers.set("Transfer-Encoding", "chunked");
+                bo.bereq.headers.remove("transfer-encoding");
             }
         }
         let (tx, rx) = tokio::sync::mpsc::channel(CHANNEL_SEGMENTS);
@@ -1085,6 +1087,19 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
     t.want_100 = false;
+    if let Some(h) = &conn.h2 {
+        // As varnishd's h2_minimal_response: a HEADERS frame, logged as a
+        // response of its own.
+        crate::client::h2::log_100(&mut t.vsl);
+        let mut block = Vec::new();
+        lacquer_http::h2::encode_response_head(100, std::iter::empty(), &mut block);
+        return h.send(block, false).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                format!("HTTP/2 stream: {e:?}"),
+            )
+        });
+    }
     crate::client::reqbody::log_100(&mut t.vsl);
     conn.stream
         .write_all(crate::client::reqbody::CONTINUE_100)

@@ -21,6 +21,7 @@
 
 mod stream;
 
+pub(crate) use stream::log_100;
 pub use stream::{StreamHead, StreamIo};
 
 use std::collections::HashMap;
