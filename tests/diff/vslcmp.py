@@ -11,7 +11,7 @@ durations, CLI and Debug records).
 Usage: tests/diff/vslcmp.py [--lacquer BIN] [--jobs N] [--only TAG[,TAG]] [--show N] [--detail] [--by-vxid] FILE.vtc...
 Transactions are paired by their place in the Begin/Link tree (session n, its request n, that
 request's fetch n), so a different vxid order does not hide the records; values of run-time
-macros (ports, pids, the temporary directory) are compared by the macro's name.
+macros (ports, the temporary directory) are compared by the macro's name.
 Prints, per test, the first differing record of each differing transaction, and at the end how
 many tests differ per tag (the tag of the first difference), most frequent first.
 Exit status 0: it is a survey, not a check.
@@ -37,9 +37,9 @@ EPOCH = re.compile(r"\b1[6-9]\d{8}\b")
 PRODUCT = re.compile(r"\((Varnish|Lacquer)/[\d.]+\)")
 LINE = re.compile(r"^\*{4} (v\d+)\s+vsl\|\s*(\d+) (\S+)\s+(\S) ?(.*)$")
 MACRO = re.compile(r"^\*{4} \S+\s+macro def (\w+)=(.+)$")
-# Macros whose value is chosen at run time (ports, pids, temporary directories): a record that
+# Macros whose value is chosen at run time (ports, temporary directories): a record that
 # shows one (a test copying ${s1_port} into a header) is compared with the macro's name.
-RUNTIME_MACRO = re.compile(r"_(port|pid|sock|name)$|^tmpdir$")
+RUNTIME_MACRO = re.compile(r"_(port|sock|name)$|^tmpdir$")
 
 
 def normalize(tag, data):
