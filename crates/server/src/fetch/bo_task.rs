@@ -269,7 +269,10 @@ impl BoTask {
                 self.beresp.status = s;
                 self.beresp.reason =
                     Bytes::from_static(crate::runtime::msg::reason(s % 1000).as_bytes());
-                self.vsl.log(Tag::BerespStatus, format_args!("{s}"));
+                // As varnishd's http_SetStatus: the digits above the
+                // hundreds are VCL's own, the logged field drops them.
+                self.vsl
+                    .log(Tag::BerespStatus, format_args!("{:03}", s % 1000));
                 self.vsl.log_bytes(Tag::BerespReason, &self.beresp.reason);
             }
             VarId::BerespTtl => {

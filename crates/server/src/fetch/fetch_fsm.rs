@@ -1800,7 +1800,10 @@ async fn backend_error(
     } else {
         ObjKind::Normal
     };
-    let store = bo.sh.cache.transient();
+    // As varnishd (vbf_beresp2obj): the error object is stored as any
+    // other, in Transient only when it is private or short-lived.
+    let private = matches!(job.mode, FetchMode::Pass);
+    let store = pick_store(bo, private).unwrap_or_else(|| bo.sh.cache.transient());
     bo.vsl.log(
         Tag::Storage,
         format_args!("{} {}", store.stevedore().kind(), store.name()),
