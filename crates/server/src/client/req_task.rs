@@ -217,7 +217,9 @@ impl ReqTask {
         // the client workspace (Via is a constant).
         self.ws
             .take(crate::runtime::ws::header_len(b"X-Varnish", &xv));
-        resp.headers.set("X-Varnish", xv);
+        // Appended (http_PrintfHeader): an X-Varnish the object carries
+        // from another cache stays, as in varnishd.
+        resp.headers.append("X-Varnish", xv);
         let age = crate::client::req_fsm::decimal((self.now - obj.t_origin()).max(0.0) as u64);
         self.ws.take(crate::runtime::ws::header_len(b"Age", &age));
         resp.headers.set("Age", age);
