@@ -1030,6 +1030,7 @@ where
             return fetch_outcome(t, rx.await);
         }
         let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
+        let (kind, h2) = (p.kind(), conn.h2.is_some());
         let pump = p.pump(&mut conn.stream, &mut conn.rbuf, timeout, &body_tx);
         tokio::pin!(pump);
         tokio::select! {
@@ -1044,8 +1045,11 @@ where
                     t.body_pending = left;
                 }
                 Err(e) => {
-                    t.vsl
-                        .log(Tag::FetchError, format_args!("req.body read error: {e}"));
+                    // As varnishd: an HTTP/1 body's fault is the request's
+                    // FetchError; a reset HTTP/2 stream logs none there.
+                    if !h2 {
+                        crate::client::reqbody::log_pull_error(&mut t.vsl, kind, &e);
+                    }
                     t.body_broken = true;
                 }
             },

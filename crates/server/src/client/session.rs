@@ -874,18 +874,7 @@ fn body_error(
     kind: BodyKind,
     e: crate::fetch::bodyio::BodyIoError,
 ) -> &'static str {
-    use crate::fetch::bodyio::BodyIoError;
-    // Logged as varnishd's body pull logs it, a FetchError on the request.
-    match (&e, kind) {
-        (BodyIoError::Eof, BodyKind::Length(_)) => {
-            task.vsl
-                .log_str(Tag::FetchError, "straight insufficient bytes");
-        }
-        (BodyIoError::Framing(msg), _) => task.vsl.log_str(Tag::FetchError, msg),
-        _ => task
-            .vsl
-            .log(Tag::FetchError, format_args!("req.body read error: {e}")),
-    }
+    crate::client::reqbody::log_pull_error(&mut task.vsl, kind, &e);
     // The request's transaction ends here, with nothing sent.
     let rx = task.req_hdr_bytes;
     task.vsl

@@ -476,13 +476,13 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         // `unset bereq.body`: no body, so no framing for one either.
         bo.bereq.headers.remove("content-length");
         bo.bereq.headers.remove("transfer-encoding");
-    } else if matches!(job.req_body, FetchBody::Stream { length: None, .. })
-        && !bo.bereq.headers.contains("transfer-encoding")
-    {
-        // As varnishd's V1F_SendReq: a body of unknown length goes out
-        // chunked, the header added (and logged) as the request is sent.
-        bo.vsl
-            .log_header(Tag::BereqHeader, b"Transfer-Encoding", b"chunked");
+    }
+    // As varnishd's V1F_SendReq: a body of unknown length goes out chunked,
+    // the header added as the request is sent (logged once connected).
+    let chunked = bo.has_body
+        && matches!(job.req_body, FetchBody::Stream { length: None, .. })
+        && !bo.bereq.headers.contains("transfer-encoding");
+    if chunked {
         bo.bereq.headers.append("Transfer-Encoding", "chunked");
     }
     let mut head = Vec::with_capacity(1024);
@@ -524,6 +524,10 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 if conn.reused { "reuse" } else { "connect" }
             ),
         );
+        if chunked && tries == 1 {
+            bo.vsl
+                .log_header(Tag::BereqHeader, b"Transfer-Encoding", b"chunked");
+        }
         bo.log_ts("Bereq", lacquer_http::date::now());
         let sent = async {
             if let Some(p) = backend.proxy_preface(&bo.sess) {
