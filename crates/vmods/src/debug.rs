@@ -1142,7 +1142,13 @@ fn obj_priv_task(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R 
 fn obj_priv_top(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let o = this::<DebugObj>(o);
     let s = a.str_or_empty(0)?;
-    let top = top_privs(ctx)?;
+    // As varnishd's vmod_debug: the method names the object when it fails.
+    let top = ctx.top_privs().ok_or_else(|| {
+        format!(
+            "{}.priv_top() can only be used in client VCL context",
+            o.name
+        )
+    })?;
     let mut privs = top
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);

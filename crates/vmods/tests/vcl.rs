@@ -443,7 +443,7 @@ sub vcl_recv {
     assert_eq!(l.run(BuiltinSub::Recv, &mut c), Action::Fail);
     assert_eq!(
         c.logs_of(LogKind::Error),
-        [r#"Dynamic call to "sub back{}" not allowed from here"#]
+        [r#"call to "sub back{}" not allowed from here"#]
     );
     // A `return` in the called sub ends the method with its action.
     let mut c = client("/return");

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use lacquer_vcl::exec::{Action, Context, Scratch};
 use lacquer_vcl::subs::BuiltinSub;
-use lacquer_vsl::{Tag, Vxid};
+use lacquer_vsl::{Tag, VslBuf, Vxid};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use bytes::Bytes;
@@ -79,17 +79,21 @@ where
         .log(Tag::Begin, format_args!("bereq {} pipe", t.vxid));
     bo.vsl.log_timestamp("Start", bo.t_bereq, 0.0, 0.0);
     crate::fetch::fetch_fsm::log_bereq(&mut bo);
-    // As varnishd, vcl_pipe logs into the client request's transaction:
-    // what the request logged so far goes out first, to keep its order.
+    // As varnishd, vcl_pipe logs into the client request's transaction
+    // (what the request logged so far goes out first, to keep its order),
+    // while the changes to bereq stay the bereq's records.
     t.vsl.flush();
-    bo.vsl.set_vxid(Vxid::client(t.vxid));
+    let task_vsl = VslBuf::new(t.sh.vsl.clone(), Vxid::client(t.vxid));
+    bo.pipe_bereq_vsl = Some(std::mem::replace(&mut bo.vsl, task_vsl));
     let vcl = t.vcl.clone();
     // As varnishd, vcl_pipe runs in the request's task: it sees and
     // extends the request's vmod state.
     std::mem::swap(&mut bo.privs, &mut t.privs);
     let action = vcl.run_async(BuiltinSub::Pipe, &mut bo, scratch).await;
     std::mem::swap(&mut bo.privs, &mut t.privs);
-    bo.vsl.set_vxid(Vxid::backend(vxid));
+    if let Some(own) = bo.pipe_bereq_vsl.take() {
+        std::mem::replace(&mut bo.vsl, own).flush();
+    }
     let sh = t.sh.clone();
     let (result, pipe_acct) = match action {
         Action::Pipe => {
@@ -201,6 +205,10 @@ where
     let backend = vcl
         .resolve_backend(&be, &mut *bo)
         .ok_or_else(|| format!("Director {} returned no backend", be.name))?;
+    // `backend x none;` is varnishd's NULL backend: VDI_Resolve finds none.
+    if backend.none {
+        return Err("No backend".to_string());
+    }
     if !backend.healthy() {
         return Err(format!("backend {}: unhealthy", backend.vcl_name));
     }

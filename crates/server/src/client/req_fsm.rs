@@ -205,20 +205,6 @@ where
                         State::Hash(AfterHash::Lookup)
                     }
                     Action::Pass { .. } => State::Hash(AfterHash::Pass),
-                    Action::Pipe if t.esi_level > 0 => {
-                        t.vsl.log_str(
-                            Tag::VCL_Error,
-                            "vcl_recv{} returns pipe for ESI included object.  Doing pass.",
-                        );
-                        State::Hash(AfterHash::Pass)
-                    }
-                    Action::Pipe if conn.h2.is_some() => {
-                        t.vsl.log_str(
-                            Tag::VCL_Error,
-                            "vcl_recv{} returns pipe for HTTP/2 request.  Doing pass.",
-                        );
-                        State::Hash(AfterHash::Pass)
-                    }
                     Action::Pipe => State::Hash(AfterHash::Pipe),
                     Action::Purge => {
                         if ae_rules {
@@ -265,6 +251,23 @@ where
                     (Action::Lookup, AfterHash::Lookup) if t.purging => State::Purge,
                     (Action::Lookup, AfterHash::Lookup) => State::Lookup,
                     (Action::Lookup, AfterHash::Pass) => State::Pass,
+                    // As varnishd's cnt_recv: a pipe an ESI include or an
+                    // HTTP/2 request cannot take becomes a pass once
+                    // vcl_hash ran, logged then.
+                    (Action::Lookup, AfterHash::Pipe) if t.esi_level > 0 => {
+                        t.vsl.log_str(
+                            Tag::VCL_Error,
+                            "vcl_recv{} returns pipe for ESI included object.  Doing pass.",
+                        );
+                        State::Pass
+                    }
+                    (Action::Lookup, AfterHash::Pipe) if conn.h2.is_some() => {
+                        t.vsl.log_str(
+                            Tag::VCL_Error,
+                            "vcl_recv{} returns pipe for HTTP/2 request.  Doing pass.",
+                        );
+                        State::Pass
+                    }
                     (Action::Lookup, AfterHash::Pipe) => State::Pipe,
                     (Action::Lookup, AfterHash::Synth { status, reason }) => {
                         State::Synth { status, reason }
@@ -906,6 +909,7 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         cur_sub: BuiltinSub::BackendFetch,
         t_last: lacquer_http::date::now(),
         pipe_req: None,
+        pipe_bereq_vsl: None,
         pipe_xid: String::new(),
         pipe_vars: Vec::new(),
         ws,
@@ -955,9 +959,11 @@ where
                 bo.bereq.headers.remove("transfer-encoding");
                 bo.bereq.headers.set("Content-Length", n.to_string());
             }
+            // As varnishd (V1F_SendReq), `Transfer-Encoding: chunked` is
+            // added when the request is sent, after vcl_backend_fetch.
             None => {
                 bo.bereq.headers.remove("content-length");
-                bo.bereq.headers.set("Transfer-Encoding", "chunked");
+                bo.bereq.headers.remove("transfer-encoding");
             }
         }
         let (tx, rx) = tokio::sync::mpsc::channel(CHANNEL_SEGMENTS);
@@ -1024,6 +1030,7 @@ where
             return fetch_outcome(t, rx.await);
         }
         let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
+        let (kind, h2) = (p.kind(), conn.h2.is_some());
         let pump = p.pump(&mut conn.stream, &mut conn.rbuf, timeout, &body_tx);
         tokio::pin!(pump);
         tokio::select! {
@@ -1038,8 +1045,11 @@ where
                     t.body_pending = left;
                 }
                 Err(e) => {
-                    t.vsl
-                        .log(Tag::FetchError, format_args!("req.body read error: {e}"));
+                    // As varnishd: an HTTP/1 body's fault is the request's
+                    // FetchError; a reset HTTP/2 stream logs none there.
+                    if !h2 {
+                        crate::client::reqbody::log_pull_error(&mut t.vsl, kind, &e);
+                    }
                     t.body_broken = true;
                 }
             },
@@ -1081,6 +1091,19 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
     t.want_100 = false;
+    if let Some(h) = &conn.h2 {
+        // As varnishd's h2_minimal_response: a HEADERS frame, logged as a
+        // response of its own.
+        crate::client::h2::log_100(&mut t.vsl);
+        let mut block = Vec::new();
+        lacquer_http::h2::encode_response_head(100, std::iter::empty(), &mut block);
+        return h.send(block, false).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                format!("HTTP/2 stream: {e:?}"),
+            )
+        });
+    }
     crate::client::reqbody::log_100(t);
     conn.stream
         .write_all(crate::client::reqbody::CONTINUE_100)

@@ -180,7 +180,7 @@ impl ReqTask {
     /// Logs the response head (`RespProtocol`, `RespStatus`, ...).
     pub fn log_resp(&mut self) {
         self.vsl.log_bytes(Tag::RespProtocol, &self.resp.proto);
-        let status = u64::from(self.resp.status);
+        let status = u64::from(self.resp.status % 1000);
         self.vsl
             .log_with(Tag::RespStatus, |o| lacquer_vsl::push_u64(o, status));
         self.vsl.log_bytes(Tag::RespReason, &self.resp.reason);
@@ -784,7 +784,10 @@ impl Context for ReqTask {
                 // As varnishd: a status change also sets the default reason.
                 self.resp.reason =
                     Bytes::from_static(crate::runtime::msg::reason(s % 1000).as_bytes());
-                self.vsl.log(Tag::RespStatus, format_args!("{s}"));
+                // As varnishd's http_SetStatus: the digits above the
+                // hundreds are VCL's own, the logged field drops them.
+                self.vsl
+                    .log(Tag::RespStatus, format_args!("{:03}", s % 1000));
                 self.vsl.log_bytes(Tag::RespReason, &self.resp.reason);
             }
             // As varnishd: once VCL fixed resp.filters, whether ESI runs

@@ -220,6 +220,25 @@ where
 /// The interim response a client waiting on `Expect: 100-continue` gets.
 pub const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
+/// Logs a failed read of an HTTP/1 request body as varnishd's body pull
+/// (`v1f_pull_*` through `VFP_Error`) logs it: a `FetchError` on the
+/// request with the framing fault's own text.
+pub(crate) fn log_pull_error(
+    vsl: &mut lacquer_vsl::VslBuf,
+    kind: BodyKind,
+    e: &crate::fetch::bodyio::BodyIoError,
+) {
+    use crate::fetch::bodyio::BodyIoError;
+    use lacquer_vsl::Tag;
+    match (e, kind) {
+        (BodyIoError::Eof, BodyKind::Length(_)) => {
+            vsl.log_str(Tag::FetchError, "straight insufficient bytes");
+        }
+        (BodyIoError::Framing(msg), _) => vsl.log_str(Tag::FetchError, msg),
+        _ => vsl.log(Tag::FetchError, format_args!("req.body read error: {e}")),
+    }
+}
+
 /// Logs the interim `100 Continue` as varnishd does (a minimal response)
 /// and counts its bytes among the request's response header bytes, as
 /// varnishd's `http1_minimal_response` does.

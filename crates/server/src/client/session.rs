@@ -494,6 +494,7 @@ where
                 .and_then(crate::client::h2::upgrade_settings)
             else {
                 svsl.log_str(Tag::Debug, "H2: Bad HTTP-Settings");
+                crate::client::h2::log_failed_upgrade(sh, svsl, req_hdr_bytes as u64, &[], false);
                 sh.counters.inc(Main::sc_rx_junk);
                 return Turn::EndUncounted("RX_JUNK");
             };
@@ -506,6 +507,23 @@ where
                 sh.counters.inc(Main::sc_rem_close);
                 return Turn::EndUncounted("REM_CLOSE");
             }
+            // As varnishd's h2_ou_session: both fields are unset (and
+            // logged so in the request's transaction).
+            let unset = ["upgrade", "http2-settings"]
+                .iter()
+                .flat_map(|n| {
+                    req.headers
+                        .iter()
+                        .filter(|(k, _)| k.eq_ignore_ascii_case(n.as_bytes()))
+                        .map(|(k, v)| {
+                            (
+                                bytes::Bytes::copy_from_slice(k),
+                                bytes::Bytes::copy_from_slice(v),
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect();
             req.headers.remove("upgrade");
             req.headers.remove("http2-settings");
             req.proto = bytes::Bytes::from_static(b"HTTP/2.0");
@@ -513,6 +531,7 @@ where
                 req,
                 hdr_bytes: req_hdr_bytes as u64,
                 t_req: lacquer_http::date::now(),
+                unset,
             };
             return Turn::H2(Some(Box::new((up, pairs))));
         }
@@ -876,18 +895,7 @@ fn body_error(
     kind: BodyKind,
     e: crate::fetch::bodyio::BodyIoError,
 ) -> &'static str {
-    use crate::fetch::bodyio::BodyIoError;
-    // Logged as varnishd's body pull logs it, a FetchError on the request.
-    match (&e, kind) {
-        (BodyIoError::Eof, BodyKind::Length(_)) => {
-            task.vsl
-                .log_str(Tag::FetchError, "straight insufficient bytes");
-        }
-        (BodyIoError::Framing(msg), _) => task.vsl.log_str(Tag::FetchError, msg),
-        _ => task
-            .vsl
-            .log(Tag::FetchError, format_args!("req.body read error: {e}")),
-    }
+    crate::client::reqbody::log_pull_error(&mut task.vsl, kind, &e);
     // The request's transaction ends here, with nothing sent.
     let (rx, tx) = (task.req_hdr_bytes, task.interim_hdr_bytes);
     sh.counters.add(Main::s_resp_hdrbytes, tx);

@@ -117,6 +117,9 @@ pub struct BoTask {
     pub t_last: f64,
     /// The client request while `vcl_pipe` runs (it sees `req` and `bereq`).
     pub pipe_req: Option<Box<ReqMsg>>,
+    /// The bereq's own log while `vcl_pipe` runs: the task logs into the
+    /// client request's transaction (`vsl`), the bereq's changes here.
+    pub pipe_bereq_vsl: Option<VslBuf>,
     /// The client request's `req.xid` while `vcl_pipe` runs.
     pub pipe_xid: String,
     /// The client request's other `req.*` values while `vcl_pipe` runs
@@ -275,7 +278,10 @@ impl BoTask {
                 self.beresp.status = s;
                 self.beresp.reason =
                     Bytes::from_static(crate::runtime::msg::reason(s % 1000).as_bytes());
-                self.vsl.log(Tag::BerespStatus, format_args!("{s}"));
+                // As varnishd's http_SetStatus: the digits above the
+                // hundreds are VCL's own, the logged field drops them.
+                self.vsl
+                    .log(Tag::BerespStatus, format_args!("{:03}", s % 1000));
                 self.vsl.log_bytes(Tag::BerespReason, &self.beresp.reason);
             }
             VarId::BerespTtl => {
@@ -347,6 +353,24 @@ impl BoTask {
     /// The header list `which` names where VCL may write it (`bereq`,
     /// `beresp`, and in `vcl_pipe` the client request), with what writing
     /// it works on.
+    /// Runs `f`, a change to the `which` HTTP object, with its records in
+    /// the bereq's transaction: vcl_pipe logs into the client request's
+    /// transaction, but varnishd's bereq logs its own changes (`http_*`
+    /// write through the object's log).
+    fn bereq_logged<R>(&mut self, which: HttpWhich, f: impl FnOnce(&mut Self) -> R) -> R {
+        if which != HttpWhich::Bereq {
+            return f(self);
+        }
+        let Some(mut own) = self.pipe_bereq_vsl.take() else {
+            return f(self);
+        };
+        std::mem::swap(&mut self.vsl, &mut own);
+        let r = f(self);
+        std::mem::swap(&mut self.vsl, &mut own);
+        self.pipe_bereq_vsl = Some(own);
+        r
+    }
+
     fn http_mut(&mut self, which: HttpWhich) -> (Option<&mut lacquer_http::Headers>, TaskIo<'_>) {
         let h = match which {
             HttpWhich::Bereq => Some(&mut self.bereq.headers),
@@ -395,13 +419,17 @@ impl Context for BoTask {
         name: &HeaderName,
         value: &[u8],
     ) -> Result<(), String> {
-        let (h, io) = self.http_mut(which);
-        io.set_header(which, h, name, value)
+        self.bereq_logged(which, |bo| {
+            let (h, io) = bo.http_mut(which);
+            io.set_header(which, h, name, value)
+        })
     }
 
     fn unset_header(&mut self, which: HttpWhich, name: &HeaderName) {
-        let (h, io) = self.http_mut(which);
-        io.unset_header(which, h, name);
+        self.bereq_logged(which, |bo| {
+            let (h, io) = bo.http_mut(which);
+            io.unset_header(which, h, name);
+        });
     }
 
     fn get_str(&self, var: VarId) -> Result<Option<&[u8]>, String> {
@@ -459,7 +487,11 @@ impl Context for BoTask {
         };
         let unchanged = matches!(self.get_str(var), Ok(Some(cur)) if cur == value);
         let charge = !unchanged && !matches!(var, VarId::BerespBody);
-        self.io().set_str(var, tag, charge, value)?;
+        let which = match var {
+            VarId::BereqMethod | VarId::BereqUrl | VarId::BereqProto => HttpWhich::Bereq,
+            _ => HttpWhich::Beresp,
+        };
+        self.bereq_logged(which, |bo| bo.io().set_str(var, tag, charge, value))?;
         match var {
             VarId::BereqMethod => self.bereq.method = v,
             VarId::BereqUrl => self.bereq.url = v,
@@ -641,8 +673,10 @@ impl Context for BoTask {
         name: &HeaderName,
         value: &[u8],
     ) -> Result<(), String> {
-        let (h, io) = self.http_mut_vmod(which);
-        io.add_header(which, h, name, value)
+        self.bereq_logged(which, |bo| {
+            let (h, io) = bo.http_mut_vmod(which);
+            io.add_header(which, h, name, value)
+        })
     }
 
     fn replace_headers(
@@ -650,8 +684,10 @@ impl Context for BoTask {
         which: HttpWhich,
         lines: Vec<(Vec<u8>, Vec<u8>)>,
     ) -> Result<(), String> {
-        let (h, io) = self.http_mut_vmod(which);
-        io.replace_headers(which, h, lines)
+        self.bereq_logged(which, |bo| {
+            let (h, io) = bo.http_mut_vmod(which);
+            io.replace_headers(which, h, lines)
+        })
     }
 
     fn rollback(&mut self, which: HttpWhich) -> Result<(), String> {

@@ -421,6 +421,10 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
     let backend = vcl
         .resolve_backend(&be, &mut *bo)
         .ok_or_else(|| format!("Director {} returned no backend", be.name))?;
+    // `backend x none;` is varnishd's NULL backend: VDI_Resolve finds none.
+    if backend.none {
+        return Err("No backend".to_string());
+    }
     if !backend.healthy() {
         bo.sh.counters.inc(Main::backend_unhealthy);
         return Err(format!("backend {}: unhealthy", backend.vcl_name));
@@ -473,6 +477,14 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         bo.bereq.headers.remove("content-length");
         bo.bereq.headers.remove("transfer-encoding");
     }
+    // As varnishd's V1F_SendReq: a body of unknown length goes out chunked,
+    // the header added as the request is sent (logged once connected).
+    let chunked = bo.has_body
+        && matches!(job.req_body, FetchBody::Stream { length: None, .. })
+        && !bo.bereq.headers.contains("transfer-encoding");
+    if chunked {
+        bo.bereq.headers.append("Transfer-Encoding", "chunked");
+    }
     let mut head = Vec::with_capacity(1024);
     bo.bereq.write_head(&mut head);
     // A reused connection the backend closed meanwhile is retried once
@@ -512,6 +524,10 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 if conn.reused { "reuse" } else { "connect" }
             ),
         );
+        if chunked && tries == 1 {
+            bo.vsl
+                .log_header(Tag::BereqHeader, b"Transfer-Encoding", b"chunked");
+        }
         bo.log_ts("Bereq", lacquer_http::date::now());
         let sent = async {
             if let Some(p) = backend.proxy_preface(&bo.sess) {
@@ -1850,7 +1866,10 @@ async fn backend_error(
     } else {
         ObjKind::Normal
     };
-    let store = bo.sh.cache.transient();
+    // As varnishd (vbf_beresp2obj): the error object is stored as any
+    // other, in Transient only when it is private or short-lived.
+    let private = matches!(job.mode, FetchMode::Pass);
+    let store = pick_store(bo, private).unwrap_or_else(|| bo.sh.cache.transient());
     bo.vsl.log(
         Tag::Storage,
         format_args!("{} {}", store.stevedore().kind(), store.name()),

@@ -657,9 +657,10 @@ impl<'a, C: Context + AsDynContext + ?Sized> Exec<'a, C> {
         let Some(code) = prog.subs.get(sub as usize) else {
             return Err(self.fail(format!("call to unknown subroutine #{sub}")));
         };
+        // As varnishd's VRT_call (VRT_check_call, above, says "Dynamic").
         if !code.callable_from.contains(self.ctx.sub()) {
             return Err(self.fail(format!(
-                "Dynamic call to \"sub {}{{}}\" not allowed from here",
+                "call to \"sub {}{{}}\" not allowed from here",
                 code.name
             )));
         }

@@ -166,8 +166,14 @@ impl Lower<'_> {
                         A::Purge => ReturnAction::Purge,
                         A::Restart => ReturnAction::Restart,
                         A::Retry => ReturnAction::Retry,
-                        // A bare `return (error)` is error(503), as varnishd.
-                        A::Error if bare => ReturnAction::Error(Expr::Const(Value::Int(503)), None),
+                        // A bare `return (error)` sets no status: varnishd's
+                        // vbf_stp_error keeps its own `503 Backend fetch failed`.
+                        A::Error if bare => ReturnAction::Error(
+                            Expr::Const(Value::Int(503)),
+                            Some(Expr::Const(Value::Str(Bytes::from_static(
+                                b"Backend fetch failed",
+                            )))),
+                        ),
                         A::Synth | A::Error => {
                             let status = next(self)?.ok_or("synth/error without a status")?;
                             let reason = next(self)?;

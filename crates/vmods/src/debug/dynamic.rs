@@ -17,7 +17,7 @@ use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use lacquer_vcl::exec::{Backend, Context, Value};
+use lacquer_vcl::exec::{Backend, Context, LogKind, Value};
 
 use crate::args::{Args, lossy};
 use crate::host::{Director, DynamicBackend, DynamicTls, Endpoint};
@@ -176,15 +176,17 @@ pub(super) fn refresh_uds(env: &Env, o: &AnyObj, _: &mut dyn Context, a: &Args<'
     Ok(Value::Null)
 }
 
-/// A director whose every callback fails the task that asks it.
+/// A director whose every callback fails the task that asks it, with
+/// varnishd's `VRT_fail(ctx, "fail")` text (a `VCL_Error "fail"` record).
 struct Failing;
 
 impl Director for Failing {
-    fn resolve(&self, _: &mut dyn Context) -> Option<Backend> {
+    fn resolve(&self, ctx: &mut dyn Context) -> Option<Backend> {
+        ctx.log(LogKind::Error, b"fail");
         None
     }
     fn healthy(&self) -> Result<bool, String> {
-        Err("debug.director: failing as designed".into())
+        Err("fail".into())
     }
     fn list(&self) -> Option<crate::DirectorList> {
         None

@@ -21,6 +21,7 @@
 
 mod stream;
 
+pub(crate) use stream::log_100;
 pub use stream::{StreamHead, StreamIo};
 
 use std::collections::HashMap;
@@ -48,6 +49,42 @@ pub struct Upgraded {
     pub req: ReqMsg,
     pub hdr_bytes: u64,
     pub t_req: f64,
+    /// The `Upgrade` and `HTTP2-Settings` fields taken out of it, logged
+    /// as `ReqUnset` in its transaction (varnishd's `h2_ou_session`).
+    pub unset: Vec<(Bytes, Bytes)>,
+}
+
+/// An `h2c` upgrade that ends before its request runs (varnishd's
+/// `h2_ou_rel` for unusable `HTTP2-Settings`, `h2_del_req` when no
+/// preface follows the 101): the request is a transaction of its own,
+/// holding what the upgrade changed in it (`unset`, and the protocol once
+/// the 101 went out) and its header bytes, and the session's own
+/// accounting is all zeros.
+pub fn log_failed_upgrade(
+    sh: &Shared,
+    svsl: &mut VslBuf,
+    hdr_bytes: u64,
+    unset: &[(Bytes, Bytes)],
+    switched: bool,
+) {
+    let svxid = svsl.vxid().id();
+    let vxid = sh.vxid.next();
+    svsl.log(Tag::Link, format_args!("req {vxid} rxreq"));
+    let mut vsl = VslBuf::new(sh.vsl.clone(), lacquer_vsl::Vxid::client(vxid));
+    vsl.log(Tag::Begin, format_args!("req {svxid} rxreq"));
+    for (k, v) in unset {
+        vsl.log_header(Tag::ReqUnset, k, v);
+    }
+    if switched {
+        vsl.log_str(Tag::ReqProtocol, "HTTP/2.0");
+    }
+    vsl.log(
+        Tag::ReqAcct,
+        format_args!("{hdr_bytes} 0 {hdr_bytes} 0 0 0"),
+    );
+    vsl.log_str(Tag::End, "");
+    vsl.flush();
+    svsl.log_str(Tag::ReqAcct, "0 0 0 0 0 0");
 }
 
 /// A session's connection-wide facts the streams share.
@@ -232,23 +269,24 @@ where
     let (mut rd, mut wr) = tokio::io::split(stream);
     let idle = Duration::from_secs_f64(ctx.tmo.timeout_idle.max(0.001));
     // The preface (an upgraded client sends it after the 101).
-    loop {
+    let preface = loop {
         match lacquer_http::h2::preface_state(&rbuf) {
-            Some(true) => break,
+            Some(true) => break true,
             Some(false) => {}
-            None => {
-                svsl.log_str(Tag::Debug, "H2: No/Bad PRISM");
-                return None;
-            }
+            None => break false,
         }
         rbuf.reserve(4096);
         match tokio::time::timeout(idle, rd.read_buf(&mut rbuf)).await {
             Ok(Ok(n)) if n > 0 => {}
-            _ => {
-                svsl.log_str(Tag::Debug, "H2: No/Bad PRISM");
-                return None;
-            }
+            _ => break false,
         }
+    };
+    if !preface {
+        svsl.log_str(Tag::Debug, "H2: No/Bad PRISM");
+        if let Some((up, _)) = &upgraded {
+            log_failed_upgrade(&ctx.sh, svsl, up.hdr_bytes, &up.unset, true);
+        }
+        return None;
     }
     let _ = rbuf.split_to(lacquer_http::h2::PREFACE.len());
     svsl.log_str(Tag::Debug, "H2: Got pu PRISM");
@@ -314,6 +352,7 @@ where
             BodyKind::None,
             up.t_req,
             None,
+            up.unset,
         );
     }
     let ending = loop {
@@ -958,12 +997,22 @@ impl Conn {
             headers,
         };
         let receiving = (!cont.end_stream).then_some(cl);
-        self.open_stream(svsl, sid, req, cont.hdr_bytes, body, t_req, receiving);
+        self.open_stream(
+            svsl,
+            sid,
+            req,
+            cont.hdr_bytes,
+            body,
+            t_req,
+            receiving,
+            Vec::new(),
+        );
         Ok(())
     }
 
     /// Registers stream `sid` and starts its task. `receiving` is
-    /// `Some(content_length)` when request body DATA is expected.
+    /// `Some(content_length)` when request body DATA is expected; `unset`
+    /// are the fields an `h2c` upgrade took out of the request.
     #[allow(clippy::too_many_arguments)]
     fn open_stream(
         &mut self,
@@ -974,6 +1023,7 @@ impl Conn {
         body: BodyKind,
         t_req: f64,
         receiving: Option<Option<u64>>,
+        unset: Vec<(Bytes, Bytes)>,
     ) {
         let (tx, rx) = mpsc::unbounded_channel();
         self.streams.insert(
@@ -1010,6 +1060,7 @@ impl Conn {
             flow: self.flow.clone(),
             out: self.out_tx.clone(),
             rx,
+            unset,
         };
         self.tasks
             .spawn(stream::run(sc, req, hdr_bytes, body, t_req));

@@ -318,6 +318,8 @@ pub(crate) struct StreamCtx {
     pub flow: Arc<Mutex<Flow>>,
     pub out: mpsc::UnboundedSender<Out>,
     pub rx: mpsc::UnboundedReceiver<RxChunk>,
+    /// The fields an `h2c` upgrade took out of the request.
+    pub unset: Vec<(Bytes, Bytes)>,
 }
 
 /// Runs one request received on stream `c.sid`: its head `req` came in
@@ -354,6 +356,9 @@ pub(crate) async fn run(c: StreamCtx, req: ReqMsg, hdr_bytes: u64, body: BodyKin
     let mut vsl = VslBuf::new(sh.vsl.clone(), Vxid::client(c.vxid));
     vsl.log(Tag::Begin, format_args!("req {} rxreq", c.svxid));
     vsl.log_timestamp("Start", t_req, 0.0, 0.0);
+    for (k, v) in &c.unset {
+        vsl.log_header(Tag::ReqUnset, k, v);
+    }
     // As varnishd's h2_new_req: the protocol is set (and logged) when the
     // stream's request is made, before its fields are.
     vsl.log_str(Tag::ReqProtocol, "HTTP/2.0");
@@ -433,8 +438,16 @@ async fn serve_request(
     sh.counters.add(Main::s_req_hdrbytes, hdr_bytes);
     let body_timeout = std::time::Duration::from_secs_f64(tmo.timeout_idle.max(0.001));
     let mut ok = true;
+    // As varnishd, the owed 100 goes out when vcl_recv returns (or the
+    // body is read), unless a std.cache_req_body() in this VCL reads the
+    // body ahead of it: then it goes out now.
+    let prefetch = task.vcl.req_body_prefetch > 0;
     if body != BodyKind::None {
-        if want_100 && let Some(h) = &conn.h2 {
+        if want_100
+            && prefetch
+            && let Some(h) = &conn.h2
+        {
+            log_100(&mut task.vsl);
             let mut block = Vec::new();
             lacquer_http::h2::encode_response_head(100, std::iter::empty(), &mut block);
             let _ = h.send(block, false);
@@ -455,6 +468,7 @@ async fn serve_request(
                 .log(Tag::ReqAcct, format_args!("{rx} 0 {rx} 0 0 0"));
             ok = false;
         }
+        task.want_100 = want_100 && !prefetch;
     }
     if ok {
         crate::client::req_fsm::handle(&mut task, conn).await;
@@ -464,6 +478,14 @@ async fn serve_request(
     if lacquer_vcl::exec::Workspace::overflowed(&task.ws) {
         sh.counters.inc(Main::ws_client_overflow);
     }
+}
+
+/// Logs an interim `100 Continue` on a stream as varnishd's
+/// `h2_minimal_response` does.
+pub(crate) fn log_100(vsl: &mut VslBuf) {
+    vsl.log_str(Tag::RespProtocol, "HTTP/2.0");
+    vsl.log_str(Tag::RespStatus, "100");
+    vsl.log_str(Tag::RespReason, "Continue");
 }
 
 /// A response of just a status (varnishd's `minimal_response`), ending
