@@ -330,6 +330,13 @@ sub vcl_recv {
         module(&HELLO.replace("i32.const 200", "i32.const 201")),
     )
     .unwrap();
+    // A fork on this thread before the update: the thread's fork cache
+    // keeps the program, and must let it go after the update.
+    let mut c = client("/a", "hello.com");
+    assert!(matches!(
+        l.run(BuiltinSub::Recv, &mut c),
+        Action::Synth { status: 200, .. }
+    ));
     let mut u = client("/update", "x").with_header(REQ, "X-File", v2.to_str().unwrap());
     l.run(BuiltinSub::Recv, &mut u);
     assert_eq!(
@@ -380,6 +387,40 @@ sub vcl_recv {
             .unwrap_err()
             .contains("cannot read")
     );
+}
+
+#[test]
+fn two_vcls_with_a_tenant_of_the_same_name_each_fork_their_own() {
+    // One thread forks in both VCLs in turn: the per-thread fork cache
+    // must not hand one VCL's tenant to the other. (Its own tenant name:
+    // the CLI update of another test changes `hello.com` in every VCL.)
+    let vcl = "sub vcl_recv {\n  wasm.fork(\"twin.com\");\n  wasm.run();\n  return (synth(wasm.want_status()));\n}\n";
+    let dir = |tag: &str, status: u32| {
+        let d = tenant_dir(tag);
+        std::fs::write(
+            d.join("twin.wat"),
+            module(&HELLO.replace("i32.const 200", &format!("i32.const {status}"))),
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("tenants.json"),
+            r#"{ "twin.com": { "filename": "twin.wat" } }"#,
+        )
+        .unwrap();
+        d
+    };
+    let (a, b) = (dir("twin-a", 200), dir("twin-b", 203));
+    let la = load(&a, vcl);
+    let lb = load(&b, vcl);
+    for round in 0..3 {
+        for (l, want) in [(&la, 200), (&lb, 203)] {
+            let mut c = client("/x", "twin.com");
+            match l.run(BuiltinSub::Recv, &mut c) {
+                Action::Synth { status, .. } => assert_eq!(status, want, "round {round}"),
+                other => panic!("round {round}: {other:?} {:?}", c.logs),
+            }
+        }
+    }
 }
 
 #[test]
