@@ -521,7 +521,14 @@ fn load_message(ctx: &dyn Context, w: Which, h: HttpWhich) -> Message {
 
 fn store_message(ctx: &mut dyn Context, w: Which, h: HttpWhich, m: Message) -> Result<(), String> {
     if m.headers_changed {
-        ctx.replace_headers(h, m.headers)?;
+        match appended(ctx, h, &m.headers) {
+            Some(new) => {
+                for (n, v) in new {
+                    ctx.add_header(h, &n, v)?;
+                }
+            }
+            None => ctx.replace_headers(h, m.headers)?,
+        }
     }
     if m.fields_changed {
         let vars = field_vars(w);
@@ -542,6 +549,33 @@ fn store_message(ctx: &mut dyn Context, w: Which, h: HttpWhich, m: Message) -> R
         }
     }
     Ok(())
+}
+
+/// When the tenant only added lines after the message's own (the common
+/// edit: `append`, or `set` of a header the message did not have), those
+/// lines, so that they are added instead of the whole header set being
+/// rebuilt; `None` for any other edit.
+fn appended<'a>(
+    ctx: &dyn Context,
+    h: HttpWhich,
+    lines: &'a [(Vec<u8>, Vec<u8>)],
+) -> Option<Vec<(lacquer_vcl::exec::HeaderName, &'a [u8])>> {
+    let old = ctx.headers(h);
+    let kept = lines.len() >= old.len()
+        && old
+            .iter()
+            .zip(lines)
+            .all(|((on, ov), (n, v))| *on == n.as_slice() && *ov == v.as_slice());
+    if !kept {
+        return None;
+    }
+    lines[old.len()..]
+        .iter()
+        .map(|(n, v)| {
+            let n = std::str::from_utf8(n).ok()?;
+            Some((lacquer_vcl::exec::HeaderName::new(n), v.as_slice()))
+        })
+        .collect()
 }
 
 /// Runs `f` on the task's instance with the subroutine's messages
