@@ -61,21 +61,33 @@ fn len(b: &[u8]) -> i32 {
 
 /// Calls `f(out_ptr, out_cap)`, which returns the full length (negative:
 /// nothing), growing the buffer once if it was short.
+///
+/// The buffer is not zeroed first: the host writes the bytes it returns
+/// the length of (at most the capacity it is given), and only those
+/// become the vector's contents.
 fn read(f: impl Fn(*mut u8, i32) -> i32) -> Option<Vec<u8>> {
-    let mut buf = vec![0u8; 256];
-    let n = f(buf.as_mut_ptr(), len(&buf));
+    let mut buf: Vec<u8> = Vec::with_capacity(256);
+    let cap = buf.capacity();
+    let n = f(buf.as_mut_ptr(), i32::try_from(cap).unwrap_or(i32::MAX));
     if n < 0 {
         return None;
     }
-    let n = n as usize;
-    if n > buf.len() {
-        buf.resize(n, 0);
-        let m = f(buf.as_mut_ptr(), len(&buf));
+    let mut n = n as usize;
+    if n > cap {
+        buf.reserve_exact(n);
+        let cap = buf.capacity();
+        let m = f(buf.as_mut_ptr(), i32::try_from(cap).unwrap_or(i32::MAX));
         if m < 0 {
             return None;
         }
+        // The value may have changed between the calls: keep what the
+        // host wrote this time, no more than fits.
+        n = (m as usize).min(cap);
     }
-    buf.truncate(n);
+    // SAFETY: the host wrote the first `n` bytes (it copies at most the
+    // capacity it was given, and `n` is at most that capacity), so they
+    // are initialised, and `n <= capacity`.
+    unsafe { buf.set_len(n) };
     Some(buf)
 }
 

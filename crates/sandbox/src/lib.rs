@@ -314,6 +314,13 @@ impl Program {
         true
     }
 
+    /// Whether a live update replaced this program ([`Tenant::update`]):
+    /// a caller that kept it to skip [`Tenant::program`] (vmod `wasm`'s
+    /// per-thread fork cache) asks the tenant again.
+    pub fn retired(&self) -> bool {
+        self.retired.load(Ordering::Acquire)
+    }
+
     /// Whether the program exports the hook `run()` calls for `HOOKS[i]`.
     pub fn has_hook(&self, i: usize) -> bool {
         self.hooks.get(i).is_some_and(Option::is_some)

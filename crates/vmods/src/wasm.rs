@@ -37,6 +37,7 @@
 //! the old program; a module that fails to load leaves the old one.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use lacquer_sandbox::{
@@ -103,17 +104,41 @@ type R = Result<Value, String>;
 /// compiles.
 pub const CACHE_ENV: &str = "LACQUER_WASM_CACHE";
 
+/// The environment variable setting how many sandboxes may exist at once
+/// (`lacquer_sandbox::PoolConfig::slots`, default 1000): requests inside
+/// a tenant at the same time plus the instances worker threads keep for
+/// reuse. Each slot reserves address space for `max_memory` plus guard
+/// pages, so a small number lets lacquerd run under valgrind (which
+/// cannot reserve terabytes) and a large one serves more concurrent
+/// tenant requests.
+pub const SLOTS_ENV: &str = "LACQUER_WASM_SLOTS";
+
+/// The pool configuration from lacquerd's environment.
+fn pool_config() -> Result<PoolConfig, String> {
+    let mut c = PoolConfig {
+        cache_dir: std::env::var_os(CACHE_ENV).map(std::path::PathBuf::from),
+        ..PoolConfig::default()
+    };
+    if let Some(v) = std::env::var_os(SLOTS_ENV) {
+        let v = v.to_string_lossy();
+        c.slots = v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|&n: &u32| n > 0)
+            .ok_or_else(|| {
+                format!("wasm: {SLOTS_ENV}={v} is not a positive number of sandbox slots")
+            })?;
+    }
+    Ok(c)
+}
+
 /// The process's sandbox engine, made on first use.
 pub fn sandbox() -> Result<&'static Sandbox, String> {
     static S: OnceLock<Result<Sandbox, String>> = OnceLock::new();
-    S.get_or_init(|| {
-        Sandbox::new(PoolConfig {
-            cache_dir: std::env::var_os(CACHE_ENV).map(std::path::PathBuf::from),
-            ..PoolConfig::default()
-        })
-    })
-    .as_ref()
-    .map_err(Clone::clone)
+    S.get_or_init(|| Sandbox::new(pool_config()?))
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
 /// The TTL of an object a cacheable forge made when the tenant set none
@@ -218,6 +243,7 @@ fn add_tenants(env: &Env, ctx: &mut dyn Context, json: &str, base: Option<&std::
     for t in loaded {
         set.map.insert(t.name().to_string(), t);
     }
+    TENANTS_ADDED.fetch_add(1, Ordering::AcqRel);
     if set.vm.is_none() {
         set.vm = Some(env.add_director("wasm_vm", Arc::new(VmDirector)));
     }
@@ -278,17 +304,94 @@ fn forked(ctx: &mut dyn Context) -> Option<&mut Forked> {
     ctx.privs().get_mut::<Forked>(0)
 }
 
+/// Bumped whenever a VCL adds tenants: the per-thread fork caches
+/// ([`FORKS`]) were filled before and start over.
+static TENANTS_ADDED: AtomicU64 = AtomicU64::new(0);
+
+/// The most tenants one thread's fork cache holds before it starts over.
+const FORK_CACHE_MAX: usize = 1024;
+
+/// One worker thread's memory of the tenants it forked lately, so that a
+/// fork takes no lock and touches no reference count shared with other
+/// threads (the VCL's tenant map, its mutex, the tenant's program lock
+/// and the `Arc`s cloned out of them were about a tenth of a wasm
+/// request's CPU at 100 connections on two cores, the cache lines
+/// bouncing between the cores).
+///
+/// Entries are for one VCL (`vcl`) and one generation of the tenant maps
+/// (`added`, [`TENANTS_ADDED`]); a tenant's program is asked again when a
+/// live update retired the one kept ([`lacquer_sandbox::Program::retired`]).
+/// Like the per-thread instances kept for reuse, the entries keep a
+/// discarded VCL's tenants alive until this thread forks in another VCL.
+#[derive(Default)]
+struct ForkCache {
+    vcl: u64,
+    added: u64,
+    tenants: HashMap<Box<[u8]>, Known>,
+}
+
+/// A tenant a thread forked, and the program it had then.
+type Known = (Arc<Tenant>, Arc<lacquer_sandbox::Program>);
+
+thread_local! {
+    static FORKS: std::cell::RefCell<ForkCache> = std::cell::RefCell::new(ForkCache::default());
+}
+
+/// A fresh (or reset) instance of tenant `name`'s current program; `None`
+/// when this VCL has no such tenant.
+fn fork_instance(env: &Env, name: &[u8]) -> Result<Option<Instance>, String> {
+    let added = TENANTS_ADDED.load(Ordering::Acquire);
+    let cached = FORKS
+        .try_with(|f| {
+            let mut f = f.try_borrow_mut().ok()?;
+            if f.vcl != env.vcl_id || f.added != added {
+                f.vcl = env.vcl_id;
+                f.added = added;
+                f.tenants.clear();
+                return None;
+            }
+            let (t, p) = f.tenants.get_mut(name)?;
+            if p.retired() {
+                *p = t.program();
+            }
+            // Instantiated here, without cloning `p`: a reused instance
+            // holds its own reference already.
+            Some(sandbox().and_then(|sb| sb.instantiate(p)))
+        })
+        .ok()
+        .flatten();
+    if let Some(inst) = cached {
+        return inst.map(Some);
+    }
+    let Some(t) = find(env, &lossy(name)) else {
+        return Ok(None);
+    };
+    let p = t.program();
+    let inst = sandbox()?.instantiate(&p)?;
+    let _ = FORKS.try_with(|f| {
+        if let Ok(mut f) = f.try_borrow_mut()
+            && f.vcl == env.vcl_id
+            && f.added == added
+        {
+            if f.tenants.len() >= FORK_CACHE_MAX {
+                f.tenants.clear();
+            }
+            f.tenants.insert(name.into(), (t, p));
+        }
+    });
+    Ok(Some(inst))
+}
+
 fn fork(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
-    let name = lossy(a.str_or_empty(0)?).into_owned();
-    let Some(t) = find(env, &name) else {
+    let name = a.str_or_empty(0)?;
+    let Some(inst) = fork_instance(env, name)? else {
         ctx.privs().remove::<Forked>(0);
         return Ok(Value::Bool(false));
     };
-    let inst = sandbox()?.instantiate(&t.program())?;
     if a.bool(1)?.unwrap_or(false) {
         ctx.log(
             LogKind::Debug,
-            format!("wasm: forked tenant '{name}'").as_bytes(),
+            format!("wasm: forked tenant '{}'", lossy(name)).as_bytes(),
         );
     }
     ctx.privs().insert(
@@ -332,7 +435,11 @@ fn hook_of(sub: BuiltinSub) -> Option<usize> {
     HOOKS.iter().position(|h| *h == name)
 }
 
-/// The messages the current subroutine has, as the sandbox names them.
+/// The most messages a subroutine has ([`messages`]).
+const MAX_MSGS: usize = 2;
+
+/// The messages the current subroutine has, as the sandbox names them
+/// (at most [`MAX_MSGS`]).
 fn messages(sub: BuiltinSub) -> &'static [(Which, HttpWhich)] {
     use HttpWhich as H;
     match sub {
@@ -414,7 +521,14 @@ fn load_message(ctx: &dyn Context, w: Which, h: HttpWhich) -> Message {
 
 fn store_message(ctx: &mut dyn Context, w: Which, h: HttpWhich, m: Message) -> Result<(), String> {
     if m.headers_changed {
-        ctx.replace_headers(h, m.headers)?;
+        match appended(ctx, h, &m.headers) {
+            Some(new) => {
+                for (n, v) in new {
+                    ctx.add_header(h, &n, v)?;
+                }
+            }
+            None => ctx.replace_headers(h, m.headers)?,
+        }
     }
     if m.fields_changed {
         let vars = field_vars(w);
@@ -437,6 +551,33 @@ fn store_message(ctx: &mut dyn Context, w: Which, h: HttpWhich, m: Message) -> R
     Ok(())
 }
 
+/// When the tenant only added lines after the message's own (the common
+/// edit: `append`, or `set` of a header the message did not have), those
+/// lines, so that they are added instead of the whole header set being
+/// rebuilt; `None` for any other edit.
+fn appended<'a>(
+    ctx: &dyn Context,
+    h: HttpWhich,
+    lines: &'a [(Vec<u8>, Vec<u8>)],
+) -> Option<Vec<(lacquer_vcl::exec::HeaderName, &'a [u8])>> {
+    let old = ctx.headers(h);
+    let kept = lines.len() >= old.len()
+        && old
+            .iter()
+            .zip(lines)
+            .all(|((on, ov), (n, v))| *on == n.as_slice() && *ov == v.as_slice());
+    if !kept {
+        return None;
+    }
+    lines[old.len()..]
+        .iter()
+        .map(|(n, v)| {
+            let n = std::str::from_utf8(n).ok()?;
+            Some((lacquer_vcl::exec::HeaderName::new(n), v.as_slice()))
+        })
+        .collect()
+}
+
 /// Runs `f` on the task's instance with the subroutine's messages
 /// copied in, then writes back what changed and applies the effects.
 fn with_call(
@@ -447,10 +588,11 @@ fn with_call(
 ) -> Result<bool, String> {
     let sub = ctx.sub();
     let msgs = messages(sub);
-    let loaded: Vec<(Which, Message)> = msgs
-        .iter()
-        .map(|&(w, h)| (w, load_message(ctx, w, h)))
-        .collect();
+    // Arrays, not vectors: no allocation beyond the messages themselves.
+    let mut loaded: [Option<Message>; MAX_MSGS] = Default::default();
+    for (slot, &(w, h)) in loaded.iter_mut().zip(msgs) {
+        *slot = Some(load_message(ctx, w, h));
+    }
     let Some(fk) = forked(ctx) else {
         return Err(format!(
             "wasm.{what}: no tenant forked for this task (call wasm.fork first)"
@@ -460,18 +602,24 @@ fn with_call(
     for w in Which::ALL {
         task.set_msg(w, None);
     }
-    for (w, m) in loaded {
-        task.set_msg(w, Some(m));
+    for (m, &(w, _)) in loaded.iter_mut().zip(msgs) {
+        task.set_msg(w, m.take());
     }
     let result = f(&mut fk.inst);
     let task = fk.inst.task_mut();
     let effects = std::mem::take(&mut task.effects);
-    let out: Vec<(Which, HttpWhich, Message)> = msgs
-        .iter()
-        .filter_map(|&(w, h)| task.msgs[w as usize].take().map(|m| (w, h, m)))
-        .collect();
-    let program = fk.inst.program().clone();
-    let name = &program.name;
+    let mut out: [Option<Message>; MAX_MSGS] = Default::default();
+    for (m, &(w, _)) in out.iter_mut().zip(msgs) {
+        *m = task.msgs[w as usize].take();
+    }
+    // The tenant's name only when a log line or an error needs it (a
+    // clone of the program's `Arc` would be an atomic operation on a
+    // counter every thread shares).
+    let name = if effects.logs.is_empty() && effects.backend.is_none() {
+        String::new()
+    } else {
+        fk.inst.program().name.clone()
+    };
     let ran = match result {
         Ok(ran) => ran,
         Err(e) => {
@@ -481,8 +629,10 @@ fn with_call(
             return Err(msg);
         }
     };
-    for (w, h, m) in out {
-        store_message(ctx, w, h, m)?;
+    for (m, &(w, h)) in out.into_iter().zip(msgs) {
+        if let Some(m) = m {
+            store_message(ctx, w, h, m)?;
+        }
     }
     for l in &effects.logs {
         let mut line = format!("wasm {name}: ").into_bytes();
@@ -540,17 +690,34 @@ fn is_backend_sub(sub: BuiltinSub) -> bool {
 
 /// Writes a forged response into `resp` (in `vcl_synth`).
 fn deliver_forged(ctx: &mut dyn Context) -> Result<bool, String> {
-    let Some(Decision::Forge(f)) = forked(ctx).and_then(|fk| fk.inst.task().decision.clone())
-    else {
+    // Taken out of the task while `ctx` writes it (no copy of the body),
+    // then put back: `want_result()` and `want_status()` still see it.
+    let Some(d) = forked(ctx).and_then(|fk| fk.inst.task_mut().decision.take()) else {
         return Ok(false);
     };
+    let r = match &d {
+        Decision::Forge(f) => write_forged(ctx, f).map(|()| true),
+        _ => Ok(false),
+    };
+    if let Some(fk) = forked(ctx) {
+        fk.inst.task_mut().decision = Some(d);
+    }
+    r
+}
+
+fn write_forged(ctx: &mut dyn Context, f: &lacquer_sandbox::Forged) -> Result<(), String> {
     ctx.set(VarId::RespStatus, Value::Int(i64::from(f.status)))?;
-    let ct = lacquer_vcl::exec::HeaderName::new("Content-Type");
     if !f.content_type.is_empty() {
-        ctx.set_header(HttpWhich::Resp, &ct, &f.content_type)?;
+        ctx.set_header(HttpWhich::Resp, content_type(), &f.content_type)?;
     }
     ctx.synthetic(&f.body);
-    Ok(true)
+    Ok(())
+}
+
+/// `Content-Type`, made once (a `HeaderName` holds three allocations).
+fn content_type() -> &'static lacquer_vcl::exec::HeaderName {
+    static CT: OnceLock<lacquer_vcl::exec::HeaderName> = OnceLock::new();
+    CT.get_or_init(|| lacquer_vcl::exec::HeaderName::new("Content-Type"))
 }
 
 fn run(env: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
@@ -634,8 +801,12 @@ fn vm_key(ctx: &dyn Context) -> Result<VmKey, String> {
     } else {
         (HttpWhich::Req, VarId::ReqUrl)
     };
+    static HOST: OnceLock<lacquer_vcl::exec::HeaderName> = OnceLock::new();
     let host = ctx
-        .header(h, &lacquer_vcl::exec::HeaderName::new("Host"))
+        .header(
+            h,
+            HOST.get_or_init(|| lacquer_vcl::exec::HeaderName::new("Host")),
+        )
         .unwrap_or_default()
         .to_vec();
     Ok((host, ctx.get_str(url)?.unwrap_or_default().to_vec()))
@@ -737,9 +908,8 @@ fn deliver_vm(env: &Env, ctx: &mut dyn Context) -> Result<bool, String> {
         }
     };
     ctx.set(VarId::BerespStatus, Value::Int(i64::from(forged.status)))?;
-    let ct = lacquer_vcl::exec::HeaderName::new("Content-Type");
     if !forged.content_type.is_empty() {
-        ctx.set_header(HttpWhich::Beresp, &ct, &forged.content_type)?;
+        ctx.set_header(HttpWhich::Beresp, content_type(), &forged.content_type)?;
     }
     ctx.synthetic(&forged.body);
     ctx.set(VarId::BerespTtl, Value::Duration(ttl.unwrap_or(VM_TTL)))?;
@@ -820,4 +990,22 @@ pub fn cli_update(tenant: &str, file: &str) -> Result<String, String> {
         .collect();
     let n = update_in(&sets, tenant, &bytes)?;
     Ok(format!("tenant '{tenant}' updated in {n} VCL(s)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_subroutine_has_more_messages_than_a_call_copies() {
+        // `with_call` copies at most MAX_MSGS messages into the sandbox.
+        for sub in lacquer_vcl::subs::ALL_BUILTIN_SUBS {
+            assert!(messages(sub).len() <= MAX_MSGS, "{sub:?}");
+        }
+        assert!(
+            lacquer_vcl::subs::ALL_BUILTIN_SUBS
+                .iter()
+                .any(|&s| messages(s).len() == MAX_MSGS)
+        );
+    }
 }

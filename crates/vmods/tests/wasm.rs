@@ -11,7 +11,7 @@ use common::*;
 use lacquer_vcl::compile::{CompileOptions, compile_str};
 use lacquer_vcl::exec::code::Program;
 use lacquer_vcl::exec::mock::MockContext;
-use lacquer_vcl::exec::{Action, Backend, HttpWhich, LogKind, Scratch, Value};
+use lacquer_vcl::exec::{Action, Backend, Context as _, HttpWhich, LogKind, Scratch, Value};
 use lacquer_vcl::subs::BuiltinSub;
 use lacquer_vcl::vars::VarId;
 use lacquer_vmods::{Runtime, registry, wasm_cli_update};
@@ -209,6 +209,88 @@ fn hello_tenant_forges_a_json_response_through_synth() {
 }
 
 #[test]
+fn header_edits_are_written_back_in_order_whether_appended_or_replaced() {
+    // Appending only adds lines after the request's own; replacing a
+    // header the request has rewrites the set. Both end in the order
+    // the tenant made.
+    let d = tenant_dir("edits");
+    std::fs::write(
+        d.join("edit.wat"),
+        module(
+            r#"
+  (data (i32.const 0) "X-Add: one")
+  (data (i32.const 16) "Accept")
+  (data (i32.const 32) "text/plain")
+  (func (export "append")
+    (drop (call $header_append (i32.const 0) (i32.const 0) (i32.const 10))))
+  (func (export "replace")
+    (drop (call $header_set (i32.const 0) (i32.const 16) (i32.const 6) (i32.const 32) (i32.const 10)))
+    (drop (call $header_append (i32.const 0) (i32.const 0) (i32.const 10))))
+"#,
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("tenants.json"),
+        r#"{ "edit.com": { "filename": "edit.wat" } }"#,
+    )
+    .unwrap();
+    let l = load(
+        &d,
+        "sub vcl_recv {\n  wasm.fork(\"edit.com\");\n  wasm.vcall(req.http.X-Hook);\n  return (synth(200));\n}\n",
+    );
+    let lines = |c: &MockContext| -> Vec<(String, String)> {
+        c.headers(REQ)
+            .into_iter()
+            .map(|(n, v)| {
+                (
+                    String::from_utf8_lossy(n).into_owned(),
+                    String::from_utf8_lossy(v).into_owned(),
+                )
+            })
+            .collect()
+    };
+    let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    };
+    for (hook, want) in [
+        (
+            "append",
+            pairs(&[
+                ("Host", "edit.com"),
+                ("Accept", "*/*"),
+                ("X-Hook", "append"),
+                ("X-Add", "one"),
+            ]),
+        ),
+        (
+            "replace",
+            pairs(&[
+                ("Host", "edit.com"),
+                ("X-Hook", "replace"),
+                ("Accept", "text/plain"),
+                ("X-Add", "one"),
+            ]),
+        ),
+    ] {
+        let mut c = client("/e", "edit.com")
+            .with_header(REQ, "Accept", "*/*")
+            .with_header(REQ, "X-Hook", hook);
+        assert!(
+            matches!(
+                l.run(BuiltinSub::Recv, &mut c),
+                Action::Synth { status: 200, .. }
+            ),
+            "{:?}",
+            c.logs
+        );
+        assert_eq!(lines(&c), want, "{hook}");
+    }
+}
+
+#[test]
 fn unknown_tenants_do_not_fork() {
     let d = tenant_dir("unknown");
     let l = load(&d, VCL);
@@ -330,6 +412,13 @@ sub vcl_recv {
         module(&HELLO.replace("i32.const 200", "i32.const 201")),
     )
     .unwrap();
+    // A fork on this thread before the update: the thread's fork cache
+    // keeps the program, and must let it go after the update.
+    let mut c = client("/a", "hello.com");
+    assert!(matches!(
+        l.run(BuiltinSub::Recv, &mut c),
+        Action::Synth { status: 200, .. }
+    ));
     let mut u = client("/update", "x").with_header(REQ, "X-File", v2.to_str().unwrap());
     l.run(BuiltinSub::Recv, &mut u);
     assert_eq!(
@@ -380,6 +469,40 @@ sub vcl_recv {
             .unwrap_err()
             .contains("cannot read")
     );
+}
+
+#[test]
+fn two_vcls_with_a_tenant_of_the_same_name_each_fork_their_own() {
+    // One thread forks in both VCLs in turn: the per-thread fork cache
+    // must not hand one VCL's tenant to the other. (Its own tenant name:
+    // the CLI update of another test changes `hello.com` in every VCL.)
+    let vcl = "sub vcl_recv {\n  wasm.fork(\"twin.com\");\n  wasm.run();\n  return (synth(wasm.want_status()));\n}\n";
+    let dir = |tag: &str, status: u32| {
+        let d = tenant_dir(tag);
+        std::fs::write(
+            d.join("twin.wat"),
+            module(&HELLO.replace("i32.const 200", &format!("i32.const {status}"))),
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("tenants.json"),
+            r#"{ "twin.com": { "filename": "twin.wat" } }"#,
+        )
+        .unwrap();
+        d
+    };
+    let (a, b) = (dir("twin-a", 200), dir("twin-b", 203));
+    let la = load(&a, vcl);
+    let lb = load(&b, vcl);
+    for round in 0..3 {
+        for (l, want) in [(&la, 200), (&lb, 203)] {
+            let mut c = client("/x", "twin.com");
+            match l.run(BuiltinSub::Recv, &mut c) {
+                Action::Synth { status, .. } => assert_eq!(status, want, "round {round}"),
+                other => panic!("round {round}: {other:?} {:?}", c.logs),
+            }
+        }
+    }
 }
 
 #[test]
