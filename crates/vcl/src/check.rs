@@ -158,6 +158,32 @@ fn unusable_symbol(name: &str) -> Option<String> {
         .map(|k| format!("Symbol '{name}' type ({k}) can not be used in expression."))
 }
 
+/// The global names (subroutines, ACLs, backends, probes, vmods, objects)
+/// looked up as vcc's symbol table does: without regard to ASCII case
+/// (`sub A` is what `call a` calls, `backend B` clashes with `backend b`).
+/// Each name keeps the spelling of its declaration for messages and logs.
+struct SymTab<V>(HashMap<String, V>);
+
+impl<V> Default for SymTab<V> {
+    fn default() -> Self {
+        SymTab(HashMap::new())
+    }
+}
+
+impl<V> SymTab<V> {
+    fn get(&self, name: &str) -> Option<&V> {
+        self.0.get(&name.to_ascii_lowercase())
+    }
+
+    fn contains_key(&self, name: &str) -> bool {
+        self.0.contains_key(&name.to_ascii_lowercase())
+    }
+
+    fn insert(&mut self, name: String, v: V) {
+        self.0.insert(name.to_ascii_lowercase(), v);
+    }
+}
+
 struct Checker<'a> {
     /// First spelling of each header variable (see `ast::Vcl`).
     header_spellings: &'a HashMap<(String, String), String>,
@@ -167,7 +193,7 @@ struct Checker<'a> {
     opts: &'a CompileOptions,
     registry: &'a VmodRegistry,
     version: VclVersion,
-    syms: HashMap<String, (Sym, Span)>,
+    syms: SymTab<(Sym, Span)>,
     subs: Vec<SubInfo>,
     acls: Vec<(ir::AclDef, Span, bool)>,
     backends: Vec<(ir::BackendDef, Span, bool)>,
@@ -187,7 +213,7 @@ struct Checker<'a> {
     /// of the item whose body is being checked: vcc reads the source once,
     /// so a name used before its declaration resolves differently (see
     /// [`Checker::declared_later`]).
-    sym_item: HashMap<String, usize>,
+    sym_item: SymTab<usize>,
     declaring_item: usize,
     cur_item: usize,
     /// Names of the subroutines the built-in VCL defines (user VCL may
@@ -216,7 +242,7 @@ pub fn check(
         opts,
         registry,
         version,
-        syms: HashMap::new(),
+        syms: SymTab::default(),
         subs: Vec::new(),
         acls: Vec::new(),
         backends: Vec::new(),
@@ -229,7 +255,7 @@ pub fn check(
         default_backend: None,
         undefined: Vec::new(),
         cur: 0,
-        sym_item: HashMap::new(),
+        sym_item: SymTab::default(),
         declaring_item: 0,
         cur_item: usize::MAX,
         builtin_subs: Vec::new(),
@@ -458,7 +484,11 @@ impl<'a> Checker<'a> {
                 (Sym::Backend(_), Sym::Backend(_)) => format!("Backend '{name}' redefined."),
                 (Sym::Probe(_), Sym::Probe(_)) => format!("Probe '{name}' redefined."),
                 (Sym::Acl(_), Sym::Acl(_)) => format!("Acl '{name}' redefined."),
-                (Sym::Sub(_), Sym::Sub(_)) => format!("Subroutine '{name}' redefined"),
+                // vcc names the subroutine as first declared (the names
+                // may differ in case).
+                (Sym::Sub(_), Sym::Sub(_)) => {
+                    format!("Subroutine '{}' redefined", self.sm.slice(old_span))
+                }
                 (Sym::Instance(_), Sym::Instance(_)) => format!("Instance '{name}' redefined."),
                 // vcc looks a subroutine or an import name up as that kind
                 // and finds another one.
@@ -620,7 +650,9 @@ impl<'a> Checker<'a> {
     fn declare_sub(&mut self, s: &ast::Sub, item: usize, from_builtin: bool) -> R<()> {
         self.check_plain_name("subroutine", &s.name)?;
         let name = &s.name.name;
-        let method = BuiltinSub::from_name(name);
+        // vcc's symbol table ignores case: `sub VCL_RECV` is vcl_recv.
+        let lname = name.to_ascii_lowercase();
+        let method = BuiltinSub::from_name(&lname);
         if let Some((Sym::Sub(i), _)) = self.syms.get(name).copied() {
             let info = &self.subs[i];
             // Methods, and subs the built-in VCL also defines, concatenate.
@@ -630,9 +662,9 @@ impl<'a> Checker<'a> {
             }
         }
         if method.is_none()
-            && name.starts_with("vcl_")
+            && lname.starts_with("vcl_")
             && !from_builtin
-            && !self.builtin_subs.contains(name)
+            && !self.builtin_subs.contains(&lname)
         {
             return Err(Box::new(
                 Diagnostic::error(
@@ -645,7 +677,7 @@ impl<'a> Checker<'a> {
         let idx = self.subs.len();
         self.define(name, Sym::Sub(idx), s.name.span)?;
         self.subs.push(SubInfo {
-            name: name.clone(),
+            name: method.map_or_else(|| name.clone(), |m| m.name().to_string()),
             def: s.name.span,
             bodies: vec![item],
             method,
@@ -2117,7 +2149,7 @@ impl<'a> Checker<'a> {
     fn path_expr(&mut self, p: &ast::Path, fmt: Type) -> R<Expr> {
         let name = p.dotted();
         if p.is_simple() {
-            match name.as_str() {
+            match name.to_ascii_lowercase().as_str() {
                 "true" => return Ok(bool_const(true)),
                 "false" => return Ok(bool_const(false)),
                 "default" => {
@@ -2377,7 +2409,7 @@ impl<'a> Checker<'a> {
             unreachable!("call() on a non-call expression");
         };
         let segs = &callee.segments;
-        let name = callee.dotted();
+        let name = callee.dotted().to_ascii_lowercase();
         if callee.is_simple() && (name == "regsub" || name == "regsuball") {
             if args.len() != 3 || args.iter().any(|a| a.name.is_some()) {
                 return err(

@@ -1076,8 +1076,10 @@ impl<'a> Parser<'a> {
                 .with_note("Symbol was builtin", None),
             ));
         }
-        let is_method = METHODS.contains(&name.name.as_str());
-        if !is_method && has_vcl_prefix(&name.name) && !self.builtin_subs.contains(&name.name) {
+        // vcc's symbol table ignores case: `sub VCL_RECV` is vcl_recv.
+        let lname = name.name.to_ascii_lowercase();
+        let is_method = METHODS.contains(&lname.as_str());
+        if !is_method && has_vcl_prefix(&name.name) && !self.builtin_subs.contains(&lname) {
             let mut list = String::from("Valid vcl_* subroutines are:");
             for m in METHODS {
                 list.push_str("\n\t");
@@ -1135,7 +1137,9 @@ impl<'a> Parser<'a> {
 
     fn statement(&mut self) -> PResult<Stmt> {
         let t0 = self.tok();
-        let kw = self.text(t0);
+        // vcc finds actions in its symbol table, which ignores case.
+        let kw = self.text(t0).to_ascii_lowercase();
+        let kw = kw.as_str();
         let kind = match kw {
             "if" => return self.if_stmt(),
             "set" => {
@@ -1750,7 +1754,10 @@ impl<'a> Parser<'a> {
             TokKind::Id => {
                 let path = self.path()?;
                 let regsub = path.segments.len() == 1
-                    && matches!(path.segments[0].name.as_str(), "regsub" | "regsuball");
+                    && matches!(
+                        path.segments[0].name.to_ascii_lowercase().as_str(),
+                        "regsub" | "regsuball"
+                    );
                 if regsub && !self.at(Punct::LParen) {
                     return Err(self.expected(TokKind::Punct(Punct::LParen)));
                 }
