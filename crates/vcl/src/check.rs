@@ -2637,13 +2637,18 @@ impl<'a> Checker<'a> {
             let decl = &f.args[idx];
             let value = match &decl.ty {
                 ArgType::Enum(values) => {
+                    // vcc reads one ID token (dotted names are one token)
+                    // and compares it with the values, whatever follows.
+                    let first = self.first_token(a.value.span);
                     let v = match &a.value.kind {
                         AK::Path(p) if p.is_simple() => p.dotted(),
+                        _ if first.starts_with(|c: char| c.is_ascii_alphabetic())
+                            && !values.contains(&first) =>
+                        {
+                            first
+                        }
                         _ => {
-                            return err(
-                                format!("Expected ID got '{}'", self.first_token(a.value.span)),
-                                a.value.span,
-                            );
+                            return err(format!("Expected ID got '{first}'"), a.value.span);
                         }
                     };
                     if !values.contains(&v) {

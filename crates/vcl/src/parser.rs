@@ -1531,6 +1531,12 @@ impl<'a> Parser<'a> {
         match &e.kind {
             ExprKind::Path(p) => self.set_type.and_then(|f| f(&p.dotted())),
             ExprKind::Str(_) => Some("STRING"),
+            ExprKind::Num { lit, unit: None } => Some(if lit.is_int { "INT" } else { "REAL" }),
+            ExprKind::Num { unit: Some(u), .. }
+                if matches!(u.name.as_str(), "ms" | "s" | "m" | "h" | "d" | "w" | "y") =>
+            {
+                Some("DURATION")
+            }
             _ => None,
         }
     }
@@ -1609,7 +1615,9 @@ impl<'a> Parser<'a> {
                 return Ok(e);
             };
             let t = self.advance();
-            let rhs = self.expr_mul()?;
+            // vcc reads the right of `+`/`-` as the left's type.
+            let hint = self.operand_type(&e);
+            let rhs = self.hinted(hint, Self::expr_mul)?;
             e = Self::binary(e, op, t.span, rhs);
         }
     }
@@ -1743,8 +1751,13 @@ impl<'a> Parser<'a> {
         let t = self.tok();
         match t.kind {
             TokKind::Punct(Punct::LParen) => {
+                // vcc looks for the same type inside the parentheses.
+                let hint = match self.hint {
+                    Some((h, p)) if p == self.pos => Some(h),
+                    _ => None,
+                };
                 self.advance();
-                let inner = self.expr()?;
+                let inner = self.hinted(hint, Self::expr)?;
                 let close = self.skip(Punct::RParen)?;
                 Ok(Expr {
                     kind: ExprKind::Paren(Box::new(inner)),
