@@ -290,11 +290,15 @@ impl<'a> Checker<'a> {
         for (idx, (item, from_builtin)) in items.iter().enumerate() {
             self.declare(item, idx, *from_builtin)?;
         }
-        for (item, _) in &items {
+        let saved = self.cur_item;
+        for (idx, (item, _)) in items.iter().enumerate() {
             if let ast::Item::Sub(s) = item {
+                // `new` resolves its class where it stands in the file.
+                self.cur_item = idx;
                 self.declare_news(&s.body)?;
             }
         }
+        self.cur_item = saved;
         if let Some(default) = self
             .backends
             .iter()
@@ -528,6 +532,20 @@ impl<'a> Checker<'a> {
         ) && self.sym_item.get(name).is_some_and(|i| *i > self.cur_item)
     }
 
+    /// The symbol `name` as vcc sees it while reading the current body: an
+    /// import further down the file is not known yet (`std.log` before
+    /// `import std;` is "Symbol not found").
+    fn sym_now(&self, name: &str) -> Option<(Sym, Span)> {
+        match self.syms.get(name).copied() {
+            Some((Sym::Vmod(_), _))
+                if self.sym_item.get(name).is_some_and(|i| *i > self.cur_item) =>
+            {
+                None
+            }
+            other => other,
+        }
+    }
+
     /// The error vcc gives at the declaration of `name` as `def` when a
     /// use before it made the name a `want` (acl, backend, probe, sub).
     fn forward_kind_error(name: &str, def: Sym, def_span: Span, want: &str) -> Box<Diagnostic> {
@@ -742,14 +760,14 @@ impl<'a> Checker<'a> {
     fn resolve_class(&self, callee: &ast::Path) -> R<(usize, usize)> {
         let segs = &callee.segments;
         if segs.len() == 2
-            && let Some((Sym::Vmod(v), _)) = self.syms.get(&segs[0].name).copied()
+            && let Some((Sym::Vmod(v), _)) = self.sym_now(&segs[0].name)
             && let Some((ci, _)) = self.vmods[v].decl.object(&segs[1].name)
         {
             return Ok((v, ci));
         }
         // A function of the vmod where an object class is wanted.
         if segs.len() == 2
-            && let Some((Sym::Vmod(v), _)) = self.syms.get(&segs[0].name).copied()
+            && let Some((Sym::Vmod(v), _)) = self.sym_now(&segs[0].name)
             && self.vmods[v].decl.function(&segs[1].name).is_some()
         {
             return err(
@@ -2284,7 +2302,7 @@ impl<'a> Checker<'a> {
                     VarLookup::Plain(_) | VarLookup::Header(..)
                 ) || (cut == 1 && self.syms.contains_key(&pname) && !self.declared_later(&pname));
             if known {
-                if let Some((Sym::Vmod(_), _)) = self.syms.get(&pname).copied() {
+                if let Some((Sym::Vmod(_), _)) = self.sym_now(&pname) {
                     return not_found(format!("Symbol not found: '{name}'\nAt: "), p.span);
                 }
                 let base = self.path_expr(&prefix, Type::Void)?;
@@ -2449,7 +2467,7 @@ impl<'a> Checker<'a> {
             });
         }
         if segs.len() == 2 {
-            match self.syms.get(&segs[0].name).copied() {
+            match self.sym_now(&segs[0].name) {
                 Some((Sym::Vmod(v), _)) => {
                     let decl = self.vmods[v].decl.clone();
                     let Some((fi, f)) = decl.function(&segs[1].name) else {
@@ -2504,7 +2522,7 @@ impl<'a> Checker<'a> {
             }
         }
         if segs.len() >= 3
-            && let Some((Sym::Vmod(v), _)) = self.syms.get(&segs[0].name).copied()
+            && let Some((Sym::Vmod(v), _)) = self.sym_now(&segs[0].name)
             && self.vmods[v].decl.object(&segs[1].name).is_some()
         {
             return err("Syntax error.", callee.span);
@@ -2518,7 +2536,7 @@ impl<'a> Checker<'a> {
             let base_known = !matches!(
                 vars::lookup(&prefix.dotted(), self.version, &self.opts.storages),
                 VarLookup::NotFound
-            ) || self.syms.contains_key(&prefix.dotted());
+            ) || self.sym_now(&prefix.dotted()).is_some();
             if base_known {
                 let base = self.path_expr(&prefix, Type::Void)?;
                 let mname = &segs[segs.len() - 1];
