@@ -1157,6 +1157,13 @@ impl<'a> Checker<'a> {
             }
             StmtKind::Expr(e) => {
                 let ex = match &e.kind {
+                    // vcc's built-in functions have no action: only vmod
+                    // functions may stand as statements.
+                    AK::Call { callee, .. }
+                        if callee.is_simple() && is_builtin_func(&callee.dotted()) =>
+                    {
+                        return err("Symbol cannot be used here.", callee.span);
+                    }
                     AK::Call { .. } => self.call(e, true)?,
                     AK::Method { .. } => self.expr(e, Type::Void)?,
                     AK::Path(p) => return Err(self.bare_symbol_stmt(p)),
@@ -1204,6 +1211,9 @@ impl<'a> Checker<'a> {
                 ))
             }
             Some(_) => Box::new(Diagnostic::error("Symbol cannot be used here.", p.span)),
+            None if p.is_simple() && is_builtin_func(&name) => {
+                Box::new(Diagnostic::error("Symbol cannot be used here.", p.span))
+            }
             None if !matches!(
                 vars::lookup(&name, self.version, &self.opts.storages),
                 VarLookup::NotFound
@@ -3461,6 +3471,15 @@ fn backend_tls(fields: &ast::FieldList) -> R<Option<ir::BackendTlsDef>> {
         ca_file: fields.string("ssl_ca").map(|s| s.value.clone()),
         certificate: fields.string("certificate").map(|s| s.value.clone()),
     }))
+}
+
+/// vcc's built-in function symbols (`true`, `false`, `regsub`,
+/// `regsuball`), found without regard to case.
+fn is_builtin_func(name: &str) -> bool {
+    matches!(
+        name.to_ascii_lowercase().as_str(),
+        "true" | "false" | "regsub" | "regsuball"
+    )
 }
 
 #[cfg(test)]

@@ -472,6 +472,12 @@ const CASES: &[(&str, &str)] = &[
         r#"sub VCL_RECV { return (deliver); }"#,
         r#"Invalid return "deliver""#,
     ),
+    // Built-in functions are symbols without an action.
+    (
+        r#"sub vcl_recv { regsub(req.url, "a", "b"); }"#,
+        "Symbol cannot be used here.",
+    ),
+    (r#"sub vcl_recv { TRUE; }"#, "Symbol cannot be used here."),
 ];
 
 fn compile(snippet: &str) -> Result<(), String> {
