@@ -1915,6 +1915,20 @@ impl<'a> Checker<'a> {
         fmt: Type,
     ) -> R<Expr> {
         let l = self.expr(lhs, fmt)?;
+        // vcc types an object by its class, which has no comparison.
+        if let IK::Instance(i) = l.kind {
+            let inst = &self.instances[i];
+            let vmod = &self.vmods[inst.vmod];
+            return err(
+                format!(
+                    "Operator {} not possible on {}.{}",
+                    op.symbol(),
+                    vmod.name,
+                    vmod.decl.objects[inst.class].name
+                ),
+                op_span,
+            );
+        }
         let Some(kind) = l.ty.comparison(op) else {
             return err(
                 format!(

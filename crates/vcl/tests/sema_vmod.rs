@@ -219,3 +219,10 @@ fn imports_are_known_from_where_they_stand_and_names_ignore_case() {
     compile("sub vcl_init { new P = DEMO.POOL(); } sub vcl_recv { DEMO.Log(\"a\"); p.ADD(b); }")
         .unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// vcc types an object by its class, which has no comparison operators.
+#[test]
+fn objects_cannot_be_compared() {
+    let e = err_of("sub vcl_init { new p = demo.pool(); } sub vcl_recv { if (p == p) { } }");
+    assert!(e.contains("Operator == not possible on demo.pool"), "{e}");
+}
