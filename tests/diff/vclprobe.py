@@ -41,7 +41,7 @@ PRELUDE = "vcl 4.1;\nbackend b none;\n"
 
 
 def probes(path):
-    text = open(path, encoding="utf-8").read()
+    text = open(path, encoding="utf-8", newline="").read()
     out = []
     for n, chunk in enumerate(re.split(r"^----\s*$", text, flags=re.M)):
         body = "\n".join(
@@ -56,7 +56,7 @@ def probes(path):
 
 
 def matrix_probes(path):
-    text = open(path, encoding="utf-8").read()
+    text = open(path, encoding="utf-8", newline="").read()
     out = []
     for n, chunk in enumerate(re.split(r"^----\s*$", text, flags=re.M)):
         values = {}
@@ -132,7 +132,7 @@ def run(cmd, vcl, workdir, name):
 
 def arg_probes(path):
     out = []
-    for n, line in enumerate(open(path, encoding="utf-8").read().splitlines()):
+    for n, line in enumerate(open(path, encoding="utf-8", newline="").read().splitlines()):
         line = line.strip()
         if line and not line.startswith("#"):
             out.append((f"{os.path.basename(path)}:{n + 1}", line))

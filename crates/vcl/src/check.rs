@@ -158,6 +158,32 @@ fn unusable_symbol(name: &str) -> Option<String> {
         .map(|k| format!("Symbol '{name}' type ({k}) can not be used in expression."))
 }
 
+/// The global names (subroutines, ACLs, backends, probes, vmods, objects)
+/// looked up as vcc's symbol table does: without regard to ASCII case
+/// (`sub A` is what `call a` calls, `backend B` clashes with `backend b`).
+/// Each name keeps the spelling of its declaration for messages and logs.
+struct SymTab<V>(HashMap<String, V>);
+
+impl<V> Default for SymTab<V> {
+    fn default() -> Self {
+        SymTab(HashMap::new())
+    }
+}
+
+impl<V> SymTab<V> {
+    fn get(&self, name: &str) -> Option<&V> {
+        self.0.get(&name.to_ascii_lowercase())
+    }
+
+    fn contains_key(&self, name: &str) -> bool {
+        self.0.contains_key(&name.to_ascii_lowercase())
+    }
+
+    fn insert(&mut self, name: String, v: V) {
+        self.0.insert(name.to_ascii_lowercase(), v);
+    }
+}
+
 struct Checker<'a> {
     /// First spelling of each header variable (see `ast::Vcl`).
     header_spellings: &'a HashMap<(String, String), String>,
@@ -167,7 +193,7 @@ struct Checker<'a> {
     opts: &'a CompileOptions,
     registry: &'a VmodRegistry,
     version: VclVersion,
-    syms: HashMap<String, (Sym, Span)>,
+    syms: SymTab<(Sym, Span)>,
     subs: Vec<SubInfo>,
     acls: Vec<(ir::AclDef, Span, bool)>,
     backends: Vec<(ir::BackendDef, Span, bool)>,
@@ -187,7 +213,7 @@ struct Checker<'a> {
     /// of the item whose body is being checked: vcc reads the source once,
     /// so a name used before its declaration resolves differently (see
     /// [`Checker::declared_later`]).
-    sym_item: HashMap<String, usize>,
+    sym_item: SymTab<usize>,
     declaring_item: usize,
     cur_item: usize,
     /// Names of the subroutines the built-in VCL defines (user VCL may
@@ -216,7 +242,7 @@ pub fn check(
         opts,
         registry,
         version,
-        syms: HashMap::new(),
+        syms: SymTab::default(),
         subs: Vec::new(),
         acls: Vec::new(),
         backends: Vec::new(),
@@ -229,7 +255,7 @@ pub fn check(
         default_backend: None,
         undefined: Vec::new(),
         cur: 0,
-        sym_item: HashMap::new(),
+        sym_item: SymTab::default(),
         declaring_item: 0,
         cur_item: usize::MAX,
         builtin_subs: Vec::new(),
@@ -264,11 +290,15 @@ impl<'a> Checker<'a> {
         for (idx, (item, from_builtin)) in items.iter().enumerate() {
             self.declare(item, idx, *from_builtin)?;
         }
-        for (item, _) in &items {
+        let saved = self.cur_item;
+        for (idx, (item, _)) in items.iter().enumerate() {
             if let ast::Item::Sub(s) = item {
+                // `new` resolves its class where it stands in the file.
+                self.cur_item = idx;
                 self.declare_news(&s.body)?;
             }
         }
+        self.cur_item = saved;
         if let Some(default) = self
             .backends
             .iter()
@@ -458,7 +488,11 @@ impl<'a> Checker<'a> {
                 (Sym::Backend(_), Sym::Backend(_)) => format!("Backend '{name}' redefined."),
                 (Sym::Probe(_), Sym::Probe(_)) => format!("Probe '{name}' redefined."),
                 (Sym::Acl(_), Sym::Acl(_)) => format!("Acl '{name}' redefined."),
-                (Sym::Sub(_), Sym::Sub(_)) => format!("Subroutine '{name}' redefined"),
+                // vcc names the subroutine as first declared (the names
+                // may differ in case).
+                (Sym::Sub(_), Sym::Sub(_)) => {
+                    format!("Subroutine '{}' redefined", self.sm.slice(old_span))
+                }
                 (Sym::Instance(_), Sym::Instance(_)) => format!("Instance '{name}' redefined."),
                 // vcc looks a subroutine or an import name up as that kind
                 // and finds another one.
@@ -496,6 +530,20 @@ impl<'a> Checker<'a> {
                 _
             ))
         ) && self.sym_item.get(name).is_some_and(|i| *i > self.cur_item)
+    }
+
+    /// The symbol `name` as vcc sees it while reading the current body: an
+    /// import further down the file is not known yet (`std.log` before
+    /// `import std;` is "Symbol not found").
+    fn sym_now(&self, name: &str) -> Option<(Sym, Span)> {
+        match self.syms.get(name).copied() {
+            Some((Sym::Vmod(_), _))
+                if self.sym_item.get(name).is_some_and(|i| *i > self.cur_item) =>
+            {
+                None
+            }
+            other => other,
+        }
     }
 
     /// The error vcc gives at the declaration of `name` as `def` when a
@@ -620,7 +668,9 @@ impl<'a> Checker<'a> {
     fn declare_sub(&mut self, s: &ast::Sub, item: usize, from_builtin: bool) -> R<()> {
         self.check_plain_name("subroutine", &s.name)?;
         let name = &s.name.name;
-        let method = BuiltinSub::from_name(name);
+        // vcc's symbol table ignores case: `sub VCL_RECV` is vcl_recv.
+        let lname = name.to_ascii_lowercase();
+        let method = BuiltinSub::from_name(&lname);
         if let Some((Sym::Sub(i), _)) = self.syms.get(name).copied() {
             let info = &self.subs[i];
             // Methods, and subs the built-in VCL also defines, concatenate.
@@ -630,9 +680,9 @@ impl<'a> Checker<'a> {
             }
         }
         if method.is_none()
-            && name.starts_with("vcl_")
+            && lname.starts_with("vcl_")
             && !from_builtin
-            && !self.builtin_subs.contains(name)
+            && !self.builtin_subs.contains(&lname)
         {
             return Err(Box::new(
                 Diagnostic::error(
@@ -645,7 +695,7 @@ impl<'a> Checker<'a> {
         let idx = self.subs.len();
         self.define(name, Sym::Sub(idx), s.name.span)?;
         self.subs.push(SubInfo {
-            name: name.clone(),
+            name: method.map_or_else(|| name.clone(), |m| m.name().to_string()),
             def: s.name.span,
             bodies: vec![item],
             method,
@@ -710,14 +760,14 @@ impl<'a> Checker<'a> {
     fn resolve_class(&self, callee: &ast::Path) -> R<(usize, usize)> {
         let segs = &callee.segments;
         if segs.len() == 2
-            && let Some((Sym::Vmod(v), _)) = self.syms.get(&segs[0].name).copied()
+            && let Some((Sym::Vmod(v), _)) = self.sym_now(&segs[0].name)
             && let Some((ci, _)) = self.vmods[v].decl.object(&segs[1].name)
         {
             return Ok((v, ci));
         }
         // A function of the vmod where an object class is wanted.
         if segs.len() == 2
-            && let Some((Sym::Vmod(v), _)) = self.syms.get(&segs[0].name).copied()
+            && let Some((Sym::Vmod(v), _)) = self.sym_now(&segs[0].name)
             && self.vmods[v].decl.function(&segs[1].name).is_some()
         {
             return err(
@@ -1107,6 +1157,13 @@ impl<'a> Checker<'a> {
             }
             StmtKind::Expr(e) => {
                 let ex = match &e.kind {
+                    // vcc's built-in functions have no action: only vmod
+                    // functions may stand as statements.
+                    AK::Call { callee, .. }
+                        if callee.is_simple() && is_builtin_func(&callee.dotted()) =>
+                    {
+                        return err("Symbol cannot be used here.", callee.span);
+                    }
                     AK::Call { .. } => self.call(e, true)?,
                     AK::Method { .. } => self.expr(e, Type::Void)?,
                     AK::Path(p) => return Err(self.bare_symbol_stmt(p)),
@@ -1154,6 +1211,9 @@ impl<'a> Checker<'a> {
                 ))
             }
             Some(_) => Box::new(Diagnostic::error("Symbol cannot be used here.", p.span)),
+            None if p.is_simple() && is_builtin_func(&name) => {
+                Box::new(Diagnostic::error("Symbol cannot be used here.", p.span))
+            }
             None if !matches!(
                 vars::lookup(&name, self.version, &self.opts.storages),
                 VarLookup::NotFound
@@ -1855,6 +1915,20 @@ impl<'a> Checker<'a> {
         fmt: Type,
     ) -> R<Expr> {
         let l = self.expr(lhs, fmt)?;
+        // vcc types an object by its class, which has no comparison.
+        if let IK::Instance(i) = l.kind {
+            let inst = &self.instances[i];
+            let vmod = &self.vmods[inst.vmod];
+            return err(
+                format!(
+                    "Operator {} not possible on {}.{}",
+                    op.symbol(),
+                    vmod.name,
+                    vmod.decl.objects[inst.class].name
+                ),
+                op_span,
+            );
+        }
         let Some(kind) = l.ty.comparison(op) else {
             return err(
                 format!(
@@ -2117,7 +2191,7 @@ impl<'a> Checker<'a> {
     fn path_expr(&mut self, p: &ast::Path, fmt: Type) -> R<Expr> {
         let name = p.dotted();
         if p.is_simple() {
-            match name.as_str() {
+            match name.to_ascii_lowercase().as_str() {
                 "true" => return Ok(bool_const(true)),
                 "false" => return Ok(bool_const(false)),
                 "default" => {
@@ -2252,7 +2326,7 @@ impl<'a> Checker<'a> {
                     VarLookup::Plain(_) | VarLookup::Header(..)
                 ) || (cut == 1 && self.syms.contains_key(&pname) && !self.declared_later(&pname));
             if known {
-                if let Some((Sym::Vmod(_), _)) = self.syms.get(&pname).copied() {
+                if let Some((Sym::Vmod(_), _)) = self.sym_now(&pname) {
                     return not_found(format!("Symbol not found: '{name}'\nAt: "), p.span);
                 }
                 let base = self.path_expr(&prefix, Type::Void)?;
@@ -2377,7 +2451,7 @@ impl<'a> Checker<'a> {
             unreachable!("call() on a non-call expression");
         };
         let segs = &callee.segments;
-        let name = callee.dotted();
+        let name = callee.dotted().to_ascii_lowercase();
         if callee.is_simple() && (name == "regsub" || name == "regsuball") {
             if args.len() != 3 || args.iter().any(|a| a.name.is_some()) {
                 return err(
@@ -2417,7 +2491,7 @@ impl<'a> Checker<'a> {
             });
         }
         if segs.len() == 2 {
-            match self.syms.get(&segs[0].name).copied() {
+            match self.sym_now(&segs[0].name) {
                 Some((Sym::Vmod(v), _)) => {
                     let decl = self.vmods[v].decl.clone();
                     let Some((fi, f)) = decl.function(&segs[1].name) else {
@@ -2472,7 +2546,7 @@ impl<'a> Checker<'a> {
             }
         }
         if segs.len() >= 3
-            && let Some((Sym::Vmod(v), _)) = self.syms.get(&segs[0].name).copied()
+            && let Some((Sym::Vmod(v), _)) = self.sym_now(&segs[0].name)
             && self.vmods[v].decl.object(&segs[1].name).is_some()
         {
             return err("Syntax error.", callee.span);
@@ -2486,7 +2560,7 @@ impl<'a> Checker<'a> {
             let base_known = !matches!(
                 vars::lookup(&prefix.dotted(), self.version, &self.opts.storages),
                 VarLookup::NotFound
-            ) || self.syms.contains_key(&prefix.dotted());
+            ) || self.sym_now(&prefix.dotted()).is_some();
             if base_known {
                 let base = self.path_expr(&prefix, Type::Void)?;
                 let mname = &segs[segs.len() - 1];
@@ -2605,13 +2679,18 @@ impl<'a> Checker<'a> {
             let decl = &f.args[idx];
             let value = match &decl.ty {
                 ArgType::Enum(values) => {
+                    // vcc reads one ID token (dotted names are one token)
+                    // and compares it with the values, whatever follows.
+                    let first = self.first_token(a.value.span);
                     let v = match &a.value.kind {
                         AK::Path(p) if p.is_simple() => p.dotted(),
+                        _ if first.starts_with(|c: char| c.is_ascii_alphabetic())
+                            && !values.contains(&first) =>
+                        {
+                            first
+                        }
                         _ => {
-                            return err(
-                                format!("Expected ID got '{}'", self.first_token(a.value.span)),
-                                a.value.span,
-                            );
+                            return err(format!("Expected ID got '{first}'"), a.value.span);
                         }
                     };
                     if !values.contains(&v) {
@@ -3406,6 +3485,15 @@ fn backend_tls(fields: &ast::FieldList) -> R<Option<ir::BackendTlsDef>> {
         ca_file: fields.string("ssl_ca").map(|s| s.value.clone()),
         certificate: fields.string("certificate").map(|s| s.value.clone()),
     }))
+}
+
+/// vcc's built-in function symbols (`true`, `false`, `regsub`,
+/// `regsuball`), found without regard to case.
+fn is_builtin_func(name: &str) -> bool {
+    matches!(
+        name.to_ascii_lowercase().as_str(),
+        "true" | "false" | "regsub" | "regsuball"
+    )
 }
 
 #[cfg(test)]

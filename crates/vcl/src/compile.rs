@@ -100,6 +100,47 @@ mod tests {
         );
         let e = r.expect_err("bad token").render(&sm);
         assert!(e.contains("Unknown token '--' when looking for INT"), "{e}");
+        // Inside parentheses and right of `+`/`-` vcc looks for the type it
+        // looked for before, or the left operand's (checked against
+        // varnishd 7.1.1, tests/diff/vcl-probes/lexical.vcls).
+        for (body, want) in [
+            (
+                "set req.http.x = ();",
+                "Unknown token ')' when looking for STRING",
+            ),
+            (
+                "set req.ttl = (;",
+                "Unknown token ';' when looking for DURATION",
+            ),
+            (
+                "set req.http.x = 1 + + 1;",
+                "Unknown token '+' when looking for INT",
+            ),
+            (
+                "set req.http.x = 1.5 - ;",
+                "Unknown token ';' when looking for REAL",
+            ),
+            (
+                "set req.ttl = 1s + ;",
+                "Unknown token ';' when looking for DURATION",
+            ),
+            (
+                "set req.http.x = (1 + );",
+                "Unknown token ')' when looking for INT",
+            ),
+        ] {
+            let text = format!(
+                "vcl 4.1; backend b {{ .host = \"127.0.0.1\"; }} sub vcl_recv {{ {body} }}"
+            );
+            let (sm, r) = compile_str(
+                "t.vcl",
+                &text,
+                &CompileOptions::default(),
+                &VmodRegistry::new(),
+            );
+            let e = r.expect_err(body).render(&sm);
+            assert!(e.contains(want), "{body}: {e}");
+        }
     }
 
     #[test]

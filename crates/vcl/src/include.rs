@@ -28,7 +28,14 @@ pub trait SourceLoader {
 pub struct FsLoader;
 
 impl SourceLoader for FsLoader {
+    /// vcc reads regular files only (VFIL_readfile): for a directory or a
+    /// device such as `/dev/null` it fails with errno left at 0, so its
+    /// message reads `Cannot read file '/dev/null' (Success)`; the error
+    /// here carries the same reason text.
     fn read(&self, path: &str) -> io::Result<Vec<u8>> {
+        if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+            return Err(io::Error::other("Success"));
+        }
         std::fs::read(path)
     }
 
@@ -685,6 +692,33 @@ mod tests {
             "VCL filename '/etc/v/a.vcl' is unsafe."
         );
         assert_eq!(sm.file(FileId(1)).name(), "/etc/v/a.vcl");
+    }
+
+    #[test]
+    fn files_that_are_not_regular_are_refused_as_vcc_does() {
+        let dir = std::env::temp_dir();
+        let dir = dir.to_str().unwrap();
+        let mut sm = SourceMap::new();
+        for (path, want) in [
+            (
+                "/dev/null",
+                "Cannot read file '/dev/null' (Success)".to_string(),
+            ),
+            (dir, format!("Cannot read file '{dir}' (Success)")),
+        ] {
+            let f = sm.add(
+                "<vcl.inline>",
+                format!("include \"{path}\";"),
+                FileKind::Main,
+            );
+            let cfg = IncludeConfig {
+                vcl_path: &[],
+                unsafe_path: true,
+                loader: &FsLoader,
+            };
+            let (_, d) = expand(&mut sm, &[f], &cfg);
+            assert_eq!(d.iter().next().unwrap().message, want);
+        }
     }
 
     #[test]

@@ -213,8 +213,10 @@ fn is_ident(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
 }
 
+/// White space as vcc's lexer skips it: vertical tab too, but not form
+/// feed (checked against varnishd 7.1.1, tests/diff/vcl-probes/lexical.vcls).
 fn is_space(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b)
 }
 
 fn b64_value(b: u8) -> Option<u8> {
@@ -542,7 +544,7 @@ pub fn lex(file: FileId, text: &str) -> (Tokens, Option<Diagnostic>) {
 /// identifier.
 fn duration_unit_follows(b: &[u8], at: usize, end: usize) -> bool {
     let mut p = at;
-    while p < end && matches!(b[p], b' ' | b'\t' | b'\r' | b'\n') {
+    while p < end && is_space(b[p]) {
         p += 1;
     }
     let mut q = p;
@@ -729,7 +731,11 @@ y"} """q"q""" "#;
         );
         assert_eq!(error("a [ b"), "Syntax error at");
         assert_eq!(error("a é b"), "Syntax error at");
-        assert_eq!(error("a \u{b} b"), "Syntax error at");
+        // A vertical tab separates tokens, a form feed is an error, as in
+        // varnishd 7.1 (tests/diff/vcl-probes/lexical.vcls).
+        assert_eq!(texts("a \u{b}b"), vec!["a", "b"]);
+        assert_eq!(error("a \u{c} b"), "Syntax error at");
+        assert_eq!(error("a \u{1} b"), "Syntax error at");
     }
 
     #[test]

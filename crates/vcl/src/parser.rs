@@ -1076,8 +1076,10 @@ impl<'a> Parser<'a> {
                 .with_note("Symbol was builtin", None),
             ));
         }
-        let is_method = METHODS.contains(&name.name.as_str());
-        if !is_method && has_vcl_prefix(&name.name) && !self.builtin_subs.contains(&name.name) {
+        // vcc's symbol table ignores case: `sub VCL_RECV` is vcl_recv.
+        let lname = name.name.to_ascii_lowercase();
+        let is_method = METHODS.contains(&lname.as_str());
+        if !is_method && has_vcl_prefix(&name.name) && !self.builtin_subs.contains(&lname) {
             let mut list = String::from("Valid vcl_* subroutines are:");
             for m in METHODS {
                 list.push_str("\n\t");
@@ -1135,7 +1137,9 @@ impl<'a> Parser<'a> {
 
     fn statement(&mut self) -> PResult<Stmt> {
         let t0 = self.tok();
-        let kw = self.text(t0);
+        // vcc finds actions in its symbol table, which ignores case.
+        let kw = self.text(t0).to_ascii_lowercase();
+        let kw = kw.as_str();
         let kind = match kw {
             "if" => return self.if_stmt(),
             "set" => {
@@ -1527,6 +1531,12 @@ impl<'a> Parser<'a> {
         match &e.kind {
             ExprKind::Path(p) => self.set_type.and_then(|f| f(&p.dotted())),
             ExprKind::Str(_) => Some("STRING"),
+            ExprKind::Num { lit, unit: None } => Some(if lit.is_int { "INT" } else { "REAL" }),
+            ExprKind::Num { unit: Some(u), .. }
+                if matches!(u.name.as_str(), "ms" | "s" | "m" | "h" | "d" | "w" | "y") =>
+            {
+                Some("DURATION")
+            }
             _ => None,
         }
     }
@@ -1605,7 +1615,9 @@ impl<'a> Parser<'a> {
                 return Ok(e);
             };
             let t = self.advance();
-            let rhs = self.expr_mul()?;
+            // vcc reads the right of `+`/`-` as the left's type.
+            let hint = self.operand_type(&e);
+            let rhs = self.hinted(hint, Self::expr_mul)?;
             e = Self::binary(e, op, t.span, rhs);
         }
     }
@@ -1739,8 +1751,13 @@ impl<'a> Parser<'a> {
         let t = self.tok();
         match t.kind {
             TokKind::Punct(Punct::LParen) => {
+                // vcc looks for the same type inside the parentheses.
+                let hint = match self.hint {
+                    Some((h, p)) if p == self.pos => Some(h),
+                    _ => None,
+                };
                 self.advance();
-                let inner = self.expr()?;
+                let inner = self.hinted(hint, Self::expr)?;
                 let close = self.skip(Punct::RParen)?;
                 Ok(Expr {
                     kind: ExprKind::Paren(Box::new(inner)),
@@ -1750,7 +1767,10 @@ impl<'a> Parser<'a> {
             TokKind::Id => {
                 let path = self.path()?;
                 let regsub = path.segments.len() == 1
-                    && matches!(path.segments[0].name.as_str(), "regsub" | "regsuball");
+                    && matches!(
+                        path.segments[0].name.to_ascii_lowercase().as_str(),
+                        "regsub" | "regsuball"
+                    );
                 if regsub && !self.at(Punct::LParen) {
                     return Err(self.expected(TokKind::Punct(Punct::LParen)));
                 }

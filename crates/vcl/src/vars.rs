@@ -1306,7 +1306,7 @@ pub static VARIABLES: &[VarDef] = &[
         name: "storage.<name>.free_space",
         id: VarId::StorageFreeSpace,
         ty: Type::Bytes,
-        read: SubMask::BOTH,
+        read: SubMask::ALL,
         write: SubMask::NONE,
         unset: SubMask::NONE,
         versions: VclVersions::ALL,
@@ -1316,7 +1316,7 @@ pub static VARIABLES: &[VarDef] = &[
         name: "storage.<name>.happy",
         id: VarId::StorageHappy,
         ty: Type::Bool,
-        read: SubMask::BOTH,
+        read: SubMask::ALL,
         write: SubMask::NONE,
         unset: SubMask::NONE,
         versions: VclVersions::ALL,
@@ -1326,7 +1326,7 @@ pub static VARIABLES: &[VarDef] = &[
         name: "storage.<name>.used_space",
         id: VarId::StorageUsedSpace,
         ty: Type::Bytes,
-        read: SubMask::BOTH,
+        read: SubMask::ALL,
         write: SubMask::NONE,
         unset: SubMask::NONE,
         versions: VclVersions::ALL,
@@ -1364,17 +1364,18 @@ pub fn lookup(name: &str, version: VclVersion, storages: &[String]) -> VarLookup
     let mut wrong = None;
     for def in VARIABLES {
         let matched = if def.is_header_family() {
-            match name.strip_prefix(def.name) {
+            match strip_prefix_nocase(name, def.name) {
                 Some(h) if valid_header_name(h) => Some(VarLookup::Header(def, h.to_string())),
                 _ => None,
             }
         } else if def.is_storage() {
             let attr = &def.name["storage.<name>.".len()..];
-            name.strip_prefix("storage.")
+            strip_prefix_nocase(name, "storage.")
                 .and_then(|rest| rest.rsplit_once('.'))
-                .filter(|(st, a)| *a == attr && storages.iter().any(|s| s == st))
-                .map(|(st, _)| VarLookup::Storage(def, st.to_string()))
-        } else if def.name == name {
+                .filter(|(_, a)| a.eq_ignore_ascii_case(attr))
+                .and_then(|(st, _)| storages.iter().find(|s| s.eq_ignore_ascii_case(st)))
+                .map(|st| VarLookup::Storage(def, st.clone()))
+        } else if def.name.eq_ignore_ascii_case(name) {
             Some(VarLookup::Plain(def))
         } else {
             None
@@ -1390,6 +1391,15 @@ pub fn lookup(name: &str, version: VclVersion, storages: &[String]) -> VarLookup
         Some(def) => VarLookup::WrongVersion(def),
         None => VarLookup::NotFound,
     }
+}
+
+/// `name` without `prefix`, the prefix compared without regard to ASCII
+/// case: vcc's symbol table finds `REQ.url` and `Req.Http.X` (a header name
+/// keeps the case it is written in).
+fn strip_prefix_nocase<'a>(name: &'a str, prefix: &str) -> Option<&'a str> {
+    name.get(..prefix.len())
+        .filter(|p| p.eq_ignore_ascii_case(prefix))
+        .map(|_| &name[prefix.len()..])
 }
 
 /// The row for an id in a version (the first matching row).
@@ -1517,6 +1527,15 @@ mod tests {
         let body = def_of(VarId::BereqBody, VclVersion::V41).unwrap();
         assert!(body.unset.contains(BuiltinSub::BackendFetch));
         assert!(body.read.is_empty());
+        // vcc lets vcl_init and vcl_fini read the storage variables.
+        for id in [
+            VarId::StorageFreeSpace,
+            VarId::StorageHappy,
+            VarId::StorageUsedSpace,
+        ] {
+            let d = def_of(id, VclVersion::V41).unwrap();
+            assert!(d.read.contains(BuiltinSub::Init) && d.read.contains(BuiltinSub::Fini));
+        }
     }
 
     #[test]

@@ -98,7 +98,7 @@ impl ObjDecl {
         self.methods
             .iter()
             .enumerate()
-            .find(|(_, m)| m.name == name)
+            .find(|(_, m)| m.name.eq_ignore_ascii_case(name))
     }
 }
 
@@ -111,12 +111,13 @@ pub struct VmodDecl {
 }
 
 impl VmodDecl {
-    /// Finds a function by name, with its index.
+    /// Finds a function by name (ignoring case, as vcc's symbol table
+    /// does), with its index.
     pub fn function(&self, name: &str) -> Option<(usize, &FuncDecl)> {
         self.functions
             .iter()
             .enumerate()
-            .find(|(_, f)| f.name == name)
+            .find(|(_, f)| f.name.eq_ignore_ascii_case(name))
     }
 
     /// Finds an object class by name, with its index.
@@ -124,7 +125,7 @@ impl VmodDecl {
         self.objects
             .iter()
             .enumerate()
-            .find(|(_, o)| o.name == name)
+            .find(|(_, o)| o.name.eq_ignore_ascii_case(name))
     }
 
     /// Parses a declaration text (see the module documentation).

@@ -450,6 +450,34 @@ const CASES: &[(&str, &str)] = &[
         r#"sub vcl_recv { set req.http.x = 1s % 2; }"#,
         "Operator % only possible on INT.",
     ),
+    // vcc's symbol table ignores case; a redefined sub is named as first
+    // declared. Return actions and `else` are compared as written.
+    (
+        r#"sub a { } sub A { } sub vcl_recv { call a; }"#,
+        "Subroutine 'a' redefined",
+    ),
+    (
+        r#"backend B { .host = "127.0.0.1"; } sub vcl_recv { set req.backend_hint = b; }"#,
+        "Backend 'B' redefined.",
+    ),
+    (
+        r#"sub vcl_recv { return (PASS); }"#,
+        "Expected return action name.",
+    ),
+    (
+        r#"sub vcl_recv { if (true) { } ELSE { } }"#,
+        "Symbol not found: 'ELSE'",
+    ),
+    (
+        r#"sub VCL_RECV { return (deliver); }"#,
+        r#"Invalid return "deliver""#,
+    ),
+    // Built-in functions are symbols without an action.
+    (
+        r#"sub vcl_recv { regsub(req.url, "a", "b"); }"#,
+        "Symbol cannot be used here.",
+    ),
+    (r#"sub vcl_recv { TRUE; }"#, "Symbol cannot be used here."),
 ];
 
 fn compile(snippet: &str) -> Result<(), String> {
@@ -510,6 +538,14 @@ fn valid_programs_compile() {
         // getaddrinfo reads it (a number modulo 65536).
         r#"probe default { } probe default { .url = "/x"; }"#,
         r#"backend c { .host = "127.0.0.1"; .port = "99999"; } sub vcl_recv { set req.backend_hint = c; }"#,
+        // Names are found without regard to case, as vcc's symbol table
+        // finds them (checked against varnishd 7.1.1).
+        r#"sub A { } sub vcl_recv { call a; }"#,
+        r#"acl A { "1.2.3.4"; } sub vcl_recv { if (client.ip ~ a) { } }"#,
+        r#"sub vcl_recv { SET REQ.http.X = "a"; UNSET Req.Http.y; IF (TRUE) { } }"#,
+        r#"sub vcl_recv { set req.http.x = NOW; set req.http.y = REGSUB(req.URL, "a", "b"); }"#,
+        r#"sub vcl_backend_response { SET beresp.TTL = 1s; RETURN (deliver); }"#,
+        r#"sub VCL_RECV { return (pass); }"#,
     ] {
         if let Err(e) = compile(snippet) {
             panic!("{snippet} should compile:\n{e}");

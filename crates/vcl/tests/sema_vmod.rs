@@ -202,3 +202,27 @@ fn objects_and_methods() {
         "{e}"
     );
 }
+
+/// vcc reads the file once: a vmod is known from its `import` on, and its
+/// names (like every symbol) are found without regard to case.
+#[test]
+fn imports_are_known_from_where_they_stand_and_names_ignore_case() {
+    for body in [
+        "sub vcl_recv { demo.log(\"a\"); }\nimport demo;",
+        "sub vcl_init { new p = demo.pool(); }\nimport demo;",
+    ] {
+        let text = format!("vcl 4.1;\nbackend b {{ .host = \"127.0.0.1\"; }}\n{body}\n");
+        let (sm, r) = compile_str("t.vcl", &text, &CompileOptions::default(), &registry());
+        let e = r.expect_err(body).render(&sm);
+        assert!(e.contains("Symbol not found: 'demo."), "{body}: {e}");
+    }
+    compile("sub vcl_init { new P = DEMO.POOL(); } sub vcl_recv { DEMO.Log(\"a\"); p.ADD(b); }")
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// vcc types an object by its class, which has no comparison operators.
+#[test]
+fn objects_cannot_be_compared() {
+    let e = err_of("sub vcl_init { new p = demo.pool(); } sub vcl_recv { if (p == p) { } }");
+    assert!(e.contains("Operator == not possible on demo.pool"), "{e}");
+}

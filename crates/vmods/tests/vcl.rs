@@ -230,12 +230,32 @@ sub vcl_synth {
 
 #[test]
 fn restricted_functions_are_rejected_by_the_compiler() {
-    let text = "vcl 4.1;\nbackend s1 { .host = \"127.0.0.1\"; }\nimport purge;\nsub vcl_recv { purge.hard(); }\n";
+    let text = "vcl 4.1;\nbackend s1 { .host = \"127.0.0.1\"; }\nimport utils;\nsub vcl_recv { utils.fast_304(); }\n";
     let (_, r) = compile_str("t.vcl", text, &CompileOptions::default(), &registry());
     assert!(r.is_err());
     let text = "vcl 4.1;\nbackend s1 { .host = \"127.0.0.1\"; }\nimport purge;\nsub vcl_hit { set req.http.n = purge.soft(ttl = 1s); }\n";
     let (sm, r) = compile_str("t.vcl", text, &CompileOptions::default(), &registry());
     r.unwrap_or_else(|d| panic!("{}", d.render(&sm)));
+}
+
+/// varnishd 7.1 compiles vmod_purge calls anywhere; VRT_purge fails the
+/// VCL when one runs outside vcl_hit and vcl_miss.
+#[test]
+fn purge_outside_hit_and_miss_compiles_and_fails_at_run_time() {
+    let l = load(
+        "import purge;\nsub vcl_recv { set req.http.n = purge.hard(); }\nsub vcl_deliver { set resp.http.n = purge.soft(); }\n",
+    );
+    for sub in [BuiltinSub::Recv, BuiltinSub::Deliver] {
+        let mut c = client("/");
+        assert_eq!(l.run(sub, &mut c), Action::Fail, "{sub:?}");
+        let errs = c.logs_of(LogKind::Error);
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("purge can only happen in vcl_hit{} or vcl_miss{}")),
+            "{:?}",
+            c.logs
+        );
+    }
 }
 
 #[test]

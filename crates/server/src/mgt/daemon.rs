@@ -260,8 +260,9 @@ impl Context for InitTask {
     fn unset(&mut self, _: VarId) -> Result<(), String> {
         Err(nope("unset"))
     }
-    fn storage_var(&self, _: VarId, _: &str) -> Result<Value, String> {
-        Err(nope("storage variables"))
+    // vcc lets vcl_init and vcl_fini read `storage.<name>.*` too.
+    fn storage_var(&self, var: VarId, storage: &str) -> Result<Value, String> {
+        crate::runtime::task::storage_value(&self.sh, var, storage)
     }
     fn hash_data(&mut self, _: Option<&[u8]>) {}
     fn synthetic(&mut self, _: &[u8]) {}
