@@ -744,6 +744,13 @@ async fn lookup(t: &mut ReqTask) -> State {
             }
             Lookup::Busy(waiter) => {
                 waiter.wait().await;
+                // varnishd 7.1 counts `client_req` each time an HTTP/1
+                // request enters its state machine (HTTP1_Session's
+                // H1PROC), so once more for every return from the
+                // waiting list.
+                if t.esi_level == 0 && !t.h2 {
+                    sh.counters.inc(Main::client_req);
+                }
                 t.log_ts("Waitinglist");
                 t.now = lacquer_http::date::now();
                 continue;

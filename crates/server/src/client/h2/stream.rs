@@ -421,6 +421,9 @@ async fn serve_request(
     if req.headers.count("host") > 1 {
         // As varnishd's vcl_recv entry check: a bare 400.
         vsl.log_str(Tag::BogoHeader, "Duplicate Host header");
+        // Counted as a request, as h2_do_req counts every request the
+        // state machine finished.
+        sh.counters.inc(Main::client_req);
         sh.counters.inc(Main::client_req_400);
         minimal_response(conn, &mut vsl, 400);
         sh.counters.add(Main::s_req_hdrbytes, hdr_bytes);
