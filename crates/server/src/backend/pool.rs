@@ -283,6 +283,11 @@ pub struct PoolStats {
     pub bereq_bodybytes: AtomicU64,
     pub beresp_hdrbytes: AtomicU64,
     pub beresp_bodybytes: AtomicU64,
+    /// Pipes through this backend (`VBE.*.pipe_hdrbytes`: bereq heads;
+    /// `pipe_out`: bytes from the client to the backend; `pipe_in`: back).
+    pub pipe_hdrbytes: AtomicU64,
+    pub pipe_out: AtomicU64,
+    pub pipe_in: AtomicU64,
 }
 
 impl PoolStats {

@@ -7,6 +7,8 @@
 //! requests that were never meant for it. The connection is never pooled.
 
 use crate::pid;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use lacquer_vcl::exec::{Action, Context, Scratch};
@@ -165,9 +167,18 @@ where
             ),
         );
         t.end_privs();
+        // As varnishd's V1P_Charge: the request head's bytes move from the
+        // request's account to the pipe's, and the backend is charged too.
+        sh.counters.sub(Main::s_req_hdrbytes, t.req_hdr_bytes);
         sh.counters.add(Main::s_pipe_hdrbytes, t.req_hdr_bytes);
         sh.counters.add(Main::s_pipe_in, a.piped_in);
         sh.counters.add(Main::s_pipe_out, a.piped_out);
+        if let Some(b) = &a.backend {
+            let ps = &b.pool.stats;
+            ps.pipe_hdrbytes.fetch_add(a.bereq_hdr, Ordering::Relaxed);
+            ps.pipe_out.fetch_add(a.piped_in, Ordering::Relaxed);
+            ps.pipe_in.fetch_add(a.piped_out, Ordering::Relaxed);
+        }
         return Piped::Done(After::Piped(a.connected));
     }
     Piped::Done(After::Close)
@@ -189,6 +200,8 @@ struct PipeAcct {
     /// A backend connection was had (varnishd's session close reason is
     /// then `TX_PIPE`, else `TX_ERROR`).
     connected: bool,
+    /// The backend piped to, charged with the tunnel's bytes.
+    backend: Option<Arc<crate::runtime::vcls::BackendRt>>,
 }
 
 async fn run_pipe<S>(
@@ -227,6 +240,12 @@ where
         .await
         .map_err(|e| format!("backend {}: {}", backend.vcl_name, e.fetch_error()))?;
     acct.connected = true;
+    bo.sh.counters.inc(if be_conn.reused {
+        Main::backend_reuse
+    } else {
+        Main::backend_conn
+    });
+    acct.backend = Some(backend.clone());
     let mut head = backend.proxy_preface(&bo.sess).unwrap_or_default();
     if !be_conn.reused
         && let Some(p) = &backend.preamble

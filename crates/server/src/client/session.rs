@@ -547,12 +547,13 @@ where
                 }
             }
             Err(name) => {
+                // As varnishd's cnt_transport: a request of its own
+                // (counted, and charged with its head and the 400).
+                const R_400: &[u8] = b"HTTP/1.1 400 Bad Request\r\n\r\n";
+                sh.counters.inc(Main::client_req);
                 sh.counters.inc(Main::client_req_400);
                 sh.counters.inc(Main::sc_rx_bad);
-                let _ = conn
-                    .stream
-                    .write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n")
-                    .await;
+                let sent = conn.stream.write_all(R_400).await.is_ok();
                 svsl.log(
                     Tag::Debug,
                     format_args!(
@@ -560,6 +561,28 @@ where
                         String::from_utf8_lossy(&name)
                     ),
                 );
+                let vxid = sh.vxid.next();
+                log_req_link(svsl, Tag::Link, vxid);
+                svsl.flush();
+                let mut vsl = VslBuf::new(sh.vsl.clone(), Vxid::client(vxid));
+                vsl.log(Tag::Begin, format_args!("req {svxid} rxreq"));
+                let now = lacquer_http::date::now();
+                vsl.log_timestamp("Start", now, 0.0, 0.0);
+                vsl.log_timestamp("Req", now, 0.0, 0.0);
+                if let Some(vcl) = sh.active_vcl() {
+                    vsl.log_str(Tag::VCL_use, &vcl.name);
+                }
+                vsl.log_str(Tag::RespProtocol, "HTTP/1.1");
+                vsl.log_str(Tag::RespStatus, "400");
+                vsl.log_str(Tag::RespReason, "Bad Request");
+                let (rx, tx) = (
+                    req_hdr_bytes as u64,
+                    if sent { R_400.len() as u64 } else { 0 },
+                );
+                sh.counters.add(Main::s_req_hdrbytes, rx);
+                sh.counters.add(Main::s_resp_hdrbytes, tx);
+                vsl.log(Tag::ReqAcct, format_args!("{rx} 0 {rx} {tx} 0 {tx}"));
+                vsl.log_str(Tag::End, "");
                 return Turn::End("RX_BAD");
             }
         }

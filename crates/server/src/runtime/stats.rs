@@ -277,6 +277,9 @@ impl Sections {
             sec.set(Vbe::busy, g(&ps.busy));
             sec.set(Vbe::helddown, g(&ps.helddown));
             sec.set(Vbe::bereq_hdrbytes, g(&ps.bereq_hdrbytes));
+            sec.set(Vbe::pipe_hdrbytes, g(&ps.pipe_hdrbytes));
+            sec.set(Vbe::pipe_out, g(&ps.pipe_out));
+            sec.set(Vbe::pipe_in, g(&ps.pipe_in));
             sec.set(Vbe::bereq_bodybytes, g(&ps.bereq_bodybytes));
             sec.set(Vbe::beresp_hdrbytes, g(&ps.beresp_hdrbytes));
             sec.set(Vbe::beresp_bodybytes, g(&ps.beresp_bodybytes));
