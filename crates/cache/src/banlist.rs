@@ -178,12 +178,19 @@ impl BanList {
         n
     }
 
-    /// Mark `obj.*`-only bans completed when no object older than them remains.
-    pub(crate) fn complete_moot(&self, stats: &CacheStats) -> u64 {
+    /// Mark `obj.*`-only bans completed when no object older than them
+    /// remains, once they are as old as `horizon` (a time): varnishd's
+    /// lurker completes only the bans of `ban_lurker_age` it has taken on.
+    pub(crate) fn complete_moot(&self, stats: &CacheStats, horizon: f64) -> u64 {
         let mut older_refs = 0i64;
         let mut n = 0;
         for b in &self.list {
-            if older_refs == 0 && !b.req && !b.is_completed() && b.mark_completed(stats) {
+            if older_refs == 0
+                && !b.req
+                && b.time <= horizon
+                && !b.is_completed()
+                && b.mark_completed(stats)
+            {
                 n += 1;
             }
             older_refs += b.refs.load(Ordering::Acquire);

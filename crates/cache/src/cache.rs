@@ -406,6 +406,12 @@ pub(crate) struct Inner {
     bans: RwLock<BanList>,
     newest_ban: AtomicU64,
     lurker_cursor: AtomicUsize,
+    /// A lookup left the oldest ban unreferenced: the lurker has work
+    /// (varnishd's `ban_kick_lurker`).
+    lurker_kick: AtomicBool,
+    /// When the idle lurker next wakes by itself (seconds, as f64 bits):
+    /// 49.62 s after its last round.
+    lurker_wake: AtomicU64,
     /// Round-robin position among the non-Transient stores.
     next_store: AtomicUsize,
     events: OnceLock<EventSink>,
@@ -423,6 +429,10 @@ pub(crate) struct Inner {
     /// Objects of persistent stores' indexes, put back on first lookup.
     lazy: persist::Lazy,
 }
+
+/// The longest the ban lurker sleeps with nothing to do (varnishd's
+/// "random, non-magic" 49.62 s).
+const LURKER_IDLE: f64 = 49.62;
 
 /// The object cache. Cheap to clone (shared handle).
 #[derive(Clone)]
@@ -480,6 +490,8 @@ impl Cache {
                 newest_ban: AtomicU64::new(bans.newest().id),
                 bans: RwLock::new(bans),
                 lurker_cursor: AtomicUsize::new(0),
+                lurker_kick: AtomicBool::new(false),
+                lurker_wake: AtomicU64::new(0),
                 next_store: AtomicUsize::new(0),
                 events: OnceLock::new(),
                 exp_mail: AtomicBool::new(false),
@@ -964,9 +976,16 @@ impl Cache {
             time: now,
             text: spec.render(),
         });
+        let req = spec.uses_req();
         let mut list = inner.bans_write();
         let id = list.add(spec, now, &inner.stats);
         inner.newest_ban.store(id, Ordering::Release);
+        // As varnishd's BAN_Commit: only a ban the lurker can test wakes
+        // it, and the woken lurker cuts the list's unreferenced tail at
+        // once (it tests objects when the ban comes of `ban_lurker_age`).
+        if !req {
+            list.trim(&inner.stats);
+        }
     }
 
     /// Parse and add a ban given as one string (`std.ban()`).
@@ -1004,6 +1023,12 @@ impl Cache {
         let inner = &self.inner;
         let stats = &inner.stats;
         let mut report = LurkerReport::default();
+        // As varnishd's lurker thread, which sleeps between its rounds: it
+        // works when a ban comes of `lurker_age`, when kicked, or every
+        // 49.62 s; until then even the list's unreferenced tail stays
+        // (`bans`, `bans_deleted` show it).
+        let kicked = inner.lurker_kick.swap(false, Ordering::AcqRel);
+        let due = now >= f64::from_bits(inner.lurker_wake.load(Ordering::Acquire));
         // While persistent stores' objects are still being put back, a pass
         // has not seen every object: it completes no ban.
         let partial = inner.lazy_pending();
@@ -1030,11 +1055,20 @@ impl Cache {
             let newest = lurkable.last().map_or(0, |b| b.id);
             (lurkable, newest, stops, cutoff_id)
         };
+        // Asleep: nothing of age to test, nothing woke it.
+        if lurkable.is_empty() && cutoff_id.is_none() && !kicked && !due {
+            return report;
+        }
         // Objects on bans older than this are looked at.
         let horizon = newest_lurkable.max(cutoff_id.unwrap_or(0));
         let nshards = inner.shards.len();
         let mut examined = 0usize;
         let mut visited = 0usize;
+        // Objects to kill, with whether the cutoff (not a ban) condemned
+        // them; killed after the tail is cut, as varnishd's lurker only
+        // re-arms them and they let go of their ban when the expiry thread
+        // frees them.
+        let mut doomed: Vec<(Arc<ObjCore>, bool)> = Vec::new();
         while horizon > 0 && examined < budget && visited < nshards {
             let si = inner.lurker_cursor.fetch_add(1, Ordering::Relaxed) & inner.shard_mask;
             visited += 1;
@@ -1058,10 +1092,7 @@ impl Cache {
                     continue;
                 }
                 if cutoff_id.is_some_and(|c| cur < c) {
-                    if inner.kill(&oc) {
-                        CacheStats::inc(&stats.bans_lurker_obj_killed_cutoff);
-                        report.killed += 1;
-                    }
+                    doomed.push((oc, true));
                     continue;
                 }
                 let obj = ban_object(&oc, data);
@@ -1086,13 +1117,7 @@ impl Cache {
                     report.tested += 1;
                 }
                 if hit {
-                    if inner.kill(&oc) {
-                        CacheStats::inc(&stats.bans_lurker_obj_killed);
-                        inner.emit(|| CacheEvent::LurkerBanned {
-                            vxid: oc.vxid.load(Ordering::Relaxed),
-                        });
-                        report.killed += 1;
-                    }
+                    doomed.push((oc, false));
                 } else {
                     // Checked against every lurkable ban newer than its own:
                     // it moves up to just before the first ban it still has
@@ -1122,9 +1147,32 @@ impl Cache {
             }
         }
         if !partial {
-            report.completed += inner.bans_read().complete_moot(stats);
+            report.completed += inner.bans_read().complete_moot(stats, now - lurker_age);
         }
         report.deleted = inner.bans_write().trim(stats);
+        for (oc, cut) in doomed {
+            if inner.kill(&oc) {
+                if cut {
+                    CacheStats::inc(&stats.bans_lurker_obj_killed_cutoff);
+                } else {
+                    CacheStats::inc(&stats.bans_lurker_obj_killed);
+                    inner.emit(|| CacheEvent::LurkerBanned {
+                        vxid: oc.vxid.load(Ordering::Relaxed),
+                    });
+                }
+                report.killed += 1;
+            }
+        }
+        // A round that had bans to test comes back after `ban_lurker_sleep`
+        // (the next step), as varnishd's does: a pass cut short goes on,
+        // and the tail the killed objects let go of is cut then. Else the
+        // lurker sleeps until a ban comes of age or 49.62 s pass.
+        if horizon > 0 {
+            inner.lurker_kick.store(true, Ordering::Release);
+        }
+        inner
+            .lurker_wake
+            .store((now + LURKER_IDLE).to_bits(), Ordering::Release);
         report
     }
 }
@@ -1289,20 +1337,39 @@ impl Inner {
     }
 
     /// Test an object against bans newer than the one it last passed; true if
-    /// one matches (the caller kills it). Called under the shard lock.
+    /// one matches (the caller kills it). Called under the shard lock. As
+    /// varnishd's `BAN_CheckObject`, the lurker is woken when the oldest ban
+    /// is left unreferenced.
     fn ban_check(&self, oc: &ObjCore, req: &LookupRequest<'_>) -> bool {
+        let Some(banned) = self.ban_check_inner(oc, req) else {
+            return false;
+        };
+        // A banned object is killed right after (its ban goes with it).
+        if banned
+            || self
+                .bans_read()
+                .list
+                .front()
+                .is_some_and(|b| b.refs.load(Ordering::Acquire) == 0)
+        {
+            self.lurker_kick.store(true, Ordering::Release);
+        }
+        banned
+    }
+
+    /// `None` when the object had nothing to be tested against; else
+    /// whether a ban matched.
+    fn ban_check_inner(&self, oc: &ObjCore, req: &LookupRequest<'_>) -> Option<bool> {
         let cur = oc.ban_id.load(Ordering::Acquire);
         if cur == self.newest_ban.load(Ordering::Acquire) {
-            return false;
+            return None;
         }
         let list = self.bans_read();
         let newest = list.newest();
         if cur == newest.id || cur == 0 {
-            return false;
+            return None;
         }
-        let Some(data) = oc.data.get() else {
-            return false;
-        };
+        let data = oc.data.get()?;
         let obj = ban_object(oc, data);
         let breq = BanRequest {
             url: req.url,
@@ -1319,7 +1386,7 @@ impl Inner {
             CacheStats::add(&self.stats.bans_tests_tested, n as u64);
             if m {
                 CacheStats::inc(&self.stats.bans_obj_killed);
-                return true;
+                return Some(true);
             }
         }
         if oc
@@ -1332,7 +1399,7 @@ impl Inner {
             }
             newest.add_ref();
         }
-        false
+        Some(false)
     }
 
     fn move_ban(&self, oc: &ObjCore, cur: u64, target: u64) {

@@ -543,6 +543,12 @@ fn blob_functions_and_object() {
 fn purge_calls_the_server() {
     let r = Rig::new(&["purge"], &[]);
     let mut c = req();
+    // Outside vcl_hit and vcl_miss a purge fails at run time (VRT_purge).
+    assert_eq!(
+        r.call(&mut c, "purge.hard", vec![]),
+        Err("purge can only happen in vcl_hit{} or vcl_miss{}".to_string())
+    );
+    c.vmod.sub = Some(lacquer_vcl::subs::BuiltinSub::Hit);
     c.vmod.purge_count = 2;
     assert_eq!(r.call(&mut c, "purge.hard", vec![]), Ok(Value::Int(2)));
     assert_eq!(r.call(&mut c, "purge.soft", vec![]), Ok(Value::Int(2)));
