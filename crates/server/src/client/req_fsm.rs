@@ -1850,7 +1850,13 @@ where
         let l = decimal(l);
         if t.resp.headers.get("content-length") != Some(&l[..]) {
             t.resp.headers.remove("content-length");
-            t.resp.headers.append("Content-Length", l);
+            // http_PrintfHeader: on an overflowed workspace the line is
+            // lost (the delivery then ends in the minimal 500).
+            if lacquer_vcl::exec::Workspace::overflowed(&t.ws) {
+                t.printf_header_fits(b"Content-Length", &l);
+            } else {
+                t.resp.headers.append("Content-Length", l);
+            }
         }
     } else if !cl_as_is {
         t.resp.headers.remove("content-length");
