@@ -2,7 +2,7 @@ vcl 4.1;
 import curl;
 backend default {
     .host = "127.0.0.1";
-    .port = "51257";
+    .port = "34931";
 }
 
 sub vcl_recv {
@@ -12,7 +12,7 @@ sub vcl_recv {
     }
     curl.header_add("OAuth-Ip: " + req.http.X-Forwarded-For);
     curl.header_add("OAuth-Token: " + regsub(req.http.Authorization, "^Bearer ", ""));
-    curl.fetch("http://127.0.0.1:44681/oauth/token_validation");
+    curl.fetch("http://127.0.0.1:48663/oauth/token_validation");
 
     if (curl.status() == 200) {
         set req.http.OAuth-Country = curl.header("OAuth-Country");

@@ -2,7 +2,7 @@ vcl 4.1;
 # The one VCL that both lacquerd and varnishd run in the benchmarks.
 backend default {
     .host = "127.0.0.1";
-    .port = "49691";
+    .port = "34931";
 }
 
 sub vcl_recv {
