@@ -466,14 +466,7 @@ where
                     }
                     vsl.log_bytes(Tag::HttpGarbage, lacquer_http::parse::garbage(head));
                 }
-                vsl.log_str(Tag::RespProtocol, "HTTP/1.1");
-                vsl.log(Tag::RespStatus, format_args!("{status}"));
-                vsl.log_str(Tag::RespReason, reason);
-                let (rx, tx) = (head.len(), out.len());
-                sh.counters.add(Main::s_req_hdrbytes, rx as u64);
-                sh.counters.add(Main::s_resp_hdrbytes, tx as u64);
-                vsl.log(Tag::ReqAcct, format_args!("{rx} 0 {rx} {tx} 0 {tx}"));
-                vsl.log_str(Tag::End, "");
+                end_refused(sh, &mut vsl, status, reason, head.len(), out.len());
                 return Turn::End(if junk { "RX_JUNK" } else { "RX_BAD" });
             }
         };
@@ -572,17 +565,8 @@ where
                 if let Some(vcl) = sh.active_vcl() {
                     vsl.log_str(Tag::VCL_use, &vcl.name);
                 }
-                vsl.log_str(Tag::RespProtocol, "HTTP/1.1");
-                vsl.log_str(Tag::RespStatus, "400");
-                vsl.log_str(Tag::RespReason, "Bad Request");
-                let (rx, tx) = (
-                    req_hdr_bytes as u64,
-                    if sent { R_400.len() as u64 } else { 0 },
-                );
-                sh.counters.add(Main::s_req_hdrbytes, rx);
-                sh.counters.add(Main::s_resp_hdrbytes, tx);
-                vsl.log(Tag::ReqAcct, format_args!("{rx} 0 {rx} {tx} 0 {tx}"));
-                vsl.log_str(Tag::End, "");
+                let tx = if sent { R_400.len() } else { 0 };
+                end_refused(sh, &mut vsl, 400, "Bad Request", req_hdr_bytes, tx);
                 return Turn::End("RX_BAD");
             }
         }
@@ -621,14 +605,14 @@ where
             sh.counters.inc(Main::sc_rx_junk);
             let out = b"HTTP/1.1 417 Expectation Failed\r\n\r\n";
             let _ = conn.stream.write_all(out).await;
-            vsl.log_str(Tag::RespProtocol, "HTTP/1.1");
-            vsl.log_str(Tag::RespStatus, "417");
-            vsl.log_str(Tag::RespReason, "Expectation Failed");
-            let (rx, tx) = (req_hdr_bytes, out.len());
-            sh.counters.add(Main::s_req_hdrbytes, rx as u64);
-            sh.counters.add(Main::s_resp_hdrbytes, tx as u64);
-            vsl.log(Tag::ReqAcct, format_args!("{rx} 0 {rx} {tx} 0 {tx}"));
-            vsl.log_str(Tag::End, "");
+            end_refused(
+                sh,
+                &mut vsl,
+                417,
+                "Expectation Failed",
+                req_hdr_bytes,
+                out.len(),
+            );
             vsl.flush();
             return Turn::End("RX_JUNK");
         }
@@ -958,6 +942,20 @@ fn split_head(head: &[u8]) -> ReqMsg {
         );
     }
     req
+}
+
+/// Ends the transaction of a request refused with a bare status line
+/// before VCL ran (varnishd's minimal responses): the answer logged as a
+/// response, the head's `rx` bytes and the answer's `tx` bytes charged and
+/// in `ReqAcct`.
+fn end_refused(sh: &Shared, vsl: &mut VslBuf, status: u16, reason: &str, rx: usize, tx: usize) {
+    vsl.log_str(Tag::RespProtocol, "HTTP/1.1");
+    vsl.log(Tag::RespStatus, format_args!("{status}"));
+    vsl.log_str(Tag::RespReason, reason);
+    sh.counters.add(Main::s_req_hdrbytes, rx as u64);
+    sh.counters.add(Main::s_resp_hdrbytes, tx as u64);
+    vsl.log(Tag::ReqAcct, format_args!("{rx} 0 {rx} {tx} 0 {tx}"));
+    vsl.log_str(Tag::End, "");
 }
 
 /// Where the (bad) head in `buf` ends: after its blank line, or all of
