@@ -32,52 +32,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms, aws_lc_rs};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{
-    ClientConfig, ClientConnection, DigitallySignedStruct, HandshakeKind, SignatureScheme,
-};
-
-/// Accepts any certificate, but checks the handshake signature made with
-/// its key, as a client that does not verify the chain still does.
-#[derive(Debug)]
-struct SignatureOnly(WebPkiSupportedAlgorithms);
-
-impl ServerCertVerifier for SignatureOnly {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_schemes()
-    }
-}
+use lacquer_tls::client::AnyCert;
+use rustls::crypto::{CryptoProvider, aws_lc_rs};
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, ClientConnection, HandshakeKind};
 
 struct Opts {
     addr: SocketAddr,
@@ -294,14 +252,14 @@ fn main() -> ExitCode {
         kx_groups: vec![o.group],
         ..aws_lc_rs::default_provider()
     };
-    let algs = provider.signature_verification_algorithms;
-    let cfg = ClientConfig::builder_with_provider(Arc::new(provider))
+    let provider = Arc::new(provider);
+    let cfg = ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| format!("TLS 1.3 with the aws-lc-rs provider: {e}"));
     let mut cfg = match cfg {
         Ok(b) => b
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(SignatureOnly(algs)))
+            .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
             .with_no_client_auth(),
         Err(e) => {
             eprintln!("handshake_load: {e}");

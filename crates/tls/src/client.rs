@@ -284,9 +284,11 @@ impl ServerCertVerifier for ChainOnly {
 }
 
 /// Accepts any certificate (`.ssl_verify_peer = 0`); the handshake's
-/// signatures are still checked against the certificate presented.
+/// signatures are still checked against the certificate presented, with
+/// the provider's algorithms. Public for load generators that check no
+/// chain (`examples/handshake_load.rs`).
 #[derive(Debug)]
-struct AnyCert(Arc<CryptoProvider>);
+pub struct AnyCert(pub Arc<CryptoProvider>);
 
 impl ServerCertVerifier for AnyCert {
     fn verify_server_cert(
