@@ -93,7 +93,11 @@ fn snapshot_files(d: &Dir) -> Vec<PathBuf> {
 
 fn remove_snapshot(d: &Dir) {
     for p in snapshot_files(d) {
-        std::fs::remove_file(p).unwrap();
+        // The store's snapshot writer may have replaced it meanwhile.
+        match std::fs::remove_file(p) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            r => r.unwrap(),
+        }
     }
 }
 
