@@ -10,6 +10,11 @@ use std::sync::atomic::Ordering;
 
 use lacquer_tls::testcerts::{Ca, tempdir};
 
+/// The handshake counters (`TLS_HANDSHAKES`) are process-wide, and the
+/// test harness runs this file's tests on parallel threads: each test holds
+/// this lock so the counting test sees only its own handshakes.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 struct Nginx {
     child: Child,
     port: u16,
@@ -69,6 +74,7 @@ fn nginx(dir: &std::path::Path, cert: &std::path::Path, key: &std::path::Path) -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verify_matrix_reuse_and_resumption_against_nginx() {
+    let _serial = SERIAL.lock().await;
     let dir = tempdir("be");
     let ca = Ca::new("Origin CA");
     let ca_file = ca.write(&dir);
@@ -175,6 +181,7 @@ sub vcl_backend_fetch {{
 /// verify matrix against the same kind of origin.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamic_backends_take_the_tls_attributes() {
+    let _serial = SERIAL.lock().await;
     let dir = tempdir("dynbe");
     let ca = Ca::new("Dynamic Origin CA");
     let ca_file = ca.write(&dir);
