@@ -1,7 +1,8 @@
 //! `Vary` handling: which request header values an object variant was made for.
 //!
 //! When a fetched response carries `Vary`, the values of the listed headers in the
-//! request that caused the fetch are captured ([`VarySpec::capture`]); a later
+//! backend request, as VCL left it, are captured ([`VarySpec::capture`]; a value
+//! varnishd's `VRY_Create` would refuse is caught first by [`check_vary`]); a later
 //! request may only use that variant if its own values are the same
 //! ([`VarySpec::matches`]). Header names compare case-insensitively, values
 //! exactly after trailing white space is removed (as varnishd does). A header
@@ -44,6 +45,69 @@ fn trim_end(v: &[u8]) -> &[u8] {
         .rposition(|c| !matches!(c, b' ' | b'\t'))
         .map_or(0, |p| p + 1);
     &v[..n]
+}
+
+/// Why varnishd's `VRY_Create` refuses a response's `Vary` value; the fetch
+/// then logs [`message`](VaryError::message) and makes the object a
+/// hit-for-miss ("Illegal 'Vary' header from backend").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VaryError {
+    /// A header name longer than 127 bytes.
+    NameTooLong,
+    /// The request's value for a named header is 65,535 bytes or longer.
+    ValueTooLong,
+    /// Two names not separated by a comma (`Vary: a b`).
+    Malformed,
+}
+
+impl VaryError {
+    /// The `Error` record varnishd writes for it.
+    pub fn message(self) -> &'static str {
+        match self {
+            VaryError::NameTooLong => "Vary header name length exceeded",
+            VaryError::ValueTooLong => "Vary header maximum length exceeded",
+            VaryError::Malformed => "Malformed Vary header",
+        }
+    }
+}
+
+/// Checks a (collected) `Vary` value as `VRY_Create` parses it: names are
+/// separated by commas with optional blanks (space, tab) around them, and
+/// anything else after a name is an error; empty names between commas are
+/// allowed. `req` is the backend request the values would be taken from.
+pub fn check_vary(value: &[u8], req: &dyn HeaderLookup) -> Result<(), VaryError> {
+    let blank = |c: u8| c == b' ' || c == b'\t';
+    let mut p = 0;
+    while p < value.len() {
+        if blank(value[p]) {
+            p += 1;
+            continue;
+        }
+        let mut q = p;
+        while q < value.len() && !blank(value[q]) && value[q] != b',' {
+            q += 1;
+        }
+        if q - p > 127 {
+            return Err(VaryError::NameTooLong);
+        }
+        if let Ok(name) = std::str::from_utf8(&value[p..q])
+            && let Some(v) = req.header(name)
+            && trim_end(v).len() > 0xffff - 1
+        {
+            return Err(VaryError::ValueTooLong);
+        }
+        while q < value.len() && blank(value[q]) {
+            q += 1;
+        }
+        if q == value.len() {
+            break;
+        }
+        if value[q] != b',' {
+            return Err(VaryError::Malformed);
+        }
+        p = q + 1;
+    }
+    Ok(())
 }
 
 /// A captured header: lower-case name and value (`None`: absent).
@@ -180,6 +244,33 @@ mod tests {
         let with_bar: Vec<(&str, &str)> = vec![("accept-encoding", "gzip"), ("x-bar", "")];
         assert!(!spec.matches(&with_bar));
         assert!(!spec.matches(&()));
+    }
+
+    #[test]
+    fn vary_values_refused_as_vry_create_does() {
+        let ok: [&[u8]; 6] = [b"a", b" a , b ", b"a,,b", b",", b"\ta\t,\tb", b""];
+        for v in ok {
+            assert_eq!(
+                check_vary(v, &()),
+                Ok(()),
+                "{:?}",
+                String::from_utf8_lossy(v)
+            );
+        }
+        assert_eq!(check_vary(b"a b", &()), Err(VaryError::Malformed));
+        assert_eq!(check_vary(b"a, b;q=1 c", &()), Err(VaryError::Malformed));
+        let long = "x".repeat(127);
+        assert_eq!(check_vary(long.as_bytes(), &()), Ok(()));
+        let longer = "x".repeat(128);
+        assert_eq!(
+            check_vary(longer.as_bytes(), &()),
+            Err(VaryError::NameTooLong)
+        );
+        let big = "v".repeat(0xffff);
+        let req: Vec<(&str, &str)> = vec![("X-Big", &big)];
+        assert_eq!(check_vary(b"x-big", &req), Err(VaryError::ValueTooLong));
+        let fits: Vec<(&str, &str)> = vec![("X-Big", &big[1..])];
+        assert_eq!(check_vary(b"x-big", &fits), Ok(()));
     }
 
     #[test]

@@ -866,7 +866,6 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         vxid,
         req_vxid: t.vxid,
         vxid_str: vxid.to_string(),
-        bereq0: t.req.headers.clone(),
         bereq,
         client_line,
         beresp: RespMsg::new(200),

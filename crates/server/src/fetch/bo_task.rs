@@ -61,9 +61,6 @@ pub struct BoTask {
     /// others (`GET`, `HTTP/1.1`): the first log of the bereq shows both,
     /// as varnishd's `http_ForceField` does.
     pub client_line: Option<ClientLine>,
-    /// The client's request headers as they were when the fetch started
-    /// (Vary is evaluated against them).
-    pub bereq0: lacquer_http::Headers,
     pub beresp: RespMsg,
     pub t_bereq: f64,
     pub t_beresp: f64,

@@ -1000,7 +1000,27 @@ fn collect_header(h: &mut lacquer_http::Headers, lower: &str, name: &'static str
     h.set(name, joined);
 }
 
-/// The store an object goes to.
+/// As varnishd's `vbf_beresp2obj` for a fetch that is not a pass: a
+/// `Vary` that `VRY_Create` refuses is logged and makes the object
+/// uncacheable (a hit-for-miss, which varies on nothing) rather than
+/// failing the fetch. Whether the value was accepted.
+fn check_vary(bo: &mut BoTask) -> bool {
+    let Some(v) = bo.beresp.headers.get("vary") else {
+        return true;
+    };
+    let view = crate::runtime::msg::HeaderView(&bo.bereq.headers);
+    if let Err(e) = lacquer_cache::vary::check_vary(v, &view) {
+        bo.vsl.log_str(Tag::Error, e.message());
+        bo.vsl.log_str(
+            Tag::Error,
+            "Illegal 'Vary' header from backend, making this a pass.",
+        );
+        bo.uncacheable = true;
+        return false;
+    }
+    true
+}
+
 /// The store an object goes to; `None` when VCL set `beresp.storage` to
 /// no store (the fetch then fails, as varnishd's "Could not get storage").
 fn pick_store(bo: &BoTask, private: bool) -> Option<lacquer_cache::StoreRef> {
@@ -1055,7 +1075,8 @@ fn stored_vary_bytes(bo: &BoTask) -> Option<u64> {
         return None;
     }
     let v = bo.beresp.headers.get("vary")?;
-    let spec = lacquer_cache::VarySpec::capture([v], &crate::runtime::msg::HeaderView(&bo.bereq0));
+    let spec =
+        lacquer_cache::VarySpec::capture([v], &crate::runtime::msg::HeaderView(&bo.bereq.headers));
     Some(spec.map_or(0, |s| s.storage_size() as u64))
 }
 
@@ -1327,6 +1348,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         };
         bo.sh.counters.inc(counter);
     }
+    let vary_ok = matches!(job.mode, FetchMode::Pass) || check_vary(bo);
     let kind = match hfp_ttl {
         Some(_) => ObjKind::HitForPass,
         None if bo.uncacheable => ObjKind::HitForMiss,
@@ -1416,7 +1438,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     // clients get gunzipped copies as needed, so Accept-Encoding does not
     // split variants.
     let gzip_support = bo.sh.params().flag(pid!("http_gzip_support"));
-    let vary_spec = bo.beresp.headers.get("vary").map(|v| {
+    let vary_spec = bo.beresp.headers.get("vary").filter(|_| vary_ok).map(|v| {
         if gzip_support {
             strip_token(v, b"accept-encoding")
         } else {
@@ -1435,7 +1457,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             if let Some(v) = vary_spec.as_ref().filter(|v| !v.is_empty())
                 && let Some(spec) = lacquer_cache::VarySpec::capture(
                     [&v[..]],
-                    &crate::runtime::msg::HeaderView(&bo.bereq0),
+                    &crate::runtime::msg::HeaderView(&bo.bereq.headers),
                 )
             {
                 busy.set_vary(spec);
