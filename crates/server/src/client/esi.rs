@@ -550,7 +550,7 @@ fn include_request(parent: &ReqMsg, host: Option<&Bytes>, url: &Bytes, gzip: boo
     req.method = Bytes::from_static(b"GET");
     req.url = url.clone();
     req.proto = Bytes::from_static(b"HTTP/1.1");
-    if let Some(h) = host.filter(|h| !h.is_empty()) {
+    if let Some(h) = host {
         req.headers.remove("host");
         req.headers.append("Host", h.clone());
     }
@@ -582,7 +582,7 @@ fn log_include_changes(vsl: &mut VslBuf, parent: &ReqMsg, host: Option<&Bytes>, 
             }
         }
     };
-    if let Some(h) = host.filter(|h| !h.is_empty()) {
+    if let Some(h) = host {
         unset(vsl, b"host");
         vsl.log_header(Tag::ReqHeader, b"Host", h);
     }

@@ -859,31 +859,36 @@ impl Parser {
             self.error("ESI 1.0 <esi:include> has whitespace in src= attribute");
             return;
         }
-        let (host, path): (Option<&[u8]>, &[u8]) =
-            if let Some(rest) = src.strip_prefix(b"http://".as_slice()) {
-                match rest.iter().position(|&c| c == b'/') {
-                    Some(i) => (Some(&rest[..i]), &rest[i..]),
-                    None => {
-                        self.error("ESI 1.0 <esi:include> invalid src= URL");
-                        return;
-                    }
-                }
-            } else if let Some(rest) = src.strip_prefix(b"https://".as_slice()) {
-                if !self.features.ignore_https {
-                    self.warn("ESI 1.0 <esi:include> with https:// ignored");
+        // As varnishd, a src that is only the scheme ("http://") is a
+        // relative path, and "http:///x" sets an empty Host.
+        let (host, path): (Option<&[u8]>, &[u8]) = if src.len() > 7
+            && let Some(rest) = src.strip_prefix(b"http://".as_slice())
+        {
+            match rest.iter().position(|&c| c == b'/') {
+                Some(i) => (Some(&rest[..i]), &rest[i..]),
+                None => {
+                    self.error("ESI 1.0 <esi:include> invalid src= URL");
                     return;
                 }
-                self.warn("ESI 1.0 <esi:include> https:// treated as http://");
-                match rest.iter().position(|&c| c == b'/') {
-                    Some(i) => (Some(&rest[..i]), &rest[i..]),
-                    None => {
-                        self.error("ESI 1.0 <esi:include> invalid src= URL");
-                        return;
-                    }
+            }
+        } else if src.len() > 8
+            && let Some(rest) = src.strip_prefix(b"https://".as_slice())
+        {
+            if !self.features.ignore_https {
+                self.warn("ESI 1.0 <esi:include> with https:// ignored");
+                return;
+            }
+            self.warn("ESI 1.0 <esi:include> https:// treated as http://");
+            match rest.iter().position(|&c| c == b'/') {
+                Some(i) => (Some(&rest[..i]), &rest[i..]),
+                None => {
+                    self.error("ESI 1.0 <esi:include> invalid src= URL");
+                    return;
                 }
-            } else {
-                (None, &src[..])
-            };
+            }
+        } else {
+            (None, &src[..])
+        };
         let mut url = Vec::with_capacity(path.len() + self.url.len());
         if host.is_none() && path.first() != Some(&b'/') {
             // Relative: against the directory of the URL, as varnishd
