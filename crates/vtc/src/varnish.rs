@@ -353,9 +353,7 @@ impl Varnish {
 
     fn stop(&mut self, ctx: &Arc<Ctx>) -> R<()> {
         self.launch(ctx)?;
-        for m in ["addr", "port", "sock"] {
-            ctx.undefine(&self.name, &format!("{}_{m}", self.name));
-        }
+        // As varnishtest 7.1: `${vN_sock}` and its kin stay defined.
         ctx.log(2, &self.name, "Stop");
         self.ask(ctx, Some("stop"))?;
         self.status_loop(ctx, false)

@@ -288,7 +288,7 @@ fn start(sh: &Arc<Shared>) -> Reply {
         return Reply::err(status::CANT, e);
     }
     sh.mgt.child_start.fetch_add(1, Ordering::Relaxed);
-    sh.running.store(true, Ordering::Release);
+    sh.set_running(true);
     Reply::ok("")
 }
 
@@ -333,7 +333,7 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
             if !sh.is_running() {
                 return Reply::err(status::CANT, "Child in state stopped");
             }
-            sh.running.store(false, Ordering::Release);
+            sh.set_running(false);
             // varnishd's child takes its memory storage with it.
             sh.cache.clear();
             match sh.mgt.child_stopped() {

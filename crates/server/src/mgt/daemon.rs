@@ -464,9 +464,10 @@ fn write_private(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
     f.write_all(data)
 }
 
-/// A bound listener ready to accept.
+/// A bound listener. A TCP socket listens only while the cache runs
+/// ([`spawn_acceptor`]).
 enum Bound {
-    Tcp(TcpListener, Named),
+    Tcp(tokio::net::TcpSocket, Named),
     Unix(UnixListener, Named, PathBuf),
 }
 
@@ -484,7 +485,6 @@ struct Named {
 
 fn bind_all(
     specs: &[ListenSpec],
-    backlog: u32,
     tls: Option<&crate::runtime::tls::TlsState>,
 ) -> Result<Vec<Bound>, String> {
     let mut out = Vec::new();
@@ -498,33 +498,24 @@ fn bind_all(
             };
             match ep {
                 Endpoint::Tcp(addr) => {
-                    let sock = if addr.is_ipv4() {
-                        tokio::net::TcpSocket::new_v4()
-                    } else {
-                        tokio::net::TcpSocket::new_v6()
-                    }
-                    .map_err(|e| format!("Could not get socket {addr}: {e}"))?;
-                    let _ = sock.set_reuseaddr(true);
-                    if let Err(e) = sock.bind(*addr) {
+                    let sock = match crate::runtime::state::ListenSlot::bind(*addr) {
+                        Ok(s) => s,
                         // A wildcard spec gives both v4 and v6; a host
                         // without IPv6 only loses that half.
-                        if spec.endpoints.len() > 1 && addr.is_ipv6() {
-                            continue;
+                        Err(_) if spec.endpoints.len() > 1 && addr.is_ipv6() => continue,
+                        Err(e) => {
+                            return Err(format!(
+                                "Could not get socket {addr}: {e} (is another process listening there?)"
+                            ));
                         }
-                        return Err(format!(
-                            "Could not get socket {addr}: {e} (is another process listening there?)"
-                        ));
-                    }
-                    let l = sock
-                        .listen(backlog)
-                        .map_err(|e| format!("Could not listen on {addr}: {e}"))?;
+                    };
                     // local.endpoint names the address really bound (the
                     // port the kernel chose for `:0`).
                     let mut named = named;
-                    if let Ok(a) = l.local_addr() {
+                    if let Ok(a) = sock.local_addr() {
                         named.written = Arc::from(a.to_string().as_str());
                     }
-                    out.push(Bound::Tcp(l, named));
+                    out.push(Bound::Tcp(sock, named));
                 }
                 Endpoint::Unix {
                     path,
@@ -552,6 +543,31 @@ fn bind_all(
         }
     }
     Ok(out)
+}
+
+/// Starts a session on an accepted TCP connection.
+fn serve_tcp(sh: &Arc<Shared>, named: &Named, s: tokio::net::TcpStream, peer: SocketAddr) {
+    let _ = s.set_nodelay(true);
+    let local = s.local_addr().unwrap_or(peer);
+    let (s, ctl) = crate::client::sock::client_stream(s);
+    let args = SessInfoArgs::new(
+        peer,
+        local,
+        named.name.clone(),
+        named.written.clone(),
+        named.proxy,
+    );
+    let sh = sh.clone();
+    let tls = named.tls.clone().zip(sh.tls.get().cloned());
+    tokio::spawn(async move {
+        let _g = SessGuard::new();
+        match tls {
+            Some((fe, state)) => {
+                crate::client::tls::serve(sh, state, fe, s, args, ctl).await;
+            }
+            None => crate::client::session::serve(sh, s, args, Some(ctl)).await,
+        }
+    });
 }
 
 fn printable(b: &Bound) -> BoundListener {
@@ -614,60 +630,72 @@ async fn accept_failed(
     }
 }
 
+/// Serves a bound listener. A TCP socket listens while the cache runs and
+/// is closed when it stops (`Shared::set_running`), as varnishd's manager
+/// reopens its sockets when the child goes (`MAC_reopen_sockets`):
+/// connections are refused, not accepted and dropped, before `start` and
+/// after `stop`.
 fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
     match b {
-        Bound::Tcp(l, named) => {
+        Bound::Tcp(sock, named) => {
+            let slot = match crate::runtime::state::ListenSlot::new(sock) {
+                Ok(s) => Arc::new(s),
+                Err(e) => {
+                    eprintln!("Could not use listen socket {}: {e}", named.written);
+                    return;
+                }
+            };
+            let addr = slot.addr;
             // VCL's HTTP calls to this listener are served in process.
-            if let (None, false, Ok(a)) = (&named.tls, named.proxy, l.local_addr()) {
+            if let (None, false) = (&named.tls, named.proxy) {
                 crate::client::loopback::register(
                     &sh,
-                    a,
+                    addr,
                     named.name.clone(),
                     named.written.clone(),
                 );
             }
+            sh.tcp_listeners
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(slot.clone());
             tokio::spawn(async move {
                 loop {
-                    let (s, peer) = match l.accept().await {
-                        Ok(x) => x,
-                        Err(e) => {
-                            let local = l.local_addr().ok();
-                            let fd = std::os::fd::AsRawFd::as_raw_fd(&l);
-                            accept_failed(&sh, &named.name, local, fd, &e).await;
-                            continue;
-                        }
-                    };
-                    if !sh.is_running() {
-                        drop(s);
+                    sh.until_running(true).await;
+                    let Some(l) = slot.listener() else {
+                        // It could not listen (see `set_running`): wait
+                        // for the next start.
+                        sh.until_running(false).await;
                         continue;
-                    }
-                    let _ = s.set_nodelay(true);
-                    let local = s.local_addr().unwrap_or(peer);
-                    let (s, ctl) = crate::client::sock::client_stream(s);
-                    let args = SessInfoArgs::new(
-                        peer,
-                        local,
-                        named.name.clone(),
-                        named.written.clone(),
-                        named.proxy,
-                    );
-                    let sh = sh.clone();
-                    let tls = named.tls.clone().zip(sh.tls.get().cloned());
-                    tokio::spawn(async move {
-                        let _g = SessGuard::new();
-                        match tls {
-                            Some((fe, state)) => {
-                                crate::client::tls::serve(sh, state, fe, s, args, ctl).await;
+                    };
+                    loop {
+                        let accepted = tokio::select! {
+                            r = l.accept() => r,
+                            () = sh.until_running(false) => break,
+                        };
+                        let (s, peer) = match accepted {
+                            Ok(x) => x,
+                            Err(e) => {
+                                let fd = std::os::fd::AsRawFd::as_raw_fd(&*l);
+                                accept_failed(&sh, &named.name, Some(addr), fd, &e).await;
+                                continue;
                             }
-                            None => crate::client::session::serve(sh, s, args, Some(ctl)).await,
-                        }
-                    });
+                        };
+                        serve_tcp(&sh, &named, s, peer);
+                    }
+                    // Stopped: the last handle goes, the socket closes and
+                    // connections are refused until the next start.
+                    drop(l);
                 }
             });
         }
         Bound::Unix(l, named, _) => {
             tokio::spawn(async move {
                 loop {
+                    // A Unix socket keeps listening while the cache is
+                    // stopped: connections wait in its backlog (see
+                    // DEVIATIONS.md).
+                    sh.until_running(true).await;
                     let (s, _) = match l.accept().await {
                         Ok(x) => x,
                         Err(e) => {
@@ -676,9 +704,6 @@ fn spawn_acceptor(sh: Arc<Shared>, b: Bound) {
                             continue;
                         }
                     };
-                    if !sh.is_running() {
-                        continue;
-                    }
                     // Unix-socket sessions report 0.0.0.0 addresses, as
                     // varnishd (a PROXY header may still name others).
                     let zero = SocketAddr::from(([0, 0, 0, 0], 0));
@@ -901,7 +926,7 @@ pub async fn run(cfg: Config) -> Result<u8, String> {
         _ = async { match cli_done { Some(h) => { let _ = h.await; } None => std::future::pending::<()>().await } } => {}
     }
     // Graceful shutdown: stop accepting, let requests in flight finish.
-    r.shared.running.store(false, Ordering::Release);
+    r.shared.set_running(false);
     let deadline = Instant::now() + Duration::from_secs(5);
     while SESSIONS.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -1009,6 +1034,8 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         started: Instant::now(),
         listeners: Default::default(),
         running: AtomicBool::new(false),
+        running_changed: Default::default(),
+        tcp_listeners: Default::default(),
         fetch_frag: std::sync::atomic::AtomicUsize::new(0),
         mgt: Default::default(),
         workdir: cfg.workdir.clone(),
@@ -1027,11 +1054,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         crate::mgt::tls::spawn_sighup(sh.clone(), t.clone());
         let _ = sh.tls.set(t);
     }
-    let bound = bind_all(
-        &cfg.listen,
-        params.uint("listen_depth") as u32,
-        sh.tls.get().map(|t| &**t),
-    )?;
+    let bound = bind_all(&cfg.listen, sh.tls.get().map(|t| &**t))?;
     // The boot VCLs: (name, file name, source).
     let boot: Vec<(String, String, String)> = match &cfg.vcl {
         BootVcl::Files(files) => boot_names(files)
@@ -1139,7 +1162,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     if !cfg.debug && sh.active_vcl().is_some() {
         sh.mgt.child_started(&sh.params().dump())?;
         sh.mgt.child_start.fetch_add(1, Ordering::Relaxed);
-        sh.running.store(true, Ordering::Release);
+        sh.set_running(true);
     }
     // Housekeeping.
     let hk = sh.clone();

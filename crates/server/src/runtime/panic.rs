@@ -178,7 +178,7 @@ fn die(sh: &Shared, text: String) {
     *m.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((lacquer_http::date::now(), text));
     m.child_panic.fetch_add(1, Ordering::Relaxed);
     m.ever_panicked.store(true, Ordering::Relaxed);
-    sh.running.store(false, Ordering::Release);
+    sh.set_running(false);
     sh.cache.clear();
     if let Err(e) = m.child_stopped() {
         eprintln!("Error: {e}");

@@ -46,8 +46,16 @@ pub struct Shared {
     pub hostname: String,
     pub started: Instant,
     pub listeners: Mutex<Vec<BoundListener>>,
-    /// False between `stop` and `start`: new connections are refused.
-    pub running: AtomicBool,
+    /// False until the cache starts and between `stop` and `start`: TCP
+    /// listen sockets are then bound but not listening, so connections are
+    /// refused as varnishd's are while its child is not running (set with
+    /// [`set_running`](Shared::set_running)).
+    pub(crate) running: AtomicBool,
+    /// Wakes the acceptors waiting in [`until_running`](Shared::until_running)
+    /// on each change.
+    pub(crate) running_changed: tokio::sync::Notify,
+    /// The TCP listen sockets, opened and closed with the running state.
+    pub(crate) tcp_listeners: Mutex<Vec<Arc<ListenSlot>>>,
     /// The management side's view of the cache process (`MGT.*`, the
     /// last panic).
     pub mgt: crate::runtime::panic::MgtState,
@@ -119,6 +127,40 @@ impl Shared {
         self.running.load(Ordering::Relaxed)
     }
 
+    /// Starts (`true`) or stops the cache side. Starting makes every TCP
+    /// listen socket listen before it returns (bound again if a stop closed
+    /// it); stopping closes them once their acceptors let go, as varnishd's
+    /// manager reopens its sockets without listening when the child stops.
+    pub fn set_running(&self, on: bool) {
+        let slots = self.tcp_listeners.lock().unwrap_or_else(|e| e.into_inner());
+        let backlog = self.params().uint(crate::pid!("listen_depth")) as u32;
+        for slot in slots.iter() {
+            if on {
+                if let Err(e) = slot.open(backlog) {
+                    eprintln!("Could not reopen listen socket {}: {e}", slot.addr);
+                }
+            } else {
+                slot.close();
+            }
+        }
+        drop(slots);
+        self.running.store(on, Ordering::Release);
+        self.running_changed.notify_waiters();
+    }
+
+    /// Returns once the cache side runs (`on`) or is stopped.
+    pub async fn until_running(&self, on: bool) {
+        loop {
+            let woken = self.running_changed.notified();
+            let mut woken = std::pin::pin!(woken);
+            woken.as_mut().enable();
+            if self.running.load(Ordering::Acquire) == on {
+                return;
+            }
+            woken.await;
+        }
+    }
+
     /// The VCL a label (or name) refers to, for `return (vcl(label))`.
     pub fn vcl_by_label(&self, label: &str) -> Option<Arc<LoadedVcl>> {
         self.vcls
@@ -143,5 +185,72 @@ impl Shared {
     /// The store called `name`.
     pub fn store(&self, name: &str) -> Option<&Arc<dyn Stevedore>> {
         self.stores.iter().find(|s| s.name() == name)
+    }
+}
+
+/// A TCP listen socket that listens only while the cache runs: bound at
+/// start-up (so a taken address fails the start, as in varnishd), listening
+/// from [`open`](ListenSlot::open), closed by [`close`](ListenSlot::close)
+/// once its acceptor drops its handle.
+pub struct ListenSlot {
+    /// The address it is bound to (the port the kernel chose for `:0`).
+    pub addr: std::net::SocketAddr,
+    /// The socket bound at start-up, until it first listens.
+    bound: Mutex<Option<tokio::net::TcpSocket>>,
+    /// The listening socket, while the cache runs.
+    current: Mutex<Option<Arc<tokio::net::TcpListener>>>,
+}
+
+impl ListenSlot {
+    /// A slot for a socket already bound (and not listening).
+    pub fn new(sock: tokio::net::TcpSocket) -> std::io::Result<ListenSlot> {
+        Ok(ListenSlot {
+            addr: sock.local_addr()?,
+            bound: Mutex::new(Some(sock)),
+            current: Mutex::new(None),
+        })
+    }
+
+    /// A new socket bound to `addr`, not listening.
+    pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpSocket> {
+        let sock = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()
+        } else {
+            tokio::net::TcpSocket::new_v6()
+        }?;
+        let _ = sock.set_reuseaddr(true);
+        sock.bind(addr)?;
+        Ok(sock)
+    }
+
+    /// Makes the socket listen (binding a new one after a close).
+    fn open(&self, backlog: u32) -> std::io::Result<()> {
+        let mut cur = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if cur.is_some() {
+            return Ok(());
+        }
+        let sock = match self.bound.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            Some(s) => s,
+            None => ListenSlot::bind(self.addr)?,
+        };
+        *cur = Some(Arc::new(sock.listen(backlog)?));
+        Ok(())
+    }
+
+    /// Lets go of the listening socket: it closes when the acceptor drops
+    /// its handle too.
+    fn close(&self) {
+        self.current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+    }
+
+    /// The listening socket, if the cache runs and it could listen.
+    pub fn listener(&self) -> Option<Arc<tokio::net::TcpListener>> {
+        self.current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
