@@ -859,6 +859,12 @@ impl Parser {
             self.error("ESI 1.0 <esi:include> has whitespace in src= attribute");
             return;
         }
+        // varnishd reads the src as a C string: it ends at a NUL byte,
+        // which never reaches a request line.
+        let src = match src.iter().position(|&c| c == 0) {
+            Some(n) => &src[..n],
+            None => &src[..],
+        };
         // As varnishd, a src that is only the scheme ("http://") is a
         // relative path, and "http:///x" sets an empty Host.
         let (host, path): (Option<&[u8]>, &[u8]) = if src.len() > 7
@@ -887,7 +893,7 @@ impl Parser {
                 }
             }
         } else {
-            (None, &src[..])
+            (None, src)
         };
         let mut url = Vec::with_capacity(path.len() + self.url.len());
         if host.is_none() && path.first() != Some(&b'/') {
@@ -1065,6 +1071,12 @@ mod tests {
         assert!(d.is_empty(), "{d:?}");
         let (out, _) = esi("<p><esi:include src=\"rel&amp;a\"/><esi:include src=\"http://h/p\"/>");
         assert_eq!(out, "<p>[/dir/rel&a][h/p]");
+        // Only the scheme is a relative URL; an empty host is kept; a NUL
+        // ends the src (varnishd reads it as a C string).
+        let (out, _) = esi("<p><esi:include src=\"http://\"/><esi:include src=\"http:///i\"/>");
+        assert_eq!(out, "<p>[/dir/http://][/i]");
+        let (out, _) = esi("<p><esi:include src=\"/a\0b\"/>");
+        assert_eq!(out, "<p>[/a]");
         let (out, _) = esi("<p><esi:comment text=\"x\"/><![CDATA[<esi:include src=\"/n\"/>]]>");
         assert_eq!(out, "<p><![CDATA[<esi:include src=\"/n\"/>]]>");
     }
