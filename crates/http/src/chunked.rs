@@ -265,10 +265,12 @@ pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 
 /// Appends the size line of a chunk of `len` bytes (`len` must be non-zero;
 /// a zero size would end the body). Follow it with the data and
-/// [`CHUNK_END`]. Useful for vectored writes.
+/// [`CHUNK_END`]. Useful for vectored writes. The size is written as
+/// varnishd writes it (`"00%zx"`): two leading zeros, which counts in the
+/// bytes a response or request body costs on the wire.
 pub fn encode_chunk_header(len: usize, out: &mut impl WriteBuf) {
     debug_assert!(len > 0, "a zero-length chunk would end the body");
-    let mut tmp = [0u8; 18];
+    let mut tmp = [b'0'; 20];
     let mut i = tmp.len();
     tmp[i - 2..].copy_from_slice(b"\r\n");
     i -= 2;
@@ -281,7 +283,7 @@ pub fn encode_chunk_header(len: usize, out: &mut impl WriteBuf) {
             break;
         }
     }
-    out.put(&tmp[i..]);
+    out.put(&tmp[i - 2..]);
 }
 
 /// The CRLF that ends each chunk's data.
@@ -435,16 +437,16 @@ mod tests {
         encode_chunk(b"", &mut out);
         encode_chunk(&[b'x'; 300], &mut out);
         encode_last_chunk(&mut out);
-        assert!(out.starts_with(b"5\r\nhello\r\n12c\r\n"));
+        assert!(out.starts_with(b"005\r\nhello\r\n0012c\r\n"));
         assert!(out.ends_with(b"x\r\n0\r\n\r\n"));
         let (decoded, n) = decode_all(&out).unwrap();
         assert_eq!(n, out.len());
         assert_eq!(decoded.len(), 305);
         let mut h = Vec::new();
         encode_chunk_header(usize::MAX, &mut h);
-        assert_eq!(h, b"ffffffffffffffff\r\n");
+        assert_eq!(h, b"00ffffffffffffffff\r\n");
         let mut h = bytes::BytesMut::new();
         encode_chunk_header(1, &mut h);
-        assert_eq!(&h[..], b"1\r\n");
+        assert_eq!(&h[..], b"001\r\n");
     }
 }

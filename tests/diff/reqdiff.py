@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Send raw client requests to varnishd and lacquerd and compare their answers.
+
+How a daemon answers a malformed or unusual request (the status and reason it gives, whether it
+closes the connection, what it forwards to the backend) comes from many small decisions in
+varnishd's HTTP/1 reader and request state machine. Each case of the given JSON lists is a
+string of raw bytes (Python escapes such as \\r\\n, \\x00 are written as JSON escapes); it is
+sent on a new connection, the answers are read until the connection closes or stays quiet for
+`--quiet` seconds, and for each response the status line, the `Connection` and
+`Content-Length` headers and the body are kept, plus whether the daemon closed. The VCL
+passes every request to one backend, which answers with the request line and the headers it
+received, so what the daemon forwards shows in the body. Ports, XIDs, lengths and the spacing
+after a forwarded header's colon (a deviation) are masked.
+
+Usage: tests/diff/reqdiff.py [--lacquerd BIN] [--varnishd BIN] [--quiet S] FILE.json...
+Exit status 1 when a case differs.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+
+def backend_conn(c):
+    """Answers each request on `c` with what it received (request line and headers)."""
+    buf = b""
+    c.settimeout(5)
+    try:
+        while True:
+            while b"\r\n\r\n" not in buf:
+                d = c.recv(65536)
+                if not d:
+                    return
+                buf += d
+            head, buf = buf.split(b"\r\n\r\n", 1)
+            lines = head.split(b"\r\n")
+            hdrs = [l for l in lines[1:] if not re.match(rb"(?i)(x-varnish|x-forwarded-for|via):", l)]
+            n = 0
+            te = False
+            for l in lines[1:]:
+                k, _, v = l.partition(b":")
+                if k.strip().lower() == b"content-length":
+                    n = int(v.strip() or b"0")
+                if k.strip().lower() == b"transfer-encoding":
+                    te = True
+            if te:
+                # a chunked body: read to its end
+                while not re.search(rb"(^|\r\n)0\r\n(.*\r\n)?\r\n", buf, re.S):
+                    d = c.recv(65536)
+                    if not d:
+                        return
+                    buf += d
+                m = re.search(rb"(^|\r\n)0\r\n(.*?\r\n)?\r\n", buf, re.S)
+                body, buf = buf[: m.end()], buf[m.end():]
+            else:
+                while len(buf) < n:
+                    d = c.recv(65536)
+                    if not d:
+                        return
+                    buf += d
+                body, buf = buf[:n], buf[n:]
+            out = b"\n".join([lines[0]] + sorted(hdrs)) + b"\nbody:" + body
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(out), out))
+    except OSError:
+        return
+    finally:
+        c.close()
+
+
+def serve(listener):
+    while True:
+        c, _ = listener.accept()
+        threading.Thread(target=backend_conn, args=(c,), daemon=True).start()
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def exchange(port, data, quiet):
+    s = socket.create_connection(("127.0.0.1", port), 5)
+    try:
+        s.sendall(data)
+    except OSError:
+        pass
+    got = b""
+    closed = False
+    s.settimeout(quiet)
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                closed = True
+                break
+            got += d
+    except socket.timeout:
+        pass
+    except OSError as e:
+        got += b"<%s>" % type(e).__name__.encode()
+        closed = True
+    s.close()
+    return summarize(got) + ["closed" if closed else "open"]
+
+
+def summarize(raw):
+    out = []
+    while raw:
+        if b"\r\n\r\n" not in raw:
+            out.append("partial: %r" % raw[:200])
+            break
+        head, raw = raw.split(b"\r\n\r\n", 1)
+        lines = head.split(b"\r\n")
+        keep = [lines[0].decode("latin-1")]
+        n = 0
+        chunked = False
+        for l in lines[1:]:
+            k, _, v = l.partition(b":")
+            k = k.strip().lower()
+            if k == b"content-length":
+                n = int(v.strip())
+            if k == b"transfer-encoding" and b"chunked" in v.lower():
+                chunked = True
+            if k in (b"connection", b"content-length", b"transfer-encoding"):
+                keep.append(l.decode("latin-1"))
+        if chunked:
+            body = b""
+            while True:
+                size_line, _, raw = raw.partition(b"\r\n")
+                size = int(size_line.split(b";")[0] or b"0", 16)
+                body += raw[:size]
+                raw = raw[size + 2:]
+                if size == 0:
+                    break
+        elif lines[0].split(b" ")[1:2] in ([b"304"], [b"204"]) or lines[0].startswith(b"HTTP/1.1 1"):
+            body = b""
+        else:
+            body, raw = raw[:n], raw[n:]
+        keep.append("body: " + body.decode("latin-1"))
+        out.append(" | ".join(keep))
+    return out
+
+
+def run(binary, vcl_path, work, cases, quiet):
+    port = free_port()
+    shutil.rmtree(work, ignore_errors=True)
+    p = subprocess.Popen(
+        [binary, "-F", "-a", "127.0.0.1:%d" % port, "-f", vcl_path, "-n", work],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.time() + 20
+        while True:
+            try:
+                r = exchange(port, b"GET /ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 1)
+                if r[0].startswith("HTTP/1.1 200"):
+                    break
+            except OSError:
+                pass
+            if time.time() > deadline or p.poll() is not None:
+                sys.exit("%s did not start" % binary)
+            time.sleep(0.1)
+        return [exchange(port, c.encode("latin-1"), quiet) for c in cases]
+    finally:
+        p.terminate()
+        p.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lacquerd", default="target/debug/lacquerd")
+    ap.add_argument("--varnishd", default="/usr/sbin/varnishd")
+    ap.add_argument("--quiet", type=float, default=0.5)
+    ap.add_argument("files", nargs="+")
+    a = ap.parse_args()
+    cases = []
+    for f in a.files:
+        cases.extend(json.load(open(f)))
+    bl = socket.socket()
+    bl.bind(("127.0.0.1", 0))
+    bl.listen(64)
+    threading.Thread(target=serve, args=(bl,), daemon=True).start()
+    tmp = tempfile.mkdtemp(prefix="reqdiff-")
+    # varnishd's compiler runs as its unprivileged user: it must read the VCL.
+    os.chmod(tmp, 0o755)
+    vcl = tmp + "/req.vcl"
+    with open(vcl, "w") as f:
+        f.write(
+            'vcl 4.1;\nbackend default { .host = "127.0.0.1"; .port = "%d"; }\n'
+            "sub vcl_recv { return (pass); }\n" % bl.getsockname()[1]
+        )
+    got = {}
+    for name, binary in (("varnishd", a.varnishd), ("lacquerd", a.lacquerd)):
+        got[name] = run(binary, vcl, "%s/%s" % (tmp, name), cases, a.quiet)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+    def norm(r):
+        s = "\n    ".join(r)
+        s = re.sub(r"127\.0\.0\.1:\d+", "HOST", s)
+        s = re.sub(r"XID: \d+", "XID: N", s)
+        # Header spacing after the colon is not kept (DEVIATIONS.md).
+        s = re.sub(r"(?m)^([!-9;-~]+):[ \t]*", r"\1: ", s)
+        s = re.sub(r"Content-Length: \d+", "Content-Length: N", s)
+        return s
+
+    differ = 0
+    for i, case in enumerate(cases):
+        v, l = norm(got["varnishd"][i]), norm(got["lacquerd"][i])
+        if v != l:
+            differ += 1
+            print("--- case %d: %r\n  varnishd:\n    %s\n  lacquerd:\n    %s" % (i, case, v, l))
+    print("%d of %d cases differ" % (differ, len(cases)))
+    sys.exit(1 if differ else 0)
+
+
+if __name__ == "__main__":
+    main()
