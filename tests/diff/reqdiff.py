@@ -178,6 +178,17 @@ def run(binary, vcl_path, work, cases, quiet):
         p.wait()
 
 
+def norm(r):
+    """An exchange as compared: ports, XIDs and lengths masked."""
+    s = "\n    ".join(r)
+    s = re.sub(r"127\.0\.0\.1:\d+", "HOST", s)
+    s = re.sub(r"XID: \d+", "XID: N", s)
+    # Header spacing after the colon is not kept (DEVIATIONS.md).
+    s = re.sub(r"(?m)^([!-9;-~]+):[ \t]*", r"\1: ", s)
+    s = re.sub(r"Content-Length: \d+", "Content-Length: N", s)
+    return s
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lacquerd", default="target/debug/lacquerd")
@@ -205,15 +216,6 @@ def main():
     for name, binary in (("varnishd", a.varnishd), ("lacquerd", a.lacquerd)):
         got[name] = run(binary, vcl, "%s/%s" % (tmp, name), cases, a.quiet)
     shutil.rmtree(tmp, ignore_errors=True)
-
-    def norm(r):
-        s = "\n    ".join(r)
-        s = re.sub(r"127\.0\.0\.1:\d+", "HOST", s)
-        s = re.sub(r"XID: \d+", "XID: N", s)
-        # Header spacing after the colon is not kept (DEVIATIONS.md).
-        s = re.sub(r"(?m)^([!-9;-~]+):[ \t]*", r"\1: ", s)
-        s = re.sub(r"Content-Length: \d+", "Content-Length: N", s)
-        return s
 
     differ = 0
     for i, case in enumerate(cases):

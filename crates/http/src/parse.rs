@@ -202,21 +202,25 @@ enum Raw<T> {
     /// The head ends at this offset and uses obsolete line folding: unfold
     /// `buf[..end]` and parse again.
     Fold(usize),
-    /// A response whose protocol is a later HTTP version (`HTTP/2.0`,
-    /// `HTTP/1.2`): varnishd (`HTTP1_DissectResponse`) reads it as the
-    /// request's `HTTP/1.1`; rewrite the version with [`downgrade_version`]
-    /// and parse again.
+    /// A response whose protocol varnishd's `http_Proto` reads but the
+    /// grammar does not: a later version (`HTTP/2.0`, `HTTP/1.2`), which
+    /// `HTTP1_DissectResponse` replaces by the request's `HTTP/1.1`, or
+    /// `HTTP` in other letter case (`http/1.1`). Rewrite the version with
+    /// [`normalise_version`] and parse again.
     Newer,
 }
 
-/// Whether a response starts with `HTTP/x.y ` of a version above 1.1
-/// (varnishd's `http_Proto`: one digit each side of the dot).
-fn is_newer_version(buf: &[u8]) -> bool {
+/// Whether a response starts with `HTTP/x.y ` (`HTTP` in any letter case,
+/// one digit each side of the dot, as varnishd's `http_Proto` reads it)
+/// that the grammar refuses: a version above 1.1, or a lower-case letter.
+fn version_to_normalise(buf: &[u8]) -> bool {
     match buf {
-        [b'H', b'T', b'T', b'P', b'/', major, b'.', minor, b' ', ..]
-            if major.is_ascii_digit() && minor.is_ascii_digit() =>
+        [h, t1, t2, p, b'/', major, b'.', minor, b' ', ..]
+            if [*h, *t1, *t2, *p].eq_ignore_ascii_case(b"HTTP")
+                && major.is_ascii_digit()
+                && minor.is_ascii_digit() =>
         {
-            (major - b'0', minor - b'0') > (1, 1)
+            &buf[..4] != b"HTTP" || (major - b'0', minor - b'0') > (1, 1)
         }
         _ => false,
     }
@@ -231,10 +235,13 @@ fn newer_request() -> Error {
     )
 }
 
-/// Rewrites the version of a response [`is_newer_version`] accepted to
-/// `HTTP/1.1`, in place.
-fn downgrade_version(buf: &mut [u8]) {
-    buf[5..8].copy_from_slice(b"1.1");
+/// Rewrites the version of a response [`version_to_normalise`] accepted:
+/// `HTTP` in upper case, and a version above 1.1 as `1.1`.
+fn normalise_version(buf: &mut [u8]) {
+    buf[..4].copy_from_slice(b"HTTP");
+    if (buf[5] - b'0', buf[7] - b'0') > (1, 1) {
+        buf[5..8].copy_from_slice(b"1.1");
+    }
 }
 
 struct RawReq {
@@ -745,7 +752,7 @@ fn raw_response(buf: &[u8], limits: &Limits) -> Result<Raw<RawResp>, Error> {
                     len,
                 ))
             }
-            Err(httparse::Error::Version) if is_newer_version(buf) => Ok(Raw::Newer),
+            Err(httparse::Error::Version) if version_to_normalise(buf) => Ok(Raw::Newer),
             Err(e) => after_grammar_error(buf, limits, side, e),
         }
     })
@@ -943,7 +950,7 @@ pub fn parse_response(buf: &[u8], limits: &Limits) -> Result<Option<(ResponseHea
         }
         Raw::Newer => {
             let mut copy = buf.to_vec();
-            downgrade_version(&mut copy);
+            normalise_version(&mut copy);
             parse_response(&copy, limits)
         }
     }
@@ -966,7 +973,7 @@ pub fn parse_response_buf(
             }
         }
         Raw::Newer => {
-            downgrade_version(buf);
+            normalise_version(buf);
             return parse_response_buf(buf, limits);
         }
     };
@@ -1364,6 +1371,21 @@ mod tests {
         assert_eq!(garbage(b"HTTP/1.1 2x0 OK\r\n\r\n"), b"HTTP/1.1");
         let whole = b"G\x7fT / HTTP/1.1\r\n\r\n";
         assert_eq!(garbage(whole), whole);
+    }
+
+    #[test]
+    fn response_version_letter_case_is_read_as_varnishd_does() {
+        for (v, want) in [
+            ("http/1.1", Version::Http11),
+            ("hTtP/1.0", Version::Http10),
+            ("http/2.0", Version::Http11),
+        ] {
+            let wire = format!("{v} 200 OK\r\nContent-Length: 2\r\n\r\nok");
+            let (r, _) = resp(&wire).unwrap().unwrap();
+            assert_eq!((r.version, r.status), (want, 200), "{v}");
+        }
+        assert!(resp("http/0.9 200 OK\r\n\r\n").is_err());
+        assert!(resp("htp/1.1 200 OK\r\n\r\n").is_err());
     }
 
     #[test]
