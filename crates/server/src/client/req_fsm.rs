@@ -1278,8 +1278,12 @@ where
         }
     }
     t.resp.headers.remove("content-length");
-    t.vsl.log_header(Tag::RespHeader, b"Content-Length", &len);
-    t.resp.headers.append("Content-Length", len);
+    // http_PrintfHeader: the line takes client workspace, and is lost
+    // when it does not fit.
+    if t.printf_header_fits(b"Content-Length", &len) {
+        t.vsl.log_header(Tag::RespHeader, b"Content-Length", &len);
+        t.resp.headers.append("Content-Length", len);
+    }
     t.log_synth_storage();
     let b = Bytes::from(std::mem::take(&mut t.synth_body));
     Delivered::Done(transmit(t, conn, None, Some(b), false).await)
