@@ -996,6 +996,10 @@ where
     if let Ok(Some(f)) = std::mem::replace(&mut filters, Ok(None)) {
         sink.levels.push(VmodFilters(f));
     }
+    // As varnishd's cnt_transmit: a 1xx, 204 or 304 has no body to send
+    // (ved_deliver is told so and sends nothing), whatever the object
+    // holds.
+    let bodiless = status < 200 || status == 204 || status == 304;
     let result = if no_room {
         Ok(())
     } else if let Err(e) = filters {
@@ -1004,6 +1008,8 @@ where
         Err(io::Error::other(e))
     } else if onerror && status != 200 && status != 204 {
         Err(io::Error::other("include status"))
+    } else if bodiless {
+        Ok(())
     } else {
         match (obj, synth) {
             (_, Some(b)) => sink.plain(w, &b).await,
