@@ -955,9 +955,13 @@ where
     let bereq = make_bereq(t, pass, vxid);
     let mut bo = new_bo(t, pass, bereq, vxid);
     let mut stream = None;
+    // As varnishd 7.1's VBF_Fetch, a cache miss is handed the client's
+    // body still on the connection as a pass is: sent unless VCL unsets
+    // bereq.body (builtin.vcl does for a GET). A body read ahead for
+    // std.cache_req_body() but not kept is not sent on a miss.
     let req_body = if let Some(b) = t.req_body.as_ref().filter(|_| pass || t.req_body_kept) {
         FetchBody::Cached(b.clone())
-    } else if !pass {
+    } else if !pass && t.req_body.is_some() {
         FetchBody::None
     } else if let Some(p) = t.body_pending.take() {
         let length = p.length();
@@ -993,6 +997,17 @@ where
         FetchBody::None
     };
     bo.has_body = !matches!(req_body, FetchBody::None);
+    if !bo.has_body
+        && bo
+            .bereq
+            .headers
+            .get("content-length")
+            .is_some_and(|v| v != b"0")
+    {
+        // No body goes out: no length announcing one (a length of 0 the
+        // client sent stays, as varnishd's).
+        bo.bereq.headers.remove("content-length");
+    }
     let (tx, mut rx) = oneshot::channel();
     let job = FetchJob {
         bo,
@@ -1132,6 +1147,10 @@ fn start_bgfetch(t: &mut ReqTask, busy: lacquer_cache::BusyObj, stale: ObjRef) {
         None => crate::fetch::fetch_fsm::FetchBody::None,
     };
     bo.has_body = matches!(req_body, crate::fetch::fetch_fsm::FetchBody::Cached(_));
+    if !bo.has_body {
+        // A background fetch sends no body the client may have had.
+        bo.bereq.headers.remove("content-length");
+    }
     let job = FetchJob {
         bo,
         mode: FetchMode::Background { busy, stale },
