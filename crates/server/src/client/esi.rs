@@ -953,9 +953,25 @@ where
     let onerror = t.sh.params().bit(pid!("feature"), "esi_include_onerror");
     // The include's own vmod filters (its resp.filters), for its bytes.
     let mut filters = Ok(None);
-    if obj.is_some() {
+    let mut no_room = false;
+    if let Some(o) = &obj {
         let list = String::from_utf8_lossy(t.delivery_filters()).into_owned();
         t.vsl.log_str(Tag::Filters, &list);
+        // As varnishd's cnt_transmit and ved_deliver: an include with a
+        // body to send has its filter list's text (here the empty one and
+        // its NUL) and its ESI stage's entry on its own workspace; without
+        // room it sends nothing and the page goes on. Measured for the
+        // empty filter list only (see `default_list_modelled`).
+        no_room = list.is_empty()
+            && t.vdp_filters.is_none()
+            && status >= 200
+            && status != 204
+            && status != 304
+            && o.body().final_len() != Some(0)
+            && !(t.ws.take(1) && t.ws.take(crate::runtime::ws::size::VDP_ENTRY));
+        if no_room {
+            t.vsl.log_str(Tag::Error, "Failure to push ESI processors");
+        }
         // As varnishd's cnt_transmit: an include processed as ESI in turn
         // has no length any more, so its Content-Length goes.
         if crate::fetch::gzip::filter_names(&list)
@@ -980,12 +996,20 @@ where
     if let Ok(Some(f)) = std::mem::replace(&mut filters, Ok(None)) {
         sink.levels.push(VmodFilters(f));
     }
-    let result = if let Err(e) = filters {
+    // As varnishd's cnt_transmit: a 1xx, 204 or 304 has no body to send
+    // (ved_deliver is told so and sends nothing), whatever the object
+    // holds.
+    let bodiless = status < 200 || status == 204 || status == 304;
+    let result = if no_room {
+        Ok(())
+    } else if let Err(e) = filters {
         t.vsl.log_str(Tag::Error, &e);
         t.vsl.log_str(Tag::Error, "Failure to push processors");
         Err(io::Error::other(e))
     } else if onerror && status != 200 && status != 204 {
         Err(io::Error::other("include status"))
+    } else if bodiless {
+        Ok(())
     } else {
         match (obj, synth) {
             (_, Some(b)) => sink.plain(w, &b).await,

@@ -954,9 +954,13 @@ where
     let bereq = make_bereq(t, pass, vxid);
     let mut bo = new_bo(t, pass, bereq, vxid);
     let mut stream = None;
+    // As varnishd 7.1's VBF_Fetch, a cache miss is handed the client's
+    // body still on the connection as a pass is: sent unless VCL unsets
+    // bereq.body (builtin.vcl does for a GET). A body read ahead for
+    // std.cache_req_body() but not kept is not sent on a miss.
     let req_body = if let Some(b) = t.req_body.as_ref().filter(|_| pass || t.req_body_kept) {
         FetchBody::Cached(b.clone())
-    } else if !pass {
+    } else if !pass && t.req_body.is_some() {
         FetchBody::None
     } else if let Some(p) = t.body_pending.take() {
         let length = p.length();
@@ -992,6 +996,17 @@ where
         FetchBody::None
     };
     bo.has_body = !matches!(req_body, FetchBody::None);
+    if !bo.has_body
+        && bo
+            .bereq
+            .headers
+            .get("content-length")
+            .is_some_and(|v| v != b"0")
+    {
+        // No body goes out: no length announcing one (a length of 0 the
+        // client sent stays, as varnishd's).
+        bo.bereq.headers.remove("content-length");
+    }
     let (tx, mut rx) = oneshot::channel();
     let job = FetchJob {
         bo,
@@ -1131,6 +1146,10 @@ fn start_bgfetch(t: &mut ReqTask, busy: lacquer_cache::BusyObj, stale: ObjRef) {
         None => crate::fetch::fetch_fsm::FetchBody::None,
     };
     bo.has_body = matches!(req_body, crate::fetch::fetch_fsm::FetchBody::Cached(_));
+    if !bo.has_body {
+        // A background fetch sends no body the client may have had.
+        bo.bereq.headers.remove("content-length");
+    }
     let job = FetchJob {
         bo,
         mode: FetchMode::Background { busy, stale },
@@ -1277,8 +1296,12 @@ where
         }
     }
     t.resp.headers.remove("content-length");
-    t.vsl.log_header(Tag::RespHeader, b"Content-Length", &len);
-    t.resp.headers.append("Content-Length", len);
+    // http_PrintfHeader: the line takes client workspace, and is lost
+    // when it does not fit.
+    if t.printf_header_fits(b"Content-Length", &len) {
+        t.vsl.log_header(Tag::RespHeader, b"Content-Length", &len);
+        t.resp.headers.append("Content-Length", len);
+    }
     t.log_synth_storage();
     let b = Bytes::from(std::mem::take(&mut t.synth_body));
     Delivered::Done(transmit(t, conn, None, Some(b), false).await)
@@ -1323,7 +1346,12 @@ async fn poll_once<F: std::future::Future>(mut f: std::pin::Pin<&mut F>) -> Opti
 
 /// The response when the client workspace overflowed before delivery, as
 /// varnishd's: a fixed 500 written as is, and the connection closes.
-async fn overflowed_500<S>(t: &mut ReqTask, conn: &mut ClientConn<S>, timeout: Duration) -> After
+async fn overflowed_500<S>(
+    t: &mut ReqTask,
+    conn: &mut ClientConn<S>,
+    timeout: Duration,
+    error: &str,
+) -> After
 where
     S: AsyncWrite + Unpin,
 {
@@ -1347,7 +1375,7 @@ where
         log_unsent(t);
         return After::Close;
     }
-    t.vsl.log_str(Tag::Error, "workspace_client overflow");
+    t.vsl.log_str(Tag::Error, error);
     t.vsl.log_str(Tag::RespProtocol, "HTTP/1.1");
     t.vsl.log_str(Tag::RespStatus, "500");
     t.vsl.log_str(Tag::RespReason, "Internal Server Error");
@@ -1424,6 +1452,26 @@ fn filter_failed(vsl: &mut lacquer_vsl::VslBuf, e: String) -> TxError {
 
 /// Ends a request whose delivery could not be set up: nothing is sent,
 /// the accounting says so and the session closes.
+/// Whether the workspace charges of a default delivery filter list are
+/// modelled: the empty list and `gunzip` (measured against varnishd 7.1.1
+/// with `vtc.workspace_alloc`); `esi` and `range` allocate more of their
+/// own as they start, which is not charged, so such lists are not either.
+fn default_list_modelled(list: &[u8]) -> bool {
+    list.is_empty() || list == b" gunzip"
+}
+
+/// Charges the client workspace for a response's delivery filters as
+/// varnishd's cnt_transmit allocates them: the list's text (with its NUL)
+/// and an entry per stacked processor. `false` when they do not fit (the
+/// "Failure to push processors" branch: no response, the session
+/// closes). Only for HTTP/1 and a default list [`default_list_modelled`]
+/// covers.
+fn stack_on_ws(t: &mut ReqTask, list: &str) -> bool {
+    let entries = list.split_ascii_whitespace().count() as u64;
+    t.ws.take(list.len() as u64 + 1)
+        && (0..entries).all(|_| t.ws.take(crate::runtime::ws::size::VDP_ENTRY))
+}
+
 fn no_delivery(t: &mut ReqTask) -> After {
     log_unsent(t);
     After::Overload
@@ -1621,12 +1669,20 @@ where
     }
     // As varnishd's cnt_transmit: every response, a HEAD's and a
     // synthetic one's too, stacks its delivery filters and logs the list.
+    let mut ws_charged = false;
     if obj.is_some() || synth.is_some() {
         let list = String::from_utf8_lossy(t.delivery_filters()).into_owned();
         t.vsl.log_str(Tag::Filters, &list);
+        ws_charged =
+            conn.h2.is_none() && t.vdp_filters.is_none() && default_list_modelled(list.as_bytes());
         if let Some(e) = plan_error {
             drop(params);
             t.vsl.log_str(Tag::Error, &e);
+            t.vsl.log_str(Tag::Error, "Failure to push processors");
+            return no_delivery(t);
+        }
+        if ws_charged && !stack_on_ws(t, &list) {
+            drop(params);
             t.vsl.log_str(Tag::Error, "Failure to push processors");
             return no_delivery(t);
         }
@@ -1903,10 +1959,22 @@ where
     if t.ws.overflowed() {
         drop(params);
         let timeout = Duration::from_secs_f64(send_timeout.max(0.001));
-        return overflowed_500(t, conn, timeout).await;
+        return overflowed_500(t, conn, timeout, "workspace_client overflow").await;
     }
     drop(params);
     let write_body = send_body && !head_only && !no_body_status;
+    // As varnishd's V1D_Deliver: a body to send (not a HEAD's, a 204's or
+    // an empty one) stacks the HTTP/1 writer, an entry on the client
+    // workspace; without room the fixed 500 goes out instead, with the
+    // error text varnishd 7.1 gives that branch.
+    if write_body
+        && body_len != Some(0)
+        && ws_charged
+        && !t.ws.take(crate::runtime::ws::size::VDP_ENTRY)
+    {
+        let timeout = Duration::from_secs_f64(send_timeout.max(0.001));
+        return overflowed_500(t, conn, timeout, "workspace_thread overflow").await;
+    }
     let mut out = Vec::with_capacity(512);
     let hdr_bytes;
     if let Some(head) = conn.h2.as_ref() {

@@ -250,18 +250,22 @@ impl ReqTask {
 
     /// Charges a header line varnishd prints into the client workspace
     /// (`http_PrintfHeader`): on a workspace already overflowed the print
-    /// fails, so the line is lost (`LostHeader`, `MAIN.losthdr`) and
+    /// fails, so the line is lost (`Error "out of workspace (req)"`,
+    /// `LostHeader`, `MAIN.losthdr`) and
     /// `false` comes back (seed 190007: three lines lost at delivery after
-    /// `vtc.workspace_overflow(client)`).
+    /// `vtc.workspace_overflow(client)`); on one without room for the line
+    /// the print fails as `http_fail` does (`Error "out of workspace
+    /// (req)"`, the line lost, the workspace overflowed).
     pub fn printf_header_fits(&mut self, name: &[u8], value: &[u8]) -> bool {
         use lacquer_vcl::exec::Workspace as _;
-        if self.ws.overflowed() {
-            self.vsl.log_header(Tag::LostHeader, name, value);
-            self.sh.counters.inc(Main::losthdr);
-            return false;
+        if !self.ws.overflowed() && self.ws.take(crate::runtime::ws::header_len(name, value)) {
+            return true;
         }
-        self.ws.take(crate::runtime::ws::header_len(name, value));
-        true
+        // varnishd's http_fail, then the lost line.
+        self.vsl.log_str(Tag::Error, "out of workspace (req)");
+        self.vsl.log_header(Tag::LostHeader, name, value);
+        self.sh.counters.inc(Main::losthdr);
+        false
     }
 
     /// The response `vcl_synth` starts from (varnishd's

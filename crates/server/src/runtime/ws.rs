@@ -47,6 +47,9 @@ pub mod size {
     pub const HTC: u64 = 104;
     /// The entry of the processor that reads a response body.
     pub const VFP_ENTRY: u64 = 64;
+    /// The entry of each processor stacked on a response (`VDP_Push`:
+    /// `gunzip`, `range`, the HTTP/1 writer, an include's ESI stage).
+    pub const VDP_ENTRY: u64 = 56;
     /// The worker keeps this much of `workspace_thread` for itself.
     pub const THREAD_RESERVED: u64 = 8;
     /// What a connection uses of `workspace_session` before any PROXY
