@@ -7,7 +7,7 @@ document of the given JSON lists (arrays of strings) from one backend, with `ber
 through Debian's varnishd and through lacquerd, and prints the documents whose answers differ.
 The backend answers `/doc/N` with document N, `/inc/500*` with a 500, and any other URL with
 `[<url> <Host header>]`, so an include's URL and Host show in the page. Ports and XIDs are
-masked.
+masked; the answers are summarised as `tests/diff/reqdiff.py` does.
 
 Usage: tests/diff/esidiff.py [--lacquerd BIN] [--varnishd BIN] FILE.json...
 Exit status 1 when a document differs.
@@ -17,17 +17,12 @@ import argparse
 import http.server
 import json
 import os
-import re
-import shutil
-import socket
 import socketserver
-import subprocess
 import sys
-import tempfile
 import threading
-import time
-import urllib.error
-import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reqdiff  # noqa: E402
 
 DOCS = []
 
@@ -57,44 +52,6 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def fetch(port, path):
-    try:
-        r = urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=5)
-        return (r.status, r.read().decode("utf-8", "replace"))
-    except urllib.error.HTTPError as e:
-        return (e.code, e.read().decode("utf-8", "replace"))
-    except Exception as e:  # a reset or a timeout is an answer too
-        return ("error", type(e).__name__)
-
-
-def run(binary, vcl_path, work, count):
-    port = free_port()
-    shutil.rmtree(work, ignore_errors=True)
-    p = subprocess.Popen(
-        [binary, "-F", "-a", "127.0.0.1:%d" % port, "-f", vcl_path, "-n", work],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.time() + 20
-        while fetch(port, "/ready")[0] == "error":
-            if time.time() > deadline or p.poll() is not None:
-                sys.exit("%s did not start" % binary)
-            time.sleep(0.1)
-        return [fetch(port, "/doc/%d" % i) for i in range(count)]
-    finally:
-        p.terminate()
-        p.wait()
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lacquerd", default="target/debug/lacquerd")
@@ -105,33 +62,24 @@ def main():
         DOCS.extend(json.load(open(f)))
     srv = Server(("127.0.0.1", 0), Backend)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    tmp = tempfile.mkdtemp(prefix="esidiff-")
-    # varnishd's compiler runs as its unprivileged user: it must read the VCL.
-    os.chmod(tmp, 0o755)
-    vcl = tmp + "/esi.vcl"
-    with open(vcl, "w") as f:
-        f.write(
-            'vcl 4.1;\nbackend default { .host = "127.0.0.1"; .port = "%d"; }\n'
-            "sub vcl_recv { return (pass); }\n"
-            'sub vcl_backend_response { set beresp.do_esi = bereq.url ~ "^/doc/"; }\n'
-            % srv.server_address[1]
-        )
-    got = {}
-    for name, binary in (("varnishd", a.varnishd), ("lacquerd", a.lacquerd)):
-        got[name] = run(binary, vcl, "%s/%s" % (tmp, name), len(DOCS))
-    shutil.rmtree(tmp, ignore_errors=True)
+    vcl = (
+        'vcl 4.1;\nbackend default { .host = "127.0.0.1"; .port = "%d"; }\n'
+        "sub vcl_recv { return (pass); }\n"
+        'sub vcl_backend_response { set beresp.do_esi = bereq.url ~ "^/doc/"; }\n'
+        % srv.server_address[1]
+    )
 
-    def norm(r):
-        return re.sub(r"XID: \d+", "XID: N", re.sub(r"127\.0\.0\.1:\d+", "HOST", str(r)))
+    def pages(port):
+        out = []
+        for i in range(len(DOCS)):
+            req = b"GET /doc/%d HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n" % i
+            out.append(reqdiff.exchange(port, req, 5))
+        return out
 
-    differ = 0
-    for i, doc in enumerate(DOCS):
-        v, l = norm(got["varnishd"][i]), norm(got["lacquerd"][i])
-        if v != l:
-            differ += 1
-            print("--- document %d: %r\n  varnishd: %s\n  lacquerd: %s" % (i, doc, v, l))
-    print("%d of %d documents differ" % (differ, len(DOCS)))
-    sys.exit(1 if differ else 0)
+    got = reqdiff.with_daemons(
+        vcl, (("varnishd", a.varnishd), ("lacquerd", a.lacquerd)), pages
+    )
+    sys.exit(reqdiff.report("document", DOCS, got, reqdiff.norm))
 
 
 if __name__ == "__main__":

@@ -152,7 +152,8 @@ def summarize(raw):
     return out
 
 
-def run(binary, vcl_path, work, cases, quiet):
+def start(binary, vcl_path, work):
+    """Starts a daemon on a free port with the VCL; returns it and the port once it answers."""
     port = free_port()
     shutil.rmtree(work, ignore_errors=True)
     p = subprocess.Popen(
@@ -160,22 +161,52 @@ def run(binary, vcl_path, work, cases, quiet):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    deadline = time.time() + 20
+    while True:
+        try:
+            r = exchange(port, b"GET /ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 1)
+            if r[0].startswith("HTTP/1.1 200"):
+                return p, port
+        except OSError:
+            pass
+        if time.time() > deadline or p.poll() is not None:
+            p.kill()
+            sys.exit("%s did not start" % binary)
+        time.sleep(0.1)
+
+
+def with_daemons(vcl_text, binaries, fn):
+    """Runs `fn(port)` against each (name, binary) started with the VCL; the answers by name."""
+    tmp = tempfile.mkdtemp(prefix="lacquer-diff-")
+    # varnishd's compiler runs as its unprivileged user: it must read the VCL.
+    os.chmod(tmp, 0o755)
+    vcl = tmp + "/diff.vcl"
+    with open(vcl, "w") as f:
+        f.write(vcl_text)
+    got = {}
     try:
-        deadline = time.time() + 20
-        while True:
+        for name, binary in binaries:
+            p, port = start(binary, vcl, "%s/%s" % (tmp, name))
             try:
-                r = exchange(port, b"GET /ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 1)
-                if r[0].startswith("HTTP/1.1 200"):
-                    break
-            except OSError:
-                pass
-            if time.time() > deadline or p.poll() is not None:
-                sys.exit("%s did not start" % binary)
-            time.sleep(0.1)
-        return [exchange(port, c.encode("latin-1"), quiet) for c in cases]
+                got[name] = fn(port)
+            finally:
+                p.terminate()
+                p.wait()
     finally:
-        p.terminate()
-        p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return got
+
+
+def report(what, items, got, normalise):
+    """Prints the items whose normalised answers differ; the exit status."""
+    differ = 0
+    for i, item in enumerate(items):
+        v, l = normalise(got["varnishd"][i]), normalise(got["lacquerd"][i])
+        if v != l:
+            differ += 1
+            print("--- %s %d: %r\n  varnishd:\n    %s\n  lacquerd:\n    %s" % (what, i, item, v, l))
+    print("%d of %d %ss differ" % (differ, len(items), what))
+    return 1 if differ else 0
 
 
 def norm(r):
@@ -203,28 +234,16 @@ def main():
     bl.bind(("127.0.0.1", 0))
     bl.listen(64)
     threading.Thread(target=serve, args=(bl,), daemon=True).start()
-    tmp = tempfile.mkdtemp(prefix="reqdiff-")
-    # varnishd's compiler runs as its unprivileged user: it must read the VCL.
-    os.chmod(tmp, 0o755)
-    vcl = tmp + "/req.vcl"
-    with open(vcl, "w") as f:
-        f.write(
-            'vcl 4.1;\nbackend default { .host = "127.0.0.1"; .port = "%d"; }\n'
-            "sub vcl_recv { return (pass); }\n" % bl.getsockname()[1]
-        )
-    got = {}
-    for name, binary in (("varnishd", a.varnishd), ("lacquerd", a.lacquerd)):
-        got[name] = run(binary, vcl, "%s/%s" % (tmp, name), cases, a.quiet)
-    shutil.rmtree(tmp, ignore_errors=True)
-
-    differ = 0
-    for i, case in enumerate(cases):
-        v, l = norm(got["varnishd"][i]), norm(got["lacquerd"][i])
-        if v != l:
-            differ += 1
-            print("--- case %d: %r\n  varnishd:\n    %s\n  lacquerd:\n    %s" % (i, case, v, l))
-    print("%d of %d cases differ" % (differ, len(cases)))
-    sys.exit(1 if differ else 0)
+    vcl = (
+        'vcl 4.1;\nbackend default { .host = "127.0.0.1"; .port = "%d"; }\n'
+        "sub vcl_recv { return (pass); }\n" % bl.getsockname()[1]
+    )
+    got = with_daemons(
+        vcl,
+        (("varnishd", a.varnishd), ("lacquerd", a.lacquerd)),
+        lambda port: [exchange(port, c.encode("latin-1"), a.quiet) for c in cases],
+    )
+    sys.exit(report("case", cases, got, norm))
 
 
 if __name__ == "__main__":
