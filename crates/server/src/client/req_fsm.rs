@@ -177,13 +177,6 @@ where
                 } else {
                     vcl.run_async(BuiltinSub::Recv, t, &mut scratch).await
                 };
-                if t.req_body_failed {
-                    // As varnishd: a body too big to cache ends the
-                    // session without an answer.
-                    t.vsl
-                        .log_str(Tag::FetchError, "Request body too big to cache");
-                    return After::Close;
-                }
                 // As varnishd: the owed 100 goes out once vcl_recv returns
                 // (unless it failed or switches VCL), or when the body is
                 // read after std.late_100_continue(true).
@@ -195,6 +188,15 @@ where
                     && send_100(t, conn).await.is_err()
                 {
                     return After::TxFailed(TxError::Closed);
+                }
+                if t.req_body_failed && !matches!(action, Action::Fail) {
+                    // As varnishd's cnt_recv: a body std.cache_req_body()
+                    // could not keep ends the session without an answer
+                    // (SC_RX_BODY), after the owed 100 went out and unless
+                    // vcl_recv failed (which answers 503).
+                    t.vsl
+                        .log_str(Tag::FetchError, "Request body too big to cache");
+                    return After::CloseAs("RX_BODY");
                 }
                 let ae_rules = sh.params().flag(pid!("http_gzip_support"));
                 match action {

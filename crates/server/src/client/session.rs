@@ -721,6 +721,7 @@ where
                     "RESP_CLOSE" => Main::sc_resp_close,
                     "TX_EOF" => Main::sc_tx_eof,
                     "RANGE_SHORT" => Main::sc_range_short,
+                    "RX_BODY" => Main::sc_rx_body,
                     _ => Main::sc_req_close,
                 });
                 return Turn::End(reason);
