@@ -1035,6 +1035,7 @@ where
                 format_args!("req.body read error: sending 100 Continue: {e}"),
             );
             t.body_broken = true;
+            t.body_rx_failed = true;
             drop(body_tx);
             return fetch_outcome(t, rx.await);
         }
@@ -1060,6 +1061,7 @@ where
                         crate::client::reqbody::log_pull_error(&mut t.vsl, kind, &e);
                     }
                     t.body_broken = true;
+                    t.body_rx_failed = true;
                 }
             },
             // The backend answered before taking the whole body: what is
@@ -1492,6 +1494,7 @@ where
                 t.vsl
                     .log(Tag::FetchError, format_args!("req.body read error: {e}"));
                 t.body_broken = true;
+                t.body_rx_failed = true;
             }
         }
     }

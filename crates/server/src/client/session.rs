@@ -676,7 +676,10 @@ where
             }
         }
         let mut after = crate::client::req_fsm::handle(&mut task, conn).await;
-        if task.body_broken {
+        if task.body_rx_failed {
+            // As V1F_SendReq and VRB_Ignore set doclose: SC_RX_BODY.
+            after = After::CloseAs("RX_BODY");
+        } else if task.body_broken {
             after = After::Close;
         }
         // A body nobody read is read now and thrown away, so the next
@@ -695,7 +698,7 @@ where
                 .await
             {
                 Ok(n) => sh.counters.add(Main::s_req_bodybytes, n),
-                Err(_) => after = After::Close,
+                Err(_) => after = After::CloseAs("RX_BODY"),
             }
         }
         task.ws.flush_trace(&mut task.vsl);
