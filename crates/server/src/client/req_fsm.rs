@@ -790,6 +790,16 @@ fn make_bereq(t: &ReqTask, pass: bool, vxid: u32) -> ReqMsg {
         lacquer_http::FILTER_FETCH
     };
     t.req.headers.copy_filtered(mask, &mut h);
+    if !pass
+        && t.req_body_kept
+        && let Some(b) = t.req_body.as_ref()
+        && let Some(at) = cl_position(&t.req.headers, mask)
+    {
+        // As varnishd 7.1: a cache fetch that sends a kept body keeps the
+        // request's Content-Length where it was (std.cache_req_body() put
+        // it there), though the fetch filter drops it otherwise.
+        h = with_field_at(&h, at, b"Content-Length", &decimal(b.len() as u64));
+    }
     let method = if pass || &t.req.method[..] != b"HEAD" {
         t.req.method.clone()
     } else {
@@ -817,6 +827,36 @@ fn make_bereq(t: &ReqTask, pass: bool, vxid: u32) -> ReqMsg {
         proto: Bytes::from_static(b"HTTP/1.1"),
         headers: h,
     }
+}
+
+/// Where the request's `Content-Length` lands among its fields that
+/// survive the filter `mask` (none without one).
+fn cl_position(req: &Headers, mask: u8) -> Option<usize> {
+    let mut at = 0;
+    for (name, _) in req.iter() {
+        if name.eq_ignore_ascii_case(b"content-length") {
+            return Some(at);
+        }
+        if lacquer_http::header_flags(name) & mask == 0 && !req.is_filtered(name) {
+            at += 1;
+        }
+    }
+    None
+}
+
+/// `h` with the field `name: value` inserted before its `at`th field.
+fn with_field_at(h: &Headers, at: usize, name: &[u8], value: &[u8]) -> Headers {
+    let mut out = Headers::new();
+    for (i, (n, v)) in h.iter().enumerate() {
+        if i == at {
+            out.append(Bytes::copy_from_slice(name), Bytes::copy_from_slice(value));
+        }
+        out.append(Bytes::copy_from_slice(n), Bytes::copy_from_slice(v));
+    }
+    if at >= h.len() {
+        out.append(Bytes::copy_from_slice(name), Bytes::copy_from_slice(value));
+    }
+    out
 }
 
 /// Prepares a fetch task for this request.
