@@ -1018,7 +1018,9 @@ impl Context for ReqTask {
     }
 
     fn cached_req_body(&self) -> Option<&[u8]> {
-        self.req_body.as_deref()
+        // Only what std.cache_req_body() kept: a body merely read ahead
+        // for it is not cached yet (varnishd's BS_CACHED).
+        self.req_body.as_deref().filter(|_| self.req_body_kept)
     }
 
     fn tcp_set(&mut self, op: lacquer_vcl::exec::TcpOp<'_>) -> Result<(), String> {
