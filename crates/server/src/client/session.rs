@@ -907,6 +907,9 @@ fn body_error(
     e: crate::fetch::bodyio::BodyIoError,
 ) -> &'static str {
     crate::client::reqbody::log_pull_error(&mut task.vsl, kind, &e);
+    // varnishd meets the fault in vcl_recv (std.cache_req_body()), so the
+    // request went through its state machine: a client_req.
+    sh.counters.inc(Main::client_req);
     // The request's transaction ends here, with nothing sent.
     let (rx, tx) = (task.req_hdr_bytes, task.interim_hdr_bytes);
     sh.counters.add(Main::s_resp_hdrbytes, tx);
