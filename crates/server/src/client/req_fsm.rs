@@ -1025,11 +1025,9 @@ where
             go: Some(go_tx),
         }
     } else if t.body_taken {
-        // A restarted request whose body an earlier pass streamed.
-        t.vsl.log_str(
-            Tag::VCL_Error,
-            "Uncached req.body can only be consumed once.",
-        );
+        // A restarted request whose body an earlier pass streamed: as
+        // varnishd 7.1 (BS_TAKEN has nothing available), the fetch sends
+        // no body and logs nothing about it.
         FetchBody::Taken
     } else {
         FetchBody::None
