@@ -9,7 +9,9 @@
 //! requests, now and then a pause past a short TTL). Error paths have
 //! their own pool ([`FAILURES`]): statuses out of range set from VCL,
 //! restarts and retries past their limits, and workspace overflow through
-//! the `vtc` vmod, which varnishd answers with 500 or 503.
+//! the `vtc` vmod, which varnishd answers with 500 or 503. [`crate::axes`]
+//! adds request bodies, unknown methods, Vary variants, VCL bans and
+//! purges, `std.*` conversions and odd framing on both sides.
 
 use crate::rng::Rng;
 use crate::scenario::{BeResp, Framing, Scenario, Step};
@@ -746,14 +748,16 @@ pub fn scenario(seed: u64) -> Scenario {
             steps[i].pipeline = true;
         }
     }
-    Scenario {
+    let mut sc = Scenario {
         seed,
         subs,
         backend,
         steps,
         backend_attrs: Vec::new(),
         decls,
-    }
+    };
+    crate::axes::widen(&mut sc);
+    sc
 }
 
 #[cfg(test)]

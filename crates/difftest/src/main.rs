@@ -77,7 +77,8 @@ fn batch(args: &[String]) -> Result<bool, String> {
         }
         let sc = grammar::scenario(s);
         ran += 1;
-        match runner::check(&mut p, &sc)? {
+        let (vt, lt) = runner::both(&mut p, &sc)?;
+        match runner::compare(&vt, &lt) {
             None => {}
             Some(d) => {
                 *by_class.entry(d.class.clone()).or_default() += 1;
@@ -85,6 +86,12 @@ fn batch(args: &[String]) -> Result<bool, String> {
                     "seed {s}: {}\n  varnishd: {}\n  lacquerd: {}",
                     d.class, d.varnish, d.lacquer
                 );
+                // A compiler's message is not compared, but shown.
+                for (who, t) in [("varnishd", &vt), ("lacquerd", &lt)] {
+                    for m in t.iter().filter(|l| l.starts_with("#msg ")) {
+                        println!("  {who} {m}");
+                    }
+                }
                 if let Some(dir) = &save {
                     let small = if mini {
                         runner::minimise(&mut p, &sc, &d.class, 60)

@@ -31,16 +31,16 @@ pub(crate) static MODULE: ModuleImpl = ModuleImpl {
 
 type R = Result<Value, String>;
 
-fn not_cached(ctx: &mut dyn Context, f: &str) {
-    let m =
-        format!("bodyaccess.{f}: the request body is not cached (use std.cache_req_body() first)");
-    ctx.log(LogKind::Error, m.as_bytes());
+/// As varnish-modules' bodyaccess: a body std.cache_req_body() did not
+/// keep is logged so, whichever function asked.
+fn not_cached(ctx: &mut dyn Context) {
+    ctx.log(LogKind::Error, b"Unbuffered req.body");
 }
 
 fn rematch_req_body(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let re = a.regex(0)?;
     let Some(body) = ctx.cached_req_body() else {
-        not_cached(ctx, "rematch_req_body");
+        not_cached(ctx);
         return Ok(Value::Int(-1));
     };
     Ok(Value::Int(match re.is_match(body) {
@@ -50,24 +50,35 @@ fn rematch_req_body(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
 }
 
 fn hash_req_body(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+    // As varnish-modules: whether the body is cached first, then where.
+    let Some(body) = ctx.cached_req_body().map(<[u8]>::to_vec) else {
+        not_cached(ctx);
+        return Ok(Value::Null);
+    };
     if ctx.sub() != BuiltinSub::Hash {
         ctx.log(
             LogKind::Error,
-            b"bodyaccess.hash_req_body() can only be used in vcl_hash{}",
+            b"hash_req_body can only be used in vcl_hash{}",
         );
         return Ok(Value::Null);
     }
-    match ctx.cached_req_body().map(<[u8]>::to_vec) {
-        Some(body) => ctx.hash_data(Some(&body)),
-        None => not_cached(ctx, "hash_req_body"),
-    }
+    ctx.hash_data(Some(&body));
     Ok(Value::Null)
 }
 
 fn len_req_body(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
-    Ok(Value::Int(
-        ctx.cached_req_body().map_or(-1, |b| b.len() as i64),
-    ))
+    let Some(n) = ctx.cached_req_body().map(|b| b.len() as i64) else {
+        not_cached(ctx);
+        return Ok(Value::Int(-1));
+    };
+    if ctx.sub() != BuiltinSub::Recv {
+        ctx.log(
+            LogKind::Error,
+            b"len_req_body can only be used in vcl_recv{}",
+        );
+        return Ok(Value::Int(-1));
+    }
+    Ok(Value::Int(n))
 }
 
 fn log_req_body(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
@@ -77,7 +88,7 @@ fn log_req_body(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
         return Err(format!("bodyaccess.log_req_body(): invalid length {len}"));
     }
     let Some(body) = ctx.cached_req_body().map(<[u8]>::to_vec) else {
-        not_cached(ctx, "log_req_body");
+        not_cached(ctx);
         return Ok(Value::Null);
     };
     for chunk in body.chunks(len as usize) {

@@ -749,6 +749,11 @@ fn bodyaccess_on_the_cached_body() {
         r.call(&mut c, "bodyaccess.rematch_req_body", vec![s("wor")]),
         Ok(Value::Int(-1))
     );
+    // As varnish-modules: a body not cached is logged so.
+    assert_eq!(
+        c.logs_of(LogKind::Error),
+        ["Unbuffered req.body", "Unbuffered req.body"]
+    );
     c.vmod.body_cached = true;
     assert_eq!(
         r.call(&mut c, "bodyaccess.len_req_body", vec![]),
@@ -774,6 +779,15 @@ fn bodyaccess_on_the_cached_body() {
     c.vmod.sub = Some(BuiltinSub::Hash);
     r.call(&mut c, "bodyaccess.hash_req_body", vec![]).unwrap();
     assert_eq!(c.hash, [Some(b"hello world".to_vec())]);
+    // len_req_body is for vcl_recv only.
+    assert_eq!(
+        r.call(&mut c, "bodyaccess.len_req_body", vec![]),
+        Ok(Value::Int(-1))
+    );
+    assert_eq!(
+        c.logs_of(LogKind::Error).last().copied(),
+        Some("len_req_body can only be used in vcl_recv{}")
+    );
     assert!(
         r.call(
             &mut c,

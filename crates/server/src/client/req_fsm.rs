@@ -177,13 +177,6 @@ where
                 } else {
                     vcl.run_async(BuiltinSub::Recv, t, &mut scratch).await
                 };
-                if t.req_body_failed {
-                    // As varnishd: a body too big to cache ends the
-                    // session without an answer.
-                    t.vsl
-                        .log_str(Tag::FetchError, "Request body too big to cache");
-                    return After::Close;
-                }
                 // As varnishd: the owed 100 goes out once vcl_recv returns
                 // (unless it failed or switches VCL), or when the body is
                 // read after std.late_100_continue(true).
@@ -195,6 +188,15 @@ where
                     && send_100(t, conn).await.is_err()
                 {
                     return After::TxFailed(TxError::Closed);
+                }
+                if t.req_body_failed && !matches!(action, Action::Fail) {
+                    // As varnishd's cnt_recv: a body std.cache_req_body()
+                    // could not keep ends the session without an answer
+                    // (SC_RX_BODY), after the owed 100 went out and unless
+                    // vcl_recv failed (which answers 503).
+                    t.vsl
+                        .log_str(Tag::FetchError, "Request body too big to cache");
+                    return After::CloseAs("RX_BODY");
                 }
                 let ae_rules = sh.params().flag(pid!("http_gzip_support"));
                 match action {
@@ -788,6 +790,16 @@ fn make_bereq(t: &ReqTask, pass: bool, vxid: u32) -> ReqMsg {
         lacquer_http::FILTER_FETCH
     };
     t.req.headers.copy_filtered(mask, &mut h);
+    if !pass
+        && t.req_body_kept
+        && let Some(b) = t.req_body.as_ref()
+        && let Some(at) = cl_position(&t.req.headers, mask)
+    {
+        // As varnishd 7.1: a cache fetch that sends a kept body keeps the
+        // request's Content-Length where it was (std.cache_req_body() put
+        // it there), though the fetch filter drops it otherwise.
+        h = with_field_at(&h, at, b"Content-Length", &decimal(b.len() as u64));
+    }
     let method = if pass || &t.req.method[..] != b"HEAD" {
         t.req.method.clone()
     } else {
@@ -815,6 +827,36 @@ fn make_bereq(t: &ReqTask, pass: bool, vxid: u32) -> ReqMsg {
         proto: Bytes::from_static(b"HTTP/1.1"),
         headers: h,
     }
+}
+
+/// Where the request's `Content-Length` lands among its fields that
+/// survive the filter `mask` (none without one).
+fn cl_position(req: &Headers, mask: u8) -> Option<usize> {
+    let mut at = 0;
+    for (name, _) in req.iter() {
+        if name.eq_ignore_ascii_case(b"content-length") {
+            return Some(at);
+        }
+        if lacquer_http::header_flags(name) & mask == 0 && !req.is_filtered(name) {
+            at += 1;
+        }
+    }
+    None
+}
+
+/// `h` with the field `name: value` inserted before its `at`th field.
+fn with_field_at(h: &Headers, at: usize, name: &[u8], value: &[u8]) -> Headers {
+    let mut out = Headers::new();
+    for (i, (n, v)) in h.iter().enumerate() {
+        if i == at {
+            out.append(Bytes::copy_from_slice(name), Bytes::copy_from_slice(value));
+        }
+        out.append(Bytes::copy_from_slice(n), Bytes::copy_from_slice(v));
+    }
+    if at >= h.len() {
+        out.append(Bytes::copy_from_slice(name), Bytes::copy_from_slice(value));
+    }
+    out
 }
 
 /// Prepares a fetch task for this request.
@@ -986,11 +1028,9 @@ where
             go: Some(go_tx),
         }
     } else if t.body_taken {
-        // A restarted request whose body an earlier pass streamed.
-        t.vsl.log_str(
-            Tag::VCL_Error,
-            "Uncached req.body can only be consumed once.",
-        );
+        // A restarted request whose body an earlier pass streamed: as
+        // varnishd 7.1 (BS_TAKEN has nothing available), the fetch sends
+        // no body and logs nothing about it.
         FetchBody::Taken
     } else {
         FetchBody::None
@@ -1047,6 +1087,7 @@ where
                 format_args!("req.body read error: sending 100 Continue: {e}"),
             );
             t.body_broken = true;
+            t.body_rx_failed = true;
             drop(body_tx);
             return fetch_outcome(t, rx.await);
         }
@@ -1072,6 +1113,7 @@ where
                         crate::client::reqbody::log_pull_error(&mut t.vsl, kind, &e);
                     }
                     t.body_broken = true;
+                    t.body_rx_failed = true;
                 }
             },
             // The backend answered before taking the whole body: what is
@@ -1537,6 +1579,7 @@ where
                 t.vsl
                     .log(Tag::FetchError, format_args!("req.body read error: {e}"));
                 t.body_broken = true;
+                t.body_rx_failed = true;
             }
         }
     }

@@ -137,6 +137,10 @@ pub struct ReqTask {
     /// Reading the body failed or stopped midway: the connection cannot
     /// carry another request.
     pub body_broken: bool,
+    /// Reading the client's body failed (varnishd's `BS_ERROR` from a
+    /// pass sending it or from `VRB_Ignore`): the session closes as
+    /// `RX_BODY` whatever else happened to the response.
+    pub body_rx_failed: bool,
     /// A pass streamed the body already: it cannot be sent again.
     pub body_taken: bool,
     /// The client (HTTP/1.1, `Expect: 100-continue`, no body bytes sent)
@@ -371,6 +375,7 @@ impl ReqTask {
             req_body_kept: false,
             req_body_read_at: None,
             body_broken: false,
+            body_rx_failed: false,
             body_taken: false,
             want_100: false,
             late_100: false,
@@ -1017,7 +1022,9 @@ impl Context for ReqTask {
     }
 
     fn cached_req_body(&self) -> Option<&[u8]> {
-        self.req_body.as_deref()
+        // Only what std.cache_req_body() kept: a body merely read ahead
+        // for it is not cached yet (varnishd's BS_CACHED).
+        self.req_body.as_deref().filter(|_| self.req_body_kept)
     }
 
     fn tcp_set(&mut self, op: lacquer_vcl::exec::TcpOp<'_>) -> Result<(), String> {

@@ -676,7 +676,10 @@ where
             }
         }
         let mut after = crate::client::req_fsm::handle(&mut task, conn).await;
-        if task.body_broken {
+        if task.body_rx_failed {
+            // As V1F_SendReq and VRB_Ignore set doclose: SC_RX_BODY.
+            after = After::CloseAs("RX_BODY");
+        } else if task.body_broken {
             after = After::Close;
         }
         // A body nobody read is read now and thrown away, so the next
@@ -695,7 +698,7 @@ where
                 .await
             {
                 Ok(n) => sh.counters.add(Main::s_req_bodybytes, n),
-                Err(_) => after = After::Close,
+                Err(_) => after = After::CloseAs("RX_BODY"),
             }
         }
         task.ws.flush_trace(&mut task.vsl);
@@ -721,6 +724,7 @@ where
                     "RESP_CLOSE" => Main::sc_resp_close,
                     "TX_EOF" => Main::sc_tx_eof,
                     "RANGE_SHORT" => Main::sc_range_short,
+                    "RX_BODY" => Main::sc_rx_body,
                     _ => Main::sc_req_close,
                 });
                 return Turn::End(reason);
@@ -903,6 +907,9 @@ fn body_error(
     e: crate::fetch::bodyio::BodyIoError,
 ) -> &'static str {
     crate::client::reqbody::log_pull_error(&mut task.vsl, kind, &e);
+    // varnishd meets the fault in vcl_recv (std.cache_req_body()), so the
+    // request went through its state machine: a client_req.
+    sh.counters.inc(Main::client_req);
     // The request's transaction ends here, with nothing sent.
     let (rx, tx) = (task.req_hdr_bytes, task.interim_hdr_bytes);
     sh.counters.add(Main::s_resp_hdrbytes, tx);

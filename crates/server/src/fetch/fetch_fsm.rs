@@ -466,9 +466,11 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         bo.vsl.log_header(Tag::BereqHeader, b"Host", h.as_bytes());
         bo.bereq.headers.append("Host", h.clone());
     }
-    if bo.has_body && matches!(job.req_body, FetchBody::Taken) {
-        return Err("req.body not cached: it cannot be sent again".to_string());
-    }
+    // A body an earlier pass of this request streamed (restart) is gone:
+    // as varnishd 7.1 (V1F_SendReq, whose VRB_Iterate failure it does not
+    // act on), the head still goes out with its framing, the body does
+    // not, and the fetch waits for a response the backend, waiting for
+    // the body, seldom sends: first_byte_timeout ends it.
     // As varnishd 7.1, `unset bereq.body` (which builtin.vcl does for
     // every GET) drops only a body still on the client connection: one
     // std.cache_req_body() kept is sent all the same.

@@ -249,11 +249,15 @@ fn charge_str(
     if ok {
         return Ok(());
     }
-    let name = lacquer_vcl::vars::VARIABLES
+    Err(format!("Workspace overflow ({})", var_name(var)))
+}
+
+/// The VCL name of a variable, for error messages.
+fn var_name(var: VarId) -> &'static str {
+    lacquer_vcl::vars::VARIABLES
         .iter()
         .find(|d| d.id == var)
-        .map_or("variable", |d| d.name);
-    Err(format!("Workspace overflow ({name})"))
+        .map_or("variable", |d| d.name)
 }
 
 /// `unset <which>.http.<name>`, logging what goes.
@@ -361,6 +365,12 @@ impl TaskIo<'_> {
             charge_str(self.ws, self.vsl, var, value)?;
         }
         if let Some(tag) = tag {
+            // The fields of a request or status line (the variables with a
+            // log tag) may not be empty: varnishd's VRT_HDR_L setters fail
+            // VCL after copying the value, before the field changes.
+            if value.is_empty() {
+                return Err(format!("Setting {} to empty string", var_name(var)));
+            }
             self.vsl.log_bytes(tag, value);
         }
         Ok(())
