@@ -220,24 +220,6 @@ fn charge_lines(
 
 /// Charges a STRING variable's new value (method, URL, protocol, reason,
 /// identity); the error is varnishd's `VCL_Error` when it does not fit.
-/// The start-line fields VCL may set (varnishd's `VRT_HDR_L` setters),
-/// which refuse an empty value.
-fn start_line_field(var: VarId) -> bool {
-    matches!(
-        var,
-        VarId::ReqMethod
-            | VarId::ReqUrl
-            | VarId::ReqProto
-            | VarId::RespProto
-            | VarId::RespReason
-            | VarId::BereqMethod
-            | VarId::BereqUrl
-            | VarId::BereqProto
-            | VarId::BerespProto
-            | VarId::BerespReason
-    )
-}
-
 fn charge_str(
     ws: &mut Workspace,
     vsl: &mut VslBuf,
@@ -353,14 +335,6 @@ impl TaskIo<'_> {
         charge: bool,
         value: &[u8],
     ) -> Result<(), String> {
-        if value.is_empty() && start_line_field(var) {
-            // varnishd's VRT_HDR_L: a start-line field cannot be empty.
-            let name = lacquer_vcl::vars::VARIABLES
-                .iter()
-                .find(|d| d.id == var)
-                .map_or("variable", |d| d.name);
-            return Err(format!("Setting {name} to empty string"));
-        }
         if charge {
             charge_str(self.ws, self.vsl, var, value)?;
         }
