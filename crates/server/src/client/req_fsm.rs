@@ -178,10 +178,15 @@ where
                     vcl.run_async(BuiltinSub::Recv, t, &mut scratch).await
                 };
                 if t.req_body_failed {
-                    // As varnishd: a body too big to cache ends the
-                    // session without an answer.
-                    t.vsl
-                        .log_str(Tag::FetchError, "Request body too big to cache");
+                    // As varnishd's cnt_recv: a body too big to cache ends
+                    // the request (its accounting logged) and the session
+                    // without an answer.
+                    t.end_privs();
+                    let (rxh, rxb) = (t.req_hdr_bytes, t.req_body_bytes);
+                    t.vsl.log(
+                        Tag::ReqAcct,
+                        format_args!("{rxh} {rxb} {} 0 0 0", rxh + rxb),
+                    );
                     return After::Close;
                 }
                 // As varnishd: the owed 100 goes out once vcl_recv returns

@@ -315,8 +315,10 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         job.bo.t_beresp = f64::NAN;
         let fetched = match send_and_receive(job).await {
             Ok(f) => f,
-            Err(msg) => {
-                job.bo.vsl.log_str(Tag::FetchError, &msg);
+            Err(e) => {
+                if let NoResponse::FetchError(msg) = &e {
+                    job.bo.vsl.log_str(Tag::FetchError, msg);
+                }
                 // As varnishd's vbf_stp_startfetch: the Beresp stamp is
                 // taken whether or not a response came.
                 if job.bo.t_beresp.is_nan() {
@@ -410,12 +412,26 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
     }
 }
 
+/// Why a fetch got no response it can use.
+enum NoResponse {
+    /// The `FetchError` to log.
+    FetchError(String),
+    /// A response whose body cannot be read: its records are written.
+    Logged,
+}
+
+impl From<String> for NoResponse {
+    fn from(msg: String) -> Self {
+        NoResponse::FetchError(msg)
+    }
+}
+
 /// Connects, sends bereq (and body), and reads the response head.
-async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
+async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, NoResponse> {
     let bo = &mut job.bo;
     let Some(be) = bo.backend.clone() else {
         bo.sh.counters.inc(Main::backend_fail);
-        return Err("No backend".to_string());
+        return Err("No backend".to_string().into());
     };
     let vcl = bo.vcl.clone();
     let backend = vcl
@@ -423,11 +439,11 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         .ok_or_else(|| format!("Director {} returned no backend", be.name))?;
     // `backend x none;` is varnishd's NULL backend: VDI_Resolve finds none.
     if backend.none {
-        return Err("No backend".to_string());
+        return Err("No backend".to_string().into());
     }
     if !backend.healthy() {
         bo.sh.counters.inc(Main::backend_unhealthy);
-        return Err(format!("backend {}: unhealthy", backend.vcl_name));
+        return Err(format!("backend {}: unhealthy", backend.vcl_name).into());
     }
     let params = bo.sh.params();
     let connect_timeout = bo
@@ -467,7 +483,9 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         bo.bereq.headers.append("Host", h.clone());
     }
     if bo.has_body && matches!(job.req_body, FetchBody::Taken) {
-        return Err("req.body not cached: it cannot be sent again".to_string());
+        return Err("req.body not cached: it cannot be sent again"
+            .to_string()
+            .into());
     }
     // As varnishd 7.1, `unset bereq.body` (which builtin.vcl does for
     // every GET) drops only a body still on the client connection: one
@@ -500,11 +518,11 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             Ok(c) => c,
             Err(e @ ConnectError::Busy(_)) => {
                 bo.sh.counters.inc(Main::backend_busy);
-                return Err(format!("backend {}: {}", backend.vcl_name, e.fetch_error()));
+                return Err(format!("backend {}: {}", backend.vcl_name, e.fetch_error()).into());
             }
             Err(e) => {
                 bo.sh.counters.inc(Main::backend_fail);
-                return Err(format!("backend {}: {}", backend.vcl_name, e.fetch_error()));
+                return Err(format!("backend {}: {}", backend.vcl_name, e.fetch_error()).into());
             }
         };
         bo.log_ts("Connected", lacquer_http::date::now());
@@ -551,7 +569,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 continue;
             }
             bo.sh.counters.inc(Main::backend_fail);
-            return Err(format!("backend write error: {e}"));
+            return Err(format!("backend write error: {e}").into());
         }
         bo.acct.bereq_hdr += head.len() as u64;
         if bo.has_body {
@@ -595,7 +613,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                     // `overflow`; a refused one logs the bad header line
                     // (BogoHeader) and the buffer (HttpGarbage) first.
                     if e.kind() == lacquer_http::ErrorKind::HeadTooLarge {
-                        return Err("overflow".to_string());
+                        return Err("overflow".to_string().into());
                     }
                     if e.is_header_fault() {
                         bo.vsl.log_str(Tag::BogoHeader, e.message());
@@ -607,7 +625,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                     // failed with (`http_SetStatus(hp, 503, NULL)`).
                     bo.vsl.log_str(Tag::BerespStatus, "503");
                     bo.vsl.log_str(Tag::BerespReason, "Service Unavailable");
-                    return Err("http format error".to_string());
+                    return Err("http format error".to_string().into());
                 }
             }
             rbuf.reserve(8192);
@@ -622,10 +640,10 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             }
             match read {
                 Err(_) if !counted => {
-                    return Err("first byte timeout (reused connection)".to_string());
+                    return Err("first byte timeout (reused connection)".to_string().into());
                 }
                 Err(_) => {
-                    return Err("first byte timeout".to_string());
+                    return Err("first byte timeout".to_string().into());
                 }
                 Ok(Ok(0)) | Ok(Err(_))
                     if conn.reused
@@ -636,8 +654,8 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                     break_retry(bo, conn.local_port(), &backend.vcl_name);
                     break None;
                 }
-                Ok(Ok(0)) => return Err("http first read error: EOF".to_string()),
-                Ok(Err(e)) => return Err(format!("http first read error: {e}")),
+                Ok(Ok(0)) => return Err("http first read error: EOF".to_string().into()),
+                Ok(Err(e)) => return Err(format!("http first read error: {e}").into()),
                 Ok(Ok(_)) => {}
             }
         };
@@ -645,24 +663,29 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             continue;
         };
         let is_head = &bo.bereq.method[..] == b"HEAD";
-        let body = head.body_kind(is_head).map_err(|e| {
-            if head.status == 204 {
-                // As varnishd: a 204 that announces a body counts as a
-                // fetch_204 whose body cannot be fetched.
-                bo.sh.counters.inc(Main::fetch_204);
-                return "Body cannot be fetched".to_string();
-            }
-            // As varnishd: a body whose framing cannot be read (a bad
-            // length or transfer coding) is a fetch_bad.
-            bo.sh.counters.inc(Main::fetch_bad);
-            format!("http format error: {}", e.message())
-        })?;
+        let Ok(body) = head.body_kind(is_head) else {
+            // As varnishd (vbf_stp_startfetch, `BS_ERROR`): a body whose
+            // framing cannot be read (a bad length or transfer coding, a
+            // 204 that announces one) is counted (fetch_204, fetch_bad),
+            // the response is logged as it came, then the failure.
+            bo.sh.counters.inc(if head.status == 204 {
+                Main::fetch_204
+            } else {
+                Main::fetch_bad
+            });
+            bo.beresp = RespMsg::from(head);
+            bo.t_beresp = lacquer_http::date::now();
+            bo.log_ts("Beresp", bo.t_beresp);
+            log_resp(bo, Tag::BerespProtocol);
+            bo.vsl.log_str(Tag::Error, "Body cannot be fetched");
+            return Err(NoResponse::Logged);
+        };
         // As varnishd: the connection state, the bytes read with the head
         // and the body's reader go into the fetch's workspace.
         let got = lacquer_http::response_head_len(&head) as u64;
         if !bo.ws.take(got + rbuf.len() as u64) {
             // varnishd reads the head into the workspace: it did not fit.
-            return Err("http first read error: overflow".to_string());
+            return Err("http first read error: overflow".to_string().into());
         }
         if body != BodyKind::None {
             bo.ws.take(size::VFP_ENTRY);
@@ -691,7 +714,8 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         // vcl_backend_error) and the connection is dropped, instead of the
         // interim answer reaching the client.
         if !is_head && bo.beresp.status < 200 {
-            return Err("Body cannot be fetched".to_string());
+            bo.vsl.log_str(Tag::Error, "Body cannot be fetched");
+            return Err(NoResponse::Logged);
         }
         // As varnishd (http_DoConnection): fields the backend's Connection
         // names stay visible to vcl_backend_response and are not stored
@@ -734,13 +758,18 @@ where
             Some(Ok(seg)) => {
                 if length.is_none() {
                     size.clear();
-                    lacquer_http::encode_chunk_header(seg.len(), &mut size);
+                    // varnishd's V1L_Flush writes the size with two
+                    // leading zeros (`00%zx`); the bytes count in BereqAcct.
+                    size.extend_from_slice(format!("00{:x}\r\n", seg.len()).as_bytes());
                     w.write_all(&size).await.map_err(werr)?;
                 }
                 w.write_all(&seg).await.map_err(werr)?;
                 sent += seg.len() as u64;
                 if length.is_none() {
                     w.write_all(lacquer_http::CHUNK_END).await.map_err(werr)?;
+                    // As varnishd (V1L counts what it writes): a chunked
+                    // body's framing is among the bereq's body bytes.
+                    sent += (size.len() + lacquer_http::CHUNK_END.len()) as u64;
                 }
                 continue;
             }
@@ -756,6 +785,7 @@ where
     }
     if length.is_none() {
         w.write_all(lacquer_http::LAST_CHUNK).await.map_err(werr)?;
+        sent += lacquer_http::LAST_CHUNK.len() as u64;
     }
     w.flush().await.map_err(werr)?;
     Ok(sent)
@@ -1340,11 +1370,29 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         bo.keep = 0.0;
     }
     log_resp(bo, Tag::ObjProtocol);
+    // As varnishd's vbf_beresp2obj: the storage is chosen (and logged)
+    // before any of the body is read.
+    // A hit-for-pass marker is uncacheable (VRT_hit_for_pass): Transient.
+    let private = matches!(job.mode, FetchMode::Pass) || hfp_ttl.is_some();
+    let Some(store) = pick_store(bo, private) else {
+        bo.vsl.log_str(Tag::FetchError, "Could not get storage");
+        return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+    };
+    // The store's kind and name, as varnishd logs them (`malloc s0`, `file s0`).
+    bo.vsl.log(
+        Tag::Storage,
+        format_args!("{} {}", store.stevedore().kind(), store.name()),
+    );
     // Without streaming the whole body is read before the object exists,
     // so a broken body still ends in vcl_backend_error (as varnishd).
     let mut prefetched: Option<(lacquer_storage::Body, u64)> = None;
     let mut esi_done = None;
     if !bo.do_stream && reuse_body.is_none() && f.body != BodyKind::None {
+        // vbf_stp_fetch logs the body status before the first read.
+        bo.vsl.log(
+            Tag::Fetch_Body,
+            format_args!("{} -", body_kind_name(f.body)),
+        );
         let mut segs = Vec::new();
         let mut len = 0u64;
         let r = pump_body(
@@ -1361,9 +1409,9 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             },
         )
         .await;
-        if let Err(msg) = &r {
+        if let Err(fail) = &r {
             bo.acct.beresp_body += f.body_read;
-            bo.vsl.log_str(Tag::FetchError, msg);
+            fail.log(bo);
             bo.vsl.log(
                 Tag::BackendClose,
                 format_args!("{} {} close", f.conn.local_port(), f.backend.vcl_name),
@@ -1374,17 +1422,6 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         prefetched = Some((lacquer_storage::Body::from_segments(segs), len));
     }
     let prefetched_len = prefetched.as_ref().map(|(_, l)| *l);
-    // A hit-for-pass marker is uncacheable (VRT_hit_for_pass): Transient.
-    let private = matches!(job.mode, FetchMode::Pass) || hfp_ttl.is_some();
-    let Some(store) = pick_store(bo, private) else {
-        bo.vsl.log_str(Tag::FetchError, "Could not get storage");
-        return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
-    };
-    // The store's kind and name, as varnishd logs them (`malloc s0`, `file s0`).
-    bo.vsl.log(
-        Tag::Storage,
-        format_args!("{} {}", store.stevedore().kind(), store.name()),
-    );
     let new = NewObject {
         gzip: chain.gzip,
         gzip_changed: chain.changed,
@@ -1467,7 +1504,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     }
     // As varnishd's vbf_stp_condfetch: a 304 that refreshes the stale
     // object copies its body, nothing is read from the backend.
-    if reuse_body.is_none() {
+    if reuse_body.is_none() && prefetched_len.is_none() {
         bo.vsl.log(
             Tag::Fetch_Body,
             format_args!(
@@ -1515,7 +1552,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
                 writer.finish();
                 body_done(bo, f, len);
             }
-            Err(msg) if msg == PASS_ABANDONED => {
+            Err(BodyFail { msg, .. }) if msg == PASS_ABANDONED => {
                 // Not a failure: the object ends with what was read (so a
                 // hit-for-pass or hit-for-miss still gets made) and the
                 // backend connection, its body unread, is closed.
@@ -1536,9 +1573,9 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
                 bo.end_privs();
                 bo.vsl.log(Tag::Length, format_args!("{len}"));
             }
-            Err(msg) => {
+            Err(fail) => {
                 bo.acct.beresp_body += f.body_read;
-                bo.vsl.log_str(Tag::FetchError, &msg);
+                fail.log(bo);
                 bo.sh.counters.inc(Main::fetch_failed);
                 writer.fail();
             }
@@ -1570,18 +1607,61 @@ fn between_bytes(bo: &BoTask, f: &Fetched) -> f64 {
         .unwrap_or_else(|| bo.sh.params().duration(pid!("between_bytes_timeout")))
 }
 
-/// varnishd's `FetchError` text for a body read that failed
-/// (`cache_http1_vfp.c`): the chunked parser's own message, or which
-/// framing ran out of bytes.
-fn body_error_text(kind: BodyKind, stream: &BodyStream, e: BodyIoError) -> String {
-    match (e, kind) {
-        (BodyIoError::Framing(msg), _) => msg,
-        (BodyIoError::Eof, BodyKind::Length(_)) => "straight insufficient bytes".into(),
-        (BodyIoError::Eof, BodyKind::Chunked) if stream.in_chunk_data() => {
-            "chunked insufficient bytes".into()
+/// Why a body stopped: the socket's error text when a read failed
+/// (varnishd's `v1f_read` logs `strerror(errno)` as a `FetchError` of its
+/// own), then the message of the filter that gave up.
+#[derive(Debug)]
+struct BodyFail {
+    read_error: Option<String>,
+    msg: String,
+}
+
+impl From<String> for BodyFail {
+    fn from(msg: String) -> Self {
+        BodyFail {
+            read_error: None,
+            msg,
         }
-        (BodyIoError::Eof, BodyKind::Chunked) => "chunked read err".into(),
-        (e, _) => format!("backend body error: {e}"),
+    }
+}
+
+impl BodyFail {
+    /// The failure's `FetchError` records, in varnishd's order.
+    fn log(&self, bo: &mut BoTask) {
+        if let Some(e) = &self.read_error {
+            bo.vsl.log_str(Tag::FetchError, e);
+        }
+        bo.vsl.log_str(Tag::FetchError, &self.msg);
+    }
+}
+
+/// varnishd's `FetchError` records for a body read that failed
+/// (`cache_http1_vfp.c`): the chunked parser's own message, or which
+/// framing ran out of bytes; a read that failed (a timeout is `EAGAIN`
+/// from the socket's receive timeout there) adds its error text first.
+fn body_error(kind: BodyKind, stream: &BodyStream, e: BodyIoError) -> BodyFail {
+    let read_error = match &e {
+        BodyIoError::Timeout => Some("Resource temporarily unavailable".to_string()),
+        BodyIoError::Io(io) => Some(errno_text(io)),
+        BodyIoError::Eof | BodyIoError::Framing(_) => None,
+    };
+    let msg = match (e, kind) {
+        (BodyIoError::Framing(msg), _) => msg,
+        (_, BodyKind::Length(_)) => "straight insufficient bytes".into(),
+        (_, BodyKind::Chunked) if stream.in_chunk_data() => "chunked insufficient bytes".into(),
+        (_, BodyKind::Chunked) => "chunked read err".into(),
+        (_, BodyKind::Eof | BodyKind::None) => "eof socket fail".into(),
+    };
+    BodyFail { read_error, msg }
+}
+
+/// An I/O error as `strerror` words it: Rust's text without its
+/// ` (os error N)` suffix.
+fn errno_text(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
     }
 }
 
@@ -1596,13 +1676,13 @@ async fn pump_body(
     frag: usize,
     abandoned: impl Fn() -> bool,
     mut push: impl FnMut(Bytes) -> Result<(), String>,
-) -> Result<Option<crate::fetch::esi::Finished>, String> {
+) -> Result<Option<crate::fetch::esi::Finished>, BodyFail> {
     let mut stream = BodyStream::new(f.body, true);
     loop {
         // As varnishd (vbf_stp_fetchbody): before each read, a private
         // object nobody delivers any more ends the fetch.
         if abandoned() {
-            return Err(PASS_ABANDONED.to_string());
+            return Err(PASS_ABANDONED.to_string().into());
         }
         let seg = match stream
             .next(&mut f.conn.stream, &mut f.rbuf, secs(bbt))
@@ -1613,8 +1693,7 @@ async fn pump_body(
                 s
             }
             Ok(None) => break,
-            Err(BodyIoError::Timeout) => return Err("backend read timeout".into()),
-            Err(e) => return Err(body_error_text(f.body, &stream, e)),
+            Err(e) => return Err(body_error(f.body, &stream, e)),
         };
         // `debug.fragfetch` cuts the body into small pieces.
         let mut rest = seg;
@@ -1630,7 +1709,7 @@ async fn pump_body(
                     }
                 })?;
                 if let Some(x) = failed {
-                    return Err(x);
+                    return Err(x.into());
                 }
                 continue;
             }
@@ -1656,7 +1735,7 @@ async fn pump_body(
                 }
             })?;
             match failed {
-                Some(x) => Err(x),
+                Some(x) => Err(x.into()),
                 None => Ok(Some(done)),
             }
         }
