@@ -642,9 +642,12 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, NoResponse> {
                 Err(_) if !counted => {
                     return Err("first byte timeout (reused connection)".to_string().into());
                 }
-                Err(_) => {
+                // As varnishd's V1F_FetchRespHdr (HTC_RxStuff's status):
+                // no byte yet is HTC_S_IDLE, part of a head HTC_S_TIMEOUT.
+                Err(_) if rbuf.is_empty() => {
                     return Err("first byte timeout".to_string().into());
                 }
+                Err(_) => return Err("timeout".to_string().into()),
                 Ok(Ok(0)) | Ok(Err(_))
                     if conn.reused
                         && tries == 1
@@ -654,8 +657,8 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, NoResponse> {
                     break_retry(bo, conn.local_port(), &backend.vcl_name);
                     break None;
                 }
-                Ok(Ok(0)) => return Err("http first read error: EOF".to_string().into()),
-                Ok(Err(e)) => return Err(format!("http first read error: {e}").into()),
+                // HTC_S_EOF: the backend closed, or the read failed.
+                Ok(Ok(0)) | Ok(Err(_)) => return Err("HTC eof (-1)".to_string().into()),
                 Ok(Ok(_)) => {}
             }
         };
@@ -1307,10 +1310,15 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             let before = header_pairs(&bo.beresp.headers);
             let e = crate::fetch::esi::stage(bo, backend_gzip, gzip_out);
             let stored_gzip = e.stores_gzip();
-            if stored_gzip && bo.sh.params().flag(pid!("http_gzip_support")) {
-                crate::fetch::gzip::add_vary_accept_encoding(&mut bo.beresp.headers);
-            }
             log_header_changes(bo, &before);
+            // As varnishd's vfp_esi_gzip_init: RFC2616_Vary_AE last (so
+            // logged after the encoding changes), whatever
+            // http_gzip_support says.
+            if stored_gzip {
+                let before = header_pairs(&bo.beresp.headers);
+                crate::fetch::gzip::add_vary_accept_encoding(&mut bo.beresp.headers);
+                log_header_changes(bo, &before);
+            }
             esi = Some(e);
             FetchChain::unfiltered(stored_gzip, stored_gzip != backend_gzip)
         }
@@ -1318,19 +1326,14 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             let list = bo.fetch_filter_list();
             bo.vsl.log_str(Tag::Filters, &list);
             let params = bo.sh.params();
-            let (support, level) = (
-                params.flag(pid!("http_gzip_support")),
-                params.uint(pid!("gzip_level")) as u32,
-            );
+            let level = params.uint(pid!("gzip_level")) as u32;
             drop(params);
             let vmods = bo.vcl.vmods.clone();
             let vmod = |name: &str| vmods.filter(name, false);
             let partial = bo.beresp.status == 206;
             let before = header_pairs(&bo.beresp.headers);
             let headers = &mut bo.beresp.headers;
-            match crate::fetch::gzip::build_fetch_filters(
-                &list, &vmod, headers, partial, support, level,
-            ) {
+            match crate::fetch::gzip::build_fetch_filters(&list, &vmod, headers, partial, level) {
                 Ok(c) => {
                     log_header_changes(bo, &before);
                     c
