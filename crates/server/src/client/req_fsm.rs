@@ -1144,6 +1144,9 @@ fn start_bgfetch(t: &mut ReqTask, busy: lacquer_cache::BusyObj, stale: ObjRef) {
         notify: None,
     };
     tokio::spawn(crate::fetch::fetch_fsm::run(job));
+    // As varnishd's VBF_Fetch: the request stamps `Fetch` once the
+    // background fetch is on its way, as it does for any fetch.
+    t.log_ts("Fetch");
 }
 
 enum Delivered {
@@ -1474,6 +1477,7 @@ where
         )
         .keep_alive();
     if !closing && let Some(p) = t.body_pending.take() {
+        let kind = p.kind();
         t.log_body_storage();
         let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
         let sent = if t.want_100 {
@@ -1492,8 +1496,7 @@ where
                 t.log_ts("ReqBody");
             }
             Err(e) => {
-                t.vsl
-                    .log(Tag::FetchError, format_args!("req.body read error: {e}"));
+                crate::client::reqbody::log_pull_error(&mut t.vsl, kind, &e);
                 t.body_broken = true;
             }
         }

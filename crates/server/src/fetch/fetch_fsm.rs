@@ -1660,7 +1660,7 @@ fn body_error(kind: BodyKind, stream: &BodyStream, e: BodyIoError) -> BodyFail {
 
 /// An I/O error as `strerror` words it: Rust's text without its
 /// ` (os error N)` suffix.
-fn errno_text(e: &std::io::Error) -> String {
+pub(crate) fn errno_text(e: &std::io::Error) -> String {
     let text = e.to_string();
     match text.rfind(" (os error ") {
         Some(i) => text[..i].to_string(),
