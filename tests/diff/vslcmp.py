@@ -8,10 +8,13 @@ the test output as `vsl|` lines), and compares the records transaction by transa
 dropping what legitimately differs between two runs (timestamps, ports, file descriptors,
 durations, CLI and Debug records).
 
-Usage: tests/diff/vslcmp.py [--lacquer BIN] [--jobs N] [--only TAG[,TAG]] [--show N] [--detail] [--by-vxid] FILE.vtc...
+Usage: tests/diff/vslcmp.py [--lacquer BIN] [--jobs N] [--only TAG[,TAG]] [--show N] [--detail] [--by-vxid] [--timestamps] FILE.vtc...
 Transactions are paired by their place in the Begin/Link tree (session n, its request n, that
 request's fetch n), so a different vxid order does not hide the records; values of run-time
 macros (ports, the temporary directory) are compared by the macro's name.
+`--timestamps` compares `Timestamp` records too, by their event name only (`Start`, `Req`,
+`Fetch`, `Process` ...), so which events a transaction stamps and in what order is checked
+while the times themselves are not.
 Prints, per test, the first differing record of each differing transaction, and at the end how
 many tests differ per tag (the tag of the first difference), most frequent first.
 Exit status 0: it is a survey, not a check.
@@ -57,7 +60,7 @@ def normalize(tag, data):
     return data
 
 
-def records(text, by_vxid=False):
+def records(text, by_vxid=False, timestamps=False):
     """{instance: {transaction: [(tag, kind, data)]}} from a -v test output.
 
     A transaction is named by its place in the tree its Begin and Link records draw (the n-th
@@ -75,8 +78,10 @@ def records(text, by_vxid=False):
         if not m:
             continue
         inst, vxid, tag, kind, data = m.groups()
-        if tag in SKIP or vxid == "0":
+        if (tag in SKIP and not (timestamps and tag == "Timestamp")) or vxid == "0":
             continue
+        if tag == "Timestamp":
+            data = data.split(":")[0]
         raw[inst][int(vxid)].append((tag, kind, data))
     macros.sort(key=lambda kv: -len(kv[0]))
     out = {}
@@ -155,12 +160,12 @@ def run(cmd, timeout):
         return -1, ""
 
 
-def compare(path, lacquer, only, detail=False, by_vxid=False):
+def compare(path, lacquer, only, detail=False, by_vxid=False, timestamps=False):
     rv, v = run(["varnishtest", "-v", path], 120)
     rl, l = run([lacquer, "vtc", "-v", path], 120)
     if rv != 0 or rl != 0:
         return path, None, f"skipped: varnishtest exit {rv}, lacquer vtc exit {rl}"
-    rv_, rl_ = records(v, by_vxid), records(l, by_vxid)
+    rv_, rl_ = records(v, by_vxid, timestamps), records(l, by_vxid, timestamps)
     diffs = []
     for inst in sorted(set(rv_) | set(rl_)):
         a, b = rv_.get(inst, {}), rl_.get(inst, {})
@@ -211,13 +216,14 @@ def main():
     ap.add_argument("--show", type=int, default=3, help="differences shown per test")
     ap.add_argument("--detail", action="store_true", help="print a diff of each differing transaction")
     ap.add_argument("--by-vxid", action="store_true", help="pair transactions by vxid, not by their place in the tree")
+    ap.add_argument("--timestamps", action="store_true", help="compare Timestamp records by their event name")
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
     only = set(t for t in a.only.split(",") if t)
     per_tag = collections.Counter()
     same = differ = skipped = 0
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as ex:
-        for path, diffs, err in ex.map(lambda f: compare(f, a.lacquer, only, a.detail, a.by_vxid), a.files):
+        for path, diffs, err in ex.map(lambda f: compare(f, a.lacquer, only, a.detail, a.by_vxid, a.timestamps), a.files):
             if err:
                 skipped += 1
                 print(f"{path}: {err}")

@@ -931,6 +931,55 @@ async fn object_body(
     Ok(())
 }
 
+/// The headers of an include's response as varnishd's cnt_transmit
+/// leaves them, logged though they are never sent: `gunzip` unsets
+/// `Content-Encoding` (vdp_gunzip_init) and makes the length the plain
+/// one when the gzip trailer says it; `esi` makes it unknown. A
+/// `Content-Length` that disagrees goes, and the known length is printed.
+fn include_length(t: &mut ReqTask, o: &ObjRef, list: &str) {
+    let names = crate::fetch::gzip::filter_names(list);
+    let has = |f: &str| names.iter().any(|(_, n)| *n == f);
+    let final_len = o.body().final_len();
+    let clval = t
+        .resp
+        .headers
+        .get("content-length")
+        .and_then(lacquer_http::parse_content_length);
+    let mut resp_len = final_len.or(clval);
+    if has("gunzip") {
+        for (k, v) in t.resp.headers.iter() {
+            if k.eq_ignore_ascii_case(b"content-encoding") {
+                t.vsl.log_header(Tag::RespUnset, k, v);
+            }
+        }
+        t.resp.headers.remove("content-encoding");
+        resp_len = final_len
+            .zip(o.body().tail(4))
+            .and_then(|(len, tail)| crate::fetch::gzip::gzip_plain_len(len, &tail))
+            .filter(|l| *l > 0);
+    }
+    if has("esi") {
+        resp_len = None;
+    }
+    let status = t.resp.status % 1000;
+    let no_body = status < 200 || status == 204 || status == 304;
+    if !no_body && clval.is_some() && clval == resp_len {
+        return;
+    }
+    for (k, v) in t.resp.headers.iter() {
+        if k.eq_ignore_ascii_case(b"content-length") {
+            t.vsl.log_header(Tag::RespUnset, k, v);
+        }
+    }
+    t.resp.headers.remove("content-length");
+    if let Some(len) = resp_len.filter(|_| !no_body) {
+        let len = len.to_string();
+        t.vsl
+            .log_header(Tag::RespHeader, b"Content-Length", len.as_bytes());
+        t.resp.headers.append("Content-Length", len);
+    }
+}
+
 /// Delivers an include's response (after its vcl_deliver or vcl_synth)
 /// into the including response, as varnishd's ESI transport does: with
 /// `feature esi_include_onerror` only a 200 or 204 is included; a failure
@@ -972,19 +1021,7 @@ where
         if no_room {
             t.vsl.log_str(Tag::Error, "Failure to push ESI processors");
         }
-        // As varnishd's cnt_transmit: an include processed as ESI in turn
-        // has no length any more, so its Content-Length goes.
-        if crate::fetch::gzip::filter_names(&list)
-            .iter()
-            .any(|(_, n)| *n == "esi")
-        {
-            for (k, v) in t.resp.headers.iter() {
-                if k.eq_ignore_ascii_case(b"content-length") {
-                    t.vsl.log_header(Tag::RespUnset, k, v);
-                }
-            }
-            t.resp.headers.remove("content-length");
-        }
+        include_length(t, o, &list);
         if t.vdp_filters.is_some() {
             filters = crate::client::vdp::DeliveryPlan::parse(&list, &t.vcl.vmods).map(|mut p| {
                 p.before_gunzip.append(&mut p.after_gunzip);

@@ -56,13 +56,6 @@ where
     // where it is, seed 190028; else every Connection field goes and one
     // is appended after the others, seed 170025).
     headers.append("X-Varnish", t.vxid.to_string());
-    if !headers
-        .get("connection")
-        .is_some_and(|v| v.eq_ignore_ascii_case(b"close"))
-    {
-        headers.remove("Connection");
-        headers.append("Connection", "close");
-    }
     let bereq = ReqMsg {
         method: t.req.method.clone(),
         url: t.req.url.clone(),
@@ -81,6 +74,25 @@ where
         .log(Tag::Begin, format_args!("bereq {} pipe", t.vxid));
     bo.vsl.log_timestamp("Start", bo.t_bereq, 0.0, 0.0);
     crate::fetch::fetch_fsm::log_bereq(&mut bo);
+    // Forced after the copy is logged, so the client's Connection fields
+    // show as copied, then unset (varnishd's http_ForceHeader).
+    if !bo
+        .bereq
+        .headers
+        .get("connection")
+        .is_some_and(|v| v.eq_ignore_ascii_case(b"close"))
+    {
+        for (k, v) in bo.bereq.headers.iter() {
+            if k.eq_ignore_ascii_case(b"connection") {
+                bo.vsl.log_header(Tag::BereqUnset, k, v);
+            }
+        }
+        bo.bereq.headers.remove("Connection");
+        bo.bereq.headers.append("Connection", "close");
+        bo.vsl.log_header(Tag::BereqHeader, b"Connection", b"close");
+        // What std.rollback(bereq) comes back to has it too.
+        bo.bereq_orig.headers = bo.bereq.headers.clone();
+    }
     // As varnishd, vcl_pipe logs into the client request's transaction
     // (what the request logged so far goes out first, to keep its order),
     // while the changes to bereq stay the bereq's records.

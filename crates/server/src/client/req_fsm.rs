@@ -193,9 +193,15 @@ where
                     // As varnishd's cnt_recv: a body std.cache_req_body()
                     // could not keep ends the session without an answer
                     // (SC_RX_BODY), after the owed 100 went out and unless
-                    // vcl_recv failed (which answers 503).
-                    t.vsl
-                        .log_str(Tag::FetchError, "Request body too big to cache");
+                    // vcl_recv failed (which answers 503). Its FetchError
+                    // was logged at the call; the request ends with its
+                    // accounting.
+                    t.end_privs();
+                    let (rxh, rxb) = (t.req_hdr_bytes, t.req_body_bytes);
+                    t.vsl.log(
+                        Tag::ReqAcct,
+                        format_args!("{rxh} {rxb} {} 0 0 0", rxh + rxb),
+                    );
                     return After::CloseAs("RX_BODY");
                 }
                 let ae_rules = sh.params().flag(pid!("http_gzip_support"));
@@ -1199,6 +1205,9 @@ fn start_bgfetch(t: &mut ReqTask, busy: lacquer_cache::BusyObj, stale: ObjRef) {
         notify: None,
     };
     tokio::spawn(crate::fetch::fetch_fsm::run(job));
+    // As varnishd's VBF_Fetch: the request stamps `Fetch` once the
+    // background fetch is on its way, as it does for any fetch.
+    t.log_ts("Fetch");
 }
 
 enum Delivered {
@@ -1558,6 +1567,7 @@ where
         )
         .keep_alive();
     if !closing && let Some(p) = t.body_pending.take() {
+        let kind = p.kind();
         t.log_body_storage();
         let timeout = Duration::from_secs_f64(t.timeouts.timeout_idle.max(0.001));
         let sent = if t.want_100 {
@@ -1576,8 +1586,7 @@ where
                 t.log_ts("ReqBody");
             }
             Err(e) => {
-                t.vsl
-                    .log(Tag::FetchError, format_args!("req.body read error: {e}"));
+                crate::client::reqbody::log_pull_error(&mut t.vsl, kind, &e);
                 t.body_broken = true;
                 t.body_rx_failed = true;
             }

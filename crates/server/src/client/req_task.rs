@@ -959,7 +959,21 @@ impl Context for ReqTask {
             None => self.body_pending.is_none(),
         };
         if !fits {
+            // As varnishd's VRB_Cache: the failure is logged at the call;
+            // a body without a length too large was being stored when it
+            // outgrew the limit.
+            let announced_too_big = self
+                .req_orig
+                .headers
+                .get("content-length")
+                .and_then(lacquer_http::parse_content_length)
+                .is_some_and(|n| n > max);
+            if !announced_too_big {
+                self.log_body_storage();
+            }
             self.req_body_failed = true;
+            self.vsl
+                .log_str(Tag::FetchError, "Request body too big to cache");
         } else if let Some(len) = self.req_body.as_ref().map(|b| b.len()) {
             self.req_body_kept = true;
             // As varnishd: the kept body goes to storage, and this is

@@ -234,6 +234,16 @@ pub(crate) fn log_pull_error(
         (BodyIoError::Eof, BodyKind::Length(_)) => {
             vsl.log_str(Tag::FetchError, "straight insufficient bytes");
         }
+        // v1f_read logs the failed read() first (a timeout is the socket's
+        // EAGAIN), then the framing filter gives up.
+        (BodyIoError::Timeout | BodyIoError::Io(_), BodyKind::Length(_)) => {
+            let text = match e {
+                BodyIoError::Io(io) => crate::fetch::fetch_fsm::errno_text(io),
+                _ => "Resource temporarily unavailable".to_string(),
+            };
+            vsl.log_str(Tag::FetchError, &text);
+            vsl.log_str(Tag::FetchError, "straight insufficient bytes");
+        }
         (BodyIoError::Framing(msg), _) => vsl.log_str(Tag::FetchError, msg),
         _ => vsl.log(Tag::FetchError, format_args!("req.body read error: {e}")),
     }

@@ -315,8 +315,10 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
         job.bo.t_beresp = f64::NAN;
         let fetched = match send_and_receive(job).await {
             Ok(f) => f,
-            Err(msg) => {
-                job.bo.vsl.log_str(Tag::FetchError, &msg);
+            Err(e) => {
+                if let NoResponse::FetchError(msg) = &e {
+                    job.bo.vsl.log_str(Tag::FetchError, msg);
+                }
                 // As varnishd's vbf_stp_startfetch: the Beresp stamp is
                 // taken whether or not a response came.
                 if job.bo.t_beresp.is_nan() {
@@ -410,12 +412,26 @@ async fn attempt(job: &mut FetchJob, scratch: &mut Scratch) -> Result<(), Step> 
     }
 }
 
+/// Why a fetch got no response it can use.
+enum NoResponse {
+    /// The `FetchError` to log.
+    FetchError(String),
+    /// A response whose body cannot be read: its records are written.
+    Logged,
+}
+
+impl From<String> for NoResponse {
+    fn from(msg: String) -> Self {
+        NoResponse::FetchError(msg)
+    }
+}
+
 /// Connects, sends bereq (and body), and reads the response head.
-async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
+async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, NoResponse> {
     let bo = &mut job.bo;
     let Some(be) = bo.backend.clone() else {
         bo.sh.counters.inc(Main::backend_fail);
-        return Err("No backend".to_string());
+        return Err("No backend".to_string().into());
     };
     let vcl = bo.vcl.clone();
     let backend = vcl
@@ -423,11 +439,11 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         .ok_or_else(|| format!("Director {} returned no backend", be.name))?;
     // `backend x none;` is varnishd's NULL backend: VDI_Resolve finds none.
     if backend.none {
-        return Err("No backend".to_string());
+        return Err("No backend".to_string().into());
     }
     if !backend.healthy() {
         bo.sh.counters.inc(Main::backend_unhealthy);
-        return Err(format!("backend {}: unhealthy", backend.vcl_name));
+        return Err(format!("backend {}: unhealthy", backend.vcl_name).into());
     }
     let params = bo.sh.params();
     let connect_timeout = bo
@@ -502,11 +518,11 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             Ok(c) => c,
             Err(e @ ConnectError::Busy(_)) => {
                 bo.sh.counters.inc(Main::backend_busy);
-                return Err(format!("backend {}: {}", backend.vcl_name, e.fetch_error()));
+                return Err(format!("backend {}: {}", backend.vcl_name, e.fetch_error()).into());
             }
             Err(e) => {
                 bo.sh.counters.inc(Main::backend_fail);
-                return Err(format!("backend {}: {}", backend.vcl_name, e.fetch_error()));
+                return Err(format!("backend {}: {}", backend.vcl_name, e.fetch_error()).into());
             }
         };
         bo.log_ts("Connected", lacquer_http::date::now());
@@ -553,7 +569,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                 continue;
             }
             bo.sh.counters.inc(Main::backend_fail);
-            return Err(format!("backend write error: {e}"));
+            return Err(format!("backend write error: {e}").into());
         }
         bo.acct.bereq_hdr += head.len() as u64;
         if bo.has_body {
@@ -597,7 +613,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                     // `overflow`; a refused one logs the bad header line
                     // (BogoHeader) and the buffer (HttpGarbage) first.
                     if e.kind() == lacquer_http::ErrorKind::HeadTooLarge {
-                        return Err("overflow".to_string());
+                        return Err("overflow".to_string().into());
                     }
                     if e.is_header_fault() {
                         bo.vsl.log_str(Tag::BogoHeader, e.message());
@@ -609,7 +625,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                     // failed with (`http_SetStatus(hp, 503, NULL)`).
                     bo.vsl.log_str(Tag::BerespStatus, "503");
                     bo.vsl.log_str(Tag::BerespReason, "Service Unavailable");
-                    return Err("http format error".to_string());
+                    return Err("http format error".to_string().into());
                 }
             }
             rbuf.reserve(8192);
@@ -624,11 +640,14 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             }
             match read {
                 Err(_) if !counted => {
-                    return Err("first byte timeout (reused connection)".to_string());
+                    return Err("first byte timeout (reused connection)".to_string().into());
                 }
-                Err(_) => {
-                    return Err("first byte timeout".to_string());
+                // As varnishd's V1F_FetchRespHdr (HTC_RxStuff's status):
+                // no byte yet is HTC_S_IDLE, part of a head HTC_S_TIMEOUT.
+                Err(_) if rbuf.is_empty() => {
+                    return Err("first byte timeout".to_string().into());
                 }
+                Err(_) => return Err("timeout".to_string().into()),
                 Ok(Ok(0)) | Ok(Err(_))
                     if conn.reused
                         && tries == 1
@@ -638,8 +657,8 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
                     break_retry(bo, conn.local_port(), &backend.vcl_name);
                     break None;
                 }
-                Ok(Ok(0)) => return Err("http first read error: EOF".to_string()),
-                Ok(Err(e)) => return Err(format!("http first read error: {e}")),
+                // HTC_S_EOF: the backend closed, or the read failed.
+                Ok(Ok(0)) | Ok(Err(_)) => return Err("HTC eof (-1)".to_string().into()),
                 Ok(Ok(_)) => {}
             }
         };
@@ -647,24 +666,29 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
             continue;
         };
         let is_head = &bo.bereq.method[..] == b"HEAD";
-        let body = head.body_kind(is_head).map_err(|e| {
-            if head.status == 204 {
-                // As varnishd: a 204 that announces a body counts as a
-                // fetch_204 whose body cannot be fetched.
-                bo.sh.counters.inc(Main::fetch_204);
-                return "Body cannot be fetched".to_string();
-            }
-            // As varnishd: a body whose framing cannot be read (a bad
-            // length or transfer coding) is a fetch_bad.
-            bo.sh.counters.inc(Main::fetch_bad);
-            format!("http format error: {}", e.message())
-        })?;
+        let Ok(body) = head.body_kind(is_head) else {
+            // As varnishd (vbf_stp_startfetch, `BS_ERROR`): a body whose
+            // framing cannot be read (a bad length or transfer coding, a
+            // 204 that announces one) is counted (fetch_204, fetch_bad),
+            // the response is logged as it came, then the failure.
+            bo.sh.counters.inc(if head.status == 204 {
+                Main::fetch_204
+            } else {
+                Main::fetch_bad
+            });
+            bo.beresp = RespMsg::from(head);
+            bo.t_beresp = lacquer_http::date::now();
+            bo.log_ts("Beresp", bo.t_beresp);
+            log_resp(bo, Tag::BerespProtocol);
+            bo.vsl.log_str(Tag::Error, "Body cannot be fetched");
+            return Err(NoResponse::Logged);
+        };
         // As varnishd: the connection state, the bytes read with the head
         // and the body's reader go into the fetch's workspace.
         let got = lacquer_http::response_head_len(&head) as u64;
         if !bo.ws.take(got + rbuf.len() as u64) {
             // varnishd reads the head into the workspace: it did not fit.
-            return Err("http first read error: overflow".to_string());
+            return Err("http first read error: overflow".to_string().into());
         }
         if body != BodyKind::None {
             bo.ws.take(size::VFP_ENTRY);
@@ -693,7 +717,8 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         // vcl_backend_error) and the connection is dropped, instead of the
         // interim answer reaching the client.
         if !is_head && bo.beresp.status < 200 {
-            return Err("Body cannot be fetched".to_string());
+            bo.vsl.log_str(Tag::Error, "Body cannot be fetched");
+            return Err(NoResponse::Logged);
         }
         // As varnishd (http_DoConnection): fields the backend's Connection
         // names stay visible to vcl_backend_response and are not stored
@@ -736,6 +761,8 @@ where
             Some(Ok(seg)) => {
                 if length.is_none() {
                     size.clear();
+                    // Written as varnishd's V1L_Flush writes it (`00%zx`);
+                    // the bytes count in BereqAcct.
                     lacquer_http::encode_chunk_header(seg.len(), &mut size);
                     w.write_all(&size).await.map_err(werr)?;
                 }
@@ -743,6 +770,9 @@ where
                 sent += seg.len() as u64;
                 if length.is_none() {
                     w.write_all(lacquer_http::CHUNK_END).await.map_err(werr)?;
+                    // As varnishd (V1L counts what it writes): a chunked
+                    // body's framing is among the bereq's body bytes.
+                    sent += (size.len() + lacquer_http::CHUNK_END.len()) as u64;
                 }
                 continue;
             }
@@ -758,6 +788,7 @@ where
     }
     if length.is_none() {
         w.write_all(lacquer_http::LAST_CHUNK).await.map_err(werr)?;
+        sent += lacquer_http::LAST_CHUNK.len() as u64;
     }
     w.flush().await.map_err(werr)?;
     Ok(sent)
@@ -1300,10 +1331,15 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             let before = header_pairs(&bo.beresp.headers);
             let e = crate::fetch::esi::stage(bo, backend_gzip, gzip_out);
             let stored_gzip = e.stores_gzip();
-            if stored_gzip && bo.sh.params().flag(pid!("http_gzip_support")) {
-                crate::fetch::gzip::add_vary_accept_encoding(&mut bo.beresp.headers);
-            }
             log_header_changes(bo, &before);
+            // As varnishd's vfp_esi_gzip_init: RFC2616_Vary_AE last (so
+            // logged after the encoding changes), whatever
+            // http_gzip_support says.
+            if stored_gzip {
+                let before = header_pairs(&bo.beresp.headers);
+                crate::fetch::gzip::add_vary_accept_encoding(&mut bo.beresp.headers);
+                log_header_changes(bo, &before);
+            }
             esi = Some(e);
             FetchChain::unfiltered(stored_gzip, stored_gzip != backend_gzip)
         }
@@ -1311,19 +1347,14 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             let list = bo.fetch_filter_list();
             bo.vsl.log_str(Tag::Filters, &list);
             let params = bo.sh.params();
-            let (support, level) = (
-                params.flag(pid!("http_gzip_support")),
-                params.uint(pid!("gzip_level")) as u32,
-            );
+            let level = params.uint(pid!("gzip_level")) as u32;
             drop(params);
             let vmods = bo.vcl.vmods.clone();
             let vmod = |name: &str| vmods.filter(name, false);
             let partial = bo.beresp.status == 206;
             let before = header_pairs(&bo.beresp.headers);
             let headers = &mut bo.beresp.headers;
-            match crate::fetch::gzip::build_fetch_filters(
-                &list, &vmod, headers, partial, support, level,
-            ) {
+            match crate::fetch::gzip::build_fetch_filters(&list, &vmod, headers, partial, level) {
                 Ok(c) => {
                     log_header_changes(bo, &before);
                     c
@@ -1364,11 +1395,29 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         bo.keep = 0.0;
     }
     log_resp(bo, Tag::ObjProtocol);
+    // As varnishd's vbf_beresp2obj: the storage is chosen (and logged)
+    // before any of the body is read.
+    // A hit-for-pass marker is uncacheable (VRT_hit_for_pass): Transient.
+    let private = matches!(job.mode, FetchMode::Pass) || hfp_ttl.is_some();
+    let Some(store) = pick_store(bo, private) else {
+        bo.vsl.log_str(Tag::FetchError, "Could not get storage");
+        return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
+    };
+    // The store's kind and name, as varnishd logs them (`malloc s0`, `file s0`).
+    bo.vsl.log(
+        Tag::Storage,
+        format_args!("{} {}", store.stevedore().kind(), store.name()),
+    );
     // Without streaming the whole body is read before the object exists,
     // so a broken body still ends in vcl_backend_error (as varnishd).
     let mut prefetched: Option<(lacquer_storage::Body, u64)> = None;
     let mut esi_done = None;
     if !bo.do_stream && reuse_body.is_none() && f.body != BodyKind::None {
+        // vbf_stp_fetch logs the body status before the first read.
+        bo.vsl.log(
+            Tag::Fetch_Body,
+            format_args!("{} -", body_kind_name(f.body)),
+        );
         let mut segs = Vec::new();
         let mut len = 0u64;
         let r = pump_body(
@@ -1385,9 +1434,9 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             },
         )
         .await;
-        if let Err(msg) = &r {
+        if let Err(fail) = &r {
             bo.acct.beresp_body += f.body_read;
-            bo.vsl.log_str(Tag::FetchError, msg);
+            fail.log(bo);
             bo.vsl.log(
                 Tag::BackendClose,
                 format_args!("{} {} close", f.conn.local_port(), f.backend.vcl_name),
@@ -1398,17 +1447,6 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
         prefetched = Some((lacquer_storage::Body::from_segments(segs), len));
     }
     let prefetched_len = prefetched.as_ref().map(|(_, l)| *l);
-    // A hit-for-pass marker is uncacheable (VRT_hit_for_pass): Transient.
-    let private = matches!(job.mode, FetchMode::Pass) || hfp_ttl.is_some();
-    let Some(store) = pick_store(bo, private) else {
-        bo.vsl.log_str(Tag::FetchError, "Could not get storage");
-        return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
-    };
-    // The store's kind and name, as varnishd logs them (`malloc s0`, `file s0`).
-    bo.vsl.log(
-        Tag::Storage,
-        format_args!("{} {}", store.stevedore().kind(), store.name()),
-    );
     let new = NewObject {
         gzip: chain.gzip,
         gzip_changed: chain.changed,
@@ -1491,7 +1529,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     }
     // As varnishd's vbf_stp_condfetch: a 304 that refreshes the stale
     // object copies its body, nothing is read from the backend.
-    if reuse_body.is_none() {
+    if reuse_body.is_none() && prefetched_len.is_none() {
         bo.vsl.log(
             Tag::Fetch_Body,
             format_args!(
@@ -1539,7 +1577,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
                 writer.finish();
                 body_done(bo, f, len);
             }
-            Err(msg) if msg == PASS_ABANDONED => {
+            Err(BodyFail { msg, .. }) if msg == PASS_ABANDONED => {
                 // Not a failure: the object ends with what was read (so a
                 // hit-for-pass or hit-for-miss still gets made) and the
                 // backend connection, its body unread, is closed.
@@ -1560,9 +1598,9 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
                 bo.end_privs();
                 bo.vsl.log(Tag::Length, format_args!("{len}"));
             }
-            Err(msg) => {
+            Err(fail) => {
                 bo.acct.beresp_body += f.body_read;
-                bo.vsl.log_str(Tag::FetchError, &msg);
+                fail.log(bo);
                 bo.sh.counters.inc(Main::fetch_failed);
                 writer.fail();
             }
@@ -1594,18 +1632,61 @@ fn between_bytes(bo: &BoTask, f: &Fetched) -> f64 {
         .unwrap_or_else(|| bo.sh.params().duration(pid!("between_bytes_timeout")))
 }
 
-/// varnishd's `FetchError` text for a body read that failed
-/// (`cache_http1_vfp.c`): the chunked parser's own message, or which
-/// framing ran out of bytes.
-fn body_error_text(kind: BodyKind, stream: &BodyStream, e: BodyIoError) -> String {
-    match (e, kind) {
-        (BodyIoError::Framing(msg), _) => msg,
-        (BodyIoError::Eof, BodyKind::Length(_)) => "straight insufficient bytes".into(),
-        (BodyIoError::Eof, BodyKind::Chunked) if stream.in_chunk_data() => {
-            "chunked insufficient bytes".into()
+/// Why a body stopped: the socket's error text when a read failed
+/// (varnishd's `v1f_read` logs `strerror(errno)` as a `FetchError` of its
+/// own), then the message of the filter that gave up.
+#[derive(Debug)]
+struct BodyFail {
+    read_error: Option<String>,
+    msg: String,
+}
+
+impl From<String> for BodyFail {
+    fn from(msg: String) -> Self {
+        BodyFail {
+            read_error: None,
+            msg,
         }
-        (BodyIoError::Eof, BodyKind::Chunked) => "chunked read err".into(),
-        (e, _) => format!("backend body error: {e}"),
+    }
+}
+
+impl BodyFail {
+    /// The failure's `FetchError` records, in varnishd's order.
+    fn log(&self, bo: &mut BoTask) {
+        if let Some(e) = &self.read_error {
+            bo.vsl.log_str(Tag::FetchError, e);
+        }
+        bo.vsl.log_str(Tag::FetchError, &self.msg);
+    }
+}
+
+/// varnishd's `FetchError` records for a body read that failed
+/// (`cache_http1_vfp.c`): the chunked parser's own message, or which
+/// framing ran out of bytes; a read that failed (a timeout is `EAGAIN`
+/// from the socket's receive timeout there) adds its error text first.
+fn body_error(kind: BodyKind, stream: &BodyStream, e: BodyIoError) -> BodyFail {
+    let read_error = match &e {
+        BodyIoError::Timeout => Some("Resource temporarily unavailable".to_string()),
+        BodyIoError::Io(io) => Some(errno_text(io)),
+        BodyIoError::Eof | BodyIoError::Framing(_) => None,
+    };
+    let msg = match (e, kind) {
+        (BodyIoError::Framing(msg), _) => msg,
+        (_, BodyKind::Length(_)) => "straight insufficient bytes".into(),
+        (_, BodyKind::Chunked) if stream.in_chunk_data() => "chunked insufficient bytes".into(),
+        (_, BodyKind::Chunked) => "chunked read err".into(),
+        (_, BodyKind::Eof | BodyKind::None) => "eof socket fail".into(),
+    };
+    BodyFail { read_error, msg }
+}
+
+/// An I/O error as `strerror` words it: Rust's text without its
+/// ` (os error N)` suffix.
+pub(crate) fn errno_text(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
     }
 }
 
@@ -1620,13 +1701,13 @@ async fn pump_body(
     frag: usize,
     abandoned: impl Fn() -> bool,
     mut push: impl FnMut(Bytes) -> Result<(), String>,
-) -> Result<Option<crate::fetch::esi::Finished>, String> {
+) -> Result<Option<crate::fetch::esi::Finished>, BodyFail> {
     let mut stream = BodyStream::new(f.body, true);
     loop {
         // As varnishd (vbf_stp_fetchbody): before each read, a private
         // object nobody delivers any more ends the fetch.
         if abandoned() {
-            return Err(PASS_ABANDONED.to_string());
+            return Err(PASS_ABANDONED.to_string().into());
         }
         let seg = match stream
             .next(&mut f.conn.stream, &mut f.rbuf, secs(bbt))
@@ -1637,8 +1718,7 @@ async fn pump_body(
                 s
             }
             Ok(None) => break,
-            Err(BodyIoError::Timeout) => return Err("backend read timeout".into()),
-            Err(e) => return Err(body_error_text(f.body, &stream, e)),
+            Err(e) => return Err(body_error(f.body, &stream, e)),
         };
         // `debug.fragfetch` cuts the body into small pieces.
         let mut rest = seg;
@@ -1654,7 +1734,7 @@ async fn pump_body(
                     }
                 })?;
                 if let Some(x) = failed {
-                    return Err(x);
+                    return Err(x.into());
                 }
                 continue;
             }
@@ -1680,7 +1760,7 @@ async fn pump_body(
                 }
             })?;
             match failed {
-                Some(x) => Err(x),
+                Some(x) => Err(x.into()),
                 None => Ok(Some(done)),
             }
         }

@@ -393,7 +393,6 @@ pub fn build_fetch_filters(
     vmod: &dyn Fn(&str) -> Option<&'static lacquer_vmods::BodyFilter>,
     headers: &mut lacquer_http::Headers,
     partial: bool,
-    gzip_support: bool,
     level: u32,
 ) -> Result<FetchChain, String> {
     // As varnishd, only a filter marks the object gzip (gzip, testgunzip):
@@ -442,7 +441,9 @@ pub fn build_fetch_filters(
             FetchFilter::TestGunzip(..) => chain.gzip = true,
             FetchFilter::Vmod(..) => {}
         }
-        if matches!(filter, FetchFilter::Gzip(_) | FetchFilter::TestGunzip(..)) && gzip_support {
+        // As varnishd's vfp_gzip_init (RFC2616_Vary_AE), whatever
+        // http_gzip_support says.
+        if matches!(filter, FetchFilter::Gzip(_) | FetchFilter::TestGunzip(..)) {
             add_vary_accept_encoding(headers);
         }
         chain.filters.push(filter);
@@ -666,7 +667,7 @@ mod tests {
         assert_eq!(esi_in_list(" gunzip esi_gzip"), Some(true));
         assert_eq!(esi_in_list("esi"), Some(false));
         assert_eq!(esi_in_list(" gzip"), None);
-        let mut chain = build_fetch_filters("gzip", &none, &mut h, false, true, 6).unwrap();
+        let mut chain = build_fetch_filters("gzip", &none, &mut h, false, 6).unwrap();
         assert!(chain.gzip && chain.changed);
         assert_eq!(h.get("content-encoding"), Some(&b"gzip"[..]));
         assert_eq!(h.get("etag"), Some(&b"W/\"x\""[..]));
@@ -697,26 +698,25 @@ mod tests {
         );
         // A chain: gzip is skipped while encoded, gunzip while plain.
         let mut h2 = h.clone();
-        let chain =
-            build_fetch_filters(" gzip  gunzip gunzip", &none, &mut h2, false, true, 6).unwrap();
+        let chain = build_fetch_filters(" gzip  gunzip gunzip", &none, &mut h2, false, 6).unwrap();
         assert_eq!(chain.filters().len(), 1);
         assert!(!chain.gzip && !h2.contains("content-encoding"));
         assert_eq!(
-            build_fetch_filters("gunzip rot13  gzip", &none, &mut h2, false, true, 6).unwrap_err(),
+            build_fetch_filters("gunzip rot13  gzip", &none, &mut h2, false, 6).unwrap_err(),
             "Filter '...rot13  gzip' not found"
         );
         // testgunzip passes bytes through and rejects broken ones.
-        let mut t = build_fetch_filters("testgunzip", &none, &mut h, false, true, 6).unwrap();
+        let mut t = build_fetch_filters("testgunzip", &none, &mut h, false, 6).unwrap();
         assert_eq!(&t.feed(bytes::Bytes::from(z.clone())).unwrap()[..], &z[..]);
         assert!(t.finish().unwrap().is_empty());
-        let mut t = build_fetch_filters("testgunzip", &none, &mut h, false, true, 6).unwrap();
+        let mut t = build_fetch_filters("testgunzip", &none, &mut h, false, 6).unwrap();
         t.feed(bytes::Bytes::copy_from_slice(&z[..z.len() - 3]))
             .unwrap();
         assert_eq!(t.finish(), Err(GzipError::Truncated));
         // On a 206 the gzip filters stand aside and leave the headers.
         let mut p = lacquer_http::Headers::new();
         p.set("ETag", "\"p\"");
-        let c = build_fetch_filters(" gzip testgunzip", &none, &mut p, true, true, 6).unwrap();
+        let c = build_fetch_filters(" gzip testgunzip", &none, &mut p, true, 6).unwrap();
         assert!(c.filters().is_empty() && !c.gzip && !c.changed);
         assert_eq!(p.get("etag"), Some(&b"\"p\""[..]));
         assert!(!p.contains("vary") && !p.contains("content-encoding"));

@@ -139,8 +139,9 @@ impl Value {
             // "INT overflow" for an oversized BYTES value).
             Value::Int(i) | Value::Bytes(i) => {
                 if !(INT_MIN..=INT_MAX).contains(i) {
+                    // The text varnishd 7.1.1 logs: upper-case hex, no `0x`.
                     return Err(ConvError(format!(
-                        "INT overflow converting to string (0x{:x})",
+                        "INT overflow converting to string ({:X})",
                         i
                     )));
                 }
@@ -508,7 +509,7 @@ mod tests {
         let e = Value::Int(INT_MAX + 1)
             .append_to(&mut out, &[])
             .unwrap_err();
-        assert!(e.0.starts_with("INT overflow converting to string (0x"));
+        assert_eq!(e.0, "INT overflow converting to string (38D7EA4C68000)");
         assert!(Value::Int(INT_MAX).append_to(&mut out, &[]).is_ok());
         let e = Value::Real(1e13).append_to(&mut out, &[]).unwrap_err();
         assert_eq!(e.0, "REAL overflow converting to string (1.000000e+13)");

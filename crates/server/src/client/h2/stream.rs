@@ -420,7 +420,7 @@ async fn serve_request(
     crate::client::req_fsm::log_req_start(&mut vsl, info, &req);
     if req.headers.count("host") > 1 {
         // As varnishd's vcl_recv entry check: a bare 400.
-        vsl.log_str(Tag::BogoHeader, "Duplicate Host header");
+        vsl.log_str(Tag::BogoHeader, "Multiple Host: headers");
         // Counted as a request, as h2_do_req counts every request the
         // state machine finished.
         sh.counters.inc(Main::client_req);
