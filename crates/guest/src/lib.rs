@@ -27,7 +27,8 @@
 //! reset after every request.
 //!
 //! On targets other than `wasm32` the crate builds (so the host
-//! workspace builds) but offers only [`json_escape`].
+//! workspace builds) but offers only [`json_escape`] and
+//! [`json_escape_into`].
 
 #[cfg(target_arch = "wasm32")]
 mod api;
@@ -37,6 +38,14 @@ pub use api::*;
 /// Escapes `s` as the inside of a JSON string.
 pub fn json_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
+    json_escape_into(&mut out, s);
+    out
+}
+
+/// Appends `s` escaped as the inside of a JSON string to `out`: builds a
+/// JSON document in one buffer, without a `String` per escaped value or
+/// `format!`'s machinery (which is most of a small hook's instructions).
+pub fn json_escape_into(out: &mut String, s: &str) {
     // Runs of bytes that need no escape are copied whole (every byte
     // that does is ASCII, so the runs end on character boundaries).
     let mut run = 0;
@@ -52,14 +61,16 @@ pub fn json_escape(s: &str) -> String {
         };
         out.push_str(&s[run..i]);
         if esc.is_empty() {
-            out.push_str(&format!("\\u{b:04x}"));
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.push_str("\\u00");
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 15)]));
         } else {
             out.push_str(esc);
         }
         run = i + 1;
     }
     out.push_str(&s[run..]);
-    out
 }
 
 #[cfg(test)]
@@ -70,5 +81,9 @@ mod tests {
     fn json_escape_quotes_backslashes_and_controls() {
         assert_eq!(json_escape("a\"b\\c\nd\u{1}"), "a\\\"b\\\\c\\nd\\u0001");
         assert_eq!(json_escape("plain/ü"), "plain/ü");
+        assert_eq!(json_escape("\u{1f}x\u{0}"), "\\u001fx\\u0000");
+        let mut out = String::from("{\"a\":\"");
+        json_escape_into(&mut out, "q\"\t");
+        assert_eq!(out, "{\"a\":\"q\\\"\\t");
     }
 }

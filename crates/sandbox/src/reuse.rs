@@ -112,23 +112,27 @@ impl Reusable {
     }
 }
 
-/// Sets `data[start..end]` to the image: zeros, then the segments'
-/// bytes that fall inside.
+/// Sets `data[start..end]` to the image: the segments' bytes that fall
+/// inside, zeros everywhere else (each byte written once: the segments
+/// are not first zeroed and then copied over).
 fn restore(data: &mut [u8], start: usize, end: usize, segments: &[(usize, Vec<u8>)]) {
     let end = end.min(data.len());
     if start >= end {
         return;
     }
-    data[start..end].fill(0);
     let first = segments.partition_point(|(at, b)| at + b.len() <= start);
-    for (at, bytes) in &segments[first..] {
-        if *at >= end {
+    let mut at = start;
+    for (seg, bytes) in &segments[first..] {
+        if *seg >= end {
             break;
         }
-        let from = start.max(*at);
-        let to = end.min(at + bytes.len());
-        data[from..to].copy_from_slice(&bytes[from - at..to - at]);
+        let from = start.max(*seg);
+        let to = end.min(seg + bytes.len());
+        data[at..from].fill(0);
+        data[from..to].copy_from_slice(&bytes[from - seg..to - seg]);
+        at = to;
     }
+    data[at..end].fill(0);
 }
 
 thread_local! {
@@ -349,6 +353,37 @@ mod tests {
             all,
             [0, 0, 1, 2, 3, 0, 0, 0, 0, 0, 9, 9, 9, 9, 9, 9, 0, 0, 0, 0]
         );
+    }
+
+    #[test]
+    fn restore_matches_zeroing_then_copying_for_every_range() {
+        // Segments touching, apart, at the edges; every range of a
+        // 24-byte memory, from garbage: the result is the image's bytes
+        // in the range and the garbage outside it.
+        let segments = vec![
+            (0, vec![1, 2]),
+            (2, vec![3]),
+            (7, vec![4; 5]),
+            (20, vec![6; 4]),
+        ];
+        let mut image = [0u8; 24];
+        for (at, b) in &segments {
+            image[*at..at + b.len()].copy_from_slice(b);
+        }
+        for start in 0..=24 {
+            for end in start..=26 {
+                let mut data = [0xAAu8; 24];
+                restore(&mut data, start, end, &segments);
+                for (i, &b) in data.iter().enumerate() {
+                    let want = if i >= start && i < end {
+                        image[i]
+                    } else {
+                        0xAA
+                    };
+                    assert_eq!(b, want, "byte {i} after restore({start}, {end})");
+                }
+            }
+        }
     }
 
     #[cfg(target_os = "linux")]
