@@ -261,3 +261,76 @@ impl Task {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(m: &Message) -> (Vec<(Vec<u8>, Vec<u8>)>, [Vec<u8>; 4], u16, bool, bool) {
+        (
+            m.headers.clone(),
+            [
+                m.url.clone(),
+                m.method.clone(),
+                m.proto.clone(),
+                m.reason.clone(),
+            ],
+            m.status,
+            m.headers_changed,
+            m.fields_changed,
+        )
+    }
+
+    #[test]
+    fn a_refilled_message_holds_nothing_of_the_one_its_buffers_held() {
+        // An earlier request's message, longer in every part, changed by
+        // its tenant.
+        let mut m = Message::default();
+        m.refill(
+            [
+                (&b"Cookie"[..], &b"secret=1234567890"[..]),
+                (b"Authorization", b"Bearer abcdefghijklmnop"),
+                (b"X-Other", b"tenant-a"),
+            ],
+            [b"/private/account", b"DELETE", b"HTTP/1.1", b"Forbidden!!"],
+            403,
+        );
+        m.headers.push((b"X-Tenant-A".to_vec(), b"added".to_vec()));
+        m.headers_changed = true;
+        m.fields_changed = true;
+        // Recycled through a task, then filled for the next request.
+        let mut t = Task::new(StoreLimits::default(), None);
+        t.set_msg(Which::Req, Some(m));
+        t.release_msgs();
+        assert!(t.msg(Which::Req).is_none());
+        let mut next = t.spare_msg();
+        next.refill([(&b"Host"[..], &b"b"[..])], [b"/", b"GET", b"", b""], 0);
+        let fresh = {
+            let mut f = Message::default();
+            f.refill([(&b"Host"[..], &b"b"[..])], [b"/", b"GET", b"", b""], 0);
+            f
+        };
+        assert_eq!(parts(&next), parts(&fresh));
+        assert_eq!(next, fresh);
+        // With more lines than before, and with none.
+        next.refill(
+            [
+                (&b"A"[..], &b"1"[..]),
+                (b"B", b"2"),
+                (b"C", b"3"),
+                (b"D", b"4"),
+                (b"E", b"5"),
+            ],
+            [b"/x", b"PUT", b"HTTP/1.0", b""],
+            0,
+        );
+        assert_eq!(next.headers.len(), 5);
+        assert_eq!(next.headers[4], (b"E".to_vec(), b"5".to_vec()));
+        next.refill([], [b"", b"", b"", b""], 200);
+        assert_eq!(next, {
+            let mut f = Message::default();
+            f.status = 200;
+            f
+        });
+    }
+}
