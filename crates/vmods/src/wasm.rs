@@ -327,7 +327,33 @@ const FORK_CACHE_MAX: usize = 1024;
 struct ForkCache {
     vcl: u64,
     added: u64,
-    tenants: HashMap<Box<[u8]>, Known>,
+    tenants: HashMap<Box<[u8]>, Known, std::hash::BuildHasherDefault<Fnv>>,
+}
+
+/// FNV-1a, for [`ForkCache`]'s tenant names: SipHash's keyed rounds were
+/// a tenth of a fork. Flooding is not a concern there: only names of
+/// configured tenants are ever inserted (at most [`FORK_CACHE_MAX`]), so a
+/// name chosen by a client (`fork(req.http.host)`) costs one probe.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = self.0;
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
 }
 
 /// A tenant a thread forked, and the program it had then.
