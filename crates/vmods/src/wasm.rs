@@ -885,7 +885,6 @@ fn vm_backend(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let arg = a.str_or_empty(1)?.to_vec();
     let key = vm_key(ctx)?;
     let set = tenants(env);
-    let vm = set.lock().unwrap_or_else(|e| e.into_inner()).vm.clone();
     let Some(fk) = forked(ctx) else {
         return Ok(Value::Null);
     };
@@ -894,23 +893,33 @@ fn vm_backend(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
         (Some(Decision::Forge(f)), true) => VmSource::Forged(f.clone()),
         (_, true) => return Ok(fk.backend.clone().unwrap_or(Value::Null)),
     };
-    let vm = vm.ok_or("wasm.vm_backend: this VCL loaded no tenants")?;
     let fetch = Arc::new(VmFetch {
         program: fk.inst.program().clone(),
         source,
         ttl: fk.ttl,
     });
-    // Dropping an earlier claim of this task withdraws it first.
-    fk.vm = None;
+    // One lock for the VM backend, the earlier claim of this task
+    // (withdrawn) and this one (a lock shared by every worker thread).
+    let vm = {
+        let mut s = set.lock().unwrap_or_else(|e| e.into_inner());
+        let vm =
+            s.vm.clone()
+                .ok_or("wasm.vm_backend: this VCL loaded no tenants")?;
+        if let Some(old) = fk.vm.take()
+            && s.pending
+                .get(&old.key)
+                .is_some_and(|p| Arc::ptr_eq(p, &old.fetch))
+        {
+            s.pending.remove(&old.key);
+        }
+        s.pending.insert(key.clone(), fetch.clone());
+        vm
+    };
     fk.vm = Some(VmClaim {
         set: Arc::downgrade(&set),
-        key: key.clone(),
-        fetch: fetch.clone(),
+        key,
+        fetch,
     });
-    set.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .pending
-        .insert(key, fetch);
     Ok(Value::Backend(vm))
 }
 
