@@ -22,9 +22,15 @@
 //!
 //! Build tenants with a small stack (`RUSTFLAGS="-C
 //! link-arg=-zstack-size=65536"`; this repository's `.cargo/config.toml`
-//! sets it for its own tenants): Rust's default 1 MiB stack is part of
+//! sets it for its own tenants, when cargo runs from inside the
+//! repository, where it finds that file): Rust's default 1 MiB stack is part of
 //! the tenant's linear memory, which the sandbox walks page by page to
 //! reset after every request.
+//!
+//! Hooks run on every request: build texts with `push_str` (and
+//! [`json_escape_into`] for JSON) rather than `format!`, whose machinery
+//! was more than half of the example hello tenant's instructions per
+//! request (`examples/tenants/hello`).
 //!
 //! On targets other than `wasm32` the crate builds (so the host
 //! workspace builds) but offers only [`json_escape`] and
