@@ -162,6 +162,25 @@ impl Http {
             .unwrap_or_default()
     }
 
+    /// Field `f` read into `buf`, without the heap: `None` when the
+    /// message is absent, the value does not fit or is not UTF-8.
+    fn field_into(self, f: i32, buf: &mut [u8]) -> Option<&str> {
+        let cap = i32::try_from(buf.len()).unwrap_or(i32::MAX);
+        // SAFETY: the host writes at most `cap` bytes to `buf`, which is
+        // live and writable for the call.
+        let n = unsafe { field_get(self.0, f, buf.as_mut_ptr(), cap) };
+        let n = usize::try_from(n).ok().filter(|&n| n <= buf.len())?;
+        std::str::from_utf8(&buf[..n]).ok()
+    }
+
+    /// The URL read into `buf` (no allocation: a hook that allocates
+    /// nothing leaves the allocator's pages untouched, and the sandbox
+    /// resets fewer pages after the request); `None` when absent, longer
+    /// than `buf` or not UTF-8 (then use [`Http::url`]).
+    pub fn url_into(self, buf: &mut [u8]) -> Option<&str> {
+        self.field_into(0, buf)
+    }
+
     fn set_field(self, f: i32, v: &str) -> bool {
         // SAFETY: the slice is live for the call; the host only reads.
         unsafe { field_set(self.0, f, v.as_ptr(), len(v.as_bytes())) == 0 }

@@ -61,6 +61,47 @@ impl Message {
             .map(|(_, v)| v.as_slice())
     }
 
+    /// Makes this message a copy of another one given as parts, reusing
+    /// this one's buffers (a reused instance's messages then cost no
+    /// allocation per request): every field is overwritten, so nothing
+    /// of what the message held before remains.
+    pub fn refill<'a>(
+        &mut self,
+        headers: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+        fields: [&[u8]; 4],
+        status: u16,
+    ) {
+        let mut n = 0;
+        for (name, value) in headers {
+            match self.headers.get_mut(n) {
+                Some((nb, vb)) => {
+                    nb.clear();
+                    nb.extend_from_slice(name);
+                    vb.clear();
+                    vb.extend_from_slice(value);
+                }
+                None => self.headers.push((name.to_vec(), value.to_vec())),
+            }
+            n += 1;
+        }
+        self.headers.truncate(n);
+        for (f, v) in [
+            &mut self.url,
+            &mut self.method,
+            &mut self.proto,
+            &mut self.reason,
+        ]
+        .into_iter()
+        .zip(fields)
+        {
+            f.clear();
+            f.extend_from_slice(v);
+        }
+        self.status = status;
+        self.headers_changed = false;
+        self.fields_changed = false;
+    }
+
     pub(crate) fn field_mut(&mut self, field: i32) -> Option<&mut Vec<u8>> {
         Some(match field {
             0 => &mut self.url,
@@ -149,6 +190,10 @@ pub struct Task {
     pub arg: Vec<u8>,
     /// Values the tenant published with `result(i, ...)`.
     pub results: Vec<Vec<u8>>,
+    /// Buffers of messages of earlier calls, for [`Task::spare_msg`]:
+    /// host memory the guest never sees, every byte overwritten before
+    /// a message is handed to a call again.
+    spare: Vec<Message>,
 }
 
 /// How many result slots a tenant may fill.
@@ -168,6 +213,7 @@ impl Task {
             decision: None,
             arg: Vec::new(),
             results: Vec::new(),
+            spare: Vec::new(),
         }
     }
 
@@ -175,7 +221,7 @@ impl Task {
     /// decision, argument, results), for the next request of a reused
     /// instance (`reuse`).
     pub(crate) fn clear_request(&mut self) {
-        self.msgs = Default::default();
+        self.release_msgs();
         self.effects = Effects::default();
         self.decision = None;
         self.arg.clear();
@@ -190,5 +236,88 @@ impl Task {
     /// Sets (or clears) the copy of message `w` for the next call.
     pub fn set_msg(&mut self, w: Which, m: Option<Message>) {
         self.msgs[w as usize] = m;
+    }
+
+    /// A message whose buffers an earlier call used (or a new one), to
+    /// [`Message::refill`] and give to [`Task::set_msg`]: a reused
+    /// instance's messages then cost no allocation per request.
+    pub fn spare_msg(&mut self) -> Message {
+        self.spare.pop().unwrap_or_default()
+    }
+
+    /// Keeps `m`'s buffers for [`Task::spare_msg`].
+    pub fn recycle(&mut self, m: Message) {
+        if self.spare.len() < Which::ALL.len() {
+            self.spare.push(m);
+        }
+    }
+
+    /// Clears every message, keeping their buffers for [`Task::spare_msg`].
+    pub fn release_msgs(&mut self) {
+        for i in 0..self.msgs.len() {
+            if let Some(m) = self.msgs[i].take() {
+                self.recycle(m);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refilled_message_holds_nothing_of_the_one_its_buffers_held() {
+        // An earlier request's message, longer in every part, changed by
+        // its tenant.
+        let mut m = Message::default();
+        m.refill(
+            [
+                (&b"Cookie"[..], &b"secret=1234567890"[..]),
+                (b"Authorization", b"Bearer abcdefghijklmnop"),
+                (b"X-Other", b"tenant-a"),
+            ],
+            [b"/private/account", b"DELETE", b"HTTP/1.1", b"Forbidden!!"],
+            403,
+        );
+        m.headers.push((b"X-Tenant-A".to_vec(), b"added".to_vec()));
+        m.headers_changed = true;
+        m.fields_changed = true;
+        // Recycled through a task, then filled for the next request.
+        let mut t = Task::new(StoreLimits::default(), None);
+        t.set_msg(Which::Req, Some(m));
+        t.release_msgs();
+        assert!(t.msg(Which::Req).is_none());
+        let mut next = t.spare_msg();
+        next.refill([(&b"Host"[..], &b"b"[..])], [b"/", b"GET", b"", b""], 0);
+        let fresh = {
+            let mut f = Message::default();
+            f.refill([(&b"Host"[..], &b"b"[..])], [b"/", b"GET", b"", b""], 0);
+            f
+        };
+        // Every field, the change flags included.
+        assert_eq!(next, fresh);
+        // With more lines than before, and with none.
+        next.refill(
+            [
+                (&b"A"[..], &b"1"[..]),
+                (b"B", b"2"),
+                (b"C", b"3"),
+                (b"D", b"4"),
+                (b"E", b"5"),
+            ],
+            [b"/x", b"PUT", b"HTTP/1.0", b""],
+            0,
+        );
+        assert_eq!(next.headers.len(), 5);
+        assert_eq!(next.headers[4], (b"E".to_vec(), b"5".to_vec()));
+        next.refill([], [b"", b"", b"", b""], 200);
+        assert_eq!(
+            next,
+            Message {
+                status: 200,
+                ..Message::default()
+            }
+        );
     }
 }

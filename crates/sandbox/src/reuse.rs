@@ -98,7 +98,7 @@ impl Reusable {
                 return false;
             };
             let data = m.data_mut(&mut self.store);
-            for (start, end) in dirty {
+            for &(start, end) in dirty.runs() {
                 restore(data, start, end, &image.segments);
             }
         }
@@ -112,23 +112,27 @@ impl Reusable {
     }
 }
 
-/// Sets `data[start..end]` to the image: zeros, then the segments'
-/// bytes that fall inside.
+/// Sets `data[start..end]` to the image: the segments' bytes that fall
+/// inside, zeros everywhere else (each byte written once: the segments
+/// are not first zeroed and then copied over).
 fn restore(data: &mut [u8], start: usize, end: usize, segments: &[(usize, Vec<u8>)]) {
     let end = end.min(data.len());
     if start >= end {
         return;
     }
-    data[start..end].fill(0);
     let first = segments.partition_point(|(at, b)| at + b.len() <= start);
-    for (at, bytes) in &segments[first..] {
-        if *at >= end {
+    let mut at = start;
+    for (seg, bytes) in &segments[first..] {
+        if *seg >= end {
             break;
         }
-        let from = start.max(*at);
-        let to = end.min(at + bytes.len());
-        data[from..to].copy_from_slice(&bytes[from - at..to - at]);
+        let from = start.max(*seg);
+        let to = end.min(seg + bytes.len());
+        data[at..from].fill(0);
+        data[from..to].copy_from_slice(&bytes[from - seg..to - seg]);
+        at = to;
     }
+    data[at..end].fill(0);
 }
 
 thread_local! {
@@ -186,17 +190,33 @@ pub(crate) fn flush() {
     let _gone = CACHE.try_with(|c| c.try_borrow_mut().map(|mut c| std::mem::take(&mut *c)));
 }
 
+/// The most runs of written pages a reset handles (more: no reuse).
+const MAX_RUNS: usize = 32;
+
+/// Runs of written pages, as offsets from the memory's base, in a fixed
+/// array (a reset allocates nothing).
+pub(crate) struct Dirty {
+    runs: [(usize, usize); MAX_RUNS],
+    n: usize,
+}
+
+impl Dirty {
+    fn runs(&self) -> &[(usize, usize)] {
+        &self.runs[..self.n]
+    }
+}
+
 /// The pages of `[base, base + len)` that hold private anonymous data
 /// (written since the slot's memory was last returned to the kernel), as
 /// offsets from `base`; `None` when the kernel cannot say or there are
 /// more than [`MAX_DIRTY`] bytes of them.
 #[cfg(target_os = "linux")]
-fn dirty_pages(base: usize, len: usize) -> Option<Vec<(usize, usize)>> {
+fn dirty_pages(base: usize, len: usize) -> Option<Dirty> {
     pagemap::scan(base, len, MAX_DIRTY)
 }
 
 #[cfg(not(target_os = "linux"))]
-fn dirty_pages(_: usize, _: usize) -> Option<Vec<(usize, usize)>> {
+fn dirty_pages(_: usize, _: usize) -> Option<Dirty> {
     None
 }
 
@@ -247,7 +267,7 @@ mod pagemap {
     const PAGE_IS_SWAPPED: u64 = 1 << 4;
     const PAGE_IS_PFNZERO: u64 = 1 << 5;
 
-    const MAX_REGIONS: usize = 32;
+    const MAX_REGIONS: usize = super::MAX_RUNS;
 
     /// `/proc/self/pagemap`, opened on first use.
     static FILE: OnceLock<Option<File>> = OnceLock::new();
@@ -281,9 +301,13 @@ mod pagemap {
         f.as_ref().map(AsRawFd::as_raw_fd)
     }
 
-    pub(super) fn scan(base: usize, len: usize, max_bytes: usize) -> Option<Vec<(usize, usize)>> {
+    pub(super) fn scan(base: usize, len: usize, max_bytes: usize) -> Option<super::Dirty> {
+        let mut out = super::Dirty {
+            runs: [(0, 0); MAX_REGIONS],
+            n: 0,
+        };
         if len == 0 {
-            return Some(Vec::new());
+            return Some(out);
         }
         let fd = fd()?;
         let page = 4096usize;
@@ -316,7 +340,6 @@ mod pagemap {
             // allowed: the caller drops the instance.
             return None;
         }
-        let mut out = Vec::with_capacity(n as usize);
         let mut bytes = 0;
         for r in regions.iter().take(n as usize) {
             let (s, e) = (r.start as usize, r.end as usize);
@@ -324,7 +347,8 @@ mod pagemap {
                 return None;
             }
             bytes += e - s;
-            out.push((s - base, e - base));
+            out.runs[out.n] = (s - base, e - base);
+            out.n += 1;
         }
         (bytes <= max_bytes).then_some(out)
     }
@@ -351,6 +375,37 @@ mod tests {
         );
     }
 
+    #[test]
+    fn restore_matches_zeroing_then_copying_for_every_range() {
+        // Segments touching, apart, at the edges; every range of a
+        // 24-byte memory, from garbage: the result is the image's bytes
+        // in the range and the garbage outside it.
+        let segments = vec![
+            (0, vec![1, 2]),
+            (2, vec![3]),
+            (7, vec![4; 5]),
+            (20, vec![6; 4]),
+        ];
+        let mut image = [0u8; 24];
+        for (at, b) in &segments {
+            image[*at..at + b.len()].copy_from_slice(b);
+        }
+        for start in 0..=24 {
+            for end in start..=26 {
+                let mut data = [0xAAu8; 24];
+                restore(&mut data, start, end, &segments);
+                for (i, &b) in data.iter().enumerate() {
+                    let want = if i >= start && i < end {
+                        image[i]
+                    } else {
+                        0xAA
+                    };
+                    assert_eq!(b, want, "byte {i} after restore({start}, {end})");
+                }
+            }
+        }
+    }
+
     #[cfg(target_os = "linux")]
     #[test]
     fn the_scan_reports_written_pages_and_not_untouched_ones() {
@@ -366,6 +421,7 @@ mod tests {
         v[off + 9 * 4096] = 1;
         let d = pagemap::scan(aligned, 16 << 12, MAX_DIRTY).unwrap();
         let pages: Vec<usize> = d
+            .runs()
             .iter()
             .flat_map(|&(s, e)| (s / 4096..e / 4096).collect::<Vec<_>>())
             .collect();

@@ -58,6 +58,53 @@ fn hello_tenant_adds_its_header_and_forges_json() {
     );
 }
 
+/// `s` as the inside of a JSON string.
+fn escaped(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '"' => "\\\"".to_string(),
+            '\\' => "\\\\".to_string(),
+            '\n' => "\\n".to_string(),
+            '\r' => "\\r".to_string(),
+            '\t' => "\\t".to_string(),
+            c if (c as u32) < 0x20 => format!("\\u{:04x}", c as u32),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+/// The hello tenant builds its texts on the stack, and on the heap when
+/// they do not fit: the same header and JSON either way.
+#[test]
+fn hello_tenant_answers_the_same_for_urls_too_long_for_its_stack_buffers() {
+    let sb = sandbox();
+    let p = load(&sb, "hello", &Limits::default());
+    let quotes = format!("/{}", "\"".repeat(300));
+    let controls = format!("/{}", "\u{1}".repeat(250));
+    for url in [
+        "/short".to_string(),
+        format!("/{}", "a".repeat(505)),
+        format!("/{}", "b".repeat(2000)),
+        quotes,
+        controls,
+    ] {
+        let mut i = sb.instantiate(&p).unwrap();
+        i.task_mut().set_msg(Which::Req, Some(req(&url, &[])));
+        assert!(i.run_hook(hook("on_recv")).unwrap());
+        let m = i.task().msg(Which::Req).unwrap();
+        let line = format!("url={url}");
+        assert_eq!(m.header(b"X-Hello"), Some(line.as_bytes()), "{}", url.len());
+        let Some(Decision::Forge(f)) = &i.task().decision else {
+            panic!("{:?}", i.task().decision)
+        };
+        let want = format!(
+            r#"{{"message":"Hello from WebAssembly!","url":"{}"}}"#,
+            escaped(&url)
+        );
+        assert_eq!(String::from_utf8_lossy(&f.body), want, "{}", url.len());
+    }
+}
+
 #[test]
 fn a_request_of_the_hello_tenant_does_not_grow_memory() {
     // The SDK's `__lacquer_init` leaves the allocator a free heap in the

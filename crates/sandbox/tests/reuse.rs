@@ -2,7 +2,9 @@
 //! on the same thread: what one request wrote (memory, globals) is gone
 //! when the next one starts, a trapped, over-budget or grown instance is
 //! never reused, nor one of a program a live update replaced, and a
-//! program that can change its tables is never reused at all.
+//! program that can change its tables is never reused at all; the host
+//! buffers a reused instance's messages are refilled in hold nothing of
+//! the request before.
 
 use lacquer_sandbox::{
     HOOKS, Limits, Message, PoolConfig, Sandbox, SlotReset, Tenant, TenantConfig, Which,
@@ -247,4 +249,80 @@ fn cached_instances_give_their_slots_back_when_the_pool_runs_out() {
     let _also = sb.instantiate(&b).unwrap();
     let e = sb.instantiate(&a).unwrap_err();
     assert!(e.contains("no sandbox"), "{e}");
+}
+
+/// Reads the request's `X-Secret` and its URL into memory and publishes
+/// what `header_get` returned (the value's length, or -1 when absent).
+const READER: &str = r#"(module
+  (import "lacquer" "header_get" (func $header_get (param i32 i32 i32 i32 i32) (result i32)))
+  (import "lacquer" "field_get" (func $field_get (param i32 i32 i32 i32) (result i32)))
+  (import "lacquer" "result" (func $result (param i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "X-Secret")
+  (func (export "on_recv")
+    (i32.store (i32.const 0)
+      (call $header_get (i32.const 0) (i32.const 16) (i32.const 8) (i32.const 1024) (i32.const 256)))
+    (drop (call $field_get (i32.const 0) (i32.const 0) (i32.const 2048) (i32.const 256)))
+    (drop (call $result (i32.const 0) (i32.const 0) (i32.const 4))))
+)"#;
+
+/// One request as vmod `wasm` makes it: the task's earlier messages
+/// released, a spare message refilled with the request, the hook run,
+/// the message recycled. What `header_get` returned.
+fn read_secret(i: &mut lacquer_sandbox::Instance, headers: &[(&[u8], &[u8])], url: &[u8]) -> i32 {
+    let t = i.task_mut();
+    t.release_msgs();
+    let mut m = t.spare_msg();
+    m.refill(headers.iter().copied(), [url, b"GET", b"HTTP/1.1", b""], 0);
+    t.set_msg(Which::Req, Some(m));
+    i.run_hook(hook("on_recv")).unwrap();
+    let code = i32::from_le_bytes(i.task().results[0][..4].try_into().unwrap());
+    let t = i.task_mut();
+    if let Some(m) = t.msgs[Which::Req as usize].take() {
+        t.recycle(m);
+    }
+    code
+}
+
+#[test]
+fn recycled_message_buffers_carry_nothing_to_the_next_request() {
+    let sb = sandbox(4);
+    let p = sb
+        .load("reader", READER.as_bytes(), &Limits::default())
+        .unwrap();
+    let secret = b"cookie-of-the-request-before-0123456789";
+    let url = b"/account/of/the/request/before";
+    for round in 0..3 {
+        {
+            let mut i = sb.instantiate(&p).unwrap();
+            let n = read_secret(
+                &mut i,
+                &[(b"Host", b"a"), (b"X-Secret", secret), (b"X-More", b"1")],
+                url,
+            );
+            assert_eq!(n, secret.len() as i32, "round {round}: the secret was read");
+            // A second call of the same request recycles and refills too.
+            assert_eq!(
+                read_secret(&mut i, &[(b"X-Secret", secret)], url),
+                secret.len() as i32
+            );
+        }
+        let mut i = sb.instantiate(&p).unwrap();
+        if reuse_available() {
+            assert!(i.reused(), "round {round}: the instance was reused");
+        }
+        let n = read_secret(&mut i, &[(b"Host", b"b")], b"/");
+        assert_eq!(n, -1, "round {round}: the next request sees no X-Secret");
+        let m = i.task().msg(Which::Req).is_none();
+        assert!(m, "the message was recycled");
+        let all = i.peek(0, i.memory_size()).unwrap();
+        assert!(
+            !contains(&all, secret),
+            "round {round}: the secret is in memory"
+        );
+        assert!(
+            !contains(&all, url),
+            "round {round}: the old URL is in memory"
+        );
+    }
 }

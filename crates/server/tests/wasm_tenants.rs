@@ -254,3 +254,52 @@ async fn cacheable_forges_are_stored_and_hit() {
     assert_eq!(r.text(), "made in the fetch");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A second `vm_backend()` of one task withdraws the response the first
+/// registered: a fetch for the first URL finds nothing (503), while the
+/// second's is delivered.
+const RECLAIM_VCL: &str = r#"
+import wasm;
+sub vcl_init {
+    wasm.embed_tenants({"{ "cached.com": { "filename": "DIR/cached.wat" } }"});
+}
+sub vcl_recv {
+    if (wasm.fork(req.http.Host)) {
+        wasm.run();
+        set req.backend_hint = wasm.vm_backend();
+        if (req.url == "/first") {
+            set req.url = "/second";
+            set req.backend_hint = wasm.vm_backend();
+            set req.url = "/first";
+        }
+        return (pass);
+    }
+    return (synth(404));
+}
+sub vcl_backend_error {
+    if (wasm.run() == 1) {
+        return (deliver);
+    }
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_vm_backend_call_withdraws_the_first_claim() {
+    let d = std::env::temp_dir().join(format!("lacquer-wasm-reclaim-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("cached.wat"), CACHED).unwrap();
+    let be = "127.0.0.1:9".parse().unwrap();
+    let vcl = vcl_with(be, &RECLAIM_VCL.replace("DIR", d.to_str().unwrap()));
+    let l = lacquer(&vcl, &[]).await;
+    let a = l.first_addr().unwrap();
+    let req = |url: &str| format!("GET {url} HTTP/1.1\r\nHost: cached.com\r\n\r\n").into_bytes();
+    // One claim: delivered.
+    let r = raw(a, &req("/plain"), false).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), r#"{"cached":true}"#);
+    // Two claims, the fetch for the first: withdrawn, so nothing to
+    // deliver.
+    let r = raw(a, &req("/first"), false).await;
+    assert_eq!(r.status, 503, "{}", r.text());
+    let _ = std::fs::remove_dir_all(&d);
+}

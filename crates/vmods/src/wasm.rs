@@ -327,7 +327,33 @@ const FORK_CACHE_MAX: usize = 1024;
 struct ForkCache {
     vcl: u64,
     added: u64,
-    tenants: HashMap<Box<[u8]>, Known>,
+    tenants: HashMap<Box<[u8]>, Known, std::hash::BuildHasherDefault<Fnv>>,
+}
+
+/// FNV-1a, for [`ForkCache`]'s tenant names: SipHash's keyed rounds were
+/// a tenth of a fork. Flooding is not a concern there: only names of
+/// configured tenants are ever inserted (at most [`FORK_CACHE_MAX`]), so a
+/// name chosen by a client (`fork(req.http.host)`) costs one probe.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = self.0;
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
 }
 
 /// A tenant a thread forked, and the program it had then.
@@ -493,41 +519,45 @@ fn field_vars(w: Which) -> [Option<VarId>; 5] {
 }
 
 fn load_message(ctx: &dyn Context, w: Which, h: HttpWhich) -> Message {
-    let mut m = Message {
-        headers: ctx
-            .headers(h)
-            .into_iter()
-            .map(|(n, v)| (n.to_vec(), v.to_vec()))
-            .collect(),
-        ..Message::default()
-    };
-    let vars = field_vars(w);
-    let text = |v: Option<VarId>| {
-        v.and_then(|v| ctx.get_str(v).ok().flatten())
-            .map(<[u8]>::to_vec)
-            .unwrap_or_default()
-    };
-    m.url = text(vars[0]);
-    m.method = text(vars[1]);
-    m.proto = text(vars[2]);
-    m.reason = text(vars[3]);
-    if let Some(v) = vars[4]
-        && let Ok(Value::Int(s)) = ctx.get(v)
-    {
-        m.status = u16::try_from(s).unwrap_or(0);
-    }
+    let mut m = Message::default();
+    load_message_into(ctx, w, h, &mut m);
     m
 }
 
-fn store_message(ctx: &mut dyn Context, w: Which, h: HttpWhich, m: Message) -> Result<(), String> {
+/// Makes `m` a copy of the task's message `h` (in `m`'s buffers).
+fn load_message_into(ctx: &dyn Context, w: Which, h: HttpWhich, m: &mut Message) {
+    let vars = field_vars(w);
+    let text = |v: Option<VarId>| -> &[u8] {
+        v.and_then(|v| ctx.get_str(v).ok().flatten())
+            .unwrap_or_default()
+    };
+    let status = match vars[4].map(|v| ctx.get(v)) {
+        Some(Ok(Value::Int(s))) => u16::try_from(s).unwrap_or(0),
+        _ => 0,
+    };
+    m.refill(
+        ctx.headers(h),
+        [text(vars[0]), text(vars[1]), text(vars[2]), text(vars[3])],
+        status,
+    );
+}
+
+fn store_message(
+    ctx: &mut dyn Context,
+    w: Which,
+    h: HttpWhich,
+    m: &mut Message,
+) -> Result<(), String> {
     if m.headers_changed {
         match appended(ctx, h, &m.headers) {
-            Some(new) => {
-                for (n, v) in new {
-                    ctx.add_header(h, &n, v)?;
+            Some(kept) => {
+                for (n, v) in &m.headers[kept..] {
+                    // UTF-8: checked by `appended`.
+                    let n = std::str::from_utf8(n).unwrap_or_default();
+                    ctx.add_header(h, &header_name(n), v)?;
                 }
             }
-            None => ctx.replace_headers(h, m.headers)?,
+            None => ctx.replace_headers(h, std::mem::take(&mut m.headers))?,
         }
     }
     if m.fields_changed {
@@ -552,30 +582,52 @@ fn store_message(ctx: &mut dyn Context, w: Which, h: HttpWhich, m: Message) -> R
 }
 
 /// When the tenant only added lines after the message's own (the common
-/// edit: `append`, or `set` of a header the message did not have), those
-/// lines, so that they are added instead of the whole header set being
-/// rebuilt; `None` for any other edit.
-fn appended<'a>(
-    ctx: &dyn Context,
-    h: HttpWhich,
-    lines: &'a [(Vec<u8>, Vec<u8>)],
-) -> Option<Vec<(lacquer_vcl::exec::HeaderName, &'a [u8])>> {
+/// edit: `append`, or `set` of a header the message did not have), how
+/// many of the lines were the message's own, so that the others are
+/// added instead of the whole header set being rebuilt; `None` for any
+/// other edit (or a name that is not UTF-8).
+fn appended(ctx: &dyn Context, h: HttpWhich, lines: &[(Vec<u8>, Vec<u8>)]) -> Option<usize> {
     let old = ctx.headers(h);
     let kept = lines.len() >= old.len()
         && old
             .iter()
             .zip(lines)
             .all(|((on, ov), (n, v))| *on == n.as_slice() && *ov == v.as_slice());
-    if !kept {
-        return None;
-    }
-    lines[old.len()..]
+    let utf8 = lines[old.len().min(lines.len())..]
         .iter()
-        .map(|(n, v)| {
-            let n = std::str::from_utf8(n).ok()?;
-            Some((lacquer_vcl::exec::HeaderName::new(n), v.as_slice()))
-        })
-        .collect()
+        .all(|(n, _)| std::str::from_utf8(n).is_ok());
+    (kept && utf8).then_some(old.len())
+}
+
+/// The most header names [`NAMES`] keeps per thread.
+const NAMES_MAX: usize = 16;
+
+thread_local! {
+    /// Header names tenants appended lately on this thread: a
+    /// `HeaderName` is three allocations and a lower-case copy, and a
+    /// tenant appends the same few names on every request.
+    static NAMES: std::cell::RefCell<Vec<std::rc::Rc<lacquer_vcl::exec::HeaderName>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Header name `n`, made once per thread for the names tenants use.
+fn header_name(n: &str) -> std::rc::Rc<lacquer_vcl::exec::HeaderName> {
+    let cached = NAMES.try_with(|c| {
+        let mut c = c.try_borrow_mut().ok()?;
+        if let Some(k) = c.iter().find(|k| &*k.name == n) {
+            return Some(k.clone());
+        }
+        if c.len() >= NAMES_MAX {
+            c.remove(0);
+        }
+        let k = std::rc::Rc::new(lacquer_vcl::exec::HeaderName::new(n));
+        c.push(k.clone());
+        Some(k)
+    });
+    cached
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| std::rc::Rc::new(lacquer_vcl::exec::HeaderName::new(n)))
 }
 
 /// Runs `f` on the task's instance with the subroutine's messages
@@ -588,20 +640,24 @@ fn with_call(
 ) -> Result<bool, String> {
     let sub = ctx.sub();
     let msgs = messages(sub);
-    // Arrays, not vectors: no allocation beyond the messages themselves.
+    let no_fork = || format!("wasm.{what}: no tenant forked for this task (call wasm.fork first)");
+    // Arrays, not vectors, and the buffers of the task's earlier
+    // messages: no allocation once the instance has served a request.
     let mut loaded: [Option<Message>; MAX_MSGS] = Default::default();
+    {
+        let task = forked(ctx).ok_or_else(no_fork)?.inst.task_mut();
+        task.release_msgs();
+        for slot in loaded.iter_mut().take(msgs.len()) {
+            *slot = Some(task.spare_msg());
+        }
+    }
     for (slot, &(w, h)) in loaded.iter_mut().zip(msgs) {
-        *slot = Some(load_message(ctx, w, h));
+        if let Some(m) = slot {
+            load_message_into(ctx, w, h, m);
+        }
     }
-    let Some(fk) = forked(ctx) else {
-        return Err(format!(
-            "wasm.{what}: no tenant forked for this task (call wasm.fork first)"
-        ));
-    };
+    let fk = forked(ctx).ok_or_else(no_fork)?;
     let task = fk.inst.task_mut();
-    for w in Which::ALL {
-        task.set_msg(w, None);
-    }
     for (m, &(w, _)) in loaded.iter_mut().zip(msgs) {
         task.set_msg(w, m.take());
     }
@@ -629,9 +685,15 @@ fn with_call(
             return Err(msg);
         }
     };
-    for (m, &(w, h)) in out.into_iter().zip(msgs) {
+    for (m, &(w, h)) in out.iter_mut().zip(msgs) {
         if let Some(m) = m {
             store_message(ctx, w, h, m)?;
+        }
+    }
+    if let Some(fk) = forked(ctx) {
+        let task = fk.inst.task_mut();
+        for m in out.into_iter().flatten() {
+            task.recycle(m);
         }
     }
     for l in &effects.logs {
@@ -823,7 +885,6 @@ fn vm_backend(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let arg = a.str_or_empty(1)?.to_vec();
     let key = vm_key(ctx)?;
     let set = tenants(env);
-    let vm = set.lock().unwrap_or_else(|e| e.into_inner()).vm.clone();
     let Some(fk) = forked(ctx) else {
         return Ok(Value::Null);
     };
@@ -832,23 +893,33 @@ fn vm_backend(env: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
         (Some(Decision::Forge(f)), true) => VmSource::Forged(f.clone()),
         (_, true) => return Ok(fk.backend.clone().unwrap_or(Value::Null)),
     };
-    let vm = vm.ok_or("wasm.vm_backend: this VCL loaded no tenants")?;
     let fetch = Arc::new(VmFetch {
         program: fk.inst.program().clone(),
         source,
         ttl: fk.ttl,
     });
-    // Dropping an earlier claim of this task withdraws it first.
-    fk.vm = None;
+    // One lock for the VM backend, the earlier claim of this task
+    // (withdrawn) and this one (a lock shared by every worker thread).
+    let vm = {
+        let mut s = set.lock().unwrap_or_else(|e| e.into_inner());
+        let vm =
+            s.vm.clone()
+                .ok_or("wasm.vm_backend: this VCL loaded no tenants")?;
+        if let Some(old) = fk.vm.take()
+            && s.pending
+                .get(&old.key)
+                .is_some_and(|p| Arc::ptr_eq(p, &old.fetch))
+        {
+            s.pending.remove(&old.key);
+        }
+        s.pending.insert(key.clone(), fetch.clone());
+        vm
+    };
     fk.vm = Some(VmClaim {
         set: Arc::downgrade(&set),
-        key: key.clone(),
-        fetch: fetch.clone(),
+        key,
+        fetch,
     });
-    set.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .pending
-        .insert(key, fetch);
     Ok(Value::Backend(vm))
 }
 

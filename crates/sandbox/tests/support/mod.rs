@@ -15,7 +15,10 @@ fn built() -> &'static PathBuf {
     DIR.get_or_init(|| {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let target = root.join("target/tenants");
+        // From the repository: cargo reads the tenants' small-stack
+        // flags from its `.cargo/config.toml` in the current directory.
         let out = Command::new(env!("CARGO"))
+            .current_dir(&root)
             .args(["build", "--release", "--target", "wasm32-unknown-unknown", "--manifest-path"])
             .arg(root.join("examples/tenants/Cargo.toml"))
             .arg("--target-dir")
