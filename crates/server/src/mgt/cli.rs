@@ -26,6 +26,10 @@ pub mod status {
     pub const CLOSE: u16 = 500;
 }
 
+/// varnishd's answer to a command it does not know (status 101), which
+/// its dispatcher writes before it looks the command up.
+pub const UNKNOWN_REQUEST: &str = "Unknown request.\nType 'help' for more info.\n";
+
 /// One management command.
 #[derive(Debug)]
 pub struct Command {
@@ -99,11 +103,11 @@ pub static COMMANDS: &[Command] = &[
     cmd!("ban", "ban <field> <operator> <arg> [&& <field> <oper> <arg> ...]", "Invalidate every object matching all the conditions.", 3, None, false, false, CHILD),
     cmd!("ban.list", "ban.list [-j]", "List the bans still in force.", 0, Some(0), true, false, CHILD),
     cmd!("banner", "banner", "Print the welcome banner.", 0, Some(0), false, false, MGT),
-    cmd!("debug.fragfetch", "debug.fragfetch <size>", "Cut fetched bodies into pieces of at most <size> bytes (test-only: needs -p debug=+vtc_mode).", 1, Some(1), false, true, CHILD),
+    cmd!("debug.fragfetch", "debug.fragfetch", "Cut fetched bodies into pieces of at most the given number of bytes (test-only: needs -p debug=+vtc_mode).", 1, Some(1), false, true, CHILD),
     cmd!("debug.listen_address", "debug.listen_address", "Print the addresses the listeners are bound to.", 0, Some(0), false, true, CHILD),
     cmd!("debug.panic.master", "debug.panic.master", "Panic the manager process: lacquerd aborts (for testing what watches it).", 0, Some(0), false, true, MGT),
     cmd!("debug.panic.worker", "debug.panic.worker", "Panic the cache: it stops serving and loses its objects, as varnishd's worker process dying (test-only).", 0, Some(0), false, true, CHILD),
-    cmd!("debug.srandom", "debug.srandom [<seed>]", "Seed the random generator of std.random() and the random directors (default 1), for repeatable tests.", 0, Some(1), false, true, CHILD),
+    cmd!("debug.srandom", "debug.srandom", "Seed the random generator of std.random() and the random directors with the given number (default 1), for repeatable tests.", 0, Some(1), false, true, CHILD),
     cmd!("debug.vmod", "debug.vmod", "Show the loaded vmods: how many VCLs use each, its name and where it comes from.", 0, Some(0), false, true, CHILD),
     cmd!("debug.xid", "debug.xid [<xid> [<cachesize>]]", "Print, or set, the next transaction id.", 0, Some(2), false, true, CHILD),
     cmd!("help", "help [-j|<command>]", "List commands, or explain one.", 0, Some(1), true, false, MGT),
@@ -348,18 +352,13 @@ impl RequestReader {
 /// `running` says whether the child runs: its own commands are unknown to
 /// the manager while it does not.
 pub fn check_args(words: &[String], running: bool) -> Result<&'static Command, Reply> {
-    let unknown = || {
-        Reply::err(
-            status::UNKNOWN,
-            "Unknown request.\nType 'help' for more info.",
-        )
-    };
+    let unknown = || Reply::err(status::UNKNOWN, UNKNOWN_REQUEST);
     let name = words.first().ok_or_else(unknown)?;
     let cmd = command(name).ok_or_else(|| {
         if name.bytes().any(|b| b.is_ascii_uppercase()) {
             Reply::err(
                 status::UNKNOWN,
-                "Unknown request.\nType 'help' for more info.\nall commands are in lower-case.",
+                "Unknown request.\nType 'help' for more info.\nall commands are in lower-case.\n",
             )
         } else {
             unknown()
@@ -374,17 +373,17 @@ pub fn check_args(words: &[String], running: bool) -> Result<&'static Command, R
     // As varnishd's dispatcher: `-j` first asks for JSON, which only
     // some commands have.
     if !cmd.json && words.get(1).is_some_and(|w| w == "-j") {
-        return Err(Reply::err(status::UNIMPL, "JSON unimplemented"));
+        return Err(Reply::err(status::UNIMPL, "JSON unimplemented\n"));
     }
     let n = words[1..]
         .iter()
         .filter(|w| !(cmd.json && w.as_str() == "-j"))
         .count();
     if n < cmd.min_args {
-        return Err(Reply::err(status::TOOFEW, "Too few parameters"));
+        return Err(Reply::err(status::TOOFEW, "Too few parameters\n"));
     }
     if cmd.max_args.is_some_and(|m| n > m) {
-        return Err(Reply::err(status::TOOMANY, "Too many parameters"));
+        return Err(Reply::err(status::TOOMANY, "Too many parameters\n"));
     }
     Ok(cmd)
 }

@@ -370,12 +370,14 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
         "vcl.show" => vcl_show(sh, &plain),
         "vcl.label" => vcl_label(sh, plain[0], plain[1]),
         "vcl.state" => vcl_state(sh, plain[0], plain[1]),
-        "vcl.deps" => vcl_deps(sh),
+        "vcl.deps" => vcl_deps(sh, json, words),
         "vcl.symtab" => vcl_symtab(sh),
         "param.show" => param_show(sh, &plain, json, words),
         "param.set" => match sh.set_param(plain[0], plain[1]) {
             // With -j the reply is the parameter as param.show -j shows it.
-            Ok(()) if json => param_show(sh, &plain[..1], true, words),
+            // Its JSON head names the command without the value, as
+            // varnishd's.
+            Ok(()) if json => param_show(sh, &plain[..1], true, &words[..words.len() - 1]),
             Ok(()) => Reply::ok(""),
             Err(e @ params::ParamError::Protected(_)) => Reply::err(status::AUTH, e.to_string()),
             Err(e) => Reply::err(status::PARAM, e.to_string()),
@@ -411,23 +413,25 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
         "ban.list" if json => Reply::ok(ban_list_json(sh, words)),
         "ban.list" => Reply::ok(sh.cache.ban_list()),
         "backend.list" => {
-            // Short flags may come bundled (`-pj`), as getopt allows.
-            let bundled = |a: &str| {
-                a.len() > 2 && a.starts_with('-') && a[1..].chars().all(|c| c == 'p' || c == 'j')
-            };
-            let json = json || plain.iter().any(|a| bundled(a) && a.contains('j'));
-            let plain: Vec<&str> = plain
-                .iter()
-                .map(|a| {
-                    if bundled(a) && a.contains('p') {
-                        "-p"
-                    } else {
-                        *a
+            // As varnishd's cli_backend_list: leading `-` words are
+            // bundles of the flags `j` and `p`; one pattern may follow.
+            let mut json = false;
+            let mut probes = false;
+            let mut rest = args.iter().map(String::as_str).peekable();
+            while let Some(flags) = rest.next_if(|a| a.starts_with('-')) {
+                for c in flags[1..].chars() {
+                    match c {
+                        'j' => json = true,
+                        'p' => probes = true,
+                        _ => return Reply::err(status::PARAM, format!("Invalid flag {c}")),
                     }
-                })
-                .filter(|a| !bundled(a))
-                .collect();
-            backend_list(sh, &plain, json, words)
+                }
+            }
+            let pattern = rest.next();
+            if rest.next().is_some() {
+                return Reply::err(status::PARAM, "Too many arguments");
+            }
+            backend_list(sh, pattern, probes, json, words)
         }
         "backend.set_health" => backend_set_health(sh, plain[0], plain[1]),
         "storage.list" if json => {
@@ -462,6 +466,9 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
             ),
         },
         "panic.clear" => {
+            if let Some(a) = plain.first().filter(|a| **a != "-z") {
+                return Reply::err(status::PARAM, format!("Unknown parameter \"{a}\"."));
+            }
             if sh.mgt.clear(plain.contains(&"-z")) {
                 Reply::ok("")
             } else {
@@ -547,10 +554,7 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
             }
             Reply::ok(format!("XID is {} chunk 1", sh.vxid.peek().wrapping_sub(1)))
         }
-        _ => Reply::err(
-            status::UNKNOWN,
-            "Unknown request.\nType 'help' for more info.",
-        ),
+        _ => Reply::err(status::UNKNOWN, crate::mgt::cli::UNKNOWN_REQUEST),
     }
 }
 
@@ -568,7 +572,13 @@ fn help(words: &[String], plain: &[&str], json: bool, running: bool) -> Reply {
                     json_str(c.help),
                     c.min_args,
                     c.max_args.map_or(-1, |m| m as i64),
-                    if c.debug { "d" } else { "" },
+                    // varnishd marks its debug commands `d` and the two
+                    // it serves itself at every authentication level `i`.
+                    match c.name {
+                        _ if c.debug => "d",
+                        "help" | "ping" => "i",
+                        _ => "",
+                    },
                     c.json
                 )
             })
@@ -585,10 +595,7 @@ fn help(words: &[String], plain: &[&str], json: bool, running: bool) -> Reply {
         Some(name) => match crate::mgt::cli::command(name).filter(|c| c.available(running)) {
             Some(c) => Reply::ok(format!("{}\n{}\n", c.syntax, c.help)),
             // varnishd's text exactly: the name is not repeated.
-            None => Reply::err(
-                status::UNKNOWN,
-                "Unknown request.\nType 'help' for more info.",
-            ),
+            None => Reply::err(status::UNKNOWN, crate::mgt::cli::UNKNOWN_REQUEST),
         },
     }
 }
@@ -845,6 +852,7 @@ fn vcl_discard(sh: &Arc<Shared>, patterns: &[&str]) -> Reply {
     }
     let mut gone = Vec::new();
     for n in &marked {
+        reg.listing.retain(|o| o != n);
         if reg.labels.remove(n).is_some() {
             continue;
         }
@@ -916,7 +924,38 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
     let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
     let mut rows = Vec::new();
     let mut js = Vec::new();
-    for name in &reg.order {
+    for name in &reg.listing {
+        if let Some(target) = reg.labels.get(name) {
+            // How many loaded VCLs reach this label with return(vcl).
+            let refs = reg
+                .order
+                .iter()
+                .filter(|v| reg.labels_used_by(v).contains(name))
+                .count();
+            let mut row = vec![
+                "available".to_string(),
+                "label".to_string(),
+                "warm".to_string(),
+                format!("{:>6}", if running { "0" } else { "-" }),
+                name.clone(),
+                "->".to_string(),
+                target.clone(),
+            ];
+            let mut refs_json = String::new();
+            if refs > 0 {
+                if let Some(last) = row.last_mut() {
+                    let _ = write!(last, " ({refs} return(vcl))");
+                }
+                refs_json = format!(",\n\"refs\": {refs}");
+            }
+            rows.push(row);
+            js.push(format!(
+                "  {{\n    \"status\": \"available\",\n    \"state\": \"label\",\n    \"temperature\": \"warm\",\n    \"busy\": 0,\n    \"name\": {},\n    \"label\": {{\n      \"name\": {}{refs_json}\n      }}\n}}",
+                json_str(name),
+                json_str(target)
+            ));
+            continue;
+        }
         let Some(e) = reg.vcls.get(name) else {
             continue;
         };
@@ -982,22 +1021,6 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
             json_str(&v.name)
         ));
     }
-    for (label, target) in &reg.labels {
-        rows.push(vec![
-            "available".to_string(),
-            "label".to_string(),
-            "warm".to_string(),
-            format!("{:>6}", if running { "0" } else { "-" }),
-            label.clone(),
-            "->".to_string(),
-            target.clone(),
-        ]);
-        js.push(format!(
-            "  {{\n    \"status\": \"available\",\n    \"state\": \"label\",\n    \"temperature\": \"warm\",\n    \"busy\": 0,\n    \"name\": {},\n    \"label\": {{\n      \"name\": {}\n      }}\n}}",
-            json_str(label),
-            json_str(target)
-        ));
-    }
     if json {
         Reply::ok(json_list(words, &js))
     } else {
@@ -1006,8 +1029,15 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
 }
 
 fn vcl_show(sh: &Arc<Shared>, plain: &[&str]) -> Reply {
-    let verbose = plain.contains(&"-v");
-    let name = plain.iter().find(|a| **a != "-v").copied();
+    // As varnishd: `-v` only in first place; otherwise a second word is
+    // one too many.
+    let (verbose, name) = match plain {
+        ["-v", rest @ ..] => (true, rest.first().copied()),
+        [_, extra] => {
+            return Reply::err(status::PARAM, format!("Too many parameters: '{extra}'"));
+        }
+        _ => (false, plain.first().copied()),
+    };
     let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
     let name = match name {
         Some(n) => n.to_string(),
@@ -1022,11 +1052,11 @@ fn vcl_show(sh: &Arc<Shared>, plain: &[&str]) -> Reply {
     if verbose {
         let mut s = String::new();
         for (i, (file, text)) in vcl.sources.iter().enumerate() {
-            let _ = write!(s, "// VCL.SHOW {i} {} {file}\n{text}", text.len());
+            let _ = write!(s, "// VCL.SHOW {i} {} {file}\n{text}\n", text.len());
         }
         let _ = write!(
             s,
-            "// VCL.SHOW {} {} <builtin>\n{}",
+            "// VCL.SHOW {} {} <builtin>\n{}\n",
             vcl.sources.len(),
             lacquer_vcl::compile::BUILTIN_VCL.len(),
             lacquer_vcl::compile::BUILTIN_VCL
@@ -1070,7 +1100,7 @@ fn vcl_label(sh: &Arc<Shared>, label: &str, target: &str) -> Reply {
     }
     let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
     if reg.vcls.contains_key(label) {
-        return Reply::err(status::PARAM, format!("{label} is a VCL, not a label"));
+        return Reply::err(status::PARAM, format!("{label} is not a label"));
     }
     if reg.labels.contains_key(target) {
         return Reply::err(status::CANT, "VCL labels cannot point to labels");
@@ -1088,7 +1118,13 @@ fn vcl_label(sh: &Arc<Shared>, label: &str, target: &str) -> Reply {
             );
         }
     }
-    reg.labels.insert(label.to_string(), target.to_string());
+    if reg
+        .labels
+        .insert(label.to_string(), target.to_string())
+        .is_none()
+    {
+        reg.listing.push(label.to_string());
+    }
     // Moving the label `vcl.use` chose moves the active VCL with it.
     if reg.active_label.as_deref() == Some(label)
         && let Some(e) = reg.vcls.get(target)
@@ -1168,16 +1204,43 @@ fn vcl_symtab(sh: &Arc<Shared>) -> Reply {
     Reply::ok(s)
 }
 
-fn vcl_deps(sh: &Arc<Shared>) -> Reply {
+/// `vcl.deps`: each VCL and label in the order they were made, with what
+/// it depends on (a label its VCL, a VCL the labels it returns to).
+fn vcl_deps(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
     let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
-    let mut s = String::new();
-    for name in &reg.order {
-        let _ = writeln!(s, "{name}");
+    let mut rows = Vec::new();
+    let mut js = Vec::new();
+    for name in &reg.listing {
+        let deps: Vec<String> = match reg.labels.get(name) {
+            Some(target) => vec![target.clone()],
+            None => reg.labels_used_by(name).to_vec(),
+        };
+        if deps.is_empty() {
+            rows.push(vec![name.clone()]);
+        }
+        for d in &deps {
+            rows.push(vec![name.clone(), d.clone()]);
+        }
+        let list = if deps.is_empty() {
+            "[]".to_string()
+        } else {
+            let items: Vec<String> = deps
+                .iter()
+                .map(|d| format!("      {}", json_str(d)))
+                .collect();
+            format!("[\n{}\n    ]", items.join(",\n"))
+        };
+        js.push(format!(
+            "  {{\n    \"name\": {},\n    \"deps\": {list}\n  }}",
+            json_str(name)
+        ));
     }
-    for (l, t) in &reg.labels {
-        let _ = writeln!(s, "{l}\t{t}");
+    if json {
+        // varnishd answers vcl.deps -j in JSON version 1.
+        let head = json_head(words).replacen("[ 2,", "[ 1,", 1);
+        return Reply::ok(format!("{head}{}\n]", js.join(",\n")));
     }
-    Reply::ok(s)
+    Reply::ok(table(&rows))
 }
 
 fn param_line(p: &Param, v: &params::Value, is_default: bool) -> String {
@@ -1197,7 +1260,7 @@ fn param_line(p: &Param, v: &params::Value, is_default: bool) -> String {
 fn param_show(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) -> Reply {
     let long = plain.contains(&"-l");
     if long && json {
-        return Reply::err(status::PARAM, "-l and -j cannot be combined");
+        return Reply::err(status::PARAM, "-l not permitted with param.show -j");
     }
     if plain.iter().filter(|a| **a != "-l").count() > 1 {
         return Reply::err(status::TOOMANY, "Too many parameters");
@@ -1222,22 +1285,46 @@ fn param_show(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) ->
             .iter()
             .map(|p| {
                 let v = ps.get(p.name);
-                format!(
-                    "  {{\n    \"name\": {},\n    \"implemented\": {},\n    \"value\": {},\n    \"units\": {},\n    \"default\": {},\n    \"description\": {}\n  }}",
+                let value = match v {
+                    params::Value::Duration(d) => format!("{d:.3}"),
+                    params::Value::Uint(u) => u.to_string(),
+                    params::Value::Bytes(b) => b.to_string(),
+                    params::Value::Float(f) => f.to_string(),
+                    params::Value::Bool(b) => b.to_string(),
+                    other => pool_json(p.name, &p.show(other))
+                        .unwrap_or_else(|| json_str(&p.show(other))),
+                };
+                // As varnishd's: units, minimum and maximum only where the
+                // parameter has them, then its flags.
+                let mut s = format!(
+                    "  {{\n    \"name\": {},\n    \"implemented\": {},\n    \"value\": {value},\n",
                     json_str(p.name),
                     p.effective,
-                    match v {
-                        params::Value::Duration(d) => format!("{d:.3}"),
-                        params::Value::Uint(u) => u.to_string(),
-                        params::Value::Bytes(b) => b.to_string(),
-                        params::Value::Float(f) => f.to_string(),
-                        params::Value::Bool(b) => b.to_string(),
-                        other => json_str(&p.show(other)),
-                    },
-                    json_str(p.unit),
-                    json_str(p.default),
-                    json_str(p.doc)
-                )
+                );
+                if !p.unit.is_empty() {
+                    let _ = writeln!(s, "    \"units\": {},", json_str(p.unit));
+                }
+                let _ = writeln!(
+                    s,
+                    "    \"default\": {},",
+                    json_str(&p.show(&p.default_value()))
+                );
+                let b = ps.bounds(p);
+                if let Some(m) = &b.min {
+                    let _ = writeln!(s, "    \"minimum\": {},", json_str(m));
+                }
+                if let Some(m) = &b.max {
+                    let _ = writeln!(s, "    \"maximum\": {},", json_str(m));
+                }
+                let _ = writeln!(s, "    \"description\": {},", json_str(p.doc));
+                let flags = params::flags(p.name);
+                if flags.is_empty() {
+                    s.push_str("    \"flags\": []\n  }");
+                } else {
+                    let f: Vec<String> = flags.iter().map(|f| format!("      \"{f}\"")).collect();
+                    let _ = write!(s, "    \"flags\": [\n{}\n    ]\n  }}", f.join(",\n"));
+                }
+                s
             })
             .collect();
         return Reply::ok(format!("{}{}\n]", json_head(words), items.join(",\n")));
@@ -1277,6 +1364,20 @@ fn param_show(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) ->
         }
     }
     Reply::ok(s)
+}
+
+/// A memory pool parameter's three numbers as varnishd's JSON object.
+fn pool_json(name: &str, shown: &str) -> Option<String> {
+    if !name.starts_with("pool_") {
+        return None;
+    }
+    let n: Vec<&str> = shown.split(',').collect();
+    let [min, max, age] = n.as_slice() else {
+        return None;
+    };
+    Some(format!(
+        "{{\n        \"min_pool\": {min},\n        \"max_pool\": {max},\n        \"max_age\": {age}\n    }}"
+    ))
 }
 
 /// `param.show` of an alias by its name: the target's value, and which
@@ -1377,9 +1478,13 @@ fn matching_entries(sh: &Arc<Shared>, pattern: Option<&str>) -> Vec<vcls::Listed
     out
 }
 
-fn backend_list(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) -> Reply {
-    let probe_detail = plain.contains(&"-p");
-    let pattern = plain.iter().find(|a| **a != "-p").copied();
+fn backend_list(
+    sh: &Arc<Shared>,
+    pattern: Option<&str>,
+    probe_detail: bool,
+    json: bool,
+    words: &[String],
+) -> Reply {
     let list = matching_entries(sh, pattern);
     let now_secs = lacquer_http::date::now();
     let now = lacquer_http::date::format_http_date(now_secs);
@@ -1464,17 +1569,22 @@ fn backend_list(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) 
             }
             rows.push(Vec::new());
         }
+        // With -p, varnishd adds the probe's details: an empty object
+        // for a backend without a probe.
+        let details = if probe_detail && window == 0 {
+            "      \"probe_details\": {},\n"
+        } else {
+            ""
+        };
         js.push(format!(
-            "    {}: {{\n      \"type\": \"{kind}\",\n      \"admin_health\": \"{admin}\",\n      \"probe_message\": [{good}, {window}, \"{health}\"],\n      \"last_change\": {now_secs:.3}\n    }}",
+            "    {}: {{\n      \"type\": \"{kind}\",\n      \"admin_health\": \"{admin}\",\n      \"probe_message\": [{good}, {window}, \"{health}\"],\n{details}      \"last_change\": {now_secs:.3}\n    }}",
             json_str(entry.name()),
         ));
     }
     if json {
-        return Reply::ok(format!(
-            "{}  {{\n{}\n  }}\n]",
-            json_head(words),
-            js.join(",\n")
-        ));
+        // varnishd's backend.list is the one reply of JSON version 3.
+        let head = json_head(words).replacen("[ 2,", "[ 3,", 1);
+        return Reply::ok(format!("{head}  {{\n{}\n  }}\n]", js.join(",\n")));
     }
     let mut s = table(&rows);
     if probe_detail {
@@ -1492,7 +1602,8 @@ fn backend_list(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) 
 }
 
 fn backend_set_health(sh: &Arc<Shared>, pattern: &str, state: &str) -> Reply {
-    let admin = match state {
+    // varnishd compares the state ignoring case.
+    let admin = match state.to_ascii_lowercase().as_str() {
         "auto" => crate::backend::probe::Admin::Auto,
         "healthy" => crate::backend::probe::Admin::Healthy,
         "sick" => crate::backend::probe::Admin::Sick,
