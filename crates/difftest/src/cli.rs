@@ -121,6 +121,11 @@ fn masked(verb: &str, cmd: &str, i: usize, l: &str, in_builtin: &mut bool) -> Op
     let args: Vec<&str> = cmd.split_whitespace().skip(1).collect();
     match verb {
         "ping" if l.starts_with("PONG ") => Some("PONG <time> 1.0".to_string()),
+        "pid" => Some(
+            l.chars()
+                .map(|c| if c.is_ascii_digit() { '#' } else { c })
+                .collect(),
+        ),
         "debug.listen_address" => {
             let f: Vec<&str> = l.split(' ').collect();
             (f.len() == 3).then(|| format!("{} {} <port>", f[0], f[1]))

@@ -315,7 +315,11 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
                 "stopped"
             };
             if json {
-                Reply::ok(format!("{}  \"{state}\"\n]", json_head(words)))
+                let head = json_head(words);
+                Reply::ok(format!(
+                    "{}, \"{state}\"\n]",
+                    head.trim_end().trim_end_matches(',')
+                ))
             } else {
                 Reply::ok(format!("Child in state {state}"))
             }
@@ -374,6 +378,8 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
         "vcl.symtab" => vcl_symtab(sh),
         "param.show" => param_show(sh, &plain, json, words),
         "param.set" => match sh.set_param(plain[0], plain[1]) {
+            Err(e @ params::ParamError::NotAvailable(_)) => Reply::err(status::CANT, e.to_string()),
+            Ok(()) if !json => Reply::ok(takes_effect(sh, plain[0])),
             // With -j the reply is the parameter as param.show -j shows it.
             // Its JSON head names the command without the value, as
             // varnishd's.
@@ -384,7 +390,10 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
         },
         "param.reset" => match params::lookup(params::canonical(plain[0])) {
             Some(p) => match sh.set_param(p.name, p.default) {
-                Ok(()) => Reply::ok(""),
+                Ok(()) => Reply::ok(takes_effect(sh, p.name)),
+                Err(e @ params::ParamError::NotAvailable(_)) => {
+                    Reply::err(status::CANT, e.to_string())
+                }
                 Err(e) => Reply::err(status::PARAM, e.to_string()),
             },
             None => Reply::err(
@@ -730,8 +739,21 @@ fn vcl_use(sh: &Arc<Shared>, name: &str) -> Reply {
     let Some(entry) = reg.vcls.get(&target) else {
         return Reply::err(status::PARAM, format!("No VCL named {name} known"));
     };
+    // As varnishd: naming what is already in use (the VCL, or the label
+    // that chose it) changes nothing and says nothing.
+    let in_use = if target == name {
+        reg.active.as_deref() == Some(name) && reg.active_label.is_none()
+    } else {
+        reg.active_label.as_deref() == Some(name)
+    };
+    if in_use {
+        return Reply::ok("");
+    }
     if entry.temp == Temp::Cold {
-        return Reply::err(status::CANT, format!("VCL '{name}' is cold"));
+        return Reply::err(
+            status::CANT,
+            format!("VCL '{name}' is cold - set to auto or warm first"),
+        );
     }
     let vcl = entry.vcl.clone();
     if sh.is_running()
@@ -1284,6 +1306,12 @@ fn param_show(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) ->
         let items: Vec<String> = selected
             .iter()
             .map(|p| {
+                if !params::available(p.name) {
+                    return format!(
+                        "  {{\n    \"name\": {},\n    \"implemented\": false\n  }}",
+                        json_str(p.name)
+                    );
+                }
                 let v = ps.get(p.name);
                 let value = match v {
                     params::Value::Duration(d) => format!("{d:.3}"),
@@ -1335,6 +1363,10 @@ fn param_show(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) ->
         let is_default = ps.is_default(p.name);
         if long || which.is_some_and(|w| w != "changed") {
             let _ = writeln!(s, "{}", p.name);
+            if !params::available(p.name) {
+                s.push_str("        Not available\n\n");
+                continue;
+            }
             let _ = writeln!(
                 s,
                 "        Value is: {}{}{}",
@@ -1364,6 +1396,21 @@ fn param_show(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) ->
         }
     }
     Reply::ok(s)
+}
+
+/// What varnishd says after changing `name` while the child runs: when
+/// the change waits for a restart or a VCL reload.
+fn takes_effect(sh: &Shared, name: &str) -> &'static str {
+    let flags = params::lookup(params::canonical(name)).map_or(&[][..], |p| params::flags(p.name));
+    if !sh.is_running() {
+        ""
+    } else if flags.contains(&"must_restart") {
+        "\nChange will take effect when child is restarted"
+    } else if flags.contains(&"must_reload") {
+        "\nChange will take effect when VCL script is reloaded"
+    } else {
+        ""
+    }
 }
 
 /// A memory pool parameter's three numbers as varnishd's JSON object.

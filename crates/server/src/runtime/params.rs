@@ -52,6 +52,13 @@ pub struct Param {
     pub doc: &'static str,
 }
 
+/// Whether varnishd has the parameter on this system: `accept_filter`
+/// needs the kernel's accept filters (FreeBSD) or `TCP_DEFER_ACCEPT`
+/// as varnishd's build uses it, which its Linux build leaves out.
+pub fn available(name: &str) -> bool {
+    name != "accept_filter" || cfg!(any(target_os = "freebsd", target_os = "macos"))
+}
+
 /// The flags varnishd's `param.show -j` lists for a parameter (what a
 /// change needs to take effect, and how the parameter is classed).
 pub fn flags(name: &str) -> &'static [&'static str] {
@@ -1370,7 +1377,7 @@ impl ParamSet {
         let i =
             param_index(canonical(name)).ok_or_else(|| ParamError::Unknown(name.to_string()))?;
         let p = &PARAMS[i];
-        if p.name == "accept_filter" && !cfg!(any(target_os = "freebsd", target_os = "macos")) {
+        if !available(p.name) {
             return Err(ParamError::NotAvailable(p.name.to_string()));
         }
         let v =
