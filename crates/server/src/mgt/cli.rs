@@ -198,6 +198,12 @@ pub enum SyntaxError {
     MissingQuote,
     #[error("Invalid backslash sequence")]
     BadEscape,
+    /// A double quote inside an unquoted word.
+    #[error("Invalid '\"'")]
+    InvalidQuote,
+    /// A quoted word right after another, with only blanks between.
+    #[error("Missing separator between arguments")]
+    MissingSeparator,
 }
 
 /// Splits a request line into words: blanks separate words, double quotes
@@ -207,6 +213,9 @@ pub fn split_words(line: &str) -> Result<Vec<String>, SyntaxError> {
     let b = line.as_bytes();
     let mut words = Vec::new();
     let mut i = 0;
+    // Whether the last word was quoted: varnishd wants something other
+    // than blanks between two quoted words.
+    let mut after_quote = false;
     while i < b.len() {
         if b[i].is_ascii_whitespace() {
             i += 1;
@@ -214,6 +223,10 @@ pub fn split_words(line: &str) -> Result<Vec<String>, SyntaxError> {
         }
         let mut w: Vec<u8> = Vec::new();
         if b[i] == b'"' {
+            if after_quote {
+                return Err(SyntaxError::MissingSeparator);
+            }
+            after_quote = true;
             i += 1;
             loop {
                 match b.get(i) {
@@ -234,7 +247,11 @@ pub fn split_words(line: &str) -> Result<Vec<String>, SyntaxError> {
                 }
             }
         } else {
+            after_quote = false;
             while i < b.len() && !b[i].is_ascii_whitespace() {
+                if b[i] == b'"' {
+                    return Err(SyntaxError::InvalidQuote);
+                }
                 if b[i] == b'\\' {
                     let (byte, used) = unescape(&b[i + 1..])?;
                     w.push(byte);
@@ -345,6 +362,23 @@ impl RequestReader {
         }
         Line::Request(words)
     }
+}
+
+/// The words of a command as varnishd's cache process receives them: the
+/// manager passes a command it does not serve itself on with each
+/// argument written out unquoted, so an argument holding spaces arrives
+/// as several and an empty one not at all. Other commands keep their
+/// words.
+pub fn as_child_reads(words: Vec<String>, running: bool) -> Vec<String> {
+    let child = running && command(&words[0]).is_some_and(|c| c.served == Served::Child);
+    if !child || words[1..].iter().all(|w| !w.is_empty() && !w.contains(' ')) {
+        return words;
+    }
+    let mut out = vec![words[0].clone()];
+    for w in &words[1..] {
+        out.extend(w.split(' ').filter(|p| !p.is_empty()).map(str::to_string));
+    }
+    out
 }
 
 /// Checks a request's argument count against the table; `-j` (where the
@@ -459,6 +493,13 @@ mod tests {
         assert_eq!(split_words("\"open"), Err(SyntaxError::MissingQuote));
         assert_eq!(split_words(r#""\q""#), Err(SyntaxError::BadEscape));
         assert_eq!(split_words("  "), Ok(vec![]));
+        assert_eq!(split_words("a b\"c"), Err(SyntaxError::InvalidQuote));
+        assert_eq!(
+            split_words(r#"ban "a" "b""#),
+            Err(SyntaxError::MissingSeparator)
+        );
+        assert_eq!(split_words(r#""a" b "c""#).unwrap(), vec!["a", "b", "c"]);
+        assert_eq!(split_words(r#""a"x"#).unwrap(), vec!["a", "x"]);
     }
 
     #[test]
@@ -506,6 +547,22 @@ mod tests {
         assert_eq!(stopped.status, status::UNKNOWN);
         assert!(stopped.body.contains("child not running"));
         assert!(check_args(&w("vcl.list"), false).is_ok());
+    }
+
+    #[test]
+    fn child_commands_lose_spaces_and_empty_words() {
+        let w = |s: &str| split_words(s).unwrap();
+        assert_eq!(
+            as_child_reads(w(r#"ban req.url == "a b""#), true),
+            w("ban req.url == a b")
+        );
+        assert_eq!(
+            as_child_reads(w(r#"backend.list """#), true),
+            w("backend.list")
+        );
+        // The manager's own commands, and a stopped child, keep them.
+        assert_eq!(as_child_reads(w(r#"vcl.use "a b""#), true).len(), 2);
+        assert_eq!(as_child_reads(w(r#"ban req.url == "a b""#), false).len(), 4);
     }
 
     #[test]

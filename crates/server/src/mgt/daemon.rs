@@ -768,6 +768,7 @@ where
                 }
             }
             Line::Request(words) => {
+                let words = cli::as_child_reads(words, sh.is_running());
                 if words[0] == "quit" {
                     let _ = w
                         .write_all(
