@@ -1266,6 +1266,10 @@ fn vcl_deps(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
 }
 
 fn param_line(p: &Param, v: &params::Value, is_default: bool) -> String {
+    // varnishd lists a parameter the system lacks with a dash.
+    if !params::available(p.name) {
+        return format!("{:<30}-", p.name);
+    }
     let unit = if p.unit.is_empty() {
         String::new()
     } else {

@@ -597,7 +597,7 @@ pub static PARAMS: &[Param] = &[
         "http1_iovs",
         uint(Some(5), Some(1024)),
         "64",
-        "",
+        "struct iovec (=16 bytes)",
         IGNORED,
         "writev vector size; Lacquer batches writes itself."
     ),
