@@ -38,6 +38,41 @@ pub fn banner(running: bool) -> String {
     )
 }
 
+/// The chunk size `debug.xid` was last given, which it reports back.
+static XID_CHUNK: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+/// A number as C's `strtoul(s, NULL, 0)` reads it, cut to 32 bits:
+/// leading blanks and a sign, `0x` for hexadecimal and `0` for octal,
+/// digits up to the first that does not fit (none: 0); a minus sign
+/// negates modulo 2^32.
+fn strtoul(s: &str) -> u32 {
+    let s = s.trim_start();
+    let (neg, s) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let (radix, digits) = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        (16, h)
+    } else if s.len() > 1 && s.starts_with('0') {
+        (8, &s[1..])
+    } else {
+        (10, s)
+    };
+    let mut n: u64 = 0;
+    for c in digits.chars() {
+        let Some(d) = c.to_digit(radix) else {
+            break;
+        };
+        // strtoul saturates at ULONG_MAX; kept to 64 bits here.
+        n = n
+            .saturating_mul(u64::from(radix))
+            .saturating_add(u64::from(d));
+    }
+    let n = if neg { n.wrapping_neg() } else { n };
+    n as u32
+}
+
 /// Options from the command line that VCL loads need.
 pub fn load_options(sh: &Shared) -> LoadOptions {
     let p = sh.params();
@@ -518,20 +553,12 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
             Ok(m) => Reply::ok(m),
             Err(e) => Reply::err(status::CANT, e),
         },
-        "debug.srandom" => match plain.first().map(|v| v.parse::<u32>()) {
-            None => {
-                lacquer_vmods::rnd::seed(1);
-                Reply::ok("")
-            }
-            Some(Ok(seed)) => {
-                lacquer_vmods::rnd::seed(seed);
-                Reply::ok("")
-            }
-            Some(Err(_)) => Reply::err(
-                status::PARAM,
-                format!("Invalid seed {} (want an unsigned integer)", plain[0]),
-            ),
-        },
+        // varnishd reads the seed with strtoul: any text is a number
+        // (`x` is 0).
+        "debug.srandom" => {
+            lacquer_vmods::rnd::seed(plain.first().map_or(1, |v| strtoul(v)));
+            Reply::ok("")
+        }
         "debug.panic.master" => {
             // What the operator asked for: the manager dies at once, as
             // varnishd's master does on this command.
@@ -554,14 +581,20 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
             Reply::ok(s)
         }
         "debug.xid" => {
+            // As varnishd: the numbers are read with strtoul (any text is
+            // a number); the next transaction gets the id after the one
+            // given. Lacquer hands ids out one by one: the chunk size is
+            // only reported back.
             if let Some(v) = plain.first() {
-                // The next transaction gets the id after the one given.
-                match v.parse::<u32>() {
-                    Ok(n) => sh.vxid.set(n.wrapping_add(1)),
-                    Err(_) => return Reply::err(status::PARAM, format!("Invalid xid {v}")),
-                }
+                sh.vxid.set(strtoul(v).wrapping_add(1));
+                let chunk = plain.get(1).map_or(1, |c| strtoul(c));
+                XID_CHUNK.store(chunk, Ordering::Relaxed);
             }
-            Reply::ok(format!("XID is {} chunk 1", sh.vxid.peek().wrapping_sub(1)))
+            Reply::ok(format!(
+                "XID is {} chunk {}",
+                sh.vxid.peek().wrapping_sub(1),
+                XID_CHUNK.load(Ordering::Relaxed)
+            ))
         }
         _ => Reply::err(status::UNKNOWN, crate::mgt::cli::UNKNOWN_REQUEST),
     }
@@ -1703,6 +1736,17 @@ mod tests {
         assert!(empty.ends_with("\n\n]") && !empty.contains(",\n\n]"));
         let one = json_list(&w, &["  \"x\"".to_string(), "  \"y\"".to_string()]);
         assert!(one.ends_with(",\n  \"x\",\n  \"y\"\n]"));
+    }
+
+    #[test]
+    fn numbers_as_strtoul_reads_them() {
+        assert_eq!(strtoul("1000"), 1000);
+        assert_eq!(strtoul("x"), 0);
+        assert_eq!(strtoul("-1"), u32::MAX);
+        assert_eq!(strtoul("0x10"), 16);
+        assert_eq!(strtoul("010"), 8);
+        assert_eq!(strtoul("12ab"), 12);
+        assert_eq!(strtoul(" +7"), 7);
     }
 
     #[test]
