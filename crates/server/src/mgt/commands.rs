@@ -861,9 +861,10 @@ fn vcl_discard(sh: &Arc<Shared>, patterns: &[&str]) -> Reply {
             return Reply::err(status::PARAM, format!("No VCL name matches {pat}\n"));
         }
         for n in hits {
-            if reg.active.as_deref() == Some(n.as_str())
-                || reg.active_label.as_deref() == Some(n.as_str())
-            {
+            // What vcl.use named is the active one: the label when it
+            // was a label (its VCL then is merely labelled).
+            let in_use = reg.active_label.as_ref().or(reg.active.as_ref());
+            if in_use == Some(n) {
                 return Reply::err(
                     status::CANT,
                     format!("Cannot discard active VCL program {n}\n"),
@@ -987,8 +988,13 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
                 .iter()
                 .filter(|v| reg.labels_used_by(v).contains(name))
                 .count();
+            let label_status = if reg.active_label.as_deref() == Some(name.as_str()) {
+                "active"
+            } else {
+                "available"
+            };
             let mut row = vec![
-                "available".to_string(),
+                label_status.to_string(),
                 "label".to_string(),
                 "warm".to_string(),
                 format!("{:>6}", if running { "0" } else { "-" }),
@@ -1005,7 +1011,7 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
             }
             rows.push(row);
             js.push(format!(
-                "  {{\n    \"status\": \"available\",\n    \"state\": \"label\",\n    \"temperature\": \"warm\",\n    \"busy\": 0,\n    \"name\": {},\n    \"label\": {{\n      \"name\": {}{refs_json}\n      }}\n}}",
+                "  {{\n    \"status\": \"{label_status}\",\n    \"state\": \"label\",\n    \"temperature\": \"warm\",\n    \"busy\": 0,\n    \"name\": {},\n    \"label\": {{\n      \"name\": {}{refs_json}\n      }}\n}}",
                 json_str(name),
                 json_str(target)
             ));
@@ -1014,7 +1020,9 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
         let Some(e) = reg.vcls.get(name) else {
             continue;
         };
-        let status = if reg.active.as_deref() == Some(name) {
+        // A VCL chosen through a label is listed available, the label
+        // active, as varnishd lists them.
+        let status = if reg.active.as_deref() == Some(name) && reg.active_label.is_none() {
             "active"
         } else {
             "available"
@@ -1033,7 +1041,7 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
         let nlabels = reg.labels.values().filter(|t| *t == name).count();
         // References beyond the registry's (and the active slot's) are
         // requests running on this VCL.
-        let held = 1 + usize::from(status == "active");
+        let held = 1 + usize::from(reg.active.as_deref() == Some(name.as_str()));
         let busy = Arc::strong_count(&e.vcl).saturating_sub(held);
         let mut row = vec![
             status.to_string(),
