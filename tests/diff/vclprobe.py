@@ -152,6 +152,8 @@ def run_args(cmd, line, workdir):
     except subprocess.TimeoutExpired:
         return ("timeout", "")
     err = p.stderr.decode("utf-8", "replace").replace(workdir, "{tmp}")
+    # getopt names the program as it was run: compare without it.
+    err = re.sub(r"^\S*(varnishd|lacquerd): ", "{prog}: ", err, flags=re.M)
     lines = [l.strip() for l in err.splitlines() if l.strip() and not l.startswith("Could not delete")]
     # varnishd puts a -p error's text on the line after "Error:"
     if len(lines) > 1 and lines[0] == "Error:":

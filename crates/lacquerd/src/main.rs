@@ -93,7 +93,8 @@ struct Args {
     workdir: Option<String>,
     pidfile: Option<String>,
     params: Vec<String>,
-    readonly: Vec<String>,
+    /// `-r` lists, each with how many `-p` came before it.
+    readonly: Vec<(usize, String)>,
     secret: Option<String>,
     storage: Vec<String>,
     admin: Option<String>,
@@ -300,7 +301,7 @@ fn parse_args(name: &str, args: &[String]) -> Result<Args, Early> {
                 'n' => a.workdir = Some(v),
                 'P' => a.pidfile = Some(v),
                 'p' => a.params.push(v),
-                'r' => a.readonly.push(v),
+                'r' => a.readonly.push((a.params.len(), v)),
                 'S' => a.secret = Some(v),
                 's' => a.storage.push(v),
                 'T' => a.admin = Some(v),
@@ -378,7 +379,9 @@ fn main() -> ExitCode {
 /// line after `Error:` (all but the missing `=`).
 fn param_error(e: lacquer_server::runtime::params::ParamError) -> anyhow::Error {
     match e {
-        lacquer_server::runtime::params::ParamError::NoEquals => anyhow::anyhow!("{e}"),
+        lacquer_server::runtime::params::ParamError::NoEquals
+        | lacquer_server::runtime::params::ParamError::Protected(_)
+        | lacquer_server::runtime::params::ParamError::NotAvailable(_) => anyhow::anyhow!("{e}"),
         e => anyhow::anyhow!("\n{e}"),
     }
 }
@@ -410,10 +413,21 @@ fn shell_quote(s: &str) -> String {
 fn run(args: Args) -> anyhow::Result<ExitCode> {
     use lacquer_server::mgt::daemon::{self, BootVcl, Config};
     if let Some(j) = &args.jail {
+        if j.is_empty() {
+            anyhow::bail!("-j argument is empty");
+        }
         let jail = lacquer_server::mgt::jail::parse_jail(j).map_err(anyhow::Error::msg)?;
         if let Some(n) = jail.notice() {
             eprintln!("{n}");
         }
+    }
+    // varnishd opens the -I file as it reads its arguments (-C too).
+    if let Some(f) = &args.cli_file
+        && let Err(e) = std::fs::File::open(f)
+    {
+        let why = lacquer_vcl::include::io_reason(&e);
+        let why = why.split(" (os error").next().unwrap_or_default();
+        anyhow::bail!("\tCan't open {f}: {why}");
     }
     // varnishd checks each -s as it reads its arguments (mgt_stevedore.c),
     // before -C compiles; a file store opens (or creates) its file then.
@@ -435,16 +449,33 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    // -p and -r take effect in the order given: a -p after the -r that
+    // protects its parameter is refused, as varnishd refuses it. (-r
+    // lists are split at commas and blanks.)
     let mut params = lacquer_server::runtime::params::ParamSet::default();
-    for p in &args.params {
-        params.apply_arg(p).map_err(param_error)?;
-    }
-    for list in &args.readonly {
-        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+    let protect = |params: &mut lacquer_server::runtime::params::ParamSet, list: &str| {
+        for name in list
+            .split(|c: char| c == ',' || c.is_ascii_whitespace())
+            .filter(|n| !n.is_empty())
+        {
             params
                 .protect(name)
                 .map_err(|_| anyhow::anyhow!("\nUnknown parameter {name}"))?;
         }
+        anyhow::Ok(())
+    };
+    for (i, p) in args.params.iter().enumerate() {
+        for (_, list) in args.readonly.iter().filter(|(at, _)| *at == i) {
+            protect(&mut params, list)?;
+        }
+        params.apply_arg(p).map_err(param_error)?;
+    }
+    for (_, list) in args
+        .readonly
+        .iter()
+        .filter(|(at, _)| *at >= args.params.len())
+    {
+        protect(&mut params, list)?;
     }
     if let Some(t) = &args.ttl {
         params.set("default_ttl", t).map_err(param_error)?;
@@ -455,11 +486,13 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     // `-f ''` starts without a VCL, as varnishd: the cache waits for one
     // on the CLI.
     let files: Vec<&String> = args.vcl_files.iter().filter(|f| !f.is_empty()).collect();
-    // As varnishd, every -f file is read before anything starts.
+    // As varnishd, every -f file is read before anything starts; only a
+    // regular file can be (a directory or a device reads as "Success").
     for f in &files {
-        if let Err(e) = std::fs::read(f) {
+        use lacquer_vcl::include::SourceLoader as _;
+        if let Err(e) = lacquer_vcl::include::FsLoader.read(f) {
+            let why = lacquer_vcl::include::io_reason(&e);
             // The system's words, without Rust's "(os error N)".
-            let why = e.to_string();
             let why = why.split(" (os error").next().unwrap_or_default();
             anyhow::bail!("Cannot read -f file '{f}' ({why})");
         }

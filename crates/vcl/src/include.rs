@@ -510,7 +510,8 @@ pub fn invalid_utf8(file: FileId, offset: u32, sm: &SourceMap) -> Diagnostic {
 }
 
 /// strerror-like text for an I/O error.
-fn io_reason(e: &io::Error) -> String {
+/// The `strerror` text varnishd prints in `Cannot read file` messages.
+pub fn io_reason(e: &io::Error) -> String {
     match e.kind() {
         io::ErrorKind::NotFound => "No such file or directory".into(),
         io::ErrorKind::PermissionDenied => "Permission denied".into(),

@@ -26,6 +26,10 @@ pub mod status {
     pub const CLOSE: u16 = 500;
 }
 
+/// varnishd's answer to a command it does not know (status 101), which
+/// its dispatcher writes before it looks the command up.
+pub const UNKNOWN_REQUEST: &str = "Unknown request.\nType 'help' for more info.\n";
+
 /// One management command.
 #[derive(Debug)]
 pub struct Command {
@@ -99,11 +103,11 @@ pub static COMMANDS: &[Command] = &[
     cmd!("ban", "ban <field> <operator> <arg> [&& <field> <oper> <arg> ...]", "Invalidate every object matching all the conditions.", 3, None, false, false, CHILD),
     cmd!("ban.list", "ban.list [-j]", "List the bans still in force.", 0, Some(0), true, false, CHILD),
     cmd!("banner", "banner", "Print the welcome banner.", 0, Some(0), false, false, MGT),
-    cmd!("debug.fragfetch", "debug.fragfetch <size>", "Cut fetched bodies into pieces of at most <size> bytes (test-only: needs -p debug=+vtc_mode).", 1, Some(1), false, true, CHILD),
+    cmd!("debug.fragfetch", "debug.fragfetch", "Cut fetched bodies into pieces of at most the given number of bytes (test-only: needs -p debug=+vtc_mode).", 1, Some(1), false, true, CHILD),
     cmd!("debug.listen_address", "debug.listen_address", "Print the addresses the listeners are bound to.", 0, Some(0), false, true, CHILD),
     cmd!("debug.panic.master", "debug.panic.master", "Panic the manager process: lacquerd aborts (for testing what watches it).", 0, Some(0), false, true, MGT),
     cmd!("debug.panic.worker", "debug.panic.worker", "Panic the cache: it stops serving and loses its objects, as varnishd's worker process dying (test-only).", 0, Some(0), false, true, CHILD),
-    cmd!("debug.srandom", "debug.srandom [<seed>]", "Seed the random generator of std.random() and the random directors (default 1), for repeatable tests.", 0, Some(1), false, true, CHILD),
+    cmd!("debug.srandom", "debug.srandom", "Seed the random generator of std.random() and the random directors with the given number (default 1), for repeatable tests.", 0, Some(1), false, true, CHILD),
     cmd!("debug.vmod", "debug.vmod", "Show the loaded vmods: how many VCLs use each, its name and where it comes from.", 0, Some(0), false, true, CHILD),
     cmd!("debug.xid", "debug.xid [<xid> [<cachesize>]]", "Print, or set, the next transaction id.", 0, Some(2), false, true, CHILD),
     cmd!("help", "help [-j|<command>]", "List commands, or explain one.", 0, Some(1), true, false, MGT),
@@ -194,6 +198,12 @@ pub enum SyntaxError {
     MissingQuote,
     #[error("Invalid backslash sequence")]
     BadEscape,
+    /// A double quote inside an unquoted word.
+    #[error("Invalid '\"'")]
+    InvalidQuote,
+    /// A quoted word right after another, with only blanks between.
+    #[error("Missing separator between arguments")]
+    MissingSeparator,
 }
 
 /// Splits a request line into words: blanks separate words, double quotes
@@ -203,6 +213,9 @@ pub fn split_words(line: &str) -> Result<Vec<String>, SyntaxError> {
     let b = line.as_bytes();
     let mut words = Vec::new();
     let mut i = 0;
+    // Whether the last word was quoted: varnishd wants something other
+    // than blanks between two quoted words.
+    let mut after_quote = false;
     while i < b.len() {
         if b[i].is_ascii_whitespace() {
             i += 1;
@@ -210,6 +223,10 @@ pub fn split_words(line: &str) -> Result<Vec<String>, SyntaxError> {
         }
         let mut w: Vec<u8> = Vec::new();
         if b[i] == b'"' {
+            if after_quote {
+                return Err(SyntaxError::MissingSeparator);
+            }
+            after_quote = true;
             i += 1;
             loop {
                 match b.get(i) {
@@ -230,7 +247,11 @@ pub fn split_words(line: &str) -> Result<Vec<String>, SyntaxError> {
                 }
             }
         } else {
+            after_quote = false;
             while i < b.len() && !b[i].is_ascii_whitespace() {
+                if b[i] == b'"' {
+                    return Err(SyntaxError::InvalidQuote);
+                }
                 if b[i] == b'\\' {
                     let (byte, used) = unescape(&b[i + 1..])?;
                     w.push(byte);
@@ -343,23 +364,35 @@ impl RequestReader {
     }
 }
 
+/// The words of a command as varnishd's cache process receives them: the
+/// manager passes a command it does not serve itself on with each
+/// argument written out unquoted, so an argument holding spaces arrives
+/// as several and an empty one not at all. Other commands keep their
+/// words.
+pub fn as_child_reads(words: Vec<String>, running: bool) -> Vec<String> {
+    let child = running && command(&words[0]).is_some_and(|c| c.served == Served::Child);
+    if !child || words[1..].iter().all(|w| !w.is_empty() && !w.contains(' ')) {
+        return words;
+    }
+    let mut out = vec![words[0].clone()];
+    for w in &words[1..] {
+        out.extend(w.split(' ').filter(|p| !p.is_empty()).map(str::to_string));
+    }
+    out
+}
+
 /// Checks a request's argument count against the table; `-j` (where the
 /// command takes it) is not counted.
 /// `running` says whether the child runs: its own commands are unknown to
 /// the manager while it does not.
 pub fn check_args(words: &[String], running: bool) -> Result<&'static Command, Reply> {
-    let unknown = || {
-        Reply::err(
-            status::UNKNOWN,
-            "Unknown request.\nType 'help' for more info.",
-        )
-    };
+    let unknown = || Reply::err(status::UNKNOWN, UNKNOWN_REQUEST);
     let name = words.first().ok_or_else(unknown)?;
     let cmd = command(name).ok_or_else(|| {
         if name.bytes().any(|b| b.is_ascii_uppercase()) {
             Reply::err(
                 status::UNKNOWN,
-                "Unknown request.\nType 'help' for more info.\nall commands are in lower-case.",
+                "Unknown request.\nType 'help' for more info.\nall commands are in lower-case.\n",
             )
         } else {
             unknown()
@@ -374,17 +407,17 @@ pub fn check_args(words: &[String], running: bool) -> Result<&'static Command, R
     // As varnishd's dispatcher: `-j` first asks for JSON, which only
     // some commands have.
     if !cmd.json && words.get(1).is_some_and(|w| w == "-j") {
-        return Err(Reply::err(status::UNIMPL, "JSON unimplemented"));
+        return Err(Reply::err(status::UNIMPL, "JSON unimplemented\n"));
     }
     let n = words[1..]
         .iter()
         .filter(|w| !(cmd.json && w.as_str() == "-j"))
         .count();
     if n < cmd.min_args {
-        return Err(Reply::err(status::TOOFEW, "Too few parameters"));
+        return Err(Reply::err(status::TOOFEW, "Too few parameters\n"));
     }
     if cmd.max_args.is_some_and(|m| n > m) {
-        return Err(Reply::err(status::TOOMANY, "Too many parameters"));
+        return Err(Reply::err(status::TOOMANY, "Too many parameters\n"));
     }
     Ok(cmd)
 }
@@ -460,6 +493,13 @@ mod tests {
         assert_eq!(split_words("\"open"), Err(SyntaxError::MissingQuote));
         assert_eq!(split_words(r#""\q""#), Err(SyntaxError::BadEscape));
         assert_eq!(split_words("  "), Ok(vec![]));
+        assert_eq!(split_words("a b\"c"), Err(SyntaxError::InvalidQuote));
+        assert_eq!(
+            split_words(r#"ban "a" "b""#),
+            Err(SyntaxError::MissingSeparator)
+        );
+        assert_eq!(split_words(r#""a" b "c""#).unwrap(), vec!["a", "b", "c"]);
+        assert_eq!(split_words(r#""a"x"#).unwrap(), vec!["a", "x"]);
     }
 
     #[test]
@@ -507,6 +547,22 @@ mod tests {
         assert_eq!(stopped.status, status::UNKNOWN);
         assert!(stopped.body.contains("child not running"));
         assert!(check_args(&w("vcl.list"), false).is_ok());
+    }
+
+    #[test]
+    fn child_commands_lose_spaces_and_empty_words() {
+        let w = |s: &str| split_words(s).unwrap();
+        assert_eq!(
+            as_child_reads(w(r#"ban req.url == "a b""#), true),
+            w("ban req.url == a b")
+        );
+        assert_eq!(
+            as_child_reads(w(r#"backend.list """#), true),
+            w("backend.list")
+        );
+        // The manager's own commands, and a stopped child, keep them.
+        assert_eq!(as_child_reads(w(r#"vcl.use "a b""#), true).len(), 2);
+        assert_eq!(as_child_reads(w(r#"ban req.url == "a b""#), false).len(), 4);
     }
 
     #[test]

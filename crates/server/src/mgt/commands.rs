@@ -38,6 +38,41 @@ pub fn banner(running: bool) -> String {
     )
 }
 
+/// The chunk size `debug.xid` was last given, which it reports back.
+static XID_CHUNK: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+/// A number as C's `strtoul(s, NULL, 0)` reads it, cut to 32 bits:
+/// leading blanks and a sign, `0x` for hexadecimal and `0` for octal,
+/// digits up to the first that does not fit (none: 0); a minus sign
+/// negates modulo 2^32.
+fn strtoul(s: &str) -> u32 {
+    let s = s.trim_start();
+    let (neg, s) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let (radix, digits) = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        (16, h)
+    } else if s.len() > 1 && s.starts_with('0') {
+        (8, &s[1..])
+    } else {
+        (10, s)
+    };
+    let mut n: u64 = 0;
+    for c in digits.chars() {
+        let Some(d) = c.to_digit(radix) else {
+            break;
+        };
+        // strtoul saturates at ULONG_MAX; kept to 64 bits here.
+        n = n
+            .saturating_mul(u64::from(radix))
+            .saturating_add(u64::from(d));
+    }
+    let n = if neg { n.wrapping_neg() } else { n };
+    n as u32
+}
+
 /// Options from the command line that VCL loads need.
 pub fn load_options(sh: &Shared) -> LoadOptions {
     let p = sh.params();
@@ -315,7 +350,11 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
                 "stopped"
             };
             if json {
-                Reply::ok(format!("{}  \"{state}\"\n]", json_head(words)))
+                let head = json_head(words);
+                Reply::ok(format!(
+                    "{}, \"{state}\"\n]",
+                    head.trim_end().trim_end_matches(',')
+                ))
             } else {
                 Reply::ok(format!("Child in state {state}"))
             }
@@ -370,19 +409,26 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
         "vcl.show" => vcl_show(sh, &plain),
         "vcl.label" => vcl_label(sh, plain[0], plain[1]),
         "vcl.state" => vcl_state(sh, plain[0], plain[1]),
-        "vcl.deps" => vcl_deps(sh),
+        "vcl.deps" => vcl_deps(sh, json, words),
         "vcl.symtab" => vcl_symtab(sh),
         "param.show" => param_show(sh, &plain, json, words),
         "param.set" => match sh.set_param(plain[0], plain[1]) {
+            Err(e @ params::ParamError::NotAvailable(_)) => Reply::err(status::CANT, e.to_string()),
+            Ok(()) if !json => Reply::ok(takes_effect(sh, plain[0])),
             // With -j the reply is the parameter as param.show -j shows it.
-            Ok(()) if json => param_show(sh, &plain[..1], true, words),
+            // Its JSON head names the command without the value, as
+            // varnishd's.
+            Ok(()) if json => param_show(sh, &plain[..1], true, &words[..words.len() - 1]),
             Ok(()) => Reply::ok(""),
             Err(e @ params::ParamError::Protected(_)) => Reply::err(status::AUTH, e.to_string()),
             Err(e) => Reply::err(status::PARAM, e.to_string()),
         },
         "param.reset" => match params::lookup(params::canonical(plain[0])) {
             Some(p) => match sh.set_param(p.name, p.default) {
-                Ok(()) => Reply::ok(""),
+                Ok(()) => Reply::ok(takes_effect(sh, p.name)),
+                Err(e @ params::ParamError::NotAvailable(_)) => {
+                    Reply::err(status::CANT, e.to_string())
+                }
                 Err(e) => Reply::err(status::PARAM, e.to_string()),
             },
             None => Reply::err(
@@ -411,23 +457,25 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
         "ban.list" if json => Reply::ok(ban_list_json(sh, words)),
         "ban.list" => Reply::ok(sh.cache.ban_list()),
         "backend.list" => {
-            // Short flags may come bundled (`-pj`), as getopt allows.
-            let bundled = |a: &str| {
-                a.len() > 2 && a.starts_with('-') && a[1..].chars().all(|c| c == 'p' || c == 'j')
-            };
-            let json = json || plain.iter().any(|a| bundled(a) && a.contains('j'));
-            let plain: Vec<&str> = plain
-                .iter()
-                .map(|a| {
-                    if bundled(a) && a.contains('p') {
-                        "-p"
-                    } else {
-                        *a
+            // As varnishd's cli_backend_list: leading `-` words are
+            // bundles of the flags `j` and `p`; one pattern may follow.
+            let mut json = false;
+            let mut probes = false;
+            let mut rest = args.iter().map(String::as_str).peekable();
+            while let Some(flags) = rest.next_if(|a| a.starts_with('-')) {
+                for c in flags[1..].chars() {
+                    match c {
+                        'j' => json = true,
+                        'p' => probes = true,
+                        _ => return Reply::err(status::PARAM, format!("Invalid flag {c}")),
                     }
-                })
-                .filter(|a| !bundled(a))
-                .collect();
-            backend_list(sh, &plain, json, words)
+                }
+            }
+            let pattern = rest.next();
+            if rest.next().is_some() {
+                return Reply::err(status::PARAM, "Too many arguments");
+            }
+            backend_list(sh, pattern, probes, json, words)
         }
         "backend.set_health" => backend_set_health(sh, plain[0], plain[1]),
         "storage.list" if json => {
@@ -462,6 +510,9 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
             ),
         },
         "panic.clear" => {
+            if let Some(a) = plain.first().filter(|a| **a != "-z") {
+                return Reply::err(status::PARAM, format!("Unknown parameter \"{a}\"."));
+            }
             if sh.mgt.clear(plain.contains(&"-z")) {
                 Reply::ok("")
             } else {
@@ -502,20 +553,12 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
             Ok(m) => Reply::ok(m),
             Err(e) => Reply::err(status::CANT, e),
         },
-        "debug.srandom" => match plain.first().map(|v| v.parse::<u32>()) {
-            None => {
-                lacquer_vmods::rnd::seed(1);
-                Reply::ok("")
-            }
-            Some(Ok(seed)) => {
-                lacquer_vmods::rnd::seed(seed);
-                Reply::ok("")
-            }
-            Some(Err(_)) => Reply::err(
-                status::PARAM,
-                format!("Invalid seed {} (want an unsigned integer)", plain[0]),
-            ),
-        },
+        // varnishd reads the seed with strtoul: any text is a number
+        // (`x` is 0).
+        "debug.srandom" => {
+            lacquer_vmods::rnd::seed(plain.first().map_or(1, |v| strtoul(v)));
+            Reply::ok("")
+        }
         "debug.panic.master" => {
             // What the operator asked for: the manager dies at once, as
             // varnishd's master does on this command.
@@ -538,19 +581,22 @@ fn serve(sh: &Arc<Shared>, words: &[String]) -> Reply {
             Reply::ok(s)
         }
         "debug.xid" => {
+            // As varnishd: the numbers are read with strtoul (any text is
+            // a number); the next transaction gets the id after the one
+            // given. Lacquer hands ids out one by one: the chunk size is
+            // only reported back.
             if let Some(v) = plain.first() {
-                // The next transaction gets the id after the one given.
-                match v.parse::<u32>() {
-                    Ok(n) => sh.vxid.set(n.wrapping_add(1)),
-                    Err(_) => return Reply::err(status::PARAM, format!("Invalid xid {v}")),
-                }
+                sh.vxid.set(strtoul(v).wrapping_add(1));
+                let chunk = plain.get(1).map_or(1, |c| strtoul(c));
+                XID_CHUNK.store(chunk, Ordering::Relaxed);
             }
-            Reply::ok(format!("XID is {} chunk 1", sh.vxid.peek().wrapping_sub(1)))
+            Reply::ok(format!(
+                "XID is {} chunk {}",
+                sh.vxid.peek().wrapping_sub(1),
+                XID_CHUNK.load(Ordering::Relaxed)
+            ))
         }
-        _ => Reply::err(
-            status::UNKNOWN,
-            "Unknown request.\nType 'help' for more info.",
-        ),
+        _ => Reply::err(status::UNKNOWN, crate::mgt::cli::UNKNOWN_REQUEST),
     }
 }
 
@@ -568,7 +614,13 @@ fn help(words: &[String], plain: &[&str], json: bool, running: bool) -> Reply {
                     json_str(c.help),
                     c.min_args,
                     c.max_args.map_or(-1, |m| m as i64),
-                    if c.debug { "d" } else { "" },
+                    // varnishd marks its debug commands `d` and the two
+                    // it serves itself at every authentication level `i`.
+                    match c.name {
+                        _ if c.debug => "d",
+                        "help" | "ping" => "i",
+                        _ => "",
+                    },
                     c.json
                 )
             })
@@ -585,10 +637,7 @@ fn help(words: &[String], plain: &[&str], json: bool, running: bool) -> Reply {
         Some(name) => match crate::mgt::cli::command(name).filter(|c| c.available(running)) {
             Some(c) => Reply::ok(format!("{}\n{}\n", c.syntax, c.help)),
             // varnishd's text exactly: the name is not repeated.
-            None => Reply::err(
-                status::UNKNOWN,
-                "Unknown request.\nType 'help' for more info.",
-            ),
+            None => Reply::err(status::UNKNOWN, crate::mgt::cli::UNKNOWN_REQUEST),
         },
     }
 }
@@ -723,8 +772,21 @@ fn vcl_use(sh: &Arc<Shared>, name: &str) -> Reply {
     let Some(entry) = reg.vcls.get(&target) else {
         return Reply::err(status::PARAM, format!("No VCL named {name} known"));
     };
+    // As varnishd: naming what is already in use (the VCL, or the label
+    // that chose it) changes nothing and says nothing.
+    let in_use = if target == name {
+        reg.active.as_deref() == Some(name) && reg.active_label.is_none()
+    } else {
+        reg.active_label.as_deref() == Some(name)
+    };
+    if in_use {
+        return Reply::ok("");
+    }
     if entry.temp == Temp::Cold {
-        return Reply::err(status::CANT, format!("VCL '{name}' is cold"));
+        return Reply::err(
+            status::CANT,
+            format!("VCL '{name}' is cold - set to auto or warm first"),
+        );
     }
     let vcl = entry.vcl.clone();
     if sh.is_running()
@@ -799,9 +861,10 @@ fn vcl_discard(sh: &Arc<Shared>, patterns: &[&str]) -> Reply {
             return Reply::err(status::PARAM, format!("No VCL name matches {pat}\n"));
         }
         for n in hits {
-            if reg.active.as_deref() == Some(n.as_str())
-                || reg.active_label.as_deref() == Some(n.as_str())
-            {
+            // What vcl.use named is the active one: the label when it
+            // was a label (its VCL then is merely labelled).
+            let in_use = reg.active_label.as_ref().or(reg.active.as_ref());
+            if in_use == Some(n) {
                 return Reply::err(
                     status::CANT,
                     format!("Cannot discard active VCL program {n}\n"),
@@ -845,6 +908,7 @@ fn vcl_discard(sh: &Arc<Shared>, patterns: &[&str]) -> Reply {
     }
     let mut gone = Vec::new();
     for n in &marked {
+        reg.listing.retain(|o| o != n);
         if reg.labels.remove(n).is_some() {
             continue;
         }
@@ -916,11 +980,49 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
     let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
     let mut rows = Vec::new();
     let mut js = Vec::new();
-    for name in &reg.order {
+    for name in &reg.listing {
+        if let Some(target) = reg.labels.get(name) {
+            // How many loaded VCLs reach this label with return(vcl).
+            let refs = reg
+                .order
+                .iter()
+                .filter(|v| reg.labels_used_by(v).contains(name))
+                .count();
+            let label_status = if reg.active_label.as_deref() == Some(name.as_str()) {
+                "active"
+            } else {
+                "available"
+            };
+            let mut row = vec![
+                label_status.to_string(),
+                "label".to_string(),
+                "warm".to_string(),
+                format!("{:>6}", if running { "0" } else { "-" }),
+                name.clone(),
+                "->".to_string(),
+                target.clone(),
+            ];
+            let mut refs_json = String::new();
+            if refs > 0 {
+                if let Some(last) = row.last_mut() {
+                    let _ = write!(last, " ({refs} return(vcl))");
+                }
+                refs_json = format!(",\n\"refs\": {refs}");
+            }
+            rows.push(row);
+            js.push(format!(
+                "  {{\n    \"status\": \"{label_status}\",\n    \"state\": \"label\",\n    \"temperature\": \"warm\",\n    \"busy\": 0,\n    \"name\": {},\n    \"label\": {{\n      \"name\": {}{refs_json}\n      }}\n}}",
+                json_str(name),
+                json_str(target)
+            ));
+            continue;
+        }
         let Some(e) = reg.vcls.get(name) else {
             continue;
         };
-        let status = if reg.active.as_deref() == Some(name) {
+        // A VCL chosen through a label is listed available, the label
+        // active, as varnishd lists them.
+        let status = if reg.active.as_deref() == Some(name) && reg.active_label.is_none() {
             "active"
         } else {
             "available"
@@ -939,7 +1041,7 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
         let nlabels = reg.labels.values().filter(|t| *t == name).count();
         // References beyond the registry's (and the active slot's) are
         // requests running on this VCL.
-        let held = 1 + usize::from(status == "active");
+        let held = 1 + usize::from(reg.active.as_deref() == Some(name.as_str()));
         let busy = Arc::strong_count(&e.vcl).saturating_sub(held);
         let mut row = vec![
             status.to_string(),
@@ -982,22 +1084,6 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
             json_str(&v.name)
         ));
     }
-    for (label, target) in &reg.labels {
-        rows.push(vec![
-            "available".to_string(),
-            "label".to_string(),
-            "warm".to_string(),
-            format!("{:>6}", if running { "0" } else { "-" }),
-            label.clone(),
-            "->".to_string(),
-            target.clone(),
-        ]);
-        js.push(format!(
-            "  {{\n    \"status\": \"available\",\n    \"state\": \"label\",\n    \"temperature\": \"warm\",\n    \"busy\": 0,\n    \"name\": {},\n    \"label\": {{\n      \"name\": {}\n      }}\n}}",
-            json_str(label),
-            json_str(target)
-        ));
-    }
     if json {
         Reply::ok(json_list(words, &js))
     } else {
@@ -1006,8 +1092,15 @@ fn vcl_list(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
 }
 
 fn vcl_show(sh: &Arc<Shared>, plain: &[&str]) -> Reply {
-    let verbose = plain.contains(&"-v");
-    let name = plain.iter().find(|a| **a != "-v").copied();
+    // As varnishd: `-v` only in first place; otherwise a second word is
+    // one too many.
+    let (verbose, name) = match plain {
+        ["-v", rest @ ..] => (true, rest.first().copied()),
+        [_, extra] => {
+            return Reply::err(status::PARAM, format!("Too many parameters: '{extra}'"));
+        }
+        _ => (false, plain.first().copied()),
+    };
     let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
     let name = match name {
         Some(n) => n.to_string(),
@@ -1022,11 +1115,11 @@ fn vcl_show(sh: &Arc<Shared>, plain: &[&str]) -> Reply {
     if verbose {
         let mut s = String::new();
         for (i, (file, text)) in vcl.sources.iter().enumerate() {
-            let _ = write!(s, "// VCL.SHOW {i} {} {file}\n{text}", text.len());
+            let _ = write!(s, "// VCL.SHOW {i} {} {file}\n{text}\n", text.len());
         }
         let _ = write!(
             s,
-            "// VCL.SHOW {} {} <builtin>\n{}",
+            "// VCL.SHOW {} {} <builtin>\n{}\n",
             vcl.sources.len(),
             lacquer_vcl::compile::BUILTIN_VCL.len(),
             lacquer_vcl::compile::BUILTIN_VCL
@@ -1070,7 +1163,7 @@ fn vcl_label(sh: &Arc<Shared>, label: &str, target: &str) -> Reply {
     }
     let mut reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
     if reg.vcls.contains_key(label) {
-        return Reply::err(status::PARAM, format!("{label} is a VCL, not a label"));
+        return Reply::err(status::PARAM, format!("{label} is not a label"));
     }
     if reg.labels.contains_key(target) {
         return Reply::err(status::CANT, "VCL labels cannot point to labels");
@@ -1088,7 +1181,13 @@ fn vcl_label(sh: &Arc<Shared>, label: &str, target: &str) -> Reply {
             );
         }
     }
-    reg.labels.insert(label.to_string(), target.to_string());
+    if reg
+        .labels
+        .insert(label.to_string(), target.to_string())
+        .is_none()
+    {
+        reg.listing.push(label.to_string());
+    }
     // Moving the label `vcl.use` chose moves the active VCL with it.
     if reg.active_label.as_deref() == Some(label)
         && let Some(e) = reg.vcls.get(target)
@@ -1168,19 +1267,50 @@ fn vcl_symtab(sh: &Arc<Shared>) -> Reply {
     Reply::ok(s)
 }
 
-fn vcl_deps(sh: &Arc<Shared>) -> Reply {
+/// `vcl.deps`: each VCL and label in the order they were made, with what
+/// it depends on (a label its VCL, a VCL the labels it returns to).
+fn vcl_deps(sh: &Arc<Shared>, json: bool, words: &[String]) -> Reply {
     let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
-    let mut s = String::new();
-    for name in &reg.order {
-        let _ = writeln!(s, "{name}");
+    let mut rows = Vec::new();
+    let mut js = Vec::new();
+    for name in &reg.listing {
+        let deps: Vec<String> = match reg.labels.get(name) {
+            Some(target) => vec![target.clone()],
+            None => reg.labels_used_by(name).to_vec(),
+        };
+        if deps.is_empty() {
+            rows.push(vec![name.clone()]);
+        }
+        for d in &deps {
+            rows.push(vec![name.clone(), d.clone()]);
+        }
+        let list = if deps.is_empty() {
+            "[]".to_string()
+        } else {
+            let items: Vec<String> = deps
+                .iter()
+                .map(|d| format!("      {}", json_str(d)))
+                .collect();
+            format!("[\n{}\n    ]", items.join(",\n"))
+        };
+        js.push(format!(
+            "  {{\n    \"name\": {},\n    \"deps\": {list}\n  }}",
+            json_str(name)
+        ));
     }
-    for (l, t) in &reg.labels {
-        let _ = writeln!(s, "{l}\t{t}");
+    if json {
+        // varnishd answers vcl.deps -j in JSON version 1.
+        let head = json_head(words).replacen("[ 2,", "[ 1,", 1);
+        return Reply::ok(format!("{head}{}\n]", js.join(",\n")));
     }
-    Reply::ok(s)
+    Reply::ok(table(&rows))
 }
 
 fn param_line(p: &Param, v: &params::Value, is_default: bool) -> String {
+    // varnishd lists a parameter the system lacks with a dash.
+    if !params::available(p.name) {
+        return format!("{:<30}-", p.name);
+    }
     let unit = if p.unit.is_empty() {
         String::new()
     } else {
@@ -1197,7 +1327,7 @@ fn param_line(p: &Param, v: &params::Value, is_default: bool) -> String {
 fn param_show(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) -> Reply {
     let long = plain.contains(&"-l");
     if long && json {
-        return Reply::err(status::PARAM, "-l and -j cannot be combined");
+        return Reply::err(status::PARAM, "-l not permitted with param.show -j");
     }
     if plain.iter().filter(|a| **a != "-l").count() > 1 {
         return Reply::err(status::TOOMANY, "Too many parameters");
@@ -1221,23 +1351,53 @@ fn param_show(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) ->
         let items: Vec<String> = selected
             .iter()
             .map(|p| {
+                if !params::available(p.name) {
+                    return format!(
+                        "  {{\n    \"name\": {},\n    \"implemented\": false\n  }}",
+                        json_str(p.name)
+                    );
+                }
                 let v = ps.get(p.name);
-                format!(
-                    "  {{\n    \"name\": {},\n    \"implemented\": {},\n    \"value\": {},\n    \"units\": {},\n    \"default\": {},\n    \"description\": {}\n  }}",
+                let value = match v {
+                    params::Value::Duration(d) => format!("{d:.3}"),
+                    params::Value::Uint(u) => u.to_string(),
+                    params::Value::Bytes(b) => b.to_string(),
+                    params::Value::Float(f) => f.to_string(),
+                    params::Value::Bool(b) => b.to_string(),
+                    other => pool_json(p.name, &p.show(other))
+                        .unwrap_or_else(|| json_str(&p.show(other))),
+                };
+                // As varnishd's: units, minimum and maximum only where the
+                // parameter has them, then its flags.
+                let mut s = format!(
+                    "  {{\n    \"name\": {},\n    \"implemented\": {},\n    \"value\": {value},\n",
                     json_str(p.name),
                     p.effective,
-                    match v {
-                        params::Value::Duration(d) => format!("{d:.3}"),
-                        params::Value::Uint(u) => u.to_string(),
-                        params::Value::Bytes(b) => b.to_string(),
-                        params::Value::Float(f) => f.to_string(),
-                        params::Value::Bool(b) => b.to_string(),
-                        other => json_str(&p.show(other)),
-                    },
-                    json_str(p.unit),
-                    json_str(p.default),
-                    json_str(p.doc)
-                )
+                );
+                if !p.unit.is_empty() {
+                    let _ = writeln!(s, "    \"units\": {},", json_str(p.unit));
+                }
+                let _ = writeln!(
+                    s,
+                    "    \"default\": {},",
+                    json_str(&p.show(&p.default_value()))
+                );
+                let b = ps.bounds(p);
+                if let Some(m) = &b.min {
+                    let _ = writeln!(s, "    \"minimum\": {},", json_str(m));
+                }
+                if let Some(m) = &b.max {
+                    let _ = writeln!(s, "    \"maximum\": {},", json_str(m));
+                }
+                let _ = writeln!(s, "    \"description\": {},", json_str(p.doc));
+                let flags = params::flags(p.name);
+                if flags.is_empty() {
+                    s.push_str("    \"flags\": []\n  }");
+                } else {
+                    let f: Vec<String> = flags.iter().map(|f| format!("      \"{f}\"")).collect();
+                    let _ = write!(s, "    \"flags\": [\n{}\n    ]\n  }}", f.join(",\n"));
+                }
+                s
             })
             .collect();
         return Reply::ok(format!("{}{}\n]", json_head(words), items.join(",\n")));
@@ -1248,6 +1408,10 @@ fn param_show(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) ->
         let is_default = ps.is_default(p.name);
         if long || which.is_some_and(|w| w != "changed") {
             let _ = writeln!(s, "{}", p.name);
+            if !params::available(p.name) {
+                s.push_str("        Not available\n\n");
+                continue;
+            }
             let _ = writeln!(
                 s,
                 "        Value is: {}{}{}",
@@ -1277,6 +1441,35 @@ fn param_show(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) ->
         }
     }
     Reply::ok(s)
+}
+
+/// What varnishd says after changing `name` while the child runs: when
+/// the change waits for a restart or a VCL reload.
+fn takes_effect(sh: &Shared, name: &str) -> &'static str {
+    let flags = params::lookup(params::canonical(name)).map_or(&[][..], |p| params::flags(p.name));
+    if !sh.is_running() {
+        ""
+    } else if flags.contains(&"must_restart") {
+        "\nChange will take effect when child is restarted"
+    } else if flags.contains(&"must_reload") {
+        "\nChange will take effect when VCL script is reloaded"
+    } else {
+        ""
+    }
+}
+
+/// A memory pool parameter's three numbers as varnishd's JSON object.
+fn pool_json(name: &str, shown: &str) -> Option<String> {
+    if !name.starts_with("pool_") {
+        return None;
+    }
+    let n: Vec<&str> = shown.split(',').collect();
+    let [min, max, age] = n.as_slice() else {
+        return None;
+    };
+    Some(format!(
+        "{{\n        \"min_pool\": {min},\n        \"max_pool\": {max},\n        \"max_age\": {age}\n    }}"
+    ))
 }
 
 /// `param.show` of an alias by its name: the target's value, and which
@@ -1377,9 +1570,13 @@ fn matching_entries(sh: &Arc<Shared>, pattern: Option<&str>) -> Vec<vcls::Listed
     out
 }
 
-fn backend_list(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) -> Reply {
-    let probe_detail = plain.contains(&"-p");
-    let pattern = plain.iter().find(|a| **a != "-p").copied();
+fn backend_list(
+    sh: &Arc<Shared>,
+    pattern: Option<&str>,
+    probe_detail: bool,
+    json: bool,
+    words: &[String],
+) -> Reply {
     let list = matching_entries(sh, pattern);
     let now_secs = lacquer_http::date::now();
     let now = lacquer_http::date::format_http_date(now_secs);
@@ -1464,17 +1661,22 @@ fn backend_list(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) 
             }
             rows.push(Vec::new());
         }
+        // With -p, varnishd adds the probe's details: an empty object
+        // for a backend without a probe.
+        let details = if probe_detail && window == 0 {
+            "      \"probe_details\": {},\n"
+        } else {
+            ""
+        };
         js.push(format!(
-            "    {}: {{\n      \"type\": \"{kind}\",\n      \"admin_health\": \"{admin}\",\n      \"probe_message\": [{good}, {window}, \"{health}\"],\n      \"last_change\": {now_secs:.3}\n    }}",
+            "    {}: {{\n      \"type\": \"{kind}\",\n      \"admin_health\": \"{admin}\",\n      \"probe_message\": [{good}, {window}, \"{health}\"],\n{details}      \"last_change\": {now_secs:.3}\n    }}",
             json_str(entry.name()),
         ));
     }
     if json {
-        return Reply::ok(format!(
-            "{}  {{\n{}\n  }}\n]",
-            json_head(words),
-            js.join(",\n")
-        ));
+        // varnishd's backend.list is the one reply of JSON version 3.
+        let head = json_head(words).replacen("[ 2,", "[ 3,", 1);
+        return Reply::ok(format!("{head}  {{\n{}\n  }}\n]", js.join(",\n")));
     }
     let mut s = table(&rows);
     if probe_detail {
@@ -1492,7 +1694,8 @@ fn backend_list(sh: &Arc<Shared>, plain: &[&str], json: bool, words: &[String]) 
 }
 
 fn backend_set_health(sh: &Arc<Shared>, pattern: &str, state: &str) -> Reply {
-    let admin = match state {
+    // varnishd compares the state ignoring case.
+    let admin = match state.to_ascii_lowercase().as_str() {
         "auto" => crate::backend::probe::Admin::Auto,
         "healthy" => crate::backend::probe::Admin::Healthy,
         "sick" => crate::backend::probe::Admin::Sick,
@@ -1541,6 +1744,17 @@ mod tests {
         assert!(empty.ends_with("\n\n]") && !empty.contains(",\n\n]"));
         let one = json_list(&w, &["  \"x\"".to_string(), "  \"y\"".to_string()]);
         assert!(one.ends_with(",\n  \"x\",\n  \"y\"\n]"));
+    }
+
+    #[test]
+    fn numbers_as_strtoul_reads_them() {
+        assert_eq!(strtoul("1000"), 1000);
+        assert_eq!(strtoul("x"), 0);
+        assert_eq!(strtoul("-1"), u32::MAX);
+        assert_eq!(strtoul("0x10"), 16);
+        assert_eq!(strtoul("010"), 8);
+        assert_eq!(strtoul("12ab"), 12);
+        assert_eq!(strtoul(" +7"), 7);
     }
 
     #[test]

@@ -100,10 +100,9 @@ pub fn backend_vcl(spec: &str) -> Result<String, String> {
             "vcl 4.1;\nbackend default {{\n    .path = \"{spec}\";\n}}\n"
         ));
     }
+    // An empty host goes to the compiler, which refuses it as varnishd's
+    // does (`Backend host '""' could not be resolved`).
     let (host, port) = crate::mgt::listen::split_host_port(spec)?;
-    if host.is_empty() {
-        return Err(format!("-b '{spec}': no host given"));
-    }
     Ok(format!(
         "vcl 4.1;\nbackend default {{\n    .host = \"{host}\";\n    .port = \"{}\";\n}}\n",
         port.unwrap_or("80")
@@ -130,7 +129,7 @@ pub fn check_vcl(vcl: &BootVcl, params: &ParamSet) -> Result<String, String> {
         BootVcl::Files(files) => {
             let mut out = String::new();
             for (name, p) in boot_names(files) {
-                let v = vcls::compile_path(&name, p, &opts).map_err(|e| e.message)?;
+                let v = vcls::compile_path(&name, p, &opts).map_err(|e| vcc_failed(&e.message))?;
                 out.push_str(&summary(&v));
             }
             return Ok(out);
@@ -139,8 +138,17 @@ pub fn check_vcl(vcl: &BootVcl, params: &ParamSet) -> Result<String, String> {
         BootVcl::Inline(t) => vcls::compile("boot", "<inline>", t, &opts),
         BootVcl::None => return Err("-C needs -f or -b".to_string()),
     }
-    .map_err(|e| e.message)?;
+    .map_err(|e| vcc_failed(&e.message))?;
     Ok(summary(&loaded))
+}
+
+/// A compiler refusal as varnishd's manager reports it: the compiler's
+/// message framed by the lines saying where it came from.
+fn vcc_failed(message: &str) -> String {
+    format!(
+        "Message from VCC-compiler:\n{}\nRunning VCC-compiler failed, exited with 2\nVCL compilation failed",
+        message.trim_end()
+    )
 }
 
 /// The names varnishd gives the `-f` files: `boot0`, `boot1`, ... and
@@ -756,42 +764,64 @@ where
             Line::More | Line::Empty => continue,
             Line::Error(e) => Reply::err(
                 status::SYNTAX,
-                format!("Unknown request.\nType 'help' for more info.\nSyntax Error: {e}"),
+                format!("{}Syntax Error: {e}\n", cli::UNKNOWN_REQUEST),
             ),
-            Line::Request(words) => {
-                if words[0] == "auth" {
-                    match &secret {
-                        Some(s)
-                            if words.len() == 2
-                                && words[1] == lacquer_cli::auth_response(&challenge, s) =>
-                        {
-                            authed = true;
-                            Reply::ok(crate::mgt::commands::banner(sh.is_running()))
+            Line::Request(words) if !authed => {
+                // Before authentication only help, ping, auth and quit
+                // exist, and any answer but 200 ends the connection
+                // (varnishd's "very intolerant" unauthenticated mode).
+                match words[0].as_str() {
+                    "help" | "ping" | "auth" | "quit" => {
+                        match cli::check_args(&words, sh.is_running()) {
+                            Err(r) => r,
+                            Ok(_) if words[0] == "auth" => {
+                                let s = secret.as_deref().unwrap_or_default();
+                                if words[1] == lacquer_cli::auth_response(&challenge, s) {
+                                    authed = true;
+                                    Reply::ok(crate::mgt::commands::banner(sh.is_running()))
+                                } else {
+                                    Reply::err(status::CLOSE, "")
+                                }
+                            }
+                            Ok(_) if words[0] == "quit" => {
+                                Reply::err(status::CLOSE, "Closing CLI connection")
+                            }
+                            Ok(_) => crate::mgt::commands::dispatch(&sh, &words),
                         }
-                        Some(_) => Reply::err(status::CLOSE, "Authentication failed"),
-                        None => Reply::ok(crate::mgt::commands::banner(sh.is_running())),
                     }
-                } else if !authed {
-                    Reply::err(status::AUTH, cli::auth_banner(&challenge))
-                } else if words[0] == "quit" {
+                    _ => Reply::err(status::UNKNOWN, cli::UNKNOWN_REQUEST),
+                }
+            }
+            Line::Request(words) => {
+                let words = cli::as_child_reads(words, sh.is_running());
+                if words[0] == "quit" {
                     let _ = w
                         .write_all(
                             &Reply::err(status::CLOSE, "Closing CLI connection").encode(limit()),
                         )
                         .await;
                     return;
-                } else {
-                    match cli::check_args(&words, sh.is_running()) {
-                        Ok(_) => crate::mgt::commands::dispatch(&sh, &words),
-                        Err(r) => r,
-                    }
+                }
+                match cli::check_args(&words, sh.is_running()) {
+                    Err(r) => r,
+                    // Once authenticated, auth checks again: a wrong
+                    // answer closes the connection, and without -S there
+                    // is nothing to check against.
+                    Ok(_) if words[0] == "auth" => match &secret {
+                        None => Reply::err(status::CANT, "Secret file not configured\n"),
+                        Some(s) if words[1] == lacquer_cli::auth_response(&challenge, s) => {
+                            Reply::ok(crate::mgt::commands::banner(sh.is_running()))
+                        }
+                        Some(_) => Reply::err(status::CLOSE, ""),
+                    },
+                    Ok(_) => crate::mgt::commands::dispatch(&sh, &words),
                 }
             }
         };
         if w.write_all(&reply.encode(limit())).await.is_err() || w.flush().await.is_err() {
             return;
         }
-        if reply.status == status::CLOSE {
+        if reply.status == status::CLOSE || (!authed && reply.status != status::OK) {
             return;
         }
     }
@@ -857,7 +887,7 @@ fn run_cli_file(sh: &Arc<Shared>, path: &std::path::Path) -> Result<(), String> 
             }
             Line::Error(e) => Reply::err(
                 status::SYNTAX,
-                format!("Unknown request.\nType 'help' for more info.\nSyntax Error: {e}"),
+                format!("{}Syntax Error: {e}\n", cli::UNKNOWN_REQUEST),
             ),
             Line::Request(words) => match cli::check_args(&words, sh.is_running()) {
                 Ok(_) => crate::mgt::commands::dispatch(sh, &words),
@@ -1312,6 +1342,7 @@ mod tests {
         );
         let tcp = backend_vcl("127.0.0.1:8080").unwrap();
         assert!(tcp.contains(".host = \"127.0.0.1\";") && tcp.contains(".port = \"8080\";"));
-        assert!(backend_vcl(":80").is_err());
+        // No host: the compiler refuses it, with varnishd's words.
+        assert!(backend_vcl(":80").unwrap().contains(".host = \"\";"));
     }
 }

@@ -52,6 +52,64 @@ pub struct Param {
     pub doc: &'static str,
 }
 
+/// Whether varnishd has the parameter on this system: `accept_filter`
+/// needs the kernel's accept filters (FreeBSD) or `TCP_DEFER_ACCEPT`
+/// as varnishd's build uses it, which its Linux build leaves out.
+pub fn available(name: &str) -> bool {
+    name != "accept_filter" || cfg!(any(target_os = "freebsd", target_os = "macos"))
+}
+
+/// The flags varnishd's `param.show -j` lists for a parameter (what a
+/// change needs to take effect, and how the parameter is classed).
+pub fn flags(name: &str) -> &'static [&'static str] {
+    match name {
+        "acceptor_sleep_decay"
+        | "acceptor_sleep_incr"
+        | "acceptor_sleep_max"
+        | "backend_local_error_holddown"
+        | "backend_remote_error_holddown"
+        | "ban_cutoff"
+        | "ban_lurker_holdoff"
+        | "fetch_chunksize"
+        | "fetch_maxchunksize"
+        | "gzip_buffer"
+        | "lru_interval"
+        | "nuke_limit"
+        | "rush_exponent"
+        | "tcp_keepalive_intvl"
+        | "tcp_keepalive_probes"
+        | "tcp_keepalive_time"
+        | "thread_pool_add_delay"
+        | "thread_pool_fail_delay"
+        | "thread_pool_watchdog"
+        | "thread_queue_limit"
+        | "thread_stats_rate"
+        | "timeout_linger" => &["experimental"],
+        "cc_command" | "cc_warnings" => &["must_reload", "build_options"],
+        "critbit_cooloff" | "h2_rx_window_increment" | "h2_rx_window_low_water" | "http1_iovs" => {
+            &["wizard"]
+        }
+        "default_grace" | "default_keep" | "default_ttl" => &["obj_sticky"],
+        "h2_rxbuf_storage" | "listen_depth" | "ping_interval" | "sigsegv_handler"
+        | "tcp_fastopen" | "vsl_space" => &["must_restart"],
+        "idle_send_timeout"
+        | "send_timeout"
+        | "thread_pool_max"
+        | "thread_pool_min"
+        | "thread_pool_reserve"
+        | "thread_pool_stack"
+        | "workspace_backend"
+        | "workspace_client"
+        | "workspace_session"
+        | "workspace_thread" => &["delayed_effect"],
+        "thread_pool_destroy_delay" | "thread_pool_timeout" | "thread_pools" => {
+            &["delayed_effect", "experimental"]
+        }
+        "vcl_path" | "vmod_path" => &["build_options"],
+        _ => &[],
+    }
+}
+
 const FEATURE_BITS: &[&str] = &[
     "http2",
     "short_panic",
@@ -539,7 +597,7 @@ pub static PARAMS: &[Param] = &[
         "http1_iovs",
         uint(Some(5), Some(1024)),
         "64",
-        "",
+        "struct iovec (=16 bytes)",
         IGNORED,
         "writev vector size; Lacquer batches writes itself."
     ),
@@ -1151,6 +1209,10 @@ pub enum ParamError {
     },
     #[error("parameter \"{0}\" is protected.")]
     Protected(String),
+    /// A parameter varnishd has only where the system does
+    /// (`accept_filter`: not on Linux).
+    #[error("parameter \"{0}\" is not available on this platform.")]
+    NotAvailable(String),
     /// A `-p` argument without `=`.
     #[error("\t-p lacks '='\n(-? gives usage)")]
     NoEquals,
@@ -1315,6 +1377,9 @@ impl ParamSet {
         let i =
             param_index(canonical(name)).ok_or_else(|| ParamError::Unknown(name.to_string()))?;
         let p = &PARAMS[i];
+        if !available(p.name) {
+            return Err(ParamError::NotAvailable(p.name.to_string()));
+        }
         let v =
             tweak::parse(p, text, Some(&self.values[i]), &self.bounds(p)).map_err(|e| match e {
                 // An alias is named as it was typed, as varnishd does.
@@ -1377,7 +1442,7 @@ impl ParamSet {
     /// Applies a `-p name=value` argument.
     pub fn apply_arg(&mut self, arg: &str) -> Result<(), ParamError> {
         let (name, value) = arg.split_once('=').ok_or(ParamError::NoEquals)?;
-        self.set(name.trim(), value)
+        self.set_unless_protected(name.trim(), value)
     }
 
     /// The current value of a parameter.

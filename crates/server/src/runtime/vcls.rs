@@ -1114,8 +1114,21 @@ pub fn compile_path(
     path: &Path,
     opts: &LoadOptions,
 ) -> Result<LoadedVcl, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|e| LoadError {
-        message: format!("Cannot read file '{}': {e}", path.display()),
+    // vcc's words and reasons (`(No such file or directory)`, `(Success)`
+    // for a directory), as the include loader gives them.
+    use lacquer_vcl::include::SourceLoader as _;
+    let cant = |e: std::io::Error| LoadError {
+        message: format!(
+            "Cannot read file '{}' ({})",
+            path.display(),
+            lacquer_vcl::include::io_reason(&e)
+        ),
+    };
+    let bytes = lacquer_vcl::include::FsLoader
+        .read(&path.display().to_string())
+        .map_err(cant)?;
+    let text = String::from_utf8(bytes).map_err(|e| LoadError {
+        message: format!("Cannot read file '{}' ({e})", path.display()),
     })?;
     compile(vcl_name, &path.display().to_string(), &text, opts)
 }
@@ -1139,8 +1152,11 @@ pub struct VclRegistry {
     pub active: Option<String>,
     /// The label `vcl.use` named, when the active VCL was chosen by one.
     pub active_label: Option<String>,
-    /// Load order, for `vcl.list`.
+    /// Load order.
     pub order: Vec<String>,
+    /// VCLs and labels in the order they were made: varnishd keeps both
+    /// in one list, which `vcl.list` and `vcl.deps` print in this order.
+    pub listing: Vec<String>,
     /// Discarded VCLs that requests still use; freed (and their
     /// `vcl_fini` run) once the last of those is gone.
     pub discarded: Vec<Arc<LoadedVcl>>,
@@ -1151,6 +1167,8 @@ impl VclRegistry {
         let name = vcl.name.clone();
         self.order.retain(|n| n != &name);
         self.order.push(name.clone());
+        self.listing.retain(|n| n != &name);
+        self.listing.push(name.clone());
         self.vcls.insert(
             name,
             Entry {
