@@ -238,6 +238,10 @@ where
                     Action::Vcl(_) if t.restarts > 0 => {
                         State::Hash(AfterHash::IllegalVcl("Not after restarts"))
                     }
+                    // As varnishd's cnt_recv: a second return(vcl) (from the
+                    // VCL a label switched to) is not a VCL failure; vcl_hash
+                    // runs and the request gets a 503 synth, the session kept.
+                    Action::Vcl(_) => State::Hash(AfterHash::IllegalVcl("Only from active VCL")),
                     _ => fail_synth(t),
                 }
             }
@@ -1282,7 +1286,34 @@ where
     t.resp.headers.append("Content-Length", len);
     t.log_synth_storage();
     let b = Bytes::from(std::mem::take(&mut t.synth_body));
-    Delivered::Done(transmit(t, conn, None, Some(b), false).await)
+    // As varnishd's cnt_synth: the response is an object in Transient
+    // (the object, then the body as ObjGetSpace hands out room); when that
+    // fails nothing is sent and the session closes as OVERLOAD. An ESI
+    // include's synthetic body is written into its parent's response.
+    let charge = if t.esi_level == 0 {
+        let plan = {
+            let params = sh.params();
+            lacquer_cache::PiecePlan {
+                estimate: None,
+                chunk: params.bytes(pid!("fetch_chunksize")).max(1),
+                max_chunk: params.bytes(pid!("fetch_maxchunksize")).max(1),
+            }
+        };
+        match sh.cache.charge_synth(b.len() as u64, plan) {
+            Ok(c) => Some(c),
+            Err(_) => {
+                t.vsl.log_str(Tag::Error, "Could not get storage");
+                return Delivered::Done(no_delivery(t));
+            }
+        }
+    } else {
+        None
+    };
+    let after = transmit(t, conn, None, Some(b), false).await;
+    if let Some(c) = charge {
+        sh.cache.release_charge(c);
+    }
+    Delivered::Done(after)
 }
 
 /// Body segments at least this long are written from storage directly
