@@ -226,6 +226,13 @@ where
         return Err("No backend".to_string());
     }
     if !backend.healthy() {
+        // As varnishd's vbe_dir_getfd, which a pipe goes through too.
+        bo.sh.counters.inc(Main::backend_unhealthy);
+        backend
+            .pool
+            .stats
+            .unhealthy
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return Err(format!("backend {}: unhealthy", backend.vcl_name));
     }
     let params = bo.sh.params();

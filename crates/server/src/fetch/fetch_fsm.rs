@@ -426,7 +426,13 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, String> {
         return Err("No backend".to_string());
     }
     if !backend.healthy() {
+        // As varnishd's vbe_dir_getfd: counted globally and per backend.
         bo.sh.counters.inc(Main::backend_unhealthy);
+        backend
+            .pool
+            .stats
+            .unhealthy
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return Err(format!("backend {}: unhealthy", backend.vcl_name));
     }
     let params = bo.sh.params();
