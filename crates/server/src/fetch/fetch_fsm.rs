@@ -1873,9 +1873,11 @@ async fn backend_error(
         ObjKind::Normal
     };
     // As varnishd (vbf_beresp2obj): the error object is stored as any
-    // other, in Transient only when it is private or short-lived.
-    let private = matches!(job.mode, FetchMode::Pass);
-    let store = pick_store(bo, private).unwrap_or_else(|| bo.sh.cache.transient());
+    // other, in Transient only when it is uncacheable (a pass is, from
+    // its start) or short-lived. Not by the fetch mode: an object that
+    // could not be stored has given up its busy object already, and its
+    // error object counts as short-lived, not uncacheable.
+    let store = pick_store(bo, false).unwrap_or_else(|| bo.sh.cache.transient());
     bo.vsl.log(
         Tag::Storage,
         format_args!("{} {}", store.stevedore().kind(), store.name()),
