@@ -114,6 +114,9 @@ pub struct StorageError {
     pub wanted: u64,
     /// Objects nuked trying to make room.
     pub nuked: u32,
+    /// Body bytes that had room before the failure: what varnishd, which
+    /// stores a body as it reads it, had read of it then.
+    pub stored: u64,
 }
 
 /// What a lookup needs from the request.
@@ -579,6 +582,7 @@ impl Cache {
                 store: "(none)",
                 wanted: bytes,
                 nuked: 0,
+                stored: 0,
             });
         };
         self.inner.allocate_piece(&store, bytes, bytes, nuked)
@@ -1582,18 +1586,33 @@ impl Inner {
         floor: u64,
         on_nuke: &mut dyn FnMut(u32),
     ) -> Result<Allocation, StorageError> {
+        self.allocate_piece_sized(store, bytes, floor, on_nuke)
+            .map(|(_, a)| a)
+    }
+
+    /// [`Inner::allocate_piece`], also saying the size that was granted
+    /// (what the caller may fill; the allocation's `bytes` may be rounded
+    /// up to the store's unit).
+    fn allocate_piece_sized(
+        &self,
+        store: &StoreRef,
+        bytes: u64,
+        floor: u64,
+        on_nuke: &mut dyn FnMut(u32),
+    ) -> Result<(u64, Allocation), StorageError> {
         let sv = store.stevedore();
         let err = |nuked| StorageError {
             store: sv.name(),
             wanted: bytes,
             nuked,
+            stored: 0,
         };
         let mut nuked = 0u32;
         loop {
             let mut size = bytes.max(1);
             loop {
                 if let Ok(a) = sv.try_alloc(size) {
-                    return Ok(a);
+                    return Ok((size, a));
                 }
                 if size <= floor || size == 1 {
                     break;
@@ -1710,11 +1729,6 @@ impl Inner {
             Some(n) => n,
             None => oc.vary.get().map_or(0, VarySpec::storage_size) as u64,
         };
-        let mut allocs = Vec::new();
-        if head {
-            allocs.push(data.charge_bytes() as u64 + vary);
-        }
-        let first_body = allocs.len();
         // A body already in this persistent store (kept by a 304 refresh)
         // is shared, not copied: its extents stay where they are.
         let shared = store
@@ -1727,53 +1741,77 @@ impl Inner {
             chunk: body_len,
             max_chunk: body_len,
         });
-        let mut estimate = plan.estimate;
-        let mut piece = 0;
-        let mut trimmed = 0;
-        let mut left = body_len;
-        while left > 0 {
-            piece = plan.next(estimate).unwrap_or(left);
-            allocs.push(piece);
-            trimmed = piece.saturating_sub(left);
-            left = left.saturating_sub(piece);
-            estimate = estimate.map(|e| e.saturating_sub(piece));
-        }
-        let body_pieces = first_body..allocs.len();
-        if let Some(e) = data.esi.as_ref().filter(|e| !e.is_empty()) {
-            allocs.push(e.len() as u64);
-        }
-        // A file store hands out extents: the body's get its bytes, the
-        // others (object, ESI data) are held by the object as varnishd's
-        // keep those in the file.
+        // Each allocation is made as varnishd's fetch asks for it: the
+        // object (with its headers) at its size; a body piece of what is
+        // left (the plan's size), halved down to `fetch_chunksize` when it
+        // does not fit before anything is nuked (`sml_stv_alloc` with
+        // LESS_MEM_ALLOCED_IS_OK), the next piece asked for what is still
+        // left; ESI data at its size. A piece that cannot be had fails the
+        // whole object: what was charged is given back.
+        let sv = store.stevedore();
+        let mut allocs: u64 = 0;
         let mut charged = 0;
         let mut held: Vec<Extent> = Vec::new();
         let mut body_exts: Vec<(Extent, u64)> = Vec::new();
-        let mut last_piece = 0;
-        for (i, &n) in allocs.iter().enumerate() {
-            match self.allocate(store, n) {
+        let fail = |charged: u64, allocs: u64, e: StorageError| {
+            if allocs > 0 {
+                sv.free(charged, allocs);
+            }
+            Err(e)
+        };
+        if head {
+            match self.allocate(store, data.charge_bytes() as u64 + vary) {
                 Ok(a) => {
                     charged += a.bytes;
-                    if body_pieces.contains(&i) {
-                        last_piece = a.bytes;
-                    }
-                    match a.extent {
-                        Some(x) if body_pieces.contains(&i) => body_exts.push((x, n)),
-                        Some(x) => held.push(x),
-                        None => {}
-                    }
+                    allocs += 1;
+                    held.extend(a.extent);
                 }
+                Err(e) => return fail(charged, allocs, e),
+            }
+        }
+        let mut estimate = plan.estimate;
+        let mut piece = 0;
+        let mut trimmed = 0;
+        let mut last_piece = 0;
+        let mut left = body_len;
+        while left > 0 {
+            let want = plan.next(estimate).unwrap_or(left);
+            let floor = match body_chunk {
+                Some(p) if p.chunk > 0 => p.chunk,
+                _ => want,
+            };
+            let (size, a) = match self.allocate_piece_sized(store, want, floor, &mut |_| {}) {
+                Ok(got) => got,
                 Err(e) => {
-                    if i > 0 {
-                        store.stevedore().free(charged, i as u64);
-                    }
-                    return Err(e);
+                    let stored = body_len - left;
+                    return fail(charged, allocs, StorageError { stored, ..e });
                 }
+            };
+            charged += a.bytes;
+            allocs += 1;
+            last_piece = a.bytes;
+            piece = size;
+            trimmed = size.saturating_sub(left);
+            if let Some(x) = a.extent {
+                body_exts.push((x, size));
+            }
+            left = left.saturating_sub(size);
+            estimate = estimate.map(|e| e.saturating_sub(size));
+        }
+        if let Some(e) = data.esi.as_ref().filter(|e| !e.is_empty()) {
+            match self.allocate(store, e.len() as u64) {
+                Ok(a) => {
+                    charged += a.bytes;
+                    allocs += 1;
+                    held.extend(a.extent);
+                }
+                Err(e) => return fail(charged, allocs, e),
             }
         }
         if trimmed > 0 {
             let used = piece - trimmed;
-            if let Some(a) = trim_last(store.stevedore().as_ref(), last_piece, used) {
-                store.stevedore().free(last_piece, 1);
+            if let Some(a) = trim_last(sv.as_ref(), last_piece, used) {
+                sv.free(last_piece, 1);
                 charged = charged - last_piece + a.bytes;
                 if let (Some(x), Some(last)) = (a.extent, body_exts.last_mut()) {
                     *last = (x, used);
@@ -1785,18 +1823,19 @@ impl Inner {
             match write_body(&data.body, &body_exts) {
                 Ok(b) => data.body = b,
                 Err(_) => {
-                    store.stevedore().free(charged, allocs.len() as u64);
+                    sv.free(charged, allocs);
                     return Err(StorageError {
                         store: store.stevedore().name(),
                         wanted: body_len,
                         nuked: 0,
+                        stored: 0,
                     });
                 }
             }
         }
         *lock(&oc.held) = held;
         oc.charged.store(charged, Ordering::Relaxed);
-        oc.allocs.store(allocs.len() as u64, Ordering::Relaxed);
+        oc.allocs.store(allocs, Ordering::Relaxed);
         // Set once: `fill` runs once per objcore (BusyObj is consumed).
         let _ = oc.store.set(store.clone());
         let _ = oc.data.set(data);
@@ -2186,6 +2225,7 @@ impl FetchBody {
                             store: sv.name(),
                             wanted: take,
                             nuked: 0,
+                            stored: 0,
                         })?;
                         *used += take;
                         if let Some(c) = self.crc.as_mut() {

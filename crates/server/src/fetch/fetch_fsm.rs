@@ -1458,6 +1458,9 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     let unbusied = match inserted {
         Ok(u) => u,
         Err(e) => {
+            // As varnishd, which stores the body as it reads it: the body
+            // bytes read are those that had room.
+            bo.acct.beresp_body += e.stored;
             bo.vsl.log(Tag::FetchError, format_args!("{e}"));
             return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
         }
