@@ -1508,6 +1508,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
                 max_chunk: params.bytes(pid!("fetch_maxchunksize")).max(1),
             }
         });
+        let mut no_room = false;
         let result = pump_body(
             between_bytes(bo, &f),
             &mut f,
@@ -1515,7 +1516,12 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             &mut None,
             bo.sh.fetch_fragment(),
             || obj.flags().abandoned(),
-            |seg| writer.push(seg).map_err(|e| e.to_string()),
+            |seg| {
+                writer.push(seg).map_err(|e| {
+                    no_room = true;
+                    e.to_string()
+                })
+            },
         )
         .await;
         match result {
@@ -1546,7 +1552,14 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
                 bo.vsl.log(Tag::Length, format_args!("{len}"));
             }
             Err(msg) => {
-                bo.acct.beresp_body += f.body_read;
+                // varnishd reads a body into its storage: when storage ran
+                // out, what it read is what had room (unfiltered bodies;
+                // a filter's input is not what it stored).
+                bo.acct.beresp_body += if no_room && chain.filters().is_empty() {
+                    writer.len()
+                } else {
+                    f.body_read
+                };
                 bo.vsl.log_str(Tag::FetchError, &msg);
                 bo.sh.counters.inc(Main::fetch_failed);
                 writer.fail();
