@@ -1005,6 +1005,11 @@ where
         notify: Some(tx),
     };
     tokio::spawn(crate::fetch::fetch_fsm::run(job));
+    if pass && !t.req_body_kept && t.req_body.is_some() {
+        // A body read with the head is still varnishd's to pull when the
+        // fetch sends it (or ignores it): into an object of its own.
+        t.log_body_storage();
+    }
     let mut early = None;
     if let Some((p, body_tx, go_rx)) = stream {
         // As varnishd, the body is read off the client connection only
