@@ -182,7 +182,7 @@ where
                     // session without an answer.
                     t.vsl
                         .log_str(Tag::FetchError, "Request body too big to cache");
-                    return After::Close;
+                    return After::CloseAs("RX_BODY");
                 }
                 // As varnishd: the owed 100 goes out once vcl_recv returns
                 // (unless it failed or switches VCL), or when the body is
@@ -1067,6 +1067,7 @@ where
                         crate::client::reqbody::log_pull_error(&mut t.vsl, kind, &e);
                     }
                     t.body_broken = true;
+                    t.body_error = true;
                 }
             },
             // The backend answered before taking the whole body: what is
@@ -1075,6 +1076,12 @@ where
                 t.body_broken = true;
                 early = Some(got);
             }
+        }
+        // The fetch may have answered because the body failed to read
+        // (the fetch logged why): the pump has returned its error by then,
+        // and the session closes as varnishd's RX_BODY.
+        if early.is_some() && matches!(poll_once(pump.as_mut()).await, Some(Err(_))) {
+            t.body_error = true;
         }
     }
     let got = match early {
@@ -1526,6 +1533,7 @@ where
                 t.vsl
                     .log(Tag::FetchError, format_args!("req.body read error: {e}"));
                 t.body_broken = true;
+                t.body_error = true;
             }
         }
     }
@@ -1565,6 +1573,9 @@ where
     let mut close_as = match persist {
         lacquer_http::Persistence::Close => "REQ_CLOSE",
         lacquer_http::Persistence::Http10 => "REQ_HTTP10",
+        // As varnishd's VRB_Ignore: a body that failed to read closes the
+        // session as RX_BODY when nothing closed it before.
+        lacquer_http::Persistence::KeepAlive if t.body_error => "RX_BODY",
         lacquer_http::Persistence::KeepAlive if resp_close => "RESP_CLOSE",
         lacquer_http::Persistence::KeepAlive => "REQ_CLOSE",
     };

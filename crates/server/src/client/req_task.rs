@@ -140,6 +140,9 @@ pub struct ReqTask {
     /// Reading the body failed or stopped midway: the connection cannot
     /// carry another request.
     pub body_broken: bool,
+    /// Reading the body failed (varnishd's `BS_ERROR`): unless the request
+    /// already closes the session, it closes as `RX_BODY`.
+    pub body_error: bool,
     /// A pass streamed the body already: it cannot be sent again.
     pub body_taken: bool,
     /// The client (HTTP/1.1, `Expect: 100-continue`, no body bytes sent)
@@ -371,6 +374,7 @@ impl ReqTask {
             req_body_kept: false,
             req_body_read_at: None,
             body_broken: false,
+            body_error: false,
             body_taken: false,
             want_100: false,
             late_100: false,

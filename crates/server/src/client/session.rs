@@ -672,7 +672,7 @@ where
             }
         }
         let mut after = crate::client::req_fsm::handle(&mut task, conn).await;
-        if task.body_broken {
+        if task.body_broken && !matches!(after, After::CloseAs("RX_BODY")) {
             after = After::Close;
         }
         // A body nobody read is read now and thrown away, so the next
@@ -721,6 +721,7 @@ where
                     "RESP_CLOSE" => Main::sc_resp_close,
                     "TX_EOF" => Main::sc_tx_eof,
                     "RANGE_SHORT" => Main::sc_range_short,
+                    "RX_BODY" => Main::sc_rx_body,
                     _ => Main::sc_req_close,
                 });
                 return Turn::End(reason);
