@@ -907,7 +907,6 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         synth_body: Vec::new(),
         acct: Default::default(),
         acct_backend: None,
-        acct_charged: Default::default(),
         client_identity: t.client_identity.clone(),
         vsl: lacquer_vsl::VslBuf::with_capacity(
             sh.vsl.clone(),
