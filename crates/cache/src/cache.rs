@@ -938,9 +938,11 @@ impl Cache {
         }
         for oc in &removed {
             inner.finish_removal(oc);
-            // varnishd 7.1 purges by re-arming the object to expire now, so
+            // varnishd 7.1 purges by re-arming the object to expire now
+            // (`EXP_Rearm` mails it to the expiry thread: `exp_mailed`), so
             // its expiry thread logs and counts each one as expired, a hair
             // past its end (`EXP_Expired x=VXID t=-0`).
+            CacheStats::inc(&inner.stats.exp_mailed);
             CacheStats::inc(&inner.stats.n_expired);
             inner.emit(|| CacheEvent::Expired {
                 vxid: oc.vxid.load(Ordering::Relaxed),
