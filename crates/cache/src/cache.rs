@@ -962,7 +962,7 @@ impl Cache {
     /// Remove an object from the cache now (`HSH_Kill`, e.g. a stale object
     /// replaced by a refetch). False if it was already gone.
     pub fn kill(&self, obj: &ObjRef) -> bool {
-        self.inner.kill(&obj.0)
+        self.inner.kill_mailed(&obj.0)
     }
 
     /// Remove every object whose ttl+grace+keep has passed at `now`; returns how
@@ -1258,7 +1258,7 @@ impl Cache {
         }
         report.deleted = inner.bans_write().trim(stats);
         for (oc, cut) in doomed {
-            if inner.kill(&oc) {
+            if inner.kill_mailed(&oc) {
                 if cut {
                     CacheStats::inc(&stats.bans_lurker_obj_killed_cutoff);
                 } else {
@@ -1580,6 +1580,17 @@ impl Inner {
         killed
     }
 
+    /// [`Inner::kill`] as varnishd's `EXP_Remove` does it for an object
+    /// replaced, banned or nuked: the removal is mailed to the expiry
+    /// thread (`exp_mailed`, `exp_received`).
+    fn kill_mailed(&self, oc: &Arc<ObjCore>) -> bool {
+        let killed = self.kill(oc);
+        if killed {
+            CacheStats::inc(&self.stats.exp_mailed);
+        }
+        killed
+    }
+
     fn exp_push(&self, oc: &Arc<ObjCore>) {
         CacheStats::inc(&self.stats.exp_mailed);
         let when = oc.exp_when.get();
@@ -1677,7 +1688,7 @@ impl Inner {
     fn nuke_one(&self, store: &StoreRef) -> Option<u32> {
         loop {
             let oc = store.lru().victim(NUKE_SCAN)?;
-            if self.kill(&oc) {
+            if self.kill_mailed(&oc) {
                 CacheStats::inc(&self.stats.n_lru_nuked);
                 let vxid = oc.vxid.load(Ordering::Relaxed);
                 self.emit(|| CacheEvent::Nuked { vxid });
