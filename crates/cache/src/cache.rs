@@ -30,8 +30,8 @@ use crate::headers::StoredHeaders;
 use crate::hooks::{HookVerdict, LookupHook, ObjEvent, ObjEventFn, Subscribers};
 use crate::lru::StoreRef;
 use crate::object::{
-    F_BUSY, F_DYING, F_FAILED, F_HFM, F_HFP, F_PRIVATE, ObjCore, ObjFlags, ObjKind, ObjMeta,
-    ObjRef, ObjectData,
+    F_BUSY, F_DYING, F_FAILED, F_HFM, F_HFP, F_PRIVATE, OBJECT_FIXED_BYTES, ObjCore, ObjFlags,
+    ObjKind, ObjMeta, ObjRef, ObjectData,
 };
 use crate::stats::CacheStats;
 use crate::vary::{HeaderLookup, VarySpec};
@@ -89,6 +89,27 @@ impl PiecePlan {
     }
 }
 
+/// Storage charged for something that is not a cached object (a synthetic
+/// response's object and body), given back with [`Cache::release_charge`].
+#[derive(Debug)]
+#[must_use = "a charge is given back with Cache::release_charge"]
+pub struct Charge {
+    store: StoreRef,
+    bytes: u64,
+    allocs: u64,
+}
+
+/// The attribute space varnishd's `cnt_synth` asks `STV_NewObject` for
+/// beyond the object structure: an empty synthetic response costs
+/// `Transient` 1144 bytes in one allocation on varnishd 7.1.
+const SYNTH_OBJECT_SPACE: u64 = 1024;
+
+/// What varnishd's `vrb_pull` object for a request body costs its store
+/// before the body (an object without attribute space), measured on
+/// varnishd 7.1.1: a 4-byte `POST` body costs Transient 132 bytes in two
+/// allocations.
+const REQ_BODY_OBJECT_BYTES: u64 = 128;
+
 /// A store could not make room for an allocation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("Could not get storage: {wanted} bytes in store {store:?} (evicted {nuked} objects)")]
@@ -99,6 +120,9 @@ pub struct StorageError {
     pub wanted: u64,
     /// Objects nuked trying to make room.
     pub nuked: u32,
+    /// Body bytes that had room before the failure: what varnishd, which
+    /// stores a body as it reads it, had read of it then.
+    pub stored: u64,
 }
 
 /// What a lookup needs from the request.
@@ -564,6 +588,7 @@ impl Cache {
                 store: "(none)",
                 wanted: bytes,
                 nuked: 0,
+                stored: 0,
             });
         };
         self.inner.allocate_piece(&store, bytes, bytes, nuked)
@@ -573,6 +598,86 @@ impl Cache {
     pub fn release_buffer(&self, name: &str, space: Allocation) {
         if let Some(store) = self.store(name) {
             store.stevedore().free(space.bytes, 1);
+        }
+    }
+
+    /// Charges a synthetic response to `Transient` as varnishd's
+    /// `cnt_synth` stores it: the object first (its fixed part and the
+    /// 1024 bytes of attribute space `STV_NewObject` is given, 1144 bytes
+    /// on varnishd 7.1), then the `body` bytes in pieces as `ObjGetSpace`
+    /// asks for them (what is left, at most `plan.max_chunk`, halved down
+    /// to `plan.chunk` before an LRU object is nuked). When a piece cannot
+    /// be had, what was charged is given back and the error says what did
+    /// not fit: varnishd then sends nothing ("Could not get storage"). The
+    /// charge is the caller's until it gives it back with
+    /// [`Cache::release_charge`].
+    pub fn charge_synth(&self, body: u64, plan: PiecePlan) -> Result<Charge, StorageError> {
+        let object = OBJECT_FIXED_BYTES as u64 + SYNTH_OBJECT_SPACE;
+        self.charge_object(&self.transient(), object, body, plan)
+    }
+
+    /// Charges a request body's object as varnishd's `vrb_pull` makes it
+    /// (`STV_NewObject` with no attribute space, 128 bytes on varnishd
+    /// 7.1) and the `body` bytes of storage it asks for, in pieces of at
+    /// most `plan.max_chunk` (see [`Cache::charge_synth`]), to `store`.
+    pub fn charge_req_body(
+        &self,
+        store: &StoreRef,
+        body: u64,
+        plan: PiecePlan,
+    ) -> Result<Charge, StorageError> {
+        self.charge_object(store, REQ_BODY_OBJECT_BYTES, body, plan)
+    }
+
+    /// An object of `object` bytes and `body` bytes in pieces, each asked
+    /// for at what is left (at most `plan.max_chunk`), halved down to
+    /// `plan.chunk` when it does not fit before an LRU object is nuked.
+    fn charge_object(
+        &self,
+        store: &StoreRef,
+        object: u64,
+        body: u64,
+        plan: PiecePlan,
+    ) -> Result<Charge, StorageError> {
+        let sv = store.stevedore();
+        let mut charge = Charge {
+            store: store.clone(),
+            bytes: 0,
+            allocs: 0,
+        };
+        let mut pieces = std::iter::once((object, object));
+        let mut left = body;
+        loop {
+            let (want, floor) = match pieces.next() {
+                Some(p) => p,
+                None if left > 0 => {
+                    let size = left.min(plan.max_chunk.max(1));
+                    (sv.grant(size).clamp(1, size), plan.chunk.max(1))
+                }
+                None => break,
+            };
+            match self.inner.allocate_piece(store, want, floor, &mut |_| {}) {
+                Ok(a) => {
+                    if charge.allocs > 0 {
+                        left = left.saturating_sub(a.bytes);
+                    }
+                    charge.bytes += a.bytes;
+                    charge.allocs += 1;
+                }
+                Err(e) => {
+                    self.release_charge(charge);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(charge)
+    }
+
+    /// Gives back a charge of [`Cache::charge_synth`] or
+    /// [`Cache::charge_req_body`].
+    pub fn release_charge(&self, charge: Charge) {
+        if charge.allocs > 0 {
+            charge.store.stevedore().free(charge.bytes, charge.allocs);
         }
     }
 
@@ -833,9 +938,11 @@ impl Cache {
         }
         for oc in &removed {
             inner.finish_removal(oc);
-            // varnishd 7.1 purges by re-arming the object to expire now, so
+            // varnishd 7.1 purges by re-arming the object to expire now
+            // (`EXP_Rearm` mails it to the expiry thread: `exp_mailed`), so
             // its expiry thread logs and counts each one as expired, a hair
             // past its end (`EXP_Expired x=VXID t=-0`).
+            CacheStats::inc(&inner.stats.exp_mailed);
             CacheStats::inc(&inner.stats.n_expired);
             inner.emit(|| CacheEvent::Expired {
                 vxid: oc.vxid.load(Ordering::Relaxed),
@@ -855,7 +962,7 @@ impl Cache {
     /// Remove an object from the cache now (`HSH_Kill`, e.g. a stale object
     /// replaced by a refetch). False if it was already gone.
     pub fn kill(&self, obj: &ObjRef) -> bool {
-        self.inner.kill(&obj.0)
+        self.inner.kill_mailed(&obj.0)
     }
 
     /// Remove every object whose ttl+grace+keep has passed at `now`; returns how
@@ -1151,7 +1258,7 @@ impl Cache {
         }
         report.deleted = inner.bans_write().trim(stats);
         for (oc, cut) in doomed {
-            if inner.kill(&oc) {
+            if inner.kill_mailed(&oc) {
                 if cut {
                     CacheStats::inc(&stats.bans_lurker_obj_killed_cutoff);
                 } else {
@@ -1473,6 +1580,17 @@ impl Inner {
         killed
     }
 
+    /// [`Inner::kill`] as varnishd's `EXP_Remove` does it for an object
+    /// replaced, banned or nuked: the removal is mailed to the expiry
+    /// thread (`exp_mailed`, `exp_received`).
+    fn kill_mailed(&self, oc: &Arc<ObjCore>) -> bool {
+        let killed = self.kill(oc);
+        if killed {
+            CacheStats::inc(&self.stats.exp_mailed);
+        }
+        killed
+    }
+
     fn exp_push(&self, oc: &Arc<ObjCore>) {
         CacheStats::inc(&self.stats.exp_mailed);
         let when = oc.exp_when.get();
@@ -1513,18 +1631,33 @@ impl Inner {
         floor: u64,
         on_nuke: &mut dyn FnMut(u32),
     ) -> Result<Allocation, StorageError> {
+        self.allocate_piece_sized(store, bytes, floor, on_nuke)
+            .map(|(_, a)| a)
+    }
+
+    /// [`Inner::allocate_piece`], also saying the size that was granted
+    /// (what the caller may fill; the allocation's `bytes` may be rounded
+    /// up to the store's unit).
+    fn allocate_piece_sized(
+        &self,
+        store: &StoreRef,
+        bytes: u64,
+        floor: u64,
+        on_nuke: &mut dyn FnMut(u32),
+    ) -> Result<(u64, Allocation), StorageError> {
         let sv = store.stevedore();
         let err = |nuked| StorageError {
             store: sv.name(),
             wanted: bytes,
             nuked,
+            stored: 0,
         };
         let mut nuked = 0u32;
         loop {
             let mut size = bytes.max(1);
             loop {
                 if let Ok(a) = sv.try_alloc(size) {
-                    return Ok(a);
+                    return Ok((size, a));
                 }
                 if size <= floor || size == 1 {
                     break;
@@ -1555,7 +1688,7 @@ impl Inner {
     fn nuke_one(&self, store: &StoreRef) -> Option<u32> {
         loop {
             let oc = store.lru().victim(NUKE_SCAN)?;
-            if self.kill(&oc) {
+            if self.kill_mailed(&oc) {
                 CacheStats::inc(&self.stats.n_lru_nuked);
                 let vxid = oc.vxid.load(Ordering::Relaxed);
                 self.emit(|| CacheEvent::Nuked { vxid });
@@ -1641,11 +1774,6 @@ impl Inner {
             Some(n) => n,
             None => oc.vary.get().map_or(0, VarySpec::storage_size) as u64,
         };
-        let mut allocs = Vec::new();
-        if head {
-            allocs.push(data.charge_bytes() as u64 + vary);
-        }
-        let first_body = allocs.len();
         // A body already in this persistent store (kept by a 304 refresh)
         // is shared, not copied: its extents stay where they are.
         let shared = store
@@ -1658,53 +1786,77 @@ impl Inner {
             chunk: body_len,
             max_chunk: body_len,
         });
-        let mut estimate = plan.estimate;
-        let mut piece = 0;
-        let mut trimmed = 0;
-        let mut left = body_len;
-        while left > 0 {
-            piece = plan.next(estimate).unwrap_or(left);
-            allocs.push(piece);
-            trimmed = piece.saturating_sub(left);
-            left = left.saturating_sub(piece);
-            estimate = estimate.map(|e| e.saturating_sub(piece));
-        }
-        let body_pieces = first_body..allocs.len();
-        if let Some(e) = data.esi.as_ref().filter(|e| !e.is_empty()) {
-            allocs.push(e.len() as u64);
-        }
-        // A file store hands out extents: the body's get its bytes, the
-        // others (object, ESI data) are held by the object as varnishd's
-        // keep those in the file.
+        // Each allocation is made as varnishd's fetch asks for it: the
+        // object (with its headers) at its size; a body piece of what is
+        // left (the plan's size), halved down to `fetch_chunksize` when it
+        // does not fit before anything is nuked (`sml_stv_alloc` with
+        // LESS_MEM_ALLOCED_IS_OK), the next piece asked for what is still
+        // left; ESI data at its size. A piece that cannot be had fails the
+        // whole object: what was charged is given back.
+        let sv = store.stevedore();
+        let mut allocs: u64 = 0;
         let mut charged = 0;
         let mut held: Vec<Extent> = Vec::new();
         let mut body_exts: Vec<(Extent, u64)> = Vec::new();
-        let mut last_piece = 0;
-        for (i, &n) in allocs.iter().enumerate() {
-            match self.allocate(store, n) {
+        let fail = |charged: u64, allocs: u64, e: StorageError| {
+            if allocs > 0 {
+                sv.free(charged, allocs);
+            }
+            Err(e)
+        };
+        if head {
+            match self.allocate(store, data.charge_bytes() as u64 + vary) {
                 Ok(a) => {
                     charged += a.bytes;
-                    if body_pieces.contains(&i) {
-                        last_piece = a.bytes;
-                    }
-                    match a.extent {
-                        Some(x) if body_pieces.contains(&i) => body_exts.push((x, n)),
-                        Some(x) => held.push(x),
-                        None => {}
-                    }
+                    allocs += 1;
+                    held.extend(a.extent);
                 }
+                Err(e) => return fail(charged, allocs, e),
+            }
+        }
+        let mut estimate = plan.estimate;
+        let mut piece = 0;
+        let mut trimmed = 0;
+        let mut last_piece = 0;
+        let mut left = body_len;
+        while left > 0 {
+            let want = plan.next(estimate).unwrap_or(left);
+            let floor = match body_chunk {
+                Some(p) if p.chunk > 0 => p.chunk,
+                _ => want,
+            };
+            let (size, a) = match self.allocate_piece_sized(store, want, floor, &mut |_| {}) {
+                Ok(got) => got,
                 Err(e) => {
-                    if i > 0 {
-                        store.stevedore().free(charged, i as u64);
-                    }
-                    return Err(e);
+                    let stored = body_len - left;
+                    return fail(charged, allocs, StorageError { stored, ..e });
                 }
+            };
+            charged += a.bytes;
+            allocs += 1;
+            last_piece = a.bytes;
+            piece = size;
+            trimmed = size.saturating_sub(left);
+            if let Some(x) = a.extent {
+                body_exts.push((x, size));
+            }
+            left = left.saturating_sub(size);
+            estimate = estimate.map(|e| e.saturating_sub(size));
+        }
+        if let Some(e) = data.esi.as_ref().filter(|e| !e.is_empty()) {
+            match self.allocate(store, e.len() as u64) {
+                Ok(a) => {
+                    charged += a.bytes;
+                    allocs += 1;
+                    held.extend(a.extent);
+                }
+                Err(e) => return fail(charged, allocs, e),
             }
         }
         if trimmed > 0 {
             let used = piece - trimmed;
-            if let Some(a) = trim_last(store.stevedore().as_ref(), last_piece, used) {
-                store.stevedore().free(last_piece, 1);
+            if let Some(a) = trim_last(sv.as_ref(), last_piece, used) {
+                sv.free(last_piece, 1);
                 charged = charged - last_piece + a.bytes;
                 if let (Some(x), Some(last)) = (a.extent, body_exts.last_mut()) {
                     *last = (x, used);
@@ -1716,18 +1868,19 @@ impl Inner {
             match write_body(&data.body, &body_exts) {
                 Ok(b) => data.body = b,
                 Err(_) => {
-                    store.stevedore().free(charged, allocs.len() as u64);
+                    sv.free(charged, allocs);
                     return Err(StorageError {
                         store: store.stevedore().name(),
                         wanted: body_len,
                         nuked: 0,
+                        stored: 0,
                     });
                 }
             }
         }
         *lock(&oc.held) = held;
         oc.charged.store(charged, Ordering::Relaxed);
-        oc.allocs.store(allocs.len() as u64, Ordering::Relaxed);
+        oc.allocs.store(allocs, Ordering::Relaxed);
         // Set once: `fill` runs once per objcore (BusyObj is consumed).
         let _ = oc.store.set(store.clone());
         let _ = oc.data.set(data);
@@ -2117,6 +2270,7 @@ impl FetchBody {
                             store: sv.name(),
                             wanted: take,
                             nuked: 0,
+                            stored: 0,
                         })?;
                         *used += take;
                         if let Some(c) = self.crc.as_mut() {

@@ -79,9 +79,9 @@ pub mod vary;
 pub use ban::{BanError, BanObject, BanRequest, BanSpec};
 pub use banlist::BanInfo;
 pub use cache::{
-    BusyObj, Cache, CacheConfig, CacheEvent, EventSink, FetchBody, Lifetime, Lookup, LookupRequest,
-    LookupResult, LurkerReport, NewBody, NewObject, PiecePlan, StorageError, StoredUpdate,
-    Unbusied, Waiter,
+    BusyObj, Cache, CacheConfig, CacheEvent, Charge, EventSink, FetchBody, Lifetime, Lookup,
+    LookupRequest, LookupResult, LurkerReport, NewBody, NewObject, PiecePlan, StorageError,
+    StoredUpdate, Unbusied, Waiter,
 };
 pub use hash::{Digest, HashBuilder, digest_hex};
 pub use headers::StoredHeaders;

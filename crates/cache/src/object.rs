@@ -162,7 +162,7 @@ impl ObjectData {
 /// on varnishd 7.1 (malloc store, `SMA.*.g_bytes`): a body-less object whose
 /// only header is `Content-Length: 0` costs 160 bytes, 40 of them its header
 /// block.
-const OBJECT_FIXED_BYTES: usize = 120;
+pub(crate) const OBJECT_FIXED_BYTES: usize = 120;
 
 /// An f64 stored in an `AtomicU64`.
 #[derive(Debug, Default)]

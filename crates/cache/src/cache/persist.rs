@@ -563,6 +563,7 @@ impl Cache {
             store,
             wanted: 0,
             nuked: 0,
+            stored: 0,
         };
         let (Some(store), Some(data)) = (old.store.get(), old.data.get()) else {
             return Err(fail("(none)"));

@@ -271,6 +271,9 @@ pub struct PoolStats {
     pub fail_enetunreach: AtomicU64,
     pub fail_etimedout: AtomicU64,
     pub fail_other: AtomicU64,
+    /// Fetches and pipes not attempted because the backend was sick
+    /// (`VBE.*.unhealthy`, counted with `MAIN.backend_unhealthy`).
+    pub unhealthy: AtomicU64,
     /// Connection attempts not made because the endpoint was held down.
     pub helddown: AtomicU64,
     /// Requests refused because of `.max_connections`.

@@ -440,6 +440,11 @@ async fn walk(
     obj: &ObjRef,
     mut prog: Program,
 ) -> io::Result<()> {
+    if t.esi_level > 0 && prog.gzip() && include_gunzips(t) {
+        // An include's own `gunzip` delivery filter (the top level's is
+        // counted where delivery chose it).
+        t.sh.counters.inc(Main::n_gunzip);
+    }
     let mut body = Cursor {
         reader: obj.body().reader(),
         cur: Bytes::new(),
@@ -447,11 +452,6 @@ async fn walk(
     let mut inflater: Option<Decompress> = None;
     let mut plain = Vec::new();
     let mut ahead = Ahead::new(t, &prog);
-    if t.esi_level > 0 && prog.gzip() && !sink.gzip {
-        // An include's own `gunzip` delivery filter (the top level's is
-        // counted where delivery chose it).
-        t.sh.counters.inc(Main::n_gunzip);
-    }
     loop {
         let instr = match prog.next_instr() {
             Ok(Some(i)) => i,
@@ -897,18 +897,34 @@ fn start_ahead(
     }))
 }
 
+/// Whether varnishd would push a `gunzip` delivery filter for a gzip'ed
+/// include (its cnt_transmit): gzip support is on and the include's request
+/// does not accept gzip when it is delivered. An include of a gzip'ed ESI
+/// parent is asked for with `Accept-Encoding: gzip` and stitched in
+/// compressed, so it counts no `n_gunzip` unless its vcl_deliver removed
+/// that header; an include of a plain parent is asked for without it.
+fn include_gunzips(t: &ReqTask) -> bool {
+    t.sh.params().flag(pid!("http_gzip_support"))
+        && !t
+            .req
+            .headers
+            .get("accept-encoding")
+            .is_some_and(crate::fetch::gzip::accepts_gzip)
+}
+
 /// Writes a non-ESI object's body as plain bytes into `sink`.
 async fn object_body(
     w: &mut (dyn AsyncWrite + Unpin + Send),
     sink: &mut EsiSink,
     obj: &ObjRef,
     gzip_support: bool,
+    gunzips: bool,
     counters: &crate::runtime::counters::Counters,
 ) -> io::Result<()> {
     // A gzip'ed fragment is decoded for a plain response (the include asked
     // without Accept-Encoding) and re-wrapped for a gzip one.
     let decode = obj.data().gzip && (sink.gzip || gzip_support);
-    if decode && !sink.gzip {
+    if obj.data().gzip && gunzips {
         // The include's `gunzip` delivery filter.
         counters.inc(Main::n_gunzip);
     }
@@ -1060,7 +1076,8 @@ where
                 },
                 None => {
                     let gzip_support = t.sh.params().flag(pid!("http_gzip_support"));
-                    object_body(w, &mut sink, &o, gzip_support, &t.sh.counters).await
+                    let gunzips = include_gunzips(t);
+                    object_body(w, &mut sink, &o, gzip_support, gunzips, &t.sh.counters).await
                 }
             },
             (None, None) => Ok(()),

@@ -28,7 +28,7 @@ pub enum Piped {
     /// The tunnel ran (or broke); the client connection closes.
     Done(After),
     /// No tunnel: the client gets a synthetic response (`vcl_pipe`
-    /// returned synth, or `pipe_sess_max` pipes are already open).
+    /// returned synth or failed, or `pipe_sess_max` pipes are already open).
     Synth(u16, Option<Bytes>),
 }
 
@@ -111,14 +111,17 @@ where
     let sh = t.sh.clone();
     let (result, pipe_acct) = match action {
         Action::Pipe => {
-            // As varnishd: at most pipe_sess_max tunnels (0: no limit);
-            // one more gets a 503.
+            // As varnishd's cnt_pipe: at most pipe_sess_max tunnels (0: no
+            // limit); one more falls through to its VCL-failure branch (503
+            // "VCL failed", the session closed as VCL_FAILURE), not counted
+            // in vcl_fail since no subroutine failed.
             let max = sh.params().uint(pid!("pipe_sess_max"));
             if max > 0 && sh.counters.get(Main::n_pipe) >= max {
                 sh.counters.inc(Main::pipe_limited);
-                bo.vsl.log_str(Tag::FetchError, "pipe_sess_max reached");
+                bo.vsl.log_str(Tag::BereqAcct, "0 0 0 0 0 0");
                 bo.vsl.log_str(Tag::End, "");
-                return Piped::Synth(503, None);
+                crate::client::req_fsm::vcl_failed(t);
+                return Piped::Synth(503, Some(Bytes::from_static(b"VCL failed")));
             }
             sh.counters.inc(Main::n_pipe);
             let _slot = PipeSlot(&sh.counters);
@@ -235,6 +238,13 @@ where
         return Err("No backend".to_string());
     }
     if !backend.healthy() {
+        // As varnishd's vbe_dir_getfd, which a pipe goes through too.
+        bo.sh.counters.inc(Main::backend_unhealthy);
+        backend
+            .pool
+            .stats
+            .unhealthy
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return Err(format!("backend {}: unhealthy", backend.vcl_name));
     }
     let params = bo.sh.params();

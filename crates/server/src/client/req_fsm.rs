@@ -246,6 +246,10 @@ where
                     Action::Vcl(_) if t.restarts > 0 => {
                         State::Hash(AfterHash::IllegalVcl("Not after restarts"))
                     }
+                    // As varnishd's cnt_recv: a second return(vcl) (from the
+                    // VCL a label switched to) is not a VCL failure; vcl_hash
+                    // runs and the request gets a 503 synth, the session kept.
+                    Action::Vcl(_) => State::Hash(AfterHash::IllegalVcl("Only from active VCL")),
                     _ => fail_synth(t),
                 }
             }
@@ -950,7 +954,6 @@ pub fn new_bo(t: &ReqTask, pass: bool, bereq: ReqMsg, vxid: u32) -> BoTask {
         synth_body: Vec::new(),
         acct: Default::default(),
         acct_backend: None,
-        acct_charged: Default::default(),
         client_identity: t.client_identity.clone(),
         vsl: lacquer_vsl::VslBuf::with_capacity(
             sh.vsl.clone(),
@@ -1061,6 +1064,11 @@ where
         notify: Some(tx),
     };
     tokio::spawn(crate::fetch::fetch_fsm::run(job));
+    if pass && !t.req_body_kept && t.req_body.is_some() {
+        // A body read with the head is still varnishd's to pull when the
+        // fetch sends it (or ignores it): into an object of its own.
+        t.log_body_storage();
+    }
     let mut early = None;
     if let Some((p, body_tx, go_rx)) = stream {
         // As varnishd, the body is read off the client connection only
@@ -1128,6 +1136,12 @@ where
                 t.body_broken = true;
                 early = Some(got);
             }
+        }
+        // The fetch may have answered because the body failed to read
+        // (the fetch logged why): the pump has returned its error by then,
+        // and the session closes as varnishd's RX_BODY.
+        if early.is_some() && matches!(poll_once(pump.as_mut()).await, Some(Err(_))) {
+            t.body_rx_failed = true;
         }
     }
     let got = match early {
@@ -1355,7 +1369,34 @@ where
     }
     t.log_synth_storage();
     let b = Bytes::from(std::mem::take(&mut t.synth_body));
-    Delivered::Done(transmit(t, conn, None, Some(b), false).await)
+    // As varnishd's cnt_synth: the response is an object in Transient
+    // (the object, then the body as ObjGetSpace hands out room); when that
+    // fails nothing is sent and the session closes as OVERLOAD. An ESI
+    // include's synthetic body is written into its parent's response.
+    let charge = if t.esi_level == 0 {
+        let plan = {
+            let params = sh.params();
+            lacquer_cache::PiecePlan {
+                estimate: None,
+                chunk: params.bytes(pid!("fetch_chunksize")).max(1),
+                max_chunk: params.bytes(pid!("fetch_maxchunksize")).max(1),
+            }
+        };
+        match sh.cache.charge_synth(b.len() as u64, plan) {
+            Ok(c) => Some(c),
+            Err(_) => {
+                t.vsl.log_str(Tag::Error, "Could not get storage");
+                return Delivered::Done(no_delivery(t));
+            }
+        }
+    } else {
+        None
+    };
+    let after = transmit(t, conn, None, Some(b), false).await;
+    if let Some(c) = charge {
+        sh.cache.release_charge(c);
+    }
+    Delivered::Done(after)
 }
 
 /// Body segments at least this long are written from storage directly
@@ -1628,6 +1669,9 @@ where
     let mut close_as = match persist {
         lacquer_http::Persistence::Close => "REQ_CLOSE",
         lacquer_http::Persistence::Http10 => "REQ_HTTP10",
+        // As varnishd's VRB_Ignore: a body that failed to read closes the
+        // session as RX_BODY when nothing closed it before.
+        lacquer_http::Persistence::KeepAlive if t.body_rx_failed => "RX_BODY",
         lacquer_http::Persistence::KeepAlive if resp_close => "RESP_CLOSE",
         lacquer_http::Persistence::KeepAlive => "REQ_CLOSE",
     };

@@ -85,6 +85,9 @@ pub struct ReqTask {
     /// A lookup hit, even when vcl_hit then passed.
     pub is_hit: bool,
     pub storage: Option<Arc<str>>,
+    /// The storage the request body's object holds (varnishd's
+    /// `req->body_oc`), given back when the task ends.
+    pub body_storage: Option<BodyStorage>,
     pub hash: Option<lacquer_cache::HashBuilder>,
     /// `return (purge)` was taken: the lookup after vcl_hash purges.
     pub purging: bool,
@@ -354,6 +357,7 @@ impl ReqTask {
             is_hitpass: false,
             is_hit: false,
             storage: None,
+            body_storage: None,
             hash: None,
             purging: false,
             vcl_failed: false,
@@ -459,6 +463,53 @@ impl ReqTask {
             Tag::Storage,
             format_args!("{} {}", store.stevedore().kind(), store.name()),
         );
+        self.charge_body_storage(&store);
+    }
+
+    /// Charges the request body's object to `store` as varnishd's
+    /// `vrb_pull` makes it, once per request: the object, then storage
+    /// for the body as `VFP_GetStorage` asks for it: the whole length when
+    /// the request has one, else `fetch_chunksize` pieces (as many as the
+    /// body kept so far fills, one for a body only passed on, whose piece
+    /// is reused for each read). A charge that does not fit is counted by
+    /// the store (`c_fail`) and not held.
+    fn charge_body_storage(&mut self, store: &lacquer_cache::StoreRef) {
+        if self.body_storage.is_some() {
+            return;
+        }
+        let (chunk, max_chunk) = {
+            let params = self.sh.params();
+            (
+                params.bytes(pid!("fetch_chunksize")).max(1),
+                params.bytes(pid!("fetch_maxchunksize")).max(1),
+            )
+        };
+        let length = self
+            .req
+            .headers
+            .get("content-length")
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        let (body, max_chunk) = match length {
+            Some(n) => (n, max_chunk),
+            None => {
+                let kept = match &self.req_body {
+                    Some(b) if self.req_body_kept => b.len() as u64,
+                    _ => 0,
+                };
+                (kept.div_ceil(chunk).max(1) * chunk, chunk)
+            }
+        };
+        let plan = lacquer_cache::PiecePlan {
+            estimate: None,
+            chunk,
+            max_chunk,
+        };
+        let charge = self.sh.cache.charge_req_body(store, body, plan).ok();
+        self.body_storage = Some(BodyStorage {
+            cache: self.sh.cache.clone(),
+            charge,
+        });
     }
 
     /// Logs the store a synthetic response's object goes to (varnishd
@@ -1099,5 +1150,20 @@ impl crate::runtime::task::TaskSub for ReqTask {
         self.sh
             .counters
             .inc(crate::runtime::counters::Main::vcl_fail);
+    }
+}
+
+/// Storage a request body's object holds (varnishd's `req->body_oc`),
+/// given back to its store when the request ends (`VRB_Free`).
+pub struct BodyStorage {
+    cache: Arc<lacquer_cache::Cache>,
+    charge: Option<lacquer_cache::Charge>,
+}
+
+impl Drop for BodyStorage {
+    fn drop(&mut self) {
+        if let Some(c) = self.charge.take() {
+            self.cache.release_charge(c);
+        }
     }
 }

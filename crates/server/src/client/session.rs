@@ -316,10 +316,6 @@ where
     }
     let mut linger_timer = std::pin::pin!(tokio::time::sleep(secs(tmo.timeout_linger)));
     loop {
-        if !conn.rbuf.is_empty() {
-            // The client sent the next request before the previous answer.
-            sh.counters.inc(Main::sess_readahead);
-        }
         let params = sh.params();
         let limits = Limits {
             require_host: false,
@@ -679,7 +675,7 @@ where
         if task.body_rx_failed {
             // As V1F_SendReq and VRB_Ignore set doclose: SC_RX_BODY.
             after = After::CloseAs("RX_BODY");
-        } else if task.body_broken {
+        } else if task.body_broken && !matches!(after, After::CloseAs("RX_BODY")) {
             after = After::Close;
         }
         // A body nobody read is read now and thrown away, so the next
@@ -716,6 +712,10 @@ where
             return Turn::End("VCL_FAILURE");
         }
         match after {
+            // As varnishd's H1CLEANUP: bytes of the next request already
+            // read when one ends (pipelining) count, not those read with
+            // a PROXY header or after an idle wait.
+            After::KeepAlive if !conn.rbuf.is_empty() => sh.counters.inc(Main::sess_readahead),
             After::KeepAlive => {}
             After::Close => return Turn::End("REQ_CLOSE"),
             After::CloseAs(reason) => {

@@ -133,12 +133,9 @@ pub struct BoTask {
     pub beresp_dropped: bool,
     /// Bytes sent to and received from the backend, for `BereqAcct`.
     pub acct: BereqAcct,
-    /// The backend the bytes since `acct_charged` were exchanged with;
-    /// they go to its `VBE` counters when the fetch ends or moves on to
-    /// another backend (`charge_backend`).
+    /// The backend the current attempt went to; `acct` is added to its
+    /// `VBE` counters when the attempt ends (`charge_backend`).
     pub acct_backend: Option<Arc<crate::runtime::vcls::BackendRt>>,
-    /// What `acct` stood at when it was last charged to a backend.
-    pub acct_charged: BereqAcct,
 }
 
 /// What a fetch sent and received, in `BereqAcct`'s order (heads and
@@ -152,16 +149,6 @@ pub struct BereqAcct {
 }
 
 impl BereqAcct {
-    /// What was exchanged since `earlier`.
-    pub fn since(&self, earlier: &BereqAcct) -> BereqAcct {
-        BereqAcct {
-            bereq_hdr: self.bereq_hdr - earlier.bereq_hdr,
-            bereq_body: self.bereq_body - earlier.bereq_body,
-            beresp_hdr: self.beresp_hdr - earlier.beresp_hdr,
-            beresp_body: self.beresp_body - earlier.beresp_body,
-        }
-    }
-
     /// The `BereqAcct` record: sent head, body, total; received head,
     /// body, total.
     pub fn record(&self) -> String {
@@ -198,15 +185,15 @@ impl BoTask {
         end_privs(&mut self.privs, &mut self.ws, &mut self.vsl);
     }
 
-    /// Adds what was exchanged with the current backend since it was last
-    /// charged to its `VBE` byte counters, as varnishd does when a fetch
-    /// lets go of a backend.
+    /// Adds the fetch's byte counts to the `VBE` counters of the backend
+    /// the attempt that ends went to, as varnishd's `vbe_dir_finish` does:
+    /// the whole `bo->acct`, which a retry does not reset, so each attempt
+    /// adds the bytes of the attempts before it again.
     pub fn charge_backend(&mut self) {
         let Some(b) = self.acct_backend.take() else {
             return;
         };
-        let d = self.acct.since(&self.acct_charged);
-        self.acct_charged = self.acct;
+        let d = self.acct;
         let s = &b.pool.stats;
         let add = |c: &std::sync::atomic::AtomicU64, n| {
             c.fetch_add(n, std::sync::atomic::Ordering::Relaxed);

@@ -442,7 +442,13 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, NoResponse> {
         return Err("No backend".to_string().into());
     }
     if !backend.healthy() {
+        // As varnishd's vbe_dir_getfd: counted globally and per backend.
         bo.sh.counters.inc(Main::backend_unhealthy);
+        backend
+            .pool
+            .stats
+            .unhealthy
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return Err(format!("backend {}: unhealthy", backend.vcl_name).into());
     }
     let params = bo.sh.params();
@@ -1514,6 +1520,9 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
     let unbusied = match inserted {
         Ok(u) => u,
         Err(e) => {
+            // As varnishd, which stores the body as it reads it: the body
+            // bytes read are those that had room.
+            bo.acct.beresp_body += e.stored;
             bo.vsl.log(Tag::FetchError, format_args!("{e}"));
             return Err(Step::Error(503, Some(Bytes::from_static(FETCH_FAILED))));
         }
@@ -1561,6 +1570,7 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
                 max_chunk: params.bytes(pid!("fetch_maxchunksize")).max(1),
             }
         });
+        let mut no_room = false;
         let result = pump_body(
             between_bytes(bo, &f),
             &mut f,
@@ -1568,7 +1578,12 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             &mut None,
             bo.sh.fetch_fragment(),
             || obj.flags().abandoned(),
-            |seg| writer.push(seg).map_err(|e| e.to_string()),
+            |seg| {
+                writer.push(seg).map_err(|e| {
+                    no_room = true;
+                    e.to_string()
+                })
+            },
         )
         .await;
         match result {
@@ -1599,7 +1614,14 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
                 bo.vsl.log(Tag::Length, format_args!("{len}"));
             }
             Err(fail) => {
-                bo.acct.beresp_body += f.body_read;
+                // varnishd reads a body into its storage: when storage ran
+                // out, what it read is what had room (unfiltered bodies;
+                // a filter's input is not what it stored).
+                bo.acct.beresp_body += if no_room && chain.filters().is_empty() {
+                    writer.len()
+                } else {
+                    f.body_read
+                };
                 fail.log(bo);
                 bo.sh.counters.inc(Main::fetch_failed);
                 writer.fail();
@@ -1971,9 +1993,11 @@ async fn backend_error(
         ObjKind::Normal
     };
     // As varnishd (vbf_beresp2obj): the error object is stored as any
-    // other, in Transient only when it is private or short-lived.
-    let private = matches!(job.mode, FetchMode::Pass);
-    let store = pick_store(bo, private).unwrap_or_else(|| bo.sh.cache.transient());
+    // other, in Transient only when it is uncacheable (a pass is, from
+    // its start) or short-lived. Not by the fetch mode: an object that
+    // could not be stored has given up its busy object already, and its
+    // error object counts as short-lived, not uncacheable.
+    let store = pick_store(bo, false).unwrap_or_else(|| bo.sh.cache.transient());
     bo.vsl.log(
         Tag::Storage,
         format_args!("{} {}", store.stevedore().kind(), store.name()),

@@ -276,6 +276,7 @@ impl Sections {
             sec.set(Vbe::fail_other, g(&ps.fail_other));
             sec.set(Vbe::busy, g(&ps.busy));
             sec.set(Vbe::helddown, g(&ps.helddown));
+            sec.set(Vbe::unhealthy, g(&ps.unhealthy));
             sec.set(Vbe::bereq_hdrbytes, g(&ps.bereq_hdrbytes));
             sec.set(Vbe::pipe_hdrbytes, g(&ps.pipe_hdrbytes));
             sec.set(Vbe::pipe_out, g(&ps.pipe_out));
