@@ -1560,8 +1560,15 @@ fn default_list_modelled(list: &[u8]) -> bool {
 /// covers.
 fn stack_on_ws(t: &mut ReqTask, list: &str) -> bool {
     let entries = list.split_ascii_whitespace().count() as u64;
-    t.ws.take(list.len() as u64 + 1)
-        && (0..entries).all(|_| t.ws.take(crate::runtime::ws::size::VDP_ENTRY))
+    // The text is built in the rest of the workspace (WS_VSB_new), or in a
+    // 2-byte static buffer when less than 2 bytes are left: there only an
+    // empty list fits, and it takes nothing (std_b00011's overflow case).
+    let text_fits = if t.ws.free() < 2 {
+        list.is_empty()
+    } else {
+        t.ws.take(list.len() as u64 + 1)
+    };
+    text_fits && (0..entries).all(|_| t.ws.take(crate::runtime::ws::size::VDP_ENTRY))
 }
 
 fn no_delivery(t: &mut ReqTask) -> After {
@@ -1838,18 +1845,7 @@ where
             if data.gzip && want_gunzip {
                 gunzip = true;
                 sh.counters.inc(Main::n_gunzip);
-                for (k, v) in t.resp.headers.iter() {
-                    if k.eq_ignore_ascii_case(b"content-encoding") {
-                        t.vsl.log_header(Tag::RespUnset, k, v);
-                    }
-                }
-                t.resp.headers.remove("content-encoding");
-                // As varnishd: the plain length is known once the object
-                // is complete (its gzip trailer says it).
-                body_len = final_len
-                    .zip(o.body().tail(4))
-                    .and_then(|(len, tail)| crate::fetch::gzip::gzip_plain_len(len, &tail))
-                    .filter(|l| *l > 0);
+                body_len = gunzip_response(t, o, final_len);
             }
             if plan.as_ref().map_or(t.esi, |p| p.esi)
                 && let Some(code) = data.esi.clone()
@@ -2339,4 +2335,20 @@ where
         Ok(()) => After::CloseAs(close_as),
         Err(e) => After::TxFailed(e),
     }
+}
+
+/// A delivery gunzip's response (`cnt_transmit`): it loses its
+/// `Content-Encoding` (logged), and its length is the plain length, known
+/// once the object is complete (its gzip trailer says it).
+pub(crate) fn gunzip_response(t: &mut ReqTask, o: &ObjRef, final_len: Option<u64>) -> Option<u64> {
+    for (k, v) in t.resp.headers.iter() {
+        if k.eq_ignore_ascii_case(b"content-encoding") {
+            t.vsl.log_header(Tag::RespUnset, k, v);
+        }
+    }
+    t.resp.headers.remove("content-encoding");
+    final_len
+        .zip(o.body().tail(4))
+        .and_then(|(len, tail)| crate::fetch::gzip::gzip_plain_len(len, &tail))
+        .filter(|l| *l > 0)
 }
