@@ -263,22 +263,7 @@ pub fn widen(sc: &mut Scenario) {
     if r.chance(30) {
         let url = *r.pick(&["/a", "/a", "/b", "*"]);
         let raw = expand(r.pick::<&str>(ODD_RESPONSES), url);
-        sc.backend.insert(
-            0,
-            BeResp {
-                url: url.into(),
-                status: 0,
-                reason: String::new(),
-                headers: vec![],
-                body: String::new(),
-                gzip: false,
-                framing: Framing::Close,
-                delay_ms: 0,
-                stall_ms: 0,
-                truncate: false,
-                raw: Some(raw),
-            },
-        );
+        sc.backend.insert(0, BeResp::raw(url, raw));
     }
 }
 

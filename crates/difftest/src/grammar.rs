@@ -486,19 +486,7 @@ const BODIES: &[&str] = &[
 
 fn gen_resp(r: &mut Rng, url: &str) -> BeResp {
     if r.chance(6) {
-        return BeResp {
-            url: url.into(),
-            status: 0,
-            reason: String::new(),
-            headers: vec![],
-            body: String::new(),
-            gzip: false,
-            framing: Framing::Close,
-            delay_ms: 0,
-            stall_ms: 0,
-            truncate: false,
-            raw: Some(r.pick(RAW_RESPONSES).to_string()),
-        };
+        return BeResp::raw(url, r.pick(RAW_RESPONSES).to_string());
     }
     let status = *r.pick(&[
         200, 200, 200, 200, 200, 201, 204, 206, 301, 304, 404, 500, 503,

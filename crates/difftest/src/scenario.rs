@@ -44,6 +44,25 @@ pub struct BeResp {
     pub raw: Option<String>,
 }
 
+impl BeResp {
+    /// A response of `raw` bytes sent verbatim for `url`, then a close.
+    pub fn raw(url: &str, raw: String) -> BeResp {
+        BeResp {
+            url: url.into(),
+            status: 0,
+            reason: String::new(),
+            headers: vec![],
+            body: String::new(),
+            gzip: false,
+            framing: Framing::Close,
+            delay_ms: 0,
+            stall_ms: 0,
+            truncate: false,
+            raw: Some(raw),
+        }
+    }
+}
+
 /// One client request.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Step {

@@ -963,16 +963,7 @@ fn include_length(t: &mut ReqTask, o: &ObjRef, list: &str) {
         .and_then(lacquer_http::parse_content_length);
     let mut resp_len = final_len.or(clval);
     if has("gunzip") {
-        for (k, v) in t.resp.headers.iter() {
-            if k.eq_ignore_ascii_case(b"content-encoding") {
-                t.vsl.log_header(Tag::RespUnset, k, v);
-            }
-        }
-        t.resp.headers.remove("content-encoding");
-        resp_len = final_len
-            .zip(o.body().tail(4))
-            .and_then(|(len, tail)| crate::fetch::gzip::gzip_plain_len(len, &tail))
-            .filter(|l| *l > 0);
+        resp_len = crate::client::req_fsm::gunzip_response(t, o, final_len);
     }
     if has("esi") {
         resp_len = None;

@@ -239,13 +239,7 @@ where
     }
     if !backend.healthy() {
         // As varnishd's vbe_dir_getfd, which a pipe goes through too.
-        bo.sh.counters.inc(Main::backend_unhealthy);
-        backend
-            .pool
-            .stats
-            .unhealthy
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        return Err(format!("backend {}: unhealthy", backend.vcl_name));
+        return Err(backend.refuse_unhealthy(&bo.sh.counters));
     }
     let params = bo.sh.params();
     let connect = backend

@@ -442,14 +442,7 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, NoResponse> {
         return Err("No backend".to_string().into());
     }
     if !backend.healthy() {
-        // As varnishd's vbe_dir_getfd: counted globally and per backend.
-        bo.sh.counters.inc(Main::backend_unhealthy);
-        backend
-            .pool
-            .stats
-            .unhealthy
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        return Err(format!("backend {}: unhealthy", backend.vcl_name).into());
+        return Err(backend.refuse_unhealthy(&bo.sh.counters).into());
     }
     let params = bo.sh.params();
     let connect_timeout = bo

@@ -211,6 +211,15 @@ impl BackendRt {
         !self.none && self.health.healthy()
     }
 
+    /// A fetch or pipe refused because the backend is sick, counted as
+    /// varnishd's `vbe_dir_getfd` counts it (`MAIN.backend_unhealthy` and
+    /// the backend's `unhealthy`); the error text to fail with.
+    pub fn refuse_unhealthy(&self, counters: &crate::runtime::counters::Counters) -> String {
+        counters.inc(crate::runtime::counters::Main::backend_unhealthy);
+        self.pool.stats.unhealthy.fetch_add(1, Ordering::Relaxed);
+        format!("backend {}: unhealthy", self.vcl_name)
+    }
+
     /// The TCP address, for `beresp.backend.ip`.
     pub fn tcp_addr(&self) -> Option<std::net::SocketAddr> {
         match self.pool.address() {
