@@ -75,12 +75,6 @@ def backend_conn(c):
         c.close()
 
 
-def serve(listener):
-    while True:
-        c, _ = listener.accept()
-        threading.Thread(target=backend_conn, args=(c,), daemon=True).start()
-
-
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -220,30 +214,48 @@ def norm(r):
     return s
 
 
-def main():
+def arguments(quiet):
+    """The tools' command line: the two daemons, the quiet time, the JSON lists (read)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--lacquerd", default="target/debug/lacquerd")
     ap.add_argument("--varnishd", default="/usr/sbin/varnishd")
-    ap.add_argument("--quiet", type=float, default=0.5)
+    ap.add_argument("--quiet", type=float, default=quiet)
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
-    cases = []
+    a.items = []
     for f in a.files:
-        cases.extend(json.load(open(f)))
+        a.items.extend(json.load(open(f)))
+    a.daemons = (("varnishd", a.varnishd), ("lacquerd", a.lacquerd))
+    return a
+
+
+def pass_backend(handle):
+    """A backend calling `handle(conn)` per connection; a VCL passing every request to it."""
     bl = socket.socket()
     bl.bind(("127.0.0.1", 0))
     bl.listen(64)
-    threading.Thread(target=serve, args=(bl,), daemon=True).start()
-    vcl = (
+
+    def serve():
+        while True:
+            c, _ = bl.accept()
+            threading.Thread(target=handle, args=(c,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return (
         'vcl 4.1;\nbackend default { .host = "127.0.0.1"; .port = "%d"; }\n'
         "sub vcl_recv { return (pass); }\n" % bl.getsockname()[1]
     )
+
+
+def main():
+    a = arguments(0.5)
+    vcl = pass_backend(backend_conn)
     got = with_daemons(
         vcl,
-        (("varnishd", a.varnishd), ("lacquerd", a.lacquerd)),
-        lambda port: [exchange(port, c.encode("latin-1"), a.quiet) for c in cases],
+        a.daemons,
+        lambda port: [exchange(port, c.encode("latin-1"), a.quiet) for c in a.items],
     )
-    sys.exit(report("case", cases, got, norm))
+    sys.exit(report("case", a.items, got, norm))
 
 
 if __name__ == "__main__":

@@ -19,12 +19,9 @@ Usage: tests/diff/respdiff.py [--lacquerd BIN] [--varnishd BIN] [--quiet S] FILE
 Exit status 1 when a case differs.
 """
 
-import argparse
-import json
 import os
 import socket
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -59,12 +56,6 @@ def backend_conn(c):
         c.close()
 
 
-def serve(listener):
-    while True:
-        c, _ = listener.accept()
-        threading.Thread(target=backend_conn, args=(c,), daemon=True).start()
-
-
 def fetch_all(port, quiet):
     out = []
     for i in range(len(CASES)):
@@ -74,27 +65,10 @@ def fetch_all(port, quiet):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--lacquerd", default="target/debug/lacquerd")
-    ap.add_argument("--varnishd", default="/usr/sbin/varnishd")
-    ap.add_argument("--quiet", type=float, default=1.0)
-    ap.add_argument("files", nargs="+")
-    a = ap.parse_args()
-    for f in a.files:
-        CASES.extend(json.load(open(f)))
-    bl = socket.socket()
-    bl.bind(("127.0.0.1", 0))
-    bl.listen(64)
-    threading.Thread(target=serve, args=(bl,), daemon=True).start()
-    vcl = (
-        'vcl 4.1;\nbackend default { .host = "127.0.0.1"; .port = "%d"; }\n'
-        "sub vcl_recv { return (pass); }\n" % bl.getsockname()[1]
-    )
-    got = reqdiff.with_daemons(
-        vcl,
-        (("varnishd", a.varnishd), ("lacquerd", a.lacquerd)),
-        lambda port: fetch_all(port, a.quiet),
-    )
+    a = reqdiff.arguments(1.0)
+    CASES.extend(a.items)
+    vcl = reqdiff.pass_backend(backend_conn)
+    got = reqdiff.with_daemons(vcl, a.daemons, lambda port: fetch_all(port, a.quiet))
     sys.exit(reqdiff.report("case", CASES, got, reqdiff.norm))
 
 

@@ -4,29 +4,13 @@
 //! response closes it with an empty 500; once authenticated, `auth`
 //! checks again, and without a secret it cannot be configured.
 
-use lacquer_server::mgt::daemon::{self, BootVcl, Config};
-use lacquer_server::runtime::params::ParamSet;
+mod common;
+
+use lacquer_server::mgt::daemon::{self, Config};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
 fn config(tag: &str) -> Config {
-    let mut p = ParamSet::default();
-    p.set("vsl_space", "1M").unwrap();
-    Config {
-        listen: vec![lacquer_server::mgt::listen::parse_listen("127.0.0.1:0", 0).unwrap()],
-        vcl: BootVcl::None,
-        storage: vec!["malloc,8m".to_string()],
-        params: p,
-        workdir: std::env::temp_dir()
-            .join(format!("lacquer-cli-auth-{tag}-{}", std::process::id())),
-        identity: None,
-        admin: None,
-        secret: Some("none".into()),
-        reverse_cli: None,
-        debug: false,
-        pidfile: None,
-        cli_file: None,
-        tls: None,
-    }
+    common::bare_config(&format!("cli-auth-{tag}"))
 }
 
 /// One reply: status and body; `None` once the connection is closed.

@@ -2,27 +2,14 @@
 //! fails stops the start with varnishd's message, unless its line starts
 //! with `-`; a file that cannot be read is refused.
 
-use lacquer_server::mgt::daemon::{self, BootVcl, Config};
-use lacquer_server::runtime::params::ParamSet;
+mod common;
+
+use lacquer_server::mgt::daemon::{self, Config};
 
 fn config(tag: &str, cli_file: std::path::PathBuf) -> Config {
-    let mut p = ParamSet::default();
-    p.set("vsl_space", "1M").unwrap();
     Config {
-        listen: vec![lacquer_server::mgt::listen::parse_listen("127.0.0.1:0", 0).unwrap()],
-        vcl: BootVcl::None,
-        storage: vec!["malloc,8m".to_string()],
-        params: p,
-        workdir: std::env::temp_dir()
-            .join(format!("lacquer-cli-file-{tag}-{}", std::process::id())),
-        identity: None,
-        admin: None,
-        secret: Some("none".into()),
-        reverse_cli: None,
-        debug: false,
-        pidfile: None,
         cli_file: Some(cli_file),
-        tls: None,
+        ..common::bare_config(&format!("cli-file-{tag}"))
     }
 }
 

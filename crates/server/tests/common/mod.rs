@@ -173,6 +173,29 @@ pub async fn lacquer_on(vcl: &str, params: &[&str], listen: &str) -> Running {
     daemon::start(cfg).await.expect("daemon starts")
 }
 
+/// A daemon configuration without VCL or secret, listening on a free
+/// loopback port with a small store, working in `lacquer-<tag>-<pid>`:
+/// for tests that start it themselves (`-I` files, CLI authentication).
+pub fn bare_config(tag: &str) -> Config {
+    let mut p = ParamSet::default();
+    p.set("vsl_space", "1M").unwrap();
+    Config {
+        listen: vec![lacquer_server::mgt::listen::parse_listen("127.0.0.1:0", 0).unwrap()],
+        vcl: BootVcl::None,
+        storage: vec!["malloc,8m".to_string()],
+        params: p,
+        workdir: std::env::temp_dir().join(format!("lacquer-{tag}-{}", std::process::id())),
+        identity: None,
+        admin: None,
+        secret: Some("none".into()),
+        reverse_cli: None,
+        debug: false,
+        pidfile: None,
+        cli_file: None,
+        tls: None,
+    }
+}
+
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 /// VCL header with one backend at `addr`.
