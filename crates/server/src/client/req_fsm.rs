@@ -2048,24 +2048,24 @@ where
             .log_header(Tag::RespHeader, b"Transfer-Encoding", b"chunked");
     }
     let (send_timeout, idle_send) = (t.timeouts.send_timeout, t.timeouts.idle_send_timeout);
-    if t.ws.overflowed() {
-        drop(params);
-        let timeout = Duration::from_secs_f64(send_timeout.max(0.001));
-        return overflowed_500(t, conn, timeout, "workspace_client overflow").await;
-    }
     drop(params);
+    let timeout = Duration::from_secs_f64(send_timeout.max(0.001));
     let write_body = send_body && !head_only && !no_body_status;
-    // As varnishd's V1D_Deliver: a body to send (not a HEAD's, a 204's or
-    // an empty one) stacks the HTTP/1 writer, an entry on the client
-    // workspace; without room the fixed 500 goes out instead, with the
-    // error text varnishd 7.1 gives that branch.
+    // As varnishd 7.1's V1D_Deliver, in its order: a body to send (not a
+    // HEAD's, a 204's or an empty one) first stacks the HTTP/1 writer, an
+    // entry on the client workspace; without room the fixed 500 goes out,
+    // with the error text 7.1 gives that branch. Only then is an
+    // overflowed client workspace looked at (a marked workspace with room
+    // left still takes the entry, as WS_Alloc).
     if write_body
         && body_len != Some(0)
         && ws_charged
         && !t.ws.take(crate::runtime::ws::size::VDP_ENTRY)
     {
-        let timeout = Duration::from_secs_f64(send_timeout.max(0.001));
         return overflowed_500(t, conn, timeout, "workspace_thread overflow").await;
+    }
+    if t.ws.overflowed() {
+        return overflowed_500(t, conn, timeout, "workspace_client overflow").await;
     }
     let mut out = Vec::with_capacity(512);
     let hdr_bytes;

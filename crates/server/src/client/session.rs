@@ -707,7 +707,11 @@ where
         *ws = std::mem::replace(&mut task.sess_ws, Workspace::session(0));
         let vcl_failed = task.vcl_failed;
         drop(task);
-        if vcl_failed {
+        // A VCL failure set the close reason first (cnt_vclfail); delivery
+        // overrides it where varnishd's V1D_Deliver writes doclose again:
+        // the fixed 500 of an overflowed workspace and an HTTP/1.0 body
+        // without length both close as TX_EOF.
+        if vcl_failed && !matches!(after, After::CloseAs("TX_EOF")) {
             sh.counters.inc(Main::sc_vcl_failure);
             return Turn::End("VCL_FAILURE");
         }
