@@ -209,6 +209,19 @@ fn mask_xid(b: &str) -> (String, bool) {
     (out, hit)
 }
 
+/// What a connection still had to say after the script: a response
+/// nobody read is named by its status line (its headers carry dates and
+/// ids, and the bytes read at once end wherever 256 ends them), other
+/// bytes are shown as they are.
+fn unexpected(b: &[u8]) -> String {
+    if b.starts_with(b"HTTP/")
+        && let Some(end) = b.windows(2).position(|w| w == b"\r\n")
+    {
+        return format!("open, unexpected response {}", show(&b[..end]));
+    }
+    format!("open, {} unexpected bytes {}", b.len(), show(b))
+}
+
 pub(crate) fn show(b: &[u8]) -> String {
     let s = String::from_utf8_lossy(b);
     let s: String = s.chars().take(400).collect();
@@ -386,7 +399,7 @@ pub fn run(addr: &str, steps: &[Step]) -> Vec<String> {
         let mut tmp = [0u8; 256];
         let state = match c.s.read(&mut tmp) {
             Ok(0) => "closed".to_string(),
-            Ok(k) => format!("open, {k} unexpected bytes {}", show(&tmp[..k])),
+            Ok(k) => unexpected(&tmp[..k]),
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 "open".to_string()
             }
