@@ -827,9 +827,12 @@ impl<'a> Checker<'a> {
         let mut addrs = Vec::new();
         if path.is_none() && fields.string("host").is_some() {
             let span = fields.string("host").map(|s| s.span).unwrap_or(name_span);
-            addrs = resolve_host(&host, &port).map_err(|e| {
+            // vcc quotes the host token as written (`"x"`, `{"x"}`).
+            let written = self.text(span).to_string();
+            let explicit_port = fields.string("port").is_some();
+            addrs = resolve_host_for_backend(&host, &port, explicit_port).map_err(|e| {
                 Box::new(Diagnostic::error(
-                    format!("Backend host '\"{host_field}\"' could not be resolved to an IP address:\n\t{e}\n(Sorry if that error message is gibberish.)"),
+                    format!("Backend host '{written}' could not be resolved to an IP address:\n\t{e}\n(Sorry if that error message is gibberish.)"),
                     span,
                 ))
             })?;
@@ -3278,6 +3281,11 @@ fn dns_error_text(e: &std::io::Error) -> String {
 /// taken modulo 65536 (as the C library stores it in 16 bits), a name is
 /// looked up in /etc/services (TCP).
 fn service_port(port: &str) -> Result<u16, String> {
+    // getaddrinfo with an empty service: port 0 (varnishd compiles
+    // `.port = "";` to a backend address with port 0).
+    if port.is_empty() {
+        return Ok(0);
+    }
     if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
         let n: u64 = port.parse().unwrap_or(u64::MAX);
         return Ok((n % 65536) as u16);
@@ -3303,6 +3311,25 @@ fn service_port(port: &str) -> Result<u16, String> {
         "https" => Ok(443),
         _ => Err("Servname not supported for ai_socktype".into()),
     }
+}
+
+/// A backend's `.host` and port as vcc resolves them: an empty host with
+/// a `.port` of its own is getaddrinfo's passive wildcard, one IPv4 and
+/// one IPv6 address (varnishd compiles `.host = ""; .port = "80";` to
+/// 0.0.0.0 and ::); without `.port` it is refused as any unknown name.
+fn resolve_host_for_backend(
+    host: &str,
+    port: &str,
+    explicit_port: bool,
+) -> Result<Vec<SocketAddr>, String> {
+    if host.is_empty() && explicit_port {
+        let p = service_port(port)?;
+        return Ok(vec![
+            SocketAddr::new(IpAddr::from([0u8; 4]), p),
+            SocketAddr::new(IpAddr::from([0u16; 8]), p),
+        ]);
+    }
+    resolve_host(host, port)
 }
 
 fn resolve_host(host: &str, port: &str) -> Result<Vec<SocketAddr>, String> {

@@ -34,12 +34,15 @@ pub fn compile_file(
     let builtin = sm.add(BUILTIN_NAME, BUILTIN_VCL, FileKind::Builtin);
     let storages = opts.storages.clone();
     let set_type = move |target: &str| set_target_type(target, &storages);
+    let arg_type =
+        |callee: &str, pos: usize, name: Option<&str>| vmod_arg_type(vmods, callee, pos, name);
     let popts = ParseOptions {
         vcl_path: parse_opts.vcl_path.clone(),
         unsafe_path: parse_opts.unsafe_path,
         builtin: Some(builtin),
         loader: parse_opts.loader,
         set_type: Some(&set_type),
+        arg_type: Some(&arg_type),
     };
     let (vcl, diags) = parser::parse_with(sm, main, &popts);
     if diags.has_errors() {
@@ -63,6 +66,45 @@ fn set_target_type(target: &str, storages: &[String]) -> Option<&'static str> {
         Type::Header => "STRING",
         t => t.name(),
     })
+}
+
+/// The type vcc parses a vmod call's argument as (see
+/// [`parser::ArgTypeFn`]): the declared argument by name, else the
+/// `pos`-th one VCL writes (private arguments are not written). A STRANDS
+/// argument is read as a STRING expression.
+fn vmod_arg_type(
+    vmods: &VmodRegistry,
+    callee: &str,
+    pos: usize,
+    name: Option<&str>,
+) -> Option<&'static str> {
+    use crate::types::Type;
+    use crate::vmod::ArgType;
+    let mut parts = callee.split('.');
+    let module = vmods.get(parts.next()?)?;
+    let (second, third) = (parts.next()?, parts.next());
+    let func = match third {
+        None => match module.function(second) {
+            Some((_, f)) => f,
+            None => &module.object(second)?.1.ctor,
+        },
+        Some(method) => module.object(second)?.1.method(method)?.1,
+    };
+    let mut written = func
+        .args
+        .iter()
+        .filter(|a| !matches!(a.ty, ArgType::Priv(_)));
+    let arg = match name {
+        Some(n) => {
+            written.find(|a| a.name.as_deref().is_some_and(|x| x.eq_ignore_ascii_case(n)))?
+        }
+        None => written.nth(pos)?,
+    };
+    match &arg.ty {
+        ArgType::Value(Type::Strands) => Some("STRING"),
+        ArgType::Value(t) => Some(t.name()),
+        _ => None,
+    }
 }
 
 /// Compiles VCL source text named `name` (e.g. `<vcl.inline>` or a path).
@@ -141,6 +183,97 @@ mod tests {
             let e = r.expect_err(body).render(&sm);
             assert!(e.contains(want), "{body}: {e}");
         }
+    }
+
+    /// Messages vcc words from what it is parsing, each checked against
+    /// varnishd 7.1.1 (found by tests/diff/vclmutate.py).
+    #[test]
+    fn messages_follow_the_context_vcc_is_in() {
+        let mut vmods = VmodRegistry::new();
+        vmods
+            .add_text(
+                "$Module m\n$Function VOID log(STRANDS s)\n$Function VOID tos(INT n)\n\
+                 $Object rr()\n$Method VOID .add(BACKEND be, REAL w = 1)\n",
+            )
+            .expect("declaration");
+        for (body, want) in [
+            // Arguments are read as the declared type (STRANDS as STRING),
+            // through an import alias and an object's class too.
+            (
+                "m.log(  + \"x\");",
+                "Unknown token '+' when looking for STRING",
+            ),
+            ("mm.tos(;", "Unknown token ';' when looking for INT"),
+            ("m.tos(n = );", "Unknown token ')' when looking for INT"),
+            (
+                "new o = m.rr(); o.add( , 1);",
+                "Unknown token ',' when looking for BACKEND",
+            ),
+            (
+                "new o = m.rr(); o.add(b, w = );",
+                "Unknown token ')' when looking for REAL",
+            ),
+            // After `&&` and `||`, the type looked for at the start.
+            (
+                "if (req.restarts == 0 && ) { }",
+                "Unknown token ')' when looking for BOOL",
+            ),
+            (
+                "if (req.url || ) { }",
+                "Unknown token ')' when looking for BOOL",
+            ),
+            (
+                "return (synth(700 && ));",
+                "Unknown token ')' when looking for INT",
+            ),
+            // A statement that starts with a variable.
+            ("beresp.ttl (req.url) { }", "Symbol cannot be used here."),
+            ("obj.http.x(\"y\");", "Symbol cannot be used here."),
+            ("req.http.x = \"y\";", "Symbol cannot be used here."),
+        ] {
+            let text = format!(
+                "vcl 4.1; import m; import m as mm; backend b {{ .host = \"127.0.0.1\"; }} \
+                 sub vcl_init {{ {body} }}"
+            );
+            let (sm, r) = compile_str("t.vcl", &text, &CompileOptions::default(), &vmods);
+            let e = r.expect_err(body).render(&sm);
+            assert!(e.contains(want), "{body}: {e}");
+        }
+    }
+
+    /// vcc resolves `.host` and `.port` with getaddrinfo: an empty host
+    /// with a port of its own is the wildcard (both families), an empty
+    /// port is port 0, and the message quotes the host as written.
+    #[test]
+    fn backend_hosts_resolve_as_getaddrinfo() {
+        let compile = |backend: &str| {
+            let text = format!("vcl 4.1; backend b {{ {backend} }}");
+            compile_str(
+                "t.vcl",
+                &text,
+                &CompileOptions::default(),
+                &VmodRegistry::new(),
+            )
+        };
+        for ok in [
+            ".host = \"\"; .port = \"80\";",
+            ".host = \"127.0.0.1\"; .port = \"\";",
+        ] {
+            let (sm, r) = compile(ok);
+            r.unwrap_or_else(|d| panic!("{ok}: {}", d.render(&sm)));
+        }
+        let (sm, r) = compile(".host = \"\";");
+        let e = r.expect_err("no port").render(&sm);
+        assert!(
+            e.contains("Backend host '\"\"' could not be resolved"),
+            "{e}"
+        );
+        let (sm, r) = compile(".host = {\"no such host.invalid\"}; .port = \"80\";");
+        let e = r.expect_err("bad host").render(&sm);
+        assert!(
+            e.contains("Backend host '{\"no such host.invalid\"}'"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! input cannot exhaust the stack, and every loop consumes a token, so parsing
 //! is linear in the input.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::ast::*;
@@ -48,6 +49,12 @@ static FS_LOADER: FsLoader = FsLoader;
 /// Maps a `set` target's dotted name to the type vcc expects for its value.
 pub type SetTypeFn = dyn Fn(&str) -> Option<&'static str>;
 
+/// The type a vmod call's argument has, for vcc's "Unknown token 'x'
+/// when looking for TYPE": given the callee (`module.function`,
+/// `module.Class` for a constructor, `module.Class.method`), the
+/// argument's position and its name when it is given by name.
+pub type ArgTypeFn<'f> = dyn Fn(&str, usize, Option<&str>) -> Option<&'static str> + 'f;
+
 /// Options of a parse.
 pub struct ParseOptions<'a> {
     /// Directories searched for relative `include` names (vcl_path).
@@ -66,6 +73,9 @@ pub struct ParseOptions<'a> {
     /// "Unknown token 'x' when looking for TYPE" like vcc; semantic analysis
     /// can supply its variable table here.
     pub set_type: Option<&'a SetTypeFn>,
+    /// Optional: vmod argument types ([`ArgTypeFn`]), for the same
+    /// messages inside a call's parentheses.
+    pub arg_type: Option<&'a ArgTypeFn<'a>>,
 }
 
 impl Default for ParseOptions<'_> {
@@ -76,6 +86,7 @@ impl Default for ParseOptions<'_> {
             builtin: None,
             loader: &FS_LOADER,
             set_type: None,
+            arg_type: None,
         }
     }
 }
@@ -125,6 +136,9 @@ pub fn parse_with(sm: &mut SourceMap, main: FileId, opts: &ParseOptions<'_>) -> 
         default_probe: false,
         builtin_subs: Vec::new(),
         set_type: opts.set_type,
+        arg_type: opts.arg_type,
+        modules: HashMap::new(),
+        objects: HashMap::new(),
     };
     p.builtin_subs = match opts.builtin {
         Some(b) => p.sub_names_in(b),
@@ -220,6 +234,12 @@ struct Parser<'a> {
     /// (those of the built-in VCL).
     builtin_subs: Vec<String>,
     set_type: Option<&'a SetTypeFn>,
+    arg_type: Option<&'a ArgTypeFn<'a>>,
+    /// Imported vmods by the name VCL calls them (`import std as s`: s →
+    /// std), and objects made with `new` (name → `module.Class`), as seen
+    /// so far: what [`ArgTypeFn`] needs to name a callee.
+    modules: HashMap<String, String>,
+    objects: HashMap<String, String>,
     unsafe_path: bool,
 }
 
@@ -238,6 +258,23 @@ impl<'a> Parser<'a> {
     fn peek(&self, n: usize) -> Token {
         let i = (self.pos + n).min(self.stream.toks.len() - 1);
         self.stream.toks[i]
+    }
+
+    /// The dotted name (`a.b.c`) starting at the current token, read
+    /// without moving: identifiers joined by dots, as vcc's symbol lookup
+    /// sees them.
+    fn peek_dotted(&self) -> String {
+        let mut name = String::new();
+        let mut n = 0;
+        while self.peek(n).kind == TokKind::Id {
+            name.push_str(self.text(self.peek(n)));
+            if self.peek(n + 1).kind != TokKind::Punct(Punct::Dot) {
+                break;
+            }
+            name.push('.');
+            n += 2;
+        }
+        name
     }
 
     fn text(&self, t: Token) -> &'a str {
@@ -572,6 +609,8 @@ impl<'a> Parser<'a> {
             from = Some(s);
         }
         let semi = self.skip(Punct::Semi)?;
+        let called = alias.as_ref().unwrap_or(&name).name.clone();
+        self.modules.insert(called, name.name.clone());
         Ok(Import {
             name,
             alias,
@@ -1210,8 +1249,12 @@ impl<'a> Parser<'a> {
                     return Err(self.expected(TokKind::Id));
                 }
                 let callee = self.path()?;
+                let class = self.callee_name(&callee);
+                if let Some(c) = &class {
+                    self.objects.insert(name.name.clone(), c.clone());
+                }
                 let constructor = if self.at(Punct::LParen) {
-                    let (args, args_span) = self.call_args()?;
+                    let (args, args_span) = self.call_args(class.as_deref())?;
                     let span = callee.span.to(args_span);
                     Expr {
                         kind: ExprKind::Call {
@@ -1231,6 +1274,14 @@ impl<'a> Parser<'a> {
                 StmtKind::New { name, constructor }
             }
             _ => {
+                // vcc looks the statement's first symbol up before anything
+                // else: a variable has no action, whatever follows it
+                // (`req.url = "x";`, `obj.http.x("y");`, `beresp.ttl (…) {`).
+                if let Some(f) = self.set_type
+                    && f(&self.peek_dotted()).is_some()
+                {
+                    return Err(self.err_at("Symbol cannot be used here.", t0.span));
+                }
                 let e = self.postfix()?;
                 if let ExprKind::Path(p) = &e.kind
                     && RESERVED_SYMBOLS.contains(&p.segments[0].name.as_str())
@@ -1489,21 +1540,33 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// The type vcc looks for at the expression that starts here: the
+    /// operands after `&&` and `||` are read with the same one (vcc passes
+    /// its `fmt` down to them and checks the types afterwards).
+    fn outer_hint(&self) -> Option<&'static str> {
+        match self.hint {
+            Some((h, p)) if p == self.pos => Some(h),
+            _ => None,
+        }
+    }
+
     fn expr_or(&mut self) -> PResult<Expr> {
+        let outer = self.outer_hint();
         let mut e = self.expr_and()?;
         while self.at(Punct::COr) {
             let op = self.advance();
-            let rhs = self.expr_and()?;
+            let rhs = self.hinted(outer, Self::expr_and)?;
             e = Self::binary(e, BinaryOp::Or, op.span, rhs);
         }
         Ok(e)
     }
 
     fn expr_and(&mut self) -> PResult<Expr> {
+        let outer = self.outer_hint();
         let mut e = self.expr_not()?;
         while self.at(Punct::CAnd) {
             let op = self.advance();
-            let rhs = self.expr_not()?;
+            let rhs = self.hinted(outer, Self::expr_not)?;
             e = Self::binary(e, BinaryOp::And, op.span, rhs);
         }
         Ok(e)
@@ -1647,7 +1710,14 @@ impl<'a> Parser<'a> {
             self.advance();
             let name = self.expect_id()?;
             let args = if self.at(Punct::LParen) {
-                Some(self.call_args()?)
+                let callee = match &e.kind {
+                    ExprKind::Path(p) if p.segments.len() == 1 => self
+                        .objects
+                        .get(&p.segments[0].name)
+                        .map(|c| format!("{c}.{}", name.name)),
+                    _ => None,
+                };
+                Some(self.call_args(callee.as_deref())?)
             } else {
                 None
             };
@@ -1687,7 +1757,25 @@ impl<'a> Parser<'a> {
         Ok((args, open.span.to(close.span)))
     }
 
-    fn call_args(&mut self) -> PResult<(Vec<Arg>, Span)> {
+    /// What [`ArgTypeFn`] calls a callee written as `path`: a vmod's
+    /// function or class through its import name, an object's method
+    /// through the class the object was made from.
+    fn callee_name(&self, path: &Path) -> Option<String> {
+        let first = &path.segments.first()?.name;
+        let rest: Vec<&str> = path.segments[1..].iter().map(|s| s.name.as_str()).collect();
+        if rest.is_empty() {
+            return None;
+        }
+        let base = self
+            .objects
+            .get(first)
+            .or_else(|| self.modules.get(first))?;
+        Some(format!("{base}.{}", rest.join(".")))
+    }
+
+    /// A call's arguments; `callee` (see [`Self::callee_name`]) gives each
+    /// one the type vcc looks for there.
+    fn call_args(&mut self, callee: Option<&str>) -> PResult<(Vec<Arg>, Span)> {
         let open = self.skip(Punct::LParen)?;
         let mut args = Vec::new();
         if !self.at(Punct::RParen) {
@@ -1703,7 +1791,11 @@ impl<'a> Parser<'a> {
                 } else {
                     None
                 };
-                let value = self.expr()?;
+                let hint = match (self.arg_type, callee) {
+                    (Some(f), Some(c)) => f(c, args.len(), name.as_ref().map(|n| n.name.as_str())),
+                    _ => None,
+                };
+                let value = self.hinted(hint, Self::expr)?;
                 let span = name
                     .as_ref()
                     .map(|n| n.span)
@@ -1778,7 +1870,8 @@ impl<'a> Parser<'a> {
                     let (args, args_span) = if regsub {
                         self.regsub_args()?
                     } else {
-                        self.call_args()?
+                        let callee = self.callee_name(&path);
+                        self.call_args(callee.as_deref())?
                     };
                     let span = path.span.to(args_span);
                     return Ok(Expr {
