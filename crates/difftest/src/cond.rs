@@ -20,7 +20,8 @@
 //! A family replaces a quarter of the generated scenarios whole (drawn
 //! from its own random stream for the seed), so a batch mixes them with
 //! the base grammar without making a batch longer: a family scenario has
-//! two to four requests and at most one pause of half a second.
+//! two to four requests, at most one pause of half a second and one of
+//! a tenth.
 
 use crate::rng::Rng;
 use crate::scenario::{BeResp, Framing, Scenario, Step};
@@ -293,7 +294,7 @@ const DELIVER_TWEAKS: &[&str] = &[
     "unset resp.http.Last-Modified;",
     "set resp.http.Last-Modified = \"Sat, 01 Jan 2000 00:00:00 GMT\";",
     "set resp.status = 203;",
-    "set resp.http.X-F = resp.filters;",
+    "set resp.http.X-F = \"[\" + resp.filters + \"]\";",
     "set resp.filters = \"\";",
     "set resp.filters = \"gunzip\";",
     "set resp.filters = \"range\";",
@@ -454,7 +455,12 @@ fn revalidation(sc: &mut Scenario, r: &mut Rng) {
     } else {
         vec![]
     };
-    sc.steps.push(step(request("GET", "/a", &extra)));
+    // After the background fetch a grace hit started has finished: a
+    // request right after the stale delivery races it in varnishd (seed
+    // 1006: the stale object or the refreshed one).
+    let mut last = step(request("GET", "/a", &extra));
+    last.wait_ms = 100;
+    sc.steps.push(last);
 }
 
 const CACHE_CONTROL: &[&str] = &[
@@ -590,7 +596,9 @@ fn ttl_grace(sc: &mut Scenario, r: &mut Rng) {
     }
     sc.steps.push(second);
     if r.chance(60) {
-        sc.steps.push(step(request("GET", "/a", &[])));
+        let mut last = step(request("GET", "/a", &[]));
+        last.wait_ms = 100;
+        sc.steps.push(last);
     }
 }
 
@@ -609,7 +617,7 @@ fn ranges(sc: &mut Scenario, r: &mut Rng) {
             pk(
                 r,
                 &[
-                    "set resp.http.X-F = resp.filters;",
+                    "set resp.http.X-F = \"[\" + resp.filters + \"]\";",
                     "set resp.filters = \"range\";",
                     "set resp.filters = \"\";",
                     "unset resp.http.Accept-Ranges;",
@@ -654,16 +662,17 @@ const BERESP_FILTERS: &[&str] = &[
     "gunzip gzip",
 ];
 
+/// Delivery filter lists VCL sets. `esi` is left out: on an object
+/// without ESI instructions varnishd closes the connection without an
+/// answer (seeds 1030, 1124), which is not behaviour to copy.
 const RESP_FILTERS: &[&str] = &[
     "gunzip",
-    "esi",
     "range",
     "gunzip range",
     "bogus",
-    "esi gunzip",
     "",
     "gzip",
-    "range esi",
+    "range gunzip",
 ];
 
 const ESI_BODIES: &[&str] = &[
@@ -705,7 +714,7 @@ fn filters(sc: &mut Scenario, r: &mut Rng) {
     add(
         sc,
         "vcl_backend_response",
-        "set beresp.http.X-F0 = beresp.filters;",
+        "set beresp.http.X-F0 = \"[\" + beresp.filters + \"]\";",
     );
     if r.chance(60) {
         add(
@@ -714,7 +723,11 @@ fn filters(sc: &mut Scenario, r: &mut Rng) {
             &format!("set beresp.filters = \"{}\";", pk(r, BERESP_FILTERS)),
         );
     }
-    add(sc, "vcl_deliver", "set resp.http.X-F = resp.filters;");
+    add(
+        sc,
+        "vcl_deliver",
+        "set resp.http.X-F = \"[\" + resp.filters + \"]\";",
+    );
     if r.chance(40) {
         add(
             sc,
@@ -828,7 +841,7 @@ mod tests {
                 continue;
             };
             assert!(sc.steps.len() <= 5, "seed {s}");
-            assert!(sc.steps.iter().filter(|st| st.wait_ms > 0).count() <= 1);
+            assert!(sc.steps.iter().filter(|st| st.wait_ms > 100).count() <= 1);
             for (k, _) in &sc.params {
                 assert!(
                     ["http_range_support", "http_gzip_support", "feature"].contains(&k.as_str()),
