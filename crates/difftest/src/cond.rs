@@ -15,7 +15,8 @@
 //! bad syntax, out of bounds, `http_range_support` off) asked by GET and
 //! HEAD; and the filter lists (`beresp.filters`, `resp.filters` read and
 //! set, valid and not), the ESI `feature` flags, `Accept-Encoding` forms and
-//! `http_gzip_support` off.
+//! `http_gzip_support` off; Vary naming one header or several, in
+//! several spellings, against request headers spelt in several ways.
 //!
 //! A family replaces a quarter of the generated scenarios whole (drawn
 //! from its own random stream for the seed), so a batch mixes them with
@@ -774,8 +775,93 @@ fn filters(sc: &mut Scenario, r: &mut Rng) {
     }
 }
 
+const VARY: &[&str] = &[
+    "Accept-Encoding",
+    "X-T, Accept-Encoding",
+    "x-t",
+    "X-T,X-U",
+    "X-T ,  X-U",
+    "*",
+    "Accept-Encoding,X-T",
+    "",
+    "X-T, X-T",
+];
+
+/// Request header lines that select a variant, in spellings that should
+/// and should not match each other (not `X-T:1`: the spacing after the
+/// colon is a deliberate deviation, DEVIATIONS.md).
+const VARIANT_LINES: &[&str] = &[
+    "X-T: 1",
+    "x-t: 1",
+    "X-T: 1 ",
+    "X-T: 2",
+    "X-T: 1\r\nX-T: 2",
+    "X-U: a",
+    "X-T: 1\r\nX-U: a",
+];
+
+/// Vary with one or several headers, header spellings and
+/// `Accept-Encoding` forms (normalised by `http_gzip_support`).
+fn vary(sc: &mut Scenario, r: &mut Rng) {
+    let v = pk(r, VARY);
+    for body in ["v1", "v2", "v3", "v4"] {
+        let mut a = resp(
+            "/a",
+            200,
+            vec![h("Vary", v), h("Cache-Control", "max-age=60")],
+            body,
+        );
+        a.gzip = r.chance(20);
+        sc.backend.push(a);
+    }
+    if r.chance(25) {
+        add(
+            sc,
+            "vcl_backend_response",
+            pk(
+                r,
+                &[
+                    "set beresp.http.Vary = \"X-T, Accept-Encoding\";",
+                    "unset beresp.http.Vary;",
+                    "set beresp.do_gzip = true;",
+                    "set beresp.http.Vary = beresp.http.Vary + \", X-U\";",
+                ],
+            ),
+        );
+    }
+    if r.chance(25) {
+        add(
+            sc,
+            "vcl_recv",
+            pk(
+                r,
+                &[
+                    "set req.http.X-T = std.tolower(req.http.X-T);",
+                    "unset req.http.Accept-Encoding;",
+                    "set req.http.Accept-Encoding = \"br\";",
+                    "return (pass);",
+                ],
+            ),
+        );
+    }
+    if r.chance(20) {
+        sc.params.push(("http_gzip_support".into(), "off".into()));
+    }
+    let n = 3 + r.below(2);
+    for _ in 0..n {
+        let mut extra = vec![];
+        if r.chance(60) {
+            extra.push(pk(r, VARIANT_LINES).to_string());
+        }
+        if r.chance(50) {
+            extra.push(format!("Accept-Encoding: {}", pk(r, ACCEPT_ENCODING)));
+        }
+        sc.steps.push(step(request("GET", "/a", &extra)));
+    }
+}
+
 /// The families, by the name `lacquer-difftest batch --family` takes.
-pub const FAMILIES: &[&str] = &["cond", "revalidation", "ttl", "range", "filters"];
+pub const FAMILIES: &[&str] = &["cond", "revalidation", "ttl", "range", "filters", "vary"];
 
 fn rng(seed: u64) -> Rng {
     Rng::new(seed.wrapping_mul(0xC0DD_1710_4A11_0F0D) ^ 0x3047_1DE5)
@@ -811,6 +897,7 @@ pub fn family(sc: &mut Scenario) {
         "revalidation" => revalidation(sc, &mut r),
         "ttl" => ttl_grace(sc, &mut r),
         "range" => ranges(sc, &mut r),
+        "vary" => vary(sc, &mut r),
         _ => filters(sc, &mut r),
     }
 }
