@@ -499,15 +499,27 @@ fn ttl_grace(sc: &mut Scenario, r: &mut Rng) {
     if r.chance(75) {
         hdrs.push(h("Cache-Control", pk(r, CACHE_CONTROL)));
     }
-    if r.chance(25) {
+    // A Date far from the clock makes Expires count from it (clock skew).
+    let dated = r.chance(30);
+    if dated {
+        hdrs.push(h(
+            "Date",
+            pk(r, &[LM, LM, "Sat, 01 Jan 2000 00:00:00", "garbage"]),
+        ));
+    }
+    if r.chance(if dated { 70 } else { 25 }) {
         let e = *r.pick(&[
             "Thu, 01 Jan 1970 00:00:00 GMT",
             "Tue, 01 Jan 2030 00:00:00 GMT",
             "0",
             "never",
+            "Sat, 01 Jan 2000 00:01:40 GMT",
+            "Sat, 01 Jan 2000 00:00:00 GMT",
+            "Saturday, 01-Jan-00 00:01:40 GMT",
         ]);
-        // A future date gives a TTL that depends on the clock.
-        exact &= e != "Tue, 01 Jan 2030 00:00:00 GMT";
+        // A future date gives a TTL that depends on the clock, and so
+        // does any date without a Date from the backend to count from.
+        exact &= e != "Tue, 01 Jan 2030 00:00:00 GMT" && (dated || !e.starts_with("Sat"));
         hdrs.push(h("Expires", e));
     }
     if r.chance(25) {
