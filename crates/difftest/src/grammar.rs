@@ -743,8 +743,10 @@ pub fn scenario(seed: u64) -> Scenario {
         steps,
         backend_attrs: Vec::new(),
         decls,
+        params: Vec::new(),
     };
     crate::axes::widen(&mut sc);
+    crate::cond::family(&mut sc);
     sc
 }
 

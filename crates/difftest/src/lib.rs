@@ -10,6 +10,7 @@ pub mod axes;
 pub mod backend;
 pub mod cli;
 pub mod client;
+pub mod cond;
 pub mod daemon;
 pub mod grammar;
 pub mod magento;

@@ -545,5 +545,6 @@ pub fn scenario() -> Scenario {
         steps: steps(),
         backend_attrs: vec![PROBE.into()],
         decls: vec![ACL.into()],
+        params: Vec::new(),
     }
 }

@@ -2,7 +2,7 @@
 //! lacquerd and reports the differences by class.
 //!
 //! ```text
-//! lacquer-difftest batch [--seed N] [--count N] [--seconds S] [--save DIR] [--minimise] [--fail-on CLASS,...]
+//! lacquer-difftest batch [--seed N] [--count N] [--seconds S] [--save DIR] [--minimise] [--fail-on CLASS,...] [--family NAME|all]
 //! lacquer-difftest replay FILE|DIR...
 //! lacquer-difftest show SEED
 //! lacquer-difftest run SEED
@@ -13,9 +13,11 @@
 //! both daemons and compares the replies ([`lacquer_difftest::cli`]).
 //! `magento` runs the store-shaped scenario of [`lacquer_difftest::magento`].
 //! `batch` exits non-zero when a scenario differs (with `--fail-on`, only
-//! a difference of one of those classes: hang, crash, vcl-acceptance,
+//! a difference of one of those classes: hang, crash, vcl-acceptance, parameter,
 //! error-status, status, reason, header, body, connection,
-//! backend-request, counter); `replay` runs saved
+//! backend-request, counter); with `--family`, it runs only the seeds
+//! whose scenario is one of [`lacquer_difftest::cond`]'s families (that
+//! one, or `all`), `--count` of them; `replay` runs saved
 //! cases (regressions that must agree) and prints both transcripts of any
 //! that differ.
 
@@ -27,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: lacquer-difftest batch [--seed N] [--count N] [--seconds S] [--save DIR] [--minimise] [--fail-on CLASS,...]\n       lacquer-difftest replay FILE|DIR...\n       lacquer-difftest show SEED\n       lacquer-difftest run SEED\n       lacquer-difftest magento\n       lacquer-difftest cli FILE|DIR...";
+const USAGE: &str = "usage: lacquer-difftest batch [--seed N] [--count N] [--seconds S] [--save DIR] [--minimise] [--fail-on CLASS,...] [--family NAME|all]\n       lacquer-difftest replay FILE|DIR...\n       lacquer-difftest show SEED\n       lacquer-difftest run SEED\n       lacquer-difftest magento\n       lacquer-difftest cli FILE|DIR...";
 
 fn workdir() -> PathBuf {
     std::env::temp_dir().join(format!("lacquer-difftest-{}", std::process::id()))
@@ -42,6 +44,7 @@ fn num(args: &[String], i: usize, what: &str) -> Result<u64, String> {
 fn batch(args: &[String]) -> Result<bool, String> {
     let (mut seed, mut count, mut seconds, mut save, mut mini) = (1u64, 100u64, 0u64, None, false);
     let mut fail_on: Option<Vec<String>> = None;
+    let mut family: Option<String> = None;
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -57,6 +60,16 @@ fn batch(args: &[String]) -> Result<bool, String> {
                 let v = args.get(i + 1).ok_or("--fail-on needs a list of classes")?;
                 fail_on = Some(v.split(',').map(str::to_string).collect());
             }
+            "--family" => {
+                let f = args.get(i + 1).ok_or("--family needs a name or all")?;
+                if f != "all" && !lacquer_difftest::cond::FAMILIES.contains(&f.as_str()) {
+                    return Err(format!(
+                        "--family {f}: not one of all, {}",
+                        lacquer_difftest::cond::FAMILIES.join(", ")
+                    ));
+                }
+                family = Some(f.clone());
+            }
             "--minimise" => {
                 mini = true;
                 i += 1;
@@ -71,9 +84,18 @@ fn batch(args: &[String]) -> Result<bool, String> {
     let start = Instant::now();
     let mut by_class: BTreeMap<String, u64> = BTreeMap::new();
     let mut ran = 0;
-    for s in seed..seed + count {
+    let mut s = seed;
+    while ran < count {
         if seconds > 0 && start.elapsed() > Duration::from_secs(seconds) {
             break;
+        }
+        s += 1;
+        let s = s - 1;
+        if let Some(f) = &family {
+            let fam = lacquer_difftest::cond::family_of(s);
+            if fam.is_none() || (f != "all" && fam != Some(f.as_str())) {
+                continue;
+            }
         }
         let sc = grammar::scenario(s);
         ran += 1;

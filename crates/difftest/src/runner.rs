@@ -136,6 +136,11 @@ pub fn transcript(d: &mut Daemon, sc: &Scenario) -> Result<Vec<String>, String> 
     if st != 200 {
         return Err(format!("{}: ban failed: {msg}", d.kind.name()));
     }
+    for (k, v) in &sc.params {
+        // A parameter one daemon refuses is a difference, not an error.
+        let (st, _) = d.cli(&format!("param.set {k} {v}"))?;
+        out.push(format!("param.set {k} {v}: {st}"));
+    }
     let before = d.counters();
     out.extend(client::run(
         &format!("127.0.0.1:{}", d.http_port),
@@ -157,6 +162,9 @@ pub fn transcript(d: &mut Daemon, sc: &Scenario) -> Result<Vec<String>, String> 
         }
     }
     drop(be);
+    for (k, _) in &sc.params {
+        d.cli(&format!("param.reset {k}"))?;
+    }
     let after = d.counters();
     for c in COUNTERS {
         let delta = after.get(*c).copied().unwrap_or(0) as i64
@@ -204,6 +212,9 @@ fn class_of(v: &str, l: &str) -> String {
     }
     if either("TIMEOUT") {
         return "hang".into();
+    }
+    if v.starts_with("param") || l.starts_with("param") {
+        return "parameter".into();
     }
     if v.starts_with("vcl") || l.starts_with("vcl") {
         return "vcl-acceptance".into();
@@ -292,6 +303,11 @@ fn shrinks(sc: &Scenario) -> Vec<Scenario> {
     for i in 0..sc.backend.len() {
         let mut s = sc.clone();
         s.backend.remove(i);
+        out.push(s);
+    }
+    for i in 0..sc.params.len() {
+        let mut s = sc.clone();
+        s.params.remove(i);
         out.push(s);
     }
     for (i, (_, b)) in sc.subs.iter().enumerate() {

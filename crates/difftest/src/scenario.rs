@@ -102,6 +102,11 @@ pub struct Scenario {
     /// Top-level declarations after the backend (`acl`, `probe`, `sub`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decls: Vec<String>,
+    /// Run-time parameters set (`param.set`) for this scenario only and
+    /// reset (`param.reset`) after it: `http_range_support`,
+    /// `http_gzip_support`, `feature` (ESI and date flags).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub params: Vec<(String, String)>,
 }
 
 impl Scenario {

@@ -1308,12 +1308,29 @@ async fn deliver(job: &mut FetchJob, mut f: Fetched, hfp_ttl: Option<f64>) -> Re
             )
         }
         // The ESI stage does its own gzip work (see crate::fetch::esi).
-        // As varnishd, ESI instructions are kept only with beresp.do_esi.
+        // As varnishd, a list that names esi parses the body whatever
+        // beresp.do_esi says (the default list names it only with
+        // do_esi), and a gzip body is inflated first only when the list
+        // names gunzip: else the parser sees the compressed bytes, finds
+        // nothing and the body is stored as it came (difftest seeds 2300,
+        // 3246).
         None if f.body != BodyKind::None
-            && bo.do_esi
             && let Some(gzip_out) = crate::fetch::gzip::esi_in_list(&bo.fetch_filter_list()) =>
         {
             let list = bo.fetch_filter_list();
+            let names = crate::fetch::gzip::filter_names(&list);
+            let inflated = backend_gzip && names.iter().any(|(_, n)| *n == "gunzip");
+            // `gzip` after `esi` (a list VCL set) compresses what the
+            // parser passes on, as esi_gzip does, unless the body still
+            // has its Content-Encoding (seed 7226).
+            let esi_at = names
+                .iter()
+                .rposition(|(_, n)| matches!(*n, "esi" | "esi_gzip"))
+                .unwrap_or(0);
+            let gzip_out = gzip_out
+                || (names[esi_at..].iter().any(|(_, n)| *n == "gzip")
+                    && (inflated || !backend_gzip));
+            let backend_gzip = inflated;
             bo.vsl.log_str(Tag::Filters, &list);
             if bo.beresp.status == 206 {
                 // As varnishd's ESI fetch filters: a part of a body

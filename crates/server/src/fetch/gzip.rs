@@ -498,12 +498,14 @@ pub fn add_vary_accept_encoding(headers: &mut lacquer_http::Headers) {
     if headers.has_token("vary", "accept-encoding") {
         return;
     }
+    // As varnishd's RFC2616_Vary_AE, an empty Vary is extended too:
+    // `Vary: , Accept-Encoding` (difftest seeds 5542, 5662).
     match headers.get("vary").map(<[u8]>::to_vec) {
-        Some(mut v) if !v.is_empty() => {
+        Some(mut v) => {
             v.extend_from_slice(b", Accept-Encoding");
             headers.set("Vary", v);
         }
-        _ => headers.set("Vary", "Accept-Encoding"),
+        None => headers.set("Vary", "Accept-Encoding"),
     }
 }
 

@@ -68,12 +68,9 @@ pub fn directive<'a>(cc: &'a [u8], name: &str) -> Option<Option<&'a [u8]>> {
             Some(i) => (part[..i].trim_ascii(), Some(part[i + 1..].trim_ascii())),
             None => (part, None),
         };
+        // The value as written: varnishd's http_GetHdrField does not
+        // unquote, so `max-age="30"` reads as 0 (difftest seed 8).
         if k.eq_ignore_ascii_case(name.as_bytes()) {
-            let v = v.map(|v| {
-                v.strip_prefix(b"\"")
-                    .and_then(|v| v.strip_suffix(b"\""))
-                    .unwrap_or(v)
-            });
             return Some(v);
         }
     }
@@ -129,7 +126,9 @@ pub fn freshness(resp: &RespInfo<'_>, now: f64, d: &Defaults) -> Freshness {
                 .flatten();
             if let Some(v) = max_age {
                 f.max_age = leading_uint(v);
-                f.ttl = f.max_age as f64;
+                // varnishd keeps TTLs in a float: u32::MAX reads back as
+                // 4294967296 (difftest seed 2060).
+                f.ttl = f.max_age as f32 as f64;
             } else if f.expires != 0.0 {
                 if f.expires < f.date {
                     f.ttl = 0.0;
@@ -149,7 +148,7 @@ pub fn freshness(resp: &RespInfo<'_>, now: f64, d: &Defaults) -> Freshness {
     if f.ttl >= 0.0
         && let Some(Some(v)) = directive(cc, "stale-while-revalidate")
     {
-        f.grace = leading_uint(v) as f64;
+        f.grace = leading_uint(v) as f32 as f64;
     }
     f
 }
@@ -247,7 +246,17 @@ mod tests {
         let s = format_http_date(NOW);
         assert_eq!(s, "Tue, 14 Nov 2023 22:13:20 GMT");
         assert_eq!(parse_http_date(s.as_bytes()), Some(NOW));
-        assert_eq!(directive(b"a, B=\"7\"", "b"), Some(Some(&b"7"[..])));
+        assert_eq!(directive(b"a, B=\"7\"", "b"), Some(Some(&b"\"7\""[..])));
+        let quoted = RespInfo {
+            cache_control: Some(b"max-age=\"30\""),
+            ..info(200)
+        };
+        assert_eq!(freshness(&quoted, NOW, &D).ttl, 0.0);
+        let huge = RespInfo {
+            cache_control: Some(b"max-age=99999999999999999999"),
+            ..info(200)
+        };
+        assert_eq!(freshness(&huge, NOW, &D).ttl, 4294967296.0);
         assert_eq!(directive(b"no-cache", "no-cache"), Some(None));
     }
 }
