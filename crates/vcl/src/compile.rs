@@ -71,13 +71,14 @@ fn set_target_type(target: &str, storages: &[String]) -> Option<&'static str> {
 /// The type vcc parses a vmod call's argument as (see
 /// [`parser::ArgTypeFn`]): the declared argument by name, else the
 /// `pos`-th one VCL writes (private arguments are not written). A STRANDS
-/// argument is read as a STRING expression.
+/// argument is read as a STRING expression. `None` when the registry has
+/// no such callee.
 fn vmod_arg_type(
     vmods: &VmodRegistry,
     callee: &str,
     pos: usize,
     name: Option<&str>,
-) -> Option<&'static str> {
+) -> Option<Option<&'static str>> {
     use crate::types::Type;
     use crate::vmod::ArgType;
     let mut parts = callee.split('.');
@@ -95,16 +96,14 @@ fn vmod_arg_type(
         .iter()
         .filter(|a| !matches!(a.ty, ArgType::Priv(_)));
     let arg = match name {
-        Some(n) => {
-            written.find(|a| a.name.as_deref().is_some_and(|x| x.eq_ignore_ascii_case(n)))?
-        }
-        None => written.nth(pos)?,
+        Some(n) => written.find(|a| a.name.as_deref().is_some_and(|x| x.eq_ignore_ascii_case(n))),
+        None => written.nth(pos),
     };
-    match &arg.ty {
+    Some(arg.and_then(|a| match &a.ty {
         ArgType::Value(Type::Strands) => Some("STRING"),
         ArgType::Value(t) => Some(t.name()),
         _ => None,
-    }
+    }))
 }
 
 /// Compiles VCL source text named `name` (e.g. `<vcl.inline>` or a path).
@@ -230,6 +229,16 @@ mod tests {
             ("beresp.ttl (req.url) { }", "Symbol cannot be used here."),
             ("obj.http.x(\"y\");", "Symbol cannot be used here."),
             ("req.http.x = \"y\";", "Symbol cannot be used here."),
+            // A function or method wants its '(' ; a variable is a value.
+            ("set req.http.x = m.tos;", "Expected '(' got ';'"),
+            (
+                "new o = m.rr(); set req.backend_hint = o.add;",
+                "Expected '(' got ';'",
+            ),
+            (
+                "set req.http.x = req.hash_always_miss(\"\");",
+                "Expected ';' got '('",
+            ),
         ] {
             let text = format!(
                 "vcl 4.1; import m; import m as mm; backend b {{ .host = \"127.0.0.1\"; }} \

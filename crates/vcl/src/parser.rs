@@ -52,8 +52,10 @@ pub type SetTypeFn = dyn Fn(&str) -> Option<&'static str>;
 /// The type a vmod call's argument has, for vcc's "Unknown token 'x'
 /// when looking for TYPE": given the callee (`module.function`,
 /// `module.Class` for a constructor, `module.Class.method`), the
-/// argument's position and its name when it is given by name.
-pub type ArgTypeFn<'f> = dyn Fn(&str, usize, Option<&str>) -> Option<&'static str> + 'f;
+/// argument's position and its name when it is given by name. `None` when
+/// there is no such callee, `Some(None)` when it has no such argument or
+/// the argument is not a plain type.
+pub type ArgTypeFn<'f> = dyn Fn(&str, usize, Option<&str>) -> Option<Option<&'static str>> + 'f;
 
 /// Options of a parse.
 pub struct ParseOptions<'a> {
@@ -1792,7 +1794,9 @@ impl<'a> Parser<'a> {
                     None
                 };
                 let hint = match (self.arg_type, callee) {
-                    (Some(f), Some(c)) => f(c, args.len(), name.as_ref().map(|n| n.name.as_str())),
+                    (Some(f), Some(c)) => {
+                        f(c, args.len(), name.as_ref().map(|n| n.name.as_str())).flatten()
+                    }
                     _ => None,
                 };
                 let value = self.hinted(hint, Self::expr)?;
@@ -1858,6 +1862,25 @@ impl<'a> Parser<'a> {
             }
             TokKind::Id => {
                 let path = self.path()?;
+                // vcc knows by the symbol what may follow it: a vmod
+                // function or method wants its '(' (`std.random;` →
+                // "Expected '(' got ';'"), a variable is a value, so a '('
+                // after it is the next token's problem.
+                let dotted = path.dotted();
+                if let (Some(f), Some(c)) = (self.arg_type, self.callee_name(&path))
+                    && !self.at(Punct::LParen)
+                    && f(&c, 0, None).is_some()
+                    && !self.objects.contains_key(&dotted)
+                {
+                    return Err(self.expected(TokKind::Punct(Punct::LParen)));
+                }
+                if self.at(Punct::LParen) && self.set_type.and_then(|f| f(&dotted)).is_some() {
+                    let span = path.span;
+                    return Ok(Expr {
+                        kind: ExprKind::Path(path),
+                        span,
+                    });
+                }
                 let regsub = path.segments.len() == 1
                     && matches!(
                         path.segments[0].name.to_ascii_lowercase().as_str(),
