@@ -32,7 +32,8 @@ For each request the status, reason, headers (minus Date, Age, X-Varnish, Via, S
 Content-Length) and body are compared, and the VCL_Error, VCL_Log, Debug and (label only)
 Timestamp records of the case's client and backend transactions, read with `varnishlog` /
 `lacquer log -d -g raw` from the daemons' working directories. Both daemons run with
-`-p vsl_mask=+Debug`.
+`-p vsl_mask=+Debug -p debug=+vtc_mode`. A case one of the daemons refuses to compile (found
+by compiling halves of the cases) is compared for acceptance only.
 
 Usage: tests/diff/vmoddiff.py [--lacquerd BIN] [--varnishd BIN] [--lacquer BIN]
                               [--varnishlog BIN] [--only NAME-REGEX] FILE.json...
@@ -61,6 +62,9 @@ LOG_TAGS = "VCL_Error,VCL_Log,Debug,Timestamp,ReqHeader,BereqHeader"
 # Timestamps every transaction has; the others come from std.timestamp.
 STD_STAMPS = {"Start", "Req", "ReqBody", "Waitinglist", "Fetch", "Process", "Resp", "Restart",
               "Bereq", "Beresp", "BerespBody", "Retry", "Error", "Pipe", "PipeSess", "Hit"}
+# Debug records in the log; vtc_mode makes lacquerd offer the test vmod `debug` (varnishd
+# always has it).
+DAEMON_ARGS = ("-p", "vsl_mask=+Debug", "-p", "debug=+vtc_mode")
 DROP_HEADERS = {"date", "age", "x-varnish", "via", "server", "content-length", "connection",
                 "accept-ranges", "retry-after"}
 
@@ -239,7 +243,7 @@ def compiles(binary, vcl_text):
     with open(path, "w") as f:
         f.write(vcl_text)
     try:
-        r = subprocess.run([binary, "-C", "-f", path, "-n", tmp + "/w"], capture_output=True,
+        r = subprocess.run([binary, "-C", *DAEMON_ARGS, "-f", path, "-n", tmp + "/w"], capture_output=True, errors="replace",
                            text=True, timeout=300)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -320,7 +324,7 @@ def main():
     got = {}
     for name, binary in (("varnishd", a.varnishd), ("lacquerd", a.lacquerd)):
         got.update(reqdiff.with_daemons(vcl, [(name, binary)], run(name),
-                                        args=("-p", "vsl_mask=+Debug"), work=True))
+                                        args=DAEMON_ARGS, work=True))
     run_cases = [i for i, c in enumerate(cases) if not c.get("setup")]
     items = [cases[i]["name"] for i in run_cases]
     got = {k: [v[i] for i in run_cases] for k, v in got.items()}

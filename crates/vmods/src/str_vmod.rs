@@ -110,8 +110,7 @@ fn split(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
         return Ok(Value::Null);
     };
     let n = a.int(1)?.unwrap_or(0);
-    // An empty separator list means the default one, as for an unset one.
-    let seps = a.str(2)?.filter(|s| !s.is_empty()).unwrap_or(b" \t");
+    let seps = a.str(2)?.unwrap_or(b" \t");
     let toks: Vec<&[u8]> = tokens(&s, seps).collect();
     // Tokens count from 1; negative n counts from the end (-1 is the last).
     let idx = if n > 0 {

@@ -406,9 +406,10 @@ def directors_cases():
              "sh.backend(by=HASH)", "sh.backend(by=URL)", 'sh.backend(by=BLOB, key_blob=blob.decode(HEX, encoded="01020304"))',
              'sh.backend(by=BLOB, key_blob=blob.decode(HEX, encoded="01"))',
              "sh.backend(by=KEY, key=1, healthy=CHOSEN)", "sh.backend(by=KEY, key=1, healthy=ALL)",
-             "sh.backend(by=KEY, key=1, healthy=IGNORE)", "sh.backend(by=KEY, key=1, warmup=0.5)",
-             "sh.backend(by=KEY, key=1, warmup=2.0)", "sh.backend(by=KEY, key=1, warmup=-1)",
-             "sh.backend(by=KEY, key=1, rampup=false)", "sh.backend(resolve=LAZY)", "sh.backend(resolve=NOW)",
+             "sh.backend(by=KEY, key=1, healthy=IGNORE)", "sh.backend(by=KEY, key=1, warmup=2.0)", "sh.backend(by=KEY, key=1, warmup=-1)",
+             "sh.backend(by=KEY, key=1, rampup=false)",
+             # (warmup=0.5 is left out: both pick the alternative backend at random)
+             "sh.backend(resolve=LAZY)", "sh.backend(resolve=NOW)",
              "sh.backend(param=sp.use())", "sh.backend(by=KEY, key=9, param=sp.use())",
              "sh2.backend(by=KEY, key=1)", "sh2.backend(by=KEY, key=2000000000)", "sh2.backend(by=KEY, key=7, healthy=ALL)",
              "shempty.backend()", 'sh.key("")', 'sh.key("abc")', "sh.key(%s)" % UNSET,
@@ -476,9 +477,8 @@ def debug_cases():
 
 def vtc_cases():
     out = []
-    for t in ["VOID", "BOOL", "INT", "REAL", "DURATION", "BYTES", "TIME", "STRING"]:
-        pass
-    for ty in ["c", "s", "i", "l", "d", "f", "p", "j", "z", "o", "h", "x", "cs", "ll", ""]:
+    # typesize("") is left out: varnishd 7.1.1 panics.
+    for ty in ["c", "s", "i", "l", "d", "f", "p", "j", "z", "o", "h", "x", "cs", "ll"]:
         out.append(synth("vtc.typesize(%r)" % ty, "vtc.typesize(%s)" % q(ty)))
     for ws in ["client", "backend", "session", "thread"]:
         out.append(synth("vtc.workspace_free(%s) > 0" % ws, "vtc.workspace_free(%s) > 0" % ws))
