@@ -194,7 +194,7 @@ def read_log(tool, work):
     """{case number: [records]} from the daemon's log (read with the command `tool`, a list):
     client records, then backend ones."""
     r = subprocess.run(tool + ["-n", work, "-d", "-g", "raw", "-i", LOG_TAGS],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, errors="replace", timeout=300)
     if "abandoned" in r.stderr:
         # varnishd's child restarted (a panic): the records before it are gone.
         print("warning: %s: the log was abandoned (a child restart?)" % " ".join(tool))
@@ -230,6 +230,7 @@ def normalise(s):
     s = re.sub(r"\b\d{10}\.\d+\b", "EPOCH", s)
     s = re.sub(r"\w{3}, \d\d \w{3} \d{4} \d\d:\d\d:\d\d GMT", "DATE", s)
     s = re.sub(r"XID: \d+", "XID: N", s)
+    s = re.sub(r"0x[0-9a-f]{6,}", "0xPTR", s)
     s = re.sub(r"/tmp/lacquer-diff-\w+/\w+", "WORKDIR", s)
     s = re.sub(r"\((Varnish|Lacquer)/[\d.]+\)", "(PRODUCT)", s)
     return s
