@@ -524,10 +524,54 @@ def small_cases():
     return out
 
 
+def modules_cases():
+    """varnish-modules beyond var/header/str: xkey, vsthrottle, bodyaccess."""
+    out = []
+    for k in ["k1", "", "a b"]:
+        out.append({"name": "xkey.purge(%r) in recv" % k, "recv": 'set req.http.n = xkey.purge("%s"); return (synth(200));' % k,
+                    "synth": "set resp.http.r = req.http.n;"})
+        out.append({"name": "xkey.softpurge(%r) in recv" % k, "recv": 'set req.http.n = xkey.softpurge("%s"); return (synth(200));' % k,
+                    "synth": "set resp.http.r = req.http.n;"})
+    out.append({"name": "xkey.purge after a tagged fetch",
+                "recv": 'if (req.http.p) { set req.http.n = xkey.purge("t1 t2"); return (synth(200)); }',
+                "backend_response": 'set beresp.http.xkey = "t1 t3";',
+                "synth": "set resp.http.r = req.http.n;",
+                "requests": [{}, {"headers": {"p": "1"}}, {"headers": {"p": "1"}}]})
+    for key, limit, period in [("a", 2, "10s"), ("b", 0, "10s"), ("c", 1, "0s"), ("d", -1, "10s")]:
+        out.append({"name": "vsthrottle.is_denied(%r,%d,%s) x3" % (key, limit, period),
+                    "recv": 'return (synth(200));',
+                    "synth": 'set resp.http.r = vsthrottle.is_denied("%s", %d, %s); set resp.http.rem = vsthrottle.remaining("%s", %d, %s);'
+                    % (key, limit, period, key, limit, period),
+                    "requests": [{}, {}, {}]})
+    out.append({"name": "vsthrottle.blocked unknown", "recv": "return (synth(200));",
+                "synth": 'set resp.http.r = vsthrottle.blocked("zz", 1, 1s, 1s);'})
+    out.append({"name": "vsthrottle.is_denied with block", "recv": "return (synth(200));",
+                "synth": 'set resp.http.r = vsthrottle.is_denied("blk", 1, 10s, 30s); set resp.http.b = vsthrottle.blocked("blk", 1, 10s, 30s) > 0s;',
+                "requests": [{}, {}, {}]})
+    body = "hello body\nline2"
+    for e in ["bodyaccess.len_req_body()", 'bodyaccess.rematch_req_body("body")', 'bodyaccess.rematch_req_body("^line2")',
+              'bodyaccess.rematch_req_body("(?m)^line2")', 'bodyaccess.rematch_req_body("nope")']:
+        out.append({"name": "bodyaccess %s" % e,
+                    "recv": "std.cache_req_body(1KB); set req.http.r = %s; return (synth(200));" % e,
+                    "synth": "set resp.http.r = req.http.r;",
+                    "requests": [{"method": "POST", "body": body}]})
+        out.append({"name": "bodyaccess %s without cached body" % e,
+                    "recv": "set req.http.r = %s; return (synth(200));" % e,
+                    "synth": "set resp.http.r = req.http.r;",
+                    "requests": [{"method": "POST", "body": body}]})
+    out.append({"name": "bodyaccess.log_req_body", "recv": 'std.cache_req_body(1KB); bodyaccess.log_req_body("p:", 4); return (synth(200));',
+                "requests": [{"method": "POST", "body": body}]})
+    out.append({"name": "bodyaccess.hash_req_body in hash", "recv": "std.cache_req_body(1KB); return (hash);",
+                "hash": "bodyaccess.hash_req_body();", "miss": "return (synth(201));", "hit": "return (synth(202));",
+                "requests": [{"method": "POST", "body": body}]})
+    return out
+
+
 def main():
     for name, fn in [("std", std_cases), ("blob", blob_cases), ("cookie", cookie_cases), ("str", str_cases),
                      ("var", var_cases), ("header", header_cases), ("directors", directors_cases),
-                     ("debug", debug_cases), ("vtc", vtc_cases), ("misc", small_cases)]:
+                     ("debug", debug_cases), ("vtc", vtc_cases), ("misc", small_cases),
+                     ("modules", modules_cases)]:
         with open(os.path.join(HERE, name + ".json"), "w") as f:
             json.dump(fn(), f, indent=0)
             f.write("\n")
