@@ -342,9 +342,10 @@ fn parse_test(a1: &str, a2: &str, a3: &str) -> Result<BanTest, BanError> {
         });
     } else {
         match op {
-            Some(BanOp::Match | BanOp::NoMatch) => match Regex::new(a3) {
+            // The error in PCRE's words, as varnishd's ban() gives it.
+            Some(BanOp::Match | BanOp::NoMatch) => match lacquer_vsl::re::compile(a3, false) {
                 Ok(re) => BanArg::Regex(re, a3.to_owned()),
-                Err(e) => return Err(BanError(format!("Regex compile error: {e}"))),
+                Err(e) => return Err(BanError(format!("Regex compile error: {}", e.msg))),
             },
             Some(BanOp::Eq | BanOp::Ne) => BanArg::Str(a3.as_bytes().to_vec(), a3.to_owned()),
             _ => {

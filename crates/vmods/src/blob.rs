@@ -202,6 +202,11 @@ fn decode_quoting(enc: Enc, length: i64, whole: &[u8], quoted: &[u8]) -> Result<
         }
         _ => {
             let (alpha, pad) = enc.b64().expect("base64 variant");
+            // As varnishd's base64_decode: a last group of one character
+            // (six bits, not a byte) is an error, not nothing.
+            if input.iter().filter(|c| Some(**c) != pad).count() % 4 == 1 {
+                return Err(decode_error(input));
+            }
             base64::decode(input, alpha, pad).map_err(|_| decode_error(input))
         }
     }
@@ -391,6 +396,8 @@ mod tests {
             }
         }
         assert_eq!(decode_bytes(Enc::Base64, 0, b"+/Y=").unwrap(), [0xfb, 0xf6]);
+        assert!(decode_bytes(Enc::Base64, 0, b"a").is_err());
+        assert!(decode_bytes(Enc::Base64, 1, b"aGVsbG8=").is_err());
         assert!(
             decode_bytes(Enc::Base64, 0, b"-_-_")
                 .unwrap_err()

@@ -94,7 +94,8 @@ fn log_req_body(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     for chunk in body.chunks(len as usize) {
         let mut line = prefix.clone();
         line.extend_from_slice(chunk);
-        ctx.log(LogKind::Log, &line);
+        // A Debug record, as varnish-modules writes it (bytes as they are).
+        ctx.log(LogKind::Debug, &line);
     }
     Ok(Value::Null)
 }

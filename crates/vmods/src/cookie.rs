@@ -76,31 +76,37 @@ fn jar(ctx: &mut dyn Context) -> &mut Jar {
     ctx.privs().get_or_insert_with(0, Jar::default)
 }
 
-/// Parses a `Cookie` header value into (name, value) pairs.
+/// Parses a `Cookie` header value into (name, value) pairs as varnishd's
+/// `vmod_parse` reads it: blanks skipped before a name, the name up to the
+/// next `=` (so `a=1;;b=2` has a cookie named `;b`), the value up to the
+/// next `;`; reading stops at a piece without `=`. Pairs with an empty
+/// name or value are listed (they count as parsed) but never stored.
 pub(crate) fn parse_cookies(h: &Bytes) -> Vec<(Bytes, Bytes)> {
     let mut out = Vec::new();
-    let mut pos = 0;
-    for part in h.split(|b| *b == b';') {
-        let start = pos;
-        pos += part.len() + 1;
-        let Some(eq) = part.iter().position(|b| *b == b'=') else {
-            continue;
+    let mut p = 0;
+    while p < h.len() {
+        p += h[p..]
+            .iter()
+            .take_while(|b| b.is_ascii_whitespace() || **b == 0x0b)
+            .count();
+        let Some(eq) = h[p..].iter().position(|b| *b == b'=').map(|e| p + e) else {
+            break;
         };
-        let lead = part.iter().take_while(|b| b.is_ascii_whitespace()).count();
-        if lead >= eq {
-            continue;
-        }
-        let name = h.slice(start + lead..start + eq);
-        let value = h.slice(start + eq + 1..start + part.len());
-        out.push((name, value));
+        let end = h[eq + 1..]
+            .iter()
+            .position(|b| *b == b';')
+            .map_or(h.len(), |e| eq + 1 + e);
+        out.push((h.slice(p..eq), h.slice(eq + 1..end)));
+        p = end + 1;
     }
     out
 }
 
-/// Comma-separated cookie names, spaces trimmed, empties dropped.
+/// Comma-separated cookie names as varnishd's filters read them: blanks
+/// before a name skipped (not after it), empty names dropped.
 fn names(list: &[u8]) -> Vec<&[u8]> {
     list.split(|b| *b == b',')
-        .map(|n| n.trim_ascii())
+        .map(|n| &n[n.iter().take_while(|b| b.is_ascii_whitespace()).count()..])
         .filter(|n| !n.is_empty())
         .collect()
 }
@@ -132,16 +138,37 @@ fn keep(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(Value::Null)
 }
 
-fn filter_re(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+/// Keeps the cookies whose name matches `re` (or does not, with
+/// `keep == false`), logging each removed one as varnishd does.
+fn retain_re(ctx: &mut dyn Context, a: &Args<'_>, keep: bool) -> R {
     let re = a.regex(0)?;
-    jar(ctx).0.retain(|(k, _)| !re.is_match(k).unwrap_or(false));
+    let mut removed = Vec::new();
+    jar(ctx).0.retain(|(k, v)| {
+        let stays = re.is_match(k).unwrap_or(false) == keep;
+        if !stays {
+            removed.push((k.clone(), v.clone()));
+        }
+        stays
+    });
+    drop(re);
+    let what: &[u8] = if keep {
+        b"Removing cookie "
+    } else {
+        b"Removing matching cookie "
+    };
+    for (k, v) in removed {
+        let line = [what, &k, b" (value: ", &v, b")"].concat();
+        ctx.log(LogKind::Debug, &line);
+    }
     Ok(Value::Null)
 }
 
+fn filter_re(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    retain_re(ctx, a, false)
+}
+
 fn keep_re(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
-    let re = a.regex(0)?;
-    jar(ctx).0.retain(|(k, _)| re.is_match(k).unwrap_or(false));
-    Ok(Value::Null)
+    retain_re(ctx, a, true)
 }
 
 fn format_rfc1123(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
@@ -162,11 +189,21 @@ fn get(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
 
 fn get_re(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let re = a.regex(0)?;
-    Ok(jar(ctx)
+    // Each name tried is logged, as varnishd's get_re does.
+    let mut checked = Vec::new();
+    let found = jar(ctx)
         .0
         .iter()
-        .find(|(k, _)| re.is_match(k).unwrap_or(false))
-        .map_or(Value::Null, |(_, v)| Value::Str(v.clone())))
+        .find(|(k, _)| {
+            checked.push(k.clone());
+            re.is_match(k).unwrap_or(false)
+        })
+        .map_or(Value::Null, |(_, v)| Value::Str(v.clone()));
+    drop(re);
+    for k in checked {
+        ctx.log(LogKind::Debug, &[&b"cookie: checking "[..], &k].concat());
+    }
+    Ok(found)
 }
 
 fn get_string(_: &Env, ctx: &mut dyn Context, _: &Args<'_>) -> R {
@@ -193,13 +230,21 @@ fn isset(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
 fn parse(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     let h = a.bytes(0)?.unwrap_or_default();
     if h.is_empty() {
+        // As varnishd: the jar is left as it was.
         ctx.log(LogKind::Debug, b"cookie: nothing to parse");
+        return Ok(Value::Null);
     }
+    let cookies = parse_cookies(&h);
+    let n = cookies.len();
     let j = jar(ctx);
     j.0.clear();
-    for (k, v) in parse_cookies(&h) {
+    for (k, v) in cookies {
         j.set(k, v);
     }
+    ctx.log(
+        LogKind::Debug,
+        format!("cookie: parsed {n} cookies.").as_bytes(),
+    );
     Ok(Value::Null)
 }
 
@@ -225,7 +270,8 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(p("a=1; b=2"), ["a=1", "b=2"]);
-        assert_eq!(p("a=1;=;b"), ["a=1"]);
+        assert_eq!(p("a=1;=;b"), ["a=1", "="]);
+        assert_eq!(p("a=1;;b=2"), ["a=1", ";b=2"]);
         assert_eq!(p(" x=a=b ;"), ["x=a=b "]);
         assert!(p("").is_empty());
     }

@@ -498,7 +498,7 @@ fn apply_args(
     ctx: &mut dyn Context,
     who: &str,
 ) -> Result<(), String> {
-    let fail = |m: String| Err(format!("{who}: {m}"));
+    let fail = |m: String| Err(format!("{who} {m}"));
     // Arguments are validated against the `by` of this call (HASH when
     // not given); only the arguments given change the parameter set.
     let given_by = a.enum_(base)?.map(By::parse).transpose()?;
@@ -549,7 +549,7 @@ fn apply_args(
     }
     if let Some(w) = a.real(base + 4)? {
         if !(w == -1.0 || (0.0..=1.0).contains(&w)) {
-            return fail(format!("invalid warmup argument {w}"));
+            return fail(format!("invalid warmup argument {w:.6}"));
         }
         p.warmup = w;
     }
@@ -1160,7 +1160,7 @@ fn shard_backend(_: &Env, o: &AnyObj, ctx: &mut dyn Context, a: &Args<'_>) -> R 
         None => s.param.lock().unwrap_or_else(|e| e.into_inner()).clone(),
     };
     let mut explicit = Params::default();
-    apply_args(&mut explicit, a, 0, ctx, &format!("{who}: .backend()"))?;
+    apply_args(&mut explicit, a, 0, ctx, &format!("{who}: shard.backend()"))?;
     if lazy {
         if backend_side(ctx) {
             ctx.privs().insert(
@@ -1278,9 +1278,10 @@ fn param_get_healthy(_: &Env, o: &AnyObj, ctx: &mut dyn Context, _: &Args<'_>) -
     Ok(Value::str(param_get(o, ctx).healthy.name()))
 }
 
-fn param_use(_: &Env, o: &AnyObj, ctx: &mut dyn Context, _: &Args<'_>) -> R {
+fn param_use(_: &Env, o: &AnyObj, _: &mut dyn Context, _: &Args<'_>) -> R {
+    // Reading a parameter set is allowed anywhere, as in varnishd (only
+    // changing one is restricted).
     let p = this::<ParamObj>(o);
-    param_writable(p, ctx, "use")?;
     let mut b = PARAM_MAGIC.to_vec();
     b.extend_from_slice(&p.id.to_be_bytes());
     Ok(Value::Blob(b.into()))

@@ -70,7 +70,13 @@ fn contains(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
 /// `n` takes the bytes left of the offset; the range is clamped to `s`.
 pub(crate) fn take_range(len: usize, n: i64, offset: i64) -> (usize, usize) {
     let len = len as i64;
-    let start = if offset < 0 { len + offset } else { offset };
+    // A negative `n` at the default offset takes the end of the string, as
+    // varnish-modules does (`take("hello", -2)` is `lo`).
+    let start = if offset < 0 || (n < 0 && offset == 0) {
+        len + offset
+    } else {
+        offset
+    };
     let (a, b) = if n < 0 {
         (start + n, start)
     } else {
@@ -141,5 +147,7 @@ mod tests {
         assert_eq!(take_range(6, -2, -1), (3, 5));
         assert_eq!(take_range(6, -10, 2), (0, 2));
         assert_eq!(take_range(6, 10, 10), (6, 6));
+        assert_eq!(take_range(5, -2, 0), (3, 5));
+        assert_eq!(take_range(5, -10, 0), (0, 5));
     }
 }

@@ -9,7 +9,7 @@
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 
 use bytes::Bytes;
-use lacquer_vcl::exec::value::{INT_MAX, INT_MIN, parse_bytes, parse_decimal, parse_duration};
+use lacquer_vcl::exec::value::{INT_MAX, INT_MIN, parse_decimal};
 use lacquer_vcl::exec::{Context, HttpWhich, LogKind, Value, WsKind};
 use lacquer_vcl::subs::BuiltinSub;
 
@@ -138,8 +138,10 @@ fn collect(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
     Ok(Value::Null)
 }
 
-/// Sorts the query string parameters of a URL bytewise, dropping empty
-/// ones (`std.querysort`).
+/// Sorts the query string parameters of a URL, dropping empty ones
+/// (`std.querysort`). As varnishd's comparison, two parameters are ordered
+/// by their common prefix only, so `a=` and `a=1` compare equal and keep
+/// their order.
 pub(crate) fn querysort(url: &[u8]) -> Vec<u8> {
     let Some(q) = url.iter().position(|&b| b == b'?') else {
         return url.to_vec();
@@ -148,7 +150,10 @@ pub(crate) fn querysort(url: &[u8]) -> Vec<u8> {
         .split(|&b| b == b'&')
         .filter(|p| !p.is_empty())
         .collect();
-    params.sort();
+    params.sort_by(|a, b| {
+        let n = a.len().min(b.len());
+        a[..n].cmp(&b[..n])
+    });
     let mut out = url[..=q].to_vec();
     out.extend_from_slice(&params.join(&b'&'));
     out
@@ -217,6 +222,33 @@ pub(crate) fn fnmatch(pat: &[u8], s: &[u8], f: FnFlags) -> bool {
                 return Some((matched != negate, p + 1));
             }
             first = false;
+            // A character class (`[:alpha:]`), as glibc's in the C locale.
+            if lo == b'[' && pat.get(p + 1) == Some(&b':') {
+                let name_end = pat[p + 2..]
+                    .windows(2)
+                    .position(|w| w == b":]")
+                    .map(|e| p + 2 + e);
+                if let Some(e) = name_end {
+                    matched |= match &pat[p + 2..e] {
+                        b"alpha" => c.is_ascii_alphabetic(),
+                        b"digit" => c.is_ascii_digit(),
+                        b"alnum" => c.is_ascii_alphanumeric(),
+                        b"upper" => c.is_ascii_uppercase(),
+                        b"lower" => c.is_ascii_lowercase(),
+                        b"space" => c.is_ascii_whitespace() || c == 0x0b,
+                        b"blank" => c == b' ' || c == b'\t',
+                        b"punct" => c.is_ascii_punctuation(),
+                        b"print" => (0x20..0x7f).contains(&c),
+                        b"graph" => c.is_ascii_graphic(),
+                        b"cntrl" => c.is_ascii_control(),
+                        b"xdigit" => c.is_ascii_hexdigit(),
+                        // An unknown class name makes the pattern invalid.
+                        _ => return None,
+                    };
+                    p = e + 2;
+                    continue;
+                }
+            }
             if lo == b'\\' && !f.noescape {
                 p += 1;
                 lo = *pat.get(p)?;
@@ -382,13 +414,14 @@ fn syntax(env: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
 
 // ---- conversions ------------------------------------------------------
 
-/// Checks that exactly one of the source arguments `idx` was given.
+/// Checks that exactly one of the source arguments `idx` was given, as
+/// varnishd's `onearg()` (its texts).
 fn one_of(a: &Args<'_>, name: &str, idx: &[usize]) -> Result<usize, String> {
     let given: Vec<usize> = idx.iter().copied().filter(|&i| a.given(i)).collect();
     match given.as_slice() {
         [one] => Ok(*one),
-        [] => Err(format!("std.{name}: No conversion argument given")),
-        _ => Err(format!("std.{name}: Only one argument may be given")),
+        [] => Err(format!("std.{name}: not enough arguments")),
+        _ => Err(format!("std.{name}: too many arguments")),
     }
 }
 
@@ -400,27 +433,138 @@ fn fallback_or(a: &Args<'_>, i: usize, msg: String) -> R {
     }
 }
 
-fn duration(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
-    match one_of(a, "duration", &[0, 2, 3])? {
-        0 => {
-            let s = a.str_or_empty(0)?;
-            match parse_duration(s) {
-                Some(d) if d.is_finite() => Ok(Value::Duration(d)),
-                _ => fallback_or(
-                    a,
-                    1,
-                    format!("std.duration: conversion of \"{}\" failed", lossy(s)),
-                ),
-            }
+/// Why varnishd's structured-field number reader (`vnum.c`) refused a text.
+const INVALID_NUMBER: &str = "Invalid number";
+const TOO_MANY_DIGITS: &str = "Too many digits";
+
+/// A number read from the front of a text as varnishd 7.1's
+/// `SF_Parse_Number` (`max_int` 15) or `SF_Parse_Decimal` (`max_int` 12)
+/// reads it: blanks, an optional `-` (no `+`), at most `max_int` digits,
+/// blanks, then optionally a point, digits of which three count and
+/// blanks; a
+/// number with a fraction may not pass 999999999999. `strict` refuses a
+/// point without digits and a fourth fraction digit, where the lenient
+/// reader skips the extra digits. The value (with its sign, so `-0` is
+/// negative zero) and the unread rest, or the reason.
+fn sf_number(s: &[u8], max_int: usize, strict: bool) -> Result<(f64, &[u8]), &'static str> {
+    let blank = |b: &u8| *b == b' ' || *b == b'\t';
+    let mut i = s.iter().take_while(|b| blank(b)).count();
+    let neg = s.get(i) == Some(&b'-');
+    i += usize::from(neg);
+    let digits = s[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits > max_int {
+        return Err(TOO_MANY_DIGITS);
+    }
+    // No digits before a point is allowed (`.5`), not no digits at all.
+    if digits == 0 && (s.get(i) != Some(&b'.') || !s.get(i + 1).is_some_and(u8::is_ascii_digit)) {
+        return Err(INVALID_NUMBER);
+    }
+    let mut v = s[i..i + digits]
+        .iter()
+        .fold(0.0, |acc, d| acc * 10.0 + f64::from(d - b'0'));
+    i += digits;
+    i += s[i..].iter().take_while(|b| blank(b)).count();
+    if s.get(i) == Some(&b'.') {
+        if v > 999_999_999_999.0 {
+            return Err(TOO_MANY_DIGITS);
         }
-        2 => Ok(Value::Duration(a.real(2)?.unwrap_or(0.0))),
-        _ => Ok(Value::Duration(a.int(3)?.unwrap_or(0) as f64)),
+        i += 1;
+        let frac = s[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+        if strict && frac == 0 {
+            return Err(INVALID_NUMBER);
+        }
+        if strict && frac > 3 {
+            return Err(TOO_MANY_DIGITS);
+        }
+        // The kept digits as one exact fraction (0.010, not 0.1 * 0.1).
+        let kept = &s[i..i + frac.min(3)];
+        let num = kept
+            .iter()
+            .fold(0.0, |acc, d| acc * 10.0 + f64::from(d - b'0'));
+        v += num / 10f64.powi(kept.len() as i32);
+        i += frac;
+        i += s[i..].iter().take_while(|b| blank(b)).count();
+    }
+    Ok((if neg { -v } else { v }, &s[i..]))
+}
+
+/// A whole text as a number (`SF_Parse_Number`, lenient), or why not: the
+/// reason when the reader refused it, `None` when text is left over.
+fn sf_whole(s: &[u8], max_int: usize) -> Result<f64, Option<&'static str>> {
+    match sf_number(s, max_int, false) {
+        Ok((v, [])) => Ok(v),
+        Ok(_) => Err(None),
+        Err(e) => Err(Some(e)),
+    }
+}
+
+/// `VNUM_duration`: a lenient number, then a unit (`ms s m h d w y`),
+/// blanks around it.
+fn vnum_duration(s: &[u8]) -> Option<f64> {
+    let (v, rest) = sf_number(s, 15, false).ok()?;
+    let unit = std::str::from_utf8(rest).ok()?.trim_matches([' ', '\t']);
+    let mult = match unit {
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86_400.0,
+        "w" => 604_800.0,
+        "y" => 31_536_000.0,
+        _ => return None,
+    };
+    Some(v * mult)
+}
+
+/// `VNUM_2bytes`: a strict number, not negative, then an optional unit
+/// (`k m g t p`, any case, an optional `b` after it, or `b` alone), blanks
+/// around it; a fraction of a byte (no unit, or `b`) is refused.
+fn vnum_bytes(s: &[u8]) -> Option<i64> {
+    if s.is_empty() {
+        return None;
+    }
+    let (v, rest) = sf_number(s, 15, true).ok()?;
+    if v < 0.0 {
+        return None;
+    }
+    let unit = std::str::from_utf8(rest).ok()?.trim_matches([' ', '\t']);
+    let mut chars = unit.chars();
+    let shift = match chars.next().map(|c| c.to_ascii_lowercase()) {
+        None | Some('b') => {
+            if v.fract() != 0.0 || chars.next().is_some() {
+                return None;
+            }
+            0
+        }
+        Some('k') => 10,
+        Some('m') => 20,
+        Some('g') => 30,
+        Some('t') => 40,
+        Some('p') => 50,
+        Some(_) => return None,
+    };
+    if shift > 0 && !matches!(chars.as_str(), "" | "b" | "B") {
+        return None;
+    }
+    let r = (v * (1u64 << shift) as f64).round();
+    (r < i64::MAX as f64).then_some(r as i64)
+}
+
+fn duration(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let r = match one_of(a, "duration", &[0, 2, 3])? {
+        0 => a.str(0)?.and_then(vnum_duration),
+        2 => a.real(2)?,
+        _ => a.int(3)?.map(|i| i as f64),
+    };
+    match r {
+        Some(d) if d.is_finite() => Ok(Value::Duration(d)),
+        _ => fallback_or(a, 1, "std.duration: conversion failed".into()),
     }
 }
 
 fn bytes_fn(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     let r = match one_of(a, "bytes", &[0, 2, 3])? {
-        0 => parse_bytes(a.str_or_empty(0)?),
+        0 => a.str(0)?.and_then(vnum_bytes),
         2 => a
             .real(2)?
             .filter(|r| r.is_finite() && *r >= 0.0 && *r < 9.2e18)
@@ -433,24 +577,32 @@ fn bytes_fn(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     }
 }
 
-/// A REAL within Varnish's INT range, rounded down.
+/// A REAL within Varnish's INT range, truncated toward zero (`trunc()`).
 fn real_to_int(r: f64) -> Option<i64> {
-    let f = r.floor();
+    let f = r.trunc();
     (f.is_finite() && f >= INT_MIN as f64 && f <= INT_MAX as f64).then_some(f as i64)
 }
 
-/// Parses a decimal number string like `VNUM()`: optional surrounding
-/// whitespace, optional sign, digits with an optional fraction.
-fn parse_number(s: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(s).ok()?.trim();
-    parse_decimal(s)
+/// The failure of a string conversion: with the number reader's reason
+/// when it gave one, as varnishd words it.
+fn conversion_failed(name: &str, why: Option<&str>) -> String {
+    match why {
+        Some(why) => format!("std.{name}: conversion failed: {why}"),
+        None => format!("std.{name}: conversion failed"),
+    }
 }
 
 fn integer(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let mut why = None;
     let r = match one_of(a, "integer", &[0, 2, 3, 4, 5, 6])? {
-        0 => parse_number(a.str_or_empty(0)?)
-            .filter(|r| r.fract() == 0.0)
-            .and_then(real_to_int),
+        0 => match a.str(0)?.map(|s| sf_whole(s, 15)) {
+            Some(Ok(v)) if v.fract() == 0.0 => real_to_int(v),
+            Some(Err(e)) => {
+                why = e;
+                None
+            }
+            _ => None,
+        },
         2 => Some(i64::from(a.bool(2)? == Some(true))),
         3 => a.bytes_val(3)?,
         4 => a.duration(4)?.and_then(real_to_int),
@@ -459,13 +611,21 @@ fn integer(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     };
     match r {
         Some(i) => Ok(Value::Int(i)),
-        None => fallback_or(a, 1, "std.integer: conversion failed".into()),
+        None => fallback_or(a, 1, conversion_failed("integer", why)),
     }
 }
 
 fn real(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    let mut why = None;
     let r = match one_of(a, "real", &[0, 2, 3, 4, 5, 6])? {
-        0 => parse_number(a.str_or_empty(0)?),
+        0 => match a.str(0)?.map(|s| sf_whole(s, 12)) {
+            Some(Ok(v)) => Some(v),
+            Some(Err(e)) => {
+                why = e;
+                None
+            }
+            None => None,
+        },
         2 => a.int(2)?.map(|i| i as f64),
         3 => Some(if a.bool(3)? == Some(true) { 1.0 } else { 0.0 }),
         4 => a.bytes_val(4)?.map(|b| b as f64),
@@ -474,15 +634,15 @@ fn real(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     };
     match r {
         Some(r) if r.is_finite() => Ok(Value::Real(r)),
-        _ => fallback_or(a, 1, "std.real: conversion failed".into()),
+        _ => fallback_or(a, 1, conversion_failed("real", why)),
     }
 }
 
 fn time(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     let r = match one_of(a, "time", &[0, 2, 3])? {
-        0 => parse_time(a.str_or_empty(0)?),
-        2 => a.real(2)?.filter(|r| r.is_finite() && *r >= 0.0),
-        _ => a.int(3)?.filter(|i| *i >= 0).map(|i| i as f64),
+        0 => a.str(0)?.and_then(parse_time),
+        2 => a.real(2)?,
+        _ => a.int(3)?.map(|i| i as f64),
     };
     match r {
         Some(t) => Ok(Value::Time(t)),
@@ -494,11 +654,25 @@ fn ip(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     let s = a.str_or_empty(0)?;
     let resolve = a.bool(2)?.unwrap_or(true);
     let default_port = a.str(3)?.map(|p| lossy(p).into_owned());
-    match parse_ip(&lossy(s), default_port.as_deref().unwrap_or("80"), resolve) {
+    // getaddrinfo(3) takes no leading blank; an IPv4-mapped IPv6 address
+    // is the IPv4 address, as varnishd's suckaddr stores it.
+    let parsed = if s.first().is_some_and(u8::is_ascii_whitespace) {
+        None
+    } else {
+        parse_ip(&lossy(s), default_port.as_deref().unwrap_or("80"), resolve)
+    };
+    let parsed = parsed.map(|sa| match sa.ip() {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(IpAddr::V4(v4), sa.port()),
+            None => sa,
+        },
+        IpAddr::V4(_) => sa,
+    });
+    match parsed {
         Some(sa) => Ok(Value::Ip(sa)),
         None => match a.ip(1)? {
             Some(fb) => Ok(Value::Ip(fb)),
-            None => Err(format!("std.ip: conversion of \"{}\" failed", lossy(s))),
+            None => Err("std.ip: conversion failed".to_string()),
         },
     }
 }
@@ -599,7 +773,8 @@ fn real2integer(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
 }
 
 fn real2time(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
-    let r = a.real(0)?.unwrap_or(f64::NAN).round();
+    // Not rounded, as varnishd's.
+    let r = a.real(0)?.unwrap_or(f64::NAN);
     Ok(if r.is_finite() {
         Value::Time(r)
     } else {
@@ -608,7 +783,7 @@ fn real2time(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
 }
 
 fn time2integer(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
-    Ok(match a.time(0)?.and_then(real_to_int) {
+    Ok(match a.time(0)?.map(f64::round).and_then(real_to_int) {
         Some(i) => Value::Int(i),
         None => Value::Int(a.int(1)?.unwrap_or(0)),
     })
@@ -651,7 +826,11 @@ fn syslog(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
 }
 
 fn timestamp(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
-    ctx.timestamp(a.str_or_empty(0)?);
+    // As varnishd: no record for an empty or unset label.
+    match a.str(0)? {
+        Some(label) if !label.is_empty() => ctx.timestamp(label),
+        _ => {}
+    }
     Ok(Value::Null)
 }
 
@@ -669,6 +848,14 @@ fn cache_req_body(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
 }
 
 fn late_100_continue(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    // As varnishd: outside vcl_recv it is logged and ignored.
+    if ctx.sub() != BuiltinSub::Recv {
+        ctx.log(
+            LogKind::Error,
+            b"std.late_100_continue() only valid in vcl_recv{}",
+        );
+        return Ok(Value::Null);
+    }
     ctx.late_100_continue(a.bool(0)?.unwrap_or(false));
     Ok(Value::Null)
 }

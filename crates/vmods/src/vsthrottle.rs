@@ -84,11 +84,6 @@ fn with_bucket<T>(
     let limit = a.int(1)?.unwrap_or(0);
     let period = a.duration(2)?.unwrap_or(0.0);
     let block = a.duration(3)?.unwrap_or(0.0);
-    if limit <= 0 || period <= 0.0 || !period.is_finite() {
-        return Err(format!(
-            "vsthrottle: limit ({limit}) and period ({period}) must be positive"
-        ));
-    }
     let now = ctx.now();
     let mut t = table().lock().unwrap_or_else(|e| e.into_inner());
     t.calls += 1;
@@ -109,7 +104,19 @@ fn with_bucket<T>(
     Ok(f(b, now))
 }
 
+/// A limit or period that is not positive: no bucket is kept for it, as in
+/// varnish-modules (the call is denied, `remaining()` is the limit as an
+/// unsigned number, nothing is blocked); no VCL failure.
+fn invalid(a: &Args<'_>) -> Result<Option<i64>, String> {
+    let limit = a.int(1)?.unwrap_or(0);
+    let period = a.duration(2)?.unwrap_or(0.0);
+    Ok((limit <= 0 || period <= 0.0 || !period.is_finite()).then_some(limit))
+}
+
 fn is_denied(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    if invalid(a)?.is_some() {
+        return Ok(Value::Bool(true));
+    }
     let block = a.duration(3)?.unwrap_or(0.0);
     let denied = with_bucket(ctx, a, |b, now| {
         if b.blocked_until > now {
@@ -131,6 +138,9 @@ fn is_denied(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
 }
 
 fn return_token(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    if invalid(a)?.is_some() {
+        return Ok(Value::Null);
+    }
     with_bucket(ctx, a, |b, _| {
         if b.tokens < b.capacity {
             b.tokens += 1;
@@ -140,6 +150,9 @@ fn return_token(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
 }
 
 fn remaining(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    if let Some(limit) = invalid(a)? {
+        return Ok(Value::Int(i64::from(limit as u32)));
+    }
     let n = with_bucket(ctx, a, |b, now| {
         b.refill(now);
         b.tokens
@@ -148,6 +161,9 @@ fn remaining(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
 }
 
 fn blocked(_: &Env, ctx: &mut dyn Context, a: &Args<'_>) -> R {
+    if invalid(a)?.is_some() {
+        return Ok(Value::Duration(0.0));
+    }
     let d = with_bucket(ctx, a, |b, now| (b.blocked_until - now).max(0.0))?;
     Ok(Value::Duration(d))
 }

@@ -264,18 +264,18 @@ impl SockCtl {
     }
 
     /// `std.set_ip_tos()`: the IPv4 TOS byte or the IPv6 traffic class.
+    /// As varnishd's setsockopt(2) call, a value out of 0..255 is no VCL
+    /// error: the kernel keeps the low byte of an IPv4 TOS, and an IPv6
+    /// traffic class out of range is left unchanged.
     pub fn set_tos(&self, tos: i64) -> io::Result<()> {
-        let tos = u32::try_from(tos)
-            .ok()
-            .filter(|t| *t <= 255)
-            .ok_or_else(|| {
-                io::Error::new(io::ErrorKind::InvalidInput, format!("{tos} is not 0..255"))
-            })?;
         let tcp = self.tcp()?;
         let s = SockRef::from(tcp);
         match tcp.local_addr()? {
-            SocketAddr::V4(_) => s.set_tos_v4(tos),
-            SocketAddr::V6(_) => s.set_tclass_v6(tos),
+            SocketAddr::V4(_) => s.set_tos_v4((tos & 0xff) as u32),
+            SocketAddr::V6(_) => match u32::try_from(tos).ok().filter(|t| *t <= 255) {
+                Some(t) => s.set_tclass_v6(t),
+                None => Ok(()),
+            },
         }
     }
 
@@ -513,7 +513,8 @@ mod tests {
         let (s, _) = l.accept().await.unwrap();
         let (_stream, ctl) = client_stream(s);
         ctl.set_tos(0x10).unwrap();
-        assert!(ctl.set_tos(300).is_err());
+        // Out of 0..255 is no error (varnishd does not check it either).
+        ctl.set_tos(300).unwrap();
         let current = ctl.congestion().unwrap();
         assert!(!current.is_empty());
         ctl.set_congestion(&current).unwrap();

@@ -281,8 +281,9 @@ pub fn append_real(out: &mut Vec<u8>, r: f64) -> Result<(), ConvError> {
     }
     // TTLs and the like (non-negative, below 1e9) without `fmt` unless the
     // value lies too near a rounding boundary for the product by 1000 to
-    // be trusted (its error is below 1e-4 in this range).
-    if (0.0..1e9).contains(&r) {
+    // be trusted (its error is below 1e-4 in this range). Negative zero
+    // takes `fmt`, which writes `-0.000` as printf does.
+    if r.is_sign_positive() && r < 1e9 {
         let scaled = r * 1000.0;
         let whole = scaled.trunc();
         let frac = scaled - whole;
