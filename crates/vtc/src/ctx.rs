@@ -200,6 +200,12 @@ impl Ctx {
         self.macros().define(name, value);
     }
 
+    /// Forget a macro and log it like varnishtest.
+    pub fn undefine(&self, actor: &str, name: &str) {
+        self.log(4, actor, &format!("macro undef {name}"));
+        self.macros().undefine(name);
+    }
+
     /// Record a failure (the first one wins) and start tearing down.
     pub fn fail(&self, actor: &str, line: usize, msg: &str) {
         let mut f = lock(&self.failure);
