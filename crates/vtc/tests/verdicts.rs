@@ -219,3 +219,110 @@ fn feature_skips() {
         "",
     );
 }
+
+/// `lacquerd` beside this test program or in the workspace's
+/// `target/debug` (as `crates/difftest` finds it).
+fn lacquerd() -> PathBuf {
+    let here = std::env::current_exe().ok();
+    let beside = here
+        .as_deref()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .map(|d| d.join("lacquerd"));
+    let fallback = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/lacquerd");
+    match beside.filter(|p| p.is_file()) {
+        Some(p) => p,
+        None if fallback.is_file() => fallback,
+        None => panic!(
+            "lacquerd not found beside the test or in target/debug: run `cargo build -p lacquerd`"
+        ),
+    }
+}
+
+#[test]
+fn daemon_expectations_fail_the_test() {
+    let mut c = Config::new(&lacquerd());
+    c.timeout = Duration::from_secs(30);
+    let cfg = Arc::new(c);
+    let v1 = "varnish v1 -vcl { backend b none; sub vcl_recv { return (synth(200)); } } -start\n";
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "counter",
+            "varnish v1 -expect MAIN.client_req == 5",
+            "Not true: MAIN.client_req (0) == 5 (5)",
+        ),
+        (
+            "counter_ne",
+            "varnish v1 -expect MAIN.client_req != 0",
+            "Not true: MAIN.client_req (0) != 0 (0)",
+        ),
+        (
+            "no_counter",
+            "varnish v1 -expect MAIN.nosuch_counter == 0",
+            "MAIN.nosuch_counter",
+        ),
+        (
+            "cliok",
+            "varnish v1 -cliok \"param.set nosuch 1\"",
+            "FAIL CLI response 106 expected 200",
+        ),
+        (
+            "clierr",
+            "varnish v1 -clierr 106 \"param.show default_ttl\"",
+            "FAIL CLI response 200 expected 106",
+        ),
+        (
+            "errvcl",
+            "varnish v1 -errvcl {nothing} {backend b none;}",
+            "VCL compilation succeeded expected failure",
+        ),
+        (
+            "vcl",
+            "varnish v1 -vcl {backend b none; sub vcl_recv { set req.http.x = nosuch; } }",
+            "VCL compilation failed expected success",
+        ),
+        (
+            "cliexpect",
+            "varnish v1 -cliexpect \"^nothing here\" \"param.show default_ttl\"",
+            "Expect failed (no match)",
+        ),
+        (
+            "client",
+            "client c1 {\n txreq\n rxresp\n expect resp.status == 201\n} -run",
+            "EXPECT resp.status (200) == \"201\" failed",
+        ),
+        (
+            "logexpect_fail",
+            "logexpect l1 -v v1 -g raw {\n fail add * ReqURL /bad\n expect * * ReqURL /good\n fail clear\n} -start\n\
+             client c1 {\n txreq -url /bad\n rxresp\n txreq -url /good\n rxresp\n} -run\nlogexpect l1 -wait",
+            "expectation failed",
+        ),
+    ];
+    for (name, body, msg) in cases {
+        let r = run_test(
+            &write(&format!("d_{name}"), &format!("{v1}{body}")),
+            cfg.clone(),
+        );
+        assert_eq!(r.status, Status::Failed, "{name}: {:?}", r.failure);
+        let f = r.failure.expect("a failed test names its failure");
+        assert!(f.msg.contains(msg), "{name}: {}", f.msg);
+    }
+    // The same instance passes when the expectations hold.
+    let r = run_test(
+        &write(
+            "d_pass",
+            &format!(
+                "{v1}client c1 {{\n txreq\n rxresp\n expect resp.status == 200\n}} -run\n\
+                 varnish v1 -expect MAIN.client_req == 1\nvarnish v1 -clierr 106 \"param.set nosuch 1\""
+            ),
+        ),
+        cfg,
+    );
+    assert_eq!(
+        r.status,
+        Status::Passed,
+        "{:?}\n{}",
+        r.failure,
+        r.log.join("\n")
+    );
+}
