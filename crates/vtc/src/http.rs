@@ -692,7 +692,7 @@ impl<'a> Http<'a> {
             return Err(self.ctx.aborted_err());
         }
         let timeout = self.timeout;
-        let deadline = std::time::Instant::now() + Duration::from_secs_f64(timeout.max(0.001));
+        let mut deadline = std::time::Instant::now() + Duration::from_secs_f64(timeout.max(0.001));
         let mut buf = [0u8; 16384];
         // Read in short slices so that a stop (`server -break`) or a test
         // abort is noticed promptly.
@@ -713,6 +713,22 @@ impl<'a> Http<'a> {
                     continue;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                // As varnishtest's http_rxchar: after `non_fatal` a timeout
+                // is logged and the wait goes on (only the test's own
+                // timeout ends it); EOF and errors still end the read.
+                Err(e)
+                    if !self.fatal
+                        && (e.kind() == std::io::ErrorKind::WouldBlock
+                            || e.kind() == std::io::ErrorKind::TimedOut) =>
+                {
+                    if self.ctx.aborted() {
+                        return Err(self.ctx.aborted_err());
+                    }
+                    self.log(3, &format!("HTTP rx timeout ({timeout:.3}s)"));
+                    deadline =
+                        std::time::Instant::now() + Duration::from_secs_f64(timeout.max(0.001));
+                    continue;
+                }
                 r => break r,
             }
         };
