@@ -158,10 +158,12 @@ fn shell_checks() {
         verdict(name, body, Status::Failed, msg);
     }
     // As varnishtest compares WEXITSTATUS: a shell killed by a signal has
-    // exit status 0, and `-err` takes it as a failure.
+    // exit status 0, and `-err` takes it as a failure. Arguments after the
+    // script are ignored (the second shell on a line never runs).
     verdict(
         "signal",
-        "shell {kill -9 $$}\nshell -err {kill -9 $$}\nshell -exit 7 {exit 7}",
+        "shell {kill -9 $$}\nshell -err {kill -9 $$}\nshell -exit 7 {exit 7}\n\
+         shell {true} ; shell {exit 1}\nshell {true} # a comment",
         Status::Passed,
         "",
     );
