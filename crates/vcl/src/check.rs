@@ -794,9 +794,17 @@ impl<'a> Checker<'a> {
             .unwrap_or_default();
         let (host, host_port) = split_host_port(&host_field);
         let host = host.to_string();
+        // vcc: an explicit empty `.port` is port 0.
+        let port_given = fields.string("port").is_some();
         let port = fields
             .string("port")
-            .map(|s| s.value.clone())
+            .map(|s| {
+                if s.value.is_empty() {
+                    "0".to_string()
+                } else {
+                    s.value.clone()
+                }
+            })
             .or(host_port.map(str::to_string))
             // A TLS backend (`.ssl = 1`) defaults to 443.
             .unwrap_or_else(|| {
@@ -827,7 +835,21 @@ impl<'a> Checker<'a> {
         let mut addrs = Vec::new();
         if path.is_none() && fields.string("host").is_some() {
             let span = fields.string("host").map(|s| s.span).unwrap_or(name_span);
-            addrs = resolve_host(&host, &port).map_err(|e| {
+            // vcc resolves an empty host with an explicit `.port` as a
+            // passive lookup: the wildcard addresses of both families
+            // (varnishtest declares a server that does not listen yet as
+            // `.host = ""; .port = ""`). Without `.port` it is an error.
+            let resolved = if host.is_empty() && port_given {
+                service_port(&port).map(|p| {
+                    vec![
+                        SocketAddr::new(IpAddr::from([0u8, 0, 0, 0]), p),
+                        SocketAddr::new(IpAddr::from([0u16; 8]), p),
+                    ]
+                })
+            } else {
+                resolve_host(&host, &port)
+            };
+            addrs = resolved.map_err(|e| {
                 Box::new(Diagnostic::error(
                     format!("Backend host '\"{host_field}\"' could not be resolved to an IP address:\n\t{e}\n(Sorry if that error message is gibberish.)"),
                     span,

@@ -431,9 +431,7 @@ impl Varnish {
         );
         if backend {
             for s in lock(&ctx.servers).iter() {
-                if let Some(b) = s.genvcl() {
-                    v.push_str(&b);
-                }
+                v.push_str(&s.genvcl());
             }
             v.push('\n');
         }
