@@ -330,6 +330,20 @@ fn file_has_name(path: &str, name: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// A failed `varnish vN`, `logexpect lN` or `process pN` command is the
+/// instance's failure (varnishtest logs it on the instance's log, `v1`,
+/// not `top`).
+fn as_instance(ctx: &Ctx, cmd: &Cmd, r: R<()>) -> R<()> {
+    match r {
+        Err(e) if !ctx.aborted() => {
+            let name = cmd.args.get(1).map_or("top", String::as_str);
+            ctx.fail(name, cmd.line, &e.0);
+            Err(e)
+        }
+        r => r,
+    }
+}
+
 fn top_command(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
     let av = &cmd.args;
     match av[0].as_str() {
@@ -374,9 +388,9 @@ fn top_command(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
         }
         "server" => crate::server::cmd_server(ctx, cmd),
         "client" => crate::client::cmd_client(ctx, cmd),
-        "varnish" => crate::varnish::cmd_varnish(ctx, cmd),
-        "logexpect" => crate::logexpect::cmd_logexpect(ctx, cmd),
-        "process" => crate::process::cmd_process(ctx, cmd),
+        "varnish" => as_instance(ctx, cmd, crate::varnish::cmd_varnish(ctx, cmd)),
+        "logexpect" => as_instance(ctx, cmd, crate::logexpect::cmd_logexpect(ctx, cmd)),
+        "process" => as_instance(ctx, cmd, crate::process::cmd_process(ctx, cmd)),
         "barrier" => crate::barrier::cmd_barrier(ctx, "top", cmd),
         "include" => {
             let f = cmd.arg(1)?;

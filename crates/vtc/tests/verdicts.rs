@@ -308,6 +308,15 @@ fn daemon_expectations_fail_the_test() {
         assert_eq!(r.status, Status::Failed, "{name}: {:?}", r.failure);
         let f = r.failure.expect("a failed test names its failure");
         assert!(f.msg.contains(msg), "{name}: {}", f.msg);
+        // As varnishtest logs them: on the instance that failed.
+        let actor = if *name == "client" {
+            "c1"
+        } else if name.starts_with("logexpect") {
+            "l1"
+        } else {
+            "v1"
+        };
+        assert_eq!(f.actor, actor, "{name}");
     }
     // The same instance passes when the expectations hold.
     let r = run_test(
