@@ -101,12 +101,13 @@ pub fn cmd_barrier(ctx: &Arc<Ctx>, actor: &str, cmd: &Cmd) -> R<()> {
     while i < av.len() {
         match av[i].as_str() {
             "cond" | "sock" => {
-                let n = crate::script::parse_int(cmd.arg(i + 1)?)?;
-                if n < 1 {
-                    bail!("Barrier({name}) count must be positive");
-                }
                 if existing.is_some() {
-                    bail!("Barrier({name}) already initialized");
+                    bail!("Barrier({name}) use error: already initialized");
+                }
+                // As varnishtest: fewer than two parties is a test error.
+                let n = crate::script::parse_int(cmd.arg(i + 1)?)?;
+                if n < 2 {
+                    bail!("Barrier({name}) use error: wrong expectation ({n})");
                 }
                 let mut cyclic = false;
                 if av.get(i + 2).map(String::as_str) == Some("-cyclic") {

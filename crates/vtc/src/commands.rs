@@ -15,7 +15,8 @@ use std::time::Duration;
 pub fn common(ctx: &Ctx, actor: &str, cmd: &Cmd) -> R<bool> {
     match cmd.args[0].as_str() {
         "delay" => {
-            let d = script::parse_f64(cmd.arg(1)?)?;
+            let d = script::parse_f64(cmd.arg(1)?)
+                .map_err(|_| fail!("Syntax error in number ({})", cmd.args[1]))?;
             ctx.log(3, actor, &format!("delaying {d} second(s)"));
             ctx.sleep(Duration::from_secs_f64(d.max(0.0)))?;
             Ok(true)
@@ -81,28 +82,35 @@ pub fn run_shell(ctx: &Ctx, script: &str) -> R<(String, Option<i32>)> {
     Ok((latin1(&out), status.code()))
 }
 
+/// `shell [-err | -exit N] [-expect TEXT | -match REGEX] SCRIPT`, checked
+/// as varnishtest's `cmd_shell` checks it: the exit status compared is
+/// `WEXITSTATUS` (0 for a shell killed by a signal, which `-err` accepts as
+/// a failure), and `-expect` and `-match` exclude each other.
 fn cmd_shell(ctx: &Ctx, actor: &str, cmd: &Cmd) -> R<()> {
     let av = &cmd.args;
+    // None: `-err`, any failure; Some(n): exit status n.
     let mut exit: Option<i32> = Some(0);
-    let mut err = false;
     let mut expect: Option<String> = None;
     let mut re: Option<String> = None;
     let mut i = 1;
     while i < av.len() {
         match av[i].as_str() {
-            "-err" => {
-                err = true;
-                exit = None;
-            }
+            "-err" => exit = None,
             "-exit" => {
                 exit = Some(script::parse_int(cmd.arg(i + 1)?)? as i32);
                 i += 1;
             }
             "-expect" => {
+                if re.is_some() {
+                    bail!("Cannot use -expect with -match");
+                }
                 expect = Some(cmd.arg(i + 1)?.to_string());
                 i += 1;
             }
             "-match" => {
+                if expect.is_some() {
+                    bail!("Cannot use -match with -expect");
+                }
                 re = Some(cmd.arg(i + 1)?.to_string());
                 i += 1;
             }
@@ -110,38 +118,44 @@ fn cmd_shell(ctx: &Ctx, actor: &str, cmd: &Cmd) -> R<()> {
         }
         i += 1;
     }
-    if i + 1 != av.len() {
-        bail!("shell: expected exactly one command string after the options");
+    // As varnishtest: the first argument after the options is the script;
+    // any further ones (`shell {a} ; shell {b}` on one line) are ignored.
+    if i >= av.len() {
+        bail!("shell: a command string is needed after the options");
     }
+    let rx = match &re {
+        Some(r) => Some(
+            crate::text::compile_regex(r)
+                .map_err(|e| fail!("shell_match invalid regexp (\"{r}\"): {e}"))?,
+        ),
+        None => None,
+    };
     let script = &av[i];
     ctx.dump(4, actor, "shell_cmd", &format!("exec 2>&1 ; {script}"));
     let (out, code) = run_shell(ctx, script)?;
     ctx.dump(4, actor, "shell_out", &out);
-    let st = code.map(|c| c << 8).unwrap_or(0x7f);
-    ctx.log(4, actor, &format!("shell_status = 0x{st:04x}"));
-    if err {
-        if code == Some(0) {
-            bail!("shell_exit not as expected: got 0x{st:04x} wanted non-zero");
+    let status = code.unwrap_or(0);
+    ctx.log(4, actor, &format!("shell_status = 0x{status:04x}"));
+    if code.is_none() {
+        ctx.log(4, actor, "shell_signal = killed");
+    }
+    match exit {
+        None if code == Some(0) => bail!("shell did not fail as expected"),
+        Some(e) if status != e => {
+            bail!("shell_exit not as expected: got 0x{status:04x} wanted 0x{e:04x}")
         }
-    } else if let Some(e) = exit
-        && code != Some(e)
-    {
-        bail!(
-            "shell_exit not as expected: got 0x{st:04x} wanted 0x{:04x}",
-            e << 8
-        );
+        _ => {}
     }
-    if let Some(x) = expect
-        && !out.contains(&x)
-    {
-        bail!("shell_expect not found: (\"{}\")", crate::text::display(&x));
-    }
-    if let Some(r) = re {
-        let rx = crate::text::compile_regex(&r)
-            .map_err(|e| fail!("shell_match invalid regexp (\"{r}\"): {e}"))?;
+    if let Some(x) = expect {
+        if !out.contains(&x) {
+            bail!("shell_expect not found: (\"{}\")", crate::text::display(&x));
+        }
+        ctx.log(4, actor, "shell_expect found");
+    } else if let (Some(rx), Some(r)) = (rx, re) {
         if !crate::text::re_match(&rx, &out) {
             bail!("shell_match failed: (\"{}\")", crate::text::display(&r));
         }
+        ctx.log(4, actor, "shell_match succeeded");
     }
     Ok(())
 }

@@ -98,6 +98,10 @@ pub struct Ctx {
     pub haproxies: Mutex<Vec<Arc<crate::haproxy::Haproxy>>>,
     /// Declared syslog receivers.
     pub syslogs: Mutex<Vec<Arc<crate::syslog::Syslog>>>,
+    /// Set by `feature disable_aslr`: processes start with address-space
+    /// randomisation off, as varnishtest's children inherit its
+    /// `ADDR_NO_RANDOMIZE` personality.
+    no_aslr: AtomicBool,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -137,6 +141,7 @@ impl Ctx {
             tunnels: Mutex::new(Vec::new()),
             haproxies: Mutex::new(Vec::new()),
             syslogs: Mutex::new(Vec::new()),
+            no_aslr: AtomicBool::new(false),
         }
     }
 
@@ -193,6 +198,12 @@ impl Ctx {
     pub fn define(&self, actor: &str, name: &str, value: &str) {
         self.log(4, actor, &format!("macro def {name}={value}"));
         self.macros().define(name, value);
+    }
+
+    /// Forget a macro and log it like varnishtest.
+    pub fn undefine(&self, actor: &str, name: &str) {
+        self.log(4, actor, &format!("macro undef {name}"));
+        self.macros().undefine(name);
     }
 
     /// Record a failure (the first one wins) and start tearing down.
@@ -309,6 +320,12 @@ impl Ctx {
         }
     }
 
+    /// Start every later process with address-space randomisation off
+    /// (`feature disable_aslr`).
+    pub fn disable_aslr(&self) {
+        self.no_aslr.store(true, Ordering::SeqCst);
+    }
+
     /// Environment overrides set by `setenv`.
     pub fn env(&self) -> Vec<(String, String)> {
         lock(&self.env).clone()
@@ -338,7 +355,13 @@ impl Ctx {
     /// A command for `program` in the test's environment (see
     /// [`Ctx::shell_command`]).
     pub fn command(&self, program: &str) -> Command {
-        let mut c = Command::new(program);
+        let mut c = if self.no_aslr.load(Ordering::SeqCst) {
+            let mut c = Command::new("setarch");
+            c.args([std::env::consts::ARCH, "-R", program]);
+            c
+        } else {
+            Command::new(program)
+        };
         c.current_dir(&self.tmpdir);
         let bindir = self.tmpdir.join(".vtc-bin");
         let path = std::env::var("PATH").unwrap_or_default();

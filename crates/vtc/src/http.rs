@@ -229,6 +229,34 @@ pub fn synth_body(len: usize) -> Vec<u8> {
     b
 }
 
+/// The body `-gziplen` compresses: like [`synth_body`] (a newline every
+/// 64th byte and at the end) but the other bytes random printable ASCII,
+/// as varnishtest 7.1's `synth_body(len, 1)` makes it, so the compressed
+/// length is close to the input's (about 87 % at level 9), not the few
+/// percent a repeating pattern compresses to.
+pub fn synth_random_body(len: usize) -> Vec<u8> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static STATE: AtomicU64 = AtomicU64::new(0);
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+        ^ STATE.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
+    let mut x = seed | 1;
+    let mut b = synth_body(len);
+    for (j, byte) in b.iter_mut().enumerate() {
+        if j % 64 != 63 && j + 1 != len {
+            // xorshift64*
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            let r = x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33;
+            *byte = b' ' + (r % 95) as u8;
+        }
+    }
+    b
+}
+
 /// Compare `lhs cmp rhs` like varnishtest's `expect`. `None` sides are
 /// `<undef>`. Returns the log/failure text on mismatch.
 pub fn expect_values(
@@ -664,7 +692,7 @@ impl<'a> Http<'a> {
             return Err(self.ctx.aborted_err());
         }
         let timeout = self.timeout;
-        let deadline = std::time::Instant::now() + Duration::from_secs_f64(timeout.max(0.001));
+        let mut deadline = std::time::Instant::now() + Duration::from_secs_f64(timeout.max(0.001));
         let mut buf = [0u8; 16384];
         // Read in short slices so that a stop (`server -break`) or a test
         // abort is noticed promptly.
@@ -685,6 +713,22 @@ impl<'a> Http<'a> {
                     continue;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                // As varnishtest's http_rxchar: after `non_fatal` a timeout
+                // is logged and the wait goes on (only the test's own
+                // timeout ends it); EOF and errors still end the read.
+                Err(e)
+                    if !self.fatal
+                        && (e.kind() == std::io::ErrorKind::WouldBlock
+                            || e.kind() == std::io::ErrorKind::TimedOut) =>
+                {
+                    if self.ctx.aborted() {
+                        return Err(self.ctx.aborted_err());
+                    }
+                    self.log(3, &format!("HTTP rx timeout ({timeout:.3}s)"));
+                    deadline =
+                        std::time::Instant::now() + Duration::from_secs_f64(timeout.max(0.001));
+                    continue;
+                }
                 r => break r,
             }
         };
@@ -1124,7 +1168,7 @@ impl<'a> Http<'a> {
                 }
                 "-gziplen" => {
                     let n = script::parse_int(arg(i + 1)?)?;
-                    let g = gzip(&synth_body(n.max(0) as usize), self.gziplevel)?;
+                    let g = gzip(&synth_random_body(n.max(0) as usize), self.gziplevel)?;
                     self.log(3, &format!("new bodylen {}", g.len()));
                     self.bodylen = g.len().to_string();
                     body = Some(g);
@@ -1627,6 +1671,24 @@ pub fn hex_to_bin(s: &str) -> R<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gziplen_body_is_random_printable() {
+        let a = synth_random_body(1000);
+        let b = synth_random_body(1000);
+        assert_eq!(a.len(), 1000);
+        assert_ne!(a, b, "two bodies differ, as varnishtest's do");
+        for (j, c) in a.iter().enumerate() {
+            if j % 64 == 63 || j == 999 {
+                assert_eq!(*c, b'\n', "byte {j}");
+            } else {
+                assert!((b' '..=b'~').contains(c), "byte {j}: {c}");
+            }
+        }
+        // varnishtest's -gziplevel 9 -gziplen 1000 gives 872..876 bytes.
+        let g = gzip(&a, 9).unwrap();
+        assert!((840..=900).contains(&g.len()), "{}", g.len());
+    }
 
     #[test]
     fn synth() {

@@ -28,6 +28,11 @@ impl Macros {
         self.vars.insert(name.to_string(), value.to_string());
     }
 
+    /// Forget a macro.
+    pub fn undefine(&mut self, name: &str) {
+        self.vars.remove(name);
+    }
+
     /// Value of a plain macro.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.vars.get(name).map(String::as_str)

@@ -259,6 +259,8 @@ impl Process {
         let waiter = std::thread::spawn(move || {
             let status = child.wait();
             c2.untrack_pid(pid);
+            // As varnishtest: `${pN_pid}` exists while the process runs.
+            c2.undefine(&name, &format!("{name}_pid"));
             // Output still in flight is read before the status is judged;
             // a descendant keeping the terminal open does not hold us.
             let end = Instant::now() + Duration::from_secs(1);
@@ -323,7 +325,18 @@ impl Process {
             self.shared
                 .expect_signal
                 .compare_exchange(0, -num, Ordering::SeqCst, Ordering::SeqCst);
-        if !send_signal(r.pid, &num.to_string(), true) {
+        // Right after `-start`, `setsid` may not have made its process
+        // group yet: a signal to the group then finds none. Try again
+        // briefly, then the process itself, before giving up.
+        let mut sent = false;
+        for _ in 0..100 {
+            sent = send_signal(r.pid, &num.to_string(), true);
+            if sent || r.waiter.is_finished() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if !sent && !send_signal(r.pid, &num.to_string(), false) {
             bail!("Failed to send signal {num} to process group {}", r.pid);
         }
         ctx.log(4, &self.name, &format!("Sent signal {num}"));

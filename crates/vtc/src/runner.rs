@@ -265,21 +265,20 @@ fn reset(ctx: &Arc<Ctx>) {
     ctx.abort();
 }
 
-fn feature(ctx: &Ctx, name: &str) -> R<Option<String>> {
-    let (neg, f) = match name.strip_prefix('!') {
-        Some(f) => (true, f),
-        None => (false, name),
-    };
-    let have = match f {
+/// Whether feature `f` (without its `!`) is present, with varnishtest
+/// 7.1's names and checks (`vtc_misc.c`); an unknown name fails the test.
+fn feature(ctx: &Ctx, f: &str) -> R<bool> {
+    Ok(match f {
         "64bit" => cfg!(target_pointer_width = "64"),
         "ipv4" => std::net::TcpListener::bind("127.0.0.1:0").is_ok(),
         "ipv6" => std::net::TcpListener::bind("[::1]:0").is_ok(),
-        "dns" => {
-            use std::net::ToSocketAddrs;
-            ("dns-canary.varnish-cache.org", 80)
-                .to_socket_addrs()
-                .map(|mut a| a.next().is_some())
-                .unwrap_or(false)
+        "dns" => dns_works(),
+        "disable_aslr" => {
+            let works = aslr_can_be_disabled();
+            if works {
+                ctx.disable_aslr();
+            }
+            works
         }
         "root" => std::fs::read_to_string("/proc/self/status")
             .ok()
@@ -289,28 +288,60 @@ fn feature(ctx: &Ctx, name: &str) -> R<Option<String>> {
                     .map(|l| l.split_whitespace().nth(2) == Some("0"))
             })
             .unwrap_or(false),
-        "SO_RCVTIMEO_WORKS" => true,
-        "ignore_unknown_macro" => {
-            ctx.macros().ignore_unknown = true;
-            true
-        }
-        "persistent_storage" | "topbuild" | "sanitizer" | "asan" | "msan" | "tsan" | "ubsan"
-        | "coverage" | "workspace_emulator" | "abstract_uds" => false,
-        _ if f.starts_with("user_") => file_has_name("/etc/passwd", &f[5..]),
-        _ if f.starts_with("group_") => file_has_name("/etc/group", &f[6..]),
+        "user_varnish" => file_has_name("/etc/passwd", "varnish"),
+        "user_vcache" => file_has_name("/etc/passwd", "vcache"),
+        "group_varnish" => file_has_name("/etc/group", "varnish"),
+        // Lacquer is not built with these (varnishtest's `-i` build-tree
+        // mode, deprecated persistent storage, coverage, sanitizers, the
+        // workspace emulator); abstract sockets are not offered by `-a`.
+        "topbuild" | "persistent_storage" | "coverage" | "asan" | "msan" | "tsan" | "ubsan"
+        | "sanitizer" | "workspace_emulator" | "abstract_uds" => false,
         _ => bail!("FAIL test, unknown feature: {f}"),
-    };
-    Ok(if have != neg {
-        None
-    } else {
-        Some(name.to_string())
     })
+}
+
+/// varnishtest's DNS check: the canary name resolves to 192.0.2.255 over
+/// IPv4 and to nothing over IPv6.
+fn dns_works() -> bool {
+    use std::net::ToSocketAddrs;
+    let Ok(addrs) = ("dns-canary.varnish-cache.org", 80).to_socket_addrs() else {
+        return false;
+    };
+    let addrs: Vec<_> = addrs.collect();
+    let v4 = addrs.iter().find(|a| a.is_ipv4());
+    v4.is_some_and(|a| a.ip().to_string() == "192.0.2.255") && !addrs.iter().any(|a| a.is_ipv6())
+}
+
+/// `feature disable_aslr` holds where processes can be started with
+/// address-space randomisation off (`setarch -R`, Linux's
+/// `ADDR_NO_RANDOMIZE` personality, which varnishtest sets on itself).
+fn aslr_can_be_disabled() -> bool {
+    std::process::Command::new("setarch")
+        .args([std::env::consts::ARCH, "-R", "true"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 fn file_has_name(path: &str, name: &str) -> bool {
     std::fs::read_to_string(path)
         .map(|s| s.lines().any(|l| l.split(':').next() == Some(name)))
         .unwrap_or(false)
+}
+
+/// A failed `varnish vN`, `logexpect lN` or `process pN` command is the
+/// instance's failure (varnishtest logs it on the instance's log, `v1`,
+/// not `top`).
+fn as_instance(ctx: &Ctx, cmd: &Cmd, r: R<()>) -> R<()> {
+    match r {
+        Err(e) if !ctx.aborted() => {
+            let name = cmd.args.get(1).map_or("top", String::as_str);
+            ctx.fail(name, cmd.line, &e.0);
+            Err(e)
+        }
+        r => r,
+    }
 }
 
 fn top_command(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
@@ -321,33 +352,45 @@ fn top_command(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
             Ok(())
         }
         "feature" => {
+            // As varnishtest: every name may carry a `!` (skip when the
+            // feature is present), `cmd` takes a command line whose exit
+            // status decides, and the first unmet one skips the test.
             let mut i = 1;
             while i < av.len() {
-                if av[i] == "cmd" {
-                    let c = cmd.arg(i + 1)?;
-                    let (_, code) = crate::commands::run_shell(ctx, c)?;
-                    if code != Some(0) {
-                        ctx.log(1, "top", &format!("SKIPPING test, lacking: cmd {c}"));
-                        ctx.skip(&format!("cmd {c}"));
-                        return Ok(());
+                let (neg, f) = match av[i].strip_prefix('!') {
+                    Some(f) => (true, f),
+                    None => (false, av[i].as_str()),
+                };
+                let have = match f {
+                    "cmd" => {
+                        let c = cmd
+                            .args
+                            .get(i + 1)
+                            .ok_or_else(|| fail!("Missing the command-line"))?;
+                        i += 1;
+                        crate::commands::run_shell(ctx, c)?.1 == Some(0)
                     }
-                    i += 2;
-                    continue;
-                }
-                if let Some(missing) = feature(ctx, &av[i])? {
-                    ctx.log(1, "top", &format!("SKIPPING test, lacking: {missing}"));
-                    ctx.skip(&missing);
+                    "ignore_unknown_macro" => {
+                        ctx.macros().ignore_unknown = true;
+                        !neg
+                    }
+                    _ => feature(ctx, f)?,
+                };
+                i += 1;
+                if have == neg {
+                    let why = if neg { "conflicting" } else { "lacking" };
+                    ctx.log(1, "top", &format!("SKIPPING test, {why} feature: {f}"));
+                    ctx.skip(f);
                     return Ok(());
                 }
-                i += 1;
             }
             Ok(())
         }
         "server" => crate::server::cmd_server(ctx, cmd),
         "client" => crate::client::cmd_client(ctx, cmd),
-        "varnish" => crate::varnish::cmd_varnish(ctx, cmd),
-        "logexpect" => crate::logexpect::cmd_logexpect(ctx, cmd),
-        "process" => crate::process::cmd_process(ctx, cmd),
+        "varnish" => as_instance(ctx, cmd, crate::varnish::cmd_varnish(ctx, cmd)),
+        "logexpect" => as_instance(ctx, cmd, crate::logexpect::cmd_logexpect(ctx, cmd)),
+        "process" => as_instance(ctx, cmd, crate::process::cmd_process(ctx, cmd)),
         "barrier" => crate::barrier::cmd_barrier(ctx, "top", cmd),
         "include" => {
             let f = cmd.arg(1)?;
@@ -364,6 +407,9 @@ fn top_command(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
             } else {
                 (false, 1)
             };
+            if let Some(extra) = av.get(i + 2) {
+                bail!("CMD setenv: Unexpected argument '{extra}'");
+            }
             ctx.setenv(cmd.arg(i)?, cmd.arg(i + 1)?, ifunset);
             Ok(())
         }

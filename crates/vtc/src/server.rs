@@ -38,19 +38,25 @@ pub struct Server {
 }
 
 impl Server {
-    /// The backend declaration `-vcl+backend` adds for this server, if it
-    /// is listening.
-    pub fn genvcl(&self) -> Option<String> {
+    /// The backend declaration `-vcl+backend` adds for this server. As
+    /// varnishtest's `cmd_server_gen_vcl`, a server that does not listen
+    /// yet is declared too: by its `-listen` path for a Unix socket, with
+    /// an empty host and port otherwise.
+    pub fn genvcl(&self) -> String {
         let st = lock(&self.state);
-        let (a, p, unix) = st.bound.clone()?;
-        Some(if unix {
+        let (a, p, unix) = match st.bound.clone() {
+            Some(b) => b,
+            None if st.listen.starts_with('/') => (st.listen.clone(), String::new(), true),
+            None => (String::new(), String::new(), false),
+        };
+        if unix {
             format!("backend {} {{ .path = \"{}\"; }}\n", self.name, a)
         } else {
             format!(
                 "backend {} {{ .host = \"{}\"; .port = \"{}\"; }}\n",
                 self.name, a, p
             )
-        })
+        }
     }
 
     /// The address this server listens on: (address, port, is a Unix

@@ -431,9 +431,7 @@ impl Varnish {
         );
         if backend {
             for s in lock(&ctx.servers).iter() {
-                if let Some(b) = s.genvcl() {
-                    v.push_str(&b);
-                }
+                v.push_str(&s.genvcl());
             }
             v.push('\n');
         }
@@ -444,7 +442,10 @@ impl Varnish {
         // Like varnishtest: an expected failure may be any non-200 status
         // (106 for a compile error, 300 for a failed vcl_init).
         if (st == CLIS_OK) != (expect == CLIS_OK) {
-            bail!("VCL compilation got {st} expected {expect}");
+            if st == CLIS_OK {
+                bail!("VCL compilation succeeded expected failure");
+            }
+            bail!("VCL compilation failed expected success");
         }
         if st == CLIS_OK {
             let (st, r2) = self.ask(ctx, Some(&format!("vcl.use vcl{}", self.vcl_nbr)))?;
@@ -630,7 +631,7 @@ pub fn cmd_varnish(ctx: &Arc<Ctx>, cmd: &Cmd) -> R<()> {
                 let rx = crate::text::compile_regex(&re)
                     .map_err(|e| fail!("Illegal regexp ({re}): {e}"))?;
                 if !crate::text::re_match(&rx, &r) {
-                    bail!("Expect failed ({re})");
+                    bail!("Expect failed (no match): {re}");
                 }
                 ctx.log(4, &name, &format!("Expect match ({re})"));
                 i += 2;
