@@ -182,6 +182,10 @@ struct Conn {
     highest: u32,
     streams: HashMap<u32, RxStream>,
     cont: Option<Cont>,
+    /// A header field was refused while its block was decoded: varnishd
+    /// 7.1.1 keeps that request as the one being received (`new_req`),
+    /// so any next frame is a connection PROTOCOL_ERROR.
+    refused_field: bool,
     r_window: i64,
     flow: Arc<Mutex<Flow>>,
     out_tx: mpsc::UnboundedSender<Out>,
@@ -191,9 +195,9 @@ struct Conn {
     peer_goaway: u32,
     low_water: i64,
     increment: u32,
-    /// The largest header list (and header block) accepted: the announced
-    /// SETTINGS_MAX_HEADER_LIST_SIZE, within the client workspace (where
-    /// varnishd decodes headers).
+    /// The largest header list (and header block) accepted: what the
+    /// client workspace holds, where varnishd decodes headers (it does not
+    /// hold clients to the SETTINGS_MAX_HEADER_LIST_SIZE it announces).
     max_list: u64,
     /// Body bytes taken off the queue since the last socket write (they
     /// leave `Flow::queued` once written).
@@ -307,6 +311,7 @@ where
         highest: 0,
         streams: HashMap::new(),
         cont: None,
+        refused_field: false,
         // As varnishd: the connection's receive window is taken to start
         // at our initial stream window (what the client may send before
         // a WINDOW_UPDATE is its own business).
@@ -326,8 +331,9 @@ where
         low_water,
         increment,
         acct: [0; 4],
-        max_list: u64::from(local.max_header_list_size)
-            .min(ctx.sh.params().bytes(pid!("workspace_client"))),
+        // varnishd announces SETTINGS_MAX_HEADER_LIST_SIZE but decodes
+        // up to what the client workspace holds.
+        max_list: ctx.sh.params().bytes(pid!("workspace_client")),
         drained: 0,
         rxbuf_store: match ctx.sh.params().get(pid!("h2_rxbuf_storage")) {
             crate::runtime::params::Value::Text(t) => t.clone(),
@@ -738,8 +744,11 @@ impl Conn {
             svsl.log(Tag::Debug, format_args!("H2: illegal stream (={sid})"));
             return Err(Fault::Conn(code::PROTOCOL_ERROR));
         }
-        if let Some(cont) = &self.cont
-            && !(head.typ == types::CONTINUATION && cont.sid == sid)
+        if self.refused_field
+            || self
+                .cont
+                .as_ref()
+                .is_some_and(|cont| !(head.typ == types::CONTINUATION && cont.sid == sid))
         {
             return Err(Fault::Conn(code::PROTOCOL_ERROR));
         }
@@ -747,13 +756,9 @@ impl Conn {
             types::DATA => self.rx_data(svsl, head, &p),
             types::HEADERS => self.rx_headers(svsl, head, &p),
             types::CONTINUATION => self.rx_continuation(svsl, head, &p),
-            types::PRIORITY => {
-                if p.len() != 5 {
-                    Err(Fault::Stream(code::FRAME_SIZE_ERROR))
-                } else {
-                    Ok(())
-                }
-            }
+            // varnishd 7.1's h2_rx_priority looks at nothing in the
+            // frame, not even its length.
+            types::PRIORITY => Ok(()),
             types::RST_STREAM => {
                 if p.len() != 4 {
                     return Err(Fault::Conn(code::FRAME_SIZE_ERROR));
@@ -951,10 +956,12 @@ impl Conn {
             self.rst(svsl, sid, code::REFUSED_STREAM);
             return Ok(());
         }
-        let rh = match lacquer_http::h2::request_head(fields, self.max_list) {
+        let max_hdr = self.ctx.sh.params().uint(pid!("http_max_hdr")) as usize;
+        let rh = match lacquer_http::h2::request_head(fields, self.max_list, max_hdr) {
             Ok(h) => h,
             Err(e) => {
                 svsl.log_str(Tag::BogoHeader, &e.msg);
+                self.refused_field = e.in_field;
                 return match e.fault {
                     Fault::Stream(c) => {
                         self.rst(svsl, sid, c);
