@@ -99,6 +99,10 @@ pub struct SessCtx {
 /// Not an error code: the peer sent GOAWAY, so none goes back.
 const PEER_GOAWAY: u32 = u32::MAX;
 
+/// Not an error code: a frame over our max_frame_size cannot be read, and
+/// varnishd (`h2_rxframe`, "No frame") closes without a GOAWAY.
+const NO_FRAME: u32 = u32::MAX - 1;
+
 /// How a session ended, as varnishd's `h2->error`: the connection error
 /// code (`NO_ERROR` when the client left or stayed idle too long), and
 /// whether a GOAWAY of ours went out for it.
@@ -164,6 +168,10 @@ struct RxStream {
     rxbuf: Option<lacquer_cache::Allocation>,
     /// The response ended (END_STREAM sent or the stream reset).
     ended: bool,
+    /// The error code of the peer's RST_STREAM while the request ran: as
+    /// varnishd's `r2->error`, it goes back in an RST_STREAM of ours when
+    /// the request finishes.
+    peer_reset: Option<u32>,
 }
 
 /// A header block arriving in HEADERS then CONTINUATION frames.
@@ -415,6 +423,10 @@ where
                     Ok(Ok(_)) => {}
                 }
                 if let Err(f) = c.read_frames(svsl, &mut rbuf) {
+                    if let Fault::Conn(NO_FRAME) = f {
+                        svsl.log_str(Tag::Debug, "H2: No frame (hs=OVERFLOW)");
+                        break Ending::LEFT;
+                    }
                     if let Fault::Conn(PEER_GOAWAY) = f {
                         break Ending {
                             code: c.peer_goaway,
@@ -664,7 +676,9 @@ impl Conn {
                     if let Some(space) = s.rxbuf {
                         self.ctx.sh.cache.release_buffer(&self.rxbuf_store, space);
                     }
-                    if !s.ended {
+                    if let Some(c) = s.peer_reset {
+                        self.rst(svsl, sid, c);
+                    } else if !s.ended {
                         self.send_frame(svsl, types::DATA, flags::END_STREAM, sid, &[]);
                     }
                 }
@@ -690,7 +704,7 @@ impl Conn {
                             h.len, self.local.max_frame_size
                         ),
                     );
-                    return Err(Fault::Conn(code::FRAME_SIZE_ERROR));
+                    return Err(Fault::Conn(NO_FRAME));
                 }
             }
             let Some((head, total)) = lacquer_http::h2::scan(rbuf) else {
@@ -763,7 +777,15 @@ impl Conn {
                 if p.len() != 4 {
                     return Err(Fault::Conn(code::FRAME_SIZE_ERROR));
                 }
-                if self.streams.contains_key(&sid) {
+                if let Some(s) = self.streams.get_mut(&sid) {
+                    let c = u32::from_be_bytes(p[..4].try_into().expect("four bytes"));
+                    // varnishd's h2_streamerror: a code it does not know
+                    // is a PROTOCOL_ERROR.
+                    s.peer_reset = Some(if c <= code::HTTP_1_1_REQUIRED {
+                        c
+                    } else {
+                        code::PROTOCOL_ERROR
+                    });
                     self.kill(sid);
                 }
                 Ok(())
@@ -1043,6 +1065,7 @@ impl Conn {
                 buffered: 0,
                 rxbuf: None,
                 ended: false,
+                peer_reset: None,
             },
         );
         self.flow.lock().expect("flow lock").streams.insert(
@@ -1076,20 +1099,6 @@ impl Conn {
     fn rx_data(&mut self, svsl: &mut VslBuf, head: Head, p: &Bytes) -> Result<(), Fault> {
         let sid = head.stream;
         let len = p.len() as i64;
-        // The connection window counts every DATA frame.
-        if len > self.r_window {
-            svsl.log(
-                Tag::Debug,
-                format_args!("H2: stream {sid}: Exceeded connection receive window"),
-            );
-            return Err(Fault::Conn(code::FLOW_CONTROL_ERROR));
-        }
-        self.r_window -= len;
-        if self.r_window < self.low_water {
-            self.r_window += i64::from(self.increment);
-            let inc = self.increment.to_be_bytes();
-            self.send_frame(svsl, types::WINDOW_UPDATE, 0, 0, &inc);
-        }
         let Some(s) = self.streams.get_mut(&sid) else {
             return Ok(());
         };
@@ -1122,6 +1131,25 @@ impl Conn {
             );
             return Err(Fault::Stream(code::PROTOCOL_ERROR));
         }
+        // The connection window counts every DATA frame of a stream still
+        // receiving, once its padding and length passed (as varnishd's
+        // h2_rx_data orders its checks).
+        if len > self.r_window {
+            svsl.log(
+                Tag::Debug,
+                format_args!("H2: stream {sid}: Exceeded connection receive window"),
+            );
+            return Err(Fault::Conn(code::FLOW_CONTROL_ERROR));
+        }
+        self.r_window -= len;
+        if self.r_window < self.low_water {
+            self.r_window += i64::from(self.increment);
+            let inc = self.increment.to_be_bytes();
+            self.send_frame(svsl, types::WINDOW_UPDATE, 0, 0, &inc);
+        }
+        let Some(s) = self.streams.get_mut(&sid) else {
+            return Ok(());
+        };
         if len > s.r_window {
             svsl.log(
                 Tag::Debug,
