@@ -357,7 +357,9 @@ where
             }
         }
         c.apply_remote_frame_size();
-        c.highest = 1;
+        // As varnishd's h2_ou_session: the upgraded request's stream 1
+        // does not raise the highest stream id, so a client may open
+        // stream 1 again once it is done.
         c.open_stream(
             svsl,
             1,
