@@ -172,6 +172,8 @@ struct RxStream {
     /// varnishd's `r2->error`, it goes back in an RST_STREAM of ours when
     /// the request finishes.
     peer_reset: Option<u32>,
+    /// A response head went out on the stream.
+    head_sent: bool,
 }
 
 /// A header block arriving in HEADERS then CONTINUATION frames.
@@ -608,6 +610,7 @@ impl Conn {
                 if s.ended {
                     return;
                 }
+                s.head_sent = true;
                 if end {
                     s.ended = true;
                 }
@@ -680,9 +683,12 @@ impl Conn {
                     }
                     if let Some(c) = s.peer_reset {
                         self.rst(svsl, sid, c);
-                    } else if !s.ended {
+                    } else if !s.ended && s.head_sent {
                         self.send_frame(svsl, types::DATA, flags::END_STREAM, sid, &[]);
                     }
+                    // A request that ended without an answer (a body
+                    // std.cache_req_body() could not keep: SC_RX_BODY)
+                    // sends nothing on its stream, as varnishd's.
                 }
                 self.flow.lock().expect("flow lock").streams.remove(&sid);
                 // A stream's task is done or about to be: the finished
@@ -1068,6 +1074,7 @@ impl Conn {
                 rxbuf: None,
                 ended: false,
                 peer_reset: None,
+                head_sent: false,
             },
         );
         self.flow.lock().expect("flow lock").streams.insert(
