@@ -45,7 +45,7 @@ pub fn h2_frames(data: &[u8]) {
                 let (fields, err) = hp::decode_block_bounded(&mut table, &block, 4096, 65536);
                 assert!(table.size() <= table.max_size() && table.max_size() <= 4096);
                 if err.is_none()
-                    && let Ok(req) = h2::request_head(fields, 65536)
+                    && let Ok(req) = h2::request_head(fields, 65536, 64)
                 {
                     assert!(!req.method.is_empty() && !req.path.is_empty());
                     assert!(
@@ -145,6 +145,6 @@ pub fn hpack(data: &[u8]) {
     assert_eq!(err2, None, "re-encoded block refused");
     assert_eq!(again, fields, "HPACK round trip");
     if err.is_none() {
-        let _ = h2::request_head(fields, 65536);
+        let _ = h2::request_head(fields, 65536, 64);
     }
 }

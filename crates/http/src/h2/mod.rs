@@ -307,55 +307,68 @@ pub struct RequestHead {
     pub headers: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
-/// Why a header block is refused: the fault and what to log.
+/// Why a header block is refused: the fault, what to log, and whether
+/// varnishd 7.1.1 found it while decoding a field (`h2h_decode_bytes`):
+/// it then keeps its half-built request, so the session refuses the
+/// next frame, whatever it is, with a connection PROTOCOL_ERROR.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeaderError {
     pub fault: Fault,
     pub msg: String,
+    pub in_field: bool,
 }
 
-fn stream_err(msg: String) -> HeaderError {
+/// A field that varnishd's HPACK decoder refuses as it decodes it.
+fn field_err(msg: String) -> HeaderError {
     HeaderError {
         fault: Fault::Stream(code::PROTOCOL_ERROR),
         msg,
+        in_field: true,
     }
 }
-
-/// Fields that only mean something on an HTTP/1 connection (RFC 9113
-/// section 8.2.2); `te` is allowed with the value `trailers` only.
-const CONNECTION_SPECIFIC: [&[u8]; 5] = [
-    b"connection",
-    b"keep-alive",
-    b"proxy-connection",
-    b"transfer-encoding",
-    b"upgrade",
-];
 
 fn is_tchar(c: u8) -> bool {
     c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c)
 }
 
-/// Turns a decoded header list into a request head, with HTTP/2's rules
-/// (RFC 9113 section 8.2 and 8.3): names in lower case and made of token
-/// characters, values without NUL, CR or LF, pseudo-headers known and not
-/// repeated (in any position, as varnishd), `:method` and `:path` present
-/// (`*` only with OPTIONS), no connection-specific field. `max_list` is
-/// the SETTINGS_MAX_HEADER_LIST_SIZE announced (RFC 7541 counting).
-pub fn request_head(fields: Vec<hpack::Header>, max_list: u64) -> Result<RequestHead, HeaderError> {
+/// varnishd's `vct_issp`/`vct_isctl`: space, tab or a control character.
+fn sp_or_ctl(c: u8) -> bool {
+    c == b' ' || c == b'\t' || c < 0x20 || c == 0x7f
+}
+
+/// The header slots varnishd's request `struct http` has before the
+/// regular fields (method, URL, protocol, status, reason).
+const HDR_FIRST: usize = 5;
+
+/// Turns a decoded header list into a request head with varnishd 7.1.1's
+/// rules (`h2h_addhdr`, `h2_end_headers`): names made of lower-case token
+/// characters, values without NUL, CR or LF; `:method` and `:path` not
+/// empty, not repeated and without spaces or control characters;
+/// `:scheme` (which becomes a `scheme` field) not empty and without them;
+/// `:authority` becoming `host` (a repeated one gives two, which the
+/// request state machine answers with 400); other pseudo-headers refused.
+/// Connection-specific fields pass here (the request's hop-by-hop filter
+/// drops them, as varnishd's does). A list over `max_list` bytes (RFC
+/// 7541 counting: the client workspace) or with more regular fields than
+/// `max_hdr` (`http_max_hdr`) leaves slots for is refused with
+/// ENHANCE_YOUR_CALM after the whole block, as varnishd does.
+pub fn request_head(
+    fields: Vec<hpack::Header>,
+    max_list: u64,
+    max_hdr: usize,
+) -> Result<RequestHead, HeaderError> {
     let mut head = RequestHead::default();
-    let (mut method, mut path, mut scheme, mut authority) = (false, false, false, false);
+    let (mut method, mut path) = (false, false);
     let mut size = 0u64;
+    let mut calm = None;
     for f in fields {
         size += f.name.len() as u64 + f.value.len() as u64 + 32;
-        if size > max_list {
-            return Err(HeaderError {
-                fault: Fault::Stream(code::ENHANCE_YOUR_CALM),
-                msg: format!("Header list larger than {max_list} bytes"),
-            });
+        if size > max_list && calm.is_none() {
+            calm = Some(format!("Header list larger than {max_list} bytes"));
         }
         let shown = String::from_utf8_lossy(&f.name).into_owned();
         if f.value.iter().any(|&c| c == 0 || c == b'\r' || c == b'\n') {
-            return Err(stream_err(format!("Illegal field header value: {shown}")));
+            return Err(field_err(format!("Illegal field header value: {shown}")));
         }
         if let Some(p) = f.name.strip_prefix(b":") {
             // varnishd (and so every client tested against it) accepts
@@ -363,54 +376,67 @@ pub fn request_head(fields: Vec<hpack::Header>, max_list: u64) -> Result<Request
             let seen = match p {
                 b"method" => &mut method,
                 b"path" => &mut path,
-                b"scheme" => &mut scheme,
-                b"authority" => &mut authority,
-                _ => return Err(stream_err(format!("Unknown pseudo-header: {shown}"))),
+                b"scheme" => {
+                    if f.value.is_empty() || f.value.iter().any(|&c| sp_or_ctl(c)) {
+                        return Err(field_err("Illegal :scheme pseudo-header".into()));
+                    }
+                    head.headers.push((b"scheme".to_vec(), f.value));
+                    continue;
+                }
+                b"authority" => {
+                    head.headers.push((b"host".to_vec(), f.value));
+                    continue;
+                }
+                _ => return Err(field_err(format!("Unknown pseudo-header: {shown}"))),
             };
             if std::mem::replace(seen, true) {
-                return Err(stream_err(format!("Duplicate pseudo-header: {shown}")));
+                return Err(field_err(format!("Duplicate pseudo-header: {shown}")));
             }
-            if f.value.is_empty() && p != b"authority" {
-                return Err(stream_err(format!("Empty pseudo-header: {shown}")));
+            if f.value.iter().any(|&c| sp_or_ctl(c)) {
+                return Err(field_err(format!("Illegal pseudo-header: {shown}")));
             }
-            // As varnishd's h2h_addhdr: `:authority` becomes `host` and
-            // `:scheme` a `scheme` field, each where it came.
-            match p {
-                b"method" => head.method = f.value,
-                b"path" => head.path = f.value,
-                b"authority" => head.headers.push((b"host".to_vec(), f.value)),
-                b"scheme" => head.headers.push((b"scheme".to_vec(), f.value)),
-                _ => {}
+            if f.value.is_empty() {
+                return Err(field_err(format!("Empty pseudo-header: {shown}")));
+            }
+            if p == b"method" {
+                head.method = f.value;
+            } else {
+                head.path = f.value;
             }
             continue;
         }
         if f.name.is_empty() || !f.name.iter().all(|&c| is_tchar(c)) {
-            return Err(stream_err(format!(
+            return Err(field_err(format!(
                 "Illegal field header name (non-token): {shown}"
             )));
         }
         if f.name.iter().any(u8::is_ascii_uppercase) {
-            return Err(stream_err(format!(
+            return Err(field_err(format!(
                 "Illegal field header name (upper-case): {shown}"
-            )));
-        }
-        if CONNECTION_SPECIFIC.contains(&&f.name[..])
-            || (f.name == b"te" && !f.value.eq_ignore_ascii_case(b"trailers"))
-        {
-            return Err(stream_err(format!(
-                "Connection-specific header field: {shown}"
             )));
         }
         head.headers.push((f.name, f.value));
     }
+    if calm.is_none() && head.headers.len() + HDR_FIRST > max_hdr {
+        calm = Some("Too many headers".into());
+    }
+    if let Some(msg) = calm {
+        return Err(HeaderError {
+            fault: Fault::Stream(code::ENHANCE_YOUR_CALM),
+            msg,
+            in_field: false,
+        });
+    }
+    let missing = |what: &str| HeaderError {
+        fault: Fault::Stream(code::PROTOCOL_ERROR),
+        msg: format!("Missing {what}"),
+        in_field: false,
+    };
     if !method {
-        return Err(stream_err("Missing :method".into()));
+        return Err(missing(":method"));
     }
     if !path {
-        return Err(stream_err("Missing :path".into()));
-    }
-    if head.path.first() == Some(&b'*') && head.method != b"OPTIONS" {
-        return Err(stream_err("Illegal :path pseudo-header".into()));
+        return Err(missing(":path"));
     }
     // RFC 9113 section 8.2.3: cookie crumbs are joined for HTTP/1.
     let crumbs = head.headers.iter().filter(|(n, _)| n == b"cookie").count();
@@ -459,6 +485,17 @@ fn encode_status(out: &mut Vec<u8>, status: u16) {
     }
 }
 
+/// Fields varnishd 7.1's `h2_build_headers` leaves out of an HTTP/2
+/// response head, silently: the HTTP/1 connection-specific ones
+/// (`TE`, `Trailer` and `Proxy-Connection` go out).
+const H2_DROPPED: [&[u8]; 5] = [
+    b"connection",
+    b"keep-alive",
+    b"http2-settings",
+    b"transfer-encoding",
+    b"upgrade",
+];
+
 /// Encodes a response head as varnishd does: `:status`, then every field
 /// never-indexed, its name from the static table when it is there (the
 /// first entry of that name) else lower-cased, values as plain strings.
@@ -470,6 +507,9 @@ pub fn encode_response_head<'a>(
 ) {
     encode_status(out, status);
     for (name, value) in fields {
+        if H2_DROPPED.iter().any(|d| d.eq_ignore_ascii_case(name)) {
+            continue;
+        }
         let idx = hpack::STATIC
             .iter()
             .position(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name));
@@ -509,6 +549,7 @@ mod tests {
                 h("cookie", "b=2"),
             ],
             u64::MAX,
+            64,
         )
         .unwrap();
         assert_eq!(r.method, b"GET");
@@ -525,30 +566,52 @@ mod tests {
     }
 
     #[test]
-    fn request_head_refuses_what_http2_forbids() {
+    fn request_head_refuses_what_varnishd_refuses() {
         let base = || vec![h(":method", "GET"), h(":path", "/")];
         let bad = |extra: Vec<hpack::Header>| {
             let mut f = base();
             f.extend(extra);
-            request_head(f, u64::MAX).unwrap_err().fault
+            let e = request_head(f, u64::MAX, 64).unwrap_err();
+            (e.fault, e.in_field)
         };
-        let pe = Fault::Stream(code::PROTOCOL_ERROR);
+        let pe = (Fault::Stream(code::PROTOCOL_ERROR), true);
         assert_eq!(bad(vec![h("snaFu", "x")]), pe);
         assert_eq!(bad(vec![h("sna[]fu", "x")]), pe);
-        assert_eq!(bad(vec![h("connection", "close")]), pe);
-        assert_eq!(bad(vec![h("te", "gzip")]), pe);
+        assert_eq!(bad(vec![h("", "x")]), pe);
         assert_eq!(bad(vec![h(":method", "GET")]), pe);
         assert_eq!(bad(vec![h(":foo", "x")]), pe);
+        assert_eq!(bad(vec![h(":status", "200")]), pe);
         assert_eq!(bad(vec![h("a", "b\nc")]), pe);
-        assert!(request_head(vec![h(":method", "GET")], u64::MAX).is_err());
-        assert!(request_head(vec![h(":method", "GET"), h(":path", "*")], u64::MAX).is_err());
+        assert_eq!(bad(vec![h(":scheme", "")]), pe);
+        let mut f = vec![h(":method", "G T"), h(":path", "/")];
+        assert!(request_head(f.clone(), u64::MAX, 64).unwrap_err().in_field);
+        f[0] = h(":method", "");
+        assert!(request_head(f, u64::MAX, 64).unwrap_err().in_field);
+        // What varnishd 7.1.1 lets through.
+        for ok in [
+            h("connection", "close"),
+            h("te", "gzip"),
+            h("transfer-encoding", "chunked"),
+            h(":scheme", "http"),
+            h(":authority", "a"),
+            h("x", " leading space"),
+        ] {
+            let mut f = base();
+            f.extend([ok.clone(), ok]);
+            assert!(request_head(f, u64::MAX, 64).is_ok());
+        }
+        assert!(request_head(vec![h(":method", "GET"), h(":path", "*")], u64::MAX, 64).is_ok());
+        // Checked at the end of the block, not while decoding.
+        let missing = request_head(vec![h(":method", "GET")], u64::MAX, 64).unwrap_err();
+        assert_eq!(missing.fault, Fault::Stream(code::PROTOCOL_ERROR));
+        assert!(!missing.in_field);
+        let calm = (Fault::Stream(code::ENHANCE_YOUR_CALM), false);
+        let e = request_head(base(), 10, 64).unwrap_err();
+        assert_eq!((e.fault, e.in_field), calm);
         let mut f = base();
-        f.push(h("te", "trailers"));
-        assert!(request_head(f, u64::MAX).is_ok());
-        assert_eq!(
-            request_head(base(), 10).unwrap_err().fault,
-            Fault::Stream(code::ENHANCE_YOUR_CALM)
-        );
+        f.extend((0..60).map(|i| h(&format!("x{i}"), "v")));
+        let e = request_head(f, u64::MAX, 64).unwrap_err();
+        assert_eq!((e.fault, e.in_field), calm);
     }
 
     #[test]

@@ -469,13 +469,10 @@ where
         let body_kind = head.body;
         let expect = lacquer_http::expect(&head.headers);
         let mut req = ReqMsg::from(head);
-        // `Upgrade: h2c` from an HTTP/1.1 request without a body: the
-        // request becomes stream 1 of an HTTP/2 session.
-        if h2_on
-            && body_kind == BodyKind::None
-            && &req.proto[..] == b"HTTP/1.1"
-            && req.headers.has_token("upgrade", "h2c")
-        {
+        // `Upgrade: h2c` from a request without a body (HTTP/1.0 too, as
+        // varnishd 7.1.1): the request becomes stream 1 of an HTTP/2
+        // session.
+        if h2_on && body_kind == BodyKind::None && req.headers.has_token("upgrade", "h2c") {
             svsl.log_str(Tag::Debug, "H2 Optimistic Upgrade");
             let Some(pairs) = req
                 .headers

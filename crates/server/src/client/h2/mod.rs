@@ -99,6 +99,10 @@ pub struct SessCtx {
 /// Not an error code: the peer sent GOAWAY, so none goes back.
 const PEER_GOAWAY: u32 = u32::MAX;
 
+/// Not an error code: a frame over our max_frame_size cannot be read, and
+/// varnishd (`h2_rxframe`, "No frame") closes without a GOAWAY.
+const NO_FRAME: u32 = u32::MAX - 1;
+
 /// How a session ended, as varnishd's `h2->error`: the connection error
 /// code (`NO_ERROR` when the client left or stayed idle too long), and
 /// whether a GOAWAY of ours went out for it.
@@ -164,6 +168,12 @@ struct RxStream {
     rxbuf: Option<lacquer_cache::Allocation>,
     /// The response ended (END_STREAM sent or the stream reset).
     ended: bool,
+    /// The error code of the peer's RST_STREAM while the request ran: as
+    /// varnishd's `r2->error`, it goes back in an RST_STREAM of ours when
+    /// the request finishes.
+    peer_reset: Option<u32>,
+    /// A response head went out on the stream.
+    head_sent: bool,
 }
 
 /// A header block arriving in HEADERS then CONTINUATION frames.
@@ -182,6 +192,10 @@ struct Conn {
     highest: u32,
     streams: HashMap<u32, RxStream>,
     cont: Option<Cont>,
+    /// A header field was refused while its block was decoded: varnishd
+    /// 7.1.1 keeps that request as the one being received (`new_req`),
+    /// so any next frame is a connection PROTOCOL_ERROR.
+    refused_field: bool,
     r_window: i64,
     flow: Arc<Mutex<Flow>>,
     out_tx: mpsc::UnboundedSender<Out>,
@@ -191,9 +205,9 @@ struct Conn {
     peer_goaway: u32,
     low_water: i64,
     increment: u32,
-    /// The largest header list (and header block) accepted: the announced
-    /// SETTINGS_MAX_HEADER_LIST_SIZE, within the client workspace (where
-    /// varnishd decodes headers).
+    /// The largest header list (and header block) accepted: what the
+    /// client workspace holds, where varnishd decodes headers (it does not
+    /// hold clients to the SETTINGS_MAX_HEADER_LIST_SIZE it announces).
     max_list: u64,
     /// Body bytes taken off the queue since the last socket write (they
     /// leave `Flow::queued` once written).
@@ -307,6 +321,7 @@ where
         highest: 0,
         streams: HashMap::new(),
         cont: None,
+        refused_field: false,
         // As varnishd: the connection's receive window is taken to start
         // at our initial stream window (what the client may send before
         // a WINDOW_UPDATE is its own business).
@@ -326,8 +341,9 @@ where
         low_water,
         increment,
         acct: [0; 4],
-        max_list: u64::from(local.max_header_list_size)
-            .min(ctx.sh.params().bytes(pid!("workspace_client"))),
+        // varnishd announces SETTINGS_MAX_HEADER_LIST_SIZE but decodes
+        // up to what the client workspace holds.
+        max_list: ctx.sh.params().bytes(pid!("workspace_client")),
         drained: 0,
         rxbuf_store: match ctx.sh.params().get(pid!("h2_rxbuf_storage")) {
             crate::runtime::params::Value::Text(t) => t.clone(),
@@ -343,7 +359,9 @@ where
             }
         }
         c.apply_remote_frame_size();
-        c.highest = 1;
+        // As varnishd's h2_ou_session: the upgraded request's stream 1
+        // does not raise the highest stream id, so a client may open
+        // stream 1 again once it is done.
         c.open_stream(
             svsl,
             1,
@@ -409,6 +427,10 @@ where
                     Ok(Ok(_)) => {}
                 }
                 if let Err(f) = c.read_frames(svsl, &mut rbuf) {
+                    if let Fault::Conn(NO_FRAME) = f {
+                        svsl.log_str(Tag::Debug, "H2: No frame (hs=OVERFLOW)");
+                        break Ending::LEFT;
+                    }
                     if let Fault::Conn(PEER_GOAWAY) = f {
                         break Ending {
                             code: c.peer_goaway,
@@ -588,6 +610,7 @@ impl Conn {
                 if s.ended {
                     return;
                 }
+                s.head_sent = true;
                 if end {
                     s.ended = true;
                 }
@@ -658,9 +681,14 @@ impl Conn {
                     if let Some(space) = s.rxbuf {
                         self.ctx.sh.cache.release_buffer(&self.rxbuf_store, space);
                     }
-                    if !s.ended {
+                    if let Some(c) = s.peer_reset {
+                        self.rst(svsl, sid, c);
+                    } else if !s.ended && s.head_sent {
                         self.send_frame(svsl, types::DATA, flags::END_STREAM, sid, &[]);
                     }
+                    // A request that ended without an answer (a body
+                    // std.cache_req_body() could not keep: SC_RX_BODY)
+                    // sends nothing on its stream, as varnishd's.
                 }
                 self.flow.lock().expect("flow lock").streams.remove(&sid);
                 // A stream's task is done or about to be: the finished
@@ -684,7 +712,7 @@ impl Conn {
                             h.len, self.local.max_frame_size
                         ),
                     );
-                    return Err(Fault::Conn(code::FRAME_SIZE_ERROR));
+                    return Err(Fault::Conn(NO_FRAME));
                 }
             }
             let Some((head, total)) = lacquer_http::h2::scan(rbuf) else {
@@ -738,8 +766,11 @@ impl Conn {
             svsl.log(Tag::Debug, format_args!("H2: illegal stream (={sid})"));
             return Err(Fault::Conn(code::PROTOCOL_ERROR));
         }
-        if let Some(cont) = &self.cont
-            && !(head.typ == types::CONTINUATION && cont.sid == sid)
+        if self.refused_field
+            || self
+                .cont
+                .as_ref()
+                .is_some_and(|cont| !(head.typ == types::CONTINUATION && cont.sid == sid))
         {
             return Err(Fault::Conn(code::PROTOCOL_ERROR));
         }
@@ -747,18 +778,22 @@ impl Conn {
             types::DATA => self.rx_data(svsl, head, &p),
             types::HEADERS => self.rx_headers(svsl, head, &p),
             types::CONTINUATION => self.rx_continuation(svsl, head, &p),
-            types::PRIORITY => {
-                if p.len() != 5 {
-                    Err(Fault::Stream(code::FRAME_SIZE_ERROR))
-                } else {
-                    Ok(())
-                }
-            }
+            // varnishd 7.1's h2_rx_priority looks at nothing in the
+            // frame, not even its length.
+            types::PRIORITY => Ok(()),
             types::RST_STREAM => {
                 if p.len() != 4 {
                     return Err(Fault::Conn(code::FRAME_SIZE_ERROR));
                 }
-                if self.streams.contains_key(&sid) {
+                if let Some(s) = self.streams.get_mut(&sid) {
+                    let c = u32::from_be_bytes(p[..4].try_into().expect("four bytes"));
+                    // varnishd's h2_streamerror: a code it does not know
+                    // is a PROTOCOL_ERROR.
+                    s.peer_reset = Some(if c <= code::HTTP_1_1_REQUIRED {
+                        c
+                    } else {
+                        code::PROTOCOL_ERROR
+                    });
                     self.kill(sid);
                 }
                 Ok(())
@@ -951,10 +986,12 @@ impl Conn {
             self.rst(svsl, sid, code::REFUSED_STREAM);
             return Ok(());
         }
-        let rh = match lacquer_http::h2::request_head(fields, self.max_list) {
+        let max_hdr = self.ctx.sh.params().uint(pid!("http_max_hdr")) as usize;
+        let rh = match lacquer_http::h2::request_head(fields, self.max_list, max_hdr) {
             Ok(h) => h,
             Err(e) => {
                 svsl.log_str(Tag::BogoHeader, &e.msg);
+                self.refused_field = e.in_field;
                 return match e.fault {
                     Fault::Stream(c) => {
                         self.rst(svsl, sid, c);
@@ -1036,6 +1073,8 @@ impl Conn {
                 buffered: 0,
                 rxbuf: None,
                 ended: false,
+                peer_reset: None,
+                head_sent: false,
             },
         );
         self.flow.lock().expect("flow lock").streams.insert(
@@ -1069,20 +1108,6 @@ impl Conn {
     fn rx_data(&mut self, svsl: &mut VslBuf, head: Head, p: &Bytes) -> Result<(), Fault> {
         let sid = head.stream;
         let len = p.len() as i64;
-        // The connection window counts every DATA frame.
-        if len > self.r_window {
-            svsl.log(
-                Tag::Debug,
-                format_args!("H2: stream {sid}: Exceeded connection receive window"),
-            );
-            return Err(Fault::Conn(code::FLOW_CONTROL_ERROR));
-        }
-        self.r_window -= len;
-        if self.r_window < self.low_water {
-            self.r_window += i64::from(self.increment);
-            let inc = self.increment.to_be_bytes();
-            self.send_frame(svsl, types::WINDOW_UPDATE, 0, 0, &inc);
-        }
         let Some(s) = self.streams.get_mut(&sid) else {
             return Ok(());
         };
@@ -1115,6 +1140,25 @@ impl Conn {
             );
             return Err(Fault::Stream(code::PROTOCOL_ERROR));
         }
+        // The connection window counts every DATA frame of a stream still
+        // receiving, once its padding and length passed (as varnishd's
+        // h2_rx_data orders its checks).
+        if len > self.r_window {
+            svsl.log(
+                Tag::Debug,
+                format_args!("H2: stream {sid}: Exceeded connection receive window"),
+            );
+            return Err(Fault::Conn(code::FLOW_CONTROL_ERROR));
+        }
+        self.r_window -= len;
+        if self.r_window < self.low_water {
+            self.r_window += i64::from(self.increment);
+            let inc = self.increment.to_be_bytes();
+            self.send_frame(svsl, types::WINDOW_UPDATE, 0, 0, &inc);
+        }
+        let Some(s) = self.streams.get_mut(&sid) else {
+            return Ok(());
+        };
         if len > s.r_window {
             svsl.log(
                 Tag::Debug,
