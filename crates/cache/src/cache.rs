@@ -445,6 +445,8 @@ pub(crate) struct Inner {
     exp_mail: AtomicBool,
     /// Who hears of objects entering and leaving the cache.
     subscribers: Subscribers,
+    /// Objects by the surrogate keys of their `xkey` headers.
+    xkeys: crate::xkey::XkeyIndex,
     /// Persistent stores' objects are still being put back.
     recovering: AtomicBool,
     /// While they are: the journaled bans and purges, and purges issued
@@ -520,6 +522,7 @@ impl Cache {
                 events: OnceLock::new(),
                 exp_mail: AtomicBool::new(false),
                 subscribers: Subscribers::default(),
+                xkeys: crate::xkey::XkeyIndex::default(),
                 recovering: AtomicBool::new(false),
                 recovery_purges: Mutex::new(None),
                 lazy: persist::Lazy::default(),
@@ -957,6 +960,62 @@ impl Cache {
             CacheStats::add(&inner.stats.n_obj_purged, total as u64);
         }
         total
+    }
+
+    /// vmod xkey's purge: every object tagged with one of `keys` by its
+    /// `xkey`/`X-HashTwo` headers, key by key as the vmod walks them. A
+    /// hard purge re-arms each one to expire at once (removed, `exp_mailed`
+    /// and `n_expired` counted as a purge counts them) and counts it under
+    /// every key that lists it, as the vmod does (its expiry thread has not
+    /// taken the object out of the other keys' lists yet). A soft one sets
+    /// the ttl to end `now`, keeping grace and keep, and leaves out objects
+    /// whose ttl has already run out. Busy objects are skipped. Returns the
+    /// count.
+    pub fn xkey_purge(&self, keys: &[&[u8]], now: f64, soft: bool) -> usize {
+        let inner = &self.inner;
+        let mut n = 0;
+        let mut purged: Vec<Arc<ObjCore>> = Vec::new();
+        for list in inner.xkeys.find(keys) {
+            for oc in list {
+                if oc.flags() & F_BUSY != 0 {
+                    continue;
+                }
+                if purged.iter().any(|p| Arc::ptr_eq(p, &oc)) {
+                    // Already re-armed by an earlier key of this call: a
+                    // soft purge finds its ttl spent, a hard one re-arms
+                    // it again.
+                    n += usize::from(!soft);
+                    continue;
+                }
+                if oc.flags() & F_DYING != 0 {
+                    continue;
+                }
+                if soft {
+                    if oc.t_origin.get() + oc.ttl.get() <= now {
+                        continue;
+                    }
+                    reduce(&oc, now, 0.0, -1.0, -1.0);
+                    n += 1;
+                    purged.push(Arc::clone(&oc));
+                    if oc.exp_when.get() > now {
+                        inner.exp_push(&oc);
+                        continue;
+                    }
+                } else {
+                    n += 1;
+                    purged.push(Arc::clone(&oc));
+                }
+                if inner.kill(&oc) {
+                    CacheStats::inc(&inner.stats.exp_mailed);
+                    CacheStats::inc(&inner.stats.n_expired);
+                    inner.emit(|| CacheEvent::Expired {
+                        vxid: oc.vxid.load(Ordering::Relaxed),
+                        ttl_left: -0.0,
+                    });
+                }
+            }
+        }
+        n
     }
 
     /// Remove an object from the cache now (`HSH_Kill`, e.g. a stale object
@@ -1540,6 +1599,7 @@ impl Inner {
     /// The removal owner's second half: LRU list and ban reference.
     fn finish_removal(&self, oc: &ObjCore) {
         self.forget(oc);
+        self.xkeys.remove(oc);
         if let Some(store) = oc.store.get() {
             store.lru().remove(oc);
         }
@@ -2051,6 +2111,7 @@ impl BusyObj {
         inner
             .subscribers
             .send(ObjEvent::Insert, Arc::as_ptr(&self.oc) as usize);
+        inner.xkeys.insert(&self.oc);
         if let Some(store) = self.oc.store.get() {
             store.lru().insert(&self.oc);
         }

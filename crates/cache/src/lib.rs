@@ -75,6 +75,7 @@ mod lru;
 mod object;
 pub mod stats;
 pub mod vary;
+mod xkey;
 
 pub use ban::{BanError, BanObject, BanRequest, BanSpec};
 pub use banlist::BanInfo;

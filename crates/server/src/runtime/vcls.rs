@@ -968,8 +968,12 @@ impl lacquer_vmods::Host for VclHost {
         }
     }
 
-    fn xkey_purge(&self, _keys: &[&[u8]], _soft: bool) -> i64 {
-        0
+    fn xkey_purge(&self, keys: &[&[u8]], soft: bool) -> i64 {
+        let Some(sh) = self.daemon.get().and_then(std::sync::Weak::upgrade) else {
+            return 0;
+        };
+        let n = sh.cache.xkey_purge(keys, lacquer_http::date::now(), soft);
+        i64::try_from(n).unwrap_or(i64::MAX)
     }
 
     fn subscribe_objects(&self, f: lacquer_vmods::ObjectEventFn) -> Result<u64, String> {
