@@ -603,6 +603,7 @@ fn prepare(
             no_body: kind == Kind::Head,
             timeout,
             connect_timeout: ms(c.connect_timeout_ms),
+            trace: c.debug & DBG_TEXT != 0,
         },
         kept,
     ))

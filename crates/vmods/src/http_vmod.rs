@@ -244,6 +244,8 @@ fn build(c: &Call) -> Result<Request, String> {
             .map(std::time::Duration::from_secs_f64)
             .or_else(curl::default_timeout),
         connect_timeout: None,
+        // vmod http has no debug switch: nothing reads the texts.
+        trace: false,
     })
 }
 

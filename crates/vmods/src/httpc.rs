@@ -83,6 +83,9 @@ pub(crate) struct Request {
     pub timeout: Option<Duration>,
     /// Limit for establishing the connection.
     pub connect_timeout: Option<Duration>,
+    /// Keep the texts of what happened on the way ([`Outcome::text`], for
+    /// `set_debug(text)`); without it none is made.
+    pub trace: bool,
 }
 
 /// A response read whole.
@@ -103,6 +106,7 @@ pub(crate) struct Response {
 pub(crate) struct Outcome {
     pub result: Result<Response, String>,
     pub took: Duration,
+    /// Empty unless the request asked for a trace.
     pub text: Vec<String>,
 }
 
@@ -197,22 +201,32 @@ pub(crate) async fn send(req: Request) -> Outcome {
 }
 
 async fn exchange(req: &Request, text: &mut Vec<String>) -> Result<Response, String> {
-    if let Some(conn) = take_idle(&(req.dest.clone(), req.tls.clone())) {
-        text.push(format!(
-            "Re-using existing connection to {}",
-            show(&req.dest)
-        ));
-        match on_conn(conn, req).await {
+    // One key for the pool, taken from and given back to.
+    let key = (req.dest.clone(), req.tls.clone());
+    if let Some(conn) = take_idle(&key) {
+        if req.trace {
+            text.push(format!(
+                "Re-using existing connection to {}",
+                show(&req.dest)
+            ));
+        }
+        match on_conn(conn, req, &key).await {
             Ok(r) => return Ok(r),
             // The server closed the idle connection before this request
             // reached it: try a fresh one, as libcurl does.
-            Err(Fault::Stale) => text.push("Connection died, retrying a fresh connect".into()),
+            Err(Fault::Stale) => {
+                if req.trace {
+                    text.push("Connection died, retrying a fresh connect".into());
+                }
+            }
             Err(Fault::Failed(e)) => return Err(e),
         }
     }
     let conn = connect(req).await?;
-    text.push(format!("Connected to {}", show(&req.dest)));
-    match on_conn(conn, req).await {
+    if req.trace {
+        text.push(format!("Connected to {}", show(&req.dest)));
+    }
+    match on_conn(conn, req, &key).await {
         Ok(r) => Ok(r),
         Err(Fault::Stale) => Err("Empty reply from server".into()),
         Err(Fault::Failed(e)) => Err(e),
@@ -360,11 +374,21 @@ enum Fault {
     Failed(String),
 }
 
-async fn on_conn(mut conn: Box<dyn Stream>, req: &Request) -> Result<Response, Fault> {
-    let mut out = Vec::with_capacity(req.head.len() + req.body.len());
-    out.extend_from_slice(&req.head);
-    out.extend_from_slice(&req.body);
-    if conn.write_all(&out).await.is_err() {
+async fn on_conn(
+    mut conn: Box<dyn Stream>,
+    req: &Request,
+    key: &PoolKey,
+) -> Result<Response, Fault> {
+    let sent = if req.body.is_empty() {
+        conn.write_all(&req.head).await
+    } else {
+        // Head and body in one write.
+        let mut out = Vec::with_capacity(req.head.len() + req.body.len());
+        out.extend_from_slice(&req.head);
+        out.extend_from_slice(&req.body);
+        conn.write_all(&out).await
+    };
+    if sent.is_err() {
         return Err(Fault::Stale);
     }
     let mut buf = BytesMut::with_capacity(8192);
@@ -465,7 +489,7 @@ async fn on_conn(mut conn: Box<dyn Stream>, req: &Request) -> Result<Response, F
         }
     }
     if reusable && buf.is_empty() {
-        put_idle((req.dest.clone(), req.tls.clone()), conn);
+        put_idle(key.clone(), conn);
     }
     Ok(Response {
         status: head.status,
@@ -548,6 +572,7 @@ mod tests {
             no_body: false,
             timeout: Some(Duration::from_secs(5)),
             connect_timeout: None,
+            trace: false,
         }
     }
 
