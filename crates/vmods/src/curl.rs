@@ -644,7 +644,7 @@ fn finish(ctx: &mut dyn Context, f: InFlight) {
         ctx.log(LogKind::Debug, &[b"curl: data_out: ", &f.body[..]].concat());
     }
     ctx.timestamp(b"Curl");
-    let took = o.took.as_secs_f64();
+    let took = httpc::Secs6(o.took);
     match o.result {
         Ok(r) => {
             if debug & DBG_HEADER_IN != 0 {
@@ -656,7 +656,7 @@ fn finish(ctx: &mut dyn Context, f: InFlight) {
             if debug & DBG_DATA_IN != 0 && !r.body.is_empty() {
                 ctx.log(LogKind::Debug, &[b"curl: data_in: ", &r.body[..]].concat());
             }
-            let msg = format!("curl: {} {url} {} {took:.6}", f.method, r.status);
+            let msg = format!("curl: {} {url} {} {took}", f.method, r.status);
             ctx.log(LogKind::Notice, msg.as_bytes());
             let c = state(ctx);
             c.status = i64::from(r.status);
@@ -664,7 +664,7 @@ fn finish(ctx: &mut dyn Context, f: InFlight) {
             c.body = Bytes::from(r.body);
         }
         Err(e) => {
-            let msg = format!("curl: {} {url}: {e} ({took:.6}s)", f.method);
+            let msg = format!("curl: {} {url}: {e} ({took}s)", f.method);
             ctx.log(LogKind::Error, msg.as_bytes());
             state(ctx).error = Some(Bytes::from(e));
         }
