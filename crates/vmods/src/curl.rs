@@ -656,8 +656,19 @@ fn finish(ctx: &mut dyn Context, f: InFlight) {
             if debug & DBG_DATA_IN != 0 && !r.body.is_empty() {
                 ctx.log(LogKind::Debug, &[b"curl: data_in: ", &r.body[..]].concat());
             }
-            let msg = format!("curl: {} {url} {} {took}", f.method, r.status);
-            ctx.log(LogKind::Notice, msg.as_bytes());
+            // "curl: METHOD URL STATUS SECONDS", built without format!
+            // (the formatting machinery cost more than the rest of the call's
+            // bookkeeping).
+            let mut msg = Vec::with_capacity(32 + f.method.len() + url.len());
+            msg.extend_from_slice(b"curl: ");
+            msg.extend_from_slice(f.method.as_bytes());
+            msg.push(b' ');
+            msg.extend_from_slice(url.as_bytes());
+            msg.push(b' ');
+            httpc::push_decimal(&mut msg, u128::from(r.status));
+            msg.push(b' ');
+            took.push_to(&mut msg);
+            ctx.log(LogKind::Notice, &msg);
             let c = state(ctx);
             c.status = i64::from(r.status);
             c.headers = r.headers;

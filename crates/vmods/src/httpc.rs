@@ -123,6 +123,38 @@ impl std::fmt::Display for Secs6 {
     }
 }
 
+impl Secs6 {
+    /// Appends the text [`Display`](std::fmt::Display) writes, without the
+    /// formatting machinery (a call's `Notice` record is built so).
+    pub(crate) fn push_to(&self, out: &mut Vec<u8>) {
+        let us = self.0.as_nanos().saturating_add(500) / 1000;
+        push_decimal(out, us / 1_000_000);
+        out.push(b'.');
+        let frac = us % 1_000_000;
+        let at = out.len();
+        push_decimal(out, frac);
+        let digits = out.len() - at;
+        // Zero-padded to six digits.
+        out.splice(at..at, std::iter::repeat_n(b'0', 6 - digits));
+    }
+}
+
+/// Appends `n` in decimal.
+pub(crate) fn push_decimal(out: &mut Vec<u8>, n: u128) {
+    let mut digits = [0u8; 40];
+    let mut i = digits.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
 /// A connection the client can send a request on.
 pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
@@ -590,6 +622,15 @@ mod tests {
     }
 
     #[test]
+    fn decimals_are_pushed_as_display_prints_them() {
+        for n in [0u128, 7, 10, 200, 65535, u128::from(u64::MAX)] {
+            let mut out = Vec::new();
+            push_decimal(&mut out, n);
+            assert_eq!(out, n.to_string().into_bytes());
+        }
+    }
+
+    #[test]
     fn durations_print_as_six_decimals() {
         for (nanos, want) in [
             (0u64, "0.000000"),
@@ -602,6 +643,9 @@ mod tests {
             let d = Duration::from_nanos(nanos);
             assert_eq!(Secs6(d).to_string(), want);
             assert_eq!(format!("{:.6}", d.as_secs_f64()), want);
+            let mut out = b"x ".to_vec();
+            Secs6(d).push_to(&mut out);
+            assert_eq!(out, format!("x {want}").into_bytes());
         }
     }
 
