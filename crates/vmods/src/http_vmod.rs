@@ -244,6 +244,8 @@ fn build(c: &Call) -> Result<Request, String> {
             .map(std::time::Duration::from_secs_f64)
             .or_else(curl::default_timeout),
         connect_timeout: None,
+        // vmod http has no debug switch: nothing reads the texts.
+        trace: false,
     })
 }
 
@@ -321,17 +323,17 @@ fn collect(ctx: &mut dyn Context, id: i64) -> Result<Option<()>, String> {
         return Ok(Some(()));
     };
     c.sent = None;
-    let took = o.took.as_secs_f64();
+    let took = httpc::Secs6(o.took);
     let status = o.result.as_ref().map(|r| r.status).map_err(Clone::clone);
     c.done = Some(o.result);
     ctx.timestamp(b"Http");
     match status {
         Ok(s) => {
-            let msg = format!("http: request {id} {s} {took:.6}");
+            let msg = format!("http: request {id} {s} {took}");
             ctx.log(LogKind::Notice, msg.as_bytes());
         }
         Err(e) => {
-            let msg = format!("http: request {id}: {e} ({took:.6}s)");
+            let msg = format!("http: request {id}: {e} ({took}s)");
             ctx.log(LogKind::Error, msg.as_bytes());
         }
     }

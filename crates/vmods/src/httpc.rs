@@ -83,6 +83,9 @@ pub(crate) struct Request {
     pub timeout: Option<Duration>,
     /// Limit for establishing the connection.
     pub connect_timeout: Option<Duration>,
+    /// Keep the texts of what happened on the way ([`Outcome::text`], for
+    /// `set_debug(text)`); without it none is made.
+    pub trace: bool,
 }
 
 /// A response read whole.
@@ -103,7 +106,53 @@ pub(crate) struct Response {
 pub(crate) struct Outcome {
     pub result: Result<Response, String>,
     pub took: Duration,
+    /// Empty unless the request asked for a trace.
     pub text: Vec<String>,
+}
+
+/// A call's duration as its log records show it: seconds with six
+/// decimals, as `{:.6}` prints them, from the duration's integer
+/// microseconds (rounded to the nearest) instead of through a float, whose
+/// formatting costs more than the rest of the record.
+pub(crate) struct Secs6(pub Duration);
+
+impl std::fmt::Display for Secs6 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let us = self.0.as_nanos().saturating_add(500) / 1000;
+        write!(f, "{}.{:06}", us / 1_000_000, us % 1_000_000)
+    }
+}
+
+impl Secs6 {
+    /// Appends the text [`Display`](std::fmt::Display) writes, without the
+    /// formatting machinery (a call's `Notice` record is built so).
+    pub(crate) fn push_to(&self, out: &mut Vec<u8>) {
+        let us = self.0.as_nanos().saturating_add(500) / 1000;
+        push_decimal(out, us / 1_000_000);
+        out.push(b'.');
+        let frac = us % 1_000_000;
+        let at = out.len();
+        push_decimal(out, frac);
+        let digits = out.len() - at;
+        // Zero-padded to six digits.
+        out.splice(at..at, std::iter::repeat_n(b'0', 6 - digits));
+    }
+}
+
+/// Appends `n` in decimal.
+pub(crate) fn push_decimal(out: &mut Vec<u8>, n: u128) {
+    let mut digits = [0u8; 40];
+    let mut i = digits.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
 }
 
 /// A connection the client can send a request on.
@@ -197,22 +246,32 @@ pub(crate) async fn send(req: Request) -> Outcome {
 }
 
 async fn exchange(req: &Request, text: &mut Vec<String>) -> Result<Response, String> {
-    if let Some(conn) = take_idle(&(req.dest.clone(), req.tls.clone())) {
-        text.push(format!(
-            "Re-using existing connection to {}",
-            show(&req.dest)
-        ));
-        match on_conn(conn, req).await {
+    // One key for the pool, taken from and given back to.
+    let key = (req.dest.clone(), req.tls.clone());
+    if let Some(conn) = take_idle(&key) {
+        if req.trace {
+            text.push(format!(
+                "Re-using existing connection to {}",
+                show(&req.dest)
+            ));
+        }
+        match on_conn(conn, req, &key).await {
             Ok(r) => return Ok(r),
             // The server closed the idle connection before this request
             // reached it: try a fresh one, as libcurl does.
-            Err(Fault::Stale) => text.push("Connection died, retrying a fresh connect".into()),
+            Err(Fault::Stale) => {
+                if req.trace {
+                    text.push("Connection died, retrying a fresh connect".into());
+                }
+            }
             Err(Fault::Failed(e)) => return Err(e),
         }
     }
     let conn = connect(req).await?;
-    text.push(format!("Connected to {}", show(&req.dest)));
-    match on_conn(conn, req).await {
+    if req.trace {
+        text.push(format!("Connected to {}", show(&req.dest)));
+    }
+    match on_conn(conn, req, &key).await {
         Ok(r) => Ok(r),
         Err(Fault::Stale) => Err("Empty reply from server".into()),
         Err(Fault::Failed(e)) => Err(e),
@@ -360,11 +419,21 @@ enum Fault {
     Failed(String),
 }
 
-async fn on_conn(mut conn: Box<dyn Stream>, req: &Request) -> Result<Response, Fault> {
-    let mut out = Vec::with_capacity(req.head.len() + req.body.len());
-    out.extend_from_slice(&req.head);
-    out.extend_from_slice(&req.body);
-    if conn.write_all(&out).await.is_err() {
+async fn on_conn(
+    mut conn: Box<dyn Stream>,
+    req: &Request,
+    key: &PoolKey,
+) -> Result<Response, Fault> {
+    let sent = if req.body.is_empty() {
+        conn.write_all(&req.head).await
+    } else {
+        // Head and body in one write.
+        let mut out = Vec::with_capacity(req.head.len() + req.body.len());
+        out.extend_from_slice(&req.head);
+        out.extend_from_slice(&req.body);
+        conn.write_all(&out).await
+    };
+    if sent.is_err() {
         return Err(Fault::Stale);
     }
     let mut buf = BytesMut::with_capacity(8192);
@@ -465,7 +534,7 @@ async fn on_conn(mut conn: Box<dyn Stream>, req: &Request) -> Result<Response, F
         }
     }
     if reusable && buf.is_empty() {
-        put_idle((req.dest.clone(), req.tls.clone()), conn);
+        put_idle(key.clone(), conn);
     }
     Ok(Response {
         status: head.status,
@@ -548,6 +617,35 @@ mod tests {
             no_body: false,
             timeout: Some(Duration::from_secs(5)),
             connect_timeout: None,
+            trace: false,
+        }
+    }
+
+    #[test]
+    fn decimals_are_pushed_as_display_prints_them() {
+        for n in [0u128, 7, 10, 200, 65535, u128::from(u64::MAX)] {
+            let mut out = Vec::new();
+            push_decimal(&mut out, n);
+            assert_eq!(out, n.to_string().into_bytes());
+        }
+    }
+
+    #[test]
+    fn durations_print_as_six_decimals() {
+        for (nanos, want) in [
+            (0u64, "0.000000"),
+            (5_000, "0.000005"),
+            (1_234_567_890, "1.234568"),
+            (100_000_400, "0.100000"),
+            (999_999_600, "1.000000"),
+            (12_000_000_000, "12.000000"),
+        ] {
+            let d = Duration::from_nanos(nanos);
+            assert_eq!(Secs6(d).to_string(), want);
+            assert_eq!(format!("{:.6}", d.as_secs_f64()), want);
+            let mut out = b"x ".to_vec();
+            Secs6(d).push_to(&mut out);
+            assert_eq!(out, format!("x {want}").into_bytes());
         }
     }
 

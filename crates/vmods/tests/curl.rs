@@ -176,6 +176,16 @@ sub vcl_recv {{
         "{notes:?}"
     );
     assert!(notes[0].contains(" 200 "), "{notes:?}");
+    // The duration in seconds with six decimals, as the record always had.
+    let secs = notes[0].rsplit(' ').next().unwrap();
+    let (whole, frac) = secs.split_once('.').expect("seconds with decimals");
+    assert!(
+        !whole.is_empty()
+            && whole.bytes().all(|b| b.is_ascii_digit())
+            && frac.len() == 6
+            && frac.bytes().all(|b| b.is_ascii_digit()),
+        "{notes:?}"
+    );
 }
 
 #[tokio::test]
