@@ -71,8 +71,9 @@ fn set_target_type(target: &str, storages: &[String]) -> Option<&'static str> {
 /// The type vcc parses a vmod call's argument as (see
 /// [`parser::ArgTypeFn`]): the declared argument by name, else the
 /// `pos`-th one VCL writes (private arguments are not written). A STRANDS
-/// argument is read as a STRING expression. `None` when the registry has
-/// no such callee.
+/// argument is read as a STRING expression, an ENUM one is `"ENUM"` (a
+/// bare word, not an expression). `None` when the registry has no such
+/// callee.
 fn vmod_arg_type(
     vmods: &VmodRegistry,
     callee: &str,
@@ -102,7 +103,8 @@ fn vmod_arg_type(
     Some(arg.and_then(|a| match &a.ty {
         ArgType::Value(Type::Strands) => Some("STRING"),
         ArgType::Value(t) => Some(t.name()),
-        _ => None,
+        ArgType::Enum(_) => Some("ENUM"),
+        ArgType::Priv(_) => None,
     }))
 }
 
@@ -238,6 +240,15 @@ mod tests {
             (
                 "set req.http.x = req.hash_always_miss(\"\");",
                 "Expected ';' got '('",
+            ),
+            // Actions and reserved words are symbols too.
+            (
+                "set req.http.x = req.url +\n set req.url = \"/\";",
+                "Symbol 'set' type (action) can not be used in expression.",
+            ),
+            (
+                "set req.http.x = \"a\" + Probe;",
+                "Symbol 'Probe' type (reserved) can not be used in expression.",
             ),
         ] {
             let text = format!(

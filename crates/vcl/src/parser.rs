@@ -141,6 +141,7 @@ pub fn parse_with(sm: &mut SourceMap, main: FileId, opts: &ParseOptions<'_>) -> 
         arg_type: opts.arg_type,
         modules: HashMap::new(),
         objects: HashMap::new(),
+        bare_words: false,
     };
     p.builtin_subs = match opts.builtin {
         Some(b) => p.sub_names_in(b),
@@ -242,6 +243,10 @@ struct Parser<'a> {
     /// so far: what [`ArgTypeFn`] needs to name a callee.
     modules: HashMap<String, String>,
     objects: HashMap<String, String>,
+    /// Parsing what vcc would not read as an expression: an ENUM argument
+    /// (a bare word, `vtc.workspace_alloc(backend, 1)`), or the arguments
+    /// of a callee it would already have refused as unknown.
+    bare_words: bool,
     unsafe_path: bool,
 }
 
@@ -1279,8 +1284,9 @@ impl<'a> Parser<'a> {
                 // vcc looks the statement's first symbol up before anything
                 // else: a variable has no action, whatever follows it
                 // (`req.url = "x";`, `obj.http.x("y");`, `beresp.ttl (…) {`).
-                if let Some(f) = self.set_type
-                    && f(&self.peek_dotted()).is_some()
+                let first = self.peek_dotted();
+                if self.set_type.is_some_and(|f| f(&first).is_some())
+                    || RESERVED_SYMBOLS.contains(&first.to_ascii_lowercase().as_str())
                 {
                     return Err(self.err_at("Symbol cannot be used here.", t0.span));
                 }
@@ -1799,7 +1805,14 @@ impl<'a> Parser<'a> {
                     }
                     _ => None,
                 };
-                let value = self.hinted(hint, Self::expr)?;
+                let saved = self.bare_words;
+                // Without the argument's type it may be an ENUM as well.
+                self.bare_words =
+                    callee.is_none() || self.arg_type.is_none() || hint == Some("ENUM");
+                let hint = hint.filter(|h| *h != "ENUM");
+                let value = self.hinted(hint, Self::expr);
+                self.bare_words = saved;
+                let value = value?;
                 let span = name
                     .as_ref()
                     .map(|n| n.span)
@@ -1862,6 +1875,27 @@ impl<'a> Parser<'a> {
             }
             TokKind::Id => {
                 let path = self.path()?;
+                // vcc finds actions and reserved words in its symbol table
+                // (whatever their case) and refuses them as operands.
+                if let [seg] = path.segments.as_slice()
+                    && !self.bare_words
+                {
+                    let lower = seg.name.to_ascii_lowercase();
+                    let kind = if ACTION_SYMBOLS.contains(&lower.as_str()) {
+                        Some("action")
+                    } else if lower != "default" && RESERVED_SYMBOLS.contains(&lower.as_str()) {
+                        Some("reserved")
+                    } else {
+                        None
+                    };
+                    if let Some(kind) = kind {
+                        let msg = format!(
+                            "Symbol '{}' type ({kind}) can not be used in expression.",
+                            seg.name
+                        );
+                        return Err(self.err_at(msg, seg.span));
+                    }
+                }
                 // vcc knows by the symbol what may follow it: a vmod
                 // function or method wants its '(' (`std.random;` →
                 // "Expected '(' got ';'"), a variable is a value, so a '('
@@ -2002,6 +2036,19 @@ pub fn builtin_symbol_kind(name: &str) -> Option<&'static str> {
 const HEADER_ROOTS: &[&str] = &["req", "bereq", "beresp", "resp", "obj", "req_top"];
 
 const RESERVED_SYMBOLS: &[&str] = &["acl", "backend", "default", "import", "probe", "sub", "vcl"];
+
+/// vcc's action symbols (vcc_action.c's table and `if`).
+const ACTION_SYMBOLS: &[&str] = &[
+    "ban",
+    "call",
+    "hash_data",
+    "if",
+    "new",
+    "return",
+    "set",
+    "synthetic",
+    "unset",
+];
 
 /// The `vcl_*` subroutines of Varnish 7.1's built-in VCL that are not
 /// methods; user VCL may define them too (used when no built-in file is
