@@ -146,12 +146,13 @@ def summarize(raw):
     return out
 
 
-def start(binary, vcl_path, work):
-    """Starts a daemon on a free port with the VCL; returns it and the port once it answers."""
+def start(binary, vcl_path, work, args=()):
+    """Starts a daemon on a free port with the VCL and extra arguments; returns it and the port
+    once it answers."""
     port = free_port()
     shutil.rmtree(work, ignore_errors=True)
     p = subprocess.Popen(
-        [binary, "-F", "-a", "127.0.0.1:%d" % port, "-f", vcl_path, "-n", work],
+        [binary, "-F", "-a", "127.0.0.1:%d" % port, "-f", vcl_path, "-n", work] + list(args),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -169,8 +170,9 @@ def start(binary, vcl_path, work):
         time.sleep(0.1)
 
 
-def with_daemons(vcl_text, binaries, fn):
-    """Runs `fn(port)` against each (name, binary) started with the VCL; the answers by name."""
+def with_daemons(vcl_text, binaries, fn, args=(), with_work=False):
+    """Runs `fn(port)` against each (name, binary) started with the VCL and the extra
+    arguments `args` (`fn(port, workdir)` when `with_work`); the answers by name."""
     tmp = tempfile.mkdtemp(prefix="lacquer-diff-")
     # varnishd's compiler runs as its unprivileged user: it must read the VCL.
     os.chmod(tmp, 0o755)
@@ -180,9 +182,10 @@ def with_daemons(vcl_text, binaries, fn):
     got = {}
     try:
         for name, binary in binaries:
-            p, port = start(binary, vcl, "%s/%s" % (tmp, name))
+            work = "%s/%s" % (tmp, name)
+            p, port = start(binary, vcl, work, args)
             try:
-                got[name] = fn(port)
+                got[name] = fn(port, work) if with_work else fn(port)
             finally:
                 p.terminate()
                 p.wait()

@@ -577,7 +577,23 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, NoResponse> {
                     if let Some(go) = go {
                         let _ = go.send(());
                     }
-                    bo.acct.bereq_body += send_stream(&mut conn.stream, length, &mut rx).await?;
+                    match send_stream(&mut conn.stream, length, &mut rx).await {
+                        Ok(n) => bo.acct.bereq_body += n,
+                        // As V1F_SendReq: the client side's failure, then
+                        // the send's, in `errno` words and the TX_ERROR
+                        // close's description (varnishd's format leaves
+                        // its last parenthesis open).
+                        Err(e) => match e.strip_prefix("req.body read error: ") {
+                            Some(why) => {
+                                bo.vsl.log_str(Tag::FetchError, &e);
+                                return Err(format!(
+                                    "backend write error: {why} (Error transaction"
+                                )
+                                .into());
+                            }
+                            None => return Err(e.into()),
+                        },
+                    }
                 }
                 other => {
                     if let FetchBody::Cached(b) = &other {
