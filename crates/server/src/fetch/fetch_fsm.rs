@@ -453,6 +453,10 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, NoResponse> {
         .first_byte_timeout
         .or(backend.first_byte_timeout)
         .unwrap_or_else(|| params.duration(pid!("first_byte_timeout")));
+    let between = bo
+        .between_bytes_timeout
+        .or(backend.between_bytes_timeout)
+        .unwrap_or_else(|| params.duration(pid!("between_bytes_timeout")));
     let idle = params.duration(pid!("backend_idle_timeout"));
     let holddown = crate::runtime::params::holddown(&params);
     let limits = Limits {
@@ -644,8 +648,16 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, NoResponse> {
                 }
             }
             rbuf.reserve(8192);
+            // As V1F_FetchRespHdr's HTC_RxStuff: the first byte within
+            // first_byte_timeout, each later read of the head within
+            // between_bytes_timeout (a trickled head is no timeout).
+            let until = if rbuf.is_empty() {
+                deadline
+            } else {
+                tokio::time::Instant::now() + secs(between)
+            };
             let read = tokio::time::timeout_at(
-                deadline,
+                until,
                 tokio::io::AsyncReadExt::read_buf(&mut conn.stream, &mut rbuf),
             )
             .await;
@@ -1982,9 +1994,21 @@ async fn backend_error(
     log_resp(bo, Tag::BerespProtocol);
     bo.synth_body.clear();
     bo.t_origin = bo.now;
-    bo.ttl = 0.0;
-    bo.grace = 0.0;
-    bo.keep = 0.0;
+    // As varnishd's vbf_stp_error: with requests on the waiting list the
+    // error object is cached briefly (ttl 1 s, grace and keep 5 s) so the
+    // list drains on it, each waiter getting this 503, instead of each one
+    // fetching from the failing backend in turn; else it expires at once.
+    let waiters = match &job.mode {
+        FetchMode::Miss { busy, .. }
+        | FetchMode::HitMiss { busy, .. }
+        | FetchMode::Background { busy, .. } => busy.has_waiters(),
+        FetchMode::Pass => false,
+    };
+    (bo.ttl, bo.grace, bo.keep) = if waiters {
+        (1.0, 5.0, 5.0)
+    } else {
+        (0.0, 0.0, 0.0)
+    };
     let vcl = bo.vcl.clone();
     match vcl.run_async(BuiltinSub::BackendError, bo, scratch).await {
         Action::Deliver => {}
