@@ -9,7 +9,9 @@ behind a busy object). Each case of the given JSON lists is an object:
 
   name      what it shows
   params    daemon parameters (`-p name=value`), e.g. {"timeout_idle": "1"}
-  vcl       VCL after the backend declaration (default: `sub vcl_recv { return (pass); }`)
+  vcl       VCL after the backend declaration (default: `sub vcl_recv { return (pass); }`);
+            `${blackhole}` is the port of a listener whose accept queue is full, so a
+            connection to it is never established (connect_timeout)
   backend   scripts by request URL: {"/x": [[steps of the 1st fetch], [steps of the 2nd]], ...};
             a fetch without a script is answered `200` with body `ok` (the connection is
             closed after a fetch without a script for `/ready`, kept otherwise). The head of a
@@ -316,6 +318,24 @@ def client_conn(run, spec, rec):
     rec["responses"] = responses(bytes(raw), run.case.get("bytes") == "mask")
 
 
+def blackhole():
+    """A listening port that never completes a connection: a backlog of one, filled."""
+    bl = socket.socket()
+    bl.bind(("127.0.0.1", 0))
+    bl.listen(0)
+    fill = []
+    for _ in range(4):
+        c = socket.socket()
+        c.setblocking(False)
+        try:
+            c.connect(bl.getsockname())
+        except BlockingIOError:
+            pass
+        fill.append(c)
+    time.sleep(0.1)
+    return bl, fill
+
+
 def stats(binary, work):
     """The selected counters and log records of the daemon behind `work`."""
     lacquer = "lacquerd" in os.path.basename(binary)
@@ -387,6 +407,9 @@ def main():
         vcl = reqdiff.pass_backend(lambda c: backend_conn(holder["run"] or Run({}), c))
         if "vcl" in case:
             vcl = vcl.split("sub vcl_recv")[0] + case["vcl"] + "\n"
+        if "${blackhole}" in vcl:
+            hole = blackhole()
+            vcl = vcl.replace("${blackhole}", str(hole[0].getsockname()[1]))
         args = []
         for k, v in case.get("params", {}).items():
             args += ["-p", "%s=%s" % (k, v)]
