@@ -26,6 +26,9 @@ behind a busy object). Each case of the given JSON lists is an object:
   tol       time tolerance in seconds (default 0.3; 20 % of the time if larger)
   bytes     "mask" to compare a cut body's byte count only as `cut` (a client that does not
             read gets what the kernel buffered)
+  framing   "mask" to compare `Content-Length` and chunked framing as one (varnishd wakes a
+            waiting list on its error object before the body is stored, so a waiter's 503 is
+            chunked or not by thread timing)
 
 For each side it keeps, per client connection: each response's status line, framing and body
 (or how many bytes of it came), when the first byte came, and how the connection ended (`fin`,
@@ -191,7 +194,7 @@ def backend_conn(run, c):
             pass
 
 
-def responses(raw, mask):
+def responses(raw, mask, same_framing=False):
     """Summaries of the responses in `raw` (possibly cut)."""
     out = []
     while raw:
@@ -212,6 +215,8 @@ def responses(raw, mask):
             elif k == b"connection" and b"close" in v.lower():
                 close = True
         frame = "chunked" if chunked else ("CL" if n is not None else "eof")
+        if same_framing and frame != "eof":
+            frame = "framed"
         code = status.split(" ")[1:2]
         body, complete = b"", True
         if code in (["304"], ["204"]) or status.startswith("HTTP/1.1 1"):
@@ -315,7 +320,8 @@ def client_conn(run, spec, rec):
     th.join()
     if state["closed_by_client"] is None:
         s.close()
-    rec["responses"] = responses(bytes(raw), run.case.get("bytes") == "mask")
+    rec["responses"] = responses(bytes(raw), run.case.get("bytes") == "mask",
+                                 run.case.get("framing") == "mask")
 
 
 def blackhole():
