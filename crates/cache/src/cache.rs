@@ -2053,6 +2053,15 @@ impl BusyObj {
         &self.oc.digest
     }
 
+    /// Whether requests wait on this objhead's waiting list (varnishd's
+    /// `oc->objhead->waitinglist` not empty).
+    pub fn has_waiters(&self) -> bool {
+        let shard = self.cache.shard(&self.oc.digest);
+        shard
+            .get(&DigestKey(self.oc.digest))
+            .is_some_and(|head| !head.waiters.is_empty())
+    }
+
     /// Record the Vary spec as soon as the backend response headers are known,
     /// so requests with other header values stop waiting on this fetch. Only the
     /// first call counts; returns whether it was recorded.

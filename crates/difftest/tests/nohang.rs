@@ -129,6 +129,33 @@ fn stages() -> Vec<Stage> {
         }),
     });
     v.push(Stage {
+        name: "client trickles its request head a byte at a time",
+        run: Box::new(|port| {
+            // A slowloris client: each byte comes well inside timeout_idle,
+            // the head never ends. timeout_idle bounds the whole head, so
+            // the session is closed however long the client keeps on.
+            let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+            s.write_all(b"GET /trickle HTTP/1.1\r\nX-Slow: ")
+                .map_err(|e| e.to_string())?;
+            s.set_read_timeout(Some(Duration::from_millis(300)))
+                .map_err(|e| e.to_string())?;
+            let end = Instant::now() + BOUND;
+            let mut buf = [0u8; 4096];
+            while Instant::now() < end {
+                if s.write_all(b"x").is_err() {
+                    return Ok(());
+                }
+                match s.read(&mut buf) {
+                    Ok(0) => return Ok(()),
+                    Ok(n) => return Err(format!("answered a head that never ended ({n} bytes)")),
+                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                    Err(_) => return Ok(()),
+                }
+            }
+            Err(format!("still open after {BOUND:?} of trickling"))
+        }),
+    });
+    v.push(Stage {
         name: "client stalls inside a passed request body",
         run: Box::new(|port| {
             let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;

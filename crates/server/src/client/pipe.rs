@@ -254,7 +254,16 @@ where
         .pool
         .get(Duration::from_secs_f64(connect.max(0.001)), reuse, holddown)
         .await
-        .map_err(|e| format!("backend {}: {}", backend.vcl_name, e.fetch_error()))?;
+        .map_err(|e| {
+            // As vbe_dir_getfd, which a pipe goes through too: a refused
+            // or timed-out connect counts in backend_fail, a full
+            // backend in backend_busy.
+            bo.sh.counters.inc(match e {
+                crate::backend::pool::ConnectError::Busy(_) => Main::backend_busy,
+                _ => Main::backend_fail,
+            });
+            format!("backend {}: {}", backend.vcl_name, e.fetch_error())
+        })?;
     acct.connected = true;
     bo.sh.counters.inc(if be_conn.reused {
         Main::backend_reuse

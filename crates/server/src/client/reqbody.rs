@@ -244,8 +244,32 @@ pub(crate) fn log_pull_error(
             vsl.log_str(Tag::FetchError, &text);
             vsl.log_str(Tag::FetchError, "straight insufficient bytes");
         }
+        // The same failed read under the chunked filter.
+        (BodyIoError::Timeout | BodyIoError::Io(_), BodyKind::Chunked) => {
+            let text = match e {
+                BodyIoError::Io(io) => crate::fetch::fetch_fsm::errno_text(io),
+                _ => "Resource temporarily unavailable".to_string(),
+            };
+            vsl.log_str(Tag::FetchError, &text);
+            vsl.log_str(Tag::FetchError, "chunked read err");
+        }
         (BodyIoError::Framing(msg), _) => vsl.log_str(Tag::FetchError, msg),
         _ => vsl.log(Tag::FetchError, format_args!("req.body read error: {e}")),
+    }
+}
+
+/// A failed body read as varnishd words it after `errno`: `N (text)`
+/// (a read timeout is the socket's `EAGAIN`), or the failure's own text
+/// when no system call failed.
+pub(crate) fn errno_words(e: &crate::fetch::bodyio::BodyIoError) -> String {
+    use crate::fetch::bodyio::BodyIoError;
+    match e {
+        BodyIoError::Timeout => "11 (Resource temporarily unavailable)".to_string(),
+        BodyIoError::Io(io) => match io.raw_os_error() {
+            Some(n) => format!("{n} ({})", crate::fetch::fetch_fsm::errno_text(io)),
+            None => io.to_string(),
+        },
+        _ => e.to_string(),
     }
 }
 
@@ -293,9 +317,13 @@ pub async fn take_ahead<R: AsyncRead + Unpin>(
 
 impl Pending {
     /// A body framed as `kind`, nothing of which was read yet.
+    ///
+    /// Read as varnishd's `v1f_read` reads it (see `bodyio`): body bytes
+    /// that came with the head go on only together with one more socket
+    /// read, so a client that stalls inside its body forwards none of it.
     pub fn new(kind: BodyKind) -> Self {
         Pending {
-            stream: BodyStream::new(kind, false),
+            stream: BodyStream::new(kind, true),
             kind,
             prefix: Vec::new(),
         }
@@ -344,7 +372,9 @@ impl Pending {
                     return Ok((read, None));
                 }
                 Err(e) => {
-                    let _ = tx.send(Err(format!("req.body read error: {e}"))).await;
+                    let _ = tx
+                        .send(Err(format!("req.body read error: {}", errno_words(&e))))
+                        .await;
                     return Err(e);
                 }
             }

@@ -83,6 +83,9 @@ pub async fn serve<S>(
     let (reason, after_request) = loop {
         match Box::pin(requests(&mut s)).await {
             Turn::Idle(deadline) => {
+                // The head that wakes the session must still be complete
+                // by the same deadline.
+                s.head_deadline = Some(deadline);
                 // varnishd's count of sessions handed to its waiter.
                 s.sh.counters.inc(Main::sess_herd);
                 s.conn.rbuf = BytesMut::new();
@@ -244,6 +247,7 @@ where
         idle_timer,
         sock,
         svxid,
+        head_deadline: None,
     })
 }
 
@@ -261,6 +265,9 @@ struct Sess<S> {
     idle_timer: Pin<Box<Sleep>>,
     sock: Option<crate::client::sock::SockCtl>,
     svxid: u32,
+    /// When the next request's head must be complete, if a wait for it
+    /// began in an earlier busy spell (before `timeout_linger` herded it).
+    head_deadline: Option<Instant>,
 }
 
 /// An `h2c` upgrade: the request it carried and the client's settings.
@@ -309,6 +316,7 @@ where
         idle_timer,
         sock,
         svxid,
+        head_deadline,
     } = s;
     let svxid = *svxid;
     if spare_log.capacity() == 0 {
@@ -330,6 +338,12 @@ where
         // 2. Wait for a complete head.
         let idle = secs(tmo.timeout_idle);
         let h2_on = sh.params().bit(pid!("feature"), "http2");
+        // As varnishd's `HTC_RxStuff` from `t_idle`: the whole head must
+        // come within `timeout_idle` of the session becoming idle, however
+        // the client spreads its bytes (a trickled head is `RX_TIMEOUT`).
+        let deadline = head_deadline
+            .take()
+            .unwrap_or_else(|| Instant::now() + idle);
         let head = loop {
             // As varnishd's `HTC_RxStuff`: a buffer of nothing but white
             // space (line ends left after the last request) is dropped,
@@ -356,7 +370,6 @@ where
             }
             conn.rbuf.reserve(8192);
             let now = Instant::now();
-            let deadline = now + idle;
             // Between requests (nothing of the next one read yet) the
             // wait lasts `timeout_linger` with the buffers, then the
             // session waits on without them (see `serve`).

@@ -63,13 +63,38 @@ impl<'a, S: AsyncWrite + Unpin> TimedWriter<'a, S> {
     }
 
     /// Writes `bufs` in order, as one `writev`.
+    ///
+    /// As varnishd's `V1L_Flush`, the total deadline is checked before
+    /// every try, the first one included: a client that reads slowly
+    /// enough for each try to progress within `idle_send_timeout` still
+    /// loses the connection once `send_timeout` has passed.
     pub async fn write(&mut self, vsl: &mut VslBuf, bufs: &[&[u8]]) -> Result<(), TxError> {
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         let mut done = 0usize;
-        // Bytes this "writev" has written, and when it started.
+        // What the last try returned as varnishd's `writev` would (-1 for
+        // nothing written), the bytes this try has written, when it
+        // started, and the error it ended with.
+        let mut last: isize = 0;
         let mut in_call = 0usize;
         let mut call_start = Instant::now();
+        let mut errtxt = "Success";
+        let mut checked = false;
         while done < total {
+            if !checked {
+                if Instant::now() > self.deadline {
+                    let left = total - done;
+                    vsl.log(
+                        Tag::Debug,
+                        format_args!("Hit total send timeout, wrote = {last}/{left}; not retrying"),
+                    );
+                    vsl.log(
+                        Tag::Debug,
+                        format_args!("Write error, retval = -1, len = {left}, errno = {errtxt}"),
+                    );
+                    return Err(TxError::Failed);
+                }
+                checked = true;
+            }
             let mut slices: Vec<io::IoSlice<'_>> = Vec::with_capacity(bufs.len());
             let mut skip = done;
             for b in bufs {
@@ -90,21 +115,15 @@ impl<'a, S: AsyncWrite + Unpin> TimedWriter<'a, S> {
                 Ok(Err(e)) => return Err(self.error(vsl, total, e)),
                 Err(_) => {
                     let left = total - done + in_call;
-                    if Instant::now() > self.deadline {
-                        vsl.log(
-                            Tag::Debug,
-                            format_args!(
-                                "Hit total send timeout, wrote = {in_call}/{left}; not retrying"
-                            ),
-                        );
-                        return Err(TxError::Failed);
-                    }
+                    last = if in_call == 0 { -1 } else { in_call as isize };
                     vsl.log(
                         Tag::Debug,
-                        format_args!("Hit idle send timeout, wrote = {in_call}/{left}; retrying"),
+                        format_args!("Hit idle send timeout, wrote = {last}/{left}; retrying"),
                     );
+                    errtxt = "Resource temporarily unavailable";
                     in_call = 0;
                     call_start = Instant::now();
+                    checked = false;
                 }
             }
         }
@@ -234,6 +253,26 @@ mod tests {
         assert!(matches!(r, Err(TxError::Failed)));
         let took = t0.elapsed().as_secs_f64();
         assert!((0.25..2.0).contains(&took), "gave up after {took}s");
+    }
+
+    #[tokio::test]
+    async fn a_write_after_send_timeout_is_refused_even_if_the_reader_keeps_up() {
+        let (mut a, mut b) = tokio::io::duplex(1024);
+        let reader = tokio::spawn(async move {
+            let mut got = Vec::new();
+            b.read_to_end(&mut got).await.unwrap();
+            got
+        });
+        let mut v = vsl();
+        {
+            let mut w = TimedWriter::new(&mut a, 0.2, 5.0);
+            w.write(&mut v, &[b"first"]).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let r = w.write(&mut v, &[b"second"]).await;
+            assert!(matches!(r, Err(TxError::Failed)), "{r:?}");
+        }
+        drop(a);
+        assert_eq!(reader.await.unwrap(), b"first");
     }
 
     /// A client socket that takes everything and counts the write calls.

@@ -9,7 +9,9 @@
 //! is read as varnishd's `v1f_read` reads it: those bytes go out only
 //! together with the next socket read, so a backend that stalls or fails
 //! right after its head loses them (the client gets no body byte of a
-//! fetch that then fails), where a backend that closes gives them up.
+//! fetch that then fails), where a backend that closes gives them up. A
+//! chunked body is read so too when those bytes end inside a chunk's data.
+//! Request bodies streamed to a fetch follow the same rule.
 
 use std::io;
 use std::time::Duration;
@@ -108,17 +110,35 @@ impl BodyStream {
             let short = match self.kind {
                 BodyKind::Length(_) => (buf.len() as u64) < self.remaining,
                 BodyKind::Eof => true,
-                BodyKind::None | BodyKind::Chunked => false,
+                // varnishd reads a chunk's data with v1f_read too: a chunk
+                // whose data the bytes from the head end inside waits for
+                // one more read (a stall there loses them).
+                BodyKind::Chunked => self.chunked.as_ref().is_some_and(|dec| {
+                    let mut dry = dec.clone();
+                    let mut out = Vec::new();
+                    matches!(dry.decode_to(&buf[..], &mut out), Ok((_, false))) && dry.in_data()
+                }),
+                BodyKind::None => false,
             };
             if short {
                 // v1f_read: the pipelined bytes, then one read() for the
                 // rest; its failure fails the whole read.
                 buf.reserve(READ_SIZE);
-                match tokio::time::timeout(timeout, r.read_buf(buf)).await {
-                    Err(_) => return Err(BodyIoError::Timeout),
-                    Ok(r) => {
-                        r?;
+                let failed = match tokio::time::timeout(timeout, r.read_buf(buf)).await {
+                    Err(_) => Some(BodyIoError::Timeout),
+                    Ok(Err(e)) => Some(e.into()),
+                    Ok(Ok(_)) => None,
+                };
+                if let Some(e) = failed {
+                    // The chunked filter had parsed up to the lost data
+                    // (its error is `chunked insufficient bytes`).
+                    if let Some(dec) = self.chunked.as_mut() {
+                        let mut lost = Vec::new();
+                        if let Ok((used, _)) = dec.decode_to(&buf[..], &mut lost) {
+                            let _ = buf.split_to(used);
+                        }
                     }
+                    return Err(e);
                 }
             }
         }
@@ -228,6 +248,23 @@ mod tests {
             self.0 = b"";
             std::task::Poll::Ready(Ok(()))
         }
+    }
+
+    #[tokio::test]
+    async fn a_chunk_cut_in_the_heads_bytes_waits_for_the_next_read() {
+        let t = Duration::from_millis(50);
+        // Inside a chunk's data: lost with the stalled read, and the
+        // decoder stands inside that chunk (`chunked insufficient bytes`).
+        let mut buf = BytesMut::from(&b"5\r\n012"[..]);
+        let mut s = BodyStream::new(BodyKind::Chunked, true);
+        let r = s.next(&mut Stalls(b""), &mut buf, t).await;
+        assert!(matches!(r, Err(BodyIoError::Timeout)), "{r:?}");
+        assert!(s.in_chunk_data());
+        // Whole chunks in the head's bytes go out without another read.
+        let mut buf = BytesMut::from(&b"3\r\nabc\r\n"[..]);
+        let mut s = BodyStream::new(BodyKind::Chunked, true);
+        let seg = s.next(&mut Stalls(b""), &mut buf, t).await.unwrap();
+        assert_eq!(seg.as_deref(), Some(&b"abc"[..]));
     }
 
     #[tokio::test]

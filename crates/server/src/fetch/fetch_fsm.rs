@@ -453,6 +453,10 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, NoResponse> {
         .first_byte_timeout
         .or(backend.first_byte_timeout)
         .unwrap_or_else(|| params.duration(pid!("first_byte_timeout")));
+    let between = bo
+        .between_bytes_timeout
+        .or(backend.between_bytes_timeout)
+        .unwrap_or_else(|| params.duration(pid!("between_bytes_timeout")));
     let idle = params.duration(pid!("backend_idle_timeout"));
     let holddown = crate::runtime::params::holddown(&params);
     let limits = Limits {
@@ -577,7 +581,23 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, NoResponse> {
                     if let Some(go) = go {
                         let _ = go.send(());
                     }
-                    bo.acct.bereq_body += send_stream(&mut conn.stream, length, &mut rx).await?;
+                    match send_stream(&mut conn.stream, length, &mut rx).await {
+                        Ok(n) => bo.acct.bereq_body += n,
+                        // As V1F_SendReq: the client side's failure, then
+                        // the send's, in `errno` words and the TX_ERROR
+                        // close's description (varnishd's format leaves
+                        // its last parenthesis open).
+                        Err(e) => match e.strip_prefix("req.body read error: ") {
+                            Some(why) => {
+                                bo.vsl.log_str(Tag::FetchError, &e);
+                                return Err(format!(
+                                    "backend write error: {why} (Error transaction"
+                                )
+                                .into());
+                            }
+                            None => return Err(e.into()),
+                        },
+                    }
                 }
                 other => {
                     if let FetchBody::Cached(b) = &other {
@@ -628,8 +648,16 @@ async fn send_and_receive(job: &mut FetchJob) -> Result<Fetched, NoResponse> {
                 }
             }
             rbuf.reserve(8192);
+            // As V1F_FetchRespHdr's HTC_RxStuff: the first byte within
+            // first_byte_timeout, each later read of the head within
+            // between_bytes_timeout (a trickled head is no timeout).
+            let until = if rbuf.is_empty() {
+                deadline
+            } else {
+                tokio::time::Instant::now() + secs(between)
+            };
             let read = tokio::time::timeout_at(
-                deadline,
+                until,
                 tokio::io::AsyncReadExt::read_buf(&mut conn.stream, &mut rbuf),
             )
             .await;
@@ -1983,9 +2011,21 @@ async fn backend_error(
     log_resp(bo, Tag::BerespProtocol);
     bo.synth_body.clear();
     bo.t_origin = bo.now;
-    bo.ttl = 0.0;
-    bo.grace = 0.0;
-    bo.keep = 0.0;
+    // As varnishd's vbf_stp_error: with requests on the waiting list the
+    // error object is cached briefly (ttl 1 s, grace and keep 5 s) so the
+    // list drains on it, each waiter getting this 503, instead of each one
+    // fetching from the failing backend in turn; else it expires at once.
+    let waiters = match &job.mode {
+        FetchMode::Miss { busy, .. }
+        | FetchMode::HitMiss { busy, .. }
+        | FetchMode::Background { busy, .. } => busy.has_waiters(),
+        FetchMode::Pass => false,
+    };
+    (bo.ttl, bo.grace, bo.keep) = if waiters {
+        (1.0, 5.0, 5.0)
+    } else {
+        (0.0, 0.0, 0.0)
+    };
     let vcl = bo.vcl.clone();
     match vcl.run_async(BuiltinSub::BackendError, bo, scratch).await {
         Action::Deliver => {}

@@ -1198,12 +1198,10 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     let hk = sh.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(100));
-        let mut n: u64 = 0;
         let mut last_ping = std::time::Instant::now();
         let mut memory_target = 0;
         loop {
             tick.tick().await;
-            n += 1;
             let now = lacquer_http::date::now();
             let ping = hk.params().uint("ping_interval");
             if ping > 0 && last_ping.elapsed() >= Duration::from_secs(ping) {
@@ -1241,7 +1239,9 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
                 }
             }
             crate::mgt::commands::cool_idle_vcls(&hk);
-            if n.is_multiple_of(10) {
+            // Every tick: varnishd's waiter closes an idle backend
+            // connection at backend_idle_timeout, not up to a second later.
+            {
                 let idle = Duration::from_secs_f64(p.duration("backend_idle_timeout"));
                 if let Some(v) = hk.active_vcl() {
                     for b in &v.backends {
