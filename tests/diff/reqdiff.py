@@ -233,8 +233,8 @@ def arguments(quiet):
     return a
 
 
-def pass_backend(handle):
-    """A backend calling `handle(conn)` per connection; a VCL passing every request to it."""
+def serve_each(handle):
+    """A loopback listener calling `handle(conn)` in a thread per connection; its port."""
     bl = socket.socket()
     bl.bind(("127.0.0.1", 0))
     bl.listen(64)
@@ -245,9 +245,14 @@ def pass_backend(handle):
             threading.Thread(target=handle, args=(c,), daemon=True).start()
 
     threading.Thread(target=serve, daemon=True).start()
+    return bl.getsockname()[1]
+
+
+def pass_backend(handle):
+    """A backend calling `handle(conn)` per connection; a VCL passing every request to it."""
     return (
         'vcl 4.1;\nbackend default { .host = "127.0.0.1"; .port = "%d"; }\n'
-        "sub vcl_recv { return (pass); }\n" % bl.getsockname()[1]
+        "sub vcl_recv { return (pass); }\n" % serve_each(handle)
     )
 
 

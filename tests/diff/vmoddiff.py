@@ -49,7 +49,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reqdiff  # noqa: E402
@@ -106,17 +105,7 @@ def backend_conn(c):
 
 
 def backend():
-    bl = socket.socket()
-    bl.bind(("127.0.0.1", 0))
-    bl.listen(64)
-
-    def serve():
-        while True:
-            c, _ = bl.accept()
-            threading.Thread(target=backend_conn, args=(c,), daemon=True).start()
-
-    threading.Thread(target=serve, daemon=True).start()
-    return bl.getsockname()[1]
+    return reqdiff.serve_each(backend_conn)
 
 
 def build_vcl(cases, port):

@@ -48,35 +48,36 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl XkeyIndex {
-    /// Lists `oc` under its keys (an object entering the cache).
-    pub(crate) fn insert(&self, oc: &Arc<ObjCore>) {
+    /// Runs `f` on the map and `oc`'s keys, when it has any.
+    fn with_keys(&self, oc: &ObjCore, f: impl FnOnce(&mut KeyMap, Vec<&[u8]>)) {
         let Some(data) = oc.data.get() else { return };
         let keys = keys_of(data);
-        if keys.is_empty() {
-            return;
+        if !keys.is_empty() {
+            f(&mut lock(&self.map), keys);
         }
-        let mut map = lock(&self.map);
-        for k in keys {
-            map.entry(k.into()).or_default().push(Arc::downgrade(oc));
-        }
+    }
+
+    /// Lists `oc` under its keys (an object entering the cache).
+    pub(crate) fn insert(&self, oc: &Arc<ObjCore>) {
+        self.with_keys(oc, |map, keys| {
+            for k in keys {
+                map.entry(k.into()).or_default().push(Arc::downgrade(oc));
+            }
+        });
     }
 
     /// Takes `oc` out of the lists of its keys (an object leaving).
     pub(crate) fn remove(&self, oc: &ObjCore) {
-        let Some(data) = oc.data.get() else { return };
-        let keys = keys_of(data);
-        if keys.is_empty() {
-            return;
-        }
-        let mut map = lock(&self.map);
-        for k in keys {
-            if let Some(list) = map.get_mut(k) {
-                list.retain(|w| !std::ptr::eq(w.as_ptr(), oc));
-                if list.is_empty() {
-                    map.remove(k);
+        self.with_keys(oc, |map, keys| {
+            for k in keys {
+                if let Some(list) = map.get_mut(k) {
+                    list.retain(|w| !std::ptr::eq(w.as_ptr(), oc));
+                    if list.is_empty() {
+                        map.remove(k);
+                    }
                 }
             }
-        }
+        });
     }
 
     /// The objects listed under each of `keys`, key by key (an object

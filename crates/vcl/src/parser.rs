@@ -1880,14 +1880,8 @@ impl<'a> Parser<'a> {
                 if let [seg] = path.segments.as_slice()
                     && !self.bare_words
                 {
-                    let lower = seg.name.to_ascii_lowercase();
-                    let kind = if ACTION_SYMBOLS.contains(&lower.as_str()) {
-                        Some("action")
-                    } else if lower != "default" && RESERVED_SYMBOLS.contains(&lower.as_str()) {
-                        Some("reserved")
-                    } else {
-                        None
-                    };
+                    let kind = builtin_symbol_kind(&seg.name)
+                        .filter(|k| matches!(*k, "action" | "reserved"));
                     if let Some(kind) = kind {
                         let msg = format!(
                             "Symbol '{}' type ({kind}) can not be used in expression.",
@@ -2029,26 +2023,13 @@ pub fn builtin_symbol_kind(name: &str) -> Option<&'static str> {
         .map(|(kind, _)| *kind)
 }
 
-/// Top-level keywords vcc enters in its symbol table as reserved words: as
-/// a statement they are "Symbol cannot be used here." (checked against
-/// varnishd 7.1).
 /// The objects whose `.http` is a header collection (vcc's `X.http*`).
 const HEADER_ROOTS: &[&str] = &["req", "bereq", "beresp", "resp", "obj", "req_top"];
 
+/// Top-level keywords vcc enters in its symbol table as reserved words: as
+/// a statement they are "Symbol cannot be used here." (checked against
+/// varnishd 7.1).
 const RESERVED_SYMBOLS: &[&str] = &["acl", "backend", "default", "import", "probe", "sub", "vcl"];
-
-/// vcc's action symbols (vcc_action.c's table and `if`).
-const ACTION_SYMBOLS: &[&str] = &[
-    "ban",
-    "call",
-    "hash_data",
-    "if",
-    "new",
-    "return",
-    "set",
-    "synthetic",
-    "unset",
-];
 
 /// The `vcl_*` subroutines of Varnish 7.1's built-in VCL that are not
 /// methods; user VCL may define them too (used when no built-in file is

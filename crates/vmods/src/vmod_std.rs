@@ -503,17 +503,7 @@ fn sf_whole(s: &[u8], max_int: usize) -> Result<f64, Option<&'static str>> {
 fn vnum_duration(s: &[u8]) -> Option<f64> {
     let (v, rest) = sf_number(s, 15, false).ok()?;
     let unit = std::str::from_utf8(rest).ok()?.trim_matches([' ', '\t']);
-    let mult = match unit {
-        "ms" => 1e-3,
-        "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        "d" => 86_400.0,
-        "w" => 604_800.0,
-        "y" => 31_536_000.0,
-        _ => return None,
-    };
-    Some(v * mult)
+    Some(v * lacquer_vcl::exec::value::duration_unit(unit)?)
 }
 
 /// `VNUM_2bytes`: a strict number, not negative, then an optional unit

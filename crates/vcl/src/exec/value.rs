@@ -343,6 +343,21 @@ pub fn http_date(t: f64) -> Result<String, ConvError> {
     Ok(String::from_utf8_lossy(&v).into_owned())
 }
 
+/// Seconds in one of VCL's duration units (`ms s m h d w y`), as
+/// `VNUM_duration` knows them.
+pub fn duration_unit(unit: &str) -> Option<f64> {
+    Some(match unit {
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86_400.0,
+        "w" => 604_800.0,
+        "y" => 31_536_000.0,
+        _ => return None,
+    })
+}
+
 /// Parses a VCL duration string like `VNUM_duration`: a decimal number
 /// followed by a unit (`ms`, `s`, `m`, `h`, `d`, `w`, `y`), spaces allowed
 /// between them. A missing unit is an error.
@@ -353,17 +368,7 @@ pub fn parse_duration(s: &[u8]) -> Option<f64> {
         .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
     let n: f64 = parse_decimal(num)?;
-    let mult = match unit.trim_start() {
-        "ms" => 1e-3,
-        "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        "d" => 86_400.0,
-        "w" => 604_800.0,
-        "y" => 31_536_000.0,
-        _ => return None,
-    };
-    Some(n * mult)
+    Some(n * duration_unit(unit.trim_start())?)
 }
 
 /// Parses a byte size like `VNUM_2bytes`: a number with an optional
