@@ -107,6 +107,10 @@ pub enum Expr {
         regex: u32,
         sub: Box<Expr>,
     },
+    /// An IP value converted to a string (varnishd's `VRT_IP_string`): a
+    /// NULL IP (a vmod that returned none) fails the VCL with
+    /// `VRT_IP_string: Illegal IP` instead of reading as empty.
+    IpStr(Box<Expr>),
     /// `s.upper()` / `s.lower()` (ASCII case mapping; NULL stays NULL).
     Case { upper: bool, inner: Box<Expr> },
     /// `backend.resolve()`: the backend a director picks now.

@@ -304,6 +304,8 @@ impl Lower<'_> {
                 let x = self.expr(inner)?;
                 if inner.ty.is_stringish() || inner.ty == Type::Header {
                     x
+                } else if inner.ty == Type::Ip {
+                    Expr::Concat(vec![Expr::IpStr(Box::new(x))].into())
                 } else {
                     Expr::Concat(vec![x].into())
                 }
