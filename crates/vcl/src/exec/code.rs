@@ -57,6 +57,9 @@ pub enum Expr {
     /// `a OP b` on non-string values of the same type (INT, REAL, TIME,
     /// DURATION, BYTES, BOOL, BACKEND, IP, ...). Only `==`..`>=`.
     Cmp(CmpOp, Box<Expr>, Box<Expr>),
+    /// `a == b` / `a != b` on IP values (varnishd's `VRT_ipcmp`): a NULL
+    /// side fails the VCL with `VRT_ipcmp: Illegal IP`.
+    IpCmp(CmpOp, Box<Expr>, Box<Expr>),
     /// String comparison. `strands` is false when both sides are a single
     /// string (Varnish's `VRT_strcmp`: a NULL side makes `==` false and
     /// `!=` true); true when either side is a concatenation (NULL reads as

@@ -1359,6 +1359,15 @@ impl<'a, C: Context + AsDynContext + ?Sized> Exec<'a, C> {
                 self.regex_match(re, subject, *negate)
             }
             Expr::Const(Value::Bool(b)) => Ok(*b),
+            Expr::IpCmp(op, a, b) => {
+                let a = self.operand(a)?;
+                let b = self.operand(b)?;
+                if matches!(a, Value::Null) || matches!(b, Value::Null) {
+                    return Err(self.fail("VRT_ipcmp: Illegal IP"));
+                }
+                let r = value_cmp(*op, &a, &b);
+                self.check(r)
+            }
             Expr::AclMatch { ip, acl, negate } => {
                 let Value::Ip(sa) = self.eval(ip)? else {
                     return Err(self.fail("Cannot match a null IP address"));
@@ -1488,6 +1497,7 @@ impl<'a, C: Context + AsDynContext + ?Sized> Exec<'a, C> {
             | Expr::AclMatch { .. }
             | Expr::AclMatchDyn { .. }
             | Expr::StrCmp { .. }
+            | Expr::IpCmp(..)
             | Expr::Cmp(..) => Value::Bool(self.eval_bool(e)?),
             Expr::Neg(inner) => match self.eval(inner)? {
                 Value::Int(i) => Value::Int(i.wrapping_neg()),

@@ -328,6 +328,8 @@ impl Lower<'_> {
                         right: self.boxed(rhs)?,
                         strands,
                     }
+                } else if lhs.ty == Type::Ip {
+                    Expr::IpCmp(*op, self.boxed(lhs)?, self.boxed(rhs)?)
                 } else {
                     Expr::Cmp(*op, self.boxed(lhs)?, self.boxed(rhs)?)
                 }
