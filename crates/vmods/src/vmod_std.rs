@@ -641,6 +641,12 @@ fn time(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
 }
 
 fn ip(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
+    // As varnishd: a fallback given as NULL (`vtc.no_ip()`) fails the
+    // call before the text is looked at, even when the text converts.
+    let fallback = a.ip(1)?;
+    if a.given(1) && fallback.is_none() {
+        return Err("std.ip: invalid fallback".to_string());
+    }
     let s = a.str_or_empty(0)?;
     let resolve = a.bool(2)?.unwrap_or(true);
     let default_port = a.str(3)?.map(|p| lossy(p).into_owned());
@@ -660,7 +666,7 @@ fn ip(_: &Env, _: &mut dyn Context, a: &Args<'_>) -> R {
     });
     match parsed {
         Some(sa) => Ok(Value::Ip(sa)),
-        None => match a.ip(1)? {
+        None => match fallback {
             Some(fb) => Ok(Value::Ip(fb)),
             None => Err("std.ip: conversion failed".to_string()),
         },

@@ -57,6 +57,9 @@ pub enum Expr {
     /// `a OP b` on non-string values of the same type (INT, REAL, TIME,
     /// DURATION, BYTES, BOOL, BACKEND, IP, ...). Only `==`..`>=`.
     Cmp(CmpOp, Box<Expr>, Box<Expr>),
+    /// `a == b` / `a != b` on IP values (varnishd's `VRT_ipcmp`): a NULL
+    /// side fails the VCL with `VRT_ipcmp: Illegal IP`.
+    IpCmp(CmpOp, Box<Expr>, Box<Expr>),
     /// String comparison. `strands` is false when both sides are a single
     /// string (Varnish's `VRT_strcmp`: a NULL side makes `==` false and
     /// `!=` true); true when either side is a concatenation (NULL reads as
@@ -107,6 +110,10 @@ pub enum Expr {
         regex: u32,
         sub: Box<Expr>,
     },
+    /// An IP value converted to a string (varnishd's `VRT_IP_string`): a
+    /// NULL IP (a vmod that returned none) fails the VCL with
+    /// `VRT_IP_string: Illegal IP` instead of reading as empty.
+    IpStr(Box<Expr>),
     /// `s.upper()` / `s.lower()` (ASCII case mapping; NULL stays NULL).
     Case { upper: bool, inner: Box<Expr> },
     /// `backend.resolve()`: the backend a director picks now.

@@ -1198,6 +1198,10 @@ impl<'a, C: Context + AsDynContext + ?Sized> Exec<'a, C> {
                 let re = self.regex_value(regex)?;
                 self.regsub_into(re, *all, subject, sub, out)
             }
+            Expr::IpStr(inner) => match self.eval(inner)? {
+                Value::Null => Err(self.fail("VRT_IP_string: Illegal IP")),
+                v => self.append_value(v, out),
+            },
             Expr::Case { upper, inner } => {
                 let at = out.len();
                 let nonnull = self.append_str(inner, out)?;
@@ -1210,21 +1214,27 @@ impl<'a, C: Context + AsDynContext + ?Sized> Exec<'a, C> {
             }
             _ => {
                 let v = self.eval(e)?;
-                let prog = self.prog;
-                let at = out.len();
-                let nonnull = match v.append_to(out, &prog.acl_names) {
-                    Ok(nonnull) => nonnull,
-                    Err(e) => return Err(self.fail(e.0)),
-                };
-                // As varnishd: a printed value that does not fit in the
-                // workspace is NULL (and the workspace overflowed).
-                if nonnull && printed(&v) && !self.ws_charge(out.len() - at) {
-                    out.truncate(at);
-                    return Ok(false);
-                }
-                Ok(nonnull)
+                self.append_value(v, out)
             }
         }
+    }
+
+    /// Appends the string form of an evaluated value, charging printed
+    /// forms to the workspace.
+    fn append_value(&mut self, v: Value, out: &mut Vec<u8>) -> Res<bool> {
+        let prog = self.prog;
+        let at = out.len();
+        let nonnull = match v.append_to(out, &prog.acl_names) {
+            Ok(nonnull) => nonnull,
+            Err(e) => return Err(self.fail(e.0)),
+        };
+        // As varnishd: a printed value that does not fit in the
+        // workspace is NULL (and the workspace overflowed).
+        if nonnull && printed(&v) && !self.ws_charge(out.len() - at) {
+            out.truncate(at);
+            return Ok(false);
+        }
+        Ok(nonnull)
     }
 
     fn regex(&mut self, i: u32) -> Res<&'a super::regex::Regex> {
@@ -1349,6 +1359,15 @@ impl<'a, C: Context + AsDynContext + ?Sized> Exec<'a, C> {
                 self.regex_match(re, subject, *negate)
             }
             Expr::Const(Value::Bool(b)) => Ok(*b),
+            Expr::IpCmp(op, a, b) => {
+                let a = self.operand(a)?;
+                let b = self.operand(b)?;
+                if matches!(a, Value::Null) || matches!(b, Value::Null) {
+                    return Err(self.fail("VRT_ipcmp: Illegal IP"));
+                }
+                let r = value_cmp(*op, &a, &b);
+                self.check(r)
+            }
             Expr::AclMatch { ip, acl, negate } => {
                 let Value::Ip(sa) = self.eval(ip)? else {
                     return Err(self.fail("Cannot match a null IP address"));
@@ -1438,7 +1457,7 @@ impl<'a, C: Context + AsDynContext + ?Sized> Exec<'a, C> {
                 let r = self.ctx.storage_var(*id, name);
                 self.check(r)?
             }
-            Expr::Concat(_) | Expr::Regsub { .. } | Expr::RegsubDyn { .. } => {
+            Expr::Concat(_) | Expr::IpStr(_) | Expr::Regsub { .. } | Expr::RegsubDyn { .. } => {
                 let mut buf = self.take_buf();
                 let r = self.append_str(e, &mut buf);
                 let v = Value::Str(Bytes::copy_from_slice(&buf));
@@ -1478,6 +1497,7 @@ impl<'a, C: Context + AsDynContext + ?Sized> Exec<'a, C> {
             | Expr::AclMatch { .. }
             | Expr::AclMatchDyn { .. }
             | Expr::StrCmp { .. }
+            | Expr::IpCmp(..)
             | Expr::Cmp(..) => Value::Bool(self.eval_bool(e)?),
             Expr::Neg(inner) => match self.eval(inner)? {
                 Value::Int(i) => Value::Int(i.wrapping_neg()),

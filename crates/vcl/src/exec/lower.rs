@@ -304,6 +304,8 @@ impl Lower<'_> {
                 let x = self.expr(inner)?;
                 if inner.ty.is_stringish() || inner.ty == Type::Header {
                     x
+                } else if inner.ty == Type::Ip {
+                    Expr::Concat(vec![Expr::IpStr(Box::new(x))].into())
                 } else {
                     Expr::Concat(vec![x].into())
                 }
@@ -326,6 +328,8 @@ impl Lower<'_> {
                         right: self.boxed(rhs)?,
                         strands,
                     }
+                } else if lhs.ty == Type::Ip {
+                    Expr::IpCmp(*op, self.boxed(lhs)?, self.boxed(rhs)?)
                 } else {
                     Expr::Cmp(*op, self.boxed(lhs)?, self.boxed(rhs)?)
                 }
