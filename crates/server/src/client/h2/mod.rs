@@ -452,23 +452,10 @@ where
         )
         .await;
     }
-    let _ = wr.shutdown().await;
     svsl.log(
         Tag::Debug,
         format_args!("H2 CLEANUP {}", frame::error_name(ending.code)),
     );
-    if ending.goaway_sent {
-        // After a GOAWAY, what the client still sends is read and dropped
-        // for a moment, so that closing does not reset the connection
-        // before the client has read the GOAWAY.
-        let until = tokio::time::Instant::now() + Duration::from_secs(1);
-        let mut sink = [0u8; 4096];
-        while let Ok(Ok(n)) = tokio::time::timeout_at(until, rd.read(&mut sink)).await {
-            if n == 0 {
-                break;
-            }
-        }
-    }
     // Every stream learns that the connection is gone, and ends.
     {
         let mut f = c.flow.lock().expect("flow lock");
@@ -485,6 +472,23 @@ where
     }
     drop(out_rx);
     while c.tasks.join_next().await.is_some() {}
+    // As varnishd (`h2_new_session` waits for its streams before the
+    // session is closed), the connection stays open until the streams
+    // still running have ended, whatever ended the session: a client's
+    // GOAWAY does not cut it short.
+    let _ = wr.shutdown().await;
+    if ending.goaway_sent {
+        // After a GOAWAY, what the client still sends is read and dropped
+        // for a moment, so that closing does not reset the connection
+        // before the client has read the GOAWAY.
+        let until = tokio::time::Instant::now() + Duration::from_secs(1);
+        let mut sink = [0u8; 4096];
+        while let Ok(Ok(n)) = tokio::time::timeout_at(until, rd.read(&mut sink)).await {
+            if n == 0 {
+                break;
+            }
+        }
+    }
     let [rxh, rxb, txh, txb] = c.acct;
     let sh = &ctx.sh;
     sh.counters
