@@ -122,6 +122,10 @@ pub struct ReqTask {
     pub top_privs: Option<lacquer_vcl::exec::privs::SharedPrivs>,
     /// Request body kept by `std.cache_req_body`.
     pub req_body: Option<Bytes>,
+    /// The size of `req_body` a `std.cache_req_body()` limit is checked
+    /// against: its length, or for an HTTP/2 body without a length what
+    /// came before the read that brought its end (varnishd's vrb_pull).
+    pub req_body_checked: u64,
     /// `std.cache_req_body()` kept the body: it goes with any fetch, not
     /// only a pass.
     pub req_body_kept: bool,
@@ -374,6 +378,7 @@ impl ReqTask {
             privs: Default::default(),
             top_privs: None,
             req_body: None,
+            req_body_checked: 0,
             req_body_failed: false,
             body_pending: None,
             req_body_kept: false,
@@ -555,8 +560,9 @@ impl ReqTask {
                     .add(crate::runtime::counters::Main::s_req_bodybytes, n);
                 self.req_body_bytes += n;
                 match body {
-                    crate::client::reqbody::ReqBody::Cached(b) => {
+                    crate::client::reqbody::ReqBody::Cached(b, checked) => {
                         self.req_body = Some(b);
+                        self.req_body_checked = checked;
                         self.body_pending = None;
                         self.log_ts("ReqBody");
                     }
@@ -1006,7 +1012,7 @@ impl Context for ReqTask {
         // just now, for a client that waited for 100 Continue); a body
         // still pending is larger than that.
         let fits = match &self.req_body {
-            Some(b) => b.len() as u64 <= max,
+            Some(_) => self.req_body_checked <= max,
             None => self.body_pending.is_none(),
         };
         if !fits {

@@ -61,8 +61,9 @@ pub struct Pending {
 /// What reading ahead got of a body.
 #[derive(Debug)]
 pub enum ReqBody {
-    /// Read completely and kept.
-    Cached(Bytes),
+    /// Read completely and kept, with the size a `std.cache_req_body()`
+    /// limit is checked against (see [`ReqBody::read_ahead`]).
+    Cached(Bytes, u64),
     /// Still (at least partly) on the connection.
     Pending(Pending),
 }
@@ -87,18 +88,44 @@ impl ReqBody {
             // Known to be too big: nothing to gain from reading ahead.
             return Ok((ReqBody::Pending(Pending::new(kind)), 0));
         }
+        // As varnishd's vrb_pull, which checks the limit before each read
+        // only: an HTTP/2 body without a length (the only kind read to its
+        // end, `Eof`) whose end came with a read is checked on what came
+        // before that read. What follows a read without waiting (the end,
+        // or data that arrived meanwhile) counts as part of that read.
+        let eof = matches!(kind, BodyKind::Eof);
+        let whole = |prefix: &[Bytes], have: u64, checked: u64| {
+            let mut all = BytesMut::with_capacity(have as usize);
+            for s in prefix {
+                all.extend_from_slice(s);
+            }
+            Ok((ReqBody::Cached(all.freeze(), checked), have))
+        };
         while have <= limit {
+            let before = have;
             match stream.next(r, buf, timeout).await? {
                 Some(seg) => {
                     have += seg.len() as u64;
                     prefix.push(seg);
                 }
-                None => {
-                    let mut all = BytesMut::with_capacity(have as usize);
-                    for s in &prefix {
-                        all.extend_from_slice(s);
+                None => return whole(&prefix, have, have),
+            }
+            if !eof {
+                continue;
+            }
+            loop {
+                match tokio::time::timeout(Duration::ZERO, stream.next(r, buf, timeout)).await {
+                    Ok(Ok(None)) => return whole(&prefix, have, before),
+                    Ok(Ok(Some(seg))) => {
+                        have += seg.len() as u64;
+                        prefix.push(seg);
+                        if have > limit {
+                            // Read ahead no further than the limit.
+                            break;
+                        }
                     }
-                    return Ok((ReqBody::Cached(all.freeze()), have));
+                    Ok(Err(e)) => return Err(e),
+                    Err(_) => break,
                 }
             }
         }
@@ -306,8 +333,9 @@ pub async fn take_ahead<R: AsyncRead + Unpin>(
         .add(crate::runtime::counters::Main::s_req_bodybytes, n);
     task.req_body_bytes = n;
     match b {
-        ReqBody::Cached(b) => {
+        ReqBody::Cached(b, checked) => {
             task.req_body = Some(b);
+            task.req_body_checked = checked;
             task.req_body_read_at = Some(lacquer_http::date::now());
         }
         ReqBody::Pending(p) => task.body_pending = Some(p),
@@ -410,13 +438,48 @@ mod tests {
     const T: Duration = Duration::from_secs(1);
 
     #[tokio::test]
+    async fn unframed_body_is_checked_before_the_read_that_ends_it() {
+        use tokio::io::AsyncWriteExt;
+        // Five bytes and the end at once: one read, checked on nothing.
+        let mut r: &[u8] = b"hello";
+        let mut buf = BytesMut::new();
+        let (b, n) = ReqBody::read_ahead(BodyKind::Eof, &mut r, &mut buf, T, 4)
+            .await
+            .unwrap();
+        assert!(matches!(&b, ReqBody::Cached(x, 0) if &x[..] == b"hello"));
+        assert_eq!(n, 5);
+        // Five bytes, the end still to come: over the limit, pending.
+        let (mut client, mut server) = tokio::io::duplex(64);
+        client.write_all(b"hello").await.unwrap();
+        let mut buf = BytesMut::new();
+        let (b, n) = ReqBody::read_ahead(BodyKind::Eof, &mut server, &mut buf, T, 4)
+            .await
+            .unwrap();
+        assert!(matches!(b, ReqBody::Pending(_)));
+        assert_eq!(n, 5);
+        // Three bytes, then two and the end: checked on the three.
+        let (mut client, mut server) = tokio::io::duplex(64);
+        client.write_all(b"hel").await.unwrap();
+        let late = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            client.write_all(b"lo").await.unwrap();
+        });
+        let mut buf = BytesMut::new();
+        let (b, _) = ReqBody::read_ahead(BodyKind::Eof, &mut server, &mut buf, T, 4)
+            .await
+            .unwrap();
+        late.await.unwrap();
+        assert!(matches!(&b, ReqBody::Cached(x, 3) if &x[..] == b"hello"));
+    }
+
+    #[tokio::test]
     async fn small_body_is_cached_big_one_stays_pending() {
         let mut r: &[u8] = b"";
         let mut buf = BytesMut::from(&b"hello"[..]);
         let (b, n) = ReqBody::read_ahead(BodyKind::Length(5), &mut r, &mut buf, T, 10)
             .await
             .unwrap();
-        assert!(matches!(&b, ReqBody::Cached(x) if &x[..] == b"hello"));
+        assert!(matches!(&b, ReqBody::Cached(x, _) if &x[..] == b"hello"));
         assert_eq!(n, 5);
 
         let mut buf = BytesMut::from(&b"hello"[..]);

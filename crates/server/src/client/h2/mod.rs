@@ -373,7 +373,18 @@ where
             up.unset,
         );
     }
+    // Frames that came in the same read as the preface (a client may send
+    // its preface, SETTINGS and first requests in one write) are handled
+    // before waiting for more: else they wait for the client's next bytes.
+    let mut buffered = !rbuf.is_empty();
     let ending = loop {
+        if std::mem::take(&mut buffered) {
+            if let Some(e) = c.rx(svsl, &mut rbuf) {
+                break e;
+            }
+            rbuf.reserve(16 * 1024);
+            continue;
+        }
         if !ctx.sh.is_running() {
             // The cache "process" died (an emulated panic): the
             // connection goes down with it, nothing more is sent.
@@ -426,22 +437,8 @@ where
                     }
                     Ok(Ok(_)) => {}
                 }
-                if let Err(f) = c.read_frames(svsl, &mut rbuf) {
-                    if let Fault::Conn(NO_FRAME) = f {
-                        svsl.log_str(Tag::Debug, "H2: No frame (hs=OVERFLOW)");
-                        break Ending::LEFT;
-                    }
-                    if let Fault::Conn(PEER_GOAWAY) = f {
-                        break Ending {
-                            code: c.peer_goaway,
-                            goaway_sent: false,
-                        };
-                    }
-                    c.goaway(svsl, f);
-                    break Ending {
-                        code: connection_error(f.code()),
-                        goaway_sent: true,
-                    };
+                if let Some(e) = c.rx(svsl, &mut rbuf) {
+                    break e;
                 }
                 rbuf.reserve(16 * 1024);
             }
@@ -455,23 +452,10 @@ where
         )
         .await;
     }
-    let _ = wr.shutdown().await;
     svsl.log(
         Tag::Debug,
         format_args!("H2 CLEANUP {}", frame::error_name(ending.code)),
     );
-    if ending.goaway_sent {
-        // After a GOAWAY, what the client still sends is read and dropped
-        // for a moment, so that closing does not reset the connection
-        // before the client has read the GOAWAY.
-        let until = tokio::time::Instant::now() + Duration::from_secs(1);
-        let mut sink = [0u8; 4096];
-        while let Ok(Ok(n)) = tokio::time::timeout_at(until, rd.read(&mut sink)).await {
-            if n == 0 {
-                break;
-            }
-        }
-    }
     // Every stream learns that the connection is gone, and ends.
     {
         let mut f = c.flow.lock().expect("flow lock");
@@ -488,6 +472,23 @@ where
     }
     drop(out_rx);
     while c.tasks.join_next().await.is_some() {}
+    // As varnishd (`h2_new_session` waits for its streams before the
+    // session is closed), the connection stays open until the streams
+    // still running have ended, whatever ended the session: a client's
+    // GOAWAY does not cut it short.
+    let _ = wr.shutdown().await;
+    if ending.goaway_sent {
+        // After a GOAWAY, what the client still sends is read and dropped
+        // for a moment, so that closing does not reset the connection
+        // before the client has read the GOAWAY.
+        let until = tokio::time::Instant::now() + Duration::from_secs(1);
+        let mut sink = [0u8; 4096];
+        while let Ok(Ok(n)) = tokio::time::timeout_at(until, rd.read(&mut sink)).await {
+            if n == 0 {
+                break;
+            }
+        }
+    }
     let [rxh, rxb, txh, txb] = c.acct;
     let sh = &ctx.sh;
     sh.counters
@@ -538,6 +539,28 @@ fn log_rx_frame(svsl: &mut VslBuf, raw: &[u8]) {
 }
 
 impl Conn {
+    /// Handles the complete frames in `rbuf`; how the session ends when
+    /// one of them ends it (a GOAWAY of ours is queued for a connection
+    /// error).
+    fn rx(&mut self, svsl: &mut VslBuf, rbuf: &mut BytesMut) -> Option<Ending> {
+        let f = self.read_frames(svsl, rbuf).err()?;
+        if let Fault::Conn(NO_FRAME) = f {
+            svsl.log_str(Tag::Debug, "H2: No frame (hs=OVERFLOW)");
+            return Some(Ending::LEFT);
+        }
+        if let Fault::Conn(PEER_GOAWAY) = f {
+            return Some(Ending {
+                code: self.peer_goaway,
+                goaway_sent: false,
+            });
+        }
+        self.goaway(svsl, f);
+        Some(Ending {
+            code: connection_error(f.code()),
+            goaway_sent: true,
+        })
+    }
+
     /// Queues a frame for the socket, logging it when the mask allows.
     fn send_frame(&mut self, svsl: &mut VslBuf, typ: u8, fl: u8, sid: u32, payload: &[u8]) {
         let head = Head {
