@@ -29,19 +29,35 @@ import threading
 import time
 
 
+def recv_until(c, buf, done):
+    """Reads from `c` onto `buf` until `done(buf)`; None if the peer closes first."""
+    while not done(buf):
+        d = c.recv(65536)
+        if not d:
+            return None
+        buf += d
+    return buf
+
+
+def read_head(c, buf):
+    """The next request head on `c` as its lines, and the bytes after it; None at EOF."""
+    buf = recv_until(c, buf, lambda b: b"\r\n\r\n" in b)
+    if buf is None:
+        return None
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    return head.split(b"\r\n"), rest
+
+
 def backend_conn(c):
     """Answers each request on `c` with what it received (request line and headers)."""
     buf = b""
     c.settimeout(5)
     try:
         while True:
-            while b"\r\n\r\n" not in buf:
-                d = c.recv(65536)
-                if not d:
-                    return
-                buf += d
-            head, buf = buf.split(b"\r\n\r\n", 1)
-            lines = head.split(b"\r\n")
+            got = read_head(c, buf)
+            if got is None:
+                return
+            lines, buf = got
             hdrs = [l for l in lines[1:] if not re.match(rb"(?i)(x-varnish|x-forwarded-for|via):", l)]
             n = 0
             te = False
@@ -53,19 +69,15 @@ def backend_conn(c):
                     te = True
             if te:
                 # a chunked body: read to its end
-                while not re.search(rb"(^|\r\n)0\r\n(.*\r\n)?\r\n", buf, re.S):
-                    d = c.recv(65536)
-                    if not d:
-                        return
-                    buf += d
+                buf = recv_until(c, buf, lambda b: re.search(rb"(^|\r\n)0\r\n(.*\r\n)?\r\n", b, re.S))
+                if buf is None:
+                    return
                 m = re.search(rb"(^|\r\n)0\r\n(.*?\r\n)?\r\n", buf, re.S)
                 body, buf = buf[: m.end()], buf[m.end():]
             else:
-                while len(buf) < n:
-                    d = c.recv(65536)
-                    if not d:
-                        return
-                    buf += d
+                buf = recv_until(c, buf, lambda b: len(b) >= n)
+                if buf is None:
+                    return
                 body, buf = buf[:n], buf[n:]
             out = b"\n".join([lines[0]] + sorted(hdrs)) + b"\nbody:" + body
             c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(out), out))

@@ -74,13 +74,10 @@ def backend_conn(c):
     buf = b""
     try:
         while True:
-            while b"\r\n\r\n" not in buf:
-                d = c.recv(65536)
-                if not d:
-                    return
-                buf += d
-            head, buf = buf.split(b"\r\n\r\n", 1)
-            lines = head.split(b"\r\n")
+            got = reqdiff.read_head(c, buf)
+            if got is None:
+                return
+            lines, buf = got
             n = 0
             echo = b""
             for line in lines[1:]:
@@ -90,11 +87,9 @@ def backend_conn(c):
                     n = int(v.strip() or b"0")
                 if k.startswith(b"x-be-"):
                     echo += k[5:] + b": " + v.strip() + b"\r\n"
-            while len(buf) < n:
-                d = c.recv(65536)
-                if not d:
-                    return
-                buf += d
+            buf = reqdiff.recv_until(c, buf, lambda b: len(b) >= n)
+            if buf is None:
+                return
             buf = buf[n:]
             body = lines[0].split(b" ")[1] if b" " in lines[0] else b"?"
             c.sendall(b"HTTP/1.1 200 OK\r\n%sContent-Length: %d\r\n\r\n%s" % (echo, len(body), body))
